@@ -1,0 +1,43 @@
+"""The ``harness`` command line (click). Stages add their subcommands here."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="harness")
+def main() -> None:
+    """Heteroscedastic (HET / HET-XL) classification: heads, pretraining, VTAB-1k transfer,
+    ensembles and calibration reports."""
+
+
+@main.group()
+def bench() -> None:
+    """Speed and memory benchmarks; each writes its table to results/bench/."""
+
+
+@bench.command("heads")
+@click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True)
+@click.option("--quick", is_flag=True, help="A tiny grid (seconds), for smoke tests.")
+@click.option("--repeats", type=click.IntRange(1), default=3, show_default=True, help="Timed steps per point.")
+@click.option("--naive-budget-gib", type=float, default=8.0, show_default=True,
+              help="Skip the naive implementation where it would need more memory than this.")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=Path("results/bench/heads.md"),
+              show_default=True, help="Markdown table to write (a .json twin is written beside it).")
+def bench_heads(device: str, quick: bool, repeats: int, naive_budget_gib: float, out: Path) -> None:
+    """Forward+backward time and peak memory of every head variant vs a naive [B,S,K] implementation."""
+    from harness.bench import heads
+
+    try:
+        heads.run(device=device, quick=quick, repeats=repeats, naive_budget_gib=naive_budget_gib, out=out,
+                  progress=click.echo)
+    except ValueError as e:
+        raise click.UsageError(str(e)) from e
+    click.echo(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()

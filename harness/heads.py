@@ -1,0 +1,485 @@
+"""Heteroscedastic classification heads: HET (Collier et al., CVPR 2021) and HET-XL.
+
+A :class:`HeteroscedasticHead` replaces a classifier's final ``nn.Linear``. It models latent
+utilities u(x) ~ N(μ(x), Σ(x)) with Σ(x) = V(x)V(x)ᵀ + diag(d(x)²) (paper Sec. 3, Eq. 3-7) and
+returns logits whose softmax / sigmoid is the Monte Carlo averaged tempered probability, so the
+usual ``F.cross_entropy`` / ``F.binary_cross_entropy_with_logits`` is the NLL of that average.
+
+Variants (``covariance``):
+    ``"none"``                 homoscedastic baseline, exactly a linear layer (logits μ(x)/τ);
+    ``"diagonal"``             Σ = diag(d²) (Collier et al. 2020);
+    ``"low_rank"``             V(x) from a D -> W·R layer (the paper's full HET);
+    ``"parameter_efficient"``  V(x) = diag(v(x)) V, v from a D -> W layer, V input-independent (PE).
+Noise lives on the logits (``noise_space="logits"``, W = K) or on the pre-logits
+(``"pre_logits"``, W = D: HET-XL, Collier, Jenatton et al. 2023), where it is pushed through
+the class weights shared with μ.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Optional, Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from harness.sampling import NoiseLayout, auto_chunk_size, chunk_logits, monte_carlo_log_average, seeded_noise
+
+COVARIANCES = ("none", "diagonal", "low_rank", "parameter_efficient")
+LINKS = ("softmax", "sigmoid")
+NOISE_SPACES = ("logits", "pre_logits")
+DIAG_NOISES = ("independent", "shared_scalar")
+INITS = ("keras", "flax", "torch")
+#: d(x) = softplus(.) + MIN_SCALE (edward2 ``MIN_SCALE_MONTE_CARLO``, het-head.md Sec. 2.2).
+MIN_SCALE = 1e-3
+#: default bounds of a learned temperature (edward2 defaults, het-head.md Sec. 2.9).
+DEFAULT_TEMPERATURE_BOUNDS = (0.3, 3.0)
+#: ``covariance()`` refuses to build more elements than this unless ``max_elements`` is raised.
+MAX_DENSE_COVARIANCE_ELEMENTS = 1 << 27
+
+
+def _choice(name: str, value: str, allowed: Sequence[str]) -> str:
+    if value not in allowed:
+        raise ValueError(f"unknown {name} {value!r}: use one of {', '.join(map(repr, allowed))}")
+    return value
+
+
+class HeteroscedasticHead(nn.Module):
+    """Drop-in replacement of a classifier's last linear layer with heteroscedastic noise.
+
+    Args:
+        in_features: D, width of the input features.
+        num_classes: K, number of classes (softmax) or outputs (sigmoid).
+        covariance: ``"none" | "diagonal" | "low_rank" | "parameter_efficient"``.
+        link: ``"softmax"`` (multiclass) or ``"sigmoid"`` (multilabel).
+        num_factors: R, rank of the low-rank part; required for ``low_rank`` and
+            ``parameter_efficient``, 1 <= R <= W (W = K, or D for HET-XL). Ignored otherwise.
+        temperature: fixed τ > 0 dividing the logit samples (paper Eq. 6).
+        learn_temperature: learn τ = lo + (hi - lo)·sigmoid(t), t initialised at 0, i.e. τ starts
+            at the midpoint of ``temperature_bounds`` (edward2 ``tune_temperature``; HET-XL).
+        temperature_bounds: (lo, hi) with 0 < lo < hi, used when ``learn_temperature``.
+        noise_space: ``"logits"`` (HET) or ``"pre_logits"`` (HET-XL).
+        train_mc_samples, eval_mc_samples: S in training / evaluation mode (>= 1).
+        share_samples_across_batch: one noise draw per sample, broadcast over the batch.
+        mc_chunk_size: samples processed at once (None: about 1M elements per chunk). Peak memory
+            of a forward+backward scales with it, not with S.
+        eval_seed: noise seed in evaluation mode, so repeated evaluation of the same batch gives
+            identical outputs; None draws fresh noise from torch's global RNG each call.
+            Training always draws from the global RNG (so ``torch.manual_seed`` reproduces a run).
+        clip_eps: None for the exact log-space average; a float reproduces the reference's
+            clipping of p̄ to [eps, 1] (softmax) or [eps, 1 - eps] (sigmoid) (het-head.md Sec. 2.7).
+        diag_noise: ``"independent"`` (ε ~ N(0, I_W), paper and TF reference) or
+            ``"shared_scalar"`` (one scalar per sample, the JAX reference, het-head.md Sec. 3.1).
+        pe_noise_bias: keep the bias of the PE layer V (reference behaviour, het-head.md Sec. 2.4).
+        init: ``"keras"`` (glorot-uniform kernels, zero biases; TF reference), ``"flax"``
+            (truncated lecun-normal kernels, zero biases; JAX reference) or ``"torch"``
+            (``nn.Linear`` defaults).
+        cov_init_scale: ``"flax"`` only: variance scale of the covariance layers' kernels.
+
+    Shapes:
+        input ``[..., D]`` -> logits ``[..., K]`` (any number of leading dims).
+
+    Raises:
+        ValueError: unknown option, ``num_factors`` out of range, non-positive temperature or
+            sample count, bad temperature bounds, or (at call time) an input whose last dim is not D.
+    """
+
+    def __init__(
+        self,
+        in_features: int,
+        num_classes: int,
+        covariance: str = "low_rank",
+        link: str = "softmax",
+        num_factors: Optional[int] = None,
+        temperature: float = 1.0,
+        learn_temperature: bool = False,
+        temperature_bounds: Sequence[float] = DEFAULT_TEMPERATURE_BOUNDS,
+        noise_space: str = "logits",
+        train_mc_samples: int = 1000,
+        eval_mc_samples: int = 1000,
+        share_samples_across_batch: bool = False,
+        mc_chunk_size: Optional[int] = None,
+        eval_seed: Optional[int] = 0,
+        clip_eps: Optional[float] = None,
+        diag_noise: str = "independent",
+        pe_noise_bias: bool = True,
+        init: str = "keras",
+        cov_init_scale: Optional[float] = None,
+    ) -> None:
+        super().__init__()
+        if in_features < 1 or num_classes < 1:
+            raise ValueError(f"in_features and num_classes must be >= 1, got {in_features} and {num_classes}")
+        self.in_features, self.num_classes = int(in_features), int(num_classes)
+        self.covariance_type = _choice("covariance", covariance, COVARIANCES)
+        self.link = _choice("link", link, LINKS)
+        self.noise_space = _choice("noise_space", noise_space, NOISE_SPACES)
+        self.diag_noise = _choice("diag_noise", diag_noise, DIAG_NOISES)
+        _choice("init", init, INITS)
+        width = self.in_features if self.noise_space == "pre_logits" else self.num_classes
+        self.noise_width = width
+        if self.covariance_type in ("low_rank", "parameter_efficient"):
+            if num_factors is None or not (1 <= int(num_factors) <= width):
+                what = "D (in_features)" if self.noise_space == "pre_logits" else "K (num_classes)"
+                raise ValueError(
+                    f"num_factors must be an integer in [1, {width}] = [1, {what}] for covariance="
+                    f"{covariance!r}, got {num_factors}; use covariance='diagonal' for no factors"
+                )
+            self.num_factors = int(num_factors)
+        else:
+            self.num_factors = 0
+        for name, value in (("train_mc_samples", train_mc_samples), ("eval_mc_samples", eval_mc_samples)):
+            if int(value) < 1:
+                raise ValueError(f"{name} must be >= 1, got {value}")
+        if mc_chunk_size is not None and int(mc_chunk_size) < 1:
+            raise ValueError(f"mc_chunk_size must be >= 1 or None (automatic), got {mc_chunk_size}")
+        if clip_eps is not None and not (0.0 < clip_eps < 0.5):
+            raise ValueError(f"clip_eps must be in (0, 0.5) or None (exact log space), got {clip_eps}")
+        self.train_mc_samples, self.eval_mc_samples = int(train_mc_samples), int(eval_mc_samples)
+        self.share_samples_across_batch = bool(share_samples_across_batch)
+        self.mc_chunk_size = None if mc_chunk_size is None else int(mc_chunk_size)
+        self.eval_seed = eval_seed
+        self.clip_eps = clip_eps
+        self.pe_noise_bias = bool(pe_noise_bias)
+
+        # temperature
+        self.learn_temperature = bool(learn_temperature)
+        lo, hi = (float(b) for b in temperature_bounds)
+        if self.learn_temperature:
+            if not (0.0 < lo < hi):
+                raise ValueError(f"temperature_bounds must satisfy 0 < lower < upper, got ({lo}, {hi})")
+            self.temperature_bounds = (lo, hi)
+            self.temperature_logit = nn.Parameter(torch.zeros(()))
+        else:
+            if not (temperature > 0 and math.isfinite(temperature)):
+                raise ValueError(f"temperature must be a finite float > 0, got {temperature}")
+            self.temperature_bounds = (lo, hi)
+            self.register_buffer("fixed_temperature", torch.tensor(float(temperature)))
+
+        # layers (names follow edward2: loc, diag, scale, scale_het, scale_hom)
+        self.loc = nn.Linear(self.in_features, self.num_classes)
+        if self.covariance_type != "none":
+            self.diag = nn.Linear(self.in_features, width)
+        if self.covariance_type == "low_rank":
+            self.scale = nn.Linear(self.in_features, width * self.num_factors)
+        elif self.covariance_type == "parameter_efficient":
+            self.scale_het = nn.Linear(self.in_features, width)
+            self.scale_hom = nn.Linear(self.num_factors, width, bias=self.pe_noise_bias)
+        self._init_parameters(init, cov_init_scale)
+
+    # ------------------------------------------------------------------ construction helpers
+    def _init_parameters(self, init: str, cov_init_scale: Optional[float]) -> None:
+        if cov_init_scale is not None and (init != "flax" or cov_init_scale <= 0):
+            raise ValueError("cov_init_scale must be > 0 and is only used with init='flax'")
+        if init == "torch":
+            return
+        cov_layers = {id(getattr(self, n)) for n in ("diag", "scale", "scale_het") if hasattr(self, n)}
+        for layer in self.modules():
+            if not isinstance(layer, nn.Linear):
+                continue
+            if init == "keras":
+                nn.init.xavier_uniform_(layer.weight)
+            else:  # flax: variance_scaling(c, fan_in, truncated_normal), c = 1 (lecun) by default
+                c = cov_init_scale if (cov_init_scale is not None and id(layer) in cov_layers) else 1.0
+                std = math.sqrt(c / layer.in_features) / 0.87962566103423978  # truncation correction
+                nn.init.trunc_normal_(layer.weight, std=std, a=-2 * std, b=2 * std)
+            if layer.bias is not None:
+                nn.init.zeros_(layer.bias)
+
+    def extra_repr(self) -> str:
+        s = (f"in_features={self.in_features}, num_classes={self.num_classes}, covariance={self.covariance_type!r}, "
+             f"link={self.link!r}")
+        if self.covariance_type != "none":
+            s += (f", num_factors={self.num_factors}, noise_space={self.noise_space!r}, "
+                  f"train_mc_samples={self.train_mc_samples}, eval_mc_samples={self.eval_mc_samples}")
+        return s
+
+    # ------------------------------------------------------------------ parameters of the latent
+    @property
+    def temperature(self) -> Tensor:
+        """τ as a 0-dim tensor (learned: lo + (hi - lo)·sigmoid(t); edward2 ``compute_temperature``)."""
+        if self.learn_temperature:
+            lo, hi = self.temperature_bounds
+            return lo + (hi - lo) * torch.sigmoid(self.temperature_logit)
+        return self.fixed_temperature
+
+    def _features(self, x: Tensor) -> Tensor:
+        if x.shape[-1] != self.in_features:
+            raise ValueError(
+                f"expected input features of width D={self.in_features} in the last dim, got shape "
+                f"{tuple(x.shape)}; build the head with in_features={x.shape[-1]} or fix the backbone output"
+            )
+        return x.reshape(-1, self.in_features).to(self.loc.weight.dtype)
+
+    def mean_logits(self, x: Tensor) -> Tensor:
+        """μ(x) = loc(x) ``[..., K]``: the deterministic logits (JAX ``return_locs``), untempered."""
+        with torch.autocast(x.device.type, enabled=False):
+            return self.loc(self._features(x)).reshape(*x.shape[:-1], self.num_classes)
+
+    def _noise_parameters(self, h: Tensor) -> "dict[str, Optional[Tensor]]":
+        """Parameters of the noise for features ``h`` ``[N, D]``: mu [N,K], scale d [N,W],
+        factors (V [N,W,R] or v [N,W]), hom_factors V [W,R], projection [K,W]."""
+        mu = self.loc(h)
+        params: "dict[str, Optional[Tensor]]" = {
+            "mu": mu, "scale": F.softplus(self.diag(h)) + MIN_SCALE,
+            "factors": None, "hom_factors": None, "projection": None,
+        }
+        if self.covariance_type == "low_rank":
+            params["factors"] = self.scale(h).view(h.shape[0], self.noise_width, self.num_factors)
+        elif self.covariance_type == "parameter_efficient":
+            v = self.scale_het(h)
+            params["factors"], params["hom_factors"] = v, self.scale_hom.weight
+            if self.scale_hom.bias is not None:
+                # v ⊙ (V ε + b) = v ⊙ V ε + v ⊙ b: the bias is a (learned) shift of the mean.
+                shift = v * self.scale_hom.bias
+                params["mu"] = mu + (shift @ self.loc.weight.t() if self.noise_space == "pre_logits" else shift)
+        if self.noise_space == "pre_logits":
+            params["projection"] = self.loc.weight
+        return params
+
+    def factor_loadings(self, x: Tensor) -> Tensor:
+        """V(x) ``[N, W, R]`` (PE: diag(v(x))·V) for input ``[..., D]`` flattened to N rows.
+
+        W = K for HET, D for HET-XL. Raises ValueError for ``covariance`` none/diagonal.
+        """
+        if self.covariance_type not in ("low_rank", "parameter_efficient"):
+            raise ValueError(f"covariance={self.covariance_type!r} has no factors")
+        with torch.autocast(x.device.type, enabled=False):
+            p = self._noise_parameters(self._features(x))
+        if self.covariance_type == "low_rank":
+            return p["factors"]
+        return p["factors"].unsqueeze(-1) * p["hom_factors"]
+
+    def diagonal_scale(self, x: Tensor) -> Tensor:
+        """d(x) = softplus(diag(x)) + 1e-3, ``[N, W]``: standard deviations of the diagonal noise."""
+        if self.covariance_type == "none":
+            raise ValueError("covariance='none' has no noise")
+        with torch.autocast(x.device.type, enabled=False):
+            return F.softplus(self.diag(self._features(x))) + MIN_SCALE
+
+    def covariance(
+        self,
+        x: Tensor,
+        rows: Optional[Tensor] = None,
+        cols: Optional[Tensor] = None,
+        tempered: bool = False,
+        max_elements: int = MAX_DENSE_COVARIANCE_ELEMENTS,
+    ) -> Tensor:
+        """Block ``Σ(x)[rows][:, cols]`` of the logit covariance, ``[N, len(rows), len(cols)]``.
+
+        Σ(x) = V Vᵀ + diag(d²) (HET; paper Eq. 7), with diag(d²) replaced by d dᵀ for
+        ``diag_noise="shared_scalar"``; HET-XL: L (V Vᵀ + diag(d²)) Lᵀ with L the ``[K, D]`` class
+        weights (het-head.md Sec. 8.1). Computed from the factors, so a block costs
+        O(N·|rows|·|cols|·R) and the full K×K matrix is never formed unless asked for.
+
+        Args:
+            x: features ``[..., D]`` (flattened to N rows).
+            rows, cols: class indices (LongTensor); None means all K classes.
+            tempered: return Σ/τ², the covariance of the tempered logits.
+            max_elements: refuse (ValueError) to build a block with more elements; raise it to
+                build a large block on purpose.
+
+        Raises:
+            ValueError: covariance='none', or the block exceeds ``max_elements``.
+        """
+        if self.covariance_type == "none":
+            raise ValueError("covariance='none' has no noise covariance")
+        h = self._features(x)
+        idx = torch.arange(self.num_classes, device=h.device)
+        rows = idx if rows is None else torch.as_tensor(rows, device=h.device)
+        cols = idx if cols is None else torch.as_tensor(cols, device=h.device)
+        n_el = h.shape[0] * rows.numel() * cols.numel()
+        if n_el > max_elements:
+            raise ValueError(
+                f"covariance block of {h.shape[0]}x{rows.numel()}x{cols.numel()} = {n_el} elements exceeds "
+                f"max_elements={max_elements}; pass rows=/cols= to compute it in blocks, or raise max_elements"
+            )
+        with torch.autocast(h.device.type, enabled=False):
+            p = self._noise_parameters(h)
+            d = p["scale"]
+            if self.covariance_type == "low_rank":
+                factors = p["factors"]
+            elif self.covariance_type == "parameter_efficient":
+                factors = p["factors"].unsqueeze(-1) * p["hom_factors"]
+            else:
+                factors = d.new_zeros(d.shape[0], d.shape[1], 0)
+            if self.diag_noise == "shared_scalar":  # rank-1 "diagonal" of the JAX reference
+                factors, d = torch.cat([factors, d.unsqueeze(-1)], dim=-1), None
+            if self.noise_space == "pre_logits":
+                proj = self.loc.weight
+                fr, fc = torch.matmul(proj[rows], factors), torch.matmul(proj[cols], factors)
+                cov = fr @ fc.transpose(1, 2)
+                if d is not None:
+                    cov = cov + (proj[rows] * d.square().unsqueeze(1)) @ proj[cols].t()
+            else:
+                cov = factors[:, rows] @ factors[:, cols].transpose(1, 2)
+                if d is not None:
+                    same = (rows.unsqueeze(1) == cols.unsqueeze(0)).to(cov.dtype)
+                    cov = cov + same * d[:, rows].square().unsqueeze(-1)
+            if tempered:
+                cov = cov / self.temperature.square()
+        return cov
+
+    # ------------------------------------------------------------------ sampling
+    def _mc_samples(self, mc_samples: Optional[int]) -> int:
+        s = (self.train_mc_samples if self.training else self.eval_mc_samples) if mc_samples is None else mc_samples
+        if int(s) < 1:
+            raise ValueError(f"mc_samples must be >= 1, got {s}")
+        return int(s)
+
+    def _noise_fn(self, h: Tensor, seed: Optional[int]):
+        if seed is None:
+            seed = self.eval_seed if (not self.training and self.eval_seed is not None) else None
+        if seed is None:
+            seed = int(torch.randint(0, 2**62, (), device="cpu"))  # global RNG: reproducible via manual_seed
+        return seeded_noise(
+            seed, h.shape[0], self.noise_width, self.num_factors,
+            shared=self.share_samples_across_batch, diag_scalar=self.diag_noise == "shared_scalar",
+            device=h.device, dtype=h.dtype,
+        )
+
+    def sample_logits(self, x: Tensor, mc_samples: Optional[int] = None, seed: Optional[int] = None) -> Tensor:
+        """Tempered logit samples z_s = (μ + P n_s)/τ, ``[..., S, K]``, materialised (for analysis).
+
+        Uses the same noise stream as :meth:`forward` with the same seed when S fits in one chunk.
+        """
+        h = self._features(x)
+        s = self._mc_samples(mc_samples)
+        with torch.autocast(h.device.type, enabled=False):
+            if self.covariance_type == "none":
+                z = (self.loc(h) / self.temperature).unsqueeze(1).expand(-1, s, -1)
+            else:
+                p = self._noise_parameters(h)
+                eps = self._noise_fn(h, seed)(0, s)
+                z = chunk_logits(self.covariance_type, *eps, temperature=self.temperature, **p)
+        return z.reshape(*x.shape[:-1], s, self.num_classes)
+
+    def forward(self, x: Tensor, mc_samples: Optional[int] = None, seed: Optional[int] = None) -> Tensor:
+        """Logits ``[..., K]`` of the MC-averaged probability.
+
+        Softmax link: logits = log p̄ (so softmax(logits) = p̄ and cross-entropy = -log p̄_y).
+        Sigmoid link: logits = log p̄ - log(1 - p̄) (so sigmoid(logits) = p̄ and BCE-with-logits is
+        the Bernoulli NLL of p̄). ``covariance="none"``: μ(x)/τ, exactly a linear layer at τ = 1.
+        Computed in float32 (autocast disabled) whatever the surrounding precision.
+
+        Args:
+            x: ``[..., D]`` features.
+            mc_samples: override S for this call (default: train/eval setting by ``self.training``).
+            seed: override the noise seed for this call.
+
+        Source: paper Eq. 4-6; log-space average het-head.md Sec. 2.7.
+        """
+        lead = x.shape[:-1]
+        h = self._features(x)
+        with torch.autocast(h.device.type, enabled=False):
+            if self.covariance_type == "none":
+                logits = self.loc(h)
+                if self.learn_temperature or float(self.fixed_temperature) != 1.0:
+                    logits = logits / self.temperature
+                return logits.reshape(*lead, self.num_classes)
+            s = self._mc_samples(mc_samples)
+            width = max(self.num_classes, self.noise_width)
+            chunk = self.mc_chunk_size or auto_chunk_size(h.shape[0], width, s)
+            layout = NoiseLayout(self.covariance_type, self.link, s, min(chunk, s))
+            p = self._noise_parameters(h)
+            out = monte_carlo_log_average(layout, self._noise_fn(h, seed), temperature=self.temperature, **p)
+            logits = self._to_logits(out)
+        return logits.reshape(*lead, self.num_classes)
+
+    def _to_logits(self, out: "Tensor | tuple[Tensor, Tensor]") -> Tensor:
+        eps = self.clip_eps
+        if self.link == "softmax":
+            return out if eps is None else out.clamp(min=math.log(eps))
+        log_p, log_not_p = out
+        if eps is not None:
+            lo, hi = math.log(eps), math.log1p(-eps)
+            log_p, log_not_p = log_p.clamp(lo, hi), log_not_p.clamp(lo, hi)
+        return log_p - log_not_p
+
+
+# ---------------------------------------------------------------------- reference-compatible names
+def _reference_head(
+    link: str, in_features: int, num_classes: int, num_factors: int, temperature: float,
+    parameter_efficient: bool, train_mc_samples: int, test_mc_samples: int,
+    share_samples_across_batch: bool, tune_temperature: bool, temperature_lower_bound: Optional[float],
+    temperature_upper_bound: Optional[float], latent_dim: Optional[int], eps: Optional[float], **kwargs,
+) -> HeteroscedasticHead:
+    if latent_dim is not None and latent_dim != in_features:
+        raise ValueError(f"latent_dim must equal in_features ({in_features}) for HET-XL, got {latent_dim}")
+    if num_factors < 0:
+        raise ValueError(f"num_factors must be >= 0 (0 = diagonal), got {num_factors}")
+    covariance = "diagonal" if num_factors == 0 else ("parameter_efficient" if parameter_efficient else "low_rank")
+    lo = DEFAULT_TEMPERATURE_BOUNDS[0] if temperature_lower_bound is None else temperature_lower_bound
+    hi = DEFAULT_TEMPERATURE_BOUNDS[1] if temperature_upper_bound is None else temperature_upper_bound
+    return HeteroscedasticHead(
+        in_features, num_classes, covariance=covariance, link=link, num_factors=num_factors or None,
+        temperature=temperature, learn_temperature=tune_temperature, temperature_bounds=(lo, hi),
+        noise_space="pre_logits" if latent_dim is not None else "logits",
+        train_mc_samples=train_mc_samples, eval_mc_samples=test_mc_samples,
+        share_samples_across_batch=share_samples_across_batch, clip_eps=eps, **kwargs,
+    )
+
+
+def MCSoftmaxDenseFA(  # noqa: N802 - the reference's name
+    num_classes: int, num_factors: int, temperature: float = 1.0, parameter_efficient: bool = False,
+    train_mc_samples: int = 1000, test_mc_samples: int = 1000, share_samples_across_batch: bool = False,
+    tune_temperature: bool = False, temperature_lower_bound: Optional[float] = None,
+    temperature_upper_bound: Optional[float] = None, latent_dim: Optional[int] = None,
+    eps: Optional[float] = None, *, in_features: int, **kwargs,
+) -> HeteroscedasticHead:
+    """Softmax HET head with edward2's ``MCSoftmaxDenseFA`` argument names (het-head.md Sec. 4).
+
+    PyTorch needs the input width up front: pass ``in_features=D``. ``num_factors=0`` gives the
+    diagonal model; ``latent_dim=D`` gives HET-XL. ``eps=None`` (default) averages exactly in log
+    space; ``eps=1e-7`` reproduces the reference's clipping. Further keyword arguments go to
+    :class:`HeteroscedasticHead`.
+    """
+    return _reference_head("softmax", in_features, num_classes, num_factors, temperature, parameter_efficient,
+                           train_mc_samples, test_mc_samples, share_samples_across_batch, tune_temperature,
+                           temperature_lower_bound, temperature_upper_bound, latent_dim, eps, **kwargs)
+
+
+def MCSigmoidDenseFA(  # noqa: N802 - the reference's name
+    num_outputs: int, num_factors: int = 0, temperature: float = 1.0, parameter_efficient: bool = False,
+    train_mc_samples: int = 1000, test_mc_samples: int = 1000, share_samples_across_batch: bool = False,
+    tune_temperature: bool = False, temperature_lower_bound: Optional[float] = None,
+    temperature_upper_bound: Optional[float] = None, latent_dim: Optional[int] = None,
+    eps: Optional[float] = None, *, in_features: int, **kwargs,
+) -> HeteroscedasticHead:
+    """Sigmoid (multilabel) HET head with edward2's ``MCSigmoidDenseFA`` argument names.
+
+    Same conventions as :func:`MCSoftmaxDenseFA`; ``num_factors=0`` (default) is diagonal.
+    """
+    return _reference_head("sigmoid", in_features, num_outputs, num_factors, temperature, parameter_efficient,
+                           train_mc_samples, test_mc_samples, share_samples_across_batch, tune_temperature,
+                           temperature_lower_bound, temperature_upper_bound, latent_dim, eps, **kwargs)
+
+
+def count_head_parameters(
+    in_features: int, num_classes: int, covariance: str, num_factors: int = 0, noise_space: str = "logits",
+    learn_temperature: bool = False, pe_noise_bias: bool = True,
+) -> int:
+    """Closed-form parameter count of a head (het-head.md Sec. 8.2).
+
+    With D in, K out, R factors, W = K (HET) or D (HET-XL):
+    none (D+1)K; diagonal (D+1)K + (D+1)W; low_rank (D+1)K + (D+1)WR + (D+1)W;
+    parameter_efficient (D+1)K + (R+1)W + 2(D+1)W (RW without the PE bias); +1 for a learned τ.
+    """
+    d1, k = in_features + 1, num_classes
+    w = in_features if noise_space == "pre_logits" else num_classes
+    n = d1 * k
+    if covariance == "diagonal":
+        n += d1 * w
+    elif covariance == "low_rank":
+        n += d1 * w * num_factors + d1 * w
+    elif covariance == "parameter_efficient":
+        n += (num_factors + (1 if pe_noise_bias else 0)) * w + 2 * d1 * w
+    elif covariance != "none":
+        _choice("covariance", covariance, COVARIANCES)
+    return n + (1 if learn_temperature else 0)
+
+
+__all__ = [
+    "HeteroscedasticHead", "MCSoftmaxDenseFA", "MCSigmoidDenseFA", "count_head_parameters",
+    "COVARIANCES", "LINKS", "NOISE_SPACES",
+]

@@ -1,0 +1,194 @@
+"""Classifiers = a timm backbone (``num_classes=0``) + a :class:`~harness.heads.HeteroscedasticHead`.
+
+A model carries its :class:`ModelConfig`, and a checkpoint stores that config beside the weights,
+so :func:`load_model` rebuilds the exact architecture with no other input.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+import torch
+from torch import Tensor, nn
+
+from harness.heads import HeteroscedasticHead
+from harness.io import atomic_torch_save
+
+CHECKPOINT_FORMAT = "harness.model/1"
+
+
+@dataclass
+class ModelConfig:
+    """Everything needed to rebuild a classifier.
+
+    Attributes:
+        backbone: a timm model name (``timm.list_models()``), e.g. ``"resnetv2_50x1_bit"``.
+        num_classes: K.
+        head: keyword arguments of :class:`HeteroscedasticHead` (``covariance``, ``link``,
+            ``num_factors``, ``temperature``, ...). Empty means the default HET head.
+        backbone_kwargs: extra keyword arguments of ``timm.create_model`` (``in_chans``,
+            ``drop_rate``, ``img_size``, ...).
+    """
+
+    backbone: str
+    num_classes: int
+    head: dict = field(default_factory=dict)
+    backbone_kwargs: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "ModelConfig":
+        unknown = set(d) - {f.name for f in dataclasses.fields(cls)}
+        if unknown:
+            raise ValueError(f"unknown model config keys {sorted(unknown)}; expected backbone, num_classes, head, backbone_kwargs")
+        return cls(**{k: (dict(v) if isinstance(v, dict) else v) for k, v in d.items()})
+
+
+class Classifier(nn.Module):
+    """``head(backbone(x))``: timm backbone returning pooled pre-logits ``[B, D]``, then a head.
+
+    Attributes:
+        backbone: the timm model built with ``num_classes=0``.
+        head: a :class:`HeteroscedasticHead` on ``D = backbone.head_hidden_size``.
+        config: the :class:`ModelConfig` that rebuilds this model.
+    """
+
+    def __init__(self, backbone: nn.Module, head: HeteroscedasticHead, config: ModelConfig) -> None:
+        super().__init__()
+        self.backbone, self.head, self.config = backbone, head, config
+
+    def pre_logits(self, x: Tensor) -> Tensor:
+        """Pooled features ``[B, D]`` for images ``[B, C, H, W]``."""
+        return self.backbone(x)
+
+    def forward(self, x: Tensor, **head_kwargs: Any) -> Tensor:
+        """Logits ``[B, K]`` (see :meth:`HeteroscedasticHead.forward`) for images ``[B, C, H, W]``."""
+        return self.head(self.backbone(x), **head_kwargs)
+
+
+def create_backbone(name: str, pretrained_file: Optional[str] = None, **kwargs: Any) -> nn.Module:
+    """``timm.create_model(name, num_classes=0, ...)`` with a clear error for unknown names.
+
+    Args:
+        name: timm model name.
+        pretrained_file: optional local weights (``.pth``/``.safetensors``/``.npz``) loaded through
+            timm's ``pretrained_cfg_overlay``; nothing is downloaded.
+
+    Raises:
+        ValueError: the name is not a timm model (the message lists close matches).
+    """
+    import timm  # imported lazily: it pulls in torchvision
+
+    base = name.split(".")[0]
+    if not timm.is_model(base):
+        close = difflib.get_close_matches(base, timm.list_models(), n=5, cutoff=0.6)
+        hint = f" Did you mean {', '.join(close)}?" if close else ""
+        raise ValueError(f"unknown backbone {name!r}: not a timm model (see timm.list_models()).{hint}")
+    if pretrained_file is not None:
+        if not Path(pretrained_file).is_file():
+            raise ValueError(f"pretrained_file {pretrained_file!r} does not exist; give a local weights file")
+        return timm.create_model(name, pretrained=True, num_classes=0,
+                                 pretrained_cfg_overlay=dict(file=str(pretrained_file)), **kwargs)
+    return timm.create_model(name, pretrained=False, num_classes=0, **kwargs)
+
+
+def build_model(config: "ModelConfig | dict", pretrained_file: Optional[str] = None) -> Classifier:
+    """Build a :class:`Classifier` from a config (timm backbone + our head on its pre-logits).
+
+    Raises:
+        ValueError: unknown backbone, or invalid head options (see :class:`HeteroscedasticHead`).
+    """
+    if isinstance(config, dict):
+        config = ModelConfig.from_dict(config)
+    backbone = create_backbone(config.backbone, pretrained_file, **config.backbone_kwargs)
+    width = int(getattr(backbone, "head_hidden_size", None) or backbone.num_features)
+    head = HeteroscedasticHead(width, config.num_classes, **config.head)
+    return Classifier(backbone, head, config)
+
+
+def replace_head(model: Classifier, num_classes: int, **head_kwargs: Any) -> Classifier:
+    """Drop the whole head (mean, covariance layers, temperature); attach a fresh one for transfer.
+
+    The new head defaults to a zero-initialised homoscedastic linear softmax layer (the transfer
+    rule of the paper's Sec. 4.2: logits are exactly zero before fine-tuning). The backbone is
+    shared with ``model``, not copied.
+
+    Returns:
+        A new :class:`Classifier` with an updated config.
+    """
+    head_cfg = {"covariance": "none", "link": "softmax", **head_kwargs}
+    head = HeteroscedasticHead(model.head.in_features, num_classes, **head_cfg)
+    if head_cfg["covariance"] == "none":
+        nn.init.zeros_(head.loc.weight)
+        nn.init.zeros_(head.loc.bias)
+    config = dataclasses.replace(model.config, num_classes=num_classes, head=head_cfg)
+    return Classifier(model.backbone, head, config)
+
+
+def save_model(model: Classifier, path: "str | os.PathLike", extra: Optional[dict] = None) -> Path:
+    """Write ``{format, config, state_dict, extra}`` atomically; :func:`load_model` reads it back."""
+    payload = {"format": CHECKPOINT_FORMAT, "config": model.config.to_dict(),
+               "state_dict": model.state_dict(), "extra": extra or {}}
+    return atomic_torch_save(payload, path)
+
+
+def read_checkpoint(path: "str | os.PathLike") -> dict:
+    """Load a checkpoint written by :func:`save_model` (tensors on CPU, no code execution).
+
+    Raises:
+        FileNotFoundError: no file at ``path``.
+        ValueError: not a harness model checkpoint.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no checkpoint at {str(path)!r}; pass the model.pt written by a harness run")
+    payload = torch.load(path, map_location="cpu", weights_only=True)
+    if not isinstance(payload, dict) or payload.get("format") != CHECKPOINT_FORMAT:
+        raise ValueError(f"{str(path)!r} is not a harness model checkpoint (format {CHECKPOINT_FORMAT!r}); "
+                         "write it with harness.models.save_model")
+    return payload
+
+
+def load_model(path: "str | os.PathLike", map_location: "str | torch.device" = "cpu") -> Classifier:
+    """Rebuild the model recorded in a checkpoint and load its weights (strict).
+
+    Raises:
+        FileNotFoundError, ValueError: see :func:`read_checkpoint`; also ValueError when the
+            weights do not match the recorded architecture (names the missing/unexpected keys).
+    """
+    payload = read_checkpoint(path)
+    model = build_model(ModelConfig.from_dict(payload["config"]))
+    load_weights(model, payload["state_dict"], source=str(path))
+    return model.to(map_location)
+
+
+def load_weights(model: nn.Module, state_dict: dict, source: str = "state_dict") -> None:
+    """``load_state_dict(strict=True)`` with an error that says what does not match, and the fix."""
+    own = model.state_dict()
+    missing = sorted(set(own) - set(state_dict))
+    unexpected = sorted(set(state_dict) - set(own))
+    shapes = sorted(k for k in set(own) & set(state_dict) if own[k].shape != state_dict[k].shape)
+    if missing or unexpected or shapes:
+        parts = []
+        if missing:
+            parts.append(f"missing {missing[:5]}{'...' if len(missing) > 5 else ''}")
+        if unexpected:
+            parts.append(f"unexpected {unexpected[:5]}{'...' if len(unexpected) > 5 else ''}")
+        if shapes:
+            parts.append("shape mismatch " + ", ".join(f"{k}: {tuple(state_dict[k].shape)} vs {tuple(own[k].shape)}"
+                                                       for k in shapes[:5]))
+        raise ValueError(f"weights in {source} do not fit the model ({'; '.join(parts)}); build the model "
+                         "with the config the checkpoint was written with (harness.models.load_model does)")
+    model.load_state_dict(state_dict, strict=True)
+
+
+def count_parameters(module: nn.Module) -> int:
+    """Number of parameters (trainable or not) of ``module``."""
+    return sum(p.numel() for p in module.parameters())

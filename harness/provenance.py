@@ -1,0 +1,85 @@
+"""Where a result came from: command line, machine and package versions, for every file in results/."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import platform
+import shlex
+import sys
+from importlib import metadata
+from pathlib import Path
+
+PACKAGES = ("harness", "torch", "torchvision", "timm", "accelerate", "numpy", "scikit-learn", "netcal")
+
+
+def command_line() -> str:
+    """The command that is running, as a shell could retype it (``harness ...`` for the console script)."""
+    argv = list(sys.argv)
+    if argv and Path(argv[0]).name == "harness":
+        argv[0] = "harness"
+    return " ".join(shlex.quote(a) for a in argv)
+
+
+def package_versions(names: "tuple[str, ...]" = PACKAGES) -> "dict[str, str]":
+    """Installed versions of ``names`` (``"not installed"`` when absent)."""
+    out = {"python": platform.python_version()}
+    for name in names:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = "not installed"
+    return out
+
+
+def cpu_model() -> str:
+    """CPU model name from /proc/cpuinfo (Linux), else ``platform.processor()``."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def machine() -> "dict[str, str]":
+    """CPU, core count, memory and GPU (if torch sees one) of this machine."""
+    info = {"platform": platform.platform(), "cpu": cpu_model(), "cores": str(os.cpu_count())}
+    try:
+        pages, size = os.sysconf("SC_PHYS_PAGES"), os.sysconf("SC_PAGE_SIZE")
+        info["memory"] = f"{pages * size / 2**30:.1f} GiB"
+    except (ValueError, OSError, AttributeError):
+        pass
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            info["gpu"] = f"{torch.cuda.get_device_name(0)} x{torch.cuda.device_count()}"
+    except ImportError:
+        pass
+    return info
+
+
+def provenance() -> dict:
+    """``{command, date, machine, versions}`` to store beside a result."""
+    return {
+        "command": command_line(),
+        "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "machine": machine(),
+        "versions": package_versions(),
+    }
+
+
+def markdown_header(title: str, prov: dict) -> str:
+    """A Markdown preamble recording the command, machine and versions of ``prov``."""
+    m = prov["machine"]
+    versions = ", ".join(f"{k} {v}" for k, v in prov["versions"].items())
+    lines = [
+        f"# {title}", "",
+        f"Written by `{prov['command']}` on {prov['date']}.", "",
+        f"- Machine: {m.get('cpu')}, {m.get('cores')} cores, {m.get('memory', '?')}"
+        + (f", GPU {m['gpu']}" if "gpu" in m else ", no GPU") + f" ({m.get('platform')})",
+        f"- Versions: {versions}", "",
+    ]
+    return "\n".join(lines)

@@ -1,0 +1,261 @@
+"""Monte Carlo averaging of tempered softmax / sigmoid probabilities, chunked over samples.
+
+This is the numerical core of the HET head (Collier et al., CVPR 2021, Sec. 3, Eq. 4-6): for
+each input row n it estimates
+
+    softmax link:  log p̄_n = log (1/S) Σ_s softmax(z_{n,s})                 [N, K]
+    sigmoid link:  log p̄_n = log (1/S) Σ_s sigmoid(z_{n,s}),
+                   log(1 - p̄_n) = log (1/S) Σ_s sigmoid(-z_{n,s})           [N, K] each
+
+with tempered logit samples
+
+    z_{n,s} = (μ_n + P n_{n,s}) / τ,   n_{n,s} = V_n ε_R + d_n ⊙ ε_W        (noise in R^W)
+
+where P is the identity (HET, W = K) or the class weights of the shared linear layer (HET-XL,
+noise on the W = D pre-logits). The parameter-efficient variant has V_n = diag(v_n) V_hom.
+
+Memory does not grow with S: samples are processed ``chunk_size`` at a time with a running
+log-sum-exp, and the backward pass regenerates each chunk's noise from its seed and recomputes
+the chunk (activation recomputation), so only ``[N, chunk, max(K, W)]`` tensors are alive at once.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+# (start, length) -> (eps_factors [N|1, C, R] or None, eps_diag [N|1, C, W|1])
+NoiseFn = Callable[[int, int], "tuple[Optional[Tensor], Tensor]"]
+
+#: elements of one ``[N, chunk, K]`` tensor when the chunk size is chosen automatically (4 MiB
+#: of float32: small enough to stay in cache on a CPU, large enough to keep a GPU busy).
+AUTO_CHUNK_ELEMENTS = 1 << 20
+
+
+@dataclass(frozen=True)
+class NoiseLayout:
+    """Static description of the noise of one forward call.
+
+    Attributes:
+        kind: ``"diagonal"``, ``"low_rank"`` or ``"parameter_efficient"``.
+        link: ``"softmax"`` or ``"sigmoid"``.
+        num_samples: S, Monte Carlo samples.
+        chunk_size: samples processed at once.
+    """
+
+    kind: str
+    link: str
+    num_samples: int
+    chunk_size: int
+
+
+def auto_chunk_size(num_rows: int, width: int, num_samples: int) -> int:
+    """Chunk size so that one ``[num_rows, chunk, width]`` tensor has about 1M elements."""
+    return max(1, min(num_samples, AUTO_CHUNK_ELEMENTS // max(1, num_rows * width)))
+
+
+def seeded_noise(
+    seed: int,
+    num_rows: int,
+    width: int,
+    num_factors: int,
+    *,
+    shared: bool,
+    diag_scalar: bool,
+    device: torch.device,
+    dtype: torch.dtype,
+) -> NoiseFn:
+    """Standard-normal noise for chunk ``(start, length)``, reproducible from ``(seed, start)``.
+
+    Each chunk draws from its own generator seeded by ``seed`` and the chunk's first sample index,
+    so the backward pass regenerates exactly the forward noise without storing it.
+
+    Args:
+        seed: base seed of this forward call (non-negative int).
+        num_rows: N, rows of the batch (ignored when ``shared``).
+        width: W, noise width (K for HET, D for HET-XL).
+        num_factors: R, or 0 when there are no factors.
+        shared: one draw per sample broadcast over the batch (leading dim 1).
+        diag_scalar: one scalar per sample for the diagonal term instead of W independent
+            normals (the JAX reference's rank-1 "diagonal", het-head.md Sec. 3.1).
+
+    Returns:
+        ``noise(start, length) -> (eps_factors [N|1, length, R] or None, eps_diag [N|1, length, W|1])``.
+    """
+    rows = 1 if shared else num_rows
+    diag_width = 1 if diag_scalar else width
+
+    def noise(start: int, length: int) -> "tuple[Optional[Tensor], Tensor]":
+        gen = torch.Generator(device=device)
+        gen.manual_seed((seed * 1_000_003 + start) % (1 << 63))
+        # diagonal noise first: every variant sees the same ε_W for the same seed
+        eps_diag = torch.randn(rows, length, diag_width, generator=gen, device=device, dtype=dtype)
+        eps_factors = None
+        if num_factors > 0:
+            eps_factors = torch.randn(rows, length, num_factors, generator=gen, device=device, dtype=dtype)
+        return eps_factors, eps_diag
+
+    return noise
+
+
+def chunk_logits(
+    kind: str,
+    eps_factors: Optional[Tensor],
+    eps_diag: Tensor,
+    mu: Tensor,
+    scale: Tensor,
+    factors: Optional[Tensor],
+    hom_factors: Optional[Tensor],
+    projection: Optional[Tensor],
+    temperature: Tensor,
+) -> Tensor:
+    """Tempered logit samples ``z = (μ + P(V ε_R + d ⊙ ε_W)) / τ`` for one chunk.
+
+    Args:
+        kind: ``"diagonal"``, ``"low_rank"`` or ``"parameter_efficient"``.
+        eps_factors: ``[N|1, C, R]`` standard normals (None for ``"diagonal"``).
+        eps_diag: ``[N|1, C, W|1]`` standard normals.
+        mu: ``[N, K]`` mean logits μ(x).
+        scale: ``[N, W]`` diagonal standard deviations d(x) > 0.
+        factors: ``[N, W, R]`` V(x) for ``"low_rank"``; ``[N, W]`` v(x) for ``"parameter_efficient"``.
+        hom_factors: ``[W, R]`` input-independent V of the parameter-efficient variant.
+        projection: ``[K, W]`` class weights for HET-XL, None for HET (W = K).
+        temperature: 0-dim τ > 0.
+
+    Returns:
+        ``[N, C, K]`` tempered logits.
+    """
+    noise = scale.unsqueeze(1) * eps_diag  # [N, C, W]
+    if kind == "low_rank":
+        noise = noise + torch.matmul(eps_factors, factors.transpose(1, 2))
+    elif kind == "parameter_efficient":
+        noise = noise + factors.unsqueeze(1) * torch.matmul(eps_factors, hom_factors.t())
+    if projection is not None:
+        noise = torch.matmul(noise, projection.t())
+    return (mu.unsqueeze(1) + noise) / temperature
+
+
+def _chunk_stats(link: str, z: Tensor) -> "tuple[Tensor, ...]":
+    """Log-sum-exp over the chunk's samples: ``[N, C, K] -> [N, K]`` (one or two of them)."""
+    if link == "softmax":
+        return (torch.logsumexp(torch.log_softmax(z, dim=-1), dim=1),)
+    return torch.logsumexp(F.logsigmoid(z), dim=1), torch.logsumexp(F.logsigmoid(-z), dim=1)
+
+
+def _chunk_grad(link: str, z: Tensor, shifted_outs: "tuple[Tensor, ...]", grads: "tuple[Tensor, ...]") -> Tensor:
+    """d loss / d z for one chunk ``[N, C, K]``, given the outputs and their incoming gradients.
+
+    ``shifted_outs`` are the outputs plus log S, i.e. log Σ_s p_s. Softmax: with
+    w_{s,k} = p_{s,k} / (S p̄_k) and g = dL/d log p̄, dL/dz_{s,j} = g_j w_{s,j} - p_{s,j} Σ_k g_k w_{s,k}.
+    Sigmoid: d log p̄_k/dz_{s,k} = σ(1-σ)/(S p̄_k); d log(1-p̄_k)/dz_{s,k} = -σ(1-σ)/(S(1-p̄_k)).
+    Weights are formed in log space, so p̄ far below float32's range gives no inf/NaN.
+    """
+    if link == "softmax":
+        log_p = torch.log_softmax(z, dim=-1)
+        gw = grads[0].unsqueeze(1) * torch.exp(log_p - shifted_outs[0].unsqueeze(1))
+        return gw - torch.exp(log_p) * gw.sum(dim=-1, keepdim=True)
+    log_var = F.logsigmoid(z) + F.logsigmoid(-z)  # log σ(1-σ)
+    return (grads[0].unsqueeze(1) * torch.exp(log_var - shifted_outs[0].unsqueeze(1))
+            - grads[1].unsqueeze(1) * torch.exp(log_var - shifted_outs[1].unsqueeze(1)))
+
+
+def _add(total: Optional[Tensor], part: Tensor) -> Tensor:
+    return part if total is None else total.add_(part)
+
+
+class _ChunkedMonteCarlo(torch.autograd.Function):
+    """Chunked MC log-average with recomputation in the backward pass (see module docstring)."""
+
+    @staticmethod
+    def forward(ctx, layout: NoiseLayout, noise: NoiseFn, *tensors: Optional[Tensor]):  # type: ignore[override]
+        ctx.layout, ctx.noise, ctx.num_inputs = layout, noise, len(tensors)
+        acc: "Optional[list[Tensor]]" = None
+        for start in range(0, layout.num_samples, layout.chunk_size):
+            length = min(layout.chunk_size, layout.num_samples - start)
+            z = chunk_logits(layout.kind, *noise(start, length), *tensors)
+            stats = _chunk_stats(layout.link, z)
+            acc = list(stats) if acc is None else [torch.logaddexp(a, b) for a, b in zip(acc, stats)]
+        log_s = math.log(layout.num_samples)
+        outs = tuple(a - log_s for a in acc)
+        ctx.save_for_backward(*tensors, *outs)  # inputs and [N, K] outputs only: nothing of size S
+        return outs if len(outs) > 1 else outs[0]
+
+    @staticmethod
+    def backward(ctx, *grads: Tensor):  # type: ignore[override]
+        layout, noise = ctx.layout, ctx.noise
+        saved = ctx.saved_tensors
+        mu, scale, factors, hom, proj, tau = saved[: ctx.num_inputs]
+        log_s = math.log(layout.num_samples)
+        shifted = tuple(o + log_s for o in saved[ctx.num_inputs :])
+        need = ctx.needs_input_grad[2:]
+        g_mu = g_scale = g_factors = g_hom = g_proj = g_tau = None
+        for start in range(0, layout.num_samples, layout.chunk_size):
+            length = min(layout.chunk_size, layout.num_samples - start)
+            eps_f, eps_d = noise(start, length)
+            # recompute the chunk (same algebra as chunk_logits, keeping the intermediates we need)
+            noise_w = scale.unsqueeze(1) * eps_d
+            if layout.kind == "low_rank":
+                noise_w = noise_w + torch.matmul(eps_f, factors.transpose(1, 2))
+            elif layout.kind == "parameter_efficient":
+                hom_noise = torch.matmul(eps_f, hom.t())  # [N|1, C, W]
+                noise_w = noise_w + factors.unsqueeze(1) * hom_noise
+            noise_k = noise_w if proj is None else torch.matmul(noise_w, proj.t())
+            z = (mu.unsqueeze(1) + noise_k) / tau
+            gz = _chunk_grad(layout.link, z, shifted, grads)
+            if need[5]:
+                g_tau = _add(g_tau, -(gz * z).sum() / tau)
+            gz = gz / tau  # now d loss / d (μ + P n)
+            if need[0]:
+                g_mu = _add(g_mu, gz.sum(dim=1))
+            if need[4]:
+                g_proj = _add(g_proj, gz.reshape(-1, gz.shape[-1]).t() @ noise_w.reshape(-1, noise_w.shape[-1]))
+            gn = gz if proj is None else torch.matmul(gz, proj)  # d loss / d n  [N, C, W]
+            if need[1]:
+                g_scale = _add(g_scale, (gn * eps_d).sum(dim=1))
+            if layout.kind == "low_rank" and need[2]:
+                g_factors = _add(g_factors, torch.matmul(gn.transpose(1, 2), eps_f))
+            elif layout.kind == "parameter_efficient":
+                if need[2]:
+                    g_factors = _add(g_factors, (gn * hom_noise).sum(dim=1))
+                if need[3]:
+                    gv = gn * factors.unsqueeze(1)
+                    if eps_f.shape[0] == 1:
+                        g_hom = _add(g_hom, gv.sum(dim=0).t() @ eps_f[0])
+                    else:
+                        g_hom = _add(g_hom, gv.reshape(-1, gv.shape[-1]).t() @ eps_f.reshape(-1, eps_f.shape[-1]))
+        return None, None, g_mu, g_scale, g_factors, g_hom, g_proj, g_tau
+
+
+def monte_carlo_log_average(
+    layout: NoiseLayout,
+    noise: NoiseFn,
+    mu: Tensor,
+    scale: Tensor,
+    factors: Optional[Tensor] = None,
+    hom_factors: Optional[Tensor] = None,
+    projection: Optional[Tensor] = None,
+    temperature: Optional[Tensor] = None,
+) -> "Tensor | tuple[Tensor, Tensor]":
+    """Log of the MC-averaged tempered probabilities, exact in log space, memory flat in S.
+
+    Args:
+        layout: noise kind, link, S and chunk size.
+        noise: ``noise(start, length)`` giving the standard normals of samples
+            ``start .. start+length-1``; it must return the same tensors when called again
+            (the backward pass regenerates the noise instead of storing it).
+        mu, scale, factors, hom_factors, projection, temperature: as in :func:`chunk_logits`.
+
+    Returns:
+        softmax link: ``log p̄`` ``[N, K]``; sigmoid link: ``(log p̄, log(1 - p̄))``, both ``[N, K]``.
+
+    Source: Collier et al. 2021, Eq. 4 (MC estimate of the softmax expectation); the log-sum-exp
+    form follows het-head.md Sec. 2.7 ("numerically better option").
+    """
+    if temperature is None:
+        temperature = mu.new_ones(())
+    return _ChunkedMonteCarlo.apply(layout, noise, mu, scale, factors, hom_factors, projection, temperature)

@@ -1,0 +1,1 @@
+"""upstream: pretraining of heteroscedastic and baseline classifiers (added by the upstream stage)."""
