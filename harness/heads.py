@@ -33,6 +33,8 @@ DIAG_NOISES = ("independent", "shared_scalar")
 INITS = ("keras", "flax", "torch")
 #: d(x) = softplus(.) + MIN_SCALE (edward2 ``MIN_SCALE_MONTE_CARLO``, het-head.md Sec. 2.2).
 MIN_SCALE = 1e-3
+#: rank used when ``num_factors`` is not given (paper Sec. 4, ImageNet).
+DEFAULT_NUM_FACTORS = 15
 #: default bounds of a learned temperature (edward2 defaults, het-head.md Sec. 2.9).
 DEFAULT_TEMPERATURE_BOUNDS = (0.3, 3.0)
 #: ``covariance()`` refuses to build more elements than this unless ``max_elements`` is raised.
@@ -53,8 +55,9 @@ class HeteroscedasticHead(nn.Module):
         num_classes: K, number of classes (softmax) or outputs (sigmoid).
         covariance: ``"none" | "diagonal" | "low_rank" | "parameter_efficient"``.
         link: ``"softmax"`` (multiclass) or ``"sigmoid"`` (multilabel).
-        num_factors: R, rank of the low-rank part; required for ``low_rank`` and
-            ``parameter_efficient``, 1 <= R <= W (W = K, or D for HET-XL). Ignored otherwise.
+        num_factors: R, rank of the low-rank part of ``low_rank`` and ``parameter_efficient``,
+            1 <= R <= W (W = K, or D for HET-XL); None: min(15, W), the paper's ImageNet rank.
+            Ignored by ``none`` and ``diagonal``.
         temperature: fixed τ > 0 dividing the logit samples (paper Eq. 6).
         learn_temperature: learn τ = lo + (hi - lo)·sigmoid(t), t initialised at 0, i.e. τ starts
             at the midpoint of ``temperature_bounds`` (edward2 ``tune_temperature``; HET-XL).
@@ -119,7 +122,9 @@ class HeteroscedasticHead(nn.Module):
         width = self.in_features if self.noise_space == "pre_logits" else self.num_classes
         self.noise_width = width
         if self.covariance_type in ("low_rank", "parameter_efficient"):
-            if num_factors is None or not (1 <= int(num_factors) <= width):
+            if num_factors is None:
+                num_factors = min(DEFAULT_NUM_FACTORS, width)
+            if not (1 <= int(num_factors) <= width):
                 what = "D (in_features)" if self.noise_space == "pre_logits" else "K (num_classes)"
                 raise ValueError(
                     f"num_factors must be an integer in [1, {width}] = [1, {what}] for covariance="

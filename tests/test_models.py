@@ -1,0 +1,83 @@
+"""Model assembly: timm backbone + head, head replacement for transfer, checkpoints that rebuild themselves."""
+
+import pytest
+import torch
+
+from harness.models import (ModelConfig, build_model, count_parameters, load_model, read_checkpoint, replace_head,
+                            save_model)
+
+TINY = dict(backbone="test_resnet", num_classes=5)
+
+
+def test_build_model_puts_the_head_on_the_backbone_pre_logits():
+    model = build_model(dict(**TINY, head=dict(covariance="low_rank", num_factors=2, eval_mc_samples=10))).eval()
+    x = torch.randn(2, 3, 32, 32)
+    feats = model.pre_logits(x)
+    assert feats.shape == (2, model.backbone.head_hidden_size) == (2, model.head.in_features)
+    out = model(x)
+    assert out.shape == (2, 5)
+    assert torch.allclose(out.exp().sum(-1), torch.ones(2), atol=1e-5)
+    assert torch.equal(out, model.head(feats))
+
+
+def test_paper_resnet152_parameter_counts():
+    """Paper Sec. 4: ResNet-152 hom 60,185,128 and het (R = 15) 92,969,128 parameters."""
+    hom = build_model(dict(backbone="resnetv2_152", num_classes=1000, head=dict(covariance="none")))
+    assert count_parameters(hom) == 60_185_128
+    het = replace_head(hom, 1000, covariance="low_rank", num_factors=15)
+    assert count_parameters(het) == 92_969_128
+
+
+def test_replace_head_gives_zero_logits_and_shares_the_backbone():
+    model = build_model(dict(**TINY, head=dict(covariance="parameter_efficient", num_factors=2, learn_temperature=True)))
+    new = replace_head(model, 7)
+    assert new.backbone is model.backbone
+    assert new.head.covariance_type == "none" and new.config.num_classes == 7
+    assert new.config.head == {"covariance": "none", "link": "softmax"}
+    x = torch.randn(3, 3, 32, 32)
+    assert torch.equal(new(x), torch.zeros(3, 7))
+    assert not hasattr(new.head, "temperature_logit")
+
+
+def test_checkpoint_round_trip_rebuilds_the_model(tmp_path):
+    model = build_model(dict(**TINY, head=dict(covariance="low_rank", num_factors=3, link="sigmoid",
+                                               eval_mc_samples=16))).eval()
+    path = save_model(model, tmp_path / "ckpt" / "model.pt", extra={"epoch": 3})
+    assert read_checkpoint(path)["extra"] == {"epoch": 3}
+    assert not list(path.parent.glob(".*.tmp"))  # the temporary file was renamed away
+    loaded = load_model(path).eval()
+    assert loaded.config == model.config
+    x = torch.randn(2, 3, 32, 32)
+    assert torch.equal(loaded(x), model(x))
+
+
+def test_bad_inputs_have_clear_errors(tmp_path):
+    with pytest.raises(ValueError, match="unknown backbone 'resnet_5O'.*Did you mean"):
+        build_model(dict(backbone="resnet_5O", num_classes=3))
+    with pytest.raises(ValueError, match="unknown model config keys"):
+        ModelConfig.from_dict(dict(backbone="test_resnet", num_classes=3, heads={}))
+    with pytest.raises(FileNotFoundError, match="no checkpoint"):
+        load_model(tmp_path / "missing.pt")
+    torch.save({"weights": 1}, tmp_path / "other.pt")
+    with pytest.raises(ValueError, match="not a harness model checkpoint"):
+        load_model(tmp_path / "other.pt")
+    # a checkpoint whose weights do not fit its recorded architecture
+    model = build_model(dict(**TINY, head=dict(covariance="diagonal")))
+    path = save_model(model, tmp_path / "m.pt")
+    payload = read_checkpoint(path)
+    payload["config"]["head"] = {"covariance": "low_rank", "num_factors": 2}
+    torch.save(payload, path)
+    with pytest.raises(ValueError, match=r"do not fit the model \(missing \['head.scale.bias'"):
+        load_model(path)
+    with pytest.raises(ValueError, match="pretrained_file"):
+        build_model(ModelConfig(**TINY), pretrained_file=str(tmp_path / "nope.pth"))
+
+
+def test_local_pretrained_file_is_loaded_without_network(tmp_path):
+    import timm
+
+    src = timm.create_model("test_resnet", num_classes=0)
+    torch.save(src.state_dict(), tmp_path / "w.pth")
+    model = build_model(ModelConfig(**TINY), pretrained_file=str(tmp_path / "w.pth"))
+    for a, b in zip(model.backbone.state_dict().values(), src.state_dict().values()):
+        assert torch.equal(a, b)
