@@ -8,11 +8,16 @@ from pathlib import Path
 from typing import Any, Callable, IO
 
 
+_UMASK = os.umask(0)
+os.umask(_UMASK)
+
+
 def _atomic(path: "str | os.PathLike", write: Callable[[IO[bytes]], None]) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600 files; give the usual permissions
         with os.fdopen(fd, "wb") as f:
             write(f)
             f.flush()

@@ -22,6 +22,8 @@ the chunk (activation recomputation), so only ``[N, chunk, max(K, W)]`` tensors 
 from __future__ import annotations
 
 import math
+import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Callable, Optional
 
@@ -59,6 +61,32 @@ def auto_chunk_size(num_rows: int, width: int, num_samples: int) -> int:
     return max(1, min(num_samples, AUTO_CHUNK_ELEMENTS // max(1, num_rows * width)))
 
 
+_POOL: "tuple[int, Optional[ThreadPoolExecutor]]" = (-1, None)
+
+
+def fill_standard_normal(out: Tensor, gens: "list[torch.Generator]") -> None:
+    """Fill ``out`` [A, B, C] with N(0, 1): its two halves (rows, or samples if one row) from
+    ``gens[0]`` and ``gens[1]``. The values depend only on the generators, never on the thread
+    count; on a multi-core CPU the halves are drawn in parallel (torch's CPU normal sampler is
+    single-threaded and is the costliest step of the head)."""
+    dim = 0 if out.shape[0] > 1 else 1
+    if out.shape[dim] < 2:
+        out.normal_(generator=gens[0])
+        return
+    half = out.shape[dim] // 2
+    parts = (out.narrow(dim, 0, half), out.narrow(dim, half, out.shape[dim] - half))
+    if out.device.type != "cpu" or torch.get_num_threads() < 2 or out.numel() < (1 << 16):
+        for part, gen in zip(parts, gens):
+            part.normal_(generator=gen)
+        return
+    global _POOL
+    if _POOL[0] != os.getpid():  # a forked child cannot use its parent's threads
+        _POOL = (os.getpid(), ThreadPoolExecutor(max_workers=1, thread_name_prefix="het-noise"))
+    other = _POOL[1].submit(parts[1].normal_, generator=gens[1])
+    parts[0].normal_(generator=gens[0])
+    other.result()
+
+
 def seeded_noise(
     seed: int,
     num_rows: int,
@@ -72,8 +100,8 @@ def seeded_noise(
 ) -> NoiseFn:
     """Standard-normal noise for chunk ``(start, length)``, reproducible from ``(seed, start)``.
 
-    Each chunk draws from its own generator seeded by ``seed`` and the chunk's first sample index,
-    so the backward pass regenerates exactly the forward noise without storing it.
+    Each chunk draws from its own generators seeded by ``seed`` and the chunk's first sample
+    index, so the backward pass regenerates exactly the forward noise without storing it.
 
     Args:
         seed: base seed of this forward call (non-negative int).
@@ -91,16 +119,41 @@ def seeded_noise(
     diag_width = 1 if diag_scalar else width
 
     def noise(start: int, length: int) -> "tuple[Optional[Tensor], Tensor]":
-        gen = torch.Generator(device=device)
-        gen.manual_seed((seed * 1_000_003 + start) % (1 << 63))
-        # diagonal noise first: every variant sees the same ε_W for the same seed
-        eps_diag = torch.randn(rows, length, diag_width, generator=gen, device=device, dtype=dtype)
+        base = (seed * 1_000_003 + start) * 2
+        gens = [torch.Generator(device=device) for _ in range(2)]
+        for part, gen in enumerate(gens):
+            gen.manual_seed((base + part) % (1 << 63))
+        # diagonal noise first, so every variant sees the same ε_W for the same seed
+        eps_diag = torch.empty(rows, length, diag_width, device=device, dtype=dtype)
+        fill_standard_normal(eps_diag, gens)
         eps_factors = None
         if num_factors > 0:
-            eps_factors = torch.randn(rows, length, num_factors, generator=gen, device=device, dtype=dtype)
+            eps_factors = torch.randn(rows, length, num_factors, generator=gens[0], device=device, dtype=dtype)
         return eps_factors, eps_diag
 
     return noise
+
+
+def _samples(kind, eps_factors, eps_diag, mu, scale, factors, hom_factors, projection):
+    """Untempered samples ``μ + P n`` ``[N, C, K]``, plus the noise ``n`` ``[N, C, W]`` (HET-XL only)
+    and the PE product ``V ε_R`` ``[N|1, C, W]``, which the backward pass reuses."""
+    hom_noise = None
+    if projection is None:  # HET: μ + d ⊙ ε (+ factor part), fused
+        z = torch.addcmul(mu.unsqueeze(1), scale.unsqueeze(1), eps_diag)
+        noise = None
+    else:
+        noise = scale.unsqueeze(1) * eps_diag
+    target = z if projection is None else noise
+    if kind == "low_rank":
+        rows = factors.shape[0]
+        target = target.baddbmm_(eps_factors.expand(rows, -1, -1), factors.transpose(1, 2))
+    elif kind == "parameter_efficient":
+        hom_noise = torch.matmul(eps_factors, hom_factors.t())
+        target = target.addcmul_(factors.unsqueeze(1), hom_noise)
+    if projection is None:
+        return target, None, hom_noise
+    noise = target
+    return torch.matmul(noise, projection.t()).add_(mu.unsqueeze(1)), noise, hom_noise
 
 
 def chunk_logits(
@@ -130,14 +183,7 @@ def chunk_logits(
     Returns:
         ``[N, C, K]`` tempered logits.
     """
-    noise = scale.unsqueeze(1) * eps_diag  # [N, C, W]
-    if kind == "low_rank":
-        noise = noise + torch.matmul(eps_factors, factors.transpose(1, 2))
-    elif kind == "parameter_efficient":
-        noise = noise + factors.unsqueeze(1) * torch.matmul(eps_factors, hom_factors.t())
-    if projection is not None:
-        noise = torch.matmul(noise, projection.t())
-    return (mu.unsqueeze(1) + noise) / temperature
+    return _samples(kind, eps_factors, eps_diag, mu, scale, factors, hom_factors, projection)[0] / temperature
 
 
 def _chunk_stats(link: str, z: Tensor) -> "tuple[Tensor, ...]":
@@ -158,7 +204,7 @@ def _chunk_grad(link: str, z: Tensor, shifted_outs: "tuple[Tensor, ...]", grads:
     if link == "softmax":
         log_p = torch.log_softmax(z, dim=-1)
         gw = grads[0].unsqueeze(1) * torch.exp(log_p - shifted_outs[0].unsqueeze(1))
-        return gw - torch.exp(log_p) * gw.sum(dim=-1, keepdim=True)
+        return gw.sub_(torch.exp(log_p).mul_(gw.sum(dim=-1, keepdim=True)))
     log_var = F.logsigmoid(z) + F.logsigmoid(-z)  # log σ(1-σ)
     return (grads[0].unsqueeze(1) * torch.exp(log_var - shifted_outs[0].unsqueeze(1))
             - grads[1].unsqueeze(1) * torch.exp(log_var - shifted_outs[1].unsqueeze(1)))
@@ -168,67 +214,72 @@ def _add(total: Optional[Tensor], part: Tensor) -> Tensor:
     return part if total is None else total.add_(part)
 
 
+def _dot(a: Optional[Tensor], b: Optional[Tensor]) -> Tensor:
+    return (a * b).sum() if a is not None else torch.zeros(())
+
+
 class _ChunkedMonteCarlo(torch.autograd.Function):
-    """Chunked MC log-average with recomputation in the backward pass (see module docstring)."""
+    """Chunked MC log-average with recomputation in the backward pass (see module docstring).
+
+    τ is folded into μ, d and the per-example factors up front (z is linear in them), so no
+    ``[N, C, K]`` pass divides by τ; its gradient follows from Euler's identity
+    dL/dτ = -(1/τ) Σ_x <dL/dx', x'> over the folded tensors x' = x/τ.
+    """
 
     @staticmethod
-    def forward(ctx, layout: NoiseLayout, noise: NoiseFn, *tensors: Optional[Tensor]):  # type: ignore[override]
-        ctx.layout, ctx.noise, ctx.num_inputs = layout, noise, len(tensors)
+    def forward(ctx, layout: NoiseLayout, noise: NoiseFn, mu, scale, factors, hom, proj, tau):  # type: ignore[override]
+        ctx.layout, ctx.noise = layout, noise
+        folded = [t / tau if t is not None else None for t in (mu, scale, factors)]
         acc: "Optional[list[Tensor]]" = None
         for start in range(0, layout.num_samples, layout.chunk_size):
             length = min(layout.chunk_size, layout.num_samples - start)
-            z = chunk_logits(layout.kind, *noise(start, length), *tensors)
+            z = _samples(layout.kind, *noise(start, length), *folded, hom, proj)[0]
             stats = _chunk_stats(layout.link, z)
             acc = list(stats) if acc is None else [torch.logaddexp(a, b) for a, b in zip(acc, stats)]
         log_s = math.log(layout.num_samples)
         outs = tuple(a - log_s for a in acc)
-        ctx.save_for_backward(*tensors, *outs)  # inputs and [N, K] outputs only: nothing of size S
+        # inputs and [N, K] outputs only: nothing of size S
+        ctx.save_for_backward(*folded, hom, proj, tau, *outs)
         return outs if len(outs) > 1 else outs[0]
 
     @staticmethod
     def backward(ctx, *grads: Tensor):  # type: ignore[override]
         layout, noise = ctx.layout, ctx.noise
-        saved = ctx.saved_tensors
-        mu, scale, factors, hom, proj, tau = saved[: ctx.num_inputs]
+        mu, scale, factors, hom, proj, tau, *outs = ctx.saved_tensors
         log_s = math.log(layout.num_samples)
-        shifted = tuple(o + log_s for o in saved[ctx.num_inputs :])
-        need = ctx.needs_input_grad[2:]
-        g_mu = g_scale = g_factors = g_hom = g_proj = g_tau = None
+        shifted = tuple(o + log_s for o in outs)
+        n_mu, n_scale, n_factors, n_hom, n_proj, n_tau = ctx.needs_input_grad[2:]
+        n_mu, n_scale, n_factors = n_mu or n_tau, n_scale or n_tau, (n_factors or n_tau) and factors is not None
+        g_mu = g_scale = g_factors = g_hom = g_proj = None
         for start in range(0, layout.num_samples, layout.chunk_size):
             length = min(layout.chunk_size, layout.num_samples - start)
             eps_f, eps_d = noise(start, length)
-            # recompute the chunk (same algebra as chunk_logits, keeping the intermediates we need)
-            noise_w = scale.unsqueeze(1) * eps_d
-            if layout.kind == "low_rank":
-                noise_w = noise_w + torch.matmul(eps_f, factors.transpose(1, 2))
-            elif layout.kind == "parameter_efficient":
-                hom_noise = torch.matmul(eps_f, hom.t())  # [N|1, C, W]
-                noise_w = noise_w + factors.unsqueeze(1) * hom_noise
-            noise_k = noise_w if proj is None else torch.matmul(noise_w, proj.t())
-            z = (mu.unsqueeze(1) + noise_k) / tau
-            gz = _chunk_grad(layout.link, z, shifted, grads)
-            if need[5]:
-                g_tau = _add(g_tau, -(gz * z).sum() / tau)
-            gz = gz / tau  # now d loss / d (μ + P n)
-            if need[0]:
+            z, noise_w, hom_noise = _samples(layout.kind, eps_f, eps_d, mu, scale, factors, hom, proj)
+            gz = _chunk_grad(layout.link, z, shifted, grads)  # d loss / d z  [N, C, K]
+            if n_mu:
                 g_mu = _add(g_mu, gz.sum(dim=1))
-            if need[4]:
+            if n_proj:
                 g_proj = _add(g_proj, gz.reshape(-1, gz.shape[-1]).t() @ noise_w.reshape(-1, noise_w.shape[-1]))
-            gn = gz if proj is None else torch.matmul(gz, proj)  # d loss / d n  [N, C, W]
-            if need[1]:
+            gn = gz if proj is None else torch.matmul(gz, proj)  # d loss / d noise  [N, C, W]
+            if n_scale:
                 g_scale = _add(g_scale, (gn * eps_d).sum(dim=1))
-            if layout.kind == "low_rank" and need[2]:
+            if layout.kind == "low_rank" and n_factors:
                 g_factors = _add(g_factors, torch.matmul(gn.transpose(1, 2), eps_f))
             elif layout.kind == "parameter_efficient":
-                if need[2]:
+                if n_factors:
                     g_factors = _add(g_factors, (gn * hom_noise).sum(dim=1))
-                if need[3]:
+                if n_hom:
                     gv = gn * factors.unsqueeze(1)
                     if eps_f.shape[0] == 1:
                         g_hom = _add(g_hom, gv.sum(dim=0).t() @ eps_f[0])
                     else:
                         g_hom = _add(g_hom, gv.reshape(-1, gv.shape[-1]).t() @ eps_f.reshape(-1, eps_f.shape[-1]))
-        return None, None, g_mu, g_scale, g_factors, g_hom, g_proj, g_tau
+        g_tau = None
+        if n_tau:  # Euler: z is homogeneous of degree 1 in the folded (mu, scale, factors)
+            g_tau = -(_dot(g_mu, mu) + _dot(g_scale, scale) + _dot(g_factors, factors)).to(tau.dtype) / tau
+        inv = 1.0 / tau
+        unfold = [g * inv if g is not None else None for g in (g_mu, g_scale, g_factors)]
+        return (None, None, *unfold, g_hom, g_proj, g_tau)
 
 
 def monte_carlo_log_average(

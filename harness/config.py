@@ -1,0 +1,51 @@
+"""Typed configs read from YAML with command-line overrides (OmegaConf structured configs).
+
+A stage declares a dataclass schema; :func:`load_config` merges, in order, the schema defaults, the
+YAML file and ``key=value`` overrides (OmegaConf dot-list syntax, e.g. ``optim.lr=0.05``
+``model.head.num_factors=8``), checks names and types against the schema, and returns the
+dataclass. The resolved config is what a run stores beside its results.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence, Type, TypeVar
+
+from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+T = TypeVar("T")
+
+
+def load_config(schema: Type[T], path: "str | Path | None" = None, overrides: Sequence[str] = ()) -> T:
+    """Schema defaults <- YAML file <- overrides, validated, as a ``schema`` instance.
+
+    Raises:
+        FileNotFoundError: no file at ``path``.
+        ValueError: unknown key, wrong type or malformed override (the message names the key).
+    """
+    layers = [OmegaConf.structured(schema)]
+    if path is not None:
+        path = Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f"no config file at {str(path)!r}; configs live in upstream/configs/")
+        layers.append(OmegaConf.load(path))
+    bad = [o for o in overrides if "=" not in o]
+    if bad:
+        raise ValueError(f"overrides must look like key=value (e.g. optim.lr=0.05), got {bad}")
+    try:
+        layers.append(OmegaConf.from_dotlist(list(overrides)))
+        merged = OmegaConf.merge(*layers)
+        return OmegaConf.to_object(merged)
+    except OmegaConfBaseException as e:
+        raise ValueError(f"invalid config{f' {path}' if path else ''}: {e}".replace("\n", "; ")) from e
+
+
+def to_yaml(config: object) -> str:
+    """YAML text of a config dataclass (resolved)."""
+    return OmegaConf.to_yaml(OmegaConf.structured(config), resolve=True)
+
+
+def to_dict(config: object) -> dict:
+    """Plain nested dict of a config dataclass (resolved)."""
+    return OmegaConf.to_container(OmegaConf.structured(config), resolve=True)

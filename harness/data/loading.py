@@ -1,0 +1,65 @@
+"""Feeding images to a model: per-example seeded augmentation and per-epoch shuffling.
+
+Augmentation randomness is a function of (seed, epoch, example index) only, and the shuffle order a
+function of (seed, epoch): a run gives the same batches whatever the number of loader workers, and a
+run resumed mid-epoch (skipping the batches it already did) continues exactly where it stopped.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Iterator
+
+import numpy as np
+import torch
+
+from harness.data.sources import ImageDataset
+
+
+def _mix(*ints: int) -> int:
+    """A 63-bit seed from several integers (SplitMix64 finaliser over a running combination)."""
+    h = 0x9E3779B97F4A7C15
+    for v in ints:
+        h = (h ^ (int(v) & 0xFFFFFFFFFFFFFFFF)) * 0xBF58476D1CE4E5B9 & 0xFFFFFFFFFFFFFFFF
+        h ^= h >> 31
+    return h & 0x7FFFFFFFFFFFFFFF
+
+
+class TransformedDataset(torch.utils.data.Dataset):
+    """``(tensor [3, S, S], target, index)`` from an :class:`ImageDataset` and a transform.
+
+    With ``seed`` set, the transform runs under torch's RNG seeded by (seed, epoch, index), leaving
+    the global RNG untouched; :meth:`set_epoch` changes the epoch.
+    """
+
+    def __init__(self, base: ImageDataset, transform: Callable, seed: "int | None" = None) -> None:
+        self.base, self.transform, self.seed, self.epoch = base, transform, seed, 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = int(epoch)
+
+    def __len__(self) -> int:
+        return len(self.base)
+
+    def __getitem__(self, i: int) -> "tuple[torch.Tensor, Any, int]":
+        image, target = self.base[i]
+        if self.seed is None:
+            return self.transform(image), target, i
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(_mix(self.seed, self.epoch, i))
+            return self.transform(image), target, i
+
+
+class EpochSampler(torch.utils.data.Sampler):
+    """A random permutation of ``range(n)`` that depends only on (seed, epoch)."""
+
+    def __init__(self, n: int, seed: int) -> None:
+        self.n, self.seed, self.epoch = n, seed, 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = int(epoch)
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(np.random.default_rng(_mix(self.seed, self.epoch)).permutation(self.n).tolist())
+
+    def __len__(self) -> int:
+        return self.n

@@ -1,0 +1,112 @@
+"""The upstream run config: model, data, optimisation and training loop settings.
+
+Configs are YAML files in ``upstream/configs/`` read through :func:`harness.config.load_config`;
+any field can be overridden on the command line as ``section.field=value``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional
+
+from harness.data.sources import DataConfig
+
+
+@dataclass
+class ModelSection:
+    """Backbone and head (see :class:`harness.models.ModelConfig` and :class:`harness.heads.HeteroscedasticHead`).
+
+    Attributes:
+        backbone: timm model name.
+        head: head options (``covariance``, ``link``, ``num_factors``, ``temperature``, ...).
+        backbone_kwargs: extra ``timm.create_model`` arguments.
+        num_classes: K; None takes it from the data.
+        pretrained_file: local backbone weights to start from (nothing is downloaded).
+        head_bias_init: initial bias of the head's mean layer (UB uses -10 for large-K sigmoid).
+    """
+
+    backbone: str = "test_resnet"
+    head: Dict[str, Any] = field(default_factory=dict)
+    backbone_kwargs: Dict[str, Any] = field(default_factory=dict)
+    num_classes: Optional[int] = None
+    pretrained_file: Optional[str] = None
+    head_bias_init: Optional[float] = None
+
+
+@dataclass
+class OptimSection:
+    """Optimiser and learning-rate schedule (paper Appendix B: SGD, warm-up, step decay, L2).
+
+    Attributes:
+        name: ``sgd`` (momentum; L2 applied as explicit L2, i.e. coupled weight decay) or ``adamw``
+            (decoupled weight decay).
+        lr: peak learning rate for the configured per-process batch size.
+        momentum, nesterov: SGD momentum.
+        betas: AdamW betas.
+        weight_decay: L2 weight of the weights (kernels) outside the covariance layers.
+        cov_weight_decay: L2 weight of the kernels that map to the covariance (diag, scale, PE
+            layers); None = ``weight_decay``. Biases, norm parameters and the temperature get none.
+        schedule: ``step`` (x ``decay_factor`` at each of ``decay_epochs``), ``cosine`` (to ``min_lr``)
+            or ``constant``; all after a linear warm-up of ``warmup_epochs``.
+        clip_grad_norm: global gradient-norm clip; None = off.
+    """
+
+    name: str = "sgd"
+    lr: float = 0.1
+    momentum: float = 0.9
+    nesterov: bool = False
+    betas: List[float] = field(default_factory=lambda: [0.9, 0.999])
+    weight_decay: float = 1e-4
+    cov_weight_decay: Optional[float] = None
+    schedule: str = "step"
+    warmup_epochs: float = 0.0
+    decay_epochs: List[float] = field(default_factory=list)
+    decay_factor: float = 0.1
+    min_lr: float = 0.0
+    clip_grad_norm: Optional[float] = None
+
+
+@dataclass
+class TrainSection:
+    """Training loop settings.
+
+    Attributes:
+        epochs: passes over the training split.
+        mixed_precision: ``no``, ``fp16`` or ``bf16`` (accelerate); the HET head always runs in fp32.
+        grad_accum_steps: micro-batches per optimiser step.
+        eval_every: evaluate every N epochs (and always after the last).
+        log_every: optimiser steps between training-loss logs.
+        checkpoint_every: optimiser steps between resumable checkpoints (0: end of each epoch only).
+        best_metric: eval metric that picks ``best.pt`` (``nll``/``sigmoid_nll``/``ece`` lower is
+            better; ``top1``/``prec@1``/``micro_ap`` higher).
+    """
+
+    epochs: int = 10
+    mixed_precision: str = "no"
+    grad_accum_steps: int = 1
+    eval_every: int = 1
+    log_every: int = 20
+    checkpoint_every: int = 0
+    best_metric: str = "nll"
+
+
+@dataclass
+class UpstreamConfig:
+    """One upstream pretraining run.
+
+    Attributes:
+        name: run name; the run writes to ``output_dir``.
+        seed: training seed (initialisation, shuffling, augmentation, HET noise).
+        output_dir: run folder (default ``runs/upstream/<name>``).
+    """
+
+    name: str = "run"
+    seed: int = 0
+    output_dir: Optional[str] = None
+    model: ModelSection = field(default_factory=ModelSection)
+    data: DataConfig = field(default_factory=DataConfig)
+    optim: OptimSection = field(default_factory=OptimSection)
+    train: TrainSection = field(default_factory=TrainSection)
+
+    def run_dir(self) -> str:
+        return self.output_dir or f"runs/upstream/{self.name}"

@@ -1,0 +1,302 @@
+"""The upstream training loop, on ``accelerate`` (one CPU, several GPUs, TPUs).
+
+A run folder ``<output_dir>/`` holds:
+
+- ``config.yaml``: the resolved config; ``run.json``: command, machine, versions, data, label noise;
+- ``checkpoints/last.pt``: resumable training state (model, optimiser, schedule, RNG, data
+  position), rewritten atomically; ``checkpoints/best.pt``: the best model so far by
+  ``train.best_metric`` (a :func:`harness.models.save_model` file);
+- ``metrics.jsonl``: one line per evaluation; ``tb/``: TensorBoard logs;
+- at the end: ``model.pt`` (final model), ``predictions.npz`` (final per-example logits on the
+  evaluation split) and ``metrics.json`` (final metrics, best epoch, provenance). Its presence marks
+  the run complete: running the same config again does nothing; an interrupted run resumes.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import random
+from pathlib import Path
+from typing import Any, Optional
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from tqdm.auto import tqdm
+
+from harness import metrics as M
+from harness.config import to_dict, to_yaml
+from harness.data.loading import EpochSampler, TransformedDataset
+from harness.data.noise import inject_label_noise
+from harness.data.sources import build_split
+from harness.data.transforms import eval_transform, train_transform
+from harness.io import atomic_torch_save, atomic_write_bytes, atomic_write_text
+from harness.models import ModelConfig, build_model, save_model
+from harness.provenance import provenance
+from upstream.config import UpstreamConfig
+from upstream.optim import build_optimizer, lr_multiplier
+
+STATE_FORMAT = "harness.upstream-state/1"
+LOWER_IS_BETTER = {"nll", "sigmoid_nll", "ece", "mce", "adaptive_ece", "brier"}
+
+
+class TrainingDiverged(RuntimeError):
+    """The loss became NaN or infinite."""
+
+
+def _rng_state() -> dict:
+    state = {"torch": torch.get_rng_state(), "numpy": [int(v) if not isinstance(v, np.ndarray) else v.tolist()
+                                                       for v in np.random.get_state()[1:]],
+             "python": list(random.getstate()[1]) + [random.getstate()[0]]}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def _set_rng_state(state: dict) -> None:
+    torch.set_rng_state(state["torch"])
+    keys, pos, has_gauss, cached = state["numpy"]
+    np.random.set_state(("MT19937", np.asarray(keys, dtype=np.uint32), pos, has_gauss, cached))
+    *py, version = state["python"]
+    random.setstate((version, tuple(py), None))
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def _loss(logits: torch.Tensor, target: torch.Tensor, multilabel: bool) -> torch.Tensor:
+    """Softmax cross-entropy (int or soft targets), or sigmoid cross-entropy summed over classes and
+    averaged over examples (multi-hot targets; UB ``sigmoid_xent``)."""
+    if multilabel:
+        return F.binary_cross_entropy_with_logits(logits, target.float(), reduction="sum") / logits.shape[0]
+    return F.cross_entropy(logits, target)
+
+
+def evaluate(model: torch.nn.Module, loader, accelerator, multilabel: bool) -> "tuple[dict, dict]":
+    """Metrics and per-example outputs of ``model`` on ``loader`` (gathered over processes).
+
+    Returns:
+        (metrics dict, arrays dict with ``logits`` [N, K], ``targets`` [N] or [N, K], ``index`` [N]).
+    """
+    model.eval()
+    outs: "dict[str, list]" = {"logits": [], "targets": [], "index": []}
+    with torch.no_grad():
+        for x, y, idx in loader:
+            logits = model(x).float()
+            logits, y, idx = accelerator.gather_for_metrics((logits, y, idx))
+            outs["logits"].append(logits.cpu())
+            outs["targets"].append(y.cpu())
+            outs["index"].append(idx.cpu())
+    arrays = {k: torch.cat(v).numpy() for k, v in outs.items()}
+    if multilabel:
+        result = M.multilabel_metrics(arrays["logits"], arrays["targets"])
+    else:
+        result = M.classification_metrics(M.log_softmax(arrays["logits"]), arrays["targets"])
+    return result, arrays
+
+
+def _check_existing(run_dir: Path, config_yaml: str) -> str:
+    """``"new"``, ``"resume"`` or ``"done"``; refuses a folder that holds another config's run."""
+    saved = run_dir / "config.yaml"
+    if not saved.is_file():
+        return "new"
+    if saved.read_text() != config_yaml:
+        import difflib
+
+        diff = "".join(difflib.unified_diff(saved.read_text().splitlines(True), config_yaml.splitlines(True),
+                                            "saved", "requested", n=0))
+        raise ValueError(f"{run_dir} holds a run with a different config:\n{diff}\nuse another name or "
+                         "output_dir for the new run, or delete that folder to start it over")
+    if (run_dir / "metrics.json").is_file() and (run_dir / "model.pt").is_file():
+        return "done"
+    return "resume" if (run_dir / "checkpoints" / "last.pt").is_file() else "new"
+
+
+def run(cfg: UpstreamConfig, progress: bool = True, stop_after_steps: Optional[int] = None) -> Path:
+    """Train and evaluate one upstream model; resume if its folder holds an interrupted run.
+
+    Args:
+        cfg: the run config.
+        progress: show a progress bar.
+        stop_after_steps: stop (after checkpointing) once this many optimiser steps are done in
+            total, as an interruption would; for tests of resumption.
+
+    Returns:
+        The run folder.
+
+    Raises:
+        ValueError: bad config or data (unknown backbone, labels out of range, link not matching
+            the labels, a folder holding a different run...).
+        TrainingDiverged: NaN or infinite loss (the last checkpoint stays intact).
+    """
+    from accelerate import Accelerator
+    from accelerate.utils import set_seed
+
+    run_dir = Path(cfg.run_dir())
+    config_yaml = to_yaml(cfg)
+    status = _check_existing(run_dir, config_yaml)
+    accelerator = Accelerator(mixed_precision=cfg.train.mixed_precision,
+                              gradient_accumulation_steps=cfg.train.grad_accum_steps,
+                              log_with="tensorboard", project_dir=str(run_dir))
+    main = accelerator.is_main_process
+    if status == "done":
+        if main:
+            print(f"{run_dir}: already complete (metrics.json); nothing to do")
+        return run_dir
+    set_seed(cfg.seed)
+
+    # ---------------------------------------------------------------- data
+    train_base = build_split(cfg.data, cfg.data.train_split)
+    eval_base = build_split(cfg.data, cfg.data.eval_split)
+    if train_base.class_names != eval_base.class_names or train_base.multilabel != eval_base.multilabel:
+        raise ValueError(f"train split {cfg.data.train_split!r} and eval split {cfg.data.eval_split!r} differ in "
+                         "classes or label type")
+    noise_info = None
+    if cfg.data.label_noise and cfg.data.label_noise.get("kind", "none") != "none":
+        noisy, noise_info = inject_label_noise(train_base.targets, train_base.num_classes, **cfg.data.label_noise)
+        train_base = train_base.with_targets(noisy, f"{train_base.description}, with {noise_info['kind']} "
+                                                    f"label noise ({noise_info['realised_rate']:.1%} flipped)")
+    multilabel = train_base.multilabel
+    num_classes = cfg.model.num_classes or train_base.num_classes
+    if num_classes != train_base.num_classes:
+        raise ValueError(f"model.num_classes={num_classes} but the data has {train_base.num_classes} classes; "
+                         "leave model.num_classes unset to take it from the data")
+    link = cfg.model.head.get("link", "softmax")
+    if multilabel and link != "sigmoid":
+        raise ValueError("multi-label data needs the sigmoid link: set model.head.link=sigmoid")
+    if len(train_base) < cfg.data.batch_size:
+        raise ValueError(f"the training split has {len(train_base)} examples, fewer than data.batch_size="
+                         f"{cfg.data.batch_size}; lower the batch size")
+
+    train_ds = TransformedDataset(train_base, train_transform(cfg.data.image_size, cfg.data.crop_scale,
+                                                              cfg.data.hflip), seed=cfg.seed)
+    eval_ds = TransformedDataset(eval_base, eval_transform(cfg.data.image_size, cfg.data.eval_resize))
+    sampler = EpochSampler(len(train_ds), cfg.seed)
+    loader_kw = dict(num_workers=cfg.data.num_workers, pin_memory=torch.cuda.is_available())
+    train_loader = torch.utils.data.DataLoader(train_ds, cfg.data.batch_size, sampler=sampler, drop_last=True,
+                                               **loader_kw)
+    eval_loader = torch.utils.data.DataLoader(eval_ds, cfg.data.eval_batch_size, shuffle=False, **loader_kw)
+
+    # ---------------------------------------------------------------- model and optimiser
+    model_cfg = ModelConfig(cfg.model.backbone, num_classes, dict(cfg.model.head), dict(cfg.model.backbone_kwargs))
+    model = build_model(model_cfg, cfg.model.pretrained_file)
+    if cfg.model.head_bias_init is not None:
+        torch.nn.init.constant_(model.head.loc.bias, cfg.model.head_bias_init)
+    optimizer = build_optimizer(model, cfg.optim)
+    model, optimizer, train_loader, eval_loader = accelerator.prepare(model, optimizer, train_loader, eval_loader)
+    steps_per_epoch = max(1, len(train_loader) // cfg.train.grad_accum_steps)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_multiplier(cfg.optim, steps_per_epoch, cfg.train.epochs))
+
+    # ---------------------------------------------------------------- state, resume
+    epoch, batch_in_epoch, step = 0, 0, 0
+    history: "list[dict]" = []
+    best: "dict[str, Any]" = {}
+    ckpt_dir = run_dir / "checkpoints"
+    if status == "resume":
+        state = torch.load(ckpt_dir / "last.pt", map_location="cpu", weights_only=True)
+        if state.get("format") != STATE_FORMAT:
+            raise ValueError(f"{ckpt_dir / 'last.pt'} is not an upstream training state; delete it to start over")
+        accelerator.unwrap_model(model).load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        scheduler.load_state_dict(state["scheduler"])
+        epoch, batch_in_epoch, step = state["epoch"], state["batch_in_epoch"], state["step"]
+        history, best = state["history"], state["best"]
+        rng_file = ckpt_dir / f"rng_{accelerator.process_index}.pt"
+        _set_rng_state(torch.load(rng_file, weights_only=True) if rng_file.is_file() else state["rng"])
+        if main:
+            print(f"{run_dir}: resuming at epoch {epoch}, batch {batch_in_epoch} (step {step})")
+    elif main:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(run_dir / "config.yaml", config_yaml)
+        meta = {**provenance(), "config": to_dict(cfg), "train_data": train_base.description,
+                "eval_data": eval_base.description, "num_train": len(train_base), "num_eval": len(eval_base),
+                "class_names": train_base.class_names, "label_noise": noise_info,
+                "num_processes": accelerator.num_processes}
+        atomic_write_text(run_dir / "run.json", json.dumps(meta, indent=1))
+    accelerator.init_trackers("tb", config={"name": cfg.name, "seed": cfg.seed})
+
+    def save_state() -> None:
+        accelerator.wait_for_everyone()
+        atomic_torch_save(_rng_state(), ckpt_dir / f"rng_{accelerator.process_index}.pt")
+        if main:
+            atomic_torch_save({
+                "format": STATE_FORMAT, "model": accelerator.unwrap_model(model).state_dict(),
+                "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(), "rng": _rng_state(),
+                "epoch": epoch, "batch_in_epoch": batch_in_epoch, "step": step, "history": history, "best": best,
+            }, ckpt_dir / "last.pt")
+        accelerator.wait_for_everyone()
+
+    # ---------------------------------------------------------------- loop
+    best_key, higher = cfg.train.best_metric, cfg.train.best_metric not in LOWER_IS_BETTER
+    accum = cfg.train.grad_accum_steps
+    while epoch < cfg.train.epochs:
+        sampler.set_epoch(epoch)
+        train_ds.set_epoch(epoch)
+        model.train()
+        loader = accelerator.skip_first_batches(train_loader, batch_in_epoch) if batch_in_epoch else train_loader
+        bar = tqdm(loader, total=len(train_loader), initial=batch_in_epoch, disable=not (progress and main),
+                   desc=f"epoch {epoch + 1}/{cfg.train.epochs}", leave=False)
+        for x, y, _ in bar:
+            with accelerator.accumulate(model):
+                loss = _loss(model(x), y, multilabel)
+                if not torch.isfinite(loss.detach()):
+                    raise TrainingDiverged(
+                        f"loss is {loss.item()} at epoch {epoch}, step {step}; lower optim.lr or set "
+                        f"optim.clip_grad_norm (the last checkpoint in {ckpt_dir} is intact and resumable)")
+                accelerator.backward(loss)
+                if accelerator.sync_gradients and cfg.optim.clip_grad_norm:
+                    accelerator.clip_grad_norm_(model.parameters(), cfg.optim.clip_grad_norm)
+                optimizer.step()
+                optimizer.zero_grad(set_to_none=True)
+            batch_in_epoch += 1
+            if not accelerator.sync_gradients:
+                continue
+            scheduler.step()
+            step += 1
+            if step % cfg.train.log_every == 0:
+                accelerator.log({"train/loss": loss.item(), "train/lr": scheduler.get_last_lr()[0]}, step=step)
+                bar.set_postfix(loss=f"{loss.item():.4f}")
+            if cfg.train.checkpoint_every and step % cfg.train.checkpoint_every == 0:
+                save_state()
+            if stop_after_steps is not None and step >= stop_after_steps:
+                save_state()
+                accelerator.end_training()
+                return run_dir
+        bar.close()
+        epoch, batch_in_epoch = epoch + 1, 0
+        if epoch % cfg.train.eval_every == 0 or epoch == cfg.train.epochs:
+            result, _ = evaluate(model, eval_loader, accelerator, multilabel)
+            history.append({"epoch": epoch, "step": step, **result})
+            accelerator.log({f"eval/{k}": v for k, v in result.items()}, step=step)
+            if main:
+                atomic_write_text(run_dir / "metrics.jsonl", "".join(json.dumps(h) + "\n" for h in history))
+                print(f"epoch {epoch}: " + ", ".join(f"{k} {v:.4f}" for k, v in result.items()))
+            value = result.get(best_key, math.nan)
+            if not best or (value > best["value"] if higher else value < best["value"]):
+                best = {"metric": best_key, "value": value, "epoch": epoch}
+                if main:
+                    save_model(accelerator.unwrap_model(model), ckpt_dir / "best.pt", extra=best)
+        save_state()
+
+    # ---------------------------------------------------------------- final outputs
+    result, arrays = evaluate(model, eval_loader, accelerator, multilabel)
+    if main:
+        final = accelerator.unwrap_model(model)
+        save_model(final, run_dir / "model.pt", extra={"epochs": epoch, "metrics": result})
+        _save_npz(run_dir / "predictions.npz", logits=arrays["logits"].astype(np.float32), targets=arrays["targets"],
+                  index=arrays["index"], class_names=np.array(train_base.class_names), link=np.array(link),
+                  multilabel=np.array(multilabel))
+        summary = {"name": cfg.name, "metrics": result, "best": best, "history": history, "epochs": epoch,
+                   "steps": step, "eval_data": eval_base.description, "train_data": train_base.description,
+                   "label_noise": noise_info, **provenance()}
+        atomic_write_text(run_dir / "metrics.json", json.dumps(summary, indent=1))
+        print(f"{run_dir}: done; final " + ", ".join(f"{k} {v:.4f}" for k, v in result.items()))
+    accelerator.end_training()
+    return run_dir
+
+
+def _save_npz(path: Path, **arrays: Any) -> None:
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)
+    atomic_write_bytes(path, buf.getvalue())
