@@ -1,7 +1,7 @@
 """Typed configs read from YAML with command-line overrides (OmegaConf structured configs).
 
 A stage declares a dataclass schema; :func:`load_config` merges, in order, the schema defaults, the
-YAML file and ``key=value`` overrides (OmegaConf dot-list syntax, e.g. ``optim.lr=0.05``
+YAML file (after the file its ``base:`` key names, if any) and ``key=value`` overrides (OmegaConf dot-list syntax, e.g. ``optim.lr=0.05``
 ``model.head.num_factors=8``), checks names and types against the schema, and returns the
 dataclass. The resolved config is what a run stores beside its results.
 """
@@ -26,10 +26,7 @@ def load_config(schema: Type[T], path: "str | Path | None" = None, overrides: Se
     """
     layers = [OmegaConf.structured(schema)]
     if path is not None:
-        path = Path(path)
-        if not path.is_file():
-            raise FileNotFoundError(f"no config file at {str(path)!r}; configs live in upstream/configs/")
-        layers.append(OmegaConf.load(path))
+        layers += _file_layers(Path(path))
     bad = [o for o in overrides if "=" not in o]
     if bad:
         raise ValueError(f"overrides must look like key=value (e.g. optim.lr=0.05), got {bad}")
@@ -39,6 +36,20 @@ def load_config(schema: Type[T], path: "str | Path | None" = None, overrides: Se
         return OmegaConf.to_object(merged)
     except OmegaConfBaseException as e:
         raise ValueError(f"invalid config{f' {path}' if path else ''}: {e}".replace("\n", "; ")) from e
+
+
+def _file_layers(path: Path, seen: "tuple[Path, ...]" = ()) -> list:
+    """The YAML at ``path``, preceded by the chain of files named by its ``base:`` key (a path
+    relative to the file), so a config can state only what differs from a shared base."""
+    if not path.is_file():
+        raise FileNotFoundError(f"no config file at {str(path)!r}")
+    if path.resolve() in seen:
+        raise ValueError(f"config {path} includes itself through 'base:'")
+    layer = OmegaConf.load(path)
+    base = layer.pop("base", None) if hasattr(layer, "pop") else None
+    if base is None:
+        return [layer]
+    return _file_layers(path.parent / str(base), seen + (path.resolve(),)) + [layer]
 
 
 def to_yaml(config: object) -> str:

@@ -30,7 +30,7 @@ from harness import metrics as M
 from harness.config import to_dict, to_yaml
 from harness.data.loading import EpochSampler, TransformedDataset
 from harness.data.noise import inject_label_noise
-from harness.data.sources import build_split
+from harness.data.sources import LabelSets, build_split
 from harness.data.transforms import eval_transform, train_transform
 from harness.io import atomic_torch_save, atomic_write_bytes, atomic_write_text
 from harness.models import ModelConfig, build_model, save_model
@@ -154,15 +154,20 @@ def run(cfg: UpstreamConfig, progress: bool = True, stop_after_steps: Optional[i
                          "classes or label type")
     noise_info = None
     if cfg.data.label_noise and cfg.data.label_noise.get("kind", "none") != "none":
-        noisy, noise_info = inject_label_noise(train_base.targets, train_base.num_classes, **cfg.data.label_noise)
-        train_base = train_base.with_targets(noisy, f"{train_base.description}, with {noise_info['kind']} "
-                                                    f"label noise ({noise_info['realised_rate']:.1%} flipped)")
+        if train_base.multilabel:
+            raise ValueError("data.label_noise flips single labels; this training split is multi-label")
+        noisy, noise_info = inject_label_noise(train_base.labels, train_base.num_classes, **cfg.data.label_noise)
+        train_base = train_base.with_labels(noisy, f"{train_base.description}, with {noise_info['kind']} "
+                                                   f"label noise ({noise_info['realised_rate']:.1%} flipped)")
+    link = cfg.model.head.get("link", "softmax")
+    if link == "sigmoid" and not train_base.multilabel:  # sigmoid link on single-label data: one-hot targets
+        train_base, eval_base = (d.with_labels(LabelSets.from_labels(d.labels), f"{d.description}, one-hot")
+                                 for d in (train_base, eval_base))
     multilabel = train_base.multilabel
     num_classes = cfg.model.num_classes or train_base.num_classes
     if num_classes != train_base.num_classes:
         raise ValueError(f"model.num_classes={num_classes} but the data has {train_base.num_classes} classes; "
                          "leave model.num_classes unset to take it from the data")
-    link = cfg.model.head.get("link", "softmax")
     if multilabel and link != "sigmoid":
         raise ValueError("multi-label data needs the sigmoid link: set model.head.link=sigmoid")
     if len(train_base) < cfg.data.batch_size:
@@ -173,7 +178,10 @@ def run(cfg: UpstreamConfig, progress: bool = True, stop_after_steps: Optional[i
                                                               cfg.data.hflip), seed=cfg.seed)
     eval_ds = TransformedDataset(eval_base, eval_transform(cfg.data.image_size, cfg.data.eval_resize))
     sampler = EpochSampler(len(train_ds), cfg.seed)
-    loader_kw = dict(num_workers=cfg.data.num_workers, pin_memory=torch.cuda.is_available())
+    # loaders get their own generator: creating an iterator then draws no number from the global RNG
+    # (which drives the HET noise), so a resumed run continues the exact random stream.
+    loader_kw = dict(num_workers=cfg.data.num_workers, pin_memory=torch.cuda.is_available(),
+                     generator=torch.Generator().manual_seed(cfg.seed))
     train_loader = torch.utils.data.DataLoader(train_ds, cfg.data.batch_size, sampler=sampler, drop_last=True,
                                                **loader_kw)
     eval_loader = torch.utils.data.DataLoader(eval_ds, cfg.data.eval_batch_size, shuffle=False, **loader_kw)
@@ -231,8 +239,8 @@ def run(cfg: UpstreamConfig, progress: bool = True, stop_after_steps: Optional[i
     best_key, higher = cfg.train.best_metric, cfg.train.best_metric not in LOWER_IS_BETTER
     accum = cfg.train.grad_accum_steps
     while epoch < cfg.train.epochs:
-        sampler.set_epoch(epoch)
-        train_ds.set_epoch(epoch)
+        sampler.use_epoch(epoch)
+        train_ds.use_epoch(epoch)
         model.train()
         loader = accelerator.skip_first_batches(train_loader, batch_in_epoch) if batch_in_epoch else train_loader
         bar = tqdm(loader, total=len(train_loader), initial=batch_in_epoch, disable=not (progress and main),

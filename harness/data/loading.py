@@ -3,6 +3,10 @@
 Augmentation randomness is a function of (seed, epoch, example index) only, and the shuffle order a
 function of (seed, epoch): a run gives the same batches whatever the number of loader workers, and a
 run resumed mid-epoch (skipping the batches it already did) continues exactly where it stopped.
+
+The epoch is set with ``use_epoch``, deliberately not ``set_epoch``: accelerate calls ``set_epoch``
+on samplers and datasets with its own count of iterations, which restarts at 0 for the loader that
+skips the batches already done after a resume.
 """
 
 from __future__ import annotations
@@ -28,13 +32,13 @@ class TransformedDataset(torch.utils.data.Dataset):
     """``(tensor [3, S, S], target, index)`` from an :class:`ImageDataset` and a transform.
 
     With ``seed`` set, the transform runs under torch's RNG seeded by (seed, epoch, index), leaving
-    the global RNG untouched; :meth:`set_epoch` changes the epoch.
+    the global RNG untouched; :meth:`use_epoch` changes the epoch.
     """
 
     def __init__(self, base: ImageDataset, transform: Callable, seed: "int | None" = None) -> None:
         self.base, self.transform, self.seed, self.epoch = base, transform, seed, 0
 
-    def set_epoch(self, epoch: int) -> None:
+    def use_epoch(self, epoch: int) -> None:
         self.epoch = int(epoch)
 
     def __len__(self) -> int:
@@ -55,7 +59,7 @@ class EpochSampler(torch.utils.data.Sampler):
     def __init__(self, n: int, seed: int) -> None:
         self.n, self.seed, self.epoch = n, seed, 0
 
-    def set_epoch(self, epoch: int) -> None:
+    def use_epoch(self, epoch: int) -> None:
         self.epoch = int(epoch)
 
     def __iter__(self) -> Iterator[int]:

@@ -2,8 +2,8 @@
 
 A source turns a config into :class:`ImageDataset` splits. Every dataset yields
 ``(PIL.Image RGB, target)`` with ``target`` an ``int`` class index (single-label) or a float32
-multi-hot vector ``[K]`` (multi-label), and carries ``num_classes``, ``class_names`` and
-``multilabel``. Readers:
+multi-hot vector ``[K]`` (multi-label, stored sparsely as :class:`LabelSets`), and carries
+``num_classes``, ``class_names`` and ``multilabel``. Readers:
 
 - ``digits``: scikit-learn's bundled 8x8 handwritten digits (the embedded default, no files);
 - ``cifar10n``: CIFAR-10 JPEGs with the CIFAR-10N human label sets (``../shared/data/cifar10n``);
@@ -31,47 +31,103 @@ SOURCES = ("digits", "cifar10n", "image_folder", "tfds", "manifest")
 CIFAR10N_LABEL_SETS = ("clean", "aggre", "random1", "random2", "random3", "worse")
 
 
+@dataclass
+class LabelSets:
+    """Ragged multi-label targets in CSR form: example i has labels ``ids[offsets[i]:offsets[i+1]]``.
+
+    Memory is O(total labels), so 300M examples x 18k classes stay small; :meth:`multi_hot` builds
+    one dense row at a time.
+    """
+
+    ids: np.ndarray
+    offsets: np.ndarray
+
+    @classmethod
+    def from_lists(cls, lists: "Sequence[Sequence[int]]") -> "LabelSets":
+        sizes = np.fromiter((len(v) for v in lists), dtype=np.int64, count=len(lists))
+        offsets = np.zeros(len(lists) + 1, dtype=np.int64)
+        np.cumsum(sizes, out=offsets[1:])
+        ids = np.fromiter((int(c) for v in lists for c in v), dtype=np.int64, count=int(offsets[-1]))
+        return cls(ids, offsets)
+
+    @classmethod
+    def from_labels(cls, labels: np.ndarray) -> "LabelSets":
+        """One label per example (a one-hot view of single-label data)."""
+        return cls(np.asarray(labels, dtype=np.int64), np.arange(len(labels) + 1, dtype=np.int64))
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def __getitem__(self, i: int) -> np.ndarray:
+        return self.ids[self.offsets[i]:self.offsets[i + 1]]
+
+    def head(self, n: int) -> "LabelSets":
+        return LabelSets(self.ids[: self.offsets[n]], self.offsets[: n + 1])
+
+    def multi_hot(self, i: int, num_classes: int) -> np.ndarray:
+        row = np.zeros(num_classes, dtype=np.float32)
+        row[self[i]] = 1.0
+        return row
+
+    def to_dense(self, num_classes: int) -> np.ndarray:
+        """``[N, K]`` float32 multi-hot (for evaluation-sized splits)."""
+        dense = np.zeros((len(self), num_classes), dtype=np.float32)
+        rows = np.repeat(np.arange(len(self)), np.diff(self.offsets))
+        dense[rows, self.ids] = 1.0
+        return dense
+
+
 class ImageDataset(torch.utils.data.Dataset):
-    """``(image, target)`` pairs from a random-access image reader and a target array.
+    """``(image, target)`` pairs from a random-access image reader and labels.
 
     Args:
         load_image: ``i -> PIL.Image`` (any mode; converted to RGB here).
-        targets: ``[N]`` int64 class indices, or ``[N, K]`` multi-hot (multi-label).
+        labels: ``[N]`` int64 class indices (single-label), or :class:`LabelSets` (multi-label:
+            the target is a float32 multi-hot row ``[K]``).
         class_names: K names.
         description: one line saying what this split is (for run metadata and reports).
+
+    Raises:
+        ValueError: a label outside [0, K).
     """
 
-    def __init__(self, load_image: Callable[[int], Image.Image], targets: np.ndarray, class_names: Sequence[str],
-                 description: str) -> None:
-        self.load_image, self.targets = load_image, np.asarray(targets)
-        self.class_names, self.description = list(class_names), description
+    def __init__(self, load_image: Callable[[int], Image.Image], labels: "np.ndarray | LabelSets",
+                 class_names: Sequence[str], description: str) -> None:
+        self.load_image, self.class_names, self.description = load_image, list(class_names), description
+        self.labels = labels if isinstance(labels, LabelSets) else np.asarray(labels, dtype=np.int64)
         k = len(self.class_names)
-        if self.multilabel:
-            if self.targets.shape[1] != k:
-                raise ValueError(f"multi-hot targets have {self.targets.shape[1]} columns for {k} classes")
-        elif len(self.targets) and (self.targets.min() < 0 or self.targets.max() >= k):
-            raise ValueError(f"labels must lie in [0, {k}), got [{self.targets.min()}, {self.targets.max()}] in "
-                             f"{description}; set the number of classes (data.num_classes) to cover them")
+        flat = self.labels.ids if self.multilabel else self.labels
+        if len(flat) and (flat.min() < 0 or flat.max() >= k):
+            raise ValueError(f"labels must lie in [0, {k}), got [{flat.min()}, {flat.max()}] in {description}; "
+                             "set the number of classes (data.num_classes) to cover them, or fix the labels")
 
     @property
     def multilabel(self) -> bool:
-        return self.targets.ndim == 2
+        return isinstance(self.labels, LabelSets)
 
     @property
     def num_classes(self) -> int:
         return len(self.class_names)
 
     def __len__(self) -> int:
-        return len(self.targets)
+        return len(self.labels)
 
     def __getitem__(self, i: int) -> "tuple[Image.Image, Any]":
-        target = self.targets[i]
-        target = target.astype(np.float32) if self.multilabel else int(target)
+        target = self.labels.multi_hot(i, self.num_classes) if self.multilabel else int(self.labels[i])
         return self.load_image(i).convert("RGB"), target
 
-    def with_targets(self, targets: np.ndarray, description: Optional[str] = None) -> "ImageDataset":
-        """The same images with other targets (noisy labels, multi-hot views)."""
-        return ImageDataset(self.load_image, targets, self.class_names, description or self.description)
+    def targets(self) -> np.ndarray:
+        """All targets: ``[N]`` ints, or ``[N, K]`` multi-hot (multi-label)."""
+        return self.labels.to_dense(self.num_classes) if self.multilabel else self.labels
+
+    def with_labels(self, labels: "np.ndarray | LabelSets", description: Optional[str] = None) -> "ImageDataset":
+        """The same images with other labels (noisy labels, one-hot views)."""
+        return ImageDataset(self.load_image, labels, self.class_names, description or self.description)
+
+    def head(self, n: int) -> "ImageDataset":
+        """The first ``n`` examples."""
+        labels = self.labels.head(n) if self.multilabel else self.labels[:n]
+        return self.with_labels(labels, f"{self.description} (first {n})")
 
 
 @dataclass
@@ -128,10 +184,7 @@ def build_split(cfg: DataConfig, split: str) -> ImageDataset:
               "manifest": _manifest}[cfg.source]
     ds = reader(cfg, split)
     limit = cfg.limit_train if split == cfg.train_split else cfg.limit_eval
-    if limit:
-        load = ds.load_image
-        ds = ImageDataset(load, ds.targets[:limit], ds.class_names, f"{ds.description} (first {limit})")
-    return ds
+    return ds.head(limit) if limit and limit < len(ds) else ds
 
 
 def _need_path(cfg: DataConfig, what: str) -> Path:
@@ -196,9 +249,8 @@ def _cifar10n(cfg: DataConfig, split: str) -> ImageDataset:
         members = [str(p) for p in labels["train_path"]]
         if cfg.multilabel:
             sets = np.stack([labels[f"random_label{i}"] for i in (1, 2, 3)], axis=1)
-            targets = np.zeros((len(sets), len(classes)), dtype=np.float32)
-            np.put_along_axis(targets, sets, 1.0, axis=1)
-            what = "multi-hot set of the three annotators' labels"
+            targets = LabelSets.from_lists([sorted(set(row.tolist())) for row in sets])
+            what = "multi-label: the set of the three annotators' labels"
         else:
             if cfg.label_set not in CIFAR10N_LABEL_SETS:
                 raise ValueError(f"unknown cifar10n label_set {cfg.label_set!r}: use one of "
@@ -217,9 +269,7 @@ def _cifar10n(cfg: DataConfig, split: str) -> ImageDataset:
             raise ValueError(f"test folders {unknown} are not CIFAR-10 classes {classes}")
         targets = np.array([classes.index(c) for c in cls], dtype=np.int64)
         if cfg.multilabel:
-            multi = np.zeros((len(targets), len(classes)), dtype=np.float32)
-            multi[np.arange(len(targets)), targets] = 1.0
-            targets = multi
+            targets = LabelSets.from_labels(targets)
         return ImageDataset(_ZipImages(zpath, names), targets, classes, "CIFAR-10 test, clean labels")
     raise ValueError(f"unknown cifar10n split {split!r}: use 'train' or 'test'")
 
@@ -315,11 +365,7 @@ def _manifest(cfg: DataConfig, split: str) -> ImageDataset:
     names = [s for s in names_file.read_text().splitlines() if s.strip()] if names_file.is_file() else []
     top = max((max(ids) for _, ids in rows if ids), default=-1)
     k = cfg.num_classes or len(names) or top + 1
-    if top >= k or any(min(ids, default=0) < 0 for _, ids in rows):
-        raise ValueError(f"label ids in {split} lie outside [0, {k}); set data.num_classes or fix classes.txt")
-    targets = np.zeros((len(rows), k), dtype=np.float32)
-    for i, (_, ids) in enumerate(rows):
-        targets[i, ids] = 1.0
     paths = [str(root / p) for p, _ in rows]
-    return ImageDataset(lambda i: Image.open(paths[i]), targets, names or [str(c) for c in range(k)],
+    return ImageDataset(lambda i: Image.open(paths[i]), LabelSets.from_lists([ids for _, ids in rows]),
+                        names or [str(c) for c in range(k)],
                         f"manifest {root} {split} ({len(rows)} images, {k} classes)")

@@ -1,0 +1,194 @@
+"""The upstream stage: configs, optimisation, training loop, checkpoints and resumption."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from click.testing import CliRunner
+from PIL import Image
+
+from harness.cli import main
+from harness.config import load_config
+from harness.models import build_model, load_model, ModelConfig
+from upstream.config import OptimSection, UpstreamConfig
+from upstream.optim import build_optimizer, lr_multiplier, param_groups
+from upstream.train import TrainingDiverged, run
+
+CONFIGS = Path(__file__).resolve().parents[1] / "upstream" / "configs"
+QUICK = ["train.epochs=2", "model.head.train_mc_samples=8", "model.head.eval_mc_samples=8", "train.log_every=5"]
+
+
+def quick(tmp_path, name="digits_het.yaml", *extra):
+    return load_config(UpstreamConfig, CONFIGS / name, [*QUICK, f"output_dir={tmp_path / 'run'}", *extra])
+
+
+@pytest.mark.parametrize("path", sorted(p for p in CONFIGS.glob("*.yaml") if "_base" not in p.name),
+                         ids=lambda p: p.stem)
+def test_every_config_loads_builds_and_states_its_command(path):
+    text = path.read_text()
+    assert "Command:" in text and path.stem in text
+    cfg = load_config(UpstreamConfig, path)
+    assert cfg.name == path.stem
+    k = cfg.model.num_classes or {"digits": 10, "cifar10n": 10, "image_folder": 1000, "manifest": 18291,
+                                  "tfds": 21843 if cfg.data.name == "imagenet21k" else 1000}[cfg.data.source]
+    model = build_model(ModelConfig(cfg.model.backbone, k, dict(cfg.model.head), dict(cfg.model.backbone_kwargs)))
+    opt = build_optimizer(model, cfg.optim)
+    assert sum(p.numel() for g in opt.param_groups for p in g["params"]) == sum(p.numel() for p in model.parameters())
+    fn = lr_multiplier(cfg.optim, 100, cfg.train.epochs)
+    assert 0 < fn(0) <= 1 and fn(100 * cfg.train.epochs - 1) <= 1
+
+
+def test_param_groups_give_covariance_kernels_their_own_decay():
+    model = build_model(dict(backbone="test_resnet", num_classes=10,
+                             head=dict(covariance="parameter_efficient", num_factors=3, learn_temperature=True)))
+    groups = {g["name"]: g for g in param_groups(model, 3e-3, 1e-2)}
+    cov = {id(p) for p in groups["covariance_kernels"]["params"]}
+    head = model.head
+    assert cov == {id(head.diag.weight), id(head.scale_het.weight), id(head.scale_hom.weight)}
+    assert groups["covariance_kernels"]["weight_decay"] == 1e-2 and groups["kernels"]["weight_decay"] == 3e-3
+    assert id(head.temperature_logit) in {id(p) for p in groups["no_decay"]["params"]}
+    assert id(head.loc.bias) in {id(p) for p in groups["no_decay"]["params"]}
+
+
+def test_sgd_weight_decay_is_explicit_l2():
+    """One SGD step with weight_decay λ equals a step on loss + (λ/2)||w||²."""
+    torch.manual_seed(0)
+    w1 = torch.nn.Parameter(torch.randn(4, 3))
+    w2 = torch.nn.Parameter(w1.detach().clone())
+    x = torch.randn(5, 3)
+    opt1 = torch.optim.SGD([{"params": [w1], "weight_decay": 0.1}], lr=0.5, momentum=0.9)
+    opt2 = torch.optim.SGD([w2], lr=0.5, momentum=0.9)
+    (x @ w1.T).square().sum().backward()
+    ((x @ w2.T).square().sum() + 0.05 * w2.square().sum()).backward()
+    opt1.step()
+    opt2.step()
+    torch.testing.assert_close(w1, w2)
+
+
+def test_schedules():
+    step = lr_multiplier(OptimSection(warmup_epochs=1, decay_epochs=[2, 3], decay_factor=0.1), 10, 4)
+    assert [round(step(s), 6) for s in (0, 4, 9, 10, 19, 20, 29, 30)] == [0.1, 0.5, 1.0, 1.0, 1.0, 0.1, 0.1, 0.01]
+    cos = lr_multiplier(OptimSection(schedule="cosine", lr=1.0, min_lr=0.1), 10, 2)
+    assert cos(0) == pytest.approx(1.0) and cos(10) == pytest.approx(0.55) and cos(20) == pytest.approx(0.1)
+    with pytest.raises(ValueError, match="unknown optim.schedule"):
+        lr_multiplier(OptimSection(schedule="poly"), 10, 2)
+    with pytest.raises(ValueError, match="unknown optim.name"):
+        build_optimizer(torch.nn.Linear(2, 2), OptimSection(name="lamb"))
+
+
+def test_digits_run_writes_checkpoint_metrics_predictions(tmp_path):
+    cfg = quick(tmp_path)
+    run_dir = run(cfg, progress=False)
+    for f in ("config.yaml", "run.json", "metrics.json", "metrics.jsonl", "model.pt", "predictions.npz",
+              "checkpoints/last.pt", "checkpoints/best.pt"):
+        assert (run_dir / f).is_file(), f
+    summary = json.loads((run_dir / "metrics.json").read_text())
+    assert set(summary["metrics"]) >= {"top1", "top5", "nll", "ece"} and summary["epochs"] == 2
+    assert summary["label_noise"]["kind"] == "pair_flip" and 0.2 < summary["label_noise"]["realised_rate"] < 0.4
+    assert "command" in summary and "torch" in summary["versions"]
+    pred = np.load(run_dir / "predictions.npz")
+    assert pred["logits"].shape == (359, 10) and pred["targets"].shape == (359,)
+    assert sorted(pred["index"].tolist()) == list(range(359))
+    model = load_model(run_dir / "model.pt").eval()
+    assert model.head.covariance_type == "low_rank"
+    # running the finished config again does nothing
+    before = (run_dir / "metrics.json").stat().st_mtime_ns
+    run(cfg, progress=False)
+    assert (run_dir / "metrics.json").stat().st_mtime_ns == before
+
+
+def test_interrupted_run_resumes_to_identical_final_metrics(tmp_path):
+    extra = ["train.checkpoint_every=4", "train.eval_every=1"]
+    a = run(quick(tmp_path / "a", "digits_het.yaml", *extra), progress=False)
+    b_cfg = quick(tmp_path / "b", "digits_het.yaml", *extra)
+    run(b_cfg, progress=False, stop_after_steps=21)  # mid-epoch 2 of 2 (16 steps an epoch)
+    assert not (Path(b_cfg.output_dir) / "metrics.json").exists()
+    b = run(b_cfg, progress=False)
+    ma, mb = (json.loads((d / "metrics.json").read_text()) for d in (a, b))
+    assert ma["metrics"] == mb["metrics"] and ma["history"] == mb["history"]
+
+
+def test_run_folder_with_another_config_is_refused(tmp_path):
+    run(quick(tmp_path, "digits_hom.yaml", "train.epochs=1"), progress=False)
+    with pytest.raises(ValueError, match="different config"):
+        run(quick(tmp_path, "digits_hom.yaml", "train.epochs=1", "optim.lr=0.5"), progress=False)
+
+
+def test_nan_loss_stops_with_a_clear_error_and_keeps_the_checkpoint(tmp_path):
+    cfg = quick(tmp_path, "digits_hom.yaml", "train.checkpoint_every=2")
+    run(cfg, progress=False, stop_after_steps=2)
+    state = (Path(cfg.output_dir) / "checkpoints" / "last.pt").read_bytes()
+    cfg2 = quick(tmp_path / "nan", "digits_hom.yaml", "optim.lr=1e30", "optim.warmup_epochs=0")
+    with pytest.raises(TrainingDiverged, match="lower optim.lr"):
+        run(cfg2, progress=False)
+    assert (Path(cfg.output_dir) / "checkpoints" / "last.pt").read_bytes() == state
+
+
+def test_sigmoid_link_on_single_labels_trains_on_one_hot_targets(tmp_path):
+    cfg = quick(tmp_path, "digits_het.yaml", "model.head.link=sigmoid", "train.epochs=1", "train.best_metric=prec@1")
+    summary = json.loads((run(cfg, progress=False) / "metrics.json").read_text())
+    assert set(summary["metrics"]) == {"prec@1", "sigmoid_nll", "micro_ap", "macro_map", "ece"}
+
+
+def _write_images(root: Path, n: int, seed: int = 0) -> "list[str]":
+    rng = np.random.default_rng(seed)
+    root.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for i in range(n):
+        Image.fromarray(rng.integers(0, 255, (12, 12, 3), dtype=np.uint8)).save(root / f"{i}.png")
+        paths.append(f"{root.name}/{i}.png")
+    return paths
+
+
+def test_manifest_multilabel_run(tmp_path):
+    data = tmp_path / "manifest"
+    rng = np.random.default_rng(0)
+    for split, n in (("train", 48), ("val", 16)):
+        paths = _write_images(data / f"img_{split}", n)
+        lines = [json.dumps({"path": p, "labels": sorted(set(rng.integers(0, 6, rng.integers(1, 3)).tolist()))})
+                 for p in paths]
+        (data / f"{split}.jsonl").write_text("\n".join(lines))
+    (data / "classes.txt").write_text("\n".join(f"c{i}" for i in range(6)))
+    cfg = load_config(UpstreamConfig, None, [
+        f"output_dir={tmp_path / 'run'}", "data.source=manifest", f"data.path={data}", "data.eval_split=val",
+        "data.batch_size=16", "data.image_size=16", "train.epochs=1", "train.best_metric=prec@1",
+        "model.head.link=sigmoid", "model.head.covariance=parameter_efficient", "model.head.num_factors=2",
+        "model.head.train_mc_samples=4", "model.head.eval_mc_samples=4", "model.head_bias_init=-3"])
+    run_dir = run(cfg, progress=False)
+    pred = np.load(run_dir / "predictions.npz")
+    assert pred["targets"].shape == (16, 6) and set(np.unique(pred["targets"])) <= {0.0, 1.0}
+    with pytest.raises(ValueError, match="needs the sigmoid link"):
+        run(load_config(UpstreamConfig, None, [f"output_dir={tmp_path / 'run2'}", "data.source=manifest",
+                                               f"data.path={data}", "data.eval_split=val", "data.batch_size=16"]),
+            progress=False)
+
+
+def test_cli_runs_upstream_and_reports_bad_input(tmp_path):
+    res = CliRunner().invoke(main, ["upstream", "--config", str(CONFIGS / "digits_hom.yaml"), "--no-progress",
+                                    *QUICK, "train.epochs=1", f"output_dir={tmp_path / 'cli'}"])
+    assert res.exit_code == 0, res.output
+    assert (tmp_path / "cli" / "metrics.json").is_file()
+    res = CliRunner().invoke(main, ["upstream", "--config", str(CONFIGS / "digits_hom.yaml"), "optim.lrr=1"])
+    assert res.exit_code != 0 and "lrr" in res.output
+    res = CliRunner().invoke(main, ["upstream", "--config", str(CONFIGS / "digits_hom.yaml"),
+                                    "model.backbone=resnet_5O", f"output_dir={tmp_path / 'bad'}"])
+    assert res.exit_code != 0 and "unknown backbone" in res.output
+    res = CliRunner().invoke(main, ["upstream", "--config", str(tmp_path / "missing.yaml")])
+    assert res.exit_code != 0
+
+
+@pytest.mark.skipif(not (CONFIGS.parents[2] / "shared" / "data" / "cifar10n" / "cifar10_jpeg.zip").is_file(),
+                    reason="../shared/data/cifar10n not present")
+def test_cifar10n_worse_labels_short_schedule(tmp_path):
+    """Issue acceptance: a CIFAR-10N run on the worse labels completes a short CPU schedule and
+    reports clean-test accuracy, NLL and ECE."""
+    root = CONFIGS.parents[2] / "shared" / "data" / "cifar10n"
+    cfg = load_config(UpstreamConfig, CONFIGS / "cifar10n_het.yaml", [
+        f"data.path={root}", f"output_dir={tmp_path / 'c10n'}", "model.backbone=test_resnet", "train.epochs=1",
+        "data.limit_train=512", "data.limit_eval=256", "data.num_workers=0", "data.batch_size=64",
+        "model.head.train_mc_samples=8", "model.head.eval_mc_samples=16"])
+    summary = json.loads((run(cfg, progress=False) / "metrics.json").read_text())
+    assert {"top1", "nll", "ece"} <= set(summary["metrics"])
+    assert "worse labels" in summary["train_data"] and "clean" in summary["eval_data"]
