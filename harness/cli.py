@@ -62,5 +62,24 @@ def bench_heads(device: str, quick: bool, repeats: int, naive_budget_gib: float,
     click.echo(f"wrote {out}")
 
 
+
+@bench.command("upstream")
+@click.option("--images", type=click.IntRange(256), default=6400, show_default=True,
+              help="Training images per measurement (one epoch).")
+@click.option("--repeats", type=click.IntRange(1), default=2, show_default=True)
+@click.option("--backbone", default="resnet18", show_default=True, help="timm backbone.")
+@click.option("--data-path", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="CIFAR-10N folder (default ../shared/data/cifar10n if present, else digits).")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=Path("results/bench/upstream.md"),
+              show_default=True)
+def bench_upstream(images: int, repeats: int, backbone: str, data_path: "Path | None", out: Path) -> None:
+    """Training throughput of the harness loop vs a bare PyTorch loop (target: <= 5% overhead)."""
+    from upstream import bench as upstream_bench
+
+    summary = upstream_bench.run(images=images, repeats=repeats, backbone=backbone, data_path=data_path, out=out,
+                                 progress=click.echo)
+    click.echo(f"overhead {100 * summary['overhead']:.1f}%; wrote {out}")
+
+
 if __name__ == "__main__":
     main()

@@ -192,3 +192,45 @@ def test_cifar10n_worse_labels_short_schedule(tmp_path):
     summary = json.loads((run(cfg, progress=False) / "metrics.json").read_text())
     assert {"top1", "nll", "ece"} <= set(summary["metrics"])
     assert "worse labels" in summary["train_data"] and "clean" in summary["eval_data"]
+
+
+TWO_PROCESSES = """
+import sys
+from functools import partial
+from accelerate import debug_launcher
+from harness.config import load_config
+from upstream.config import UpstreamConfig
+from upstream.train import run
+
+def main(out_dir):
+    cfg = load_config(UpstreamConfig, "upstream/configs/digits_het.yaml",
+                      ["train.epochs=2", "model.head.train_mc_samples=8", "model.head.eval_mc_samples=8",
+                       f"output_dir={out_dir}", "train.checkpoint_every=3"])
+    run(cfg, progress=False)
+
+debug_launcher(partial(main, sys.argv[1]), num_processes=2)
+"""
+
+
+def test_two_process_data_parallel_run_gathers_each_example_once(tmp_path):
+    """accelerate's debug_launcher: 2 CPU processes (gloo DDP), as `accelerate launch` would start.
+    Run from a fresh interpreter: forking a process whose OpenMP threads already ran can hang."""
+    import subprocess
+    import sys
+
+    subprocess.run([sys.executable, "-c", TWO_PROCESSES, str(tmp_path / "ddp")], cwd=CONFIGS.parents[1],
+                   check=True, capture_output=True, timeout=600)
+    summary = json.loads((tmp_path / "ddp" / "metrics.json").read_text())
+    assert summary["steps"] == 2 * (1078 // 64 // 2)  # each process takes half of every epoch's batches
+    pred = np.load(tmp_path / "ddp" / "predictions.npz")
+    assert sorted(pred["index"].tolist()) == list(range(359))
+    assert (tmp_path / "ddp" / "checkpoints" / "rng_1.pt").is_file()
+
+
+def test_module_entry_point_for_accelerate_launch():
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "upstream", "--help"], capture_output=True, text=True, check=True,
+                         cwd=CONFIGS.parents[1])
+    assert "--config" in out.stdout and "accelerate launch" in out.stdout

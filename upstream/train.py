@@ -18,6 +18,7 @@ import io
 import json
 import math
 import random
+import time
 from pathlib import Path
 from typing import Any, Optional
 
@@ -144,7 +145,7 @@ def run(cfg: UpstreamConfig, progress: bool = True, stop_after_steps: Optional[i
         if main:
             print(f"{run_dir}: already complete (metrics.json); nothing to do")
         return run_dir
-    set_seed(cfg.seed)
+    set_seed(cfg.seed, device_specific=True)  # + process index: each rank draws its own HET noise
 
     # ---------------------------------------------------------------- data
     train_base = build_split(cfg.data, cfg.data.train_split)
@@ -198,6 +199,7 @@ def run(cfg: UpstreamConfig, progress: bool = True, stop_after_steps: Optional[i
 
     # ---------------------------------------------------------------- state, resume
     epoch, batch_in_epoch, step = 0, 0, 0
+    timing = {"train_seconds": 0.0, "train_images": 0}  # training steps only (no eval, no checkpoints)
     history: "list[dict]" = []
     best: "dict[str, Any]" = {}
     ckpt_dir = run_dir / "checkpoints"
@@ -209,7 +211,7 @@ def run(cfg: UpstreamConfig, progress: bool = True, stop_after_steps: Optional[i
         optimizer.load_state_dict(state["optimizer"])
         scheduler.load_state_dict(state["scheduler"])
         epoch, batch_in_epoch, step = state["epoch"], state["batch_in_epoch"], state["step"]
-        history, best = state["history"], state["best"]
+        history, best, timing = state["history"], state["best"], state["timing"]
         rng_file = ckpt_dir / f"rng_{accelerator.process_index}.pt"
         _set_rng_state(torch.load(rng_file, weights_only=True) if rng_file.is_file() else state["rng"])
         if main:
@@ -232,6 +234,7 @@ def run(cfg: UpstreamConfig, progress: bool = True, stop_after_steps: Optional[i
                 "format": STATE_FORMAT, "model": accelerator.unwrap_model(model).state_dict(),
                 "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(), "rng": _rng_state(),
                 "epoch": epoch, "batch_in_epoch": batch_in_epoch, "step": step, "history": history, "best": best,
+                "timing": timing,
             }, ckpt_dir / "last.pt")
         accelerator.wait_for_everyone()
 
@@ -245,6 +248,7 @@ def run(cfg: UpstreamConfig, progress: bool = True, stop_after_steps: Optional[i
         loader = accelerator.skip_first_batches(train_loader, batch_in_epoch) if batch_in_epoch else train_loader
         bar = tqdm(loader, total=len(train_loader), initial=batch_in_epoch, disable=not (progress and main),
                    desc=f"epoch {epoch + 1}/{cfg.train.epochs}", leave=False)
+        tic = time.perf_counter()
         for x, y, _ in bar:
             with accelerator.accumulate(model):
                 loss = _loss(model(x), y, multilabel)
@@ -258,6 +262,7 @@ def run(cfg: UpstreamConfig, progress: bool = True, stop_after_steps: Optional[i
                 optimizer.step()
                 optimizer.zero_grad(set_to_none=True)
             batch_in_epoch += 1
+            timing["train_images"] += x.shape[0] * accelerator.num_processes
             if not accelerator.sync_gradients:
                 continue
             scheduler.step()
@@ -265,12 +270,15 @@ def run(cfg: UpstreamConfig, progress: bool = True, stop_after_steps: Optional[i
             if step % cfg.train.log_every == 0:
                 accelerator.log({"train/loss": loss.item(), "train/lr": scheduler.get_last_lr()[0]}, step=step)
                 bar.set_postfix(loss=f"{loss.item():.4f}")
-            if cfg.train.checkpoint_every and step % cfg.train.checkpoint_every == 0:
+            if (cfg.train.checkpoint_every and step % cfg.train.checkpoint_every == 0) or (
+                    stop_after_steps is not None and step >= stop_after_steps):
+                timing["train_seconds"] += time.perf_counter() - tic
                 save_state()
+                tic = time.perf_counter()
             if stop_after_steps is not None and step >= stop_after_steps:
-                save_state()
                 accelerator.end_training()
                 return run_dir
+        timing["train_seconds"] += time.perf_counter() - tic
         bar.close()
         epoch, batch_in_epoch = epoch + 1, 0
         if epoch % cfg.train.eval_every == 0 or epoch == cfg.train.epochs:
@@ -296,7 +304,7 @@ def run(cfg: UpstreamConfig, progress: bool = True, stop_after_steps: Optional[i
                   index=arrays["index"], class_names=np.array(train_base.class_names), link=np.array(link),
                   multilabel=np.array(multilabel))
         summary = {"name": cfg.name, "metrics": result, "best": best, "history": history, "epochs": epoch,
-                   "steps": step, "eval_data": eval_base.description, "train_data": train_base.description,
+                   "steps": step, "train_images_per_sec": timing["train_images"] / max(timing["train_seconds"], 1e-9), "eval_data": eval_base.description, "train_data": train_base.description,
                    "label_noise": noise_info, **provenance()}
         atomic_write_text(run_dir / "metrics.json", json.dumps(summary, indent=1))
         print(f"{run_dir}: done; final " + ", ".join(f"{k} {v:.4f}" for k, v in result.items()))

@@ -14,6 +14,7 @@ multi-hot vector ``[K]`` (multi-label, stored sparsely as :class:`LabelSets`), a
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
@@ -196,6 +197,27 @@ def _need_path(cfg: DataConfig, what: str) -> Path:
     return path
 
 
+# ----------------------------------------------------------- image readers (picklable, for loader workers)
+class _ArrayImages:
+    """Images from an in-memory uint8 array ``[N, H, W]`` or ``[N, H, W, 3]``."""
+
+    def __init__(self, pixels: np.ndarray) -> None:
+        self.pixels = pixels
+
+    def __call__(self, i: int) -> Image.Image:
+        return Image.fromarray(self.pixels[i])
+
+
+class _FileImages:
+    """Images from files."""
+
+    def __init__(self, paths: Sequence[str]) -> None:
+        self.paths = list(paths)
+
+    def __call__(self, i: int) -> Image.Image:
+        return Image.open(self.paths[i])
+
+
 # ------------------------------------------------------------------------------------------ digits
 DIGITS_SPLITS = {"train": (0.0, 0.6), "val": (0.6, 0.8), "test": (0.8, 1.0), "all": (0.0, 1.0)}
 
@@ -211,7 +233,7 @@ def _digits(cfg: DataConfig, split: str) -> ImageDataset:
     lo, hi = (int(round(f * len(order))) for f in DIGITS_SPLITS[split])
     idx = order[lo:hi]
     pixels = np.clip(d.images[idx] * (255.0 / 16.0), 0, 255).astype(np.uint8)
-    return ImageDataset(lambda i: Image.fromarray(pixels[i], mode="L"), d.target[idx].astype(np.int64),
+    return ImageDataset(_ArrayImages(pixels), d.target[idx].astype(np.int64),
                         [str(c) for c in range(10)], f"scikit-learn digits, {split} split ({len(idx)} images 8x8)")
 
 
@@ -284,7 +306,7 @@ def _image_folder(cfg: DataConfig, split: str) -> ImageDataset:
         raise FileNotFoundError(f"no split folder {str(root / split)!r}; expected <data.path>/<split>/<class>/...")
     folder = ImageFolder(str(root / split))
     paths = [p for p, _ in folder.samples]
-    return ImageDataset(lambda i: Image.open(paths[i]), np.asarray(folder.targets, dtype=np.int64), folder.classes,
+    return ImageDataset(_FileImages(paths), np.asarray(folder.targets, dtype=np.int64), folder.classes,
                         f"image folder {root / split} ({len(paths)} images)")
 
 
@@ -301,9 +323,10 @@ class _TfdsImages:
 def _tfds_labels(tfds: Any, cfg: DataConfig, split: str, source: Any) -> np.ndarray:
     """All labels of a split, reading records without decoding their images where TFDS allows it."""
     try:
-        fast = tfds.data_source(cfg.name, split=split, data_dir=cfg.path, download=False,
-                                decoders={cfg.image_key: tfds.decode.SkipDecoding()})
-        return np.asarray([fast[i][cfg.label_key] for i in range(len(fast))], dtype=np.int64).reshape(-1)
+        with contextlib.redirect_stdout(io.StringIO()):  # TFDS prints a banner when TensorFlow is absent
+            fast = tfds.data_source(cfg.name, split=split, data_dir=cfg.path, download=False,
+                                    decoders={cfg.image_key: tfds.decode.SkipDecoding()})
+            return np.asarray([fast[i][cfg.label_key] for i in range(len(fast))], dtype=np.int64).reshape(-1)
     except Exception:  # SkipDecoding is not available everywhere (TFDS mocks need TensorFlow for it)
         return np.asarray([source[i][cfg.label_key] for i in range(len(source))], dtype=np.int64).reshape(-1)
 
@@ -366,6 +389,6 @@ def _manifest(cfg: DataConfig, split: str) -> ImageDataset:
     top = max((max(ids) for _, ids in rows if ids), default=-1)
     k = cfg.num_classes or len(names) or top + 1
     paths = [str(root / p) for p, _ in rows]
-    return ImageDataset(lambda i: Image.open(paths[i]), LabelSets.from_lists([ids for _, ids in rows]),
+    return ImageDataset(_FileImages(paths), LabelSets.from_lists([ids for _, ids in rows]),
                         names or [str(c) for c in range(k)],
                         f"manifest {root} {split} ({len(rows)} images, {k} classes)")

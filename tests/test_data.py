@@ -1,0 +1,152 @@
+"""Data sources, label noise, transforms and seeded loading."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from harness.data.loading import EpochSampler, TransformedDataset
+from harness.data.noise import inject_label_noise, transition_matrix
+from harness.data.sources import DataConfig, LabelSets, build_split
+from harness.data.transforms import eval_transform, train_transform
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "cifar10n"
+
+
+def test_digits_splits_are_fixed_disjoint_and_cover_the_data():
+    splits = {s: build_split(DataConfig(source="digits"), s) for s in ("train", "val", "test")}
+    assert [len(d) for d in splits.values()] == [1078, 360, 359]
+    img, y = splits["train"][0]
+    assert img.mode == "RGB" and img.size == (8, 8) and 0 <= y < 10
+    again = build_split(DataConfig(source="digits"), "train")
+    assert np.array_equal(again.labels, splits["train"].labels)
+    with pytest.raises(ValueError, match="unknown digits split"):
+        build_split(DataConfig(source="digits"), "validation")
+
+
+def test_unknown_source_and_missing_paths_name_the_fix(tmp_path):
+    with pytest.raises(ValueError, match="unknown data source 'csv'"):
+        build_split(DataConfig(source="csv"), "train")
+    with pytest.raises(ValueError, match="data.path is required"):
+        build_split(DataConfig(source="cifar10n"), "train")
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        build_split(DataConfig(source="image_folder", path=str(tmp_path / "nope")), "train")
+    with pytest.raises(FileNotFoundError, match="cifar10_jpeg.zip"):
+        build_split(DataConfig(source="cifar10n", path=str(tmp_path)), "train")
+    with pytest.raises(ValueError, match="data.name is required"):
+        build_split(DataConfig(source="tfds"), "train")
+
+
+def test_image_folder_source(tmp_path):
+    for c in ("cat", "dog"):
+        (tmp_path / "train" / c).mkdir(parents=True)
+        for i in range(3):
+            Image.new("RGB", (10, 10), (i * 40, 0, 0)).save(tmp_path / "train" / c / f"{i}.png")
+    ds = build_split(DataConfig(source="image_folder", path=str(tmp_path)), "train")
+    assert ds.class_names == ["cat", "dog"] and ds.labels.tolist() == [0, 0, 0, 1, 1, 1]
+    assert ds[4][0].size == (10, 10)
+    with pytest.raises(FileNotFoundError, match="no split folder"):
+        build_split(DataConfig(source="image_folder", path=str(tmp_path)), "val")
+
+
+def test_tfds_source_reads_real_schema_from_mock_data():
+    tfds = pytest.importorskip("tensorflow_datasets")
+    with tfds.testing.mock_data(num_examples=6, policy=tfds.testing.MockPolicy.USE_CODE):
+        ds = build_split(DataConfig(source="tfds", name="cifar10"), "train")
+        assert len(ds) == 6 and ds.num_classes == 10  # names come from the schema (digits in mocks)
+        img, y = ds[3]
+        assert img.size == (32, 32) and 0 <= y < 10
+
+
+def test_manifest_csv_and_label_range(tmp_path):
+    Image.new("RGB", (4, 4)).save(tmp_path / "a.png")
+    (tmp_path / "train.csv").write_text("path,labels\na.png,0 3\na.png,2;1\na.png,\n")
+    ds = build_split(DataConfig(source="manifest", path=str(tmp_path)), "train")
+    assert ds.multilabel and ds.num_classes == 4
+    assert ds.targets().tolist() == [[1, 0, 0, 1], [0, 1, 1, 0], [0, 0, 0, 0]]
+    with pytest.raises(ValueError, match=r"labels must lie in \[0, 3\)"):
+        build_split(DataConfig(source="manifest", path=str(tmp_path), num_classes=3), "train")
+    (tmp_path / "bad.csv").write_text("a.png,x\n")
+    with pytest.raises(ValueError, match="must be integers"):
+        build_split(DataConfig(source="manifest", path=str(tmp_path)), "bad")
+
+
+def test_label_sets_round_trip():
+    sets = LabelSets.from_lists([[2], [0, 1], [], [3, 1]])
+    assert len(sets) == 4 and sets[3].tolist() == [3, 1]
+    dense = sets.to_dense(4)
+    assert dense.tolist() == [[0, 0, 1, 0], [1, 1, 0, 0], [0, 0, 0, 0], [0, 1, 0, 1]]
+    assert sets.multi_hot(1, 4).tolist() == [1, 1, 0, 0]
+    assert sets.head(2).to_dense(4).tolist() == dense[:2].tolist()
+
+
+@pytest.mark.parametrize("kind,rate", [("symmetric", 0.4), ("pair_flip", 0.3)])
+def test_label_noise_rates_and_structure(kind, rate):
+    labels = np.repeat(np.arange(5), 4000)
+    noisy, info = inject_label_noise(labels, 5, kind, rate, seed=1)
+    assert abs(info["realised_rate"] - rate) < 0.01
+    t = np.array(info["transition"])
+    np.testing.assert_allclose(t, transition_matrix(kind, 5, rate), atol=0.02)
+    if kind == "pair_flip":
+        assert set(noisy[(noisy != labels)] - labels[(noisy != labels)]) <= {1, -4}
+    again, _ = inject_label_noise(labels, 5, kind, rate, seed=1)
+    assert np.array_equal(noisy, again)
+
+
+def test_label_noise_from_a_matrix_and_bad_input():
+    m = [[0.5, 0.5, 0.0], [0.0, 1.0, 0.0], [0.2, 0.0, 0.8]]
+    labels = np.repeat(np.arange(3), 5000)
+    _, info = inject_label_noise(labels, 3, "matrix", matrix=m, seed=0)
+    np.testing.assert_allclose(info["transition"], m, atol=0.02)
+    with pytest.raises(ValueError, match="row-stochastic"):
+        transition_matrix("matrix", 3, matrix=[[1, 0], [0, 1]])
+    with pytest.raises(ValueError, match="unknown label_noise kind"):
+        transition_matrix("asymmetric", 3, 0.1)
+    with pytest.raises(ValueError, match=r"rate must be in \[0, 1\]"):
+        transition_matrix("symmetric", 3, 1.5)
+
+
+def test_transforms_scale_to_unit_range():
+    img = Image.fromarray(np.array([[[0, 255, 128]] * 40] * 30, dtype=np.uint8))
+    x = eval_transform(24)(img)
+    assert x.shape == (3, 24, 24) and x.dtype == torch.float32
+    assert x[0].max() == -1.0 and x[1].min() == 1.0
+    y = train_transform(16, crop_scale=0.5)(img)
+    assert y.shape == (3, 16, 16) and -1.0 <= y.min() and y.max() <= 1.0
+    with pytest.raises(ValueError, match="crop_scale"):
+        train_transform(16, crop_scale=0.0)
+
+
+def test_seeded_augmentation_depends_only_on_seed_epoch_and_index():
+    base = build_split(DataConfig(source="digits"), "val")
+    ds = TransformedDataset(base, train_transform(16, crop_scale=0.3), seed=3)
+    torch.manual_seed(0)
+    a = ds[5][0]
+    torch.manual_seed(123)  # the global RNG does not matter ...
+    assert torch.equal(ds[5][0], a)
+    state = torch.get_rng_state()
+    ds[6]
+    assert torch.equal(torch.get_rng_state(), state)  # ... and is left untouched
+    ds.use_epoch(1)
+    assert not torch.equal(ds[5][0], a)
+    s = EpochSampler(10, seed=3)
+    first = list(s)
+    assert sorted(first) == list(range(10)) and list(s) == first
+    s.use_epoch(1)
+    assert list(s) != first
+
+
+@pytest.mark.skipif(not (SHARED / "cifar10_jpeg.zip").is_file(), reason="../shared/data/cifar10n not present")
+def test_cifar10n_reader_label_sets_and_multilabel_view():
+    cfg = DataConfig(source="cifar10n", path=str(SHARED), label_set="worse")
+    train, test = build_split(cfg, "train"), build_split(cfg, "test")
+    assert len(train) == 50_000 and len(test) == 10_000 and train.class_names == test.class_names
+    assert "40.2" in train.description  # the published worse-label noise rate
+    img, y = test[0]
+    assert img.size == (32, 32) and test.class_names[y] == "airplane"
+    multi = build_split(DataConfig(source="cifar10n", path=str(SHARED), multilabel=True), "train")
+    assert multi.multilabel and all(1 <= len(multi.labels[i]) <= 3 for i in range(100))
+    with pytest.raises(ValueError, match="unknown cifar10n label_set"):
+        build_split(DataConfig(source="cifar10n", path=str(SHARED), label_set="worst"), "train")
