@@ -242,6 +242,28 @@ class HeteroscedasticHead(nn.Module):
             params["projection"] = self.loc.weight
         return params
 
+    def latent_parameters(self, x: Tensor) -> "dict[str, Tensor]":
+        """The parameters of u(x) for input ``[..., D]`` flattened to N rows (het-head.md Sec. 2.7 "extras").
+
+        Returns:
+            ``mu`` [N, K] (μ(x), the untempered mean logits), ``tau`` (0-dim), and, with noise,
+            ``d`` [N, W] (diagonal standard deviations); ``V`` [N, W, R] for ``low_rank``; ``v`` [N, W],
+            ``V`` [W, R] (and ``b_V`` [W] if ``pe_noise_bias``) for ``parameter_efficient``.
+            W = K for HET, D for HET-XL.
+        """
+        h = self._features(x)
+        with torch.autocast(h.device.type, enabled=False):
+            out = {"mu": self.loc(h), "tau": self.temperature}
+            if self.covariance_type != "none":
+                out["d"] = F.softplus(self.diag(h)) + MIN_SCALE
+            if self.covariance_type == "low_rank":
+                out["V"] = self.scale(h).view(h.shape[0], self.noise_width, self.num_factors)
+            elif self.covariance_type == "parameter_efficient":
+                out["v"], out["V"] = self.scale_het(h), self.scale_hom.weight
+                if self.scale_hom.bias is not None:
+                    out["b_V"] = self.scale_hom.bias
+        return out
+
     def factor_loadings(self, x: Tensor) -> Tensor:
         """V(x) ``[N, W, R]`` (PE: diag(v(x))·V) for input ``[..., D]`` flattened to N rows.
 

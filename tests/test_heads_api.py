@@ -134,3 +134,17 @@ def test_init_schemes():
         HeteroscedasticHead(8, 10, covariance="diagonal", cov_init_scale=0.1)
     torch_init = HeteroscedasticHead(8, 10, covariance="diagonal", init="torch")
     assert (torch_init.loc.bias != 0).any()
+
+
+def test_latent_parameters_expose_the_distribution():
+    x = torch.randn(3, 8)
+    pe = HeteroscedasticHead(8, 10, covariance="parameter_efficient", num_factors=2)
+    lat = pe.latent_parameters(x)
+    assert lat["mu"].shape == (3, 10) and lat["d"].shape == (3, 10) and lat["v"].shape == (3, 10)
+    assert lat["V"].shape == (10, 2) and lat["b_V"].shape == (10,) and lat["tau"].item() == 1.0
+    torch.testing.assert_close(pe.factor_loadings(x), lat["v"].unsqueeze(-1) * lat["V"])
+    low = HeteroscedasticHead(8, 10, covariance="low_rank", num_factors=2)
+    lat = low.latent_parameters(x)
+    sigma = lat["V"] @ lat["V"].transpose(1, 2) + torch.diag_embed(lat["d"] ** 2)
+    torch.testing.assert_close(low.covariance(x), sigma)
+    assert set(HeteroscedasticHead(8, 10, covariance="none").latent_parameters(x)) == {"mu", "tau"}

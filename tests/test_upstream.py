@@ -234,3 +234,11 @@ def test_module_entry_point_for_accelerate_launch():
     out = subprocess.run([sys.executable, "-m", "upstream", "--help"], capture_output=True, text=True, check=True,
                          cwd=CONFIGS.parents[1])
     assert "--config" in out.stdout and "accelerate launch" in out.stdout
+
+
+def test_bf16_mixed_precision_and_gradient_accumulation(tmp_path):
+    cfg = quick(tmp_path, "digits_het.yaml", "train.epochs=1", "train.mixed_precision=bf16",
+                "train.grad_accum_steps=2", "optim.clip_grad_norm=1.0")
+    summary = json.loads((run(cfg, progress=False) / "metrics.json").read_text())
+    assert summary["steps"] == 1078 // 64 // 2
+    assert np.isfinite(summary["metrics"]["nll"])
