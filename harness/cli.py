@@ -37,6 +37,67 @@ def upstream(config_path: Path, no_progress: bool, overrides: "tuple[str, ...]")
     click.echo(f"run folder: {run_dir}")
 
 
+@main.command()
+@click.option("--members", "-m", "members", multiple=True, required=True,
+              type=click.Path(file_okay=False, exists=True, path_type=Path),
+              help="A member run folder; repeat, or give several after one --members.")
+@click.argument("more", nargs=-1, type=click.Path(file_okay=False, exists=True, path_type=Path))
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Ensemble folder (default runs/ensembles/<name>).")
+@click.option("--name", default=None, help="Ensemble name (default: first member's name + _ens).")
+@click.option("--from-checkpoints", is_flag=True,
+              help="Re-predict with each member's model.pt, one model in memory at a time.")
+@click.option("--eval-data", type=click.Path(dir_okay=False, exists=True, path_type=Path), default=None,
+              help="With --from-checkpoints: a config whose data section replaces the members' own.")
+@click.option("--device", default="cpu", show_default=True)
+def ensemble(members, more, out, name, from_checkpoints, eval_data, device) -> None:
+    """Deep ensemble of run folders: averaged probabilities, member and ensemble metrics, Gibbs CE,
+    ensemble gain, disagreement and KL to the ensemble."""
+    from harness.ensembles import build_ensemble
+    from harness.runs import data_config, evaluate_checkpoint
+
+    members = list(members) + list(more)
+    name = name or f"{members[0].name}_ens"
+    out = out or Path("runs/ensembles") / name
+
+    def evaluate(run_dir):
+        data = data_config(eval_data) if eval_data else None
+        return evaluate_checkpoint(run_dir, data, device=device)
+
+    try:
+        spec = build_ensemble(members, out, from_checkpoints, evaluate if from_checkpoints else None)
+    except (ValueError, FileNotFoundError) as e:
+        raise click.ClickException(str(e)) from e
+    s = spec["summary"]
+    for key, vals in (("member mean", s["member_mean"]), ("ensemble", s["ensemble"])):
+        click.echo(f"{key:12s} " + ", ".join(f"{k} {v:.4f}" for k, v in vals.items()))
+    click.echo(f"Gibbs CE {s['gibbs_ce']:.4f}, ensemble NLL {s['ensemble_nll']:.4f}, gain {s['ensemble_gain']:.4f}, "
+               f"disagreement {s['disagreement']:.4f}, mean KL {s['mean_kl_to_ensemble']:.4f}")
+    click.echo(f"ensemble folder: {out}")
+
+
+@main.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path(file_okay=False, exists=True, path_type=Path))
+@click.option("--name", default=None, help="Report name: results/<name>/ (default: first folder's name).")
+@click.option("--out-root", type=click.Path(file_okay=False, path_type=Path), default=Path("results"),
+              show_default=True)
+@click.option("--no-covariance", is_flag=True, help="Skip the covariance analysis of het models.")
+@click.option("--top-pairs", type=click.IntRange(1), default=10, show_default=True)
+@click.option("--screenshot", is_flag=True, help="Also render report.html in headless Chromium to report.png.")
+def report(paths, name, out_root, no_covariance, top_pairs, screenshot) -> None:
+    """Markdown, HTML and JSON report of run and ensemble folders (Table 7 layout, calibration,
+    reliability diagrams, covariance analysis)."""
+    from harness import report as rep
+
+    try:
+        out = rep.build(paths, name or paths[0].name, out_root, covariance=not no_covariance, top_pairs=top_pairs)
+        click.echo(f"wrote {out / 'report.md'}, {out / 'report.html'}, {out / 'report.json'}")
+        if screenshot:
+            click.echo(f"wrote {rep.screenshot(out / 'report.html', out / 'report.png')}")
+    except (ValueError, FileNotFoundError, RuntimeError) as e:
+        raise click.ClickException(str(e)) from e
+
+
 @main.group()
 def bench() -> None:
     """Speed and memory benchmarks; each writes its table to results/bench/."""

@@ -17,14 +17,17 @@ from omegaconf.errors import OmegaConfBaseException
 T = TypeVar("T")
 
 
-def load_config(schema: Type[T], path: "str | Path | None" = None, overrides: Sequence[str] = ()) -> T:
-    """Schema defaults <- YAML file <- overrides, validated, as a ``schema`` instance.
+def load_config(schema: Type[T], path: "str | Path | None" = None, overrides: Sequence[str] = (),
+                base: "dict | None" = None) -> T:
+    """Schema defaults <- ``base`` dict <- YAML file <- overrides, validated, as a ``schema`` instance.
 
     Raises:
         FileNotFoundError: no file at ``path``.
         ValueError: unknown key, wrong type or malformed override (the message names the key).
     """
     layers = [OmegaConf.structured(schema)]
+    if base is not None:
+        layers.append(OmegaConf.create(base))
     if path is not None:
         layers += _file_layers(Path(path))
     bad = [o for o in overrides if "=" not in o]

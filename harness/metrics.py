@@ -121,6 +121,11 @@ def _calibration_error(confidence: Any, correct: Any, num_bins: int, adaptive: b
     return float((weights * gaps).sum())
 
 
+def calibration_error(confidence: Any, correct: Any, num_bins: int = NUM_BINS) -> float:
+    """ECE of top-label forecasts given directly: Σ_b (n_b / N) |acc_b - conf_b|, equal-width bins."""
+    return _calibration_error(confidence, correct, num_bins, False, "mean")
+
+
 def top_label(log_probs: Any, labels: Any) -> "tuple[np.ndarray, np.ndarray]":
     """(confidence = max_k p_k, correct = argmax == y), each ``[N]``."""
     lp = _np(log_probs)
@@ -208,7 +213,7 @@ def multilabel_top_label_ece(logits: Any, targets: Any, num_bins: int = NUM_BINS
     z, t = z[keep], t[keep]
     top = z.argmax(axis=1)
     conf = np.exp(log_sigmoid(z[np.arange(len(top)), top]))
-    return _calibration_error(conf, t[np.arange(len(top)), top], num_bins, False, "mean")
+    return calibration_error(conf, t[np.arange(len(top)), top], num_bins)
 
 
 # ---------------------------------------------------------------------------------- suites

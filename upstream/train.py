@@ -8,7 +8,8 @@ A run folder ``<output_dir>/`` holds:
   ``train.best_metric`` (a :func:`harness.models.save_model` file);
 - ``metrics.jsonl``: one line per evaluation; ``tb/``: TensorBoard logs;
 - at the end: ``model.pt`` (final model), ``predictions.npz`` (final per-example logits on the
-  evaluation split) and ``metrics.json`` (final metrics, best epoch, provenance). Its presence marks
+  evaluation split; ``heldout_predictions.npz`` likewise on ``data.heldout_split`` if set) and
+  ``metrics.json`` (final metrics, best epoch, provenance). Its presence marks
   the run complete: running the same config again does nothing; an interrupted run resumes.
 """
 
@@ -297,12 +298,23 @@ def run(cfg: UpstreamConfig, progress: bool = True, stop_after_steps: Optional[i
 
     # ---------------------------------------------------------------- final outputs
     result, arrays = evaluate(model, eval_loader, accelerator, multilabel)
+    heldout = None
+    if cfg.data.heldout_split:
+        held_base = build_split(cfg.data, cfg.data.heldout_split)
+        if multilabel and not held_base.multilabel:
+            held_base = held_base.with_labels(LabelSets.from_labels(held_base.labels))
+        held_loader = accelerator.prepare(torch.utils.data.DataLoader(
+            TransformedDataset(held_base, eval_transform(cfg.data.image_size, cfg.data.eval_resize)),
+            cfg.data.eval_batch_size, shuffle=False, **loader_kw))
+        heldout = evaluate(model, held_loader, accelerator, multilabel)[1]
     if main:
         final = accelerator.unwrap_model(model)
         save_model(final, run_dir / "model.pt", extra={"epochs": epoch, "metrics": result})
-        _save_npz(run_dir / "predictions.npz", logits=arrays["logits"].astype(np.float32), targets=arrays["targets"],
-                  index=arrays["index"], class_names=np.array(train_base.class_names), link=np.array(link),
-                  multilabel=np.array(multilabel))
+        for name, out in (("predictions.npz", arrays), ("heldout_predictions.npz", heldout)):
+            if out is not None:
+                _save_npz(run_dir / name, logits=out["logits"].astype(np.float32), targets=out["targets"],
+                          index=out["index"], class_names=np.array(train_base.class_names), link=np.array(link),
+                          multilabel=np.array(multilabel))
         summary = {"name": cfg.name, "metrics": result, "best": best, "history": history, "epochs": epoch,
                    "steps": step, "train_images_per_sec": timing["train_images"] / max(timing["train_seconds"], 1e-9), "eval_data": eval_base.description, "train_data": train_base.description,
                    "label_noise": noise_info, **provenance()}

@@ -140,6 +140,8 @@ class DataConfig:
         path: data location (cifar10n folder, image folder root, manifest file, TFDS data_dir).
         name: TFDS dataset name (``imagenet2012``, ``imagenet21k``...).
         train_split, eval_split: split names (per source; see :func:`build_split`).
+        heldout_split: optional held-out split (e.g. digits ``val``) on which the final model's
+            predictions are also saved, for post-hoc calibration (temperature scaling).
         label_set: cifar10n training labels (``clean``, ``aggre``, ``random1..3``, ``worse``).
         multilabel: cifar10n: train on the multi-hot set of the three annotators' labels.
         num_classes: manifest / tfds override of K (default: read from the data).
@@ -155,6 +157,7 @@ class DataConfig:
     name: Optional[str] = None
     train_split: str = "train"
     eval_split: str = "test"
+    heldout_split: Optional[str] = None
     label_set: str = "clean"
     multilabel: bool = False
     num_classes: Optional[int] = None

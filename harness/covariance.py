@@ -1,0 +1,142 @@
+"""Covariance analysis of heteroscedastic models (paper Sec. 4.1, Table 4 and Figure 2).
+
+- :class:`CovarianceAccumulator`: the average logit covariance Σ̄ = (1/N) Σ_x Σ(x) over an
+  evaluation set, accumulated from the factors (V(x) ``[B, W, R]`` and d(x)) in row blocks, so no
+  per-example K x K matrix is ever formed (K = 21,843 keeps one K x K float32 sum, 1.9 GB).
+- :func:`top_pairs`: the class pairs with the largest |Σ̄_kl| (Table 4), found block by block.
+- :func:`confusion_ranks`: for examples the het model gets right and the hom model wrong, the rank
+  of the hom prediction among the other classes sorted by |Σ_c,j(x)| with the true class c
+  (Figure 2), from one covariance row per example.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Optional, Sequence
+
+import numpy as np
+import torch
+
+from harness.heads import HeteroscedasticHead
+
+
+class CovarianceAccumulator:
+    """Running sum of Σ(x) over examples, in the head's noise space W, projected to logits at the end.
+
+    Args:
+        head: a heteroscedastic head (any covariance but ``none``).
+        block: rows of the W x W sum updated at once (bounds the temporary ``[block, W]``).
+
+    Raises:
+        ValueError: the head has no noise covariance.
+    """
+
+    def __init__(self, head: HeteroscedasticHead, block: int = 2048) -> None:
+        if head.covariance_type == "none":
+            raise ValueError("covariance analysis needs a heteroscedastic head (covariance != 'none')")
+        self.head, self.block = head, block
+        w = head.noise_width
+        self.sum = torch.zeros(w, w, dtype=torch.float64 if w <= 8192 else torch.float32)
+        self.count = 0
+
+    @torch.no_grad()
+    def update(self, features: torch.Tensor) -> None:
+        """Add Σ(x) of a batch of pre-logit features ``[B, D]``."""
+        head = self.head
+        d = head.diagonal_scale(features).to(self.sum)
+        factors = head.factor_loadings(features).to(self.sum) if head.num_factors else d.new_zeros(*d.shape, 0)
+        if head.diag_noise == "shared_scalar":
+            factors = torch.cat([factors, d.unsqueeze(-1)], dim=-1)
+        else:
+            self.sum.diagonal().add_(d.square().sum(0))
+        flat = factors.transpose(0, 1).reshape(factors.shape[1], -1)  # [W, B*R]
+        for r0 in range(0, flat.shape[0], self.block):
+            self.sum[r0:r0 + self.block] += flat[r0:r0 + self.block] @ flat.T
+        self.count += features.shape[0]
+
+    def mean(self, tempered: bool = False) -> np.ndarray:
+        """Σ̄ ``[K, K]`` of the logits (HET-XL: L Σ̄' Lᵀ with the class weights L), optionally / τ²."""
+        if not self.count:
+            raise ValueError("no examples were added")
+        sigma = self.sum / self.count
+        if self.head.noise_space == "pre_logits":
+            proj = self.head.loc.weight.detach().to(sigma)
+            sigma = proj @ sigma @ proj.T
+        if tempered:
+            sigma = sigma / float(self.head.temperature) ** 2
+        return sigma.cpu().numpy()
+
+
+def top_pairs(sigma: np.ndarray, class_names: Sequence[str], k: int = 10, block: int = 4096) -> "list[dict]":
+    """The ``k`` off-diagonal pairs (i < j) with the largest |Σ_ij|, with correlation and names.
+
+    Searched one row block at a time (a top-k per block, then merged).
+    """
+    n = sigma.shape[0]
+    cand: "list[tuple[float, int, int]]" = []
+    for r0 in range(0, n, block):
+        rows = np.abs(sigma[r0:r0 + block])
+        ii, jj = np.indices(rows.shape)
+        ii = ii + r0
+        mask = jj > ii
+        vals, ri, cj = rows[mask], ii[mask], jj[mask]
+        if not len(vals):
+            continue
+        top = np.argpartition(-vals, min(k, len(vals) - 1))[:k]
+        cand += [(float(vals[t]), int(ri[t]), int(cj[t])) for t in top]
+    cand.sort(key=lambda c: -c[0])
+    var = np.diag(sigma)
+    return [{"class_a": class_names[i], "class_b": class_names[j], "covariance": float(sigma[i, j]),
+             "correlation": float(sigma[i, j] / np.sqrt(var[i] * var[j]))} for _, i, j in cand[:k]]
+
+
+@torch.no_grad()
+def confusion_ranks(head: HeteroscedasticHead, batches: Iterable, het_logits: np.ndarray, hom_logits: np.ndarray,
+                    index: np.ndarray) -> np.ndarray:
+    """Figure 2: ranks (1 = the most covarying class) of the hom model's wrong prediction among the
+    classes j != c sorted by |Σ_cj(x)|, over examples with het right and hom wrong.
+
+    Args:
+        head: the het model's head.
+        batches: ``(features [B, D], targets [B], index [B])`` of the evaluation split.
+        het_logits, hom_logits: ``[N, K]`` predictions of both models, rows ordered as ``index``.
+        index: ``[N]`` example indices of those rows.
+
+    Returns:
+        ``[n]`` int ranks in 1..K-1 (per-example Σ(x); ties count in the example's favour).
+    """
+    row_of = {int(i): r for r, i in enumerate(index)}
+    ranks = []
+    for feats, targets, idx in batches:
+        for b, (c, i) in enumerate(zip(np.asarray(targets).tolist(), np.asarray(idx).tolist())):
+            r = row_of.get(int(i))
+            if r is None:
+                continue
+            het_right = int(het_logits[r].argmax()) == c
+            wrong = int(hom_logits[r].argmax())
+            if not het_right or wrong == c:
+                continue
+            row = head.covariance(feats[b:b + 1], rows=torch.tensor([c])).abs()[0, 0].cpu().numpy()
+            row[c] = -np.inf
+            ranks.append(1 + int((row > row[wrong]).sum()))
+    return np.asarray(ranks, dtype=np.int64)
+
+
+def analyse(head: HeteroscedasticHead, batches: Iterable, class_names: Sequence[str], top: int = 10,
+            het_logits: Optional[np.ndarray] = None, hom_logits: Optional[np.ndarray] = None,
+            index: Optional[np.ndarray] = None) -> dict:
+    """Table 4 and (given both models' logits) Figure 2 in one pass over ``batches``.
+
+    Returns:
+        ``{"num_examples", "top_pairs", "ranks" (list, or None), "num_het_right_hom_wrong"}``.
+    """
+    acc = CovarianceAccumulator(head)
+    ranks: "list[int]" = []
+    want_ranks = het_logits is not None and hom_logits is not None and index is not None
+    for feats, targets, idx in batches:
+        acc.update(feats)
+        if want_ranks:
+            ranks += confusion_ranks(head, [(feats, targets, idx)], het_logits, hom_logits, index).tolist()
+    sigma = acc.mean()
+    return {"num_examples": acc.count, "top_pairs": top_pairs(sigma, class_names, top),
+            "ranks": ranks if want_ranks else None, "num_het_right_hom_wrong": len(ranks) if want_ranks else None,
+            "num_classes": len(class_names)}

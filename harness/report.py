@@ -1,0 +1,370 @@
+"""``harness report``: Markdown, self-contained HTML and JSON reports of runs and ensembles.
+
+A report covers any mix of run folders (``harness upstream``) and ensemble folders
+(``harness ensemble``): a table in the layout of the paper's Table 7 (method, top-1, NLL, ECE; single
+models and ensembles), ensemble diagnostics, temperature scaling before/after where held-out
+predictions exist, reliability diagrams with confidence histograms, and, when a het model is
+present, the covariance analysis (paper Table 4 and Figure 2). Everything is written to
+``<out_root>/<name>/report.{md,html,json}`` plus the PNG figures.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional, Sequence
+
+import numpy as np
+
+from harness import metrics as M
+from harness.ensembles import Predictions, fit_temperature, load_heldout, scale
+from harness.io import atomic_write_bytes, atomic_write_text
+from harness.provenance import markdown_header, provenance
+from harness.runs import method_name, run_config
+
+SCHEMA = "harness.report/1"
+
+
+@dataclass
+class Entry:
+    """One row of the report: a single run or an ensemble."""
+
+    label: str
+    method: str
+    kind: str  # "single" | "ensemble"
+    preds: Predictions
+    command: str = ""
+    heldout: Optional[Predictions] = None
+    members: "list[str]" = field(default_factory=list)
+    summary: Optional[dict] = None
+    data: str = ""
+    head: dict = field(default_factory=dict)
+    run_dir: Optional[Path] = None
+
+
+def _run_entry(run_dir: Path) -> Entry:
+    cfg = run_config(run_dir)
+    head = cfg.get("model", {}).get("head", {})
+    meta = json.loads((run_dir / "metrics.json").read_text()) if (run_dir / "metrics.json").is_file() else {}
+    return Entry(f"{method_name(head)} seed {cfg.get('seed', '?')}", method_name(head), "single",
+                 command=meta.get("command", ""), preds=Predictions.load(run_dir), heldout=load_heldout(run_dir),
+                 data=meta.get("eval_data", ""), head=head, run_dir=run_dir)
+
+
+def load_entry(path: "str | Path") -> Entry:
+    """A run folder or an ensemble folder (``ensemble.json`` listing its members).
+
+    Raises:
+        FileNotFoundError: neither kind of folder.
+    """
+    path = Path(path)
+    if (path / "ensemble.json").is_file():
+        spec = json.loads((path / "ensemble.json").read_text())
+        first = Path(spec["members"][0])
+        head = run_config(first).get("model", {}).get("head", {})
+        return Entry(f"{spec['method']} ensemble of {len(spec['members'])}", spec["method"], "ensemble",
+                     command=spec.get("command", ""), preds=Predictions.load(path), heldout=load_heldout(path),
+                     members=spec["members"], summary=spec["summary"], data=spec["data"], head=head, run_dir=first)
+    if (path / "config.yaml").is_file() and (path / "predictions.npz").is_file():
+        return _run_entry(path)
+    raise FileNotFoundError(f"{str(path)!r} is neither a finished run folder (config.yaml + predictions.npz) nor an "
+                            "ensemble folder (ensemble.json); run harness upstream / harness ensemble first")
+
+
+# ------------------------------------------------------------------------------------------ figures
+def reliability_png(preds: Predictions, title: str) -> bytes:
+    """Reliability diagram (accuracy per confidence bin vs the diagonal) over a confidence histogram."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    if preds.multilabel:
+        keep = preds.targets.sum(1) > 0
+        z, t = preds.logits[keep], preds.targets[keep]
+        top = z.argmax(1)
+        conf = np.exp(M.log_sigmoid(z[np.arange(len(top)), top]))
+        correct = t[np.arange(len(top)), top]
+    else:
+        conf, correct = M.top_label(preds.log_probs(), preds.targets)
+    bins = M.reliability_bins(conf, correct)
+    centers = (bins["edges"][:-1] + bins["edges"][1:]) / 2
+    width = bins["edges"][1] - bins["edges"][0]
+    fig, (ax, hx) = plt.subplots(2, 1, figsize=(4.2, 5.2), gridspec_kw={"height_ratios": [3, 1.2]}, sharex=True)
+    filled = bins["count"] > 0
+    ax.bar(centers[filled], bins["accuracy"][filled], width=width * 0.95, color="#4c72b0", label="accuracy")
+    lo = np.minimum(bins["accuracy"][filled], bins["confidence"][filled])
+    ax.bar(centers[filled], np.abs(bins["confidence"][filled] - bins["accuracy"][filled]), bottom=lo,
+           width=width * 0.95, color="#dd8452", alpha=0.6, label="|confidence - accuracy|")
+    ax.plot([0, 1], [0, 1], "k--", lw=1)
+    ax.set_ylim(0, 1)
+    ax.set_ylabel("accuracy")
+    ax.set_title(f"{title}\nECE {M.calibration_error(conf, correct):.4f}", fontsize=9)
+    ax.legend(loc="upper left", fontsize=8)
+    hx.bar(centers, bins["count"] / max(bins["count"].sum(), 1), width=width * 0.95, color="#55a868")
+    hx.set_xlabel("confidence (top label)")
+    hx.set_ylabel("share")
+    hx.set_xlim(0, 1)
+    fig.tight_layout()
+    return _png(fig)
+
+
+def ranks_png(ranks: Sequence[int], num_classes: int, title: str) -> bytes:
+    """Histogram of the Figure 2 ranks, with the uniform expectation."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    others = num_classes - 1
+    fig, ax = plt.subplots(figsize=(5, 3.2))
+    edges = np.arange(1, min(others, 50) + 2) - 0.5
+    ax.hist(np.minimum(ranks, edges[-1] - 0.5), bins=edges, color="#4c72b0")
+    ax.axhline(len(ranks) / others, color="k", ls="--", lw=1, label="uniform")
+    ax.set_xlabel("rank of the hom prediction by |covariance| with the true class")
+    ax.set_ylabel("examples")
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return _png(fig)
+
+
+def _png(fig) -> bytes:
+    import io
+
+    import matplotlib.pyplot as plt
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110)
+    plt.close(fig)
+    return buf.getvalue()
+
+
+# ------------------------------------------------------------------------------------------ content
+def _fmt(v, pct: bool = False) -> str:
+    if v is None or (isinstance(v, float) and np.isnan(v)):
+        return "-"
+    return f"{100 * v:.2f}%" if pct else f"{v:.4f}"
+
+
+def _main_columns(multilabel: bool) -> "list[tuple[str, str, bool]]":
+    if multilabel:
+        return [("prec@1", "prec@1", True), ("sigmoid NLL", "sigmoid_nll", False), ("ECE", "ece", False),
+                ("micro-AP", "micro_ap", False)]
+    return [("top-1", "top1", True), ("NLL", "nll", False), ("ECE", "ece", False), ("Brier", "brier", False)]
+
+
+def _covariance_section(entries: "list[Entry]", top: int) -> Optional[dict]:
+    """Table 4 / Figure 2 for the first het entry (first member of a het ensemble), against the
+    first hom entry evaluated on the same data."""
+    from harness.covariance import analyse
+    from harness.models import load_model
+    from harness.runs import data_config, eval_batches
+
+    het = next((e for e in entries if e.head.get("covariance", "low_rank") != "none" and e.run_dir), None)
+    if het is None or not (het.run_dir / "model.pt").is_file():
+        return None
+    hom = next((e for e in entries if e.head.get("covariance") == "none" and e.kind == "single"
+                and np.array_equal(e.preds.index, het.preds.index)), None)
+    model = load_model(het.run_dir / "model.pt")
+    het_preds = Predictions.load(het.run_dir)
+    data = data_config(het.run_dir)
+    result = analyse(model.head, eval_batches(model, data), het_preds.class_names, top,
+                     het_preds.logits if hom else None, hom.preds.logits if hom else None,
+                     het_preds.index if hom else None)
+    result.update(het_run=str(het.run_dir), hom_run=str(hom.run_dir) if hom else None)
+    if result["ranks"]:
+        r = np.asarray(result["ranks"])
+        others = result["num_classes"] - 1
+        result["share_rank_1"] = float((r == 1).mean())
+        result["uniform_share_rank_1"] = 1.0 / others
+        result["mean_rank"] = float(r.mean())
+        result["uniform_mean_rank"] = (others + 1) / 2
+    return result
+
+
+def build(paths: Sequence["str | Path"], name: str, out_root: "str | Path" = "results", covariance: bool = True,
+          top_pairs: int = 10) -> Path:
+    """Write ``<out_root>/<name>/report.{md,html,json}`` and figures for the given run/ensemble folders.
+
+    Raises:
+        FileNotFoundError: a path is neither a run nor an ensemble folder.
+        ValueError: entries with different label spaces or evaluation data.
+    """
+    entries = [load_entry(p) for p in paths]
+    ref = entries[0].preds
+    for e in entries[1:]:
+        if e.preds.class_names != ref.class_names or not np.array_equal(e.preds.index, ref.index):
+            raise ValueError(f"{e.label} ({e.preds.source}) was evaluated on other data or classes than "
+                             f"{entries[0].label}; report runs of one experiment together")
+    out = Path(out_root) / name
+    out.mkdir(parents=True, exist_ok=True)
+    prov = provenance()
+    multilabel = ref.multilabel
+    cols = _main_columns(multilabel)
+    rows, json_entries, figures = [], [], []
+    for e in entries:
+        m = e.preds.metrics()
+        item = {"label": e.label, "method": e.method, "kind": e.kind, "source": e.preds.source, "metrics": m,
+                "members": e.members, "command": e.command}
+        if e.heldout is not None:
+            t = fit_temperature(e.heldout)
+            item["temperature_scaling"] = {"temperature": t, "after": scale(e.preds, t).metrics(),
+                                           "fitted_on": "held-out split"}
+        if e.summary is not None:
+            item["ensemble"] = {k: v for k, v in e.summary.items() if k not in ("members",)}
+            item["ensemble"]["member_metrics"] = e.summary["members"]
+        json_entries.append(item)
+        cells = [e.label, e.kind] + [_fmt(m.get(k), pct) for _, k, pct in cols]
+        if e.summary is not None:
+            std = e.summary["member_std"]
+            mean = e.summary["member_mean"]
+            cells.append("members: " + ", ".join(f"{lbl} {_fmt(mean[k], pct)} ± {_fmt(std[k], pct)}"
+                                                 for lbl, k, pct in cols[:3]))
+        else:
+            cells.append("")
+        rows.append(cells)
+        fname = f"reliability_{len(figures)}.png"
+        png = reliability_png(e.preds, e.label)
+        atomic_write_bytes(out / fname, png)
+        figures.append((e.label, fname, png))
+
+    cov = _covariance_section(entries, top_pairs) if covariance else None
+    cov_png = None
+    if cov and cov.get("ranks"):
+        cov_png = ranks_png(cov["ranks"], cov["num_classes"], "Figure 2: het right, hom wrong")
+        atomic_write_bytes(out / "covariance_ranks.png", cov_png)
+
+    report = {"schema": SCHEMA, "name": name, "provenance": prov, "data": entries[0].data,
+              "num_examples": int(len(ref.index)), "num_classes": len(ref.class_names), "multilabel": multilabel,
+              "entries": json_entries, "covariance": cov,
+              "figures": {"reliability": [f for _, f, _ in figures],
+                          "covariance_ranks": "covariance_ranks.png" if cov_png else None}}
+    atomic_write_text(out / "report.json", json.dumps(report, indent=1))
+    atomic_write_text(out / "report.md", _markdown(report, rows, cols, figures, cov_png is not None))
+    atomic_write_text(out / "report.html", _html(report, rows, cols, figures, cov_png))
+    return out
+
+
+def _tables(report: dict, rows, cols) -> "list[tuple[str, list[str], list[list[str]]]]":
+    """(title, header, rows) of every table, shared by the Markdown and HTML writers."""
+    tables = [("Results (layout of the paper's Table 7)",
+               ["method", "kind"] + [c for c, _, _ in cols] + ["ensemble members (mean ± std)"], rows)]
+    ens = [e for e in report["entries"] if "ensemble" in e]
+    if ens:
+        tables.append(("Ensembles", ["ensemble", "size", "Gibbs CE", "ensemble NLL", "gain", "disagreement",
+                                     "disagreement / error", "mean KL to ensemble"],
+                       [[e["label"], str(e["ensemble"]["size"]), _fmt(e["ensemble"]["gibbs_ce"]),
+                         _fmt(e["ensemble"]["ensemble_nll"]), _fmt(e["ensemble"]["ensemble_gain"]),
+                         _fmt(e["ensemble"]["disagreement"]), _fmt(e["ensemble"]["disagreement_over_error"]),
+                         _fmt(e["ensemble"]["mean_kl_to_ensemble"])] for e in ens]))
+    ts = [e for e in report["entries"] if "temperature_scaling" in e]
+    if ts:
+        nll_key = "sigmoid_nll" if report["multilabel"] else "nll"
+        tables.append(("Post-hoc temperature scaling (fitted on the held-out split)",
+                       ["method", "T", "NLL before", "NLL after", "ECE before", "ECE after"],
+                       [[e["label"], f"{e['temperature_scaling']['temperature']:.3f}", _fmt(e["metrics"][nll_key]),
+                         _fmt(e["temperature_scaling"]["after"][nll_key]), _fmt(e["metrics"]["ece"]),
+                         _fmt(e["temperature_scaling"]["after"]["ece"])] for e in ts]))
+    cov = report["covariance"]
+    if cov:
+        tables.append((f"Covariance analysis (paper Table 4): top class pairs by |average covariance| over "
+                       f"{cov['num_examples']} examples, model {cov['het_run']}",
+                       ["class a", "class b", "covariance", "correlation"],
+                       [[p["class_a"], p["class_b"], f"{p['covariance']:.4f}", f"{p['correlation']:.3f}"]
+                        for p in cov["top_pairs"]]))
+    return tables
+
+
+def _cov_text(cov: Optional[dict]) -> str:
+    if not cov or not cov.get("ranks"):
+        return ""
+    return (f"Figure 2: over the {cov['num_het_right_hom_wrong']} examples the het model ({cov['het_run']}) gets "
+            f"right and the hom model ({cov['hom_run']}) wrong, the hom prediction is the class with the largest "
+            f"|covariance| with the true class in {100 * cov['share_rank_1']:.1f}% of cases (uniform: "
+            f"{100 * cov['uniform_share_rank_1']:.1f}%); mean rank {cov['mean_rank']:.2f} of "
+            f"{cov['num_classes'] - 1} (uniform: {cov['uniform_mean_rank']:.2f}).")
+
+
+def _markdown(report: dict, rows, cols, figures, has_ranks: bool) -> str:
+    lines = [markdown_header(f"Report: {report['name']}", report["provenance"]),
+             f"Evaluation data: {report['data']} ({report['num_examples']} examples, {report['num_classes']} classes).",
+             "ECE: 15 equal-width bins on the top-label confidence. NLL of the MC-averaged probability for het "
+             "models; ensembles average member probabilities.", ""]
+    for title, header, body in _tables(report, rows, cols):
+        lines += [f"## {title}", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        lines += ["| " + " | ".join(r) + " |" for r in body] + [""]
+    if has_ranks:
+        lines += ["## Covariance ranks (paper Figure 2)", "", _cov_text(report["covariance"]), "",
+                  "![ranks](covariance_ranks.png)", ""]
+    lines += ["## Reliability diagrams", ""] + [f"![{label}]({f})" for label, f, _ in figures] + [""]
+    lines += ["## How each entry was made", ""] + [f"- {e['label']} ({e['source']}): `{e['command'] or 'unknown'}`"
+                                                   for e in report["entries"]] + [""]
+    return "\n".join(lines)
+
+
+def _html(report: dict, rows, cols, figures, cov_png: Optional[bytes]) -> str:
+    def img(png: bytes, alt: str) -> str:
+        return (f'<figure><img alt="{html.escape(alt)}" src="data:image/png;base64,'
+                f'{base64.b64encode(png).decode()}"><figcaption>{html.escape(alt)}</figcaption></figure>')
+
+    prov = report["provenance"]
+    m = prov["machine"]
+    parts = [f"<h1>Report: {html.escape(report['name'])}</h1>",
+             f"<p>Written by <code>{html.escape(prov['command'])}</code> on {html.escape(prov['date'])}.<br>"
+             f"Machine: {html.escape(str(m.get('cpu')))}, {m.get('cores')} cores"
+             f"{', GPU ' + html.escape(m['gpu']) if 'gpu' in m else ''}.<br>Versions: "
+             f"{html.escape(', '.join(f'{k} {v}' for k, v in prov['versions'].items()))}.</p>",
+             f"<p>Evaluation data: {html.escape(report['data'])} ({report['num_examples']} examples, "
+             f"{report['num_classes']} classes). ECE: 15 equal-width bins on the top-label confidence.</p>"]
+    for title, header, body in _tables(report, rows, cols):
+        parts.append(f"<h2>{html.escape(title)}</h2><table><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in header)
+                     + "</tr>" + "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>"
+                                         for r in body) + "</table>")
+    if cov_png is not None:
+        parts.append(f"<h2>Covariance ranks (paper Figure 2)</h2><p>{html.escape(_cov_text(report['covariance']))}</p>"
+                     + img(cov_png, "Figure 2 ranks"))
+    parts.append("<h2>Reliability diagrams</h2><div class='grid'>" + "".join(img(p, label) for label, _, p in figures)
+                 + "</div>")
+    parts.append("<h2>How each entry was made</h2><ul>" + "".join(
+        f"<li>{html.escape(e['label'])} ({html.escape(e['source'])}): <code>{html.escape(e['command'] or 'unknown')}"
+        "</code></li>" for e in report["entries"]) + "</ul>")
+    style = ("body{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#222}"
+             "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #bbb;padding:4px 8px;"
+             "font-size:14px}th{background:#eee}.grid{display:flex;flex-wrap:wrap;gap:12px}"
+             "figure{margin:0}figcaption{font-size:12px;text-align:center}")
+    return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(report['name'])}</title>"
+            f"<style>{style}</style></head><body>{''.join(parts)}</body></html>\n")
+
+
+BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
+
+
+def screenshot(html_path: "str | Path", png_path: "str | Path", width: int = 1200, height: int = 2400) -> Path:
+    """Render ``html_path`` in headless Chromium and save a PNG screenshot (a check that the page
+    opens and draws its figures).
+
+    Raises:
+        FileNotFoundError: no Chromium on PATH (``apt-get install chromium``).
+        RuntimeError: the browser failed or wrote no image.
+    """
+    import shutil
+    import subprocess
+    import tempfile
+
+    browser = next((shutil.which(b) for b in BROWSERS if shutil.which(b)), None)
+    if browser is None:
+        raise FileNotFoundError("no Chromium found for the screenshot; install it (apt-get install chromium)")
+    png_path = Path(png_path).resolve()
+    with tempfile.TemporaryDirectory() as profile:
+        proc = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                               "--no-first-run", "--disable-background-networking", "--disable-component-update",
+                               "--disable-sync", f"--user-data-dir={profile}", "--hide-scrollbars",
+                               f"--screenshot={png_path}", f"--window-size={width},{height}",
+                               Path(html_path).resolve().as_uri()], capture_output=True, text=True, timeout=180)
+    if not png_path.is_file() or png_path.stat().st_size == 0:
+        raise RuntimeError(f"Chromium wrote no screenshot (exit {proc.returncode}): {proc.stderr[-1000:]}")
+    return png_path
