@@ -133,11 +133,15 @@ def run(cfg: UpstreamConfig, progress: bool = True, stop_after_steps: Optional[i
         TrainingDiverged: NaN or infinite loss (the last checkpoint stays intact).
     """
     from accelerate import Accelerator
+    from accelerate.state import AcceleratorState
     from accelerate.utils import set_seed
 
     run_dir = Path(cfg.run_dir())
     config_yaml = to_yaml(cfg)
     status = _check_existing(run_dir, config_yaml)
+    # a previous run in this process leaves accelerate's global state behind (and with it its mixed
+    # precision); drop that part, keeping the distributed environment
+    AcceleratorState._reset_state(reset_partial_state=False)
     accelerator = Accelerator(mixed_precision=cfg.train.mixed_precision,
                               gradient_accumulation_steps=cfg.train.grad_accum_steps,
                               log_with="tensorboard", project_dir=str(run_dir))
