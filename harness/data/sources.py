@@ -211,7 +211,7 @@ class _ArrayImages:
         return Image.fromarray(self.pixels[i])
 
 
-class _FileImages:
+class FileImages:
     """Images from files."""
 
     def __init__(self, paths: Sequence[str]) -> None:
@@ -309,7 +309,7 @@ def _image_folder(cfg: DataConfig, split: str) -> ImageDataset:
         raise FileNotFoundError(f"no split folder {str(root / split)!r}; expected <data.path>/<split>/<class>/...")
     folder = ImageFolder(str(root / split))
     paths = [p for p, _ in folder.samples]
-    return ImageDataset(_FileImages(paths), np.asarray(folder.targets, dtype=np.int64), folder.classes,
+    return ImageDataset(FileImages(paths), np.asarray(folder.targets, dtype=np.int64), folder.classes,
                         f"image folder {root / split} ({len(paths)} images)")
 
 
@@ -392,6 +392,6 @@ def _manifest(cfg: DataConfig, split: str) -> ImageDataset:
     top = max((max(ids) for _, ids in rows if ids), default=-1)
     k = cfg.num_classes or len(names) or top + 1
     paths = [str(root / p) for p, _ in rows]
-    return ImageDataset(_FileImages(paths), LabelSets.from_lists([ids for _, ids in rows]),
+    return ImageDataset(FileImages(paths), LabelSets.from_lists([ids for _, ids in rows]),
                         names or [str(c) for c in range(k)],
                         f"manifest {root} {split} ({len(rows)} images, {k} classes)")
