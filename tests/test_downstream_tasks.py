@@ -81,3 +81,24 @@ def test_plain_label_fields():
     assert get_task("smallnorb_azi").label({"label_azimuth": 17, "label_elevation": 3}) == 17
     assert get_task("smallnorb_ele").label({"label_azimuth": 17, "label_elevation": 3}) == 3
     assert get_task("dtd").label({"label": np.int64(46)}) == 46
+
+
+def test_demo_suite_is_labelled_deterministic_and_sized_like_vtab():
+    from downstream.demo import DEMO_TASKS, demo_split
+
+    assert all(t.group == "demo" and t.name.startswith("demo_") for t in DEMO_TASKS.values())
+    for task in DEMO_TASKS.values():
+        sizes = {s: len(demo_split(task, s)) for s in ("train800", "val200", "train800val200", "test")}
+        assert sizes == {"train800": 800, "val200": 200, "train800val200": 1000, "test": 500}
+        a, b = demo_split(task, "val200"), demo_split(task, "val200")
+        assert np.array_equal(a.labels, b.labels) and np.array_equal(np.asarray(a[3][0]), np.asarray(b[3][0]))
+        assert set(np.unique(demo_split(task, "train800").labels)) == set(range(task.num_classes))
+    count = demo_split(DEMO_TASKS["demo_count"], "test")
+    img, y = count[0]
+    assert img.size == (32, 32) and 0 <= y < 4
+    # the count label is the number of pasted digits: non-empty 8x8 slots of the 4x4 grid
+    pixels = np.asarray(img.convert("L"))
+    filled = sum(pixels[8 * r:8 * r + 8, 8 * c:8 * c + 8].any() for r in range(4) for c in range(4))
+    assert filled == y + 1
+    with pytest.raises(ValueError, match="not a demo task"):
+        demo_split(get_task("dtd"), "test")
