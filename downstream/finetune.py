@@ -1,0 +1,157 @@
+"""Transfer of an upstream checkpoint to one task: fresh zero-initialised head, BiT-HyperRule fine-tuning.
+
+The transfer rule (paper Sec. 4.2; protocol.md Sec. 4.3): load the upstream model, drop its whole
+head (mean and covariance layers, temperature), attach a zero-initialised linear softmax head on
+the pre-logits and fine-tune the whole network.
+
+BiT-HyperRule (Kolesnikov et al. 2019; protocol.md Sec. 4.1): SGD with momentum 0.9 and no weight
+decay, batch 512 (reached by gradient accumulation when a smaller micro-batch fits the device; the
+learning rate belongs to the full batch), linear warm-up over the first 20% of the steps and x0.1
+decays at 40%, 60% and 80% (500 steps: warm-up 100, decays at 200/300/400), mixup (alpha 0.1) only
+from 20k training examples; images whose area is below 96x96 are resized to 160 and randomly
+cropped to 128, others resized to 512 and cropped to 480 (``resolution`` overrides both);
+evaluation resizes to the crop size. Random crop and flip only where the task allows them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torchvision.transforms import v2
+
+from harness.data.loading import EpochSampler, TransformedDataset
+from harness.data.sources import ImageDataset
+from harness.ensembles import Predictions
+from harness.models import Classifier, load_model, replace_head
+
+
+@dataclass
+class FinetuneConfig:
+    """One fine-tuning run.
+
+    Attributes:
+        lr: learning rate for ``batch_size`` examples per step.
+        steps: optimiser steps.
+        batch_size: examples per optimiser step (512 in BiT).
+        micro_batch: examples per forward pass (gradient accumulation fills ``batch_size``).
+        resolution: (resize, crop) override of the BiT resolution rule, e.g. (32, 32) for tiny demos.
+        seed: initialisation of the data order, augmentation and head.
+        clip_grad_norm: None, or a global gradient-norm clip.
+        device: ``cpu`` or ``cuda``.
+    """
+
+    lr: float = 0.003
+    steps: int = 500
+    batch_size: int = 512
+    micro_batch: int = 64
+    resolution: Optional["tuple[int, int]"] = None
+    seed: int = 0
+    clip_grad_norm: Optional[float] = None
+    device: str = "cpu"
+    eval_batch_size: int = 256
+
+
+def bit_resolution(image_size: "tuple[int, int]") -> "tuple[int, int]":
+    """(resize, crop) of the BiT-HyperRule: area < 96x96 -> (160, 128), else (512, 480)."""
+    w, h = image_size
+    return (160, 128) if w * h < 96 * 96 else (512, 480)
+
+
+def bit_schedule(steps: int):
+    """``step -> lr factor``: linear warm-up over 20% of the steps, x0.1 at 40%, 60% and 80%."""
+    warmup = max(1, round(0.2 * steps))
+    decays = [round(f * steps) for f in (0.4, 0.6, 0.8)]
+
+    def factor(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / warmup
+        return 0.1 ** sum(step >= d for d in decays)
+
+    return factor
+
+
+def transforms(flip: bool, crop: bool, resize: int, size: int) -> "tuple[v2.Compose, v2.Compose]":
+    """Train and eval transforms: resize, random crop / flip where allowed, [-1, 1] range."""
+    tail = [v2.ToImage(), v2.ToDtype(torch.float32, scale=True), v2.Normalize([0.5] * 3, [0.5] * 3)]
+    train = [v2.Resize((resize, resize), antialias=True),
+             v2.RandomCrop(size) if crop else v2.Resize((size, size), antialias=True)]
+    if flip:
+        train.append(v2.RandomHorizontalFlip())
+    return v2.Compose(train + tail), v2.Compose([v2.Resize((size, size), antialias=True)] + tail)
+
+
+def transfer_model(upstream: "str | Classifier", num_classes: int) -> Classifier:
+    """The upstream model with its whole head replaced by a zero-initialised linear softmax head.
+
+    Raises:
+        FileNotFoundError / ValueError: see :func:`harness.models.load_model`.
+    """
+    model = load_model(upstream) if not isinstance(upstream, Classifier) else upstream
+    return replace_head(model, num_classes)
+
+
+def finetune(upstream: "str | Classifier", train: ImageDataset, test: ImageDataset, cfg: FinetuneConfig,
+             flip: bool = True, crop: bool = True) -> "tuple[float, Predictions]":
+    """Fine-tune a transferred copy of ``upstream`` on ``train``; return (top-1 on ``test``, predictions).
+
+    Raises:
+        ValueError: train and test differ in classes; non-positive lr or steps; a NaN loss.
+    """
+    if train.class_names != test.class_names:
+        raise ValueError("train and test splits have different classes")
+    if cfg.lr <= 0 or cfg.steps < 1:
+        raise ValueError(f"lr must be > 0 and steps >= 1, got lr={cfg.lr}, steps={cfg.steps}")
+    torch.manual_seed(cfg.seed)
+    model = transfer_model(upstream, train.num_classes).to(cfg.device)
+    resize, size = cfg.resolution or bit_resolution(train[0][0].size)
+    train_tf, eval_tf = transforms(flip, crop, resize, size)
+    micro = min(cfg.micro_batch, cfg.batch_size)
+    accum = max(1, math.ceil(cfg.batch_size / micro))
+    ds = TransformedDataset(train, train_tf, seed=cfg.seed)
+    sampler = EpochSampler(len(ds), cfg.seed)
+    loader = torch.utils.data.DataLoader(ds, micro, sampler=sampler, drop_last=len(ds) >= micro)
+    opt = torch.optim.SGD(model.parameters(), lr=cfg.lr, momentum=0.9, weight_decay=0.0)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, bit_schedule(cfg.steps))
+    model.train()
+    step, micro_done, epoch = 0, 0, 0
+    while step < cfg.steps:
+        sampler.use_epoch(epoch)
+        ds.use_epoch(epoch)
+        for x, y, _ in loader:
+            loss = F.cross_entropy(model(x.to(cfg.device)), y.to(cfg.device)) / accum
+            if not torch.isfinite(loss):
+                raise ValueError(f"fine-tuning loss is {loss.item()} at step {step}; lower the learning rate")
+            loss.backward()
+            micro_done += 1
+            if micro_done % accum:
+                continue
+            if cfg.clip_grad_norm:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip_grad_norm)
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            sched.step()
+            step += 1
+            if step >= cfg.steps:
+                break
+        epoch += 1
+    preds = predict(model, test, eval_tf, cfg)
+    return float((preds.logits.argmax(1) == preds.targets).mean()), preds
+
+
+@torch.no_grad()
+def predict(model: Classifier, data: ImageDataset, transform, cfg: FinetuneConfig) -> Predictions:
+    """Logits of ``model`` on ``data`` (eval mode), as :class:`Predictions`."""
+    model.eval()
+    loader = torch.utils.data.DataLoader(TransformedDataset(data, transform), cfg.eval_batch_size, shuffle=False)
+    logits, targets, index = [], [], []
+    for x, y, idx in loader:
+        logits.append(model(x.to(cfg.device)).float().cpu().numpy())
+        targets.append(np.asarray(y))
+        index.append(np.asarray(idx))
+    return Predictions(np.concatenate(logits).astype(np.float64), np.concatenate(targets), np.concatenate(index),
+                       data.class_names, "softmax", data.description)
