@@ -98,6 +98,55 @@ def report(paths, name, out_root, no_covariance, top_pairs, screenshot) -> None:
         raise click.ClickException(str(e)) from e
 
 
+def _floats(text: str) -> "list[float]":
+    return [float(v) for v in text.split(",") if v.strip()]
+
+
+@main.command()
+@click.option("--upstream", "upstream_ckpt", required=True, help="model.pt of an upstream run.")
+@click.option("--tasks", required=True, multiple=True,
+              help="vtab1k, natural, specialized, structured, demo, or task names (repeat or comma-separate).")
+@click.option("--data-dir", default=None, help="TFDS data_dir, or the root of the folder format.")
+@click.option("--data-format", type=click.Choice(["tfds", "folder"]), default="tfds", show_default=True)
+@click.option("--lrs", default="0.001,0.01", show_default=True, help="Learning-rate grid.")
+@click.option("--steps", default="500,2500", show_default=True, help="Steps grid.")
+@click.option("--seeds", type=click.IntRange(1), default=1, show_default=True, help="Final runs per task.")
+@click.option("--batch-size", type=click.IntRange(1), default=512, show_default=True)
+@click.option("--micro-batch", type=click.IntRange(1), default=64, show_default=True,
+              help="Examples per forward pass (gradient accumulation up to --batch-size).")
+@click.option("--resolution", default=None, help="RESIZE,CROP instead of the BiT rule (e.g. 32,32).")
+@click.option("--device", default="cpu", show_default=True)
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Output folder (default results/downstream/<upstream run name>).")
+@click.option("--executor", type=click.Choice(["local", "submitit-local", "slurm"]), default="local",
+              show_default=True, help="In this process; one process per run (per GPU with --gpus); SLURM jobs.")
+@click.option("--gpus", default="", help="submitit-local: GPU ids to spread runs over, e.g. 0,1,2,3.")
+@click.option("--slurm", "slurm_opts", multiple=True, help="SLURM parameter key=value (slurm_partition=gpu ...).")
+def downstream(upstream_ckpt, tasks, data_dir, data_format, lrs, steps, seeds, batch_size, micro_batch, resolution,
+               device, out, executor, gpus, slurm_opts) -> None:
+    """VTAB-1k transfer: fresh zero-initialised head, BiT-HyperRule, lr x steps sweep on val200, final
+    runs on train800val200 scored on test; resumes a killed sweep."""
+    from downstream.sweep import SweepSettings, sweep
+
+    names = [n for t in tasks for n in t.split(",") if n]
+    settings = SweepSettings(lrs=_floats(lrs), steps=[int(v) for v in _floats(steps)], seeds=seeds,
+                             batch_size=batch_size, micro_batch=micro_batch,
+                             resolution=[int(v) for v in _floats(resolution)] if resolution else None,
+                             device=device, data_format=data_format, data_dir=data_dir)
+    slurm = {}
+    for opt in slurm_opts:
+        key, _, value = opt.partition("=")
+        slurm[key] = int(value) if value.isdigit() else value
+    if gpus:
+        slurm["visible_gpus"] = [int(g) for g in gpus.split(",")]
+    out = out or Path("results/downstream") / Path(upstream_ckpt).resolve().parent.name
+    try:
+        result = sweep(upstream_ckpt, names, out, settings, executor, slurm, progress=click.echo)
+    except (ValueError, FileNotFoundError) as e:
+        raise click.ClickException(str(e)) from e
+    click.echo(f"mean over {len(result['tasks'])} tasks: {100 * result['mean_over_tasks']:.2f}; wrote {out / 'vtab.md'}")
+
+
 @main.group()
 def bench() -> None:
     """Speed and memory benchmarks; each writes its table to results/bench/."""

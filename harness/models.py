@@ -149,7 +149,11 @@ def read_checkpoint(path: "str | os.PathLike") -> dict:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no checkpoint at {str(path)!r}; pass the model.pt written by a harness run")
-    payload = torch.load(path, map_location="cpu", weights_only=True)
+    try:
+        payload = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:  # not a torch file, or one holding arbitrary objects
+        raise ValueError(f"{str(path)!r} cannot be read as a harness model checkpoint ({type(e).__name__}); pass the "
+                         "model.pt written by a harness run") from e
     if not isinstance(payload, dict) or payload.get("format") != CHECKPOINT_FORMAT:
         raise ValueError(f"{str(path)!r} is not a harness model checkpoint (format {CHECKPOINT_FORMAT!r}); "
                          "write it with harness.models.save_model")
