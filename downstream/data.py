@@ -60,19 +60,27 @@ def tfds_split(task: Task, split: str, data_dir: Optional[str], validate: bool =
     import tensorflow_datasets as tfds
 
     sources, labels = [], []
+    name, used = task.tfds, task.tfds
     for expr in task.split(split):
         try:
-            src = tfds.data_source(task.tfds, split=expr, data_dir=data_dir, download=False)
+            src = tfds.data_source(name, split=expr, data_dir=data_dir, download=False)
         except Exception as e:  # TFDS raises several error types for data that is not there
-            raise FileNotFoundError(
-                f"TFDS {task.tfds} ({expr}) for task {task.name} is not prepared under data_dir {data_dir!r} ({e}); "
-                f"prepare it with `pip install -e .[prepare]` then tfds.builder('{task.tfds.split(':')[0]}', "
-                "data_dir=...).download_and_prepare(file_format='array_record')") from e
+            # newer TFDS releases drop old versions (oxford_iiit_pet 3.x -> 4.0.0): try the name alone
+            try:
+                name = task.tfds.split(":")[0]
+                src = tfds.data_source(name, split=expr, data_dir=data_dir, download=False)
+                used = f"{name} (not the pinned {task.tfds})"
+            except Exception:
+                raise FileNotFoundError(
+                    f"TFDS {task.tfds} ({expr}) for task {task.name} is not prepared under data_dir {data_dir!r} "
+                    f"({e}); prepare it with `pip install -e .[prepare]` then tfds.builder("
+                    f"'{task.tfds.split(':')[0]}', data_dir=...).download_and_prepare(file_format='array_record')"
+                ) from e
         sources.append(src)
         labels += [task.label(_example(src, j)) for j in range(len(src))]
     ds = ImageDataset(_TfdsTaskImages(sources, "image", task.tfds.startswith("dsprites")),
                       np.asarray(labels, dtype=np.int64), [str(c) for c in range(task.num_classes)],
-                      f"VTAB-1k {task.name} {split} (TFDS {task.tfds}: {' + '.join(task.split(split))})")
+                      f"VTAB-1k {task.name} {split} (TFDS {used}: {' + '.join(task.split(split))})")
     if validate:
         check_size(task, split, len(ds), f"TFDS data_dir {data_dir}")
     return ds

@@ -42,6 +42,9 @@ class SweepSettings:
             :class:`downstream.finetune.FinetuneConfig` (``resolution`` = (resize, crop)).
         data_format: ``tfds`` or ``folder`` for VTAB tasks (demo tasks are generated).
         data_dir: TFDS data_dir or the folder-format root.
+        check_test_size: refuse a test split whose size differs from the task's (train800, val200
+            and train800val200 are always checked).
+        schedule: ``bit``, ``ta`` or ``cosine`` (see :class:`downstream.finetune.FinetuneConfig`).
     """
 
     lrs: "list[float]" = field(default_factory=lambda: [0.001, 0.01])
@@ -54,6 +57,16 @@ class SweepSettings:
     device: str = "cpu"
     data_format: str = "tfds"
     data_dir: Optional[str] = None
+    check_test_size: bool = True
+    schedule: str = "bit"
+
+
+#: named settings: ``bit`` is the default VTAB-1k sweep (BiT-HyperRule, {0.001, 0.01} x {500, 2500},
+#: batch 512); ``demo`` is CPU-sized for the digits demo suite (a few minutes on 2 cores).
+PRESETS = {
+    "bit": {},
+    "demo": dict(lrs=[0.01, 0.05], steps=[50, 100], seeds=2, batch_size=64, micro_batch=64, resolution=[32, 32]),
+}
 
 
 def find_task(name: str) -> Task:
@@ -77,11 +90,12 @@ def load_split(task: Task, split: str, settings: SweepSettings):
 
     if task.group == "demo":
         return demo_split(task, split)
+    validate = settings.check_test_size or split != "test"
     if settings.data_format == "folder":
         if not settings.data_dir:
             raise ValueError("the folder format needs --data-dir <root with one folder per task>")
-        return folder_split(task, split, settings.data_dir)
-    return tfds_split(task, split, settings.data_dir)
+        return folder_split(task, split, settings.data_dir, validate)
+    return tfds_split(task, split, settings.data_dir, validate)
 
 
 def run_one(spec: dict) -> dict:
@@ -93,7 +107,7 @@ def run_one(spec: dict) -> dict:
     train_split, eval_split = ("train800", "val200") if spec["phase"] == "select" else ("train800val200", "test")
     cfg = FinetuneConfig(lr=spec["lr"], steps=spec["steps"], batch_size=settings.batch_size,
                          micro_batch=settings.micro_batch, seed=spec["seed"], device=settings.device,
-                         clip_grad_norm=settings.clip_grad_norm,
+                         clip_grad_norm=settings.clip_grad_norm, schedule=settings.schedule,
                          resolution=tuple(settings.resolution) if settings.resolution else None)
     acc, preds = finetune(spec["upstream"], load_split(task, train_split, settings),
                           load_split(task, eval_split, settings), cfg, task.flip, task.crop)

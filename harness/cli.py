@@ -108,13 +108,18 @@ def _floats(text: str) -> "list[float]":
               help="vtab1k, natural, specialized, structured, demo, or task names (repeat or comma-separate).")
 @click.option("--data-dir", default=None, help="TFDS data_dir, or the root of the folder format.")
 @click.option("--data-format", type=click.Choice(["tfds", "folder"]), default="tfds", show_default=True)
-@click.option("--lrs", default="0.001,0.01", show_default=True, help="Learning-rate grid.")
-@click.option("--steps", default="500,2500", show_default=True, help="Steps grid.")
-@click.option("--seeds", type=click.IntRange(1), default=1, show_default=True, help="Final runs per task.")
-@click.option("--batch-size", type=click.IntRange(1), default=512, show_default=True)
-@click.option("--micro-batch", type=click.IntRange(1), default=64, show_default=True,
+@click.option("--preset", type=click.Choice(["bit", "demo"]), default="bit", show_default=True,
+              help="bit: {0.001, 0.01} x {500, 2500} steps, batch 512, 1 seed; demo: CPU-sized for the demo suite. "
+                   "The options below override it.")
+@click.option("--lrs", default=None, help="Learning-rate grid, e.g. 0.001,0.01.")
+@click.option("--steps", default=None, help="Steps grid, e.g. 500,2500.")
+@click.option("--seeds", type=click.IntRange(1), default=None, help="Final runs per task.")
+@click.option("--batch-size", type=click.IntRange(1), default=None, help="Examples per step (BiT: 512).")
+@click.option("--micro-batch", type=click.IntRange(1), default=None,
               help="Examples per forward pass (gradient accumulation up to --batch-size).")
 @click.option("--resolution", default=None, help="RESIZE,CROP instead of the BiT rule (e.g. 32,32).")
+@click.option("--schedule", type=click.Choice(["bit", "ta", "cosine"]), default="bit", show_default=True,
+              help="bit: BiT-HyperRule staircase; ta: task_adaptation defaults; cosine: big_vision-style.")
 @click.option("--device", default="cpu", show_default=True)
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Output folder (default results/downstream/<upstream run name>).")
@@ -122,17 +127,18 @@ def _floats(text: str) -> "list[float]":
               show_default=True, help="In this process; one process per run (per GPU with --gpus); SLURM jobs.")
 @click.option("--gpus", default="", help="submitit-local: GPU ids to spread runs over, e.g. 0,1,2,3.")
 @click.option("--slurm", "slurm_opts", multiple=True, help="SLURM parameter key=value (slurm_partition=gpu ...).")
-def downstream(upstream_ckpt, tasks, data_dir, data_format, lrs, steps, seeds, batch_size, micro_batch, resolution,
-               device, out, executor, gpus, slurm_opts) -> None:
+def downstream(upstream_ckpt, tasks, data_dir, data_format, preset, lrs, steps, seeds, batch_size, micro_batch,
+               resolution, schedule, device, out, executor, gpus, slurm_opts) -> None:
     """VTAB-1k transfer: fresh zero-initialised head, BiT-HyperRule, lr x steps sweep on val200, final
     runs on train800val200 scored on test; resumes a killed sweep."""
-    from downstream.sweep import SweepSettings, sweep
+    from downstream.sweep import PRESETS, SweepSettings, sweep
 
     names = [n for t in tasks for n in t.split(",") if n]
-    settings = SweepSettings(lrs=_floats(lrs), steps=[int(v) for v in _floats(steps)], seeds=seeds,
-                             batch_size=batch_size, micro_batch=micro_batch,
-                             resolution=[int(v) for v in _floats(resolution)] if resolution else None,
-                             device=device, data_format=data_format, data_dir=data_dir)
+    given = {"lrs": _floats(lrs) if lrs else None, "steps": [int(v) for v in _floats(steps)] if steps else None,
+             "seeds": seeds, "batch_size": batch_size, "micro_batch": micro_batch,
+             "resolution": [int(v) for v in _floats(resolution)] if resolution else None}
+    settings = SweepSettings(**{**PRESETS[preset], **{k: v for k, v in given.items() if v is not None}},
+                             device=device, data_format=data_format, data_dir=data_dir, schedule=schedule)
     slurm = {}
     for opt in slurm_opts:
         key, _, value = opt.partition("=")
