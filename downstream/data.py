@@ -92,8 +92,9 @@ def _example(source: Any, j: int) -> dict:
         return source[j]
 
 
-def folder_split(task: Task, split: str, root: "str | Path", validate: bool = True) -> ImageDataset:
-    """``split`` of ``task`` read from ``<root>/<task or alias>/<split>.txt``.
+def folder_split(task: Task, split: str, root: "str | Path", validate: bool = True,
+                 folder: "Optional[Path]" = None) -> ImageDataset:
+    """``split`` of ``task`` read from ``<root>/<task or alias>/<split>.txt`` (or ``<folder>/<split>.txt``).
 
     Raises:
         ValueError: unknown split, malformed line, wrong size, labels out of range.
@@ -102,13 +103,16 @@ def folder_split(task: Task, split: str, root: "str | Path", validate: bool = Tr
     if split not in SPLITS:
         raise ValueError(f"unknown VTAB-1k split {split!r}: use one of {', '.join(SPLITS)}")
     root = Path(root)
-    if not root.is_dir():
-        raise FileNotFoundError(f"VTAB-1k folder root {str(root)!r} does not exist; pass --data-dir <root> holding "
-                                "one folder per task")
-    names = [task.name, *task.aliases]
-    folder = next((root / n for n in names if (root / n).is_dir()), None)
     if folder is None:
-        raise FileNotFoundError(f"no folder for task {task.name} in {root} (looked for {', '.join(names)})")
+        if not root.is_dir():
+            raise FileNotFoundError(f"VTAB-1k folder root {str(root)!r} does not exist; pass --data-dir <root> "
+                                    "holding one folder per task")
+        names = [task.name, *task.aliases]
+        folder = next((root / n for n in names if (root / n).is_dir()), None)
+        if folder is None:
+            raise FileNotFoundError(f"no folder for task {task.name} in {root} (looked for {', '.join(names)})")
+    elif not folder.is_dir():
+        raise FileNotFoundError(f"task folder {str(folder)!r} does not exist")
     listing = folder / f"{split}.txt"
     if not listing.is_file():
         raise FileNotFoundError(f"{listing} is missing; the folder format needs train800/val200/train800val200/test.txt")

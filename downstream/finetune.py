@@ -48,7 +48,13 @@ class FinetuneConfig:
             big_vision transfer configs).
         mixup_alpha: None applies the BiT rule (0.1 from 20k training examples, else no mixup);
             a number forces it (0 = off).
+        lr_batch: if set, ``lr`` is the rate for that batch size and scales linearly to
+            ``batch_size`` (BiT: 0.003 at 512, so 0.00075 at 128).
     """
+
+    @property
+    def effective_lr(self) -> float:
+        return self.lr * self.batch_size / self.lr_batch if self.lr_batch else self.lr
 
     lr: float = 0.003
     steps: int = 500
@@ -61,6 +67,7 @@ class FinetuneConfig:
     eval_batch_size: int = 256
     schedule: str = "bit"
     mixup_alpha: Optional[float] = None
+    lr_batch: Optional[int] = None
 
 
 def bit_resolution(image_size: "tuple[int, int]") -> "tuple[int, int]":
@@ -140,7 +147,7 @@ def finetune(upstream: "str | Classifier", train: ImageDataset, test: ImageDatas
     ds = TransformedDataset(train, train_tf, seed=cfg.seed)
     sampler = EpochSampler(len(ds), cfg.seed)
     loader = torch.utils.data.DataLoader(ds, micro, sampler=sampler, drop_last=len(ds) >= micro)
-    opt = torch.optim.SGD(model.parameters(), lr=cfg.lr, momentum=0.9, weight_decay=0.0)
+    opt = torch.optim.SGD(model.parameters(), lr=cfg.effective_lr, momentum=0.9, weight_decay=0.0)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, bit_schedule(cfg.steps, cfg.schedule))
     alpha = mixup_alpha(len(train), cfg.mixup_alpha)
     mix = torch.distributions.Beta(alpha, alpha) if alpha > 0 else None

@@ -45,6 +45,7 @@ class SweepSettings:
         check_test_size: refuse a test split whose size differs from the task's (train800, val200
             and train800val200 are always checked).
         schedule: ``bit``, ``ta`` or ``cosine`` (see :class:`downstream.finetune.FinetuneConfig`).
+        lr_batch: the batch size the ``lrs`` are given for (scaled linearly to ``batch_size``).
     """
 
     lrs: "list[float]" = field(default_factory=lambda: [0.001, 0.01])
@@ -59,6 +60,7 @@ class SweepSettings:
     data_dir: Optional[str] = None
     check_test_size: bool = True
     schedule: str = "bit"
+    lr_batch: Optional[int] = None
 
 
 #: named settings: ``bit`` is the default VTAB-1k sweep (BiT-HyperRule, {0.001, 0.01} x {500, 2500},
@@ -69,17 +71,43 @@ PRESETS = {
 }
 
 
+def custom_task(spec: str) -> Task:
+    """A user-defined task from one line ``NAME=FOLDER:NUM_CLASSES``: a folder in the VTAB-1k folder
+    format (``train800.txt``, ``val200.txt``, ``train800val200.txt``, ``test.txt`` with
+    ``relative/path label`` lines). Its split sizes are not checked; flips and crops are allowed.
+
+    Raises:
+        ValueError: a malformed line.
+    """
+    name, _, rest = spec.partition("=")
+    folder, _, k = rest.rpartition(":")
+    if not (name and folder and k.isdigit() and int(k) > 0):
+        raise ValueError(f"custom task {spec!r} must look like NAME=FOLDER:NUM_CLASSES, e.g. birds=/data/birds:200")
+    return Task(name, "custom", f"folder:{folder}", "-", int(k), _no_tfds_label, "val200", "test", None,
+                train="train800")
+
+
+def _no_tfds_label(example) -> int:
+    raise ValueError("custom tasks are read from their folder, not from TFDS")
+
+
 def find_task(name: str) -> Task:
-    """A VTAB-1k task or a demo task."""
+    """A VTAB-1k task, a demo task, or a custom task line (``NAME=FOLDER:NUM_CLASSES``)."""
+    if "=" in name:
+        return custom_task(name)
     return DEMO_TASKS[name] if name in DEMO_TASKS else get_task(name)
 
 
 def expand_tasks(names: Sequence[str]) -> "list[Task]":
-    """``vtab1k``, group names, task names/aliases and ``demo`` (the 4 demo tasks)."""
+    """``vtab1k``, group names, task names/aliases, ``demo`` (the 4 demo tasks) and custom task lines."""
     out: "list[Task]" = []
     for n in names:
-        picks = list(DEMO_TASKS.values()) if n == "demo" else (
-            [DEMO_TASKS[n]] if n in DEMO_TASKS else resolve_tasks([n]))
+        if n == "demo":
+            picks = list(DEMO_TASKS.values())
+        elif "=" in n or n in DEMO_TASKS:
+            picks = [find_task(n)]
+        else:
+            picks = resolve_tasks([n])
         out += [t for t in picks if t not in out]
     return out
 
@@ -90,6 +118,9 @@ def load_split(task: Task, split: str, settings: SweepSettings):
 
     if task.group == "demo":
         return demo_split(task, split)
+    if task.group == "custom":
+        folder = Path(task.tfds.removeprefix("folder:"))
+        return folder_split(task, split, folder.parent, validate=False, folder=folder)
     validate = settings.check_test_size or split != "test"
     if settings.data_format == "folder":
         if not settings.data_dir:
@@ -103,11 +134,12 @@ def run_one(spec: dict) -> dict:
     from downstream.finetune import FinetuneConfig, finetune
 
     settings = SweepSettings(**spec["settings"])
-    task = find_task(spec["task"])
+    task = find_task(spec.get("task_spec", spec["task"]))
     train_split, eval_split = ("train800", "val200") if spec["phase"] == "select" else ("train800val200", "test")
     cfg = FinetuneConfig(lr=spec["lr"], steps=spec["steps"], batch_size=settings.batch_size,
                          micro_batch=settings.micro_batch, seed=spec["seed"], device=settings.device,
                          clip_grad_norm=settings.clip_grad_norm, schedule=settings.schedule,
+                         lr_batch=settings.lr_batch,
                          resolution=tuple(settings.resolution) if settings.resolution else None)
     acc, preds = finetune(spec["upstream"], load_split(task, train_split, settings),
                           load_split(task, eval_split, settings), cfg, task.flip, task.crop)
@@ -204,12 +236,18 @@ def sweep(upstream: str, tasks: Sequence[str], out: "str | Path", settings: Swee
             done[rec["key"]] = rec
 
     grid = [(lr, st) for lr in settings.lrs for st in settings.steps]
-    run([{**common, "key": _key(t.name, "select", lr, st, 0), "task": t.name, "phase": "select", "lr": lr,
+    def ident(t: Task) -> dict:
+        spec = {"task": t.name}
+        if t.group == "custom":
+            spec["task_spec"] = f"{t.name}={t.tfds.removeprefix('folder:')}:{t.num_classes}"
+        return spec
+
+    run([{**common, **ident(t), "key": _key(t.name, "select", lr, st, 0), "phase": "select", "lr": lr,
           "steps": st, "seed": 0} for t in chosen for lr, st in grid])
     finals = []
     for t in chosen:
         lr, st = min(grid, key=lambda g: (-done[_key(t.name, "select", *g, 0)]["accuracy"], g[0], g[1]))
-        finals += [{**common, "key": _key(t.name, "final", lr, st, s), "task": t.name, "phase": "final", "lr": lr,
+        finals += [{**common, **ident(t), "key": _key(t.name, "final", lr, st, s), "phase": "final", "lr": lr,
                     "steps": st, "seed": s, "predictions": str(out / "predictions" / f"{t.name}_seed{s}.npz")}
                    for s in range(settings.seeds)]
     run(finals)
@@ -232,7 +270,7 @@ def table(finals: "list[dict]", tasks: "list[Task]") -> dict:
                             "std": float(np.std(accs, ddof=1)) if len(accs) > 1 else 0.0, "seeds": len(accs),
                             "lr": sel["lr"], "steps": sel["steps"]}
     groups = {}
-    for g in (*GROUPS, "demo"):
+    for g in (*GROUPS, "demo", "custom"):
         vals = [v["mean"] for v in per_task.values() if v["group"] == g]
         if vals:
             groups[g] = {"mean": float(np.mean(vals)), "tasks": len(vals)}

@@ -105,7 +105,8 @@ def _floats(text: str) -> "list[float]":
 @main.command()
 @click.option("--upstream", "upstream_ckpt", required=True, help="model.pt of an upstream run.")
 @click.option("--tasks", required=True, multiple=True,
-              help="vtab1k, natural, specialized, structured, demo, or task names (repeat or comma-separate).")
+              help="vtab1k, natural, specialized, structured, demo, task names, or a custom task NAME=FOLDER:K "
+                   "(a folder in the VTAB-1k folder format); repeat or comma-separate.")
 @click.option("--data-dir", default=None, help="TFDS data_dir, or the root of the folder format.")
 @click.option("--data-format", type=click.Choice(["tfds", "folder"]), default="tfds", show_default=True)
 @click.option("--preset", type=click.Choice(["bit", "demo"]), default="bit", show_default=True,
@@ -118,6 +119,8 @@ def _floats(text: str) -> "list[float]":
 @click.option("--micro-batch", type=click.IntRange(1), default=None,
               help="Examples per forward pass (gradient accumulation up to --batch-size).")
 @click.option("--resolution", default=None, help="RESIZE,CROP instead of the BiT rule (e.g. 32,32).")
+@click.option("--lr-batch", type=click.IntRange(1), default=None,
+              help="Batch size the --lrs are given for; scaled linearly to --batch-size (BiT: 512).")
 @click.option("--schedule", type=click.Choice(["bit", "ta", "cosine"]), default="bit", show_default=True,
               help="bit: BiT-HyperRule staircase; ta: task_adaptation defaults; cosine: big_vision-style.")
 @click.option("--device", default="cpu", show_default=True)
@@ -128,7 +131,7 @@ def _floats(text: str) -> "list[float]":
 @click.option("--gpus", default="", help="submitit-local: GPU ids to spread runs over, e.g. 0,1,2,3.")
 @click.option("--slurm", "slurm_opts", multiple=True, help="SLURM parameter key=value (slurm_partition=gpu ...).")
 def downstream(upstream_ckpt, tasks, data_dir, data_format, preset, lrs, steps, seeds, batch_size, micro_batch,
-               resolution, schedule, device, out, executor, gpus, slurm_opts) -> None:
+               resolution, lr_batch, schedule, device, out, executor, gpus, slurm_opts) -> None:
     """VTAB-1k transfer: fresh zero-initialised head, BiT-HyperRule, lr x steps sweep on val200, final
     runs on train800val200 scored on test; resumes a killed sweep."""
     from downstream.sweep import PRESETS, SweepSettings, sweep
@@ -138,7 +141,8 @@ def downstream(upstream_ckpt, tasks, data_dir, data_format, preset, lrs, steps, 
              "seeds": seeds, "batch_size": batch_size, "micro_batch": micro_batch,
              "resolution": [int(v) for v in _floats(resolution)] if resolution else None}
     settings = SweepSettings(**{**PRESETS[preset], **{k: v for k, v in given.items() if v is not None}},
-                             device=device, data_format=data_format, data_dir=data_dir, schedule=schedule)
+                             device=device, data_format=data_format, data_dir=data_dir, schedule=schedule,
+                             lr_batch=lr_batch)
     slurm = {}
     for opt in slurm_opts:
         key, _, value = opt.partition("=")

@@ -102,3 +102,31 @@ def test_bad_input(upstream, tmp_path):
     torch.save(payload, tmp_path / "future.pt")
     with pytest.raises(ValueError, match="unknown backbone 'resnet_from_the_future'"):
         sweep(str(tmp_path / "future.pt"), ["demo_digit"], tmp_path / "z", TINY)
+
+
+def test_custom_task_from_a_folder_and_one_line(upstream, tmp_path):
+    import numpy as np
+    from PIL import Image
+
+    folder = tmp_path / "birds"
+    (folder / "img").mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    for i in range(3):
+        Image.fromarray(rng.integers(0, 255, (16, 16, 3), dtype=np.uint8)).save(folder / "img" / f"{i}.png")
+    for split, n in (("train800", 40), ("val200", 10), ("train800val200", 50), ("test", 12)):
+        (folder / f"{split}.txt").write_text("".join(f"img/{i % 3}.png {i % 5}\n" for i in range(n)))
+    res = CliRunner().invoke(main, ["downstream", "--upstream", upstream, "--tasks", f"birds={folder}:5",
+                                    "--lrs", "0.05", "--steps", "3", "--batch-size", "16", "--micro-batch", "8",
+                                    "--resolution", "32,32", "--out", str(tmp_path / "out")])
+    assert res.exit_code == 0, res.output
+    table = json.loads((tmp_path / "out" / "vtab.json").read_text())
+    assert table["tasks"]["birds"]["group"] == "custom" and table["groups"]["custom"]["tasks"] == 1
+    with pytest.raises(ValueError, match="NAME=FOLDER:NUM_CLASSES"):
+        sweep(upstream, ["birds=/x"], tmp_path / "bad", TINY)
+
+
+def test_learning_rate_scales_with_the_batch():
+    from downstream.finetune import FinetuneConfig
+
+    assert FinetuneConfig(lr=0.003, batch_size=128, lr_batch=512).effective_lr == pytest.approx(0.00075)
+    assert FinetuneConfig(lr=0.003, batch_size=128).effective_lr == 0.003
