@@ -27,7 +27,7 @@ CIFAR10N = Path("../shared/data/cifar10n")
 
 def bench_overrides(data_path: Optional[Path], images: int, backbone: str) -> "list[str]":
     """Config overrides of the measured run: one epoch over ``images`` training images."""
-    data = ([f"data.source=cifar10n", f"data.path={data_path}", "data.label_set=worse", "data.crop_scale=0.35"]
+    data = (["data.source=cifar10n", f"data.path={data_path}", "data.label_set=worse", "data.crop_scale=0.35"]
             if data_path else ["data.source=digits", "data.hflip=false"])
     return data + [
         f"model.backbone={backbone}", "model.head.covariance=low_rank", "model.head.num_factors=6",

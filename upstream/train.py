@@ -245,7 +245,6 @@ def run(cfg: UpstreamConfig, progress: bool = True, stop_after_steps: Optional[i
 
     # ---------------------------------------------------------------- loop
     best_key, higher = cfg.train.best_metric, cfg.train.best_metric not in LOWER_IS_BETTER
-    accum = cfg.train.grad_accum_steps
     while epoch < cfg.train.epochs:
         sampler.use_epoch(epoch)
         train_ds.use_epoch(epoch)
