@@ -157,6 +157,26 @@ def downstream(upstream_ckpt, tasks, data_dir, data_format, preset, lrs, steps, 
     click.echo(f"mean over {len(result['tasks'])} tasks: {100 * result['mean_over_tasks']:.2f}; wrote {out / 'vtab.md'}")
 
 
+@main.command(name="run", context_settings={"ignore_unknown_options": True})
+@click.argument("experiment", required=False)
+@click.argument("overrides", nargs=-1, type=click.UNPROCESSED)
+def run_cmd(experiment, overrides) -> None:
+    """The main job: pretrain every method and seed, ensemble, transfer, and write one report.
+
+    EXPERIMENT is a YAML path or a built-in name (default: digits, the embedded data). OVERRIDES are
+    key=value pairs, e.g. seeds=[0,1]. Rerunning after an interruption redoes only what is missing.
+    """
+    from harness.experiment import load_experiment, run_experiment
+    from upstream.train import TrainingDiverged
+
+    try:
+        exp = load_experiment(experiment, overrides)
+        out = run_experiment(exp, progress=click.echo)
+    except (ValueError, FileNotFoundError, TrainingDiverged) as e:
+        raise click.ClickException(str(e)) from e
+    click.echo(f"report: {out / 'report.md'} and {out / 'report.html'}")
+
+
 @main.group()
 def bench() -> None:
     """Speed and memory benchmarks; each writes its table to results/bench/."""

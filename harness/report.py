@@ -158,13 +158,15 @@ def _main_columns(multilabel: bool) -> "list[tuple[str, str, bool]]":
 
 
 def _covariance_section(entries: "list[Entry]", top: int) -> Optional[dict]:
-    """Table 4 / Figure 2 for the first het entry (first member of a het ensemble), against the
-    first hom entry evaluated on the same data."""
+    """Table 4 / Figure 2 for the first entry with a low-rank or PE covariance (first member of such an
+    ensemble), against the first hom entry evaluated on the same data."""
     from harness.covariance import analyse
     from harness.models import load_model
     from harness.runs import data_config, eval_batches
 
-    het = next((e for e in entries if e.head.get("covariance", "low_rank") != "none" and e.run_dir), None)
+    # a model with off-diagonal covariance (a diagonal one has nothing to rank classes by)
+    het = next((e for e in entries if e.head.get("covariance", "low_rank") in ("low_rank", "parameter_efficient")
+                and e.run_dir), None)
     if het is None or not (het.run_dir / "model.pt").is_file():
         return None
     hom = next((e for e in entries if e.head.get("covariance") == "none" and e.kind == "single"
@@ -187,8 +189,11 @@ def _covariance_section(entries: "list[Entry]", top: int) -> Optional[dict]:
 
 
 def build(paths: Sequence["str | Path"], name: str, out_root: "str | Path" = "results", covariance: bool = True,
-          top_pairs: int = 10) -> Path:
+          top_pairs: int = 10, extra: Optional[dict] = None) -> Path:
     """Write ``<out_root>/<name>/report.{md,html,json}`` and figures for the given run/ensemble folders.
+
+    ``extra`` adds sections: ``{"tables": [(title, header, rows)], "text": [str], "json": {...}}``
+    (the experiment runner puts the downstream table there).
 
     Raises:
         FileNotFoundError: a path is neither a run nor an ensemble folder.
@@ -238,7 +243,9 @@ def build(paths: Sequence["str | Path"], name: str, out_root: "str | Path" = "re
         cov_png = ranks_png(cov["ranks"], cov["num_classes"], "Figure 2: het right, hom wrong")
         atomic_write_bytes(out / "covariance_ranks.png", cov_png)
 
-    report = {"schema": SCHEMA, "name": name, "provenance": prov, "data": entries[0].data,
+    extra = extra or {}
+    report = {"schema": SCHEMA, "name": name, "provenance": prov, "data": entries[0].data, **extra.get("json", {}),
+              "extra_tables": [list(t) for t in extra.get("tables", [])], "notes": list(extra.get("text", [])),
               "num_examples": int(len(ref.index)), "num_classes": len(ref.class_names), "multilabel": multilabel,
               "entries": json_entries, "covariance": cov,
               "figures": {"reliability": [f for _, f, _ in figures],
@@ -269,6 +276,7 @@ def _tables(report: dict, rows, cols) -> "list[tuple[str, list[str], list[list[s
                        [[e["label"], f"{e['temperature_scaling']['temperature']:.3f}", _fmt(e["metrics"][nll_key]),
                          _fmt(e["temperature_scaling"]["after"][nll_key]), _fmt(e["metrics"]["ece"]),
                          _fmt(e["temperature_scaling"]["after"]["ece"])] for e in ts]))
+    tables += [tuple(t) for t in report.get("extra_tables", [])]
     cov = report["covariance"]
     if cov:
         tables.append((f"Covariance analysis (paper Table 4): top class pairs by |average covariance| over "
@@ -277,6 +285,18 @@ def _tables(report: dict, rows, cols) -> "list[tuple[str, list[str], list[list[s
                        [[p["class_a"], p["class_b"], f"{p['covariance']:.4f}", f"{p['correlation']:.3f}"]
                         for p in cov["top_pairs"]]))
     return tables
+
+
+def _pairs_text(cov: Optional[dict], confusable: "list[list[str]]") -> str:
+    """Which of the top covariance pairs are pairs people are known to confuse."""
+    if not cov or not confusable:
+        return ""
+    known = {frozenset(p) for p in confusable}
+    top = [(p["class_a"], p["class_b"]) for p in cov["top_pairs"][:5]]
+    hits = [f"{a}/{b}" for a, b in top if frozenset((a, b)) in known]
+    return (f"Of the top 5 covariance pairs ({', '.join(f'{a}/{b}' for a, b in top)}), {len(hits)} "
+            f"{'is' if len(hits) == 1 else 'are'} among the pairs people are known to confuse "
+            f"({', '.join('/'.join(p) for p in confusable)})" + (f": {', '.join(hits)}." if hits else "."))
 
 
 def _cov_text(cov: Optional[dict]) -> str:
@@ -293,10 +313,13 @@ def _markdown(report: dict, rows, cols, figures, has_ranks: bool) -> str:
     lines = [markdown_header(f"Report: {report['name']}", report["provenance"]),
              f"Evaluation data: {report['data']} ({report['num_examples']} examples, {report['num_classes']} classes).",
              "ECE: 15 equal-width bins on the top-label confidence. NLL of the MC-averaged probability for het "
-             "models; ensembles average member probabilities.", ""]
+             "models; ensembles average member probabilities.", ""] + [n + "\n" for n in report.get("notes", [])]
     for title, header, body in _tables(report, rows, cols):
         lines += [f"## {title}", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
         lines += ["| " + " | ".join(r) + " |" for r in body] + [""]
+    pairs = _pairs_text(report["covariance"], report.get("confusable_pairs", []))
+    if pairs:
+        lines += [pairs, ""]
     if has_ranks:
         lines += ["## Covariance ranks (paper Figure 2)", "", _cov_text(report["covariance"]), "",
                   "![ranks](covariance_ranks.png)", ""]
@@ -320,10 +343,14 @@ def _html(report: dict, rows, cols, figures, cov_png: Optional[bytes]) -> str:
              f"{html.escape(', '.join(f'{k} {v}' for k, v in prov['versions'].items()))}.</p>",
              f"<p>Evaluation data: {html.escape(report['data'])} ({report['num_examples']} examples, "
              f"{report['num_classes']} classes). ECE: 15 equal-width bins on the top-label confidence.</p>"]
+    parts += [f"<p>{html.escape(n)}</p>" for n in report.get("notes", [])]
     for title, header, body in _tables(report, rows, cols):
         parts.append(f"<h2>{html.escape(title)}</h2><table><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in header)
                      + "</tr>" + "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>"
                                          for r in body) + "</table>")
+    pairs = _pairs_text(report["covariance"], report.get("confusable_pairs", []))
+    if pairs:
+        parts.append(f"<p>{html.escape(pairs)}</p>")
     if cov_png is not None:
         parts.append(f"<h2>Covariance ranks (paper Figure 2)</h2><p>{html.escape(_cov_text(report['covariance']))}</p>"
                      + img(cov_png, "Figure 2 ranks"))
