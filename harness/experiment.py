@@ -129,8 +129,9 @@ def run_experiment(exp: Experiment, progress: Callable[[str], None] = print) -> 
     progress("[report]")
     extra.setdefault("text", []).extend(findings(runs, ensembles))
     extra.setdefault("json", {})["confusable_pairs"] = [list(p) for p in exp.confusable_pairs]
-    if exp.description:
-        extra["text"].insert(0, f"Experiment: {exp.description}.")
+    extra["text"].insert(0, f"Experiment: {exp.description or exp.name}. Schedule: upstream config {base.name} with "
+                            f"{' '.join(exp.upstream_overrides) or 'no overrides'}; seeds {list(exp.seeds)}; methods "
+                            + "; ".join(f"{m} {dict(h)}" for m, h in exp.methods.items()) + ".")
     return build([d for dirs in runs.values() for d in dirs] + ensembles, exp.name, exp.results_root,
                  covariance=exp.covariance, extra=extra)
 
