@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import itertools
+import json
 import math
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -19,7 +20,7 @@ import numpy as np
 import torch
 
 from harness import metrics as M
-from harness.io import atomic_write_bytes
+from harness.io import atomic_write_bytes, atomic_write_text
 
 
 @dataclass
@@ -221,10 +222,8 @@ def build_ensemble(members: Sequence["str | Path"], out: "str | Path", from_chec
     Raises:
         ValueError: members that differ in label space, link or evaluation data; fewer than 2.
     """
-    import json
-
     from harness.provenance import provenance
-    from harness.runs import method_name, run_config
+    from harness.runs import method_name, run_config  # harness.runs imports this module
 
     if len(members) < 2:
         raise ValueError(f"an ensemble needs at least 2 members, got {len(members)}")
@@ -242,7 +241,5 @@ def build_ensemble(members: Sequence["str | Path"], out: "str | Path", from_chec
     spec = {"schema": "harness.ensemble/1", "method": "+".join(methods),
             "members": [str(Path(m).resolve()) for m in members], "from_checkpoints": from_checkpoints,
             "data": data, "summary": summary, **provenance()}
-    from harness.io import atomic_write_text
-
     atomic_write_text(out / "ensemble.json", json.dumps(spec, indent=1))
     return spec

@@ -120,7 +120,7 @@ def run_experiment(exp: Experiment, progress: Callable[[str], None] = print) -> 
     if exp.downstream.tasks:
         settings = SweepSettings(**{**PRESETS[exp.downstream.preset], **exp.downstream.settings})
         per_run = {}
-        for method, dirs in runs.items():
+        for dirs in runs.values():
             for d in dirs:
                 progress(f"[downstream] {d.name}")
                 per_run[d] = sweep(str(d / "model.pt"), exp.downstream.tasks, root / "downstream" / d.name, settings,

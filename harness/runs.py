@@ -15,7 +15,7 @@ from omegaconf import OmegaConf
 
 from harness.config import load_config
 from harness.data.loading import TransformedDataset
-from harness.data.sources import DataConfig, LabelSets, build_split
+from harness.data.sources import DataConfig, ImageDataset, LabelSets, build_split
 from harness.data.transforms import eval_transform
 from harness.ensembles import Predictions
 from harness.models import Classifier, load_model
@@ -49,11 +49,11 @@ def data_config(run_dir: "str | Path", overrides: "tuple[str, ...]" = ()) -> Dat
     return load_config(DataConfig, None, list(overrides), base=run_config(run_dir).get("data", {}))
 
 
-def eval_batches(model: Classifier, data: DataConfig, split: Optional[str] = None, device: str = "cpu"
-                 ) -> "Iterator[tuple[torch.Tensor, np.ndarray, np.ndarray]]":
-    """Pre-logit features ``[B, D]``, targets and indices of ``split`` (default: the eval split),
-    computed by ``model.backbone`` in eval mode, batch by batch."""
-    base = build_split(data, split or data.eval_split)
+def eval_batches(model: Classifier, data: DataConfig, split: Optional[str] = None, device: str = "cpu",
+                 base: Optional[ImageDataset] = None) -> "Iterator[tuple[torch.Tensor, np.ndarray, np.ndarray]]":
+    """Pre-logit features ``[B, D]``, targets and indices of ``split`` (default: the eval split; or
+    the already-read ``base``), computed by ``model.backbone`` in eval mode, batch by batch."""
+    base = base if base is not None else build_split(data, split or data.eval_split)
     if model.head.link == "sigmoid" and not base.multilabel:
         base = base.with_labels(LabelSets.from_labels(base.labels))
     ds = TransformedDataset(base, eval_transform(data.image_size, data.eval_resize))
@@ -72,11 +72,11 @@ def evaluate_checkpoint(run_dir: "str | Path", data: Optional[DataConfig] = None
     """
     model = load_model(Path(run_dir) / "model.pt")
     data = data or data_config(run_dir)
-    names = build_split(data, split or data.eval_split).class_names
+    base = build_split(data, split or data.eval_split)
     logits, targets, index = [], [], []
-    for feats, y, idx in eval_batches(model, data, split, device):
+    for feats, y, idx in eval_batches(model, data, device=device, base=base):
         logits.append(model.head(feats).float().cpu().numpy())
         targets.append(y)
         index.append(idx)
     return Predictions(np.concatenate(logits).astype(np.float64), np.concatenate(targets), np.concatenate(index),
-                       names, model.head.link, str(run_dir))
+                       base.class_names, model.head.link, str(run_dir))
