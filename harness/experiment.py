@@ -23,6 +23,8 @@ from typing import Any, Callable, Dict, List, Optional
 
 import numpy as np
 
+from harness.shift import ShiftSettings
+
 EXPERIMENTS = Path(__file__).parent / "experiments"
 
 
@@ -91,6 +93,10 @@ class Experiment:
         confusable_pairs: class pairs people are known to confuse (e.g. cat/dog); the report says how
             many of the top covariance pairs are among them.
         workers: upstream runs trained at once, each in its own process (see :func:`train_runs`).
+        shift: evaluation under distribution shift of every model and ensemble of the main study
+            (:class:`harness.shift.ShiftSettings`: corrupted copies of the evaluation split, OOD sets),
+            reported in the shift section; None (the default) skips the stage. The multi-label study
+            (sigmoid heads) and the frontier runs are not evaluated under shift.
     """
 
     name: str = "digits"
@@ -109,6 +115,7 @@ class Experiment:
     description: str = ""
     confusable_pairs: List[List[str]] = field(default_factory=list)
     workers: int = 1
+    shift: Optional[ShiftSettings] = None
 
 
 def find_experiment(name_or_path: str) -> Path:
@@ -214,6 +221,17 @@ def validate_experiment(exp: Experiment) -> "dict[str, _Plan]":
             raise ValueError(f"downstream.settings: {e}; see downstream.sweep.SweepSettings for the keys") from e
     root = Path(exp.runs_root) / exp.name
     plans = {"main": _plan(exp, root, "", exp.methods, exp.seeds, exp.temperature_grid, [])}
+    if exp.shift is not None:
+        from harness.shift import check_settings
+
+        cfgs = list(plans["main"].configs.values())
+        if any(cfg.model.head.get("link", "softmax") != "softmax" for cfg in cfgs):
+            raise ValueError("shift: the main study's methods must use the softmax link (shift evaluation covers "
+                             "single-label models); drop the shift section or the sigmoid method")
+        try:
+            check_settings(exp.shift, cfgs[0].data)
+        except ValueError as e:
+            raise ValueError(f"shift: {e}") from e
     ml = exp.multilabel
     if ml.methods:
         if not ml.seeds:
@@ -293,13 +311,14 @@ def _reseed(cfg: Any, seed: int, folder: str) -> Any:
 
 
 class _Clock:
-    """Elapsed wall time of an experiment over all its sessions (a killed session counts up to its
-    last tick), kept in ``<runs>/<name>/sessions.json``."""
+    """Elapsed wall time of an experiment over all its sessions, kept in ``<runs>/<name>/sessions.json``:
+    per session its start, its last tick (a killed session counts up to its last tick) and the
+    seconds spent on diagnostics that do not count (the frontier runs)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self.sessions = json.loads(path.read_text()) if path.is_file() else []
-        self.sessions.append({"start": time.time(), "last": time.time()})
+        self.sessions.append({"start": time.time(), "last": time.time(), "excluded": 0.0})
 
     def tick(self) -> None:
         from harness.io import atomic_write_text
@@ -307,10 +326,14 @@ class _Clock:
         self.sessions[-1]["last"] = time.time()
         atomic_write_text(self.path, json.dumps(self.sessions, indent=1))
 
-    def minutes(self) -> "tuple[float, float]":
-        """(all sessions, this session), in minutes."""
-        total = sum(s["last"] - s["start"] for s in self.sessions)
-        return total / 60, (self.sessions[-1]["last"] - self.sessions[-1]["start"]) / 60
+    def exclude(self, seconds: float) -> None:
+        """Leave ``seconds`` of this session out of :meth:`minutes`."""
+        self.sessions[-1]["excluded"] += seconds
+        self.tick()
+
+    def minutes(self) -> float:
+        """Elapsed minutes over all sessions, excluded time left out."""
+        return sum(s["last"] - s["start"] - s.get("excluded", 0.0) for s in self.sessions) / 60
 
 
 def _init_worker(threads: int) -> None:
@@ -391,10 +414,10 @@ def run_experiment(exp: Experiment, progress: Callable[[str], None] = print) -> 
         folders, grids[k] = _choose_temperatures(plans[k], m, s)
         second += [plans[k].configs[f] for f in folders]
     train_runs(second, exp.workers, progress, clock.tick)
-    study_minutes = clock.minutes()[0]  # the frontier runs below are diagnostics, not the study
-    if "frontier" in plans:
-        train_runs(list(plans["frontier"].configs.values()), exp.workers, progress, clock.tick)
-        frontier_minutes = clock.minutes()[0] - study_minutes
+    if "frontier" in plans:  # diagnostics: their time is not the experiment's
+        tic = time.perf_counter()
+        train_runs(list(plans["frontier"].configs.values()), exp.workers, progress)
+        clock.exclude(time.perf_counter() - tic)
     runs, grid_rows = _study_runs(plans["main"], exp.methods, exp.seeds), grids["main"]
 
     tic = time.perf_counter()
@@ -406,6 +429,19 @@ def run_experiment(exp: Experiment, progress: Callable[[str], None] = print) -> 
             ensembles.append(out)
             progress(f"[ensemble] {method} x{size}")
     stages["ensembles"] = time.perf_counter() - tic
+
+    if exp.shift is not None:
+        from harness.shift import average_ensemble, predict_run
+
+        tic = time.perf_counter()
+        for dirs in runs.values():
+            for d in dirs:
+                t0 = time.perf_counter()
+                spec = predict_run(d, exp.shift)
+                progress(f"[shift] {d.name}: {len(spec['sets'])} sets ({time.perf_counter() - t0:.0f} s)")
+        for e in ensembles:
+            average_ensemble(e)
+        stages["shift"] = time.perf_counter() - tic
 
     ml_runs, ml_grid = {}, grids.get("multilabel", [])
     if "multilabel" in plans:
@@ -439,7 +475,7 @@ def run_experiment(exp: Experiment, progress: Callable[[str], None] = print) -> 
     extra["json"]["confusable_pairs"] = [list(p) for p in exp.confusable_pairs]
     times = {study: _run_times(plan) for study, plan in plans.items()}
     clock.tick()
-    elapsed = clock.minutes()[0] - (frontier_minutes if "frontier" in plans else 0.0)
+    elapsed = clock.minutes()
     _merge(extra, time_section(times, {"main": grid_rows, "multilabel": ml_grid}, stages, elapsed,
                                len(clock.sessions), exp.workers))
     tic = time.perf_counter()

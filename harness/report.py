@@ -21,7 +21,7 @@ import numpy as np
 
 from harness import metrics as M
 from harness.ensembles import fit_temperature, scale
-from harness.io import atomic_write_bytes, atomic_write_text
+from harness.io import atomic_write_bytes, atomic_write_text, json_dumps
 from harness.provenance import markdown_header, provenance
 from harness.runs import Predictions, load_heldout, method_name, run_config, run_head, run_summary
 
@@ -219,11 +219,13 @@ def check_name(name: str) -> str:
 
 
 def build(paths: Sequence["str | Path"], name: str, out_root: "str | Path" = "results", covariance: bool = True,
-          top_pairs: int = 10, extra: Optional[dict] = None) -> Path:
+          top_pairs: int = 10, extra: Optional[dict] = None, shift: bool = True) -> Path:
     """Write ``<out_root>/<name>/report.{md,html,json}`` and figures for the given run/ensemble folders.
 
     ``extra`` adds sections: ``{"tables": [(title, header, rows)], "text": [str], "json": {...}}``
-    (the experiment runner puts the downstream table there).
+    (the experiment runner puts the downstream table there). With ``shift``, entries that hold shift
+    predictions (``harness shift``) get the distribution-shift section of :mod:`harness.shift_report`
+    (its figures, tables and text; ``report.json`` key ``shift``).
 
     Raises:
         FileNotFoundError: a path is neither a run nor an ensemble folder.
@@ -276,17 +278,26 @@ def build(paths: Sequence["str | Path"], name: str, out_root: "str | Path" = "re
         cov_png = ranks_png(cov["ranks"], cov["num_classes"], "Figure 2: het right, hom wrong")
         atomic_write_bytes(out / "covariance_ranks.png", cov_png)
 
+    shift_part = None
+    if shift:
+        from harness.shift_report import section
+
+        shift_part = section([(e.label, e.method, e.kind, e.preds.source) for e in entries])
+        for _, fname, png in (shift_part or {}).get("figures", []):
+            atomic_write_bytes(out / fname, png)
+
     extra = extra or {}
     report = {"schema": SCHEMA, "name": name, "provenance": prov, "data": entries[0].data, **extra.get("json", {}),
               "extra_tables": [list(t) for t in extra.get("tables", [])], "notes": list(extra.get("text", [])),
               "num_examples": int(len(ref.index)), "num_classes": len(ref.class_names), "multilabel": multilabel,
               "macro_map_skipped_classes": skipped,
-              "entries": json_entries, "covariance": cov,
+              "entries": json_entries, "covariance": cov, "shift": shift_part["json"] if shift_part else None,
               "figures": {"reliability": [f for _, f, _ in figures],
-                          "covariance_ranks": "covariance_ranks.png" if cov_png else None}}
-    atomic_write_text(out / "report.json", json.dumps(report, indent=1))
-    atomic_write_text(out / "report.md", _markdown(report, rows, cols, figures, cov_png is not None))
-    atomic_write_text(out / "report.html", _html(report, rows, cols, figures, cov_png))
+                          "covariance_ranks": "covariance_ranks.png" if cov_png else None,
+                          "shift": [f for _, f, _ in shift_part["figures"]] if shift_part else []}}
+    atomic_write_text(out / "report.json", json_dumps(report, indent=1))
+    atomic_write_text(out / "report.md", _markdown(report, rows, cols, figures, cov_png is not None, shift_part))
+    atomic_write_text(out / "report.html", _html(report, rows, cols, figures, cov_png, shift_part))
     return out
 
 
@@ -374,7 +385,7 @@ def _label_rule_text(report: dict) -> str:
             "classes (those without a positive label in the evaluation data).")
 
 
-def _markdown(report: dict, rows, cols, figures, has_ranks: bool) -> str:
+def _markdown(report: dict, rows, cols, figures, has_ranks: bool, shift: Optional[dict] = None) -> str:
     lines = [markdown_header(f"Report: {report['name']}", report["provenance"]),
              f"Evaluation data: {report['data']} ({report['num_examples']} examples, {report['num_classes']} classes).",
              "ECE: 15 equal-width bins on the top-label confidence. NLL of the MC-averaged probability for het "
@@ -390,13 +401,20 @@ def _markdown(report: dict, rows, cols, figures, has_ranks: bool) -> str:
     if has_ranks:
         lines += ["## Covariance ranks (paper Figure 2)", "", md_cell(_cov_text(report["covariance"])), "",
                   "![ranks](covariance_ranks.png)", ""]
+    if shift:
+        lines += [f"## {md_cell(shift['title'])}", ""] + [md_cell(t) + "\n" for t in shift["text"]]
+        for title, header, body in shift["tables"]:
+            lines += [f"### {md_cell(title)}", "", "| " + " | ".join(map(md_cell, header)) + " |",
+                      "|" + "---|" * len(header)]
+            lines += ["| " + " | ".join(map(md_cell, r)) + " |" for r in body] + [""]
+        lines += [f"![{md_cell(caption)}]({f})\n" for caption, f, _ in shift["figures"]]
     lines += ["## Reliability diagrams", ""] + [f"![{label}]({f})" for label, f, _ in figures] + [""]
     lines += ["## How each entry was made", ""] + [f"- {e['label']} ({e['source']}): `{e['command'] or 'unknown'}`"
                                                    for e in report["entries"]] + [""]
     return "\n".join(lines)
 
 
-def _html(report: dict, rows, cols, figures, cov_png: Optional[bytes]) -> str:
+def _html(report: dict, rows, cols, figures, cov_png: Optional[bytes], shift: Optional[dict] = None) -> str:
     def img(png: bytes, alt: str) -> str:
         return (f'<figure><img alt="{html.escape(alt)}" src="data:image/png;base64,'
                 f'{base64.b64encode(png).decode()}"><figcaption>{html.escape(alt)}</figcaption></figure>')
@@ -422,6 +440,15 @@ def _html(report: dict, rows, cols, figures, cov_png: Optional[bytes]) -> str:
     if cov_png is not None:
         parts.append(f"<h2>Covariance ranks (paper Figure 2)</h2><p>{html.escape(_cov_text(report['covariance']))}</p>"
                      + img(cov_png, "Figure 2 ranks"))
+    if shift:
+        parts.append(f"<h2>{html.escape(shift['title'])}</h2>"
+                     + "".join(f"<p>{html.escape(t)}</p>" for t in shift["text"]))
+        for title, header, body in shift["tables"]:
+            parts.append(f"<h3>{html.escape(title)}</h3><table><tr>"
+                         + "".join(f"<th>{html.escape(h)}</th>" for h in header) + "</tr>"
+                         + "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in body)
+                         + "</table>")
+        parts += [img(png, caption) for caption, _, png in shift["figures"]]
     parts.append("<h2>Reliability diagrams</h2><div class='grid'>" + "".join(img(p, label) for label, _, p in figures)
                  + "</div>")
     parts.append("<h2>How each entry was made</h2><ul>" + "".join(
