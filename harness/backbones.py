@@ -14,6 +14,7 @@ model (``model.backbone: resnet18_32px``) and ``timm.create_model`` builds them.
 | ``resnet10_32px`` | 1-1-1-1 | 64-128-256-512 | 4.9M |
 | ``resnet18_32px_w32`` | 2-2-2-2 | 32-64-128-256 | 2.8M |
 | ``resnet10_32px_w32`` | 1-1-1-1 | 32-64-128-256 | 1.2M |
+| ``resnet10_32px_w16`` | 1-1-1-1 | 16-32-64-128 | 0.3M |
 
 ``results/bench/upstream.md`` lists their training throughput and accuracy per CPU-minute.
 """
@@ -32,6 +33,7 @@ VARIANTS = {
     "resnet10_32px": ((1, 1, 1, 1), 64),
     "resnet18_32px_w32": ((2, 2, 2, 2), 32),
     "resnet10_32px_w32": ((1, 1, 1, 1), 32),
+    "resnet10_32px_w16": ((1, 1, 1, 1), 16),
 }
 
 

@@ -84,7 +84,9 @@ def load_cases() -> "list[BadInput]":
         sys.path.insert(0, str(HERE))
     for f in sorted(HERE.glob("bad_inputs_*.py")):
         importlib.import_module(f.stem)
-    return CASES
+    # the case files register into the module ``bad_inputs``; run as a script this file is
+    # ``__main__``, a second copy with a registry of its own
+    return importlib.import_module("bad_inputs").CASES
 
 
 def write_table(out: Path = ROOT / "results" / "reliability.md") -> None:

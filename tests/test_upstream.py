@@ -286,6 +286,23 @@ def test_bf16_mixed_precision_and_gradient_accumulation(tmp_path):
     assert np.isfinite(summary["metrics"]["nll"])
 
 
+def test_auto_precision_is_bf16_only_where_native_and_is_recorded(tmp_path, monkeypatch):
+    from harness import precision
+
+    for native, want in ((True, "bf16"), (False, "no")):
+        monkeypatch.setattr(precision, "native_bf16", lambda device_type="cpu", native=native: native)
+        assert precision.resolve("auto", "cpu") == want
+        assert precision.resolve("bf16", "cpu") == "bf16" and precision.resolve("no", "cpu") == "no"
+    with pytest.raises(ValueError, match="unknown mixed precision 'fp8'"):
+        precision.resolve("fp8")
+    monkeypatch.undo()
+    cfg = quick(tmp_path, "digits_hom.yaml", "train.epochs=1", "train.mixed_precision=auto")
+    run_dir = run(cfg, progress=False)
+    want = "bf16" if precision.native_bf16("cpu") else "no"  # this machine's answer, from oneDNN
+    assert json.loads((run_dir / "run.json").read_text())["mixed_precision"] == want
+    assert json.loads((run_dir / "metrics.json").read_text())["mixed_precision"] == want
+
+
 def test_bf16_on_cpu_runs_the_backbone_in_bf16_and_the_head_in_fp32():
     from accelerate import Accelerator
     from accelerate.state import AcceleratorState

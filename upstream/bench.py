@@ -6,12 +6,15 @@ harness loop in four settings, each adding one step to the one before:
 
 1. today's default: fp32, the per-image PIL loader (decode + transform every image, 2 workers);
 2. the array loader (decoded once, cached; whole-batch augmentation as tensor ops);
-3. bf16 autocast for the backbone (the head stays fp32);
+3. ``train.mixed_precision=auto``: bf16 autocast for the backbone where the CPU computes bf16
+   natively (the head stays fp32), fp32 elsewhere (:mod:`harness.precision`);
 4. channels_last activations;
 5. two runs side by side, one thread each (as ``harness run`` trains with ``workers: 2``): the
    images/s of both together;
 
-then the 32 px ResNets of :mod:`harness.backbones` in the fast setting. Every measurement is one
+then the 32 px ResNets of :mod:`harness.backbones` in the fast setting. On a CPU without native
+bf16, bf16 forced on (step 2 + ``train.mixed_precision=bf16``) is measured too, on fewer images (it
+is that much slower), to show what ``auto`` avoids. Every measurement is one
 epoch over ``images`` training images in a fresh process, the loop's own ``train_images_per_sec``
 (training steps only); the settings are measured in turn, ``repeats`` rounds, so a busy machine
 slows all of them alike. Ratios to the default are per round (default of the same round).
@@ -37,6 +40,8 @@ import torch
 import torch.nn.functional as F
 
 from harness.io import atomic_write_text
+from harness.precision import native_bf16
+from harness.precision import resolve as resolve_precision
 from harness.provenance import markdown_header, provenance
 
 CIFAR10N = Path("../shared/data/cifar10n")
@@ -45,12 +50,13 @@ CIFAR10N = Path("../shared/data/cifar10n")
 STEPS = [
     ("default: fp32, PIL loader", ["data.loader=pil", "data.num_workers=2"]),
     ("+ array loader", ["data.loader=array"]),
-    ("+ bf16", ["data.loader=array", "train.mixed_precision=bf16"]),
-    ("+ channels_last", ["data.loader=array", "train.mixed_precision=bf16", "train.channels_last=true"]),
+    ("+ mixed precision auto", ["data.loader=array", "train.mixed_precision=auto"]),
+    ("+ channels_last", ["data.loader=array", "train.mixed_precision=auto", "train.channels_last=true"]),
 ]
 FAST = STEPS[-1][1]
+FORCED_BF16 = "array loader + bf16 forced on"
 #: the 32 px backbones, trained in the fast setting with their own augmentation (pad-4 crop + flip)
-BACKBONES = ["resnet10_32px_w32", "resnet18_32px_w32", "resnet10_32px", "resnet18_32px"]
+BACKBONES = ["resnet10_32px_w16", "resnet10_32px_w32", "resnet18_32px_w32", "resnet10_32px", "resnet18_32px"]
 
 
 def base_overrides(data_path: Path) -> "list[str]":
@@ -190,7 +196,16 @@ def run(images: int = 6400, repeats: int = 3, epochs: int = 2, data_path: Option
     pair = "+ 2 runs side by side, 1 thread each"
     speed: "dict[str, list[float]]" = {name: [] for name in [*settings, pair, "bare loop (default setting)"]}
     throughput = [f"data.limit_train={images}", "data.limit_eval=16", "train.epochs=1"]
+    native = native_bf16("cpu")
+    if not native:  # auto means fp32 here: measure what bf16 would cost, on fewer images
+        speed[FORCED_BF16] = []
+        few = [f"data.limit_train={max(256, images // 16)}", "data.limit_eval=16", "train.epochs=1"]
     for r in range(repeats):
+        if not native:
+            summary = _in_fresh_process(_harness, base + ["data.loader=array", "train.mixed_precision=bf16"] + few,
+                                        str(work_dir / f"bf16_{r}_{time.time_ns()}"))
+            speed[FORCED_BF16].append(summary["train_images_per_sec"])
+            progress(f"round {r + 1}/{repeats} {FORCED_BF16:28s} {speed[FORCED_BF16][-1]:7.1f} images/s")
         for name, ov in settings.items():
             summary = _in_fresh_process(_harness, ov + throughput, str(work_dir / f"speed_{r}_{time.time_ns()}"))
             speed[name].append(summary["train_images_per_sec"])
@@ -206,6 +221,9 @@ def run(images: int = 6400, repeats: int = 3, epochs: int = 2, data_path: Option
         short = ["data.train_split=train45k", f"train.epochs={epochs}", f"train.eval_every={epochs}",
                  "optim.warmup_epochs=0.5"]
         for name, ov in settings.items():
+            if name == STEPS[2][0] and not native:  # auto is fp32 here: the array-loader run, once more
+                accuracy[name] = {**accuracy[STEPS[1][0]], "same_as": STEPS[1][0]}
+                continue
             tic = time.perf_counter()
             summary = _in_fresh_process(_harness, ov + short, str(work_dir / f"accuracy_{time.time_ns()}"))
             wall = time.perf_counter() - tic
@@ -215,6 +233,7 @@ def run(images: int = 6400, repeats: int = 3, epochs: int = 2, data_path: Option
             progress(f"accuracy {name:28s} top-1 {summary['metrics']['top1']:.4f} in {train_min:.1f} min of training")
 
     summary = {"images": images, "repeats": repeats, "epochs": epochs, "data": str(data_path), "speed": speed,
+               "native_bf16": native, "auto_precision": resolve_precision("auto", "cpu"),
                "accuracy": accuracy, "settings": settings, "matmul": _in_fresh_process(matmul_rates)}
     if out is not None:
         _write(Path(out), summary)
@@ -234,10 +253,14 @@ def _write(out: Path, s: dict) -> None:
              f"labels), batch 128, SGD. Throughput: one epoch over {s['images']} training images in a fresh process, "
              f"training steps only, {s['repeats']} rounds with every setting measured once a round (interleaved). "
              "Ratio: to the default measured in the same round; median and range over rounds. Each step adds to "
-             "the row above it. CPU-minutes = wall minutes x 2 cores.", "",
+             "the row above it. CPU-minutes = wall minutes x 2 cores.", "", "", "",
              "| setting | images/s (each round) | median | x default (median, range) |", "|---|---|---|---|"]
     pair = "+ 2 runs side by side, 1 thread each"
-    for name in [n for n, _ in STEPS] + [pair, "bare loop (default setting)"]:
+    auto = "bf16" if s["native_bf16"] else "fp32"
+    lines[-4] = (f"`train.mixed_precision=auto` means {auto} on this CPU (oneDNN reports native bf16: "
+                 f"{'yes' if s['native_bf16'] else 'no'}).")
+    extra = [FORCED_BF16] if FORCED_BF16 in speed else []
+    for name in [n for n, _ in STEPS] + [pair, "bare loop (default setting)"] + extra:
         r = ratios(name)
         lines.append(f"| {name} | {', '.join(f'{v:.0f}' for v in speed[name])} | {statistics.median(speed[name]):.0f} | "
                      f"{statistics.median(r):.2f} ({min(r):.2f}-{max(r):.2f}) |")
@@ -247,13 +270,15 @@ def _write(out: Path, s: dict) -> None:
                   f"(range {min(fast):.2f}-{max(fast):.2f}; one run alone: {statistics.median(single):.2f}x; "
                   f"target >= 4x: {verdict}).", "",
               f"This CPU ({s['matmul']['flags']}): a 2048 x 2048 matmul runs at {s['matmul']['fp32']:.0f} GFLOP/s in "
-              f"fp32 and {s['matmul']['bf16']:.0f} in bf16 ({s['matmul']['bf16'] / s['matmul']['fp32']:.1f}x); the "
-              "training step gains less, as the rows above show: convolutions with few channels and small images, "
-              "batch norm, the optimiser and the fp32 head do not speed up with bf16.", "",
+              f"fp32 and {s['matmul']['bf16']:.0f} in bf16 ({s['matmul']['bf16'] / s['matmul']['fp32']:.2f}x). "
+              + ("The training step gains less, as the rows above show: convolutions with few channels and small "
+                 "images, batch norm, the optimiser and the fp32 head do not speed up with bf16." if s["native_bf16"]
+                 else "Without native bf16, oneDNN emulates it: bf16 is slower than fp32 here, and the bf16 step of "
+                      "the fast path cannot be had on this CPU, so auto trains in fp32."), "",
               "32 px ResNets (`harness.backbones`: 3x3 stride-1 stem, no max-pool) in the fast setting "
-              "(array loader, bf16, channels_last; pad-4 crop + flip, lr 0.1):", "",
+              "(array loader, mixed precision auto, channels_last; pad-4 crop + flip, lr 0.1):", "",
               "| backbone | images/s (each round) | median | x default (median) |", "|---|---|---|---|"]
-    for name in [n for n in speed if n not in dict(STEPS) and n not in (pair, "bare loop (default setting)")]:
+    for name in [n for n in speed if n not in dict(STEPS) and n not in (pair, "bare loop (default setting)", FORCED_BF16)]:
         lines.append(f"| `{name}` | {', '.join(f'{v:.0f}' for v in speed[name])} | {statistics.median(speed[name]):.0f} "
                      f"| {statistics.median(ratios(name)):.2f} |")
     if acc:
@@ -263,6 +288,8 @@ def _write(out: Path, s: dict) -> None:
                   "CPU-minute |", "|---|---|---|---|---|---|"]
         for name, a in acc.items():
             cpu = 2 * a["train_minutes"]
+            if "same_as" in a:
+                name += f" (fp32 here: the run of '{a['same_as']}')"
             lines.append(f"| {name} | {100 * a['top1']:.2f}% | {a['nll']:.4f} | {a['train_minutes']:.1f} | {cpu:.1f} | "
                          f"{100 * a['top1'] / cpu:.2f} |")
     atomic_write_text(out, "\n".join(lines) + "\n")

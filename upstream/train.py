@@ -137,7 +137,9 @@ def run(cfg: UpstreamConfig, progress: bool = True, stop_after_steps: Optional[i
         TrainingDiverged: NaN or infinite loss (the last checkpoint stays intact).
     """
     from accelerate import Accelerator
-    from accelerate.state import AcceleratorState
+    from accelerate.state import AcceleratorState, PartialState
+
+    from harness.precision import resolve as resolve_precision
 
     validate(cfg)
     run_dir = Path(cfg.run_dir())
@@ -146,11 +148,12 @@ def run(cfg: UpstreamConfig, progress: bool = True, stop_after_steps: Optional[i
     # a previous run in this process leaves accelerate's global state behind (and with it its mixed
     # precision); drop that part, keeping the distributed environment
     AcceleratorState._reset_state(reset_partial_state=False)
-    accelerator = Accelerator(mixed_precision=cfg.train.mixed_precision,
+    precision = resolve_precision(cfg.train.mixed_precision, PartialState().device.type)
+    accelerator = Accelerator(mixed_precision=precision,
                               gradient_accumulation_steps=cfg.train.grad_accum_steps,
                               log_with="tensorboard", project_dir=str(run_dir))
     main = accelerator.is_main_process
-    if cfg.train.mixed_precision == "fp16" and accelerator.device.type == "cpu":
+    if precision == "fp16" and accelerator.device.type == "cpu":
         raise ValueError("train.mixed_precision=fp16 does not run on a CPU (accelerate silently trains in fp32 "
                          "there): use bf16 on CPUs")
     if status == "done":
@@ -250,7 +253,7 @@ def _train(cfg: UpstreamConfig, run_dir: Path, config_yaml: str, status: str, ac
         meta = {**provenance(), "config": to_dict(cfg), "train_data": train_base.description,
                 "eval_data": eval_base.description, "num_train": len(train_base), "num_eval": len(eval_base),
                 "class_names": train_base.class_names, "label_noise": noise_info,
-                "num_processes": accelerator.num_processes}
+                "num_processes": accelerator.num_processes, "mixed_precision": accelerator.mixed_precision}
         atomic_write_text(run_dir / "run.json", json_dumps(meta, indent=1))
     accelerator.init_trackers("tb", config={"name": cfg.name, "seed": cfg.seed})
 
@@ -346,7 +349,7 @@ def _train(cfg: UpstreamConfig, run_dir: Path, config_yaml: str, status: str, ac
                    "steps": step, "train_images_per_sec": timing["train_images"] / max(timing["train_seconds"], 1e-9),
                    "train_seconds": timing["train_seconds"], "train_images": timing["train_images"],
                    "wall_seconds": timing["wall_seconds"] + time.perf_counter() - session_start,
-                   "threads": torch.get_num_threads(),
+                   "threads": torch.get_num_threads(), "mixed_precision": accelerator.mixed_precision,
                    "eval_data": eval_base.description, "train_data": train_base.description,
                    "label_noise": noise_info, **provenance()}
         atomic_write_text(run_dir / "metrics.json", json_dumps(summary, indent=1))
