@@ -67,9 +67,13 @@ def ensemble(members, more, out, name, from_checkpoints, eval_data, device) -> N
 
     try:
         spec = build_ensemble(members, out, from_checkpoints, evaluate if from_checkpoints else None)
-        shifted = ensemble_sets(out)  # the members' shift predictions, averaged like the rest
     except (ValueError, FileNotFoundError) as e:
         raise click.ClickException(str(e)) from e
+    try:
+        shifted = ensemble_sets(out)  # the members' shift predictions, averaged like the rest
+    except (ValueError, OSError) as e:  # the ensemble itself is built; only its shift sets are missing
+        shifted = None
+        click.echo(f"warning: the ensemble is built, but its shift sets are not: {e}", err=True)
     s = spec["summary"]
     for key, vals in (("member mean", s["member_mean"]), ("ensemble", s["ensemble"])):
         click.echo(f"{key:12s} " + ", ".join(f"{k} {v:.4f}" for k, v in vals.items()))

@@ -557,7 +557,8 @@ def frontier_section(plan: _Plan, chosen: Path, exp: Experiment) -> dict:
                 acc: m["metrics"][acc], "nll": m["metrics"].get("nll", m["metrics"].get("sigmoid_nll")),
                 "heldout_nll": (m.get("heldout_metrics") or {}).get("nll"), "run": str(d)}
 
-    rows = [row(f"this study's schedule (chosen): {' '.join(exp.upstream_overrides)}", chosen)]
+    rows = [row("this study's schedule (chosen)" + (f": {' '.join(exp.upstream_overrides)}"
+                                                      if exp.upstream_overrides else ""), chosen)]
     rows += [row(name, Path(cfg.output_dir)) for name, cfg in plan.configs.items()]
     rows.sort(key=lambda r: r["cpu_minutes"])
     acc = "top1" if "top1" in rows[0] else "prec@1"

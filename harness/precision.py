@@ -16,15 +16,16 @@ CHOICES = ("no", "fp16", "bf16", "auto")
 
 def native_bf16(device_type: str = "cpu") -> bool:
     """True if ``device_type`` (``cpu``, ``cuda``, ...) computes bf16 natively: for CUDA,
-    ``torch.cuda.is_bf16_supported()``; for a CPU, oneDNN's bf16 check
-    (``torch.ops.mkldnn._is_mkldnn_bf16_supported``: AVX512 with BF16 or AMX); other devices
-    (TPU/XLA, MPS) are taken to have it."""
+    ``torch.cuda.is_bf16_supported()``; for a CPU,
+    ``torch.cpu._is_avx512_bf16_supported()`` or ``torch.cpu._is_amx_tile_supported()`` (the CPU
+    instructions AVX512-BF16 or AMX; oneDNN's own bf16 check also accepts plain AVX512, where bf16 is
+    emulated); other devices (TPU/XLA, MPS) are taken to have it."""
     if device_type == "cuda":
         return bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported())
     if device_type == "cpu":
         try:
-            return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
-        except (AttributeError, RuntimeError):  # a torch build without oneDNN
+            return bool(torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported())
+        except (AttributeError, RuntimeError):  # an older torch without these checks
             return False
     return True
 

@@ -379,7 +379,9 @@ def predict_run(run_dir: "str | Path", settings: ShiftSettings, progress: Callab
     model = load_model(run_dir / "model.pt").eval().to(device)
     if train.get("channels_last"):
         model = model.to(memory_format=torch.channels_last)
-    bf16 = device == "cpu" and resolve_precision(train.get("mixed_precision", "no"), "cpu") == "bf16"
+    # the precision the run trained in (metrics.json), else its setting resolved on this machine
+    used = (_read_json(run_dir / "metrics.json") or {}).get("mixed_precision")
+    bf16 = device == "cpu" and (used or resolve_precision(train.get("mixed_precision", "no"), "cpu")) == "bf16"
     for n, (name, s) in enumerate(todo, 1):
         if s["kind"] == "clean":
             images, index, y = clean, rows, targets
@@ -433,11 +435,12 @@ def average_ensemble(ens_dir: "str | Path", progress: Callable[[str], None] = la
         specs.append(spec)
     ref = specs[0]
     for m, s in zip(members[1:], specs[1:]):
-        for k in ("split", "rows", "seed", "view", "package"):
+        for k in ("split", "data", "rows", "seed", "view", "package"):
             if s["key"][k] != ref["key"][k]:
                 raise ValueError(f"ensemble member {m} was evaluated under shift with another {k} ({s['key'][k]} vs "
                                  f"{ref['key'][k]}): run harness shift on all members with the same settings")
-    names = [n for n in ref.get("order", ref["sets"]) if all(s["sets"].get(n) == ref["sets"].get(n) for s in specs)]
+    names = [n for n in ref.get("order", ref["sets"])
+             if n in ref["sets"] and all(s["sets"].get(n) == ref["sets"][n] for s in specs)]
     out = ens_dir / "shift"
     done = {}
     for name in names:

@@ -55,14 +55,14 @@ def entry_results(folder: "str | Path") -> Optional[dict]:
         ``sets`` {set: {top1, nll, ece, aurc}} (clean and corrupted), ``ood`` {OOD set: {score:
         {auroc, aupr_in, aupr_out, fpr95}}}, ``mean_corrupted`` {top1, nll, ece, aurc},
         ``by_severity`` {severity: {top1, nll, ece, aurc}}, ``curves`` (risk-coverage arrays of
-        the clean subset and of the pooled corrupted sets), ``index`` of the clean subset, the
-        spec of the folder's ``shift.json``.
+        the clean subset and of the pooled corrupted sets), ``selective`` {set: (confidence [N],
+        correct [N])}, ``index`` of the clean subset, the spec of the folder's ``shift.json``.
     """
     loaded = load_sets(folder)
     if loaded is None or CLEAN not in loaded[1]:
         return None
     spec, sets = loaded
-    res: dict = {"sets": {}, "ood": {}, "spec": spec}
+    res: dict = {"sets": {}, "ood": {}, "spec": spec, "selective": {}}
     pooled_conf, pooled_correct = [], []
     for name, (preds, _) in sets.items():
         if name.startswith(OOD_PREFIX):
@@ -71,6 +71,7 @@ def entry_results(folder: "str | Path") -> Optional[dict]:
         lp = preds.log_probs()
         conf, correct = np.exp(lp.max(1)), (lp.argmax(1) == preds.targets)
         res["sets"][name] = {"top1": m["top1"], "nll": m["nll"], "ece": m["ece"], "aurc": O.aurc(conf, correct)}
+        res["selective"][name] = (conf, correct)
         if name == CLEAN:
             res["curves"] = {"clean": O.risk_coverage(conf, correct)}
             res["index"] = preds.index
@@ -167,7 +168,8 @@ def risk_coverage_figure(groups: "list[dict]"):
     import matplotlib.pyplot as plt
 
     colors = plt.get_cmap("tab10").colors
-    panels = ["clean"] + (["corrupted"] if "corrupted" in groups[0]["members"][0]["results"]["curves"] else [])
+    pooled = all("corrupted" in m["results"]["curves"] for g in groups for m in g["members"])
+    panels = ["clean"] + (["corrupted"] if pooled else [])
     fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 4.2), squeeze=False)
     for ax, panel in zip(axes[0], panels):
         for gi, g in enumerate(groups):
@@ -252,7 +254,16 @@ def section(items: Sequence["tuple[str, str, str, str | Path]"]) -> Optional[dic
     severities = sorted({_severity(n) for n in names if n != CLEAN})
     corruptions = [c for c in dict.fromkeys(n.rsplit("-", 1)[0] for n in names if n != CLEAN)
                    if all(f"{c}-{s}" in names for s in severities)]
+    if not corruptions:  # no corruption was evaluated at every severity by every entry
+        severities = []
     pairs = [(c, s) for c in corruptions for s in severities]
+    for it in results:  # pooled risk-coverage over the sets every entry has, as in the tables
+        r = it["results"]
+        r["curves"].pop("corrupted", None)
+        if pairs:
+            sel = [r["selective"][f"{c}-{s}"] for c, s in pairs]
+            r["curves"]["corrupted"] = O.risk_coverage(np.concatenate([c for c, _ in sel]),
+                                                       np.concatenate([k for _, k in sel]))
     ood_names = [n for n in ref["ood"] if all(n in it["results"]["ood"] for it in results)]
     spec, settings = ref["spec"], ref["spec"].get("settings", {})
     groups = _groups(results)

@@ -49,5 +49,5 @@ def test_bench_upstream_table_reports_ratios_per_round_and_the_verdict(tmp_path)
     text = (tmp_path / "upstream.md").read_text()
     assert "**4.00x** the default's training throughput (range 3.50-4.50" in text and "target >= 4x: met" in text
     assert "| array loader + bf16 forced on | 10, 20 | 15 | 0.10 (0.10-0.10) |" in text
-    assert "means fp32 on this CPU" in text and "bf16 is slower than fp32 here" in text
+    assert "means fp32 on this CPU" in text and "it is slower than fp32 here" in text
     assert "| resnet10_32px_w16 | 50.00% | 1.5000 | 2.5 | 5.0 | 10.00 |" in text

@@ -169,6 +169,36 @@ def test_ensembles_average_the_members_sets_and_the_report_shows_them(digits_run
     assert res.exit_code == 0 and json.loads((tmp_path / "n" / "report.json").read_text())["shift"] is None
 
 
+def test_report_and_ensembles_use_only_the_sets_every_entry_has(digits_runs, tmp_path):
+    import shutil
+
+    from harness.shift import average_ensemble
+    from harness.shift_report import section
+
+    _, dirs = digits_runs
+    for d in dirs.values():
+        predict_run(d, SETTINGS)
+    parts = []
+    for i in range(2):  # copies of the het run whose shift evaluation was killed after the clean set
+        part = tmp_path / f"het_part{i}"
+        shutil.copytree(dirs["het"], part)
+        spec = json.loads((part / "shift" / "shift.json").read_text())
+        spec["sets"] = {"clean": spec["sets"]["clean"]}  # 'order' still lists every planned set
+        (part / "shift" / "shift.json").write_text(json.dumps(spec))
+        for n in ("gaussian_noise-1", "gaussian_noise-5", "ood-gaussian", "ood-blobs"):
+            shutil.rmtree(part / "shift" / n)
+        parts.append(part)
+    out = section([("hom", "hom", "single", dirs["hom"]), ("part", "het", "single", parts[0])])
+    assert out["json"]["corruptions"] == [] and out["json"]["severities"] == [] and out["json"]["ood_sets"] == []
+    assert [f for _, f, _ in out["figures"]] == ["shift_risk_coverage.png"]  # no corrupted panel, no crash
+    full = section([("hom", "hom", "single", dirs["hom"]), ("het", "het", "single", dirs["het"])])
+    assert full["json"]["severities"] == [1, 5] and "shift_severity.png" in full["json"]["figures"]
+    ens = tmp_path / "ens"
+    ens.mkdir()
+    (ens / "ensemble.json").write_text(json.dumps({"members": [str(p) for p in parts]}))
+    assert average_ensemble(ens)["order"] == ["clean"]  # the sets neither member finished are left out
+
+
 def test_shift_command_on_run_and_ensemble_folders(digits_runs, tmp_path):
     import shutil
 

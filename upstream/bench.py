@@ -253,12 +253,11 @@ def _write(out: Path, s: dict) -> None:
              f"labels), batch 128, SGD. Throughput: one epoch over {s['images']} training images in a fresh process, "
              f"training steps only, {s['repeats']} rounds with every setting measured once a round (interleaved). "
              "Ratio: to the default measured in the same round; median and range over rounds. Each step adds to "
-             "the row above it. CPU-minutes = wall minutes x 2 cores.", "", "", "",
+             "the row above it. CPU-minutes = wall minutes x 2 cores.", "",
+             f"`train.mixed_precision=auto` means {'bf16' if s['native_bf16'] else 'fp32'} on this CPU (native bf16, "
+             f"AVX512-BF16 or AMX: {'yes' if s['native_bf16'] else 'no'}).", "",
              "| setting | images/s (each round) | median | x default (median, range) |", "|---|---|---|---|"]
     pair = "+ 2 runs side by side, 1 thread each"
-    auto = "bf16" if s["native_bf16"] else "fp32"
-    lines[-4] = (f"`train.mixed_precision=auto` means {auto} on this CPU (oneDNN reports native bf16: "
-                 f"{'yes' if s['native_bf16'] else 'no'}).")
     extra = [FORCED_BF16] if FORCED_BF16 in speed else []
     for name in [n for n, _ in STEPS] + [pair, "bare loop (default setting)"] + extra:
         r = ratios(name)
@@ -273,7 +272,7 @@ def _write(out: Path, s: dict) -> None:
               f"fp32 and {s['matmul']['bf16']:.0f} in bf16 ({s['matmul']['bf16'] / s['matmul']['fp32']:.2f}x). "
               + ("The training step gains less, as the rows above show: convolutions with few channels and small "
                  "images, batch norm, the optimiser and the fp32 head do not speed up with bf16." if s["native_bf16"]
-                 else "Without native bf16, oneDNN emulates it: bf16 is slower than fp32 here, and the bf16 step of "
+                 else "Without native bf16, bf16 is emulated: it is slower than fp32 here, and the bf16 step of "
                       "the fast path cannot be had on this CPU, so auto trains in fp32."), "",
               "32 px ResNets (`harness.backbones`: 3x3 stride-1 stem, no max-pool) in the fast setting "
               "(array loader, mixed precision auto, channels_last; pad-4 crop + flip, lr 0.1):", "",
