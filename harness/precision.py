@@ -30,6 +30,21 @@ def native_bf16(device_type: str = "cpu") -> bool:
     return True
 
 
+def device_type() -> str:
+    """The device type accelerate will train on, found without creating accelerate's state (which
+    must be created once, by the ``Accelerator``, for distributed runs): ``cuda``, ``xla`` (torch_xla
+    installed), ``mps`` or ``cpu``."""
+    import importlib.util
+
+    if torch.cuda.is_available():
+        return "cuda"
+    if importlib.util.find_spec("torch_xla") is not None:
+        return "xla"
+    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+        return "mps"
+    return "cpu"
+
+
 def resolve(setting: str, device_type: str = "cpu") -> str:
     """The precision to use for ``train.mixed_precision`` = ``setting`` on ``device_type``: ``auto``
     becomes ``bf16`` where :func:`native_bf16` holds, else ``no`` (fp32); other values are returned

@@ -137,8 +137,9 @@ def run(cfg: UpstreamConfig, progress: bool = True, stop_after_steps: Optional[i
         TrainingDiverged: NaN or infinite loss (the last checkpoint stays intact).
     """
     from accelerate import Accelerator
-    from accelerate.state import AcceleratorState, PartialState
+    from accelerate.state import AcceleratorState
 
+    from harness.precision import device_type
     from harness.precision import resolve as resolve_precision
 
     validate(cfg)
@@ -148,7 +149,7 @@ def run(cfg: UpstreamConfig, progress: bool = True, stop_after_steps: Optional[i
     # a previous run in this process leaves accelerate's global state behind (and with it its mixed
     # precision); drop that part, keeping the distributed environment
     AcceleratorState._reset_state(reset_partial_state=False)
-    precision = resolve_precision(cfg.train.mixed_precision, PartialState().device.type)
+    precision = resolve_precision(cfg.train.mixed_precision, device_type())
     accelerator = Accelerator(mixed_precision=precision,
                               gradient_accumulation_steps=cfg.train.grad_accum_steps,
                               log_with="tensorboard", project_dir=str(run_dir))
