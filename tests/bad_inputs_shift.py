@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 import numpy as np
-from bad_inputs import bad_input
+from bad_inputs import bad_input, bad_settings
 
 
 def _run(folder: str, model: bool = True, link: str = "softmax", image_size: int = 32) -> Path:
@@ -37,23 +37,25 @@ def _shift(*args: str) -> None:
     main(["shift", *args], standalone_mode=False)
 
 
-@bad_input("shift", "an unknown corruption name (harness shift --corruptions fros)", click.ClickException,
-           match=r"unknown corruption 'fros': use all, a family \(noise, blur, weather, digital\) or one of "
-                 r"gaussian_noise")
-def _unknown_corruption(tmp_path):
-    _shift("--members", str(_run("a")), "--corruptions", "gaussian_noise,fros")
+def _options(tmp_path, options):
+    """``harness shift --members RUN OPTION VALUE`` on a finished run."""
+    _shift("--members", str(_run("a")), *options)
 
 
-@bad_input("shift", "a severity outside 1-5 (harness shift --severities 3-6)", click.ClickException,
-           match=r"corruption severity 6 is not one of 1, 2, 3, 4, 5.*give severities between 1 and 5")
-def _severity_range(tmp_path):
-    _shift("--members", str(_run("a")), "--severities", "3-6")
-
-
-@bad_input("shift", "severities that are not numbers (harness shift --severities high)", click.BadParameter,
-           match=r"'high': give severities as 1-5 or 1,3,5")
-def _severity_text(tmp_path):
-    _shift("--members", str(_run("a")), "--severities", "high")
+# BadParameter (malformed option values) is a ClickException too; the table shows the type raised
+bad_settings("shift", "{}", _options, [
+    ("an unknown corruption name (harness shift --corruptions fros)", ("--corruptions", "gaussian_noise,fros"),
+     r"unknown corruption 'fros': use all, a family \(noise, blur, weather, digital\) or one of gaussian_noise"),
+    ("a severity outside 1-5 (harness shift --severities 3-6)", ("--severities", "3-6"),
+     r"corruption severity 6 is not one of 1, 2, 3, 4, 5.*give severities between 1 and 5"),
+    ("severities that are not numbers (harness shift --severities high)", ("--severities", "high"),
+     r"'high': give severities as 1-5 or 1,3,5"),
+    ("an unknown built-in OOD set (--ood svhn)", ("--ood", "svhn"),
+     r"unknown built-in OOD set 'svhn': use gaussian or blobs, or give a data source, "
+     r"e\.g\. svhn:source=image_folder"),
+    ("an OOD set spec that is not key=value (--ood x:source)", ("--ood", "x:source"),
+     r"'source' is not key=value; write e\.g\. x:source=image_folder,path=/data/ood,split=test"),
+], error=click.ClickException)
 
 
 @bad_input("shift", "a member folder without model.pt (an unfinished run)", click.ClickException,
@@ -79,19 +81,6 @@ def _sigmoid(tmp_path):
            match=r"data\.image_size 16 is below the 32 px the corruptions need")
 def _small_images(tmp_path):
     _shift("--members", str(_run("a", image_size=16)), "--corruptions", "frost")
-
-
-@bad_input("shift", "an unknown built-in OOD set (--ood svhn)", click.ClickException,
-           match=r"unknown built-in OOD set 'svhn': use gaussian or blobs, or give a data source, e\.g\. "
-                 r"svhn:source=image_folder")
-def _unknown_ood(tmp_path):
-    _shift("--members", str(_run("a")), "--ood", "svhn")
-
-
-@bad_input("shift", "an OOD set spec that is not key=value (--ood x:source)", click.ClickException,
-           match=r"'source' is not key=value; write e\.g\. x:source=image_folder,path=/data/ood,split=test")
-def _ood_pairs(tmp_path):
-    _shift("--members", str(_run("a")), "--ood", "x:source")
 
 
 @bad_input("shift", "an OOD set at another image size than the model's (image_size=64)", click.ClickException,

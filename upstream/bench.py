@@ -261,7 +261,8 @@ def _write(out: Path, s: dict) -> None:
     extra = [FORCED_BF16] if FORCED_BF16 in speed else []
     for name in [n for n, _ in STEPS] + [pair, "bare loop (default setting)"] + extra:
         r = ratios(name)
-        lines.append(f"| {name} | {', '.join(f'{v:.0f}' for v in speed[name])} | {statistics.median(speed[name]):.0f} | "
+        each = ", ".join(f"{v:.0f}" for v in speed[name])
+        lines.append(f"| {name} | {each} | {statistics.median(speed[name]):.0f} | "
                      f"{statistics.median(r):.2f} ({min(r):.2f}-{max(r):.2f}) |")
     fast, single = ratios(pair), ratios(STEPS[-1][0])
     verdict = "met" if statistics.median(fast) >= 4 else "not met"
@@ -277,8 +278,10 @@ def _write(out: Path, s: dict) -> None:
               "32 px ResNets (`harness.backbones`: 3x3 stride-1 stem, no max-pool) in the fast setting "
               "(array loader, mixed precision auto, channels_last; pad-4 crop + flip, lr 0.1):", "",
               "| backbone | images/s (each round) | median | x default (median) |", "|---|---|---|---|"]
-    for name in [n for n in speed if n not in dict(STEPS) and n not in (pair, "bare loop (default setting)", FORCED_BF16)]:
-        lines.append(f"| `{name}` | {', '.join(f'{v:.0f}' for v in speed[name])} | {statistics.median(speed[name]):.0f} "
+    not_backbones = (*dict(STEPS), pair, "bare loop (default setting)", FORCED_BF16)
+    for name in [n for n in speed if n not in not_backbones]:
+        each = ", ".join(f"{v:.0f}" for v in speed[name])
+        lines.append(f"| `{name}` | {each} | {statistics.median(speed[name]):.0f} "
                      f"| {statistics.median(ratios(name)):.2f} |")
     if acc:
         lines += ["", f"Short runs: {s['epochs']} epochs over the 45,000 `train45k` images (worse labels), cosine "
