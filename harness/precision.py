@@ -3,7 +3,7 @@
 bf16 autocast is fast only where the hardware computes bf16: on a CPU with AVX512-BF16 or AMX
 (recent Xeons, AMD Zen 4) a bf16 matmul runs several times faster than fp32, but on a CPU without
 them (AVX2 only, e.g. AMD EPYC Zen 3) oneDNN emulates bf16 and a training step of a 32 px ResNet
-ran about 10x *slower* than in fp32 (``harness bench upstream`` measures both on the machine at
+ran 10-50x *slower* than in fp32 (``harness bench upstream`` measures both on the machine at
 hand). ``auto`` therefore means bf16 where it is native and fp32 elsewhere.
 """
 

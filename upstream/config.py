@@ -76,7 +76,7 @@ class TrainSection:
         mixed_precision: ``no``, ``fp16``, ``bf16`` (accelerate: autocast on GPUs and on CPUs) or
             ``auto``: bf16 where the device computes it natively (a GPU with bf16, a CPU with
             AVX512-BF16 or AMX), else fp32 (``no``): on a CPU without native bf16,
-            bf16 autocast trains about 10x *slower* than fp32 (measured on an AVX2 AMD EPYC). The
+            bf16 autocast trains 10-50x *slower* than fp32 (measured on an AVX2 AMD EPYC). The
             precision used is recorded in ``run.json`` and ``metrics.json``. The HET head always
             runs in fp32.
         channels_last: keep activations in NHWC order (faster convolutions on CPUs and tensor cores).
