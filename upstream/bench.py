@@ -269,8 +269,8 @@ def _write(out: Path, s: dict) -> None:
     lines += ["", f"All steps together: **{statistics.median(fast):.2f}x** the default's training throughput "
                   f"(range {min(fast):.2f}-{max(fast):.2f}; one run alone: {statistics.median(single):.2f}x; "
                   f"target >= 4x: {verdict}).", "",
-              f"This CPU ({s['matmul']['flags']}): a 2048 x 2048 matmul runs at {s['matmul']['fp32']:.0f} GFLOP/s in "
-              f"fp32 and {s['matmul']['bf16']:.0f} in bf16 ({s['matmul']['bf16'] / s['matmul']['fp32']:.2f}x). "
+              f"This CPU ({s['matmul']['flags']}): a 2048 x 2048 matmul runs at {s['matmul']['fp32']:.3g} GFLOP/s in "
+              f"fp32 and {s['matmul']['bf16']:.3g} in bf16 ({s['matmul']['bf16'] / s['matmul']['fp32']:.2f}x). "
               + ("The training step gains less, as the rows above show: convolutions with few channels and small "
                  "images, batch norm, the optimiser and the fp32 head do not speed up with bf16." if s["native_bf16"]
                  else "Without native bf16, bf16 is emulated: it is slower than fp32 here, and the bf16 step of "
