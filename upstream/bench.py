@@ -41,7 +41,6 @@ import torch.nn.functional as F
 
 from harness.io import atomic_write_text
 from harness.precision import native_bf16
-from harness.precision import resolve as resolve_precision
 from harness.provenance import markdown_header, provenance
 
 CIFAR10N = Path("../shared/data/cifar10n")
@@ -233,7 +232,7 @@ def run(images: int = 6400, repeats: int = 3, epochs: int = 2, data_path: Option
             progress(f"accuracy {name:28s} top-1 {summary['metrics']['top1']:.4f} in {train_min:.1f} min of training")
 
     summary = {"images": images, "repeats": repeats, "epochs": epochs, "data": str(data_path), "speed": speed,
-               "native_bf16": native, "auto_precision": resolve_precision("auto", "cpu"),
+               "native_bf16": native,
                "accuracy": accuracy, "settings": settings, "matmul": _in_fresh_process(matmul_rates)}
     if out is not None:
         _write(Path(out), summary)
