@@ -245,12 +245,6 @@ def ood_images(name: str, keys: "Dict[str, str]", run_data: Any, n: int, seed: i
 
 
 # ------------------------------------------------------------------------------- prediction
-def _file_digest(path: Path) -> str:
-    from harness.data.cache import file_digest
-
-    return file_digest(path)
-
-
 def _spec_key(spec: dict) -> str:
     return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
 
@@ -338,6 +332,7 @@ def predict_run(run_dir: "str | Path", settings: ShiftSettings, progress: Callab
     import torch
 
     from harness.corruptions import corrupted, package_version
+    from harness.data.cache import file_digest
     from harness.data.sources import build_split
     from harness.io import atomic_write_text, json_dumps
     from harness.models import load_model
@@ -350,7 +345,7 @@ def predict_run(run_dir: "str | Path", settings: ShiftSettings, progress: Callab
     split = settings.split or data.eval_split
     base = build_split(data, split)
     rows = subset_rows(len(base), settings.examples, settings.seed)
-    key = {"model": _file_digest(run_dir / "model.pt"), "split": split, "data": base.description,
+    key = {"model": file_digest(run_dir / "model.pt"), "split": split, "data": base.description,
            "rows": hashlib.sha256(rows.tobytes()).hexdigest()[:16], "view": [data.image_size, data.eval_resize],
            "seed": settings.seed, "package": package_version()}
     out = run_dir / "shift"
