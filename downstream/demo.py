@@ -16,24 +16,31 @@ generated deterministically from its split and index.
 
 from __future__ import annotations
 
+import functools
+from typing import Any
+
 import numpy as np
 from PIL import Image
 
 from downstream.tasks import SPLITS, Task
+from harness.data.cache import as_rgb
 from harness.data.sources import ImageDataset
 
 DEMO_TEST_SIZE = 500
 
 
+@functools.lru_cache(maxsize=2)
 def _digits(part: str) -> "tuple[np.ndarray, np.ndarray]":
-    """Digit images (uint8 8x8) and labels: ``fit`` half (train/val) or ``test`` half."""
+    """Digit images (uint8 8x8) and labels: ``fit`` half (train/val) or ``test`` half (cached: read-only)."""
     from sklearn.datasets import load_digits
 
     d = load_digits()
     order = np.random.default_rng(0).permutation(len(d.target))
     half = len(order) // 2
     idx = order[:half] if part == "fit" else order[half:]
-    return np.clip(d.images[idx] * (255 / 16), 0, 255).astype(np.uint8), d.target[idx].astype(np.int64)
+    images, labels = np.clip(d.images[idx] * (255 / 16), 0, 255).astype(np.uint8), d.target[idx].astype(np.int64)
+    images.flags.writeable = labels.flags.writeable = False
+    return images, labels
 
 
 def _make(kind: str, rng: np.random.Generator, images: np.ndarray, labels: np.ndarray) -> "tuple[np.ndarray, int]":
@@ -63,6 +70,10 @@ class _Generated:
 
     def __call__(self, i: int) -> Image.Image:
         return Image.fromarray(self.pixels[i])
+
+    def array(self, cache_dir: Any = None) -> np.ndarray:
+        """All images, ``[N, H, W, 3]`` uint8 (see :meth:`harness.data.sources.ImageDataset.pixels`)."""
+        return as_rgb(np.stack(self.pixels))
 
 
 def demo_split(task: Task, split: str) -> ImageDataset:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Optional
 
 import numpy as np
 import torch
@@ -58,6 +58,8 @@ class FinetuneConfig:
             a number forces it (0 = off).
         lr_batch: if set, ``lr`` is the rate for that batch size and scales linearly to
             ``batch_size`` (BiT: 0.003 at 512, so 0.00075 at 128).
+        channels_last: NHWC activations (faster convolutions on CPUs and tensor cores; the same
+            result up to float rounding).
     """
 
     @property
@@ -76,6 +78,7 @@ class FinetuneConfig:
     schedule: str = "staircase"
     mixup_alpha: Optional[float] = None
     lr_batch: Optional[int] = None
+    channels_last: bool = False
 
 
 def bit_resolution(image_size: "tuple[int, int]") -> "tuple[int, int]":
@@ -163,6 +166,31 @@ def transforms(flip: bool, crop: bool, resize: int, size: int) -> "tuple[v2.Comp
     return v2.Compose(train + tail), v2.Compose([v2.Resize((size, size), antialias=True)] + tail)
 
 
+def _views(data: ImageDataset, train: bool, flip: bool, crop: bool, resize: int, size: int, batch_size: int,
+           seed: int) -> "tuple[torch.utils.data.DataLoader, Any, Optional[EpochSampler]]":
+    """``(loader, dataset, sampler)`` of the fine-tuning view (:func:`transforms`) of ``data``.
+
+    Images held in one array (the DEMO tasks) and only ever upsampled (no side above ``size``) are
+    augmented a whole batch at a time (:class:`~harness.data.batched.BatchAugment` with ``resize``:
+    the same views, bilinear, equal to PIL's up to its uint8 rounding); others image by image with
+    torchvision. Either way the augmentation of example i in epoch e depends on (seed, e, i) only.
+    """
+    from harness.data.batched import ArrayBatches, BatchAugment, batch_loader
+
+    sampler = EpochSampler(len(data), seed) if train else None
+    pixels = data.pixels()
+    if pixels is not None and max(pixels.shape[1:3]) <= size:
+        augment = (BatchAugment(size, resize=resize if crop else size, hflip=flip) if train
+                   else BatchAugment(size, resize=size, hflip=False))
+        ds = ArrayBatches(data, pixels, augment, seed=seed)
+        return batch_loader(ds, batch_size, sampler, drop_last=train and len(ds) >= batch_size), ds, sampler
+    train_tf, eval_tf = transforms(flip, crop, resize, size)
+    ds = TransformedDataset(data, train_tf, seed=seed) if train else TransformedDataset(data, eval_tf)
+    loader = torch.utils.data.DataLoader(ds, batch_size, sampler=sampler, shuffle=False,
+                                         drop_last=train and len(ds) >= batch_size)
+    return loader, ds, sampler
+
+
 def transfer_model(upstream: "str | Classifier", num_classes: int) -> Classifier:
     """The upstream model with its whole head replaced by a zero-initialised linear softmax head.
 
@@ -190,14 +218,12 @@ def finetune(upstream: "str | Classifier", train: ImageDataset, test: ImageDatas
         raise ValueError(f"lr must be > 0, got lr={cfg.lr}")
     steps = resolved_steps(cfg, len(train))
     torch.manual_seed(cfg.seed)
-    model = transfer_model(upstream, train.num_classes).to(cfg.device)
+    memory_format = torch.channels_last if cfg.channels_last else torch.contiguous_format
+    model = transfer_model(upstream, train.num_classes).to(cfg.device, memory_format=memory_format)
     resize, size = cfg.resolution or bit_resolution(train[0][0].size)
-    train_tf, eval_tf = transforms(flip, crop, resize, size)
     micro = min(cfg.micro_batch, cfg.batch_size)
     accum = max(1, math.ceil(cfg.batch_size / micro))
-    ds = TransformedDataset(train, train_tf, seed=cfg.seed)
-    sampler = EpochSampler(len(ds), cfg.seed)
-    loader = torch.utils.data.DataLoader(ds, micro, sampler=sampler, drop_last=len(ds) >= micro)
+    loader, ds, sampler = _views(train, True, flip, crop, resize, size, micro, cfg.seed)
     opt = torch.optim.SGD(model.parameters(), lr=cfg.effective_lr, momentum=0.9, weight_decay=0.0)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_schedule(steps, cfg.schedule, len(train)))
     alpha = mixup_alpha(len(train), cfg.mixup_alpha)
@@ -208,7 +234,7 @@ def finetune(upstream: "str | Classifier", train: ImageDataset, test: ImageDatas
         sampler.use_epoch(epoch)
         ds.use_epoch(epoch)
         for x, y, _ in loader:
-            x, y = x.to(cfg.device), y.to(cfg.device)
+            x, y = x.to(cfg.device, memory_format=memory_format), y.to(cfg.device)
             if mix is None:
                 loss = F.cross_entropy(model(x), y) / accum
             else:  # one lambda per optimiser step, each example mixed with a permutation of its micro-batch (BiT)
@@ -232,18 +258,20 @@ def finetune(upstream: "str | Classifier", train: ImageDataset, test: ImageDatas
             if step >= steps:
                 break
         epoch += 1
-    preds = predict(model, test, eval_tf, cfg)
+    preds = predict(model, test, _views(test, False, flip, crop, resize, size, cfg.eval_batch_size, cfg.seed)[0],
+                    cfg.device, memory_format)
     return float((preds.logits.argmax(1) == preds.targets).mean()), preds
 
 
 @torch.no_grad()
-def predict(model: Classifier, data: ImageDataset, transform, cfg: FinetuneConfig) -> Predictions:
-    """Logits of ``model`` on ``data`` (eval mode), as :class:`Predictions`."""
+def predict(model: Classifier, data: ImageDataset, loader: torch.utils.data.DataLoader, device: str = "cpu",
+            memory_format: torch.memory_format = torch.contiguous_format) -> Predictions:
+    """Logits of ``model`` (eval mode) on ``data`` fed by ``loader`` (``(x, y, index)`` batches), as
+    :class:`Predictions`."""
     model.eval()
-    loader = torch.utils.data.DataLoader(TransformedDataset(data, transform), cfg.eval_batch_size, shuffle=False)
     logits, targets, index = [], [], []
     for x, y, idx in loader:
-        logits.append(model(x.to(cfg.device)).float().cpu().numpy())
+        logits.append(model(x.to(device, memory_format=memory_format)).float().cpu().numpy())
         targets.append(np.asarray(y))
         index.append(np.asarray(idx))
     return Predictions(np.concatenate(logits).astype(np.float64), np.concatenate(targets), np.concatenate(index),

@@ -62,7 +62,7 @@ class SweepSettings:
         lrs, steps: the grid (default {0.001, 0.01} x {500, 2500}: the VTAB sweep); a steps entry of
             None (``bit_hyperrule`` schedule only) means the BiT-HyperRule's 500 / 10k / 20k steps.
         seeds: final runs per task (mean and std over them).
-        batch_size, micro_batch, resolution, clip_grad_norm, device: see
+        batch_size, micro_batch, resolution, clip_grad_norm, device, channels_last: see
             :class:`downstream.finetune.FinetuneConfig` (``resolution`` = (resize, crop)).
         data_format: ``tfds`` or ``folder`` for VTAB tasks (demo tasks are generated).
         data_dir: TFDS data_dir or the folder-format root.
@@ -94,6 +94,7 @@ class SweepSettings:
     schedule: str = "staircase"
     lr_batch: Optional[int] = None
     allow_outside_paths: bool = False
+    channels_last: bool = False
     preset: str = "vtab_sweep"
 
     def __post_init__(self) -> None:
@@ -343,7 +344,7 @@ def run_one(spec: dict) -> dict:
     cfg = FinetuneConfig(lr=spec["lr"], steps=spec["steps"], batch_size=settings.batch_size,
                          micro_batch=settings.micro_batch, seed=spec["seed"], device=settings.device,
                          clip_grad_norm=settings.clip_grad_norm, schedule=settings.schedule,
-                         lr_batch=settings.lr_batch,
+                         lr_batch=settings.lr_batch, channels_last=settings.channels_last,
                          resolution=tuple(settings.resolution) if settings.resolution else None)
     train, evaluation = load_split(task, train_split, settings), load_split(task, eval_split, settings)
     acc, preds = finetune(spec["upstream"], train, evaluation, cfg, task.flip, task.crop)
@@ -402,9 +403,12 @@ def _execute(specs: "list[dict]", executor: str, folder: Path, slurm: dict) -> "
 
 def _same_sweep(old: dict, new: dict) -> bool:
     """Whether a ``sweep.json`` header describes the sweep ``new`` (settings compared after filling
-    fields added since with their defaults; the preset name is a label, not compared)."""
+    fields added since with their defaults; the preset name is a label, and the device and memory
+    format say how runs execute, so a resumed sweep may change them)."""
+    free = {"preset": new["settings"]["preset"], "device": new["settings"]["device"],
+            "channels_last": new["settings"]["channels_last"]}
     try:
-        settings = asdict(SweepSettings(**{**old["settings"], "preset": new["settings"]["preset"]}))
+        settings = asdict(SweepSettings(**{**old["settings"], **free}))
     except (KeyError, TypeError, ValueError):
         return False
     return old.get("upstream") == new["upstream"] and settings == new["settings"]

@@ -92,7 +92,8 @@ class Experiment:
         runs_root, results_root: where the run folders and the report go.
         confusable_pairs: class pairs people are known to confuse (e.g. cat/dog); the report says how
             many of the top covariance pairs are among them.
-        workers: upstream runs trained at once, each in its own process (see :func:`train_runs`).
+        workers: jobs (upstream runs, shift predictions, transfers) run at once, each in its own
+            process (see :class:`Workers`).
         shift: evaluation under distribution shift of every model and ensemble of the main study
             (:class:`harness.shift.ShiftSettings`: corrupted copies of the evaluation split, OOD sets),
             reported in the shift section; None (the default) skips the stage. The multi-label study
@@ -348,45 +349,115 @@ def _train_one(cfg: Any) -> str:
     return str(run(cfg, progress=False))
 
 
-def train_runs(configs: "list[Any]", workers: int, progress: Callable[[str], None],
-               done: Callable[[], None] = lambda: None) -> None:
-    """Train (or finish, or skip when done) upstream runs: in this process one after the other, or
+def _transfer_one(model: str, tasks: "list[str]", out: str, settings: Any) -> dict:
+    from downstream.sweep import sweep
+
+    return sweep(model, tasks, out, settings, progress=lambda s: None)
+
+
+def _timed(fn: Callable, args: tuple) -> "tuple[Any, float]":
+    tic = time.perf_counter()
+    return fn(*args), time.perf_counter() - tic
+
+
+class Workers:
+    """Where an experiment's jobs run: in this process one after the other (``workers <= 1``), or
     ``workers`` at a time in their own processes with ``cores // workers`` threads each (on a small
-    CPU, one-thread processes side by side use it better than one process's threads).
+    CPU, one-thread processes side by side use it better than one process's threads). The processes
+    start at the first job and serve every stage, so each imports torch once. Jobs run in the order
+    they were submitted; a job's ``then`` callback (in this process) may submit more, so a trained
+    run's evaluations start while other runs still train.
 
-    ``done()`` is called after each run.
-
-    Raises:
-        The first run's error, once every run of the batch has finished or failed (finished runs
-        are kept).
+    Use as a context manager (the processes stop at its end). ``results[(stage, name)]`` holds each
+    finished job's return value and ``seconds[stage]`` the summed time of a stage's jobs.
     """
-    import concurrent.futures as cf
-    import multiprocessing as mp
-    import os
 
-    if workers <= 1:
-        for cfg in configs:
-            progress(f"[upstream] {cfg.name}")
-            _train_one(cfg)
-            done()
-        return
-    if not configs:
-        return
-    threads = max(1, (os.cpu_count() or 1) // workers)
-    progress(f"[upstream] {len(configs)} runs, {workers} at a time with {threads} thread(s) each: "
-             + ", ".join(cfg.name for cfg in configs))
-    with cf.ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn"), initializer=_init_worker,
-                                initargs=(threads,)) as pool:
-        futures = {pool.submit(_train_one, cfg): cfg.name for cfg in configs}
+    def __init__(self, workers: int) -> None:
+        import os
+
+        self.workers, self.threads = workers, max(1, (os.cpu_count() or 1) // max(1, workers))
+        self.results: "dict[tuple[str, str], Any]" = {}
+        self.seconds: "dict[str, float]" = {}
+        self._pool, self._queue, self._pending, self._counts, self._finished = None, [], {}, {}, {}
+
+    def __enter__(self) -> "Workers":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop the processes (queued jobs are dropped; running ones finish)."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
+
+    def submit(self, stage: str, name: str, fn: Callable, args: tuple,
+               then: Optional[Callable[[Any], None]] = None) -> None:
+        """Queue ``fn(*args)`` (picklable) as job ``name`` of ``stage``; ``then(result)`` runs here when it
+        has finished."""
+        import concurrent.futures as cf
+        import multiprocessing as mp
+
+        self._counts[stage] = self._counts.get(stage, 0) + 1
+        if self.workers <= 1:
+            self._queue.append((stage, name, fn, args, then))
+            return
+        if self._pool is None:
+            self._pool = cf.ProcessPoolExecutor(self.workers, mp_context=mp.get_context("spawn"),
+                                                initializer=_init_worker, initargs=(self.threads,))
+        self._pending[self._pool.submit(_timed, fn, args)] = (stage, name, then)
+
+    def wait(self, progress: Callable[[str], None], done: Callable[[], None] = lambda: None,
+             stages: "Optional[set[str]]" = None) -> None:
+        """Run jobs until none of ``stages`` (default: any stage) is queued or running, including jobs
+        that finishing ones submit. ``progress`` gets a line per job, ``done()`` is called after each.
+
+        Raises:
+            The first failed job's error, once the jobs waited for have finished or failed (what
+            finished jobs wrote is kept).
+        """
+        import concurrent.futures as cf
+
+        def waiting() -> bool:
+            jobs = [j[0] for j in self._queue] + [j[0] for j in self._pending.values()]
+            return any(stages is None or st in stages for st in jobs)
+
         errors = []
-        for n, f in enumerate(cf.as_completed(futures), 1):
-            done()
-            failed = f.exception()
-            progress(f"[upstream] {'failed' if failed else 'done'} {futures[f]} ({n} of {len(configs)})")
-            if failed is not None:
-                errors.append(failed)
-    if errors:
-        raise errors[0]
+        while waiting():
+            if self._queue:  # in this process
+                stage, name, fn, args, then = self._queue.pop(0)
+                progress(f"[{stage}] {name}")
+                outcome = [(stage, name, then, *_timed(fn, args), None)]
+            else:
+                ready, _ = cf.wait(list(self._pending), return_when=cf.FIRST_COMPLETED)
+                outcome = []
+                for f in ready:
+                    stage, name, then = self._pending.pop(f)
+                    failed = f.exception()
+                    outcome.append((stage, name, then, *(f.result() if failed is None else (None, 0.0)), failed))
+            for stage, name, then, result, seconds, failed in outcome:
+                done()
+                self._finished[stage] = self._finished.get(stage, 0) + 1
+                if self.workers > 1:
+                    progress(f"[{stage}] {'failed' if failed else 'done'} {name} ({self._finished[stage]} of "
+                             f"{self._counts[stage]} this session)")
+                if failed is not None:
+                    errors.append(failed)
+                    continue
+                self.results[(stage, name)] = result
+                self.seconds[stage] = self.seconds.get(stage, 0.0) + seconds
+                if then is not None:
+                    then(result)
+        if errors:
+            raise errors[0]
+
+    def train(self, configs: "list[Any]", then: Callable[[Any], Optional[Callable[[Any], None]]] = lambda cfg: None
+              ) -> None:
+        """Queue upstream runs (trained, finished, or skipped when done); ``then(cfg)`` gives each run's
+        callback."""
+        for cfg in configs:
+            self.submit("upstream", cfg.name, _train_one, (cfg,), then(cfg))
 
 
 def run_experiment(exp: Experiment, progress: Callable[[str], None] = print) -> Path:
@@ -395,30 +466,62 @@ def run_experiment(exp: Experiment, progress: Callable[[str], None] = print) -> 
     Raises:
         ValueError: a bad experiment (see :func:`validate_experiment`), or any stage's own errors.
     """
-    from downstream.sweep import PRESETS, SweepSettings, sweep
-    from harness.ensembles import build_ensemble
-    from harness.report import build
-
     plans = validate_experiment(exp)
     root = Path(exp.runs_root) / exp.name
     root.mkdir(parents=True, exist_ok=True)
     clock = _Clock(root / "sessions.json")
+    with Workers(exp.workers) as workers:
+        if exp.workers > 1:
+            progress(f"[workers] {exp.workers} processes with {workers.threads} thread(s) each")
+        return _run_stages(exp, plans, root, clock, workers, progress)
+
+
+def _run_stages(exp: Experiment, plans: "dict[str, _Plan]", root: Path, clock: _Clock, workers: Workers,
+                progress: Callable[[str], None]) -> Path:
+    from downstream.sweep import PRESETS, SweepSettings
+    from harness.ensembles import build_ensemble
+    from harness.report import build
+
+    from harness.shift import average_ensemble, predict_run
+
     stages: "dict[str, float]" = {}
     studies = {"main": (exp.methods, exp.seeds)}
     if "multilabel" in plans:
         studies["multilabel"] = (exp.multilabel.methods, exp.multilabel.seeds)
-    train_runs([plans[k].configs[f] for k, (m, s) in studies.items() for f in _first_wave(plans[k], m, s)],
-               exp.workers, progress, clock.tick)
+    settings = (SweepSettings(**{**PRESETS[exp.downstream.preset], **exp.downstream.settings})
+                if exp.downstream.tasks else None)
+    main = plans["main"]
+    final = {str(Path(main.configs[f].output_dir)) for f in _first_wave(main, exp.methods, exp.seeds)
+             if f not in {g for grid in main.grid.values() for g in grid.values()}}
+
+    def evaluate(d: Path) -> None:  # a final run of the main study: shift predictions and transfer
+        if exp.shift is not None:
+            workers.submit("shift", d.name, predict_run, (d, exp.shift))
+        if settings is not None:
+            workers.submit("downstream", d.name, _transfer_one, (str(d / "model.pt"), list(exp.downstream.tasks),
+                                                                 str(root / "downstream" / d.name), settings))
+
+    def then(cfg: Any) -> "Optional[Callable[[Any], None]]":
+        return (lambda _: evaluate(Path(cfg.output_dir))) if str(Path(cfg.output_dir)) in final else None
+
+    workers.train([plans[k].configs[f] for k, (m, s) in studies.items() for f in _first_wave(plans[k], m, s)], then)
+    workers.wait(progress, clock.tick, stages={"upstream"})
     second, grids = [], {}
     for k, (m, s) in studies.items():
         folders, grids[k] = _choose_temperatures(plans[k], m, s)
         second += [plans[k].configs[f] for f in folders]
-    train_runs(second, exp.workers, progress, clock.tick)
+    runs, grid_rows = _study_runs(main, exp.methods, exp.seeds), grids["main"]
+    final = {str(d) for dirs in runs.values() for d in dirs}
+    for method in main.grid:  # the chosen τ's run is trained already
+        evaluate(runs[method][0])
+    workers.train(second, then)
+    workers.wait(progress, clock.tick)
     if "frontier" in plans:  # diagnostics: their time is not the experiment's
         tic = time.perf_counter()
-        train_runs(list(plans["frontier"].configs.values()), exp.workers, progress)
+        workers.train(list(plans["frontier"].configs.values()))
+        workers.wait(progress)
         clock.exclude(time.perf_counter() - tic)
-    runs, grid_rows = _study_runs(plans["main"], exp.methods, exp.seeds), grids["main"]
+    workers.close()
 
     tic = time.perf_counter()
     ensembles = []
@@ -428,37 +531,22 @@ def run_experiment(exp: Experiment, progress: Callable[[str], None] = print) -> 
             build_ensemble(dirs[:size], out)
             ensembles.append(out)
             progress(f"[ensemble] {method} x{size}")
-    stages["ensembles"] = time.perf_counter() - tic
-
     if exp.shift is not None:
-        from harness.shift import average_ensemble, predict_run
-
-        tic = time.perf_counter()
-        for dirs in runs.values():
-            for d in dirs:
-                t0 = time.perf_counter()
-                spec = predict_run(d, exp.shift)
-                progress(f"[shift] {d.name}: {len(spec['sets'])} sets ({time.perf_counter() - t0:.0f} s)")
         for e in ensembles:
             average_ensemble(e)
-        stages["shift"] = time.perf_counter() - tic
+    stages["ensembles"] = time.perf_counter() - tic
+    for stage in ("shift", "downstream"):
+        if stage in workers.seconds:
+            stages[stage] = workers.seconds[stage]
 
     ml_runs, ml_grid = {}, grids.get("multilabel", [])
     if "multilabel" in plans:
         ml_runs = _study_runs(plans["multilabel"], exp.multilabel.methods, exp.multilabel.seeds)
 
     extra: dict = {"tables": [], "text": [], "json": {}}
-    if exp.downstream.tasks:
-        tic = time.perf_counter()
-        settings = SweepSettings(**{**PRESETS[exp.downstream.preset], **exp.downstream.settings})
-        per_run = {}
-        for dirs in runs.values():
-            for d in dirs:
-                progress(f"[downstream] {d.name}")
-                per_run[d] = sweep(str(d / "model.pt"), exp.downstream.tasks, root / "downstream" / d.name, settings,
-                                   progress=lambda s: None)
+    if settings is not None:
+        per_run = {d: workers.results[("downstream", d.name)] for dirs in runs.values() for d in dirs}
         _merge(extra, downstream_section(runs, per_run))
-        stages["downstream"] = time.perf_counter() - tic
 
     progress("[report]")
     base = _upstream_config_path(exp.upstream_config)
@@ -526,7 +614,7 @@ def time_section(times: "dict[str, dict[str, float]]", grids: "dict[str, list[di
                      f"of which {dropped / 60:.1f} in τ-grid runs not kept" if dropped else ""])
         total += sum(per.values())
     for k, v in stages.items():
-        rows.append([k, f"{v / 60:.1f}", "this session"])
+        rows.append([k, f"{v / 60:.1f}", "this session" + (": its jobs' own time, summed" if k != "ensembles" else "")])
         total += v
     m = machine()
     rows.append(["sum of the above", f"{total / 60:.1f}", f"{workers} run(s) at a time"])

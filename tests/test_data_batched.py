@@ -87,6 +87,31 @@ def test_evaluation_view_matches_the_pil_path():
         assert (pil - center_crop(pixels, size, resize)).abs().max() < 0.01  # PIL rounds to uint8
 
 
+def test_resize_then_random_crop_is_pils_view_at_the_drawn_offsets():
+    """The fine-tuning view (BiT: Resize((R, R)) then RandomCrop(S), flips): each example equals PIL's
+    resize-then-crop at the offset drawn for it; R == S is a plain Resize((S, S))."""
+    from torchvision.transforms.v2 import functional as TF
+
+    base = build_split(DataConfig(source="digits"), "test")
+    pixels, n = torch.from_numpy(base.pixels()[:40]), 40
+    for resize, size in ((40, 32), (32, 32), (20, 16)):
+        aug = BatchAugment(size, resize=resize, hflip=True)
+        p = aug.draw(n, 8, 8, seed=1, epoch=2)
+        out = aug.apply(pixels, p["boxes"], p["flip"])
+        offsets = set()
+        for i in range(n):
+            x0, y0 = (int(round(float(v) * resize / 8)) for v in p["boxes"][i, :2])
+            offsets.add((x0, y0))
+            img = TF.resize(TF.to_image(base[i][0]), [resize, resize], antialias=True)
+            want = TF.to_dtype(TF.crop(img, y0, x0, size, size), torch.float32, scale=True) * 2 - 1
+            want = want.flip(-1) if p["flip"][i] else want
+            assert (out[i] - want).abs().max() < 0.01  # PIL rounds to uint8
+        span = set(range(resize - size + 1))
+        assert {o for xy in offsets for o in xy} == span  # every offset RandomCrop can pick, and no other
+    with pytest.raises(ValueError, match="resize must be >= image_size"):
+        BatchAugment(32, resize=16)
+
+
 def test_decoded_cache_is_reused_and_rebuilt_when_the_data_changes(tmp_path):
     data = fake_cifar10n(tmp_path / "c10n")
     cfg = DataConfig(source="cifar10n", path=str(data), cache_dir=str(tmp_path / "cache"))

@@ -1,5 +1,6 @@
 """Transfer rule and BiT-HyperRule fine-tuning of one task."""
 
+import numpy as np
 import pytest
 import torch
 
@@ -105,3 +106,29 @@ def test_forced_mixup_trains(tmp_path):
                          schedule="cosine")
     acc, _ = finetune(str(path), demo_split(task, "val200"), demo_split(task, "test"), cfg)
     assert 0.0 <= acc <= 1.0
+
+
+def test_demo_views_match_the_pil_path_and_channels_last_fine_tunes_alike(tmp_path, monkeypatch):
+    """Demo images are augmented a whole batch at a time: the same views as the per-image PIL path (up
+    to its uint8 rounding); NHWC activations train the same model up to float rounding."""
+    from downstream.finetune import _views
+    from harness.data.sources import ImageDataset
+
+    task = DEMO_TASKS["demo_position"]  # 24 px images, upsampled to 32
+    train, test = demo_split(task, "val200"), demo_split(task, "test")
+    batched = [next(iter(_views(train, True, False, False, 32, 32, 16, seed=3)[0])) for _ in range(2)]
+    with monkeypatch.context() as m:
+        m.setattr(ImageDataset, "pixels", lambda self, cache_dir=None: None)
+        pil = next(iter(_views(train, True, False, False, 32, 32, 16, seed=3)[0]))
+    assert torch.equal(batched[0][2], pil[2]) and torch.equal(batched[0][0], batched[1][0])  # same examples, seeded
+    assert (batched[0][0] - pil[0]).abs().max() < 0.01 and batched[0][0].shape == (16, 3, 32, 32)
+
+    up = build_model(dict(backbone="test_resnet", num_classes=10, head=dict(covariance="none")))
+    path = save_model(up, tmp_path / "up.pt")
+    cfg = FinetuneConfig(lr=0.02, steps=3, batch_size=32, micro_batch=32, resolution=(32, 32), schedule="cosine")
+    _, base = finetune(str(path), train, test, cfg, flip=False, crop=False)
+    _, nhwc = finetune(str(path), train, test, FinetuneConfig(**{**cfg.__dict__, "channels_last": True}),
+                       flip=False, crop=False)
+    scale = abs(base.logits).max()
+    assert scale > 0.01  # trained away from the zero-initialised head
+    np.testing.assert_allclose(nhwc.logits, base.logits, atol=0.01 * scale)  # measured: 5e-5 to 3e-4 of the scale

@@ -269,5 +269,8 @@ def test_a_sweep_folder_written_before_the_new_settings_still_resumes(upstream, 
     tmp_path.joinpath("sweep.json").write_text(json.dumps({"upstream": str(Path(upstream).resolve()),
                                                            "settings": {**old, "schedule": "bit"}}))
     sweep(upstream, ["demo_digit"], tmp_path, settings, progress=lambda s: None)
+    # how runs execute (memory format, device) may change on resume; the recipe may not
+    sweep(upstream, ["demo_digit"], tmp_path, SweepSettings(**{**asdict(settings), "channels_last": True}),
+          progress=lambda s: None)
     with pytest.raises(ValueError, match="another upstream checkpoint or settings"):
         sweep(upstream, ["demo_digit"], tmp_path, SweepSettings(**{**asdict(settings), "lrs": [0.01]}))

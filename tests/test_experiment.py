@@ -92,7 +92,10 @@ multilabel:
 frontier:
   method: hom
   schedules: {{2 epochs: [train.epochs=2]}}
-downstream: {{tasks: []}}
+downstream:
+  tasks: [demo_count]
+  preset: demo
+  settings: {{lrs: [0.05], steps: [3], seeds: 1, batch_size: 32, micro_batch: 32}}
 runs_root: {root}/runs
 results_root: {root}/results
 """
@@ -126,6 +129,38 @@ def test_temperature_is_chosen_on_the_heldout_split_and_the_multilabel_study_is_
     frontier = {r["schedule"].split(":")[0]: r for r in report["frontier"]}
     assert set(frontier) == {"this study's schedule (chosen)", "2 epochs"} and frontier["2 epochs"]["epochs"] == 2
     assert frontier["this study's schedule (chosen)"]["run"].endswith("hom_s0") and "Frontier" in md
+    # every final run is transferred (the chosen τ's first-seed run too, started once τ was chosen), no other
+    transferred = {d.name for d in (tmp_path / "runs" / "grid" / "downstream").iterdir()}
+    assert transferred == {"hom_s0", "hom_s1", f"het_t{chosen[0]:g}_s0", f"het_t{chosen[0]:g}_s1"}
+    assert report["downstream"]["per_task"]["demo_count"].keys() == {"hom", "het"}
+
+
+def _square(x):
+    return x * x
+
+
+def _fail(x):
+    raise ValueError(f"job {x} failed")
+
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_workers_run_jobs_that_jobs_submit_and_raise_after_the_others_finish(n):
+    from harness.experiment import Workers
+
+    lines = []
+    with Workers(n) as w:
+        for i in range(3):  # each finished job of stage a submits one of stage b
+            w.submit("a", f"a{i}", _square, (i,), then=lambda r, i=i: w.submit("b", f"b{i}", _square, (r + 1,)))
+        w.wait(lines.append, stages={"a"})
+        assert {k for k in w.results if k[0] == "a"} == {("a", "a0"), ("a", "a1"), ("a", "a2")}
+        w.wait(lines.append)
+        assert [w.results[("b", f"b{i}")] for i in range(3)] == [1, 4, 25] and w.seconds["b"] >= 0
+        w.submit("c", "bad", _fail, (7,))
+        w.submit("c", "good", _square, (3,))
+        with pytest.raises(ValueError, match="job 7 failed"):
+            w.wait(lines.append)
+        if n > 1:  # in processes, the failure waits for the other jobs; in this process it stops at once
+            assert w.results[("c", "good")] == 9 and any("failed bad" in line for line in lines)
 
 
 def test_bad_experiments(tmp_path):

@@ -17,6 +17,9 @@ Augmentations (as torchvision's, vectorised):
 - ``crop_padding = p > 0``: an H x W crop of the image zero-padded by p on each side, i.e. a
   shift by integers in [-p, p] with black fill, ``RandomCrop(size, padding=p)`` (He et al. 2016,
   Sec. 4.2), then a resize to ``image_size`` if it differs;
+- ``resize = R``: ``Resize((R, R))`` then ``RandomCrop(image_size)`` (BiT's fine-tuning view; R equal
+  to ``image_size`` is a plain ``Resize((S, S))``): an S/R fraction of each side at an integer offset
+  of the resized image, resampled bilinearly from the whole image;
 - otherwise ``RandomResizedCrop(image_size, scale=(crop_scale, 1), ratio=(3/4, 4/3))`` (the same
   box distribution: 10 tries, then the centre), resampled bilinearly from the whole image (pixels at
   the crop's edge blend with their real neighbours, where crop-then-resize repeats the edge); no
@@ -71,20 +74,26 @@ class BatchAugment:
     Args:
         image_size: output side S in pixels.
         crop_padding: p > 0: random translation by up to p pixels (RandomCrop with padding); 0: a
-            random resized crop with area fraction in [crop_scale, 1].
+            random resized crop with area fraction in [crop_scale, 1] (or the ``resize`` view).
         crop_scale: smallest crop area fraction, in (0, 1].
         hflip: mirror half of the examples.
+        resize: R >= S: resize to R x R then a random S x S crop (no crop when R == S); None: off.
 
     Raises:
-        ValueError: crop_scale outside (0, 1] or a negative crop_padding.
+        ValueError: crop_scale outside (0, 1], a negative crop_padding, resize below image_size or
+            with crop_padding.
     """
 
-    def __init__(self, image_size: int, crop_padding: int = 0, crop_scale: float = 1.0, hflip: bool = True) -> None:
+    def __init__(self, image_size: int, crop_padding: int = 0, crop_scale: float = 1.0, hflip: bool = True,
+                 resize: Optional[int] = None) -> None:
         if not 0.0 < crop_scale <= 1.0:
             raise ValueError(f"crop_scale must be in (0, 1], got {crop_scale}")
         if crop_padding < 0:
             raise ValueError(f"crop_padding must be >= 0, got {crop_padding}")
+        if resize is not None and (resize < image_size or crop_padding):
+            raise ValueError(f"resize must be >= image_size ({image_size}) and without crop_padding, got {resize}")
         self.image_size, self.crop_padding, self.crop_scale, self.hflip = image_size, crop_padding, crop_scale, hflip
+        self.resize = resize
 
     def draw(self, n: int, height: int, width: int, seed: int, epoch: int) -> "dict[str, np.ndarray]":
         """The epoch's parameters of all ``n`` examples: ``boxes`` ``[n, 4]`` (x0, y0, w, h) and ``flip`` ``[n]``."""
@@ -93,6 +102,11 @@ class BatchAugment:
             p = self.crop_padding
             shift = rng.integers(0, 2 * p + 1, size=(n, 2))
             boxes = np.column_stack([shift[:, 0], shift[:, 1], np.full(n, width), np.full(n, height)]).astype(np.float32)
+        elif self.resize:  # RandomCrop(S) of the R x R resized image, as a box in input pixels
+            r, s = self.resize, self.image_size
+            offset = rng.integers(0, r - s + 1, size=(n, 2))
+            boxes = np.column_stack([offset[:, 0] * width / r, offset[:, 1] * height / r,
+                                     np.full(n, s * width / r), np.full(n, s * height / r)]).astype(np.float32)
         else:  # torchvision's RandomResizedCrop.get_params, for all n examples at once
             lo, hi = 3 / 4, 4 / 3
             area = height * width * rng.uniform(self.crop_scale, 1.0, (n, 10))
