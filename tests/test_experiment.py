@@ -173,6 +173,9 @@ def test_bad_experiments(tmp_path):
     empty.write_text("name: empty\nseeds: [0]\n")
     with pytest.raises(ValueError, match="names no methods"):
         run_experiment(load_experiment(str(empty)))
+    # `harness run key=value` overrides the default experiment (digits), checked before any work
+    res = CliRunner().invoke(main, ["run", f"runs_root={tmp_path / 'r'}", "seeds=[]"])
+    assert res.exit_code != 0 and "seeds is empty" in res.output and not (tmp_path / "r").exists()
 
 
 def test_built_in_experiments_load():
