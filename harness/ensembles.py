@@ -149,36 +149,38 @@ def summarize(members: Sequence[Predictions]) -> dict:
 
 
 # --------------------------------------------------------------------------- temperature scaling
-def fit_temperature(preds: Predictions, max_iter: int = 200) -> float:
+def fit_temperature(preds: Predictions, bounds: "tuple[float, float]" = (1e-3, 1e3)) -> float:
     """Post-hoc temperature T > 0 minimising the NLL of ``logits / T`` on held-out predictions
-    (Guo et al. 2017), by L-BFGS on log T. For sigmoid links, per-class BCE summed over classes, on
-    the examples kept by the multi-label row rule (:mod:`harness.metrics`: no positive label, dropped).
+    (Guo et al. 2017): bounded Brent search on log T within ``bounds`` (scipy's ``minimize_scalar``;
+    the NLL is smooth in log T, so the 1-D search finds its minimum to about 1e-6 in log T). For
+    sigmoid links, per-class BCE summed over classes, on the examples kept by the multi-label row
+    rule (:mod:`harness.metrics`: no positive label, dropped).
 
     Het logits are log p̄ (or logit p̄); scaling them is the same post-hoc map as for any classifier.
 
     Raises:
         ValueError: multi-label targets that are not 0/1 or without any positive label.
     """
+    from scipy.optimize import minimize_scalar
+
     logits, targets = preds.logits, preds.targets
     if preds.multilabel:
         logits, targets = M.labelled_examples(logits, targets)
-    z = torch.as_tensor(logits, dtype=torch.float64)
-    y = torch.as_tensor(targets)
-    log_t = torch.zeros((), dtype=torch.float64, requires_grad=True)
-    opt = torch.optim.LBFGS([log_t], lr=0.5, max_iter=max_iter, line_search_fn="strong_wolfe")
+    z = np.asarray(logits, dtype=np.float64)
+    if preds.multilabel:
+        y = np.asarray(targets, dtype=np.float64)
 
-    def closure():
-        opt.zero_grad()
-        scaled = z / log_t.exp()
-        if preds.multilabel:
-            loss = torch.nn.functional.binary_cross_entropy_with_logits(scaled, y.double(), reduction="sum") / len(z)
-        else:
-            loss = torch.nn.functional.cross_entropy(scaled, y.long())
-        loss.backward()
-        return loss
+        def nll(log_t: float) -> float:
+            s = z / np.exp(log_t)
+            return float((np.logaddexp(0.0, s) - y * s).sum(1).mean())
+    else:
+        rows, y = np.arange(len(z)), np.asarray(targets, dtype=np.int64)
 
-    opt.step(closure)
-    return float(log_t.detach().exp())
+        def nll(log_t: float) -> float:
+            return float(-M.log_softmax(z / np.exp(log_t))[rows, y].mean())
+
+    lo, hi = np.log(bounds)
+    return float(np.exp(minimize_scalar(nll, bounds=(lo, hi), method="bounded", options={"xatol": 1e-6}).x))
 
 
 def scale(preds: Predictions, temperature: float) -> Predictions:

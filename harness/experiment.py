@@ -440,8 +440,8 @@ class Workers:
                 done()
                 self._finished[stage] = self._finished.get(stage, 0) + 1
                 if self.workers > 1:
-                    progress(f"[{stage}] {'failed' if failed else 'done'} {name} ({self._finished[stage]} of "
-                             f"{self._counts[stage]} this session)")
+                    left = self._counts[stage] - self._finished[stage]
+                    progress(f"[{stage}] {'failed' if failed else 'done'} {name} ({left} more queued or running)")
                 if failed is not None:
                     errors.append(failed)
                     continue
@@ -617,17 +617,18 @@ def time_section(times: "dict[str, dict[str, float]]", grids: "dict[str, list[di
         rows.append([k, f"{v / 60:.1f}", "this session" + (": its jobs' own time, summed" if k != "ensembles" else "")])
         total += v
     m = machine()
-    rows.append(["sum of the above", f"{total / 60:.1f}", f"{workers} run(s) at a time"])
+    rows.append(["sum of the above", f"{total / 60:.1f}", f"{workers} job(s) at a time"])
     rows.append(["elapsed, start to report (the experiment's wall time)", f"{elapsed:.1f}",
                  f"{sessions} session(s); {m.get('cpu')}, {m.get('cores')} cores"])
     if times.get("frontier"):
         rows.append([f"frontier: {len(times['frontier'])} runs (diagnostic, not in the total)",
                      f"{sum(times['frontier'].values()) / 60:.1f}", ""])
     return {"tables": [("Wall time per stage (minutes; upstream runs: each run's own time, summed over its sessions; "
-                        "runs trained side by side overlap, so the sum exceeds the elapsed time)",
+                        "shift and downstream: their jobs' own time; jobs run side by side and overlap, so the sum "
+                        "exceeds the elapsed time)",
                         ["stage", "minutes", "note"], rows)],
             "text": [f"Wall time: {elapsed:.1f} minutes from start to report ({sessions} session(s), {workers} "
-                     f"run(s) at a time) on {m.get('cpu')} with {m.get('cores')} cores, frontier runs excluded."],
+                     f"job(s) at a time) on {m.get('cpu')} with {m.get('cores')} cores, frontier runs excluded."],
             "json": {"wall_minutes": {"elapsed": elapsed, "sessions": sessions, "sum_of_stages": total / 60,
                                       "runs": {s: {k: v / 60 for k, v in per.items()} for s, per in times.items()},
                                       "stages": {k: v / 60 for k, v in stages.items()}}}}
