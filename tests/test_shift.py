@@ -228,6 +228,7 @@ methods:
   het: {{covariance: low_rank, num_factors: 3, train_mc_samples: 8, eval_mc_samples: 16}}
 seeds: [0, 1]
 ensemble_sizes: [2]
+workers: 2
 downstream: {{tasks: []}}
 shift:
   corruptions: [gaussian_noise, contrast]
