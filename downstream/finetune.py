@@ -9,8 +9,8 @@ Fine-tuning follows BiT (Kolesnikov et al. 2020; protocol.md Sec. 4.1; google-re
 batch 512 (reached by gradient accumulation when a smaller micro-batch fits the device; the
 learning rate belongs to the full batch), mixup (alpha 0.1) only from 20k training examples with
 one lambda per optimiser step; images whose area is below 96x96 are resized to 160 and randomly
-cropped to 128, others resized to 512 and cropped to 480 (``resolution`` overrides both);
-evaluation resizes to the crop size. Random crop and flip only where the task allows them.
+cropped to 128, others resized to 512 and cropped to 480 (``resolution`` overrides both; tasks
+that allow no crop are resized to the crop size); evaluation resizes to the crop size. Random crop and flip only where the task allows them.
 
 Schedules (:func:`lr_schedule`): ``bit_hyperrule`` is the published rule: 500 steps below 20k
 training examples (warm-up 100, x0.1 after steps 200/300/400), 10k below 500k (500; 3k/6k/9k),
@@ -157,10 +157,11 @@ def mixup_alpha(num_train: int, alpha: Optional[float] = None) -> float:
 
 
 def transforms(flip: bool, crop: bool, resize: int, size: int) -> "tuple[v2.Compose, v2.Compose]":
-    """Train and eval transforms: resize, random crop / flip where allowed, [-1, 1] range."""
+    """Train and eval transforms, [-1, 1] range: resize to ``resize`` and random crop ``size`` where the
+    task allows crops, else resize to ``size``; random flip where allowed; evaluation resizes to ``size``."""
     tail = [v2.ToImage(), v2.ToDtype(torch.float32, scale=True), v2.Normalize([0.5] * 3, [0.5] * 3)]
-    train = [v2.Resize((resize, resize), antialias=True),
-             v2.RandomCrop(size) if crop else v2.Resize((size, size), antialias=True)]
+    train = ([v2.Resize((resize, resize), antialias=True), v2.RandomCrop(size)] if crop
+             else [v2.Resize((size, size), antialias=True)])
     if flip:
         train.append(v2.RandomHorizontalFlip())
     return v2.Compose(train + tail), v2.Compose([v2.Resize((size, size), antialias=True)] + tail)
@@ -173,7 +174,8 @@ def _views(data: ImageDataset, train: bool, flip: bool, crop: bool, resize: int,
     Images held in one array (the DEMO tasks) and only ever upsampled (no side above ``size``) are
     augmented a whole batch at a time (:class:`~harness.data.batched.BatchAugment` with ``resize``:
     the same views, bilinear, equal to PIL's up to its uint8 rounding); others image by image with
-    torchvision. Either way the augmentation of example i in epoch e depends on (seed, e, i) only.
+    torchvision. Either way the augmentation of example i in epoch e of a split depends on (seed, e, i)
+    only.
     """
     from harness.data.batched import ArrayBatches, BatchAugment, batch_loader
 

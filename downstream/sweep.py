@@ -441,7 +441,8 @@ def sweep(upstream: str, tasks: Sequence[str], out: "str | Path", settings: Swee
     header = {"upstream": str(Path(upstream).resolve()), "settings": asdict(settings)}
     meta = out / "sweep.json"
     if meta.is_file() and not _same_sweep(json.loads(meta.read_text()), header):
-        raise ValueError(f"{out} holds a sweep of another upstream checkpoint or settings; use another --out")
+        raise ValueError(f"{out} holds a sweep of another upstream checkpoint or settings; write this one "
+                         "elsewhere (--out; runs_root for harness run) or delete that folder to start it over")
     check_tasks(chosen, settings)
     (out / "predictions").mkdir(parents=True, exist_ok=True)
     atomic_write_text(meta, json.dumps(header, indent=1))

@@ -379,6 +379,7 @@ class Workers:
         self.results: "dict[tuple[str, str], Any]" = {}
         self.seconds: "dict[str, float]" = {}
         self._pool, self._queue, self._pending, self._counts, self._finished = None, [], {}, {}, {}
+        self._errors: "list[tuple[str, BaseException]]" = []  # failures not yet raised, by stage
 
     def __enter__(self) -> "Workers":
         return self
@@ -414,8 +415,9 @@ class Workers:
         that finishing ones submit. ``progress`` gets a line per job, ``done()`` is called after each.
 
         Raises:
-            The first failed job's error, once the jobs waited for have finished or failed (what
-            finished jobs wrote is kept).
+            The first error of a failed job of ``stages``, once the jobs waited for have finished or
+            failed (what finished jobs wrote is kept); failures of other stages are raised by the
+            wait that covers them.
         """
         import concurrent.futures as cf
 
@@ -423,12 +425,14 @@ class Workers:
             jobs = [j[0] for j in self._queue] + [j[0] for j in self._pending.values()]
             return any(stages is None or st in stages for st in jobs)
 
-        errors = []
         while waiting():
             if self._queue:  # in this process
                 stage, name, fn, args, then = self._queue.pop(0)
                 progress(f"[{stage}] {name}")
-                outcome = [(stage, name, then, *_timed(fn, args), None)]
+                try:
+                    outcome = [(stage, name, then, *_timed(fn, args), None)]
+                except Exception as e:  # noqa: BLE001 -- kept and raised below, as from a worker process
+                    outcome = [(stage, name, then, None, 0.0, e)]
             else:
                 ready, _ = cf.wait(list(self._pending), return_when=cf.FIRST_COMPLETED)
                 outcome = []
@@ -436,21 +440,24 @@ class Workers:
                     stage, name, then = self._pending.pop(f)
                     failed = f.exception()
                     outcome.append((stage, name, then, *(f.result() if failed is None else (None, 0.0)), failed))
-            for stage, name, then, result, seconds, failed in outcome:
+            for stage, name, then, result, seconds, failed in outcome:  # record every outcome first ...
                 done()
                 self._finished[stage] = self._finished.get(stage, 0) + 1
-                if self.workers > 1:
-                    left = self._counts[stage] - self._finished[stage]
+                left = self._counts[stage] - self._finished[stage]
+                if self.workers > 1 or failed is not None:
                     progress(f"[{stage}] {'failed' if failed else 'done'} {name} ({left} more queued or running)")
                 if failed is not None:
-                    errors.append(failed)
-                    continue
-                self.results[(stage, name)] = result
-                self.seconds[stage] = self.seconds.get(stage, 0.0) + seconds
-                if then is not None:
+                    self._errors.append((stage, failed))
+                else:
+                    self.results[(stage, name)] = result
+                    self.seconds[stage] = self.seconds.get(stage, 0.0) + seconds
+            for stage, name, then, result, seconds, failed in outcome:  # ... then let them queue more
+                if failed is None and then is not None:
                     then(result)
-        if errors:
-            raise errors[0]
+        mine = [e for st, e in self._errors if stages is None or st in stages]
+        self._errors = [(st, e) for st, e in self._errors if not (stages is None or st in stages)]
+        if mine:
+            raise mine[0]
 
     def train(self, configs: "list[Any]", then: Callable[[Any], Optional[Callable[[Any], None]]] = lambda cfg: None
               ) -> None:
@@ -531,13 +538,15 @@ def _run_stages(exp: Experiment, plans: "dict[str, _Plan]", root: Path, clock: _
             build_ensemble(dirs[:size], out)
             ensembles.append(out)
             progress(f"[ensemble] {method} x{size}")
-    if exp.shift is not None:
-        for e in ensembles:
-            average_ensemble(e)
     stages["ensembles"] = time.perf_counter() - tic
     for stage in ("shift", "downstream"):
         if stage in workers.seconds:
             stages[stage] = workers.seconds[stage]
+    if exp.shift is not None:  # the ensembles' shifted predictions: averages of their members'
+        tic = time.perf_counter()
+        for e in ensembles:
+            average_ensemble(e)
+        stages["shift"] = stages.get("shift", 0.0) + time.perf_counter() - tic
 
     ml_runs, ml_grid = {}, grids.get("multilabel", [])
     if "multilabel" in plans:

@@ -116,12 +116,13 @@ def test_demo_views_match_the_pil_path_and_channels_last_fine_tunes_alike(tmp_pa
 
     task = DEMO_TASKS["demo_position"]  # 24 px images, upsampled to 32
     train, test = demo_split(task, "val200"), demo_split(task, "test")
-    batched = [next(iter(_views(train, True, False, False, 32, 32, 16, seed=3)[0])) for _ in range(2)]
-    with monkeypatch.context() as m:
-        m.setattr(ImageDataset, "pixels", lambda self, cache_dir=None: None)
-        pil = next(iter(_views(train, True, False, False, 32, 32, 16, seed=3)[0]))
-    assert torch.equal(batched[0][2], pil[2]) and torch.equal(batched[0][0], batched[1][0])  # same examples, seeded
-    assert (batched[0][0] - pil[0]).abs().max() < 0.01 and batched[0][0].shape == (16, 3, 32, 32)
+    for resize, size in ((32, 32), (40, 32)):  # no crop: resized to the crop size by both paths
+        batched = [next(iter(_views(train, True, False, False, resize, size, 16, seed=3)[0])) for _ in range(2)]
+        with monkeypatch.context() as m:
+            m.setattr(ImageDataset, "pixels", lambda self, cache_dir=None: None)
+            pil = next(iter(_views(train, True, False, False, resize, size, 16, seed=3)[0]))
+        assert torch.equal(batched[0][2], pil[2]) and torch.equal(batched[0][0], batched[1][0])  # same, seeded
+        assert (batched[0][0] - pil[0]).abs().max() < 0.01 and batched[0][0].shape == (16, 3, size, size)
 
     up = build_model(dict(backbone="test_resnet", num_classes=10, head=dict(covariance="none")))
     path = save_model(up, tmp_path / "up.pt")

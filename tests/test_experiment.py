@@ -157,10 +157,13 @@ def test_workers_run_jobs_that_jobs_submit_and_raise_after_the_others_finish(n):
         assert [w.results[("b", f"b{i}")] for i in range(3)] == [1, 4, 25] and w.seconds["b"] >= 0
         w.submit("c", "bad", _fail, (7,))
         w.submit("c", "good", _square, (3,))
+        w.submit("d", "d", _square, (4,))
+        w.wait(lines.append, stages={"d"})  # another stage's failure is not this wait's ...
         with pytest.raises(ValueError, match="job 7 failed"):
-            w.wait(lines.append)
-        if n > 1:  # in processes, the failure waits for the other jobs; in this process it stops at once
-            assert w.results[("c", "good")] == 9 and any("failed bad" in line for line in lines)
+            w.wait(lines.append)  # ... but the next one's, once the other jobs have finished
+        assert w.results[("c", "good")] == 9 and w.results[("d", "d")] == 16
+        assert any("failed bad" in line for line in lines)
+        w.wait(lines.append)  # raised once
 
 
 def test_bad_experiments(tmp_path):
