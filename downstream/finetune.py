@@ -10,7 +10,8 @@ batch 512 (reached by gradient accumulation when a smaller micro-batch fits the 
 learning rate belongs to the full batch), mixup (alpha 0.1) only from 20k training examples with
 one lambda per optimiser step; images whose area is below 96x96 are resized to 160 and randomly
 cropped to 128, others resized to 512 and cropped to 480 (``resolution`` overrides both; tasks
-that allow no crop are resized to the crop size); evaluation resizes to the crop size. Random crop and flip only where the task allows them.
+that allow no crop are resized to the crop size); evaluation resizes to the crop size. Random crop
+and flip only where the task allows them.
 
 Schedules (:func:`lr_schedule`): ``bit_hyperrule`` is the published rule: 500 steps below 20k
 training examples (warm-up 100, x0.1 after steps 200/300/400), 10k below 500k (500; 3k/6k/9k),

@@ -255,7 +255,8 @@ def run_cmd(experiment, overrides) -> None:
     """The main job: pretrain every method and seed, ensemble, transfer, and write one report.
 
     EXPERIMENT is a YAML path or a built-in name (default: digits, the embedded data). OVERRIDES are
-    key=value pairs, e.g. seeds=[0,1] (`harness run seeds=[0,1]` overrides the default). Rerunning after an interruption redoes only what is missing.
+    key=value pairs, e.g. seeds=[0,1] (`harness run seeds=[0,1]` overrides the default). Rerunning
+    after an interruption redoes only what is missing.
     """
     from harness.experiment import load_experiment, run_experiment
     from upstream.train import TrainingDiverged

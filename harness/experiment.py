@@ -488,7 +488,6 @@ def _run_stages(exp: Experiment, plans: "dict[str, _Plan]", root: Path, clock: _
     from downstream.sweep import PRESETS, SweepSettings
     from harness.ensembles import build_ensemble
     from harness.report import build
-
     from harness.shift import average_ensemble, predict_run
 
     stages: "dict[str, float]" = {}
