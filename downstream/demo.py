@@ -17,14 +17,11 @@ generated deterministically from its split and index.
 from __future__ import annotations
 
 import functools
-from typing import Any
 
 import numpy as np
-from PIL import Image
 
 from downstream.tasks import SPLITS, Task
-from harness.data.cache import as_rgb
-from harness.data.sources import ImageDataset
+from harness.data.sources import ArrayImages, ImageDataset
 
 DEMO_TEST_SIZE = 500
 
@@ -64,18 +61,6 @@ def _make(kind: str, rng: np.random.Generator, images: np.ndarray, labels: np.nd
     return canvas, count - 1
 
 
-class _Generated:
-    def __init__(self, pixels: "list[np.ndarray]") -> None:
-        self.pixels = pixels
-
-    def __call__(self, i: int) -> Image.Image:
-        return Image.fromarray(self.pixels[i])
-
-    def array(self, cache_dir: Any = None) -> np.ndarray:
-        """All images, ``[N, H, W, 3]`` uint8 (see :meth:`harness.data.sources.ImageDataset.pixels`)."""
-        return as_rgb(np.stack(self.pixels))
-
-
 def demo_split(task: Task, split: str) -> ImageDataset:
     """Generate ``split`` of a demo task (deterministic).
 
@@ -97,7 +82,7 @@ def demo_split(task: Task, split: str) -> ImageDataset:
             img, y = _make(kind, rng, images, digit_labels)
             pixels.append(img)
             labels.append(y)
-    return ImageDataset(_Generated(pixels), np.asarray(labels, np.int64), [str(c) for c in range(task.num_classes)],
+    return ImageDataset(ArrayImages(np.stack(pixels)), np.asarray(labels, np.int64), [str(c) for c in range(task.num_classes)],
                         f"DEMO task {task.name} (digits), {split}")
 
 

@@ -385,6 +385,19 @@ def _label_rule_text(report: dict) -> str:
             "classes (those without a positive label in the evaluation data).")
 
 
+def _md_table(title: str, header, body, level: str = "##") -> "list[str]":
+    """A titled Markdown table, as lines."""
+    return ([f"{level} {md_cell(title)}", "", "| " + " | ".join(map(md_cell, header)) + " |", "|" + "---|" * len(header)]
+            + ["| " + " | ".join(map(md_cell, r)) + " |" for r in body] + [""])
+
+
+def _html_table(title: str, header, body, tag: str = "h2") -> str:
+    """A titled HTML table."""
+    return (f"<{tag}>{html.escape(title)}</{tag}><table><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in header)
+            + "</tr>" + "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in body)
+            + "</table>")
+
+
 def _markdown(report: dict, rows, cols, figures, has_ranks: bool, shift: Optional[dict] = None) -> str:
     lines = [markdown_header(f"Report: {report['name']}", report["provenance"]),
              f"Evaluation data: {report['data']} ({report['num_examples']} examples, {report['num_classes']} classes).",
@@ -392,9 +405,7 @@ def _markdown(report: dict, rows, cols, figures, has_ranks: bool, shift: Optiona
              "models; ensembles average member probabilities." + _label_rule_text(report), ""]
     lines += [n + "\n" for n in report.get("notes", [])]
     for title, header, body in _tables(report, rows, cols):
-        lines += [f"## {md_cell(title)}", "", "| " + " | ".join(map(md_cell, header)) + " |",
-                  "|" + "---|" * len(header)]
-        lines += ["| " + " | ".join(map(md_cell, r)) + " |" for r in body] + [""]
+        lines += _md_table(title, header, body)
     pairs = _pairs_text(report["covariance"], report.get("confusable_pairs", []))
     if pairs:
         lines += [md_cell(pairs), ""]
@@ -404,9 +415,7 @@ def _markdown(report: dict, rows, cols, figures, has_ranks: bool, shift: Optiona
     if shift:
         lines += [f"## {md_cell(shift['title'])}", ""] + [md_cell(t) + "\n" for t in shift["text"]]
         for title, header, body in shift["tables"]:
-            lines += [f"### {md_cell(title)}", "", "| " + " | ".join(map(md_cell, header)) + " |",
-                      "|" + "---|" * len(header)]
-            lines += ["| " + " | ".join(map(md_cell, r)) + " |" for r in body] + [""]
+            lines += _md_table(title, header, body, "###")
         lines += [f"![{md_cell(caption)}]({f})\n" for caption, f, _ in shift["figures"]]
     lines += ["## Reliability diagrams", ""] + [f"![{label}]({f})" for label, f, _ in figures] + [""]
     lines += ["## How each entry was made", ""] + [f"- {e['label']} ({e['source']}): `{e['command'] or 'unknown'}`"
@@ -430,10 +439,7 @@ def _html(report: dict, rows, cols, figures, cov_png: Optional[bytes], shift: Op
              f"{report['num_classes']} classes). ECE: 15 equal-width bins on the top-label confidence."
              f"{html.escape(_label_rule_text(report))}</p>"]
     parts += [f"<p>{html.escape(n)}</p>" for n in report.get("notes", [])]
-    for title, header, body in _tables(report, rows, cols):
-        parts.append(f"<h2>{html.escape(title)}</h2><table><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in header)
-                     + "</tr>" + "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>"
-                                         for r in body) + "</table>")
+    parts += [_html_table(title, header, body) for title, header, body in _tables(report, rows, cols)]
     pairs = _pairs_text(report["covariance"], report.get("confusable_pairs", []))
     if pairs:
         parts.append(f"<p>{html.escape(pairs)}</p>")
@@ -443,11 +449,7 @@ def _html(report: dict, rows, cols, figures, cov_png: Optional[bytes], shift: Op
     if shift:
         parts.append(f"<h2>{html.escape(shift['title'])}</h2>"
                      + "".join(f"<p>{html.escape(t)}</p>" for t in shift["text"]))
-        for title, header, body in shift["tables"]:
-            parts.append(f"<h3>{html.escape(title)}</h3><table><tr>"
-                         + "".join(f"<th>{html.escape(h)}</th>" for h in header) + "</tr>"
-                         + "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in body)
-                         + "</table>")
+        parts += [_html_table(title, header, body, "h3") for title, header, body in shift["tables"]]
         parts += [img(png, caption) for caption, _, png in shift["figures"]]
     parts.append("<h2>Reliability diagrams</h2><div class='grid'>" + "".join(img(p, label) for label, _, p in figures)
                  + "</div>")

@@ -416,7 +416,7 @@ def average_ensemble(ens_dir: "str | Path", progress: Callable[[str], None] = la
     """
     from harness.ensembles import average
     from harness.io import atomic_write_text, json_dumps
-    from harness.ood import entropy
+    from harness.ood import expected_entropy
     from harness.provenance import provenance
 
     ens_dir = Path(ens_dir)
@@ -441,7 +441,7 @@ def average_ensemble(ens_dir: "str | Path", progress: Callable[[str], None] = la
     for name in names:
         preds = [load_set(m / "shift" / name)[0] for m in members]
         ens = average(preds, str(out / name))
-        mean_ent = np.mean([entropy(p.log_probs()) for p in preds], axis=0)
+        mean_ent = expected_entropy([p.log_probs() for p in preds])
         _save_set(out / name, ens, mean_ent)
         done[name] = ref["sets"][name]
     record = {"schema": SCHEMA, "kind": "ensemble", "members": [str(m) for m in members],

@@ -19,26 +19,18 @@ sets only (nothing is re-predicted):
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
 from typing import Optional, Sequence
 
 import numpy as np
 
+from harness import metrics as M
 from harness import ood as O
+from harness.report import _png
 from harness.shift import CLEAN, OOD_PREFIX, load_sets
 
 METRICS = (("top1", "top-1", True), ("nll", "NLL", False), ("ece", "ECE", False))
 SCORE_NAMES = {"max_prob": "max probability", "entropy": "entropy", "mutual_information": "mutual information"}
-
-
-def _png(fig) -> bytes:
-    import matplotlib.pyplot as plt
-
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110)
-    plt.close(fig)
-    return buf.getvalue()
 
 
 def _severity(name: str) -> Optional[int]:
@@ -54,32 +46,27 @@ def entry_results(folder: "str | Path") -> Optional[dict]:
     Returns:
         ``sets`` {set: {top1, nll, ece, aurc}} (clean and corrupted), ``ood`` {OOD set: {score:
         {auroc, aupr_in, aupr_out, fpr95}}}, ``mean_corrupted`` {top1, nll, ece, aurc},
-        ``by_severity`` {severity: {top1, nll, ece, aurc}}, ``curves`` (risk-coverage arrays of
-        the clean subset and of the pooled corrupted sets), ``selective`` {set: (confidence [N],
-        correct [N])}, ``index`` of the clean subset, the spec of the folder's ``shift.json``.
+        ``by_severity`` {severity: {top1, nll, ece, aurc}}, ``curves`` (the risk-coverage arrays of
+        the clean subset; :func:`section` adds the pooled corrupted sets common to all entries),
+        ``selective`` {set: (confidence [N], correct [N])}, ``index`` of the clean subset, the spec
+        of the folder's ``shift.json``.
     """
     loaded = load_sets(folder)
     if loaded is None or CLEAN not in loaded[1]:
         return None
     spec, sets = loaded
     res: dict = {"sets": {}, "ood": {}, "spec": spec, "selective": {}}
-    pooled_conf, pooled_correct = [], []
     for name, (preds, _) in sets.items():
         if name.startswith(OOD_PREFIX):
             continue
-        m = preds.metrics()
         lp = preds.log_probs()
-        conf, correct = np.exp(lp.max(1)), (lp.argmax(1) == preds.targets)
+        m = M.classification_metrics(lp, preds.targets)
+        conf, correct = M.top_label(lp, preds.targets)
         res["sets"][name] = {"top1": m["top1"], "nll": m["nll"], "ece": m["ece"], "aurc": O.aurc(conf, correct)}
         res["selective"][name] = (conf, correct)
         if name == CLEAN:
             res["curves"] = {"clean": O.risk_coverage(conf, correct)}
             res["index"] = preds.index
-        else:
-            pooled_conf.append(conf)
-            pooled_correct.append(correct)
-    if pooled_conf:
-        res["curves"]["corrupted"] = O.risk_coverage(np.concatenate(pooled_conf), np.concatenate(pooled_correct))
     corrupted = {n: v for n, v in res["sets"].items() if n != CLEAN}
     keys = ("top1", "nll", "ece", "aurc")
     res["mean_corrupted"] = {k: float(np.mean([v[k] for v in corrupted.values()])) for k in keys} if corrupted else {}
@@ -259,7 +246,6 @@ def section(items: Sequence["tuple[str, str, str, str | Path]"]) -> Optional[dic
     pairs = [(c, s) for c in corruptions for s in severities]
     for it in results:  # pooled risk-coverage over the sets every entry has, as in the tables
         r = it["results"]
-        r["curves"].pop("corrupted", None)
         if pairs:
             sel = [r["selective"][f"{c}-{s}"] for c, s in pairs]
             r["curves"]["corrupted"] = O.risk_coverage(np.concatenate([c for c, _ in sel]),

@@ -253,7 +253,7 @@ def _need_path(cfg: DataConfig, what: str) -> Path:
 
 
 # ----------------------------------------------------------- image readers (picklable, for loader workers)
-class _ArrayImages:
+class ArrayImages:
     """Images from an in-memory uint8 array ``[N, H, W]`` or ``[N, H, W, 3]``."""
 
     def __init__(self, pixels: np.ndarray) -> None:
@@ -294,7 +294,7 @@ def _digits(cfg: DataConfig, split: str) -> ImageDataset:
     lo, hi = (int(round(f * len(order))) for f in DIGITS_SPLITS[split])
     idx = order[lo:hi]
     pixels = np.clip(d.images[idx] * (255.0 / 16.0), 0, 255).astype(np.uint8)
-    return ImageDataset(_ArrayImages(pixels), d.target[idx].astype(np.int64),
+    return ImageDataset(ArrayImages(pixels), d.target[idx].astype(np.int64),
                         [str(c) for c in range(10)], f"scikit-learn digits, {split} split ({len(idx)} images 8x8)")
 
 
