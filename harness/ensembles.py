@@ -15,6 +15,7 @@ import hashlib
 import itertools
 import json
 import math
+import shutil
 from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Optional, Sequence
@@ -213,7 +214,8 @@ def _check_distinct_predictions(preds: "list[Predictions]") -> None:
 def build_ensemble(members: Sequence["str | Path"], out: "str | Path", from_checkpoints: bool = False,
                    evaluate: Optional[Callable[[Path], Predictions]] = None) -> dict:
     """Ensemble run folders and write ``out/predictions.npz``, ``out/heldout_predictions.npz`` (when
-    every member has held-out predictions) and, last, ``out/ensemble.json``.
+    every member has held-out predictions) and, last, ``out/ensemble.json``; a previous ensemble's
+    held-out predictions and ``shift/`` sets in ``out`` are removed.
 
     Every member is read and checked before anything is written: on any error ``out`` is left as it
     was (no partial ensemble folder).
@@ -260,5 +262,7 @@ def build_ensemble(members: Sequence["str | Path"], out: "str | Path", from_chec
         average(held, str(out)).save(out / "heldout_predictions.npz")
     elif (out / "heldout_predictions.npz").is_file():
         (out / "heldout_predictions.npz").unlink()  # a previous ensemble's, not this one's
+    if (out / "shift").exists():  # a previous ensemble's shift sets (harness.shift.average_ensemble redoes them)
+        shutil.rmtree(out / "shift")
     atomic_write_text(out / "ensemble.json", text)
     return spec

@@ -453,15 +453,13 @@ def average_ensemble(ens_dir: "str | Path", progress: Callable[[str], None] = la
     return record
 
 
-def ensemble_sets(ens_dir: "str | Path", progress: Callable[[str], None] = lambda s: None) -> Optional[dict]:
-    """After (re)building an ensemble folder: average its members' shift sets when every member has
-    them (:func:`average_ensemble`), else remove a previous ensemble's ``shift/`` folder (it would
-    describe other members). Returns the ensemble's shift.json, or None."""
+def ensemble_sets(ens_dir: "str | Path") -> Optional[dict]:
+    """After (re)building an ensemble folder (which clears its ``shift/``): average its members' shift
+    sets when every member has them (:func:`average_ensemble`). Returns the ensemble's shift.json, or
+    None."""
     ens_dir = Path(ens_dir)
     if all((m / "shift" / "shift.json").is_file() for m in _members(ens_dir)):
-        return average_ensemble(ens_dir, progress)
-    if (ens_dir / "shift").exists():
-        shutil.rmtree(ens_dir / "shift")
+        return average_ensemble(ens_dir)
     return None
 
 
