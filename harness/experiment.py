@@ -59,17 +59,39 @@ class MultilabelSection:
 
 @dataclass
 class FrontierSection:
-    """Accuracy against CPU-minutes of candidate schedules: the first seed of ``method`` trained with
-    each schedule's overrides, reported beside the experiment's own schedule (the chosen point).
-    These runs are diagnostics: they come after the study and their time is reported apart.
+    """Accuracy against CPU-minutes of candidate schedules: the first seed of each of ``methods``
+    (at its chosen τ) trained with each schedule's overrides, reported beside the experiment's own
+    schedule (the chosen point). These runs are diagnostics: they come after the study and their
+    time is reported apart.
 
     Attributes:
-        method: one of the experiment's methods.
+        methods: some of the experiment's methods (default ``[method]``).
+        method: the single method of older experiment files.
         schedules: name -> ``key=value`` overrides (e.g. ``{"10 epochs": [train.epochs=10]}``).
     """
 
     method: str = "hom"
     schedules: Dict[str, List[str]] = field(default_factory=dict)
+    methods: List[str] = field(default_factory=list)
+
+    def names(self) -> "list[str]":
+        return list(self.methods) or [self.method]
+
+
+@dataclass
+class BudgetSection:
+    """Budget curves: the first seed of each of ``methods`` (at its chosen τ) trained for each of
+    ``epochs`` (its own schedule of that length: warm-up and cosine decay scale with it), so
+    top-1, NLL and ECE can be read against CPU-minutes. A run whose config equals one of the study's
+    (the main schedule, or a τ-grid run at the chosen τ) is reused, not trained again.
+
+    Attributes:
+        methods: some of the experiment's methods, in order of priority (they are queued so).
+        epochs: epoch counts of the curve.
+    """
+
+    methods: List[str] = field(default_factory=list)
+    epochs: List[int] = field(default_factory=list)
 
 
 @dataclass
@@ -84,9 +106,15 @@ class Experiment:
         seeds: upstream seeds of every method.
         temperature_grid: τ values tried for every method whose head has noise (covariance not
             ``none``), on the first seed, chosen by held-out NLL; empty keeps the head's τ.
+        grid_overrides: ``key=value`` overrides of the τ-grid runs only (e.g. a shorter schedule,
+            ``[train.epochs=6, train.eval_every=6]``); when given, every seed of the chosen τ is
+            trained at the study's own schedule after the grid.
+        grid_extensions: when the chosen τ lies on the edge of the values tried, the grid is
+            extended past that edge (τ/2 below, 1.5τ above), at most this many times per method.
         ensemble_sizes: ensembles of the first n seeds of each method.
         multilabel: the optional multi-label study.
         frontier: optional candidate schedules, for accuracy against CPU-minutes.
+        budget: optional budget curves (epochs against CPU-minutes, per method).
         downstream: transfer settings; ``tasks: []`` skips the stage.
         covariance: run the covariance analysis in the report.
         runs_root, results_root: where the run folders and the report go.
@@ -106,9 +134,12 @@ class Experiment:
     methods: Dict[str, Dict[str, Any]] = field(default_factory=dict)
     seeds: List[int] = field(default_factory=lambda: [0])
     temperature_grid: List[float] = field(default_factory=list)
+    grid_overrides: List[str] = field(default_factory=list)
+    grid_extensions: int = 0
     ensemble_sizes: List[int] = field(default_factory=list)
     multilabel: MultilabelSection = field(default_factory=MultilabelSection)
     frontier: FrontierSection = field(default_factory=FrontierSection)
+    budget: BudgetSection = field(default_factory=BudgetSection)
     downstream: DownstreamSection = field(default_factory=DownstreamSection)
     covariance: bool = True
     runs_root: str = "runs"
@@ -148,23 +179,43 @@ def _noisy(head: dict) -> bool:
 
 @dataclass
 class _Plan:
-    """The upstream runs of one study: per method, the grid runs (τ -> config) and the seeds' configs."""
+    """The upstream runs of one study: per method, the grid runs (τ -> folder) and the seeds' configs."""
 
     configs: "dict[str, Any]" = field(default_factory=dict)  # folder name -> UpstreamConfig
     grid: "dict[str, dict[float, str]]" = field(default_factory=dict)  # method -> τ -> folder name
     chosen: "dict[str, float]" = field(default_factory=dict)  # method -> τ chosen on the held-out split
+    heads: "dict[str, dict]" = field(default_factory=dict)  # method -> head options
+    seeds: "list[int]" = field(default_factory=list)
+    grid_overrides: "list[str]" = field(default_factory=list)  # of the grid runs (own schedule when given)
+    make: Optional[Callable[..., Any]] = None  # (method, head, seed, folder, extra overrides) -> config
+
+    def grid_run(self, method: str, tau: float) -> str:
+        """Add the grid run of ``method`` at ``tau`` (first seed); returns its folder name."""
+        folder = f"{'grid_' if self.grid_overrides else ''}{method}_t{tau:g}_s{self.seeds[0]}"
+        self.configs[folder] = self.make(method, {**self.heads[method], "temperature": float(tau)}, self.seeds[0],
+                                         folder, self.grid_overrides)
+        self.grid[method][float(tau)] = folder
+        return folder
+
+    def final_head(self, method: str) -> dict:
+        """The method's head options at its chosen τ (as given when it has no grid)."""
+        head = dict(self.heads[method])
+        if method in self.grid:
+            head["temperature"] = self.chosen[method]
+        return head
 
 
-def _plan(exp: Experiment, root: Path, prefix: str, methods: dict, seeds: list, grid: list, overrides: list) -> _Plan:
+def _plan(exp: Experiment, root: Path, prefix: str, methods: dict, seeds: list, grid: list, overrides: list,
+          grid_overrides: "list[str]" = ()) -> _Plan:
     """Every config of a study, validated (nothing is run or written)."""
     from harness.config import load_config
     from upstream.config import UpstreamConfig, validate
 
     base = _upstream_config_path(exp.upstream_config)
-    plan = _Plan()
+    plan = _Plan(heads={m: dict(h) for m, h in methods.items()}, seeds=list(seeds), grid_overrides=list(grid_overrides))
 
-    def config(method: str, head: dict, seed: int, folder: str) -> Any:
-        cfg = load_config(UpstreamConfig, base, [*exp.upstream_overrides, *overrides,
+    def config(method: str, head: dict, seed: int, folder: str, extra: "list[str]" = ()) -> Any:
+        cfg = load_config(UpstreamConfig, base, [*exp.upstream_overrides, *overrides, *extra,
                                                  f"name={exp.name}_{prefix}{folder}", f"seed={seed}",
                                                  f"output_dir={root / 'upstream' / (prefix + folder)}"])
         cfg.model.head = dict(head)
@@ -177,17 +228,35 @@ def _plan(exp: Experiment, root: Path, prefix: str, methods: dict, seeds: list, 
                              f"{base.name} or upstream_overrides")
         return cfg
 
+    plan.make = config
     for method, head in methods.items():
         if grid and _noisy(head):
             plan.grid[method] = {}
             for tau in grid:
-                folder = f"{method}_t{tau:g}_s{seeds[0]}"
-                plan.configs[folder] = config(method, {**head, "temperature": float(tau)}, seeds[0], folder)
-                plan.grid[method][float(tau)] = folder
+                plan.grid_run(method, tau)
         else:
             for seed in seeds:
                 plan.configs[f"{method}_s{seed}"] = config(method, head, seed, f"{method}_s{seed}")
     return plan
+
+
+def _same_run(a: Any, b: Any) -> bool:
+    """Whether two upstream configs train the same model (they differ at most in name and folder)."""
+    from dataclasses import asdict
+
+    strip = lambda c: {k: v for k, v in asdict(c).items() if k not in ("name", "output_dir")}  # noqa: E731
+    return strip(a) == strip(b)
+
+
+def _derived(plan: _Plan, method: str, folder: str, overrides: "list[str]") -> str:
+    """Add the first seed of ``method`` at its final head with ``overrides`` under ``folder``, unless a
+    planned run is the same (then that run's folder is returned and nothing is added)."""
+    cfg = plan.make(method, plan.final_head(method), plan.seeds[0], folder, overrides)
+    same = next((f for f, c in plan.configs.items() if _same_run(c, cfg)), None)
+    if same is not None:
+        return same
+    plan.configs[folder] = cfg
+    return folder
 
 
 def validate_experiment(exp: Experiment) -> "dict[str, _Plan]":
@@ -220,8 +289,19 @@ def validate_experiment(exp: Experiment) -> "dict[str, _Plan]":
             SweepSettings(**{**PRESETS[exp.downstream.preset], **exp.downstream.settings})
         except TypeError as e:
             raise ValueError(f"downstream.settings: {e}; see downstream.sweep.SweepSettings for the keys") from e
+    if exp.grid_overrides and not exp.temperature_grid:
+        raise ValueError("grid_overrides without a temperature_grid have nothing to apply to: drop them or add a grid")
+    if exp.grid_extensions < 0:
+        raise ValueError(f"grid_extensions must be >= 0, got {exp.grid_extensions}")
+    for section, names in (("budget", exp.budget.methods), ("frontier", exp.frontier.names() if exp.frontier.schedules
+                                                             else [])):
+        unknown = [m for m in names if m not in exp.methods]
+        if unknown:
+            raise ValueError(f"{section} method(s) {', '.join(unknown)} not among the methods {', '.join(exp.methods)}")
+    if exp.budget.methods and (not exp.budget.epochs or any(int(e) != e or e < 1 for e in exp.budget.epochs)):
+        raise ValueError(f"budget.epochs must be a non-empty list of whole numbers >= 1, got {exp.budget.epochs}")
     root = Path(exp.runs_root) / exp.name
-    plans = {"main": _plan(exp, root, "", exp.methods, exp.seeds, exp.temperature_grid, [])}
+    plans = {"main": _plan(exp, root, "", exp.methods, exp.seeds, exp.temperature_grid, [], exp.grid_overrides)}
     if exp.shift is not None:
         from harness.shift import check_settings
 
@@ -244,14 +324,13 @@ def validate_experiment(exp: Experiment) -> "dict[str, _Plan]":
                 raise ValueError(f"multilabel study run {folder}: set link: sigmoid in its head (label sets need "
                                  "the sigmoid link)")
     fr = exp.frontier
-    if fr.schedules:
-        if fr.method not in exp.methods:
-            raise ValueError(f"frontier.method {fr.method!r} is not one of the methods {', '.join(exp.methods)}")
-        plans["frontier"] = _Plan()
-        for i, (name, overrides) in enumerate(fr.schedules.items()):
-            plans["frontier"].configs[name] = _plan(exp, root, f"frontier{i}_", {fr.method: exp.methods[fr.method]},
-                                                    exp.seeds[:1], [], list(overrides)).configs[
-                f"{fr.method}_s{exp.seeds[0]}"]
+    if fr.schedules:  # checked here; built at the chosen τ once it is known (frontier_plan)
+        for overrides in fr.schedules.values():
+            for method in fr.names():
+                plans["main"].make(method, exp.methods[method], exp.seeds[0], "check", list(overrides))
+    for e in exp.budget.epochs if exp.budget.methods else []:
+        plans["main"].make(exp.budget.methods[0], exp.methods[exp.budget.methods[0]], exp.seeds[0], "check",
+                           [f"train.epochs={e}", f"train.eval_every={e}"])
     return plans
 
 
@@ -261,9 +340,37 @@ def _first_wave(plan: _Plan, methods: dict, seeds: list) -> "list[str]":
                                            [f"{m}_s{seed}" for seed in seeds])]
 
 
+def _heldout(plan: _Plan, method: str) -> "tuple[dict[float, dict], str]":
+    """Held-out metrics of every grid run of ``method`` (by τ) and the key that chooses."""
+    held = {tau: _metrics(Path(plan.configs[f].output_dir))["heldout_metrics"] for tau, f in plan.grid[method].items()}
+    return held, "nll" if "nll" in next(iter(held.values())) else "sigmoid_nll"
+
+
+def _best_tau(plan: _Plan, method: str) -> float:
+    """The τ with the lowest held-out NLL (ties: the smaller τ)."""
+    held, key = _heldout(plan, method)
+    return min(held, key=lambda t: (held[t][key], t))
+
+
+def _extend_grids(plan: _Plan, base: "list[float]", limit: int) -> "list[str]":
+    """Grid runs to add where the best τ so far lies on the edge of the values tried: τ/2 below the
+    smallest, 1.5τ above the largest, at most ``limit`` additions per method. Returns their folders."""
+    new = []
+    for method, runs in plan.grid.items():
+        if len(set(runs) - {float(t) for t in base}) >= limit:
+            continue
+        best, taus = _best_tau(plan, method), sorted(runs)
+        if len(taus) > 1 and best == taus[0]:
+            new.append(plan.grid_run(method, float(f"{best / 2:.4g}")))
+        elif len(taus) > 1 and best == taus[-1]:
+            new.append(plan.grid_run(method, float(f"{best * 1.5:.4g}")))
+    return new
+
+
 def _choose_temperatures(plan: _Plan, methods: dict, seeds: list) -> "tuple[list[str], list[dict]]":
-    """After the first wave: the τ with the lowest held-out NLL per grid method (ties: the smaller τ);
-    the configs of its remaining seeds are added to the plan.
+    """After the grid: the τ with the lowest held-out NLL per grid method (ties: the smaller τ); the
+    configs of the seeds still to train at it are added to the plan (all of them when the grid runs
+    had their own schedule, else all but the first).
 
     Returns:
         (run folders of the second wave, grid rows: method, τ, held-out metrics, chosen).
@@ -272,18 +379,17 @@ def _choose_temperatures(plan: _Plan, methods: dict, seeds: list) -> "tuple[list
     for method in methods:
         if method not in plan.grid:
             continue
-        held = {tau: _metrics(Path(plan.configs[f].output_dir))["heldout_metrics"] for tau, f in plan.grid[method].items()}
-        key = "nll" if "nll" in next(iter(held.values())) else "sigmoid_nll"
-        best = min(held, key=lambda t: (held[t][key], t))
-        for tau, f in plan.grid[method].items():
+        held, key = _heldout(plan, method)
+        best = _best_tau(plan, method)
+        for tau in sorted(plan.grid[method]):
             rows.append({"method": method, "temperature": tau, "heldout": held[tau], "chosen": tau == best,
-                         "run": plan.configs[f].output_dir, "key": key})
-        first = plan.configs[plan.grid[method][best]]
-        for seed in seeds[1:]:
-            folder = f"{method}_t{best:g}_s{seed}"
-            plan.configs.setdefault(folder, _reseed(first, seed, folder))
-            second.append(folder)
+                         "run": plan.configs[plan.grid[method][tau]].output_dir, "key": key})
         plan.chosen[method] = best
+        for seed in seeds[0 if plan.grid_overrides else 1:]:
+            folder = f"{method}_t{best:g}_s{seed}"
+            if folder not in plan.configs:
+                plan.configs[folder] = plan.make(method, plan.final_head(method), seed, folder)
+            second.append(folder)
     return second, rows
 
 
@@ -293,22 +399,12 @@ def _study_runs(plan: _Plan, methods: dict, seeds: list) -> "dict[str, list[Path
     for m in methods:
         if m in plan.grid:
             best = plan.chosen[m]
-            folders = [plan.grid[m][best]] + [f"{m}_t{best:g}_s{seed}" for seed in seeds[1:]]
+            own = plan.grid_overrides
+            folders = ([] if own else [plan.grid[m][best]]) + [f"{m}_t{best:g}_s{seed}" for seed in seeds[0 if own else 1:]]
         else:
             folders = [f"{m}_s{seed}" for seed in seeds]
         runs[m] = [Path(plan.configs[f].output_dir) for f in folders]
     return runs
-
-
-def _reseed(cfg: Any, seed: int, folder: str) -> Any:
-    """``cfg`` with another seed and run folder."""
-    import copy
-
-    out = copy.deepcopy(cfg)
-    out.seed = seed
-    out.output_dir = str(Path(cfg.output_dir).parent / folder)
-    out.name = cfg.name.rsplit("_s", 1)[0] + f"_s{seed}"
-    return out
 
 
 class _Clock:
@@ -491,14 +587,12 @@ def _run_stages(exp: Experiment, plans: "dict[str, _Plan]", root: Path, clock: _
     from harness.shift import average_ensemble, predict_run
 
     stages: "dict[str, float]" = {}
-    studies = {"main": (exp.methods, exp.seeds)}
-    if "multilabel" in plans:
-        studies["multilabel"] = (exp.multilabel.methods, exp.multilabel.seeds)
     settings = (SweepSettings(**{**PRESETS[exp.downstream.preset], **exp.downstream.settings})
                 if exp.downstream.tasks else None)
     main = plans["main"]
     final = {str(Path(main.configs[f].output_dir)) for f in _first_wave(main, exp.methods, exp.seeds)
              if f not in {g for grid in main.grid.values() for g in grid.values()}}
+    ml = exp.multilabel
 
     def evaluate(d: Path) -> None:  # a final run of the main study: shift predictions and transfer
         if exp.shift is not None:
@@ -510,19 +604,38 @@ def _run_stages(exp: Experiment, plans: "dict[str, _Plan]", root: Path, clock: _
     def then(cfg: Any) -> "Optional[Callable[[Any], None]]":
         return (lambda _: evaluate(Path(cfg.output_dir))) if str(Path(cfg.output_dir)) in final else None
 
-    workers.train([plans[k].configs[f] for k, (m, s) in studies.items() for f in _first_wave(plans[k], m, s)], then)
+    # priority: the main study, then the budget curves, then the multi-label study, then the frontier
+    workers.train([main.configs[f] for f in _first_wave(main, exp.methods, exp.seeds)], then)
     workers.wait(progress, clock.tick, stages={"upstream"})
-    second, grids = [], {}
-    for k, (m, s) in studies.items():
-        folders, grids[k] = _choose_temperatures(plans[k], m, s)
-        second += [plans[k].configs[f] for f in folders]
-    runs, grid_rows = _study_runs(main, exp.methods, exp.seeds), grids["main"]
+    more = _extend_grids(main, exp.temperature_grid, exp.grid_extensions)
+    while more:  # the best τ lay on the grid's edge: try past it
+        progress(f"[τ grid] extended: {', '.join(more)}")
+        workers.train([main.configs[f] for f in more])
+        workers.wait(progress, clock.tick, stages={"upstream"})
+        more = _extend_grids(main, exp.temperature_grid, exp.grid_extensions)
+    second, grid_rows = _choose_temperatures(main, exp.methods, exp.seeds)
+    runs = _study_runs(main, exp.methods, exp.seeds)
     final = {str(d) for dirs in runs.values() for d in dirs}
-    for method in main.grid:  # the chosen τ's run is trained already
-        evaluate(runs[method][0])
-    workers.train(second, then)
+    if not main.grid_overrides:
+        for method in main.grid:  # the chosen τ's run is trained already
+            evaluate(runs[method][0])
+    workers.train([main.configs[f] for f in second], then)
+    budget = {m: {int(e): _derived(main, m, f"budget_{m}_e{int(e)}", [f"train.epochs={int(e)}",
+                                                                      f"train.eval_every={int(e)}"])
+                  for e in exp.budget.epochs} for m in exp.budget.methods}
+    workers.train([main.configs[f] for f in dict.fromkeys(f for per in budget.values() for f in per.values())
+                   if f.startswith("budget_")])
+    ml_plan, ml_grid = plans.get("multilabel"), []
+    if ml_plan is not None:
+        ml = exp.multilabel
+        workers.train([ml_plan.configs[f] for f in _first_wave(ml_plan, ml.methods, ml.seeds)])
+    workers.wait(progress, clock.tick, stages={"upstream"})
+    if ml_plan is not None:
+        folders, ml_grid = _choose_temperatures(ml_plan, ml.methods, ml.seeds)
+        workers.train([ml_plan.configs[f] for f in folders])
     workers.wait(progress, clock.tick)
-    if "frontier" in plans:  # diagnostics: their time is not the experiment's
+    if exp.frontier.schedules:  # diagnostics: their time is not the experiment's
+        plans["frontier"] = frontier_plan(main, exp)
         tic = time.perf_counter()
         workers.train(list(plans["frontier"].configs.values()))
         workers.wait(progress)
@@ -547,9 +660,7 @@ def _run_stages(exp: Experiment, plans: "dict[str, _Plan]", root: Path, clock: _
             average_ensemble(e)
         stages["shift"] = stages.get("shift", 0.0) + time.perf_counter() - tic
 
-    ml_runs, ml_grid = {}, grids.get("multilabel", [])
-    if "multilabel" in plans:
-        ml_runs = _study_runs(plans["multilabel"], exp.multilabel.methods, exp.multilabel.seeds)
+    ml_runs = {} if ml_plan is None else _study_runs(ml_plan, exp.multilabel.methods, exp.multilabel.seeds)
 
     extra: dict = {"tables": [], "text": [], "json": {}}
     if settings is not None:
@@ -566,8 +677,12 @@ def _run_stages(exp: Experiment, plans: "dict[str, _Plan]", root: Path, clock: _
     _merge(extra, comparison_section(runs, ensembles))
     if ml_runs:
         _merge(extra, multilabel_section(ml_runs, ml_grid))
+    if budget:
+        plans["budget"] = _Plan(configs={f: c for f, c in main.configs.items() if f.startswith("budget_")})
+        _merge(extra, budget_section({m: {e: Path(main.configs[f].output_dir) for e, f in per.items()}
+                                      for m, per in budget.items()}))
     if "frontier" in plans:
-        _merge(extra, frontier_section(plans["frontier"], runs[exp.frontier.method][0], exp))
+        _merge(extra, frontier_section(plans["frontier"], runs, exp))
     extra["json"]["confusable_pairs"] = [list(p) for p in exp.confusable_pairs]
     times = {study: _run_times(plan) for study, plan in plans.items()}
     clock.tick()
@@ -586,6 +701,7 @@ def _merge(into: dict, part: dict) -> dict:
     into.setdefault("tables", []).extend(part.get("tables", []))
     into.setdefault("text", []).extend(part.get("text", []))
     into.setdefault("json", {}).update(part.get("json", {}))
+    into.setdefault("figures", []).extend(part.get("figures", []))
     return into
 
 
@@ -642,33 +758,114 @@ def time_section(times: "dict[str, dict[str, float]]", grids: "dict[str, list[di
                                       "stages": {k: v / 60 for k, v in stages.items()}}}}
 
 
-def frontier_section(plan: _Plan, chosen: Path, exp: Experiment) -> dict:
-    """Accuracy against CPU-minutes: each candidate schedule's run and the study's own (chosen)."""
-    def row(name: str, d: Path) -> dict:
-        m = _metrics(d)
-        acc = "top1" if "top1" in m["metrics"] else "prec@1"
-        cfg = json.loads((d / "run.json").read_text())["config"]
-        wall = float(m.get("wall_seconds") or 0.0) / 60
-        return {"schedule": name, "epochs": cfg["train"]["epochs"], "backbone": cfg["model"]["backbone"],
-                "wall_minutes": wall, "threads": m.get("threads"), "cpu_minutes": wall * (m.get("threads") or 1),
-                acc: m["metrics"][acc], "nll": m["metrics"].get("nll", m["metrics"].get("sigmoid_nll")),
-                "heldout_nll": (m.get("heldout_metrics") or {}).get("nll"), "run": str(d)}
+def _point(d: Path) -> dict:
+    """One run as a point of a curve: epochs, CPU-minutes (wall minutes x threads), evaluation-split
+    top-1 (or prec@1), NLL and ECE, and the held-out split's NLL and top-1."""
+    m = _metrics(d)
+    acc = "top1" if "top1" in m["metrics"] else "prec@1"
+    cfg = json.loads((d / "run.json").read_text())["config"]
+    wall = float(m.get("wall_seconds") or 0.0) / 60
+    held = m.get("heldout_metrics") or {}
+    return {"epochs": cfg["train"]["epochs"], "backbone": cfg["model"]["backbone"], "wall_minutes": wall,
+            "threads": m.get("threads"), "cpu_minutes": wall * (m.get("threads") or 1), acc: m["metrics"][acc],
+            "nll": m["metrics"].get("nll", m["metrics"].get("sigmoid_nll")), "ece": m["metrics"].get("ece"),
+            "heldout_nll": held.get("nll"), "heldout_top1": held.get("top1"),
+            "precision": m.get("mixed_precision"), "run": str(d)}
 
-    rows = [row("this study's schedule (chosen)" + (f": {' '.join(exp.upstream_overrides)}"
-                                                      if exp.upstream_overrides else ""), chosen)]
-    rows += [row(name, Path(cfg.output_dir)) for name, cfg in plan.configs.items()]
-    rows.sort(key=lambda r: r["cpu_minutes"])
+
+def frontier_plan(main: _Plan, exp: Experiment) -> _Plan:
+    """The frontier's runs: the first seed of each frontier method, at its chosen τ, per schedule."""
+    plan = _Plan()
+    for i, overrides in enumerate(exp.frontier.schedules.values()):
+        for m in exp.frontier.names():
+            folder = f"frontier{i}_{m}_s{exp.seeds[0]}"
+            plan.configs[folder] = main.make(m, main.final_head(m), exp.seeds[0], folder, list(overrides))
+    return plan
+
+
+def frontier_section(plan: _Plan, runs: "dict[str, list[Path]]", exp: Experiment) -> dict:
+    """Accuracy against CPU-minutes, per frontier method: each candidate schedule's run and the study's
+    own (chosen)."""
+    rows = []
+    for m in exp.frontier.names():
+        rows.append({"method": m, "schedule": "this study's schedule (chosen)" + (
+            f": {' '.join(exp.upstream_overrides)}" if exp.upstream_overrides else ""), **_point(runs[m][0])})
+        for i, name in enumerate(exp.frontier.schedules):
+            cfg = plan.configs[f"frontier{i}_{m}_s{exp.seeds[0]}"]
+            rows.append({"method": m, "schedule": name, **_point(Path(cfg.output_dir))})
+    rows.sort(key=lambda r: (exp.frontier.names().index(r["method"]), r["cpu_minutes"]))
     acc = "top1" if "top1" in rows[0] else "prec@1"
-    table = [[r["schedule"], r["backbone"], str(r["epochs"]), f"{r['cpu_minutes']:.1f}", f"{100 * r[acc]:.2f}%",
-              f"{r['nll']:.4f}", "" if r["heldout_nll"] is None else f"{r['heldout_nll']:.4f}"] for r in rows]
-    best = max(rows, key=lambda r: r[acc])
-    text = (f"Frontier ({exp.frontier.method}, first seed): {acc} from {100 * rows[0][acc]:.2f}% at "
-            f"{rows[0]['cpu_minutes']:.1f} CPU-minutes to {100 * best[acc]:.2f}% at {best['cpu_minutes']:.1f} "
-            f"CPU-minutes per run; the study's schedule gives {100 * row('', chosen)[acc]:.2f}%.")
-    return {"tables": [(f"Frontier: {acc} of {exp.frontier.method} (first seed, evaluation split) against CPU-minutes "
-                        "per run (wall minutes x threads) for candidate schedules",
-                        ["schedule", "backbone", "epochs", "CPU-minutes", acc, "NLL", "held-out NLL"], table)],
-            "text": [text], "json": {"frontier": rows}}
+    table = [[r["method"], r["schedule"], r["backbone"], str(r["epochs"]), f"{r['cpu_minutes']:.1f}",
+              f"{100 * r[acc]:.2f}%", f"{r['nll']:.4f}", "" if r["heldout_nll"] is None else f"{r['heldout_nll']:.4f}"]
+             for r in rows]
+    text = []
+    for m in exp.frontier.names():
+        mine = [r for r in rows if r["method"] == m]
+        best = max(mine, key=lambda r: r[acc])
+        text.append(f"Frontier ({m}, first seed): {acc} from {100 * mine[0][acc]:.2f}% at {mine[0]['cpu_minutes']:.1f} "
+                    f"CPU-minutes to {100 * best[acc]:.2f}% at {best['cpu_minutes']:.1f} CPU-minutes per run "
+                    f"({best['schedule']}).")
+    return {"tables": [(f"Frontier: {acc} (first seed, evaluation split) against CPU-minutes per run (wall minutes x "
+                        "threads) for candidate schedules", ["method", "schedule", "backbone", "epochs", "CPU-minutes",
+                                                             acc, "NLL", "held-out NLL"], table)],
+            "text": text, "json": {"frontier": rows}}
+
+
+def budget_section(curves: "dict[str, dict[int, Path]]") -> dict:
+    """Budget curves: per method, the first seed trained for each epoch count (its own schedule),
+    with top-1, NLL and ECE on the evaluation split against CPU-minutes; where each method's top-1
+    curve crosses the first method's (one seed per point: read small gaps as noise); a figure."""
+    points = {m: [{**_point(d), "epochs": e} for e, d in sorted(per.items())] for m, per in curves.items()}
+    first = next(iter(points))
+    acc = "top1" if "top1" in points[first][0] else "prec@1"
+    table = [[m, str(p["epochs"]), f"{p['cpu_minutes']:.1f}", f"{100 * p[acc]:.2f}%", f"{p['nll']:.4f}",
+              f"{100 * p['ece']:.2f}", "" if p["heldout_nll"] is None else f"{p['heldout_nll']:.4f}", str(p["precision"])]
+             for m, ps in points.items() for p in ps]
+    text, crossings = [], {}
+    ref = {p["epochs"]: p for p in points[first]}
+    for m, ps in points.items():
+        if m == first:
+            continue
+        common = [p for p in ps if p["epochs"] in ref]
+        diffs = [(p["epochs"], p[acc] - ref[p["epochs"]][acc]) for p in common]
+        cross = [(a[0], b[0]) for a, b in zip(diffs, diffs[1:]) if np.sign(a[1]) != np.sign(b[1])]
+        crossings[m] = {"diffs": {str(e): d for e, d in diffs}, "crossings": cross}
+        where = ("; the curves cross between " + ", ".join(f"{a} and {b} epochs" for a, b in cross)) if cross else (
+            f"; {m} stays {'above' if diffs and diffs[0][1] > 0 else 'below'} {first} at every point")
+        text.append(f"Budget curve, {m} − {first} {acc} (first seed, points): " + ", ".join(
+            f"{e} ep {100 * d:+.2f}" for e, d in diffs) + where + " (one seed per point).")
+    return {"tables": [(f"Budget curves: first seed trained for each epoch count (its own schedule); evaluation split "
+                        f"({acc}, NLL, ECE) and held-out NLL (noisy labels) against CPU-minutes per run",
+                        ["method", "epochs", "CPU-minutes", acc, "NLL", "ECE (%)", "held-out NLL", "precision"], table)],
+            "text": text, "json": {"budget_curves": {"points": points, "reference": first, "crossings": crossings}},
+            "figures": [("Budget curves: evaluation-split top-1, NLL and ECE against CPU-minutes per run (first seed; "
+                         "labels: epochs)", "budget_curves.png", budget_png(points, acc))]}
+
+
+def budget_png(points: "dict[str, list[dict]]", acc: str) -> bytes:
+    """Three panels (accuracy, NLL, ECE against CPU-minutes), one line per method, points labelled by epochs."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from harness.report import _png
+
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
+    for ax, key, label in zip(axes, (acc, "nll", "ece"), (acc, "NLL", "ECE")):
+        for m, ps in points.items():
+            x, y = [p["cpu_minutes"] for p in ps], [p[key] for p in ps]
+            ax.plot(x, y, marker="o", label=m)
+            for p, yy in zip(ps, y):
+                ax.annotate(str(p["epochs"]), (p["cpu_minutes"], yy), fontsize=7, xytext=(3, 3),
+                            textcoords="offset points")
+        ax.set_xscale("log")
+        ax.set_xlabel("CPU-minutes per run")
+        ax.set_title(label)
+        ax.grid(alpha=0.3)
+    axes[0].legend()
+    fig.tight_layout()
+    return _png(fig)
 
 
 def temperature_section(rows: "list[dict]", title: str) -> dict:

@@ -287,6 +287,8 @@ def build(paths: Sequence["str | Path"], name: str, out_root: "str | Path" = "re
             atomic_write_bytes(out / fname, png)
 
     extra = extra or {}
+    for _, fname, png in extra.get("figures", []):
+        atomic_write_bytes(out / fname, png)
     report = {"schema": SCHEMA, "name": name, "provenance": prov, "data": entries[0].data, **extra.get("json", {}),
               "extra_tables": [list(t) for t in extra.get("tables", [])], "notes": list(extra.get("text", [])),
               "num_examples": int(len(ref.index)), "num_classes": len(ref.class_names), "multilabel": multilabel,
@@ -294,10 +296,12 @@ def build(paths: Sequence["str | Path"], name: str, out_root: "str | Path" = "re
               "entries": json_entries, "covariance": cov, "shift": shift_part["json"] if shift_part else None,
               "figures": {"reliability": [f for _, f, _ in figures],
                           "covariance_ranks": "covariance_ranks.png" if cov_png else None,
-                          "shift": [f for _, f, _ in shift_part["figures"]] if shift_part else []}}
+                          "shift": [f for _, f, _ in shift_part["figures"]] if shift_part else [],
+                          **({"extra": [f for _, f, _ in extra["figures"]]} if extra.get("figures") else {})}}
     atomic_write_text(out / "report.json", json_dumps(report, indent=1))
-    atomic_write_text(out / "report.md", _markdown(report, rows, cols, figures, cov_png is not None, shift_part))
-    atomic_write_text(out / "report.html", _html(report, rows, cols, figures, cov_png, shift_part))
+    more = list(extra.get("figures", []))
+    atomic_write_text(out / "report.md", _markdown(report, rows, cols, figures, cov_png is not None, shift_part, more))
+    atomic_write_text(out / "report.html", _html(report, rows, cols, figures, cov_png, shift_part, more))
     return out
 
 
@@ -398,7 +402,8 @@ def _html_table(title: str, header, body, tag: str = "h2") -> str:
             + "</table>")
 
 
-def _markdown(report: dict, rows, cols, figures, has_ranks: bool, shift: Optional[dict] = None) -> str:
+def _markdown(report: dict, rows, cols, figures, has_ranks: bool, shift: Optional[dict] = None,
+              more: Sequence = ()) -> str:
     lines = [markdown_header(f"Report: {report['name']}", report["provenance"]),
              f"Evaluation data: {report['data']} ({report['num_examples']} examples, {report['num_classes']} classes).",
              "ECE: 15 equal-width bins on the top-label confidence. NLL of the MC-averaged probability for het "
@@ -406,6 +411,7 @@ def _markdown(report: dict, rows, cols, figures, has_ranks: bool, shift: Optiona
     lines += [n + "\n" for n in report.get("notes", [])]
     for title, header, body in _tables(report, rows, cols):
         lines += _md_table(title, header, body)
+    lines += [f"![{md_cell(caption)}]({f})\n" for caption, f, _ in more]
     pairs = _pairs_text(report["covariance"], report.get("confusable_pairs", []))
     if pairs:
         lines += [md_cell(pairs), ""]
@@ -423,7 +429,8 @@ def _markdown(report: dict, rows, cols, figures, has_ranks: bool, shift: Optiona
     return "\n".join(lines)
 
 
-def _html(report: dict, rows, cols, figures, cov_png: Optional[bytes], shift: Optional[dict] = None) -> str:
+def _html(report: dict, rows, cols, figures, cov_png: Optional[bytes], shift: Optional[dict] = None,
+          more: Sequence = ()) -> str:
     def img(png: bytes, alt: str) -> str:
         return (f'<figure><img alt="{html.escape(alt)}" src="data:image/png;base64,'
                 f'{base64.b64encode(png).decode()}"><figcaption>{html.escape(alt)}</figcaption></figure>')
@@ -440,6 +447,7 @@ def _html(report: dict, rows, cols, figures, cov_png: Optional[bytes], shift: Op
              f"{html.escape(_label_rule_text(report))}</p>"]
     parts += [f"<p>{html.escape(n)}</p>" for n in report.get("notes", [])]
     parts += [_html_table(title, header, body) for title, header, body in _tables(report, rows, cols)]
+    parts += [img(png, caption) for caption, _, png in more]
     pairs = _pairs_text(report["covariance"], report.get("confusable_pairs", []))
     if pairs:
         parts.append(f"<p>{html.escape(pairs)}</p>")
