@@ -6,7 +6,11 @@
 - :func:`top_pairs`: the class pairs with the largest |Σ̄_kl| (Table 4), found block by block.
 - :func:`confusion_ranks`: for examples the het model gets right and the hom model wrong, the rank
   of the hom prediction among the other classes sorted by |Σ_c,j(x)| with the true class c
-  (Figure 2), from one covariance row per example.
+  (Figure 2), from one covariance row per example; with ``by="mean"`` the baseline ranking by the
+  mean logits μ(x) alone.
+- :class:`PairNoise` and :func:`transition_test`: whether the noise the model learned between two
+  classes follows how often people swap their labels (Spearman ρ over the class pairs between the
+  transition mass T_ab + T_ba and Var(u_a − u_b), with a permutation p-value).
 """
 
 from __future__ import annotations
@@ -17,6 +21,9 @@ import numpy as np
 import torch
 
 from harness.heads import HeteroscedasticHead
+
+#: largest K for which the per-pair noise statistics (dense Σ(x) per batch) are computed
+PAIR_NOISE_MAX_CLASSES = 200
 
 
 class CovarianceAccumulator:
@@ -100,7 +107,7 @@ def top_pairs(sigma: np.ndarray, class_names: Sequence[str], k: int = 10, block:
 
 @torch.no_grad()
 def confusion_ranks(head: HeteroscedasticHead, batches: Iterable, het_logits: np.ndarray, hom_logits: np.ndarray,
-                    index: np.ndarray) -> np.ndarray:
+                    index: np.ndarray, by: str = "covariance") -> np.ndarray:
     """Figure 2: ranks (1 = the most covarying class) of the hom model's wrong prediction among the
     classes j != c sorted by |Σ_cj(x)|, over examples with het right and hom wrong.
 
@@ -109,6 +116,8 @@ def confusion_ranks(head: HeteroscedasticHead, batches: Iterable, het_logits: np
         batches: ``(features [B, D], targets [B], index [B])`` of the evaluation split.
         het_logits, hom_logits: ``[N, K]`` predictions of both models, rows ordered as ``index``.
         index: ``[N]`` example indices of those rows.
+        by: ``covariance`` (|Σ_cj(x)|, the paper's statistic) or ``mean`` (the baseline: the het
+            model's mean logits μ_j(x) alone, no covariance).
 
     Returns:
         ``[n]`` int ranks in 1..K-1 (per-example Σ(x); ties count in the example's favour).
@@ -124,10 +133,80 @@ def confusion_ranks(head: HeteroscedasticHead, batches: Iterable, het_logits: np
             wrong = int(hom_logits[r].argmax())
             if not het_right or wrong == c:
                 continue
-            row = head.covariance(feats[b:b + 1], rows=torch.tensor([c])).abs()[0, 0].cpu().numpy()
+            if by == "mean":
+                row = head.mean_logits(feats[b:b + 1])[0].double().cpu().numpy()
+            else:
+                row = head.covariance(feats[b:b + 1], rows=torch.tensor([c])).abs()[0, 0].cpu().numpy()
             row[c] = -np.inf
             ranks.append(1 + int((row > row[wrong]).sum()))
     return np.asarray(ranks, dtype=np.int64)
+
+
+class PairNoise:
+    """Per class pair (a, b), the het model's noise between the two classes averaged over the
+    examples labelled a or b: Var(u_a − u_b) = Σ_aa + Σ_bb − 2Σ_ab (how easily noise swaps their
+    order, which is what flips a label between them) and the correlation Σ_ab / sqrt(Σ_aa Σ_bb).
+    Σ(x) is the untempered latent covariance; dense ``[B, K, K]`` per batch, so for K up to a few
+    hundred."""
+
+    def __init__(self, num_classes: int) -> None:
+        k = num_classes
+        self.var, self.corr = np.zeros((k, k, k)), np.zeros((k, k, k))  # [label, a, b] sums
+        self.count = np.zeros(k)
+
+    @torch.no_grad()
+    def update(self, head: HeteroscedasticHead, features: torch.Tensor, targets: np.ndarray) -> None:
+        sigma = head.covariance(features).double().cpu().numpy()  # [B, K, K]
+        diag = np.diagonal(sigma, axis1=1, axis2=2)
+        var = diag[:, :, None] + diag[:, None, :] - 2 * sigma
+        corr = sigma / np.sqrt(diag[:, :, None] * diag[:, None, :])
+        y = np.asarray(targets, dtype=np.int64)
+        np.add.at(self.var, y, var)
+        np.add.at(self.corr, y, corr)
+        np.add.at(self.count, y, 1.0)
+
+    def pairs(self) -> "list[tuple[int, int, float, float]]":
+        """``(a, b, mean Var(u_a − u_b), mean correlation)`` for every a < b with examples."""
+        out = []
+        k = len(self.count)
+        for a in range(k):
+            for b in range(a + 1, k):
+                n = self.count[a] + self.count[b]
+                if n:
+                    out.append((a, b, float((self.var[a, a, b] + self.var[b, a, b]) / n),
+                                float((self.corr[a, a, b] + self.corr[b, a, b]) / n)))
+        return out
+
+
+def transition_test(transition: np.ndarray, pair_noise: "list[tuple[int, int, float, float]]",
+                    n_resamples: int = 9999, seed: int = 0) -> dict:
+    """Does the het model's noise follow the label noise? Over the class pairs, the Spearman
+    correlation between the symmetrised transition mass T_ab + T_ba (T[c, j] = P(noisy j | clean c),
+    estimated on the training images) and (i) the mean Var(u_a − u_b), (ii) the mean correlation,
+    each with a one-sided permutation p-value (scipy.stats.permutation_test, pairings shuffled;
+    alternative: ρ > 0, the direction the claim predicts).
+
+    Args:
+        transition: ``[K, K]`` row-stochastic T.
+        pair_noise: :meth:`PairNoise.pairs`.
+
+    Returns:
+        ``{"pairs": [{a, b, transition, var_diff, correlation}], "var_diff": {rho, p_value},
+        "correlation": {rho, p_value}, "n_pairs", "n_resamples"}``.
+    """
+    from scipy import stats
+
+    t = np.asarray(transition, dtype=np.float64)
+    mass = np.array([t[a, b] + t[b, a] for a, b, _, _ in pair_noise])
+    out: dict = {"pairs": [{"a": a, "b": b, "transition": float(m), "var_diff": v, "correlation": c}
+                           for (a, b, v, c), m in zip(pair_noise, mass)],
+                 "n_pairs": len(pair_noise), "n_resamples": n_resamples}
+    for i, key in ((2, "var_diff"), (3, "correlation")):
+        x = np.array([p[i] for p in pair_noise])
+        res = stats.permutation_test((mass, x), lambda u, v: stats.spearmanr(u, v)[0], permutation_type="pairings",
+                                     n_resamples=n_resamples, alternative="greater", random_state=seed)
+        out[key] = {"rho": float(res.statistic), "p_value": float(res.pvalue)}
+    return out
 
 
 def analyse(head: HeteroscedasticHead, batches: Iterable, class_names: Sequence[str], top: int = 10,
@@ -144,12 +223,19 @@ def analyse(head: HeteroscedasticHead, batches: Iterable, class_names: Sequence[
     """
     acc = CovarianceAccumulator(head)
     ranks: "list[int]" = []
+    mean_ranks: "list[int]" = []
     want_ranks = het_logits is not None and hom_logits is not None and index is not None
+    pairs = PairNoise(len(class_names)) if len(class_names) <= PAIR_NOISE_MAX_CLASSES else None
     for feats, targets, idx in batches:
         acc.update(feats)
+        if pairs is not None and np.asarray(targets).ndim == 1:
+            pairs.update(head, feats, targets)
         if want_ranks:
             ranks += confusion_ranks(head, [(feats, targets, idx)], het_logits, hom_logits, index).tolist()
+            mean_ranks += confusion_ranks(head, [(feats, targets, idx)], het_logits, hom_logits, index, by="mean").tolist()
     sigma = acc.mean(tempered)
     return {"num_examples": acc.count, "top_pairs": top_pairs(sigma, class_names, top),
-            "ranks": ranks if want_ranks else None, "num_het_right_hom_wrong": len(ranks) if want_ranks else None,
+            "ranks": ranks if want_ranks else None, "mean_logit_ranks": mean_ranks if want_ranks else None,
+            "num_het_right_hom_wrong": len(ranks) if want_ranks else None,
+            "pair_noise": pairs.pairs() if pairs is not None and pairs.count.sum() else None,
             "num_classes": len(class_names), "tempered": tempered, "temperature": float(head.temperature)}

@@ -882,75 +882,132 @@ def temperature_section(rows: "list[dict]", title: str) -> dict:
 
 
 def paired_differences(runs: "dict[str, list[Path]]", keys: "tuple[str, ...]", reference: str = "hom") -> "list[dict]":
-    """Per-seed differences of every method against ``reference`` (same seed index), with their mean,
-    standard deviation (ddof 1) and a paired t-test (scipy.stats.ttest_rel) for each metric.
+    """Seed level: per method and metric, the per-seed differences against ``reference`` (same seed
+    index) with their mean, 95% t-interval, paired t-test and verdict
+    (:func:`harness.uncertainty.compare.seed_level`).
 
     Returns:
-        One dict per (method, metric): ``diffs``, ``mean``, ``std``, ``p_value`` (None with < 2
-        seeds), ``exceeds_spread`` (|mean| > std of the differences).
+        One dict per (method, metric): ``diffs``, ``mean``, ``std``, ``lo``, ``hi``, ``n``,
+        ``p`` (paired t-test; None with < 2 seeds), ``verdict``.
     """
-    from scipy import stats
+    from harness.uncertainty.compare import seed_level
 
+    ref = {k: [_metrics(d)["metrics"][k] for d in runs[reference]] for k in keys}
     out = []
-    ref = [_metrics(d)["metrics"] for d in runs[reference]]
     for method, dirs in runs.items():
         if method == reference:
             continue
-        ms = [_metrics(d)["metrics"] for d in dirs]
-        n = min(len(ms), len(ref))
-        for k in keys:
-            a, b = np.array([ms[i][k] for i in range(n)]), np.array([ref[i][k] for i in range(n)])
-            diffs = a - b
-            std = float(np.std(diffs, ddof=1)) if n > 1 else float("nan")
-            p = float(stats.ttest_rel(a, b).pvalue) if n > 1 and std > 0 else None
-            out.append({"method": method, "metric": k, "diffs": diffs.tolist(), "mean": float(diffs.mean()),
-                        "std": std, "p_value": p, "exceeds_spread": bool(n > 1 and abs(diffs.mean()) > std)})
+        mine = {k: [_metrics(d)["metrics"][k] for d in dirs] for k in keys}
+        for k, r in seed_level(mine, ref).items():
+            out.append({"method": method, "metric": k, **r})
     return out
 
 
-def _diff_table(rows: "list[dict]", pct: "set[str]") -> "list[list[str]]":
-    def f(v: float, k: str) -> str:
-        return f"{100 * v:+.2f}" if k in pct else f"{v:+.4f}"
+def _num(v: float, k: str, pct: "set[str]", sign: bool = False) -> str:
+    if v is None or not np.isfinite(v):
+        return "n/a"
+    return f"{100 * v:{'+' if sign else ''}.2f}" if k in pct else f"{v:{'+' if sign else ''}.4f}"
 
-    return [[r["method"], r["metric"], ", ".join(f(v, r["metric"]) for v in r["diffs"]),
-             f"{f(r['mean'], r['metric'])} ± {(100 if r['metric'] in pct else 1) * r['std']:.{2 if r['metric'] in pct else 4}f}",
-             "n/a" if r["p_value"] is None else f"{r['p_value']:.3f}", "yes" if r["exceeds_spread"] else "no"]
+
+def _ci(r: dict, k: str, pct: "set[str]", sign: bool = True) -> str:
+    return f"{_num(r['mean' if 'mean' in r else 'diff'], k, pct, sign)} [{_num(r['lo'], k, pct, sign)}, " \
+           f"{_num(r['hi'], k, pct, sign)}]"
+
+
+def _diff_table(rows: "list[dict]", pct: "set[str]") -> "list[list[str]]":
+    return [[r["method"], r["metric"], ", ".join(_num(v, r["metric"], pct, True) for v in r["diffs"]),
+             _ci(r, r["metric"], pct), "n/a" if r["p"] is None else f"{r['p']:.3f}", r["verdict"]]
             for r in rows]
 
 
+_DIFF_HEADER = ["method", "metric", "per seed", "mean [95% t-interval]", "paired t-test p", "verdict"]
+
+
 def comparison_section(runs: "dict[str, list[Path]]", ensembles: "list[Path]") -> dict:
-    """Paired differences against hom (top-1, NLL, ECE) and ensembles against their members, as a
-    table and as sentences computed from the runs (never typed in)."""
+    """Every method against hom, seed level and image level, the per-method intervals that separate
+    seed variance from test-sampling variance, and ensemble against ensemble; verdicts from the 95%
+    intervals only (:mod:`harness.uncertainty.compare`), sentences computed from the numbers."""
+    from harness.runs import Predictions
+    from harness.uncertainty.compare import image_level, seed_summary, test_sampling_se
+
     out: dict = {"tables": [], "text": [], "json": {}}
     acc_key = "top1" if "top1" in _metrics(next(iter(runs.values()))[0])["metrics"] else "prec@1"
     nll_key = "nll" if acc_key == "top1" else "sigmoid_nll"
-    if "hom" in runs and len(runs) > 1:
-        rows = paired_differences(runs, (acc_key, nll_key, "ece"))
-        out["tables"].append(("Paired differences against hom, seed by seed (method − hom; top-1 and ECE in points)",
-                              ["method", "metric", "per seed", "mean ± std", "paired t-test p", "|mean| > std"],
-                              _diff_table(rows, {acc_key, "ece"})))
-        out["json"]["paired_differences"] = rows
-        for method in [m for m in runs if m != "hom"]:
-            r = {x["metric"]: x for x in rows if x["method"] == method}
-            a, n = r[acc_key], r[nll_key]
-            better = a["mean"] > 0 and n["mean"] < 0
-            worse = a["mean"] < 0 and n["mean"] > 0
-            verdict = "better on both" if better else "worse on both" if worse else "mixed"
-            spread = ("both differences exceed the seed-to-seed spread" if a["exceeds_spread"] and n["exceeds_spread"]
-                      else f"the {acc_key} difference {'exceeds' if a['exceeds_spread'] else 'is within'} the "
-                           f"seed-to-seed spread, the NLL difference {'exceeds' if n['exceeds_spread'] else 'is within'} it")
-            out["text"].append(f"{method} vs hom over {len(a['diffs'])} paired seeds: {acc_key} "
-                               f"{100 * a['mean']:+.2f} ± {100 * a['std']:.2f} points, NLL {n['mean']:+.4f} ± "
-                               f"{n['std']:.4f}: {verdict}; {spread}. The paper finds het and diag better than hom "
-                               "on both.")
+    keys = (acc_key, nll_key, "ece")
+    pct = {acc_key}
+    single = acc_key == "top1"
+    preds = {m: [Predictions.load(d) for d in dirs] for m, dirs in runs.items()} if single else {}
+    rows, summary = [], {}
+    for m, dirs in runs.items():
+        s = seed_summary({k: [_metrics(d)["metrics"][k] for d in dirs] for k in keys})
+        se = test_sampling_se(preds[m]) if single else {}
+        summary[m] = {"seeds": s, "test_sampling_se": se}
+        rows.append([m, str(len(dirs))] + [_ci(s[k], k, pct, False) for k in keys]
+                    + [" / ".join(_num(s[k]["std"], k, pct) for k in keys)]
+                    + ([" / ".join(_num(se[k], k, pct) for k in keys)] if single else []))
+    out["tables"].append((f"Per method (single models): mean over seeds with its 95% t-interval; seed std (training "
+                          "randomness) and test-sampling standard error (bootstrap over evaluation images, models "
+                          f"fixed); {acc_key} in points",
+                          ["method", "seeds", *(f"{k} mean [95% CI]" for k in keys), "seed std (" + " / ".join(keys)
+                           + ")"] + (["test-sampling SE (" + " / ".join(keys) + ")"] if single else []), rows))
+    out["json"]["method_intervals"] = summary
+    if "hom" not in runs or len(runs) < 2:
+        return out
+    out["text"].append("How to read the comparisons: seed-level intervals cover training randomness (seed i of a "
+                       "method against seed i of hom; with n seeds the t-interval has n − 1 degrees of freedom, so "
+                       "it is wide at n = 3); image-level intervals cover which evaluation images were drawn, with "
+                       "the trained models fixed. A verdict says better or worse only when its 95% interval "
+                       "excludes 0.")
+    seed_rows = paired_differences(runs, keys)
+    out["tables"].append(("Paired differences against hom, seed level (method − hom, seed i against seed i; 95% "
+                          f"t-interval over seeds; {acc_key} in points)", _DIFF_HEADER, _diff_table(seed_rows, pct)))
+    out["json"]["paired_differences"] = seed_rows
+    image: "dict[str, dict]" = {}
+    if single:
+        img_rows = []
+        for m in [m for m in runs if m != "hom"]:
+            image[m] = image_level(preds[m], preds["hom"])
+            for k, r in image[m].items():
+                mc = "; ".join(f"{x['n10']}/{x['n01']} p={x['p']:.3g}" for x in r.get("mcnemar", []))
+                img_rows.append([m, k, _ci(r, k, pct), mc, r["verdict"]])
+        out["tables"].append(("Paired differences against hom, image level (difference of the seed-averaged metric, "
+                              "models fixed; 95% paired bootstrap interval over evaluation images, 1,000 resamples; "
+                              "McNemar's exact test per seed pair: images only the method gets right / only hom "
+                              f"gets right; {acc_key} in points)",
+                              ["method", "metric", "difference [95% CI]", "McNemar per seed", "verdict"], img_rows))
+        out["json"]["image_level_differences"] = image
+    for method in [m for m in runs if m != "hom"]:
+        r = {x["metric"]: x for x in seed_rows if x["method"] == method}
+        parts = [f"{k} {_ci(r[k], k, pct)} → {r[k]['verdict']}" for k in keys]
+        text = f"{method} vs hom over {r[acc_key]['n']} paired seeds (95% t-intervals): " + "; ".join(parts) + "."
+        if method in image:
+            text += " On the evaluation images with the models fixed (95% bootstrap): " + "; ".join(
+                f"{k} {_ci(image[method][k], k, pct)} → {image[method][k]['verdict']}" for k in keys) + "."
+        out["text"].append(text)
+    out["text"].append("The paper (ImageNet, Table 1) finds het and diag better than hom on top-1 and NLL.")
+    ens = {json.loads((e / "ensemble.json").read_text())["method"]: e for e in ensembles}
+    if single and "hom" in ens and len(ens) > 1:
+        ens_rows, ens_json = [], {}
+        for m, e in ens.items():
+            if m == "hom":
+                continue
+            r = image_level([Predictions.load(e)], [Predictions.load(ens["hom"])])
+            ens_json[m] = r
+            for k, x in r.items():
+                mc = "; ".join(f"{y['n10']}/{y['n01']} p={y['p']:.3g}" for y in x.get("mcnemar", []))
+                ens_rows.append([f"{e.name} − {ens['hom'].name}", k, _ci(x, k, pct), mc, x["verdict"]])
+            out["text"].append(f"Ensemble {e.name} vs {ens['hom'].name} (images, 95% bootstrap): " + "; ".join(
+                f"{k} {_ci(r[k], k, pct)} → {r[k]['verdict']}" for k in keys) + ".")
+        out["tables"].append(("Ensemble against ensemble, image level (95% paired bootstrap over evaluation images; "
+                              f"McNemar's exact test; {acc_key} in points)",
+                              ["ensembles", "metric", "difference [95% CI]", "McNemar", "verdict"], ens_rows))
+        out["json"]["ensemble_differences"] = ens_json
     for e in ensembles:
         spec = json.loads((e / "ensemble.json").read_text())["summary"]
-        ens, mean = spec["ensemble"], spec["member_mean"]
-        both = ens[acc_key] >= mean[acc_key] and spec["ensemble_gain"] > 0
-        out["text"].append(f"{e.name}: ensemble {acc_key} {100 * ens[acc_key]:.2f}% vs members' mean "
-                           f"{100 * mean[acc_key]:.2f}%, NLL {spec['ensemble_nll']:.4f} vs {spec['gibbs_ce']:.4f} "
-                           f"({'ensemble better on both' if both else 'mixed'}; the paper finds ensembles better "
-                           "than single models).")
+        en, mean = spec["ensemble"], spec["member_mean"]
+        out["text"].append(f"{e.name}: ensemble {acc_key} {100 * en[acc_key]:.2f}% vs members' mean "
+                           f"{100 * mean[acc_key]:.2f}%, NLL {spec['ensemble_nll']:.4f} vs Gibbs cross-entropy "
+                           f"{spec['gibbs_ce']:.4f} (the ensemble NLL can never exceed it; one ensemble, so no interval).")
     return out
 
 
@@ -978,18 +1035,15 @@ def multilabel_section(runs: "dict[str, list[Path]]", grid_rows: "list[dict]") -
     ref = next((m for m in runs if not _noisy(_head(runs[m][0]))), None)
     if ref is not None and len(runs) > 1:
         diffs = paired_differences(runs, ("prec@1", "macro_map", "sigmoid_nll"), reference=ref)
-        out["tables"].append((f"Multi-label study: paired differences against {ref}, seed by seed (points for prec@1 and "
-                              "mAP)", ["method", "metric", "per seed", "mean ± std", "paired t-test p", "|mean| > std"],
-                              _diff_table(diffs, {"prec@1", "macro_map"})))
+        out["tables"].append((f"Multi-label study: paired differences against {ref}, seed level (95% t-interval; points "
+                              "for prec@1 and mAP)", _DIFF_HEADER, _diff_table(diffs, {"prec@1", "macro_map"})))
         out["json"]["multilabel_paired_differences"] = diffs
         for method in [m for m in runs if m != ref]:
             r = {x["metric"]: x for x in diffs if x["method"] == method}
             out["text"].append(
-                f"Multi-label: {method} vs {ref} over {len(r['prec@1']['diffs'])} paired seeds: prec@1 "
-                f"{100 * r['prec@1']['mean']:+.2f} ± {100 * r['prec@1']['std']:.2f} points, mAP "
-                f"{100 * r['macro_map']['mean']:+.2f} ± {100 * r['macro_map']['std']:.2f} points, sigmoid NLL "
-                f"{r['sigmoid_nll']['mean']:+.4f} ± {r['sigmoid_nll']['std']:.4f}"
-                f" ({'exceeds' if r['prec@1']['exceeds_spread'] else 'within'} the seed spread on prec@1).")
+                f"Multi-label: {method} vs {ref} over {r['prec@1']['n']} paired seeds (95% t-intervals): " + "; ".join(
+                    f"{k} {_ci(r[k], k, {'prec@1', 'macro_map'})} → {r[k]['verdict']}"
+                    for k in ("prec@1", "macro_map", "sigmoid_nll")) + ".")
     return out
 
 

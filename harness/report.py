@@ -24,6 +24,7 @@ from harness.ensembles import fit_temperature, scale
 from harness.io import atomic_write_bytes, atomic_write_text, json_dumps
 from harness.provenance import markdown_header, provenance
 from harness.runs import Predictions, load_heldout, method_name, run_config, run_head, run_summary
+from harness.uncertainty.labels import clean_heldout, heldout_description, label_calibration, per_class_accuracy
 
 SCHEMA = "harness.report/1"
 ACCURACY_LABEL = "accuracy"
@@ -177,9 +178,9 @@ def _main_columns(multilabel: bool) -> "list[tuple[str, str, bool]]":
 def _covariance_section(entries: "list[Entry]", top: int) -> Optional[dict]:
     """Table 4 / Figure 2 for the first entry with a low-rank or PE covariance (first member of such an
     ensemble), against the first hom entry evaluated on the same data."""
-    from harness.covariance import analyse
+    from harness.covariance import analyse, transition_test
     from harness.models import load_model
-    from harness.runs import data_config, eval_batches
+    from harness.runs import data_config, eval_batches, noise_transition
 
     # a model with off-diagonal covariance (a diagonal one has nothing to rank classes by)
     het = next((e for e in entries if e.head.get("covariance", "low_rank") in ("low_rank", "parameter_efficient")
@@ -196,12 +197,18 @@ def _covariance_section(entries: "list[Entry]", top: int) -> Optional[dict]:
                      het_preds.index if hom else None)
     result.update(het_run=str(het.run_dir), hom_run=str(hom.run_dir) if hom else None)
     if result["ranks"]:
-        r = np.asarray(result["ranks"])
+        r, mu = np.asarray(result["ranks"]), np.asarray(result["mean_logit_ranks"])
         others = result["num_classes"] - 1
         result["share_rank_1"] = float((r == 1).mean())
         result["uniform_share_rank_1"] = 1.0 / others
         result["mean_rank"] = float(r.mean())
         result["uniform_mean_rank"] = (others + 1) / 2
+        result["mean_logit_share_rank_1"] = float((mu == 1).mean())
+        result["mean_logit_mean_rank"] = float(mu.mean())
+    transition = noise_transition(het.run_dir)
+    result["transition_test"] = None
+    if transition is not None and result.get("pair_noise"):
+        result["transition_test"] = transition_test(transition, result["pair_noise"])
     return result
 
 
@@ -254,6 +261,15 @@ def build(paths: Sequence["str | Path"], name: str, out_root: "str | Path" = "re
             t = fit_temperature(e.heldout)
             item["temperature_scaling"] = {"temperature": t, "after": scale(e.preds, t).metrics(),
                                            "fitted_on": "held-out split"}
+            if not multilabel and e.run_dir is not None:
+                cal = label_calibration(e.preds, e.heldout, clean_heldout(e.heldout, e.run_dir))
+                item["calibration"] = cal
+                item["temperature_scaling"]["fitted_on"] = (
+                    "held-out split, noisy labels" if cal["noisy_labels_differ"] else "held-out split")
+        if not multilabel:
+            item["per_class_top1"] = {"test": per_class_accuracy(e.preds).tolist(),
+                                      "heldout": per_class_accuracy(e.heldout).tolist() if e.heldout is not None
+                                      else None}
         if e.summary is not None:
             item["ensemble"] = {k: v for k, v in e.summary.items() if k not in ("members",)}
             item["ensemble"]["member_metrics"] = e.summary["members"]
@@ -289,9 +305,12 @@ def build(paths: Sequence["str | Path"], name: str, out_root: "str | Path" = "re
     extra = extra or {}
     for _, fname, png in extra.get("figures", []):
         atomic_write_bytes(out / fname, png)
-    report = {"schema": SCHEMA, "name": name, "provenance": prov, "data": entries[0].data, **extra.get("json", {}),
+    heldout_data = heldout_description(entries[0].run_dir) if entries[0].run_dir and entries[0].heldout else None
+    report = {"schema": SCHEMA, "name": name, "provenance": prov, "data": entries[0].data,
+              "heldout_data": heldout_data, **extra.get("json", {}),
               "extra_tables": [list(t) for t in extra.get("tables", [])], "notes": list(extra.get("text", [])),
               "num_examples": int(len(ref.index)), "num_classes": len(ref.class_names), "multilabel": multilabel,
+              "class_names": list(ref.class_names),
               "macro_map_skipped_classes": skipped,
               "entries": json_entries, "covariance": cov, "shift": shift_part["json"] if shift_part else None,
               "figures": {"reliability": [f for _, f, _ in figures],
@@ -307,7 +326,7 @@ def build(paths: Sequence["str | Path"], name: str, out_root: "str | Path" = "re
 
 def _tables(report: dict, rows, cols) -> "list[tuple[str, list[str], list[list[str]]]]":
     """(title, header, rows) of every table, shared by the Markdown and HTML writers."""
-    tables = [("Results (layout of the paper's Table 7)",
+    tables = [("Results (layout of the paper's Table 7)" + (f" on the evaluation split: {report['data']}" if report.get("data") else ""),
                ["method", "kind"] + [c for c, _, _ in cols] + ["ensemble members (mean ± std)"], rows)]
     ens = [e for e in report["entries"] if "ensemble" in e]
     if ens:
@@ -317,7 +336,12 @@ def _tables(report: dict, rows, cols) -> "list[tuple[str, list[str], list[list[s
                          _fmt(e["ensemble"]["ensemble_nll"]), _fmt(e["ensemble"]["ensemble_gain"]),
                          _fmt(e["ensemble"]["disagreement"]), _fmt(e["ensemble"]["disagreement_over_error"]),
                          _fmt(e["ensemble"]["mean_kl_to_ensemble"])] for e in ens]))
-    ts = [e for e in report["entries"] if "temperature_scaling" in e]
+    cal = [e for e in report["entries"] if "calibration" in e]
+    ts = [e for e in report["entries"] if "temperature_scaling" in e and "calibration" not in e]
+    if cal:
+        tables += _calibration_tables(report, cal)
+    if any(e.get("per_class_top1") for e in report["entries"]):
+        tables.append(_per_class_table(report))
     if ts:
         nll_key = "sigmoid_nll" if report["multilabel"] else "nll"
         tables.append(("Post-hoc temperature scaling (fitted on the held-out split)",
@@ -337,6 +361,61 @@ def _tables(report: dict, rows, cols) -> "list[tuple[str, list[str], list[list[s
     return tables
 
 
+def _heldout_labels(report: dict, cal: "list[dict]") -> str:
+    differ = [e["calibration"]["noisy_labels_differ"] for e in cal]
+    what = report.get("heldout_data") or "held-out split"
+    if differ[0] is None:
+        return f"{what}, labels as trained on"
+    return (f"{what}, noisy labels ({100 * differ[0]:.1f}% differ from clean)" if differ[0] > 0
+            else f"{what}, clean labels (the label noise touched only the training split)")
+
+
+def _calibration_tables(report: dict, cal: "list[dict]") -> "list[tuple[str, list[str], list[list[str]]]]":
+    """Metrics on both label sets, and temperature scaling fit on noisy vs clean held-out labels."""
+    held = _heldout_labels(report, cal)
+    rows = [[e["label"]] + [_fmt(e["calibration"]["heldout_noisy"][k], k == "top1") for k in ("top1", "nll", "ece", "brier")]
+            + [_fmt(e["calibration"]["test_clean"][k], k == "top1") for k in ("top1", "nll", "ece", "brier")]
+            for e in cal]
+    both = (f"Calibration against both label sets: held-out = {held}; eval = {report['data']}",
+            ["entry", "held-out top-1", "held-out NLL", "held-out ECE", "held-out Brier", "eval top-1", "eval NLL",
+             "eval ECE", "eval Brier"], rows)
+    ts_rows = []
+    for e in cal:
+        c = e["calibration"]
+        fn, fc = c["fit_noisy"], c["fit_clean"]
+        ts_rows.append([e["label"], f"{fn['temperature']:.3f}", _fmt(c["test_clean"]["nll"]),
+                        _fmt(fn["test_clean"]["nll"]), _fmt(c["test_clean"]["ece"]),
+                        _fmt(fn["test_clean"]["ece"]), _fmt(c["heldout_noisy"]["nll"]),
+                        _fmt(fn["heldout_noisy"]["nll"]),
+                        f"{fc['temperature']:.3f}" if fc else "n/a", _fmt(fc["test_clean"]["nll"]) if fc else "n/a",
+                        _fmt(fc["test_clean"]["ece"]) if fc else "n/a"])
+    ts = (f"Post-hoc temperature scaling fit on the held-out labels ({held}; what a user has) and, as an oracle, on "
+          "the same held-out images' clean labels; applied to the evaluation split and to the held-out split",
+          ["entry", "T (held-out labels)", "eval NLL before", "eval NLL after", "eval ECE before", "eval ECE after",
+           "held-out NLL before", "held-out NLL after", "T (oracle: clean held-out labels)", "eval NLL after oracle",
+           "eval ECE after oracle"], ts_rows)
+    return [both, ts]
+
+
+def _per_class_table(report: dict) -> "tuple[str, list[str], list[list[str]]]":
+    """Top-1 per class, per method (single models: mean over seeds), on both label sets."""
+    by: "dict[str, list[dict]]" = {}
+    for e in report["entries"]:
+        if e.get("per_class_top1") and e["kind"] == "single":
+            by.setdefault(e["method"], []).append(e["per_class_top1"])
+    names = report.get("class_names") or [str(i) for i in range(report["num_classes"])]
+    header, cols = ["class"], []
+    for m, items in by.items():
+        cols.append(np.nanmean([i["test"] for i in items], axis=0))
+        header.append(f"{m} eval")
+        if all(i["heldout"] is not None for i in items):
+            cols.append(np.nanmean([i["heldout"] for i in items], axis=0))
+            header.append(f"{m} held-out")
+    rows = [[names[c]] + [_fmt(col[c], True) for col in cols] for c in range(len(names))]
+    return (f"Top-1 per class (single models, mean over seeds; %): eval = {report['data']}; held-out = "
+            f"{report.get('heldout_data') or 'held-out split'} with its labels as trained on", header, rows)
+
+
 def _tempered_text(cov: dict) -> str:
     """Whether Σ̄ is divided by τ² (tempered) or is the latent noise covariance of the logits."""
     tau = cov.get("temperature")
@@ -347,16 +426,39 @@ def _tempered_text(cov: dict) -> str:
             f"({tau_text}; the softmax sees Σ/τ²). Correlations do not depend on τ.")
 
 
-def _pairs_text(cov: Optional[dict], confusable: "list[list[str]]") -> str:
-    """Which of the top covariance pairs are pairs people are known to confuse."""
-    if not cov or not confusable:
+def _transition_text(cov: Optional[dict], names: "list[str]") -> str:
+    """Whether the model's pairwise noise follows the label-noise transition (Spearman ρ, permutation p)."""
+    test = (cov or {}).get("transition_test")
+    if not test:
         return ""
+    var, corr = test["var_diff"], test["correlation"]
+    top = sorted(test["pairs"], key=lambda p: -p["transition"])[:4]
+    by_var = sorted(test["pairs"], key=lambda p: -p["var_diff"])
+    rank = {(p["a"], p["b"]): i + 1 for i, p in enumerate(by_var)}
+    holds = var["p_value"] < 0.05 and var["rho"] > 0
+    return (f"Does Σ capture the label noise? Over the {test['n_pairs']} class pairs, the Spearman correlation between "
+            "the transition mass T_ab + T_ba (T[c, j] = P(noisy label j | clean class c), measured on the training "
+            "images) and the het model's mean Var(u_a − u_b) over evaluation images of classes a and b is ρ = "
+            f"{var['rho']:.3f} (one-sided permutation p = {var['p_value']:.4f}, {test['n_resamples']} resamples); with the "
+            f"mean noise correlation instead, ρ = {corr['rho']:.3f} (p = {corr['p_value']:.4f}). The pairs with the most "
+            "transition mass: " + ", ".join(f"{names[p['a']]}/{names[p['b']]} ({100 * p['transition']:.1f}%, Var rank "
+                                           f"{rank[(p['a'], p['b'])]} of {test['n_pairs']})" for p in top)
+            + (". On these numbers the claim holds: pairs whose labels people swap more get more noise between them."
+               if holds else ". On these numbers the claim is not supported at the 5% level."))
+
+
+def _pairs_text(cov: Optional[dict], confusable: "list[list[str]]", names: "Optional[list[str]]" = None) -> str:
+    """Which of the top covariance pairs are pairs people are known to confuse, and the transition test."""
+    trans = _transition_text(cov, names or [])
+    if not cov or not confusable:
+        return trans
     known = {frozenset(p) for p in confusable}
     top = [(p["class_a"], p["class_b"]) for p in cov["top_pairs"][:5]]
     hits = [f"{a}/{b}" for a, b in top if frozenset((a, b)) in known]
     return (f"Of the top 5 covariance pairs ({', '.join(f'{a}/{b}' for a, b in top)}), {len(hits)} "
             f"{'is' if len(hits) == 1 else 'are'} among the pairs people are known to confuse "
-            f"({', '.join('/'.join(p) for p in confusable)})" + (f": {', '.join(hits)}." if hits else "."))
+            f"({', '.join('/'.join(p) for p in confusable)})" + (f": {', '.join(hits)}." if hits else ".")
+            + (" " + trans if trans else ""))
 
 
 def _cov_text(cov: Optional[dict]) -> str:
@@ -368,7 +470,18 @@ def _cov_text(cov: Optional[dict]) -> str:
             "ranks do not depend on τ). The hom prediction is the class with the largest "
             f"|covariance| with the true class in {100 * cov['share_rank_1']:.1f}% of cases (uniform: "
             f"{100 * cov['uniform_share_rank_1']:.1f}%); mean rank {cov['mean_rank']:.2f} of "
-            f"{cov['num_classes'] - 1} (uniform: {cov['uniform_mean_rank']:.2f}).")
+            f"{cov['num_classes'] - 1} (uniform: {cov['uniform_mean_rank']:.2f})." + _mean_rank_text(cov))
+
+
+def _mean_rank_text(cov: dict) -> str:
+    """The Figure 2 baseline: the same ranks from the mean logits μ(x) alone."""
+    if "mean_logit_share_rank_1" not in cov:
+        return ""
+    return (" Baseline without the covariance: ranked by the het model's mean logits μ_j(x) instead, the hom "
+            f"prediction is first in {100 * cov['mean_logit_share_rank_1']:.1f}% of cases (mean rank "
+            f"{cov['mean_logit_mean_rank']:.2f}); " + (
+                "the covariance ranks it first more often than μ alone." if cov["share_rank_1"] >
+                cov["mean_logit_share_rank_1"] else "the covariance does not rank it first more often than μ alone."))
 
 
 _MD_SPECIAL = str.maketrans({c: "\\" + c for c in "\\|*_`[]"})
@@ -412,7 +525,7 @@ def _markdown(report: dict, rows, cols, figures, has_ranks: bool, shift: Optiona
     for title, header, body in _tables(report, rows, cols):
         lines += _md_table(title, header, body)
     lines += [f"![{md_cell(caption)}]({f})\n" for caption, f, _ in more]
-    pairs = _pairs_text(report["covariance"], report.get("confusable_pairs", []))
+    pairs = _pairs_text(report["covariance"], report.get("confusable_pairs", []), report.get("class_names"))
     if pairs:
         lines += [md_cell(pairs), ""]
     if has_ranks:
@@ -448,7 +561,7 @@ def _html(report: dict, rows, cols, figures, cov_png: Optional[bytes], shift: Op
     parts += [f"<p>{html.escape(n)}</p>" for n in report.get("notes", [])]
     parts += [_html_table(title, header, body) for title, header, body in _tables(report, rows, cols)]
     parts += [img(png, caption) for caption, _, png in more]
-    pairs = _pairs_text(report["covariance"], report.get("confusable_pairs", []))
+    pairs = _pairs_text(report["covariance"], report.get("confusable_pairs", []), report.get("class_names"))
     if pairs:
         parts.append(f"<p>{html.escape(pairs)}</p>")
     if cov_png is not None:

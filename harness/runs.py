@@ -135,6 +135,34 @@ def method_name(head: dict) -> str:
     return name + ("-sigmoid" if head.get("link") == "sigmoid" else "")
 
 
+def clean_data(data: DataConfig) -> DataConfig:
+    """The same data with the clean labels: cifar10n's ``clean`` label set, no synthetic label noise
+    (synthetic noise is applied to the training split only; see ``upstream.train``)."""
+    from dataclasses import replace
+
+    return replace(data, label_set="clean", label_noise={})
+
+
+def noise_transition(run_dir: "str | Path") -> Optional[np.ndarray]:
+    """The empirical label-noise transition T ``[K, K]`` (T[c, j] = P(noisy j | clean c)) of a run's
+    training split: the one its synthetic noise recorded in ``run.json``, or, for a cifar10n run on
+    human labels, clean against the run's label set on the training images; None for clean labels.
+    """
+    meta = json.loads((Path(run_dir) / "run.json").read_text()) if (Path(run_dir) / "run.json").is_file() else {}
+    noise = meta.get("label_noise") or {}
+    if noise.get("transition") and noise.get("kind", "none") != "none":
+        return np.asarray(noise["transition"], dtype=np.float64)
+    data = data_config(run_dir)
+    if data.source != "cifar10n" or data.label_set == "clean" or data.multilabel:
+        return None
+    noisy = build_split(data, data.train_split)
+    clean = build_split(clean_data(data), data.train_split)
+    k = len(noisy.class_names)
+    t = np.zeros((k, k))
+    np.add.at(t, (np.asarray(clean.labels), np.asarray(noisy.labels)), 1.0)
+    return t / np.maximum(t.sum(1, keepdims=True), 1.0)
+
+
 def data_config(run_dir: "str | Path", overrides: "tuple[str, ...]" = ()) -> DataConfig:
     """The run's data section as a :class:`DataConfig`, with ``key=value`` overrides (data keys)."""
     return load_config(DataConfig, None, list(overrides), base=run_config(run_dir).get("data", {}))

@@ -86,6 +86,15 @@ class TrainSection:
         checkpoint_every: optimiser steps between resumable checkpoints (0: end of each epoch only).
         best_metric: eval metric that picks ``best.pt`` (``nll``/``sigmoid_nll``/``ece`` lower is
             better; ``top1``/``prec@1``/``micro_ap`` higher).
+        loss: training loss of softmax runs (sigmoid runs take ``nll`` only): ``nll``, the
+            cross-entropy of the head's probability (-log p̄_y for HET heads); ``label_smoothing``,
+            the cross-entropy against (1 - ε)·onehot(y) + ε/K (Szegedy et al., CVPR 2016, Sec. 7);
+            ``forward``, forward loss correction -log (pᵀT)_ỹ with T the known transition matrix of
+            ``data.label_noise`` (Patrini et al., CVPR 2017, Sec. 3.1, Theorem 2; the empirical matrix
+            of the noisy labels for ``input_dependent`` noise, which has no nominal one; see
+            :func:`upstream.train.forward_corrected_nll`). Evaluation and saved predictions use the
+            model's own p either way.
+        label_smoothing: ε of ``label_smoothing``, in (0, 1).
     """
 
     epochs: int = 10
@@ -96,6 +105,8 @@ class TrainSection:
     log_every: int = 20
     checkpoint_every: int = 0
     best_metric: str = "nll"
+    loss: str = "nll"
+    label_smoothing: float = 0.1
 
 
 @dataclass
@@ -121,6 +132,10 @@ class UpstreamConfig:
 
 
 MIXED_PRECISION = PRECISION_CHOICES
+LOSSES = ("nll", "label_smoothing", "forward")
+#: sources whose splits hold their images in one array (``ImageDataset.pixels``), as
+#: ``input_dependent`` label noise needs
+ARRAY_SOURCES = ("digits", "cifar10n")
 
 
 def metric_names(link: str) -> "tuple[str, ...]":
@@ -189,3 +204,46 @@ def validate(cfg: UpstreamConfig) -> None:
     if t.best_metric not in names:
         raise ValueError(f"train.best_metric {t.best_metric!r} is not computed for the {link} link: use one of "
                          f"{', '.join(names)}")
+    _validate_noise_and_loss(cfg, link)
+
+
+def _validate_noise_and_loss(cfg: UpstreamConfig, link: str) -> None:
+    """``data.label_noise`` and ``train.loss`` / ``train.label_smoothing`` (see :func:`validate`)."""
+    from harness.data.noise import CLASS_CONDITIONAL, KINDS, transition_matrix
+
+    t, noise = cfg.train, dict(cfg.data.label_noise or {})
+    kind = noise.get("kind", "none")
+    if noise:
+        unknown = sorted(set(noise) - {"kind", "rate", "seed", "matrix"})
+        if unknown:
+            raise ValueError(f"unknown data.label_noise key(s) {', '.join(unknown)}: it takes kind, rate, seed, matrix")
+        if kind not in KINDS:
+            raise ValueError(f"unknown data.label_noise.kind {kind!r}: use one of {', '.join(KINDS)}")
+        if kind == "input_dependent":
+            if not 0.0 <= float(noise.get("rate", 0.0)) <= 1.0:
+                raise ValueError(f"data.label_noise.rate must be in [0, 1], got {noise.get('rate')}")
+            if cfg.data.source not in ARRAY_SOURCES:
+                raise ValueError(f"data.label_noise.kind=input_dependent fits a classifier on the training images, "
+                                 f"which source {cfg.data.source!r} does not hold in one array: use a source among "
+                                 f"{', '.join(ARRAY_SOURCES)}, or a class-conditional kind "
+                                 f"({', '.join(k for k in CLASS_CONDITIONAL if k != 'none')})")
+        else:  # the number of classes is not known yet: a matrix is checked against its own size
+            matrix = noise.get("matrix")
+            if kind == "matrix" and matrix is None:
+                raise ValueError("data.label_noise.kind=matrix needs data.label_noise.matrix, a K x K row-stochastic "
+                                 "matrix")
+            try:
+                transition_matrix(kind, len(matrix) if kind == "matrix" else 2, float(noise.get("rate", 0.0)), matrix)
+            except (TypeError, ValueError) as e:
+                raise ValueError(f"data.{e}" if str(e).startswith("label_noise") else f"data.label_noise: {e}") from e
+    if t.loss not in LOSSES:
+        raise ValueError(f"unknown train.loss {t.loss!r}: use one of {', '.join(LOSSES)}")
+    if not 0.0 < t.label_smoothing < 1.0:
+        raise ValueError(f"train.label_smoothing must be in (0, 1), got {t.label_smoothing}")
+    if link == "sigmoid" and t.loss != "nll":
+        raise ValueError(f"train.loss={t.loss} applies to the softmax link; sigmoid (multi-label) runs take "
+                         "train.loss=nll")
+    if t.loss == "forward" and kind == "none":
+        raise ValueError("train.loss=forward corrects the loss with the transition matrix of the run's synthetic label "
+                         "noise, and this run has none (data.label_noise unset, or kind none): set data.label_noise "
+                         "(e.g. {kind: pair_flip, rate: 0.3}), or use train.loss=nll or label_smoothing")

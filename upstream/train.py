@@ -31,7 +31,7 @@ from tqdm.auto import tqdm
 from harness import metrics as M
 from harness.config import to_dict, to_yaml
 from harness.data.batched import make_loader
-from harness.data.noise import inject_label_noise
+from harness.data.noise import empirical_transition, inject_label_noise, transition_matrix
 from harness.data.sources import LabelSets, build_split
 from harness.io import RunLock, atomic_torch_save, atomic_write_bytes, atomic_write_text, json_dumps
 from harness.models import ModelConfig, build_model, save_model
@@ -66,12 +66,58 @@ def _set_rng_state(state: dict) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
-def _loss(logits: torch.Tensor, target: torch.Tensor, multilabel: bool) -> torch.Tensor:
-    """Softmax cross-entropy (int or soft targets), or sigmoid cross-entropy summed over classes and
-    averaged over examples (multi-hot targets; UB ``sigmoid_xent``)."""
+def forward_corrected_nll(logits: torch.Tensor, target: torch.Tensor, log_transition: torch.Tensor) -> torch.Tensor:
+    """Forward loss correction: the mean over examples of -log (pᵀT)_ỹ, the NLL of the noisy label ỹ
+    under the noisy-label distribution the model implies, with p = softmax(logits) the model's
+    distribution over clean classes and T[c, j] = P(noisy = j | clean = c) (Patrini et al., CVPR
+    2017, "Making deep neural networks robust to label noise: a loss correction approach", Sec. 3.1,
+    Theorem 2). For a HET head the logits are log p̄, so p is its MC-averaged probability.
+
+    Computed in log space: log (pᵀT)_ỹ = logsumexp_c (log p_c + log T[c, ỹ]), with log T = -inf where
+    T = 0; only the column of each target enters, so the gradient is finite whenever that column
+    has a non-zero entry (always, for labels drawn from T).
+
+    Args:
+        logits: ``[B, K]`` (p = softmax(logits); computed in their dtype).
+        target: ``[B]`` int64 noisy labels.
+        log_transition: ``[K, K]`` log T (``torch.log`` of a row-stochastic T).
+
+    Returns:
+        Scalar loss.
+    """
+    log_p = F.log_softmax(logits, dim=-1)
+    columns = log_transition.to(log_p.dtype).t()[target]  # [B, K]: log T[c, ỹ_b] over clean classes c
+    return -torch.logsumexp(log_p + columns, dim=-1).mean()
+
+
+def training_loss(logits: torch.Tensor, target: torch.Tensor, multilabel: bool, loss: str = "nll",
+                  label_smoothing: float = 0.1, log_transition: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """The training loss of a batch (``train.loss``).
+
+    Multi-label (multi-hot ``target`` ``[B, K]``): sigmoid cross-entropy summed over classes and
+    averaged over examples (UB ``sigmoid_xent``). Single-label (``target`` ``[B]`` ints or soft
+    ``[B, K]``), on ``logits`` ``[B, K]``: ``nll``, softmax cross-entropy; ``label_smoothing``, the
+    cross-entropy against (1 - ε)·onehot(y) + ε/K with ε = ``label_smoothing`` (Szegedy et al.,
+    CVPR 2016, Sec. 7; ``F.cross_entropy(..., label_smoothing=ε)``); ``forward``,
+    :func:`forward_corrected_nll` with ``log_transition`` ``[K, K]``.
+
+    Raises:
+        ValueError: unknown ``loss``, ``forward`` without ``log_transition``, or a loss other than
+            ``nll`` on multi-label targets.
+    """
     if multilabel:
+        if loss != "nll":
+            raise ValueError(f"train.loss={loss} applies to single-label (softmax) training; multi-label takes nll")
         return F.binary_cross_entropy_with_logits(logits, target.float(), reduction="sum") / logits.shape[0]
-    return F.cross_entropy(logits, target)
+    if loss == "nll":
+        return F.cross_entropy(logits, target)
+    if loss == "label_smoothing":
+        return F.cross_entropy(logits, target, label_smoothing=label_smoothing)
+    if loss == "forward":
+        if log_transition is None:
+            raise ValueError("train.loss=forward needs the log transition matrix of the label noise")
+        return forward_corrected_nll(logits, target, log_transition)
+    raise ValueError(f"unknown train.loss {loss!r}: use nll, label_smoothing or forward")
 
 
 def evaluate(model: torch.nn.Module, loader, accelerator, multilabel: bool,
@@ -102,12 +148,28 @@ def evaluate(model: torch.nn.Module, loader, accelerator, multilabel: bool,
     return result, arrays
 
 
+def _same_config(saved: str, config_yaml: str) -> bool:
+    """Whether a saved ``config.yaml`` describes the requested run: the same text, or the same after
+    the settings added since it was written take their defaults (so run folders written by an older
+    version, before a setting existed, still resume and count as done)."""
+    if saved == config_yaml:
+        return True
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    try:
+        filled = OmegaConf.merge(OmegaConf.structured(UpstreamConfig), OmegaConf.create(saved))
+    except (OmegaConfBaseException, ValueError):
+        return False
+    return OmegaConf.to_yaml(filled, resolve=True) == config_yaml
+
+
 def _check_existing(run_dir: Path, config_yaml: str) -> str:
     """``"new"``, ``"resume"`` or ``"done"``; refuses a folder that holds another config's run."""
     saved = run_dir / "config.yaml"
     if not saved.is_file():
         return "new"
-    if saved.read_text() != config_yaml:
+    if not _same_config(saved.read_text(), config_yaml):
         import difflib
 
         diff = "".join(difflib.unified_diff(saved.read_text().splitlines(True), config_yaml.splitlines(True),
@@ -179,11 +241,18 @@ def _train(cfg: UpstreamConfig, run_dir: Path, config_yaml: str, status: str, ac
     if train_base.class_names != eval_base.class_names or train_base.multilabel != eval_base.multilabel:
         raise ValueError(f"train split {cfg.data.train_split!r} and eval split {cfg.data.eval_split!r} differ in "
                          "classes or label type")
-    noise_info = None
+    noise_info, clean_labels = None, train_base.labels
     if cfg.data.label_noise and cfg.data.label_noise.get("kind", "none") != "none":
         if train_base.multilabel:
             raise ValueError("data.label_noise flips single labels; this training split is multi-label")
-        noisy, noise_info = inject_label_noise(train_base.labels, train_base.num_classes, **cfg.data.label_noise)
+        images = None
+        if cfg.data.label_noise.get("kind") == "input_dependent":
+            images = train_base.pixels(cfg.data.cache_dir)
+            if images is None:
+                raise ValueError(f"data.label_noise.kind=input_dependent needs the training images in one array, and "
+                                 f"{train_base.description} reads them one by one: use a class-conditional kind")
+        noisy, noise_info = inject_label_noise(train_base.labels, train_base.num_classes, **cfg.data.label_noise,
+                                               images=images)
         train_base = train_base.with_labels(noisy, f"{train_base.description}, with {noise_info['kind']} "
                                                    f"label noise ({noise_info['realised_rate']:.1%} flipped)")
     link = cfg.model.head.get("link", "softmax")
@@ -200,6 +269,22 @@ def _train(cfg: UpstreamConfig, run_dir: Path, config_yaml: str, status: str, ac
     if len(train_base) < cfg.data.batch_size:
         raise ValueError(f"the training split has {len(train_base)} examples, fewer than data.batch_size="
                          f"{cfg.data.batch_size}; lower the batch size")
+    # the training loss, as recorded; forward correction takes the noise's nominal transition matrix,
+    # or for input-dependent noise (which has none) the empirical one of the noisy labels
+    loss_info: "dict[str, Any]" = {"name": cfg.train.loss}
+    log_transition = None
+    if cfg.train.loss == "label_smoothing":
+        loss_info["label_smoothing"] = cfg.train.label_smoothing
+    elif cfg.train.loss == "forward":
+        noise = cfg.data.label_noise
+        if noise["kind"] == "input_dependent":
+            t = empirical_transition(clean_labels, train_base.labels, num_classes)
+            loss_info["transition"] = "empirical"
+        else:
+            t = transition_matrix(noise["kind"], num_classes, noise.get("rate", 0.0), noise.get("matrix"))
+            loss_info["transition"] = "nominal"
+        loss_info["matrix"] = np.round(t, 4).tolist()
+        log_transition = torch.log(torch.as_tensor(t, dtype=torch.float32))
 
     train_loader, train_ds, sampler = make_loader(cfg.data, train_base, train=True, seed=cfg.seed)
     eval_loader = make_loader(cfg.data, eval_base, train=False, seed=cfg.seed)[0]
@@ -215,6 +300,8 @@ def _train(cfg: UpstreamConfig, run_dir: Path, config_yaml: str, status: str, ac
     model, optimizer, train_loader, eval_loader = accelerator.prepare(model, optimizer, train_loader, eval_loader)
     steps_per_epoch = max(1, len(train_loader) // cfg.train.grad_accum_steps)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_multiplier(cfg.optim, steps_per_epoch, cfg.train.epochs))
+    if log_transition is not None:
+        log_transition = log_transition.to(accelerator.device)
 
     # ---------------------------------------------------------------- state, resume
     epoch, batch_in_epoch, step = 0, 0, 0
@@ -253,7 +340,7 @@ def _train(cfg: UpstreamConfig, run_dir: Path, config_yaml: str, status: str, ac
         atomic_write_text(run_dir / "config.yaml", config_yaml)
         meta = {**provenance(), "config": to_dict(cfg), "train_data": train_base.description,
                 "eval_data": eval_base.description, "num_train": len(train_base), "num_eval": len(eval_base),
-                "class_names": train_base.class_names, "label_noise": noise_info,
+                "class_names": train_base.class_names, "label_noise": noise_info, "loss": loss_info,
                 "num_processes": accelerator.num_processes, "mixed_precision": accelerator.mixed_precision}
         atomic_write_text(run_dir / "run.json", json_dumps(meta, indent=1))
     accelerator.init_trackers("tb", config={"name": cfg.name, "seed": cfg.seed})
@@ -285,7 +372,8 @@ def _train(cfg: UpstreamConfig, run_dir: Path, config_yaml: str, status: str, ac
         for x, y, _ in bar:
             x = x.contiguous(memory_format=memory_format)
             with accelerator.accumulate(model):
-                loss = _loss(model(x), y, multilabel)
+                loss = training_loss(model(x), y, multilabel, cfg.train.loss, cfg.train.label_smoothing,
+                                     log_transition)
                 if not torch.isfinite(loss.detach()):
                     raise TrainingDiverged(
                         f"loss is {loss.item()} at epoch {epoch}, step {step}; lower optim.lr or set "
@@ -352,7 +440,7 @@ def _train(cfg: UpstreamConfig, run_dir: Path, config_yaml: str, status: str, ac
                    "wall_seconds": timing["wall_seconds"] + time.perf_counter() - session_start,
                    "threads": torch.get_num_threads(), "mixed_precision": accelerator.mixed_precision,
                    "eval_data": eval_base.description, "train_data": train_base.description,
-                   "label_noise": noise_info, **provenance()}
+                   "label_noise": noise_info, "loss": loss_info, **provenance()}
         atomic_write_text(run_dir / "metrics.json", json_dumps(summary, indent=1))
         print(f"{run_dir}: done; final " + ", ".join(f"{k} {v:.4f}" for k, v in result.items()))
     accelerator.end_training()

@@ -1,0 +1,119 @@
+"""Comparisons of methods that say whether a difference is real.
+
+Two sources of variation are kept apart:
+
+- **seeds** (training randomness): per-seed metrics on the fixed evaluation set; a method's mean
+  gets a 95% Student-t interval, and a method against the reference gets the paired per-seed
+  difference (seed i against seed i) with its t-interval and paired t-test;
+- **test sampling** (which images happen to be in the evaluation set): with the models fixed, a
+  paired bootstrap over images of the difference in the seed-averaged metric, and McNemar's exact
+  test on per-image correctness for each seed pair.
+
+Verdict words come from the interval only (:func:`harness.uncertainty.stats.verdict`): "better" or
+"worse" when the 95% interval excludes 0, otherwise "no detectable difference at n = ...".
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from harness import metrics as M
+from harness.runs import Predictions
+from harness.uncertainty import stats
+
+#: metric -> True when higher is better (the single-label and multi-label suites)
+HIGHER_IS_BETTER = {"top1": True, "top5": True, "prec@1": True, "macro_map": True, "micro_ap": True,
+                    "nll": False, "sigmoid_nll": False, "ece": False, "brier": False, "mce": False,
+                    "adaptive_ece": False}
+#: metrics compared image by image (single-label predictions)
+IMAGE_KEYS = ("top1", "nll", "ece")
+
+
+def _parts(p: Predictions) -> "tuple[np.ndarray, np.ndarray, np.ndarray]":
+    """Per-example confidence, correctness and NLL ``([N], [N], [N])`` of softmax predictions."""
+    lp = p.log_probs()
+    y = np.asarray(p.targets, dtype=np.int64)
+    conf, correct = M.top_label(lp, y)
+    return conf, correct.astype(bool), -lp[np.arange(len(y)), y]
+
+
+def _stat(key: str, k: int):
+    """``stat(*arrays)``: the mean over ``k`` seeds of metric ``key`` from per-example parts
+    (arrays are the seeds' (confidence, correctness, nll) triples, flattened)."""
+    def one(conf: np.ndarray, correct: np.ndarray, nll: np.ndarray) -> float:
+        if key == "top1":
+            return float(correct.mean())
+        if key == "nll":
+            return float(nll.mean())
+        return M.calibration_error(conf, correct)
+
+    def stat(*arrays: np.ndarray) -> float:
+        return float(np.mean([one(*arrays[3 * i:3 * i + 3]) for i in range(k)]))
+
+    return stat
+
+
+def _check_same_examples(a: Sequence[Predictions], b: Sequence[Predictions]) -> None:
+    ref = a[0].index
+    for p in [*a, *b]:
+        if not np.array_equal(p.index, ref) or not np.array_equal(p.targets, a[0].targets):
+            raise ValueError(f"{p.source} was evaluated on other examples or labels than {a[0].source}: image-level "
+                             "comparisons need both methods on the same evaluation set")
+
+
+def seed_summary(values: "dict[str, Sequence[float]]") -> "dict[str, dict]":
+    """Per metric, the mean over seeds with its 95% t-interval and the seed std."""
+    return {k: stats.t_interval(v) for k, v in values.items()}
+
+
+def test_sampling_se(preds: Sequence[Predictions], keys: Sequence[str] = IMAGE_KEYS, n_boot: int = 500,
+                     seed: int = 0) -> "dict[str, float]":
+    """Per metric, the bootstrap standard error over evaluation images of each model's metric,
+    averaged over the models (seeds): the part of the spread that comes from the test sample."""
+    out = {}
+    for key in keys:
+        stat = _stat(key, 1)
+        out[key] = float(np.mean([stats.bootstrap_std(stat, _parts(p), n_boot=n_boot, seed=seed) for p in preds]))
+    return out
+
+
+def seed_level(a: "dict[str, Sequence[float]]", b: "dict[str, Sequence[float]]") -> "dict[str, dict]":
+    """Per metric, the paired per-seed difference a − b with its 95% t-interval, paired t-test p and
+    verdict (``a`` the method, ``b`` the reference; seeds paired by position)."""
+    out = {}
+    for key in a:
+        n = min(len(a[key]), len(b[key]))
+        d = stats.paired_difference(a[key][:n], b[key][:n])
+        d["verdict"] = stats.verdict(d["lo"], d["hi"], HIGHER_IS_BETTER.get(key, True), n)
+        out[key] = d
+    return out
+
+
+def image_level(a: Sequence[Predictions], b: Sequence[Predictions], keys: Sequence[str] = IMAGE_KEYS,
+                n_boot: int = 1000, seed: int = 0) -> "dict[str, dict]":
+    """Per metric, with the models fixed: the paired bootstrap over images of the difference in the
+    seed-averaged metric (a's seeds averaged minus b's) with its 95% percentile interval and verdict;
+    for ``top1`` also McNemar's exact test of each seed pair (a[i] against b[i]).
+
+    Args:
+        a, b: the seeds' predictions of the method and of the reference (single-label), on the same
+            evaluation examples; the first min(len(a), len(b)) of each, paired by position.
+
+    Raises:
+        ValueError: different evaluation examples or labels.
+    """
+    n = min(len(a), len(b))
+    a, b = list(a)[:n], list(b)[:n]
+    _check_same_examples(a, b)
+    pa = tuple(x for p in a for x in _parts(p))
+    pb = tuple(x for p in b for x in _parts(p))
+    out = {}
+    for key in keys:
+        r = stats.paired_bootstrap(_stat(key, n), pa, pb, n_boot=n_boot, seed=seed)
+        r["verdict"] = stats.verdict(r["lo"], r["hi"], HIGHER_IS_BETTER[key], None)
+        if key == "top1":
+            r["mcnemar"] = [stats.mcnemar_exact(_parts(x)[1], _parts(y)[1]) for x, y in zip(a, b)]
+        out[key] = r
+    return out

@@ -1,0 +1,96 @@
+"""Calibration against the right labels.
+
+A model trained on noisy labels estimates p(noisy label | x). Its calibration against noisy held-out
+labels (what it claims to predict, and what a user has) is a different quantity from its calibration
+against clean test labels. This module scores every run or ensemble on both, fits post-hoc
+temperature scaling (Guo et al., ICML 2017, Sec. 4.2) on the noisy held-out labels (what a user can
+do) and, as an oracle, on the same images' clean labels, and gives per-class accuracy against
+either label set.
+
+Single-label (softmax) predictions only; the held-out split is the run's ``data.heldout_split``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+
+from harness import metrics as M
+from harness.ensembles import fit_temperature, scale
+from harness.runs import Predictions, build_split, clean_data, data_config
+
+#: metrics shown in the calibration tables (names of :func:`harness.metrics.classification_metrics`)
+KEYS = ("top1", "nll", "ece", "brier")
+
+
+def clean_heldout(preds: Predictions, run_dir: "str | Path") -> Optional[Predictions]:
+    """``preds`` (held-out predictions of the run, or of an ensemble whose first member is
+    ``run_dir``) with the clean labels of the same examples, or None when the run has no held-out
+    split.
+
+    Raises:
+        ValueError: the held-out examples are not all in the clean split (another data set).
+    """
+    data = data_config(run_dir)
+    if data.heldout_split is None:
+        return None
+    clean = np.asarray(build_split(clean_data(data), data.heldout_split).labels)
+    if preds.index.max(initial=-1) >= len(clean):
+        raise ValueError(f"held-out predictions of {run_dir} index past the clean split ({len(clean)} examples): "
+                         "they were made on other data")
+    return replace(preds, targets=clean[preds.index], source=f"{preds.source} (clean labels)")
+
+
+def heldout_description(run_dir: "str | Path") -> Optional[str]:
+    """What the run's held-out split is (source, split, labels), or None without one."""
+    data = data_config(run_dir)
+    return None if data.heldout_split is None else build_split(data, data.heldout_split).description
+
+
+def label_calibration(test: Predictions, heldout: Predictions, heldout_clean: Optional[Predictions]) -> dict:
+    """Metrics on the noisy held-out labels and on the clean test labels, before and after
+    temperature scaling fit on the noisy held-out labels and (oracle) on their clean counterparts.
+
+    Args:
+        test: predictions on the evaluation split (clean labels).
+        heldout: predictions on the held-out split with its noisy labels.
+        heldout_clean: the same held-out predictions with clean labels (None: not available).
+
+    Returns:
+        ``{"heldout_noisy": metrics, "test_clean": metrics, "noisy_labels_differ": share of held-out
+        labels that differ from clean (None without clean labels), "fit_noisy": {"temperature",
+        "test_clean", "heldout_noisy"}, "fit_clean": {...} or None}``; metrics are :data:`KEYS`.
+    """
+    def scored(p: Predictions) -> dict:
+        m = p.metrics()
+        return {k: m[k] for k in KEYS}
+
+    out = {"heldout_noisy": scored(heldout), "test_clean": scored(test), "noisy_labels_differ": None,
+           "fit_clean": None}
+    t = fit_temperature(heldout)
+    out["fit_noisy"] = {"temperature": t, "test_clean": scored(scale(test, t)), "heldout_noisy": scored(scale(heldout, t))}
+    if heldout_clean is not None:
+        out["noisy_labels_differ"] = float((heldout_clean.targets != heldout.targets).mean())
+        tc = fit_temperature(heldout_clean)
+        out["fit_clean"] = {"temperature": tc, "test_clean": scored(scale(test, tc)),
+                            "heldout_noisy": scored(scale(heldout, tc))}
+    return out
+
+
+def per_class_accuracy(preds: Predictions) -> np.ndarray:
+    """Top-1 accuracy per true class ``[K]`` (NaN for a class without examples)."""
+    pred = preds.logits.argmax(1)
+    k = len(preds.class_names)
+    y = np.asarray(preds.targets, dtype=np.int64)
+    hits = np.bincount(y, weights=(pred == y).astype(np.float64), minlength=k)
+    counts = np.bincount(y, minlength=k).astype(np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(counts > 0, hits / counts, np.nan)
+
+
+def top_label_parts(preds: Predictions) -> "tuple[np.ndarray, np.ndarray]":
+    """Per-example confidence and correctness ``([N], [N])`` of the top label (softmax)."""
+    return M.top_label(preds.log_probs(), preds.targets)
