@@ -251,7 +251,10 @@ def downstream(upstream_ckpt, tasks, data_dir, data_format, preset, lrs, steps, 
 @main.command(name="run", context_settings={"ignore_unknown_options": True})
 @click.argument("experiment", required=False)
 @click.argument("overrides", nargs=-1, type=click.UNPROCESSED)
-def run_cmd(experiment, overrides) -> None:
+@click.option("--sync-records", is_flag=True,
+              help="Only save the records of finished runs (and restore missing run folders from records); "
+                   "train nothing. For an experiment with records: true.")
+def run_cmd(experiment, overrides, sync_records) -> None:
     """The main job: pretrain every method and seed, ensemble, transfer, and write one report.
 
     EXPERIMENT is a YAML path or a built-in name (default: digits, the embedded data). OVERRIDES are
@@ -266,6 +269,12 @@ def run_cmd(experiment, overrides) -> None:
 
     try:
         exp = load_experiment(experiment, overrides)
+        if sync_records:
+            from harness.experiment import records_dir, sync_records as sync
+
+            restored, saved = sync(exp, restore=True), sync(exp)
+            click.echo(f"records in {records_dir(exp)}: {saved} saved, {restored} run folder(s) restored")
+            return
         out = run_experiment(exp, progress=click.echo)
     except (ValueError, OSError, TrainingDiverged) as e:
         raise click.ClickException(str(e)) from e

@@ -126,6 +126,9 @@ class Experiment:
             (:class:`harness.shift.ShiftSettings`: corrupted copies of the evaluation split, OOD sets),
             reported in the shift section; None (the default) skips the stage. The multi-label study
             (sigmoid heads) and the frontier runs are not evaluated under shift.
+        records: keep a compact record of every finished upstream run (config, metrics, compressed
+            predictions, final model; no checkpoints) in ``<results_root>/<name>/records/``, to commit as
+            runs land; a rerun on a machine that lost ``runs/`` restores them instead of retraining.
     """
 
     name: str = "digits"
@@ -148,6 +151,7 @@ class Experiment:
     confusable_pairs: List[List[str]] = field(default_factory=list)
     workers: int = 1
     shift: Optional[ShiftSettings] = None
+    records: bool = False
 
 
 def find_experiment(name_or_path: str) -> Path:
@@ -572,11 +576,31 @@ def run_experiment(exp: Experiment, progress: Callable[[str], None] = print) -> 
     plans = validate_experiment(exp)
     root = Path(exp.runs_root) / exp.name
     root.mkdir(parents=True, exist_ok=True)
+    if exp.records:
+        restored = sync_records(exp, restore=True)
+        if restored:
+            progress(f"[records] restored {restored} finished run(s) from {records_dir(exp)}")
     clock = _Clock(root / "sessions.json")
     with Workers(exp.workers) as workers:
         if exp.workers > 1:
             progress(f"[workers] {exp.workers} processes with {workers.threads} thread(s) each")
         return _run_stages(exp, plans, root, clock, workers, progress)
+
+
+def records_dir(exp: Experiment) -> Path:
+    """Where the experiment keeps its runs' compact records."""
+    return Path(exp.results_root) / exp.name / "records"
+
+
+def sync_records(exp: Experiment, restore: bool = False) -> int:
+    """Save the record of every finished upstream run of ``exp`` not yet recorded (or, with
+    ``restore``, recreate every recorded run folder that is missing); returns how many."""
+    from harness.runs import restore_record, save_record
+
+    up, rec = Path(exp.runs_root) / exp.name / "upstream", records_dir(exp)
+    if restore:
+        return sum(restore_record(r, up / r.name) for r in sorted(rec.glob("*")) if r.is_dir())
+    return sum(save_record(d, rec / d.name) for d in sorted(up.glob("*")) if d.is_dir())
 
 
 def _run_stages(exp: Experiment, plans: "dict[str, _Plan]", root: Path, clock: _Clock, workers: Workers,
@@ -604,14 +628,19 @@ def _run_stages(exp: Experiment, plans: "dict[str, _Plan]", root: Path, clock: _
     def then(cfg: Any) -> "Optional[Callable[[Any], None]]":
         return (lambda _: evaluate(Path(cfg.output_dir))) if str(Path(cfg.output_dir)) in final else None
 
+    def tick() -> None:  # after every job: the clock, and the records of runs that just finished
+        clock.tick()
+        if exp.records:
+            sync_records(exp)
+
     # priority: the main study, then the budget curves, then the multi-label study, then the frontier
     workers.train([main.configs[f] for f in _first_wave(main, exp.methods, exp.seeds)], then)
-    workers.wait(progress, clock.tick, stages={"upstream"})
+    workers.wait(progress, tick, stages={"upstream"})
     more = _extend_grids(main, exp.temperature_grid, exp.grid_extensions)
     while more:  # the best τ lay on the grid's edge: try past it
         progress(f"[τ grid] extended: {', '.join(more)}")
         workers.train([main.configs[f] for f in more])
-        workers.wait(progress, clock.tick, stages={"upstream"})
+        workers.wait(progress, tick, stages={"upstream"})
         more = _extend_grids(main, exp.temperature_grid, exp.grid_extensions)
     second, grid_rows = _choose_temperatures(main, exp.methods, exp.seeds)
     runs = _study_runs(main, exp.methods, exp.seeds)
@@ -629,16 +658,16 @@ def _run_stages(exp: Experiment, plans: "dict[str, _Plan]", root: Path, clock: _
     if ml_plan is not None:
         ml = exp.multilabel
         workers.train([ml_plan.configs[f] for f in _first_wave(ml_plan, ml.methods, ml.seeds)])
-    workers.wait(progress, clock.tick, stages={"upstream"})
+    workers.wait(progress, tick, stages={"upstream"})
     if ml_plan is not None:
         folders, ml_grid = _choose_temperatures(ml_plan, ml.methods, ml.seeds)
         workers.train([ml_plan.configs[f] for f in folders])
-    workers.wait(progress, clock.tick)
+    workers.wait(progress, tick)
     if exp.frontier.schedules:  # diagnostics: their time is not the experiment's
         plans["frontier"] = frontier_plan(main, exp)
         tic = time.perf_counter()
         workers.train(list(plans["frontier"].configs.values()))
-        workers.wait(progress)
+        workers.wait(progress, lambda: sync_records(exp) if exp.records else None)
         clock.exclude(time.perf_counter() - tic)
     workers.close()
 

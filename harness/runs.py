@@ -96,6 +96,50 @@ class Predictions:
         return M.sigmoid_nll(self.logits, self.targets) if self.multilabel else M.nll(self.log_probs(), self.targets)
 
 
+#: what a finished run's compact record keeps: enough to report on it and to count it as done (no
+#: checkpoints; the final model.pt is kept because the covariance analysis and shift predictions need it)
+RECORD_FILES = ("config.yaml", "run.json", "metrics.json", "predictions.npz", "heldout_predictions.npz", "model.pt")
+
+
+def save_record(run_dir: "str | Path", dest: "str | Path") -> bool:
+    """Copy a finished run's :data:`RECORD_FILES` to ``dest`` (predictions recompressed with
+    ``np.savez_compressed``), atomically file by file; a record whose ``metrics.json`` is already
+    identical is left alone. Returns whether anything was written (False also for an unfinished run)."""
+    run_dir, dest = Path(run_dir), Path(dest)
+    if not ((run_dir / "metrics.json").is_file() and (run_dir / "model.pt").is_file()):
+        return False
+    if (dest / "metrics.json").is_file() and (dest / "metrics.json").read_bytes() == (run_dir / "metrics.json").read_bytes():
+        return False
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in RECORD_FILES:
+        src = run_dir / name
+        if not src.is_file():
+            continue
+        if name.endswith(".npz"):
+            buf = io.BytesIO()
+            with np.load(src, allow_pickle=False) as z:
+                np.savez_compressed(buf, **{k: z[k] for k in z.files})
+            atomic_write_bytes(dest / name, buf.getvalue())
+        elif name != "metrics.json":
+            atomic_write_bytes(dest / name, src.read_bytes())
+    atomic_write_bytes(dest / "metrics.json", (run_dir / "metrics.json").read_bytes())  # last: marks it complete
+    return True
+
+
+def restore_record(record: "str | Path", run_dir: "str | Path") -> bool:
+    """Recreate a finished run folder from its record (:func:`save_record`) when the folder holds no
+    finished run; returns whether it did. The run then counts as done (``upstream.train``)."""
+    record, run_dir = Path(record), Path(run_dir)
+    if (run_dir / "metrics.json").is_file() or not (record / "metrics.json").is_file():
+        return False
+    run_dir.mkdir(parents=True, exist_ok=True)
+    for name in RECORD_FILES:
+        if (record / name).is_file() and name != "metrics.json":
+            atomic_write_bytes(run_dir / name, (record / name).read_bytes())
+    atomic_write_bytes(run_dir / "metrics.json", (record / "metrics.json").read_bytes())
+    return True
+
+
 def load_heldout(run_dir: "str | Path") -> Optional[Predictions]:
     """A run's (or ensemble's) ``heldout_predictions.npz`` if it saved one (``data.heldout_split``), else None."""
     path = Path(run_dir) / "heldout_predictions.npz"
