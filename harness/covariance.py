@@ -201,9 +201,14 @@ def transition_test(transition: np.ndarray, pair_noise: "list[tuple[int, int, fl
     out: dict = {"pairs": [{"a": a, "b": b, "transition": float(m), "var_diff": v, "correlation": c}
                            for (a, b, v, c), m in zip(pair_noise, mass)],
                  "n_pairs": len(pair_noise), "n_resamples": n_resamples}
+    def pearson(u: np.ndarray, v: np.ndarray, axis: int = -1) -> np.ndarray:  # of ranks: Spearman's ρ
+        u, v = u - u.mean(axis, keepdims=True), v - v.mean(axis, keepdims=True)
+        return (u * v).sum(axis) / np.sqrt((u * u).sum(axis) * (v * v).sum(axis))
+
     for i, key in ((2, "var_diff"), (3, "correlation")):
         x = np.array([p[i] for p in pair_noise])
-        res = stats.permutation_test((mass, x), lambda u, v: stats.spearmanr(u, v)[0], permutation_type="pairings",
+        ranks = (stats.rankdata(mass), stats.rankdata(x))  # ranks do not change when pairings are shuffled
+        res = stats.permutation_test(ranks, pearson, vectorized=True, permutation_type="pairings",
                                      n_resamples=n_resamples, alternative="greater", random_state=seed)
         out[key] = {"rho": float(res.statistic), "p_value": float(res.pvalue)}
     return out

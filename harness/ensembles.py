@@ -26,7 +26,7 @@ import torch
 from harness import metrics as M
 from harness.io import atomic_write_text
 from harness.provenance import provenance
-from harness.runs import Predictions, load_heldout, method_name, run_head, run_summary
+from harness.runs import Predictions, load_heldout, run_method, run_summary
 
 __all__ = [
     "Predictions",
@@ -241,7 +241,7 @@ def build_ensemble(members: Sequence["str | Path"], out: "str | Path", from_chec
     if any(out.resolve() == m.resolve() for m in members):
         raise ValueError(f"the ensemble folder {str(out)!r} is one of the members: writing there would replace the "
                          "member's predictions; choose another --out")
-    heads = [run_head(m) for m in members]  # every member is a run folder, before any (slow) re-prediction
+    methods = sorted({run_method(m) for m in members})  # every member is a run folder, before any re-prediction
     preds = [evaluate(m) if from_checkpoints else Predictions.load(m) for m in members]
     check_compatible(preds)
     _check_distinct_predictions(preds)
@@ -250,7 +250,6 @@ def build_ensemble(members: Sequence["str | Path"], out: "str | Path", from_chec
     if held is not None:
         check_compatible([replace(h, source=f"{h.source} (held-out)") for h in held])
     summary = summarize(preds)
-    methods = sorted({method_name(h) for h in heads})
     spec = {"schema": "harness.ensemble/1", "method": "+".join(methods),
             "members": [str(m.resolve()) for m in members], "from_checkpoints": from_checkpoints,
             "data": run_summary(members[0]).get("eval_data", ""), "summary": summary, **provenance()}

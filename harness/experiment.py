@@ -95,6 +95,25 @@ class BudgetSection:
 
 
 @dataclass
+class ConditionSection:
+    """Another training condition of the same methods (e.g. another kind of label noise): each of
+    ``methods`` (names of the experiment's methods, at their chosen τ) trained for each of ``seeds``
+    with ``upstream_overrides`` added, compared against hom like the main study.
+
+    Attributes:
+        description: one line for the report.
+        upstream_overrides: ``key=value`` overrides of the condition.
+        methods: some of the experiment's methods (``hom`` among them for the comparison).
+        seeds: seeds of every method.
+    """
+
+    description: str = ""
+    upstream_overrides: List[str] = field(default_factory=list)
+    methods: List[str] = field(default_factory=list)
+    seeds: List[int] = field(default_factory=lambda: [0])
+
+
+@dataclass
 class Experiment:
     """One experiment.
 
@@ -102,7 +121,9 @@ class Experiment:
         name: report folder ``results/<name>``; run folders under ``runs/<name>``.
         upstream_config: an upstream config (a path, or a file name in ``upstream/configs``).
         upstream_overrides: ``key=value`` overrides of that config for every run.
-        methods: method name -> head options (replacing the config's ``model.head``).
+        methods: method name -> head options (replacing the config's ``model.head``); the key
+            ``overrides`` holds the method's own ``key=value`` training settings (e.g.
+            ``[train.loss=forward]`` for a forward-corrected hom baseline).
         seeds: upstream seeds of every method.
         temperature_grid: τ values tried for every method whose head has noise (covariance not
             ``none``), on the first seed, chosen by held-out NLL; empty keeps the head's τ.
@@ -115,6 +136,9 @@ class Experiment:
         multilabel: the optional multi-label study.
         frontier: optional candidate schedules, for accuracy against CPU-minutes.
         budget: optional budget curves (epochs against CPU-minutes, per method).
+        conditions: optional further training conditions (name -> :class:`ConditionSection`), each
+            compared against hom in its own section; their runs are under ``runs/<name>/upstream/``
+            as ``<condition>_<method>_s<seed>``.
         downstream: transfer settings; ``tasks: []`` skips the stage.
         covariance: run the covariance analysis in the report.
         runs_root, results_root: where the run folders and the report go.
@@ -126,6 +150,8 @@ class Experiment:
             (:class:`harness.shift.ShiftSettings`: corrupted copies of the evaluation split, OOD sets),
             reported in the shift section; None (the default) skips the stage. The multi-label study
             (sigmoid heads) and the frontier runs are not evaluated under shift.
+        evaluate_methods: the methods whose final runs get the shift predictions and the transfer
+            (default: all).
         records: keep a compact record of every finished upstream run (config, metrics, compressed
             predictions, final model; no checkpoints) in ``<results_root>/<name>/records/``, to commit as
             runs land; a rerun on a machine that lost ``runs/`` restores them instead of retraining.
@@ -143,6 +169,7 @@ class Experiment:
     multilabel: MultilabelSection = field(default_factory=MultilabelSection)
     frontier: FrontierSection = field(default_factory=FrontierSection)
     budget: BudgetSection = field(default_factory=BudgetSection)
+    conditions: Dict[str, ConditionSection] = field(default_factory=dict)
     downstream: DownstreamSection = field(default_factory=DownstreamSection)
     covariance: bool = True
     runs_root: str = "runs"
@@ -152,6 +179,7 @@ class Experiment:
     workers: int = 1
     shift: Optional[ShiftSettings] = None
     records: bool = False
+    evaluate_methods: List[str] = field(default_factory=list)
 
 
 def find_experiment(name_or_path: str) -> Path:
@@ -216,10 +244,12 @@ def _plan(exp: Experiment, root: Path, prefix: str, methods: dict, seeds: list, 
     from upstream.config import UpstreamConfig, validate
 
     base = _upstream_config_path(exp.upstream_config)
+    own = {m: list(h.get("overrides", [])) for m, h in methods.items()}  # a method's own training settings
+    methods = {m: {k: v for k, v in h.items() if k != "overrides"} for m, h in methods.items()}
     plan = _Plan(heads={m: dict(h) for m, h in methods.items()}, seeds=list(seeds), grid_overrides=list(grid_overrides))
 
     def config(method: str, head: dict, seed: int, folder: str, extra: "list[str]" = ()) -> Any:
-        cfg = load_config(UpstreamConfig, base, [*exp.upstream_overrides, *overrides, *extra,
+        cfg = load_config(UpstreamConfig, base, [*exp.upstream_overrides, *overrides, *own.get(method, []), *extra,
                                                  f"name={exp.name}_{prefix}{folder}", f"seed={seed}",
                                                  f"output_dir={root / 'upstream' / (prefix + folder)}"])
         cfg.model.head = dict(head)
@@ -283,6 +313,9 @@ def validate_experiment(exp: Experiment) -> "dict[str, _Plan]":
         raise ValueError(f"seeds {exp.seeds} repeat a seed: give distinct seeds")
     if exp.workers < 1:
         raise ValueError(f"workers must be >= 1, got {exp.workers}")
+    unknown = [m for m in exp.evaluate_methods if m not in exp.methods]
+    if unknown:
+        raise ValueError(f"evaluate_methods {', '.join(unknown)} not among the methods {', '.join(exp.methods)}")
     if any(n > len(exp.seeds) or n < 2 for n in exp.ensemble_sizes):
         raise ValueError(f"ensemble sizes {exp.ensemble_sizes} must lie in [2, number of seeds = {len(exp.seeds)}]")
     for tau in [*exp.temperature_grid, *exp.multilabel.temperature_grid]:
@@ -302,6 +335,11 @@ def validate_experiment(exp: Experiment) -> "dict[str, _Plan]":
         unknown = [m for m in names if m not in exp.methods]
         if unknown:
             raise ValueError(f"{section} method(s) {', '.join(unknown)} not among the methods {', '.join(exp.methods)}")
+    for cname, cond in exp.conditions.items():
+        unknown = [m for m in cond.methods if m not in exp.methods]
+        if unknown or not cond.methods or not cond.seeds:
+            raise ValueError(f"condition {cname!r}: methods must be some of {', '.join(exp.methods)} and seeds non-empty "
+                             f"(got methods {cond.methods}, seeds {cond.seeds})")
     if exp.budget.methods and (not exp.budget.epochs or any(int(e) != e or e < 1 for e in exp.budget.epochs)):
         raise ValueError(f"budget.epochs must be a non-empty list of whole numbers >= 1, got {exp.budget.epochs}")
     root = Path(exp.runs_root) / exp.name
@@ -331,9 +369,12 @@ def validate_experiment(exp: Experiment) -> "dict[str, _Plan]":
     if fr.schedules:  # checked here; built at the chosen τ once it is known (frontier_plan)
         for overrides in fr.schedules.values():
             for method in fr.names():
-                plans["main"].make(method, exp.methods[method], exp.seeds[0], "check", list(overrides))
+                plans["main"].make(method, plans["main"].heads[method], exp.seeds[0], "check", list(overrides))
+    for cond in exp.conditions.values():
+        for method in cond.methods:
+            plans["main"].make(method, plans["main"].heads[method], cond.seeds[0], "check", list(cond.upstream_overrides))
     for e in exp.budget.epochs if exp.budget.methods else []:
-        plans["main"].make(exp.budget.methods[0], exp.methods[exp.budget.methods[0]], exp.seeds[0], "check",
+        plans["main"].make(exp.budget.methods[0], plans["main"].heads[exp.budget.methods[0]], exp.seeds[0], "check",
                            [f"train.epochs={e}", f"train.eval_every={e}"])
     return plans
 
@@ -618,7 +659,13 @@ def _run_stages(exp: Experiment, plans: "dict[str, _Plan]", root: Path, clock: _
              if f not in {g for grid in main.grid.values() for g in grid.values()}}
     ml = exp.multilabel
 
+    import re
+
+    evaluated = [re.compile(rf"{re.escape(m)}(_t[^_]+)?_s\d+") for m in (exp.evaluate_methods or exp.methods)]
+
     def evaluate(d: Path) -> None:  # a final run of the main study: shift predictions and transfer
+        if not any(r.fullmatch(d.name) for r in evaluated):
+            return
         if exp.shift is not None:
             workers.submit("shift", d.name, predict_run, (d, exp.shift))
         if settings is not None:
@@ -649,6 +696,10 @@ def _run_stages(exp: Experiment, plans: "dict[str, _Plan]", root: Path, clock: _
         for method in main.grid:  # the chosen τ's run is trained already
             evaluate(runs[method][0])
     workers.train([main.configs[f] for f in second], then)
+    conditions = {name: {m: [main.configs.setdefault(f"{name}_{m}_s{sd}", main.make(
+        m, main.final_head(m), sd, f"{name}_{m}_s{sd}", list(c.upstream_overrides))) for sd in c.seeds]
+        for m in c.methods} for name, c in exp.conditions.items()}
+    workers.train([cfg for per in conditions.values() for cfgs in per.values() for cfg in cfgs])
     budget = {m: {int(e): _derived(main, m, f"budget_{m}_e{int(e)}", [f"train.epochs={int(e)}",
                                                                       f"train.eval_every={int(e)}"])
                   for e in exp.budget.epochs} for m in exp.budget.methods}
@@ -686,15 +737,17 @@ def _run_stages(exp: Experiment, plans: "dict[str, _Plan]", root: Path, clock: _
     if exp.shift is not None:  # the ensembles' shifted predictions: averages of their members'
         tic = time.perf_counter()
         for e in ensembles:
-            average_ensemble(e)
+            if e.name.rsplit("_x", 1)[0] in (exp.evaluate_methods or exp.methods):
+                average_ensemble(e)
         stages["shift"] = stages.get("shift", 0.0) + time.perf_counter() - tic
 
     ml_runs = {} if ml_plan is None else _study_runs(ml_plan, exp.multilabel.methods, exp.multilabel.seeds)
 
     extra: dict = {"tables": [], "text": [], "json": {}}
     if settings is not None:
-        per_run = {d: workers.results[("downstream", d.name)] for dirs in runs.values() for d in dirs}
-        _merge(extra, downstream_section(runs, per_run))
+        moved = {m: dirs for m, dirs in runs.items() if m in (exp.evaluate_methods or exp.methods)}
+        per_run = {d: workers.results[("downstream", d.name)] for dirs in moved.values() for d in dirs}
+        _merge(extra, downstream_section(moved, per_run))
 
     progress("[report]")
     base = _upstream_config_path(exp.upstream_config)
@@ -704,6 +757,12 @@ def _run_stages(exp: Experiment, plans: "dict[str, _Plan]", root: Path, clock: _
     if grid_rows:
         _merge(extra, temperature_section(grid_rows, "Temperature τ chosen on the held-out split"))
     _merge(extra, comparison_section(runs, ensembles))
+    for name, per in conditions.items():
+        cond = exp.conditions[name]
+        part = comparison_section({m: [Path(c.output_dir) for c in cfgs] for m, cfgs in per.items()}, [],
+                                  label=f"Condition {name} ({cond.description or ' '.join(cond.upstream_overrides)})")
+        extra["json"].setdefault("conditions", {})[name] = part.pop("json")
+        _merge(extra, part)
     if ml_runs:
         _merge(extra, multilabel_section(ml_runs, ml_grid))
     if budget:
@@ -952,10 +1011,27 @@ def _diff_table(rows: "list[dict]", pct: "set[str]") -> "list[list[str]]":
 _DIFF_HEADER = ["method", "metric", "per seed", "mean [95% t-interval]", "paired t-test p", "verdict"]
 
 
-def comparison_section(runs: "dict[str, list[Path]]", ensembles: "list[Path]") -> dict:
+def comparison_section(runs: "dict[str, list[Path]]", ensembles: "list[Path]", label: str = "") -> dict:
     """Every method against hom, seed level and image level, the per-method intervals that separate
     seed variance from test-sampling variance, and ensemble against ensemble; verdicts from the 95%
-    intervals only (:mod:`harness.uncertainty.compare`), sentences computed from the numbers."""
+    intervals only (:mod:`harness.uncertainty.compare`), sentences computed from the numbers.
+    ``label`` prefixes every title and sentence (a condition other than the main study's)."""
+    out = _comparison(runs, ensembles)
+    if label:
+        out["tables"] = [(f"{label}: {t}", h, r) for t, h, r in out["tables"]]
+        out["text"] = [f"{label}: {t}" for t in out["text"] if not t.startswith(_GENERIC)]
+    return out
+
+
+_HOW_TO_READ = ("How to read the comparisons: seed-level intervals cover training randomness (seed i of a method "
+                "against seed i of hom; with n seeds the t-interval has n − 1 degrees of freedom, so it is wide at "
+                "n = 3); image-level intervals cover which evaluation images were drawn, with the trained models "
+                "fixed. A verdict says better or worse only when its 95% interval excludes 0.")
+_PAPER = "The paper (ImageNet, Table 1) finds het and diag better than hom on top-1 and NLL."
+_GENERIC = (_HOW_TO_READ[:20], _PAPER[:20])
+
+
+def _comparison(runs: "dict[str, list[Path]]", ensembles: "list[Path]") -> dict:
     from harness.runs import Predictions
     from harness.uncertainty.compare import image_level, seed_summary, test_sampling_se
 
@@ -982,11 +1058,7 @@ def comparison_section(runs: "dict[str, list[Path]]", ensembles: "list[Path]") -
     out["json"]["method_intervals"] = summary
     if "hom" not in runs or len(runs) < 2:
         return out
-    out["text"].append("How to read the comparisons: seed-level intervals cover training randomness (seed i of a "
-                       "method against seed i of hom; with n seeds the t-interval has n − 1 degrees of freedom, so "
-                       "it is wide at n = 3); image-level intervals cover which evaluation images were drawn, with "
-                       "the trained models fixed. A verdict says better or worse only when its 95% interval "
-                       "excludes 0.")
+    out["text"].append(_HOW_TO_READ)
     seed_rows = paired_differences(runs, keys)
     out["tables"].append(("Paired differences against hom, seed level (method − hom, seed i against seed i; 95% "
                           f"t-interval over seeds; {acc_key} in points)", _DIFF_HEADER, _diff_table(seed_rows, pct)))
@@ -1013,7 +1085,7 @@ def comparison_section(runs: "dict[str, list[Path]]", ensembles: "list[Path]") -
             text += " On the evaluation images with the models fixed (95% bootstrap): " + "; ".join(
                 f"{k} {_ci(image[method][k], k, pct)} → {image[method][k]['verdict']}" for k in keys) + "."
         out["text"].append(text)
-    out["text"].append("The paper (ImageNet, Table 1) finds het and diag better than hom on top-1 and NLL.")
+    out["text"].append(_PAPER)
     ens = {json.loads((e / "ensemble.json").read_text())["method"]: e for e in ensembles}
     if single and "hom" in ens and len(ens) > 1:
         ens_rows, ens_json = [], {}

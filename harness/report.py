@@ -23,7 +23,7 @@ from harness import metrics as M
 from harness.ensembles import fit_temperature, scale
 from harness.io import atomic_write_bytes, atomic_write_text, json_dumps
 from harness.provenance import markdown_header, provenance
-from harness.runs import Predictions, load_heldout, method_name, run_config, run_head, run_summary
+from harness.runs import Predictions, load_heldout, run_config, run_head, run_method, run_summary
 from harness.uncertainty.labels import clean_heldout, heldout_description, label_calibration, per_class_accuracy
 
 SCHEMA = "harness.report/1"
@@ -53,7 +53,8 @@ def _run_entry(run_dir: Path) -> Entry:
     cfg = run_config(run_dir)
     head = run_head(run_dir)
     meta = run_summary(run_dir)
-    return Entry(f"{method_name(head)} seed {cfg.get('seed', '?')}", method_name(head), "single",
+    method = run_method(run_dir)
+    return Entry(f"{method} seed {cfg.get('seed', '?')}", method, "single",
                  command=meta.get("command", ""), preds=Predictions.load(run_dir), heldout=load_heldout(run_dir),
                  data=meta.get("eval_data", ""), head=head, run_dir=run_dir)
 
@@ -443,7 +444,7 @@ def _transition_text(cov: Optional[dict], names: "list[str]") -> str:
             f"mean noise correlation instead, ρ = {corr['rho']:.3f} (p = {corr['p_value']:.4f}). The pairs with the most "
             "transition mass: " + ", ".join(f"{names[p['a']]}/{names[p['b']]} ({100 * p['transition']:.1f}%, Var rank "
                                            f"{rank[(p['a'], p['b'])]} of {test['n_pairs']})" for p in top)
-            + (". On these numbers the claim holds: pairs whose labels people swap more get more noise between them."
+            + (". On these numbers the claim holds: class pairs whose labels are swapped more often get more noise between them."
                if holds else ". On these numbers the claim is not supported at the 5% level."))
 
 

@@ -207,6 +207,18 @@ def noise_transition(run_dir: "str | Path") -> Optional[np.ndarray]:
     return t / np.maximum(t.sum(1, keepdims=True), 1.0)
 
 
+#: suffix of a method name by training loss (``train.loss``; ``nll`` has none)
+LOSS_SUFFIX = {"forward": "-fwd", "label_smoothing": "-ls"}
+
+
+def run_method(run_dir: "str | Path") -> str:
+    """A run's method name: :func:`method_name` of its head, with the training loss's suffix
+    (``hom-fwd``: forward-corrected loss, ``hom-ls``: label smoothing)."""
+    cfg = run_config(run_dir)
+    loss = (cfg.get("train") or {}).get("loss", "nll")
+    return method_name((cfg.get("model") or {}).get("head") or {}) + LOSS_SUFFIX.get(loss, "")
+
+
 def data_config(run_dir: "str | Path", overrides: "tuple[str, ...]" = ()) -> DataConfig:
     """The run's data section as a :class:`DataConfig`, with ``key=value`` overrides (data keys)."""
     return load_config(DataConfig, None, list(overrides), base=run_config(run_dir).get("data", {}))
