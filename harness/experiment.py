@@ -16,6 +16,7 @@ other seeds are trained at it. The evaluation split is never used to choose anyt
 from __future__ import annotations
 
 import json
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -658,9 +659,6 @@ def _run_stages(exp: Experiment, plans: "dict[str, _Plan]", root: Path, clock: _
     final = {str(Path(main.configs[f].output_dir)) for f in _first_wave(main, exp.methods, exp.seeds)
              if f not in {g for grid in main.grid.values() for g in grid.values()}}
     ml = exp.multilabel
-
-    import re
-
     evaluated = [re.compile(rf"{re.escape(m)}(_t[^_]+)?_s\d+") for m in (exp.evaluate_methods or exp.methods)]
 
     def evaluate(d: Path) -> None:  # a final run of the main study: shift predictions and transfer
@@ -707,7 +705,6 @@ def _run_stages(exp: Experiment, plans: "dict[str, _Plan]", root: Path, clock: _
                    if f.startswith("budget_")])
     ml_plan, ml_grid = plans.get("multilabel"), []
     if ml_plan is not None:
-        ml = exp.multilabel
         workers.train([ml_plan.configs[f] for f in _first_wave(ml_plan, ml.methods, ml.seeds)])
     workers.wait(progress, tick, stages={"upstream"})
     if ml_plan is not None:
@@ -754,6 +751,15 @@ def _run_stages(exp: Experiment, plans: "dict[str, _Plan]", root: Path, clock: _
     extra["text"].append(f"Experiment: {exp.description or exp.name}. Schedule: upstream config {base.name} with "
                          f"{' '.join(exp.upstream_overrides) or 'no overrides'}; seeds {list(exp.seeds)}; methods "
                          + "; ".join(f"{m} {dict(h)}" for m, h in exp.methods.items()) + ".")
+    first = main.configs[Path(runs[next(iter(runs))][0]).name]
+    precisions = sorted({str(_metrics(d).get("mixed_precision")) for dirs in runs.values() for d in dirs})
+    extra["json"]["schedule"] = {"upstream_config": base.name, "upstream_overrides": list(exp.upstream_overrides),
+                                 "epochs": first.train.epochs, "backbone": first.model.backbone,
+                                 "batch_size": first.data.batch_size, "grid_overrides": list(exp.grid_overrides),
+                                 "mixed_precision": precisions}
+    if len(precisions) > 1:
+        extra["text"].append(f"Note: the study's runs used different precisions ({', '.join(precisions)}; train."
+                             "mixed_precision=auto follows each machine's CPU): part of any difference may come from it.")
     if grid_rows:
         _merge(extra, temperature_section(grid_rows, "Temperature τ chosen on the held-out split"))
     _merge(extra, comparison_section(runs, ensembles))
