@@ -199,12 +199,11 @@ def noise_transition(run_dir: "str | Path") -> Optional[np.ndarray]:
     data = data_config(run_dir)
     if data.source != "cifar10n" or data.label_set == "clean" or data.multilabel:
         return None
+    from harness.data.noise import empirical_transition
+
     noisy = build_split(data, data.train_split)
     clean = build_split(clean_data(data), data.train_split)
-    k = len(noisy.class_names)
-    t = np.zeros((k, k))
-    np.add.at(t, (np.asarray(clean.labels), np.asarray(noisy.labels)), 1.0)
-    return t / np.maximum(t.sum(1, keepdims=True), 1.0)
+    return empirical_transition(clean.labels, noisy.labels, len(noisy.class_names))
 
 
 #: suffix of a method name by training loss (``train.loss``; ``nll`` has none)
