@@ -56,6 +56,8 @@ def _stat(key: str, k: int):
 
 
 def _check_same_examples(a: Sequence[Predictions], b: Sequence[Predictions]) -> None:
+    if not a or not b:
+        raise ValueError("image-level comparisons need at least one model (seed) on each side")
     ref = a[0].index
     for p in [*a, *b]:
         if not np.array_equal(p.index, ref) or not np.array_equal(p.targets, a[0].targets):
@@ -82,6 +84,9 @@ def test_sampling_se(preds: Sequence[Predictions], keys: Sequence[str] = IMAGE_K
 def seed_level(a: "dict[str, Sequence[float]]", b: "dict[str, Sequence[float]]") -> "dict[str, dict]":
     """Per metric, the paired per-seed difference a − b with its 95% t-interval, paired t-test p and
     verdict (``a`` the method, ``b`` the reference; seeds paired by position)."""
+    missing = sorted(set(a) ^ set(b))
+    if missing:
+        raise ValueError(f"metric(s) {', '.join(missing)} given for one side only: pass the same metrics for both")
     out = {}
     for key in a:
         n = min(len(a[key]), len(b[key]))

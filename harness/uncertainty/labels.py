@@ -81,10 +81,16 @@ def label_calibration(test: Predictions, heldout: Predictions, heldout_clean: Op
 
 
 def per_class_accuracy(preds: Predictions) -> np.ndarray:
-    """Top-1 accuracy per true class ``[K]`` (NaN for a class without examples)."""
+    """Top-1 accuracy per true class ``[K]`` (NaN for a class without examples).
+
+    Raises:
+        ValueError: a label outside [0, K).
+    """
     pred = preds.logits.argmax(1)
     k = len(preds.class_names)
     y = np.asarray(preds.targets, dtype=np.int64)
+    if len(y) and (y.min() < 0 or y.max() >= k):
+        raise ValueError(f"labels must lie in [0, {k}) for {k} classes; got {y.min()}..{y.max()} in {preds.source}")
     hits = np.bincount(y, weights=(pred == y).astype(np.float64), minlength=k)
     counts = np.bincount(y, minlength=k).astype(np.float64)
     with np.errstate(invalid="ignore", divide="ignore"):

@@ -1,0 +1,200 @@
+"""The experiment planner's newer parts on one tiny digits experiment: τ grid with its own schedule and
+extension, budget curves that reuse identical runs, frontier methods, conditions, a method's own
+training overrides, the comparison sections, records and restoring from them; and the checks that
+reject a bad experiment before any run folder exists."""
+
+import json
+import shutil
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from harness.experiment import (BudgetSection, ConditionSection, load_experiment, run_experiment,
+                                validate_experiment)
+
+PLAN = """
+name: plan
+upstream_config: digits_base.yaml
+upstream_overrides: [train.epochs=2, train.eval_every=2, data.limit_train=128, data.limit_eval=200]
+methods:
+  hom: {{covariance: none}}
+  het: {{covariance: low_rank, num_factors: 3, train_mc_samples: 8, eval_mc_samples: 16}}
+  fwd: {{covariance: none, overrides: [train.loss=forward]}}
+seeds: [0, 1]
+temperature_grid: [0.5, 1.0]
+grid_overrides: [train.epochs=1, train.eval_every=1]
+grid_extensions: 1
+ensemble_sizes: [2]
+budget: {{methods: [hom, het], epochs: [1, 2]}}
+frontier:
+  methods: [hom, het]
+  schedules: {{3 epochs: [train.epochs=3, train.eval_every=3]}}
+conditions:
+  sym:
+    description: symmetric label noise
+    upstream_overrides: [data.label_noise.kind=symmetric]
+    methods: [hom, het]
+    seeds: [0]
+records: true
+covariance: false
+workers: 1
+downstream: {{tasks: []}}
+runs_root: {root}/runs
+results_root: {root}/results
+"""
+
+
+def _exp(tmp_path: Path, sub: str = ""):
+    root = tmp_path / sub if sub else tmp_path
+    root.mkdir(parents=True, exist_ok=True)
+    path = root / "plan.yaml"
+    path.write_text(PLAN.format(root=root))
+    return load_experiment(str(path))
+
+
+def _epochs(run: Path) -> int:
+    return json.loads((run / "metrics.json").read_text())["epochs"]
+
+
+def _cfg(run: Path) -> dict:
+    return json.loads((run / "run.json").read_text())["config"]
+
+
+@pytest.mark.parametrize("change,match", [
+    (lambda e: replace(e, temperature_grid=[]), "grid_overrides"),
+    (lambda e: replace(e, budget=BudgetSection(methods=["hom", "pe"], epochs=[1])), "budget method.*pe"),
+    (lambda e: replace(e, conditions={"odd": ConditionSection(methods=["hom", "nope"])}), "condition 'odd'"),
+    (lambda e: replace(e, evaluate_methods=["nope"]), "evaluate_methods nope"),
+    (lambda e: replace(e, frontier=replace(e.frontier, methods=["nope"])), "frontier method.*nope"),
+])
+def test_bad_experiments_are_refused_before_any_run_folder(tmp_path, change, match):
+    exp = change(_exp(tmp_path))
+    with pytest.raises(ValueError, match=match):
+        run_experiment(exp, progress=lambda s: None)
+    assert not (tmp_path / "runs").exists() and not (tmp_path / "results").exists()
+
+
+def test_a_method_override_and_a_condition_reach_their_configs(tmp_path):
+    plan = validate_experiment(_exp(tmp_path))["main"]
+    assert plan.configs["fwd_s0"].train.loss == "forward" and plan.configs["hom_s0"].train.loss == "nll"
+    assert "overrides" not in plan.configs["fwd_s0"].model.head
+    assert set(plan.grid["het"]) == {0.5, 1.0} and "het" not in [m for m in plan.grid if m != "het"]
+    grid = plan.configs[plan.grid["het"][0.5]]
+    assert plan.grid["het"][0.5] == "grid_het_t0.5_s0" and grid.train.epochs == 1 and grid.train.eval_every == 1
+    assert grid.model.head["temperature"] == 0.5
+    assert plan.configs["hom_s0"].train.epochs == 2
+    assert not (tmp_path / "runs").exists()  # validation writes nothing
+
+
+def test_experiment_plan_end_to_end_and_restore_from_records(tmp_path, monkeypatch):
+    exp = _exp(tmp_path)
+    out = run_experiment(exp, progress=lambda s: None)
+    up = tmp_path / "runs" / "plan" / "upstream"
+    report = json.loads((out / "report.json").read_text())
+
+    # --- τ grid: own schedule (1 epoch) in grid_* folders, final seeds at the main schedule (2 epochs)
+    grid = report["temperature_grid"]
+    held = {r["temperature"]: r["heldout"]["nll"] for r in grid}
+    chosen = [r["temperature"] for r in grid if r["chosen"]]
+    assert len(chosen) == 1 and chosen[0] == min(held, key=lambda t: (held[t], t))
+    tau = chosen[0]
+    for t in held:
+        assert _epochs(up / f"grid_het_t{t:g}_s0") == 1
+    for s in (0, 1):
+        assert _epochs(up / f"het_t{tau:g}_s{s}") == 2
+        assert _cfg(up / f"het_t{tau:g}_s{s}")["model"]["head"]["temperature"] == tau
+        assert _epochs(up / f"hom_s{s}") == 2 and _epochs(up / f"fwd_s{s}") == 2
+    # extension: with two values the first best is on an edge, so exactly one run past it
+    first_best = min((0.5, 1.0), key=lambda t: (held[t], t))
+    extension = 0.25 if first_best == 0.5 else 1.5
+    grid_dirs = sorted(d.name for d in up.glob("grid_*"))
+    assert grid_dirs == sorted(f"grid_het_t{t:g}_s0" for t in (0.5, 1.0, extension))
+    assert set(held) == {0.5, 1.0, extension}
+
+    # --- budget: identical configs reused, only budget_hom_e1 trained for it
+    budget = report["budget_curves"]
+    assert set(budget["points"]) == {"hom", "het"} and budget["reference"] == "hom"
+    runs = {m: {p["epochs"]: Path(p["run"]).name for p in ps} for m, ps in budget["points"].items()}
+    assert runs["hom"] == {1: "budget_hom_e1", 2: "hom_s0"}
+    assert runs["het"] == {1: f"grid_het_t{tau:g}_s0", 2: f"het_t{tau:g}_s0"}
+    assert (up / "budget_hom_e1").is_dir() and _epochs(up / "budget_hom_e1") == 1
+    assert not list(up.glob("budget_het_*")) and not (up / "budget_hom_e2").exists()
+    assert set(budget["crossings"]) == {"het"} and set(budget["crossings"]["het"]["diffs"]) == {"1", "2"}
+    hom_e1 = json.loads((up / "budget_hom_e1" / "metrics.json").read_text())["metrics"]["top1"]
+    het_e1 = json.loads((up / f"grid_het_t{tau:g}_s0" / "metrics.json").read_text())["metrics"]["top1"]
+    assert budget["crossings"]["het"]["diffs"]["1"] == pytest.approx(het_e1 - hom_e1)
+
+    # --- frontier: both methods, the study's schedule and the 3-epoch one
+    rows = report["frontier"]
+    assert {r["method"] for r in rows} == {"hom", "het"} and len(rows) == 4
+    for m in ("hom", "het"):
+        mine = {r["schedule"].split(":")[0]: r for r in rows if r["method"] == m}
+        assert set(mine) == {"this study's schedule (chosen)", "3 epochs"}
+        assert mine["3 epochs"]["epochs"] == 3 and Path(mine["3 epochs"]["run"]).name == f"frontier0_{m}_s0"
+        assert mine["this study's schedule (chosen)"]["epochs"] == 2
+    assert _cfg(up / "frontier0_het_s0")["model"]["head"]["temperature"] == tau
+
+    # --- condition: its runs at the chosen τ, compared against hom
+    assert (up / "sym_hom_s0" / "metrics.json").is_file() and (up / "sym_het_s0" / "metrics.json").is_file()
+    assert _cfg(up / "sym_het_s0")["data"]["label_noise"]["kind"] == "symmetric"
+    assert _cfg(up / "sym_het_s0")["model"]["head"]["temperature"] == tau
+    cond = report["conditions"]["sym"]
+    diffs = {d["metric"]: d for d in cond["paired_differences"] if d["method"] == "het"}
+    assert set(diffs) == {"top1", "nll", "ece"} and diffs["top1"]["n"] == 1
+    sym = {m: json.loads((up / f"sym_{m}_s0" / "metrics.json").read_text())["metrics"] for m in ("hom", "het")}
+    assert diffs["top1"]["diffs"] == pytest.approx([sym["het"]["top1"] - sym["hom"]["top1"]])
+    assert set(cond["image_level_differences"]["het"]) == {"top1", "nll", "ece"}
+    # one seed: no seed-level interval (NaN written as null) and no verdict either way
+    assert diffs["top1"]["lo"] is None and diffs["top1"]["hi"] is None and diffs["top1"]["p"] is None
+    assert diffs["top1"]["verdict"] == "no detectable difference at n = 1"
+    assert "ensemble_differences" not in cond  # a condition has no ensembles
+
+    # --- the main comparison
+    pd = {(d["method"], d["metric"]): d for d in report["paired_differences"]}
+    assert {m for m, _ in pd} == {"het", "fwd"}
+    for d in pd.values():
+        assert {"lo", "hi", "verdict", "diffs", "p"} <= set(d) and d["n"] == 2
+    hom = [json.loads((up / f"hom_s{s}" / "metrics.json").read_text())["metrics"]["nll"] for s in (0, 1)]
+    fwd = [json.loads((up / f"fwd_s{s}" / "metrics.json").read_text())["metrics"]["nll"] for s in (0, 1)]
+    assert pd[("fwd", "nll")]["diffs"] == pytest.approx([a - b for a, b in zip(fwd, hom)])
+    assert set(report["image_level_differences"]) == {"het", "fwd"}
+    assert len(report["image_level_differences"]["fwd"]["top1"]["mcnemar"]) == 2
+    assert set(report["method_intervals"]) == {"hom", "het", "fwd"}
+    assert report["method_intervals"]["hom"]["seeds"]["top1"]["mean"] == pytest.approx(
+        sum(json.loads((up / f"hom_s{s}" / "metrics.json").read_text())["metrics"]["top1"] for s in (0, 1)) / 2)
+    labels = [e["label"] for e in report["entries"]]
+    assert "hom-fwd seed 0" in labels and "hom-fwd seed 1" in labels and "hom-fwd ensemble of 2" in labels
+    # ensembles are told apart by their training loss too: fwd's is not mistaken for hom's
+    assert set(report["ensemble_differences"]) == {"het", "hom-fwd"}
+    assert _cfg(up / "fwd_s0")["train"]["loss"] == "forward"
+
+    # --- records: one per finished upstream run, identical metrics
+    rec = tmp_path / "results" / "plan" / "records"
+    finished = {d.name for d in up.iterdir() if (d / "metrics.json").is_file()}
+    assert {d.name for d in rec.iterdir()} == finished
+    assert len(finished) == 14  # 3 grid + 6 final + 1 budget + 2 frontier + 2 condition
+    for name in finished:
+        assert (rec / name / "metrics.json").read_bytes() == (up / name / "metrics.json").read_bytes()
+        assert not (rec / name / "checkpoints").exists()
+    before = {name: (up / name / "metrics.json").read_bytes() for name in finished}
+
+    # --- a machine that lost runs/: restored from the records, nothing trained
+    shutil.rmtree(tmp_path / "runs" / "plan")
+    import upstream.train as T
+
+    def no_training(*args, **kwargs):
+        raise AssertionError("a recorded run was trained again")
+
+    monkeypatch.setattr(T, "_train", no_training)
+    lines = []
+    out2 = run_experiment(_exp(tmp_path), progress=lines.append)
+    assert any("[records] restored 14" in line for line in lines)
+    assert {d.name for d in up.iterdir()} == finished
+    for name in finished:
+        assert (up / name / "metrics.json").read_bytes() == before[name]
+        assert not (up / name / "checkpoints").exists()
+    again = json.loads((out2 / "report.json").read_text())
+    assert [r["temperature"] for r in again["temperature_grid"] if r["chosen"]] == [tau]
+    assert again["budget_curves"]["points"]["het"][0]["run"].endswith(f"grid_het_t{tau:g}_s0")
+    assert [e["label"] for e in again["entries"]] == labels
