@@ -36,15 +36,17 @@ def test_pair_noise_equals_a_direct_per_example_computation():
     sigma = _sigma_dense(head, x)
     # the head's own dense covariance agrees with V Vᵀ + diag(d²)
     assert np.allclose(head.covariance(x).detach().numpy(), sigma, atol=1e-12)
-    got = {(a, b): (v, c) for a, b, v, c in pn.pairs()}
+    got = {(a, b): (v, c, ac) for a, b, v, c, ac in pn.pairs()}
     assert sorted(got) == [(a, b) for a in range(K) for b in range(a + 1, K)]
-    for (a, b), (var, corr) in got.items():
+    for (a, b), (var, corr, abs_corr) in got.items():
         sel = (y == a) | (y == b)
         s = sigma[sel]
         want_var = np.mean(s[:, a, a] + s[:, b, b] - 2 * s[:, a, b])
         want_corr = np.mean(s[:, a, b] / np.sqrt(s[:, a, a] * s[:, b, b]))
+        want_abs = np.mean(np.abs(s[:, a, b]) / np.sqrt(s[:, a, a] * s[:, b, b]))
         assert var == pytest.approx(want_var, rel=1e-10) and corr == pytest.approx(want_corr, rel=1e-10)
-        assert var > 0 and -1 <= corr <= 1
+        assert abs_corr == pytest.approx(want_abs, rel=1e-10)
+        assert var > 0 and -1 <= corr <= 1 and abs(corr) <= abs_corr <= 1
 
 
 def test_pair_noise_var_matches_sampled_logit_differences():
@@ -57,7 +59,7 @@ def test_pair_noise_var_matches_sampled_logit_differences():
     rng = np.random.default_rng(2)
     eps_r, eps_k = rng.normal(size=(200_000, v.shape[1])), rng.normal(size=(200_000, K))
     u = eps_r @ v.T + eps_k * d  # noise samples of u(x) - μ(x)
-    for a, b, var, _ in pn.pairs():
+    for a, b, var, *_ in pn.pairs():
         assert var == pytest.approx(np.var(u[:, a] - u[:, b]), rel=0.03)
 
 
@@ -67,7 +69,7 @@ def test_pair_noise_leaves_out_pairs_without_examples():
     y = np.array([0, 1] * 5)
     pn = PairNoise(K)
     pn.update(head, x, y)
-    pairs = {(a, b): v for a, b, v, _ in pn.pairs()}
+    pairs = {(a, b): v for a, b, v, *_ in pn.pairs()}
     assert (2, 3) not in pairs and len(pairs) == 5
     sigma = _sigma_dense(head, x)
     s = sigma[y == 0]  # pair (0, 2): only the examples labelled 0
@@ -86,7 +88,8 @@ def _planted(sign: float, seed: int = 0):
         for b in range(a + 1, k):
             m = t[a, b] + t[b, a]
             mass.append(m)
-            pairs.append((a, b, float(np.exp(sign * 3 * m) + rng.normal(0, 0.01)), float(rng.uniform(-1, 1))))
+            c = float(rng.uniform(-1, 1))
+            pairs.append((a, b, float(np.exp(sign * 3 * m) + rng.normal(0, 0.01)), c, abs(c)))
     return t, pairs, np.array(mass)
 
 
@@ -100,6 +103,7 @@ def test_transition_test_rho_is_spearman_and_the_p_value_is_one_sided():
     corr = np.array([p[3] for p in pairs])
     assert out["var_diff"]["rho"] == pytest.approx(sps.spearmanr(mass, var).statistic, abs=1e-12)
     assert out["correlation"]["rho"] == pytest.approx(sps.spearmanr(mass, corr).statistic, abs=1e-12)
+    assert out["abs_correlation"]["rho"] == pytest.approx(sps.spearmanr(mass, np.abs(corr)).statistic, abs=1e-12)
     assert out["var_diff"]["rho"] > 0.8 and out["var_diff"]["p_value"] < 0.01
     inv_t, inv_pairs, inv_mass = _planted(-1)
     inv = transition_test(inv_t, inv_pairs, n_resamples=1999)
@@ -112,10 +116,10 @@ def test_transition_test_rho_is_spearman_and_the_p_value_is_one_sided():
 
 def test_transition_test_uses_the_symmetrised_mass_t_ab_plus_t_ba():
     t = np.array([[0.7, 0.3, 0.0], [0.0, 0.9, 0.1], [0.5, 0.0, 0.5]])
-    pairs = [(0, 1, 1.0, 0.0), (0, 2, 2.0, 0.1), (1, 2, 3.0, 0.2)]
+    pairs = [(0, 1, 1.0, 0.0, 0.0), (0, 2, 2.0, -0.1, 0.1), (1, 2, 3.0, 0.2, 0.2)]
     out = transition_test(t, pairs, n_resamples=99)
     assert [p["transition"] for p in out["pairs"]] == pytest.approx([0.3, 0.5, 0.1])
-    assert [(p["a"], p["b"], p["var_diff"], p["correlation"]) for p in out["pairs"]] == pairs
+    assert [(p["a"], p["b"], p["var_diff"], p["correlation"], p["abs_correlation"]) for p in out["pairs"]] == pairs
 
 
 # --- confusion_ranks(by="mean") ----------------------------------------------------------------------------------
