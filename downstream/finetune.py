@@ -1,10 +1,10 @@
 """Transfer of an upstream checkpoint to one task: fresh zero-initialised head, BiT-style fine-tuning.
 
-The transfer rule (paper Sec. 4.2; protocol.md Sec. 4.3): load the upstream model, drop its whole
+The transfer rule (paper Sec. 4.2: a fresh homoscedastic output layer): load the upstream model, drop its whole
 head (mean and covariance layers, temperature), attach a zero-initialised linear softmax head on
 the pre-logits and fine-tune the whole network.
 
-Fine-tuning follows BiT (Kolesnikov et al. 2020; protocol.md Sec. 4.1; google-research/big_transfer
+Fine-tuning follows BiT (Kolesnikov et al. 2020; google-research/big_transfer
 ``bit_hyperrule.py`` and ``bit_pytorch/train.py``): SGD with momentum 0.9 and no weight decay,
 batch 512 (reached by gradient accumulation when a smaller micro-batch fits the device; the
 learning rate belongs to the full batch), mixup (alpha 0.1) only from 20k training examples with

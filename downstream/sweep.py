@@ -1,6 +1,6 @@
 """VTAB-1k sweeps: select on val200, retrain on train800val200, score on test, over seeds.
 
-For each task (protocol.md Sec. 4.2): every (learning rate, steps) of the grid is trained on
+For each task (Zhai et al. 2019, VTAB, Sec. 4; google-research/task_adaptation): every (learning rate, steps) of the grid is trained on
 ``train800`` and scored on ``val200``; the best (ties: smaller lr, then fewer steps) is retrained on
 ``train800val200`` for each seed and scored on ``test``. A grid of one configuration has nothing to
 select: its final runs start at once. Each finished run appends one JSON line to
@@ -156,7 +156,7 @@ PRESETS = _Presets(
 )
 
 PRESET_TEXT = {
-    "vtab_sweep": "the VTAB-1k sweep (protocol.md Sec. 4.2): lr {0.001, 0.01} x steps {500, 2500} chosen on "
+    "vtab_sweep": "the VTAB-1k sweep (Zhai et al. 2019; google-research/task_adaptation): lr {0.001, 0.01} x steps {500, 2500} chosen on "
                   "val200, batch 512, staircase schedule",
     "bit_hyperrule": "the BiT-HyperRule as published (Kolesnikov et al. 2020; big_transfer bit_hyperrule.py): "
                      "lr 0.003 at batch 512; 500 steps below 20k training examples, 10k below 500k, 20k above; "
@@ -493,7 +493,7 @@ def table(finals: "list[dict]", tasks: "list[Task]") -> dict:
     """Per-task mean/std test accuracy over seeds with the data read, group means, and the mean over tasks.
 
     The VTAB-1k score is the unweighted mean of the 19 per-task accuracies (not the mean of the
-    group means; protocol.md Sec. 3); it is reported only when all 19 tasks are present.
+    group means; Zhai et al. 2019); it is reported only when all 19 tasks are present.
     """
     per_task = {}
     for t in tasks:

@@ -1,7 +1,7 @@
 """The 19 VTAB-1k tasks: TFDS names and versions, label transforms, class counts, splits, augmentation.
 
-The table is ``../shared/docs/protocol.md`` Sec. 1-2 (after google-research/task_adaptation, with
-the versions VPT used). Every task has:
+The table follows google-research/task_adaptation (``task_adaptation/data/*.py``), with the TFDS
+versions Visual Prompt Tuning used (Jia et al., ECCV 2022). Every task has:
 
 - ``train800``: the first 800 examples of the train source (``train[:800]``);
 - ``val200``: 200 examples of the val source (a TFDS slice; sNORB takes it from ``test``);

@@ -163,10 +163,6 @@ def shift(members, more, corruptions, severities, examples, ood, seed, device) -
         raise click.ClickException(str(e)) from e
 
 
-def _floats(text: str) -> "list[float]":
-    return [float(v) for v in text.split(",") if v.strip()]
-
-
 @main.command()
 @click.option("--upstream", "upstream_ckpt", required=True, help="model.pt of an upstream run.")
 @click.option("--tasks", required=True, multiple=True,

@@ -3,7 +3,7 @@
 Predictions (:class:`harness.runs.Predictions`, re-exported here) are what a run saves
 (``predictions.npz``): logits ``[N, K]`` (for het models the log of the MC-averaged probability, or
 its inverse sigmoid), targets, example indices, class names and the link. Ensembles average member
-*probabilities* in log space (protocol.md Sec. 7): softmax members
+*probabilities* in log space (Lakshminarayanan et al., NeurIPS 2017; uncertainty-baselines ``baselines/jft/deep_ensemble.py``): softmax members
 ``log p = LSE_m log_softmax(l_m) - log M``; sigmoid members per class and outcome.
 
 Run folders are read through :mod:`harness.runs` only (this module never reads their files itself).
@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Callable, Optional, Sequence
 
 import numpy as np
-import torch
 
 from harness import metrics as M
 from harness.io import atomic_write_text
@@ -90,7 +89,7 @@ def average(members: Sequence[Predictions], source: str = "ensemble") -> Predict
 
     softmax: logits = LSE_m log_softmax(l_m) - log M (a normalised log p̄);
     sigmoid: logits = [LSE_m log σ(l_m) - log M] - [LSE_m log σ(-l_m) - log M] = logit(p̄).
-    Source: protocol.md Sec. 7 (UB ``log_average_softmax_probs`` / ``log_average_sigmoid_probs``).
+    Source: uncertainty-baselines ``log_average_softmax_probs`` / ``log_average_sigmoid_probs`` (``baselines/jft/deep_ensemble.py``).
     """
     check_compatible(members)
     log_m = math.log(len(members))
@@ -118,7 +117,7 @@ def _mean_kl_to_ensemble(members: Sequence[Predictions], ens: Predictions) -> fl
 
 
 def summarize(members: Sequence[Predictions]) -> dict:
-    """Everything the ensemble report shows (protocol.md Sec. 7).
+    """Everything the ensemble report shows (Lakshminarayanan et al., NeurIPS 2017; uncertainty-baselines ``baselines/jft/deep_ensemble.py``).
 
     Returns:
         ``members`` (per-member metrics), ``member_mean`` / ``member_std`` (over members),

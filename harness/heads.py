@@ -33,11 +33,11 @@ LINKS = ("softmax", "sigmoid")
 NOISE_SPACES = ("logits", "pre_logits")
 DIAG_NOISES = ("independent", "shared_scalar")
 INITS = ("keras", "flax", "torch")
-#: d(x) = softplus(.) + MIN_SCALE (edward2 ``MIN_SCALE_MONTE_CARLO``, het-head.md Sec. 2.2).
+#: d(x) = softplus(.) + MIN_SCALE (``MIN_SCALE_MONTE_CARLO`` of edward2 ``edward2/tensorflow/layers/heteroscedastic.py``).
 MIN_SCALE = 1e-3
 #: rank used when ``num_factors`` is not given (paper Sec. 4, ImageNet).
 DEFAULT_NUM_FACTORS = 15
-#: default bounds of a learned temperature (edward2 defaults, het-head.md Sec. 2.9).
+#: default bounds of a learned temperature (the defaults of edward2 ``edward2/tensorflow/layers/heteroscedastic.py``).
 DEFAULT_TEMPERATURE_BOUNDS = (0.3, 3.0)
 #: ``covariance()`` refuses to build more elements than this unless ``max_elements`` is raised.
 MAX_DENSE_COVARIANCE_ELEMENTS = 1 << 27
@@ -87,10 +87,10 @@ class HeteroscedasticHead(nn.Module):
             ``share_samples_across_batch``). Training always draws fresh noise from the global
             RNG, independent per row (the paper's estimator; ``torch.manual_seed`` reproduces a run).
         clip_eps: None for the exact log-space average; a float reproduces the reference's
-            clipping of p̄ to [eps, 1] (softmax) or [eps, 1 - eps] (sigmoid) (het-head.md Sec. 2.7).
+            clipping of p̄ to [eps, 1] (softmax) or [eps, 1 - eps] (sigmoid) (edward2 ``edward2/tensorflow/layers/heteroscedastic.py``, ``eps``).
         diag_noise: ``"independent"`` (ε ~ N(0, I_W), paper and TF reference) or
-            ``"shared_scalar"`` (one scalar per sample, the JAX reference, het-head.md Sec. 3.1).
-        pe_noise_bias: keep the bias of the PE layer V (reference behaviour, het-head.md Sec. 2.4).
+            ``"shared_scalar"`` (one scalar per sample, as edward2 ``edward2/jax/nn/heteroscedastic_lib.py`` draws it).
+        pe_noise_bias: keep the bias of the PE layer V (reference behaviour: the bias of edward2 ``edward2/tensorflow/layers/heteroscedastic.py``'s ``scale_layer_homoscedastic``).
         init: ``"keras"`` (glorot-uniform kernels, zero biases; TF reference), ``"flax"``
             (truncated lecun-normal kernels, zero biases; JAX reference) or ``"torch"``
             (``nn.Linear`` defaults).
@@ -233,7 +233,9 @@ class HeteroscedasticHead(nn.Module):
         return x.reshape(-1, self.in_features).to(self.loc.weight.dtype)
 
     def mean_logits(self, x: Tensor) -> Tensor:
-        """μ(x) = loc(x) ``[..., K]``: the deterministic logits (JAX ``return_locs``), untempered."""
+        """loc(x) ``[..., K]``: the deterministic logits (JAX ``return_locs``), untempered; the mean of
+        u(x) too, except for ``parameter_efficient`` with ``pe_noise_bias``, whose noise adds the mean
+        v(x) ⊙ b_V (see :meth:`latent_parameters`)."""
         with torch.autocast(x.device.type, enabled=False):
             return self.loc(self._features(x)).reshape(*x.shape[:-1], self.num_classes)
 
@@ -259,10 +261,12 @@ class HeteroscedasticHead(nn.Module):
         return params
 
     def latent_parameters(self, x: Tensor) -> "dict[str, Tensor]":
-        """The parameters of u(x) for input ``[..., D]`` flattened to N rows (het-head.md Sec. 2.7 "extras").
+        """The parameters of u(x) for input ``[..., D]`` flattened to N rows (the reference's ``return_locs`` / scale outputs).
 
         Returns:
-            ``mu`` [N, K] (μ(x), the untempered mean logits), ``tau`` (0-dim), and, with noise,
+            ``mu`` [N, K] (loc(x), the untempered mean logits; for ``parameter_efficient`` with
+            ``pe_noise_bias`` the noise has mean v(x) ⊙ b_V, so u(x) has mean mu + v(x) ⊙ b_V, projected by
+            the class weights for HET-XL), ``tau`` (0-dim), and, with noise,
             ``d`` [N, W] (diagonal standard deviations); ``V`` [N, W, R] for ``low_rank``; ``v`` [N, W],
             ``V`` [W, R] (and ``b_V`` [W] if ``pe_noise_bias``) for ``parameter_efficient``.
             W = K for HET, D for HET-XL.
@@ -312,7 +316,7 @@ class HeteroscedasticHead(nn.Module):
 
         Σ(x) = V Vᵀ + diag(d²) (HET; paper Eq. 7), with diag(d²) replaced by d dᵀ for
         ``diag_noise="shared_scalar"``; HET-XL: L (V Vᵀ + diag(d²)) Lᵀ with L the ``[K, D]`` class
-        weights (het-head.md Sec. 8.1). Computed from the factors, so a block costs
+        weights (Collier et al., ICLR 2023, Sec. 3). Computed from the factors, so a block costs
         O(N·|rows|·|cols|·R) and the full K×K matrix is never formed unless asked for.
 
         Args:
@@ -452,9 +456,9 @@ class HeteroscedasticHead(nn.Module):
         Raises:
             ValueError: input width is not D, or S < 1.
 
-        Source: paper Eq. 4-6; log-space average het-head.md Sec. 2.7; fixed evaluation noise as
-        in the reference's JAX / T5 evaluation (het-head.md Sec. 2.8), shared across rows as
-        ``share_samples_across_batch`` (Sec. 2.10).
+        Source: paper Eq. 4-6; the average of edward2 ``edward2/tensorflow/layers/heteroscedastic.py`` taken in log space; fixed evaluation
+        noise as in uncertainty-baselines' JAX evaluation (``baselines/jft/heteroscedastic.py``), shared across rows
+        as ``share_samples_across_batch``.
         """
         lead = x.shape[:-1]
         h = self._features(x)
@@ -524,7 +528,7 @@ def MCSoftmaxDenseFA(  # noqa: N802 - the reference's name
     temperature_upper_bound: Optional[float] = None, latent_dim: Optional[int] = None,
     eps: Optional[float] = None, *, in_features: int, **kwargs,
 ) -> HeteroscedasticHead:
-    """Softmax HET head with edward2's ``MCSoftmaxDenseFA`` argument names (het-head.md Sec. 4).
+    """Softmax HET head with edward2's ``MCSoftmaxDenseFA`` argument names (edward2 ``edward2/tensorflow/layers/heteroscedastic.py``).
 
     PyTorch needs the input width up front: pass ``in_features=D``. ``num_factors=0`` gives the
     diagonal model; ``latent_dim=D`` gives HET-XL. ``eps=None`` (default) averages exactly in log
@@ -556,7 +560,7 @@ def count_head_parameters(
     in_features: int, num_classes: int, covariance: str, num_factors: int = 0, noise_space: str = "logits",
     learn_temperature: bool = False, pe_noise_bias: bool = True,
 ) -> int:
-    """Closed-form parameter count of a head (het-head.md Sec. 8.2).
+    """Closed-form parameter count of a head (from the layer shapes; the paper's ResNet-152 counts, Table 1 and Appendix E, are tested).
 
     With D in, K out, R factors, W = K (HET) or D (HET-XL):
     none (D+1)K; diagonal (D+1)K + (D+1)W; low_rank (D+1)K + (D+1)WR + (D+1)W;

@@ -1,7 +1,7 @@
 """Classification metrics on final predictive probabilities (after MC averaging for het models).
 
-Definitions follow ``../shared/docs/protocol.md`` Sec. 6 (robustness_metrics / uncertainty_baselines
-conventions). All functions take NumPy arrays or torch tensors, compute in float64 and return
+Definitions follow google-research/robustness_metrics (``robustness_metrics/metrics/base.py``,
+``metrics/uncertainty.py``) and uncertainty-baselines' conventions. All functions take NumPy arrays or torch tensors, compute in float64 and return
 Python floats (or arrays for reliability bins). Shapes: ``N`` examples, ``K`` classes.
 
 Single-label inputs: ``log_probs`` ``[N, K]`` (log of normalised probabilities), ``labels`` ``[N]`` ints.
@@ -31,7 +31,7 @@ Multi-label rule for examples without a positive label (an all-zero target row):
 from every multi-label metric (prec@1, sigmoid NLL, micro-AP, macro mAP, top-label ECE), from
 post-hoc temperature fitting (:func:`harness.ensembles.fit_temperature`) and from the reliability
 diagram, as uncertainty_baselines masks all-zero label vectors out of the loss and prec@1 and
-ImageNet-ReaL masks empty label sets (protocol.md Sec. 6 and 9). :func:`labelled_examples` applies
+ImageNet-ReaL masks empty label sets (Beyer et al. 2020, "Are we done with ImageNet?"). :func:`labelled_examples` applies
 it. A split where no example has a positive label raises ``ValueError``.
 """
 
@@ -233,7 +233,7 @@ def accuracy(log_probs: Any, labels: Any, k: int = 1) -> float:
         log_probs: ``[N, K]`` normalised log-probabilities; labels: ``[N]`` ints; k >= 1 (k > K counts as K).
 
     Ties at the k-th score are broken towards the lower class index (as ``argsort`` does).
-    Source: protocol.md Sec. 6 ("Top-k"); top-1 is ``argmax p == y``.
+    Source: robustness_metrics ``metrics/base.py`` (top-k); top-1 is ``argmax p == y``.
 
     Raises:
         ValueError: a bad input (module docstring).
@@ -246,7 +246,7 @@ def _nll(lp: np.ndarray, y: np.ndarray) -> float:
 
 
 def nll(log_probs: Any, labels: Any) -> float:
-    """Negative log-likelihood in nats, mean over examples of -log p(y|x) (protocol.md Sec. 6).
+    """Negative log-likelihood in nats, mean over examples of -log p(y|x) (robustness_metrics).
 
     Args: ``log_probs`` ``[N, K]``, ``labels`` ``[N]``. For het models ``log_probs`` is log of the
     MC-mean probability, so this is -log p̄_y. An exact zero probability on the label gives ``inf``.
@@ -351,7 +351,7 @@ def top_label(log_probs: Any, labels: Any) -> "tuple[np.ndarray, np.ndarray]":
 
 def ece(log_probs: Any, labels: Any, num_bins: int = NUM_BINS) -> float:
     """Expected calibration error, top-label, equal-width bins (Guo et al. 2017; robustness_metrics):
-    ECE = Σ_b (n_b / N) |acc_b - conf_b| over non-empty bins, in [0, 1]. Default 15 bins (protocol.md Sec. 6).
+    ECE = Σ_b (n_b / N) |acc_b - conf_b| over non-empty bins, in [0, 1]. Default 15 bins (google-research/robustness_metrics ``robustness_metrics/metrics/uncertainty.py``).
 
     Args: ``log_probs`` ``[N, K]``, ``labels`` ``[N]``. Equals netcal ``ECE(bins).measure(conf, correct)``
     (tested).
@@ -395,8 +395,8 @@ def _prec_at_1(z: np.ndarray, t: np.ndarray) -> float:
 
 
 def prec_at_1(logits: Any, targets: Any) -> float:
-    """prec@1: share of examples whose top-scoring class is a positive label (protocol.md Sec. 6,
-    UB ``evaluation_fn``). Args: ``logits``, ``targets`` ``[N, K]``; multi-label row rule (module docstring).
+    """prec@1: share of examples whose top-scoring class is a positive label (uncertainty-baselines
+    ``evaluation_fn``). Args: ``logits``, ``targets`` ``[N, K]``; multi-label row rule (module docstring).
 
     Raises:
         ValueError: a bad input or no positive label (module docstring).
@@ -409,8 +409,8 @@ def _sigmoid_nll(z: np.ndarray, t: np.ndarray) -> float:
 
 
 def sigmoid_nll(logits: Any, targets: Any) -> float:
-    """Bernoulli NLL in nats summed over the K classes, mean over examples (UB ``sigmoid_xent``;
-    protocol.md Sec. 6). Args: ``logits``, ``targets`` ``[N, K]``; multi-label row rule (module docstring).
+    """Bernoulli NLL in nats summed over the K classes, mean over examples (uncertainty-baselines
+    ``sigmoid_xent``). Args: ``logits``, ``targets`` ``[N, K]``; multi-label row rule (module docstring).
 
     Raises:
         ValueError: a bad input or no positive label (module docstring).
@@ -433,7 +433,7 @@ def _average_precision(scores: np.ndarray, positive: np.ndarray) -> float:
 
 def micro_ap(logits: Any, targets: Any) -> float:
     """Micro-averaged AP ("global AP"): AP over all N·K (score, positive) pairs pooled
-    (scikit-learn ``average_precision_score(average='micro')``; protocol.md Sec. 6).
+    (scikit-learn ``average_precision_score(average='micro')``).
     Args: ``logits``, ``targets`` ``[N, K]``; multi-label row rule (module docstring).
 
     Raises:
@@ -450,7 +450,7 @@ def _macro_map(z: np.ndarray, t: np.ndarray) -> "tuple[float, int]":
 
 def macro_map(logits: Any, targets: Any, return_skipped: bool = False) -> "float | tuple[float, int]":
     """Macro mAP: mean of the per-class AP over the classes with at least one positive label (a class
-    without one has no AP; protocol.md Sec. 6 "skip classes with no positives"). Multi-label row rule
+    without one has no AP). Multi-label row rule
     (module docstring). Args: ``logits``, ``targets`` ``[N, K]``.
 
     Returns:
@@ -481,7 +481,7 @@ def multilabel_top_label(logits: Any, targets: Any) -> "tuple[np.ndarray, np.nda
 
 def multilabel_top_label_ece(logits: Any, targets: Any, num_bins: int = NUM_BINS) -> float:
     """Top-label ECE for multi-label data on :func:`multilabel_top_label` forecasts, 15 equal-width
-    bins (protocol.md Sec. 6, option (c)); multi-label row rule (module docstring).
+    bins (Kull et al. 2019's top-label calibration applied to multi-label scores); multi-label row rule (module docstring).
 
     Raises:
         ValueError: a bad input or no positive label (module docstring).

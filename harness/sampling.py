@@ -112,7 +112,7 @@ def seeded_noise(
             depends only on ``(seed, start, length)`` and the widths, never on ``num_rows``: the
             head's evaluation noise bank relies on this (``HeteroscedasticHead``, ``eval_seed``).
         diag_scalar: one scalar per sample for the diagonal term instead of W independent
-            normals (the JAX reference's rank-1 "diagonal", het-head.md Sec. 3.1).
+            normals (the rank-1 "diagonal" of edward2 ``edward2/jax/nn/heteroscedastic_lib.py``).
 
     Returns:
         ``noise(start, length) -> (eps_factors [N|1, length, R] or None, eps_diag [N|1, length, W|1])``.
@@ -307,7 +307,7 @@ def monte_carlo_log_average(
         softmax link: ``log p̄`` ``[N, K]``; sigmoid link: ``(log p̄, log(1 - p̄))``, both ``[N, K]``.
 
     Source: Collier et al. 2021, Eq. 4 (MC estimate of the softmax expectation); the log-sum-exp
-    form follows het-head.md Sec. 2.7 ("numerically better option").
+    form is the numerically stable one (log-sum-exp of the sample log-probabilities).
     """
     if temperature is None:
         temperature = mu.new_ones(())

@@ -111,7 +111,7 @@ def test_parameter_count_formulas(cov, space, learn, bias):
 
 
 def test_published_parameter_figures():
-    """het-head.md Sec. 8.2: ResNet-152 R=15 extra, ImageNet-21k PE/FA extras, HET/HET-XL = K/D."""
+    """Parameter counts: ResNet-152 R=15 extra, ImageNet-21k PE/FA extras, HET/HET-XL = K/D."""
     det = count_head_parameters(2048, 1000, "none")
     assert count_head_parameters(2048, 1000, "low_rank", 15) - det == 32_784_000
     det21k = count_head_parameters(2048, 21843, "none")

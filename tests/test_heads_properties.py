@@ -1,4 +1,4 @@
-"""Property tests of the HET head: het-head.md Sec. 7 (numbers refer to its list)."""
+"""Property tests of the HET head (paper Sec. 3, Eq. 4-7): limits, reductions, correlated cases, gradients."""
 
 import math
 

@@ -28,7 +28,7 @@ CASES = [_random_case(500, 10, s, sharp) for s, sharp in ((0, 1.0), (1, 4.0))] +
 
 
 def _netcal_ece(log_probs, labels, bins=15):
-    """netcal's ECE in its binary top-label mode (protocol.md Sec. 6): X = confidence, y = correct."""
+    """netcal's ECE in its binary top-label mode (robustness_metrics' ECE): X = confidence, y = correct."""
     from netcal.metrics import ECE
 
     conf, correct = M.top_label(log_probs, labels)

@@ -56,7 +56,7 @@ def _full_noise(n, s, w, r, seed=1):
 @pytest.mark.parametrize("link", ("softmax", "sigmoid"))
 @pytest.mark.parametrize("pre_logits", (False, True))
 def test_chunked_equals_unchunked(kind, link, pre_logits):
-    """het-head.md Sec. 7.14: same noise, chunk 7 vs one pass: values 1e-6, gradients 1e-5."""
+    """Chunking: same noise, chunk 7 vs one pass: values 1e-6, gradients 1e-5."""
     n, k, d, r, s = 4, 6, 5, 3, 50
     t, w = _inputs(kind, n, k, d, r, pre_logits=pre_logits, dtype=torch.float32)
     eps_r, eps_w = _full_noise(n, s, w, r)

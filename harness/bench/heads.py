@@ -8,7 +8,7 @@ activations and parameter gradients; the parameters themselves exist before the 
 
 The comparison implementation, :func:`naive_log_probs`, is the reference algorithm written
 straightforwardly: it materialises all ``[B, S, K]`` logit samples at once, averages the
-softmax over S and clips (edward2 ``MCSoftmaxDenseFA``; het-head.md Sec. 2.7 and 2.14).
+softmax over S and clips (edward2 ``MCSoftmaxDenseFA``, ``edward2/tensorflow/layers/heteroscedastic.py``).
 """
 
 from __future__ import annotations

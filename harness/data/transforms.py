@@ -1,5 +1,5 @@
 """Image transforms (torchvision v2): inception-style crop + flip for training, resize + centre crop
-for evaluation, inputs scaled to [-1, 1] as in the paper's setup (protocol.md Sec. 5)."""
+for evaluation, inputs scaled to [-1, 1] as in the paper's setup (big_vision and uncertainty-baselines' JAX configs: ``value_range(-1, 1)``)."""
 
 from __future__ import annotations
 
