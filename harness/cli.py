@@ -157,7 +157,7 @@ def shift(members, more, corruptions, severities, examples, ood, seed, device) -
             line = f"{f}: clean top1 {r['sets']['clean']['top1']:.4f}"
             if mean:
                 line += f"; corrupted mean top1 {mean['top1']:.4f}, NLL {mean['nll']:.4f}, ECE {mean['ece']:.4f}"
-            line += "".join(f"; {n} AUROC (max prob) {v['max_prob']['auroc']:.4f}" for n, v in r["ood"].items())
+            line += "".join(f"; {n} AUROC (1 − max prob) {v['one_minus_max_prob']['auroc']:.4f}" for n, v in r["ood"].items())
             click.echo(line)
     except (ValueError, OSError) as e:
         raise click.ClickException(str(e)) from e

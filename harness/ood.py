@@ -3,7 +3,7 @@
 Scores are *uncertainties*: higher means "less sure, more likely out of distribution". For N
 examples and K classes, from log-probabilities ``[N, K]`` (rows normalised):
 
-- ``max_prob``: 1 - max_k p_k (the maximum softmax probability baseline, Hendrycks & Gimpel, ICLR
+- ``one_minus_max_prob``: 1 - max_k p_k (the maximum softmax probability baseline, Hendrycks & Gimpel, ICLR
   2017, negated);
 - ``entropy``: predictive entropy H[p̄] = -Σ_k p̄_k log p̄_k, in nats;
 - ``mutual_information``: H[p̄] - E[H[p]], the expectation over the model's components: the
@@ -35,7 +35,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-SCORES = ("max_prob", "entropy", "mutual_information")
+SCORES = ("one_minus_max_prob", "entropy", "mutual_information")
 TPR_LEVEL = 0.95
 
 
@@ -77,10 +77,10 @@ def mutual_information(mean_log_probs: Any, mean_entropy: Any) -> np.ndarray:
 
 
 def uncertainty_scores(log_probs: Any, mean_entropy: Optional[Any] = None) -> "dict[str, np.ndarray]":
-    """``max_prob``, ``entropy`` and, when the components' mean entropy is given,
+    """``one_minus_max_prob``, ``entropy`` and, when the components' mean entropy is given,
     ``mutual_information``; each ``[N]``, higher = more uncertain."""
     lp = _log_probs(log_probs)
-    out = {"max_prob": 1.0 - np.exp(lp.max(axis=1)), "entropy": entropy(lp)}
+    out = {"one_minus_max_prob": 1.0 - np.exp(lp.max(axis=1)), "entropy": entropy(lp)}
     if mean_entropy is not None:
         out["mutual_information"] = mutual_information(lp, mean_entropy)
     return out

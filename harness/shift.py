@@ -257,6 +257,7 @@ def _predict(model: Any, images: np.ndarray, batch_size: int, bf16: bool, channe
     import torch
 
     from harness.data.batched import center_crop
+    from harness.ood import expected_entropy
 
     head = model.head
     size = images.shape[1]
@@ -272,8 +273,8 @@ def _predict(model: Any, images: np.ndarray, batch_size: int, bf16: bool, channe
             if noisy:
                 rows = max(1, (1 << 22) // (head.eval_mc_samples * head.num_classes))
                 for r in range(0, len(feats), rows):
-                    lp = torch.log_softmax(head.sample_logits(feats[r:r + rows]).double(), dim=-1)
-                    ent.append((-(lp.exp() * lp).sum(-1)).mean(-1).cpu().numpy())
+                    lp = torch.log_softmax(head.sample_logits(feats[r:r + rows]).double(), dim=-1)  # [rows, S, K]
+                    ent.append(expected_entropy(lp.transpose(0, 1).cpu().numpy()))
     return np.concatenate(logits).astype(np.float64), (np.concatenate(ent) if noisy else None)
 
 

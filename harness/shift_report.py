@@ -30,7 +30,7 @@ from harness.report import _png
 from harness.shift import CLEAN, OOD_PREFIX, load_sets
 
 METRICS = (("top1", "top-1", True), ("nll", "NLL", False), ("ece", "ECE", False))
-SCORE_NAMES = {"max_prob": "max probability", "entropy": "entropy", "mutual_information": "mutual information"}
+SCORE_NAMES = {"one_minus_max_prob": "1 − max probability", "entropy": "entropy", "mutual_information": "mutual information"}
 
 
 def _severity(name: str) -> Optional[int]:

@@ -161,4 +161,4 @@ def test_mutual_information_is_nonnegative_and_zero_for_identical_members():
     same = np.stack([members[0]] * 3)
     np.testing.assert_allclose(O.mutual_information(members[0], O.expected_entropy(same)), 0.0, atol=1e-12)
     scores = O.uncertainty_scores(mean_lp, O.expected_entropy(members))
-    assert set(scores) == set(O.SCORES) and (scores["max_prob"] >= 0).all()
+    assert set(scores) == set(O.SCORES) and (scores["one_minus_max_prob"] >= 0).all()

@@ -154,8 +154,8 @@ def test_ensembles_average_the_members_sets_and_the_report_shows_them(digits_run
     assert [e["label"] for e in shift["entries"]] == ["hom seed 0", "het seed 0", "het+hom ensemble of 2"]
     assert shift["corruptions"] == ["gaussian_noise"] and shift["severities"] == [1, 5]
     het = shift["entries"][1]
-    assert set(het["ood"]["blobs"]) == {"max_prob", "entropy", "mutual_information"}
-    assert set(shift["entries"][0]["ood"]["blobs"]) == {"max_prob", "entropy"}  # hom: no components
+    assert set(het["ood"]["blobs"]) == {"one_minus_max_prob", "entropy", "mutual_information"}
+    assert set(shift["entries"][0]["ood"]["blobs"]) == {"one_minus_max_prob", "entropy"}  # hom: no components
     assert het["sets"]["gaussian_noise-5"]["top1"] == pytest.approx(
         load_set(dirs["het"] / "shift" / "gaussian_noise-5")[0].metrics()["top1"])
     md, page = (tmp_path / "r" / "report.md").read_text(), (tmp_path / "r" / "report.html").read_text()
