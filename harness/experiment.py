@@ -938,12 +938,9 @@ def budget_section(curves: "dict[str, dict[int, Path]]") -> dict:
 
 def budget_png(points: "dict[str, list[dict]]", acc: str) -> bytes:
     """Three panels (accuracy, NLL, ECE against CPU-minutes), one line per method, points labelled by epochs."""
-    import matplotlib
+    from harness.figures import pyplot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from harness.report import _png
+    plt = pyplot()
 
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
     for ax, key, label in zip(axes, (acc, "nll", "ece"), (acc, "NLL", "ECE")):
@@ -959,7 +956,9 @@ def budget_png(points: "dict[str, list[dict]]", acc: str) -> bytes:
         ax.grid(alpha=0.3)
     axes[0].legend()
     fig.tight_layout()
-    return _png(fig)
+    from harness.figures import png
+
+    return png(fig)
 
 
 def temperature_section(rows: "list[dict]", title: str) -> dict:

@@ -29,6 +29,10 @@ from harness.sampling import (
 )
 
 COVARIANCES = ("none", "diagonal", "low_rank", "parameter_efficient")
+#: the layers whose output depends on the input and sets the noise: d(x), V(x) (low-rank), v(x) (PE)
+INPUT_DEPENDENT_NOISE_LAYERS = ("diag", "scale", "scale_het")
+#: every layer that produces the noise covariance (the PE head adds its homoscedastic factor matrix V)
+NOISE_LAYERS = (*INPUT_DEPENDENT_NOISE_LAYERS, "scale_hom")
 LINKS = ("softmax", "sigmoid")
 NOISE_SPACES = ("logits", "pre_logits")
 DIAG_NOISES = ("independent", "shared_scalar")
@@ -194,7 +198,7 @@ class HeteroscedasticHead(nn.Module):
             raise ValueError("cov_init_scale must be > 0 and is only used with init='flax'")
         if init == "torch":
             return
-        cov_layers = {id(getattr(self, n)) for n in ("diag", "scale", "scale_het") if hasattr(self, n)}
+        cov_layers = {id(getattr(self, n)) for n in INPUT_DEPENDENT_NOISE_LAYERS if hasattr(self, n)}
         for layer in self.modules():
             if not isinstance(layer, nn.Linear):
                 continue
@@ -582,5 +586,5 @@ def count_head_parameters(
 
 __all__ = [
     "HeteroscedasticHead", "MCSoftmaxDenseFA", "MCSigmoidDenseFA", "count_head_parameters",
-    "COVARIANCES", "LINKS", "NOISE_SPACES",
+    "COVARIANCES", "LINKS", "NOISE_SPACES", "NOISE_LAYERS", "INPUT_DEPENDENT_NOISE_LAYERS",
 ]

@@ -21,6 +21,7 @@ import numpy as np
 
 from harness import metrics as M
 from harness.ensembles import fit_temperature, scale
+from harness.figures import png
 from harness.io import atomic_write_bytes, atomic_write_text, json_dumps
 from harness.provenance import markdown_header, provenance
 from harness.runs import Predictions, load_heldout, run_config, run_head, run_method, run_summary
@@ -91,10 +92,9 @@ def reliability_figure(preds: Predictions, title: str):
     share of examples per bin. The legend sits below both panels, outside the axes. Multi-label
     predictions use top-label forecasts under the multi-label row rule of :mod:`harness.metrics`.
     """
-    import matplotlib
+    from harness.figures import pyplot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     if preds.multilabel:
         conf, correct = M.multilabel_top_label(preds.logits, preds.targets)
@@ -128,15 +128,14 @@ def reliability_figure(preds: Predictions, title: str):
 
 def reliability_png(preds: Predictions, title: str) -> bytes:
     """:func:`reliability_figure` as PNG bytes."""
-    return _png(reliability_figure(preds, title))
+    return png(reliability_figure(preds, title))
 
 
 def ranks_png(ranks: Sequence[int], num_classes: int, title: str) -> bytes:
     """Histogram of the Figure 2 ranks, with the uniform expectation."""
-    import matplotlib
+    from harness.figures import pyplot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     others = num_classes - 1
     fig, ax = plt.subplots(figsize=(5, 3.2))
@@ -148,18 +147,7 @@ def ranks_png(ranks: Sequence[int], num_classes: int, title: str) -> bytes:
     ax.set_title(title, fontsize=9)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    return _png(fig)
-
-
-def _png(fig) -> bytes:
-    import io
-
-    import matplotlib.pyplot as plt
-
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110)
-    plt.close(fig)
-    return buf.getvalue()
+    return png(fig)
 
 
 # ------------------------------------------------------------------------------------------ content
@@ -285,9 +273,9 @@ def build(paths: Sequence["str | Path"], name: str, out_root: "str | Path" = "re
             cells.append("")
         rows.append(cells)
         fname = f"reliability_{len(figures)}.png"
-        png = reliability_png(e.preds, e.label)
-        atomic_write_bytes(out / fname, png)
-        figures.append((e.label, fname, png))
+        image = reliability_png(e.preds, e.label)
+        atomic_write_bytes(out / fname, image)
+        figures.append((e.label, fname, image))
 
     cov = _covariance_section(entries, top_pairs) if covariance else None
     cov_png = None
@@ -300,12 +288,12 @@ def build(paths: Sequence["str | Path"], name: str, out_root: "str | Path" = "re
         from harness.shift_report import section
 
         shift_part = section([(e.label, e.method, e.kind, e.preds.source) for e in entries])
-        for _, fname, png in (shift_part or {}).get("figures", []):
-            atomic_write_bytes(out / fname, png)
+        for _, fname, image in (shift_part or {}).get("figures", []):
+            atomic_write_bytes(out / fname, image)
 
     extra = extra or {}
-    for _, fname, png in extra.get("figures", []):
-        atomic_write_bytes(out / fname, png)
+    for _, fname, image in extra.get("figures", []):
+        atomic_write_bytes(out / fname, image)
     heldout_data = heldout_description(entries[0].run_dir) if entries[0].run_dir and entries[0].heldout else None
     notes = list(extra.get("text", [])) + _calibration_note(json_entries)
     report = {"schema": SCHEMA, "name": name, "provenance": prov, "data": entries[0].data,
@@ -569,9 +557,9 @@ def _markdown(report: dict, rows, cols, figures, has_ranks: bool, shift: Optiona
 
 def _html(report: dict, rows, cols, figures, cov_png: Optional[bytes], shift: Optional[dict] = None,
           more: Sequence = ()) -> str:
-    def img(png: bytes, alt: str) -> str:
+    def img(data: bytes, alt: str) -> str:
         return (f'<figure><img alt="{html.escape(alt)}" src="data:image/png;base64,'
-                f'{base64.b64encode(png).decode()}"><figcaption>{html.escape(alt)}</figcaption></figure>')
+                f'{base64.b64encode(data).decode()}"><figcaption>{html.escape(alt)}</figcaption></figure>')
 
     prov = report["provenance"]
     m = prov["machine"]
@@ -585,7 +573,7 @@ def _html(report: dict, rows, cols, figures, cov_png: Optional[bytes], shift: Op
              f"{html.escape(_label_rule_text(report))}</p>"]
     parts += [f"<p>{html.escape(n)}</p>" for n in report.get("notes", [])]
     parts += [_html_table(title, header, body) for title, header, body in _tables(report, rows, cols)]
-    parts += [img(png, caption) for caption, _, png in more]
+    parts += [img(data, caption) for caption, _, data in more]
     pairs = _pairs_text(report["covariance"], report.get("confusable_pairs", []), report.get("class_names"))
     if pairs:
         parts.append(f"<p>{html.escape(pairs)}</p>")
@@ -596,7 +584,7 @@ def _html(report: dict, rows, cols, figures, cov_png: Optional[bytes], shift: Op
         parts.append(f"<h2>{html.escape(shift['title'])}</h2>"
                      + "".join(f"<p>{html.escape(t)}</p>" for t in shift["text"]))
         parts += [_html_table(title, header, body, "h3") for title, header, body in shift["tables"]]
-        parts += [img(png, caption) for caption, _, png in shift["figures"]]
+        parts += [img(data, caption) for caption, _, data in shift["figures"]]
     parts.append("<h2>Reliability diagrams</h2><div class='grid'>" + "".join(img(p, label) for label, _, p in figures)
                  + "</div>")
     parts.append("<h2>How each entry was made</h2><ul>" + "".join(

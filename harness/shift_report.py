@@ -26,7 +26,7 @@ import numpy as np
 
 from harness import metrics as M
 from harness import ood as O
-from harness.report import _png
+from harness.figures import png
 from harness.shift import CLEAN, OOD_PREFIX, load_sets
 
 METRICS = (("top1", "top-1", True), ("nll", "NLL", False), ("ece", "ECE", False))
@@ -114,10 +114,9 @@ def _cell(values: "list[float]", pct: bool) -> str:
 def severity_figure(groups: "list[dict]", severities: "list[int]", corruptions: "list[str]"):
     """Ovadia et al. Fig. 2 layout: top-1, NLL and ECE against severity (0 = clean), one box per
     group at each severity spanning the corruptions (single models: per-corruption means over seeds)."""
-    import matplotlib
+    from harness.figures import pyplot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     colors = plt.get_cmap("tab10").colors
     width_in = max(6.0, 2.0 + 0.3 * len(groups) * (len(severities) + 1))
@@ -149,10 +148,9 @@ def severity_figure(groups: "list[dict]", severities: "list[int]", corruptions: 
 def risk_coverage_figure(groups: "list[dict]"):
     """Risk (error rate among the accepted) against coverage, accepting by maximum probability, on the
     clean subset and on all corrupted sets pooled; single models' curves averaged over seeds."""
-    import matplotlib
+    from harness.figures import pyplot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     colors = plt.get_cmap("tab10").colors
     pooled = all("corrupted" in m["results"]["curves"] for g in groups for m in g["members"])
@@ -268,7 +266,7 @@ def section(items: Sequence["tuple[str, str, str, str | Path]"]) -> Optional[dic
                         "ECE corrupted"], _summary_table(groups, pairs)))
         figures.append(("Top-1, NLL and ECE against corruption severity; each box spans the corruptions (layout of "
                         "Ovadia et al. 2019, Fig. 2)", "shift_severity.png",
-                        _png(severity_figure(groups, severities, corruptions))))
+                        png(severity_figure(groups, severities, corruptions))))
         text += _findings(groups, corruptions, severities[-1])
     tables.append(("Selective prediction by maximum probability: AURC, the area under the risk-coverage curve (lower "
                    "is better; per severity: mean over corruptions)", ["method", "clean"]
@@ -277,7 +275,7 @@ def section(items: Sequence["tuple[str, str, str, str | Path]"]) -> Optional[dic
                                    for sets in [[CLEAN]] + [[f"{c}-{s}" for c in corruptions] for s in severities]]
                     for g in groups]))
     figures.append(("Risk-coverage curves, accepting the most confident first (single models: mean curve over seeds)",
-                    "shift_risk_coverage.png", _png(risk_coverage_figure(groups))))
+                    "shift_risk_coverage.png", png(risk_coverage_figure(groups))))
     if ood_names:
         tables.append(("Out-of-distribution detection against the clean subset (AUROC, AUPR: higher is better; FPR at "
                        "95% TPR: lower is better; mutual information for models with MC samples or members)",

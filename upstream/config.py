@@ -34,6 +34,11 @@ class ModelSection:
     head_bias_init: Optional[float] = None
 
 
+#: optimisers and learning-rate schedules of the upstream stage (built in :mod:`upstream.optim`)
+OPTIMIZERS = ("sgd", "adamw")
+SCHEDULES = ("step", "cosine", "constant")
+
+
 @dataclass
 class OptimSection:
     """Optimiser and learning-rate schedule (paper Appendix B: SGD, warm-up, step decay, L2).
@@ -161,7 +166,6 @@ def validate(cfg: UpstreamConfig) -> None:
     from harness.data.batched import LOADERS
     from harness.data.sources import SOURCES
     from harness.heads import HeteroscedasticHead
-    from upstream.optim import OPTIMIZERS, SCHEDULES
 
     t, d, o = cfg.train, cfg.data, cfg.optim
     positive = {"train.epochs": t.epochs, "train.eval_every": t.eval_every, "train.log_every": t.log_every,

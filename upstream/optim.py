@@ -13,12 +13,11 @@ import math
 import torch
 from torch import nn
 
-from upstream.config import OptimSection
+from harness.heads import NOISE_LAYERS
+from upstream.config import OPTIMIZERS, SCHEDULES, OptimSection
 
 #: parameter-name prefixes of the layers that produce the noise covariance (HET head)
-COVARIANCE_LAYERS = ("head.diag.", "head.scale.", "head.scale_het.", "head.scale_hom.")
-OPTIMIZERS = ("sgd", "adamw")
-SCHEDULES = ("step", "cosine", "constant")
+COVARIANCE_LAYERS = tuple(f"head.{name}." for name in NOISE_LAYERS)
 
 
 def param_groups(model: nn.Module, weight_decay: float, cov_weight_decay: float) -> "list[dict]":
