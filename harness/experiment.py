@@ -479,134 +479,24 @@ class _Clock:
         return sum(s["last"] - s["start"] - s.get("excluded", 0.0) for s in self.sessions) / 60
 
 
-def _init_worker(threads: int) -> None:
-    import torch
-
-    torch.set_num_threads(threads)
-
-
 def _train_one(cfg: Any) -> str:
     from upstream.train import run
 
     return str(run(cfg, progress=False))
 
 
+def _train(workers: Any, configs: "list[Any]",
+           then: Callable[[Any], Optional[Callable[[Any], None]]] = lambda cfg: None) -> None:
+    """Queue upstream runs on ``workers`` (trained, finished, or skipped when done); ``then(cfg)``
+    gives each run's callback."""
+    for cfg in configs:
+        workers.submit("upstream", cfg.name, _train_one, (cfg,), then(cfg))
+
+
 def _transfer_one(model: str, tasks: "list[str]", out: str, settings: Any) -> dict:
     from downstream.sweep import sweep
 
     return sweep(model, tasks, out, settings, progress=lambda s: None)
-
-
-def _timed(fn: Callable, args: tuple) -> "tuple[Any, float]":
-    tic = time.perf_counter()
-    return fn(*args), time.perf_counter() - tic
-
-
-class Workers:
-    """Where an experiment's jobs run: in this process one after the other (``workers <= 1``), or
-    ``workers`` at a time in their own processes with ``cores // workers`` threads each (on a small
-    CPU, one-thread processes side by side use it better than one process's threads). The processes
-    start at the first job and serve every stage, so each imports torch once. Jobs run in the order
-    they were submitted; a job's ``then`` callback (in this process) may submit more, so a trained
-    run's evaluations start while other runs still train.
-
-    Use as a context manager (the processes stop at its end). ``results[(stage, name)]`` holds each
-    finished job's return value and ``seconds[stage]`` the summed time of a stage's jobs.
-    """
-
-    def __init__(self, workers: int) -> None:
-        import os
-
-        self.workers, self.threads = workers, max(1, (os.cpu_count() or 1) // max(1, workers))
-        self.results: "dict[tuple[str, str], Any]" = {}
-        self.seconds: "dict[str, float]" = {}
-        self._pool, self._queue, self._pending, self._counts, self._finished = None, [], {}, {}, {}
-        self._errors: "list[tuple[str, BaseException]]" = []  # failures not yet raised, by stage
-
-    def __enter__(self) -> "Workers":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
-
-    def close(self) -> None:
-        """Stop the processes (queued jobs are dropped; running ones finish)."""
-        if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
-            self._pool = None
-
-    def submit(self, stage: str, name: str, fn: Callable, args: tuple,
-               then: Optional[Callable[[Any], None]] = None) -> None:
-        """Queue ``fn(*args)`` (picklable) as job ``name`` of ``stage``; ``then(result)`` runs here when it
-        has finished."""
-        import concurrent.futures as cf
-        import multiprocessing as mp
-
-        self._counts[stage] = self._counts.get(stage, 0) + 1
-        if self.workers <= 1:
-            self._queue.append((stage, name, fn, args, then))
-            return
-        if self._pool is None:
-            self._pool = cf.ProcessPoolExecutor(self.workers, mp_context=mp.get_context("spawn"),
-                                                initializer=_init_worker, initargs=(self.threads,))
-        self._pending[self._pool.submit(_timed, fn, args)] = (stage, name, then)
-
-    def wait(self, progress: Callable[[str], None], done: Callable[[], None] = lambda: None,
-             stages: "Optional[set[str]]" = None) -> None:
-        """Run jobs until none of ``stages`` (default: any stage) is queued or running, including jobs
-        that finishing ones submit. ``progress`` gets a line per job, ``done()`` is called after each.
-
-        Raises:
-            The first error of a failed job of ``stages``, once the jobs waited for have finished or
-            failed (what finished jobs wrote is kept); failures of other stages are raised by the
-            wait that covers them.
-        """
-        import concurrent.futures as cf
-
-        def waiting() -> bool:
-            jobs = [j[0] for j in self._queue] + [j[0] for j in self._pending.values()]
-            return any(stages is None or st in stages for st in jobs)
-
-        while waiting():
-            if self._queue:  # in this process
-                stage, name, fn, args, then = self._queue.pop(0)
-                progress(f"[{stage}] {name}")
-                try:
-                    outcome = [(stage, name, then, *_timed(fn, args), None)]
-                except Exception as e:  # noqa: BLE001 -- kept and raised below, as from a worker process
-                    outcome = [(stage, name, then, None, 0.0, e)]
-            else:
-                ready, _ = cf.wait(list(self._pending), return_when=cf.FIRST_COMPLETED)
-                outcome = []
-                for f in ready:
-                    stage, name, then = self._pending.pop(f)
-                    failed = f.exception()
-                    outcome.append((stage, name, then, *(f.result() if failed is None else (None, 0.0)), failed))
-            for stage, name, then, result, seconds, failed in outcome:  # record every outcome first ...
-                done()
-                self._finished[stage] = self._finished.get(stage, 0) + 1
-                left = self._counts[stage] - self._finished[stage]
-                if self.workers > 1 or failed is not None:
-                    progress(f"[{stage}] {'failed' if failed else 'done'} {name} ({left} more queued or running)")
-                if failed is not None:
-                    self._errors.append((stage, failed))
-                else:
-                    self.results[(stage, name)] = result
-                    self.seconds[stage] = self.seconds.get(stage, 0.0) + seconds
-            for stage, name, then, result, seconds, failed in outcome:  # ... then let them queue more
-                if failed is None and then is not None:
-                    then(result)
-        mine = [e for st, e in self._errors if stages is None or st in stages]
-        self._errors = [(st, e) for st, e in self._errors if not (stages is None or st in stages)]
-        if mine:
-            raise mine[0]
-
-    def train(self, configs: "list[Any]", then: Callable[[Any], Optional[Callable[[Any], None]]] = lambda cfg: None
-              ) -> None:
-        """Queue upstream runs (trained, finished, or skipped when done); ``then(cfg)`` gives each run's
-        callback."""
-        for cfg in configs:
-            self.submit("upstream", cfg.name, _train_one, (cfg,), then(cfg))
 
 
 def run_experiment(exp: Experiment, progress: Callable[[str], None] = print) -> Path:
@@ -623,6 +513,8 @@ def run_experiment(exp: Experiment, progress: Callable[[str], None] = print) -> 
         if restored:
             progress(f"[records] restored {restored} finished run(s) from {records_dir(exp)}")
     clock = _Clock(root / "sessions.json")
+    from harness.workers import Workers
+
     with Workers(exp.workers) as workers:
         if exp.workers > 1:
             progress(f"[workers] {exp.workers} processes with {workers.threads} thread(s) each")
@@ -645,7 +537,7 @@ def sync_records(exp: Experiment, restore: bool = False) -> int:
     return sum(save_record(d, rec / d.name) for d in sorted(up.glob("*")) if d.is_dir())
 
 
-def _run_stages(exp: Experiment, plans: "dict[str, _Plan]", root: Path, clock: _Clock, workers: Workers,
+def _run_stages(exp: Experiment, plans: "dict[str, _Plan]", root: Path, clock: _Clock, workers: Any,
                 progress: Callable[[str], None]) -> Path:
     from downstream.sweep import PRESETS, SweepSettings
     from harness.ensembles import build_ensemble
@@ -679,12 +571,12 @@ def _run_stages(exp: Experiment, plans: "dict[str, _Plan]", root: Path, clock: _
             sync_records(exp)
 
     # priority: the main study, then the budget curves, then the multi-label study, then the frontier
-    workers.train([main.configs[f] for f in _first_wave(main, exp.methods, exp.seeds)], then)
+    _train(workers, [main.configs[f] for f in _first_wave(main, exp.methods, exp.seeds)], then)
     workers.wait(progress, tick, stages={"upstream"})
     more = _extend_grids(main, exp.temperature_grid, exp.grid_extensions)
     while more:  # the best τ lay on the grid's edge: try past it
         progress(f"[τ grid] extended: {', '.join(more)}")
-        workers.train([main.configs[f] for f in more])
+        _train(workers, [main.configs[f] for f in more])
         workers.wait(progress, tick, stages={"upstream"})
         more = _extend_grids(main, exp.temperature_grid, exp.grid_extensions)
     second, grid_rows = _choose_temperatures(main, exp.methods, exp.seeds)
@@ -693,28 +585,28 @@ def _run_stages(exp: Experiment, plans: "dict[str, _Plan]", root: Path, clock: _
     if not main.grid_overrides:
         for method in main.grid:  # the chosen τ's run is trained already
             evaluate(runs[method][0])
-    workers.train([main.configs[f] for f in second], then)
+    _train(workers, [main.configs[f] for f in second], then)
     conditions = {name: {m: [main.configs.setdefault(f"{name}_{m}_s{sd}", main.make(
         m, main.final_head(m), sd, f"{name}_{m}_s{sd}", list(c.upstream_overrides))) for sd in c.seeds]
         for m in c.methods} for name, c in exp.conditions.items()}
-    workers.train([cfg for per in conditions.values() for cfgs in per.values() for cfg in cfgs])
+    _train(workers, [cfg for per in conditions.values() for cfgs in per.values() for cfg in cfgs])
     budget = {m: {int(e): _derived(main, m, f"budget_{m}_e{int(e)}", [f"train.epochs={int(e)}",
                                                                       f"train.eval_every={int(e)}"])
                   for e in exp.budget.epochs} for m in exp.budget.methods}
-    workers.train([main.configs[f] for f in dict.fromkeys(f for per in budget.values() for f in per.values())
+    _train(workers, [main.configs[f] for f in dict.fromkeys(f for per in budget.values() for f in per.values())
                    if f.startswith("budget_")])
     ml_plan, ml_grid = plans.get("multilabel"), []
     if ml_plan is not None:
-        workers.train([ml_plan.configs[f] for f in _first_wave(ml_plan, ml.methods, ml.seeds)])
+        _train(workers, [ml_plan.configs[f] for f in _first_wave(ml_plan, ml.methods, ml.seeds)])
     workers.wait(progress, tick, stages={"upstream"})
     if ml_plan is not None:
         folders, ml_grid = _choose_temperatures(ml_plan, ml.methods, ml.seeds)
-        workers.train([ml_plan.configs[f] for f in folders])
+        _train(workers, [ml_plan.configs[f] for f in folders])
     workers.wait(progress, tick)
     if exp.frontier.schedules:  # diagnostics: their time is not the experiment's
         plans["frontier"] = frontier_plan(main, exp)
         tic = time.perf_counter()
-        workers.train(list(plans["frontier"].configs.values()))
+        _train(workers, list(plans["frontier"].configs.values()))
         workers.wait(progress, lambda: sync_records(exp) if exp.records else None)
         clock.exclude(time.perf_counter() - tic)
     workers.close()

@@ -145,7 +145,7 @@ def _fail(x):
 
 @pytest.mark.parametrize("n", [1, 2])
 def test_workers_run_jobs_that_jobs_submit_and_raise_after_the_others_finish(n):
-    from harness.experiment import Workers
+    from harness.workers import Workers
 
     lines = []
     with Workers(n) as w:

@@ -136,9 +136,9 @@ def _in_fresh_process(fn: Callable, *args) -> "float | dict":
 
 def _side_by_side(overrides: "list[str]", out_dirs: "list[str]") -> float:
     """Two runs at once, each in its own one-thread process: their images/s summed."""
-    from harness.experiment import _init_worker
+    from harness.workers import init_worker
 
-    with cf.ProcessPoolExecutor(2, mp_context=mp.get_context("spawn"), initializer=_init_worker,
+    with cf.ProcessPoolExecutor(2, mp_context=mp.get_context("spawn"), initializer=init_worker,
                                 initargs=(1,)) as pool:
         futures = [pool.submit(_harness, overrides, d) for d in out_dirs]
         return sum(f.result()["train_images_per_sec"] for f in futures)

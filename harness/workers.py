@@ -1,0 +1,119 @@
+"""Where an experiment's jobs run: :class:`Workers`, a pool of worker processes (or this process)
+that serves every stage of ``harness run``, each job timed, its result kept by (stage, name)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable, Optional
+
+
+def init_worker(threads: int) -> None:
+    """Initialiser of a worker process: ``threads`` torch threads."""
+    import torch
+
+    torch.set_num_threads(threads)
+
+
+def _timed(fn: Callable, args: tuple) -> "tuple[Any, float]":
+    tic = time.perf_counter()
+    return fn(*args), time.perf_counter() - tic
+
+
+class Workers:
+    """Where an experiment's jobs run: in this process one after the other (``workers <= 1``), or
+    ``workers`` at a time in their own processes with ``cores // workers`` threads each (on a small
+    CPU, one-thread processes side by side use it better than one process's threads). The processes
+    start at the first job and serve every stage, so each imports torch once. Jobs run in the order
+    they were submitted; a job's ``then`` callback (in this process) may submit more, so a trained
+    run's evaluations start while other runs still train.
+
+    Use as a context manager (the processes stop at its end). ``results[(stage, name)]`` holds each
+    finished job's return value and ``seconds[stage]`` the summed time of a stage's jobs.
+    """
+
+    def __init__(self, workers: int) -> None:
+        import os
+
+        self.workers, self.threads = workers, max(1, (os.cpu_count() or 1) // max(1, workers))
+        self.results: "dict[tuple[str, str], Any]" = {}
+        self.seconds: "dict[str, float]" = {}
+        self._pool, self._queue, self._pending, self._counts, self._finished = None, [], {}, {}, {}
+        self._errors: "list[tuple[str, BaseException]]" = []  # failures not yet raised, by stage
+
+    def __enter__(self) -> "Workers":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop the processes (queued jobs are dropped; running ones finish)."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
+
+    def submit(self, stage: str, name: str, fn: Callable, args: tuple,
+               then: Optional[Callable[[Any], None]] = None) -> None:
+        """Queue ``fn(*args)`` (picklable) as job ``name`` of ``stage``; ``then(result)`` runs here when it
+        has finished."""
+        import concurrent.futures as cf
+        import multiprocessing as mp
+
+        self._counts[stage] = self._counts.get(stage, 0) + 1
+        if self.workers <= 1:
+            self._queue.append((stage, name, fn, args, then))
+            return
+        if self._pool is None:
+            self._pool = cf.ProcessPoolExecutor(self.workers, mp_context=mp.get_context("spawn"),
+                                                initializer=init_worker, initargs=(self.threads,))
+        self._pending[self._pool.submit(_timed, fn, args)] = (stage, name, then)
+
+    def wait(self, progress: Callable[[str], None], done: Callable[[], None] = lambda: None,
+             stages: "Optional[set[str]]" = None) -> None:
+        """Run jobs until none of ``stages`` (default: any stage) is queued or running, including jobs
+        that finishing ones submit. ``progress`` gets a line per job, ``done()`` is called after each.
+
+        Raises:
+            The first error of a failed job of ``stages``, once the jobs waited for have finished or
+            failed (what finished jobs wrote is kept); failures of other stages are raised by the
+            wait that covers them.
+        """
+        import concurrent.futures as cf
+
+        def waiting() -> bool:
+            jobs = [j[0] for j in self._queue] + [j[0] for j in self._pending.values()]
+            return any(stages is None or st in stages for st in jobs)
+
+        while waiting():
+            if self._queue:  # in this process
+                stage, name, fn, args, then = self._queue.pop(0)
+                progress(f"[{stage}] {name}")
+                try:
+                    outcome = [(stage, name, then, *_timed(fn, args), None)]
+                except Exception as e:  # noqa: BLE001 -- kept and raised below, as from a worker process
+                    outcome = [(stage, name, then, None, 0.0, e)]
+            else:
+                ready, _ = cf.wait(list(self._pending), return_when=cf.FIRST_COMPLETED)
+                outcome = []
+                for f in ready:
+                    stage, name, then = self._pending.pop(f)
+                    failed = f.exception()
+                    outcome.append((stage, name, then, *(f.result() if failed is None else (None, 0.0)), failed))
+            for stage, name, then, result, seconds, failed in outcome:  # record every outcome first ...
+                done()
+                self._finished[stage] = self._finished.get(stage, 0) + 1
+                left = self._counts[stage] - self._finished[stage]
+                if self.workers > 1 or failed is not None:
+                    progress(f"[{stage}] {'failed' if failed else 'done'} {name} ({left} more queued or running)")
+                if failed is not None:
+                    self._errors.append((stage, failed))
+                else:
+                    self.results[(stage, name)] = result
+                    self.seconds[stage] = self.seconds.get(stage, 0.0) + seconds
+            for stage, name, then, result, seconds, failed in outcome:  # ... then let them queue more
+                if failed is None and then is not None:
+                    then(result)
+        mine = [e for st, e in self._errors if stages is None or st in stages]
+        self._errors = [(st, e) for st, e in self._errors if not (stages is None or st in stages)]
+        if mine:
+            raise mine[0]
