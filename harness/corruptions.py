@@ -122,10 +122,10 @@ def set_name(corruption: str, severity: int) -> str:
 
 def example_seeds(seed: int, corruption: str, severity: int, index: np.ndarray) -> np.ndarray:
     """Per-example seeds ``[N]`` (uint32): a function of (seed, corruption, severity, example index)."""
-    from harness.data.loading import _mix
+    from harness.data.loading import mix_seeds
 
     tag = zlib.crc32(corruption.encode())
-    return np.array([_mix(seed, tag, severity, int(i)) & 0xFFFFFFFF for i in np.asarray(index)], dtype=np.uint32)
+    return np.array([mix_seeds(seed, tag, severity, int(i)) & 0xFFFFFFFF for i in np.asarray(index)], dtype=np.uint32)
 
 
 def _check_images(images: np.ndarray) -> None:

@@ -199,14 +199,14 @@ def synthetic_ood(kind: str, n: int, size: int, seed: int = 0) -> np.ndarray:
     Raises:
         ValueError: an unknown kind.
     """
-    from harness.data.loading import _mix
+    from harness.data.loading import mix_seeds
 
     if kind not in BUILT_IN_OOD:
         raise ValueError(f"unknown built-in OOD set {kind!r}: use {' or '.join(BUILT_IN_OOD)}")
     tag = zlib.crc32(kind.encode())
     out = np.empty((n, size, size, 3), dtype=np.uint8)
     for i in range(n):
-        rng = np.random.default_rng(_mix(seed, tag, i))
+        rng = np.random.default_rng(mix_seeds(seed, tag, i))
         if kind == "gaussian":
             img = np.clip(rng.normal(0.5, 0.25, (size, size, 3)), 0, 1)
         else:

@@ -1,6 +1,6 @@
 """``python -m upstream`` / ``accelerate launch -m upstream --config CONFIG [OVERRIDES]``."""
 
-from harness.cli import upstream
+from upstream.cli import upstream
 
 if __name__ == "__main__":
     upstream(prog_name="upstream")

@@ -36,7 +36,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from harness.data.loading import _mix
+from harness.data.loading import mix_seeds
 from harness.data.sources import ImageDataset
 
 
@@ -97,7 +97,7 @@ class BatchAugment:
 
     def draw(self, n: int, height: int, width: int, seed: int, epoch: int) -> "dict[str, np.ndarray]":
         """The epoch's parameters of all ``n`` examples: ``boxes`` ``[n, 4]`` (x0, y0, w, h) and ``flip`` ``[n]``."""
-        rng = np.random.default_rng(_mix(seed, epoch, 0xA06))
+        rng = np.random.default_rng(mix_seeds(seed, epoch, 0xA06))
         if self.crop_padding:  # (x0, y0) of the crop in the zero-padded image; the crop is H x W
             p = self.crop_padding
             shift = rng.integers(0, 2 * p + 1, size=(n, 2))

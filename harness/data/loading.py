@@ -19,7 +19,7 @@ import torch
 from harness.data.sources import ImageDataset
 
 
-def _mix(*ints: int) -> int:
+def mix_seeds(*ints: int) -> int:
     """A 63-bit seed from several integers (SplitMix64 finaliser over a running combination)."""
     h = 0x9E3779B97F4A7C15
     for v in ints:
@@ -51,7 +51,7 @@ class TransformedDataset(torch.utils.data.Dataset):
         with torch.random.fork_rng(devices=[]):
             # the CPU generator only: torch.manual_seed would also queue lazy seeding calls for
             # every accelerator backend, each recording a stack trace (about 1 ms per image)
-            torch.default_generator.manual_seed(_mix(self.seed, self.epoch, i))
+            torch.default_generator.manual_seed(mix_seeds(self.seed, self.epoch, i))
             return self.transform(image), target, i
 
 
@@ -65,7 +65,7 @@ class EpochSampler(torch.utils.data.Sampler):
         self.epoch = int(epoch)
 
     def __iter__(self) -> Iterator[int]:
-        return iter(np.random.default_rng(_mix(self.seed, self.epoch)).permutation(self.n).tolist())
+        return iter(np.random.default_rng(mix_seeds(self.seed, self.epoch)).permutation(self.n).tolist())
 
     def __len__(self) -> int:
         return self.n

@@ -1,0 +1,108 @@
+"""The layout: the import graph of harness, upstream and downstream, built from the source.
+
+Imports flow one way (library <- stages <- experiment and CLI): no import circles, no private name
+taken from another package, and the library never reaches up into a stage or the experiment runner.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("harness", "upstream", "downstream")
+#: the top layer: the experiment runner and the command line may import the stages
+TOP = ("harness.cli", "harness.experiment")
+
+
+def _modules() -> "dict[str, Path]":
+    out = {}
+    for pkg in PACKAGES:
+        for path in (ROOT / pkg).rglob("*.py"):
+            parts = list(path.relative_to(ROOT).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            out[".".join(parts)] = path
+    return out
+
+
+def _package(module: str, modules: "dict[str, Path]") -> str:
+    """The package a module belongs to (itself for a package's ``__init__``)."""
+    return module if modules[module].name == "__init__.py" else module.rpartition(".")[0]
+
+
+def _imports(module: str, path: Path, modules: "dict[str, Path]") -> "list[tuple[str, list[str]]]":
+    """(imported project module, names taken from it) for every import statement, at any depth."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            out += [(a.name, []) for a in node.names if a.name.split(".")[0] in PACKAGES]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            if node.module.split(".")[0] not in PACKAGES:
+                continue
+            names = [a.name for a in node.names]
+            subs = [f"{node.module}.{n}" for n in names if f"{node.module}.{n}" in modules]
+            out += [(s, []) for s in subs]
+            out.append((node.module, [n for n in names if f"{node.module}.{n}" not in modules]))
+    return [(m, names) for m, names in out if m in modules and m != module]
+
+
+@pytest.fixture(scope="module")
+def graph() -> "dict[str, list[tuple[str, list[str]]]]":
+    modules = _modules()
+    return {m: _imports(m, p, modules) for m, p in modules.items()}
+
+
+def test_the_graph_is_read(graph):
+    assert len(graph) > 30
+    assert ("harness.heads", ["NOISE_LAYERS"]) in graph["upstream.optim"]  # from X import names
+    assert "harness.metrics" in {m for m, _ in graph["upstream.train"]}  # from package import module
+
+
+def test_no_import_circles(graph):
+    edges = {m: {t for t, _ in deps} for m, deps in graph.items()}
+    index, low, stack, on, cycles, counter = {}, {}, [], set(), [], [0]
+
+    def visit(v: str) -> None:  # Tarjan's strongly connected components
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in edges[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                cycles.append(sorted(comp))
+
+    for v in edges:
+        if v not in index:
+            visit(v)
+    assert not cycles, f"import circles: {cycles}"
+
+
+def test_no_private_name_is_taken_across_packages(graph):
+    modules = _modules()
+    bad = [f"{m} takes {n} from {t}" for m, deps in graph.items() for t, names in deps for n in names
+           if n.startswith("_") and not n.startswith("__") and _package(t, modules) != _package(m, modules)]
+    assert not bad, "private names imported across packages: " + "; ".join(bad)
+
+
+def test_imports_flow_one_way(graph):
+    up = [f"{m} imports {t}" for m, deps in graph.items() for t, _ in deps
+          if m.split(".")[0] in ("upstream", "downstream") and t.startswith(TOP)]
+    down = [f"{m} imports {t}" for m, deps in graph.items() for t, _ in deps
+            if m.split(".")[0] == "harness" and not m.startswith(TOP) and t.split(".")[0] in ("upstream", "downstream")]
+    assert not up and not down, "imports against the layering: " + "; ".join(up + down)
