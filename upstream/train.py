@@ -16,7 +16,6 @@ A run folder ``<output_dir>/`` holds:
 from __future__ import annotations
 
 import contextlib
-import io
 import math
 import random
 import time
@@ -33,9 +32,10 @@ from harness.config import to_dict, to_yaml
 from harness.data.batched import make_loader
 from harness.data.noise import empirical_transition, inject_label_noise, transition_matrix
 from harness.data.sources import LabelSets, build_split
-from harness.io import RunLock, atomic_torch_save, atomic_write_bytes, atomic_write_text, json_dumps
+from harness.io import RunLock, atomic_torch_save, atomic_write_text, json_dumps
 from harness.models import ModelConfig, build_model, save_model
 from harness.provenance import provenance
+from harness.runs import Predictions
 from upstream.config import UpstreamConfig, validate
 from upstream.optim import build_optimizer, lr_multiplier
 
@@ -431,9 +431,8 @@ def _train(cfg: UpstreamConfig, run_dir: Path, config_yaml: str, status: str, ac
         save_model(final, run_dir / "model.pt", extra={"epochs": epoch, "metrics": result})
         for name, out in (("predictions.npz", arrays), ("heldout_predictions.npz", heldout)):
             if out is not None:
-                _save_npz(run_dir / name, logits=out["logits"].astype(np.float32), targets=out["targets"],
-                          index=out["index"], class_names=np.array(train_base.class_names), link=np.array(link),
-                          multilabel=np.array(multilabel))
+                Predictions(out["logits"], out["targets"], out["index"], list(train_base.class_names), link,
+                            str(run_dir)).save(run_dir / name)
         summary = {"name": cfg.name, "metrics": result, "heldout_metrics": heldout_result, "best": best, "history": history, "epochs": epoch,
                    "steps": step, "train_images_per_sec": timing["train_images"] / max(timing["train_seconds"], 1e-9),
                    "train_seconds": timing["train_seconds"], "train_images": timing["train_images"],
@@ -446,8 +445,3 @@ def _train(cfg: UpstreamConfig, run_dir: Path, config_yaml: str, status: str, ac
     accelerator.end_training()
     return run_dir
 
-
-def _save_npz(path: Path, **arrays: Any) -> None:
-    buf = io.BytesIO()
-    np.savez(buf, **arrays)
-    atomic_write_bytes(path, buf.getvalue())
