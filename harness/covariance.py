@@ -48,13 +48,10 @@ class CovarianceAccumulator:
     @torch.no_grad()
     def update(self, features: torch.Tensor) -> None:
         """Add Σ(x) of a batch of pre-logit features ``[B, D]``."""
-        head = self.head
-        d = head.diagonal_scale(features).to(self.sum)
-        factors = head.factor_loadings(features).to(self.sum) if head.num_factors else d.new_zeros(*d.shape, 0)
-        if head.diag_noise == "shared_scalar":
-            factors = torch.cat([factors, d.unsqueeze(-1)], dim=-1)
-        else:
-            self.sum.diagonal().add_(d.square().sum(0))
+        factors, d = self.head.covariance_factors(features)  # Σ_W(x) = F Fᵀ + diag(d²)
+        factors = factors.to(self.sum)
+        if d is not None:
+            self.sum.diagonal().add_(d.to(self.sum).square().sum(0))
         flat = factors.transpose(0, 1).reshape(factors.shape[1], -1)  # [W, B*R]
         for r0 in range(0, flat.shape[0], self.block):
             self.sum[r0:r0 + self.block] += flat[r0:r0 + self.block] @ flat.T

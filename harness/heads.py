@@ -308,6 +308,40 @@ class HeteroscedasticHead(nn.Module):
         with torch.autocast(x.device.type, enabled=False):
             return F.softplus(self.diag(self._features(x))) + MIN_SCALE
 
+    def covariance_factors(self, x: Tensor) -> "tuple[Tensor, Optional[Tensor]]":
+        """The factors of the noise covariance in the noise space W (W = K for HET, D for HET-XL):
+        Σ_W(x) = F Fᵀ + diag(d²), the one place the paper's Eq. 7 is assembled.
+
+        Args:
+            x: features ``[..., D]`` (flattened to N rows).
+
+        Returns:
+            ``(F [N, W, R'], d [N, W])``: R' = R for ``low_rank`` (V(x)) and ``parameter_efficient``
+            (diag(v(x))·V), 0 for ``diagonal``; with ``diag_noise="shared_scalar"`` d joins F as one
+            more column and None is returned in its place (the JAX reference's rank-1 "diagonal").
+
+        Raises:
+            ValueError: covariance='none'.
+        """
+        if self.covariance_type == "none":
+            raise ValueError("covariance='none' has no noise covariance")
+        h = self._features(x)
+        with torch.autocast(h.device.type, enabled=False):
+            return self._covariance_factors(h)
+
+    def _covariance_factors(self, h: Tensor) -> "tuple[Tensor, Optional[Tensor]]":
+        p = self._noise_parameters(h)
+        d = p["scale"]
+        if self.covariance_type == "low_rank":
+            factors = p["factors"]
+        elif self.covariance_type == "parameter_efficient":
+            factors = p["factors"].unsqueeze(-1) * p["hom_factors"]
+        else:
+            factors = d.new_zeros(d.shape[0], d.shape[1], 0)
+        if self.diag_noise == "shared_scalar":  # rank-1 "diagonal" of the JAX reference
+            return torch.cat([factors, d.unsqueeze(-1)], dim=-1), None
+        return factors, d
+
     def covariance(
         self,
         x: Tensor,
@@ -346,16 +380,7 @@ class HeteroscedasticHead(nn.Module):
                 f"max_elements={max_elements}; pass rows=/cols= to compute it in blocks, or raise max_elements"
             )
         with torch.autocast(h.device.type, enabled=False):
-            p = self._noise_parameters(h)
-            d = p["scale"]
-            if self.covariance_type == "low_rank":
-                factors = p["factors"]
-            elif self.covariance_type == "parameter_efficient":
-                factors = p["factors"].unsqueeze(-1) * p["hom_factors"]
-            else:
-                factors = d.new_zeros(d.shape[0], d.shape[1], 0)
-            if self.diag_noise == "shared_scalar":  # rank-1 "diagonal" of the JAX reference
-                factors, d = torch.cat([factors, d.unsqueeze(-1)], dim=-1), None
+            factors, d = self._covariance_factors(h)
             if self.noise_space == "pre_logits":
                 proj = self.loc.weight
                 fr, fc = torch.matmul(proj[rows], factors), torch.matmul(proj[cols], factors)
