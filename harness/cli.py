@@ -41,19 +41,19 @@ def ensemble(members, more, out, name, from_checkpoints, eval_data, device) -> N
     """Deep ensemble of run folders: averaged probabilities, member and ensemble metrics, Gibbs CE,
     ensemble gain, disagreement and KL to the ensemble."""
     from harness.ensembles import build_ensemble
-    from harness.runs import data_config, evaluate_checkpoint
+    from harness.runs import data_config, predict_checkpoint
     from harness.shift import ensemble_sets
 
     members = list(members) + list(more)
     name = name or f"{members[0].resolve().name}_ens"
     out = out or Path("runs/ensembles") / name
 
-    def evaluate(run_dir):
+    def repredict(run_dir):
         data = data_config(eval_data) if eval_data else None
-        return evaluate_checkpoint(run_dir, data, device=device)
+        return predict_checkpoint(run_dir, data, device=device)
 
     try:
-        spec = build_ensemble(members, out, from_checkpoints, evaluate if from_checkpoints else None)
+        spec = build_ensemble(members, out, from_checkpoints, repredict if from_checkpoints else None)
     except (ValueError, FileNotFoundError) as e:
         raise click.ClickException(str(e)) from e
     try:
@@ -129,7 +129,7 @@ def shift(members, more, corruptions, severities, examples, ood, seed, device) -
     corruptions x 5 severities by default) and OOD sets, saved in each folder's shift/ as predictions.npz files;
     one model in memory at a time. Ensemble folders average their members' sets. harness report then adds the
     shift section (accuracy/NLL/ECE against severity, OOD detection, risk-coverage)."""
-    from harness.shift import ShiftSettings, evaluate
+    from harness.shift import ShiftSettings, predict_folders
     from harness.shift_report import entry_results
 
     settings = ShiftSettings(corruptions=[c for c in corruptions.split(",") if c.strip()],
@@ -137,7 +137,7 @@ def shift(members, more, corruptions, severities, examples, ood, seed, device) -
                              ood=[o for o in ood if o.strip() and o.strip() != "none"])
     folders = list(members) + list(more)
     try:
-        evaluate(folders, settings, progress=click.echo, device=device)
+        predict_folders(folders, settings, progress=click.echo, device=device)
         for f in folders:
             r = entry_results(f)
             mean = r["mean_corrupted"]

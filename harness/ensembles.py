@@ -211,7 +211,7 @@ def _check_distinct_predictions(preds: "list[Predictions]") -> None:
 
 
 def build_ensemble(members: Sequence["str | Path"], out: "str | Path", from_checkpoints: bool = False,
-                   evaluate: Optional[Callable[[Path], Predictions]] = None) -> dict:
+                   repredict: Optional[Callable[[Path], Predictions]] = None) -> dict:
     """Ensemble run folders and write ``out/predictions.npz``, ``out/heldout_predictions.npz`` (when
     every member has held-out predictions) and, last, ``out/ensemble.json``; a previous ensemble's
     held-out predictions and ``shift/`` sets in ``out`` are removed.
@@ -222,26 +222,26 @@ def build_ensemble(members: Sequence["str | Path"], out: "str | Path", from_chec
     Args:
         members: run folders, each given once.
         from_checkpoints: re-predict with each member's ``model.pt`` (one model in memory at a
-            time) through ``evaluate(run_dir) -> Predictions`` instead of reading saved predictions.
+            time) through ``repredict(run_dir) -> Predictions`` instead of reading saved predictions.
 
     Raises:
         ValueError: fewer than 2 members; a member given twice or two members with identical
             predictions; members (or their held-out predictions) that differ in label space, link or
-            evaluation data; ``from_checkpoints`` without ``evaluate``.
+            evaluation data; ``from_checkpoints`` without ``repredict``.
         FileNotFoundError: a member is not a finished run folder.
     """
     members = [Path(m) for m in members]
     if len(members) < 2:
         raise ValueError(f"an ensemble needs at least 2 members, got {len(members)}; give two or more run folders")
-    if from_checkpoints and evaluate is None:
-        raise ValueError("from_checkpoints=True needs evaluate(run_dir) -> Predictions")
+    if from_checkpoints and repredict is None:
+        raise ValueError("from_checkpoints=True needs repredict(run_dir) -> Predictions")
     _check_distinct(members)
     out = Path(out)
     if any(out.resolve() == m.resolve() for m in members):
         raise ValueError(f"the ensemble folder {str(out)!r} is one of the members: writing there would replace the "
                          "member's predictions; choose another --out")
     methods = sorted({run_method(m) for m in members})  # every member is a run folder, before any re-prediction
-    preds = [evaluate(m) if from_checkpoints else Predictions.load(m) for m in members]
+    preds = [repredict(m) if from_checkpoints else Predictions.load(m) for m in members]
     check_compatible(preds)
     _check_distinct_predictions(preds)
     held = [load_heldout(m) for m in members]

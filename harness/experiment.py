@@ -553,7 +553,7 @@ def _run_stages(exp: Experiment, plans: "dict[str, _Plan]", root: Path, clock: _
     ml = exp.multilabel
     evaluated = [re.compile(rf"{re.escape(m)}(_t[^_]+)?_s\d+") for m in (exp.evaluate_methods or exp.methods)]
 
-    def evaluate(d: Path) -> None:  # a final run of the main study: shift predictions and transfer
+    def follow_up(d: Path) -> None:  # a final run of the main study: shift predictions and transfer
         if not any(r.fullmatch(d.name) for r in evaluated):
             return
         if exp.shift is not None:
@@ -563,7 +563,7 @@ def _run_stages(exp: Experiment, plans: "dict[str, _Plan]", root: Path, clock: _
                                                                  str(root / "downstream" / d.name), settings))
 
     def then(cfg: Any) -> "Optional[Callable[[Any], None]]":
-        return (lambda _: evaluate(Path(cfg.output_dir))) if str(Path(cfg.output_dir)) in final else None
+        return (lambda _: follow_up(Path(cfg.output_dir))) if str(Path(cfg.output_dir)) in final else None
 
     def tick() -> None:  # after every job: the clock, and the records of runs that just finished
         clock.tick()
@@ -584,7 +584,7 @@ def _run_stages(exp: Experiment, plans: "dict[str, _Plan]", root: Path, clock: _
     final = {str(d) for dirs in runs.values() for d in dirs}
     if not main.grid_overrides:
         for method in main.grid:  # the chosen τ's run is trained already
-            evaluate(runs[method][0])
+            follow_up(runs[method][0])
     _train(workers, [main.configs[f] for f in second], then)
     conditions = {name: {m: [main.configs.setdefault(f"{name}_{m}_s{sd}", main.make(
         m, main.final_head(m), sd, f"{name}_{m}_s{sd}", list(c.upstream_overrides))) for sd in c.seeds]

@@ -241,7 +241,7 @@ def eval_batches(model: "Classifier", data: DataConfig, split: Optional[str] = N
             yield model.pre_logits(x.to(device)), np.asarray(y), np.asarray(idx)
 
 
-def evaluate_checkpoint(run_dir: "str | Path", data: Optional[DataConfig] = None, split: Optional[str] = None,
+def predict_checkpoint(run_dir: "str | Path", data: Optional[DataConfig] = None, split: Optional[str] = None,
                         device: str = "cpu") -> Predictions:
     """Load ``run_dir/model.pt`` and predict on a split (default: the run's own evaluation split).
 

@@ -493,7 +493,7 @@ def load_sets(folder: "str | Path") -> "Optional[tuple[dict, dict]]":
     return spec, {n: load_set(Path(folder) / "shift" / n) for n in names}
 
 
-def evaluate(folders: Sequence["str | Path"], settings: ShiftSettings, progress: Callable[[str], None] = print,
+def predict_folders(folders: Sequence["str | Path"], settings: ShiftSettings, progress: Callable[[str], None] = print,
              device: str = "cpu") -> "list[dict]":
     """``harness shift``: predict every run folder (one model in memory at a time), then average every
     ensemble folder (its members are predicted first when needed). Returns each folder's shift.json.

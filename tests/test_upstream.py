@@ -326,7 +326,7 @@ def test_non_finite_evaluation_stops_the_run_and_json_stays_valid(tmp_path):
     from accelerate import Accelerator
 
     from harness.io import json_dumps
-    from upstream.train import evaluate
+    from upstream.train import predict_loader
 
     class HalfNaN(torch.nn.Module):
         def forward(self, x):
@@ -336,7 +336,7 @@ def test_non_finite_evaluation_stops_the_run_and_json_stays_valid(tmp_path):
 
     loader = [(torch.zeros(4, 1), torch.zeros(4, dtype=torch.long), torch.arange(4))]
     with pytest.raises(TrainingDiverged, match="non-finite logits for 2 of 4 examples"):
-        evaluate(HalfNaN(), loader, Accelerator(cpu=True), multilabel=False)
+        predict_loader(HalfNaN(), loader, Accelerator(cpu=True), multilabel=False)
     text = json_dumps({"nll": float("nan"), "top1": [1.0, float("inf")]})
     assert json.loads(text, parse_constant=lambda c: pytest.fail(f"non-standard JSON token {c}")) == {
         "nll": None, "top1": [1.0, None]}

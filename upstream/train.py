@@ -120,7 +120,7 @@ def training_loss(logits: torch.Tensor, target: torch.Tensor, multilabel: bool, 
     raise ValueError(f"unknown train.loss {loss!r}: use nll, label_smoothing or forward")
 
 
-def evaluate(model: torch.nn.Module, loader, accelerator, multilabel: bool,
+def predict_loader(model: torch.nn.Module, loader, accelerator, multilabel: bool,
              memory_format: torch.memory_format = torch.contiguous_format) -> "tuple[dict, dict]":
     """Metrics and per-example outputs of ``model`` on ``loader`` (gathered over processes).
 
@@ -404,7 +404,7 @@ def _train(cfg: UpstreamConfig, run_dir: Path, config_yaml: str, status: str, ac
         bar.close()
         epoch, batch_in_epoch = epoch + 1, 0
         if epoch % cfg.train.eval_every == 0 or epoch == cfg.train.epochs:
-            result, _ = evaluate(model, eval_loader, accelerator, multilabel, memory_format)
+            result, _ = predict_loader(model, eval_loader, accelerator, multilabel, memory_format)
             history.append({"epoch": epoch, "step": step, **result})
             accelerator.log({f"eval/{k}": v for k, v in result.items()}, step=step)
             if main:
@@ -418,14 +418,14 @@ def _train(cfg: UpstreamConfig, run_dir: Path, config_yaml: str, status: str, ac
         save_state()
 
     # ---------------------------------------------------------------- final outputs
-    result, arrays = evaluate(model, eval_loader, accelerator, multilabel, memory_format)
+    result, arrays = predict_loader(model, eval_loader, accelerator, multilabel, memory_format)
     heldout, heldout_result = None, None
     if cfg.data.heldout_split:
         held_base = build_split(cfg.data, cfg.data.heldout_split)
         if multilabel and not held_base.multilabel:
             held_base = held_base.with_labels(LabelSets.from_labels(held_base.labels))
         held_loader = accelerator.prepare(make_loader(cfg.data, held_base, train=False, seed=cfg.seed)[0])
-        heldout_result, heldout = evaluate(model, held_loader, accelerator, multilabel, memory_format)
+        heldout_result, heldout = predict_loader(model, held_loader, accelerator, multilabel, memory_format)
     if main:
         final = accelerator.unwrap_model(model)
         save_model(final, run_dir / "model.pt", extra={"epochs": epoch, "metrics": result})
