@@ -24,6 +24,7 @@ from typing import Any, Callable, Dict, List, Optional
 
 import numpy as np
 
+from harness import metrics as M
 from harness.shift import ShiftSettings
 
 EXPERIMENTS = Path(__file__).parent / "experiments"
@@ -936,7 +937,7 @@ def _comparison(runs: "dict[str, list[Path]]", ensembles: "list[Path]") -> dict:
     acc_key = "top1" if "top1" in _metrics(next(iter(runs.values()))[0])["metrics"] else "prec@1"
     nll_key = "nll" if acc_key == "top1" else "sigmoid_nll"
     keys = (acc_key, nll_key, "ece")
-    pct = {acc_key}
+    pct = {k for k in keys if M.METRICS[k].percent}
     single = acc_key == "top1"
     preds = {m: [Predictions.load(d) for d in dirs] for m, dirs in runs.items()} if single else {}
     rows, summary = [], {}
@@ -1013,7 +1014,7 @@ def multilabel_section(runs: "dict[str, list[Path]]", grid_rows: "list[dict]") -
     """The multi-label study's table (mean ± std over seeds of prec@1, macro mAP, micro AP, sigmoid
     NLL and top-label ECE on the evaluation split), its τ grid and its paired differences."""
     keys = ("prec@1", "macro_map", "micro_ap", "sigmoid_nll", "ece")
-    pct = {"prec@1", "macro_map", "micro_ap", "ece"}
+    pct = {k for k in keys if M.METRICS[k].percent}
     rows = []
     for method, dirs in runs.items():
         ms = [_metrics(d)["metrics"] for d in dirs]
@@ -1025,7 +1026,7 @@ def multilabel_section(runs: "dict[str, list[Path]]", grid_rows: "list[dict]") -
         rows.append(cells)
     data = _metrics(next(iter(runs.values()))[0])
     title = (f"Multi-label study: sigmoid heads trained on {data['train_data']}; evaluated on {data['eval_data']} "
-             "(mean ± std over seeds; prec@1, mAP, AP and ECE in %)")
+             "(mean ± std over seeds; prec@1, mAP and AP in %)")
     out = {"tables": [(title, ["method", "seeds", "prec@1", "macro mAP", "micro AP", "sigmoid NLL", "top-label ECE"],
                        rows)], "text": [], "json": {"multilabel_study": {m: [str(d) for d in ds] for m, ds in runs.items()}}}
     if grid_rows:
@@ -1034,13 +1035,13 @@ def multilabel_section(runs: "dict[str, list[Path]]", grid_rows: "list[dict]") -
     if ref is not None and len(runs) > 1:
         diffs = paired_differences(runs, ("prec@1", "macro_map", "sigmoid_nll"), reference=ref)
         out["tables"].append((f"Multi-label study: paired differences against {ref}, seed level (95% t-interval; points "
-                              "for prec@1 and mAP)", _DIFF_HEADER, _diff_table(diffs, {"prec@1", "macro_map"})))
+                              "for prec@1 and mAP)", _DIFF_HEADER, _diff_table(diffs, pct)))
         out["json"]["multilabel_paired_differences"] = diffs
         for method in [m for m in runs if m != ref]:
             r = {x["metric"]: x for x in diffs if x["method"] == method}
             out["text"].append(
                 f"Multi-label: {method} vs {ref} over {r['prec@1']['n']} paired seeds (95% t-intervals): " + "; ".join(
-                    f"{k} {_ci(r[k], k, {'prec@1', 'macro_map'})} → {r[k]['verdict']}"
+                    f"{k} {_ci(r[k], k, pct)} → {r[k]['verdict']}"
                     for k in ("prec@1", "macro_map", "sigmoid_nll")) + ".")
     return out
 

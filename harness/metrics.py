@@ -37,11 +37,33 @@ it. A split where no example has a positive label raises ``ValueError``.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from typing import Any
 
 import numpy as np
 
 NUM_BINS = 15
+
+
+@dataclass(frozen=True)
+class Metric:
+    """How a metric is shown and read: ``label`` (table heading), ``higher_is_better`` (its
+    direction, which decides "better" and "worse"), ``percent`` (shown x100, in points)."""
+
+    label: str
+    higher_is_better: bool
+    percent: bool
+
+
+#: every metric this module computes, by the name its suites return
+METRICS = {
+    "top1": Metric("top-1", True, True), "top5": Metric("top-5", True, True), "nll": Metric("NLL", False, False),
+    "brier": Metric("Brier", False, False), "ece": Metric("ECE", False, False), "mce": Metric("MCE", False, False),
+    "adaptive_ece": Metric("adaptive ECE", False, False), "prec@1": Metric("prec@1", True, True),
+    "sigmoid_nll": Metric("sigmoid NLL", False, False), "micro_ap": Metric("micro-AP", True, True),
+    "macro_map": Metric("macro mAP", True, True),
+}
 NORM_TOL = 1e-3  # |Σ_k p_k - 1| allowed for "normalised" (float32 round-off passes; raw logits do not)
 _CHUNK_ELEMENTS = 1 << 22  # elements per chunk of the normalisation check (32 MB of float64)
 

@@ -158,10 +158,9 @@ def _fmt(v, pct: bool = False) -> str:
 
 
 def _main_columns(multilabel: bool) -> "list[tuple[str, str, bool]]":
-    if multilabel:
-        return [("prec@1", "prec@1", True), ("sigmoid NLL", "sigmoid_nll", False), ("ECE", "ece", False),
-                ("micro-AP", "micro_ap", False)]
-    return [("top-1", "top1", True), ("NLL", "nll", False), ("ECE", "ece", False), ("Brier", "brier", False)]
+    """(label, metric, shown in %) of the main table's columns (:data:`harness.metrics.METRICS`)."""
+    keys = ("prec@1", "sigmoid_nll", "ece", "micro_ap") if multilabel else ("top1", "nll", "ece", "brier")
+    return [(M.METRICS[k].label, k, M.METRICS[k].percent) for k in keys]
 
 
 def _covariance_section(entries: "list[Entry]", top: int) -> Optional[dict]:

@@ -23,10 +23,8 @@ from harness import metrics as M
 from harness.runs import Predictions
 from harness.uncertainty import stats
 
-#: metric -> True when higher is better (the single-label and multi-label suites)
-HIGHER_IS_BETTER = {"top1": True, "top5": True, "prec@1": True, "macro_map": True, "micro_ap": True,
-                    "nll": False, "sigmoid_nll": False, "ece": False, "brier": False, "mce": False,
-                    "adaptive_ece": False}
+#: metric -> True when higher is better (from :data:`harness.metrics.METRICS`)
+HIGHER_IS_BETTER = {name: m.higher_is_better for name, m in M.METRICS.items()}
 #: metrics compared image by image (single-label predictions)
 IMAGE_KEYS = ("top1", "nll", "ece")
 
