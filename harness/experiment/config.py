@@ -1,0 +1,200 @@
+"""The experiment file: its sections (methods, seeds, τ grid, budget, frontier, conditions,
+multi-label study, downstream, shift) as dataclasses, and where experiment files are found."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+from harness.shift import ShiftSettings
+
+EXPERIMENTS = Path(__file__).parent.parent / "experiments"
+
+
+@dataclass
+class DownstreamSection:
+    """Transfer of every upstream model (see :class:`downstream.sweep.SweepSettings`)."""
+
+    tasks: List[str] = field(default_factory=lambda: ["demo"])
+    preset: str = "demo"
+    settings: Dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class MultilabelSection:
+    """A second study on the same images with multi-label targets (the JFT-style case), reported in
+    its own table: sigmoid heads trained on label sets, scored by prec@1, mAP and sigmoid NLL.
+
+    Attributes:
+        upstream_overrides: ``key=value`` overrides added to the experiment's (e.g.
+            ``data.multilabel=true``).
+        methods: method name -> head options (``link: sigmoid``); empty skips the study.
+        seeds: seeds of every method.
+        temperature_grid: τ grid of its noisy methods (chosen on held-out sigmoid NLL); empty keeps
+            the head's τ.
+    """
+
+    upstream_overrides: List[str] = field(default_factory=list)
+    methods: Dict[str, Dict[str, Any]] = field(default_factory=dict)
+    seeds: List[int] = field(default_factory=list)
+    temperature_grid: List[float] = field(default_factory=list)
+
+
+@dataclass
+class FrontierSection:
+    """Accuracy against CPU-minutes of candidate schedules: the first seed of each of ``methods``
+    (at its chosen τ) trained with each schedule's overrides, reported beside the experiment's own
+    schedule (the chosen point). These runs are diagnostics: they come after the study and their
+    time is reported apart.
+
+    Attributes:
+        methods: some of the experiment's methods (default ``[method]``).
+        method: the single method of older experiment files.
+        schedules: name -> ``key=value`` overrides (e.g. ``{"10 epochs": [train.epochs=10]}``).
+    """
+
+    method: str = "hom"
+    schedules: Dict[str, List[str]] = field(default_factory=dict)
+    methods: List[str] = field(default_factory=list)
+
+    def names(self) -> "list[str]":
+        return list(self.methods) or [self.method]
+
+
+@dataclass
+class BudgetSection:
+    """Budget curves: the first seed of each of ``methods`` (at its chosen τ) trained for each of
+    ``epochs`` (its own schedule of that length: warm-up and cosine decay scale with it), so
+    top-1, NLL and ECE can be read against CPU-minutes. A run whose config equals one of the study's
+    (the main schedule, or a τ-grid run at the chosen τ) is reused, not trained again.
+
+    Attributes:
+        methods: some of the experiment's methods, in order of priority (they are queued so).
+        epochs: epoch counts of the curve.
+    """
+
+    methods: List[str] = field(default_factory=list)
+    epochs: List[int] = field(default_factory=list)
+
+
+@dataclass
+class ConditionSection:
+    """Another training condition of the same methods (e.g. another kind of label noise): each of
+    ``methods`` (names of the experiment's methods, at their chosen τ) trained for each of ``seeds``
+    with ``upstream_overrides`` added, compared against hom like the main study.
+
+    Attributes:
+        description: one line for the report.
+        upstream_overrides: ``key=value`` overrides of the condition.
+        methods: some of the experiment's methods (``hom`` among them for the comparison).
+        seeds: seeds of every method.
+    """
+
+    description: str = ""
+    upstream_overrides: List[str] = field(default_factory=list)
+    methods: List[str] = field(default_factory=list)
+    seeds: List[int] = field(default_factory=lambda: [0])
+
+
+@dataclass
+class Experiment:
+    """One experiment.
+
+    Attributes:
+        name: report folder ``results/<name>``; run folders under ``runs/<name>``.
+        upstream_config: an upstream config (a path, or a file name in ``upstream/configs``).
+        upstream_overrides: ``key=value`` overrides of that config for every run.
+        methods: method name -> head options (replacing the config's ``model.head``); the key
+            ``overrides`` holds the method's own ``key=value`` training settings (e.g.
+            ``[train.loss=forward]`` for a forward-corrected hom baseline).
+        seeds: upstream seeds of every method.
+        temperature_grid: τ values tried for every method whose head has noise (covariance not
+            ``none``), on the first seed, chosen by held-out NLL; empty keeps the head's τ.
+        grid_overrides: ``key=value`` overrides of the τ-grid runs only (e.g. a shorter schedule,
+            ``[train.epochs=6, train.eval_every=6]``); when given, every seed of the chosen τ is
+            trained at the study's own schedule after the grid.
+        grid_extensions: when the chosen τ lies on the edge of the values tried, the grid is
+            extended past that edge (τ/2 below, 1.5τ above), at most this many times per method.
+        ensemble_sizes: ensembles of the first n seeds of each method.
+        multilabel: the optional multi-label study.
+        frontier: optional candidate schedules, for accuracy against CPU-minutes.
+        budget: optional budget curves (epochs against CPU-minutes, per method).
+        conditions: optional further training conditions (name -> :class:`ConditionSection`), each
+            compared against hom in its own section; their runs are under ``runs/<name>/upstream/``
+            as ``<condition>_<method>_s<seed>``.
+        downstream: transfer settings; ``tasks: []`` skips the stage.
+        covariance: run the covariance analysis in the report.
+        runs_root, results_root: where the run folders and the report go.
+        confusable_pairs: class pairs people are known to confuse (e.g. cat/dog); the report says how
+            many of the top covariance pairs are among them.
+        workers: jobs (upstream runs, shift predictions, transfers) run at once, each in its own
+            process (see :class:`Workers`).
+        shift: evaluation under distribution shift of every model and ensemble of the main study
+            (:class:`harness.shift.ShiftSettings`: corrupted copies of the evaluation split, OOD sets),
+            reported in the shift section; None (the default) skips the stage. The multi-label study
+            (sigmoid heads) and the frontier runs are not evaluated under shift.
+        evaluate_methods: the methods whose final runs get the shift predictions and the transfer
+            (default: all).
+        records: keep a compact record of every finished upstream run (config, metrics, compressed
+            predictions, final model; no checkpoints) in ``<results_root>/<name>/records/``, to commit as
+            runs land; a rerun on a machine that lost ``runs/`` restores them instead of retraining.
+    """
+
+    name: str = "digits"
+    upstream_config: str = "digits_base.yaml"
+    upstream_overrides: List[str] = field(default_factory=list)
+    methods: Dict[str, Dict[str, Any]] = field(default_factory=dict)
+    seeds: List[int] = field(default_factory=lambda: [0])
+    temperature_grid: List[float] = field(default_factory=list)
+    grid_overrides: List[str] = field(default_factory=list)
+    grid_extensions: int = 0
+    ensemble_sizes: List[int] = field(default_factory=list)
+    multilabel: MultilabelSection = field(default_factory=MultilabelSection)
+    frontier: FrontierSection = field(default_factory=FrontierSection)
+    budget: BudgetSection = field(default_factory=BudgetSection)
+    conditions: Dict[str, ConditionSection] = field(default_factory=dict)
+    downstream: DownstreamSection = field(default_factory=DownstreamSection)
+    covariance: bool = True
+    runs_root: str = "runs"
+    results_root: str = "results"
+    description: str = ""
+    confusable_pairs: List[List[str]] = field(default_factory=list)
+    workers: int = 1
+    shift: Optional[ShiftSettings] = None
+    records: bool = False
+    evaluate_methods: List[str] = field(default_factory=list)
+
+
+def find_experiment(name_or_path: str) -> Path:
+    """A path, or the name of a file in ``harness/experiments`` (``digits`` -> ``digits.yaml``).
+
+    Raises:
+        FileNotFoundError: neither (the message lists the built-in experiments).
+    """
+    p = Path(name_or_path)
+    if p.is_file():
+        return p
+    built_in = EXPERIMENTS / f"{name_or_path}.yaml"
+    if built_in.is_file():
+        return built_in
+    names = sorted(f.stem for f in EXPERIMENTS.glob("*.yaml"))
+    raise FileNotFoundError(f"no experiment {name_or_path!r}: give a YAML path or one of {', '.join(names)}")
+
+
+def _upstream_config_path(ref: str) -> Path:
+    import upstream
+
+    p = Path(ref)
+    return p if p.is_file() else Path(upstream.__file__).parent / "configs" / ref
+
+
+def _noisy(head: dict) -> bool:
+    return head.get("covariance", "low_rank") != "none"
+
+
+def load_experiment(name_or_path: Optional[str] = None, overrides: "tuple[str, ...]" = ()) -> Experiment:
+    """Read an experiment file (default: the embedded digits experiment) with ``key=value`` overrides."""
+    from harness.config import load_config
+
+    return load_config(Experiment, find_experiment(name_or_path or "digits"), overrides)

@@ -1,0 +1,269 @@
+"""Planning an experiment: every upstream run's config, checked before any work; the τ grid, its
+extension past an edge and the choice on the held-out split; runs derived from the study's (budget,
+frontier)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+from harness.experiment.config import Experiment, _noisy, _upstream_config_path
+
+
+@dataclass
+class _Plan:
+    """The upstream runs of one study: per method, the grid runs (τ -> folder) and the seeds' configs."""
+
+    configs: "dict[str, Any]" = field(default_factory=dict)  # folder name -> UpstreamConfig
+    grid: "dict[str, dict[float, str]]" = field(default_factory=dict)  # method -> τ -> folder name
+    chosen: "dict[str, float]" = field(default_factory=dict)  # method -> τ chosen on the held-out split
+    heads: "dict[str, dict]" = field(default_factory=dict)  # method -> head options
+    seeds: "list[int]" = field(default_factory=list)
+    grid_overrides: "list[str]" = field(default_factory=list)  # of the grid runs (own schedule when given)
+    make: Optional[Callable[..., Any]] = None  # (method, head, seed, folder, extra overrides) -> config
+
+    def grid_run(self, method: str, tau: float) -> str:
+        """Add the grid run of ``method`` at ``tau`` (first seed); returns its folder name."""
+        folder = f"{'grid_' if self.grid_overrides else ''}{method}_t{tau:g}_s{self.seeds[0]}"
+        self.configs[folder] = self.make(method, {**self.heads[method], "temperature": float(tau)}, self.seeds[0],
+                                         folder, self.grid_overrides)
+        self.grid[method][float(tau)] = folder
+        return folder
+
+    def final_head(self, method: str) -> dict:
+        """The method's head options at its chosen τ (as given when it has no grid)."""
+        head = dict(self.heads[method])
+        if method in self.grid:
+            head["temperature"] = self.chosen[method]
+        return head
+
+
+def _plan(exp: Experiment, root: Path, prefix: str, methods: dict, seeds: list, grid: list, overrides: list,
+          grid_overrides: "list[str]" = ()) -> _Plan:
+    """Every config of a study, validated (nothing is run or written)."""
+    from harness.config import load_config
+    from upstream.config import UpstreamConfig, validate
+
+    base = _upstream_config_path(exp.upstream_config)
+    own = {m: list(h.get("overrides", [])) for m, h in methods.items()}  # a method's own training settings
+    methods = {m: {k: v for k, v in h.items() if k != "overrides"} for m, h in methods.items()}
+    plan = _Plan(heads={m: dict(h) for m, h in methods.items()}, seeds=list(seeds), grid_overrides=list(grid_overrides))
+
+    def config(method: str, head: dict, seed: int, folder: str, extra: "list[str]" = ()) -> Any:
+        cfg = load_config(UpstreamConfig, base, [*exp.upstream_overrides, *overrides, *own.get(method, []), *extra,
+                                                 f"name={exp.name}_{prefix}{folder}", f"seed={seed}",
+                                                 f"output_dir={root / 'upstream' / (prefix + folder)}"])
+        cfg.model.head = dict(head)
+        try:
+            validate(cfg)
+        except ValueError as e:
+            raise ValueError(f"method {method!r}: {e}") from e
+        if cfg.data.heldout_split is None and grid and _noisy(head):
+            raise ValueError(f"temperature_grid needs a held-out split to choose on: set data.heldout_split in "
+                             f"{base.name} or upstream_overrides")
+        return cfg
+
+    plan.make = config
+    for method, head in methods.items():
+        if grid and _noisy(head):
+            plan.grid[method] = {}
+            for tau in grid:
+                plan.grid_run(method, tau)
+        else:
+            for seed in seeds:
+                plan.configs[f"{method}_s{seed}"] = config(method, head, seed, f"{method}_s{seed}")
+    return plan
+
+
+def _same_run(a: Any, b: Any) -> bool:
+    """Whether two upstream configs train the same model (they differ at most in name and folder)."""
+    from dataclasses import asdict
+
+    strip = lambda c: {k: v for k, v in asdict(c).items() if k not in ("name", "output_dir")}  # noqa: E731
+    return strip(a) == strip(b)
+
+
+def _derived(plan: _Plan, method: str, folder: str, overrides: "list[str]") -> str:
+    """Add the first seed of ``method`` at its final head with ``overrides`` under ``folder``, unless a
+    planned run is the same (then that run's folder is returned and nothing is added)."""
+    cfg = plan.make(method, plan.final_head(method), plan.seeds[0], folder, overrides)
+    same = next((f for f, c in plan.configs.items() if _same_run(c, cfg)), None)
+    if same is not None:
+        return same
+    plan.configs[folder] = cfg
+    return folder
+
+
+def validate_experiment(exp: Experiment) -> "dict[str, _Plan]":
+    """Check the whole experiment before any work: methods, seeds, ensembles, every upstream config
+    (each method, seed and τ), the multi-label study and the downstream settings.
+
+    Returns:
+        The plans of the studies (``main``, and ``multilabel`` when it has methods).
+
+    Raises:
+        ValueError: the first problem found; the message names the setting and the fix.
+    """
+    from downstream.sweep import PRESETS, SweepSettings
+
+    if not exp.methods:
+        raise ValueError("the experiment names no methods: add e.g. methods: {hom: {covariance: none}}")
+    if not exp.seeds:
+        raise ValueError("seeds is empty: give at least one seed, e.g. seeds: [0]")
+    if len(set(exp.seeds)) != len(exp.seeds):
+        raise ValueError(f"seeds {exp.seeds} repeat a seed: give distinct seeds")
+    if exp.workers < 1:
+        raise ValueError(f"workers must be >= 1, got {exp.workers}")
+    unknown = [m for m in exp.evaluate_methods if m not in exp.methods]
+    if unknown:
+        raise ValueError(f"evaluate_methods {', '.join(unknown)} not among the methods {', '.join(exp.methods)}")
+    if any(n > len(exp.seeds) or n < 2 for n in exp.ensemble_sizes):
+        raise ValueError(f"ensemble sizes {exp.ensemble_sizes} must lie in [2, number of seeds = {len(exp.seeds)}]")
+    for tau in [*exp.temperature_grid, *exp.multilabel.temperature_grid]:
+        if not tau > 0:
+            raise ValueError(f"temperature_grid values must be > 0, got {tau}")
+    if exp.downstream.tasks:
+        try:
+            SweepSettings(**{**PRESETS[exp.downstream.preset], **exp.downstream.settings})
+        except TypeError as e:
+            raise ValueError(f"downstream.settings: {e}; see downstream.sweep.SweepSettings for the keys") from e
+    if exp.grid_overrides and not exp.temperature_grid:
+        raise ValueError("grid_overrides without a temperature_grid have nothing to apply to: drop them or add a grid")
+    if exp.grid_extensions < 0:
+        raise ValueError(f"grid_extensions must be >= 0, got {exp.grid_extensions}")
+    for section, names in (("budget", exp.budget.methods), ("frontier", exp.frontier.names() if exp.frontier.schedules
+                                                             else [])):
+        unknown = [m for m in names if m not in exp.methods]
+        if unknown:
+            raise ValueError(f"{section} method(s) {', '.join(unknown)} not among the methods {', '.join(exp.methods)}")
+    for cname, cond in exp.conditions.items():
+        unknown = [m for m in cond.methods if m not in exp.methods]
+        if unknown or not cond.methods or not cond.seeds:
+            raise ValueError(f"condition {cname!r}: methods must be some of {', '.join(exp.methods)} and seeds non-empty "
+                             f"(got methods {cond.methods}, seeds {cond.seeds})")
+    if exp.budget.methods and (not exp.budget.epochs or any(int(e) != e or e < 1 for e in exp.budget.epochs)):
+        raise ValueError(f"budget.epochs must be a non-empty list of whole numbers >= 1, got {exp.budget.epochs}")
+    root = Path(exp.runs_root) / exp.name
+    plans = {"main": _plan(exp, root, "", exp.methods, exp.seeds, exp.temperature_grid, [], exp.grid_overrides)}
+    if exp.shift is not None:
+        from harness.shift import check_settings
+
+        cfgs = list(plans["main"].configs.values())
+        if any(cfg.model.head.get("link", "softmax") != "softmax" for cfg in cfgs):
+            raise ValueError("shift: the main study's methods must use the softmax link (shift evaluation covers "
+                             "single-label models); drop the shift section or the sigmoid method")
+        try:
+            check_settings(exp.shift, cfgs[0].data)
+        except ValueError as e:
+            raise ValueError(f"shift: {e}") from e
+    ml = exp.multilabel
+    if ml.methods:
+        if not ml.seeds:
+            raise ValueError("multilabel.seeds is empty: give at least one seed")
+        plans["multilabel"] = _plan(exp, root, "multilabel_", ml.methods, ml.seeds, ml.temperature_grid,
+                                    ml.upstream_overrides)
+        for folder, cfg in plans["multilabel"].configs.items():
+            if cfg.model.head.get("link") != "sigmoid":
+                raise ValueError(f"multilabel study run {folder}: set link: sigmoid in its head (label sets need "
+                                 "the sigmoid link)")
+    fr = exp.frontier
+    if fr.schedules:  # checked here; built at the chosen τ once it is known (frontier_plan)
+        for overrides in fr.schedules.values():
+            for method in fr.names():
+                plans["main"].make(method, plans["main"].heads[method], exp.seeds[0], "check", list(overrides))
+    for cond in exp.conditions.values():
+        for method in cond.methods:
+            plans["main"].make(method, plans["main"].heads[method], cond.seeds[0], "check", list(cond.upstream_overrides))
+    for e in exp.budget.epochs if exp.budget.methods else []:
+        plans["main"].make(exp.budget.methods[0], plans["main"].heads[exp.budget.methods[0]], exp.seeds[0], "check",
+                           [f"train.epochs={e}", f"train.eval_every={e}"])
+    return plans
+
+
+def _first_wave(plan: _Plan, methods: dict, seeds: list) -> "list[str]":
+    """Runs that need no choice: every seed of the methods without a grid, every τ of the grids."""
+    return [f for m in methods for f in (list(plan.grid[m].values()) if m in plan.grid else
+                                           [f"{m}_s{seed}" for seed in seeds])]
+
+
+def _heldout(plan: _Plan, method: str) -> "tuple[dict[float, dict], str]":
+    """Held-out metrics of every grid run of ``method`` (by τ) and the key that chooses."""
+    held = {tau: _metrics(Path(plan.configs[f].output_dir))["heldout_metrics"] for tau, f in plan.grid[method].items()}
+    return held, "nll" if "nll" in next(iter(held.values())) else "sigmoid_nll"
+
+
+def _best_tau(plan: _Plan, method: str) -> float:
+    """The τ with the lowest held-out NLL (ties: the smaller τ)."""
+    held, key = _heldout(plan, method)
+    return min(held, key=lambda t: (held[t][key], t))
+
+
+def _extend_grids(plan: _Plan, base: "list[float]", limit: int) -> "list[str]":
+    """Grid runs to add where the best τ so far lies on the edge of the values tried: τ/2 below the
+    smallest, 1.5τ above the largest, at most ``limit`` additions per method. Returns their folders."""
+    new = []
+    for method, runs in plan.grid.items():
+        if len(set(runs) - {float(t) for t in base}) >= limit:
+            continue
+        best, taus = _best_tau(plan, method), sorted(runs)
+        if len(taus) > 1 and best == taus[0]:
+            new.append(plan.grid_run(method, float(f"{best / 2:.4g}")))
+        elif len(taus) > 1 and best == taus[-1]:
+            new.append(plan.grid_run(method, float(f"{best * 1.5:.4g}")))
+    return new
+
+
+def _choose_temperatures(plan: _Plan, methods: dict, seeds: list) -> "tuple[list[str], list[dict]]":
+    """After the grid: the τ with the lowest held-out NLL per grid method (ties: the smaller τ); the
+    configs of the seeds still to train at it are added to the plan (all of them when the grid runs
+    had their own schedule, else all but the first).
+
+    Returns:
+        (run folders of the second wave, grid rows: method, τ, held-out metrics, chosen).
+    """
+    second, rows = [], []
+    for method in methods:
+        if method not in plan.grid:
+            continue
+        held, key = _heldout(plan, method)
+        best = _best_tau(plan, method)
+        for tau in sorted(plan.grid[method]):
+            rows.append({"method": method, "temperature": tau, "heldout": held[tau], "chosen": tau == best,
+                         "run": plan.configs[plan.grid[method][tau]].output_dir, "key": key})
+        plan.chosen[method] = best
+        for seed in seeds[0 if plan.grid_overrides else 1:]:
+            folder = f"{method}_t{best:g}_s{seed}"
+            if folder not in plan.configs:
+                plan.configs[folder] = plan.make(method, plan.final_head(method), seed, folder)
+            second.append(folder)
+    return second, rows
+
+
+def _study_runs(plan: _Plan, methods: dict, seeds: list) -> "dict[str, list[Path]]":
+    """{method: [run folder of each seed]} once both waves are done."""
+    runs = {}
+    for m in methods:
+        if m in plan.grid:
+            best = plan.chosen[m]
+            own = plan.grid_overrides
+            folders = ([] if own else [plan.grid[m][best]]) + [f"{m}_t{best:g}_s{seed}" for seed in seeds[0 if own else 1:]]
+        else:
+            folders = [f"{m}_s{seed}" for seed in seeds]
+        runs[m] = [Path(plan.configs[f].output_dir) for f in folders]
+    return runs
+
+
+def frontier_plan(main: _Plan, exp: Experiment) -> _Plan:
+    """The frontier's runs: the first seed of each frontier method, at its chosen τ, per schedule."""
+    plan = _Plan()
+    for i, overrides in enumerate(exp.frontier.schedules.values()):
+        for m in exp.frontier.names():
+            folder = f"frontier{i}_{m}_s{exp.seeds[0]}"
+            plan.configs[folder] = main.make(m, main.final_head(m), exp.seeds[0], folder, list(overrides))
+    return plan
+
+
+def _metrics(d: Path) -> dict:
+    return json.loads((d / "metrics.json").read_text())

@@ -1,0 +1,391 @@
+"""The report sections an experiment adds, computed from its run folders: comparisons with
+intervals and verdicts, the τ grid, budget curves, frontier, multi-label study, downstream table,
+wall time."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from harness import metrics as M
+from harness.experiment.config import Experiment, _noisy
+from harness.experiment.plan import _metrics, _Plan
+
+
+def _merge(into: dict, part: dict) -> dict:
+    """Append a section's tables, text and JSON to ``into``; returns ``into``."""
+    into.setdefault("tables", []).extend(part.get("tables", []))
+    into.setdefault("text", []).extend(part.get("text", []))
+    into.setdefault("json", {}).update(part.get("json", {}))
+    into.setdefault("figures", []).extend(part.get("figures", []))
+    return into
+
+
+def time_section(times: "dict[str, dict[str, float]]", grids: "dict[str, list[dict]]", stages: "dict[str, float]",
+                 elapsed: float, sessions: int, workers: int) -> dict:
+    """Wall time: the experiment's elapsed minutes over all its sessions (without the frontier runs),
+    and per stage: each study's upstream runs (each run's own total over its sessions, from its
+    metrics.json), of which the τ-grid runs not kept, then ensembles and downstream (this session)."""
+    from harness.provenance import machine
+
+    rows, total = [], 0.0
+    labels = {"main": "upstream", "multilabel": "multi-label study"}
+    for study, per in times.items():
+        if not per or study not in labels:
+            continue
+        dropped = sum(per.get(Path(r["run"]).name, 0.0) for r in grids.get(study, []) if not r["chosen"])
+        rows.append([f"{labels[study]}: {len(per)} runs", f"{sum(per.values()) / 60:.1f}",
+                     f"of which {dropped / 60:.1f} in τ-grid runs not kept" if dropped else ""])
+        total += sum(per.values())
+    for k, v in stages.items():
+        rows.append([k, f"{v / 60:.1f}", "this session" + (": its jobs' own time, summed" if k != "ensembles" else "")])
+        total += v
+    m = machine()
+    rows.append(["sum of the above", f"{total / 60:.1f}", f"{workers} job(s) at a time"])
+    rows.append(["elapsed, start to report (the experiment's wall time)", f"{elapsed:.1f}",
+                 f"{sessions} session(s); {m.get('cpu')}, {m.get('cores')} cores"])
+    if times.get("frontier"):
+        rows.append([f"frontier: {len(times['frontier'])} runs (diagnostic, not in the total)",
+                     f"{sum(times['frontier'].values()) / 60:.1f}", ""])
+    return {"tables": [("Wall time per stage (minutes; upstream runs: each run's own time, summed over its sessions; "
+                        "shift and downstream: their jobs' own time; jobs run side by side and overlap, so the sum "
+                        "exceeds the elapsed time)",
+                        ["stage", "minutes", "note"], rows)],
+            "text": [f"Wall time: {elapsed:.1f} minutes from start to report ({sessions} session(s), {workers} "
+                     f"job(s) at a time) on {m.get('cpu')} with {m.get('cores')} cores, frontier runs excluded."],
+            "json": {"wall_minutes": {"elapsed": elapsed, "sessions": sessions, "sum_of_stages": total / 60,
+                                      "runs": {s: {k: v / 60 for k, v in per.items()} for s, per in times.items()},
+                                      "stages": {k: v / 60 for k, v in stages.items()}}}}
+
+
+def _point(d: Path) -> dict:
+    """One run as a point of a curve: epochs, CPU-minutes (wall minutes x threads), evaluation-split
+    top-1 (or prec@1), NLL and ECE, and the held-out split's NLL and top-1."""
+    m = _metrics(d)
+    acc = "top1" if "top1" in m["metrics"] else "prec@1"
+    cfg = json.loads((d / "run.json").read_text())["config"]
+    wall = float(m.get("wall_seconds") or 0.0) / 60
+    held = m.get("heldout_metrics") or {}
+    return {"epochs": cfg["train"]["epochs"], "backbone": cfg["model"]["backbone"], "wall_minutes": wall,
+            "threads": m.get("threads"), "cpu_minutes": wall * (m.get("threads") or 1), acc: m["metrics"][acc],
+            "nll": m["metrics"].get("nll", m["metrics"].get("sigmoid_nll")), "ece": m["metrics"].get("ece"),
+            "heldout_nll": held.get("nll"), "heldout_top1": held.get("top1"),
+            "precision": m.get("mixed_precision"), "run": str(d)}
+
+
+def frontier_section(plan: _Plan, runs: "dict[str, list[Path]]", exp: Experiment) -> dict:
+    """Accuracy against CPU-minutes, per frontier method: each candidate schedule's run and the study's
+    own (chosen)."""
+    rows = []
+    for m in exp.frontier.names():
+        rows.append({"method": m, "schedule": "this study's schedule (chosen)" + (
+            f": {' '.join(exp.upstream_overrides)}" if exp.upstream_overrides else ""), **_point(runs[m][0])})
+        for i, name in enumerate(exp.frontier.schedules):
+            cfg = plan.configs[f"frontier{i}_{m}_s{exp.seeds[0]}"]
+            rows.append({"method": m, "schedule": name, **_point(Path(cfg.output_dir))})
+    rows.sort(key=lambda r: (exp.frontier.names().index(r["method"]), r["cpu_minutes"]))
+    acc = "top1" if "top1" in rows[0] else "prec@1"
+    table = [[r["method"], r["schedule"], r["backbone"], str(r["epochs"]), f"{r['cpu_minutes']:.1f}",
+              f"{100 * r[acc]:.2f}%", f"{r['nll']:.4f}", "" if r["heldout_nll"] is None else f"{r['heldout_nll']:.4f}"]
+             for r in rows]
+    text = []
+    for m in exp.frontier.names():
+        mine = [r for r in rows if r["method"] == m]
+        best = max(mine, key=lambda r: r[acc])
+        text.append(f"Frontier ({m}, first seed): {acc} from {100 * mine[0][acc]:.2f}% at {mine[0]['cpu_minutes']:.1f} "
+                    f"CPU-minutes to {100 * best[acc]:.2f}% at {best['cpu_minutes']:.1f} CPU-minutes per run "
+                    f"({best['schedule']}).")
+    return {"tables": [(f"Frontier: {acc} (first seed, evaluation split) against CPU-minutes per run (wall minutes x "
+                        "threads) for candidate schedules", ["method", "schedule", "backbone", "epochs", "CPU-minutes",
+                                                             acc, "NLL", "held-out NLL"], table)],
+            "text": text, "json": {"frontier": rows}}
+
+
+def budget_section(curves: "dict[str, dict[int, Path]]") -> dict:
+    """Budget curves: per method, the first seed trained for each epoch count (its own schedule),
+    with top-1, NLL and ECE on the evaluation split against CPU-minutes; where each method's top-1
+    curve crosses the first method's (one seed per point: read small gaps as noise); a figure."""
+    points = {m: [{**_point(d), "epochs": e} for e, d in sorted(per.items())] for m, per in curves.items()}
+    first = next(iter(points))
+    acc = "top1" if "top1" in points[first][0] else "prec@1"
+    table = [[m, str(p["epochs"]), f"{p['cpu_minutes']:.1f}", f"{100 * p[acc]:.2f}%", f"{p['nll']:.4f}",
+              f"{100 * p['ece']:.2f}", "" if p["heldout_nll"] is None else f"{p['heldout_nll']:.4f}", str(p["precision"])]
+             for m, ps in points.items() for p in ps]
+    text, crossings = [], {}
+    ref = {p["epochs"]: p for p in points[first]}
+    for m, ps in points.items():
+        if m == first:
+            continue
+        common = [p for p in ps if p["epochs"] in ref]
+        diffs = [(p["epochs"], p[acc] - ref[p["epochs"]][acc]) for p in common]
+        cross = [(a[0], b[0]) for a, b in zip(diffs, diffs[1:]) if np.sign(a[1]) != np.sign(b[1])]
+        crossings[m] = {"diffs": {str(e): d for e, d in diffs}, "crossings": cross}
+        where = ("; the curves cross between " + ", ".join(f"{a} and {b} epochs" for a, b in cross)) if cross else (
+            f"; {m} stays {'above' if diffs and diffs[0][1] > 0 else 'below'} {first} at every point")
+        text.append(f"Budget curve, {m} − {first} {acc} (first seed, points): " + ", ".join(
+            f"{e} ep {100 * d:+.2f}" for e, d in diffs) + where + " (one seed per point).")
+    return {"tables": [(f"Budget curves: first seed trained for each epoch count (its own schedule); evaluation split "
+                        f"({acc}, NLL, ECE) and held-out NLL (noisy labels) against CPU-minutes per run",
+                        ["method", "epochs", "CPU-minutes", acc, "NLL", "ECE (%)", "held-out NLL", "precision"], table)],
+            "text": text, "json": {"budget_curves": {"points": points, "reference": first, "crossings": crossings}},
+            "figures": [("Budget curves: evaluation-split top-1, NLL and ECE against CPU-minutes per run (first seed; "
+                         "labels: epochs)", "budget_curves.png", budget_png(points, acc))]}
+
+
+def budget_png(points: "dict[str, list[dict]]", acc: str) -> bytes:
+    """Three panels (accuracy, NLL, ECE against CPU-minutes), one line per method, points labelled by epochs."""
+    from harness.figures import pyplot
+
+    plt = pyplot()
+
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
+    for ax, key, label in zip(axes, (acc, "nll", "ece"), (acc, "NLL", "ECE")):
+        for m, ps in points.items():
+            x, y = [p["cpu_minutes"] for p in ps], [p[key] for p in ps]
+            ax.plot(x, y, marker="o", label=m)
+            for p, yy in zip(ps, y):
+                ax.annotate(str(p["epochs"]), (p["cpu_minutes"], yy), fontsize=7, xytext=(3, 3),
+                            textcoords="offset points")
+        ax.set_xscale("log")
+        ax.set_xlabel("CPU-minutes per run")
+        ax.set_title(label)
+        ax.grid(alpha=0.3)
+    axes[0].legend()
+    fig.tight_layout()
+    from harness.figures import png
+
+    return png(fig)
+
+
+def temperature_section(rows: "list[dict]", title: str) -> dict:
+    """The τ grid: held-out metrics of every τ tried and the choice (never the test split)."""
+    key = rows[0]["key"]
+    acc = "top1" if key == "nll" else "prec@1"
+    table = [[r["method"], f"{r['temperature']:g}", f"{r['heldout'][key]:.4f}",
+              f"{100 * r['heldout'][acc]:.2f}%", "chosen" if r["chosen"] else ""] for r in rows]
+    text = [f"{title}: " + "; ".join(f"{r['method']} τ = {r['temperature']:g}" for r in rows if r["chosen"])
+            + f" (lowest held-out {key}, first seed; the test split was not used)."]
+    return {"tables": [(f"{title} (held-out split, noisy labels; first seed)",
+                        ["method", "τ", f"held-out {key}", f"held-out {acc}", ""], table)],
+            "text": text, "json": {"temperature_grid": rows}}
+
+
+def paired_differences(runs: "dict[str, list[Path]]", keys: "tuple[str, ...]", reference: str = "hom") -> "list[dict]":
+    """Seed level: per method and metric, the per-seed differences against ``reference`` (same seed
+    index) with their mean, 95% t-interval, paired t-test and verdict
+    (:func:`harness.uncertainty.compare.seed_level`).
+
+    Returns:
+        One dict per (method, metric): ``diffs``, ``mean``, ``std``, ``lo``, ``hi``, ``n``,
+        ``p`` (paired t-test; None with < 2 seeds), ``verdict``.
+    """
+    from harness.uncertainty.compare import seed_level
+
+    ref = {k: [_metrics(d)["metrics"][k] for d in runs[reference]] for k in keys}
+    out = []
+    for method, dirs in runs.items():
+        if method == reference:
+            continue
+        mine = {k: [_metrics(d)["metrics"][k] for d in dirs] for k in keys}
+        for k, r in seed_level(mine, ref).items():
+            out.append({"method": method, "metric": k, **r})
+    return out
+
+
+def _num(v: float, k: str, pct: "set[str]", sign: bool = False) -> str:
+    if v is None or not np.isfinite(v):
+        return "n/a"
+    return f"{100 * v:{'+' if sign else ''}.2f}" if k in pct else f"{v:{'+' if sign else ''}.4f}"
+
+
+def _ci(r: dict, k: str, pct: "set[str]", sign: bool = True) -> str:
+    return f"{_num(r['mean' if 'mean' in r else 'diff'], k, pct, sign)} [{_num(r['lo'], k, pct, sign)}, " \
+           f"{_num(r['hi'], k, pct, sign)}]"
+
+
+def _diff_table(rows: "list[dict]", pct: "set[str]") -> "list[list[str]]":
+    return [[r["method"], r["metric"], ", ".join(_num(v, r["metric"], pct, True) for v in r["diffs"]),
+             _ci(r, r["metric"], pct), "n/a" if r["p"] is None else f"{r['p']:.3f}", r["verdict"]]
+            for r in rows]
+
+
+_DIFF_HEADER = ["method", "metric", "per seed", "mean [95% t-interval]", "paired t-test p", "verdict"]
+
+
+def comparison_section(runs: "dict[str, list[Path]]", ensembles: "list[Path]", label: str = "") -> dict:
+    """Every method against hom, seed level and image level, the per-method intervals that separate
+    seed variance from test-sampling variance, and ensemble against ensemble; verdicts from the 95%
+    intervals only (:mod:`harness.uncertainty.compare`), sentences computed from the numbers.
+    ``label`` prefixes every title and sentence (a condition other than the main study's)."""
+    out = _comparison(runs, ensembles)
+    if label:
+        out["tables"] = [(f"{label}: {t}", h, r) for t, h, r in out["tables"]]
+        out["text"] = [f"{label}: {t}" for t in out["text"] if not t.startswith(_GENERIC)]
+    return out
+
+
+_HOW_TO_READ = ("How to read the comparisons: seed-level intervals cover training randomness (seed i of a method "
+                "against seed i of hom; with n seeds the t-interval has n − 1 degrees of freedom, so it is wide at "
+                "n = 3); image-level intervals cover which evaluation images were drawn, with the trained models "
+                "fixed. A verdict says better or worse only when its 95% interval excludes 0.")
+
+
+_PAPER = "The paper (ImageNet, Table 1) finds het and diag better than hom on top-1 and NLL."
+
+
+_GENERIC = (_HOW_TO_READ[:20], _PAPER[:20])
+
+
+def _comparison(runs: "dict[str, list[Path]]", ensembles: "list[Path]") -> dict:
+    from harness.runs import Predictions
+    from harness.uncertainty.compare import image_level, seed_summary, test_sampling_se
+
+    out: dict = {"tables": [], "text": [], "json": {}}
+    acc_key = "top1" if "top1" in _metrics(next(iter(runs.values()))[0])["metrics"] else "prec@1"
+    nll_key = "nll" if acc_key == "top1" else "sigmoid_nll"
+    keys = (acc_key, nll_key, "ece")
+    pct = {k for k in keys if M.METRICS[k].percent}
+    single = acc_key == "top1"
+    preds = {m: [Predictions.load(d) for d in dirs] for m, dirs in runs.items()} if single else {}
+    rows, summary = [], {}
+    for m, dirs in runs.items():
+        s = seed_summary({k: [_metrics(d)["metrics"][k] for d in dirs] for k in keys})
+        se = test_sampling_se(preds[m]) if single else {}
+        summary[m] = {"seeds": s, "test_sampling_se": se}
+        rows.append([m, str(len(dirs))] + [_ci(s[k], k, pct, False) for k in keys]
+                    + [" / ".join(_num(s[k]["std"], k, pct) for k in keys)]
+                    + ([" / ".join(_num(se[k], k, pct) for k in keys)] if single else []))
+    out["tables"].append((f"Per method (single models): mean over seeds with its 95% t-interval; seed std (training "
+                          "randomness) and test-sampling standard error (bootstrap over evaluation images, models "
+                          f"fixed); {acc_key} in points",
+                          ["method", "seeds", *(f"{k} mean [95% CI]" for k in keys), "seed std (" + " / ".join(keys)
+                           + ")"] + (["test-sampling SE (" + " / ".join(keys) + ")"] if single else []), rows))
+    out["json"]["method_intervals"] = summary
+    if "hom" not in runs or len(runs) < 2:
+        return out
+    out["text"].append(_HOW_TO_READ)
+    seed_rows = paired_differences(runs, keys)
+    out["tables"].append(("Paired differences against hom, seed level (method − hom, seed i against seed i; 95% "
+                          f"t-interval over seeds; {acc_key} in points)", _DIFF_HEADER, _diff_table(seed_rows, pct)))
+    out["json"]["paired_differences"] = seed_rows
+    image: "dict[str, dict]" = {}
+    if single:
+        img_rows = []
+        for m in [m for m in runs if m != "hom"]:
+            image[m] = image_level(preds[m], preds["hom"])
+            for k, r in image[m].items():
+                mc = "; ".join(f"{x['n10']}/{x['n01']} p={x['p']:.3g}" for x in r.get("mcnemar", []))
+                img_rows.append([m, k, _ci(r, k, pct), mc, r["verdict"]])
+        out["tables"].append(("Paired differences against hom, image level (difference of the seed-averaged metric, "
+                              "models fixed; 95% paired bootstrap interval over evaluation images, 1,000 resamples; "
+                              "McNemar's exact test per seed pair: images only the method gets right / only hom "
+                              f"gets right; {acc_key} in points)",
+                              ["method", "metric", "difference [95% CI]", "McNemar per seed", "verdict"], img_rows))
+        out["json"]["image_level_differences"] = image
+    for method in [m for m in runs if m != "hom"]:
+        r = {x["metric"]: x for x in seed_rows if x["method"] == method}
+        parts = [f"{k} {_ci(r[k], k, pct)} → {r[k]['verdict']}" for k in keys]
+        text = f"{method} vs hom over {r[acc_key]['n']} paired seeds (95% t-intervals): " + "; ".join(parts) + "."
+        if method in image:
+            text += " On the evaluation images with the models fixed (95% bootstrap): " + "; ".join(
+                f"{k} {_ci(image[method][k], k, pct)} → {image[method][k]['verdict']}" for k in keys) + "."
+        out["text"].append(text)
+    out["text"].append(_PAPER)
+    ens = {json.loads((e / "ensemble.json").read_text())["method"]: e for e in ensembles}
+    if single and "hom" in ens and len(ens) > 1:
+        ens_rows, ens_json = [], {}
+        for m, e in ens.items():
+            if m == "hom":
+                continue
+            r = image_level([Predictions.load(e)], [Predictions.load(ens["hom"])])
+            ens_json[m] = r
+            for k, x in r.items():
+                mc = "; ".join(f"{y['n10']}/{y['n01']} p={y['p']:.3g}" for y in x.get("mcnemar", []))
+                ens_rows.append([f"{e.name} − {ens['hom'].name}", k, _ci(x, k, pct), mc, x["verdict"]])
+            out["text"].append(f"Ensemble {e.name} vs {ens['hom'].name} (images, 95% bootstrap): " + "; ".join(
+                f"{k} {_ci(r[k], k, pct)} → {r[k]['verdict']}" for k in keys) + ".")
+        out["tables"].append(("Ensemble against ensemble, image level (95% paired bootstrap over evaluation images; "
+                              f"McNemar's exact test; {acc_key} in points)",
+                              ["ensembles", "metric", "difference [95% CI]", "McNemar", "verdict"], ens_rows))
+        out["json"]["ensemble_differences"] = ens_json
+    for e in ensembles:
+        spec = json.loads((e / "ensemble.json").read_text())["summary"]
+        en, mean = spec["ensemble"], spec["member_mean"]
+        out["text"].append(f"{e.name}: ensemble {acc_key} {100 * en[acc_key]:.2f}% vs members' mean "
+                           f"{100 * mean[acc_key]:.2f}%, NLL {spec['ensemble_nll']:.4f} vs Gibbs cross-entropy "
+                           f"{spec['gibbs_ce']:.4f} (the ensemble NLL can never exceed it; one ensemble, so no interval).")
+    return out
+
+
+def multilabel_section(runs: "dict[str, list[Path]]", grid_rows: "list[dict]") -> dict:
+    """The multi-label study's table (mean ± std over seeds of prec@1, macro mAP, micro AP, sigmoid
+    NLL and top-label ECE on the evaluation split), its τ grid and its paired differences."""
+    keys = ("prec@1", "macro_map", "micro_ap", "sigmoid_nll", "ece")
+    pct = {k for k in keys if M.METRICS[k].percent}
+    rows = []
+    for method, dirs in runs.items():
+        ms = [_metrics(d)["metrics"] for d in dirs]
+        cells = [method, str(len(ms))]
+        for k in keys:
+            v = np.array([m[k] for m in ms])
+            scale = 100 if k in pct else 1
+            cells.append(f"{scale * v.mean():.{2 if k in pct else 4}f} ± {scale * (v.std(ddof=1) if len(v) > 1 else 0):.{2 if k in pct else 4}f}")
+        rows.append(cells)
+    data = _metrics(next(iter(runs.values()))[0])
+    title = (f"Multi-label study: sigmoid heads trained on {data['train_data']}; evaluated on {data['eval_data']} "
+             "(mean ± std over seeds; prec@1, mAP and AP in %)")
+    out = {"tables": [(title, ["method", "seeds", "prec@1", "macro mAP", "micro AP", "sigmoid NLL", "top-label ECE"],
+                       rows)], "text": [], "json": {"multilabel_study": {m: [str(d) for d in ds] for m, ds in runs.items()}}}
+    if grid_rows:
+        _merge(out, temperature_section(grid_rows, "Multi-label study: τ chosen on the held-out split"))
+    ref = next((m for m in runs if not _noisy(_head(runs[m][0]))), None)
+    if ref is not None and len(runs) > 1:
+        diffs = paired_differences(runs, ("prec@1", "macro_map", "sigmoid_nll"), reference=ref)
+        out["tables"].append((f"Multi-label study: paired differences against {ref}, seed level (95% t-interval; points "
+                              "for prec@1 and mAP)", _DIFF_HEADER, _diff_table(diffs, pct)))
+        out["json"]["multilabel_paired_differences"] = diffs
+        for method in [m for m in runs if m != ref]:
+            r = {x["metric"]: x for x in diffs if x["method"] == method}
+            out["text"].append(
+                f"Multi-label: {method} vs {ref} over {r['prec@1']['n']} paired seeds (95% t-intervals): " + "; ".join(
+                    f"{k} {_ci(r[k], k, pct)} → {r[k]['verdict']}"
+                    for k in ("prec@1", "macro_map", "sigmoid_nll")) + ".")
+    return out
+
+
+def _head(run_dir: Path) -> dict:
+    from harness.runs import run_head
+
+    return run_head(run_dir)
+
+
+def downstream_section(runs: "dict[str, list[Path]]", per_run: "dict[Path, dict]") -> dict:
+    """The shape of the paper's Table 6: per task, the test accuracy of each method (mean ± std over
+    the upstream seeds of that method, each the mean over its fine-tuning seeds), then group means
+    and the mean over tasks."""
+    methods = list(runs)
+    first = per_run[runs[methods[0]][0]]
+    tasks = list(first["tasks"])
+    groups = list(first["groups"])
+
+    def cell(values: "list[float]") -> str:
+        return f"{100 * np.mean(values):.2f} ± {100 * np.std(values, ddof=1):.2f}" if len(values) > 1 else \
+            f"{100 * values[0]:.2f}"
+
+    rows, summary = [], {}
+    for t in tasks:
+        vals = {m: [per_run[d]["tasks"][t]["mean"] for d in runs[m]] for m in methods}
+        rows.append([t, first["tasks"][t]["group"]] + [cell(vals[m]) for m in methods])
+        summary[t] = {m: float(np.mean(v)) for m, v in vals.items()}
+    for g in groups:
+        vals = {m: [per_run[d]["groups"][g]["mean"] for d in runs[m]] for m in methods}
+        rows.append([f"mean ({g})", g] + [cell(vals[m]) for m in methods])
+    vals = {m: [per_run[d]["mean_over_tasks"] for d in runs[m]] for m in methods}
+    rows.append(["mean over tasks", "all"] + [cell(vals[m]) for m in methods])
+    title = ("Downstream transfer (layout of the paper's Table 6): test top-1 after fine-tuning a fresh "
+             "homoscedastic head, mean ± std over upstream seeds")
+    return {"tables": [(title, ["task", "group", *methods], rows)],
+            "json": {"downstream": {"per_task": summary, "mean_over_tasks": {m: float(np.mean(v)) for m, v in
+                                                                             vals.items()}}}}

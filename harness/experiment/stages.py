@@ -1,0 +1,258 @@
+"""Running an experiment: the stages (upstream waves, ensembles, shift, transfer, report) on a
+pool of workers, the clock over sessions, and the records of finished runs."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+from harness.experiment.config import Experiment, _upstream_config_path
+from harness.experiment.plan import (_choose_temperatures, _derived, _extend_grids, _first_wave, _metrics, _Plan,
+                                     _study_runs, frontier_plan, validate_experiment)
+from harness.experiment.sections import (_merge, budget_section, comparison_section, downstream_section,
+                                         frontier_section, multilabel_section, temperature_section, time_section)
+
+
+class _Clock:
+    """Elapsed wall time of an experiment over all its sessions, kept in ``<runs>/<name>/sessions.json``:
+    per session its start, its last tick (a killed session counts up to its last tick) and the
+    seconds spent on diagnostics that do not count (the frontier runs)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.sessions = json.loads(path.read_text()) if path.is_file() else []
+        self.sessions.append({"start": time.time(), "last": time.time(), "excluded": 0.0})
+
+    def tick(self) -> None:
+        from harness.io import atomic_write_text
+
+        self.sessions[-1]["last"] = time.time()
+        atomic_write_text(self.path, json.dumps(self.sessions, indent=1))
+
+    def exclude(self, seconds: float) -> None:
+        """Leave ``seconds`` of this session out of :meth:`minutes`."""
+        self.sessions[-1]["excluded"] += seconds
+        self.tick()
+
+    def minutes(self) -> float:
+        """Elapsed minutes over all sessions, excluded time left out."""
+        return sum(s["last"] - s["start"] - s.get("excluded", 0.0) for s in self.sessions) / 60
+
+
+def _train_one(cfg: Any) -> str:
+    from upstream.train import run
+
+    return str(run(cfg, progress=False))
+
+
+def _train(workers: Any, configs: "list[Any]",
+           then: Callable[[Any], Optional[Callable[[Any], None]]] = lambda cfg: None) -> None:
+    """Queue upstream runs on ``workers`` (trained, finished, or skipped when done); ``then(cfg)``
+    gives each run's callback."""
+    for cfg in configs:
+        workers.submit("upstream", cfg.name, _train_one, (cfg,), then(cfg))
+
+
+def _transfer_one(model: str, tasks: "list[str]", out: str, settings: Any) -> dict:
+    from downstream.sweep import sweep
+
+    return sweep(model, tasks, out, settings, progress=lambda s: None)
+
+
+def run_experiment(exp: Experiment, progress: Callable[[str], None] = print) -> Path:
+    """Run (or finish) every stage of ``exp``; return the report folder.
+
+    Raises:
+        ValueError: a bad experiment (see :func:`validate_experiment`), or any stage's own errors.
+    """
+    plans = validate_experiment(exp)
+    root = Path(exp.runs_root) / exp.name
+    root.mkdir(parents=True, exist_ok=True)
+    if exp.records:
+        restored = sync_records(exp, restore=True)
+        if restored:
+            progress(f"[records] restored {restored} finished run(s) from {records_dir(exp)}")
+    clock = _Clock(root / "sessions.json")
+    from harness.workers import Workers
+
+    with Workers(exp.workers) as workers:
+        if exp.workers > 1:
+            progress(f"[workers] {exp.workers} processes with {workers.threads} thread(s) each")
+        return _run_stages(exp, plans, root, clock, workers, progress)
+
+
+def records_dir(exp: Experiment) -> Path:
+    """Where the experiment keeps its runs' compact records."""
+    return Path(exp.results_root) / exp.name / "records"
+
+
+def sync_records(exp: Experiment, restore: bool = False) -> int:
+    """Save the record of every finished upstream run of ``exp`` not yet recorded (or, with
+    ``restore``, recreate every recorded run folder that is missing); returns how many."""
+    from harness.runs import restore_record, save_record
+
+    up, rec = Path(exp.runs_root) / exp.name / "upstream", records_dir(exp)
+    if restore:
+        return sum(restore_record(r, up / r.name) for r in sorted(rec.glob("*")) if r.is_dir())
+    return sum(save_record(d, rec / d.name) for d in sorted(up.glob("*")) if d.is_dir())
+
+
+def _run_stages(exp: Experiment, plans: "dict[str, _Plan]", root: Path, clock: _Clock, workers: Any,
+                progress: Callable[[str], None]) -> Path:
+    from downstream.sweep import PRESETS, SweepSettings
+    from harness.ensembles import build_ensemble
+    from harness.report import build
+    from harness.shift import average_ensemble, predict_run
+
+    stages: "dict[str, float]" = {}
+    settings = (SweepSettings(**{**PRESETS[exp.downstream.preset], **exp.downstream.settings})
+                if exp.downstream.tasks else None)
+    main = plans["main"]
+    final = {str(Path(main.configs[f].output_dir)) for f in _first_wave(main, exp.methods, exp.seeds)
+             if f not in {g for grid in main.grid.values() for g in grid.values()}}
+    ml = exp.multilabel
+    evaluated = [re.compile(rf"{re.escape(m)}(_t[^_]+)?_s\d+") for m in (exp.evaluate_methods or exp.methods)]
+
+    def follow_up(d: Path) -> None:  # a final run of the main study: shift predictions and transfer
+        if not any(r.fullmatch(d.name) for r in evaluated):
+            return
+        if exp.shift is not None:
+            workers.submit("shift", d.name, predict_run, (d, exp.shift))
+        if settings is not None:
+            workers.submit("downstream", d.name, _transfer_one, (str(d / "model.pt"), list(exp.downstream.tasks),
+                                                                 str(root / "downstream" / d.name), settings))
+
+    def then(cfg: Any) -> "Optional[Callable[[Any], None]]":
+        return (lambda _: follow_up(Path(cfg.output_dir))) if str(Path(cfg.output_dir)) in final else None
+
+    def tick() -> None:  # after every job: the clock, and the records of runs that just finished
+        clock.tick()
+        if exp.records:
+            sync_records(exp)
+
+    # priority: the main study, then the budget curves, then the multi-label study, then the frontier
+    _train(workers, [main.configs[f] for f in _first_wave(main, exp.methods, exp.seeds)], then)
+    workers.wait(progress, tick, stages={"upstream"})
+    more = _extend_grids(main, exp.temperature_grid, exp.grid_extensions)
+    while more:  # the best τ lay on the grid's edge: try past it
+        progress(f"[τ grid] extended: {', '.join(more)}")
+        _train(workers, [main.configs[f] for f in more])
+        workers.wait(progress, tick, stages={"upstream"})
+        more = _extend_grids(main, exp.temperature_grid, exp.grid_extensions)
+    second, grid_rows = _choose_temperatures(main, exp.methods, exp.seeds)
+    runs = _study_runs(main, exp.methods, exp.seeds)
+    final = {str(d) for dirs in runs.values() for d in dirs}
+    if not main.grid_overrides:
+        for method in main.grid:  # the chosen τ's run is trained already
+            follow_up(runs[method][0])
+    _train(workers, [main.configs[f] for f in second], then)
+    conditions = {name: {m: [main.configs.setdefault(f"{name}_{m}_s{sd}", main.make(
+        m, main.final_head(m), sd, f"{name}_{m}_s{sd}", list(c.upstream_overrides))) for sd in c.seeds]
+        for m in c.methods} for name, c in exp.conditions.items()}
+    _train(workers, [cfg for per in conditions.values() for cfgs in per.values() for cfg in cfgs])
+    budget = {m: {int(e): _derived(main, m, f"budget_{m}_e{int(e)}", [f"train.epochs={int(e)}",
+                                                                      f"train.eval_every={int(e)}"])
+                  for e in exp.budget.epochs} for m in exp.budget.methods}
+    _train(workers, [main.configs[f] for f in dict.fromkeys(f for per in budget.values() for f in per.values())
+                   if f.startswith("budget_")])
+    ml_plan, ml_grid = plans.get("multilabel"), []
+    if ml_plan is not None:
+        _train(workers, [ml_plan.configs[f] for f in _first_wave(ml_plan, ml.methods, ml.seeds)])
+    workers.wait(progress, tick, stages={"upstream"})
+    if ml_plan is not None:
+        folders, ml_grid = _choose_temperatures(ml_plan, ml.methods, ml.seeds)
+        _train(workers, [ml_plan.configs[f] for f in folders])
+    workers.wait(progress, tick)
+    if exp.frontier.schedules:  # diagnostics: their time is not the experiment's
+        plans["frontier"] = frontier_plan(main, exp)
+        tic = time.perf_counter()
+        _train(workers, list(plans["frontier"].configs.values()))
+        workers.wait(progress, lambda: sync_records(exp) if exp.records else None)
+        clock.exclude(time.perf_counter() - tic)
+    workers.close()
+
+    tic = time.perf_counter()
+    ensembles = []
+    for method, dirs in runs.items():
+        for size in exp.ensemble_sizes:
+            out = root / "ensembles" / f"{method}_x{size}"
+            build_ensemble(dirs[:size], out)
+            ensembles.append(out)
+            progress(f"[ensemble] {method} x{size}")
+    stages["ensembles"] = time.perf_counter() - tic
+    for stage in ("shift", "downstream"):
+        if stage in workers.seconds:
+            stages[stage] = workers.seconds[stage]
+    if exp.shift is not None:  # the ensembles' shifted predictions: averages of their members'
+        tic = time.perf_counter()
+        for e in ensembles:
+            if e.name.rsplit("_x", 1)[0] in (exp.evaluate_methods or exp.methods):
+                average_ensemble(e)
+        stages["shift"] = stages.get("shift", 0.0) + time.perf_counter() - tic
+
+    ml_runs = {} if ml_plan is None else _study_runs(ml_plan, exp.multilabel.methods, exp.multilabel.seeds)
+
+    extra: dict = {"tables": [], "text": [], "json": {}}
+    if settings is not None:
+        moved = {m: dirs for m, dirs in runs.items() if m in (exp.evaluate_methods or exp.methods)}
+        per_run = {d: workers.results[("downstream", d.name)] for dirs in moved.values() for d in dirs}
+        _merge(extra, downstream_section(moved, per_run))
+
+    progress("[report]")
+    base = _upstream_config_path(exp.upstream_config)
+    extra["text"].append(f"Experiment: {exp.description or exp.name}. Schedule: upstream config {base.name} with "
+                         f"{' '.join(exp.upstream_overrides) or 'no overrides'}; seeds {list(exp.seeds)}; methods "
+                         + "; ".join(f"{m} {dict(h)}" for m, h in exp.methods.items()) + ".")
+    first = main.configs[Path(runs[next(iter(runs))][0]).name]
+    precisions = sorted({str(_metrics(d).get("mixed_precision")) for dirs in runs.values() for d in dirs})
+    extra["json"]["schedule"] = {"upstream_config": base.name, "upstream_overrides": list(exp.upstream_overrides),
+                                 "epochs": first.train.epochs, "backbone": first.model.backbone,
+                                 "batch_size": first.data.batch_size, "grid_overrides": list(exp.grid_overrides),
+                                 "mixed_precision": precisions}
+    if len(precisions) > 1:
+        extra["text"].append(f"Note: the study's runs used different precisions ({', '.join(precisions)}; train."
+                             "mixed_precision=auto follows each machine's CPU): part of any difference may come from it.")
+    if grid_rows:
+        _merge(extra, temperature_section(grid_rows, "Temperature τ chosen on the held-out split"))
+    _merge(extra, comparison_section(runs, ensembles))
+    for name, per in conditions.items():
+        cond = exp.conditions[name]
+        part = comparison_section({m: [Path(c.output_dir) for c in cfgs] for m, cfgs in per.items()}, [],
+                                  label=f"Condition {name} ({cond.description or ' '.join(cond.upstream_overrides)})")
+        extra["json"].setdefault("conditions", {})[name] = part.pop("json")
+        _merge(extra, part)
+    if ml_runs:
+        _merge(extra, multilabel_section(ml_runs, ml_grid))
+    if budget:
+        plans["budget"] = _Plan(configs={f: c for f, c in main.configs.items() if f.startswith("budget_")})
+        _merge(extra, budget_section({m: {e: Path(main.configs[f].output_dir) for e, f in per.items()}
+                                      for m, per in budget.items()}))
+    if "frontier" in plans:
+        _merge(extra, frontier_section(plans["frontier"], runs, exp))
+    extra["json"]["confusable_pairs"] = [list(p) for p in exp.confusable_pairs]
+    times = {study: _run_times(plan) for study, plan in plans.items()}
+    clock.tick()
+    elapsed = clock.minutes()
+    _merge(extra, time_section(times, {"main": grid_rows, "multilabel": ml_grid}, stages, elapsed,
+                               len(clock.sessions), exp.workers))
+    tic = time.perf_counter()
+    out = build([d for dirs in runs.values() for d in dirs] + ensembles, exp.name, exp.results_root,
+                covariance=exp.covariance, extra=extra)
+    progress(f"[report] {out} ({time.perf_counter() - tic:.0f} s)")
+    return out
+
+
+def _run_times(plan: "Optional[_Plan]") -> "dict[str, float]":
+    """Wall seconds of every finished run of a study (from its metrics.json: all its sessions)."""
+    if plan is None:
+        return {}
+    out = {}
+    for folder, cfg in plan.configs.items():
+        f = Path(cfg.output_dir) / "metrics.json"
+        if f.is_file():
+            out[folder] = float(json.loads(f.read_text()).get("wall_seconds") or 0.0)
+    return out
+
