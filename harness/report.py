@@ -246,11 +246,12 @@ def build(paths: Sequence["str | Path"], name: str, out_root: "str | Path" = "re
         item = {"label": e.label, "method": e.method, "kind": e.kind, "source": e.preds.source, "metrics": m,
                 "members": e.members, "command": e.command}
         if e.heldout is not None:
-            t = fit_temperature(e.heldout)
+            cal = (label_calibration(e.preds, e.heldout, clean_heldout(e.heldout, e.run_dir))
+                   if not multilabel and e.run_dir is not None else None)
+            t = cal["fit_noisy"]["temperature"] if cal else fit_temperature(e.heldout)  # the same fit, done once
             item["temperature_scaling"] = {"temperature": t, "after": scale(e.preds, t).metrics(),
                                            "fitted_on": "held-out split"}
-            if not multilabel and e.run_dir is not None:
-                cal = label_calibration(e.preds, e.heldout, clean_heldout(e.heldout, e.run_dir))
+            if cal:
                 item["calibration"] = cal
                 item["temperature_scaling"]["fitted_on"] = (
                     "held-out split, noisy labels" if cal["noisy_labels_differ"] else "held-out split")

@@ -194,9 +194,9 @@ def _heldout(plan: _Plan, method: str) -> "tuple[dict[float, dict], str]":
     return held, "nll" if "nll" in next(iter(held.values())) else "sigmoid_nll"
 
 
-def _best_tau(plan: _Plan, method: str) -> float:
-    """The τ with the lowest held-out NLL (ties: the smaller τ)."""
-    held, key = _heldout(plan, method)
+def _best_tau(plan: _Plan, method: str, held: "Optional[tuple[dict[float, dict], str]]" = None) -> float:
+    """The τ with the lowest held-out NLL (ties: the smaller τ); ``held``: :func:`_heldout`, if read already."""
+    held, key = held or _heldout(plan, method)
     return min(held, key=lambda t: (held[t][key], t))
 
 
@@ -228,7 +228,7 @@ def _choose_temperatures(plan: _Plan, methods: dict, seeds: list) -> "tuple[list
         if method not in plan.grid:
             continue
         held, key = _heldout(plan, method)
-        best = _best_tau(plan, method)
+        best = _best_tau(plan, method, (held, key))
         for tau in sorted(plan.grid[method]):
             rows.append({"method": method, "temperature": tau, "heldout": held[tau], "chosen": tau == best,
                          "run": plan.configs[plan.grid[method][tau]].output_dir, "key": key})

@@ -72,11 +72,9 @@ def test_sampling_se(preds: Sequence[Predictions], keys: Sequence[str] = IMAGE_K
                      seed: int = 0) -> "dict[str, float]":
     """Per metric, the bootstrap standard error over evaluation images of each model's metric,
     averaged over the models (seeds): the part of the spread that comes from the test sample."""
-    out = {}
-    for key in keys:
-        stat = _stat(key, 1)
-        out[key] = float(np.mean([stats.bootstrap_std(stat, _parts(p), n_boot=n_boot, seed=seed) for p in preds]))
-    return out
+    parts = [_parts(p) for p in preds]
+    return {key: float(np.mean([stats.bootstrap_std(_stat(key, 1), x, n_boot=n_boot, seed=seed) for x in parts]))
+            for key in keys}
 
 
 def seed_level(a: "dict[str, Sequence[float]]", b: "dict[str, Sequence[float]]") -> "dict[str, dict]":
@@ -117,6 +115,6 @@ def image_level(a: Sequence[Predictions], b: Sequence[Predictions], keys: Sequen
         r = stats.paired_bootstrap(_stat(key, n), pa, pb, n_boot=n_boot, seed=seed)
         r["verdict"] = stats.verdict(r["lo"], r["hi"], HIGHER_IS_BETTER[key], None)
         if key == "top1":
-            r["mcnemar"] = [stats.mcnemar_exact(_parts(x)[1], _parts(y)[1]) for x, y in zip(a, b)]
+            r["mcnemar"] = [stats.mcnemar_exact(pa[3 * i + 1], pb[3 * i + 1]) for i in range(n)]
         out[key] = r
     return out
