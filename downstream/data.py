@@ -1,6 +1,6 @@
 """Reading VTAB-1k splits: from TFDS (``tfds.data_source``) or from the PEFT folder format.
 
-Both readers return a :class:`harness.data.sources.ImageDataset` with the task's classes, check the
+Both readers return a :class:`harness.data.dataset.ImageDataset` with the task's classes, check the
 split size (800 / 200 / 1000 / the test size) and the label range with errors that name the fix,
 and attach ``dataset.source``: a dict saying what was read (TFDS name and version, or the list file).
 
@@ -34,7 +34,7 @@ import numpy as np
 from PIL import Image
 
 from downstream.tasks import SPLITS, Task
-from harness.data.sources import ImageDataset
+from harness.data.dataset import ImageDataset
 
 #: TFDS examples decoded per split by :func:`check_tfds_split` (evenly spaced, first and last included)
 TFDS_SAMPLE = 8

@@ -21,7 +21,7 @@ import functools
 import numpy as np
 
 from downstream.tasks import SPLITS, Task
-from harness.data.sources import ArrayImages, ImageDataset
+from harness.data.dataset import ArrayImages, ImageDataset
 
 DEMO_TEST_SIZE = 500
 

@@ -31,9 +31,9 @@ import torch
 import torch.nn.functional as F
 from torchvision.transforms import v2
 
+from harness.data.dataset import ImageDataset
 from harness.data.loading import EpochSampler, TransformedDataset
-from harness.data.sources import ImageDataset
-from harness.ensembles import Predictions
+from harness.uncertainty.predictions import Predictions
 from harness.models import Classifier, load_model, replace_head
 
 

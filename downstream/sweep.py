@@ -13,10 +13,8 @@ score when all 19 are present) and per-example test predictions in ``predictions
 Before the first run, the settings, the device and all four splits of every task are checked
 (:func:`check_tasks`), so bad data is reported before hours of training, not after.
 
-Recipes (:data:`PRESETS`): ``vtab_sweep`` (default), the VTAB-1k sweep {0.001, 0.01} x {500, 2500}
-steps on the staircase schedule; ``bit_hyperrule``, the BiT-HyperRule as published (lr 0.003 at
-batch 512, 500 / 10k / 20k steps by training-set size, no selection); ``demo``, CPU-sized settings
-for the DEMO tasks.
+The settings and recipes are :class:`downstream.config.SweepSettings` and
+:data:`downstream.config.PRESETS`; the table is written by :mod:`downstream.table`.
 
 Runs execute in this process one after the other (``local``), or as separate processes through
 submitit (``submitit-local``: one process per GPU when GPUs are given; ``slurm``: one SLURM job per
@@ -26,162 +24,19 @@ task and configuration).
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
-import numpy as np
-
+from downstream.config import SweepSettings, recipe
 from downstream.demo import DEMO_TASKS, demo_split
-from downstream.finetune import SCHEDULES
-from downstream.tasks import GROUPS, SPLITS, TASKS, Task, get_task, resolve_tasks
+from downstream.table import table, write_table
+from downstream.tasks import GROUPS, SPLITS, Task, get_task, resolve_tasks
 from harness.io import atomic_write_text
-from harness.provenance import markdown_header, provenance
 
 EXECUTORS = ("local", "submitit-local", "slurm")
-DATA_FORMATS = ("tfds", "folder")
-
-
-def _require(ok: bool, message: str) -> None:
-    if not ok:
-        raise ValueError(message)
-
-
-def _is_int(v) -> bool:
-    return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
-
-
-@dataclass
-class SweepSettings:
-    """Grid and fine-tuning settings shared by every task (the same sweep for all, as VTAB requires).
-
-    Attributes:
-        lrs, steps: the grid (default {0.001, 0.01} x {500, 2500}: the VTAB sweep); a steps entry of
-            None (``bit_hyperrule`` schedule only) means the BiT-HyperRule's 500 / 10k / 20k steps.
-        seeds: final runs per task (mean and std over them).
-        batch_size, micro_batch, resolution, clip_grad_norm, device, channels_last: see
-            :class:`downstream.finetune.FinetuneConfig` (``resolution`` = (resize, crop)).
-        data_format: ``tfds`` or ``folder`` for VTAB tasks (demo tasks are generated).
-        data_dir: TFDS data_dir or the folder-format root.
-        check_test_size: refuse a test split whose size differs from the task's (train800, val200
-            and train800val200 are always checked).
-        schedule: ``staircase``, ``bit_hyperrule``, ``ta`` or ``cosine`` (see
-            :class:`downstream.finetune.FinetuneConfig`; ``bit``, its old name, means ``staircase``).
-        lr_batch: the batch size the ``lrs`` are given for (scaled linearly to ``batch_size``).
-        allow_outside_paths: accept folder-format list paths outside their task folder (``../``,
-            absolute paths); off by default, so a list cannot make the harness read other files.
-        preset: the name of the :data:`PRESETS` entry these settings start from (reported in
-            ``vtab.md``; not a setting itself).
-
-    Raises:
-        ValueError: a value out of range (the message names the setting and its CLI option).
-    """
-
-    lrs: "list[float]" = field(default_factory=lambda: [0.001, 0.01])
-    steps: "list[Optional[int]]" = field(default_factory=lambda: [500, 2500])
-    seeds: int = 1
-    batch_size: int = 512
-    micro_batch: int = 64
-    resolution: "Optional[list[int]]" = None
-    clip_grad_norm: Optional[float] = None
-    device: str = "cpu"
-    data_format: str = "tfds"
-    data_dir: Optional[str] = None
-    check_test_size: bool = True
-    schedule: str = "staircase"
-    lr_batch: Optional[int] = None
-    allow_outside_paths: bool = False
-    channels_last: bool = False
-    preset: str = "vtab_sweep"
-
-    def __post_init__(self) -> None:
-        if self.schedule == "bit":
-            self.schedule = "staircase"
-        _require(self.schedule in SCHEDULES, f"unknown schedule {self.schedule!r} (--schedule): use one of "
-                 f"{', '.join(SCHEDULES)}")
-        _require(isinstance(self.lrs, (list, tuple)) and len(self.lrs) > 0 and all(
-            isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0 for v in self.lrs),
-            f"learning rates (--lrs, lrs) must be a non-empty list of positive numbers, e.g. 0.001,0.01; got "
-            f"{self.lrs!r}")
-        rule = self.schedule == "bit_hyperrule"
-        _require(isinstance(self.steps, (list, tuple)) and len(self.steps) > 0,
-                 f"steps (--steps, steps) must be a non-empty list, e.g. 500,2500; got {self.steps!r}")
-        if rule:
-            _require(list(self.steps) == [None], f"the BiT-HyperRule sets the steps from the training-set size (500 "
-                     f"below 20k examples, 10k below 500k, 20k above), so steps (--steps) cannot be given "
-                     f"({self.steps!r}); use --schedule staircase to choose the steps")
-        else:
-            _require(all(_is_int(v) and v >= 1 for v in self.steps), f"steps (--steps, steps) must be whole numbers "
-                     f">= 1, e.g. 500,2500; got {self.steps!r}")
-        for name, option in (("seeds", "--seeds"), ("batch_size", "--batch-size"), ("micro_batch", "--micro-batch")):
-            v = getattr(self, name)
-            _require(_is_int(v) and v >= 1, f"{name} ({option}) must be a whole number >= 1, got {v!r}")
-        _require(self.lr_batch is None or (_is_int(self.lr_batch) and self.lr_batch >= 1),
-                 f"lr_batch (--lr-batch) must be a whole number >= 1 or unset, got {self.lr_batch!r}")
-        if self.resolution is not None:
-            r = self.resolution
-            _require(isinstance(r, (list, tuple)) and len(r) == 2 and all(_is_int(v) and v >= 1 for v in r)
-                     and r[1] <= r[0], f"resolution (--resolution) must be RESIZE,CROP: two whole numbers with "
-                     f"1 <= CROP <= RESIZE, e.g. 160,128; got {r!r}")
-            self.resolution = [int(v) for v in r]
-        _require(self.clip_grad_norm is None or (isinstance(self.clip_grad_norm, (int, float)) and
-                                                 math.isfinite(self.clip_grad_norm) and self.clip_grad_norm > 0),
-                 f"clip_grad_norm must be a positive number or unset, got {self.clip_grad_norm!r}")
-        _require(self.data_format in DATA_FORMATS, f"unknown data format {self.data_format!r} (--data-format): use "
-                 f"one of {', '.join(DATA_FORMATS)}")
-        PRESETS[self.preset]  # noqa: B018 -- an unknown name raises its ValueError
-
-
-class _Presets(dict):
-    """Preset name -> SweepSettings fields; an unknown name raises ValueError naming the known ones."""
-
-    def __missing__(self, name: str):
-        if name == "bit":
-            raise ValueError("preset 'bit' was renamed: it was the VTAB sweep ({0.001, 0.01} x {500, 2500} steps), not "
-                             "the BiT-HyperRule; use --preset vtab_sweep for that grid, or --preset bit_hyperrule for "
-                             "the published BiT-HyperRule")
-        raise ValueError(f"unknown preset {name!r}: use one of {', '.join(self)}")
-
-
-#: named settings (each records its own name in ``preset``)
-PRESETS = _Presets(
-    vtab_sweep=dict(preset="vtab_sweep"),
-    bit_hyperrule=dict(preset="bit_hyperrule", lrs=[0.003], steps=[None], batch_size=512, lr_batch=512,
-                       schedule="bit_hyperrule"),
-    demo=dict(preset="demo", lrs=[0.01, 0.05], steps=[50, 100], seeds=2, batch_size=64, micro_batch=64,
-              resolution=[32, 32]),
-)
-
-PRESET_TEXT = {
-    "vtab_sweep": "the VTAB-1k sweep (Zhai et al. 2019; google-research/task_adaptation): lr {0.001, 0.01} x steps {500, 2500} chosen on "
-                  "val200, batch 512, staircase schedule",
-    "bit_hyperrule": "the BiT-HyperRule as published (Kolesnikov et al. 2020; big_transfer bit_hyperrule.py): "
-                     "lr 0.003 at batch 512; 500 steps below 20k training examples, 10k below 500k, 20k above; "
-                     "no selection",
-    "demo": "CPU-sized settings for the DEMO tasks; neither the BiT-HyperRule nor the VTAB sweep",
-}
-
-SCHEDULE_TEXT = {
-    "staircase": "linear warm-up over 20% of the steps, x0.1 at 40/60/80%",
-    "bit_hyperrule": "the BiT-HyperRule's: warm-up from 0 over 100 (500) steps, x0.1 after steps 200/300/400 "
-                     "(3k/6k/9k; 6k/12k/18k)",
-    "ta": "task_adaptation's: warm-up 8%, x0.1 at 30/60/90%",
-    "cosine": "warm-up 5%, cosine decay to 0",
-}
-
-#: fields that change what a run computes (the recipe); the others say where and how it runs
-RECIPE_FIELDS = ("lrs", "steps", "seeds", "batch_size", "micro_batch", "resolution", "clip_grad_norm", "schedule",
-                 "lr_batch")
-
-
-def recipe(settings: SweepSettings) -> dict:
-    """The preset, what was changed from it, and the recipe fields, for ``vtab.json`` / ``vtab.md``."""
-    base, used = asdict(SweepSettings(**PRESETS[settings.preset])), asdict(settings)
-    return {"preset": settings.preset, "description": PRESET_TEXT[settings.preset],
-            "changed": [k for k in RECIPE_FIELDS if used[k] != base[k]], **{k: used[k] for k in RECIPE_FIELDS}}
 
 
 # ------------------------------------------------------------------------------------------ tasks
@@ -416,7 +271,7 @@ def _same_sweep(old: dict, new: dict) -> bool:
 
 def sweep(upstream: str, tasks: Sequence[str], out: "str | Path", settings: SweepSettings,
           executor: str = "local", slurm: Optional[dict] = None, progress: Callable[[str], None] = print) -> dict:
-    """Run (or finish) the sweep; write the table. Returns the table dict (see :func:`table`).
+    """Run (or finish) the sweep; write the table. Returns the table dict (see :func:`downstream.table.table`).
 
     Everything is checked before the first run and before anything is written: the executor, the
     device (for ``local`` and ``submitit-local``; a SLURM job's GPU is not visible from here), the
@@ -486,84 +341,3 @@ def sweep(upstream: str, tasks: Sequence[str], out: "str | Path", settings: Swee
     result = {"recipe": recipe(settings), **table([done[f["key"]] for f in finals], chosen)}
     write_table(result, out)
     return result
-
-
-# ------------------------------------------------------------------------------------------ table
-def table(finals: "list[dict]", tasks: "list[Task]") -> dict:
-    """Per-task mean/std test accuracy over seeds with the data read, group means, and the mean over tasks.
-
-    The VTAB-1k score is the unweighted mean of the 19 per-task accuracies (not the mean of the
-    group means; Zhai et al. 2019); it is reported only when all 19 tasks are present.
-    """
-    per_task = {}
-    for t in tasks:
-        recs = [r for r in finals if r["task"] == t.name]
-        accs = [r["accuracy"] for r in recs]
-        data = []
-        for r in recs:
-            data += [d for d in r.get("data", []) if d not in data]
-        per_task[t.name] = {"group": t.group, "mean": float(np.mean(accs)),
-                            "std": float(np.std(accs, ddof=1)) if len(accs) > 1 else 0.0, "seeds": len(accs),
-                            "lr": recs[0]["lr"], "steps": recs[0]["steps"], "data": data}
-    groups = {}
-    for g in (*GROUPS, "demo", "custom"):
-        vals = [v["mean"] for v in per_task.values() if v["group"] == g]
-        if vals:
-            groups[g] = {"mean": float(np.mean(vals)), "tasks": len(vals)}
-    vtab = [v["mean"] for k, v in per_task.items() if k in TASKS]
-    return {"tasks": per_task, "groups": groups, "mean_over_tasks": float(np.mean([v["mean"] for v in per_task.values()])),
-            "vtab1k_score": float(np.mean(vtab)) if len(vtab) == len(TASKS) else None}
-
-
-def _data_text(data: "list[dict]") -> str:
-    """What a task's runs read, in a few words (TFDS name and version; list folder; generated)."""
-    parts = []
-    for d in data:
-        if d.get("format") == "tfds":
-            text = f"TFDS {d['name']} {d['version']}"
-            parts.append(text + (f" (pinned {d['pinned']} not available)" if d.get("fallback") else ""))
-        elif d.get("format") == "folder":
-            parts.append(f"folder {Path(d['list']).parent}")
-        elif d.get("format") == "demo":
-            parts.append("generated (digits)")
-    return "; ".join(dict.fromkeys(parts)) or "not recorded"
-
-
-def _recipe_text(r: dict) -> "list[str]":
-    """The recipe paragraph of ``vtab.md``: preset, changes, and every fine-tuning setting used."""
-    steps = ("500 / 10k / 20k by training-set size (BiT-HyperRule)" if r["steps"] == [None]
-             else "{" + ", ".join(str(s) for s in r["steps"]) + "}")
-    lrs = "{" + ", ".join(f"{v:g}" for v in r["lrs"]) + "}"
-    if r["lr_batch"] is not None:
-        lrs += f" (given for batch {r['lr_batch']}, scaled linearly)"
-    res = ("BiT rule (160 -> 128 below 96x96 pixels, else 512 -> 480)" if r["resolution"] is None
-           else f"resize {r['resolution'][0]}, crop {r['resolution'][1]}")
-    select = ("(lr, steps) chosen on val200 after training on train800; final runs on train800val200"
-              if len(r["lrs"]) * len(r["steps"]) > 1 else "one configuration, so no selection: final runs on "
-              "train800val200")
-    changed = f" Changed from the preset: {', '.join(r['changed'])}." if r["changed"] else ""
-    return [f"Recipe: preset `{r['preset']}`, {r['description']}.{changed}", "",
-            f"Fresh zero-initialised linear head; SGD momentum 0.9, no weight decay; batch {r['batch_size']} "
-            f"({r['micro_batch']} per forward pass); lr {lrs} x steps {steps}; schedule {r['schedule']}: "
-            f"{SCHEDULE_TEXT[r['schedule']]}; mixup from 20k training examples (alpha 0.1, one lambda per step); "
-            f"resolution {res}. {select}; top-1 accuracy on test (mean ± std over seeds)."]
-
-
-def write_table(result: dict, out: Path) -> None:
-    """``vtab.md`` and ``vtab.json`` with the command, machine, versions, the recipe and the data read."""
-    prov = provenance()
-    lines = [markdown_header("Downstream transfer (VTAB-1k protocol)", prov)]
-    if "recipe" in result:
-        lines += _recipe_text(result["recipe"])
-    lines += ["", "| task | group | lr | steps | test top-1 | seeds | data read |", "|---|---|---|---|---|---|---|"]
-    for name, v in result["tasks"].items():
-        lines.append(f"| {name} | {v['group']} | {v['lr']:g} | {v['steps']} | {100 * v['mean']:.2f} ± "
-                     f"{100 * v['std']:.2f} | {v['seeds']} | {_data_text(v.get('data', []))} |")
-    lines += ["", "| group | mean top-1 | tasks |", "|---|---|---|"]
-    lines += [f"| {g} | {100 * v['mean']:.2f} | {v['tasks']} |" for g, v in result["groups"].items()]
-    score = result["vtab1k_score"]
-    lines += ["", f"Mean over the {len(result['tasks'])} tasks: {100 * result['mean_over_tasks']:.2f}."
-              + (f" VTAB-1k score (19-task mean): {100 * score:.2f}." if score is not None else
-                 " (Not a VTAB-1k score: that needs all 19 tasks.)"), ""]
-    atomic_write_text(out / "vtab.md", "\n".join(lines))
-    atomic_write_text(out / "vtab.json", json.dumps({"provenance": prov, **result}, indent=1))

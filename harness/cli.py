@@ -40,9 +40,9 @@ _register_stages()
 def ensemble(members, more, out, name, from_checkpoints, eval_data, device) -> None:
     """Deep ensemble of run folders: averaged probabilities, member and ensemble metrics, Gibbs CE,
     ensemble gain, disagreement and KL to the ensemble."""
-    from harness.ensembles import build_ensemble
+    from harness.uncertainty.ensembles import build_ensemble
     from harness.runs import data_config, predict_checkpoint
-    from harness.shift import ensemble_sets
+    from harness.shift.predict import ensemble_sets
 
     members = list(members) + list(more)
     name = name or f"{members[0].resolve().name}_ens"
@@ -83,20 +83,21 @@ def ensemble(members, more, out, name, from_checkpoints, eval_data, device) -> N
 def report(paths, name, out_root, no_covariance, no_shift, top_pairs, screenshot) -> None:
     """Markdown, HTML and JSON report of run and ensemble folders (Table 7 layout, calibration,
     reliability diagrams, covariance analysis; distribution shift where harness shift has run)."""
-    from harness import report as rep
+    from harness.report.build import build
+    from harness.report.render import screenshot as take_screenshot
 
     try:
-        out = rep.build(paths, name or paths[0].resolve().name, out_root, covariance=not no_covariance,
+        out = build(paths, name or paths[0].resolve().name, out_root, covariance=not no_covariance,
                         top_pairs=top_pairs, shift=not no_shift)
         click.echo(f"wrote {out / 'report.md'}, {out / 'report.html'}, {out / 'report.json'}")
         if screenshot:
-            click.echo(f"wrote {rep.screenshot(out / 'report.html', out / 'report.png')}")
+            click.echo(f"wrote {take_screenshot(out / 'report.html', out / 'report.png')}")
     except (ValueError, FileNotFoundError, RuntimeError) as e:
         raise click.ClickException(str(e)) from e
 
 
 def _severities(text: str) -> "list[int]":
-    """``1-5`` or ``1,3,5`` -> integers (their range is checked by harness.corruptions.resolve)."""
+    """``1-5`` or ``1,3,5`` -> integers (their range is checked by harness.shift.corruptions.resolve)."""
     try:
         if "-" in text.strip("-"):
             lo, hi = (int(v) for v in text.split("-"))
@@ -129,8 +130,9 @@ def shift(members, more, corruptions, severities, examples, ood, seed, device) -
     corruptions x 5 severities by default) and OOD sets, saved in each folder's shift/ as predictions.npz files;
     one model in memory at a time. Ensemble folders average their members' sets. harness report then adds the
     shift section (accuracy/NLL/ECE against severity, OOD detection, risk-coverage)."""
-    from harness.shift import ShiftSettings, predict_folders
-    from harness.shift_report import entry_results
+    from harness.shift.predict import predict_folders
+    from harness.shift.results import entry_results
+    from harness.shift.settings import ShiftSettings
 
     settings = ShiftSettings(corruptions=[c for c in corruptions.split(",") if c.strip()],
                              severities=_severities(severities), examples=examples, seed=seed,
@@ -191,7 +193,8 @@ def downstream(upstream_ckpt, tasks, data_dir, data_format, preset, lrs, steps, 
                slurm_opts) -> None:
     """VTAB-1k transfer: fresh zero-initialised head, lr x steps sweep on val200 (or the BiT-HyperRule),
     final runs on train800val200 scored on test; checks every task's data first; resumes a killed sweep."""
-    from downstream.sweep import PRESETS, SweepSettings, sweep
+    from downstream.config import PRESETS, SweepSettings
+    from downstream.sweep import sweep
 
     def numbers(text, option, kind, example, count=None):
         if text is None:

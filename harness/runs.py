@@ -4,8 +4,8 @@ A run folder is what ``harness upstream`` (or a downstream fine-tune) writes: ``
 ``model.pt``, ``predictions.npz`` (and ``heldout_predictions.npz`` with ``data.heldout_split``),
 ``metrics.json``. An ensemble folder (``harness ensemble``) holds ``predictions.npz`` too.
 
-Layering: :mod:`harness.metrics` <- this module <- :mod:`harness.ensembles` <- :mod:`harness.report`.
-This module imports neither of the last two. Model and loader modules (timm, torchvision) are
+Layering: :mod:`harness.uncertainty.predictions` <- this module <- :mod:`harness.uncertainty.ensembles`,
+:mod:`harness.report`; it imports neither of the last two. Model and loader modules (timm, torchvision) are
 imported inside the functions that re-predict, so reading predictions stays light.
 """
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import io
 import json
-from dataclasses import dataclass
+import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator, Optional
 
@@ -21,79 +21,17 @@ import numpy as np
 import torch
 from omegaconf import OmegaConf
 
-from harness import metrics as M
 from harness.config import load_config
-from harness.data.sources import DataConfig, ImageDataset, LabelSets, build_split
-from harness.io import atomic_write_bytes
+from harness.data.config import DataConfig
+from harness.data.dataset import ImageDataset, LabelSets
+from harness.data.sources import build_split
+from harness.io import atomic_write_bytes, atomic_write_text
+from harness.uncertainty.predictions import Predictions
 
 if TYPE_CHECKING:
     from harness.models import Classifier
 
 METHOD_NAMES = {"none": "hom", "diagonal": "diag", "low_rank": "het", "parameter_efficient": "pe"}
-
-
-@dataclass
-class Predictions:
-    """Per-example outputs of one model (or ensemble) on one split, sorted by example index.
-
-    Attributes:
-        logits: ``[N, K]`` float64 (for het models log p̄, or logit p̄ for the sigmoid link).
-        targets: ``[N]`` ints, or ``[N, K]`` multi-hot.
-        index: ``[N]`` example indices in the split.
-        class_names: K names.
-        link: ``softmax`` or ``sigmoid``.
-        source: where they came from (run folder or ensemble).
-    """
-
-    logits: np.ndarray
-    targets: np.ndarray
-    index: np.ndarray
-    class_names: "list[str]"
-    link: str
-    source: str = ""
-
-    @property
-    def multilabel(self) -> bool:
-        return self.link == "sigmoid"
-
-    @classmethod
-    def load(cls, path: "str | Path") -> "Predictions":
-        """Read a ``predictions.npz`` (or a run or ensemble folder holding one).
-
-        Raises:
-            FileNotFoundError: no predictions there.
-        """
-        path = Path(path)
-        file = path / "predictions.npz" if path.is_dir() else path
-        if not file.is_file():
-            raise FileNotFoundError(f"no predictions at {str(file)!r}; pass a finished run folder (it writes "
-                                    "predictions.npz) or an ensemble folder")
-        with np.load(file, allow_pickle=False) as z:
-            order = np.argsort(z["index"], kind="stable")
-            return cls(z["logits"].astype(np.float64)[order], z["targets"][order], z["index"][order],
-                       [str(c) for c in z["class_names"]], str(z["link"]), str(path))
-
-    def save(self, path: "str | Path") -> None:
-        """Write ``predictions.npz`` atomically (logits as float32)."""
-        buf = io.BytesIO()
-        np.savez(buf, logits=self.logits.astype(np.float32), targets=self.targets, index=self.index,
-                 class_names=np.array(self.class_names), link=np.array(self.link),
-                 multilabel=np.array(self.multilabel))
-        atomic_write_bytes(path, buf.getvalue())
-
-    def log_probs(self) -> np.ndarray:
-        """softmax: log p ``[N, K]`` (rows sum to 1); sigmoid: per-class log P(y_k = 1)."""
-        return M.log_softmax(self.logits) if self.link == "softmax" else M.log_sigmoid(self.logits)
-
-    def metrics(self) -> "dict[str, float]":
-        """The single-label or multi-label metric suite of :mod:`harness.metrics`."""
-        if self.multilabel:
-            return M.multilabel_metrics(self.logits, self.targets)
-        return M.classification_metrics(self.log_probs(), self.targets)
-
-    def nll(self) -> float:
-        """Mean NLL in nats (summed over classes for the sigmoid link)."""
-        return M.sigmoid_nll(self.logits, self.targets) if self.multilabel else M.nll(self.log_probs(), self.targets)
 
 
 #: what a finished run's compact record keeps: enough to report on it and to count it as done (no
@@ -144,6 +82,43 @@ def load_heldout(run_dir: "str | Path") -> Optional[Predictions]:
     """A run's (or ensemble's) ``heldout_predictions.npz`` if it saved one (``data.heldout_split``), else None."""
     path = Path(run_dir) / "heldout_predictions.npz"
     return Predictions.load(path) if path.is_file() else None
+
+
+def save_ensemble(out: "str | Path", preds: Predictions, heldout: Optional[Predictions], spec: str) -> None:
+    """Write an ensemble folder: ``predictions.npz``, ``heldout_predictions.npz`` (or remove a previous
+    ensemble's), remove a previous ensemble's ``shift/`` sets, and last ``ensemble.json`` (``spec``, the
+    completion marker), each file atomically."""
+    out = Path(out)
+    preds.save(out / "predictions.npz")
+    if heldout is not None:
+        heldout.save(out / "heldout_predictions.npz")
+    elif (out / "heldout_predictions.npz").is_file():
+        (out / "heldout_predictions.npz").unlink()  # a previous ensemble's, not this one's
+    if (out / "shift").exists():  # a previous ensemble's shift sets (harness.shift.predict.average_ensemble redoes them)
+        shutil.rmtree(out / "shift")
+    atomic_write_text(out / "ensemble.json", spec)
+
+
+def ensemble_spec(ens_dir: "str | Path") -> Optional[dict]:
+    """An ensemble folder's ``ensemble.json`` (members, method, summary, ...), or None if it has no readable one."""
+    path = Path(ens_dir) / "ensemble.json"
+    try:
+        return json.loads(path.read_text()) if path.is_file() else None
+    except (OSError, ValueError):
+        return None
+
+
+def ensemble_members(ens_dir: "str | Path") -> "list[Path]":
+    """The member run folders an ensemble folder's ``ensemble.json`` lists.
+
+    Raises:
+        FileNotFoundError: not an ensemble folder (no readable ``ensemble.json`` listing members).
+    """
+    spec = ensemble_spec(ens_dir)
+    if not spec or not spec.get("members"):
+        raise FileNotFoundError(f"{str(ens_dir)!r} is not an ensemble folder (no ensemble.json listing members); "
+                                "build it with harness ensemble")
+    return [Path(m) for m in spec["members"]]
 
 
 def run_config(run_dir: "str | Path") -> dict:

@@ -131,7 +131,7 @@ def _experiment_examples(tmp_path):
 def _report_subsets(tmp_path):
     from harness.cli import main
     from harness.io import atomic_write_text
-    from harness.runs import Predictions
+    from harness.uncertainty.predictions import Predictions
 
     for name, rows in (("a", np.arange(0, 20)), ("b", np.arange(10, 30))):
         run = _run(name)

@@ -22,7 +22,7 @@ def make_run(folder: "str | Path", seed: int = 0, n: int = 40, class_names: "Opt
              covariance: str = "none", heldout: bool = False, labels_seed: int = 0) -> Path:
     """A finished run folder by hand: random softmax logits for ``n`` examples, fixed labels."""
     from harness.io import atomic_write_text
-    from harness.runs import Predictions
+    from harness.uncertainty.predictions import Predictions
 
     folder = Path(folder)
     names = list(class_names or CLASSES)
@@ -46,7 +46,7 @@ def _cli(*args: str) -> None:
 
 
 def _lp(n: int = 8, k: int = 3) -> "tuple[np.ndarray, np.ndarray]":
-    from harness import metrics as M
+    from harness.uncertainty import metrics as M
 
     rng = np.random.default_rng(0)
     return M.log_softmax(rng.normal(size=(n, k))), rng.integers(0, k, n)
@@ -56,7 +56,7 @@ def _lp(n: int = 8, k: int = 3) -> "tuple[np.ndarray, np.ndarray]":
 @bad_input("uncertainty", "log-probabilities whose rows do not sum to 1 (metrics.nll)",
            match=r"must be normalised log-probabilities.*rows do not.*sum to less than 1: are classes missing")
 def _unnormalised(tmp_path):
-    from harness import metrics as M
+    from harness.uncertainty import metrics as M
 
     lp, y = _lp()
     M.nll(lp + np.log(0.9), y)
@@ -65,7 +65,7 @@ def _unnormalised(tmp_path):
 @bad_input("uncertainty", "raw logits passed as log-probabilities (metrics.ece)",
            match=r"look like raw logits: pass harness\.metrics\.log_softmax\(logits\)")
 def _raw_logits(tmp_path):
-    from harness import metrics as M
+    from harness.uncertainty import metrics as M
 
     M.ece(np.random.default_rng(0).normal(size=(8, 3)) * 3, np.zeros(8, dtype=int))
 
@@ -73,7 +73,7 @@ def _raw_logits(tmp_path):
 @bad_input("uncertainty", "fewer labels than prediction rows (metrics.accuracy)",
            match=r"7 labels for 8 rows of predictions: give exactly one label per example")
 def _label_count(tmp_path):
-    from harness import metrics as M
+    from harness.uncertainty import metrics as M
 
     lp, y = _lp()
     M.accuracy(lp, y[:-1])
@@ -82,7 +82,7 @@ def _label_count(tmp_path):
 @bad_input("uncertainty", "float labels (metrics.nll)",
            match=r"integer class indices, got dtype float64.*astype\(int\)")
 def _float_labels(tmp_path):
-    from harness import metrics as M
+    from harness.uncertainty import metrics as M
 
     lp, y = _lp()
     M.nll(lp, y.astype(float))
@@ -90,7 +90,7 @@ def _float_labels(tmp_path):
 
 @bad_input("uncertainty", "labels outside [0, K) (metrics.brier)", match=r"labels must lie in \[0, 3\)")
 def _label_range(tmp_path):
-    from harness import metrics as M
+    from harness.uncertainty import metrics as M
 
     lp, y = _lp()
     M.brier(lp, np.r_[y[:-1], 3])
@@ -99,14 +99,14 @@ def _label_range(tmp_path):
 @bad_input("uncertainty", "confidence above 1 (metrics.calibration_error)",
            match=r"confidence must be probabilities in \[0, 1\].*not a logit")
 def _confidence_range(tmp_path):
-    from harness import metrics as M
+    from harness.uncertainty import metrics as M
 
     M.calibration_error(np.array([0.2, 0.9, 1.5]), np.array([0, 1, 1]))
 
 
 @bad_input("uncertainty", "correctness flags other than 0/1 (metrics.reliability_bins)", match=r"correct must be 0/1")
 def _correct_values(tmp_path):
-    from harness import metrics as M
+    from harness.uncertainty import metrics as M
 
     M.reliability_bins(np.array([0.2, 0.9]), np.array([0, 2]))
 
@@ -114,7 +114,7 @@ def _correct_values(tmp_path):
 @bad_input("uncertainty", "NaN in the predictions (metrics.classification_metrics)",
            match=r"NaN in 1 of 8 rows \(first: row 2\); NaN predictions are not scored")
 def _nan(tmp_path):
-    from harness import metrics as M
+    from harness.uncertainty import metrics as M
 
     lp, y = _lp()
     lp[2, 1] = np.nan
@@ -123,7 +123,7 @@ def _nan(tmp_path):
 
 @bad_input("uncertainty", "no examples, N = 0 (metrics.top_label)", match=r"no examples \(N = 0\)")
 def _empty(tmp_path):
-    from harness import metrics as M
+    from harness.uncertainty import metrics as M
 
     M.top_label(np.zeros((0, 3)), np.zeros(0, dtype=int))
 
@@ -131,7 +131,7 @@ def _empty(tmp_path):
 @bad_input("uncertainty", "soft multi-label targets (metrics.multilabel_metrics)",
            match=r"multi-label targets must be multi-hot 0/1 values, got 0\.7 at \[0, 1\]")
 def _soft_targets(tmp_path):
-    from harness import metrics as M
+    from harness.uncertainty import metrics as M
 
     M.multilabel_metrics(np.zeros((2, 3)), np.array([[1.0, 0.7, 0.0], [0.0, 1.0, 0.0]]))
 
@@ -139,7 +139,7 @@ def _soft_targets(tmp_path):
 @bad_input("uncertainty", "multi-label targets without any positive label (metrics.micro_ap)",
            match=r"none of the 2 examples has a positive label")
 def _no_positives(tmp_path):
-    from harness import metrics as M
+    from harness.uncertainty import metrics as M
 
     M.micro_ap(np.zeros((2, 3)), np.zeros((2, 3)))
 
@@ -178,7 +178,7 @@ def _other_examples(tmp_path):
            match=r"\(held-out\) does not match .*different evaluation data or labels")
 def _other_heldout(tmp_path):
     make_run("a", 0, heldout=True), make_run("b", 1, heldout=True)
-    from harness.runs import Predictions
+    from harness.uncertainty.predictions import Predictions
 
     h = Predictions.load(Path("b") / "heldout_predictions.npz")
     h.targets = (h.targets + 1) % len(CLASSES)

@@ -92,7 +92,8 @@ def _corrupt_jpeg(tmp):
 
 @bad_input("upstream", "a corrupt image inside the CIFAR-10N zip", ValueError, r"cannot decode image 'test/cat/0003.jpg'")
 def _corrupt_zip_member(tmp):
-    from harness.data.sources import DataConfig, build_split
+    from harness.data.config import DataConfig
+    from harness.data.sources import build_split
 
     rng = np.random.default_rng(0)
     root = tmp / "c10n"
@@ -114,7 +115,8 @@ def _manifest_outside(tmp):
     (tmp / "m").mkdir()
     Image.new("RGB", (8, 8)).save(tmp / "outside.png")
     (tmp / "m" / "train.jsonl").write_text(json.dumps({"path": "../outside.png", "labels": [0]}) + "\n")
-    from harness.data.sources import DataConfig, build_split
+    from harness.data.config import DataConfig
+    from harness.data.sources import build_split
 
     build_split(DataConfig(source="manifest", path=str(tmp / "m")), "train")
 
@@ -123,7 +125,8 @@ def _manifest_outside(tmp):
 def _manifest_absolute(tmp):
     (tmp / "m").mkdir()
     (tmp / "m" / "train.csv").write_text("path,labels\n/etc/passwd,0\n")
-    from harness.data.sources import DataConfig, build_split
+    from harness.data.config import DataConfig
+    from harness.data.sources import build_split
 
     build_split(DataConfig(source="manifest", path=str(tmp / "m")), "train")
 
@@ -133,7 +136,8 @@ def _manifest_absolute(tmp):
 def _manifest_bad_line(tmp):
     (tmp / "m").mkdir()
     (tmp / "m" / "train.jsonl").write_text('{"path": "a.png", "labels": [0]}\n{path: b.png}\n')
-    from harness.data.sources import DataConfig, build_split
+    from harness.data.config import DataConfig
+    from harness.data.sources import build_split
 
     build_split(DataConfig(source="manifest", path=str(tmp / "m")), "train")
 

@@ -6,8 +6,8 @@ import itertools
 import numpy as np
 import pytest
 
-from harness import corruptions as C
-from harness import ood as O
+from harness.shift import corruptions as C
+from harness.uncertainty import ood as O
 
 
 def _images(n=6, size=32, seed=0):

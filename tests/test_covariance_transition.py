@@ -1,4 +1,4 @@
-"""harness.covariance: per-pair noise (PairNoise), its test against the label-noise transition
+"""harness.uncertainty.covariance: per-pair noise (PairNoise), its test against the label-noise transition
 (transition_test) and the mean-logit baseline of Figure 2 (confusion_ranks by="mean")."""
 
 import numpy as np
@@ -6,7 +6,7 @@ import pytest
 import torch
 from scipy import stats as sps
 
-from harness.covariance import PairNoise, confusion_ranks, transition_test
+from harness.uncertainty.covariance import PairNoise, confusion_ranks, transition_test
 from harness.heads import HeteroscedasticHead
 
 K, D = 4, 6

@@ -7,9 +7,11 @@ import pytest
 import torch
 from PIL import Image
 
+from harness.data.config import DataConfig
+from harness.data.dataset import LabelSets
 from harness.data.loading import EpochSampler, TransformedDataset
 from harness.data.noise import inject_label_noise, transition_matrix
-from harness.data.sources import DataConfig, LabelSets, build_split
+from harness.data.sources import build_split
 from harness.data.transforms import eval_transform, train_transform
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "cifar10n"

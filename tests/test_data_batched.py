@@ -10,7 +10,8 @@ from PIL import Image
 
 from harness.data.batched import ArrayBatches, BatchAugment, center_crop, make_loader
 from harness.data.cache import decoded_images, file_digest
-from harness.data.sources import DataConfig, build_split
+from harness.data.config import DataConfig
+from harness.data.sources import build_split
 from harness.data.transforms import eval_transform, train_transform
 
 CLASSES = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]

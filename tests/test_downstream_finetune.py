@@ -112,7 +112,7 @@ def test_demo_views_match_the_pil_path_and_channels_last_fine_tunes_alike(tmp_pa
     """Demo images are augmented a whole batch at a time: the same views as the per-image PIL path (up
     to its uint8 rounding); NHWC activations train the same model up to float rounding."""
     from downstream.finetune import _views
-    from harness.data.sources import ImageDataset
+    from harness.data.dataset import ImageDataset
 
     task = DEMO_TASKS["demo_position"]  # 24 px images, upsampled to 32
     train, test = demo_split(task, "val200"), demo_split(task, "test")

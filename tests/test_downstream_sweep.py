@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from downstream.sweep import SweepSettings, read_records, sweep
+from downstream.config import SweepSettings
+from downstream.sweep import read_records, sweep
 from harness.cli import main
 from harness.models import build_model, save_model
 
@@ -159,7 +160,7 @@ def test_vtab_md_names_the_preset_actually_used(upstream, tmp_path):
 
 def test_presets_vtab_sweep_and_bit_hyperrule(upstream, tmp_path, monkeypatch):
     from downstream import finetune
-    from downstream.sweep import PRESETS
+    from downstream.config import PRESETS
 
     assert asdict(SweepSettings()) == asdict(SweepSettings(**PRESETS["vtab_sweep"]))  # the default: the VTAB sweep
     assert (SweepSettings().lrs, SweepSettings().steps, SweepSettings().schedule) == ([0.001, 0.01], [500, 2500],

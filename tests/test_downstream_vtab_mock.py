@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from downstream.config import SweepSettings
 from downstream.data import tfds_split
-from downstream.sweep import SweepSettings, sweep
+from downstream.sweep import sweep
 from downstream.tasks import TASKS
 from harness.models import build_model, save_model
 

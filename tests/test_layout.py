@@ -58,7 +58,8 @@ def graph() -> "dict[str, list[tuple[str, list[str]]]]":
 def test_the_graph_is_read(graph):
     assert len(graph) > 30
     assert ("harness.heads", ["NOISE_LAYERS"]) in graph["upstream.optim"]  # from X import names
-    assert "harness.metrics" in {m for m, _ in graph["upstream.train"]}  # from package import module
+    assert "harness.uncertainty.metrics" in {m for m, _ in graph["upstream.train"]}  # from package import module
+    assert "harness.report.render" in {m for m, _ in graph["harness.report.build"]}
 
 
 def test_no_import_circles(graph):
@@ -106,3 +107,38 @@ def test_imports_flow_one_way(graph):
     down = [f"{m} imports {t}" for m, deps in graph.items() for t, _ in deps
             if m.split(".")[0] == "harness" and not m.startswith(TOP) and t.split(".")[0] in ("upstream", "downstream")]
     assert not up and not down, "imports against the layering: " + "; ".join(up + down)
+
+
+#: what each library package may not import: the numbers are computed in uncertainty (and shift) and only
+#: rendered in report; uncertainty and shift never reach into the report or the experiment runner
+FORBIDDEN = {
+    "harness.uncertainty": ("harness.report", "harness.shift", "harness.experiment", "harness.cli"),
+    "harness.shift": ("harness.report", "harness.experiment", "harness.cli"),
+    "harness.heads": ("harness.models", "harness.runs", "harness.report", "harness.shift", "harness.experiment"),
+    "harness.report": ("harness.models", "harness.backbones", "harness.heads", "harness.experiment", "harness.cli"),
+}
+#: third-party modules that compute (models, optimisation, statistics): report may not import them
+COMPUTING = ("torch", "scipy", "sklearn", "timm")
+
+
+def _third_party(path: Path) -> "set[str]":
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            out |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            out.add(node.module.split(".")[0])
+    return out
+
+
+def test_each_package_keeps_to_its_layer(graph):
+    bad = [f"{m} imports {t}" for m, deps in graph.items() for t, _ in deps for pkg, banned in FORBIDDEN.items()
+           if (m == pkg or m.startswith(pkg + ".")) and t.startswith(banned)]
+    assert not bad, "; ".join(bad)
+
+
+def test_report_only_renders():
+    modules = _modules()
+    bad = [f"{m} imports {lib}" for m, path in modules.items() if m.startswith("harness.report")
+           for lib in _third_party(path) & set(COMPUTING)]
+    assert not bad, "report modules render numbers computed elsewhere: " + "; ".join(bad)

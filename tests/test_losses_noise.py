@@ -10,7 +10,8 @@ import torch.nn.functional as F
 
 from harness.config import load_config
 from harness.data.noise import inject_label_noise, reference_probabilities, transition_matrix
-from harness.data.sources import DataConfig, build_split
+from harness.data.config import DataConfig
+from harness.data.sources import build_split
 from harness.heads import HeteroscedasticHead
 from upstream.config import UpstreamConfig, validate
 from upstream.train import forward_corrected_nll, run, training_loss

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from sklearn.metrics import average_precision_score, brier_score_loss, log_loss
 
-from harness import metrics as M
+from harness.uncertainty import metrics as M
 
 
 def _random_case(n, k, seed, sharp=1.0):
@@ -162,7 +162,7 @@ def _with(a, i, v):
 
 BAD_SINGLE = {
     "not normalised": ((LP - 0.05, Y), r"normalised log-probabilities.*row 0.*sum to less than 1"),
-    "raw logits": ((Z, Y), r"look like raw logits: pass harness.metrics.log_softmax"),
+    "raw logits": ((Z, Y), r"look like raw logits: pass harness.uncertainty.metrics.log_softmax"),
     "probabilities": ((np.exp(LP), Y), r"raw logits|normalised"),
     "one row off": ((_with(LP, 9, 0.5), Y), r"1 of 20 rows do not \(first: row 2, Σ_k p_k = 2\.529\)"),
     "too few labels": ((LP, Y[:-1]), r"19 labels for 20 rows"),

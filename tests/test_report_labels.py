@@ -8,8 +8,10 @@ import numpy as np
 import pytest
 from bad_inputs_uncertainty import make_run
 
-from harness import report as R
-from harness.runs import Predictions
+from harness.report import build as B
+from harness.report import figures as F
+from harness.report import render as RR
+from harness.uncertainty.predictions import Predictions
 
 
 def _calibration_case() -> Predictions:
@@ -30,22 +32,22 @@ def _bars(ax, label):
 def test_reliability_diagram_reads_correctly_for_over_and_under_confidence():
     import matplotlib.pyplot as plt
 
-    fig = R.reliability_figure(_calibration_case(), "synthetic")
+    fig = F.reliability_figure(_calibration_case(), "synthetic")
     try:
         ax = fig.axes[0]
-        acc = sorted(_bars(ax, R.ACCURACY_LABEL), key=lambda b: b[0])
+        acc = sorted(_bars(ax, F.ACCURACY_LABEL), key=lambda b: b[0])
         assert [(round(x, 4), bottom, round(top, 6)) for x, bottom, top, _ in acc] == [
             (round(8.5 / 15, 4), 0.0, 1.0), (round(13.5 / 15, 4), 0.0, 0.5)]  # accuracy bars untouched
-        ((x_over, lo, hi, over),) = _bars(ax, R.OVER_LABEL)
+        ((x_over, lo, hi, over),) = _bars(ax, F.OVER_LABEL)
         assert x_over == pytest.approx(13.5 / 15) and lo == pytest.approx(0.5) and hi == pytest.approx(0.9)
-        ((x_under, lo, hi, under),) = _bars(ax, R.UNDER_LABEL)
+        ((x_under, lo, hi, under),) = _bars(ax, F.UNDER_LABEL)
         assert x_under == pytest.approx(8.5 / 15) and lo == pytest.approx(1.0) and hi == pytest.approx(0.55)
         assert not over.get_fill() and not under.get_fill()  # outlines: the accuracy bar stays visible
         fig.canvas.draw()
         legend = fig.legends[0].get_window_extent()
         assert not any(legend.overlaps(a.get_window_extent()) for a in fig.axes)  # legend outside the axes
         texts = [t.get_text() for t in fig.legends[0].get_texts()]
-        assert R.OVER_LABEL in texts and R.UNDER_LABEL in texts
+        assert F.OVER_LABEL in texts and F.UNDER_LABEL in texts
     finally:
         plt.close(fig)
 
@@ -61,7 +63,7 @@ def test_multilabel_reliability_diagram_follows_the_row_rule():
                         list("abcd"), "sigmoid")
     counts = []
     for p in (Predictions(z, t, np.arange(60), list("abcd"), "sigmoid"), extra):
-        fig = R.reliability_figure(p, "x")
+        fig = F.reliability_figure(p, "x")
         counts.append([b.get_height() for b in fig.axes[1].patches])
         plt.close(fig)
     assert counts[0] == counts[1]  # rows without a positive label are not in the histogram
@@ -71,7 +73,7 @@ def test_markdown_cells_are_escaped_and_names_checked(tmp_path):
     names = ["a|b", "<script>", "x_y*z", "back\\slash", "plain"]
     runs = [make_run(tmp_path / f"r{s}", s, class_names=names) for s in (0, 1)]
     extra = {"tables": [("Classes", ["name", "note"], [[n, "ok"] for n in names])]}
-    out = R.build(runs, "escaped", tmp_path / "results", covariance=False, extra=extra)
+    out = B.build(runs, "escaped", tmp_path / "results", covariance=False, extra=extra)
     md = (out / "report.md").read_text()
     table = md[md.index("## Classes"):].split("\n\n")[1].splitlines()
     for line in table:  # every row has exactly 2 cells: unescaped pipes only at the borders
@@ -83,14 +85,14 @@ def test_markdown_cells_are_escaped_and_names_checked(tmp_path):
 
     for bad in ("a/b", "..", "", "a\\b"):
         with pytest.raises(ValueError, match="plain folder name"):
-            R.build(runs, bad, tmp_path / "other", covariance=False)
+            B.build(runs, bad, tmp_path / "other", covariance=False)
     assert not (tmp_path / "other").exists()
 
 
 def test_md_cell_keeps_text_literal():
-    assert R.md_cell("a|b<c>&d") == "a\\|b&lt;c&gt;&amp;d"
-    assert R.md_cell("two\nlines") == "two lines"
-    assert R.md_cell("99.10%") == "99.10%"
+    assert RR.md_cell("a|b<c>&d") == "a\\|b&lt;c&gt;&amp;d"
+    assert RR.md_cell("two\nlines") == "two lines"
+    assert RR.md_cell("99.10%") == "99.10%"
 
 
 def _cov(tempered):
@@ -103,11 +105,11 @@ def _cov(tempered):
 @pytest.mark.parametrize("tempered", [False, True])
 def test_covariance_table_says_what_sigma_and_the_correlation_are(tempered):
     report = {"entries": [], "multilabel": False, "covariance": _cov(tempered)}
-    title, header, _ = R._tables(report, [], R._main_columns(False))[-1]
+    title, header, _ = RR._tables(report, [], RR.main_columns(False))[-1]
     assert header[3] == "correlation Σ̄_ab / sqrt(Σ̄_aa Σ̄_bb)"
     assert ("Σ is tempered: divided by τ² (τ = 1.5)" in title) == tempered
     assert ("Σ is not tempered" in title) == (not tempered)
-    text = R._cov_text(report["covariance"])
+    text = RR._cov_text(report["covariance"])
     assert "that example's own covariance Σ(x)" in text and "not the average Σ̄" in text
 
 
@@ -122,6 +124,6 @@ def test_multilabel_report_states_the_row_rule_and_skipped_classes(tmp_path):
         Predictions(rng.normal(size=(50, 4)) + 2 * t, t, np.arange(50), list("abcd"), "sigmoid").save(
             run / "predictions.npz")
         atomic_write_text(run / "config.yaml", f"seed: {s}\nmodel:\n  head:\n    covariance: none\n    link: sigmoid\n")
-    out = R.build([tmp_path / "m0", tmp_path / "m1"], "ml", tmp_path / "results", covariance=False)
+    out = B.build([tmp_path / "m0", tmp_path / "m1"], "ml", tmp_path / "results", covariance=False)
     assert json.loads((out / "report.json").read_text())["macro_map_skipped_classes"] == 1
     assert "macro mAP leaves out 1 of the 4 classes (those without a positive label" in (out / "report.md").read_text()

@@ -5,7 +5,7 @@ import itertools
 import pytest
 import torch
 
-from harness.sampling import NoiseLayout, chunk_logits, monte_carlo_log_average, seeded_noise
+from harness.heads.sampling import NoiseLayout, chunk_logits, monte_carlo_log_average, seeded_noise
 
 KINDS = ("diagonal", "low_rank", "parameter_efficient")
 

@@ -9,11 +9,13 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from harness import metrics as M
+from harness.uncertainty import metrics as M
 from harness.cli import main
 from harness.config import load_config
-from harness.covariance import CovarianceAccumulator, confusion_ranks, top_pairs
-from harness.ensembles import Predictions, average, check_compatible, fit_temperature, scale, summarize
+from harness.uncertainty.covariance import CovarianceAccumulator, confusion_ranks, top_pairs
+from harness.uncertainty.calibration import fit_temperature, scale
+from harness.uncertainty.ensembles import average, check_compatible, summarize
+from harness.uncertainty.predictions import Predictions
 from harness.heads import HeteroscedasticHead
 from upstream.config import UpstreamConfig
 from upstream.train import run

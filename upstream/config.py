@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
-from harness.data.sources import DataConfig
+from harness.data.config import DataConfig
 from harness.precision import CHOICES as PRECISION_CHOICES
 
 
@@ -145,10 +145,10 @@ ARRAY_SOURCES = ("digits", "cifar10n")
 
 def metric_names(link: str) -> "tuple[str, ...]":
     """The evaluation metrics a run computes: the single-label suite (softmax link) or the
-    multi-label one (sigmoid link), as :mod:`harness.metrics` names them."""
+    multi-label one (sigmoid link), as :mod:`harness.uncertainty.metrics` names them."""
     import numpy as np
 
-    from harness import metrics as M
+    from harness.uncertainty import metrics as M
 
     if link == "sigmoid":
         return tuple(M.multilabel_metrics(np.array([[2.0, -2.0], [-2.0, 2.0]]), np.eye(2)))
@@ -164,7 +164,7 @@ def validate(cfg: UpstreamConfig) -> None:
     import inspect
 
     from harness.data.batched import LOADERS
-    from harness.data.sources import SOURCES
+    from harness.data.config import SOURCES
     from harness.heads import HeteroscedasticHead
 
     t, d, o = cfg.train, cfg.data, cfg.optim

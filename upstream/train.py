@@ -27,15 +27,16 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from harness import metrics as M
+from harness.uncertainty import metrics as M
 from harness.config import to_dict, to_yaml
 from harness.data.batched import make_loader
+from harness.data.dataset import LabelSets
 from harness.data.noise import empirical_transition, inject_label_noise, transition_matrix
-from harness.data.sources import LabelSets, build_split
+from harness.data.sources import build_split
 from harness.io import RunLock, atomic_torch_save, atomic_write_text, json_dumps
 from harness.models import ModelConfig, build_model, save_model
 from harness.provenance import provenance
-from harness.runs import Predictions
+from harness.uncertainty.predictions import Predictions
 from upstream.config import UpstreamConfig, validate
 from upstream.optim import build_optimizer, lr_multiplier
 

@@ -27,7 +27,7 @@ import torch.nn.functional as F
 
 from harness.heads import MIN_SCALE, HeteroscedasticHead
 from harness.io import atomic_write_text
-from harness.sampling import fill_standard_normal
+from harness.heads.sampling import fill_standard_normal
 from harness.provenance import markdown_header, provenance
 
 MiB = 2**20

@@ -36,8 +36,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from harness.data.dataset import ImageDataset
 from harness.data.loading import mix_seeds
-from harness.data.sources import ImageDataset
 
 
 def _grid(images: torch.Tensor, boxes: torch.Tensor, flip: torch.Tensor, size: int) -> torch.Tensor:
@@ -243,7 +243,7 @@ LOADERS = ("auto", "array", "pil")
 
 def make_loader(cfg: Any, base: ImageDataset, train: bool, seed: int = 0, batch_size: Optional[int] = None
                 ) -> "tuple[torch.utils.data.DataLoader, Any, Optional[Any]]":
-    """The loader of one split, by ``cfg.loader`` (a :class:`~harness.data.sources.DataConfig`).
+    """The loader of one split, by ``cfg.loader`` (a :class:`~harness.data.config.DataConfig`).
 
     Training loaders shuffle with :class:`~harness.data.loading.EpochSampler`, drop the last
     partial batch and augment; evaluation loaders keep the order and use the centre view.

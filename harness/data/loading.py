@@ -16,7 +16,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 import torch
 
-from harness.data.sources import ImageDataset
+from harness.data.dataset import ImageDataset
 
 
 def mix_seeds(*ints: int) -> int:

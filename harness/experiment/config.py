@@ -7,14 +7,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from harness.shift import ShiftSettings
+from harness.shift.settings import ShiftSettings
 
 EXPERIMENTS = Path(__file__).parent.parent / "experiments"
 
 
 @dataclass
 class DownstreamSection:
-    """Transfer of every upstream model (see :class:`downstream.sweep.SweepSettings`)."""
+    """Transfer of every upstream model (see :class:`downstream.config.SweepSettings`)."""
 
     tasks: List[str] = field(default_factory=lambda: ["demo"])
     preset: str = "demo"

@@ -106,7 +106,7 @@ def validate_experiment(exp: Experiment) -> "dict[str, _Plan]":
     Raises:
         ValueError: the first problem found; the message names the setting and the fix.
     """
-    from downstream.sweep import PRESETS, SweepSettings
+    from downstream.config import PRESETS, SweepSettings
 
     if not exp.methods:
         raise ValueError("the experiment names no methods: add e.g. methods: {hom: {covariance: none}}")
@@ -128,7 +128,7 @@ def validate_experiment(exp: Experiment) -> "dict[str, _Plan]":
         try:
             SweepSettings(**{**PRESETS[exp.downstream.preset], **exp.downstream.settings})
         except TypeError as e:
-            raise ValueError(f"downstream.settings: {e}; see downstream.sweep.SweepSettings for the keys") from e
+            raise ValueError(f"downstream.settings: {e}; see downstream.config.SweepSettings for the keys") from e
     if exp.grid_overrides and not exp.temperature_grid:
         raise ValueError("grid_overrides without a temperature_grid have nothing to apply to: drop them or add a grid")
     if exp.grid_extensions < 0:
@@ -148,7 +148,7 @@ def validate_experiment(exp: Experiment) -> "dict[str, _Plan]":
     root = Path(exp.runs_root) / exp.name
     plans = {"main": _plan(exp, root, "", exp.methods, exp.seeds, exp.temperature_grid, [], exp.grid_overrides)}
     if exp.shift is not None:
-        from harness.shift import check_settings
+        from harness.shift.settings import check_settings
 
         cfgs = list(plans["main"].configs.values())
         if any(cfg.model.head.get("link", "softmax") != "softmax" for cfg in cfgs):

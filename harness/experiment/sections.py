@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from harness import metrics as M
+from harness.uncertainty import metrics as M
 from harness.experiment.config import Experiment, _noisy
 from harness.experiment.plan import _metrics, _Plan
 
@@ -136,7 +136,7 @@ def budget_section(curves: "dict[str, dict[int, Path]]") -> dict:
 
 def budget_png(points: "dict[str, list[dict]]", acc: str) -> bytes:
     """Three panels (accuracy, NLL, ECE against CPU-minutes), one line per method, points labelled by epochs."""
-    from harness.figures import pyplot
+    from harness.report.figures import pyplot
 
     plt = pyplot()
 
@@ -154,7 +154,7 @@ def budget_png(points: "dict[str, list[dict]]", acc: str) -> bytes:
         ax.grid(alpha=0.3)
     axes[0].legend()
     fig.tight_layout()
-    from harness.figures import png
+    from harness.report.figures import png
 
     return png(fig)
 
@@ -239,7 +239,7 @@ _GENERIC = (_HOW_TO_READ[:20], _PAPER[:20])
 
 
 def _comparison(runs: "dict[str, list[Path]]", ensembles: "list[Path]") -> dict:
-    from harness.runs import Predictions
+    from harness.uncertainty.predictions import Predictions
     from harness.uncertainty.compare import image_level, seed_summary, test_sampling_se
 
     out: dict = {"tables": [], "text": [], "json": {}}

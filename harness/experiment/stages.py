@@ -102,10 +102,10 @@ def sync_records(exp: Experiment, restore: bool = False) -> int:
 
 def _run_stages(exp: Experiment, plans: "dict[str, _Plan]", root: Path, clock: _Clock, workers: Any,
                 progress: Callable[[str], None]) -> Path:
-    from downstream.sweep import PRESETS, SweepSettings
-    from harness.ensembles import build_ensemble
-    from harness.report import build
-    from harness.shift import average_ensemble, predict_run
+    from downstream.config import PRESETS, SweepSettings
+    from harness.uncertainty.ensembles import build_ensemble
+    from harness.report.build import build
+    from harness.shift.predict import average_ensemble, predict_run
 
     stages: "dict[str, float]" = {}
     settings = (SweepSettings(**{**PRESETS[exp.downstream.preset], **exp.downstream.settings})

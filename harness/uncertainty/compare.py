@@ -19,11 +19,11 @@ from typing import Sequence
 
 import numpy as np
 
-from harness import metrics as M
-from harness.runs import Predictions
+from harness.uncertainty import metrics as M
+from harness.uncertainty.predictions import Predictions
 from harness.uncertainty import stats
 
-#: metric -> True when higher is better (from :data:`harness.metrics.METRICS`)
+#: metric -> True when higher is better (from :data:`harness.uncertainty.metrics.METRICS`)
 HIGHER_IS_BETTER = {name: m.higher_is_better for name, m in M.METRICS.items()}
 #: metrics compared image by image (single-label predictions)
 IMAGE_KEYS = ("top1", "nll", "ece")

@@ -18,11 +18,12 @@ from typing import Optional
 
 import numpy as np
 
-from harness import metrics as M
-from harness.ensembles import fit_temperature, scale
-from harness.runs import Predictions, build_split, clean_data, data_config
+from harness.uncertainty import metrics as M
+from harness.uncertainty.calibration import fit_temperature, scale
+from harness.runs import build_split, clean_data, data_config
+from harness.uncertainty.predictions import Predictions
 
-#: metrics shown in the calibration tables (names of :func:`harness.metrics.classification_metrics`)
+#: metrics shown in the calibration tables (names of :func:`harness.uncertainty.metrics.classification_metrics`)
 KEYS = ("top1", "nll", "ece", "brier")
 
 

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from harness import metrics as M
-from harness.runs import Predictions
+from harness.uncertainty import metrics as M
+from harness.uncertainty.predictions import Predictions
 from harness.uncertainty import compare as C
 
 N, K = 2000, 5

@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness import metrics as M
-from harness.runs import Predictions
+from harness.uncertainty import metrics as M
+from harness.uncertainty.predictions import Predictions
 from harness.uncertainty.labels import (KEYS, clean_heldout, heldout_description, label_calibration,
                                         per_class_accuracy)
 

@@ -312,3 +312,16 @@ def monte_carlo_log_average(
     if temperature is None:
         temperature = mu.new_ones(())
     return _ChunkedMonteCarlo.apply(layout, noise, mu, scale, factors, hom_factors, projection, temperature)
+
+
+def log_average_to_logits(out: "Tensor | tuple[Tensor, Tensor]", link: str, clip_eps: Optional[float] = None) -> Tensor:
+    """Logits ``[N, K]`` from :func:`monte_carlo_log_average`'s output: softmax, log p̄ itself; sigmoid,
+    log p̄ − log(1 − p̄). ``clip_eps`` reproduces the reference's clipping of p̄ to [eps, 1] (softmax) or
+    [eps, 1 − eps] (sigmoid) (edward2 ``edward2/tensorflow/layers/heteroscedastic.py``, ``eps``); None: exact."""
+    if link == "softmax":
+        return out if clip_eps is None else out.clamp(min=math.log(clip_eps))
+    log_p, log_not_p = out
+    if clip_eps is not None:
+        lo, hi = math.log(clip_eps), math.log1p(-clip_eps)
+        log_p, log_not_p = log_p.clamp(lo, hi), log_not_p.clamp(lo, hi)
+    return log_p - log_not_p

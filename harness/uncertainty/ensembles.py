@@ -1,12 +1,12 @@
-"""Deep ensembles and post-hoc temperature scaling of per-example predictions.
+"""Deep ensembles of per-example predictions.
 
-Predictions (:class:`harness.runs.Predictions`, re-exported here) are what a run saves
+Predictions (:class:`harness.uncertainty.predictions.Predictions`) are what a run saves
 (``predictions.npz``): logits ``[N, K]`` (for het models the log of the MC-averaged probability, or
 its inverse sigmoid), targets, example indices, class names and the link. Ensembles average member
 *probabilities* in log space (Lakshminarayanan et al., NeurIPS 2017; uncertainty-baselines ``baselines/jft/deep_ensemble.py``): softmax members
 ``log p = LSE_m log_softmax(l_m) - log M``; sigmoid members per class and outcome.
 
-Run folders are read through :mod:`harness.runs` only (this module never reads their files itself).
+Run and ensemble folders are read and written through :mod:`harness.runs` only (this module never touches their files).
 """
 
 from __future__ import annotations
@@ -15,28 +15,18 @@ import hashlib
 import itertools
 import json
 import math
-import shutil
 from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
 import numpy as np
 
-from harness import metrics as M
-from harness.io import atomic_write_text
+from harness.uncertainty import metrics as M
 from harness.provenance import provenance
-from harness.runs import Predictions, load_heldout, run_method, run_summary
+from harness.runs import load_heldout, run_method, run_summary, save_ensemble
+from harness.uncertainty.predictions import Predictions
 
-__all__ = [
-    "Predictions",
-    "average",
-    "build_ensemble",
-    "check_compatible",
-    "fit_temperature",
-    "load_heldout",
-    "scale",
-    "summarize",
-]
+__all__ = ["average", "build_ensemble", "check_compatible", "summarize"]
 
 
 def _first_difference(a: Sequence, b: Sequence) -> int:
@@ -125,7 +115,7 @@ def summarize(members: Sequence[Predictions]) -> dict:
         ``ensemble_gain`` (Gibbs CE - ensemble NLL, >= 0 by Jensen), ``disagreement`` (mean over
         member pairs of the share of examples whose argmax differs), ``disagreement_over_error``
         (that divided by the ensemble's error rate) and ``mean_kl_to_ensemble``. The metrics follow
-        :mod:`harness.metrics` (multi-label: examples without a positive label dropped); the
+        :mod:`harness.uncertainty.metrics` (multi-label: examples without a positive label dropped); the
         label-free diagnostics (disagreement, KL) use every example.
     """
     ens = average(members)
@@ -146,46 +136,6 @@ def summarize(members: Sequence[Predictions]) -> dict:
         "disagreement": disagreement, "disagreement_over_error": disagreement / error if error > 0 else float("nan"),
         "mean_kl_to_ensemble": _mean_kl_to_ensemble(members, ens),
     }
-
-
-# --------------------------------------------------------------------------- temperature scaling
-def fit_temperature(preds: Predictions, bounds: "tuple[float, float]" = (1e-3, 1e3)) -> float:
-    """Post-hoc temperature T > 0 minimising the NLL of ``logits / T`` on held-out predictions
-    (Guo et al. 2017): bounded Brent search on log T within ``bounds`` (scipy's ``minimize_scalar``;
-    the NLL is smooth in log T, so the 1-D search finds its minimum to about 1e-6 in log T). For
-    sigmoid links, per-class BCE summed over classes, on the examples kept by the multi-label row
-    rule (:mod:`harness.metrics`: no positive label, dropped).
-
-    Het logits are log p̄ (or logit p̄); scaling them is the same post-hoc map as for any classifier.
-
-    Raises:
-        ValueError: multi-label targets that are not 0/1 or without any positive label.
-    """
-    from scipy.optimize import minimize_scalar
-
-    logits, targets = preds.logits, preds.targets
-    if preds.multilabel:
-        logits, targets = M.labelled_examples(logits, targets)
-    z = np.asarray(logits, dtype=np.float64)
-    if preds.multilabel:
-        y = np.asarray(targets, dtype=np.float64)
-
-        def nll(log_t: float) -> float:
-            s = z / np.exp(log_t)
-            return float((np.logaddexp(0.0, s) - y * s).sum(1).mean())
-    else:
-        rows, y = np.arange(len(z)), np.asarray(targets, dtype=np.int64)
-
-        def nll(log_t: float) -> float:
-            return float(-M.log_softmax(z / np.exp(log_t))[rows, y].mean())
-
-    lo, hi = np.log(bounds)
-    return float(np.exp(minimize_scalar(nll, bounds=(lo, hi), method="bounded", options={"xatol": 1e-6}).x))
-
-
-def scale(preds: Predictions, temperature: float) -> Predictions:
-    """``logits / temperature``."""
-    return replace(preds, logits=preds.logits / temperature, source=f"{preds.source} (T={temperature:.3f})")
 
 
 def _check_distinct(members: "list[Path]") -> None:
@@ -254,13 +204,6 @@ def build_ensemble(members: Sequence["str | Path"], out: "str | Path", from_chec
             "data": run_summary(members[0]).get("eval_data", ""), "summary": summary, **provenance()}
     text = json.dumps(spec, indent=1)
 
-    # everything is read and checked: write, the completion marker ensemble.json last
-    average(preds, str(out)).save(out / "predictions.npz")
-    if held is not None:
-        average(held, str(out)).save(out / "heldout_predictions.npz")
-    elif (out / "heldout_predictions.npz").is_file():
-        (out / "heldout_predictions.npz").unlink()  # a previous ensemble's, not this one's
-    if (out / "shift").exists():  # a previous ensemble's shift sets (harness.shift.average_ensemble redoes them)
-        shutil.rmtree(out / "shift")
-    atomic_write_text(out / "ensemble.json", text)
+    # everything is read and checked: write
+    save_ensemble(out, average(preds, str(out)), None if held is None else average(held, str(out)), text)
     return spec

@@ -24,36 +24,15 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from harness.sampling import (
-    AUTO_CHUNK_ELEMENTS, NoiseLayout, auto_chunk_size, chunk_logits, monte_carlo_log_average, seeded_noise,
+from harness.heads.options import (
+    BANK_ROWS, COVARIANCES, DEFAULT_NUM_FACTORS, DEFAULT_TEMPERATURE_BOUNDS, DIAG_NOISES, INITS, LINKS, MIN_SCALE,
+    MAX_DENSE_COVARIANCE_ELEMENTS, NOISE_SPACES, _choice, init_parameters,
 )
-
-COVARIANCES = ("none", "diagonal", "low_rank", "parameter_efficient")
-#: the layers whose output depends on the input and sets the noise: d(x), V(x) (low-rank), v(x) (PE)
-INPUT_DEPENDENT_NOISE_LAYERS = ("diag", "scale", "scale_het")
-#: every layer that produces the noise covariance (the PE head adds its homoscedastic factor matrix V)
-NOISE_LAYERS = (*INPUT_DEPENDENT_NOISE_LAYERS, "scale_hom")
-LINKS = ("softmax", "sigmoid")
-NOISE_SPACES = ("logits", "pre_logits")
-DIAG_NOISES = ("independent", "shared_scalar")
-INITS = ("keras", "flax", "torch")
-#: d(x) = softplus(.) + MIN_SCALE (``MIN_SCALE_MONTE_CARLO`` of edward2 ``edward2/tensorflow/layers/heteroscedastic.py``).
-MIN_SCALE = 1e-3
-#: rank used when ``num_factors`` is not given (paper Sec. 4, ImageNet).
-DEFAULT_NUM_FACTORS = 15
-#: default bounds of a learned temperature (the defaults of edward2 ``edward2/tensorflow/layers/heteroscedastic.py``).
-DEFAULT_TEMPERATURE_BOUNDS = (0.3, 3.0)
-#: ``covariance()`` refuses to build more elements than this unless ``max_elements`` is raised.
-MAX_DENSE_COVARIANCE_ELEMENTS = 1 << 27
-#: nominal rows of the evaluation noise bank's automatic chunk size: its chunk is the one a
-#: BANK_ROWS-row batch would get, whatever the real batch size (see ``HeteroscedasticHead._plan``).
-BANK_ROWS = 64
-
-
-def _choice(name: str, value: str, allowed: Sequence[str]) -> str:
-    if value not in allowed:
-        raise ValueError(f"unknown {name} {value!r}: use one of {', '.join(map(repr, allowed))}")
-    return value
+from harness.heads.sampling import (
+    AUTO_CHUNK_ELEMENTS, NoiseLayout, auto_chunk_size, chunk_logits, log_average_to_logits, monte_carlo_log_average,
+    seeded_noise,
+)
+from harness.uncertainty.covariance import covariance_block, noise_factors
 
 
 class HeteroscedasticHead(nn.Module):
@@ -190,26 +169,7 @@ class HeteroscedasticHead(nn.Module):
         elif self.covariance_type == "parameter_efficient":
             self.scale_het = nn.Linear(self.in_features, width)
             self.scale_hom = nn.Linear(self.num_factors, width, bias=self.pe_noise_bias)
-        self._init_parameters(init, cov_init_scale)
-
-    # ------------------------------------------------------------------ construction helpers
-    def _init_parameters(self, init: str, cov_init_scale: Optional[float]) -> None:
-        if cov_init_scale is not None and (init != "flax" or cov_init_scale <= 0):
-            raise ValueError("cov_init_scale must be > 0 and is only used with init='flax'")
-        if init == "torch":
-            return
-        cov_layers = {id(getattr(self, n)) for n in INPUT_DEPENDENT_NOISE_LAYERS if hasattr(self, n)}
-        for layer in self.modules():
-            if not isinstance(layer, nn.Linear):
-                continue
-            if init == "keras":
-                nn.init.xavier_uniform_(layer.weight)
-            else:  # flax: variance_scaling(c, fan_in, truncated_normal), c = 1 (lecun) by default
-                c = cov_init_scale if (cov_init_scale is not None and id(layer) in cov_layers) else 1.0
-                std = math.sqrt(c / layer.in_features) / 0.87962566103423978  # truncation correction
-                nn.init.trunc_normal_(layer.weight, std=std, a=-2 * std, b=2 * std)
-            if layer.bias is not None:
-                nn.init.zeros_(layer.bias)
+        init_parameters(self, init, cov_init_scale)
 
     def extra_repr(self) -> str:
         s = (f"in_features={self.in_features}, num_classes={self.num_classes}, covariance={self.covariance_type!r}, "
@@ -331,16 +291,8 @@ class HeteroscedasticHead(nn.Module):
 
     def _covariance_factors(self, h: Tensor) -> "tuple[Tensor, Optional[Tensor]]":
         p = self._noise_parameters(h)
-        d = p["scale"]
-        if self.covariance_type == "low_rank":
-            factors = p["factors"]
-        elif self.covariance_type == "parameter_efficient":
-            factors = p["factors"].unsqueeze(-1) * p["hom_factors"]
-        else:
-            factors = d.new_zeros(d.shape[0], d.shape[1], 0)
-        if self.diag_noise == "shared_scalar":  # rank-1 "diagonal" of the JAX reference
-            return torch.cat([factors, d.unsqueeze(-1)], dim=-1), None
-        return factors, d
+        return noise_factors(self.covariance_type, p["scale"], p["factors"], p["hom_factors"],
+                             shared_scalar=self.diag_noise == "shared_scalar")
 
     def covariance(
         self,
@@ -370,31 +322,11 @@ class HeteroscedasticHead(nn.Module):
         if self.covariance_type == "none":
             raise ValueError("covariance='none' has no noise covariance")
         h = self._features(x)
-        idx = torch.arange(self.num_classes, device=h.device)
-        rows = idx if rows is None else torch.as_tensor(rows, device=h.device)
-        cols = idx if cols is None else torch.as_tensor(cols, device=h.device)
-        n_el = h.shape[0] * rows.numel() * cols.numel()
-        if n_el > max_elements:
-            raise ValueError(
-                f"covariance block of {h.shape[0]}x{rows.numel()}x{cols.numel()} = {n_el} elements exceeds "
-                f"max_elements={max_elements}; pass rows=/cols= to compute it in blocks, or raise max_elements"
-            )
         with torch.autocast(h.device.type, enabled=False):
             factors, d = self._covariance_factors(h)
-            if self.noise_space == "pre_logits":
-                proj = self.loc.weight
-                fr, fc = torch.matmul(proj[rows], factors), torch.matmul(proj[cols], factors)
-                cov = fr @ fc.transpose(1, 2)
-                if d is not None:
-                    cov = cov + (proj[rows] * d.square().unsqueeze(1)) @ proj[cols].t()
-            else:
-                cov = factors[:, rows] @ factors[:, cols].transpose(1, 2)
-                if d is not None:
-                    same = (rows.unsqueeze(1) == cols.unsqueeze(0)).to(cov.dtype)
-                    cov = cov + same * d[:, rows].square().unsqueeze(-1)
-            if tempered:
-                cov = cov / self.temperature.square()
-        return cov
+            projection = self.loc.weight if self.noise_space == "pre_logits" else None
+            cov = covariance_block(factors, d, self.num_classes, rows, cols, projection, max_elements)
+            return cov / self.temperature.square() if tempered else cov
 
     # ------------------------------------------------------------------ sampling
     def _mc_samples(self, mc_samples: Optional[int]) -> int:
@@ -416,7 +348,7 @@ class HeteroscedasticHead(nn.Module):
         row unless ``share_samples_across_batch``, with chunks of about AUTO_CHUNK_ELEMENTS.
 
         Returns:
-            ``(noise, chunk, row_block)``: a :func:`~harness.sampling.seeded_noise` function,
+            ``(noise, chunk, row_block)``: a :func:`~harness.heads.sampling.seeded_noise` function,
             samples per chunk (<= S), and rows per block (None: all rows at once).
         """
         bank = not self.training and (seed is not None or self.eval_seed is not None)
@@ -513,103 +445,5 @@ class HeteroscedasticHead(nn.Module):
                 ]
                 out = (torch.cat(blocks) if self.link == "softmax"
                        else tuple(torch.cat(part) for part in zip(*blocks)))
-            logits = self._to_logits(out)
+            logits = log_average_to_logits(out, self.link, self.clip_eps)
         return logits.reshape(*lead, self.num_classes)
-
-    def _to_logits(self, out: "Tensor | tuple[Tensor, Tensor]") -> Tensor:
-        eps = self.clip_eps
-        if self.link == "softmax":
-            return out if eps is None else out.clamp(min=math.log(eps))
-        log_p, log_not_p = out
-        if eps is not None:
-            lo, hi = math.log(eps), math.log1p(-eps)
-            log_p, log_not_p = log_p.clamp(lo, hi), log_not_p.clamp(lo, hi)
-        return log_p - log_not_p
-
-
-# ---------------------------------------------------------------------- reference-compatible names
-def _reference_head(
-    link: str, in_features: int, num_classes: int, num_factors: int, temperature: float,
-    parameter_efficient: bool, train_mc_samples: int, test_mc_samples: int,
-    share_samples_across_batch: bool, tune_temperature: bool, temperature_lower_bound: Optional[float],
-    temperature_upper_bound: Optional[float], latent_dim: Optional[int], eps: Optional[float], **kwargs,
-) -> HeteroscedasticHead:
-    if latent_dim is not None and latent_dim != in_features:
-        raise ValueError(f"latent_dim must equal in_features ({in_features}) for HET-XL, got {latent_dim}")
-    if num_factors < 0:
-        raise ValueError(f"num_factors must be >= 0 (0 = diagonal), got {num_factors}")
-    covariance = "diagonal" if num_factors == 0 else ("parameter_efficient" if parameter_efficient else "low_rank")
-    lo = DEFAULT_TEMPERATURE_BOUNDS[0] if temperature_lower_bound is None else temperature_lower_bound
-    hi = DEFAULT_TEMPERATURE_BOUNDS[1] if temperature_upper_bound is None else temperature_upper_bound
-    return HeteroscedasticHead(
-        in_features, num_classes, covariance=covariance, link=link, num_factors=num_factors or None,
-        temperature=temperature, learn_temperature=tune_temperature, temperature_bounds=(lo, hi),
-        noise_space="pre_logits" if latent_dim is not None else "logits",
-        train_mc_samples=train_mc_samples, eval_mc_samples=test_mc_samples,
-        share_samples_across_batch=share_samples_across_batch, clip_eps=eps, **kwargs,
-    )
-
-
-def MCSoftmaxDenseFA(  # noqa: N802 - the reference's name
-    num_classes: int, num_factors: int, temperature: float = 1.0, parameter_efficient: bool = False,
-    train_mc_samples: int = 1000, test_mc_samples: int = 1000, share_samples_across_batch: bool = False,
-    tune_temperature: bool = False, temperature_lower_bound: Optional[float] = None,
-    temperature_upper_bound: Optional[float] = None, latent_dim: Optional[int] = None,
-    eps: Optional[float] = None, *, in_features: int, **kwargs,
-) -> HeteroscedasticHead:
-    """Softmax HET head with edward2's ``MCSoftmaxDenseFA`` argument names (edward2 ``edward2/tensorflow/layers/heteroscedastic.py``).
-
-    PyTorch needs the input width up front: pass ``in_features=D``. ``num_factors=0`` gives the
-    diagonal model; ``latent_dim=D`` gives HET-XL. ``eps=None`` (default) averages exactly in log
-    space; ``eps=1e-7`` reproduces the reference's clipping. Further keyword arguments go to
-    :class:`HeteroscedasticHead`.
-    """
-    return _reference_head("softmax", in_features, num_classes, num_factors, temperature, parameter_efficient,
-                           train_mc_samples, test_mc_samples, share_samples_across_batch, tune_temperature,
-                           temperature_lower_bound, temperature_upper_bound, latent_dim, eps, **kwargs)
-
-
-def MCSigmoidDenseFA(  # noqa: N802 - the reference's name
-    num_outputs: int, num_factors: int = 0, temperature: float = 1.0, parameter_efficient: bool = False,
-    train_mc_samples: int = 1000, test_mc_samples: int = 1000, share_samples_across_batch: bool = False,
-    tune_temperature: bool = False, temperature_lower_bound: Optional[float] = None,
-    temperature_upper_bound: Optional[float] = None, latent_dim: Optional[int] = None,
-    eps: Optional[float] = None, *, in_features: int, **kwargs,
-) -> HeteroscedasticHead:
-    """Sigmoid (multilabel) HET head with edward2's ``MCSigmoidDenseFA`` argument names.
-
-    Same conventions as :func:`MCSoftmaxDenseFA`; ``num_factors=0`` (default) is diagonal.
-    """
-    return _reference_head("sigmoid", in_features, num_outputs, num_factors, temperature, parameter_efficient,
-                           train_mc_samples, test_mc_samples, share_samples_across_batch, tune_temperature,
-                           temperature_lower_bound, temperature_upper_bound, latent_dim, eps, **kwargs)
-
-
-def count_head_parameters(
-    in_features: int, num_classes: int, covariance: str, num_factors: int = 0, noise_space: str = "logits",
-    learn_temperature: bool = False, pe_noise_bias: bool = True,
-) -> int:
-    """Closed-form parameter count of a head (from the layer shapes; the paper's ResNet-152 counts, Table 1 and Appendix E, are tested).
-
-    With D in, K out, R factors, W = K (HET) or D (HET-XL):
-    none (D+1)K; diagonal (D+1)K + (D+1)W; low_rank (D+1)K + (D+1)WR + (D+1)W;
-    parameter_efficient (D+1)K + (R+1)W + 2(D+1)W (RW without the PE bias); +1 for a learned τ.
-    """
-    d1, k = in_features + 1, num_classes
-    w = in_features if noise_space == "pre_logits" else num_classes
-    n = d1 * k
-    if covariance == "diagonal":
-        n += d1 * w
-    elif covariance == "low_rank":
-        n += d1 * w * num_factors + d1 * w
-    elif covariance == "parameter_efficient":
-        n += (num_factors + (1 if pe_noise_bias else 0)) * w + 2 * d1 * w
-    elif covariance != "none":
-        _choice("covariance", covariance, COVARIANCES)
-    return n + (1 if learn_temperature else 0)
-
-
-__all__ = [
-    "HeteroscedasticHead", "MCSoftmaxDenseFA", "MCSigmoidDenseFA", "count_head_parameters",
-    "COVARIANCES", "LINKS", "NOISE_SPACES", "NOISE_LAYERS", "INPUT_DEPENDENT_NOISE_LAYERS",
-]

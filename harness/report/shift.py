@@ -1,18 +1,12 @@
-"""The distribution-shift section of a report, from saved shift predictions (:mod:`harness.shift`).
+"""The distribution-shift section of a report, from the results of each folder's saved shift sets
+(:mod:`harness.shift.results`):
 
-For every report entry (run or ensemble folder) with ``shift/shift.json``, computed from the saved
-sets only (nothing is re-predicted):
-
-- accuracy, NLL and ECE (:mod:`harness.metrics`) on the clean subset and on every corrupted set;
-  a figure in the layout of Ovadia et al. (NeurIPS 2019, *Can You Trust Your Model's Uncertainty?*,
-  Fig. 2): one box per method (single models: each corruption's value averaged over seeds) and per
-  ensemble at each severity, the box spanning the corruptions; and the ImageNet-C-style summary
-  table (Hendrycks & Dietterich 2019): the metrics averaged over all corrupted sets;
-- selective prediction by the maximum probability: risk-coverage curves on the clean subset and
-  on all corrupted sets pooled, and AURC per severity (:mod:`harness.ood`);
-- OOD detection of every OOD set against the clean subset: AUROC, AUPR-in, AUPR-out and FPR at 95%
-  TPR for the maximum probability, the predictive entropy and, for models with components (het
-  heads' MC samples, ensemble members), the mutual information.
+- the metrics on the clean subset and on every corrupted set; a figure in the layout of Ovadia et al.
+  (NeurIPS 2019, *Can You Trust Your Model's Uncertainty?*, Fig. 2): one box per method (single models:
+  each corruption's value averaged over seeds) and per ensemble at each severity, the box spanning the
+  corruptions; and the ImageNet-C-style summary table (Hendrycks & Dietterich 2019);
+- risk-coverage curves on the clean subset and on all corrupted sets pooled, and AURC per severity;
+- OOD detection of every OOD set against the clean subset.
 
 :func:`section` returns ``{"title", "text", "tables", "figures", "json"}`` for the report writer.
 """
@@ -24,64 +18,13 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from harness import metrics as M
-from harness import ood as O
-from harness.figures import png
-from harness.shift import CLEAN, OOD_PREFIX, load_sets
+from harness.report.figures import png, risk_coverage_figure, severity_figure
+from harness.shift.corruptions import describe
+from harness.shift.results import CLEAN, METRICS, add_pooled_curves, entry_results, severity
+from harness.uncertainty import metrics as M
+from harness.uncertainty import ood as O
 
-METRICS = (("top1", "top-1", True), ("nll", "NLL", False), ("ece", "ECE", False))
 SCORE_NAMES = {"one_minus_max_prob": "1 − max probability", "entropy": "entropy", "mutual_information": "mutual information"}
-
-
-def _severity(name: str) -> Optional[int]:
-    """Severity of a corrupted set's name (``frost-3`` -> 3); None for clean and OOD sets."""
-    if name == CLEAN or name.startswith(OOD_PREFIX):
-        return None
-    return int(name.rsplit("-", 1)[1])
-
-
-def entry_results(folder: "str | Path") -> Optional[dict]:
-    """Metrics of one run or ensemble folder's saved shift sets; None if it has none.
-
-    Returns:
-        ``sets`` {set: {top1, nll, ece, aurc}} (clean and corrupted), ``ood`` {OOD set: {score:
-        {auroc, aupr_in, aupr_out, fpr95}}}, ``mean_corrupted`` {top1, nll, ece, aurc},
-        ``by_severity`` {severity: {top1, nll, ece, aurc}}, ``curves`` (the risk-coverage arrays of
-        the clean subset; :func:`section` adds the pooled corrupted sets common to all entries),
-        ``selective`` {set: (confidence [N], correct [N])}, ``index`` of the clean subset, the spec
-        of the folder's ``shift.json``.
-    """
-    loaded = load_sets(folder)
-    if loaded is None or CLEAN not in loaded[1]:
-        return None
-    spec, sets = loaded
-    res: dict = {"sets": {}, "ood": {}, "spec": spec, "selective": {}}
-    for name, (preds, _) in sets.items():
-        if name.startswith(OOD_PREFIX):
-            continue
-        lp = preds.log_probs()
-        m = M.classification_metrics(lp, preds.targets)
-        conf, correct = M.top_label(lp, preds.targets)
-        res["sets"][name] = {"top1": m["top1"], "nll": m["nll"], "ece": m["ece"], "aurc": O.aurc(conf, correct)}
-        res["selective"][name] = (conf, correct)
-        if name == CLEAN:
-            res["curves"] = {"clean": O.risk_coverage(conf, correct)}
-            res["index"] = preds.index
-    corrupted = {n: v for n, v in res["sets"].items() if n != CLEAN}
-    keys = ("top1", "nll", "ece", "aurc")
-    res["mean_corrupted"] = {k: float(np.mean([v[k] for v in corrupted.values()])) for k in keys} if corrupted else {}
-    res["by_severity"] = {}
-    for s in sorted({_severity(n) for n in corrupted}):
-        vals = [v for n, v in corrupted.items() if _severity(n) == s]
-        res["by_severity"][s] = {k: float(np.mean([v[k] for v in vals])) for k in keys}
-    clean_preds, clean_ent = sets[CLEAN]
-    score_in = O.uncertainty_scores(clean_preds.log_probs(), clean_ent)
-    for name, (preds, ent) in sets.items():
-        if name.startswith(OOD_PREFIX):
-            score_out = O.uncertainty_scores(preds.log_probs(), ent)
-            res["ood"][name[len(OOD_PREFIX):]] = {k: O.ood_metrics(score_in[k], score_out[k]) for k in score_in
-                                                  if k in score_out}
-    return res
 
 
 def _groups(items: "list[dict]") -> "list[dict]":
@@ -111,67 +54,6 @@ def _cell(values: "list[float]", pct: bool) -> str:
     return mean if len(values) == 1 else f"{mean} ± {scale * np.std(values, ddof=1):.{digits}f}"
 
 
-def severity_figure(groups: "list[dict]", severities: "list[int]", corruptions: "list[str]"):
-    """Ovadia et al. Fig. 2 layout: top-1, NLL and ECE against severity (0 = clean), one box per
-    group at each severity spanning the corruptions (single models: per-corruption means over seeds)."""
-    from harness.figures import pyplot
-
-    plt = pyplot()
-
-    colors = plt.get_cmap("tab10").colors
-    width_in = max(6.0, 2.0 + 0.3 * len(groups) * (len(severities) + 1))
-    fig, axes = plt.subplots(3, 1, figsize=(width_in, 9.5), sharex=True)
-    width = 0.8 / len(groups)
-    for ax, (key, label, pct) in zip(axes, METRICS):
-        for gi, g in enumerate(groups):
-            data, pos = [], []
-            for si, s in enumerate([0] + severities):
-                names = [CLEAN] if s == 0 else [f"{c}-{s}" for c in corruptions]
-                vals = [float(np.mean([m["results"]["sets"][n][key] for m in g["members"]])) for n in names]
-                data.append([100 * v if pct else v for v in vals])
-                pos.append(si + (gi - (len(groups) - 1) / 2) * width)
-            ax.boxplot(data, positions=pos, widths=width * 0.85, patch_artist=True, showfliers=True,
-                       boxprops={"facecolor": colors[gi % 10], "alpha": 0.75}, medianprops={"color": "k"},
-                       flierprops={"markersize": 3})
-        ax.set_ylabel(label + (" (%)" if pct else ""))
-        ax.grid(axis="y", alpha=0.3)
-    axes[-1].set_xticks(range(len(severities) + 1))
-    axes[-1].set_xticklabels(["clean"] + [str(s) for s in severities])
-    axes[-1].set_xlabel("corruption severity (boxes span the corruptions)")
-    handles = [plt.Rectangle((0, 0), 1, 1, facecolor=colors[i % 10], alpha=0.75) for i in range(len(groups))]
-    fig.legend(handles, [g["name"] for g in groups], loc="lower center", ncol=min(4, len(groups)), fontsize=8,
-               frameon=False)
-    fig.tight_layout(rect=(0, 0.03 + 0.025 * ((len(groups) + 3) // 4), 1, 1))
-    return fig
-
-
-def risk_coverage_figure(groups: "list[dict]"):
-    """Risk (error rate among the accepted) against coverage, accepting by maximum probability, on the
-    clean subset and on all corrupted sets pooled; single models' curves averaged over seeds."""
-    from harness.figures import pyplot
-
-    plt = pyplot()
-
-    colors = plt.get_cmap("tab10").colors
-    pooled = all("corrupted" in m["results"]["curves"] for g in groups for m in g["members"])
-    panels = ["clean"] + (["corrupted"] if pooled else [])
-    fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 4.2), squeeze=False)
-    for ax, panel in zip(axes[0], panels):
-        for gi, g in enumerate(groups):
-            curves = [m["results"]["curves"][panel] for m in g["members"]]
-            cov, risk = curves[0][0], np.mean([c[1] for c in curves], axis=0)
-            aurc = float(risk.mean())
-            ax.plot(cov, 100 * risk, color=colors[gi % 10], lw=1.4, label=f"{g['name']} (AURC {aurc:.4f})")
-        ax.set_xlabel("coverage (share of examples accepted, most confident first)")
-        ax.set_ylabel("risk: error rate among accepted (%)")
-        ax.set_title("clean subset" if panel == "clean" else "all corrupted sets pooled", fontsize=9)
-        ax.set_xlim(0, 1)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
-    fig.tight_layout()
-    return fig
-
-
 def _mean(group: dict, key: str, names: "list[str]") -> "list[float]":
     """Per member of a group: the mean of ``key`` over the sets ``names``."""
     return [float(np.mean([m["results"]["sets"][n][key] for n in names])) for m in group["members"]]
@@ -179,7 +61,7 @@ def _mean(group: dict, key: str, names: "list[str]") -> "list[float]":
 
 def _summary_table(groups: "list[dict]", pairs: "list[tuple[str, int]]") -> "list[list[str]]":
     corrupted = [f"{c}-{s}" for c, s in pairs]
-    return [[g["name"]] + [_cell(_mean(g, key, names), pct) for key, _, pct in METRICS
+    return [[g["name"]] + [_cell(_mean(g, key, names), M.METRICS[key].percent) for key in METRICS
                            for names in ([CLEAN], corrupted)] for g in groups]
 
 
@@ -219,8 +101,6 @@ def section(items: Sequence["tuple[str, str, str, str | Path]"]) -> Optional[dic
     Raises:
         ValueError: entries evaluated under shift on different examples.
     """
-    from harness.corruptions import describe
-
     results, missing = [], []
     for label, method, kind, folder in items:
         r = entry_results(folder)
@@ -236,18 +116,13 @@ def section(items: Sequence["tuple[str, str, str, str | Path]"]) -> Optional[dic
             raise ValueError(f"{it['label']} ({it['folder']}) was evaluated under shift on other examples than "
                              f"{results[0]['label']}: run harness shift on all of them with the same settings")
     names = [n for n in ref["sets"] if all(n in it["results"]["sets"] for it in results)]
-    severities = sorted({_severity(n) for n in names if n != CLEAN})
+    severities = sorted({severity(n) for n in names if n != CLEAN})
     corruptions = [c for c in dict.fromkeys(n.rsplit("-", 1)[0] for n in names if n != CLEAN)
                    if all(f"{c}-{s}" in names for s in severities)]
     if not corruptions:  # no corruption was evaluated at every severity by every entry
         severities = []
     pairs = [(c, s) for c in corruptions for s in severities]
-    for it in results:  # pooled risk-coverage over the sets every entry has, as in the tables
-        r = it["results"]
-        if pairs:
-            sel = [r["selective"][f"{c}-{s}"] for c, s in pairs]
-            r["curves"]["corrupted"] = O.risk_coverage(np.concatenate([c for c, _ in sel]),
-                                                       np.concatenate([k for _, k in sel]))
+    add_pooled_curves([it["results"] for it in results], pairs)  # over the sets every entry has, as in the tables
     ood_names = [n for n in ref["ood"] if all(n in it["results"]["ood"] for it in results)]
     spec, settings = ref["spec"], ref["spec"].get("settings", {})
     groups = _groups(results)

@@ -1,317 +1,29 @@
-"""``harness report``: Markdown, self-contained HTML and JSON reports of runs and ensembles.
-
-A report covers any mix of run folders (``harness upstream``) and ensemble folders
-(``harness ensemble``): a table in the layout of the paper's Table 7 (method, top-1, NLL, ECE; single
-models and ensembles), ensemble diagnostics, temperature scaling before/after where held-out
-predictions exist, reliability diagrams with confidence histograms, and, when a het model is
-present, the covariance analysis (paper Table 4 and Figure 2). Everything is written to
-``<out_root>/<name>/report.{md,html,json}`` plus the PNG figures.
-"""
+"""Rendering a report: its tables, sentences, Markdown and self-contained HTML (figures embedded), and a
+headless-browser screenshot of the HTML. Numbers arrive computed (:mod:`harness.report.build`)."""
 
 from __future__ import annotations
 
 import base64
 import html
-import json
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, Sequence
 
 import numpy as np
 
-from harness import metrics as M
-from harness.ensembles import fit_temperature, scale
-from harness.figures import png
-from harness.io import atomic_write_bytes, atomic_write_text, json_dumps
-from harness.provenance import markdown_header, provenance
-from harness.runs import Predictions, load_heldout, run_config, run_head, run_method, run_summary
-from harness.uncertainty.labels import clean_heldout, heldout_description, label_calibration, per_class_accuracy
-
-SCHEMA = "harness.report/1"
-ACCURACY_LABEL = "accuracy"
-OVER_LABEL = "gap: over-confident (confidence above accuracy)"
-UNDER_LABEL = "gap: under-confident (accuracy above confidence)"
+from harness.provenance import markdown_header
+from harness.uncertainty import metrics as M
 
 
-@dataclass
-class Entry:
-    """One row of the report: a single run or an ensemble."""
-
-    label: str
-    method: str
-    kind: str  # "single" | "ensemble"
-    preds: Predictions
-    command: str = ""
-    heldout: Optional[Predictions] = None
-    members: "list[str]" = field(default_factory=list)
-    summary: Optional[dict] = None
-    data: str = ""
-    head: dict = field(default_factory=dict)
-    run_dir: Optional[Path] = None
-
-
-def _run_entry(run_dir: Path) -> Entry:
-    cfg = run_config(run_dir)
-    head = run_head(run_dir)
-    meta = run_summary(run_dir)
-    method = run_method(run_dir)
-    return Entry(f"{method} seed {cfg.get('seed', '?')}", method, "single",
-                 command=meta.get("command", ""), preds=Predictions.load(run_dir), heldout=load_heldout(run_dir),
-                 data=meta.get("eval_data", ""), head=head, run_dir=run_dir)
-
-
-def load_entry(path: "str | Path") -> Entry:
-    """A run folder or an ensemble folder (``ensemble.json`` listing its members).
-
-    Raises:
-        FileNotFoundError: neither kind of folder.
-    """
-    path = Path(path)
-    if (path / "ensemble.json").is_file():
-        spec = json.loads((path / "ensemble.json").read_text())
-        first = Path(spec["members"][0])
-        head = run_head(first)
-        return Entry(f"{spec['method']} ensemble of {len(spec['members'])}", spec["method"], "ensemble",
-                     command=spec.get("command", ""), preds=Predictions.load(path), heldout=load_heldout(path),
-                     members=spec["members"], summary=spec["summary"], data=spec["data"], head=head, run_dir=first)
-    if (path / "config.yaml").is_file() and (path / "predictions.npz").is_file():
-        return _run_entry(path)
-    raise FileNotFoundError(f"{str(path)!r} is neither a finished run folder (config.yaml + predictions.npz) nor an "
-                            "ensemble folder (ensemble.json); run harness upstream / harness ensemble first")
-
-
-# ------------------------------------------------------------------------------------------ figures
-def reliability_figure(preds: Predictions, title: str):
-    """Reliability diagram over a confidence histogram, as a matplotlib ``Figure``.
-
-    Top panel, per non-empty equal-width bin (15, :func:`harness.metrics.reliability_bins`): a
-    filled bar up to the bin's accuracy, and an unfilled hatched bar from the accuracy to the bin's
-    mean confidence (its signed gap, height confidence - accuracy): above the accuracy bar when the
-    bin is over-confident, inside it when under-confident, so either direction reads correctly and
-    the accuracy bar is never covered. The dashed diagonal is perfect calibration. Bottom panel:
-    share of examples per bin. The legend sits below both panels, outside the axes. Multi-label
-    predictions use top-label forecasts under the multi-label row rule of :mod:`harness.metrics`.
-    """
-    from harness.figures import pyplot
-
-    plt = pyplot()
-
-    if preds.multilabel:
-        conf, correct = M.multilabel_top_label(preds.logits, preds.targets)
-    else:
-        conf, correct = M.top_label(preds.log_probs(), preds.targets)
-    bins = M.reliability_bins(conf, correct)
-    centers = (bins["edges"][:-1] + bins["edges"][1:]) / 2
-    width = (bins["edges"][1] - bins["edges"][0]) * 0.9
-    filled = bins["count"] > 0
-    x, acc, cf = centers[filled], bins["accuracy"][filled], bins["confidence"][filled]
-    fig, (ax, hx) = plt.subplots(2, 1, figsize=(4.2, 6.0), gridspec_kw={"height_ratios": [3, 1.2]}, sharex=True)
-    ax.bar(x, acc, width=width, color="#4c72b0", label=ACCURACY_LABEL)
-    for sel, color, hatch, label in ((cf > acc, "#c44e52", "///", OVER_LABEL),
-                                     (cf < acc, "#2ca02c", "\\\\\\", UNDER_LABEL)):
-        if sel.any():
-            ax.bar(x[sel], (cf - acc)[sel], bottom=acc[sel], width=width, fill=False, edgecolor=color, hatch=hatch,
-                   linewidth=1.2, label=label)
-    ax.plot([0, 1], [0, 1], "k--", lw=1, label="perfect calibration (confidence = accuracy)")
-    ax.set_ylim(0, 1)
-    ax.set_ylabel("accuracy")
-    ax.set_title(f"{title}\nECE {M.calibration_error(conf, correct):.4f}", fontsize=9)
-    hx.bar(centers, bins["count"] / bins["count"].sum(), width=width, color="#8c8c8c")
-    hx.set_xlabel("confidence (top label)")
-    hx.set_ylabel("share")
-    hx.set_xlim(0, 1)
-    handles, labels = ax.get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", fontsize=7, frameon=False)
-    fig.tight_layout(rect=(0, 0.01 + 0.03 * len(labels), 1, 1))
-    return fig
-
-
-def reliability_png(preds: Predictions, title: str) -> bytes:
-    """:func:`reliability_figure` as PNG bytes."""
-    return png(reliability_figure(preds, title))
-
-
-def ranks_png(ranks: Sequence[int], num_classes: int, title: str) -> bytes:
-    """Histogram of the Figure 2 ranks, with the uniform expectation."""
-    from harness.figures import pyplot
-
-    plt = pyplot()
-
-    others = num_classes - 1
-    fig, ax = plt.subplots(figsize=(5, 3.2))
-    edges = np.arange(1, min(others, 50) + 2) - 0.5
-    ax.hist(np.minimum(ranks, edges[-1] - 0.5), bins=edges, color="#4c72b0")
-    ax.axhline(len(ranks) / others, color="k", ls="--", lw=1, label="uniform")
-    ax.set_xlabel("rank of the hom prediction by |covariance| with the true class")
-    ax.set_ylabel("examples")
-    ax.set_title(title, fontsize=9)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    return png(fig)
-
-
-# ------------------------------------------------------------------------------------------ content
-def _fmt(v, pct: bool = False) -> str:
+def fmt(v, pct: bool = False) -> str:
     if v is None or (isinstance(v, float) and np.isnan(v)):
         return "-"
     return f"{100 * v:.2f}%" if pct else f"{v:.4f}"
 
 
-def _main_columns(multilabel: bool) -> "list[tuple[str, str, bool]]":
-    """(label, metric, shown in %) of the main table's columns (:data:`harness.metrics.METRICS`)."""
+def main_columns(multilabel: bool) -> "list[tuple[str, str, bool]]":
+    """(label, metric, shown in %) of the main table's columns (:data:`harness.uncertainty.metrics.METRICS`)."""
     keys = ("prec@1", "sigmoid_nll", "ece", "micro_ap") if multilabel else ("top1", "nll", "ece", "brier")
     return [(M.METRICS[k].label, k, M.METRICS[k].percent) for k in keys]
-
-
-def _covariance_section(entries: "list[Entry]", top: int) -> Optional[dict]:
-    """Table 4 / Figure 2 for the first entry with a low-rank or PE covariance (first member of such an
-    ensemble), against the first hom entry evaluated on the same data."""
-    from harness.covariance import analyse, transition_test
-    from harness.models import load_model
-    from harness.runs import data_config, eval_batches, noise_transition
-
-    # a model with off-diagonal covariance (a diagonal one has nothing to rank classes by)
-    het = next((e for e in entries if e.head.get("covariance", "low_rank") in ("low_rank", "parameter_efficient")
-                and e.run_dir), None)
-    if het is None or not (het.run_dir / "model.pt").is_file():
-        return None
-    hom = next((e for e in entries if e.head.get("covariance") == "none" and e.kind == "single"
-                and np.array_equal(e.preds.index, het.preds.index)), None)
-    model = load_model(het.run_dir / "model.pt")
-    het_preds = Predictions.load(het.run_dir)
-    data = data_config(het.run_dir)
-    result = analyse(model.head, eval_batches(model, data), het_preds.class_names, top,
-                     het_preds.logits if hom else None, hom.preds.logits if hom else None,
-                     het_preds.index if hom else None)
-    result.update(het_run=str(het.run_dir), hom_run=str(hom.run_dir) if hom else None)
-    if result["ranks"]:
-        r, mu = np.asarray(result["ranks"]), np.asarray(result["mean_logit_ranks"])
-        others = result["num_classes"] - 1
-        result["share_rank_1"] = float((r == 1).mean())
-        result["uniform_share_rank_1"] = 1.0 / others
-        result["mean_rank"] = float(r.mean())
-        result["uniform_mean_rank"] = (others + 1) / 2
-        result["mean_logit_share_rank_1"] = float((mu == 1).mean())
-        result["mean_logit_mean_rank"] = float(mu.mean())
-    transition = noise_transition(het.run_dir)
-    result["transition_test"] = None
-    if transition is not None and result.get("pair_noise"):
-        result["transition_test"] = transition_test(transition, result["pair_noise"])
-    return result
-
-
-def check_name(name: str) -> str:
-    """A report name is one plain folder name under ``out_root``.
-
-    Raises:
-        ValueError: empty, ``.``/``..``, or holding ``/`` or ``\\``.
-    """
-    if not name or name in (".", "..") or "/" in name or "\\" in name:
-        raise ValueError(f"report name {name!r} must be a plain folder name (no '/' or backslash, not '.' or "
-                         "'..'): the report goes to <out-root>/<name>/; choose the parent folder with --out-root "
-                         "(out_root)")
-    return name
-
-
-def build(paths: Sequence["str | Path"], name: str, out_root: "str | Path" = "results", covariance: bool = True,
-          top_pairs: int = 10, extra: Optional[dict] = None, shift: bool = True) -> Path:
-    """Write ``<out_root>/<name>/report.{md,html,json}`` and figures for the given run/ensemble folders.
-
-    ``extra`` adds sections: ``{"tables": [(title, header, rows)], "text": [str], "json": {...}}``
-    (the experiment runner puts the downstream table there). With ``shift``, entries that hold shift
-    predictions (``harness shift``) get the distribution-shift section of :mod:`harness.shift_report`
-    (its figures, tables and text; ``report.json`` key ``shift``).
-
-    Raises:
-        FileNotFoundError: a path is neither a run nor an ensemble folder.
-        ValueError: a report name that is not a plain folder name (:func:`check_name`); entries
-            with different label spaces or evaluation data.
-    """
-    check_name(name)
-    entries = [load_entry(p) for p in paths]
-    ref = entries[0].preds
-    for e in entries[1:]:
-        if e.preds.class_names != ref.class_names or not np.array_equal(e.preds.index, ref.index):
-            raise ValueError(f"{e.label} ({e.preds.source}) was evaluated on other data or classes than "
-                             f"{entries[0].label}; report runs of one experiment together")
-    out = Path(out_root) / name
-    out.mkdir(parents=True, exist_ok=True)
-    prov = provenance()
-    multilabel = ref.multilabel
-    skipped = M.macro_map(ref.logits, ref.targets, return_skipped=True)[1] if multilabel else None
-    cols = _main_columns(multilabel)
-    rows, json_entries, figures = [], [], []
-    for e in entries:
-        m = e.preds.metrics()
-        item = {"label": e.label, "method": e.method, "kind": e.kind, "source": e.preds.source, "metrics": m,
-                "members": e.members, "command": e.command}
-        if e.heldout is not None:
-            cal = (label_calibration(e.preds, e.heldout, clean_heldout(e.heldout, e.run_dir))
-                   if not multilabel and e.run_dir is not None else None)
-            t = cal["fit_noisy"]["temperature"] if cal else fit_temperature(e.heldout)  # the same fit, done once
-            item["temperature_scaling"] = {"temperature": t, "after": scale(e.preds, t).metrics(),
-                                           "fitted_on": "held-out split"}
-            if cal:
-                item["calibration"] = cal
-                item["temperature_scaling"]["fitted_on"] = (
-                    "held-out split, noisy labels" if cal["noisy_labels_differ"] else "held-out split")
-        if not multilabel:
-            item["per_class_top1"] = {"test": per_class_accuracy(e.preds).tolist(),
-                                      "heldout": per_class_accuracy(e.heldout).tolist() if e.heldout is not None
-                                      else None}
-        if e.summary is not None:
-            item["ensemble"] = {k: v for k, v in e.summary.items() if k not in ("members",)}
-            item["ensemble"]["member_metrics"] = e.summary["members"]
-        json_entries.append(item)
-        cells = [e.label, e.kind] + [_fmt(m.get(k), pct) for _, k, pct in cols]
-        if e.summary is not None:
-            std = e.summary["member_std"]
-            mean = e.summary["member_mean"]
-            cells.append("members: " + ", ".join(f"{lbl} {_fmt(mean[k], pct)} ± {_fmt(std[k], pct)}"
-                                                 for lbl, k, pct in cols[:3]))
-        else:
-            cells.append("")
-        rows.append(cells)
-        fname = f"reliability_{len(figures)}.png"
-        image = reliability_png(e.preds, e.label)
-        atomic_write_bytes(out / fname, image)
-        figures.append((e.label, fname, image))
-
-    cov = _covariance_section(entries, top_pairs) if covariance else None
-    cov_png = None
-    if cov and cov.get("ranks"):
-        cov_png = ranks_png(cov["ranks"], cov["num_classes"], "Figure 2: het right, hom wrong")
-        atomic_write_bytes(out / "covariance_ranks.png", cov_png)
-
-    shift_part = None
-    if shift:
-        from harness.shift_report import section
-
-        shift_part = section([(e.label, e.method, e.kind, e.preds.source) for e in entries])
-        for _, fname, image in (shift_part or {}).get("figures", []):
-            atomic_write_bytes(out / fname, image)
-
-    extra = extra or {}
-    for _, fname, image in extra.get("figures", []):
-        atomic_write_bytes(out / fname, image)
-    heldout_data = heldout_description(entries[0].run_dir) if entries[0].run_dir and entries[0].heldout else None
-    notes = list(extra.get("text", [])) + _calibration_note(json_entries)
-    report = {"schema": SCHEMA, "name": name, "provenance": prov, "data": entries[0].data,
-              "heldout_data": heldout_data, **extra.get("json", {}),
-              "extra_tables": [list(t) for t in extra.get("tables", [])], "notes": notes,
-              "num_examples": int(len(ref.index)), "num_classes": len(ref.class_names), "multilabel": multilabel,
-              "class_names": list(ref.class_names),
-              "macro_map_skipped_classes": skipped,
-              "entries": json_entries, "covariance": cov, "shift": shift_part["json"] if shift_part else None,
-              "figures": {"reliability": [f for _, f, _ in figures],
-                          "covariance_ranks": "covariance_ranks.png" if cov_png else None,
-                          "shift": [f for _, f, _ in shift_part["figures"]] if shift_part else [],
-                          **({"extra": [f for _, f, _ in extra["figures"]]} if extra.get("figures") else {})}}
-    atomic_write_text(out / "report.json", json_dumps(report, indent=1))
-    more = list(extra.get("figures", []))
-    atomic_write_text(out / "report.md", _markdown(report, rows, cols, figures, cov_png is not None, shift_part, more))
-    atomic_write_text(out / "report.html", _html(report, rows, cols, figures, cov_png, shift_part, more))
-    return out
 
 
 def _tables(report: dict, rows, cols) -> "list[tuple[str, list[str], list[list[str]]]]":
@@ -322,10 +34,10 @@ def _tables(report: dict, rows, cols) -> "list[tuple[str, list[str], list[list[s
     if ens:
         tables.append(("Ensembles", ["ensemble", "size", "Gibbs CE", "ensemble NLL", "gain", "disagreement",
                                      "disagreement / error", "mean KL to ensemble"],
-                       [[e["label"], str(e["ensemble"]["size"]), _fmt(e["ensemble"]["gibbs_ce"]),
-                         _fmt(e["ensemble"]["ensemble_nll"]), _fmt(e["ensemble"]["ensemble_gain"]),
-                         _fmt(e["ensemble"]["disagreement"]), _fmt(e["ensemble"]["disagreement_over_error"]),
-                         _fmt(e["ensemble"]["mean_kl_to_ensemble"])] for e in ens]))
+                       [[e["label"], str(e["ensemble"]["size"]), fmt(e["ensemble"]["gibbs_ce"]),
+                         fmt(e["ensemble"]["ensemble_nll"]), fmt(e["ensemble"]["ensemble_gain"]),
+                         fmt(e["ensemble"]["disagreement"]), fmt(e["ensemble"]["disagreement_over_error"]),
+                         fmt(e["ensemble"]["mean_kl_to_ensemble"])] for e in ens]))
     cal = [e for e in report["entries"] if "calibration" in e]
     ts = [e for e in report["entries"] if "temperature_scaling" in e and "calibration" not in e]
     if cal:
@@ -336,9 +48,9 @@ def _tables(report: dict, rows, cols) -> "list[tuple[str, list[str], list[list[s
         nll_key = "sigmoid_nll" if report["multilabel"] else "nll"
         tables.append(("Post-hoc temperature scaling (fitted on the held-out split)",
                        ["method", "T", "NLL before", "NLL after", "ECE before", "ECE after"],
-                       [[e["label"], f"{e['temperature_scaling']['temperature']:.3f}", _fmt(e["metrics"][nll_key]),
-                         _fmt(e["temperature_scaling"]["after"][nll_key]), _fmt(e["metrics"]["ece"]),
-                         _fmt(e["temperature_scaling"]["after"]["ece"])] for e in ts]))
+                       [[e["label"], f"{e['temperature_scaling']['temperature']:.3f}", fmt(e["metrics"][nll_key]),
+                         fmt(e["temperature_scaling"]["after"][nll_key]), fmt(e["metrics"]["ece"]),
+                         fmt(e["temperature_scaling"]["after"]["ece"])] for e in ts]))
     tables += [tuple(t) for t in report.get("extra_tables", [])]
     cov = report["covariance"]
     if cov:
@@ -351,7 +63,7 @@ def _tables(report: dict, rows, cols) -> "list[tuple[str, list[str], list[list[s
     return tables
 
 
-def _calibration_note(entries: "list[dict]") -> "list[str]":
+def calibration_note(entries: "list[dict]") -> "list[str]":
     """Why temperature scaling fit on noisy held-out labels and on clean ones disagree, from the
     numbers (single models; nothing when the held-out labels are clean)."""
     cal = [e["calibration"] for e in entries if e.get("calibration") and e["kind"] == "single"
@@ -384,8 +96,8 @@ def _heldout_labels(report: dict, cal: "list[dict]") -> str:
 def _calibration_tables(report: dict, cal: "list[dict]") -> "list[tuple[str, list[str], list[list[str]]]]":
     """Metrics on both label sets, and temperature scaling fit on noisy vs clean held-out labels."""
     held = _heldout_labels(report, cal)
-    rows = [[e["label"]] + [_fmt(e["calibration"]["heldout_noisy"][k], k == "top1") for k in ("top1", "nll", "ece", "brier")]
-            + [_fmt(e["calibration"]["test_clean"][k], k == "top1") for k in ("top1", "nll", "ece", "brier")]
+    rows = [[e["label"]] + [fmt(e["calibration"]["heldout_noisy"][k], k == "top1") for k in ("top1", "nll", "ece", "brier")]
+            + [fmt(e["calibration"]["test_clean"][k], k == "top1") for k in ("top1", "nll", "ece", "brier")]
             for e in cal]
     both = (f"Calibration against both label sets: held-out = {held}; eval = {report['data']}",
             ["entry", "held-out top-1", "held-out NLL", "held-out ECE", "held-out Brier", "eval top-1", "eval NLL",
@@ -394,12 +106,12 @@ def _calibration_tables(report: dict, cal: "list[dict]") -> "list[tuple[str, lis
     for e in cal:
         c = e["calibration"]
         fn, fc = c["fit_noisy"], c["fit_clean"]
-        ts_rows.append([e["label"], f"{fn['temperature']:.3f}", _fmt(c["test_clean"]["nll"]),
-                        _fmt(fn["test_clean"]["nll"]), _fmt(c["test_clean"]["ece"]),
-                        _fmt(fn["test_clean"]["ece"]), _fmt(c["heldout_noisy"]["nll"]),
-                        _fmt(fn["heldout_noisy"]["nll"]),
-                        f"{fc['temperature']:.3f}" if fc else "n/a", _fmt(fc["test_clean"]["nll"]) if fc else "n/a",
-                        _fmt(fc["test_clean"]["ece"]) if fc else "n/a"])
+        ts_rows.append([e["label"], f"{fn['temperature']:.3f}", fmt(c["test_clean"]["nll"]),
+                        fmt(fn["test_clean"]["nll"]), fmt(c["test_clean"]["ece"]),
+                        fmt(fn["test_clean"]["ece"]), fmt(c["heldout_noisy"]["nll"]),
+                        fmt(fn["heldout_noisy"]["nll"]),
+                        f"{fc['temperature']:.3f}" if fc else "n/a", fmt(fc["test_clean"]["nll"]) if fc else "n/a",
+                        fmt(fc["test_clean"]["ece"]) if fc else "n/a"])
     ts = (f"Post-hoc temperature scaling fit on the held-out labels ({held}; what a user has) and, as an oracle, on "
           "the same held-out images' clean labels; applied to the evaluation split and to the held-out split",
           ["entry", "T (held-out labels)", "eval NLL before", "eval NLL after", "eval ECE before", "eval ECE after",
@@ -422,7 +134,7 @@ def _per_class_table(report: dict) -> "tuple[str, list[str], list[list[str]]]":
         if all(i["heldout"] is not None for i in items):
             cols.append(np.nanmean([i["heldout"] for i in items], axis=0))
             header.append(f"{m} held-out")
-    rows = [[names[c]] + [_fmt(col[c], True) for col in cols] for c in range(len(names))]
+    rows = [[names[c]] + [fmt(col[c], True) for col in cols] for c in range(len(names))]
     return (f"Top-1 per class (single models, mean over seeds; %): eval = {report['data']}; held-out = "
             f"{report.get('heldout_data') or 'held-out split'} with its labels as trained on", header, rows)
 
@@ -528,7 +240,7 @@ def _html_table(title: str, header, body, tag: str = "h2") -> str:
             + "</table>")
 
 
-def _markdown(report: dict, rows, cols, figures, has_ranks: bool, shift: Optional[dict] = None,
+def markdown(report: dict, rows, cols, figures, has_ranks: bool, shift: Optional[dict] = None,
               more: Sequence = ()) -> str:
     lines = [markdown_header(f"Report: {report['name']}", report["provenance"]),
              f"Evaluation data: {report['data']} ({report['num_examples']} examples, {report['num_classes']} classes).",
@@ -555,7 +267,7 @@ def _markdown(report: dict, rows, cols, figures, has_ranks: bool, shift: Optiona
     return "\n".join(lines)
 
 
-def _html(report: dict, rows, cols, figures, cov_png: Optional[bytes], shift: Optional[dict] = None,
+def html_page(report: dict, rows, cols, figures, cov_png: Optional[bytes], shift: Optional[dict] = None,
           more: Sequence = ()) -> str:
     def img(data: bytes, alt: str) -> str:
         return (f'<figure><img alt="{html.escape(alt)}" src="data:image/png;base64,'

@@ -7,29 +7,12 @@ Python floats (or arrays for reliability bins). Shapes: ``N`` examples, ``K`` cl
 Single-label inputs: ``log_probs`` ``[N, K]`` (log of normalised probabilities), ``labels`` ``[N]`` ints.
 Multi-label inputs: ``logits`` ``[N, K]`` (sigmoid link), ``targets`` ``[N, K]`` in {0, 1}.
 
-Input checks: every public metric refuses, with a ``ValueError`` that names the fix,
-
-- ``N = 0`` (nothing to score), shapes other than the above, labels whose count differs from N;
-- labels of a non-integer dtype (floats, bools) or outside ``[0, K)``;
-- log-probabilities whose rows do not normalise, ``|Σ_k p_k - 1| > NORM_TOL`` (raw logits land
-  here: pass ``log_softmax(logits)``); exact zeros (``log p = -inf``) are fine;
-- confidences outside ``[0, 1]`` and correctness values other than 0/1;
-- multi-label targets with values other than 0 and 1 (soft labels, class indices).
-
-NaN: never scored. A NaN anywhere in the scored input (log-probabilities, logits, confidences,
-targets) raises ``ValueError`` naming how many rows hold one and the first; no metric returns a
-number (or NaN) computed from NaN inputs. The transforms :func:`log_softmax` / :func:`log_sigmoid`
-propagate NaN like NumPy.
-
-The checks are one extra pass over the ``[N, K]`` input (row sums of float32 ``exp``, or NaN and
-0/1 tests for multi-label inputs), in row chunks of about 32 MB of temporaries: measured at
-1M x 1k on one core of a shared 2-core CPU, 4.8 s for float64 log-probabilities (NLL itself then
-takes 1 s more) and 3 s for multi-label logits and targets. Multi-label logits may be ±inf (a
-certain forecast).
+Input checks (:mod:`harness.uncertainty.checks`): every public metric refuses bad input (wrong shapes,
+labels out of range, unnormalised log-probabilities, NaN) with a ``ValueError`` that names the fix.
 
 Multi-label rule for examples without a positive label (an all-zero target row): they are dropped
 from every multi-label metric (prec@1, sigmoid NLL, micro-AP, macro mAP, top-label ECE), from
-post-hoc temperature fitting (:func:`harness.ensembles.fit_temperature`) and from the reliability
+post-hoc temperature fitting (:func:`harness.uncertainty.calibration.fit_temperature`) and from the reliability
 diagram, as uncertainty_baselines masks all-zero label vectors out of the loss and prec@1 and
 ImageNet-ReaL masks empty label sets (Beyer et al. 2020, "Are we done with ImageNet?"). :func:`labelled_examples` applies
 it. A split where no example has a positive label raises ``ValueError``.
@@ -42,6 +25,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
+from harness.uncertainty.checks import (
+    as_float64, check_forecasts, check_log_probs, check_multilabel,
+)
 
 NUM_BINS = 15
 
@@ -64,21 +51,6 @@ METRICS = {
     "sigmoid_nll": Metric("sigmoid NLL", False, False), "micro_ap": Metric("micro-AP", True, True),
     "macro_map": Metric("macro mAP", True, True),
 }
-NORM_TOL = 1e-3  # |Σ_k p_k - 1| allowed for "normalised" (float32 round-off passes; raw logits do not)
-_CHUNK_ELEMENTS = 1 << 22  # elements per chunk of the normalisation check (32 MB of float64)
-
-
-def _np(x: Any, dtype=np.float64) -> np.ndarray:
-    if hasattr(x, "detach"):
-        x = x.detach().cpu().numpy()
-    return np.asarray(x, dtype=dtype)
-
-
-def _raw(x: Any) -> np.ndarray:
-    """As an array, keeping the dtype (to tell integer labels from float ones)."""
-    if hasattr(x, "detach"):
-        x = x.detach().cpu().numpy()
-    return np.asarray(x)
 
 
 def log_softmax(logits: Any) -> np.ndarray:
@@ -87,7 +59,7 @@ def log_softmax(logits: Any) -> np.ndarray:
     Raises:
         ValueError: ``logits`` is not 2-D.
     """
-    z = _np(logits)
+    z = as_float64(logits)
     if z.ndim != 2:
         raise ValueError(f"logits must be [N, K] (examples x classes), got shape {z.shape}")
     z = z - z.max(axis=1, keepdims=True)
@@ -96,131 +68,8 @@ def log_softmax(logits: Any) -> np.ndarray:
 
 def log_sigmoid(x: Any) -> np.ndarray:
     """log σ(x) elementwise (any shape), stable for large |x|: -softplus(-x). NaN propagates."""
-    x = _np(x)
+    x = as_float64(x)
     return -np.logaddexp(0.0, -x)
-
-
-# ---------------------------------------------------------------------------------- input checks
-def _no_examples(what: str) -> ValueError:
-    return ValueError(f"{what} has no examples (N = 0): there is nothing to score; check that the evaluation "
-                      "split is not empty")
-
-
-def _check_labels(labels: Any, n: int, num_classes: int) -> np.ndarray:
-    """``[N]`` int64 class indices in ``[0, K)``, one per row of the scores."""
-    y = _raw(labels)
-    if y.ndim != 1:
-        raise ValueError(f"labels must be a 1-D array of class indices [N], got shape {y.shape}; multi-hot "
-                         "targets [N, K] go to the multi-label metrics (prec_at_1, sigmoid_nll, ...)")
-    if y.dtype.kind not in "iu":
-        raise ValueError(f"labels must be integer class indices, got dtype {y.dtype}; cast whole-number labels "
-                         "with labels.astype(int) (soft or multi-hot targets need the multi-label metrics)")
-    if len(y) != n:
-        raise ValueError(f"{len(y)} labels for {n} rows of predictions: give exactly one label per example, in "
-                         "the same order as the prediction rows")
-    if y.min() < 0 or y.max() >= num_classes:
-        raise ValueError(f"labels must lie in [0, {num_classes}), got range [{y.min()}, {y.max()}]; "
-                         "check the label set or the model's num_classes")
-    return y.astype(np.int64, copy=False)
-
-
-def _row_chunks(x: np.ndarray) -> "list[slice]":
-    """Row slices of ``x`` ``[N, K]`` holding about ``_CHUNK_ELEMENTS`` elements each (bounds temporaries)."""
-    rows = max(1, _CHUNK_ELEMENTS // max(x.shape[1], 1))
-    return [slice(r0, r0 + rows) for r0 in range(0, x.shape[0], rows)]
-
-
-def _rows_any(x: np.ndarray, test) -> np.ndarray:
-    """``[N]`` bool: rows of ``x`` where ``test(chunk)`` (elementwise bool) holds anywhere, chunked."""
-    return np.concatenate([test(x[s]).any(axis=1) for s in _row_chunks(x)])
-
-
-def _row_prob_sums(lp: np.ndarray) -> np.ndarray:
-    """``[N]`` Σ_k exp(lp_nk), chunked, exp in float32 (relative error ~1e-7, 3x faster than float64).
-
-    No max subtraction is needed: valid log-probabilities are <= 0. NaN where a row holds NaN; 0 for
-    rows of (nearly) all -inf; inf for rows with large positive values (raw logits).
-    """
-    out = np.empty(lp.shape[0])
-    with np.errstate(over="ignore"):
-        for s in _row_chunks(lp):
-            out[s] = np.exp(lp[s].astype(np.float32)).sum(axis=1, dtype=np.float64)
-    return out
-
-
-def _check_log_probs(log_probs: Any, labels: Any) -> "tuple[np.ndarray, np.ndarray]":
-    """(log_probs ``[N, K]`` float64, labels ``[N]`` int64) after every single-label check."""
-    lp = _np(log_probs)
-    if lp.ndim != 2:
-        raise ValueError(f"log_probs must be [N, K] (examples x classes), got shape {lp.shape}")
-    if lp.shape[0] == 0:
-        raise _no_examples("log_probs")
-    y = _check_labels(labels, lp.shape[0], lp.shape[1])
-    sums = _row_prob_sums(lp)
-    nan = np.isnan(sums)
-    if nan.any():
-        raise ValueError(f"log_probs holds NaN in {int(nan.sum())} of {len(sums)} rows (first: row "
-                         f"{int(np.argmax(nan))}); NaN predictions are not scored: find where the model or the "
-                         "preprocessing produced them (a diverged run, a division by zero)")
-    off = np.abs(sums - 1.0) > NORM_TOL
-    if off.any():
-        r = int(np.argmax(off))
-        if sums[r] > 1:
-            hint = "these look like raw logits: pass harness.metrics.log_softmax(logits)"
-        else:
-            hint = ("their probabilities sum to less than 1: are classes missing from the columns? Renormalise with "
-                    "harness.metrics.log_softmax only if that is intended")
-        raise ValueError(f"log_probs must be normalised log-probabilities (each row's probabilities sum to 1), but "
-                         f"{int(off.sum())} of {len(sums)} rows do not (first: row {r}, Σ_k p_k = {sums[r]:.4g}); "
-                         f"{hint}")
-    return lp, y
-
-
-def _check_forecasts(confidence: Any, correct: Any, num_bins: int) -> "tuple[np.ndarray, np.ndarray]":
-    """(confidence ``[N]`` in [0, 1], correct ``[N]`` in {0, 1}) as float64."""
-    if not isinstance(num_bins, (int, np.integer)) or isinstance(num_bins, bool) or num_bins < 1:
-        raise ValueError(f"num_bins must be a positive integer, got {num_bins!r}")
-    conf, corr = _np(confidence), _np(correct)
-    if conf.ndim != 1 or corr.shape != conf.shape:
-        raise ValueError(f"confidence and correct must both be [N], got shapes {conf.shape} and {corr.shape}")
-    if not len(conf):
-        raise _no_examples("confidence")
-    bad = ~((conf >= 0) & (conf <= 1))  # NaN is bad too
-    if bad.any():
-        i = int(np.argmax(bad))
-        raise ValueError(f"confidence must be probabilities in [0, 1], but {int(bad.sum())} of {len(conf)} are not "
-                         f"(first: [{i}] = {conf[i]}); pass the top-label probability max_k p_k (exp of a "
-                         "log-probability, sigmoid of a logit), not a logit or a NaN")
-    bad = ~((corr == 0) | (corr == 1))
-    if bad.any():
-        i = int(np.argmax(bad))
-        raise ValueError(f"correct must be 0/1 (or bool) per example, got {corr[i]} at [{i}]; pass "
-                         "(prediction == label)")
-    return conf, corr
-
-
-def _check_multilabel(logits: Any, targets: Any) -> "tuple[np.ndarray, np.ndarray]":
-    """(logits ``[N, K]`` float64, targets ``[N, K]`` in their own dtype) after every multi-label check,
-    before the row rule."""
-    z, t = _np(logits), _raw(targets)
-    if z.ndim != 2 or z.shape != t.shape:
-        raise ValueError(f"logits {z.shape} and multi-hot targets {t.shape} must have the same [N, K] shape; "
-                         "single-label class indices [N] go to the single-label metrics (or one-hot them with "
-                         "np.eye(K)[labels])")
-    if z.shape[0] == 0:
-        raise _no_examples("logits")
-    nan = _rows_any(z, np.isnan)
-    if nan.any():
-        raise ValueError(f"logits hold NaN in {int(nan.sum())} of {len(z)} rows (first: row {int(np.argmax(nan))}); "
-                         "NaN predictions are not scored: find where the model produced them")
-    bad = _rows_any(t, lambda c: ~((c == 0) | (c == 1)))  # NaN is bad too
-    if bad.any():
-        i = int(np.argmax(bad))
-        j = int(np.argmax(~((t[i] == 0) | (t[i] == 1))))
-        raise ValueError(f"multi-label targets must be multi-hot 0/1 values, got {t[i, j]} at [{i}, {j}] "
-                         f"({int(bad.sum())} row(s) hold such values); soft labels are not supported: threshold "
-                         "them, or give class indices [N] to the single-label metrics")
-    return z, t
 
 
 def labelled_examples(logits: Any, targets: Any) -> "tuple[np.ndarray, np.ndarray]":
@@ -231,7 +80,7 @@ def labelled_examples(logits: Any, targets: Any) -> "tuple[np.ndarray, np.ndarra
     Raises:
         ValueError: a bad input (module docstring), or no example has a positive label.
     """
-    z, t = _check_multilabel(logits, targets)
+    z, t = check_multilabel(logits, targets)
     keep = t.any(axis=1)
     if not keep.any():
         raise ValueError(f"none of the {len(t)} examples has a positive label; multi-label metrics drop examples "
@@ -260,7 +109,7 @@ def accuracy(log_probs: Any, labels: Any, k: int = 1) -> float:
     Raises:
         ValueError: a bad input (module docstring).
     """
-    return _accuracy(*_check_log_probs(log_probs, labels), k)
+    return _accuracy(*check_log_probs(log_probs, labels), k)
 
 
 def _nll(lp: np.ndarray, y: np.ndarray) -> float:
@@ -276,7 +125,7 @@ def nll(log_probs: Any, labels: Any) -> float:
     Raises:
         ValueError: a bad input (module docstring).
     """
-    return _nll(*_check_log_probs(log_probs, labels))
+    return _nll(*check_log_probs(log_probs, labels))
 
 
 def _brier(lp: np.ndarray, y: np.ndarray) -> float:
@@ -295,7 +144,7 @@ def brier(log_probs: Any, labels: Any) -> float:
     Raises:
         ValueError: a bad input (module docstring).
     """
-    return _brier(*_check_log_probs(log_probs, labels))
+    return _brier(*check_log_probs(log_probs, labels))
 
 
 def _reliability_bins(conf: np.ndarray, corr: np.ndarray, num_bins: int, adaptive: bool) -> dict:
@@ -334,7 +183,7 @@ def reliability_bins(confidence: Any, correct: Any, num_bins: int = NUM_BINS, ad
     Raises:
         ValueError: a bad input (module docstring).
     """
-    return _reliability_bins(*_check_forecasts(confidence, correct, num_bins), num_bins, adaptive)
+    return _reliability_bins(*check_forecasts(confidence, correct, num_bins), num_bins, adaptive)
 
 
 def _calibration_error(conf: np.ndarray, corr: np.ndarray, num_bins: int, adaptive: bool, reduce: str) -> float:
@@ -355,7 +204,7 @@ def calibration_error(confidence: Any, correct: Any, num_bins: int = NUM_BINS) -
     Raises:
         ValueError: a bad input (module docstring).
     """
-    return _calibration_error(*_check_forecasts(confidence, correct, num_bins), num_bins, False, "mean")
+    return _calibration_error(*check_forecasts(confidence, correct, num_bins), num_bins, False, "mean")
 
 
 def _top_label(lp: np.ndarray, y: np.ndarray) -> "tuple[np.ndarray, np.ndarray]":
@@ -368,7 +217,7 @@ def top_label(log_probs: Any, labels: Any) -> "tuple[np.ndarray, np.ndarray]":
     Raises:
         ValueError: a bad input (module docstring).
     """
-    return _top_label(*_check_log_probs(log_probs, labels))
+    return _top_label(*check_log_probs(log_probs, labels))
 
 
 def ece(log_probs: Any, labels: Any, num_bins: int = NUM_BINS) -> float:
@@ -382,7 +231,7 @@ def ece(log_probs: Any, labels: Any, num_bins: int = NUM_BINS) -> float:
         ValueError: a bad input (module docstring).
     """
     conf, corr = top_label(log_probs, labels)
-    return _calibration_error(*_check_forecasts(conf, corr, num_bins), num_bins, False, "mean")
+    return _calibration_error(*check_forecasts(conf, corr, num_bins), num_bins, False, "mean")
 
 
 def mce(log_probs: Any, labels: Any, num_bins: int = NUM_BINS) -> float:
@@ -392,7 +241,7 @@ def mce(log_probs: Any, labels: Any, num_bins: int = NUM_BINS) -> float:
         ValueError: a bad input (module docstring).
     """
     conf, corr = top_label(log_probs, labels)
-    return _calibration_error(*_check_forecasts(conf, corr, num_bins), num_bins, False, "max")
+    return _calibration_error(*check_forecasts(conf, corr, num_bins), num_bins, False, "max")
 
 
 def adaptive_ece(log_probs: Any, labels: Any, num_bins: int = NUM_BINS) -> float:
@@ -408,7 +257,7 @@ def adaptive_ece(log_probs: Any, labels: Any, num_bins: int = NUM_BINS) -> float
         ValueError: a bad input (module docstring).
     """
     conf, corr = top_label(log_probs, labels)
-    return _calibration_error(*_check_forecasts(conf, corr, num_bins), num_bins, True, "mean")
+    return _calibration_error(*check_forecasts(conf, corr, num_bins), num_bins, True, "mean")
 
 
 # ---------------------------------------------------------------------------------- multi-label
@@ -509,7 +358,7 @@ def multilabel_top_label_ece(logits: Any, targets: Any, num_bins: int = NUM_BINS
         ValueError: a bad input or no positive label (module docstring).
     """
     conf, corr = multilabel_top_label(logits, targets)
-    return _calibration_error(*_check_forecasts(conf, corr, num_bins), num_bins, False, "mean")
+    return _calibration_error(*check_forecasts(conf, corr, num_bins), num_bins, False, "mean")
 
 
 # ---------------------------------------------------------------------------------- suites
@@ -519,8 +368,8 @@ def classification_metrics(log_probs: Any, labels: Any, num_bins: int = NUM_BINS
     Raises:
         ValueError: a bad input (module docstring).
     """
-    lp, y = _check_log_probs(log_probs, labels)
-    conf, corr = _check_forecasts(*_top_label(lp, y), num_bins)
+    lp, y = check_log_probs(log_probs, labels)
+    conf, corr = check_forecasts(*_top_label(lp, y), num_bins)
     return {
         "top1": _accuracy(lp, y, 1), "top5": _accuracy(lp, y, 5), "nll": _nll(lp, y), "brier": _brier(lp, y),
         "ece": _calibration_error(conf, corr, num_bins, False, "mean"),
@@ -538,7 +387,7 @@ def multilabel_metrics(logits: Any, targets: Any, num_bins: int = NUM_BINS) -> "
         ValueError: a bad input or no positive label (module docstring).
     """
     z, t = labelled_examples(logits, targets)
-    conf, corr = _check_forecasts(*_multilabel_top_label(z, t), num_bins)
+    conf, corr = check_forecasts(*_multilabel_top_label(z, t), num_bins)
     return {
         "prec@1": _prec_at_1(z, t), "sigmoid_nll": _sigmoid_nll(z, t),
         "micro_ap": _average_precision(z.ravel(), t.ravel()), "macro_map": _macro_map(z, t)[0],

@@ -1,0 +1,151 @@
+"""Sweep settings: the grid and fine-tuning settings every VTAB-1k task shares, and the named recipes.
+
+Recipes (:data:`PRESETS`): ``vtab_sweep`` (default), the VTAB-1k sweep {0.001, 0.01} x {500, 2500}
+steps on the staircase schedule; ``bit_hyperrule``, the BiT-HyperRule as published (lr 0.003 at
+batch 512, 500 / 10k / 20k steps by training-set size, no selection); ``demo``, CPU-sized settings
+for the DEMO tasks. :func:`recipe` says which preset a sweep used and what it changed
+(``vtab.json`` / ``vtab.md``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Optional
+
+import numpy as np
+
+from downstream.finetune import SCHEDULES
+
+DATA_FORMATS = ("tfds", "folder")
+
+
+def _require(ok: bool, message: str) -> None:
+    if not ok:
+        raise ValueError(message)
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+
+
+@dataclass
+class SweepSettings:
+    """Grid and fine-tuning settings shared by every task (the same sweep for all, as VTAB requires).
+
+    Attributes:
+        lrs, steps: the grid (default {0.001, 0.01} x {500, 2500}: the VTAB sweep); a steps entry of
+            None (``bit_hyperrule`` schedule only) means the BiT-HyperRule's 500 / 10k / 20k steps.
+        seeds: final runs per task (mean and std over them).
+        batch_size, micro_batch, resolution, clip_grad_norm, device, channels_last: see
+            :class:`downstream.finetune.FinetuneConfig` (``resolution`` = (resize, crop)).
+        data_format: ``tfds`` or ``folder`` for VTAB tasks (demo tasks are generated).
+        data_dir: TFDS data_dir or the folder-format root.
+        check_test_size: refuse a test split whose size differs from the task's (train800, val200
+            and train800val200 are always checked).
+        schedule: ``staircase``, ``bit_hyperrule``, ``ta`` or ``cosine`` (see
+            :class:`downstream.finetune.FinetuneConfig`; ``bit``, its old name, means ``staircase``).
+        lr_batch: the batch size the ``lrs`` are given for (scaled linearly to ``batch_size``).
+        allow_outside_paths: accept folder-format list paths outside their task folder (``../``,
+            absolute paths); off by default, so a list cannot make the harness read other files.
+        preset: the name of the :data:`PRESETS` entry these settings start from (reported in
+            ``vtab.md``; not a setting itself).
+
+    Raises:
+        ValueError: a value out of range (the message names the setting and its CLI option).
+    """
+
+    lrs: "list[float]" = field(default_factory=lambda: [0.001, 0.01])
+    steps: "list[Optional[int]]" = field(default_factory=lambda: [500, 2500])
+    seeds: int = 1
+    batch_size: int = 512
+    micro_batch: int = 64
+    resolution: "Optional[list[int]]" = None
+    clip_grad_norm: Optional[float] = None
+    device: str = "cpu"
+    data_format: str = "tfds"
+    data_dir: Optional[str] = None
+    check_test_size: bool = True
+    schedule: str = "staircase"
+    lr_batch: Optional[int] = None
+    allow_outside_paths: bool = False
+    channels_last: bool = False
+    preset: str = "vtab_sweep"
+
+    def __post_init__(self) -> None:
+        if self.schedule == "bit":
+            self.schedule = "staircase"
+        _require(self.schedule in SCHEDULES, f"unknown schedule {self.schedule!r} (--schedule): use one of "
+                 f"{', '.join(SCHEDULES)}")
+        _require(isinstance(self.lrs, (list, tuple)) and len(self.lrs) > 0 and all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0 for v in self.lrs),
+            f"learning rates (--lrs, lrs) must be a non-empty list of positive numbers, e.g. 0.001,0.01; got "
+            f"{self.lrs!r}")
+        rule = self.schedule == "bit_hyperrule"
+        _require(isinstance(self.steps, (list, tuple)) and len(self.steps) > 0,
+                 f"steps (--steps, steps) must be a non-empty list, e.g. 500,2500; got {self.steps!r}")
+        if rule:
+            _require(list(self.steps) == [None], f"the BiT-HyperRule sets the steps from the training-set size (500 "
+                     f"below 20k examples, 10k below 500k, 20k above), so steps (--steps) cannot be given "
+                     f"({self.steps!r}); use --schedule staircase to choose the steps")
+        else:
+            _require(all(_is_int(v) and v >= 1 for v in self.steps), f"steps (--steps, steps) must be whole numbers "
+                     f">= 1, e.g. 500,2500; got {self.steps!r}")
+        for name, option in (("seeds", "--seeds"), ("batch_size", "--batch-size"), ("micro_batch", "--micro-batch")):
+            v = getattr(self, name)
+            _require(_is_int(v) and v >= 1, f"{name} ({option}) must be a whole number >= 1, got {v!r}")
+        _require(self.lr_batch is None or (_is_int(self.lr_batch) and self.lr_batch >= 1),
+                 f"lr_batch (--lr-batch) must be a whole number >= 1 or unset, got {self.lr_batch!r}")
+        if self.resolution is not None:
+            r = self.resolution
+            _require(isinstance(r, (list, tuple)) and len(r) == 2 and all(_is_int(v) and v >= 1 for v in r)
+                     and r[1] <= r[0], f"resolution (--resolution) must be RESIZE,CROP: two whole numbers with "
+                     f"1 <= CROP <= RESIZE, e.g. 160,128; got {r!r}")
+            self.resolution = [int(v) for v in r]
+        _require(self.clip_grad_norm is None or (isinstance(self.clip_grad_norm, (int, float)) and
+                                                 math.isfinite(self.clip_grad_norm) and self.clip_grad_norm > 0),
+                 f"clip_grad_norm must be a positive number or unset, got {self.clip_grad_norm!r}")
+        _require(self.data_format in DATA_FORMATS, f"unknown data format {self.data_format!r} (--data-format): use "
+                 f"one of {', '.join(DATA_FORMATS)}")
+        PRESETS[self.preset]  # noqa: B018 -- an unknown name raises its ValueError
+
+
+class _Presets(dict):
+    """Preset name -> SweepSettings fields; an unknown name raises ValueError naming the known ones."""
+
+    def __missing__(self, name: str):
+        if name == "bit":
+            raise ValueError("preset 'bit' was renamed: it was the VTAB sweep ({0.001, 0.01} x {500, 2500} steps), not "
+                             "the BiT-HyperRule; use --preset vtab_sweep for that grid, or --preset bit_hyperrule for "
+                             "the published BiT-HyperRule")
+        raise ValueError(f"unknown preset {name!r}: use one of {', '.join(self)}")
+
+
+#: named settings (each records its own name in ``preset``)
+PRESETS = _Presets(
+    vtab_sweep=dict(preset="vtab_sweep"),
+    bit_hyperrule=dict(preset="bit_hyperrule", lrs=[0.003], steps=[None], batch_size=512, lr_batch=512,
+                       schedule="bit_hyperrule"),
+    demo=dict(preset="demo", lrs=[0.01, 0.05], steps=[50, 100], seeds=2, batch_size=64, micro_batch=64,
+              resolution=[32, 32]),
+)
+
+PRESET_TEXT = {
+    "vtab_sweep": "the VTAB-1k sweep (Zhai et al. 2019; google-research/task_adaptation): lr {0.001, 0.01} x steps {500, 2500} chosen on "
+                  "val200, batch 512, staircase schedule",
+    "bit_hyperrule": "the BiT-HyperRule as published (Kolesnikov et al. 2020; big_transfer bit_hyperrule.py): "
+                     "lr 0.003 at batch 512; 500 steps below 20k training examples, 10k below 500k, 20k above; "
+                     "no selection",
+    "demo": "CPU-sized settings for the DEMO tasks; neither the BiT-HyperRule nor the VTAB sweep",
+}
+
+#: fields that change what a run computes (the recipe); the others say where and how it runs
+RECIPE_FIELDS = ("lrs", "steps", "seeds", "batch_size", "micro_batch", "resolution", "clip_grad_norm", "schedule",
+                 "lr_batch")
+
+
+def recipe(settings: SweepSettings) -> dict:
+    """The preset, what was changed from it, and the recipe fields, for ``vtab.json`` / ``vtab.md``."""
+    base, used = asdict(SweepSettings(**PRESETS[settings.preset])), asdict(settings)
+    return {"preset": settings.preset, "description": PRESET_TEXT[settings.preset],
+            "changed": [k for k in RECIPE_FIELDS if used[k] != base[k]], **{k: used[k] for k in RECIPE_FIELDS}}

@@ -1,0 +1,103 @@
+"""The VTAB table: per-task test accuracy over seeds, group means, the VTAB-1k score, and ``vtab.md`` /
+``vtab.json`` (with the recipe used and the data each task read).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from downstream.tasks import GROUPS, TASKS, Task
+from harness.io import atomic_write_text
+from harness.provenance import markdown_header, provenance
+
+#: the schedules of :data:`downstream.finetune.SCHEDULES` as ``vtab.md`` describes them
+SCHEDULE_TEXT = {
+    "staircase": "linear warm-up over 20% of the steps, x0.1 at 40/60/80%",
+    "bit_hyperrule": "the BiT-HyperRule's: warm-up from 0 over 100 (500) steps, x0.1 after steps 200/300/400 "
+                     "(3k/6k/9k; 6k/12k/18k)",
+    "ta": "task_adaptation's: warm-up 8%, x0.1 at 30/60/90%",
+    "cosine": "warm-up 5%, cosine decay to 0",
+}
+
+
+def table(finals: "list[dict]", tasks: "list[Task]") -> dict:
+    """Per-task mean/std test accuracy over seeds with the data read, group means, and the mean over tasks.
+
+    The VTAB-1k score is the unweighted mean of the 19 per-task accuracies (not the mean of the
+    group means; Zhai et al. 2019); it is reported only when all 19 tasks are present.
+    """
+    per_task = {}
+    for t in tasks:
+        recs = [r for r in finals if r["task"] == t.name]
+        accs = [r["accuracy"] for r in recs]
+        data = []
+        for r in recs:
+            data += [d for d in r.get("data", []) if d not in data]
+        per_task[t.name] = {"group": t.group, "mean": float(np.mean(accs)),
+                            "std": float(np.std(accs, ddof=1)) if len(accs) > 1 else 0.0, "seeds": len(accs),
+                            "lr": recs[0]["lr"], "steps": recs[0]["steps"], "data": data}
+    groups = {}
+    for g in (*GROUPS, "demo", "custom"):
+        vals = [v["mean"] for v in per_task.values() if v["group"] == g]
+        if vals:
+            groups[g] = {"mean": float(np.mean(vals)), "tasks": len(vals)}
+    vtab = [v["mean"] for k, v in per_task.items() if k in TASKS]
+    return {"tasks": per_task, "groups": groups, "mean_over_tasks": float(np.mean([v["mean"] for v in per_task.values()])),
+            "vtab1k_score": float(np.mean(vtab)) if len(vtab) == len(TASKS) else None}
+
+
+def _data_text(data: "list[dict]") -> str:
+    """What a task's runs read, in a few words (TFDS name and version; list folder; generated)."""
+    parts = []
+    for d in data:
+        if d.get("format") == "tfds":
+            text = f"TFDS {d['name']} {d['version']}"
+            parts.append(text + (f" (pinned {d['pinned']} not available)" if d.get("fallback") else ""))
+        elif d.get("format") == "folder":
+            parts.append(f"folder {Path(d['list']).parent}")
+        elif d.get("format") == "demo":
+            parts.append("generated (digits)")
+    return "; ".join(dict.fromkeys(parts)) or "not recorded"
+
+
+def _recipe_text(r: dict) -> "list[str]":
+    """The recipe paragraph of ``vtab.md``: preset, changes, and every fine-tuning setting used."""
+    steps = ("500 / 10k / 20k by training-set size (BiT-HyperRule)" if r["steps"] == [None]
+             else "{" + ", ".join(str(s) for s in r["steps"]) + "}")
+    lrs = "{" + ", ".join(f"{v:g}" for v in r["lrs"]) + "}"
+    if r["lr_batch"] is not None:
+        lrs += f" (given for batch {r['lr_batch']}, scaled linearly)"
+    res = ("BiT rule (160 -> 128 below 96x96 pixels, else 512 -> 480)" if r["resolution"] is None
+           else f"resize {r['resolution'][0]}, crop {r['resolution'][1]}")
+    select = ("(lr, steps) chosen on val200 after training on train800; final runs on train800val200"
+              if len(r["lrs"]) * len(r["steps"]) > 1 else "one configuration, so no selection: final runs on "
+              "train800val200")
+    changed = f" Changed from the preset: {', '.join(r['changed'])}." if r["changed"] else ""
+    return [f"Recipe: preset `{r['preset']}`, {r['description']}.{changed}", "",
+            f"Fresh zero-initialised linear head; SGD momentum 0.9, no weight decay; batch {r['batch_size']} "
+            f"({r['micro_batch']} per forward pass); lr {lrs} x steps {steps}; schedule {r['schedule']}: "
+            f"{SCHEDULE_TEXT[r['schedule']]}; mixup from 20k training examples (alpha 0.1, one lambda per step); "
+            f"resolution {res}. {select}; top-1 accuracy on test (mean ± std over seeds)."]
+
+
+def write_table(result: dict, out: Path) -> None:
+    """``vtab.md`` and ``vtab.json`` with the command, machine, versions, the recipe and the data read."""
+    prov = provenance()
+    lines = [markdown_header("Downstream transfer (VTAB-1k protocol)", prov)]
+    if "recipe" in result:
+        lines += _recipe_text(result["recipe"])
+    lines += ["", "| task | group | lr | steps | test top-1 | seeds | data read |", "|---|---|---|---|---|---|---|"]
+    for name, v in result["tasks"].items():
+        lines.append(f"| {name} | {v['group']} | {v['lr']:g} | {v['steps']} | {100 * v['mean']:.2f} ± "
+                     f"{100 * v['std']:.2f} | {v['seeds']} | {_data_text(v.get('data', []))} |")
+    lines += ["", "| group | mean top-1 | tasks |", "|---|---|---|"]
+    lines += [f"| {g} | {100 * v['mean']:.2f} | {v['tasks']} |" for g, v in result["groups"].items()]
+    score = result["vtab1k_score"]
+    lines += ["", f"Mean over the {len(result['tasks'])} tasks: {100 * result['mean_over_tasks']:.2f}."
+              + (f" VTAB-1k score (19-task mean): {100 * score:.2f}." if score is not None else
+                 " (Not a VTAB-1k score: that needs all 19 tasks.)"), ""]
+    atomic_write_text(out / "vtab.md", "\n".join(lines))
+    atomic_write_text(out / "vtab.json", json.dumps({"provenance": prov, **result}, indent=1))

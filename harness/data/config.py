@@ -1,0 +1,70 @@
+"""The data config: which source to read, where, and how to feed it (the ``data`` section of a run).
+
+The readers that act on it: :func:`harness.data.sources.build_split`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+SOURCES = ("digits", "cifar10n", "image_folder", "tfds", "manifest")
+
+
+@dataclass
+class DataConfig:
+    """Which data to read and how to feed it.
+
+    Attributes:
+        source: one of ``digits``, ``cifar10n``, ``image_folder``, ``tfds``, ``manifest``.
+        path: data location (cifar10n folder, image folder root, manifest file, TFDS data_dir).
+        name: TFDS dataset name (``imagenet2012``, ``imagenet21k``...).
+        train_split, eval_split: split names (per source; see :func:`harness.data.sources.build_split`).
+        heldout_split: optional held-out split (e.g. digits ``val``) on which the final model's
+            predictions are also saved, for post-hoc calibration (temperature scaling).
+        label_set: cifar10n training labels (``clean``, ``aggre``, ``random1..3``, ``worse``).
+        multilabel: cifar10n: train on the multi-hot set of the three annotators' labels.
+        num_classes: manifest / tfds override of K (default: read from the data).
+        image_key, label_key: TFDS feature names.
+        label_noise: synthetic noise on single-label training data, see ``harness.data.noise``.
+        image_size, eval_resize, crop_scale, hflip: augmentation (see ``harness.data.transforms``).
+        crop_padding: p > 0 replaces the random resized crop by a random translation of up to p
+            pixels (``RandomCrop(size, padding=p)``, the CIFAR augmentation of He et al. 2016).
+        loader: ``array`` decodes the split once into a uint8 array (cached on disk for zip
+            sources) and augments whole batches as tensor ops (``harness.data.batched``); ``pil``
+            decodes and transforms each image on every epoch, in ``num_workers`` processes (any
+            source, any image size); ``auto`` takes ``array`` where the source supports it
+            (digits, cifar10n) and ``pil`` elsewhere.
+        cache_dir: folder of the decoded-image cache (default ``$HARNESS_CACHE`` or ``~/.cache/harness``).
+        allow_outside_root: let manifest entries name images outside the manifest's folder (``../``,
+            absolute paths); off by default, so a list from elsewhere cannot read arbitrary files.
+        batch_size, eval_batch_size, num_workers: loader settings (batch per process; workers of
+            the ``pil`` loader).
+        limit_train, limit_eval: use only the first N examples (quick runs); 0 = all.
+    """
+
+    source: str = "digits"
+    path: Optional[str] = None
+    name: Optional[str] = None
+    train_split: str = "train"
+    eval_split: str = "test"
+    heldout_split: Optional[str] = None
+    label_set: str = "clean"
+    multilabel: bool = False
+    num_classes: Optional[int] = None
+    image_key: str = "image"
+    label_key: str = "label"
+    label_noise: dict = field(default_factory=dict)
+    image_size: int = 32
+    eval_resize: Optional[int] = None
+    crop_scale: float = 0.08
+    hflip: bool = True
+    crop_padding: int = 0
+    loader: str = "auto"
+    cache_dir: Optional[str] = None
+    allow_outside_root: bool = False
+    batch_size: int = 64
+    eval_batch_size: int = 256
+    num_workers: int = 0
+    limit_train: int = 0
+    limit_eval: int = 0

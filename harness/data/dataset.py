@@ -1,0 +1,179 @@
+"""The dataset every source returns, its multi-label targets, and the picklable image readers it wraps.
+
+An :class:`ImageDataset` yields ``(PIL.Image RGB, target)`` with ``target`` an ``int`` class index
+(single-label) or a float32 multi-hot vector ``[K]`` (multi-label, stored sparsely as
+:class:`LabelSets`), and carries ``num_classes``, ``class_names`` and ``multilabel``.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, Callable, Optional, Sequence
+
+import numpy as np
+import torch
+from PIL import Image
+
+from harness.data.cache import as_rgb
+
+
+@dataclass
+class LabelSets:
+    """Ragged multi-label targets in CSR form: example i has labels ``ids[offsets[i]:offsets[i+1]]``.
+
+    Memory is O(total labels), so 300M examples x 18k classes stay small; :meth:`multi_hot` builds
+    one dense row at a time.
+    """
+
+    ids: np.ndarray
+    offsets: np.ndarray
+
+    @classmethod
+    def from_lists(cls, lists: "Sequence[Sequence[int]]") -> "LabelSets":
+        sizes = np.fromiter((len(v) for v in lists), dtype=np.int64, count=len(lists))
+        offsets = np.zeros(len(lists) + 1, dtype=np.int64)
+        np.cumsum(sizes, out=offsets[1:])
+        ids = np.fromiter((int(c) for v in lists for c in v), dtype=np.int64, count=int(offsets[-1]))
+        return cls(ids, offsets)
+
+    @classmethod
+    def from_labels(cls, labels: np.ndarray) -> "LabelSets":
+        """One label per example (a one-hot view of single-label data)."""
+        return cls(np.asarray(labels, dtype=np.int64), np.arange(len(labels) + 1, dtype=np.int64))
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def __getitem__(self, i: int) -> np.ndarray:
+        return self.ids[self.offsets[i]:self.offsets[i + 1]]
+
+    def take(self, rows: np.ndarray) -> "LabelSets":
+        """The label sets of ``rows``, in that order."""
+        return LabelSets.from_lists([self[int(i)] for i in rows])
+
+    def head(self, n: int) -> "LabelSets":
+        return LabelSets(self.ids[: self.offsets[n]], self.offsets[: n + 1])
+
+    def multi_hot(self, i: int, num_classes: int) -> np.ndarray:
+        row = np.zeros(num_classes, dtype=np.float32)
+        row[self[i]] = 1.0
+        return row
+
+    def to_dense(self, num_classes: int) -> np.ndarray:
+        """``[N, K]`` float32 multi-hot (for evaluation-sized splits)."""
+        dense = np.zeros((len(self), num_classes), dtype=np.float32)
+        rows = np.repeat(np.arange(len(self)), np.diff(self.offsets))
+        dense[rows, self.ids] = 1.0
+        return dense
+
+
+class ImageDataset(torch.utils.data.Dataset):
+    """``(image, target)`` pairs from a random-access image reader and labels.
+
+    Args:
+        load_image: ``i -> PIL.Image`` (any mode; converted to RGB here).
+        labels: ``[N]`` int64 class indices (single-label), or :class:`LabelSets` (multi-label:
+            the target is a float32 multi-hot row ``[K]``).
+        class_names: K names.
+        description: one line saying what this split is (for run metadata and reports).
+
+    Raises:
+        ValueError: a label outside [0, K).
+    """
+
+    def __init__(self, load_image: Callable[[int], Image.Image], labels: "np.ndarray | LabelSets",
+                 class_names: Sequence[str], description: str) -> None:
+        self.load_image, self.class_names, self.description = load_image, list(class_names), description
+        self.labels = labels if isinstance(labels, LabelSets) else np.asarray(labels, dtype=np.int64)
+        k = len(self.class_names)
+        flat = self.labels.ids if self.multilabel else self.labels
+        if len(flat) and (flat.min() < 0 or flat.max() >= k):
+            raise ValueError(f"labels must lie in [0, {k}), got [{flat.min()}, {flat.max()}] in {description}; "
+                             "set the number of classes (data.num_classes) to cover them, or fix the labels")
+
+    @property
+    def multilabel(self) -> bool:
+        return isinstance(self.labels, LabelSets)
+
+    @property
+    def num_classes(self) -> int:
+        return len(self.class_names)
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def __getitem__(self, i: int) -> "tuple[Image.Image, Any]":
+        target = self.labels.multi_hot(i, self.num_classes) if self.multilabel else int(self.labels[i])
+        try:
+            return self.load_image(i).convert("RGB"), target
+        except (OSError, ValueError, SyntaxError) as e:  # what PIL raises for missing, truncated, corrupt files
+            raise ValueError(f"cannot read image {self.image_name(i)} of {self.description} ({type(e).__name__}: "
+                             f"{e}); replace or remove that file") from e
+
+    def image_name(self, i: int) -> str:
+        """The file (or archive member) of example ``i``, for messages; ``#i`` when it has none."""
+        name = getattr(self.load_image, "name", None)
+        return repr(name(i)) if name else f"#{i}"
+
+    def check_images(self, sample: int = 32, seed: int = 0) -> None:
+        """Decode the first, the last and ``sample`` random images, so a broken file is found before
+        training starts rather than hours into it (the PIL loader decodes on the fly).
+
+        Raises:
+            ValueError: an image cannot be read (the message names the file).
+        """
+        n = len(self)
+        rows = {0, n - 1} | set(np.random.default_rng(seed).choice(n, min(sample, n), replace=False).tolist())
+        for i in sorted(r for r in rows if 0 <= r < n):
+            self[i]
+
+    def pixels(self, cache_dir: "str | os.PathLike | None" = None) -> "Optional[np.ndarray]":
+        """All images as one ``[N, H, W, 3]`` uint8 array, if the reader can give one (in-memory arrays;
+        zip archives, decoded once and cached on disk by :mod:`harness.data.cache`); else None.
+
+        Raises:
+            ValueError: the images differ in size or one cannot be decoded.
+        """
+        array = getattr(self.load_image, "array", None)
+        return None if array is None else array(cache_dir)[: len(self)]
+
+    def targets(self) -> np.ndarray:
+        """All targets: ``[N]`` ints, or ``[N, K]`` multi-hot (multi-label)."""
+        return self.labels.to_dense(self.num_classes) if self.multilabel else self.labels
+
+    def with_labels(self, labels: "np.ndarray | LabelSets", description: Optional[str] = None) -> "ImageDataset":
+        """The same images with other labels (noisy labels, one-hot views)."""
+        return ImageDataset(self.load_image, labels, self.class_names, description or self.description)
+
+    def head(self, n: int) -> "ImageDataset":
+        """The first ``n`` examples."""
+        labels = self.labels.head(n) if self.multilabel else self.labels[:n]
+        return self.with_labels(labels, f"{self.description} (first {n})")
+
+
+# ----------------------------------------------------------- image readers (picklable, for loader workers)
+class ArrayImages:
+    """Images from an in-memory uint8 array ``[N, H, W]`` or ``[N, H, W, 3]``."""
+
+    def __init__(self, pixels: np.ndarray) -> None:
+        self.pixels = pixels
+
+    def __call__(self, i: int) -> Image.Image:
+        return Image.fromarray(self.pixels[i])
+
+    def array(self, cache_dir: Any = None) -> np.ndarray:
+        return as_rgb(self.pixels)
+
+
+class FileImages:
+    """Images from files."""
+
+    def __init__(self, paths: Sequence[str]) -> None:
+        self.paths = list(paths)
+
+    def __call__(self, i: int) -> Image.Image:
+        return Image.open(self.paths[i])
+
+    def name(self, i: int) -> str:
+        return self.paths[i]

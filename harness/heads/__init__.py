@@ -1,0 +1,18 @@
+"""Heteroscedastic classification heads: HET (Collier et al., CVPR 2021) and HET-XL (Collier, Jenatton et al., ICLR 2023).
+
+- :mod:`~harness.heads.het`: :class:`HeteroscedasticHead`, the drop-in replacement of a final ``nn.Linear``;
+- :mod:`~harness.heads.sampling`: the chunked Monte Carlo average of the tempered softmax / sigmoid;
+- :mod:`~harness.heads.options`: the options, layer names, initialisation and closed-form parameter counts;
+- :mod:`~harness.heads.edward2`: constructors with edward2's argument names.
+"""
+
+from harness.heads.edward2 import MCSigmoidDenseFA, MCSoftmaxDenseFA
+from harness.heads.het import HeteroscedasticHead
+from harness.heads.options import (
+    COVARIANCES, INPUT_DEPENDENT_NOISE_LAYERS, LINKS, MIN_SCALE, NOISE_LAYERS, NOISE_SPACES, count_head_parameters,
+)
+
+__all__ = [
+    "HeteroscedasticHead", "MCSoftmaxDenseFA", "MCSigmoidDenseFA", "count_head_parameters",
+    "COVARIANCES", "LINKS", "NOISE_SPACES", "NOISE_LAYERS", "INPUT_DEPENDENT_NOISE_LAYERS", "MIN_SCALE",
+]

@@ -1,0 +1,90 @@
+"""The options of a heteroscedastic head, their defaults, the layers they create and how those are initialised.
+
+Layer names follow edward2 (``edward2/tensorflow/layers/heteroscedastic.py``): ``loc`` (μ), ``diag``
+(d(x)), ``scale`` (V(x), low rank), ``scale_het`` / ``scale_hom`` (v(x) and V of the parameter-efficient head).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Optional, Sequence
+
+from torch import nn
+
+COVARIANCES = ("none", "diagonal", "low_rank", "parameter_efficient")
+#: the layers whose output depends on the input and sets the noise: d(x), V(x) (low-rank), v(x) (PE)
+INPUT_DEPENDENT_NOISE_LAYERS = ("diag", "scale", "scale_het")
+#: every layer that produces the noise covariance (the PE head adds its homoscedastic factor matrix V)
+NOISE_LAYERS = (*INPUT_DEPENDENT_NOISE_LAYERS, "scale_hom")
+LINKS = ("softmax", "sigmoid")
+NOISE_SPACES = ("logits", "pre_logits")
+DIAG_NOISES = ("independent", "shared_scalar")
+INITS = ("keras", "flax", "torch")
+#: d(x) = softplus(.) + MIN_SCALE (``MIN_SCALE_MONTE_CARLO`` of edward2 ``edward2/tensorflow/layers/heteroscedastic.py``).
+MIN_SCALE = 1e-3
+#: rank used when ``num_factors`` is not given (paper Sec. 4, ImageNet).
+DEFAULT_NUM_FACTORS = 15
+#: default bounds of a learned temperature (the defaults of edward2 ``edward2/tensorflow/layers/heteroscedastic.py``).
+DEFAULT_TEMPERATURE_BOUNDS = (0.3, 3.0)
+#: ``covariance()`` refuses to build more elements than this unless ``max_elements`` is raised.
+MAX_DENSE_COVARIANCE_ELEMENTS = 1 << 27
+#: nominal rows of the evaluation noise bank's automatic chunk size: its chunk is the one a
+#: BANK_ROWS-row batch would get, whatever the real batch size (see ``HeteroscedasticHead._plan``).
+BANK_ROWS = 64
+
+
+def _choice(name: str, value: str, allowed: Sequence[str]) -> str:
+    if value not in allowed:
+        raise ValueError(f"unknown {name} {value!r}: use one of {', '.join(map(repr, allowed))}")
+    return value
+
+
+
+def init_parameters(module: nn.Module, init: str, cov_init_scale: Optional[float]) -> None:
+    """Initialise every ``nn.Linear`` of a head in place: ``"keras"`` (glorot-uniform kernels, zero biases; TF
+    reference), ``"flax"`` (truncated lecun-normal, the covariance layers scaled by ``cov_init_scale``; JAX
+    reference) or ``"torch"`` (leave ``nn.Linear``'s defaults).
+
+    Raises:
+        ValueError: ``cov_init_scale`` given without ``init="flax"``, or not > 0.
+    """
+    if cov_init_scale is not None and (init != "flax" or cov_init_scale <= 0):
+        raise ValueError("cov_init_scale must be > 0 and is only used with init='flax'")
+    if init == "torch":
+        return
+    cov_layers = {id(getattr(module, n)) for n in INPUT_DEPENDENT_NOISE_LAYERS if hasattr(module, n)}
+    for layer in module.modules():
+        if not isinstance(layer, nn.Linear):
+            continue
+        if init == "keras":
+            nn.init.xavier_uniform_(layer.weight)
+        else:  # flax: variance_scaling(c, fan_in, truncated_normal), c = 1 (lecun) by default
+            c = cov_init_scale if (cov_init_scale is not None and id(layer) in cov_layers) else 1.0
+            std = math.sqrt(c / layer.in_features) / 0.87962566103423978  # truncation correction
+            nn.init.trunc_normal_(layer.weight, std=std, a=-2 * std, b=2 * std)
+        if layer.bias is not None:
+            nn.init.zeros_(layer.bias)
+
+
+def count_head_parameters(
+    in_features: int, num_classes: int, covariance: str, num_factors: int = 0, noise_space: str = "logits",
+    learn_temperature: bool = False, pe_noise_bias: bool = True,
+) -> int:
+    """Closed-form parameter count of a head (from the layer shapes; the paper's ResNet-152 counts, Table 1 and Appendix E, are tested).
+
+    With D in, K out, R factors, W = K (HET) or D (HET-XL):
+    none (D+1)K; diagonal (D+1)K + (D+1)W; low_rank (D+1)K + (D+1)WR + (D+1)W;
+    parameter_efficient (D+1)K + (R+1)W + 2(D+1)W (RW without the PE bias); +1 for a learned τ.
+    """
+    d1, k = in_features + 1, num_classes
+    w = in_features if noise_space == "pre_logits" else num_classes
+    n = d1 * k
+    if covariance == "diagonal":
+        n += d1 * w
+    elif covariance == "low_rank":
+        n += d1 * w * num_factors + d1 * w
+    elif covariance == "parameter_efficient":
+        n += (num_factors + (1 if pe_noise_bias else 0)) * w + 2 * d1 * w
+    elif covariance != "none":
+        _choice("covariance", covariance, COVARIANCES)
+    return n + (1 if learn_temperature else 0)

@@ -1,0 +1,202 @@
+"""``harness report``: the report of any mix of run folders (``harness upstream``) and ensemble folders
+(``harness ensemble``), gathered from the folders and written as ``<out_root>/<name>/report.{md,html,json}``
+plus its PNG figures.
+
+Every number comes from :mod:`harness.uncertainty` (metrics, temperature scaling, calibration against both
+label sets, covariance analysis) or :mod:`harness.shift.results`; this package only gathers and renders them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional, Sequence
+
+import numpy as np
+
+from harness.io import atomic_write_bytes, atomic_write_text, json_dumps
+from harness.provenance import provenance
+from harness.report.figures import ranks_png, reliability_png
+from harness.report.render import calibration_note, fmt, html_page, main_columns, markdown
+from harness.report.shift import section
+from harness.runs import ensemble_spec, load_heldout, run_config, run_head, run_method, run_summary
+from harness.uncertainty.predictions import Predictions
+from harness.uncertainty import metrics as M
+from harness.uncertainty.calibration import fit_temperature, scale
+from harness.uncertainty.labels import clean_heldout, heldout_description, label_calibration, per_class_accuracy
+
+SCHEMA = "harness.report/1"
+
+
+@dataclass
+class Entry:
+    """One row of the report: a single run or an ensemble."""
+
+    label: str
+    method: str
+    kind: str  # "single" | "ensemble"
+    preds: Predictions
+    command: str = ""
+    heldout: Optional[Predictions] = None
+    members: "list[str]" = field(default_factory=list)
+    summary: Optional[dict] = None
+    data: str = ""
+    head: dict = field(default_factory=dict)
+    run_dir: Optional[Path] = None
+
+
+def _run_entry(run_dir: Path) -> Entry:
+    cfg = run_config(run_dir)
+    head = run_head(run_dir)
+    meta = run_summary(run_dir)
+    method = run_method(run_dir)
+    return Entry(f"{method} seed {cfg.get('seed', '?')}", method, "single",
+                 command=meta.get("command", ""), preds=Predictions.load(run_dir), heldout=load_heldout(run_dir),
+                 data=meta.get("eval_data", ""), head=head, run_dir=run_dir)
+
+
+def load_entry(path: "str | Path") -> Entry:
+    """A run folder or an ensemble folder (``ensemble.json`` listing its members).
+
+    Raises:
+        FileNotFoundError: neither kind of folder.
+    """
+    path = Path(path)
+    spec = ensemble_spec(path) if (path / "ensemble.json").is_file() else None
+    if spec is not None:
+        first = Path(spec["members"][0])
+        head = run_head(first)
+        return Entry(f"{spec['method']} ensemble of {len(spec['members'])}", spec["method"], "ensemble",
+                     command=spec.get("command", ""), preds=Predictions.load(path), heldout=load_heldout(path),
+                     members=spec["members"], summary=spec["summary"], data=spec["data"], head=head, run_dir=first)
+    if (path / "config.yaml").is_file() and (path / "predictions.npz").is_file():
+        return _run_entry(path)
+    raise FileNotFoundError(f"{str(path)!r} is neither a finished run folder (config.yaml + predictions.npz) nor an "
+                            "ensemble folder (ensemble.json); run harness upstream / harness ensemble first")
+
+
+def _covariance_section(entries: "list[Entry]", top: int) -> Optional[dict]:
+    """Table 4 / Figure 2 for the first entry with a low-rank or PE covariance (first member of such an
+    ensemble; a diagonal one has nothing to rank classes by), against the first hom entry evaluated on the
+    same data (:func:`harness.uncertainty.analysis.covariance_analysis`)."""
+    from harness.uncertainty.analysis import covariance_analysis
+
+    het = next((e for e in entries if e.head.get("covariance", "low_rank") in ("low_rank", "parameter_efficient")
+                and e.run_dir), None)
+    if het is None or not (het.run_dir / "model.pt").is_file():
+        return None
+    hom = next((e for e in entries if e.head.get("covariance") == "none" and e.kind == "single"
+                and np.array_equal(e.preds.index, het.preds.index)), None)
+    return covariance_analysis(het.run_dir, hom.run_dir if hom else None, hom.preds if hom else None, top)
+
+
+def check_name(name: str) -> str:
+    """A report name is one plain folder name under ``out_root``.
+
+    Raises:
+        ValueError: empty, ``.``/``..``, or holding ``/`` or ``\\``.
+    """
+    if not name or name in (".", "..") or "/" in name or "\\" in name:
+        raise ValueError(f"report name {name!r} must be a plain folder name (no '/' or backslash, not '.' or "
+                         "'..'): the report goes to <out-root>/<name>/; choose the parent folder with --out-root "
+                         "(out_root)")
+    return name
+
+
+def build(paths: Sequence["str | Path"], name: str, out_root: "str | Path" = "results", covariance: bool = True,
+          top_pairs: int = 10, extra: Optional[dict] = None, shift: bool = True) -> Path:
+    """Write ``<out_root>/<name>/report.{md,html,json}`` and figures for the given run/ensemble folders.
+
+    ``extra`` adds sections: ``{"tables": [(title, header, rows)], "text": [str], "json": {...}}``
+    (the experiment runner puts the downstream table there). With ``shift``, entries that hold shift
+    predictions (``harness shift``) get the distribution-shift section of :mod:`harness.report.shift`
+    (its figures, tables and text; ``report.json`` key ``shift``).
+
+    Raises:
+        FileNotFoundError: a path is neither a run nor an ensemble folder.
+        ValueError: a report name that is not a plain folder name (:func:`check_name`); entries
+            with different label spaces or evaluation data.
+    """
+    check_name(name)
+    entries = [load_entry(p) for p in paths]
+    ref = entries[0].preds
+    for e in entries[1:]:
+        if e.preds.class_names != ref.class_names or not np.array_equal(e.preds.index, ref.index):
+            raise ValueError(f"{e.label} ({e.preds.source}) was evaluated on other data or classes than "
+                             f"{entries[0].label}; report runs of one experiment together")
+    out = Path(out_root) / name
+    out.mkdir(parents=True, exist_ok=True)
+    prov = provenance()
+    multilabel = ref.multilabel
+    skipped = M.macro_map(ref.logits, ref.targets, return_skipped=True)[1] if multilabel else None
+    cols = main_columns(multilabel)
+    rows, json_entries, figures = [], [], []
+    for e in entries:
+        m = e.preds.metrics()
+        item = {"label": e.label, "method": e.method, "kind": e.kind, "source": e.preds.source, "metrics": m,
+                "members": e.members, "command": e.command}
+        if e.heldout is not None:
+            cal = (label_calibration(e.preds, e.heldout, clean_heldout(e.heldout, e.run_dir))
+                   if not multilabel and e.run_dir is not None else None)
+            t = cal["fit_noisy"]["temperature"] if cal else fit_temperature(e.heldout)  # the same fit, done once
+            item["temperature_scaling"] = {"temperature": t, "after": scale(e.preds, t).metrics(),
+                                           "fitted_on": "held-out split"}
+            if cal:
+                item["calibration"] = cal
+                item["temperature_scaling"]["fitted_on"] = (
+                    "held-out split, noisy labels" if cal["noisy_labels_differ"] else "held-out split")
+        if not multilabel:
+            item["per_class_top1"] = {"test": per_class_accuracy(e.preds).tolist(),
+                                      "heldout": per_class_accuracy(e.heldout).tolist() if e.heldout is not None
+                                      else None}
+        if e.summary is not None:
+            item["ensemble"] = {k: v for k, v in e.summary.items() if k not in ("members",)}
+            item["ensemble"]["member_metrics"] = e.summary["members"]
+        json_entries.append(item)
+        cells = [e.label, e.kind] + [fmt(m.get(k), pct) for _, k, pct in cols]
+        if e.summary is not None:
+            std = e.summary["member_std"]
+            mean = e.summary["member_mean"]
+            cells.append("members: " + ", ".join(f"{lbl} {fmt(mean[k], pct)} ± {fmt(std[k], pct)}"
+                                                 for lbl, k, pct in cols[:3]))
+        else:
+            cells.append("")
+        rows.append(cells)
+        fname = f"reliability_{len(figures)}.png"
+        image = reliability_png(e.preds, e.label)
+        atomic_write_bytes(out / fname, image)
+        figures.append((e.label, fname, image))
+
+    cov = _covariance_section(entries, top_pairs) if covariance else None
+    cov_png = None
+    if cov and cov.get("ranks"):
+        cov_png = ranks_png(cov["ranks"], cov["num_classes"], "Figure 2: het right, hom wrong")
+        atomic_write_bytes(out / "covariance_ranks.png", cov_png)
+
+    shift_part = None
+    if shift:
+        shift_part = section([(e.label, e.method, e.kind, e.preds.source) for e in entries])
+        for _, fname, image in (shift_part or {}).get("figures", []):
+            atomic_write_bytes(out / fname, image)
+
+    extra = extra or {}
+    for _, fname, image in extra.get("figures", []):
+        atomic_write_bytes(out / fname, image)
+    heldout_data = heldout_description(entries[0].run_dir) if entries[0].run_dir and entries[0].heldout else None
+    notes = list(extra.get("text", [])) + calibration_note(json_entries)
+    report = {"schema": SCHEMA, "name": name, "provenance": prov, "data": entries[0].data,
+              "heldout_data": heldout_data, **extra.get("json", {}),
+              "extra_tables": [list(t) for t in extra.get("tables", [])], "notes": notes,
+              "num_examples": int(len(ref.index)), "num_classes": len(ref.class_names), "multilabel": multilabel,
+              "class_names": list(ref.class_names),
+              "macro_map_skipped_classes": skipped,
+              "entries": json_entries, "covariance": cov, "shift": shift_part["json"] if shift_part else None,
+              "figures": {"reliability": [f for _, f, _ in figures],
+                          "covariance_ranks": "covariance_ranks.png" if cov_png else None,
+                          "shift": [f for _, f, _ in shift_part["figures"]] if shift_part else [],
+                          **({"extra": [f for _, f, _ in extra["figures"]]} if extra.get("figures") else {})}}
+    atomic_write_text(out / "report.json", json_dumps(report, indent=1))
+    more = list(extra.get("figures", []))
+    atomic_write_text(out / "report.md", markdown(report, rows, cols, figures, cov_png is not None, shift_part, more))
+    atomic_write_text(out / "report.html", html_page(report, rows, cols, figures, cov_png, shift_part, more))
+    return out

@@ -1,0 +1,237 @@
+"""Predicting the shift sets of run folders (one model in memory at a time) and averaging them for ensembles."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, Callable, Optional, Sequence
+
+import numpy as np
+
+from harness.runs import ensemble_members, run_summary
+from harness.shift.sets import ood_images, subset_rows, views
+from harness.shift.settings import SCHEMA, ShiftSettings, check_settings
+from harness.shift.store import load_set, read_json, save_set
+
+
+def _spec_key(spec: dict) -> str:
+    return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _predict(model: Any, images: np.ndarray, batch_size: int, bf16: bool, channels_last: bool, device: str = "cpu"
+             ) -> "tuple[np.ndarray, Optional[np.ndarray]]":
+    """Logits ``[n, K]`` (the head's output, as in the run's predictions) and, for heads with noise,
+    the mean entropy ``[n]`` of the softmax of each of the head's MC samples (:meth:`sample_logits`,
+    the samples its output averages; in row blocks of about 4M sampled logits)."""
+    import torch
+
+    from harness.data.batched import center_crop
+    from harness.uncertainty.ood import expected_entropy
+
+    head = model.head
+    size = images.shape[1]
+    noisy = head.covariance_type != "none"
+    fmt = torch.channels_last if channels_last else torch.contiguous_format
+    logits, ent = [], []
+    with torch.no_grad():
+        for start in range(0, len(images), batch_size):
+            x = center_crop(torch.from_numpy(np.ascontiguousarray(images[start:start + batch_size])), size, size)
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+                feats = model.pre_logits(x.to(device).contiguous(memory_format=fmt))
+            logits.append(head(feats).float().cpu().numpy())
+            if noisy:
+                rows = max(1, (1 << 22) // (head.eval_mc_samples * head.num_classes))
+                for r in range(0, len(feats), rows):
+                    lp = torch.log_softmax(head.sample_logits(feats[r:r + rows]).double(), dim=-1)  # [rows, S, K]
+                    ent.append(expected_entropy(lp.transpose(0, 1).cpu().numpy()))
+    return np.concatenate(logits).astype(np.float64), (np.concatenate(ent) if noisy else None)
+
+
+def _check_run(run_dir: Path, settings: ShiftSettings) -> "tuple[dict, Any, list]":
+    """A finished single-label run and settings that fit its data: ``(config, data config, sets)``.
+
+    Raises:
+        FileNotFoundError: not a run folder, or no ``model.pt``.
+        ValueError: a sigmoid (multi-label) model, or settings that do not fit (:func:`check_settings`).
+    """
+    from harness.runs import data_config, run_config
+
+    cfg = run_config(run_dir)
+    if not (run_dir / "model.pt").is_file():
+        raise FileNotFoundError(f"{str(run_dir)!r} has no model.pt: shift predictions come from a run's final model; "
+                                "pass a finished run folder (harness upstream writes model.pt when it ends)")
+    head_cfg = (cfg.get("model") or {}).get("head") or {}
+    if head_cfg.get("link", "softmax") != "softmax":
+        raise ValueError(f"{run_dir} is a multi-label (sigmoid) model: shift and OOD evaluation covers single-label "
+                         "softmax models; leave this run out")
+    data = data_config(run_dir)
+    return cfg, data, check_settings(settings, data)
+
+
+def predict_run(run_dir: "str | Path", settings: ShiftSettings, progress: Callable[[str], None] = lambda s: None,
+                device: str = "cpu") -> dict:
+    """Write the shifted and OOD predictions of one run (see the module docstring); return its
+    ``shift.json``. Sets already done with the same model, data and settings are kept.
+
+    Raises:
+        FileNotFoundError: not a run folder, or no ``model.pt`` (an unfinished run).
+        ValueError: bad settings (:func:`check_settings`), a sigmoid (multi-label) model, or OOD
+            data that cannot be read.
+    """
+    import torch
+
+    from harness.shift.corruptions import corrupted, package_version
+    from harness.data.cache import file_digest
+    from harness.data.sources import build_split
+    from harness.io import atomic_write_text, json_dumps
+    from harness.models import load_model
+    from harness.precision import resolve as resolve_precision
+    from harness.provenance import provenance
+    from harness.uncertainty.predictions import Predictions
+
+    run_dir = Path(run_dir)
+    cfg, data, sets = _check_run(run_dir, settings)
+    split = settings.split or data.eval_split
+    base = build_split(data, split)
+    rows = subset_rows(len(base), settings.examples, settings.seed)
+    key = {"model": file_digest(run_dir / "model.pt"), "split": split, "data": base.description,
+           "rows": hashlib.sha256(rows.tobytes()).hexdigest()[:16], "view": [data.image_size, data.eval_resize],
+           "seed": settings.seed, "package": package_version()}
+    out = run_dir / "shift"
+    spec = read_json(out / "shift.json")
+    if spec is not None and spec.get("key") != key:
+        progress(f"[shift] {run_dir.name}: model, data or subset changed; starting over")
+        shutil.rmtree(out)
+        spec = None
+    done = dict(spec.get("sets", {})) if spec else {}
+    todo = [(n, s) for n, s in sets if done.get(n) != _spec_key(s) or not (out / n / "predictions.npz").is_file()]
+    record = {"schema": SCHEMA, "kind": "run", "key": key, "settings": asdict(settings), "examples": int(len(rows)),
+              "eval_data": base.description, "class_names": list(base.class_names), **provenance()}
+
+    def write_spec() -> None:
+        atomic_write_text(out / "shift.json", json_dumps({**record, "sets": done, "order": [n for n, _ in sets]},
+                                                         indent=1))
+
+    if not todo:
+        write_spec()
+        return {**record, "sets": done}
+    clean = views(base, data, rows)
+    targets = base.targets()[rows]
+    ood = {name: ood_images(s["name"], s["data"], data, len(rows), settings.seed)  # read before the model loads
+           for name, s in todo if s["kind"] == "ood"}
+    train = cfg.get("train") or {}
+    model = load_model(run_dir / "model.pt").eval().to(device)
+    if train.get("channels_last"):
+        model = model.to(memory_format=torch.channels_last)
+    # the precision the run trained in (metrics.json), else its setting resolved on this machine
+    used = run_summary(run_dir).get("mixed_precision")
+    bf16 = device == "cpu" and (used or resolve_precision(train.get("mixed_precision", "no"), "cpu")) == "bf16"
+    for n, (name, s) in enumerate(todo, 1):
+        if s["kind"] == "clean":
+            images, index, y = clean, rows, targets
+        elif s["kind"] == "corruption":
+            images = corrupted(clean, rows, s["corruption"], s["severity"], settings.seed, data.cache_dir)
+            index, y = rows, targets
+        else:
+            images, index = ood[name]
+            y = np.full(len(index), -1, dtype=np.int64)
+        logits, ent = _predict(model, images, data.eval_batch_size, bf16, bool(train.get("channels_last")), device)
+        preds = Predictions(logits, np.asarray(y), np.asarray(index), list(base.class_names), "softmax",
+                            str(out / name))
+        save_set(out / name, preds, ent)
+        done[name] = _spec_key(s)
+        write_spec()
+        progress(f"[shift] {run_dir.name}: {name} ({n} of {len(todo)})")
+    del model
+    return {**record, "sets": done}
+
+
+def average_ensemble(ens_dir: "str | Path", progress: Callable[[str], None] = lambda s: None) -> dict:
+    """Average the members' shifted and OOD predictions of an ensemble folder (every set all members
+    have, evaluated on the same images) with :func:`harness.uncertainty.ensembles.average`; ``mc.npz`` holds the
+    mean member entropy. Returns the ensemble's ``shift.json``.
+
+    Raises:
+        FileNotFoundError: not an ensemble folder, or a member without shift predictions.
+        ValueError: members' sets that differ in examples, classes or subset settings.
+    """
+    from harness.uncertainty.ensembles import average
+    from harness.io import atomic_write_text, json_dumps
+    from harness.uncertainty.ood import expected_entropy
+    from harness.provenance import provenance
+
+    ens_dir = Path(ens_dir)
+    members = ensemble_members(ens_dir)
+    specs = []
+    for m in members:
+        spec = read_json(m / "shift" / "shift.json")
+        if spec is None:
+            raise FileNotFoundError(f"ensemble member {m} has no shift predictions: run harness shift on it (or on "
+                                    "the ensemble folder, which evaluates its members first)")
+        specs.append(spec)
+    ref = specs[0]
+    for m, s in zip(members[1:], specs[1:]):
+        for k in ("split", "data", "rows", "seed", "view", "package"):
+            if s["key"][k] != ref["key"][k]:
+                raise ValueError(f"ensemble member {m} was evaluated under shift with another {k} ({s['key'][k]} vs "
+                                 f"{ref['key'][k]}): run harness shift on all members with the same settings")
+    names = [n for n in ref.get("order", ref["sets"])
+             if n in ref["sets"] and all(s["sets"].get(n) == ref["sets"][n] for s in specs)]
+    out = ens_dir / "shift"
+    done = {}
+    for name in names:
+        preds = [load_set(m / "shift" / name)[0] for m in members]
+        ens = average(preds, str(out / name))
+        mean_ent = expected_entropy([p.log_probs() for p in preds])
+        save_set(out / name, ens, mean_ent)
+        done[name] = ref["sets"][name]
+    record = {"schema": SCHEMA, "kind": "ensemble", "members": [str(m) for m in members],
+              "key": {k: ref["key"][k] for k in ("split", "data", "rows", "seed", "view", "package")},
+              "settings": ref["settings"], "examples": ref["examples"], "eval_data": ref["eval_data"],
+              "class_names": ref["class_names"], "sets": done, "order": names, **provenance()}
+    atomic_write_text(out / "shift.json", json_dumps(record, indent=1))
+    progress(f"[shift] {ens_dir.name}: {len(names)} sets averaged over {len(members)} members")
+    return record
+
+
+def ensemble_sets(ens_dir: "str | Path") -> Optional[dict]:
+    """After (re)building an ensemble folder (which clears its ``shift/``): average its members' shift
+    sets when every member has them (:func:`average_ensemble`). Returns the ensemble's shift.json, or
+    None."""
+    ens_dir = Path(ens_dir)
+    if all((m / "shift" / "shift.json").is_file() for m in ensemble_members(ens_dir)):
+        return average_ensemble(ens_dir)
+    return None
+
+
+def predict_folders(folders: Sequence["str | Path"], settings: ShiftSettings, progress: Callable[[str], None] = print,
+             device: str = "cpu") -> "list[dict]":
+    """``harness shift``: predict every run folder (one model in memory at a time), then average every
+    ensemble folder (its members are predicted first when needed). Returns each folder's shift.json.
+
+    Raises:
+        FileNotFoundError, ValueError: see :func:`predict_run` and :func:`average_ensemble`; settings
+            are checked before any work.
+    """
+    check_settings(settings)
+    folders = [Path(f) for f in folders]
+    runs, ensembles = [], []
+    for f in folders:
+        if (f / "ensemble.json").is_file():
+            ensembles.append(f)
+            runs += [m for m in ensemble_members(f) if m.resolve() not in {r.resolve() for r in runs}]
+        elif (f / "config.yaml").is_file():
+            if f.resolve() not in {r.resolve() for r in runs}:
+                runs.append(f)
+        else:
+            raise FileNotFoundError(f"{str(f)!r} is neither a run folder (config.yaml, model.pt) nor an ensemble "
+                                    "folder (ensemble.json); pass folders written by harness upstream or harness "
+                                    "ensemble")
+    for r in runs:  # every folder is checked before the first (slow) prediction
+        _check_run(r, settings)
+    results = {r: predict_run(r, settings, progress, device) for r in runs}
+    out = [results[r] for r in runs if any(r.resolve() == f.resolve() for f in folders)]
+    return out + [average_ensemble(e, progress) for e in ensembles]

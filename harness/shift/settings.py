@@ -1,0 +1,117 @@
+"""The settings of a shift evaluation: which corrupted and OOD sets, on how many images, with which seed."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional
+
+
+SCHEMA = "harness.shift/1"
+BUILT_IN_OOD = ("gaussian", "blobs")
+CLEAN = "clean"
+OOD_PREFIX = "ood-"
+
+
+@dataclass
+class ShiftSettings:
+    """What to evaluate under shift (an experiment's ``shift`` section; ``harness shift`` options).
+
+    Attributes:
+        corruptions: ``all``, families (``noise``, ``blur``, ``weather``, ``digital``) or corruption
+            names (:func:`harness.shift.corruptions.resolve`); ``[]`` for none.
+        severities: integers in 1-5.
+        examples: size of the fixed random subset of the evaluation split used for every set (0:
+            the whole split).
+        seed: draws the subset, seeds the corruptions and the built-in OOD sets.
+        ood: OOD sets: ``gaussian``, ``blobs`` (built in), or ``NAME:key=value,...`` with data keys
+            (``source``, ``path``, ``name``, ``split``, ...; see :class:`harness.data.config.DataConfig`).
+        split: the in-distribution split (default: the run's evaluation split).
+    """
+
+    corruptions: List[str] = field(default_factory=lambda: ["all"])
+    severities: List[int] = field(default_factory=lambda: [1, 2, 3, 4, 5])
+    examples: int = 0
+    seed: int = 0
+    ood: List[str] = field(default_factory=lambda: list(BUILT_IN_OOD))
+    split: Optional[str] = None
+
+
+def parse_ood(spec: str) -> "tuple[str, Dict[str, str]]":
+    """``gaussian`` / ``blobs`` -> ``(name, {})``; ``NAME:key=value,key=value`` -> ``(NAME, {key: value})``.
+
+    Raises:
+        ValueError: an empty name, an unknown built-in without data keys, or a malformed pair.
+    """
+    name, _, rest = str(spec).partition(":")
+    name = name.strip()
+    if not name or "/" in name or name in (".", ".."):
+        raise ValueError(f"OOD set {spec!r}: give a name (a plain word), e.g. gaussian, blobs or "
+                         "svhn:source=tfds,name=svhn_cropped,path=/data/tfds,split=test")
+    keys: "Dict[str, str]" = {}
+    for pair in filter(None, (p.strip() for p in rest.split(","))):
+        k, eq, v = pair.partition("=")
+        if not (k.strip() and eq):
+            raise ValueError(f"OOD set {spec!r}: {pair!r} is not key=value; write e.g. "
+                             f"{name}:source=image_folder,path=/data/ood,split=test")
+        keys[k.strip()] = v.strip()
+    if not keys and name not in BUILT_IN_OOD:
+        raise ValueError(f"unknown built-in OOD set {name!r}: use {' or '.join(BUILT_IN_OOD)}, or give a data source, "
+                         f"e.g. {name}:source=image_folder,path=/data/{name},split=test")
+    return name, keys
+
+
+def ood_data(keys: "Dict[str, str]", run_data: Any) -> "tuple[Any, str]":
+    """The OOD source's :class:`DataConfig` (the run's view settings) and split.
+
+    Raises:
+        ValueError: unknown keys or values, or a view size other than the model's.
+    """
+    from harness.config import load_config
+    from harness.data.config import DataConfig
+
+    keys = dict(keys)
+    split = keys.pop("split", "test")
+    for k in ("image_size", "eval_resize"):
+        if k in keys and str(keys[k]) != str(getattr(run_data, k)):
+            raise ValueError(f"OOD set {k}={keys[k]} differs from the model's data.{k}={getattr(run_data, k)}: OOD "
+                             f"images are shown to the model at its own input size; drop {k} from the OOD set")
+    view = {"image_size": run_data.image_size, "eval_resize": run_data.eval_resize, "loader": run_data.loader}
+    if "source" not in keys:
+        raise ValueError(f"OOD set keys {sorted(keys)}: name the data source, e.g. source=image_folder,path=/data/ood")
+    try:
+        cfg = load_config(DataConfig, None, [f"{k}={v}" for k, v in keys.items()], base=view)
+    except ValueError as e:
+        raise ValueError(f"OOD set: {e} (keys are those of the data section, plus split)") from e
+    return cfg, split
+
+
+def check_settings(settings: ShiftSettings, data: Any = None) -> "list[tuple[str, Any]]":
+    """Validate settings before any work; return the sets ``[(name, spec)]``: ``clean``, the corrupted
+    sets, then the OOD sets. With the run's ``data`` (:class:`~harness.data.config.DataConfig`), the
+    image size and the OOD sets' data keys are checked too (their files are read only when used).
+
+    Raises:
+        ValueError: unknown corruptions or severities, a negative ``examples``, malformed OOD sets,
+            repeated OOD names, or images smaller than the corruptions accept.
+    """
+    from harness.shift.corruptions import MIN_SIDE, resolve, set_name
+
+    if settings.examples < 0:
+        raise ValueError(f"shift examples must be >= 0 (0: the whole split), got {settings.examples}")
+    pairs = resolve(settings.corruptions, settings.severities)
+    image_size = None if data is None else data.image_size
+    if pairs and image_size is not None and image_size < MIN_SIDE:
+        raise ValueError(f"data.image_size {image_size} is below the {MIN_SIDE} px the corruptions need: evaluate "
+                         f"corruptions at data.image_size >= {MIN_SIDE}, or set corruptions: []")
+    sets: "list[tuple[str, Any]]" = [(CLEAN, {"kind": "clean"})]
+    sets += [(set_name(c, s), {"kind": "corruption", "corruption": c, "severity": s}) for c, s in pairs]
+    seen = set()
+    for spec in settings.ood:
+        name, keys = parse_ood(spec)
+        if name in seen:
+            raise ValueError(f"OOD set name {name!r} is given twice: give each OOD set its own name")
+        seen.add(name)
+        if keys and data is not None:
+            ood_data(keys, data)
+        sets.append((OOD_PREFIX + name, {"kind": "ood", "name": name, "data": keys}))
+    return sets

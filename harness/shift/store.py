@@ -1,0 +1,60 @@
+"""The saved shift sets of a run or ensemble folder: ``<folder>/shift/<set>/predictions.npz`` and ``mc.npz``,
+and ``<folder>/shift/shift.json`` (settings, and which sets are done)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Optional
+
+import numpy as np
+
+
+def read_json(path: Path) -> Optional[dict]:
+    try:
+        return json.loads(path.read_text()) if path.is_file() else None
+    except (OSError, ValueError):
+        return None
+
+
+def save_set(folder: Path, preds: Any, mean_entropy: Optional[np.ndarray]) -> None:
+    import io
+
+    from harness.io import atomic_write_bytes
+
+    if mean_entropy is not None:
+        buf = io.BytesIO()
+        np.savez(buf, index=preds.index, mean_entropy=mean_entropy.astype(np.float64))
+        atomic_write_bytes(folder / "mc.npz", buf.getvalue())
+    elif (folder / "mc.npz").is_file():
+        (folder / "mc.npz").unlink()
+    preds.save(folder / "predictions.npz")
+
+
+def load_set(folder: "str | Path") -> "tuple[Any, Optional[np.ndarray]]":
+    """One saved set: its :class:`~harness.uncertainty.predictions.Predictions` and the components' mean entropy
+    ``[N]`` (None for a model without noise).
+
+    Raises:
+        FileNotFoundError: no predictions in ``folder``.
+    """
+    from harness.uncertainty.predictions import Predictions
+
+    folder = Path(folder)
+    preds = Predictions.load(folder)
+    ent = None
+    if (folder / "mc.npz").is_file():
+        with np.load(folder / "mc.npz", allow_pickle=False) as z:
+            order = np.argsort(z["index"], kind="stable")
+            ent = z["mean_entropy"][order]
+    return preds, ent
+
+
+def load_sets(folder: "str | Path") -> "Optional[tuple[dict, dict]]":
+    """The ``shift.json`` of a run or ensemble folder and its sets ``{name: (predictions, mean
+    entropy)}`` in the recorded order; None if the folder has no shift predictions."""
+    spec = read_json(Path(folder) / "shift" / "shift.json")
+    if spec is None:
+        return None
+    names = [n for n in spec.get("order", spec["sets"]) if n in spec["sets"]]
+    return spec, {n: load_set(Path(folder) / "shift" / n) for n in names}

@@ -1,0 +1,52 @@
+"""Post-hoc temperature scaling (Guo et al., ICML 2017, "On Calibration of Modern Neural Networks", Sec. 4.2).
+
+Reliability bins and the calibration errors (ECE, MCE, adaptive ECE) are metrics: :mod:`harness.uncertainty.metrics`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from harness.uncertainty import metrics as M
+from harness.uncertainty.predictions import Predictions
+
+
+def fit_temperature(preds: Predictions, bounds: "tuple[float, float]" = (1e-3, 1e3)) -> float:
+    """Post-hoc temperature T > 0 minimising the NLL of ``logits / T`` on held-out predictions
+    (Guo et al. 2017): bounded Brent search on log T within ``bounds`` (scipy's ``minimize_scalar``;
+    the NLL is smooth in log T, so the 1-D search finds its minimum to about 1e-6 in log T). For
+    sigmoid links, per-class BCE summed over classes, on the examples kept by the multi-label row
+    rule (:mod:`harness.uncertainty.metrics`: no positive label, dropped).
+
+    Het logits are log p̄ (or logit p̄); scaling them is the same post-hoc map as for any classifier.
+
+    Raises:
+        ValueError: multi-label targets that are not 0/1 or without any positive label.
+    """
+    from scipy.optimize import minimize_scalar
+
+    logits, targets = preds.logits, preds.targets
+    if preds.multilabel:
+        logits, targets = M.labelled_examples(logits, targets)
+    z = np.asarray(logits, dtype=np.float64)
+    if preds.multilabel:
+        y = np.asarray(targets, dtype=np.float64)
+
+        def nll(log_t: float) -> float:
+            s = z / np.exp(log_t)
+            return float((np.logaddexp(0.0, s) - y * s).sum(1).mean())
+    else:
+        rows, y = np.arange(len(z)), np.asarray(targets, dtype=np.int64)
+
+        def nll(log_t: float) -> float:
+            return float(-M.log_softmax(z / np.exp(log_t))[rows, y].mean())
+
+    lo, hi = np.log(bounds)
+    return float(np.exp(minimize_scalar(nll, bounds=(lo, hi), method="bounded", options={"xatol": 1e-6}).x))
+
+
+def scale(preds: Predictions, temperature: float) -> Predictions:
+    """``logits / temperature``."""
+    return replace(preds, logits=preds.logits / temperature, source=f"{preds.source} (T={temperature:.3f})")

@@ -1,0 +1,168 @@
+"""Input checks of the metrics (:mod:`harness.uncertainty.metrics`), one pass over the input before any metric.
+
+Every public metric refuses, with a ``ValueError`` that names the fix,
+
+- ``N = 0`` (nothing to score); shapes other than ``[N, K]`` scores with ``[N]`` labels (single-label) or
+  ``[N, K]`` multi-hot targets (multi-label); labels whose count differs from N;
+- labels of a non-integer dtype (floats, bools) or outside ``[0, K)``;
+- log-probabilities whose rows do not normalise, ``|Σ_k p_k - 1| > NORM_TOL`` (raw logits land
+  here: pass ``log_softmax(logits)``); exact zeros (``log p = -inf``) are fine;
+- confidences outside ``[0, 1]`` and correctness values other than 0/1;
+- multi-label targets with values other than 0 and 1 (soft labels, class indices).
+
+NaN: never scored. A NaN anywhere in the scored input (log-probabilities, logits, confidences,
+targets) raises ``ValueError`` naming how many rows hold one and the first; no metric returns a
+number (or NaN) computed from NaN inputs. The transforms ``log_softmax`` / ``log_sigmoid`` of the metrics module
+propagate NaN like NumPy.
+
+The checks are one extra pass over the ``[N, K]`` input (row sums of float32 ``exp``, or NaN and
+0/1 tests for multi-label inputs), in row chunks of about 32 MB of temporaries: measured at
+1M x 1k on one core of a shared 2-core CPU, 4.8 s for float64 log-probabilities (NLL itself then
+takes 1 s more) and 3 s for multi-label logits and targets. Multi-label logits may be ±inf (a
+certain forecast).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+NORM_TOL = 1e-3  # |Σ_k p_k - 1| allowed for "normalised" (float32 round-off passes; raw logits do not)
+CHUNK_ELEMENTS = 1 << 22  # elements per chunk of the normalisation check (32 MB of float64)
+
+
+def as_float64(x: Any, dtype=np.float64) -> np.ndarray:
+    """A NumPy array or torch tensor (any shape) as a float64 NumPy array."""
+    if hasattr(x, "detach"):
+        x = x.detach().cpu().numpy()
+    return np.asarray(x, dtype=dtype)
+
+
+def as_array(x: Any) -> np.ndarray:
+    """As an array, keeping the dtype (to tell integer labels from float ones)."""
+    if hasattr(x, "detach"):
+        x = x.detach().cpu().numpy()
+    return np.asarray(x)
+
+
+def no_examples(what: str) -> ValueError:
+    return ValueError(f"{what} has no examples (N = 0): there is nothing to score; check that the evaluation "
+                      "split is not empty")
+
+
+def check_labels(labels: Any, n: int, num_classes: int) -> np.ndarray:
+    """``[N]`` int64 class indices in ``[0, K)``, one per row of the scores."""
+    y = as_array(labels)
+    if y.ndim != 1:
+        raise ValueError(f"labels must be a 1-D array of class indices [N], got shape {y.shape}; multi-hot "
+                         "targets [N, K] go to the multi-label metrics (prec_at_1, sigmoid_nll, ...)")
+    if y.dtype.kind not in "iu":
+        raise ValueError(f"labels must be integer class indices, got dtype {y.dtype}; cast whole-number labels "
+                         "with labels.astype(int) (soft or multi-hot targets need the multi-label metrics)")
+    if len(y) != n:
+        raise ValueError(f"{len(y)} labels for {n} rows of predictions: give exactly one label per example, in "
+                         "the same order as the prediction rows")
+    if y.min() < 0 or y.max() >= num_classes:
+        raise ValueError(f"labels must lie in [0, {num_classes}), got range [{y.min()}, {y.max()}]; "
+                         "check the label set or the model's num_classes")
+    return y.astype(np.int64, copy=False)
+
+
+def row_chunks(x: np.ndarray) -> "list[slice]":
+    """Row slices of ``x`` ``[N, K]`` holding about ``CHUNK_ELEMENTS`` elements each (bounds temporaries)."""
+    rows = max(1, CHUNK_ELEMENTS // max(x.shape[1], 1))
+    return [slice(r0, r0 + rows) for r0 in range(0, x.shape[0], rows)]
+
+
+def rows_any(x: np.ndarray, test) -> np.ndarray:
+    """``[N]`` bool: rows of ``x`` where ``test(chunk)`` (elementwise bool) holds anywhere, chunked."""
+    return np.concatenate([test(x[s]).any(axis=1) for s in row_chunks(x)])
+
+
+def row_prob_sums(lp: np.ndarray) -> np.ndarray:
+    """``[N]`` Σ_k exp(lp_nk), chunked, exp in float32 (relative error ~1e-7, 3x faster than float64).
+
+    No max subtraction is needed: valid log-probabilities are <= 0. NaN where a row holds NaN; 0 for
+    rows of (nearly) all -inf; inf for rows with large positive values (raw logits).
+    """
+    out = np.empty(lp.shape[0])
+    with np.errstate(over="ignore"):
+        for s in row_chunks(lp):
+            out[s] = np.exp(lp[s].astype(np.float32)).sum(axis=1, dtype=np.float64)
+    return out
+
+
+def check_log_probs(log_probs: Any, labels: Any) -> "tuple[np.ndarray, np.ndarray]":
+    """(log_probs ``[N, K]`` float64, labels ``[N]`` int64) after every single-label check."""
+    lp = as_float64(log_probs)
+    if lp.ndim != 2:
+        raise ValueError(f"log_probs must be [N, K] (examples x classes), got shape {lp.shape}")
+    if lp.shape[0] == 0:
+        raise no_examples("log_probs")
+    y = check_labels(labels, lp.shape[0], lp.shape[1])
+    sums = row_prob_sums(lp)
+    nan = np.isnan(sums)
+    if nan.any():
+        raise ValueError(f"log_probs holds NaN in {int(nan.sum())} of {len(sums)} rows (first: row "
+                         f"{int(np.argmax(nan))}); NaN predictions are not scored: find where the model or the "
+                         "preprocessing produced them (a diverged run, a division by zero)")
+    off = np.abs(sums - 1.0) > NORM_TOL
+    if off.any():
+        r = int(np.argmax(off))
+        if sums[r] > 1:
+            hint = "these look like raw logits: pass harness.uncertainty.metrics.log_softmax(logits)"
+        else:
+            hint = ("their probabilities sum to less than 1: are classes missing from the columns? Renormalise with "
+                    "harness.uncertainty.metrics.log_softmax only if that is intended")
+        raise ValueError(f"log_probs must be normalised log-probabilities (each row's probabilities sum to 1), but "
+                         f"{int(off.sum())} of {len(sums)} rows do not (first: row {r}, Σ_k p_k = {sums[r]:.4g}); "
+                         f"{hint}")
+    return lp, y
+
+
+def check_forecasts(confidence: Any, correct: Any, num_bins: int) -> "tuple[np.ndarray, np.ndarray]":
+    """(confidence ``[N]`` in [0, 1], correct ``[N]`` in {0, 1}) as float64."""
+    if not isinstance(num_bins, (int, np.integer)) or isinstance(num_bins, bool) or num_bins < 1:
+        raise ValueError(f"num_bins must be a positive integer, got {num_bins!r}")
+    conf, corr = as_float64(confidence), as_float64(correct)
+    if conf.ndim != 1 or corr.shape != conf.shape:
+        raise ValueError(f"confidence and correct must both be [N], got shapes {conf.shape} and {corr.shape}")
+    if not len(conf):
+        raise no_examples("confidence")
+    bad = ~((conf >= 0) & (conf <= 1))  # NaN is bad too
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise ValueError(f"confidence must be probabilities in [0, 1], but {int(bad.sum())} of {len(conf)} are not "
+                         f"(first: [{i}] = {conf[i]}); pass the top-label probability max_k p_k (exp of a "
+                         "log-probability, sigmoid of a logit), not a logit or a NaN")
+    bad = ~((corr == 0) | (corr == 1))
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise ValueError(f"correct must be 0/1 (or bool) per example, got {corr[i]} at [{i}]; pass "
+                         "(prediction == label)")
+    return conf, corr
+
+
+def check_multilabel(logits: Any, targets: Any) -> "tuple[np.ndarray, np.ndarray]":
+    """(logits ``[N, K]`` float64, targets ``[N, K]`` in their own dtype) after every multi-label check,
+    before the row rule."""
+    z, t = as_float64(logits), as_array(targets)
+    if z.ndim != 2 or z.shape != t.shape:
+        raise ValueError(f"logits {z.shape} and multi-hot targets {t.shape} must have the same [N, K] shape; "
+                         "single-label class indices [N] go to the single-label metrics (or one-hot them with "
+                         "np.eye(K)[labels])")
+    if z.shape[0] == 0:
+        raise no_examples("logits")
+    nan = rows_any(z, np.isnan)
+    if nan.any():
+        raise ValueError(f"logits hold NaN in {int(nan.sum())} of {len(z)} rows (first: row {int(np.argmax(nan))}); "
+                         "NaN predictions are not scored: find where the model produced them")
+    bad = rows_any(t, lambda c: ~((c == 0) | (c == 1)))  # NaN is bad too
+    if bad.any():
+        i = int(np.argmax(bad))
+        j = int(np.argmax(~((t[i] == 0) | (t[i] == 1))))
+        raise ValueError(f"multi-label targets must be multi-hot 0/1 values, got {t[i, j]} at [{i}, {j}] "
+                         f"({int(bad.sum())} row(s) hold such values); soft labels are not supported: threshold "
+                         "them, or give class indices [N] to the single-label metrics")
+    return z, t

@@ -1,0 +1,81 @@
+"""Per-example predictions of a model or an ensemble, and their on-disk format (``predictions.npz``).
+
+``predictions.npz`` (NumPy ``.npz``, no pickles): ``logits`` ``[N, K]`` float32 (for het models log p̄,
+or logit p̄ for the sigmoid link), ``targets`` ``[N]`` ints or ``[N, K]`` multi-hot, ``index`` ``[N]``
+example indices in the split, ``class_names`` ``[K]``, ``link`` and ``multilabel`` (0-dim).
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from harness.io import atomic_write_bytes
+from harness.uncertainty import metrics as M
+
+
+@dataclass
+class Predictions:
+    """Per-example outputs of one model (or ensemble) on one split, sorted by example index.
+
+    Attributes:
+        logits: ``[N, K]`` float64 (for het models log p̄, or logit p̄ for the sigmoid link).
+        targets: ``[N]`` ints, or ``[N, K]`` multi-hot.
+        index: ``[N]`` example indices in the split.
+        class_names: K names.
+        link: ``softmax`` or ``sigmoid``.
+        source: where they came from (run folder or ensemble).
+    """
+
+    logits: np.ndarray
+    targets: np.ndarray
+    index: np.ndarray
+    class_names: "list[str]"
+    link: str
+    source: str = ""
+
+    @property
+    def multilabel(self) -> bool:
+        return self.link == "sigmoid"
+
+    @classmethod
+    def load(cls, path: "str | Path") -> "Predictions":
+        """Read a ``predictions.npz`` (or a run or ensemble folder holding one).
+
+        Raises:
+            FileNotFoundError: no predictions there.
+        """
+        path = Path(path)
+        file = path / "predictions.npz" if path.is_dir() else path
+        if not file.is_file():
+            raise FileNotFoundError(f"no predictions at {str(file)!r}; pass a finished run folder (it writes "
+                                    "predictions.npz) or an ensemble folder")
+        with np.load(file, allow_pickle=False) as z:
+            order = np.argsort(z["index"], kind="stable")
+            return cls(z["logits"].astype(np.float64)[order], z["targets"][order], z["index"][order],
+                       [str(c) for c in z["class_names"]], str(z["link"]), str(path))
+
+    def save(self, path: "str | Path") -> None:
+        """Write ``predictions.npz`` atomically (logits as float32)."""
+        buf = io.BytesIO()
+        np.savez(buf, logits=self.logits.astype(np.float32), targets=self.targets, index=self.index,
+                 class_names=np.array(self.class_names), link=np.array(self.link),
+                 multilabel=np.array(self.multilabel))
+        atomic_write_bytes(path, buf.getvalue())
+
+    def log_probs(self) -> np.ndarray:
+        """softmax: log p ``[N, K]`` (rows sum to 1); sigmoid: per-class log P(y_k = 1)."""
+        return M.log_softmax(self.logits) if self.link == "softmax" else M.log_sigmoid(self.logits)
+
+    def metrics(self) -> "dict[str, float]":
+        """The single-label or multi-label metric suite of :mod:`harness.uncertainty.metrics`."""
+        if self.multilabel:
+            return M.multilabel_metrics(self.logits, self.targets)
+        return M.classification_metrics(self.log_probs(), self.targets)
+
+    def nll(self) -> float:
+        """Mean NLL in nats (summed over classes for the sigmoid link)."""
+        return M.sigmoid_nll(self.logits, self.targets) if self.multilabel else M.nll(self.log_probs(), self.targets)
