@@ -33,8 +33,8 @@ from torchvision.transforms import v2
 
 from harness.data.dataset import ImageDataset
 from harness.data.loading import EpochSampler, TransformedDataset
-from harness.uncertainty.predictions import Predictions
 from harness.models import Classifier, load_model, replace_head
+from harness.uncertainty.predictions import Predictions
 
 
 @dataclass

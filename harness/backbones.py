@@ -23,9 +23,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from torch import nn
 from timm.models import register_model
 from timm.models.resnet import BasicBlock, ResNet
+from torch import nn
 
 #: name -> (blocks per stage, width of the first stage)
 VARIANTS = {

@@ -40,8 +40,7 @@ _register_stages()
 def ensemble(members, more, out, name, from_checkpoints, eval_data, device) -> None:
     """Deep ensemble of run folders: averaged probabilities, member and ensemble metrics, Gibbs CE,
     ensemble gain, disagreement and KL to the ensemble."""
-    from harness.uncertainty.ensembles import build_ensemble
-    from harness.runs import data_config, predict_checkpoint
+    from harness.runs import build_ensemble, data_config, predict_checkpoint
     from harness.shift.predict import ensemble_sets
 
     members = list(members) + list(more)
@@ -256,7 +255,8 @@ def run_cmd(experiment, overrides, sync_records) -> None:
     try:
         exp = load_experiment(experiment, overrides)
         if sync_records:
-            from harness.experiment import records_dir, sync_records as sync
+            from harness.experiment import records_dir
+            from harness.experiment import sync_records as sync
 
             restored, saved = sync(exp, restore=True), sync(exp)
             click.echo(f"records in {records_dir(exp)}: {saved} saved, {restored} run folder(s) restored")

@@ -10,8 +10,7 @@ import os
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Callable, IO
-
+from typing import IO, Any, Callable
 
 _UMASK = os.umask(0)
 os.umask(_UMASK)

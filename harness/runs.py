@@ -1,21 +1,24 @@
-"""Reading run folders: the one place that knows their layout.
+"""Run and ensemble folders: the one place that reads and writes them (their shift sets: :mod:`harness.shift.store`).
 
 A run folder is what ``harness upstream`` (or a downstream fine-tune) writes: ``config.yaml``,
 ``model.pt``, ``predictions.npz`` (and ``heldout_predictions.npz`` with ``data.heldout_split``),
-``metrics.json``. An ensemble folder (``harness ensemble``) holds ``predictions.npz`` too.
+``metrics.json``, ``run.json``. An ensemble folder (:func:`build_ensemble`, ``harness ensemble``) holds
+``predictions.npz`` (and ``heldout_predictions.npz``) and, last, ``ensemble.json``.
 
-Layering: :mod:`harness.uncertainty.predictions` <- this module <- :mod:`harness.uncertainty.ensembles`,
-:mod:`harness.report`; it imports neither of the last two. Model and loader modules (timm, torchvision) are
-imported inside the functions that re-predict, so reading predictions stays light.
+Layering: :mod:`harness.uncertainty` (computations on predictions) <- this module <- :mod:`harness.shift`,
+:mod:`harness.report`, the stages. Model and loader modules (timm, torchvision) are imported inside the
+functions that re-predict, so reading predictions stays light.
 """
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import shutil
+from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator, Optional
+from typing import TYPE_CHECKING, Callable, Iterator, Optional, Sequence
 
 import numpy as np
 import torch
@@ -26,6 +29,8 @@ from harness.data.config import DataConfig
 from harness.data.dataset import ImageDataset, LabelSets
 from harness.data.sources import build_split
 from harness.io import atomic_write_bytes, atomic_write_text
+from harness.provenance import provenance
+from harness.uncertainty.ensembles import average, check_compatible, summarize
 from harness.uncertainty.predictions import Predictions
 
 if TYPE_CHECKING:
@@ -82,21 +87,6 @@ def load_heldout(run_dir: "str | Path") -> Optional[Predictions]:
     """A run's (or ensemble's) ``heldout_predictions.npz`` if it saved one (``data.heldout_split``), else None."""
     path = Path(run_dir) / "heldout_predictions.npz"
     return Predictions.load(path) if path.is_file() else None
-
-
-def save_ensemble(out: "str | Path", preds: Predictions, heldout: Optional[Predictions], spec: str) -> None:
-    """Write an ensemble folder: ``predictions.npz``, ``heldout_predictions.npz`` (or remove a previous
-    ensemble's), remove a previous ensemble's ``shift/`` sets, and last ``ensemble.json`` (``spec``, the
-    completion marker), each file atomically."""
-    out = Path(out)
-    preds.save(out / "predictions.npz")
-    if heldout is not None:
-        heldout.save(out / "heldout_predictions.npz")
-    elif (out / "heldout_predictions.npz").is_file():
-        (out / "heldout_predictions.npz").unlink()  # a previous ensemble's, not this one's
-    if (out / "shift").exists():  # a previous ensemble's shift sets (harness.shift.predict.average_ensemble redoes them)
-        shutil.rmtree(out / "shift")
-    atomic_write_text(out / "ensemble.json", spec)
 
 
 def ensemble_spec(ens_dir: "str | Path") -> Optional[dict]:
@@ -234,3 +224,142 @@ def predict_checkpoint(run_dir: "str | Path", data: Optional[DataConfig] = None,
         index.append(idx)
     return Predictions(np.concatenate(logits).astype(np.float64), np.concatenate(targets), np.concatenate(index),
                        base.class_names, model.head.link, str(run_dir))
+
+
+# ------------------------------------------------------------------ ensemble folders
+def _check_distinct(members: "list[Path]") -> None:
+    """The same run folder (after resolving links and relative paths) may not be given twice."""
+    seen: "dict[Path, Path]" = {}
+    for m in members:
+        key = m.resolve()
+        if key in seen:
+            raise ValueError(f"member {str(m)!r} is given twice (also as {str(seen[key])!r}); an ensemble counts "
+                             "each model once: remove the repeat")
+        seen[key] = m
+
+
+def _check_distinct_predictions(preds: "list[Predictions]") -> None:
+    """Two members with bit-identical logits are one model twice (a copied run folder, the same seed)."""
+    seen: "dict[str, Predictions]" = {}
+    for p in preds:
+        key = hashlib.sha1(np.ascontiguousarray(p.logits).tobytes()).hexdigest()
+        if key in seen:
+            raise ValueError(f"members {seen[key].source} and {p.source} have identical predictions: the same model "
+                             "twice (a copied run folder, or the same seed and config); ensemble distinct runs")
+        seen[key] = p
+
+
+def build_ensemble(members: Sequence["str | Path"], out: "str | Path", from_checkpoints: bool = False,
+                   repredict: Optional[Callable[[Path], Predictions]] = None) -> dict:
+    """Ensemble run folders and write ``out/predictions.npz``, ``out/heldout_predictions.npz`` (when
+    every member has held-out predictions) and, last, ``out/ensemble.json``; a previous ensemble's
+    held-out predictions and ``shift/`` sets in ``out`` are removed.
+
+    Every member is read and checked before anything is written: on any error ``out`` is left as it
+    was (no partial ensemble folder).
+
+    Args:
+        members: run folders, each given once.
+        from_checkpoints: re-predict with each member's ``model.pt`` (one model in memory at a
+            time) through ``repredict(run_dir) -> Predictions`` instead of reading saved predictions.
+
+    Raises:
+        ValueError: fewer than 2 members; a member given twice or two members with identical
+            predictions; members (or their held-out predictions) that differ in label space, link or
+            evaluation data; ``from_checkpoints`` without ``repredict``.
+        FileNotFoundError: a member is not a finished run folder.
+    """
+    members = [Path(m) for m in members]
+    if len(members) < 2:
+        raise ValueError(f"an ensemble needs at least 2 members, got {len(members)}; give two or more run folders")
+    if from_checkpoints and repredict is None:
+        raise ValueError("from_checkpoints=True needs repredict(run_dir) -> Predictions")
+    _check_distinct(members)
+    out = Path(out)
+    if any(out.resolve() == m.resolve() for m in members):
+        raise ValueError(f"the ensemble folder {str(out)!r} is one of the members: writing there would replace the "
+                         "member's predictions; choose another --out")
+    methods = sorted({run_method(m) for m in members})  # every member is a run folder, before any re-prediction
+    preds = [repredict(m) if from_checkpoints else Predictions.load(m) for m in members]
+    check_compatible(preds)
+    _check_distinct_predictions(preds)
+    held = [load_heldout(m) for m in members]
+    held = held if all(h is not None for h in held) else None
+    if held is not None:
+        check_compatible([replace(h, source=f"{h.source} (held-out)") for h in held])
+    summary = summarize(preds)
+    spec = {"schema": "harness.ensemble/1", "method": "+".join(methods),
+            "members": [str(m.resolve()) for m in members], "from_checkpoints": from_checkpoints,
+            "data": run_summary(members[0]).get("eval_data", ""), "summary": summary, **provenance()}
+    text = json.dumps(spec, indent=1)
+
+    # everything is read and checked: write, the completion marker ensemble.json last
+    average(preds, str(out)).save(out / "predictions.npz")
+    if held is not None:
+        average(held, str(out)).save(out / "heldout_predictions.npz")
+    elif (out / "heldout_predictions.npz").is_file():
+        (out / "heldout_predictions.npz").unlink()  # a previous ensemble's, not this one's
+    if (out / "shift").exists():  # a previous ensemble's shift sets (harness.shift.predict.average_ensemble redoes them)
+        shutil.rmtree(out / "shift")
+    atomic_write_text(out / "ensemble.json", text)
+    return spec
+
+
+# ------------------------------------------------------------------ analyses of a run folder
+def clean_heldout(preds: Predictions, run_dir: "str | Path") -> Optional[Predictions]:
+    """``preds`` (held-out predictions of the run, or of an ensemble whose first member is
+    ``run_dir``) with the clean labels of the same examples, or None when the run has no held-out
+    split.
+
+    Raises:
+        ValueError: the held-out examples are not all in the clean split (another data set).
+    """
+    data = data_config(run_dir)
+    if data.heldout_split is None:
+        return None
+    clean = np.asarray(build_split(clean_data(data), data.heldout_split).labels)
+    if preds.index.max(initial=-1) >= len(clean):
+        raise ValueError(f"held-out predictions of {run_dir} index past the clean split ({len(clean)} examples): "
+                         "they were made on other data")
+    return replace(preds, targets=clean[preds.index], source=f"{preds.source} (clean labels)")
+
+
+def heldout_description(run_dir: "str | Path") -> Optional[str]:
+    """What the run's held-out split is (source, split, labels), or None without one."""
+    data = data_config(run_dir)
+    return None if data.heldout_split is None else build_split(data, data.heldout_split).description
+
+
+def covariance_analysis(het_run: "str | Path", hom_run: "Optional[str | Path]", hom_preds: Optional[Predictions],
+                        top: int = 10) -> dict:
+    """The covariance analysis (paper Sec. 4.1: Table 4's top pairs, Figure 2's ranks, and the test of the learned
+    noise against the label-noise transition; :mod:`harness.uncertainty.covariance`) of the het run ``het_run`` (its ``model.pt`` on its evaluation split), with
+    Figure 2's ranks against the hom run's predictions ``hom_preds`` on the same examples when given.
+
+    Returns:
+        :func:`~harness.uncertainty.covariance.analyse`'s dict, plus ``het_run``, ``hom_run``, the rank
+        summary (:func:`~harness.uncertainty.covariance.rank_summary`) when there are ranks, and
+        ``transition_test`` (:func:`~harness.uncertainty.covariance.transition_test`; None without a
+        label-noise transition or per-pair noise).
+
+    Raises:
+        FileNotFoundError: no ``model.pt`` or ``config.yaml`` in ``het_run``.
+    """
+    from harness.models import load_model
+    from harness.uncertainty.covariance import analyse, rank_summary, transition_test
+
+    het_run = Path(het_run)
+    model = load_model(het_run / "model.pt")
+    het_preds = Predictions.load(het_run)
+    with_hom = hom_preds is not None
+    result = analyse(model.head, eval_batches(model, data_config(het_run)), het_preds.class_names, top,
+                     het_preds.logits if with_hom else None, hom_preds.logits if with_hom else None,
+                     het_preds.index if with_hom else None)
+    result.update(het_run=str(het_run), hom_run=str(hom_run) if hom_run is not None else None)
+    if result["ranks"]:
+        result.update(rank_summary(result["ranks"], result["mean_logit_ranks"], result["num_classes"]))
+    transition = noise_transition(het_run)
+    result["transition_test"] = None
+    if transition is not None and result.get("pair_noise"):
+        result["transition_test"] = transition_test(transition, result["pair_noise"])
+    return result

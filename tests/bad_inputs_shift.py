@@ -12,14 +12,15 @@ from pathlib import Path
 
 import click
 import numpy as np
+
 from bad_inputs import bad_input, bad_settings
 
 
 def _run(folder: str, model: bool = True, link: str = "softmax", image_size: int = 32) -> Path:
     """A digits run folder by hand (32 px evaluation view); ``model.pt`` is a placeholder."""
-    from bad_inputs_uncertainty import make_run
-
     from harness.io import atomic_write_text
+
+    from bad_inputs_uncertainty import make_run
 
     folder = make_run(folder)
     atomic_write_text(folder / "config.yaml", f"seed: 0\nmodel:\n  head:\n    covariance: none\n    link: {link}\n"

@@ -13,6 +13,7 @@ from typing import Optional
 
 import click
 import numpy as np
+
 from bad_inputs import ROOT, bad_input  # noqa: F401
 
 CLASSES = [f"c{i}" for i in range(5)]

@@ -3,8 +3,9 @@
 import pytest
 import torch
 
-from harness.models import (ModelConfig, build_model, count_parameters, load_model, read_checkpoint, replace_head,
-                            save_model)
+from harness.models import (
+    ModelConfig, build_model, count_parameters, load_model, read_checkpoint, replace_head, save_model,
+)
 
 TINY = dict(backbone="test_resnet", num_classes=5)
 

@@ -27,7 +27,6 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from harness.uncertainty import metrics as M
 from harness.config import to_dict, to_yaml
 from harness.data.batched import make_loader
 from harness.data.dataset import LabelSets
@@ -36,6 +35,7 @@ from harness.data.sources import build_split
 from harness.io import RunLock, atomic_torch_save, atomic_write_text, json_dumps
 from harness.models import ModelConfig, build_model, save_model
 from harness.provenance import provenance
+from harness.uncertainty import metrics as M
 from harness.uncertainty.predictions import Predictions
 from upstream.config import UpstreamConfig, validate
 from upstream.optim import build_optimizer, lr_multiplier

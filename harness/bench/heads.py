@@ -26,8 +26,8 @@ import torch
 import torch.nn.functional as F
 
 from harness.heads import MIN_SCALE, HeteroscedasticHead
-from harness.io import atomic_write_text
 from harness.heads.sampling import fill_standard_normal
+from harness.io import atomic_write_text
 from harness.provenance import markdown_header, provenance
 
 MiB = 2**20

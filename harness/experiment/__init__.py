@@ -13,8 +13,10 @@ on the held-out split (``data.heldout_split``, noisy labels, as a user has them)
 other seeds are trained at it. The evaluation split is never used to choose anything.
 """
 
-from harness.experiment.config import (EXPERIMENTS, BudgetSection, ConditionSection, DownstreamSection, Experiment,
-                                       FrontierSection, MultilabelSection, find_experiment, load_experiment)
+from harness.experiment.config import (
+    EXPERIMENTS, BudgetSection, ConditionSection, DownstreamSection, Experiment, FrontierSection, MultilabelSection,
+    find_experiment, load_experiment,
+)
 from harness.experiment.plan import validate_experiment
 from harness.experiment.stages import records_dir, run_experiment, sync_records
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import numpy as np
 
-from harness.uncertainty import metrics as M
 from harness.experiment.config import Experiment, _noisy
 from harness.experiment.plan import _metrics, _Plan
+from harness.uncertainty import metrics as M
 
 
 def _merge(into: dict, part: dict) -> dict:
@@ -239,8 +239,8 @@ _GENERIC = (_HOW_TO_READ[:20], _PAPER[:20])
 
 
 def _comparison(runs: "dict[str, list[Path]]", ensembles: "list[Path]") -> dict:
-    from harness.uncertainty.predictions import Predictions
     from harness.uncertainty.compare import image_level, seed_summary, test_sampling_se
+    from harness.uncertainty.predictions import Predictions
 
     out: dict = {"tables": [], "text": [], "json": {}}
     acc_key = "top1" if "top1" in _metrics(next(iter(runs.values()))[0])["metrics"] else "prec@1"

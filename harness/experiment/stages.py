@@ -10,10 +10,14 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from harness.experiment.config import Experiment, _upstream_config_path
-from harness.experiment.plan import (_choose_temperatures, _derived, _extend_grids, _first_wave, _metrics, _Plan,
-                                     _study_runs, frontier_plan, validate_experiment)
-from harness.experiment.sections import (_merge, budget_section, comparison_section, downstream_section,
-                                         frontier_section, multilabel_section, temperature_section, time_section)
+from harness.experiment.plan import (
+    _choose_temperatures, _derived, _extend_grids, _first_wave, _metrics, _Plan, _study_runs, frontier_plan,
+    validate_experiment,
+)
+from harness.experiment.sections import (
+    _merge, budget_section, comparison_section, downstream_section, frontier_section, multilabel_section,
+    temperature_section, time_section,
+)
 
 
 class _Clock:
@@ -103,8 +107,8 @@ def sync_records(exp: Experiment, restore: bool = False) -> int:
 def _run_stages(exp: Experiment, plans: "dict[str, _Plan]", root: Path, clock: _Clock, workers: Any,
                 progress: Callable[[str], None]) -> Path:
     from downstream.config import PRESETS, SweepSettings
-    from harness.uncertainty.ensembles import build_ensemble
     from harness.report.build import build
+    from harness.runs import build_ensemble
     from harness.shift.predict import average_ensemble, predict_run
 
     stages: "dict[str, float]" = {}

@@ -24,15 +24,15 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from harness.heads.covariance import covariance_block, noise_factors
 from harness.heads.options import (
-    BANK_ROWS, COVARIANCES, DEFAULT_NUM_FACTORS, DEFAULT_TEMPERATURE_BOUNDS, DIAG_NOISES, INITS, LINKS, MIN_SCALE,
-    MAX_DENSE_COVARIANCE_ELEMENTS, NOISE_SPACES, _choice, init_parameters,
+    BANK_ROWS, COVARIANCES, DEFAULT_NUM_FACTORS, DEFAULT_TEMPERATURE_BOUNDS, DIAG_NOISES, INITS, LINKS,
+    MAX_DENSE_COVARIANCE_ELEMENTS, MIN_SCALE, NOISE_SPACES, _choice, init_parameters,
 )
 from harness.heads.sampling import (
     AUTO_CHUNK_ELEMENTS, NoiseLayout, auto_chunk_size, chunk_logits, log_average_to_logits, monte_carlo_log_average,
     seeded_noise,
 )
-from harness.uncertainty.covariance import covariance_block, noise_factors
 
 
 class HeteroscedasticHead(nn.Module):

@@ -19,11 +19,14 @@ from harness.provenance import provenance
 from harness.report.figures import ranks_png, reliability_png
 from harness.report.render import calibration_note, fmt, html_page, main_columns, markdown
 from harness.report.shift import section
-from harness.runs import ensemble_spec, load_heldout, run_config, run_head, run_method, run_summary
-from harness.uncertainty.predictions import Predictions
+from harness.runs import (
+    clean_heldout, covariance_analysis, ensemble_spec, heldout_description, load_heldout, run_config, run_head,
+    run_method, run_summary,
+)
 from harness.uncertainty import metrics as M
 from harness.uncertainty.calibration import fit_temperature, scale
-from harness.uncertainty.labels import clean_heldout, heldout_description, label_calibration, per_class_accuracy
+from harness.uncertainty.labels import label_calibration, per_class_accuracy
+from harness.uncertainty.predictions import Predictions
 
 SCHEMA = "harness.report/1"
 
@@ -78,8 +81,7 @@ def load_entry(path: "str | Path") -> Entry:
 def _covariance_section(entries: "list[Entry]", top: int) -> Optional[dict]:
     """Table 4 / Figure 2 for the first entry with a low-rank or PE covariance (first member of such an
     ensemble; a diagonal one has nothing to rank classes by), against the first hom entry evaluated on the
-    same data (:func:`harness.uncertainty.analysis.covariance_analysis`)."""
-    from harness.uncertainty.analysis import covariance_analysis
+    same data (:func:`harness.runs.covariance_analysis`)."""
 
     het = next((e for e in entries if e.head.get("covariance", "low_rank") in ("low_rank", "parameter_efficient")
                 and e.run_dir), None)

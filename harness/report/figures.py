@@ -7,7 +7,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from harness.shift.results import CLEAN, METRICS as SHIFT_METRICS
+from harness.shift.results import CLEAN
+from harness.shift.results import METRICS as SHIFT_METRICS
 from harness.uncertainty import metrics as M
 from harness.uncertainty.predictions import Predictions
 

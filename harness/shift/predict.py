@@ -83,13 +83,13 @@ def predict_run(run_dir: "str | Path", settings: ShiftSettings, progress: Callab
     """
     import torch
 
-    from harness.shift.corruptions import corrupted, package_version
     from harness.data.cache import file_digest
     from harness.data.sources import build_split
     from harness.io import atomic_write_text, json_dumps
     from harness.models import load_model
     from harness.precision import resolve as resolve_precision
     from harness.provenance import provenance
+    from harness.shift.corruptions import corrupted, package_version
     from harness.uncertainty.predictions import Predictions
 
     run_dir = Path(run_dir)
@@ -158,10 +158,10 @@ def average_ensemble(ens_dir: "str | Path", progress: Callable[[str], None] = la
         FileNotFoundError: not an ensemble folder, or a member without shift predictions.
         ValueError: members' sets that differ in examples, classes or subset settings.
     """
-    from harness.uncertainty.ensembles import average
     from harness.io import atomic_write_text, json_dumps
-    from harness.uncertainty.ood import expected_entropy
     from harness.provenance import provenance
+    from harness.uncertainty.ensembles import average
+    from harness.uncertainty.ood import expected_entropy
 
     ens_dir = Path(ens_dir)
     members = ensemble_members(ens_dir)

@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
-
 SCHEMA = "harness.shift/1"
 BUILT_IN_OOD = ("gaussian", "blobs")
 CLEAN = "clean"

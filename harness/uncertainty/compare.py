@@ -20,8 +20,8 @@ from typing import Sequence
 import numpy as np
 
 from harness.uncertainty import metrics as M
-from harness.uncertainty.predictions import Predictions
 from harness.uncertainty import stats
+from harness.uncertainty.predictions import Predictions
 
 #: metric -> True when higher is better (from :data:`harness.uncertainty.metrics.METRICS`)
 HIGHER_IS_BETTER = {name: m.higher_is_better for name, m in M.METRICS.items()}

@@ -1,7 +1,8 @@
 """The noise covariance of heteroscedastic heads: its one assembly, and its analysis (paper Sec. 4.1, Table 4, Figure 2).
 
-- :func:`noise_factors` and :func:`covariance_block`: Σ(x) = V(x)V(x)ᵀ + diag(d(x)²) (paper Eq. 7)
-  from the head's factors, the one place it is assembled; the heads call them.
+Σ(x) itself is assembled in one place, :mod:`harness.heads.covariance`; this module reads it through the
+head (``covariance_factors``, ``covariance``).
+
 - :class:`CovarianceAccumulator`: the average logit covariance Σ̄ = (1/N) Σ_x Σ(x) over an
   evaluation set, accumulated from the factors (V(x) ``[B, W, R]`` and d(x)) in row blocks, so no
   per-example K x K matrix is ever formed (K = 21,843 keeps one K x K float32 sum, 1.9 GB).
@@ -21,79 +22,11 @@ from typing import Iterable, Optional, Sequence
 
 import numpy as np
 import torch
-from torch import Tensor, nn
 
-#: a ``harness.heads.HeteroscedasticHead`` (not imported: the heads import this module)
-Head = nn.Module
+from harness.heads import HeteroscedasticHead
 
 #: largest K for which the per-pair noise statistics (dense Σ(x) per batch) are computed
 PAIR_NOISE_MAX_CLASSES = 200
-
-
-def noise_factors(covariance: str, scale: Tensor, factors: Optional[Tensor], hom_factors: Optional[Tensor],
-                  shared_scalar: bool = False) -> "tuple[Tensor, Optional[Tensor]]":
-    """The factors of the noise covariance in the noise space W: Σ_W(x) = F Fᵀ + diag(d²) (paper Eq. 7).
-
-    Args:
-        covariance: ``"diagonal" | "low_rank" | "parameter_efficient"``.
-        scale: d(x) ``[N, W]``, the diagonal standard deviations.
-        factors: V(x) ``[N, W, R]`` (``low_rank``), v(x) ``[N, W]`` (``parameter_efficient``), else None.
-        hom_factors: V ``[W, R]`` of ``parameter_efficient`` (else None).
-        shared_scalar: the JAX reference's rank-1 "diagonal" (edward2 ``edward2/jax/nn/heteroscedastic_lib.py``):
-            d joins F as one more column and None is returned in its place.
-
-    Returns:
-        ``(F [N, W, R'], d [N, W] or None)`` with R' = R (``low_rank``: V(x); PE: diag(v(x))·V) or 0 (diagonal).
-    """
-    if covariance == "low_rank":
-        f = factors
-    elif covariance == "parameter_efficient":
-        f = factors.unsqueeze(-1) * hom_factors
-    else:
-        f = scale.new_zeros(scale.shape[0], scale.shape[1], 0)
-    if shared_scalar:
-        return torch.cat([f, scale.unsqueeze(-1)], dim=-1), None
-    return f, scale
-
-
-def covariance_block(factors: Tensor, d: Optional[Tensor], num_classes: int, rows: Optional[Tensor] = None,
-                     cols: Optional[Tensor] = None, projection: Optional[Tensor] = None,
-                     max_elements: int = 1 << 27) -> Tensor:
-    """Block ``Σ(x)[rows][:, cols]`` of the logit covariance, ``[N, len(rows), len(cols)]``, from the factors.
-
-    Σ(x) = F Fᵀ + diag(d²) (HET; paper Eq. 7); HET-XL: L (F Fᵀ + diag(d²)) Lᵀ with L = ``projection``,
-    the ``[K, D]`` class weights (Collier, Jenatton et al., ICLR 2023, Sec. 3). Costs O(N·|rows|·|cols|·R):
-    the full K x K matrix is never formed unless asked for.
-
-    Args:
-        factors, d: :func:`noise_factors`' output (``[N, W, R']``, ``[N, W]`` or None).
-        num_classes: K; ``rows``/``cols`` (LongTensor class indices) default to all K.
-        projection: ``[K, W]`` for HET-XL, None for HET (W = K).
-        max_elements: refuse a larger block (raise it to build one on purpose).
-
-    Raises:
-        ValueError: the block has more than ``max_elements`` elements (checked before any work).
-    """
-    idx = torch.arange(num_classes, device=factors.device)
-    rows = idx if rows is None else torch.as_tensor(rows, device=factors.device)
-    cols = idx if cols is None else torch.as_tensor(cols, device=factors.device)
-    n_el = factors.shape[0] * rows.numel() * cols.numel()
-    if n_el > max_elements:
-        raise ValueError(
-            f"covariance block of {factors.shape[0]}x{rows.numel()}x{cols.numel()} = {n_el} elements exceeds "
-            f"max_elements={max_elements}; pass rows=/cols= to compute it in blocks, or raise max_elements"
-        )
-    if projection is not None:
-        fr, fc = torch.matmul(projection[rows], factors), torch.matmul(projection[cols], factors)
-        cov = fr @ fc.transpose(1, 2)
-        if d is not None:
-            cov = cov + (projection[rows] * d.square().unsqueeze(1)) @ projection[cols].t()
-        return cov
-    cov = factors[:, rows] @ factors[:, cols].transpose(1, 2)
-    if d is not None:
-        same = (rows.unsqueeze(1) == cols.unsqueeze(0)).to(cov.dtype)
-        cov = cov + same * d[:, rows].square().unsqueeze(-1)
-    return cov
 
 
 class CovarianceAccumulator:
@@ -107,7 +40,7 @@ class CovarianceAccumulator:
         ValueError: the head has no noise covariance.
     """
 
-    def __init__(self, head: Head, block: int = 2048) -> None:
+    def __init__(self, head: "HeteroscedasticHead", block: int = 2048) -> None:
         if head.covariance_type == "none":
             raise ValueError("covariance analysis needs a heteroscedastic head (covariance != 'none')")
         self.head, self.block = head, block
@@ -173,7 +106,7 @@ def top_pairs(sigma: np.ndarray, class_names: Sequence[str], k: int = 10, block:
 
 
 @torch.no_grad()
-def confusion_ranks(head: Head, batches: Iterable, het_logits: np.ndarray, hom_logits: np.ndarray,
+def confusion_ranks(head: "HeteroscedasticHead", batches: Iterable, het_logits: np.ndarray, hom_logits: np.ndarray,
                     index: np.ndarray, by: str = "covariance") -> np.ndarray:
     """Figure 2: ranks (1 = the most covarying class) of the hom model's wrong prediction among the
     classes j != c sorted by |Σ_cj(x)|, over examples with het right and hom wrong.
@@ -224,7 +157,7 @@ class PairNoise:
         self.count = np.zeros(k)
 
     @torch.no_grad()
-    def update(self, head: Head, features: torch.Tensor, targets: np.ndarray) -> None:
+    def update(self, head: "HeteroscedasticHead", features: torch.Tensor, targets: np.ndarray) -> None:
         sigma = head.covariance(features).double().cpu().numpy()  # [B, K, K]
         diag = np.diagonal(sigma, axis1=1, axis2=2)
         corr = sigma / np.sqrt(diag[:, :, None] * diag[:, None, :])
@@ -285,7 +218,7 @@ def transition_test(transition: np.ndarray, pair_noise: "list[tuple]", n_resampl
     return out
 
 
-def analyse(head: Head, batches: Iterable, class_names: Sequence[str], top: int = 10,
+def analyse(head: "HeteroscedasticHead", batches: Iterable, class_names: Sequence[str], top: int = 10,
             het_logits: Optional[np.ndarray] = None, hom_logits: Optional[np.ndarray] = None,
             index: Optional[np.ndarray] = None, tempered: bool = False) -> dict:
     """Table 4 and (given both models' logits) Figure 2 in one pass over ``batches``.

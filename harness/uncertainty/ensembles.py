@@ -6,27 +6,22 @@ its inverse sigmoid), targets, example indices, class names and the link. Ensemb
 *probabilities* in log space (Lakshminarayanan et al., NeurIPS 2017; uncertainty-baselines ``baselines/jft/deep_ensemble.py``): softmax members
 ``log p = LSE_m log_softmax(l_m) - log M``; sigmoid members per class and outcome.
 
-Run and ensemble folders are read and written through :mod:`harness.runs` only (this module never touches their files).
+Building an ensemble folder from run folders is :func:`harness.runs.build_ensemble`; this module only computes.
 """
 
 from __future__ import annotations
 
-import hashlib
 import itertools
-import json
 import math
 from dataclasses import replace
-from pathlib import Path
-from typing import Callable, Optional, Sequence
+from typing import Sequence
 
 import numpy as np
 
 from harness.uncertainty import metrics as M
-from harness.provenance import provenance
-from harness.runs import load_heldout, run_method, run_summary, save_ensemble
 from harness.uncertainty.predictions import Predictions
 
-__all__ = ["average", "build_ensemble", "check_compatible", "summarize"]
+__all__ = ["average", "check_compatible", "summarize"]
 
 
 def _first_difference(a: Sequence, b: Sequence) -> int:
@@ -136,74 +131,3 @@ def summarize(members: Sequence[Predictions]) -> dict:
         "disagreement": disagreement, "disagreement_over_error": disagreement / error if error > 0 else float("nan"),
         "mean_kl_to_ensemble": _mean_kl_to_ensemble(members, ens),
     }
-
-
-def _check_distinct(members: "list[Path]") -> None:
-    """The same run folder (after resolving links and relative paths) may not be given twice."""
-    seen: "dict[Path, Path]" = {}
-    for m in members:
-        key = m.resolve()
-        if key in seen:
-            raise ValueError(f"member {str(m)!r} is given twice (also as {str(seen[key])!r}); an ensemble counts "
-                             "each model once: remove the repeat")
-        seen[key] = m
-
-
-def _check_distinct_predictions(preds: "list[Predictions]") -> None:
-    """Two members with bit-identical logits are one model twice (a copied run folder, the same seed)."""
-    seen: "dict[str, Predictions]" = {}
-    for p in preds:
-        key = hashlib.sha1(np.ascontiguousarray(p.logits).tobytes()).hexdigest()
-        if key in seen:
-            raise ValueError(f"members {seen[key].source} and {p.source} have identical predictions: the same model "
-                             "twice (a copied run folder, or the same seed and config); ensemble distinct runs")
-        seen[key] = p
-
-
-def build_ensemble(members: Sequence["str | Path"], out: "str | Path", from_checkpoints: bool = False,
-                   repredict: Optional[Callable[[Path], Predictions]] = None) -> dict:
-    """Ensemble run folders and write ``out/predictions.npz``, ``out/heldout_predictions.npz`` (when
-    every member has held-out predictions) and, last, ``out/ensemble.json``; a previous ensemble's
-    held-out predictions and ``shift/`` sets in ``out`` are removed.
-
-    Every member is read and checked before anything is written: on any error ``out`` is left as it
-    was (no partial ensemble folder).
-
-    Args:
-        members: run folders, each given once.
-        from_checkpoints: re-predict with each member's ``model.pt`` (one model in memory at a
-            time) through ``repredict(run_dir) -> Predictions`` instead of reading saved predictions.
-
-    Raises:
-        ValueError: fewer than 2 members; a member given twice or two members with identical
-            predictions; members (or their held-out predictions) that differ in label space, link or
-            evaluation data; ``from_checkpoints`` without ``repredict``.
-        FileNotFoundError: a member is not a finished run folder.
-    """
-    members = [Path(m) for m in members]
-    if len(members) < 2:
-        raise ValueError(f"an ensemble needs at least 2 members, got {len(members)}; give two or more run folders")
-    if from_checkpoints and repredict is None:
-        raise ValueError("from_checkpoints=True needs repredict(run_dir) -> Predictions")
-    _check_distinct(members)
-    out = Path(out)
-    if any(out.resolve() == m.resolve() for m in members):
-        raise ValueError(f"the ensemble folder {str(out)!r} is one of the members: writing there would replace the "
-                         "member's predictions; choose another --out")
-    methods = sorted({run_method(m) for m in members})  # every member is a run folder, before any re-prediction
-    preds = [repredict(m) if from_checkpoints else Predictions.load(m) for m in members]
-    check_compatible(preds)
-    _check_distinct_predictions(preds)
-    held = [load_heldout(m) for m in members]
-    held = held if all(h is not None for h in held) else None
-    if held is not None:
-        check_compatible([replace(h, source=f"{h.source} (held-out)") for h in held])
-    summary = summarize(preds)
-    spec = {"schema": "harness.ensemble/1", "method": "+".join(methods),
-            "members": [str(m.resolve()) for m in members], "from_checkpoints": from_checkpoints,
-            "data": run_summary(members[0]).get("eval_data", ""), "summary": summary, **provenance()}
-    text = json.dumps(spec, indent=1)
-
-    # everything is read and checked: write
-    save_ensemble(out, average(preds, str(out)), None if held is None else average(held, str(out)), text)
-    return spec

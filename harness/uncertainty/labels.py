@@ -12,43 +12,16 @@ Single-label (softmax) predictions only; the held-out split is the run's ``data.
 
 from __future__ import annotations
 
-from dataclasses import replace
-from pathlib import Path
 from typing import Optional
 
 import numpy as np
 
 from harness.uncertainty import metrics as M
 from harness.uncertainty.calibration import fit_temperature, scale
-from harness.runs import build_split, clean_data, data_config
 from harness.uncertainty.predictions import Predictions
 
 #: metrics shown in the calibration tables (names of :func:`harness.uncertainty.metrics.classification_metrics`)
 KEYS = ("top1", "nll", "ece", "brier")
-
-
-def clean_heldout(preds: Predictions, run_dir: "str | Path") -> Optional[Predictions]:
-    """``preds`` (held-out predictions of the run, or of an ensemble whose first member is
-    ``run_dir``) with the clean labels of the same examples, or None when the run has no held-out
-    split.
-
-    Raises:
-        ValueError: the held-out examples are not all in the clean split (another data set).
-    """
-    data = data_config(run_dir)
-    if data.heldout_split is None:
-        return None
-    clean = np.asarray(build_split(clean_data(data), data.heldout_split).labels)
-    if preds.index.max(initial=-1) >= len(clean):
-        raise ValueError(f"held-out predictions of {run_dir} index past the clean split ({len(clean)} examples): "
-                         "they were made on other data")
-    return replace(preds, targets=clean[preds.index], source=f"{preds.source} (clean labels)")
-
-
-def heldout_description(run_dir: "str | Path") -> Optional[str]:
-    """What the run's held-out split is (source, split, labels), or None without one."""
-    data = data_config(run_dir)
-    return None if data.heldout_split is None else build_split(data, data.heldout_split).description
 
 
 def label_calibration(test: Predictions, heldout: Predictions, heldout_clean: Optional[Predictions]) -> dict:

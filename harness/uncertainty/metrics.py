@@ -21,14 +21,11 @@ it. A split where no example has a positive label raises ``ValueError``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-
 from typing import Any
 
 import numpy as np
 
-from harness.uncertainty.checks import (
-    as_float64, check_forecasts, check_log_probs, check_multilabel,
-)
+from harness.uncertainty.checks import as_float64, check_forecasts, check_log_probs, check_multilabel
 
 NUM_BINS = 15
 
@@ -267,12 +264,14 @@ def _prec_at_1(z: np.ndarray, t: np.ndarray) -> float:
 
 def prec_at_1(logits: Any, targets: Any) -> float:
     """prec@1: share of examples whose top-scoring class is a positive label (uncertainty-baselines
-    ``evaluation_fn``). Args: ``logits``, ``targets`` ``[N, K]``; multi-label row rule (module docstring).
+    ``evaluation_fn``), (1/N') Σ_n t[n, argmax_k z[n, k]] over the N' examples kept by the multi-label
+    row rule (module docstring). Args: ``logits``, ``targets`` ``[N, K]``.
 
     Raises:
         ValueError: a bad input or no positive label (module docstring).
     """
-    return _prec_at_1(*labelled_examples(logits, targets))
+    z, t = labelled_examples(logits, targets)
+    return _prec_at_1(z, t)
 
 
 def _sigmoid_nll(z: np.ndarray, t: np.ndarray) -> float:

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
+from harness.uncertainty import compare as C
 from harness.uncertainty import metrics as M
 from harness.uncertainty.predictions import Predictions
-from harness.uncertainty import compare as C
 
 N, K = 2000, 5
 

@@ -7,10 +7,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from harness.runs import clean_heldout, heldout_description
 from harness.uncertainty import metrics as M
+from harness.uncertainty.labels import KEYS, label_calibration, per_class_accuracy
 from harness.uncertainty.predictions import Predictions
-from harness.uncertainty.labels import (KEYS, clean_heldout, heldout_description, label_calibration,
-                                        per_class_accuracy)
 
 K = 5
 NAMES = [f"c{k}" for k in range(K)]

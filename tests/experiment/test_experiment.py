@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from harness.cli import main
 from harness.experiment import find_experiment, load_experiment, run_experiment
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TINY = """
 name: tiny
 upstream_config: digits_base.yaml

@@ -6,12 +6,13 @@ import re
 
 import numpy as np
 import pytest
-from bad_inputs_uncertainty import make_run
 
 from harness.report import build as B
 from harness.report import figures as F
 from harness.report import render as RR
 from harness.uncertainty.predictions import Predictions
+
+from bad_inputs_uncertainty import make_run
 
 
 def _calibration_case() -> Predictions:

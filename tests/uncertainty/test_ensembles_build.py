@@ -6,13 +6,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from bad_inputs_uncertainty import CLASSES, make_run
 
-from harness.uncertainty.ensembles import average, build_ensemble, check_compatible
-
+from harness.runs import build_ensemble
+from harness.uncertainty.ensembles import average, check_compatible
 from harness.uncertainty.predictions import Predictions
 
-ROOT = Path(__file__).resolve().parents[1]
+from bad_inputs_uncertainty import CLASSES, make_run
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_build_writes_the_averaged_members(tmp_path):

@@ -14,7 +14,7 @@ from harness.data.noise import inject_label_noise, transition_matrix
 from harness.data.sources import build_split
 from harness.data.transforms import eval_transform, train_transform
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "cifar10n"
+SHARED = Path(__file__).resolve().parents[3] / "shared" / "data" / "cifar10n"
 
 
 def test_digits_splits_are_fixed_disjoint_and_cover_the_data():

@@ -9,20 +9,21 @@ import pytest
 from click.testing import CliRunner
 from PIL import Image
 
-from harness.uncertainty import ood as O
 from harness.cli import main
 from harness.config import load_config
 from harness.data.config import DataConfig
 from harness.data.sources import build_split
-from harness.uncertainty.ensembles import average, build_ensemble
-from harness.uncertainty.predictions import Predictions
+from harness.runs import build_ensemble
 from harness.shift.predict import predict_run
 from harness.shift.sets import ood_images, synthetic_ood, views
 from harness.shift.settings import ShiftSettings, check_settings
 from harness.shift.store import load_set, load_sets
+from harness.uncertainty import ood as O
+from harness.uncertainty.ensembles import average
+from harness.uncertainty.predictions import Predictions
 
-CONFIGS = Path(__file__).resolve().parents[1] / "upstream" / "configs"
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "cifar10n"
+CONFIGS = Path(__file__).resolve().parents[2] / "upstream" / "configs"
+SHARED = Path(__file__).resolve().parents[3] / "shared" / "data" / "cifar10n"
 
 
 # ------------------------------------------------------------------------------- data sources, OOD sets
@@ -167,8 +168,8 @@ def test_ensembles_average_the_members_sets_and_the_report_shows_them(digits_run
 def test_report_and_ensembles_use_only_the_sets_every_entry_has(digits_runs, tmp_path):
     import shutil
 
-    from harness.shift.predict import average_ensemble
     from harness.report.shift import section
+    from harness.shift.predict import average_ensemble
 
     _, dirs = digits_runs
     for d in dirs.values():

@@ -16,7 +16,7 @@ from downstream.sweep import read_records, sweep
 from harness.cli import main
 from harness.models import build_model, save_model
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TINY = SweepSettings(lrs=[0.01, 0.05], steps=[10, 20], seeds=2, batch_size=32, micro_batch=32, resolution=[32, 32])
 CLI_TINY = ["--lrs", "0.01,0.05", "--steps", "10,20", "--seeds", "2", "--batch-size", "32", "--micro-batch", "32",
             "--resolution", "32,32"]

@@ -5,8 +5,10 @@ import pytest
 import torch
 
 from downstream.demo import DEMO_TASKS, demo_split
-from downstream.finetune import (FinetuneConfig, bit_hyperrule_supports, bit_resolution, finetune, lr_schedule,
-                                 mixup_alpha, resolved_steps, transfer_model)
+from downstream.finetune import (
+    FinetuneConfig, bit_hyperrule_supports, bit_resolution, finetune, lr_schedule, mixup_alpha, resolved_steps,
+    transfer_model,
+)
 from harness.models import build_model, save_model
 
 

@@ -3,8 +3,10 @@
 import numpy as np
 import pytest
 
-from downstream.tasks import (TASKS, clevr_count, clevr_distance, dsprites_orientation, dsprites_x_position,
-                              get_task, kitti_distance, resolve_tasks)
+from downstream.tasks import (
+    TASKS, clevr_count, clevr_distance, dsprites_orientation, dsprites_x_position, get_task, kitti_distance,
+    resolve_tasks,
+)
 
 
 def test_registry_has_the_19_tasks_in_their_groups():

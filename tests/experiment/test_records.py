@@ -13,7 +13,7 @@ from harness.config import load_config, to_yaml
 from harness.runs import RECORD_FILES, clean_data, noise_transition, restore_record, run_method, save_record
 from upstream.config import UpstreamConfig
 
-CONFIGS = Path(__file__).resolve().parents[1] / "upstream" / "configs"
+CONFIGS = Path(__file__).resolve().parents[2] / "upstream" / "configs"
 TINY = ["train.epochs=1", "data.limit_train=128"]
 
 

@@ -6,8 +6,8 @@ import pytest
 import torch
 from scipy import stats as sps
 
-from harness.uncertainty.covariance import PairNoise, confusion_ranks, transition_test
 from harness.heads import HeteroscedasticHead
+from harness.uncertainty.covariance import PairNoise, confusion_ranks, transition_test
 
 K, D = 4, 6
 

@@ -11,12 +11,12 @@ from PIL import Image
 
 from harness.cli import main
 from harness.config import load_config
-from harness.models import build_model, load_model, ModelConfig
+from harness.models import ModelConfig, build_model, load_model
 from upstream.config import OptimSection, UpstreamConfig
 from upstream.optim import build_optimizer, lr_multiplier, param_groups
 from upstream.train import TrainingDiverged, run
 
-CONFIGS = Path(__file__).resolve().parents[1] / "upstream" / "configs"
+CONFIGS = Path(__file__).resolve().parents[2] / "upstream" / "configs"
 QUICK = ["train.epochs=2", "model.head.train_mc_samples=8", "model.head.eval_mc_samples=8", "train.log_every=5"]
 
 

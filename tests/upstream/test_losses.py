@@ -1,4 +1,5 @@
-"""Noisy-label baselines (label smoothing, forward loss correction) and input-dependent label noise."""
+"""Noisy-label baselines of the upstream stage: label smoothing and forward loss correction
+(``train.loss``), and short digits runs that record their loss and label noise."""
 
 import json
 from pathlib import Path
@@ -9,14 +10,12 @@ import torch
 import torch.nn.functional as F
 
 from harness.config import load_config
-from harness.data.noise import inject_label_noise, reference_probabilities, transition_matrix
-from harness.data.config import DataConfig
-from harness.data.sources import build_split
+from harness.data.noise import transition_matrix
 from harness.heads import HeteroscedasticHead
 from upstream.config import UpstreamConfig, validate
 from upstream.train import forward_corrected_nll, run, training_loss
 
-CONFIGS = Path(__file__).resolve().parents[1] / "upstream" / "configs"
+CONFIGS = Path(__file__).resolve().parents[2] / "upstream" / "configs"
 SHORT = ["train.epochs=1", "data.limit_train=128", "data.limit_eval=64", "data.heldout_split=null",
          "model.head.train_mc_samples=8", "model.head.eval_mc_samples=8"]
 
@@ -25,7 +24,6 @@ def _log(t) -> torch.Tensor:
     return torch.log(torch.as_tensor(np.asarray(t), dtype=torch.float64))
 
 
-# ------------------------------------------------------------------------------------ losses
 def test_nll_is_unchanged_and_label_smoothing_is_torchs():
     logits = torch.tensor([[2.0, 0.0, -1.0], [0.5, 0.5, 0.0], [-1.0, 3.0, 0.0], [0.0, 0.0, 4.0]])
     y = torch.tensor([0, 2, 1, 0])
@@ -110,45 +108,6 @@ def test_validate_refuses_bad_loss_settings(tmp_path):
     validate(_cfg(tmp_path, "train.loss=forward", "data.label_noise.kind=input_dependent"))
 
 
-# ------------------------------------------------------------------------ input-dependent noise
-@pytest.fixture(scope="module")
-def digits():
-    ds = build_split(DataConfig(), "train")
-    images, labels = ds.pixels(), ds.labels
-    noisy, info = inject_label_noise(labels, 10, "input_dependent", 0.3, seed=0, images=images)
-    return images, labels, noisy, info
-
-
-def test_input_dependent_noise_flips_ambiguous_images_to_their_runner_up(digits):
-    images, labels, noisy, info = digits
-    assert set(info) >= {"kind", "rate", "seed", "realised_rate", "transition", "flip_prob"}
-    assert info["kind"] == "input_dependent" and abs(info["realised_rate"] - 0.3) < 0.05
-    assert 0.0 <= info["flip_prob"]["min"] < info["flip_prob"]["mean"] < info["flip_prob"]["max"] <= 1.0
-    np.testing.assert_allclose(np.array(info["transition"]).sum(1), 1.0, atol=1e-3)
-    probs = reference_probabilities(images, labels, 10, seed=0)
-    order = np.argsort(-probs, axis=1, kind="stable")
-    top, runner_up = order[:, 0], order[:, 1]
-    ambiguity = 1 - (probs[np.arange(len(labels)), top] - probs[np.arange(len(labels)), runner_up])
-    flipped = noisy != labels
-    expected = np.where(runner_up == labels, top, runner_up)
-    assert np.array_equal(noisy[flipped], expected[flipped])
-    lo, hi = np.quantile(ambiguity, [0.25, 0.75])
-    low_rate, high_rate = flipped[ambiguity <= lo].mean(), flipped[ambiguity >= hi].mean()
-    assert high_rate > 0.4 and low_rate < 0.15 and high_rate > 3 * low_rate
-
-
-def test_input_dependent_noise_is_seeded_and_needs_images(digits):
-    images, labels, noisy, _ = digits
-    again, _ = inject_label_noise(labels, 10, "input_dependent", 0.3, seed=0, images=images)
-    other, _ = inject_label_noise(labels, 10, "input_dependent", 0.3, seed=1, images=images)
-    assert np.array_equal(noisy, again) and not np.array_equal(noisy, other)
-    with pytest.raises(ValueError, match="needs the training images"):
-        inject_label_noise(labels, 10, "input_dependent", 0.3, seed=0)
-    with pytest.raises(ValueError, match="no nominal transition matrix"):
-        transition_matrix("input_dependent", 10, 0.3)
-
-
-# ------------------------------------------------------------------------------- end to end
 @pytest.mark.parametrize("loss,noise", [("label_smoothing", "pair_flip"), ("forward", "pair_flip"),
                                         ("forward", "input_dependent")])
 def test_short_digits_run_records_its_loss(tmp_path, loss, noise):

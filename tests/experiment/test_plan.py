@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.experiment import (BudgetSection, ConditionSection, load_experiment, run_experiment,
-                                validate_experiment)
+from harness.experiment import BudgetSection, ConditionSection, load_experiment, run_experiment, validate_experiment
 
 PLAN = """
 name: plan

@@ -1,0 +1,45 @@
+"""Input-dependent synthetic label noise (harness.data.noise), its transition, seeding and checks."""
+
+import numpy as np
+import pytest
+
+from harness.data.config import DataConfig
+from harness.data.noise import inject_label_noise, reference_probabilities, transition_matrix
+from harness.data.sources import build_split
+
+
+@pytest.fixture(scope="module")
+def digits():
+    ds = build_split(DataConfig(), "train")
+    images, labels = ds.pixels(), ds.labels
+    noisy, info = inject_label_noise(labels, 10, "input_dependent", 0.3, seed=0, images=images)
+    return images, labels, noisy, info
+
+
+def test_input_dependent_noise_flips_ambiguous_images_to_their_runner_up(digits):
+    images, labels, noisy, info = digits
+    assert set(info) >= {"kind", "rate", "seed", "realised_rate", "transition", "flip_prob"}
+    assert info["kind"] == "input_dependent" and abs(info["realised_rate"] - 0.3) < 0.05
+    assert 0.0 <= info["flip_prob"]["min"] < info["flip_prob"]["mean"] < info["flip_prob"]["max"] <= 1.0
+    np.testing.assert_allclose(np.array(info["transition"]).sum(1), 1.0, atol=1e-3)
+    probs = reference_probabilities(images, labels, 10, seed=0)
+    order = np.argsort(-probs, axis=1, kind="stable")
+    top, runner_up = order[:, 0], order[:, 1]
+    ambiguity = 1 - (probs[np.arange(len(labels)), top] - probs[np.arange(len(labels)), runner_up])
+    flipped = noisy != labels
+    expected = np.where(runner_up == labels, top, runner_up)
+    assert np.array_equal(noisy[flipped], expected[flipped])
+    lo, hi = np.quantile(ambiguity, [0.25, 0.75])
+    low_rate, high_rate = flipped[ambiguity <= lo].mean(), flipped[ambiguity >= hi].mean()
+    assert high_rate > 0.4 and low_rate < 0.15 and high_rate > 3 * low_rate
+
+
+def test_input_dependent_noise_is_seeded_and_needs_images(digits):
+    images, labels, noisy, _ = digits
+    again, _ = inject_label_noise(labels, 10, "input_dependent", 0.3, seed=0, images=images)
+    other, _ = inject_label_noise(labels, 10, "input_dependent", 0.3, seed=1, images=images)
+    assert np.array_equal(noisy, again) and not np.array_equal(noisy, other)
+    with pytest.raises(ValueError, match="needs the training images"):
+        inject_label_noise(labels, 10, "input_dependent", 0.3, seed=0)
+    with pytest.raises(ValueError, match="no nominal transition matrix"):
+        transition_matrix("input_dependent", 10, 0.3)
