@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from dataclasses import asdict
 from pathlib import Path
 from typing import Callable, Optional, Sequence
@@ -34,7 +33,7 @@ from downstream.config import SweepSettings, recipe
 from downstream.demo import DEMO_TASKS, demo_split
 from downstream.table import table, write_table
 from downstream.tasks import GROUPS, SPLITS, Task, get_task, resolve_tasks
-from harness.io import atomic_write_text
+from harness.io import atomic_write_text, check_name, path_under
 
 EXECUTORS = ("local", "submitit-local", "slurm")
 
@@ -64,9 +63,7 @@ def custom_task(spec: str) -> Task:
     if not (name and folder and k.isdigit() and int(k) > 0):
         raise ValueError(f"custom task {spec!r} must look like NAME=FOLDER:NUM_CLASSES[:no-flip][:no-crop], e.g. "
                          "birds=/data/birds:200")
-    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", name):
-        raise ValueError(f"custom task name {name!r} must be letters, digits, '_', '.' or '-' (it names result "
-                         "files): rename it in the task line")
+    check_name(name, "custom task name")  # it names result files
     try:
         taken = f"the VTAB-1k task {get_task(name).name}"
     except ValueError:
@@ -335,7 +332,7 @@ def sweep(upstream: str, tasks: Sequence[str], out: "str | Path", settings: Swee
         lr, st = grid[0] if len(grid) == 1 else min(
             grid, key=lambda g: (-done[_key(t.name, "select", *g, 0)]["accuracy"], g[0], g[1] or 0))
         finals += [{**common, **ident(t), "key": _key(t.name, "final", lr, st, s), "phase": "final", "lr": lr,
-                    "steps": st, "seed": s, "predictions": str(out / "predictions" / f"{t.name}_seed{s}.npz")}
+                    "steps": st, "seed": s, "predictions": str(path_under(out, "predictions", f"{t.name}_seed{s}.npz"))}
                    for s in range(settings.seeds)]
     run(finals)
     result = {"recipe": recipe(settings), **table([done[f["key"]] for f in finals], chosen)}

@@ -37,23 +37,30 @@ _register_stages()
 @click.option("--eval-data", type=click.Path(dir_okay=False, exists=True, path_type=Path), default=None,
               help="With --from-checkpoints: a config whose data section replaces the members' own.")
 @click.option("--device", default="cpu", show_default=True)
-def ensemble(members, more, out, name, from_checkpoints, eval_data, device) -> None:
+@click.option("--overwrite", is_flag=True,
+              help="Write into an existing --out that holds other files (an ensemble never replaces files it did not "
+                   "write).")
+def ensemble(members, more, out, name, from_checkpoints, eval_data, device, overwrite) -> None:
     """Deep ensemble of run folders: averaged probabilities, member and ensemble metrics, Gibbs CE,
     ensemble gain, disagreement and KL to the ensemble."""
+    from harness.io import path_under
     from harness.runs import build_ensemble, data_config, predict_checkpoint
     from harness.shift.predict import ensemble_sets
 
     members = list(members) + list(more)
     name = name or f"{members[0].resolve().name}_ens"
-    out = out or Path("runs/ensembles") / name
+    try:
+        out = out or path_under("runs/ensembles", name)
+    except ValueError as e:
+        raise click.ClickException(f"--name: {e}") from e
 
     def repredict(run_dir):
         data = data_config(eval_data) if eval_data else None
         return predict_checkpoint(run_dir, data, device=device)
 
     try:
-        spec = build_ensemble(members, out, from_checkpoints, repredict if from_checkpoints else None)
-    except (ValueError, FileNotFoundError) as e:
+        spec = build_ensemble(members, out, from_checkpoints, repredict if from_checkpoints else None, overwrite)
+    except (ValueError, OSError) as e:
         raise click.ClickException(str(e)) from e
     try:
         shifted = ensemble_sets(out)  # the members' shift predictions, averaged like the rest
@@ -79,7 +86,9 @@ def ensemble(members, more, out, name, from_checkpoints, eval_data, device) -> N
 @click.option("--no-shift", is_flag=True, help="Leave out the distribution-shift section (harness shift predictions).")
 @click.option("--top-pairs", type=click.IntRange(1), default=10, show_default=True)
 @click.option("--screenshot", is_flag=True, help="Also render report.html in headless Chromium to report.png.")
-def report(paths, name, out_root, no_covariance, no_shift, top_pairs, screenshot) -> None:
+@click.option("--overwrite", is_flag=True,
+              help="Write into an existing folder that holds other files (a report replaces only its own files).")
+def report(paths, name, out_root, no_covariance, no_shift, top_pairs, screenshot, overwrite) -> None:
     """Markdown, HTML and JSON report of run and ensemble folders (Table 7 layout, calibration,
     reliability diagrams, covariance analysis; distribution shift where harness shift has run)."""
     from harness.report.build import build
@@ -87,11 +96,11 @@ def report(paths, name, out_root, no_covariance, no_shift, top_pairs, screenshot
 
     try:
         out = build(paths, name or paths[0].resolve().name, out_root, covariance=not no_covariance,
-                        top_pairs=top_pairs, shift=not no_shift)
+                    top_pairs=top_pairs, shift=not no_shift, overwrite=overwrite)
         click.echo(f"wrote {out / 'report.md'}, {out / 'report.html'}, {out / 'report.json'}")
         if screenshot:
             click.echo(f"wrote {take_screenshot(out / 'report.html', out / 'report.png')}")
-    except (ValueError, FileNotFoundError, RuntimeError) as e:
+    except (ValueError, OSError, RuntimeError) as e:
         raise click.ClickException(str(e)) from e
 
 
@@ -124,7 +133,9 @@ def _severities(text: str) -> "list[int]":
 @click.option("--seed", type=int, default=0, show_default=True,
               help="Draws the subset; seeds the corruptions and the OOD sets.")
 @click.option("--device", default="cpu", show_default=True)
-def shift(members, more, corruptions, severities, examples, ood, seed, device) -> None:
+@click.option("--overwrite", is_flag=True,
+              help="Write into a folder's existing shift/ that holds other files (only the sets' own files are written).")
+def shift(members, more, corruptions, severities, examples, ood, seed, device, overwrite) -> None:
     """Predictions under distribution shift: corrupted copies of the evaluation split (CIFAR-10-C-style, 15
     corruptions x 5 severities by default) and OOD sets, saved in each folder's shift/ as predictions.npz files;
     one model in memory at a time. Ensemble folders average their members' sets. harness report then adds the
@@ -138,7 +149,7 @@ def shift(members, more, corruptions, severities, examples, ood, seed, device) -
                              ood=[o for o in ood if o.strip() and o.strip() != "none"])
     folders = list(members) + list(more)
     try:
-        predict_folders(folders, settings, progress=click.echo, device=device)
+        predict_folders(folders, settings, progress=click.echo, device=device, overwrite=overwrite)
         for f in folders:
             r = entry_results(f)
             mean = r["mean_corrupted"]

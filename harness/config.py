@@ -15,6 +15,8 @@ import yaml
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from harness.io import quote
+
 T = TypeVar("T")
 
 
@@ -33,13 +35,31 @@ def load_config(schema: Type[T], path: "str | Path | None" = None, overrides: Se
         layers += _file_layers(Path(path))
     bad = [o for o in overrides if "=" not in o]
     if bad:
-        raise ValueError(f"overrides must look like key=value (e.g. optim.lr=0.05), got {bad}")
+        raise ValueError(f"overrides must look like key=value (e.g. optim.lr=0.05), got {quote(str(bad))}")
+    for o in overrides:
+        try:
+            layers.append(OmegaConf.from_dotlist([o]))
+        except (OmegaConfBaseException, yaml.YAMLError) as e:
+            key = o.split("=", 1)[0]
+            raise ValueError(f"override {quote(o)}: the value of {key} is not valid YAML ("
+                             f"{quote(str(getattr(e, 'problem', None) or e).splitlines()[0])}); quote it, or close its "
+                             f"brackets, e.g. {key}=[0,1]") from None
     try:
-        layers.append(OmegaConf.from_dotlist(list(overrides)))
         merged = OmegaConf.merge(*layers)
         return OmegaConf.to_object(merged)
     except OmegaConfBaseException as e:
-        raise ValueError(f"invalid config{f' {path}' if path else ''}: {e}".replace("\n", "; ")) from e
+        raise ValueError(quote(f"invalid config{f' {path}' if path else ''}: {e}".replace("\n", "; "))) from e
+    except TypeError as e:  # a list where the schema has a mapping (or the reverse): name the layer that brings it
+        where = f" {path}" if path else ""
+        for i in range(1, len(layers)):
+            try:
+                OmegaConf.merge(*layers[:i + 1])
+            except TypeError:
+                n_over = len(layers) - len(overrides)
+                where = f" override {quote(overrides[i - n_over])}" if i >= n_over else where
+                break
+        raise ValueError(f"invalid config{where}: {e} (a list where a mapping is expected, or the reverse; e.g. "
+                         "methods: {hom: {covariance: none}}, seeds: [0, 1])") from e
 
 
 def _file_layers(path: Path, seen: "tuple[Path, ...]" = ()) -> list:
@@ -54,9 +74,10 @@ def _file_layers(path: Path, seen: "tuple[Path, ...]" = ()) -> list:
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        raise ValueError(f"{path}{where} is not valid YAML ({getattr(e, 'problem', None) or e}); fix the file") from None
-    except OmegaConfBaseException as e:
-        raise ValueError(f"{path}: {e}; fix the file") from None
+        problem = quote(str(getattr(e, "problem", None) or e))
+        raise ValueError(f"{path}{where} is not valid YAML ({problem}); fix the file") from None
+    except (OmegaConfBaseException, UnicodeDecodeError) as e:
+        raise ValueError(f"{path}: {quote(str(e))}; fix the file (a YAML file of settings)") from None
     if not hasattr(layer, "keys"):
         raise ValueError(f"{path} must hold a mapping of settings (key: value lines), not a list or a value")
     base = layer.pop("base", None) if hasattr(layer, "pop") else None

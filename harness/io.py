@@ -1,5 +1,6 @@
-"""Atomic file writes: a crash never leaves a half-written checkpoint or result behind; valid JSON
-whatever the numbers; one writer per run folder."""
+"""Files and folders: atomic writes (a crash never leaves a half-written checkpoint or result behind, a full
+disk gives one clear message), valid JSON whatever the numbers, one rule for the names that become folder
+names and one function for the paths built from them, one writer per run folder."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import errno
 import json
 import math
 import os
+import re
 import tempfile
 import time
 from pathlib import Path
@@ -14,6 +16,79 @@ from typing import IO, Any, Callable
 
 _UMASK = os.umask(0)
 os.umask(_UMASK)
+
+
+#: what a name that becomes a path component (experiment, method, task, run, ensemble, shift set, report) may be
+NAME_RULE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+#: the largest share of a file quoted in an error message, in characters
+QUOTE_LIMIT = 300
+
+
+def check_name(name: Any, what: str) -> str:
+    """``name`` if it may become one folder or file name: letters, digits, ``.``, ``_`` and ``-``, starting
+    with a letter or digit, at most 128 characters, no ``..``.
+
+    Raises:
+        ValueError: naming ``what`` (e.g. ``"method name"``) and the rule.
+    """
+    if not isinstance(name, str) or not NAME_RULE.fullmatch(name) or ".." in name:
+        raise ValueError(f"{what} {name!r} must be a plain name (letters, digits, '.', '_' or '-', starting with a "
+                         "letter or digit, at most 128 characters, no '..'): it becomes a folder name; rename it")
+    return name
+
+
+def path_under(root: "str | os.PathLike", *names: str) -> Path:
+    """``root/names[0]/names[1]/...``, every name checked by :func:`check_name`, and the resolved path checked to
+    stay inside the resolved ``root`` (a link inside ``root`` cannot lead out of it): every writer builds the
+    paths of named things with this function.
+
+    Raises:
+        ValueError: a bad name, or a path that would leave ``root``.
+    """
+    root = Path(root)
+    path = root.joinpath(*(check_name(n, "name") for n in names))
+    if not path.resolve().is_relative_to(root.resolve()):
+        raise ValueError(f"{path} leads outside {root} (through a link): remove the link or choose another folder")
+    return path
+
+
+def check_writable(folder: "str | os.PathLike", what: str, fix: str) -> Path:
+    """Check, before any work and without creating anything, that ``folder`` (or, if it does not exist yet, the
+    nearest existing folder above it, where it would be created) takes new files.
+
+    Raises:
+        ValueError: naming ``what`` (e.g. ``"--out /data/ens"``), the reason and ``fix``.
+    """
+    folder = Path(folder)
+    probe = folder.absolute()
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    try:
+        if not probe.is_dir():
+            raise NotADirectoryError(errno.ENOTDIR, f"{probe} is a file")
+        with tempfile.TemporaryFile(dir=probe):
+            pass
+    except OSError as e:
+        raise ValueError(f"{what} cannot be written ({e.strerror or e}): choose a writable folder ({fix})") from e
+    return folder
+
+
+def quote(text: str, limit: int = QUOTE_LIMIT) -> str:
+    """At most ``limit`` characters of ``text`` for an error message (a file's content is never printed whole)."""
+    text = str(text)
+    return text if len(text) <= limit else text[:limit] + f"... ({len(text) - limit} more characters)"
+
+
+def _disk_full(path: Path, e: BaseException) -> "OSError | None":
+    """The disk-full error for ``e`` raised while writing ``path``: an ``OSError`` ENOSPC/EDQUOT, or an error
+    raised while handling one (``torch.save`` turns it into ``RuntimeError: ... unexpected pos``); else None."""
+    seen = e
+    while seen is not None:
+        if isinstance(seen, OSError) and seen.errno in (errno.ENOSPC, errno.EDQUOT):
+            return OSError(errno.ENOSPC, f"disk full while writing {path}: free some space and run the same command "
+                                         "again (files written before are intact; an interrupted run resumes)")
+        seen = seen.__cause__ or seen.__context__
+    return None
 
 
 def _atomic(path: "str | os.PathLike", write: Callable[[IO[bytes]], None]) -> Path:
@@ -30,9 +105,9 @@ def _atomic(path: "str | os.PathLike", write: Callable[[IO[bytes]], None]) -> Pa
     except BaseException as e:
         if os.path.exists(tmp):
             os.unlink(tmp)
-        if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):
-            raise OSError(e.errno, f"disk full while writing {path}: free some space and run the same command "
-                                   f"again (files written before are intact; an interrupted run resumes)") from e
+        full = _disk_full(path, e)
+        if full is not None:
+            raise full from e
         raise
     return path
 
@@ -90,44 +165,60 @@ def remove_orphaned_temporaries(folder: "str | os.PathLike") -> "list[Path]":
 
 
 class RunLock:
-    """One writer per run folder: an exclusive lock on ``<folder>/.lock`` (``filelock``), released
-    when the holder exits or dies; the holder's PID and start time are kept in ``.lock.pid``.
+    """One writer per folder: an exclusive lock on ``<folder>/<name>`` (``filelock``, an OS lock that is released
+    when the holder exits or dies); the holder's PID, command and start time are kept in ``<name>.pid``.
 
-    Entering creates the folder, takes the lock and removes orphaned temporary files of earlier
-    killed writes.
+    Entering creates the folder, takes the lock and removes orphaned temporary files of earlier killed
+    writes (``clean=True``). A lock left by a holder that is gone is taken over with a message on stderr.
+
+    Args:
+        folder: the folder to own (a run folder; ``runs_root`` for a whole experiment).
+        name: the lock file's name.
+        what: how the refusal names the holder's work and the fix.
 
     Raises:
-        ValueError: another process holds the lock (the message gives its PID), or the folder
+        ValueError: another process holds the lock (the message gives its PID and command), or the folder
             cannot be written (read-only, no permission).
     """
 
-    def __init__(self, folder: "str | os.PathLike") -> None:
+    def __init__(self, folder: "str | os.PathLike", name: str = ".lock", clean: bool = True,
+                 what: str = "wait for it to finish or stop it, or give this run another output folder") -> None:
         from filelock import FileLock
 
-        self.folder = Path(folder)
-        self._lock = FileLock(str(self.folder / ".lock"), timeout=0)
+        self.folder, self.clean, self.what = Path(folder), clean, what
+        self.pid_file = self.folder / f"{name}.pid"
+        self._lock = FileLock(str(self.folder / name), timeout=0)
 
     def __enter__(self) -> "RunLock":
+        import sys
+
         from filelock import Timeout
 
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
             self._lock.acquire()
         except Timeout:
-            holder = (self.folder / ".lock.pid").read_text().strip() if (self.folder / ".lock.pid").is_file() else "?"
-            raise ValueError(f"{self.folder} is being written by another process ({holder}): wait for it to finish "
-                             "or stop it, or give this run another output folder") from None
+            holder = self.pid_file.read_text().strip() if self.pid_file.is_file() else "?"
+            raise ValueError(f"{self.folder} is being written by another process ({quote(holder)}): {self.what}") from None
         except OSError as e:
             raise ValueError(f"cannot write to {self.folder} ({e.strerror or e}): choose a writable output folder "
                              "(output_dir=...)") from e
         try:
-            atomic_write_text(self.folder / ".lock.pid",
-                              f"PID {os.getpid()}, since {time.strftime('%Y-%m-%d %H:%M:%S')}\n")
-            remove_orphaned_temporaries(self.folder)
+            if self.pid_file.is_file():
+                print(f"{self.folder}: taking over the lock of a process that is gone "
+                      f"({quote(self.pid_file.read_text().strip())})", file=sys.stderr)
+            command = " ".join(sys.argv) or "python"
+            atomic_write_text(self.pid_file, f"PID {os.getpid()}, {quote(command, 200)}, since "
+                                             f"{time.strftime('%Y-%m-%d %H:%M:%S')}\n")
+            if self.clean:
+                remove_orphaned_temporaries(self.folder)
         except BaseException:
             self._lock.release()
             raise
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        self._lock.release()
+        try:
+            self.pid_file.unlink(missing_ok=True)
+        finally:
+            self._lock.release()

@@ -20,6 +20,9 @@ from harness.heads import HeteroscedasticHead
 from harness.io import atomic_torch_save
 
 CHECKPOINT_FORMAT = "harness.model/1"
+#: the only string-valued ``backbone_kwargs`` a checkpoint may store (names of timm layers and pooling, never a
+#: path); every other stored backbone option must be a number, a boolean, None or a list of numbers
+STORED_STRING_KWARGS = ("global_pool", "act_layer", "norm_layer", "stem_type", "block_type", "conv_layer")
 
 
 @dataclass
@@ -141,12 +144,47 @@ def save_model(model: Classifier, path: "str | os.PathLike", extra: Optional[dic
     return atomic_torch_save(payload, path)
 
 
+def check_stored_config(config: Any, source: str) -> dict:
+    """A model config read from a file, checked so that it cannot make loading open another file: only the
+    keys of :class:`ModelConfig`, a backbone name, an integer K, head options of :class:`HeteroscedasticHead`, and
+    backbone options that are numbers, booleans, None, lists of numbers, or for :data:`STORED_STRING_KWARGS` a short
+    name (no ``checkpoint_path``, ``pretrained_cfg_overlay``, ``file`` or other path).
+
+    Raises:
+        ValueError: naming the offending key (its value quoted briefly) and ``source``.
+    """
+    import inspect
+
+    from harness.io import quote
+
+    def bad(what: str) -> ValueError:
+        return ValueError(f"{source}: the stored model config {what}; a checkpoint may not name files or options "
+                          "that load them. Rebuild it with harness.models.save_model")
+
+    if not isinstance(config, dict) or set(config) - {f.name for f in dataclasses.fields(ModelConfig)}:
+        raise bad(f"has keys {quote(str(sorted(config) if isinstance(config, dict) else type(config).__name__))}")
+    if not isinstance(config.get("backbone"), str) or not isinstance(config.get("num_classes"), int):
+        raise bad("needs a backbone name and an integer num_classes")
+    head_keys = set(inspect.signature(HeteroscedasticHead.__init__).parameters) - {"self", "in_features", "num_classes"}
+    unknown = sorted(set(config.get("head") or {}) - head_keys)
+    if unknown:
+        raise bad(f"has unknown head options {quote(str(unknown))}")
+    for key, value in (config.get("backbone_kwargs") or {}).items():
+        plain = value is None or isinstance(value, (bool, int, float)) or (
+            isinstance(value, (list, tuple)) and all(isinstance(v, (int, float)) for v in value))
+        named = key in STORED_STRING_KWARGS and isinstance(value, str) and value.isidentifier() and len(value) < 64
+        if not (plain or named):
+            raise bad(f"sets backbone_kwargs.{key} = {quote(repr(value), 80)}")
+    return config
+
+
 def read_checkpoint(path: "str | os.PathLike") -> dict:
-    """Load a checkpoint written by :func:`save_model` (tensors on CPU, no code execution).
+    """Load a checkpoint written by :func:`save_model` (tensors on CPU, no code execution), its stored config
+    checked by :func:`check_stored_config`.
 
     Raises:
         FileNotFoundError: no file at ``path``.
-        ValueError: not a harness model checkpoint.
+        ValueError: not a harness model checkpoint, or a stored config that could open other files.
     """
     path = Path(path)
     if not path.is_file():
@@ -159,6 +197,7 @@ def read_checkpoint(path: "str | os.PathLike") -> dict:
     if not isinstance(payload, dict) or payload.get("format") != CHECKPOINT_FORMAT:
         raise ValueError(f"{str(path)!r} is not a harness model checkpoint (format {CHECKPOINT_FORMAT!r}); "
                          "write it with harness.models.save_model")
+    check_stored_config(payload.get("config"), str(path))
     return payload
 
 

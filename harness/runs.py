@@ -15,7 +15,6 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import shutil
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator, Optional, Sequence
@@ -28,7 +27,7 @@ from harness.config import load_config
 from harness.data.config import DataConfig
 from harness.data.dataset import ImageDataset, LabelSets
 from harness.data.sources import build_split
-from harness.io import atomic_write_bytes, atomic_write_text
+from harness.io import atomic_write_bytes, atomic_write_text, check_writable
 from harness.provenance import provenance
 from harness.uncertainty.ensembles import average, check_compatible, summarize
 from harness.uncertainty.predictions import Predictions
@@ -249,11 +248,40 @@ def _check_distinct_predictions(preds: "list[Predictions]") -> None:
         seen[key] = p
 
 
+#: the files an ensemble folder holds, ``ensemble.json`` (written last) marking it as one
+ENSEMBLE_FILES = ("predictions.npz", "heldout_predictions.npz", "ensemble.json")
+
+
+def check_ensemble_out(out: "str | Path", overwrite: bool = False) -> Path:
+    """``out`` may take an ensemble: it is new, empty, or an ensemble folder (``ensemble.json``); with
+    ``overwrite``, any folder that is not a run folder and holds none of :data:`ENSEMBLE_FILES` written by someone
+    else (an ensemble never replaces or deletes files it did not write). Checked before any work.
+
+    Raises:
+        ValueError: a run folder, or a folder another writer owns (the message names ``--overwrite`` where it helps).
+    """
+    out = Path(out)
+    if not out.is_dir() or (out / "ensemble.json").is_file() or not any(out.iterdir()):
+        return out
+    if (out / "config.yaml").is_file() or (out / "model.pt").is_file():
+        raise ValueError(f"--out {out} is a run folder: an ensemble there would replace the run's predictions; "
+                         "choose another --out")
+    if not overwrite:
+        raise ValueError(f"--out {out} exists and holds files no ensemble wrote (no ensemble.json): choose another "
+                         "--out, or give --overwrite to add the ensemble's files beside them")
+    taken = [n for n in ENSEMBLE_FILES if (out / n).exists()]
+    if taken:
+        raise ValueError(f"--out {out} holds {', '.join(taken)} that no ensemble wrote: even with --overwrite an ensemble "
+                         "does not replace them; choose another --out")
+    return out
+
+
 def build_ensemble(members: Sequence["str | Path"], out: "str | Path", from_checkpoints: bool = False,
-                   repredict: Optional[Callable[[Path], Predictions]] = None) -> dict:
+                   repredict: Optional[Callable[[Path], Predictions]] = None, overwrite: bool = False) -> dict:
     """Ensemble run folders and write ``out/predictions.npz``, ``out/heldout_predictions.npz`` (when
     every member has held-out predictions) and, last, ``out/ensemble.json``; a previous ensemble's
-    held-out predictions and ``shift/`` sets in ``out`` are removed.
+    held-out predictions in ``out`` are removed (its ``shift/`` sets no longer match the members and are
+    redone by :func:`harness.shift.predict.average_ensemble`). ``out`` is checked by :func:`check_ensemble_out`.
 
     Every member is read and checked before anything is written: on any error ``out`` is left as it
     was (no partial ensemble folder).
@@ -266,7 +294,8 @@ def build_ensemble(members: Sequence["str | Path"], out: "str | Path", from_chec
     Raises:
         ValueError: fewer than 2 members; a member given twice or two members with identical
             predictions; members (or their held-out predictions) that differ in label space, link or
-            evaluation data; ``from_checkpoints`` without ``repredict``.
+            evaluation data; ``from_checkpoints`` without ``repredict``; an ``out`` that is a run folder, holds
+            files another writer made (:func:`check_ensemble_out`) or cannot be written.
         FileNotFoundError: a member is not a finished run folder.
     """
     members = [Path(m) for m in members]
@@ -279,6 +308,8 @@ def build_ensemble(members: Sequence["str | Path"], out: "str | Path", from_chec
     if any(out.resolve() == m.resolve() for m in members):
         raise ValueError(f"the ensemble folder {str(out)!r} is one of the members: writing there would replace the "
                          "member's predictions; choose another --out")
+    out = check_ensemble_out(out, overwrite)
+    check_writable(out, f"--out {out}", "--out ...")
     methods = sorted({run_method(m) for m in members})  # every member is a run folder, before any re-prediction
     preds = [repredict(m) if from_checkpoints else Predictions.load(m) for m in members]
     check_compatible(preds)
@@ -297,10 +328,8 @@ def build_ensemble(members: Sequence["str | Path"], out: "str | Path", from_chec
     average(preds, str(out)).save(out / "predictions.npz")
     if held is not None:
         average(held, str(out)).save(out / "heldout_predictions.npz")
-    elif (out / "heldout_predictions.npz").is_file():
+    elif (out / "heldout_predictions.npz").is_file() and (out / "ensemble.json").is_file():
         (out / "heldout_predictions.npz").unlink()  # a previous ensemble's, not this one's
-    if (out / "shift").exists():  # a previous ensemble's shift sets (harness.shift.predict.average_ensemble redoes them)
-        shutil.rmtree(out / "shift")
     atomic_write_text(out / "ensemble.json", text)
     return spec
 

@@ -7,11 +7,34 @@ import time
 from typing import Any, Callable, Optional
 
 
-def init_worker(threads: int) -> None:
-    """Initialiser of a worker process: ``threads`` torch threads."""
+def init_worker(threads: int, parent: Optional[int] = None) -> None:
+    """Initialiser of a worker process: ``threads`` torch threads, and the worker dies with its parent (PID
+    ``parent``), so a killed ``harness run`` leaves no worker training on while holding its run locks. On
+    Linux the kernel sends SIGKILL when the parent dies (``prctl(PR_SET_PDEATHSIG)``); elsewhere a thread
+    checks every second that the parent is still there."""
+    import os
+
     import torch
 
     torch.set_num_threads(threads)
+    if parent is None:
+        return
+    try:
+        import ctypes
+        import signal
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG = 1 (linux/prctl.h)
+        if os.getppid() != parent:  # the parent died before the call
+            os._exit(1)
+    except (OSError, AttributeError):  # not Linux: poll the parent
+        import threading
+
+        def watch() -> None:
+            while os.getppid() == parent:
+                time.sleep(1.0)
+            os._exit(1)
+
+        threading.Thread(target=watch, daemon=True).start()
 
 
 def _timed(fn: Callable, args: tuple) -> "tuple[Any, float]":
@@ -58,6 +81,7 @@ class Workers:
         has finished."""
         import concurrent.futures as cf
         import multiprocessing as mp
+        import os
 
         self._counts[stage] = self._counts.get(stage, 0) + 1
         if self.workers <= 1:
@@ -65,7 +89,7 @@ class Workers:
             return
         if self._pool is None:
             self._pool = cf.ProcessPoolExecutor(self.workers, mp_context=mp.get_context("spawn"),
-                                                initializer=init_worker, initargs=(self.threads,))
+                                                initializer=init_worker, initargs=(self.threads, os.getpid()))
         self._pending[self._pool.submit(_timed, fn, args)] = (stage, name, then)
 
     def wait(self, progress: Callable[[str], None], done: Callable[[], None] = lambda: None,

@@ -34,6 +34,8 @@ class BadInput:
             temporary folder as working directory; repository files are reached through ``ROOT``.
         error: the exception type(s) it must raise.
         match: a regular expression the message must match (``re.search``).
+        before: the error comes before any work (False: found during the work, e.g. a disk that fills
+            up or an image that turns out corrupt when read; the message then names the file).
     """
 
     area: str
@@ -41,6 +43,7 @@ class BadInput:
     trigger: Callable[[Path], Any]
     error: "type | tuple[type, ...]"
     match: str
+    before: bool = True
 
     def run(self, tmp_path: Path) -> BaseException:
         """Trigger the input; return the exception raised.
@@ -60,11 +63,12 @@ class BadInput:
 CASES: "list[BadInput]" = []
 
 
-def bad_input(area: str, what: str, error: "type | tuple[type, ...]" = ValueError, match: str = "") -> Callable:
+def bad_input(area: str, what: str, error: "type | tuple[type, ...]" = ValueError, match: str = "",
+              before: bool = True) -> Callable:
     """Decorator registering ``fn(tmp_path)`` as a :class:`BadInput`."""
 
     def register(fn: Callable[[Path], Any]) -> Callable[[Path], Any]:
-        CASES.append(BadInput(area, what, fn, error, match))
+        CASES.append(BadInput(area, what, fn, error, match, before))
         return fn
 
     return register
@@ -82,6 +86,8 @@ def load_cases() -> "list[BadInput]":
     """Import every ``bad_inputs_*.py`` beside this file; return all registered cases."""
     if str(HERE) not in sys.path:
         sys.path.insert(0, str(HERE))
+    if sys.path[0] != str(ROOT):  # the packages before the test folders named like them (tests/upstream/)
+        sys.path.insert(0, str(ROOT))
     for f in sorted(HERE.glob("bad_inputs_*.py")):
         importlib.import_module(f.stem)
     # the case files register into the module ``bad_inputs``; run as a script this file is
@@ -100,8 +106,11 @@ def write_table(out: Path = ROOT / "results" / "reliability.md") -> None:
     prov["command"] = "python tests/bad_inputs.py"
     lines = [markdown_header("Reliability: bad inputs and what each gets", prov),
              "Every row was run by the command above: the input was given as a user would, and the message is "
-             "the one the harness printed. The same cases run in the test suite (`tests/test_bad_inputs.py`).", "",
-             "| area | bad input | error | message |", "|---|---|---|---|"]
+             "the one the harness printed. The same cases run in the test suite (`tests/test_bad_inputs.py`). "
+             "\"Before work\": the error came before any training, prediction or output (otherwise during the work, "
+             "naming the file). A traceback, a silent wrong result or a write outside the chosen folder fails the "
+             "case, so none is listed.", "",
+             "| area | bad input | error | before work | message |", "|---|---|---|---|---|"]
     cases = load_cases()
     for case in cases:
         with tempfile.TemporaryDirectory() as tmp:
@@ -111,9 +120,13 @@ def write_table(out: Path = ROOT / "results" / "reliability.md") -> None:
             finally:
                 os.chdir(ROOT)
         msg = " ".join(str(e).split()).replace("|", "\\|")
-        lines.append(f"| {case.area} | {case.what} | `{type(e).__name__}` | {msg} |")
+        lines.append(f"| {case.area} | {case.what} | `{type(e).__name__}` | {'yes' if case.before else 'no'} | {msg} |")
+    before = sum(c.before for c in cases)
+    lines += ["", f"{len(cases)} cases, each raised its expected error: {before} before any work, {len(cases) - before} "
+                  "during the work (naming the file). A case fails, and this table is not written, on a traceback "
+                  "(another exception), a silent result (no exception) or a write outside its folder: 0 of each."]
     atomic_write_text(out, "\n".join(lines) + "\n")
-    print(f"{len(cases)} bad inputs -> {out}")
+    print(f"{len(cases)} bad inputs ({before} before any work) -> {out}")
 
 
 if __name__ == "__main__":

@@ -148,7 +148,7 @@ def custom_named_like_vtab(tmp):
 
 
 @bad_input("downstream", "a custom task name with a path in it (../x=FOLDER:K)", CLI_ERROR,
-           "must be letters, digits, '_', '.' or '-'")
+           "custom task name '../x' must be a plain name")
 def custom_name_path(tmp):
     downstream("--tasks", f"../x={task_folder(tmp)}:5")
 

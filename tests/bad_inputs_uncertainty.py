@@ -64,7 +64,7 @@ def _unnormalised(tmp_path):
 
 
 @bad_input("uncertainty", "raw logits passed as log-probabilities (metrics.ece)",
-           match=r"look like raw logits: pass harness\.metrics\.log_softmax\(logits\)")
+           match=r"look like raw logits: pass harness\.uncertainty\.metrics\.log_softmax\(logits\)")
 def _raw_logits(tmp_path):
     from harness.uncertainty import metrics as M
 
@@ -204,14 +204,14 @@ def _not_a_run(tmp_path):
 
 # ------------------------------------------------------------------------------------------ reports
 @bad_input("uncertainty", "a report name with '/' (harness report --name)", click.ClickException,
-           match=r"report name 'digits/v2' must be a plain folder name.*--out-root")
+           match=r"report name 'digits/v2' must be a plain name .*no '\.\.'")
 def _report_slash(tmp_path):
     make_run("a", 0)
     _cli("report", "a", "--name", "digits/v2", "--out-root", "results", "--no-covariance")
 
 
 @bad_input("uncertainty", "a report name '..' (harness report --name)", click.ClickException,
-           match=r"report name '\.\.' must be a plain folder name")
+           match=r"report name '\.\.' must be a plain name")
 def _report_dotdot(tmp_path):
     make_run("a", 0)
     _cli("report", "a", "--name", "..", "--out-root", "results", "--no-covariance")

@@ -78,7 +78,8 @@ def _list_yaml(tmp):
     _cli("upstream", "--config", str(tmp / "c.yaml"))
 
 
-@bad_input("upstream", "a corrupt JPEG in an image folder", ValueError, r"cannot read image '.*broken.jpg'.*replace")
+@bad_input("upstream", "a corrupt JPEG in an image folder", ValueError, r"cannot read image '.*broken.jpg'.*replace",
+           before=False)
 def _corrupt_jpeg(tmp):
     for split in ("train", "test"):
         for c in ("a", "b"):
@@ -90,7 +91,8 @@ def _corrupt_jpeg(tmp):
          "data.label_noise={}", "data.batch_size=4", "data.loader=pil")
 
 
-@bad_input("upstream", "a corrupt image inside the CIFAR-10N zip", ValueError, r"cannot decode image 'test/cat/0003.jpg'")
+@bad_input("upstream", "a corrupt image inside the CIFAR-10N zip", ValueError, r"cannot decode image 'test/cat/0003.jpg'",
+           before=False)
 def _corrupt_zip_member(tmp):
     from harness.data.config import DataConfig
     from harness.data.sources import build_split
@@ -181,7 +183,7 @@ def _read_only(tmp):
 
 
 @bad_input("upstream", "disk full while writing a checkpoint", OSError, r"disk full while writing .*last.pt.*run the "
-                                                                         r"same command again")
+                                                                         r"same command again", before=False)
 def _disk_full(tmp):
     import harness.io
 

@@ -137,6 +137,9 @@ class UpstreamConfig:
 
 
 MIXED_PRECISION = PRECISION_CHOICES
+#: the largest ``data.image_size`` accepted (ImageNet-scale models train at 224-512 px; a bigger value is a typo
+#: that would only fail when the first batch is allocated)
+MAX_IMAGE_SIZE = 1024
 LOSSES = ("nll", "label_smoothing", "forward")
 #: sources whose splits hold their images in one array (``ImageDataset.pixels``), as
 #: ``input_dependent`` label noise needs
@@ -191,8 +194,12 @@ def validate(cfg: UpstreamConfig) -> None:
         raise ValueError(f"unknown optim.name {o.name!r}: use one of {', '.join(OPTIMIZERS)}")
     if o.schedule not in SCHEDULES:
         raise ValueError(f"unknown optim.schedule {o.schedule!r}: use one of {', '.join(SCHEDULES)}")
-    if not o.lr > 0:
-        raise ValueError(f"optim.lr must be > 0, got {o.lr}")
+    _validate_optim(o)
+    if cfg.seed < 0:
+        raise ValueError(f"seed must be >= 0, got {cfg.seed}")
+    if d.image_size > MAX_IMAGE_SIZE:
+        raise ValueError(f"data.image_size={d.image_size} exceeds {MAX_IMAGE_SIZE} px: a batch of {d.batch_size} such "
+                         f"images would not fit in memory; use the model's input size (e.g. 32, 224)")
     accepted = set(inspect.signature(HeteroscedasticHead.__init__).parameters) - {"self", "in_features", "num_classes"}
     unknown = sorted(set(cfg.model.head) - accepted)
     if unknown:
@@ -209,6 +216,28 @@ def validate(cfg: UpstreamConfig) -> None:
         raise ValueError(f"train.best_metric {t.best_metric!r} is not computed for the {link} link: use one of "
                          f"{', '.join(names)}")
     _validate_noise_and_loss(cfg, link)
+
+
+def _validate_optim(o: OptimSection) -> None:
+    """Ranges of the optimiser settings (see :func:`validate`)."""
+    import math
+
+    checks = [("optim.lr", o.lr, "> 0", lambda v: v > 0), ("optim.weight_decay", o.weight_decay, ">= 0", lambda v: v >= 0),
+              ("optim.decay_factor", o.decay_factor, "in (0, 1]", lambda v: 0 < v <= 1),
+              ("optim.min_lr", o.min_lr, ">= 0", lambda v: v >= 0), ("optim.momentum", o.momentum, "in [0, 1)",
+                                                                   lambda v: 0 <= v < 1)]
+    if o.cov_weight_decay is not None:
+        checks.append(("optim.cov_weight_decay", o.cov_weight_decay, ">= 0 (or null: the same as optim.weight_decay)",
+                       lambda v: v >= 0))
+    if o.clip_grad_norm is not None:
+        checks.append(("optim.clip_grad_norm", o.clip_grad_norm, "> 0 (or null: no clipping)", lambda v: v > 0))
+    for key, value, rule, ok in checks:
+        if not (isinstance(value, (int, float)) and math.isfinite(value) and ok(value)):
+            raise ValueError(f"{key} must be {rule}, got {value}")
+    if len(o.betas) != 2 or not all(0 <= b < 1 for b in o.betas):
+        raise ValueError(f"optim.betas must be two numbers in [0, 1), got {o.betas}")
+    if any(e < 0 for e in o.decay_epochs):
+        raise ValueError(f"optim.decay_epochs must be >= 0, got {o.decay_epochs}")
 
 
 def _validate_noise_and_loss(cfg: UpstreamConfig, link: str) -> None:

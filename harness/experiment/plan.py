@@ -44,6 +44,7 @@ def _plan(exp: Experiment, root: Path, prefix: str, methods: dict, seeds: list, 
           grid_overrides: "list[str]" = ()) -> _Plan:
     """Every config of a study, validated (nothing is run or written)."""
     from harness.config import load_config
+    from harness.io import path_under
     from upstream.config import UpstreamConfig, validate
 
     base = _upstream_config_path(exp.upstream_config)
@@ -54,7 +55,7 @@ def _plan(exp: Experiment, root: Path, prefix: str, methods: dict, seeds: list, 
     def config(method: str, head: dict, seed: int, folder: str, extra: "list[str]" = ()) -> Any:
         cfg = load_config(UpstreamConfig, base, [*exp.upstream_overrides, *overrides, *own.get(method, []), *extra,
                                                  f"name={exp.name}_{prefix}{folder}", f"seed={seed}",
-                                                 f"output_dir={root / 'upstream' / (prefix + folder)}"])
+                                                 f"output_dir={path_under(root, 'upstream', prefix + folder)}"])
         cfg.model.head = dict(head)
         try:
             validate(cfg)
@@ -107,11 +108,15 @@ def validate_experiment(exp: Experiment) -> "dict[str, _Plan]":
         ValueError: the first problem found; the message names the setting and the fix.
     """
     from downstream.config import PRESETS, SweepSettings
+    from harness.io import check_writable, path_under
 
     if not exp.methods:
         raise ValueError("the experiment names no methods: add e.g. methods: {hom: {covariance: none}}")
+    _check_names(exp)
     if not exp.seeds:
         raise ValueError("seeds is empty: give at least one seed, e.g. seeds: [0]")
+    if any(int(seed) != seed or seed < 0 for seed in [*exp.seeds, *exp.multilabel.seeds]):
+        raise ValueError(f"seeds must be whole numbers >= 0, got {[*exp.seeds, *exp.multilabel.seeds]}")
     if len(set(exp.seeds)) != len(exp.seeds):
         raise ValueError(f"seeds {exp.seeds} repeat a seed: give distinct seeds")
     if exp.workers < 1:
@@ -124,11 +129,6 @@ def validate_experiment(exp: Experiment) -> "dict[str, _Plan]":
     for tau in [*exp.temperature_grid, *exp.multilabel.temperature_grid]:
         if not tau > 0:
             raise ValueError(f"temperature_grid values must be > 0, got {tau}")
-    if exp.downstream.tasks:
-        try:
-            SweepSettings(**{**PRESETS[exp.downstream.preset], **exp.downstream.settings})
-        except TypeError as e:
-            raise ValueError(f"downstream.settings: {e}; see downstream.config.SweepSettings for the keys") from e
     if exp.grid_overrides and not exp.temperature_grid:
         raise ValueError("grid_overrides without a temperature_grid have nothing to apply to: drop them or add a grid")
     if exp.grid_extensions < 0:
@@ -145,7 +145,7 @@ def validate_experiment(exp: Experiment) -> "dict[str, _Plan]":
                              f"(got methods {cond.methods}, seeds {cond.seeds})")
     if exp.budget.methods and (not exp.budget.epochs or any(int(e) != e or e < 1 for e in exp.budget.epochs)):
         raise ValueError(f"budget.epochs must be a non-empty list of whole numbers >= 1, got {exp.budget.epochs}")
-    root = Path(exp.runs_root) / exp.name
+    root = path_under(exp.runs_root, exp.name)
     plans = {"main": _plan(exp, root, "", exp.methods, exp.seeds, exp.temperature_grid, [], exp.grid_overrides)}
     if exp.shift is not None:
         from harness.shift.settings import check_settings
@@ -179,7 +179,69 @@ def validate_experiment(exp: Experiment) -> "dict[str, _Plan]":
     for e in exp.budget.epochs if exp.budget.methods else []:
         plans["main"].make(exp.budget.methods[0], plans["main"].heads[exp.budget.methods[0]], exp.seeds[0], "check",
                            [f"train.epochs={e}", f"train.eval_every={e}"])
+    _check_classes(plans)
+    _check_downstream(exp, PRESETS, SweepSettings)
+    for what, folder in (("runs_root", exp.runs_root), ("results_root", exp.results_root)):
+        check_writable(folder, f"{what} {str(folder)!r}", f"{what}=...")
+    from harness.report.build import report_folder
+
+    report_folder(exp.results_root, exp.name)  # refuses a folder another writer owns, before any work
     return plans
+
+
+def _check_names(exp: Experiment) -> None:
+    """Every name that becomes a folder name (:func:`harness.io.check_name`)."""
+    from harness.io import check_name
+
+    check_name(exp.name, "experiment name")
+    for section, names in (("method", exp.methods), ("multilabel method", exp.multilabel.methods),
+                           ("condition", exp.conditions)):
+        for n in names:
+            check_name(n, f"{section} name")
+    for name, cond in exp.conditions.items():
+        for m in cond.methods:
+            check_name(f"{name}_{m}", f"condition {name!r} run name")
+
+
+def _check_classes(plans: "dict[str, _Plan]") -> None:
+    """Settings that need the number of classes K of the data (read once per study from its evaluation split):
+    ``model.num_classes`` and the heads' ``num_factors`` (<= K for noise on the logits)."""
+    from harness.data.sources import build_split
+
+    for study, plan in plans.items():
+        if not plan.configs:
+            continue
+        first = next(iter(plan.configs.values()))
+        k = len(build_split(first.data, first.data.eval_split).class_names)
+        for folder, cfg in plan.configs.items():
+            if cfg.model.num_classes and cfg.model.num_classes != k:
+                raise ValueError(f"run {folder}: model.num_classes={cfg.model.num_classes} but the data has {k} "
+                                 "classes; leave model.num_classes unset")
+            head = cfg.model.head
+            r = head.get("num_factors")
+            if (r is not None and head.get("covariance", "low_rank") in ("low_rank", "parameter_efficient")
+                    and head.get("noise_space", "logits") == "logits" and int(r) > k):
+                raise ValueError(f"run {folder}: model.head.num_factors={r} exceeds the {k} classes of the data "
+                                 f"(noise on the logits has rank at most K): use num_factors <= {k}")
+
+
+def _check_downstream(exp: Experiment, presets: dict, settings_type: Any) -> None:
+    """The downstream settings, device, task names and all four splits of every task (their data)."""
+    if not exp.downstream.tasks:
+        return
+    from downstream.sweep import check_device, check_tasks, expand_tasks
+
+    if exp.downstream.preset not in presets:
+        raise ValueError(f"unknown downstream.preset {exp.downstream.preset!r}: use one of {', '.join(presets)}")
+    try:
+        settings = settings_type(**{**presets[exp.downstream.preset], **exp.downstream.settings})
+    except TypeError as e:
+        raise ValueError(f"downstream.settings: {e}; see downstream.config.SweepSettings for the keys") from e
+    try:
+        check_device(settings.device)
+        check_tasks(expand_tasks(exp.downstream.tasks), settings)
+    except (ValueError, FileNotFoundError) as e:
+        raise ValueError(f"downstream: {e}") from e
 
 
 def _first_wave(plan: _Plan, methods: dict, seeds: list) -> "list[str]":

@@ -18,6 +18,7 @@ from harness.experiment.sections import (
     _merge, budget_section, comparison_section, downstream_section, frontier_section, multilabel_section,
     temperature_section, time_section,
 )
+from harness.io import RunLock, path_under
 
 
 class _Clock:
@@ -66,31 +67,38 @@ def _transfer_one(model: str, tasks: "list[str]", out: str, settings: Any) -> di
     return sweep(model, tasks, out, settings, progress=lambda s: None)
 
 
+#: the lock file in ``runs_root`` that one ``harness run`` holds from its checks to its report
+EXPERIMENT_LOCK = ".harness-run.lock"
+
+
 def run_experiment(exp: Experiment, progress: Callable[[str], None] = print) -> Path:
     """Run (or finish) every stage of ``exp``; return the report folder.
 
     Raises:
         ValueError: a bad experiment (see :func:`validate_experiment`), or any stage's own errors.
     """
-    plans = validate_experiment(exp)
-    root = Path(exp.runs_root) / exp.name
-    root.mkdir(parents=True, exist_ok=True)
-    if exp.records:
-        restored = sync_records(exp, restore=True)
-        if restored:
-            progress(f"[records] restored {restored} finished run(s) from {records_dir(exp)}")
-    clock = _Clock(root / "sessions.json")
     from harness.workers import Workers
 
-    with Workers(exp.workers) as workers:
-        if exp.workers > 1:
-            progress(f"[workers] {exp.workers} processes with {workers.threads} thread(s) each")
-        return _run_stages(exp, plans, root, clock, workers, progress)
+    plans = validate_experiment(exp)
+    with RunLock(exp.runs_root, name=EXPERIMENT_LOCK, clean=False,
+                 what="one harness run at a time uses a runs_root: wait for it to finish or stop it, or give this "
+                      "experiment its own runs_root=..."):
+        root = path_under(exp.runs_root, exp.name)
+        root.mkdir(parents=True, exist_ok=True)
+        if exp.records:
+            restored = sync_records(exp, restore=True)
+            if restored:
+                progress(f"[records] restored {restored} finished run(s) from {records_dir(exp)}")
+        clock = _Clock(root / "sessions.json")
+        with Workers(exp.workers) as workers:
+            if exp.workers > 1:
+                progress(f"[workers] {exp.workers} processes with {workers.threads} thread(s) each")
+            return _run_stages(exp, plans, root, clock, workers, progress)
 
 
 def records_dir(exp: Experiment) -> Path:
     """Where the experiment keeps its runs' compact records."""
-    return Path(exp.results_root) / exp.name / "records"
+    return path_under(exp.results_root, exp.name, "records")
 
 
 def sync_records(exp: Experiment, restore: bool = False) -> int:
@@ -98,7 +106,7 @@ def sync_records(exp: Experiment, restore: bool = False) -> int:
     ``restore``, recreate every recorded run folder that is missing); returns how many."""
     from harness.runs import restore_record, save_record
 
-    up, rec = Path(exp.runs_root) / exp.name / "upstream", records_dir(exp)
+    up, rec = path_under(exp.runs_root, exp.name, "upstream"), records_dir(exp)
     if restore:
         return sum(restore_record(r, up / r.name) for r in sorted(rec.glob("*")) if r.is_dir())
     return sum(save_record(d, rec / d.name) for d in sorted(up.glob("*")) if d.is_dir())
@@ -127,7 +135,7 @@ def _run_stages(exp: Experiment, plans: "dict[str, _Plan]", root: Path, clock: _
             workers.submit("shift", d.name, predict_run, (d, exp.shift))
         if settings is not None:
             workers.submit("downstream", d.name, _transfer_one, (str(d / "model.pt"), list(exp.downstream.tasks),
-                                                                 str(root / "downstream" / d.name), settings))
+                                                                 str(path_under(root, "downstream", d.name)), settings))
 
     def then(cfg: Any) -> "Optional[Callable[[Any], None]]":
         return (lambda _: follow_up(Path(cfg.output_dir))) if str(Path(cfg.output_dir)) in final else None
@@ -182,7 +190,7 @@ def _run_stages(exp: Experiment, plans: "dict[str, _Plan]", root: Path, clock: _
     ensembles = []
     for method, dirs in runs.items():
         for size in exp.ensemble_sizes:
-            out = root / "ensembles" / f"{method}_x{size}"
+            out = path_under(root, "ensembles", f"{method}_x{size}")
             build_ensemble(dirs[:size], out)
             ensembles.append(out)
             progress(f"[ensemble] {method} x{size}")

@@ -92,21 +92,33 @@ def _covariance_section(entries: "list[Entry]", top: int) -> Optional[dict]:
     return covariance_analysis(het.run_dir, hom.run_dir if hom else None, hom.preds if hom else None, top)
 
 
-def check_name(name: str) -> str:
-    """A report name is one plain folder name under ``out_root``.
+#: what a report folder may hold besides the report: the experiment's records of its runs
+REPORT_EXTRAS = ("records",)
+
+
+def report_folder(out_root: "str | Path", name: str, overwrite: bool = False) -> Path:
+    """``<out_root>/<name>``, checked before any work: ``name`` is a plain folder name
+    (:func:`harness.io.check_name`), and an existing folder is one a report wrote (its ``report.json`` has this
+    schema), holds only :data:`REPORT_EXTRAS`, or ``overwrite`` is given (files of other writers are then left
+    alone: a report only replaces its own files).
 
     Raises:
-        ValueError: empty, ``.``/``..``, or holding ``/`` or ``\\``.
+        ValueError: a bad name, a path leaving ``out_root``, or a folder that holds something else.
     """
-    if not name or name in (".", "..") or "/" in name or "\\" in name:
-        raise ValueError(f"report name {name!r} must be a plain folder name (no '/' or backslash, not '.' or "
-                         "'..'): the report goes to <out-root>/<name>/; choose the parent folder with --out-root "
-                         "(out_root)")
-    return name
+    from harness.io import check_name, path_under
+
+    out = path_under(out_root, check_name(name, "report name"))
+    if out.is_dir() and not overwrite:
+        spec = out / "report.json"
+        ours = spec.is_file() and f'"schema": "{SCHEMA}"' in spec.read_text(errors="replace")[:2000]
+        if not ours and any(p.name not in REPORT_EXTRAS for p in out.iterdir()):
+            raise ValueError(f"{out} exists and holds files no report wrote: choose another --name or --out-root, or "
+                             "give --overwrite (a report then replaces only its own files)")
+    return out
 
 
 def build(paths: Sequence["str | Path"], name: str, out_root: "str | Path" = "results", covariance: bool = True,
-          top_pairs: int = 10, extra: Optional[dict] = None, shift: bool = True) -> Path:
+          top_pairs: int = 10, extra: Optional[dict] = None, shift: bool = True, overwrite: bool = False) -> Path:
     """Write ``<out_root>/<name>/report.{md,html,json}`` and figures for the given run/ensemble folders.
 
     ``extra`` adds sections: ``{"tables": [(title, header, rows)], "text": [str], "json": {...}}``
@@ -116,17 +128,17 @@ def build(paths: Sequence["str | Path"], name: str, out_root: "str | Path" = "re
 
     Raises:
         FileNotFoundError: a path is neither a run nor an ensemble folder.
-        ValueError: a report name that is not a plain folder name (:func:`check_name`); entries
+        ValueError: a report name that is not a plain folder name, or a folder that holds files no report
+            wrote, without ``overwrite`` (:func:`report_folder`); entries
             with different label spaces or evaluation data.
     """
-    check_name(name)
+    out = report_folder(out_root, name, overwrite)
     entries = [load_entry(p) for p in paths]
     ref = entries[0].preds
     for e in entries[1:]:
         if e.preds.class_names != ref.class_names or not np.array_equal(e.preds.index, ref.index):
             raise ValueError(f"{e.label} ({e.preds.source}) was evaluated on other data or classes than "
                              f"{entries[0].label}; report runs of one experiment together")
-    out = Path(out_root) / name
     out.mkdir(parents=True, exist_ok=True)
     prov = provenance()
     multilabel = ref.multilabel

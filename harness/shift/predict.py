@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shutil
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
+from harness.io import path_under
 from harness.runs import ensemble_members, run_summary
 from harness.shift.sets import ood_images, subset_rows, views
 from harness.shift.settings import SCHEMA, ShiftSettings, check_settings
-from harness.shift.store import load_set, read_json, save_set
+from harness.shift.store import clear_sets, load_set, read_json, save_set
 
 
 def _spec_key(spec: dict) -> str:
@@ -50,12 +50,13 @@ def _predict(model: Any, images: np.ndarray, batch_size: int, bf16: bool, channe
     return np.concatenate(logits).astype(np.float64), (np.concatenate(ent) if noisy else None)
 
 
-def _check_run(run_dir: Path, settings: ShiftSettings) -> "tuple[dict, Any, list]":
+def _check_run(run_dir: Path, settings: ShiftSettings, overwrite: bool = False) -> "tuple[dict, Any, list]":
     """A finished single-label run and settings that fit its data: ``(config, data config, sets)``.
 
     Raises:
         FileNotFoundError: not a run folder, or no ``model.pt``.
-        ValueError: a sigmoid (multi-label) model, or settings that do not fit (:func:`check_settings`).
+        ValueError: a sigmoid (multi-label) model, settings that do not fit (:func:`check_settings`), or a
+            ``shift/`` folder holding files harness shift did not write (without ``overwrite``).
     """
     from harness.runs import data_config, run_config
 
@@ -67,12 +68,16 @@ def _check_run(run_dir: Path, settings: ShiftSettings) -> "tuple[dict, Any, list
     if head_cfg.get("link", "softmax") != "softmax":
         raise ValueError(f"{run_dir} is a multi-label (sigmoid) model: shift and OOD evaluation covers single-label "
                          "softmax models; leave this run out")
+    out = run_dir / "shift"
+    if out.is_dir() and not (out / "shift.json").is_file() and any(out.iterdir()) and not overwrite:
+        raise ValueError(f"{out} exists and holds files harness shift did not write (no shift.json): move them, or "
+                         "give --overwrite (only the shift sets' own files are written there)")
     data = data_config(run_dir)
     return cfg, data, check_settings(settings, data)
 
 
 def predict_run(run_dir: "str | Path", settings: ShiftSettings, progress: Callable[[str], None] = lambda s: None,
-                device: str = "cpu") -> dict:
+                device: str = "cpu", overwrite: bool = False) -> dict:
     """Write the shifted and OOD predictions of one run (see the module docstring); return its
     ``shift.json``. Sets already done with the same model, data and settings are kept.
 
@@ -93,7 +98,7 @@ def predict_run(run_dir: "str | Path", settings: ShiftSettings, progress: Callab
     from harness.uncertainty.predictions import Predictions
 
     run_dir = Path(run_dir)
-    cfg, data, sets = _check_run(run_dir, settings)
+    cfg, data, sets = _check_run(run_dir, settings, overwrite)
     split = settings.split or data.eval_split
     base = build_split(data, split)
     rows = subset_rows(len(base), settings.examples, settings.seed)
@@ -104,8 +109,9 @@ def predict_run(run_dir: "str | Path", settings: ShiftSettings, progress: Callab
     spec = read_json(out / "shift.json")
     if spec is not None and spec.get("key") != key:
         progress(f"[shift] {run_dir.name}: model, data or subset changed; starting over")
-        shutil.rmtree(out)
+        clear_sets(run_dir, list(spec.get("sets", {})))
         spec = None
+
     done = dict(spec.get("sets", {})) if spec else {}
     todo = [(n, s) for n, s in sets if done.get(n) != _spec_key(s) or not (out / n / "predictions.npz").is_file()]
     record = {"schema": SCHEMA, "kind": "run", "key": key, "settings": asdict(settings), "examples": int(len(rows)),
@@ -124,6 +130,10 @@ def predict_run(run_dir: "str | Path", settings: ShiftSettings, progress: Callab
            for name, s in todo if s["kind"] == "ood"}
     train = cfg.get("train") or {}
     model = load_model(run_dir / "model.pt").eval().to(device)
+    if model.head.num_classes != len(base.class_names):
+        raise ValueError(f"{run_dir / 'model.pt'} has {model.head.num_classes} classes but the run's data "
+                         f"({base.description}) has {len(base.class_names)}: the model.pt is not this run's; put the "
+                         "run's own model.pt back (or rerun harness upstream)")
     if train.get("channels_last"):
         model = model.to(memory_format=torch.channels_last)
     # the precision the run trained in (metrics.json), else its setting resolved on this machine
@@ -141,7 +151,7 @@ def predict_run(run_dir: "str | Path", settings: ShiftSettings, progress: Callab
         logits, ent = _predict(model, images, data.eval_batch_size, bf16, bool(train.get("channels_last")), device)
         preds = Predictions(logits, np.asarray(y), np.asarray(index), list(base.class_names), "softmax",
                             str(out / name))
-        save_set(out / name, preds, ent)
+        save_set(path_under(out, name), preds, ent)
         done[name] = _spec_key(s)
         write_spec()
         progress(f"[shift] {run_dir.name}: {name} ({n} of {len(todo)})")
@@ -186,7 +196,7 @@ def average_ensemble(ens_dir: "str | Path", progress: Callable[[str], None] = la
         preds = [load_set(m / "shift" / name)[0] for m in members]
         ens = average(preds, str(out / name))
         mean_ent = expected_entropy([p.log_probs() for p in preds])
-        save_set(out / name, ens, mean_ent)
+        save_set(path_under(out, name), ens, mean_ent)
         done[name] = ref["sets"][name]
     record = {"schema": SCHEMA, "kind": "ensemble", "members": [str(m) for m in members],
               "key": {k: ref["key"][k] for k in ("split", "data", "rows", "seed", "view", "package")},
@@ -208,7 +218,7 @@ def ensemble_sets(ens_dir: "str | Path") -> Optional[dict]:
 
 
 def predict_folders(folders: Sequence["str | Path"], settings: ShiftSettings, progress: Callable[[str], None] = print,
-             device: str = "cpu") -> "list[dict]":
+                    device: str = "cpu", overwrite: bool = False) -> "list[dict]":
     """``harness shift``: predict every run folder (one model in memory at a time), then average every
     ensemble folder (its members are predicted first when needed). Returns each folder's shift.json.
 
@@ -231,7 +241,7 @@ def predict_folders(folders: Sequence["str | Path"], settings: ShiftSettings, pr
                                     "folder (ensemble.json); pass folders written by harness upstream or harness "
                                     "ensemble")
     for r in runs:  # every folder is checked before the first (slow) prediction
-        _check_run(r, settings)
-    results = {r: predict_run(r, settings, progress, device) for r in runs}
+        _check_run(r, settings, overwrite)
+    results = {r: predict_run(r, settings, progress, device, overwrite) for r in runs}
     out = [results[r] for r in runs if any(r.resolve() == f.resolve() for f in folders)]
     return out + [average_ensemble(e, progress) for e in ensembles]

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
+from harness.io import check_name
+
 SCHEMA = "harness.shift/1"
 BUILT_IN_OOD = ("gaussian", "blobs")
 CLEAN = "clean"
@@ -43,9 +45,10 @@ def parse_ood(spec: str) -> "tuple[str, Dict[str, str]]":
     """
     name, _, rest = str(spec).partition(":")
     name = name.strip()
-    if not name or "/" in name or name in (".", ".."):
+    if not name:
         raise ValueError(f"OOD set {spec!r}: give a name (a plain word), e.g. gaussian, blobs or "
                          "svhn:source=tfds,name=svhn_cropped,path=/data/tfds,split=test")
+    check_name(name, "OOD set name")
     keys: "Dict[str, str]" = {}
     for pair in filter(None, (p.strip() for p in rest.split(","))):
         k, eq, v = pair.partition("=")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 import numpy as np
 
@@ -52,9 +52,27 @@ def load_set(folder: "str | Path") -> "tuple[Any, Optional[np.ndarray]]":
 
 def load_sets(folder: "str | Path") -> "Optional[tuple[dict, dict]]":
     """The ``shift.json`` of a run or ensemble folder and its sets ``{name: (predictions, mean
-    entropy)}`` in the recorded order; None if the folder has no shift predictions."""
+    entropy)}`` in the recorded order; None if the folder has no shift predictions, or an ensemble folder's
+    sets were averaged over other members than its ``ensemble.json`` lists (a rebuilt ensemble)."""
+    from harness.runs import ensemble_spec
+
     spec = read_json(Path(folder) / "shift" / "shift.json")
     if spec is None:
         return None
+    ens = ensemble_spec(folder)
+    if ens is not None and [str(m) for m in ens.get("members", [])] != [str(m) for m in spec.get("members", [])]:
+        return None
     names = [n for n in spec.get("order", spec["sets"]) if n in spec["sets"]]
     return spec, {n: load_set(Path(folder) / "shift" / n) for n in names}
+
+
+def clear_sets(folder: "str | Path", names: "Sequence[str]") -> None:
+    """Remove the files of the sets ``names`` written in ``<folder>/shift/`` (their ``predictions.npz`` and
+    ``mc.npz``, then each emptied set folder) and ``shift.json``; anything else there is left alone."""
+    out = Path(folder) / "shift"
+    for name in names:
+        for f in ("predictions.npz", "mc.npz"):
+            (out / name / f).unlink(missing_ok=True)
+        if (out / name).is_dir() and not any((out / name).iterdir()):
+            (out / name).rmdir()
+    (out / "shift.json").unlink(missing_ok=True)

@@ -85,7 +85,7 @@ def test_markdown_cells_are_escaped_and_names_checked(tmp_path):
     assert "&lt;script&gt;" in page and "<td>a|b</td>" in page
 
     for bad in ("a/b", "..", "", "a\\b"):
-        with pytest.raises(ValueError, match="plain folder name"):
+        with pytest.raises(ValueError, match="must be a plain name"):
             B.build(runs, bad, tmp_path / "other", covariance=False)
     assert not (tmp_path / "other").exists()
 
