@@ -248,12 +248,15 @@ def _check_distinct_predictions(preds: "list[Predictions]") -> None:
         seen[key] = p
 
 
-#: the files an ensemble folder holds, ``ensemble.json`` (written last) marking it as one
+#: the files an ensemble folder holds, ``ensemble.json`` (written last) marking it as complete
 ENSEMBLE_FILES = ("predictions.npz", "heldout_predictions.npz", "ensemble.json")
+#: written first into an ensemble folder, so a build killed before ``ensemble.json`` is still known as ours
+ENSEMBLE_MARKER = ".harness-ensemble"
 
 
 def check_ensemble_out(out: "str | Path", overwrite: bool = False) -> Path:
-    """``out`` may take an ensemble: it is new, empty, or an ensemble folder (``ensemble.json``); with
+    """``out`` may take an ensemble: it is new, empty, or an ensemble folder (``ensemble.json``, or the
+    :data:`ENSEMBLE_MARKER` of a build that was interrupted); with
     ``overwrite``, any folder that is not a run folder and holds none of :data:`ENSEMBLE_FILES` written by someone
     else (an ensemble never replaces or deletes files it did not write). Checked before any work.
 
@@ -261,7 +264,8 @@ def check_ensemble_out(out: "str | Path", overwrite: bool = False) -> Path:
         ValueError: a run folder, or a folder another writer owns (the message names ``--overwrite`` where it helps).
     """
     out = Path(out)
-    if not out.is_dir() or (out / "ensemble.json").is_file() or not any(out.iterdir()):
+    ours = (out / "ensemble.json").is_file() or (out / ENSEMBLE_MARKER).is_file()
+    if not out.is_dir() or ours or not any(out.iterdir()):
         return out
     if (out / "config.yaml").is_file() or (out / "model.pt").is_file():
         raise ValueError(f"--out {out} is a run folder: an ensemble there would replace the run's predictions; "
@@ -271,8 +275,8 @@ def check_ensemble_out(out: "str | Path", overwrite: bool = False) -> Path:
                          "--out, or give --overwrite to add the ensemble's files beside them")
     taken = [n for n in ENSEMBLE_FILES if (out / n).exists()]
     if taken:
-        raise ValueError(f"--out {out} holds {', '.join(taken)} that no ensemble wrote: even with --overwrite an ensemble "
-                         "does not replace them; choose another --out")
+        raise ValueError(f"--out {out} holds {', '.join(taken)} that no ensemble wrote: even with --overwrite an "
+                         "ensemble does not replace them; choose another --out")
     return out
 
 
@@ -324,11 +328,14 @@ def build_ensemble(members: Sequence["str | Path"], out: "str | Path", from_chec
             "data": run_summary(members[0]).get("eval_data", ""), "summary": summary, **provenance()}
     text = json.dumps(spec, indent=1)
 
-    # everything is read and checked: write, the completion marker ensemble.json last
+    # everything is read and checked: write, the marker of the folder's owner first, ensemble.json last
+    ours = (out / "ensemble.json").is_file() or (out / ENSEMBLE_MARKER).is_file()
+    atomic_write_text(out / ENSEMBLE_MARKER, "harness.ensemble/1: this folder's ensemble files are written by "
+                                             "harness ensemble\n")
     average(preds, str(out)).save(out / "predictions.npz")
     if held is not None:
         average(held, str(out)).save(out / "heldout_predictions.npz")
-    elif (out / "heldout_predictions.npz").is_file() and (out / "ensemble.json").is_file():
+    elif (out / "heldout_predictions.npz").is_file() and ours:
         (out / "heldout_predictions.npz").unlink()  # a previous ensemble's, not this one's
     atomic_write_text(out / "ensemble.json", text)
     return spec
@@ -362,8 +369,9 @@ def heldout_description(run_dir: "str | Path") -> Optional[str]:
 def covariance_analysis(het_run: "str | Path", hom_run: "Optional[str | Path]", hom_preds: Optional[Predictions],
                         top: int = 10) -> dict:
     """The covariance analysis (paper Sec. 4.1: Table 4's top pairs, Figure 2's ranks, and the test of the learned
-    noise against the label-noise transition; :mod:`harness.uncertainty.covariance`) of the het run ``het_run`` (its ``model.pt`` on its evaluation split), with
-    Figure 2's ranks against the hom run's predictions ``hom_preds`` on the same examples when given.
+    noise against the label-noise transition; :mod:`harness.uncertainty.covariance`) of the het run ``het_run``
+    (its ``model.pt`` on its evaluation split), with Figure 2's ranks against the hom run's predictions
+    ``hom_preds`` on the same examples when given.
 
     Returns:
         :func:`~harness.uncertainty.covariance.analyse`'s dict, plus ``het_run``, ``hom_run``, the rank

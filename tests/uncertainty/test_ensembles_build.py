@@ -81,3 +81,21 @@ def test_mismatch_messages_name_the_first_difference():
         check_compatible([ref, preds(names, targets=np.array([0, 1, 2, 2, 1, 2]), source="m")])
 
 
+
+
+def test_an_interrupted_build_is_finished_and_other_writers_files_are_kept(tmp_path):
+    a, b, c = (make_run(tmp_path / n, s, heldout=True) for n, s in (("a", 0), ("b", 1), ("c", 2)))
+    out = tmp_path / "ens"
+    build_ensemble([a, b], out)
+    (out / "ensemble.json").unlink()  # killed after its predictions, before its completion marker
+    (out / "notes.txt").write_text("the user's")
+    build_ensemble([a, c], out)  # its own marker says the folder is an ensemble's: the rebuild goes on
+    assert json.loads((out / "ensemble.json").read_text())["members"][1].endswith("/c")
+    assert (out / "notes.txt").read_text() == "the user's"
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("the user's")
+    with pytest.raises(ValueError, match="holds files no ensemble wrote"):
+        build_ensemble([a, b], mine)
+    build_ensemble([a, b], mine, overwrite=True)  # beside them, never over them
+    assert (mine / "notes.txt").read_text() == "the user's" and (mine / "ensemble.json").is_file()
