@@ -33,7 +33,7 @@ from torchvision.transforms import v2
 
 from harness.data.dataset import ImageDataset
 from harness.data.loading import EpochSampler, TransformedDataset
-from harness.models import Classifier, load_model, replace_head
+from harness.models import Classifier, load_model, load_source, replace_head
 from harness.uncertainty.predictions import Predictions
 
 
@@ -194,17 +194,23 @@ def _views(data: ImageDataset, train: bool, flip: bool, crop: bool, resize: int,
     return loader, ds, sampler
 
 
-def transfer_model(upstream: "str | Classifier", num_classes: int) -> Classifier:
+def transfer_model(upstream: "str | dict | Classifier", num_classes: int) -> Classifier:
     """The upstream model with its whole head replaced by a zero-initialised linear softmax head.
 
+    ``upstream``: a model, a harness ``model.pt`` path, or a source record of
+    :func:`downstream.sweep.upstream_record` (``{source, weights, sha256, random_init}``).
+
     Raises:
-        FileNotFoundError / ValueError: see :func:`harness.models.load_model`.
+        FileNotFoundError / ValueError: see :func:`harness.models.load_source`.
     """
-    model = load_model(upstream) if not isinstance(upstream, Classifier) else upstream
+    if isinstance(upstream, dict):
+        model = load_source(upstream["source"], upstream.get("weights"), upstream.get("random_init", False))
+    else:
+        model = load_model(upstream) if not isinstance(upstream, Classifier) else upstream
     return replace_head(model, num_classes)
 
 
-def finetune(upstream: "str | Classifier", train: ImageDataset, test: ImageDataset, cfg: FinetuneConfig,
+def finetune(upstream: "str | dict | Classifier", train: ImageDataset, test: ImageDataset, cfg: FinetuneConfig,
              flip: bool = True, crop: bool = True) -> "tuple[float, Predictions]":
     """Fine-tune a transferred copy of ``upstream`` on ``train``; return (top-1 on ``test``, predictions).
 

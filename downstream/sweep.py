@@ -266,31 +266,56 @@ def _same_sweep(old: dict, new: dict) -> bool:
     return old.get("upstream") == new["upstream"] and settings == new["settings"]
 
 
+def upstream_record(upstream: str, weights: "Optional[str | Path]" = None, random_init: bool = False) -> "str | dict":
+    """What a sweep records and its runs load (:func:`harness.models.load_source`): a harness ``model.pt`` as its
+    resolved path; ``timm:NAME`` as ``{source, weights (resolved path), sha256 of the weights, random_init}``.
+
+    Raises:
+        FileNotFoundError: no such ``model.pt`` or weights file.
+    """
+    from harness.models import TIMM_PREFIX
+
+    if not str(upstream).startswith(TIMM_PREFIX):
+        if not Path(upstream).is_file():
+            raise FileNotFoundError(f"no upstream checkpoint at {upstream!r}; pass the model.pt of an upstream run, "
+                                    "or timm:NAME with --weights FILE")
+        return str(Path(upstream).resolve())
+    if weights is not None and not Path(weights).is_file():
+        raise FileNotFoundError(f"no weights file at {str(weights)!r} (--weights)")
+    from harness.data.cache import file_digest
+
+    return {"source": str(upstream), "weights": str(Path(weights).resolve()) if weights else None,
+            "sha256": file_digest(weights) if weights else None, "random_init": bool(random_init)}
+
+
 def sweep(upstream: str, tasks: Sequence[str], out: "str | Path", settings: SweepSettings,
-          executor: str = "local", slurm: Optional[dict] = None, progress: Callable[[str], None] = print) -> dict:
+          executor: str = "local", slurm: Optional[dict] = None, progress: Callable[[str], None] = print,
+          weights: "Optional[str | Path]" = None, random_init: bool = False) -> dict:
     """Run (or finish) the sweep; write the table. Returns the table dict (see :func:`downstream.table.table`).
+
+    ``upstream`` is any model source of :func:`harness.models.load_source` (a harness ``model.pt``, or
+    ``timm:NAME`` with ``weights``, the local cache, or ``random_init``).
 
     Everything is checked before the first run and before anything is written: the executor, the
     device (for ``local`` and ``submitit-local``; a SLURM job's GPU is not visible from here), the
-    checkpoint, the task names and all four splits of every task (:func:`check_tasks`).
+    model (loaded once), the task names and all four splits of every task (:func:`check_tasks`).
 
     Raises:
-        ValueError: unknown task or executor; a device this machine lacks; bad data; an output folder
-            of another sweep.
-        FileNotFoundError: no upstream checkpoint; missing data.
+        ValueError: unknown task or executor; a device this machine lacks; bad data; weights that do not fit
+            the architecture, or none offline; an output folder of another sweep.
+        FileNotFoundError: no upstream checkpoint or weights file; missing data.
     """
     if executor not in EXECUTORS:
         raise ValueError(f"unknown executor {executor!r}: use one of {', '.join(EXECUTORS)}")
     if executor != "slurm":
         check_device(settings.device)
-    if not Path(upstream).is_file():
-        raise FileNotFoundError(f"no upstream checkpoint at {upstream!r}; pass the model.pt of an upstream run")
-    from harness.models import load_model
+    record = upstream_record(upstream, weights, random_init)
+    from harness.models import load_source
 
-    load_model(upstream)  # fails early: not a checkpoint, or a backbone this timm does not know
+    model = load_source(upstream, weights, random_init)  # fails early: not a checkpoint, unknown backbone, unfit weights
     chosen = expand_tasks(tasks)
     out = Path(out)
-    header = {"upstream": str(Path(upstream).resolve()), "settings": asdict(settings)}
+    header = {"upstream": record, "settings": asdict(settings)}
     meta = out / "sweep.json"
     if meta.is_file() and not _same_sweep(json.loads(meta.read_text()), header):
         raise ValueError(f"{out} holds a sweep of another upstream checkpoint or settings; write this one "
@@ -335,6 +360,7 @@ def sweep(upstream: str, tasks: Sequence[str], out: "str | Path", settings: Swee
                     "steps": st, "seed": s, "predictions": str(path_under(out, "predictions", f"{t.name}_seed{s}.npz"))}
                    for s in range(settings.seeds)]
     run(finals)
-    result = {"recipe": recipe(settings), **table([done[f["key"]] for f in finals], chosen)}
+    result = {"recipe": recipe(settings), "upstream": record, "preprocessing": dict(model.config.preprocessing),
+              **table([done[f["key"]] for f in finals], chosen)}
     write_table(result, out)
     return result

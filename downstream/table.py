@@ -83,10 +83,26 @@ def _recipe_text(r: dict) -> "list[str]":
             f"resolution {res}. {select}; top-1 accuracy on test (mean ± std over seeds)."]
 
 
+def _model_text(upstream: "str | dict", prep: dict) -> str:
+    """The model line of ``vtab.md``: its source, weights file and digest, and the input normalisation used."""
+    if isinstance(upstream, str):
+        what = f"Model: harness checkpoint {upstream}"
+    elif upstream.get("weights"):
+        what = f"Model: {upstream['source']} with weights {Path(upstream['weights']).name} (sha256 {upstream['sha256']})"
+    else:
+        what = f"Model: {upstream['source']}, " + ("RANDOMLY INITIALISED (--random-init)" if upstream.get("random_init")
+                                                   else "weights from the local timm / Hugging Face cache")
+    norm = (f"mean {prep['mean']}, std {prep['std']} (from the model's pretrained_cfg)" if prep.get("mean")
+            else "the harness's (mean = std = 0.5)")
+    return f"{what}. Input normalisation: {norm}."
+
+
 def write_table(result: dict, out: Path) -> None:
     """``vtab.md`` and ``vtab.json`` with the command, machine, versions, the recipe and the data read."""
     prov = provenance()
     lines = [markdown_header("Downstream transfer (VTAB-1k protocol)", prov)]
+    if "upstream" in result:
+        lines += [_model_text(result["upstream"], result.get("preprocessing") or {}), ""]
     if "recipe" in result:
         lines += _recipe_text(result["recipe"])
     lines += ["", "| task | group | lr | steps | test top-1 | seeds | data read |", "|---|---|---|---|---|---|---|"]

@@ -163,7 +163,13 @@ def shift(members, more, corruptions, severities, examples, ood, seed, device, o
 
 
 @main.command()
-@click.option("--upstream", "upstream_ckpt", required=True, help="model.pt of an upstream run.")
+@click.option("--upstream", "upstream_ckpt", required=True,
+              help="The model: the model.pt of an upstream run, or timm:NAME (any timm model name, e.g. "
+                   "timm:resnet50.a1_in1k) with --weights, or from the local timm / Hugging Face cache.")
+@click.option("--weights", type=click.Path(dir_okay=False, exists=True, path_type=Path), default=None,
+              help="With timm:NAME: the weights file (.safetensors, .pth/.pt state dict, or a BiT .npz), loaded by timm.")
+@click.option("--random-init", is_flag=True,
+              help="With timm:NAME and no weights: start from random weights on purpose (printed in the table).")
 @click.option("--tasks", required=True, multiple=True,
               help="vtab1k, natural, specialized, structured, demo, task names, or a custom task "
                    "NAME=FOLDER:K[:no-flip][:no-crop] (a folder in the VTAB-1k folder format, K classes; no-flip / "
@@ -200,7 +206,7 @@ def shift(members, more, corruptions, severities, examples, ood, seed, device, o
 @click.option("--slurm", "slurm_opts", multiple=True, help="SLURM parameter key=value (slurm_partition=gpu ...).")
 def downstream(upstream_ckpt, tasks, data_dir, data_format, preset, lrs, steps, seeds, batch_size, micro_batch,
                resolution, lr_batch, schedule, allow_outside_paths, device, channels_last, out, executor, gpus,
-               slurm_opts) -> None:
+               slurm_opts, weights, random_init) -> None:
     """VTAB-1k transfer: fresh zero-initialised head, lr x steps sweep on val200 (or the BiT-HyperRule),
     final runs on train800val200 scored on test; checks every task's data first; resumes a killed sweep."""
     from downstream.config import PRESETS, SweepSettings
@@ -233,12 +239,19 @@ def downstream(upstream_ckpt, tasks, data_dir, data_format, preset, lrs, steps, 
         slurm[key] = int(value) if value.isdigit() else value
     if gpus:
         slurm["visible_gpus"] = numbers(gpus, "--gpus", int, "0,1,2,3")
-    out = out or Path("results/downstream") / Path(upstream_ckpt).resolve().parent.name
+    from harness.models import TIMM_PREFIX
+
+    if upstream_ckpt.startswith(TIMM_PREFIX):
+        default = upstream_ckpt[len(TIMM_PREFIX):].replace("/", "_") + ("_random_init" if random_init else "")
+    else:
+        default = Path(upstream_ckpt).resolve().parent.name
+    out = out or Path("results/downstream") / default
     try:
         settings = SweepSettings(**{**PRESETS[preset], **{k: v for k, v in given.items() if v is not None}},
                                  device=device, data_format=data_format, data_dir=data_dir,
                                  allow_outside_paths=allow_outside_paths, channels_last=channels_last)
-        result = sweep(upstream_ckpt, names, out, settings, executor, slurm, progress=click.echo)
+        result = sweep(upstream_ckpt, names, out, settings, executor, slurm, progress=click.echo, weights=weights,
+                       random_init=random_init)
     except (ValueError, OSError) as e:  # OSError: missing data (FileNotFoundError), an unwritable --out
         raise click.ClickException(str(e)) from e
     click.echo(f"mean over {len(result['tasks'])} tasks: {100 * result['mean_over_tasks']:.2f}; wrote {out / 'vtab.md'}")

@@ -1,7 +1,10 @@
 """Classifiers = a timm backbone (``num_classes=0``) + a :class:`~harness.heads.HeteroscedasticHead`.
 
 A model carries its :class:`ModelConfig`, and a checkpoint stores that config beside the weights,
-so :func:`load_model` rebuilds the exact architecture with no other input.
+so :func:`load_model` rebuilds the exact architecture with no other input. The config also records the
+input normalisation the backbone was trained with (its ``preprocessing``); the model applies it to the
+harness's images, so a backbone trained on ImageNet statistics sees them whatever loader fed it.
+:func:`load_source` gives a model from any source: a harness ``model.pt`` or ``timm:NAME`` with a weights file.
 """
 
 from __future__ import annotations
@@ -20,6 +23,10 @@ from harness.heads import HeteroscedasticHead
 from harness.io import atomic_torch_save
 
 CHECKPOINT_FORMAT = "harness.model/1"
+#: the mean and std (per channel, of [0, 1] pixels) of the harness's own loaders: pixels map to [-1, 1]
+HARNESS_NORMALISATION = (0.5, 0.5, 0.5)
+#: what a model's ``preprocessing`` records (from timm's ``resolve_model_data_config``)
+PREPROCESSING_KEYS = ("mean", "std", "interpolation", "crop_pct")
 #: the only string-valued ``backbone_kwargs`` a checkpoint may store (names of timm layers and pooling, never a
 #: path); every other stored backbone option must be a number, a boolean, None or a list of numbers
 STORED_STRING_KWARGS = ("global_pool", "act_layer", "norm_layer", "stem_type", "block_type", "conv_layer")
@@ -36,12 +43,17 @@ class ModelConfig:
             ``num_factors``, ``temperature``, ...). Empty means the default HET head.
         backbone_kwargs: extra keyword arguments of ``timm.create_model`` (``in_chans``,
             ``drop_rate``, ``img_size``, ...).
+        preprocessing: the backbone's input normalisation, from its timm ``pretrained_cfg``
+            (``timm.data.resolve_model_data_config``): ``mean`` and ``std`` (3 floats each, of [0, 1] pixels),
+            ``interpolation`` and ``crop_pct`` as recorded there. Empty for models the harness trained
+            (pixels mapped to [-1, 1]: mean = std = 0.5).
     """
 
     backbone: str
     num_classes: int
     head: dict = field(default_factory=dict)
     backbone_kwargs: dict = field(default_factory=dict)
+    preprocessing: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -66,14 +78,23 @@ class Classifier(nn.Module):
     def __init__(self, backbone: nn.Module, head: HeteroscedasticHead, config: ModelConfig) -> None:
         super().__init__()
         self.backbone, self.head, self.config = backbone, head, config
+        mean, std = (config.preprocessing.get(k, HARNESS_NORMALISATION) for k in ("mean", "std"))
+        self.renormalise = list(mean) != list(HARNESS_NORMALISATION) or list(std) != list(HARNESS_NORMALISATION)
+        if self.renormalise:  # harness images are (p - 0.5) / 0.5; the backbone wants (p - mean) / std
+            std_t, mean_t = torch.tensor(std).view(1, -1, 1, 1), torch.tensor(mean).view(1, -1, 1, 1)
+            self.register_buffer("input_scale", 0.5 / std_t, persistent=False)
+            self.register_buffer("input_shift", (0.5 - mean_t) / std_t, persistent=False)
 
     def pre_logits(self, x: Tensor) -> Tensor:
-        """Pooled features ``[B, D]`` for images ``[B, C, H, W]``."""
+        """Pooled features ``[B, D]`` for images ``[B, C, H, W]`` normalised as the harness's loaders do
+        (pixels in [0, 1] mapped by (p - 0.5) / 0.5), renormalised to the backbone's own mean and std."""
+        if self.renormalise:
+            x = x * self.input_scale.to(x.dtype) + self.input_shift.to(x.dtype)
         return self.backbone(x)
 
     def forward(self, x: Tensor, **head_kwargs: Any) -> Tensor:
         """Logits ``[B, K]`` (see :meth:`HeteroscedasticHead.forward`) for images ``[B, C, H, W]``."""
-        return self.head(self.backbone(x), **head_kwargs)
+        return self.head(self.pre_logits(x), **head_kwargs)
 
 
 def create_backbone(name: str, pretrained_file: Optional[str] = None, **kwargs: Any) -> nn.Module:
@@ -169,6 +190,11 @@ def check_stored_config(config: Any, source: str) -> dict:
     unknown = sorted(set(config.get("head") or {}) - head_keys)
     if unknown:
         raise bad(f"has unknown head options {quote(str(unknown))}")
+    prep = config.get("preprocessing") or {}
+    if set(prep) - set(PREPROCESSING_KEYS) or not all(
+            isinstance(v, (int, float)) or (isinstance(v, str) and v.isidentifier() and len(v) < 32)
+            or (isinstance(v, (list, tuple)) and all(isinstance(x, (int, float)) for x in v)) for v in prep.values()):
+        raise bad(f"has preprocessing {quote(repr(prep), 120)}")
     for key, value in (config.get("backbone_kwargs") or {}).items():
         plain = value is None or isinstance(value, (bool, int, float)) or (
             isinstance(value, (list, tuple)) and all(isinstance(v, (int, float)) for v in value))
@@ -237,3 +263,100 @@ def load_weights(model: nn.Module, state_dict: dict, source: str = "state_dict")
 def count_parameters(module: nn.Module) -> int:
     """Number of parameters (trainable or not) of ``module``."""
     return sum(p.numel() for p in module.parameters())
+
+
+# ------------------------------------------------------------------------------------------ model sources
+TIMM_PREFIX = "timm:"
+
+
+def load_source(source: str, weights: "Optional[str | os.PathLike]" = None, random_init: bool = False) -> Classifier:
+    """A model from any source, checked before any work:
+
+    - a harness ``model.pt`` (its own config, head and preprocessing; ``weights`` must be None);
+    - ``timm:NAME`` (any timm registry name, optionally with a tag, e.g. ``timm:resnet50.a1_in1k``): the
+      backbone built by timm and loaded by timm from ``weights`` (``.safetensors``, a ``.pth``/``.pt`` state
+      dict, or a BiT ``.npz`` where timm reads it; timm's ``pretrained_cfg_overlay=dict(file=...)``), else from
+      the local timm / Hugging Face cache when it holds the weights (nothing is downloaded), else, only with
+      ``random_init``, randomly initialised. Its head is a placeholder (1 class, homoscedastic) for transfer
+      to replace; its ``preprocessing`` comes from the backbone's ``pretrained_cfg``.
+
+    Raises:
+        FileNotFoundError: no such ``model.pt`` or weights file.
+        ValueError: an unknown timm name; no weights offline (the message names ``--weights``); weights that do
+            not fit the architecture (the first missing and unexpected keys and the shapes that differ);
+            ``weights`` given with a ``model.pt``.
+    """
+    if not str(source).startswith(TIMM_PREFIX):
+        if weights is not None:
+            raise ValueError(f"--weights goes with a timm:NAME source; {source!r} is a harness model.pt, which holds "
+                             "its own weights")
+        return load_model(source)
+    name = str(source)[len(TIMM_PREFIX):]
+    if weights is not None:
+        if not Path(weights).is_file():
+            raise FileNotFoundError(f"no weights file at {str(weights)!r} (--weights)")
+        backbone = _timm_with_weights(name, Path(weights))
+    elif random_init:
+        backbone = create_backbone(name)
+    else:
+        backbone = _timm_from_cache(name)
+    import timm.data
+
+    data = timm.data.resolve_model_data_config(backbone)
+    prep = {"mean": [float(v) for v in data["mean"]], "std": [float(v) for v in data["std"]],
+            "interpolation": str(data.get("interpolation", "bilinear")), "crop_pct": float(data.get("crop_pct", 1.0))}
+    width = int(getattr(backbone, "head_hidden_size", None) or backbone.num_features)
+    config = ModelConfig(name, 1, {"covariance": "none"}, {}, prep)
+    return Classifier(backbone, HeteroscedasticHead(width, 1, covariance="none"), config)
+
+
+def _timm_with_weights(name: str, weights: Path) -> nn.Module:
+    """``timm:NAME`` with ``weights`` loaded by timm, strictly: a state dict (``.safetensors``, ``.pth``, ``.pt``;
+    EMA weights first, as timm picks them) through ``timm.models.load_checkpoint`` with only the file's
+    classifier left out (the backbone has none), with our key/shape report when it does not fit; an original
+    ``.npz`` (BiT, ViT) through timm's ``pretrained_cfg_overlay=dict(file=...)``, whose readers convert it."""
+    if weights.suffix == ".npz":
+        return create_backbone(name, str(weights))
+    import timm.models
+
+    backbone = create_backbone(name)
+
+    def drop_classifier(state: dict, model: nn.Module) -> dict:
+        own = model.state_dict()
+        return {k: v for k, v in state.items() if k in own or not _is_classifier(k)}
+
+    try:
+        timm.models.load_checkpoint(backbone, str(weights), strict=True, filter_fn=drop_classifier)
+    except RuntimeError as e:  # torch's strict load_state_dict error: say which keys and shapes
+        load_weights(backbone, drop_classifier(timm.models.load_state_dict(str(weights)), backbone),
+                     source=f"{weights} (timm:{name})")
+        raise ValueError(f"weights in {weights} do not fit timm:{name}: {str(e)[:300]}") from e
+    return backbone
+
+
+def _is_classifier(key: str) -> bool:
+    """A key of a classifier layer that a ``num_classes=0`` backbone does not have (``fc.``, ``head.``, ...)."""
+    return key.split(".")[0] in ("fc", "head", "classifier", "last_linear", "heads")
+
+
+def _timm_from_cache(name: str) -> nn.Module:
+    """``timm:NAME`` with pretrained weights from the local cache only (Hugging Face offline mode)."""
+    import timm
+
+    create_backbone(name, None)  # an unknown name is refused first, with close matches
+    import huggingface_hub.constants as hub
+
+    saved, saved_const = os.environ.get("HF_HUB_OFFLINE"), hub.HF_HUB_OFFLINE
+    os.environ["HF_HUB_OFFLINE"], hub.HF_HUB_OFFLINE = "1", True  # the constant is read at import time
+    try:
+        return timm.create_model(name, pretrained=True, num_classes=0)
+    except Exception as e:  # noqa: BLE001 -- any failure to find cached weights means: none here
+        raise ValueError(f"no weights for timm:{name} on this machine (offline; not in the timm / Hugging Face "
+                         f"cache: {type(e).__name__}); give a weights file with --weights FILE (.safetensors, .pth "
+                         "or a BiT .npz), or --random-init to start from random weights on purpose") from None
+    finally:
+        hub.HF_HUB_OFFLINE = saved_const
+        if saved is None:
+            os.environ.pop("HF_HUB_OFFLINE", None)
+        else:
+            os.environ["HF_HUB_OFFLINE"] = saved

@@ -414,6 +414,7 @@ bad_settings("loading", "a model.pt whose stored config {}", lambda tmp, c: _loa
     ("has an extra top-level key", {"loader": "custom"}, r"stored model config has keys"),
     ("has an unknown head option", {"head": {"covariance": "none", "exec": "x"}}, r"unknown head options \['exec'\]"),
     ("has a non-integer num_classes", {"num_classes": "10"}, r"needs a backbone name and an integer num_classes"),
+    ("has a preprocessing entry that is a path", {"preprocessing": {"mean": "/etc/x"}}, r"has preprocessing"),
 ])
 
 
