@@ -31,7 +31,7 @@ from typing import Callable, Optional, Sequence
 
 from downstream.config import SweepSettings, recipe
 from downstream.demo import DEMO_TASKS, demo_split
-from downstream.table import table, write_table
+from downstream.table import table, uncertainty_table, write_table
 from downstream.tasks import GROUPS, SPLITS, Task, get_task, resolve_tasks
 from harness.io import atomic_write_text, check_name, path_under
 
@@ -360,7 +360,10 @@ def sweep(upstream: str, tasks: Sequence[str], out: "str | Path", settings: Swee
                     "steps": st, "seed": s, "predictions": str(path_under(out, "predictions", f"{t.name}_seed{s}.npz"))}
                    for s in range(settings.seeds)]
     run(finals)
+    paths: "dict[str, list[str]]" = {}
+    for f in finals:
+        paths.setdefault(f["task"], []).append(f["predictions"])
     result = {"recipe": recipe(settings), "upstream": record, "preprocessing": dict(model.config.preprocessing),
-              **table([done[f["key"]] for f in finals], chosen)}
+              **table([done[f["key"]] for f in finals], chosen), "uncertainty": uncertainty_table(paths, chosen)}
     write_table(result, out)
     return result

@@ -49,6 +49,76 @@ def table(finals: "list[dict]", tasks: "list[Task]") -> dict:
             "vtab1k_score": float(np.mean(vtab)) if len(vtab) == len(TASKS) else None}
 
 
+#: the metrics of every transfer task's test predictions (names of :data:`harness.uncertainty.metrics.METRICS`)
+TRANSFER_METRICS = ("top1", "nll", "ece", "brier")
+
+
+def uncertainty_table(predictions: "dict[str, list[str]]", tasks: "list[Task]") -> dict:
+    """Top-1, NLL, ECE and Brier on test of every task's final fine-tunes, from their saved predictions: per
+    seed, mean and std over seeds, the ensemble of the seeds (member probabilities averaged,
+    :func:`harness.uncertainty.ensembles.average`) when there are two or more, and each metric's mean per group.
+
+    Args:
+        predictions: task name -> the ``predictions.npz`` files of its final seeds.
+
+    Returns:
+        ``{"tasks": {task: {"seeds": [{metric: value}], "mean": {...}, "std": {...}, "ensemble": {...} | None}},
+        "groups": {group: {"mean": {metric: value}, "ensemble": {metric: value} | None, "tasks": n}}}``.
+    """
+    from harness.uncertainty.ensembles import average
+    from harness.uncertainty.predictions import Predictions
+
+    out: dict = {"tasks": {}, "groups": {}}
+    for t in tasks:
+        preds = [Predictions.load(p) for p in predictions.get(t.name, []) if Path(p).is_file()]
+        if not preds:
+            continue
+        seeds = [{k: p.metrics()[k] for k in TRANSFER_METRICS} for p in preds]
+        ens = ({k: v for k, v in average(preds, f"{t.name} ensemble").metrics().items() if k in TRANSFER_METRICS}
+               if len(preds) > 1 else None)
+        out["tasks"][t.name] = {"group": t.group, "seeds": seeds, "ensemble": ens,
+                                "mean": {k: float(np.mean([s[k] for s in seeds])) for k in TRANSFER_METRICS},
+                                "std": {k: float(np.std([s[k] for s in seeds], ddof=1)) if len(seeds) > 1 else 0.0
+                                        for k in TRANSFER_METRICS}}
+    for g in (*GROUPS, "demo", "custom"):
+        rows = [v for v in out["tasks"].values() if v["group"] == g]
+        if rows:
+            with_ens = [v["ensemble"] for v in rows if v["ensemble"] is not None]
+            out["groups"][g] = {"tasks": len(rows),
+                                "mean": {k: float(np.mean([v["mean"][k] for v in rows])) for k in TRANSFER_METRICS},
+                                "ensemble": ({k: float(np.mean([e[k] for e in with_ens])) for k in TRANSFER_METRICS}
+                                             if len(with_ens) == len(rows) else None)}
+    return out
+
+
+def _uncertainty_text(u: dict) -> "list[str]":
+    """The uncertainty tables of ``vtab.md``: per task and per group, single models (mean ± std over seeds) and
+    the ensemble of the seeds."""
+    from harness.uncertainty.metrics import METRICS
+
+    def cell(k: str, v: float, sd: "float | None" = None) -> str:
+        scale, unit = (100, "%") if METRICS[k].percent else (1, "")
+        text = f"{scale * v:.2f}{unit}" if METRICS[k].percent else f"{v:.4f}"
+        return text if sd is None else f"{text} ± {scale * sd:.{2 if METRICS[k].percent else 4}f}"
+
+    head = [METRICS[k].label for k in TRANSFER_METRICS]
+    lines = ["", "Uncertainty on test, single fine-tunes (mean ± std over seeds) and the ensemble of the seeds "
+             "(averaged probabilities):", "",
+             "| task | " + " | ".join(head) + " | ensemble " + " | ensemble ".join(head) + " |",
+             "|---|" + "---|" * (2 * len(head))]
+    for name, v in u["tasks"].items():
+        ens = v["ensemble"]
+        lines.append(f"| {name} | " + " | ".join(cell(k, v["mean"][k], v["std"][k]) for k in TRANSFER_METRICS) + " | "
+                     + " | ".join(cell(k, ens[k]) if ens else "-" for k in TRANSFER_METRICS) + " |")
+    lines += ["", "| group | tasks | " + " | ".join(head) + " | ensemble " + " | ensemble ".join(head) + " |",
+              "|---|---|" + "---|" * (2 * len(head))]
+    for g, v in u["groups"].items():
+        ens = v["ensemble"]
+        lines.append(f"| {g} | {v['tasks']} | " + " | ".join(cell(k, v["mean"][k]) for k in TRANSFER_METRICS) + " | "
+                     + " | ".join(cell(k, ens[k]) if ens else "-" for k in TRANSFER_METRICS) + " |")
+    return lines
+
+
 def _data_text(data: "list[dict]") -> str:
     """What a task's runs read, in a few words (TFDS name and version; list folder; generated)."""
     parts = []
@@ -114,6 +184,9 @@ def write_table(result: dict, out: Path) -> None:
     score = result["vtab1k_score"]
     lines += ["", f"Mean over the {len(result['tasks'])} tasks: {100 * result['mean_over_tasks']:.2f}."
               + (f" VTAB-1k score (19-task mean): {100 * score:.2f}." if score is not None else
-                 " (Not a VTAB-1k score: that needs all 19 tasks.)"), ""]
+                 " (Not a VTAB-1k score: that needs all 19 tasks.)")]
+    if result.get("uncertainty", {}).get("tasks"):
+        lines += _uncertainty_text(result["uncertainty"])
+    lines.append("")
     atomic_write_text(out / "vtab.md", "\n".join(lines))
     atomic_write_text(out / "vtab.json", json.dumps({"provenance": prov, **result}, indent=1))

@@ -142,3 +142,9 @@ def test_report_only_renders():
     bad = [f"{m} imports {lib}" for m, path in modules.items() if m.startswith("harness.report")
            for lib in _third_party(path) & set(COMPUTING)]
     assert not bad, "report modules render numbers computed elsewhere: " + "; ".join(bad)
+
+
+def test_test_file_names_are_unique():
+    """pytest's default import mode names a test module by its file name: two tests/**/test_x.py collide."""
+    names = [p.name for p in (ROOT / "tests").rglob("test_*.py")]
+    assert len(names) == len(set(names)), sorted(n for n in names if names.count(n) > 1)

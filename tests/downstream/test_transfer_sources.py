@@ -10,6 +10,8 @@ from click.testing import CliRunner
 from safetensors.torch import save_file
 
 from harness.cli import main
+from harness.uncertainty import metrics as M
+from harness.uncertainty.predictions import Predictions
 
 from bad_inputs_downstream import task_folder
 
@@ -37,6 +39,15 @@ def test_a_timm_model_with_a_weights_file_runs_the_sweep_end_to_end(tmp_path):
     assert "Model: timm:resnet18 with weights W.safetensors (sha256" in md and "mean [0.485, 0.456, 0.406]" in md
     preds = sorted(Path(tmp_path / "out" / "predictions").glob("shapes_seed*.npz"))
     assert len(preds) == 2 and np.load(preds[0])["logits"].shape == (12, 10)
+    # uncertainty on test: every metric per seed, over seeds, for the ensemble of the seeds, and per group
+    u = vtab["uncertainty"]["tasks"]["shapes"]
+    assert set(u["mean"]) == {"top1", "nll", "ece", "brier"} and len(u["seeds"]) == 2
+    assert u["mean"]["top1"] == pytest.approx(vtab["tasks"]["shapes"]["mean"])
+    members = [Predictions.load(p) for p in preds]
+    probs = np.mean([np.exp(M.log_softmax(m.logits)) for m in members], axis=0)
+    assert u["ensemble"]["nll"] == pytest.approx(float(-np.log(probs[np.arange(12), members[0].targets]).mean()))
+    assert vtab["uncertainty"]["groups"]["custom"]["mean"]["nll"] == pytest.approx(u["mean"]["nll"])
+    assert "ensemble NLL" in md
 
 
 def test_a_timm_model_without_weights_offline_is_refused_before_any_work(tmp_path):
