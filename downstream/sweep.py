@@ -349,21 +349,30 @@ def sweep(upstream: str, tasks: Sequence[str], out: "str | Path", settings: Swee
             spec["task_spec"] = custom_spec(t)
         return spec
 
+    def select(t: Task, lr: float, st: "Optional[int]") -> dict:  # train800 -> val200, its predictions kept
+        name = f"{t.name}_val200_lr{lr:g}_steps{'rule' if st is None else st}.npz"
+        return {**common, **ident(t), "key": _key(t.name, "select", lr, st, 0), "phase": "select", "lr": lr,
+                "steps": st, "seed": 0, "predictions": str(path_under(out, "predictions", name))}
+
     if len(grid) > 1:
-        run([{**common, **ident(t), "key": _key(t.name, "select", lr, st, 0), "phase": "select", "lr": lr,
-              "steps": st, "seed": 0} for t in chosen for lr, st in grid])
-    finals = []
+        run([select(t, lr, st) for t in chosen for lr, st in grid])
+    finals, chosen_runs = [], {}
     for t in chosen:
         lr, st = grid[0] if len(grid) == 1 else min(
             grid, key=lambda g: (-done[_key(t.name, "select", *g, 0)]["accuracy"], g[0], g[1] or 0))
+        chosen_runs[t.name] = select(t, lr, st)
         finals += [{**common, **ident(t), "key": _key(t.name, "final", lr, st, s), "phase": "final", "lr": lr,
                     "steps": st, "seed": s, "predictions": str(path_under(out, "predictions", f"{t.name}_seed{s}.npz"))}
                    for s in range(settings.seeds)]
     run(finals)
+    if len(grid) == 1:  # no selection ran: one fine-tune on train800 scored on val200, for temperature scaling
+        run(list(chosen_runs.values()))
     paths: "dict[str, list[str]]" = {}
     for f in finals:
         paths.setdefault(f["task"], []).append(f["predictions"])
+    heldout = {name: spec["predictions"] for name, spec in chosen_runs.items()}
     result = {"recipe": recipe(settings), "upstream": record, "preprocessing": dict(model.config.preprocessing),
-              **table([done[f["key"]] for f in finals], chosen), "uncertainty": uncertainty_table(paths, chosen)}
+              **table([done[f["key"]] for f in finals], chosen),
+              "uncertainty": uncertainty_table(paths, chosen, heldout)}
     write_table(result, out)
     return result

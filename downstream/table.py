@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
 
@@ -53,18 +54,26 @@ def table(finals: "list[dict]", tasks: "list[Task]") -> dict:
 TRANSFER_METRICS = ("top1", "nll", "ece", "brier")
 
 
-def uncertainty_table(predictions: "dict[str, list[str]]", tasks: "list[Task]") -> dict:
+def uncertainty_table(predictions: "dict[str, list[str]]", tasks: "list[Task]",
+                      heldout: "Optional[dict[str, str]]" = None) -> dict:
     """Top-1, NLL, ECE and Brier on test of every task's final fine-tunes, from their saved predictions: per
     seed, mean and std over seeds, the ensemble of the seeds (member probabilities averaged,
-    :func:`harness.uncertainty.ensembles.average`) when there are two or more, and each metric's mean per group.
+    :func:`harness.uncertainty.ensembles.average`) when there are two or more, and each metric's mean per group;
+    with temperature scaling (Guo et al. 2017; :func:`harness.uncertainty.calibration.fit_temperature`): T fit on
+    val200 by the fine-tune of the chosen configuration trained on train800 (the final fine-tunes train on
+    train800val200, so val200 is held out only from that one), applied to every final seed's test logits.
 
     Args:
         predictions: task name -> the ``predictions.npz`` files of its final seeds.
+        heldout: task name -> the val200 ``predictions.npz`` of its chosen configuration trained on train800.
 
     Returns:
-        ``{"tasks": {task: {"seeds": [{metric: value}], "mean": {...}, "std": {...}, "ensemble": {...} | None}},
-        "groups": {group: {"mean": {metric: value}, "ensemble": {metric: value} | None, "tasks": n}}}``.
+        ``{"tasks": {task: {"seeds": [{metric: value}], "mean": {...}, "std": {...}, "ensemble": {...} | None,
+        "temperature": T | None, "scaled": {"mean": {nll, ece}, "std": {nll, ece}} | None}},
+        "groups": {group: {"mean": {metric: value}, "ensemble": {metric: value} | None, "scaled": {nll, ece} | None,
+        "tasks": n}}}``.
     """
+    from harness.uncertainty.calibration import fit_temperature, scale
     from harness.uncertainty.ensembles import average
     from harness.uncertainty.predictions import Predictions
 
@@ -76,7 +85,16 @@ def uncertainty_table(predictions: "dict[str, list[str]]", tasks: "list[Task]") 
         seeds = [{k: p.metrics()[k] for k in TRANSFER_METRICS} for p in preds]
         ens = ({k: v for k, v in average(preds, f"{t.name} ensemble").metrics().items() if k in TRANSFER_METRICS}
                if len(preds) > 1 else None)
-        out["tasks"][t.name] = {"group": t.group, "seeds": seeds, "ensemble": ens,
+        held = (heldout or {}).get(t.name)
+        temp, scaled = None, None
+        if held and Path(held).is_file():
+            temp = fit_temperature(Predictions.load(held))
+            after = [{k: scale(p, temp).metrics()[k] for k in ("nll", "ece")} for p in preds]
+            scaled = {"mean": {k: float(np.mean([a[k] for a in after])) for k in ("nll", "ece")},
+                      "std": {k: float(np.std([a[k] for a in after], ddof=1)) if len(after) > 1 else 0.0
+                              for k in ("nll", "ece")}}
+        out["tasks"][t.name] = {"group": t.group, "seeds": seeds, "ensemble": ens, "temperature": temp,
+                                "scaled": scaled,
                                 "mean": {k: float(np.mean([s[k] for s in seeds])) for k in TRANSFER_METRICS},
                                 "std": {k: float(np.std([s[k] for s in seeds], ddof=1)) if len(seeds) > 1 else 0.0
                                         for k in TRANSFER_METRICS}}
@@ -84,10 +102,13 @@ def uncertainty_table(predictions: "dict[str, list[str]]", tasks: "list[Task]") 
         rows = [v for v in out["tasks"].values() if v["group"] == g]
         if rows:
             with_ens = [v["ensemble"] for v in rows if v["ensemble"] is not None]
+            with_t = [v["scaled"]["mean"] for v in rows if v["scaled"] is not None]
             out["groups"][g] = {"tasks": len(rows),
                                 "mean": {k: float(np.mean([v["mean"][k] for v in rows])) for k in TRANSFER_METRICS},
                                 "ensemble": ({k: float(np.mean([e[k] for e in with_ens])) for k in TRANSFER_METRICS}
-                                             if len(with_ens) == len(rows) else None)}
+                                             if len(with_ens) == len(rows) else None),
+                                "scaled": ({k: float(np.mean([s[k] for s in with_t])) for k in ("nll", "ece")}
+                                           if len(with_t) == len(rows) else None)}
     return out
 
 
@@ -102,20 +123,25 @@ def _uncertainty_text(u: dict) -> "list[str]":
         return text if sd is None else f"{text} ± {scale * sd:.{2 if METRICS[k].percent else 4}f}"
 
     head = [METRICS[k].label for k in TRANSFER_METRICS]
-    lines = ["", "Uncertainty on test, single fine-tunes (mean ± std over seeds) and the ensemble of the seeds "
-             "(averaged probabilities):", "",
-             "| task | " + " | ".join(head) + " | ensemble " + " | ensemble ".join(head) + " |",
-             "|---|" + "---|" * (2 * len(head))]
+    ts = ["T", "NLL after T", "ECE after T"]
+    lines = ["", "Uncertainty on test, single fine-tunes (mean ± std over seeds), after temperature scaling (T fit on "
+             "val200 by the chosen configuration's fine-tune on train800, applied to every seed), and the ensemble "
+             "of the seeds (averaged probabilities):", "",
+             "| task | " + " | ".join(head + ts) + " | ensemble " + " | ensemble ".join(head) + " |",
+             "|---|" + "---|" * (2 * len(head) + len(ts))]
     for name, v in u["tasks"].items():
-        ens = v["ensemble"]
-        lines.append(f"| {name} | " + " | ".join(cell(k, v["mean"][k], v["std"][k]) for k in TRANSFER_METRICS) + " | "
-                     + " | ".join(cell(k, ens[k]) if ens else "-" for k in TRANSFER_METRICS) + " |")
-    lines += ["", "| group | tasks | " + " | ".join(head) + " | ensemble " + " | ensemble ".join(head) + " |",
-              "|---|---|" + "---|" * (2 * len(head))]
+        ens, sc = v["ensemble"], v["scaled"]
+        after = ([f"{v['temperature']:.3f}"] + [cell(k, sc["mean"][k], sc["std"][k]) for k in ("nll", "ece")]
+                 if sc else ["-"] * len(ts))
+        lines.append(f"| {name} | " + " | ".join([cell(k, v["mean"][k], v["std"][k]) for k in TRANSFER_METRICS] + after)
+                     + " | " + " | ".join(cell(k, ens[k]) if ens else "-" for k in TRANSFER_METRICS) + " |")
+    lines += ["", "| group | tasks | " + " | ".join(head + ts[1:]) + " | ensemble " + " | ensemble ".join(head) + " |",
+              "|---|---|" + "---|" * (2 * len(head) + len(ts) - 1)]
     for g, v in u["groups"].items():
-        ens = v["ensemble"]
-        lines.append(f"| {g} | {v['tasks']} | " + " | ".join(cell(k, v["mean"][k]) for k in TRANSFER_METRICS) + " | "
-                     + " | ".join(cell(k, ens[k]) if ens else "-" for k in TRANSFER_METRICS) + " |")
+        ens, sc = v["ensemble"], v["scaled"]
+        after = [cell(k, sc[k]) for k in ("nll", "ece")] if sc else ["-", "-"]
+        lines.append(f"| {g} | {v['tasks']} | " + " | ".join([cell(k, v["mean"][k]) for k in TRANSFER_METRICS] + after)
+                     + " | " + " | ".join(cell(k, ens[k]) if ens else "-" for k in TRANSFER_METRICS) + " |")
     return lines
 
 
@@ -144,7 +170,8 @@ def _recipe_text(r: dict) -> "list[str]":
            else f"resize {r['resolution'][0]}, crop {r['resolution'][1]}")
     select = ("(lr, steps) chosen on val200 after training on train800; final runs on train800val200"
               if len(r["lrs"]) * len(r["steps"]) > 1 else "one configuration, so no selection: final runs on "
-              "train800val200")
+              "train800val200 (and one fine-tune on train800 scored on val200, which only fits the temperature of "
+              "temperature scaling)")
     changed = f" Changed from the preset: {', '.join(r['changed'])}." if r["changed"] else ""
     return [f"Recipe: preset `{r['preset']}`, {r['description']}.{changed}", "",
             f"Fresh zero-initialised linear head; SGD momentum 0.9, no weight decay; batch {r['batch_size']} "

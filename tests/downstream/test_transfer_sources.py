@@ -47,6 +47,13 @@ def test_a_timm_model_with_a_weights_file_runs_the_sweep_end_to_end(tmp_path):
     probs = np.mean([np.exp(M.log_softmax(m.logits)) for m in members], axis=0)
     assert u["ensemble"]["nll"] == pytest.approx(float(-np.log(probs[np.arange(12), members[0].targets]).mean()))
     assert vtab["uncertainty"]["groups"]["custom"]["mean"]["nll"] == pytest.approx(u["mean"]["nll"])
+    # temperature scaling: T fit on val200 by the chosen configuration trained on train800 (one configuration:
+    # no selection ran, so that fine-tune ran for calibration), applied to every final seed's test logits
+    from harness.uncertainty.calibration import fit_temperature, scale
+
+    held = Predictions.load(tmp_path / "out" / "predictions" / "shapes_val200_lr0.01_steps2.npz")
+    assert len(held.index) == 10 and u["temperature"] == pytest.approx(fit_temperature(held))
+    assert u["scaled"]["mean"]["nll"] == pytest.approx(np.mean([scale(m, u["temperature"]).nll() for m in members]))
     assert "ensemble NLL" in md
 
 
