@@ -312,7 +312,8 @@ def sweep(upstream: str, tasks: Sequence[str], out: "str | Path", settings: Swee
     record = upstream_record(upstream, weights, random_init)
     from harness.models import load_source
 
-    model = load_source(upstream, weights, random_init)  # fails early: not a checkpoint, unknown backbone, unfit weights
+    # fails early: not a checkpoint, an unknown backbone, unfit weights; only its preprocessing is kept in memory
+    preprocessing = dict(load_source(upstream, weights, random_init).config.preprocessing)
     chosen = expand_tasks(tasks)
     out = Path(out)
     header = {"upstream": record, "settings": asdict(settings)}
@@ -371,7 +372,7 @@ def sweep(upstream: str, tasks: Sequence[str], out: "str | Path", settings: Swee
     for f in finals:
         paths.setdefault(f["task"], []).append(f["predictions"])
     heldout = {name: spec["predictions"] for name, spec in chosen_runs.items()}
-    result = {"recipe": recipe(settings), "upstream": record, "preprocessing": dict(model.config.preprocessing),
+    result = {"recipe": recipe(settings), "upstream": record, "preprocessing": preprocessing,
               **table([done[f["key"]] for f in finals], chosen),
               "uncertainty": uncertainty_table(paths, chosen, heldout)}
     write_table(result, out)
