@@ -386,6 +386,35 @@ def downstream_section(runs: "dict[str, list[Path]]", per_run: "dict[Path, dict]
     rows.append(["mean over tasks", "all"] + [cell(vals[m]) for m in methods])
     title = ("Downstream transfer (layout of the paper's Table 6): test top-1 after fine-tuning a fresh "
              "homoscedastic head, mean ± std over upstream seeds")
-    return {"tables": [(title, ["task", "group", *methods], rows)],
-            "json": {"downstream": {"per_task": summary, "mean_over_tasks": {m: float(np.mean(v)) for m, v in
-                                                                             vals.items()}}}}
+    out = {"tables": [(title, ["task", "group", *methods], rows)],
+           "json": {"downstream": {"per_task": summary, "mean_over_tasks": {m: float(np.mean(v)) for m, v in
+                                                                            vals.items()}}}}
+    if all(per_run[d].get("uncertainty", {}).get("tasks") for dirs in runs.values() for d in dirs):
+        table, calib = _downstream_calibration(runs, per_run, methods, tasks)
+        out["tables"].append(table)
+        out["json"]["downstream"]["calibration"] = calib
+    return out
+
+
+def _downstream_calibration(runs: "dict[str, list[Path]]", per_run: "dict[Path, dict]", methods: "list[str]",
+                            tasks: "list[str]") -> "tuple[tuple, dict]":
+    """Per task: each method's test NLL and ECE of the fine-tunes, and the ECE after temperature scaling (T fit on
+    val200; see :func:`downstream.table.uncertainty_table`), mean ± std over its upstream seeds."""
+    def cell(values: "list[float]") -> str:
+        return f"{np.mean(values):.4f} ± {np.std(values, ddof=1):.4f}" if len(values) > 1 else f"{values[0]:.4f}"
+
+    rows, calib = [], {}
+    for t in tasks:
+        row, calib[t] = [t], {}
+        for m in methods:
+            u = [per_run[d]["uncertainty"]["tasks"][t] for d in runs[m]]
+            nll, ece = [v["mean"]["nll"] for v in u], [v["mean"]["ece"] for v in u]
+            ts = [v["scaled"]["mean"]["ece"] for v in u if v.get("scaled")]
+            row += [cell(nll), cell(ece), cell(ts) if len(ts) == len(u) else "-"]
+            calib[t][m] = {"nll": float(np.mean(nll)), "ece": float(np.mean(ece)),
+                           "ece_after_temperature": float(np.mean(ts)) if len(ts) == len(u) else None}
+        rows.append(row)
+    header = ["task"] + [f"{m} {what}" for m in methods for what in ("NLL", "ECE", "ECE after T")]
+    title = ("Downstream calibration: test NLL and ECE of the fine-tunes (mean over fine-tuning seeds), and ECE "
+             "after temperature scaling fit on val200; mean ± std over upstream seeds")
+    return (title, header, rows), calib

@@ -50,6 +50,12 @@ def test_experiment_runs_every_stage_and_resumes(tmp_path):
     assert report["covariance"]["het_run"].endswith("het_s0")
     md = (out / "report.md").read_text()
     assert "Table 6" in md and "Table 7" in md and "het vs hom" in md and (out / "report.html").is_file()
+    # downstream calibration: each method's NLL is the mean over its upstream runs' sweeps
+    calib = report["downstream"]["calibration"]["demo_count"]
+    sweeps = [json.loads((tmp_path / "runs" / "tiny" / "downstream" / f"hom_s{s}" / "vtab.json").read_text())
+              for s in (0, 1)]
+    nll = [v["uncertainty"]["tasks"]["demo_count"]["mean"]["nll"] for v in sweeps]
+    assert calib["hom"]["nll"] == pytest.approx(sum(nll) / 2) and "Downstream calibration" in md
     first = tmp_path / "runs" / "tiny" / "upstream" / "hom_s0" / "metrics.json"
     stamp = first.stat().st_mtime_ns
     res = CliRunner().invoke(main, ["run", str(path)])  # a rerun redoes nothing but the report
