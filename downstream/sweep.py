@@ -268,14 +268,15 @@ def _same_sweep(old: dict, new: dict) -> bool:
 
 def upstream_record(upstream: str, weights: "Optional[str | Path]" = None, random_init: bool = False) -> "str | dict":
     """What a sweep records and its runs load (:func:`harness.models.load_source`): a harness ``model.pt`` as its
-    resolved path; ``timm:NAME`` as ``{source, weights (resolved path), sha256 of the weights, random_init}``.
+    resolved path; ``timm:NAME`` or ``torchvision:NAME`` as ``{source, weights (resolved path), sha256 of the
+    weights, random_init}``.
 
     Raises:
         FileNotFoundError: no such ``model.pt`` or weights file.
     """
-    from harness.models import TIMM_PREFIX
+    from harness.models import TIMM_PREFIX, TORCHVISION_PREFIX
 
-    if not str(upstream).startswith(TIMM_PREFIX):
+    if not str(upstream).startswith((TIMM_PREFIX, TORCHVISION_PREFIX)):
         if not Path(upstream).is_file():
             raise FileNotFoundError(f"no upstream checkpoint at {upstream!r}; pass the model.pt of an upstream run, "
                                     "or timm:NAME with --weights FILE")

@@ -189,7 +189,8 @@ def _model_text(upstream: "str | dict", prep: dict) -> str:
     else:
         what = f"Model: {upstream['source']}, " + ("RANDOMLY INITIALISED (--random-init)" if upstream.get("random_init")
                                                    else "weights from the local timm / Hugging Face cache")
-    norm = (f"mean {prep['mean']}, std {prep['std']} (from the model's pretrained_cfg)" if prep.get("mean")
+    norm = (f"mean {prep['mean']}, std {prep['std']} (the model's own: timm's pretrained_cfg, or torchvision's "
+            "ImageNet transforms)" if prep.get("mean")
             else "the harness's (mean = std = 0.5)")
     return f"{what}. Input normalisation: {norm}."
 

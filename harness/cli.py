@@ -164,10 +164,12 @@ def shift(members, more, corruptions, severities, examples, ood, seed, device, o
 
 @main.command()
 @click.option("--upstream", "upstream_ckpt", required=True,
-              help="The model: the model.pt of an upstream run, or timm:NAME (any timm model name, e.g. "
-                   "timm:resnet50.a1_in1k) with --weights, or from the local timm / Hugging Face cache.")
+              help="The model: the model.pt of an upstream run; timm:NAME (any timm model name, e.g. "
+                   "timm:resnet50.a1_in1k) with --weights or from the local timm / Hugging Face cache; or "
+                   "torchvision:NAME with --weights.")
 @click.option("--weights", type=click.Path(dir_okay=False, exists=True, path_type=Path), default=None,
-              help="With timm:NAME: the weights file (.safetensors, .pth/.pt state dict, or a BiT .npz), loaded by timm.")
+              help="With timm:NAME or torchvision:NAME: the weights file (.safetensors, a .pth/.pt state dict, or for "
+                   "timm a BiT .npz).")
 @click.option("--random-init", is_flag=True,
               help="With timm:NAME and no weights: start from random weights on purpose (printed in the table).")
 @click.option("--tasks", required=True, multiple=True,
@@ -239,10 +241,8 @@ def downstream(upstream_ckpt, tasks, data_dir, data_format, preset, lrs, steps, 
         slurm[key] = int(value) if value.isdigit() else value
     if gpus:
         slurm["visible_gpus"] = numbers(gpus, "--gpus", int, "0,1,2,3")
-    from harness.models import TIMM_PREFIX
-
-    if upstream_ckpt.startswith(TIMM_PREFIX):
-        default = upstream_ckpt[len(TIMM_PREFIX):].replace("/", "_") + ("_random_init" if random_init else "")
+    if ":" in upstream_ckpt and not Path(upstream_ckpt).exists():  # timm:NAME, torchvision:NAME
+        default = upstream_ckpt.replace(":", "_").replace("/", "_") + ("_random_init" if random_init else "")
     else:
         default = Path(upstream_ckpt).resolve().parent.name
     out = out or Path("results/downstream") / default

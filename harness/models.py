@@ -108,6 +108,11 @@ def create_backbone(name: str, pretrained_file: Optional[str] = None, **kwargs: 
     Raises:
         ValueError: the name is not a timm model (the message lists close matches).
     """
+    if name.startswith(TORCHVISION_PREFIX):
+        if pretrained_file is not None or kwargs:
+            raise ValueError(f"{name}: torchvision backbones take no pretrained_file or backbone_kwargs; load weights "
+                             "with harness.models.load_source(name, weights)")
+        return _torchvision_backbone(name[len(TORCHVISION_PREFIX):])
     import timm  # imported lazily: it pulls in torchvision
 
     import harness.backbones  # noqa: F401  (registers the 32 px ResNets with timm)
@@ -267,12 +272,49 @@ def count_parameters(module: nn.Module) -> int:
 
 # ------------------------------------------------------------------------------------------ model sources
 TIMM_PREFIX = "timm:"
+TORCHVISION_PREFIX = "torchvision:"
+#: the normalisation of torchvision's ImageNet weights (their ``transforms()``: ImageNet mean and std, bilinear
+#: resize, centre crop 224 of 256)
+TORCHVISION_PREPROCESSING = {"mean": [0.485, 0.456, 0.406], "std": [0.229, 0.224, 0.225], "interpolation": "bilinear",
+                             "crop_pct": 0.875}
+#: the attribute holding a torchvision classifier's output layer, by family
+_TORCHVISION_HEADS = ("fc", "classifier", "heads", "head")
+
+
+def _torchvision_backbone(name: str) -> nn.Module:
+    """``torchvision.models.get_model(name)`` (no weights) with its output layer replaced by the identity, so it
+    returns pooled features ``[B, D]``; ``num_features`` is D.
+
+    Raises:
+        ValueError: an unknown name (close matches listed), or a model whose output layer is not one of
+            :data:`_TORCHVISION_HEADS` ending in an ``nn.Linear``.
+    """
+    import torchvision
+
+    if name not in torchvision.models.list_models():
+        close = difflib.get_close_matches(name, torchvision.models.list_models(), n=5, cutoff=0.6)
+        raise ValueError(f"unknown torchvision model {name!r} (see torchvision.models.list_models())."
+                         + (f" Did you mean {', '.join(close)}?" if close else ""))
+    model = torchvision.models.get_model(name, weights=None)
+    for attr in _TORCHVISION_HEADS:  # the last nn.Linear of the head becomes the identity (norms, pooling kept)
+        linears = [n for n, m in model.named_modules() if (n == attr or n.startswith(attr + "."))
+                   and isinstance(m, nn.Linear)]
+        if linears:
+            parent, _, child = linears[-1].rpartition(".")
+            owner = model.get_submodule(parent) if parent else model
+            model.num_features = getattr(owner, child).in_features
+            setattr(owner, child, nn.Identity())
+            return model
+    raise ValueError(f"torchvision:{name}: no output layer among {', '.join(_TORCHVISION_HEADS)}; use timm:NAME")
 
 
 def load_source(source: str, weights: "Optional[str | os.PathLike]" = None, random_init: bool = False) -> Classifier:
     """A model from any source, checked before any work:
 
     - a harness ``model.pt`` (its own config, head and preprocessing; ``weights`` must be None);
+    - ``torchvision:NAME`` (``torchvision.models.list_models()``) with ``weights``, a torchvision state dict
+      (``.pth``/``.pt``, or ``.safetensors``) loaded strictly, its classifier left out; torchvision's ImageNet
+      normalisation; or ``random_init``;
     - ``timm:NAME`` (any timm registry name, optionally with a tag, e.g. ``timm:resnet50.a1_in1k``): the
       backbone built by timm and loaded by timm from ``weights`` (``.safetensors``, a ``.pth``/``.pt`` state
       dict, or a BiT ``.npz`` where timm reads it; timm's ``pretrained_cfg_overlay=dict(file=...)``), else from
@@ -286,10 +328,12 @@ def load_source(source: str, weights: "Optional[str | os.PathLike]" = None, rand
             not fit the architecture (the first missing and unexpected keys and the shapes that differ);
             ``weights`` given with a ``model.pt``.
     """
+    if str(source).startswith(TORCHVISION_PREFIX):
+        return _torchvision_source(str(source), weights, random_init)
     if not str(source).startswith(TIMM_PREFIX):
         if weights is not None:
-            raise ValueError(f"--weights goes with a timm:NAME source; {source!r} is a harness model.pt, which holds "
-                             "its own weights")
+            raise ValueError(f"--weights goes with a timm:NAME or torchvision:NAME source; {source!r} is a harness "
+                             "model.pt, which holds its own weights")
         return load_model(source)
     name = str(source)[len(TIMM_PREFIX):]
     if weights is not None:
@@ -308,6 +352,29 @@ def load_source(source: str, weights: "Optional[str | os.PathLike]" = None, rand
     width = int(getattr(backbone, "head_hidden_size", None) or backbone.num_features)
     config = ModelConfig(name, 1, {"covariance": "none"}, {}, prep)
     return Classifier(backbone, HeteroscedasticHead(width, 1, covariance="none"), config)
+
+
+def _torchvision_source(source: str, weights: "Optional[str | os.PathLike]", random_init: bool) -> Classifier:
+    """``torchvision:NAME`` with a state dict file (``.pth``/``.pt`` read with ``weights_only=True``, or
+    ``.safetensors``), loaded strictly with only the classifier left out; see :func:`load_source`."""
+    backbone = create_backbone(source)
+    if weights is None and not random_init:
+        raise ValueError(f"{source} needs its weights: give --weights FILE (a torchvision state dict, .pth or "
+                         ".safetensors), or --random-init to start from random weights on purpose")
+    if weights is not None:
+        if not Path(weights).is_file():
+            raise FileNotFoundError(f"no weights file at {str(weights)!r} (--weights)")
+        if str(weights).endswith(".safetensors"):
+            from safetensors.torch import load_file
+
+            state = load_file(str(weights))
+        else:
+            state = torch.load(weights, map_location="cpu", weights_only=True)
+        own = backbone.state_dict()
+        load_weights(backbone, {k: v for k, v in state.items() if k in own or k.split(".")[0] not in _TORCHVISION_HEADS},
+                     source=f"{weights} ({source})")
+    config = ModelConfig(source, 1, {"covariance": "none"}, {}, dict(TORCHVISION_PREPROCESSING))
+    return Classifier(backbone, HeteroscedasticHead(backbone.num_features, 1, covariance="none"), config)
 
 
 def _timm_with_weights(name: str, weights: Path) -> nn.Module:

@@ -90,5 +90,29 @@ def test_no_weights_offline_fails_fast_naming_the_option(tmp_path):
         load_source("timm:resnet18", tmp_path / "missing.safetensors")
     with pytest.raises(ValueError, match="unknown backbone 'resnet_18'"):
         load_source("timm:resnet_18", random_init=True)
-    with pytest.raises(ValueError, match="--weights goes with a timm:NAME source"):
+    with pytest.raises(ValueError, match="--weights goes with a timm:NAME or torchvision:NAME source"):
         load_source(str(tmp_path / "model.pt"), tmp_path / "w.safetensors")
+
+
+def test_torchvision_weights_load_strictly_without_the_classifier(tmp_path):
+    import torchvision
+
+    torch.manual_seed(0)
+    state = torchvision.models.get_model("resnet18", weights=None).state_dict()
+    torch.save(state, tmp_path / "tv.pth")
+    model = load_source("torchvision:resnet18", tmp_path / "tv.pth").eval()
+    own = model.backbone.state_dict()
+    assert "fc.weight" not in own and all(torch.equal(v, state[k]) for k, v in own.items())
+    assert model.config.preprocessing["mean"] == pytest.approx(IMAGENET_MEAN)
+    transferred = replace_head(model, 4).eval()
+    save_model(transferred, tmp_path / "model.pt")
+    x = torch.randn(2, 3, 64, 64)
+    with torch.no_grad():
+        torch.testing.assert_close(load_model(tmp_path / "model.pt").eval()(x), transferred(x))
+    torch.save(torchvision.models.get_model("resnet34", weights=None).state_dict(), tmp_path / "r34.pth")
+    with pytest.raises(ValueError, match=r"r34\.pth \(torchvision:resnet18\) do not fit the model \(unexpected"):
+        load_source("torchvision:resnet18", tmp_path / "r34.pth")
+    with pytest.raises(ValueError, match=r"torchvision:resnet18 needs its weights: give --weights FILE"):
+        load_source("torchvision:resnet18")
+    with pytest.raises(ValueError, match=r"unknown torchvision model 'resnet_18'.*Did you mean"):
+        load_source("torchvision:resnet_18", random_init=True)

@@ -16,27 +16,30 @@ from harness.uncertainty.predictions import Predictions
 from bad_inputs_downstream import task_folder
 
 
-def test_a_timm_model_with_a_weights_file_runs_the_sweep_end_to_end(tmp_path):
+@pytest.mark.parametrize("source", ["timm:resnet18", "torchvision:resnet18"])
+def test_a_timm_model_with_a_weights_file_runs_the_sweep_end_to_end(tmp_path, source):
     import timm
+    import torchvision
 
     torch.manual_seed(0)
     weights = tmp_path / "W.safetensors"
-    save_file({k: v.contiguous() for k, v in timm.create_model("resnet18", pretrained=False).state_dict().items()},
-              str(weights))
+    net = (timm.create_model("resnet18", pretrained=False) if source.startswith("timm")
+           else torchvision.models.get_model("resnet18", weights=None))
+    save_file({k: v.contiguous() for k, v in net.state_dict().items()}, str(weights))
     folder = task_folder(tmp_path, "shapes", k=10, sizes={"train800": 20, "val200": 10, "train800val200": 30,
                                                          "test": 12})
-    args = ["downstream", "--upstream", "timm:resnet18", "--weights", str(weights), "--tasks", f"shapes={folder}:10",
+    args = ["downstream", "--upstream", source, "--weights", str(weights), "--tasks", f"shapes={folder}:10",
             "--data-format", "folder", "--preset", "demo", "--lrs", "0.01", "--steps", "2", "--seeds", "2",
             "--batch-size", "8", "--micro-batch", "8", "--resolution", "32,32", "--out", str(tmp_path / "out")]
     res = CliRunner().invoke(main, args, catch_exceptions=False)
     assert res.exit_code == 0, res.output
     vtab = json.loads((tmp_path / "out" / "vtab.json").read_text())
-    assert vtab["upstream"]["source"] == "timm:resnet18" and vtab["upstream"]["weights"] == str(weights.resolve())
+    assert vtab["upstream"]["source"] == source and vtab["upstream"]["weights"] == str(weights.resolve())
     assert len(vtab["upstream"]["sha256"]) == 64
     assert vtab["preprocessing"]["mean"] == pytest.approx([0.485, 0.456, 0.406])
     assert 0.0 <= vtab["tasks"]["shapes"]["mean"] <= 1.0 and vtab["tasks"]["shapes"]["seeds"] == 2
     md = (tmp_path / "out" / "vtab.md").read_text()
-    assert "Model: timm:resnet18 with weights W.safetensors (sha256" in md and "mean [0.485, 0.456, 0.406]" in md
+    assert f"Model: {source} with weights W.safetensors (sha256" in md and "mean [0.485, 0.456, 0.406]" in md
     preds = sorted(Path(tmp_path / "out" / "predictions").glob("shapes_seed*.npz"))
     assert len(preds) == 2 and np.load(preds[0])["logits"].shape == (12, 10)
     # uncertainty on test: every metric per seed, over seeds, for the ensemble of the seeds, and per group
