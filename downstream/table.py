@@ -82,14 +82,14 @@ def uncertainty_table(predictions: "dict[str, list[str]]", tasks: "list[Task]",
         preds = [Predictions.load(p) for p in predictions.get(t.name, []) if Path(p).is_file()]
         if not preds:
             continue
-        seeds = [{k: p.metrics()[k] for k in TRANSFER_METRICS} for p in preds]
+        seeds = [{k: m[k] for k in TRANSFER_METRICS} for m in (p.metrics() for p in preds)]
         ens = ({k: v for k, v in average(preds, f"{t.name} ensemble").metrics().items() if k in TRANSFER_METRICS}
                if len(preds) > 1 else None)
         held = (heldout or {}).get(t.name)
         temp, scaled = None, None
         if held and Path(held).is_file():
             temp = fit_temperature(Predictions.load(held))
-            after = [{k: scale(p, temp).metrics()[k] for k in ("nll", "ece")} for p in preds]
+            after = [{k: m[k] for k in ("nll", "ece")} for m in (scale(p, temp).metrics() for p in preds)]
             scaled = {"mean": {k: float(np.mean([a[k] for a in after])) for k in ("nll", "ece")},
                       "std": {k: float(np.std([a[k] for a in after], ddof=1)) if len(after) > 1 else 0.0
                               for k in ("nll", "ece")}}

@@ -150,6 +150,16 @@ def json_dumps(obj: Any, **kwargs: Any) -> str:
     return json.dumps(_finite(obj), allow_nan=False, **kwargs)
 
 
+def read_json(path: "str | os.PathLike") -> "dict | None":
+    """The JSON object in ``path``, or None when there is no such file or it cannot be read as JSON (a marker or
+    record that a killed writer never finished counts as absent)."""
+    path = Path(path)
+    try:
+        return json.loads(path.read_text()) if path.is_file() else None
+    except (OSError, ValueError):
+        return None
+
+
 def remove_orphaned_temporaries(folder: "str | os.PathLike") -> "list[Path]":
     """Delete the temporary files that killed atomic writes left in ``folder`` (recursively).
 

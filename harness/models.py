@@ -97,6 +97,20 @@ class Classifier(nn.Module):
         return self.head(self.pre_logits(x), **head_kwargs)
 
 
+def _check_timm_name(name: str) -> None:
+    """Refuse a name that is not in timm's registry (with the 32 px ResNets of :mod:`harness.backbones`), listing
+    close matches."""
+    import timm
+
+    import harness.backbones  # noqa: F401  (registers the 32 px ResNets with timm)
+
+    base = name.split(".")[0]
+    if not timm.is_model(base):
+        close = difflib.get_close_matches(base, timm.list_models(), n=5, cutoff=0.6)
+        hint = f" Did you mean {', '.join(close)}?" if close else ""
+        raise ValueError(f"unknown backbone {name!r}: not a timm model (see timm.list_models()).{hint}")
+
+
 def create_backbone(name: str, pretrained_file: Optional[str] = None, **kwargs: Any) -> nn.Module:
     """``timm.create_model(name, num_classes=0, ...)`` with a clear error for unknown names.
 
@@ -115,13 +129,7 @@ def create_backbone(name: str, pretrained_file: Optional[str] = None, **kwargs: 
         return _torchvision_backbone(name[len(TORCHVISION_PREFIX):])
     import timm  # imported lazily: it pulls in torchvision
 
-    import harness.backbones  # noqa: F401  (registers the 32 px ResNets with timm)
-
-    base = name.split(".")[0]
-    if not timm.is_model(base):
-        close = difflib.get_close_matches(base, timm.list_models(), n=5, cutoff=0.6)
-        hint = f" Did you mean {', '.join(close)}?" if close else ""
-        raise ValueError(f"unknown backbone {name!r}: not a timm model (see timm.list_models()).{hint}")
+    _check_timm_name(name)
     if pretrained_file is not None:
         if not Path(pretrained_file).is_file():
             raise ValueError(f"pretrained_file {pretrained_file!r} does not exist; give a local weights file")
@@ -410,7 +418,7 @@ def _timm_from_cache(name: str) -> nn.Module:
     """``timm:NAME`` with pretrained weights from the local cache only (Hugging Face offline mode)."""
     import timm
 
-    create_backbone(name, None)  # an unknown name is refused first, with close matches
+    _check_timm_name(name)  # an unknown name is refused first, with close matches
     import huggingface_hub.constants as hub
 
     saved, saved_const = os.environ.get("HF_HUB_OFFLINE"), hub.HF_HUB_OFFLINE

@@ -27,7 +27,7 @@ from harness.config import load_config
 from harness.data.config import DataConfig
 from harness.data.dataset import ImageDataset, LabelSets
 from harness.data.sources import build_split
-from harness.io import atomic_write_bytes, atomic_write_text, check_writable
+from harness.io import atomic_write_bytes, atomic_write_text, check_writable, read_json
 from harness.provenance import provenance
 from harness.uncertainty.ensembles import average, check_compatible, summarize
 from harness.uncertainty.predictions import Predictions
@@ -90,11 +90,7 @@ def load_heldout(run_dir: "str | Path") -> Optional[Predictions]:
 
 def ensemble_spec(ens_dir: "str | Path") -> Optional[dict]:
     """An ensemble folder's ``ensemble.json`` (members, method, summary, ...), or None if it has no readable one."""
-    path = Path(ens_dir) / "ensemble.json"
-    try:
-        return json.loads(path.read_text()) if path.is_file() else None
-    except (OSError, ValueError):
-        return None
+    return read_json(Path(ens_dir) / "ensemble.json")
 
 
 def ensemble_members(ens_dir: "str | Path") -> "list[Path]":

@@ -10,11 +10,11 @@ from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
-from harness.io import path_under
+from harness.io import path_under, read_json
 from harness.runs import ensemble_members, run_summary
 from harness.shift.sets import ood_images, subset_rows, views
 from harness.shift.settings import SCHEMA, ShiftSettings, check_settings
-from harness.shift.store import clear_sets, load_set, read_json, save_set
+from harness.shift.store import clear_sets, load_set, save_set
 
 
 def _spec_key(spec: dict) -> str:

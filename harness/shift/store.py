@@ -3,18 +3,12 @@ and ``<folder>/shift/shift.json`` (settings, and which sets are done)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
 import numpy as np
 
-
-def read_json(path: Path) -> Optional[dict]:
-    try:
-        return json.loads(path.read_text()) if path.is_file() else None
-    except (OSError, ValueError):
-        return None
+from harness.io import read_json
 
 
 def save_set(folder: Path, preds: Any, mean_entropy: Optional[np.ndarray]) -> None:
