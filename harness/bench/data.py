@@ -82,7 +82,9 @@ def load_note(start: dict, end: dict) -> str:
 
     return (f"Measured at niceness {start['nice']}, the 1-minute load average {start['load_average'][0]:.1f} at the "
             f"start and {end['load_average'][0]:.1f} at the end on {os.cpu_count()} cores: other work on the machine "
-            "takes its share, so wall-clock rates vary between runs; memory and CPU-time figures do not.")
+            "takes its share, so wall-clock rates vary between runs; memory does not, and CPU time per image varies "
+            "less, except for multi-threaded work (the training step), whose threads also spend CPU time waiting "
+            "for each other when the machine is busy.")
 
 
 def make_data(root: Path, n: int, image_size: int = 32, seed: int = 0) -> dict:
