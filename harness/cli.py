@@ -546,7 +546,7 @@ def data_pack(source, out, overrides, shard_size, split, multilabel, seed, in_or
     only the missing shards. Read the result with data.source=shards data.path=OUT.
     """
     from harness.config import to_dict
-    from harness.data.shards import pack, source_config
+    from harness.data.pack import pack, source_config
     from harness.data.sources import build_split
     from harness.io import path_under
 

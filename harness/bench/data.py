@@ -3,7 +3,7 @@
 For each size N, N synthetic examples are written: 32x32 PNG images (a pool of 1,000 random images, written
 byte for byte N times over, 1,000 files a folder), 10 classes, a ``train.jsonl`` manifest listing them
 (``data.source=manifest``); then the same split is packed as WebDataset shards by
-:func:`harness.data.shards.pack` (``data.source=shards``). Each source is then measured in a fresh process
+:func:`harness.data.pack.pack` (``data.source=shards``). Each source is then measured in a fresh process
 (``spawn``), its loader in that process (no loader workers, so one process holds everything):
 
 - the time to open the split (manifest: read the list and check every path stays in its folder, plus the
@@ -128,7 +128,7 @@ def make_data(root: Path, n: int, image_size: int = 32, seed: int = 0) -> dict:
 def _pack(manifest_dir: str, out: str, shard_size: int) -> dict:
     """Pack the manifest's train split into shards (in a fresh process): ``{"seconds", "shards", "shard_bytes"}``."""
     from harness.data.config import DataConfig
-    from harness.data.shards import pack
+    from harness.data.pack import pack
     from harness.data.sources import build_split
 
     tic = time.perf_counter()
@@ -323,7 +323,7 @@ def _write(out: Path, s: dict) -> None:
              + load_note(s["load"]["start"], s["load"]["end"]), "",
              f"Synthetic split: N examples, {s['image_size']}x{s['image_size']} PNG images (a pool of {POOL} random "
              f"images written N times over, {PER_FOLDER} files a folder), {NUM_CLASSES} classes, listed in a "
-             f"`train.jsonl` manifest (`data.source=manifest`) and packed by `harness.data.shards.pack` into shards "
+             f"`train.jsonl` manifest (`data.source=manifest`) and packed by `harness.data.pack.pack` into shards "
              f"of {s['shard_size']} (`data.source=shards`). Each source measured in a fresh process with its "
              f"training loader in that process (no loader workers): the per-image path (PIL decode, pad-4 crop + "
              f"flip to {s['image_size']} px, seeded shuffle; shards: a shuffle buffer of 1,000), batches of "

@@ -217,7 +217,7 @@ class FileImages:
 
     def encoded(self, i: int) -> "tuple[bytes, str]":
         """The file's bytes as stored and its lower-case suffix without the dot (``jpg``, ``png``...), for
-        writers that keep encoded images as they are (:func:`harness.data.shards.pack`)."""
+        writers that keep encoded images as they are (:func:`harness.data.pack.pack`)."""
         path = self.path(i)
         with open(path, "rb") as f:
             return f.read(), os.path.splitext(path)[1].lstrip(".").lower()

@@ -4,15 +4,10 @@ as one stream split across ranks and data-loader workers.
 Format (WebDataset, https://github.com/webdataset/webdataset; written and read with the ``webdataset`` library):
 a shard is a POSIX tar file of examples, each a run of members sharing a key: ``{key}.jpg`` or ``{key}.png``
 (the image), and ``{key}.cls`` (one class index in ASCII) or ``{key}.json`` (``{"labels": [ids]}``, a label set,
-JFT-style; ``{"label": id}`` is read too). The keys :func:`pack` writes are the examples' rows in the source
+JFT-style; ``{"label": id}`` is read too). The keys :func:`harness.data.pack.pack` writes are the examples' rows in the source
 split, zero-padded, so predictions made on shards line up with the source.
 
-Packing (:func:`pack`, ``harness data pack``) writes ``{prefix}-000000.tar``, ``{prefix}-000001.tar``, ... of
-``shard_size`` examples each (the last one shorter), the examples in a seeded random order (so every shard holds
-a sample of every class even when the source is sorted by class), then ``index.json``: the example and label
-counts of every shard, the total, class names, per-class label counts, the label type and the source. Each shard
-is written under a temporary name and renamed when complete; a rerun after an interruption writes only the
-missing shards (the plan in ``index.json``, written first, must match).
+Writing is :mod:`harness.data.pack` (``harness data pack``); this module holds the format and reads it.
 
 Reading (:class:`ShardDataset`, :func:`shard_loader`): every shard goes to exactly one (rank, worker) slot,
 ``shards[rank::world_size][worker::num_workers]`` in the index's order (the assignment of webdataset's
@@ -39,9 +34,7 @@ Reading (:class:`ShardDataset`, :func:`shard_loader`): every shard goes to exact
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 import random
 import zlib
 from dataclasses import dataclass, replace
@@ -52,185 +45,30 @@ import numpy as np
 import torch
 import webdataset as wds
 
-from harness.data.config import SOURCES, STREAM_SOURCES, DataConfig
-from harness.data.dataset import ImageDataset
+from harness.data.config import DataConfig
 from harness.data.loading import mix_seeds
-from harness.io import RunLock, atomic_write_stream, atomic_write_text, check_name, check_writable, json_dumps
 
 #: the index file beside the shards
 INDEX_NAME = "index.json"
 #: what ``index.json`` says it describes (a reader refuses other files)
 INDEX_FORMAT = "harness-webdataset-1"
-#: image extensions kept as they are when the source holds encoded files (others are re-encoded as PNG)
-KEEP_ENCODED = {"jpg": "jpg", "jpeg": "jpg", "png": "png"}
+#: the image members a reader takes, in this order of preference
 IMAGE_EXTENSIONS = ("jpg", "jpeg", "png", "ppm", "pgm", "pbm", "webp", "bmp", "tif", "tiff")
 
 
-# ------------------------------------------------------------------------------------------------ packing
+# ------------------------------------------------------------------------------------------------ format
 def shard_name(prefix: str, number: int) -> str:
     """``{prefix}-{number:06d}.tar``, the name of shard ``number``."""
     return f"{prefix}-{number:06d}.tar"
 
 
-def _labels_digest(ds: ImageDataset) -> str:
-    h = hashlib.sha256()
-    if ds.multilabel:
-        h.update(np.ascontiguousarray(ds.labels.ids, dtype=np.int64).tobytes())
-        h.update(np.ascontiguousarray(ds.labels.offsets, dtype=np.int64).tobytes())
-    else:
-        h.update(np.ascontiguousarray(ds.labels, dtype=np.int64).tobytes())
-    return h.hexdigest()
-
-
-def _label_ids(ds: ImageDataset, i: int) -> np.ndarray:
-    return ds.labels[i] if ds.multilabel else np.asarray([ds.labels[i]], dtype=np.int64)
-
-
-def pack(ds: ImageDataset, out_dir: "str | os.PathLike", shard_size: int, prefix: str = "shard",
-         order_seed: Optional[int] = 0, source: Optional[dict] = None, progress: bool = True) -> dict:
-    """Write a split as WebDataset tar shards and ``index.json`` (format in the module docstring).
-
-    Args:
-        ds: the split (:func:`harness.data.sources.build_split`), N >= 1 examples of K classes.
-        out_dir: the folder of the shards (created; it may hold only this pack's files).
-        shard_size: examples per shard (the last shard holds the rest), >= 1.
-        prefix: shard names ``{prefix}-000000.tar``... (a plain name: letters, digits, ``.``, ``_``, ``-``).
-        order_seed: examples go to shards in the permutation of ``numpy.random.default_rng(order_seed)``;
-            None keeps the source order.
-        source: what to record about the source besides ``ds.description`` (e.g. the data config and split).
-        progress: show a progress bar (tqdm) on stderr.
-
-    Each example's image is decoded first (a broken file stops the pack, named); its bytes are kept as they
-    are when the source holds them encoded as JPEG or PNG, else it is written as a PNG of its RGB pixels.
-    ``index.json`` is written first with ``"complete": false`` and the plan (source, labels' SHA-256, shard
-    size, order), each shard under a temporary name renamed when complete, and ``index.json`` again at the end.
-    Run again after an interruption, the same pack writes only the shards that are missing; a finished pack
-    is left as it is.
-
-    Returns:
-        The index (the content of ``index.json``).
-
-    Raises:
-        ValueError: ``shard_size`` < 1, an empty split, a bad prefix, an unwritable folder, a folder holding
-            another pack or tar files of unknown origin, another process packing into it, an unreadable image.
-    """
-    from tqdm import tqdm
-
-    if isinstance(shard_size, bool) or not isinstance(shard_size, (int, np.integer)) or shard_size < 1:
-        raise ValueError(f"shard_size must be a whole number >= 1 (examples per shard), got {shard_size!r}")
-    check_name(prefix, "shard prefix")
-    n = len(ds)
-    if n == 0:
-        raise ValueError(f"{ds.description} holds no examples: there is nothing to pack; check the source and split")
-    out_dir = check_writable(out_dir, f"shard folder {str(out_dir)!r}", "give another output folder")
-    order = np.arange(n) if order_seed is None else np.random.default_rng(order_seed).permutation(n)
-    digits = max(6, len(str(n - 1)))
-    starts = list(range(0, n, int(shard_size)))
-    names = [shard_name(prefix, j) for j in range(len(starts))]
-
-    k = ds.num_classes
-    sizes = np.diff(ds.labels.offsets) if ds.multilabel else np.ones(n, dtype=np.int64)
-    flat = ds.labels.ids if ds.multilabel else ds.labels
-    plan = {
-        "format": INDEX_FORMAT, "prefix": prefix, "shard_size": int(shard_size), "order_seed": order_seed,
-        "num_examples": n, "num_classes": k, "class_names": list(ds.class_names), "multilabel": ds.multilabel,
-        "labels_sha256": _labels_digest(ds), "key_digits": digits,
-        "source": {"description": ds.description, **(source or {})},
-    }
-    shards = []
-    for name, lo in zip(names, starts):
-        rows = order[lo:lo + int(shard_size)]
-        shards.append({"name": name, "examples": int(len(rows)), "labels": int(sizes[rows].sum())})
-    index = {**plan, "complete": True, "shards": shards,
-             "label_counts": np.bincount(np.asarray(flat, dtype=np.int64), minlength=k).astype(int).tolist(),
-             "labels_per_example": {"min": int(sizes.min()), "mean": float(sizes.mean()), "max": int(sizes.max()),
-                                    "without_labels": int((sizes == 0).sum())}}
-
-    encoded = getattr(ds.load_image, "encoded", None)
-
-    def example(i: int) -> dict:
-        image, _ = ds[i]  # decoded (and converted to RGB) first: a broken file stops the pack here, named
-        sample: "dict[str, Any]" = {"__key__": f"{i:0{digits}d}"}
-        data, ext = encoded(i) if encoded is not None else (None, "")
-        if data is not None and ext in KEEP_ENCODED:
-            sample[KEEP_ENCODED[ext]] = data
-        else:
-            sample["png"] = image  # webdataset's encoder writes a PNG
-        ids = _label_ids(ds, i)
-        if ds.multilabel:
-            sample["json"] = {"labels": [int(c) for c in ids]}
-        else:
-            sample["cls"] = int(ids[0])
-        return sample
-
-    with RunLock(out_dir, what="wait for the other pack to finish, or pack into another folder"):
-        path = out_dir / INDEX_NAME
-        try:
-            old = _read_json(path) if path.is_file() else None
-        except ValueError as e:
-            raise ValueError(f"{out_dir} holds an {INDEX_NAME} this command did not write ({e}): choose another "
-                             "folder") from e
-        if old is None:
-            strays = sorted(p.name for p in out_dir.glob("*.tar"))
-            if strays:
-                raise ValueError(f"{out_dir} holds tar files without an {INDEX_NAME} ({', '.join(strays[:3])}...): not "
-                                 "a pack this command wrote; choose an empty folder, or delete those files")
-        else:
-            changed = sorted(key for key in plan if old.get(key) != plan[key])
-            if changed:
-                raise ValueError(f"{out_dir} holds a pack of other data or settings (differs in {', '.join(changed)}): "
-                                 "choose another folder, or delete that one to pack again")
-        missing = [j for j, name in enumerate(names) if not (out_dir / name).is_file()]
-        if old is not None and old.get("complete") and not missing:
-            return old
-        atomic_write_text(path, json_dumps({**plan, "complete": False}, indent=1) + "\n")
-        todo = set(missing)
-        done = sum(shards[j]["examples"] for j in range(len(names)) if j not in todo)
-        with tqdm(total=n, initial=done, unit="img", desc=f"pack {prefix}", disable=not progress) as bar:
-            for j in missing:
-                rows = order[starts[j]:starts[j] + int(shard_size)]
-
-                def write(f: Any, rows: np.ndarray = rows) -> None:
-                    # mtime fixed: the same data and settings give the same bytes
-                    with wds.TarWriter(f, mtime=0) as sink:
-                        for i in rows:
-                            sink.write(example(int(i)))
-                            bar.update(1)
-
-                atomic_write_stream(out_dir / names[j], write)
-        atomic_write_text(path, json_dumps(index, indent=1) + "\n")
-    return index
-
-
-def source_config(source: str, overrides: Sequence[str] = (), multilabel: bool = False) -> DataConfig:
-    """The data config of the source to pack: ``source`` is a YAML file (a run config, whose ``data`` section is
-    taken, following ``base:``; or a data section alone) or a source name (``cifar10n``, ``image_folder``...),
-    with ``key=value`` overrides of data settings (``path=...``, ``label_set=worse``, ``data.limit_train=200``).
-
-    Raises:
-        ValueError: an unknown source name, a stream source, a bad override or setting.
-        FileNotFoundError: a YAML path that does not exist.
-    """
-    from harness.config import load_config, read_settings
-
-    if source.endswith((".yaml", ".yml")) or os.sep in source or Path(source).is_file():
-        settings = read_settings(source)
-        base = settings.get("data", settings) if isinstance(settings.get("data"), dict) else settings
-    elif source in SOURCES:
-        base = {"source": source}
-    else:
-        raise ValueError(f"unknown source {source!r}: give a data config YAML or one of {', '.join(SOURCES)}")
-    items = [o[len("data."):] if o.startswith("data.") else o for o in overrides]
-    if multilabel:
-        items.append("multilabel=true")
-    cfg = load_config(DataConfig, None, items, base=dict(base))
-    if cfg.source in STREAM_SOURCES:
-        raise ValueError(f"data.source={cfg.source!r} is already shards: pack the source they came from")
-    return cfg
-
-
 # ------------------------------------------------------------------------------------------------ reading
-def _read_json(location: str) -> dict:
+def read_index(location: str) -> dict:
+    """The shard index at ``location`` (a path or URL), checked to be one this harness wrote.
+
+    Raises:
+        ValueError: not JSON, or not a shard index of this harness (its ``format`` is not :data:`INDEX_FORMAT`).
+    """
     if "://" in str(location) or str(location).startswith("pipe:"):
         with wds.gopen(str(location), "rb") as f:
             text = f.read().decode()
@@ -276,7 +114,7 @@ def shard_files(path: str, split: Optional[str] = None) -> "tuple[list[str], lis
         if "://" not in location and not location.startswith("pipe:") and not Path(location).is_file():
             raise FileNotFoundError(f"no {INDEX_NAME} beside the shards of {path!r} (looked for {location}): pack them "
                                     "with harness data pack, which writes it")
-        index = _check_index(_read_json(location), location)
+        index = _check_index(read_index(location), location)
         counts_by_name = {s["name"]: int(s["examples"]) for s in index["shards"]}
         unknown = [u for u in urls if u.rsplit("/", 1)[-1] not in counts_by_name]
         if unknown:
@@ -292,7 +130,7 @@ def shard_files(path: str, split: Optional[str] = None) -> "tuple[list[str], lis
         where = f"{root / split} or {root}" if split else str(root)
         raise FileNotFoundError(f"no {INDEX_NAME} in {where}: pack the data there first (harness data pack SOURCE "
                                 f"{root}{' --split ' + split if split else ''})")
-    index = _check_index(_read_json(folder / INDEX_NAME), folder / INDEX_NAME)
+    index = _check_index(read_index(folder / INDEX_NAME), folder / INDEX_NAME)
     urls = [str(folder / s["name"]) for s in index["shards"]]
     for u in urls:
         if not Path(u).is_file():

@@ -12,7 +12,7 @@ import torch
 
 from harness.config import load_config
 from harness.data.config import DataConfig
-from harness.data.shards import pack
+from harness.data.pack import pack
 from harness.data.sources import build_split
 from upstream.config import UpstreamConfig, validate
 from upstream.train import run

@@ -1,0 +1,186 @@
+"""Packing any source the harness reads into WebDataset tar shards (``harness data pack``).
+
+Packing (:func:`pack`, ``harness data pack``) writes ``{prefix}-000000.tar``, ``{prefix}-000001.tar``, ... of
+``shard_size`` examples each (the last one shorter), the examples in a seeded random order (so every shard holds
+a sample of every class even when the source is sorted by class), then ``index.json``: the example and label
+counts of every shard, the total, class names, per-class label counts, the label type and the source. Each shard
+is written under a temporary name and renamed when complete; a rerun after an interruption writes only the
+missing shards (the plan in ``index.json``, written first, must match).
+
+The format, and reading it back, is :mod:`harness.data.shards`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+import numpy as np
+import webdataset as wds
+
+from harness.data.config import SOURCES, STREAM_SOURCES, DataConfig
+from harness.data.dataset import ImageDataset
+from harness.data.shards import INDEX_FORMAT, INDEX_NAME, read_index, shard_name
+from harness.io import RunLock, atomic_write_stream, atomic_write_text, check_name, check_writable, json_dumps
+
+#: image extensions kept as they are when the source holds encoded files (others are re-encoded as PNG)
+KEEP_ENCODED = {"jpg": "jpg", "jpeg": "jpg", "png": "png"}
+
+
+def _labels_digest(ds: ImageDataset) -> str:
+    h = hashlib.sha256()
+    if ds.multilabel:
+        h.update(np.ascontiguousarray(ds.labels.ids, dtype=np.int64).tobytes())
+        h.update(np.ascontiguousarray(ds.labels.offsets, dtype=np.int64).tobytes())
+    else:
+        h.update(np.ascontiguousarray(ds.labels, dtype=np.int64).tobytes())
+    return h.hexdigest()
+
+
+def _label_ids(ds: ImageDataset, i: int) -> np.ndarray:
+    return ds.labels[i] if ds.multilabel else np.asarray([ds.labels[i]], dtype=np.int64)
+
+
+def pack(ds: ImageDataset, out_dir: "str | os.PathLike", shard_size: int, prefix: str = "shard",
+         order_seed: Optional[int] = 0, source: Optional[dict] = None, progress: bool = True) -> dict:
+    """Write a split as WebDataset tar shards and ``index.json`` (format in the module docstring).
+
+    Args:
+        ds: the split (:func:`harness.data.sources.build_split`), N >= 1 examples of K classes.
+        out_dir: the folder of the shards (created; it may hold only this pack's files).
+        shard_size: examples per shard (the last shard holds the rest), >= 1.
+        prefix: shard names ``{prefix}-000000.tar``... (a plain name: letters, digits, ``.``, ``_``, ``-``).
+        order_seed: examples go to shards in the permutation of ``numpy.random.default_rng(order_seed)``;
+            None keeps the source order.
+        source: what to record about the source besides ``ds.description`` (e.g. the data config and split).
+        progress: show a progress bar (tqdm) on stderr.
+
+    Each example's image is decoded first (a broken file stops the pack, named); its bytes are kept as they
+    are when the source holds them encoded as JPEG or PNG, else it is written as a PNG of its RGB pixels.
+    ``index.json`` is written first with ``"complete": false`` and the plan (source, labels' SHA-256, shard
+    size, order), each shard under a temporary name renamed when complete, and ``index.json`` again at the end.
+    Run again after an interruption, the same pack writes only the shards that are missing; a finished pack
+    is left as it is.
+
+    Returns:
+        The index (the content of ``index.json``).
+
+    Raises:
+        ValueError: ``shard_size`` < 1, an empty split, a bad prefix, an unwritable folder, a folder holding
+            another pack or tar files of unknown origin, another process packing into it, an unreadable image.
+    """
+    from tqdm import tqdm
+
+    if isinstance(shard_size, bool) or not isinstance(shard_size, (int, np.integer)) or shard_size < 1:
+        raise ValueError(f"shard_size must be a whole number >= 1 (examples per shard), got {shard_size!r}")
+    check_name(prefix, "shard prefix")
+    n = len(ds)
+    if n == 0:
+        raise ValueError(f"{ds.description} holds no examples: there is nothing to pack; check the source and split")
+    out_dir = check_writable(out_dir, f"shard folder {str(out_dir)!r}", "give another output folder")
+    order = np.arange(n) if order_seed is None else np.random.default_rng(order_seed).permutation(n)
+    digits = max(6, len(str(n - 1)))
+    starts = list(range(0, n, int(shard_size)))
+    names = [shard_name(prefix, j) for j in range(len(starts))]
+
+    k = ds.num_classes
+    sizes = np.diff(ds.labels.offsets) if ds.multilabel else np.ones(n, dtype=np.int64)
+    flat = ds.labels.ids if ds.multilabel else ds.labels
+    plan = {
+        "format": INDEX_FORMAT, "prefix": prefix, "shard_size": int(shard_size), "order_seed": order_seed,
+        "num_examples": n, "num_classes": k, "class_names": list(ds.class_names), "multilabel": ds.multilabel,
+        "labels_sha256": _labels_digest(ds), "key_digits": digits,
+        "source": {"description": ds.description, **(source or {})},
+    }
+    shards = []
+    for name, lo in zip(names, starts):
+        rows = order[lo:lo + int(shard_size)]
+        shards.append({"name": name, "examples": int(len(rows)), "labels": int(sizes[rows].sum())})
+    index = {**plan, "complete": True, "shards": shards,
+             "label_counts": np.bincount(np.asarray(flat, dtype=np.int64), minlength=k).astype(int).tolist(),
+             "labels_per_example": {"min": int(sizes.min()), "mean": float(sizes.mean()), "max": int(sizes.max()),
+                                    "without_labels": int((sizes == 0).sum())}}
+
+    encoded = getattr(ds.load_image, "encoded", None)
+
+    def example(i: int) -> dict:
+        image, _ = ds[i]  # decoded (and converted to RGB) first: a broken file stops the pack here, named
+        sample: "dict[str, Any]" = {"__key__": f"{i:0{digits}d}"}
+        data, ext = encoded(i) if encoded is not None else (None, "")
+        if data is not None and ext in KEEP_ENCODED:
+            sample[KEEP_ENCODED[ext]] = data
+        else:
+            sample["png"] = image  # webdataset's encoder writes a PNG
+        ids = _label_ids(ds, i)
+        if ds.multilabel:
+            sample["json"] = {"labels": [int(c) for c in ids]}
+        else:
+            sample["cls"] = int(ids[0])
+        return sample
+
+    with RunLock(out_dir, what="wait for the other pack to finish, or pack into another folder"):
+        path = out_dir / INDEX_NAME
+        try:
+            old = read_index(path) if path.is_file() else None
+        except ValueError as e:
+            raise ValueError(f"{out_dir} holds an {INDEX_NAME} this command did not write ({e}): choose another "
+                             "folder") from e
+        if old is None:
+            strays = sorted(p.name for p in out_dir.glob("*.tar"))
+            if strays:
+                raise ValueError(f"{out_dir} holds tar files without an {INDEX_NAME} ({', '.join(strays[:3])}...): not "
+                                 "a pack this command wrote; choose an empty folder, or delete those files")
+        else:
+            changed = sorted(key for key in plan if old.get(key) != plan[key])
+            if changed:
+                raise ValueError(f"{out_dir} holds a pack of other data or settings (differs in {', '.join(changed)}): "
+                                 "choose another folder, or delete that one to pack again")
+        missing = [j for j, name in enumerate(names) if not (out_dir / name).is_file()]
+        if old is not None and old.get("complete") and not missing:
+            return old
+        atomic_write_text(path, json_dumps({**plan, "complete": False}, indent=1) + "\n")
+        todo = set(missing)
+        done = sum(shards[j]["examples"] for j in range(len(names)) if j not in todo)
+        with tqdm(total=n, initial=done, unit="img", desc=f"pack {prefix}", disable=not progress) as bar:
+            for j in missing:
+                rows = order[starts[j]:starts[j] + int(shard_size)]
+
+                def write(f: Any, rows: np.ndarray = rows) -> None:
+                    # mtime fixed: the same data and settings give the same bytes
+                    with wds.TarWriter(f, mtime=0) as sink:
+                        for i in rows:
+                            sink.write(example(int(i)))
+                            bar.update(1)
+
+                atomic_write_stream(out_dir / names[j], write)
+        atomic_write_text(path, json_dumps(index, indent=1) + "\n")
+    return index
+
+
+def source_config(source: str, overrides: Sequence[str] = (), multilabel: bool = False) -> DataConfig:
+    """The data config of the source to pack: ``source`` is a YAML file (a run config, whose ``data`` section is
+    taken, following ``base:``; or a data section alone) or a source name (``cifar10n``, ``image_folder``...),
+    with ``key=value`` overrides of data settings (``path=...``, ``label_set=worse``, ``data.limit_train=200``).
+
+    Raises:
+        ValueError: an unknown source name, a stream source, a bad override or setting.
+        FileNotFoundError: a YAML path that does not exist.
+    """
+    from harness.config import load_config, read_settings
+
+    if source.endswith((".yaml", ".yml")) or os.sep in source or Path(source).is_file():
+        settings = read_settings(source)
+        base = settings.get("data", settings) if isinstance(settings.get("data"), dict) else settings
+    elif source in SOURCES:
+        base = {"source": source}
+    else:
+        raise ValueError(f"unknown source {source!r}: give a data config YAML or one of {', '.join(SOURCES)}")
+    items = [o[len("data."):] if o.startswith("data.") else o for o in overrides]
+    if multilabel:
+        items.append("multilabel=true")
+    cfg = load_config(DataConfig, None, items, base=dict(base))
+    if cfg.source in STREAM_SOURCES:
+        raise ValueError(f"data.source={cfg.source!r} is already shards: pack the source they came from")
+    return cfg

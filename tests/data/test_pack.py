@@ -1,0 +1,59 @@
+"""Packing sources into WebDataset shards: CIFAR-10N's annotator label sets, TFDS, the data config of a source."""
+
+import tarfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from harness.data.config import DataConfig
+from harness.data.pack import pack, source_config
+from harness.data.shards import ShardDataset, shard_files
+from harness.data.sources import build_split
+
+ROOT = Path(__file__).resolve().parents[2]
+SHARED = ROOT.parent / "shared" / "data" / "cifar10n"
+
+
+@pytest.mark.skipif(not (SHARED / "cifar10n_labels.npz").is_file(), reason="CIFAR-10N is not in ../shared/data")
+def test_cifar10n_multilabel_pack_keeps_every_annotators_label(tmp_path):
+    cfg = DataConfig(source="cifar10n", path=str(SHARED), multilabel=True, limit_train=200)
+    ds = build_split(cfg, "train")
+    index = pack(ds, tmp_path, 64, prefix="train", progress=False)
+    labels = np.load(SHARED / "cifar10n_labels.npz")
+    annotators = np.stack([labels[f"random_label{a}"][:200] for a in (1, 2, 3)], axis=1)
+    expected = [set(row.tolist()) for row in annotators]
+    urls, counts, _ = shard_files(str(tmp_path))
+    got = {i: set(np.flatnonzero(target).tolist()) for _, target, i in ShardDataset(urls, 10, True, counts)}
+    assert sorted(got) == list(range(200))
+    assert all(got[i] == expected[i] for i in range(200))  # each example's set: all three annotators' labels
+    assert sum(len(s) > 1 for s in expected) > 50  # the annotators disagree often: sets, not single labels
+    assert index["multilabel"] and index["num_examples"] == 200
+    assert index["label_counts"] == np.bincount([c for s in expected for c in s], minlength=10).tolist()
+    assert sum(s["labels"] for s in index["shards"]) == sum(len(s) for s in expected)
+
+
+def test_tfds_source_packs_as_png(tmp_path):
+    tfds = pytest.importorskip("tensorflow_datasets")
+    with tfds.testing.mock_data(num_examples=6, policy=tfds.testing.MockPolicy.USE_CODE):
+        ds = build_split(DataConfig(source="tfds", name="cifar10"), "train")
+        pack(ds, tmp_path, 2, progress=False)
+        urls, counts, index = shard_files(str(tmp_path))
+        got = list(ShardDataset(urls, index["num_classes"], False, counts, shuffle=False))
+        assert sorted(i for _, _, i in got) == list(range(6))
+        for image, label, i in got:
+            assert label == ds[i][1] and np.array_equal(np.asarray(image), np.asarray(ds[i][0]))
+    with tarfile.open(urls[0]) as t:
+        assert sorted(Path(n).suffix for n in t.getnames()) == [".cls", ".cls", ".png", ".png"]
+
+
+def test_source_config_takes_a_run_configs_data_section_or_a_source_name(tmp_path):
+    cfg = source_config(str(ROOT / "upstream" / "configs" / "cifar10n_multilabel_het.yaml"), ["data.path=/x"])
+    assert (cfg.source, cfg.path, cfg.multilabel, cfg.train_split) == ("cifar10n", "/x", True, "train45k")  # via base:
+    (tmp_path / "d.yaml").write_text("source: manifest\npath: /m\n")
+    assert source_config(str(tmp_path / "d.yaml"), ["limit_train=3"], multilabel=True).limit_train == 3
+    assert source_config("image_folder", ["path=/f"]).path == "/f"
+    with pytest.raises(ValueError, match="already shards"):
+        source_config(str(tmp_path / "d.yaml"), ["source=shards"])
+    with pytest.raises(ValueError, match="unknown source"):
+        source_config("imagenet")
