@@ -15,8 +15,8 @@ from harness.experiment.plan import (
     validate_experiment,
 )
 from harness.experiment.sections import (
-    _merge, budget_section, comparison_section, downstream_section, frontier_section, multilabel_section,
-    temperature_section, time_section,
+    STEP_COST_FILE, _merge, budget_section, comparison_section, downstream_section, frontier_runs, frontier_section,
+    multilabel_section, step_cost_section, step_costs, temperature_section, time_section,
 )
 from harness.io import RunLock, path_under
 
@@ -243,12 +243,24 @@ def _run_stages(exp: Experiment, plans: "dict[str, _Plan]", root: Path, clock: _
         _merge(extra, part)
     if ml_runs:
         _merge(extra, multilabel_section(ml_runs, ml_grid))
-    if budget:
+    curves = {m: {e: Path(main.configs[f].output_dir) for e, f in per.items()} for m, per in budget.items() if per}
+    if curves or "frontier" in plans:  # their x axis: every run's steps at one side-by-side step rate
+        costed: "dict[str, list[Path]]" = {}
+        for m, per in curves.items():
+            costed.setdefault(m, []).extend(per.values())
+        if "frontier" in plans:
+            for m, pairs in frontier_runs(plans["frontier"], runs, exp).items():
+                costed.setdefault(m, []).extend(d for _, d in pairs)
+        tic = time.perf_counter()
+        costs = step_costs(costed, root / STEP_COST_FILE, progress=progress)
+        progress(f"[step cost] {'reused' if costs['measurement']['reused'] else 'measured'} "
+                 f"({time.perf_counter() - tic:.0f} s)")
+        _merge(extra, step_cost_section(costs))
+    if curves:
         plans["budget"] = _Plan(configs={f: c for f, c in main.configs.items() if f.startswith("budget_")})
-        _merge(extra, budget_section({m: {e: Path(main.configs[f].output_dir) for e, f in per.items()}
-                                      for m, per in budget.items()}))
+        _merge(extra, budget_section(curves, costs))
     if "frontier" in plans:
-        _merge(extra, frontier_section(plans["frontier"], runs, exp))
+        _merge(extra, frontier_section(plans["frontier"], runs, exp, costs))
     extra["json"]["confusable_pairs"] = [list(p) for p in exp.confusable_pairs]
     times = {study: _run_times(plan) for study, plan in plans.items()}
     clock.tick()

@@ -142,6 +142,10 @@ def test_temperature_is_chosen_on_the_heldout_split_and_the_multilabel_study_is_
     frontier = {r["schedule"].split(":")[0]: r for r in report["frontier"]}
     assert set(frontier) == {"this study's schedule (chosen)", "2 epochs"} and frontier["2 epochs"]["epochs"] == 2
     assert frontier["this study's schedule (chosen)"]["run"].endswith("hom_s0") and "Frontier" in md
+    # CPU-minutes at one side-by-side step rate: twice the epochs, twice the cost, whatever the wall clock said
+    assert frontier["2 epochs"]["cpu_minutes"] == pytest.approx(
+        2 * frontier["this study's schedule (chosen)"]["cpu_minutes"], rel=1e-12)
+    assert set(report["step_cost"]["measurement"]["configs"]) == {"hom"} and "side-by-side" in md
     # every final run is transferred (the chosen τ's first-seed run too, started once τ was chosen), no other
     transferred = {d.name for d in (tmp_path / "runs" / "grid" / "downstream").iterdir()}
     assert transferred == {"hom_s0", "hom_s1", f"het_t{chosen[0]:g}_s0", f"het_t{chosen[0]:g}_s1"}

@@ -127,6 +127,13 @@ def test_experiment_plan_end_to_end_and_restore_from_records(tmp_path, monkeypat
     hom_e1 = json.loads((up / "budget_hom_e1" / "metrics.json").read_text())["metrics"]["top1"]
     het_e1 = json.loads((up / f"grid_het_t{tau:g}_s0" / "metrics.json").read_text())["metrics"]["top1"]
     assert budget["crossings"]["het"]["diffs"]["1"] == pytest.approx(het_e1 - hom_e1)
+    # their x axis: each run's recorded steps at one side-by-side step rate, one measured step per method
+    for m, ps in budget["points"].items():
+        assert [p["cpu_minutes"] / p["steps"] for p in ps] == pytest.approx([ps[0]["cpu_minutes"] / ps[0]["steps"]] * 2,
+                                                                            rel=1e-12)
+    cost = report["step_cost"]
+    assert set(cost["measurement"]["configs"]) == {"hom", "het"} and cost["reference"] == "hom"
+    assert (tmp_path / "runs" / "plan" / "step_cost.json").is_file() and "side-by-side rate" in budget["axis"]
 
     # --- frontier: both methods, the study's schedule and the 3-epoch one
     rows = report["frontier"]

@@ -1,0 +1,226 @@
+"""The cost of one upstream training step, measured side by side.
+
+A run's recorded wall time says what the machine was doing while it trained as much as what the run
+cost: runs trained in different sessions of a shared, variably loaded machine cannot be compared by
+it. :func:`step_seconds` instead builds each config's model as :mod:`upstream.train` does and times
+its training step (forward, the training loss, backward, optimiser step) on a random batch of the
+config's shape, all the configs in one process, interleaved: round r times every config in turn.
+Load that changes between rounds slows every config of the round alike, so the per-round ratio to
+the first config holds even when the seconds do not. A run's cost is then its number of steps times
+the step's median seconds (:func:`harness.experiment.sections.step_costs`).
+
+Not timed: data loading (the array loader decodes the images once and augments whole batches as
+tensor ops; it costs the same for every config of one batch shape, so timing it too would move every
+ratio towards 1), evaluation, checkpoints, the learning-rate schedule.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from typing import Any, Callable, Mapping, Union
+
+import torch
+
+from upstream.config import UpstreamConfig
+
+#: timed steps per config and round, untimed steps before them, rounds
+STEPS, WARMUP, ROUNDS = 20, 3, 3
+#: head options that do not change the training step's cost (the temperature divides the logits; the
+#: evaluation's MC samples are drawn only when predicting)
+FREE_HEAD_OPTIONS = ("temperature", "eval_mc_samples")
+
+PerConfig = Union[None, int, str, Mapping[str, Any]]
+
+
+def step_key(cfg: UpstreamConfig, num_classes: int, precision: str, threads: int = 1) -> dict:
+    """What the cost of a training step of ``cfg`` depends on: backbone (and its options), head (less
+    :data:`FREE_HEAD_OPTIONS`), K, batch and image size, memory format, precision, threads, optimiser,
+    training loss and whether gradients are clipped. Epochs, learning rates and seeds do not enter:
+    runs of one method that differ only in their schedule share one key.
+
+    Args:
+        cfg: the run's config.
+        num_classes: K (the run's ``len(class_names)``; ``cfg.model.num_classes`` is often None).
+        precision: the mixed precision the run trained in (``no``, ``bf16``, ``fp16``; its metrics.json
+            ``mixed_precision``), not ``auto``.
+        threads: torch threads of the run (its metrics.json ``threads``).
+
+    Returns:
+        A JSON-able dict; :func:`key_text` makes it a string.
+
+    Raises:
+        ValueError: ``precision`` is ``auto`` or unknown, ``num_classes`` or ``threads`` < 1.
+    """
+    if precision not in ("no", "bf16", "fp16"):
+        raise ValueError(f"precision must be the one a run used (no, bf16 or fp16), got {precision!r}")
+    if num_classes < 1 or threads < 1:
+        raise ValueError(f"num_classes and threads must be >= 1, got {num_classes} and {threads}")
+    return {"backbone": cfg.model.backbone, "backbone_kwargs": dict(cfg.model.backbone_kwargs),
+            "head": {k: v for k, v in sorted(dict(cfg.model.head).items()) if k not in FREE_HEAD_OPTIONS},
+            "num_classes": int(num_classes), "batch_size": int(cfg.data.batch_size),
+            "image_size": int(cfg.data.image_size), "channels_last": bool(cfg.train.channels_last),
+            "precision": precision, "threads": int(threads), "optimizer": cfg.optim.name, "loss": cfg.train.loss,
+            "clip_grad_norm": cfg.optim.clip_grad_norm is not None and cfg.optim.clip_grad_norm > 0}
+
+
+def key_text(key: dict) -> str:
+    """``key`` as one canonical string (sorted JSON), for caches and comparisons."""
+    return json.dumps(key, sort_keys=True)
+
+
+class _Setup:
+    """One config's model, optimiser, accelerator and random batch, ready to step."""
+
+    def __init__(self, cfg: UpstreamConfig, num_classes: int, precision: str) -> None:
+        from accelerate import Accelerator
+        from accelerate.state import AcceleratorState
+
+        from harness.models import ModelConfig, build_model
+        from upstream.optim import build_optimizer
+
+        # as upstream.train.run: a fresh accelerate state with this run's precision; prepare() wraps the
+        # model's forward in that precision's autocast, which stays with the model afterwards
+        AcceleratorState._reset_state(reset_partial_state=False)
+        self.accelerator = Accelerator(mixed_precision=precision, gradient_accumulation_steps=1)
+        device = self.accelerator.device
+        if precision == "fp16" and device.type == "cpu":
+            raise ValueError("mixed precision fp16 does not run on a CPU (upstream.train refuses it too)")
+        model = build_model(ModelConfig(cfg.model.backbone, num_classes, dict(cfg.model.head),
+                                        dict(cfg.model.backbone_kwargs)))
+        self.memory_format = torch.channels_last if cfg.train.channels_last else torch.contiguous_format
+        model = model.to(memory_format=self.memory_format)
+        optimizer = build_optimizer(model, cfg.optim)
+        self.model, self.optimizer = self.accelerator.prepare(model, optimizer)
+        self.model.train()
+        b, s = cfg.data.batch_size, cfg.data.image_size
+        self.x = torch.randn(b, 3, s, s, device=device).contiguous(memory_format=self.memory_format)
+        self.multilabel = cfg.model.head.get("link", "softmax") == "sigmoid"
+        if self.multilabel:  # multi-hot targets, about half the classes on
+            self.y = (torch.rand(b, num_classes, device=device) < 0.5).float()
+        else:
+            self.y = torch.randint(0, num_classes, (b,), device=device)
+        self.loss, self.smoothing = cfg.train.loss, cfg.train.label_smoothing
+        # forward correction: the cost does not depend on T's values, only on its shape
+        self.log_transition = (torch.full((num_classes, num_classes), 1.0 / num_classes, device=device).log()
+                               if self.loss == "forward" else None)
+        self.clip = cfg.optim.clip_grad_norm
+
+    def step(self) -> None:
+        """One optimiser step, as the body of upstream.train's loop (without its loss check and logging)."""
+        from upstream.train import training_loss
+
+        acc = self.accelerator
+        with acc.accumulate(self.model):
+            loss = training_loss(self.model(self.x), self.y, self.multilabel, self.loss, self.smoothing,
+                                 self.log_transition)
+            acc.backward(loss)
+            if acc.sync_gradients and self.clip:
+                acc.clip_grad_norm_(self.model.parameters(), self.clip)
+            self.optimizer.step()
+            self.optimizer.zero_grad(set_to_none=True)
+        if self.x.device.type == "cuda":
+            torch.cuda.synchronize()
+
+
+def _per(value: PerConfig, name: str, default: Any) -> Any:
+    if value is None:
+        return default
+    if isinstance(value, Mapping):
+        return value.get(name, default)
+    return value
+
+
+def step_seconds(configs: "Mapping[str, UpstreamConfig]", steps: int = STEPS, warmup: int = WARMUP,
+                 rounds: int = ROUNDS, num_classes: PerConfig = None, precision: PerConfig = None,
+                 threads: PerConfig = None, progress: Callable[[str], None] = lambda s: None) -> dict:
+    """Seconds per training step of each config, measured side by side in this process.
+
+    Each config's model is built as :func:`upstream.train.run` builds it (``build_model`` with the run's
+    backbone and head, ``channels_last`` per ``train.channels_last``, ``build_optimizer``, prepared by an
+    ``accelerate.Accelerator`` in the run's mixed precision, so the forward runs in the same autocast) and
+    stepped on one random batch of the training shape [``data.batch_size``, 3, ``data.image_size``,
+    ``data.image_size``] with random labels (multi-hot [B, K] for the sigmoid link, else ints in [0, K))
+    through :func:`upstream.train.training_loss` (``train.loss``), backward and the optimiser step. Round
+    r runs, for every config in turn, ``warmup`` untimed steps and then ``steps`` steps each timed with
+    ``time.perf_counter``, at ``torch.set_num_threads(threads)``; ``rounds`` rounds. The torch RNG
+    and thread count of the caller are restored afterwards.
+
+    Args:
+        configs: name -> run config, in order; the first is the reference of the ratios.
+        steps, warmup, rounds: timed steps per config and round, untimed steps before them, rounds.
+        num_classes: K per config (a dict by name, or one int for all); default ``cfg.model.num_classes``.
+        precision: the precision each run used (``no``/``bf16``/``fp16``; dict or one value); default
+            ``train.mixed_precision`` resolved on this machine (:func:`harness.precision.resolve`).
+        threads: torch threads per config (dict or one int); default 1, as ``harness run`` trains with
+            ``workers: 2`` on 2 cores.
+        progress: called with one line per config and round.
+
+    Returns:
+        ``{"configs": {name: {"key", "median_seconds", "round_medians", "ratio_to_first", "ratio_median",
+        "seconds"}}, "first", "steps", "warmup", "rounds", "sequence", "cpu", "date", "load", "device"}``:
+        ``median_seconds`` is the median over all ``rounds`` x ``steps`` timed steps, in seconds per
+        step; ``round_medians`` each round's median; ``ratio_to_first`` per round, its median over steps
+        divided by the first config's of the same round, and ``ratio_median`` their median; ``seconds``
+        every timed step (round by round); ``sequence`` the ``[round, name]`` blocks in the order they
+        ran; ``cpu`` the CPU as ``lscpu`` names it; ``load`` niceness and load averages at start and end.
+
+    Raises:
+        ValueError: no configs, ``steps`` or ``rounds`` < 1, ``warmup`` < 0, K unknown (no
+            ``num_classes`` given and ``cfg.model.num_classes`` None), a precision that does not run here.
+    """
+    from harness.bench.data import cpu_details, machine_load
+    from harness.precision import device_type
+    from harness.precision import resolve as resolve_precision
+    from harness.provenance import cpu_model
+
+    if not configs:
+        raise ValueError("no configs to measure")
+    if steps < 1 or rounds < 1 or warmup < 0:
+        raise ValueError(f"steps and rounds must be >= 1 and warmup >= 0, got {steps}, {rounds}, {warmup}")
+    spec = {}
+    for name, cfg in configs.items():
+        k = _per(num_classes, name, cfg.model.num_classes)
+        if k is None:
+            raise ValueError(f"{name}: the number of classes is unknown (model.num_classes is None): pass num_classes")
+        p = _per(precision, name, None) or resolve_precision(cfg.train.mixed_precision, device_type())
+        spec[name] = (cfg, int(k), p, int(_per(threads, name, 1)))
+    keys = {name: step_key(*s) for name, s in spec.items()}
+    before_threads, start = torch.get_num_threads(), machine_load()
+    times: "dict[str, list[list[float]]]" = {name: [] for name in configs}
+    sequence = []
+    try:
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(0)
+            setups = {name: _Setup(cfg, k, p) for name, (cfg, k, p, _) in spec.items()}
+            for r in range(rounds):
+                for name, setup in setups.items():
+                    torch.set_num_threads(spec[name][3])
+                    for _ in range(warmup):
+                        setup.step()
+                    block = []
+                    for _ in range(steps):
+                        tic = time.perf_counter()
+                        setup.step()
+                        block.append(time.perf_counter() - tic)
+                    times[name].append(block)
+                    sequence.append([r, name])
+                    progress(f"[step cost] round {r + 1}/{rounds} {name}: {statistics.median(block):.4f} s/step")
+            device = str(next(iter(setups.values())).x.device)
+    finally:
+        torch.set_num_threads(before_threads)
+    first = next(iter(configs))
+    out: "dict[str, Any]" = {}
+    for name, blocks in times.items():
+        medians = [statistics.median(b) for b in blocks]
+        ratios = [m / f for m, f in zip(medians, (statistics.median(b) for b in times[first]))]
+        out[name] = {"key": keys[name], "median_seconds": statistics.median([t for b in blocks for t in b]),
+                     "round_medians": medians, "ratio_to_first": ratios, "ratio_median": statistics.median(ratios),
+                     "seconds": blocks}
+    import datetime as _dt
+
+    return {"configs": out, "first": first, "steps": steps, "warmup": warmup, "rounds": rounds,
+            "sequence": sequence, "cpu": cpu_details() or cpu_model(), "device": device,
+            "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+            "load": {"start": start, "end": machine_load()}}
