@@ -6,6 +6,7 @@ import datetime as _dt
 import os
 import platform
 import shlex
+import subprocess
 import sys
 from importlib import metadata
 from pathlib import Path
@@ -41,6 +42,36 @@ def cpu_model() -> str:
     except OSError:
         pass
     return platform.processor() or "unknown"
+
+
+def cpu_details() -> str:
+    """The CPU as ``lscpu`` names it: model name, family, model and stepping, bf16 support; '' without lscpu."""
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True, timeout=30, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    fields = dict(line.split(":", 1) for line in out.splitlines() if ":" in line)
+    fields = {k.strip(): v.strip() for k, v in fields.items()}
+    flags = set(fields.get("Flags", "").split())
+    return (f"{fields.get('Model name', '?')} (family {fields.get('CPU family', '?')}, "
+            f"model {fields.get('Model', '?')}, "
+            f"stepping {fields.get('Stepping', '?')}; {fields.get('CPU(s)', '?')} CPUs; avx512_bf16: "
+            f"{'yes' if 'avx512_bf16' in flags else 'no'})")
+
+
+def machine_load() -> dict:
+    """This process's niceness and the 1-, 5- and 15-minute load averages (Unix), for the record of a measurement
+    on a shared machine."""
+    return {"nice": os.nice(0), "load_average": list(os.getloadavg())}
+
+
+def load_note(start: dict, end: dict) -> str:
+    """One sentence on the conditions of a measurement: niceness, load average at its start and end."""
+    return (f"Measured at niceness {start['nice']}, the 1-minute load average {start['load_average'][0]:.1f} at the "
+            f"start and {end['load_average'][0]:.1f} at the end on {os.cpu_count()} cores: other work on the machine "
+            "takes its share, so wall-clock rates vary between runs; memory does not, and CPU time per image varies "
+            "less, except for multi-threaded work (the training step), whose threads also spend CPU time waiting "
+            "for each other when the machine is busy.")
 
 
 def machine() -> "dict[str, str]":

@@ -97,7 +97,7 @@ def run(seeds: Sequence[int] = (0, 1), epochs: int = 2, config: Path = CONFIG, d
         raise FileNotFoundError(f"no config file at {str(config)!r}")
     if not seeds or epochs < 1:
         raise ValueError("give at least one seed and epochs >= 1")
-    from harness.bench.data import machine_load
+    from harness.provenance import machine_load
 
     load = machine_load()
     work_dir = Path(work_dir)
@@ -166,7 +166,7 @@ def compare(runs: "list[dict]") -> dict:
 
 
 def _write(out: Path, s: dict) -> None:
-    from harness.bench.data import cpu_details, load_note
+    from harness.provenance import cpu_details, load_note
 
     prov = provenance()
     pp, d = s["per_path"], s["difference"]

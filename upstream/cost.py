@@ -170,10 +170,9 @@ def step_seconds(configs: "Mapping[str, UpstreamConfig]", steps: int = STEPS, wa
         ValueError: no configs, ``steps`` or ``rounds`` < 1, ``warmup`` < 0, K unknown (no
             ``num_classes`` given and ``cfg.model.num_classes`` None), a precision that does not run here.
     """
-    from harness.bench.data import cpu_details, machine_load
     from harness.precision import device_type
     from harness.precision import resolve as resolve_precision
-    from harness.provenance import cpu_model
+    from harness.provenance import cpu_details, cpu_model, machine_load
 
     if not configs:
         raise ValueError("no configs to measure")

@@ -113,9 +113,8 @@ def step_costs(runs: "dict[str, list[Path]]", cache: Path, reference: Optional[s
     Raises:
         ValueError: no runs, or :func:`upstream.cost.step_seconds`'s errors.
     """
-    from harness.bench.data import cpu_details
     from harness.io import atomic_write_text
-    from harness.provenance import cpu_model
+    from harness.provenance import cpu_details, cpu_model
     from upstream.cost import key_text, step_key, step_seconds
 
     if not any(runs.values()):
