@@ -231,6 +231,11 @@ def step_cost_section(costs: dict) -> dict:
             "text": [text], "json": {"step_cost": costs}}
 
 
+def _minutes(v: float) -> str:
+    """CPU-minutes as the tables print them: one decimal from 1 minute up, three below (the digits runs)."""
+    return f"{v:.1f}" if v >= 1 else f"{v:.3f}"
+
+
 def _point(d: Path, costs: dict) -> dict:
     """One run as a point of a curve: epochs, recorded optimiser steps, CPU-minutes at the side-by-side rate
     (``costs``, :func:`step_costs`), the recorded wall CPU-minutes (wall minutes x threads; load varies),
@@ -267,16 +272,17 @@ def frontier_section(plan: _Plan, runs: "dict[str, list[Path]]", exp: Experiment
             for m, pairs in frontier_runs(plan, runs, exp).items() for name, d in pairs]
     rows.sort(key=lambda r: (exp.frontier.names().index(r["method"]), r["cpu_minutes"]))
     acc = "top1" if "top1" in rows[0] else "prec@1"
-    table = [[r["method"], r["schedule"], r["backbone"], str(r["epochs"]), str(r["steps"]), f"{r['cpu_minutes']:.3g}",
-              f"{r['recorded_cpu_minutes']:.3g}", f"{100 * r[acc]:.2f}%", f"{r['nll']:.4f}",
-              "" if r["heldout_nll"] is None else f"{r['heldout_nll']:.4f}"] for r in rows]
+    table = [[r["method"], r["schedule"], r["backbone"], str(r["epochs"]), str(r["steps"]),
+              _minutes(r["cpu_minutes"]), _minutes(r["recorded_cpu_minutes"]), f"{100 * r[acc]:.2f}%",
+              f"{r['nll']:.4f}", "" if r["heldout_nll"] is None else f"{r['heldout_nll']:.4f}"] for r in rows]
     text = []
     for m in exp.frontier.names():
         mine = [r for r in rows if r["method"] == m]
         best = max(mine, key=lambda r: r[acc])
-        text.append(f"Frontier ({m}, first seed): {acc} from {100 * mine[0][acc]:.2f}% at {mine[0]['cpu_minutes']:.3g} "
-                    f"CPU-minutes to {100 * best[acc]:.2f}% at {best['cpu_minutes']:.3g} CPU-minutes per run at the "
-                    f"side-by-side rate ({best['schedule']}).")
+        text.append(f"Frontier ({m}, first seed): {acc} from {100 * mine[0][acc]:.2f}% at "
+                    f"{_minutes(mine[0]['cpu_minutes'])} CPU-minutes to {100 * best[acc]:.2f}% at "
+                    f"{_minutes(best['cpu_minutes'])} CPU-minutes per run at the side-by-side rate "
+                    f"({best['schedule']}).")
     axis = _axis(costs)
     return {"tables": [(f"Frontier: {acc} (first seed, evaluation split) for candidate schedules against {axis}",
                         ["method", "schedule", "backbone", "epochs", "steps", "CPU-minutes (side-by-side rate)",
@@ -293,7 +299,7 @@ def budget_section(curves: "dict[str, dict[int, Path]]", costs: dict) -> dict:
     points = {m: [{**_point(d, costs), "epochs": e} for e, d in sorted(per.items())] for m, per in curves.items()}
     first = next(iter(points))
     acc = "top1" if "top1" in points[first][0] else "prec@1"
-    table = [[m, str(p["epochs"]), str(p["steps"]), f"{p['cpu_minutes']:.3g}", f"{p['recorded_cpu_minutes']:.3g}",
+    table = [[m, str(p["epochs"]), str(p["steps"]), _minutes(p["cpu_minutes"]), _minutes(p["recorded_cpu_minutes"]),
               f"{100 * p[acc]:.2f}%", f"{p['nll']:.4f}", f"{100 * p['ece']:.2f}",
               "" if p["heldout_nll"] is None else f"{p['heldout_nll']:.4f}", str(p["precision"])]
              for m, ps in points.items() for p in ps]
