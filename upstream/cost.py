@@ -7,7 +7,7 @@ its training step (forward, the training loss, backward, optimiser step) on a ra
 config's shape, all the configs in one process, interleaved: round r times every config in turn.
 Load that changes between rounds slows every config of the round alike, so the per-round ratio to
 the first config holds even when the seconds do not. A run's cost is then its number of steps times
-the step's median seconds (:func:`harness.experiment.sections.step_costs`).
+the step's median seconds (:func:`harness.experiment.budget.step_costs`).
 
 Not timed: data loading (the array loader decodes the images once and augments whole batches as
 tensor ops; it costs the same for every config of one batch shape, so timing it too would move every

@@ -9,14 +9,16 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Optional
 
+from harness.experiment.budget import (
+    STEP_COST_FILE, budget_section, frontier_runs, frontier_section, step_cost_section, step_costs,
+)
 from harness.experiment.config import Experiment, _upstream_config_path
 from harness.experiment.plan import (
     _choose_temperatures, _derived, _extend_grids, _first_wave, _metrics, _Plan, _study_runs, frontier_plan,
     validate_experiment,
 )
 from harness.experiment.sections import (
-    STEP_COST_FILE, _merge, budget_section, comparison_section, downstream_section, frontier_runs, frontier_section,
-    multilabel_section, step_cost_section, step_costs, temperature_section, time_section,
+    _merge, comparison_section, downstream_section, multilabel_section, temperature_section, time_section,
 )
 from harness.io import RunLock, path_under
 
