@@ -164,13 +164,15 @@ def step_seconds(configs: "Mapping[str, UpstreamConfig]", steps: int = STEPS, wa
         step; ``round_medians`` each round's median; ``ratio_to_first`` per round, its median over steps
         divided by the first config's of the same round, and ``ratio_median`` their median; ``seconds``
         every timed step (round by round); ``sequence`` the ``[round, name]`` blocks in the order they
-        ran; ``cpu`` the CPU as ``lscpu`` names it; ``load`` niceness and load averages at start and end.
+        ran; ``cpu`` the CPU as ``lscpu`` names it; ``native_bf16`` whether it computes bf16 natively (else bf16
+        steps are emulated, and far slower than where such runs trained); ``load`` niceness and load averages
+        at start and end.
 
     Raises:
         ValueError: no configs, ``steps`` or ``rounds`` < 1, ``warmup`` < 0, K unknown (no
             ``num_classes`` given and ``cfg.model.num_classes`` None), a precision that does not run here.
     """
-    from harness.precision import device_type
+    from harness.precision import device_type, native_bf16
     from harness.precision import resolve as resolve_precision
     from harness.provenance import cpu_details, cpu_model, machine_load
 
@@ -221,5 +223,6 @@ def step_seconds(configs: "Mapping[str, UpstreamConfig]", steps: int = STEPS, wa
 
     return {"configs": out, "first": first, "steps": steps, "warmup": warmup, "rounds": rounds,
             "sequence": sequence, "cpu": cpu_details() or cpu_model(), "device": device,
+            "native_bf16": native_bf16(device_type()),
             "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
             "load": {"start": start, "end": machine_load()}}

@@ -114,6 +114,7 @@ def step_costs(runs: "dict[str, list[Path]]", cache: Path, reference: Optional[s
         if entry not in methods.setdefault(r["method"], []):
             methods[r["method"]].append(entry)
     measurement = {k: found[k] for k in ("cpu", "date", "steps", "warmup", "rounds", "load", "device")}
+    measurement["native_bf16"] = found.get("native_bf16")  # None: measured before it was recorded
     measurement.update(reused=reused, file=str(cache),
                        configs={n: {k: c[k] for k in ("key", "median_seconds", "round_medians")}
                                 for n, c in found["configs"].items()})
@@ -175,7 +176,11 @@ def step_cost_section(costs: dict) -> dict:
             "1), evaluation and checkpoints. Step time x "
             f"{ref}: {_ratios(costs) or 'one config only'}. The recorded wall-clock CPU-minutes (wall minutes x "
             "threads) are kept beside it: the runs trained in different sessions of a shared machine, so they "
-            "measure its load as much as the run.")
+            "measure its load as much as the run."
+            + (" This CPU has no native bf16: the runs' bf16 steps were timed emulated, far slower than on a CPU "
+               "with it, so these minutes overstate the cost of runs trained there (the ratios between methods "
+               "of one precision still compare them)." if s.get("native_bf16") is False
+               and any(c["key"]["precision"] == "bf16" for c in s["configs"].values()) else ""))
     return {"tables": [(f"Training-step cost measured side by side ({s['rounds']} interleaved rounds x {s['steps']} "
                         f"steps per config; {s['cpu']}; {s['date']}); ratio: each round's median over {ref}'s in "
                         "the same round, median (range) over rounds",

@@ -108,3 +108,17 @@ def test_frontier_rows_use_the_side_by_side_axis(tmp_path):
     assert rows[1]["cpu_minutes"] == pytest.approx(2 * rows[0]["cpu_minutes"], rel=1e-12)
     assert rows[0]["recorded_cpu_minutes"] > rows[1]["recorded_cpu_minutes"]
     assert "side-by-side rate" in part["tables"][0][0] and "side-by-side rate" in part["json"]["frontier_axis"]
+
+
+def test_bf16_steps_timed_without_native_bf16_are_flagged(tmp_path):
+    curves = _curves(tmp_path)
+    costs = step_costs({m: list(per.values()) for m, per in curves.items()}, tmp_path / "step_cost.json", **FAST)
+    assert isinstance(costs["measurement"]["native_bf16"], bool)  # recorded with the measurement
+    warning = "This CPU has no native bf16"
+    costs["measurement"]["native_bf16"] = False
+    assert warning not in step_cost_section(costs)["text"][0]  # fp32 runs: nothing emulated
+    for c in costs["measurement"]["configs"].values():
+        c["key"]["precision"] = "bf16"
+    assert warning in step_cost_section(costs)["text"][0]
+    costs["measurement"]["native_bf16"] = True
+    assert warning not in step_cost_section(costs)["text"][0]
