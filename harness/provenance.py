@@ -10,13 +10,15 @@ import subprocess
 import sys
 from importlib import metadata
 from pathlib import Path
+from typing import Optional, Sequence
 
 PACKAGES = ("harness", "torch", "torchvision", "timm", "accelerate", "numpy", "scikit-learn", "netcal")
 
 
-def command_line() -> str:
-    """The command that is running, as a shell could retype it (``harness ...`` for the console script)."""
-    argv = list(sys.argv)
+def command_line(argv: "Optional[Sequence[str]]" = None) -> str:
+    """A command as a shell could retype it (``harness ...`` for the console script): ``argv``, by default
+    the one that is running (``sys.argv``)."""
+    argv = list(sys.argv if argv is None else argv)
     if argv and Path(argv[0]).name == "harness":
         argv[0] = "harness"
     return " ".join(shlex.quote(a) for a in argv)

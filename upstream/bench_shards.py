@@ -29,7 +29,7 @@ from typing import Callable, Optional, Sequence
 import numpy as np
 
 from harness.io import atomic_write_text, json_dumps, read_json
-from harness.provenance import markdown_header, provenance
+from harness.provenance import command_line, markdown_header, provenance
 
 CONFIG = Path("upstream/configs/cifar10n_hom.yaml")
 CIFAR10N = Path("../shared/data/cifar10n")
@@ -59,9 +59,8 @@ def run_command(path: str, seed: int, config: Path, data_path: Path, shards: Pat
     return cmd + [f"data.path={data_path}"]
 
 
-def shown(cmd: "list[str]") -> str:
-    """A command as a shell would retype it, the console script as ``harness``."""
-    return shlex.join(["harness", *cmd[1:]] if Path(cmd[0]).name == "harness" else cmd)
+#: a command as a shell would retype it, the console script as ``harness``
+shown = command_line
 
 
 def _check(cmd: "list[str]") -> None:

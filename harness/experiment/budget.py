@@ -58,7 +58,8 @@ def step_costs(runs: "dict[str, list[Path]]", cache: Path, reference: Optional[s
         ``{"runs": {folder: {"method", "name", "key", "step_seconds", "micro_batches", "threads",
         "cpu_minutes"}}, "methods": {method: [{"name", "step_seconds", "ratio", "ratio_range"}]},
         "reference", "reference_config", "measurement": {"cpu", "date", "steps", "warmup", "rounds", "load",
-        "device", "reused", "file", "configs"}}``: ``name`` is the measured config's (``reference_config`` the
+        "device", "native_bf16", "reused", "file", "configs": {name: {"key", "median_seconds", "round_medians",
+        "ratio", "ratio_range"}}}}``: ``name`` is the measured config's (``reference_config`` the
         reference method's first run's), ``step_seconds`` in seconds per step, ``cpu_minutes`` in CPU-minutes;
         ``ratio`` is the median over rounds of the round's median step time over the reference config's in the
         same round, ``ratio_range`` their min and max.
@@ -100,24 +101,27 @@ def step_costs(runs: "dict[str, list[Path]]", cache: Path, reference: Optional[s
         reused = False
     else:
         reused = True
-    by_key = {key_text(c["key"]): (name, c) for name, c in found["configs"].items()}
-    ref_name, ref_config = by_key[next(iter(specs))]  # the step of the reference method's first run
-    ref_rounds = ref_config["round_medians"]
+    by_key = {key_text(c["key"]): name for name, c in found["configs"].items()}
+    ref_name = by_key[next(iter(specs))]  # the step of the reference method's first run
+    ref_rounds = found["configs"][ref_name]["round_medians"]
+    configs = {}  # per measured config: its step and its ratio to the reference config, round by round
+    for n, c in found["configs"].items():
+        ratios = [a / b for a, b in zip(c["round_medians"], ref_rounds)]
+        configs[n] = {**{k: c[k] for k in ("key", "median_seconds", "round_medians")},
+                      "ratio": float(np.median(ratios)), "ratio_range": [min(ratios), max(ratios)]}
     methods: "dict[str, list[dict]]" = {}
     for folder, r in per_run.items():
-        name, c = by_key[r["key"]]
+        name = by_key[r["key"]]
+        c = configs[name]
         r.update(name=name, step_seconds=c["median_seconds"],
                  cpu_minutes=r["micro_batches"] * c["median_seconds"] * r["threads"] / 60)
-        ratios = [a / b for a, b in zip(c["round_medians"], ref_rounds)]
-        entry = {"name": name, "step_seconds": c["median_seconds"], "ratio": float(np.median(ratios)),
-                 "ratio_range": [min(ratios), max(ratios)]}
+        entry = {"name": name, "step_seconds": c["median_seconds"], "ratio": c["ratio"],
+                 "ratio_range": c["ratio_range"]}
         if entry not in methods.setdefault(r["method"], []):
             methods[r["method"]].append(entry)
     measurement = {k: found[k] for k in ("cpu", "date", "steps", "warmup", "rounds", "load", "device")}
     measurement["native_bf16"] = found.get("native_bf16")  # None: measured before it was recorded
-    measurement.update(reused=reused, file=str(cache),
-                       configs={n: {k: c[k] for k in ("key", "median_seconds", "round_medians")}
-                                for n, c in found["configs"].items()})
+    measurement.update(reused=reused, file=str(cache), configs=configs)
     return {"runs": per_run, "methods": {m: methods[m] for m in order if m in methods}, "reference": reference,
             "reference_config": ref_name, "measurement": measurement}
 
@@ -143,7 +147,6 @@ def step_cost_section(costs: dict) -> dict:
     (per measured config: what it is, median seconds per step, each round's median, ratio to the
     reference), a paragraph saying what was and was not measured, when and where, and the JSON."""
     s, ref = costs["measurement"], costs["reference"]
-    ref_rounds = s["configs"][costs["reference_config"]]["round_medians"]
     users: "dict[str, list[str]]" = {}
     for r in costs["runs"].values():
         if r["method"] not in users.setdefault(r["name"], []):
@@ -152,12 +155,12 @@ def step_cost_section(costs: dict) -> dict:
     for name, c in s["configs"].items():
         if name not in users:  # a reused measurement may hold configs no section uses now
             continue
-        k, ratios = c["key"], [a / b for a, b in zip(c["round_medians"], ref_rounds)]
+        k, (lo, hi) = c["key"], c["ratio_range"]
         head = ", ".join(f"{a}={b}" for a, b in k["head"].items()) or "default head"
         rows.append([name, ", ".join(users[name]), f"{k['backbone']}; {head}; loss {k['loss']}",
                      f"{k['batch_size']} x {k['image_size']} px", k["precision"], str(k["threads"]),
                      f"{c['median_seconds']:.4f}", ", ".join(f"{v:.4f}" for v in c["round_medians"]),
-                     f"{np.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f})"])
+                     f"{c['ratio']:.2f} ({lo:.2f}-{hi:.2f})"])
     load = s["load"]
     text = (f"Cost axis of the budget curves and the frontier: CPU-minutes at the side-by-side rate, i.e. a run's "
             f"recorded optimiser steps (epochs x steps per epoch, from its metrics.json) x the median seconds of "
