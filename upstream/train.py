@@ -308,6 +308,17 @@ def _fewshot_records(model: torch.nn.Module, tasks: list, cfg: UpstreamConfig, d
     return monitor_records(results, epoch, step)
 
 
+def _noisy_heldout(cfg: UpstreamConfig, held: Any) -> "tuple[Any, dict]":
+    """The held-out split with ``data.label_noise`` drawn on its labels too, from the noise seed's
+    second stream (:func:`harness.data.noise.inject_label_noise`, ``stream=1``): held-out labels are
+    what a user has, so they are as noisy as the training labels, and a held-out NLL (the choice of
+    τ, a primary endpoint) is scored against them. Returns the split and the noise's description."""
+    images = held.pixels(cfg.data.cache_dir) if cfg.data.label_noise.get("kind") == "input_dependent" else None
+    noisy, info = inject_label_noise(held.labels, held.num_classes, **cfg.data.label_noise, images=images, stream=1)
+    return held.with_labels(noisy, f"{held.description}, with {info['kind']} label noise "
+                                   f"({info['realised_rate']:.1%} flipped)"), info
+
+
 def _train(cfg: UpstreamConfig, run_dir: Path, config_yaml: str, status: str, accelerator: Any, progress: bool,
            stop_after_steps: Optional[int], stop_requested: Optional[Callable[[], bool]] = None) -> Path:
     """The body of :func:`run`, in a folder this process holds the lock of."""
@@ -368,7 +379,8 @@ def _train(cfg: UpstreamConfig, run_dir: Path, config_yaml: str, status: str, ac
             t = empirical_transition(clean_labels, train_base.labels, num_classes)
             loss_info["transition"] = "empirical"
         else:
-            t = transition_matrix(noise["kind"], num_classes, noise.get("rate", 0.0), noise.get("matrix"))
+            t = transition_matrix(noise["kind"], num_classes, noise.get("rate", 0.0), noise.get("matrix"),
+                                  noise.get("permutation"))
             loss_info["transition"] = "nominal"
         loss_info["matrix"] = np.round(t, 4).tolist()
         log_transition = torch.log(torch.as_tensor(t, dtype=torch.float32))
@@ -578,6 +590,8 @@ def _train(cfg: UpstreamConfig, run_dir: Path, config_yaml: str, status: str, ac
     heldout, heldout_result = None, None
     if cfg.data.heldout_split:
         held_base = read_split(cfg.data, cfg.data.heldout_split)
+        if noise_info is not None:  # the held-out labels carry the same noise (what a user holds out is noisy)
+            held_base, noise_info["heldout"] = _noisy_heldout(cfg, held_base)
         if multilabel and not held_base.multilabel:
             held_base = held_base.one_hot() if stream else held_base.with_labels(LabelSets.from_labels(held_base.labels))
         if stream:

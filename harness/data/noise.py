@@ -22,19 +22,41 @@ REFERENCE_C = 0.01
 
 
 def transition_matrix(kind: str, num_classes: int, rate: float = 0.0,
-                      matrix: Optional[Sequence[Sequence[float]]] = None) -> np.ndarray:
+                      matrix: Optional[Sequence[Sequence[float]]] = None,
+                      permutation: Optional[Sequence[int]] = None) -> np.ndarray:
     """Row-stochastic T ``[K, K]`` with T[c, j] = P(noisy = j | clean = c).
 
     - ``symmetric``: keep with 1 - rate, else a uniformly drawn *other* class (rate / (K-1) each);
     - ``pair_flip``: keep with 1 - rate, else the next class (c + 1) mod K (Han et al. 2018);
     - ``matrix``: the given matrix (rows must sum to 1).
 
+    ``permutation`` (π, a list of K distinct class indices) moves the noise onto other classes:
+    the result is T_π with T_π[π(c), π(j)] = T[c, j], the same noise rate and the same pair
+    masses, carried by the classes π names (e.g. the heavy pairs of a human confusion matrix moved
+    onto visually dissimilar classes, to tell label noise from visual similarity).
+
     ``input_dependent`` noise has none (its flip probability depends on the image, see
     :func:`inject_label_noise`); only its empirical matrix (:func:`empirical_transition`) exists.
 
     Raises:
-        ValueError: unknown kind, ``input_dependent``, rate outside [0, 1], or a malformed matrix.
+        ValueError: unknown kind, ``input_dependent``, rate outside [0, 1], a malformed matrix, or a
+            permutation that is not one of range(K).
     """
+    t = _nominal_transition(kind, num_classes, rate, matrix)
+    if permutation is None:
+        return t
+    pi = np.asarray(permutation)
+    if pi.shape != (num_classes,) or sorted(pi.tolist()) != list(range(num_classes)):
+        raise ValueError(f"label_noise.permutation must list each class index 0..{num_classes - 1} once "
+                         f"(π(c) for c = 0..{num_classes - 1}), got {list(permutation)}")
+    out = np.empty_like(t)
+    out[np.ix_(pi, pi)] = t
+    return out
+
+
+def _nominal_transition(kind: str, num_classes: int, rate: float,
+                        matrix: Optional[Sequence[Sequence[float]]]) -> np.ndarray:
+    """:func:`transition_matrix` before any permutation."""
     k = num_classes
     if kind not in KINDS:
         raise ValueError(f"unknown label_noise kind {kind!r}: use one of {', '.join(KINDS)}")
@@ -116,7 +138,8 @@ def reference_probabilities(images: np.ndarray, labels: np.ndarray, num_classes:
 
 def inject_label_noise(labels: np.ndarray, num_classes: int, kind: str = "none", rate: float = 0.0,
                        seed: int = 0, matrix: Optional[Sequence[Sequence[float]]] = None,
-                       images: Optional[np.ndarray] = None) -> "tuple[np.ndarray, dict]":
+                       images: Optional[np.ndarray] = None, permutation: Optional[Sequence[int]] = None,
+                       stream: int = 0) -> "tuple[np.ndarray, dict]":
     """Resample each label from its row of the transition matrix, or (``input_dependent``) flip it
     with a probability that depends on its image.
 
@@ -133,8 +156,12 @@ def inject_label_noise(labels: np.ndarray, num_classes: int, kind: str = "none",
     Args:
         labels: ``[N]`` clean class indices.
         num_classes: K.
-        kind, rate, matrix: see :func:`transition_matrix` (and above for ``input_dependent``).
+        kind, rate, matrix, permutation: see :func:`transition_matrix` (and above for
+            ``input_dependent``, which takes no matrix or permutation).
         seed: noise seed (independent of the training seed).
+        stream: 0 for the training split (``numpy.random.default_rng(seed)``); another split's
+            labels are drawn from an independent stream ``default_rng([seed, stream])`` (the
+            held-out split uses 1), so they are not the training labels' first draws again.
         images: ``[N, ...]`` pixels of the examples; used only (and required) by ``input_dependent``.
 
     Returns:
@@ -150,9 +177,11 @@ def inject_label_noise(labels: np.ndarray, num_classes: int, kind: str = "none",
     labels = np.asarray(labels, dtype=np.int64)
     if labels.ndim != 1:
         raise ValueError("label noise applies to single-label data; multi-label targets cannot be flipped")
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(seed if stream == 0 else [seed, stream])
     extra = {}
     if kind == "input_dependent":
+        if matrix is not None or permutation is not None:
+            raise ValueError("input_dependent label noise takes no matrix or permutation (its flips follow the image)")
         if not 0.0 <= rate <= 1.0:
             raise ValueError(f"label_noise.rate must be in [0, 1], got {rate}")
         if images is None:
@@ -171,10 +200,12 @@ def inject_label_noise(labels: np.ndarray, num_classes: int, kind: str = "none",
         extra = {"flip_prob": {"mean": float(q.mean()), "min": float(q.min()), "max": float(q.max())},
                  "reference_train_accuracy": float((top == labels).mean())}
     else:
-        t = transition_matrix(kind, num_classes, rate, matrix)
+        t = transition_matrix(kind, num_classes, rate, matrix, permutation)
         cum = np.cumsum(t, axis=1)
         cum[:, -1] = 1.0
         noisy = (rng.random(len(labels))[:, None] > cum[labels]).sum(axis=1).astype(np.int64)
+    if permutation is not None:
+        extra["permutation"] = [int(c) for c in permutation]
     info = {"kind": kind, "rate": float(rate), "seed": int(seed),
             "realised_rate": float((noisy != labels).mean()) if len(labels) else 0.0,
             "transition": np.round(empirical_transition(labels, noisy, num_classes), 4).tolist(), **extra}

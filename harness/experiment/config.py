@@ -98,6 +98,22 @@ class ConditionSection:
 
 
 @dataclass
+class PrimaryEndpoint:
+    """The experiment's primary endpoint, declared in the experiment file before its runs: the one
+    comparison of each method against hom whose verdict is the study's answer, reported first and
+    outside the family of secondary comparisons (which is adjusted for multiplicity).
+
+    Attributes:
+        metric: a metric of the run's metrics (``nll``, ``top1``, ``ece``, ``sigmoid_nll``, ...).
+        split: ``heldout`` (the held-out split with its noisy labels, ``heldout_predictions.npz``) or
+            ``eval`` (the evaluation split, ``predictions.npz``).
+    """
+
+    metric: str = "nll"
+    split: str = "heldout"
+
+
+@dataclass
 class Experiment:
     """One experiment.
 
@@ -136,6 +152,9 @@ class Experiment:
             (sigmoid heads) and the frontier runs are not evaluated under shift.
         evaluate_methods: the methods whose final runs get the shift predictions and the transfer
             (default: all).
+        primary: the primary endpoint (:class:`PrimaryEndpoint`), declared before the runs.
+        preregistration: free text written before the runs: what each condition tests and the
+            read-out that decides it; printed in the report beside the outcome.
         records: keep a compact record of every finished upstream run (config, metrics, compressed
             predictions, final model; no checkpoints) in ``<results_root>/<name>/records/``, to commit as
             runs land; a rerun on a machine that lost ``runs/`` restores them instead of retraining.
@@ -163,6 +182,8 @@ class Experiment:
     workers: int = 1
     shift: Optional[ShiftSettings] = None
     records: bool = False
+    primary: PrimaryEndpoint = field(default_factory=PrimaryEndpoint)
+    preregistration: str = ""
     evaluate_methods: List[str] = field(default_factory=list)
 
 

@@ -43,3 +43,31 @@ def test_input_dependent_noise_is_seeded_and_needs_images(digits):
         inject_label_noise(labels, 10, "input_dependent", 0.3, seed=0)
     with pytest.raises(ValueError, match="no nominal transition matrix"):
         transition_matrix("input_dependent", 10, 0.3)
+
+
+def test_permutation_moves_each_pair_mass_onto_the_permuted_classes():
+    """T_π[π(c), π(j)] = T[c, j]: the noise rate and every pair mass are kept, carried by other classes."""
+    from harness.data.noise import transition_matrix
+
+    rng = np.random.default_rng(0)
+    t = rng.random((4, 4))
+    t /= t.sum(1, keepdims=True)
+    pi = [2, 0, 3, 1]
+    tp = transition_matrix("matrix", 4, matrix=t.tolist(), permutation=pi)
+    for c in range(4):
+        for j in range(4):
+            assert tp[pi[c], pi[j]] == t[c, j]
+    assert np.isclose(np.trace(tp), np.trace(t))
+    with pytest.raises(ValueError, match="permutation must list each class"):
+        transition_matrix("matrix", 4, matrix=t.tolist(), permutation=[0, 0, 1, 2])
+
+
+def test_heldout_stream_draws_other_labels_from_the_same_matrix():
+    from harness.data.noise import inject_label_noise
+
+    labels = np.repeat(np.arange(3), 4000)
+    train, info = inject_label_noise(labels, 3, kind="pair_flip", rate=0.3, seed=5)
+    held, held_info = inject_label_noise(labels, 3, kind="pair_flip", rate=0.3, seed=5, stream=1)
+    again, _ = inject_label_noise(labels, 3, kind="pair_flip", rate=0.3, seed=5, stream=1)
+    assert (held == again).all() and (held != train).any()  # seeded, and not the training draws
+    assert abs(info["realised_rate"] - 0.3) < 0.02 and abs(held_info["realised_rate"] - 0.3) < 0.02
