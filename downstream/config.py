@@ -16,7 +16,7 @@ from typing import Optional
 
 import numpy as np
 
-from downstream.finetune import HEADS, SCHEDULES
+from harness.downstream.finetune import HEADS, SCHEDULES
 
 DATA_FORMATS = ("tfds", "folder")
 #: τ grid of a noisy transfer head when none is given. It brackets the temperatures the references settle on
@@ -48,22 +48,22 @@ class SweepSettings:
             None (``bit_hyperrule`` schedule only) means the BiT-HyperRule's 500 / 10k / 20k steps.
         seeds: final runs per task (mean and std over them).
         batch_size, micro_batch, resolution, clip_grad_norm, device, channels_last: see
-            :class:`downstream.finetune.FinetuneConfig` (``resolution`` = (resize, crop)).
+            :class:`harness.downstream.finetune.FinetuneConfig` (``resolution`` = (resize, crop)).
         data_format: ``tfds`` or ``folder`` for VTAB tasks (demo tasks are generated).
         data_dir: TFDS data_dir or the folder-format root.
         check_test_size: refuse a test split whose size differs from the task's (train800, val200
             and train800val200 are always checked).
         schedule: ``staircase``, ``bit_hyperrule``, ``ta`` or ``cosine`` (see
-            :class:`downstream.finetune.FinetuneConfig`; ``bit``, its old name, means ``staircase``).
+            :class:`harness.downstream.finetune.FinetuneConfig`; ``bit``, its old name, means ``staircase``).
         lr_batch: the batch size the ``lrs`` are given for (scaled linearly to ``batch_size``).
         allow_outside_paths: accept folder-format list paths outside their task folder (``../``,
             absolute paths); off by default, so a list cannot make the harness read other files.
         preset: the name of the :data:`PRESETS` entry these settings start from (reported in
             ``vtab.md``; not a setting itself).
         head: the fresh transfer head (``--head``): ``hom`` (default: the paper's Table 6 protocol, a linear
-            softmax head), or ``diag`` / ``het`` / ``pe`` (:data:`downstream.finetune.HEADS`), beyond that protocol.
+            softmax head), or ``diag`` / ``het`` / ``pe`` (:data:`harness.downstream.finetune.HEADS`), beyond that protocol.
         temperatures: the τ grid of a noisy head (``--temperatures``); None gives :data:`DEFAULT_TEMPERATURES`.
-            τ joins (lr, steps) in the selection on val200 (see :func:`downstream.sweep.sweep`). Must stay
+            τ joins (lr, steps) in the selection on val200 (see :func:`harness.downstream.sweep.sweep`). Must stay
             unset for ``hom``, which has no τ.
         num_factors: R of a ``het`` / ``pe`` head, used as min(R, K) on a K-class task (default 6).
         train_mc_samples, eval_mc_samples: a noisy head's MC samples S in training / evaluation (100 / 1,000).

@@ -33,7 +33,7 @@ from typing import Any, Optional, Sequence
 import numpy as np
 from PIL import Image
 
-from downstream.tasks import SPLITS, Task
+from harness.downstream.tasks import SPLITS, Task
 from harness.data.dataset import ImageDataset
 
 #: TFDS examples decoded per split by :func:`check_tfds_split` (evenly spaced, first and last included)
@@ -78,7 +78,7 @@ def check_size(task: Task, split: str, n: int, where: str) -> None:
     want = task.expected_size(split)
     if want is not None and n != want:
         raise ValueError(f"{task.name} {split} has {n} examples in {where}, VTAB-1k expects {want}; regenerate the "
-                         "split (TFDS version pinned in downstream.tasks) or point data_dir/root at the right data")
+                         "split (TFDS version pinned in harness.downstream.tasks) or point data_dir/root at the right data")
 
 
 def check_labels(task: Task, labels: np.ndarray, where: str, lines: Optional[Sequence[int]] = None,
@@ -110,7 +110,7 @@ def check_labels(task: Task, labels: np.ndarray, where: str, lines: Optional[Seq
     elif task.group == "custom":
         fix = "class labels count from 0: fix the negative labels in the list"
     elif lines is None:
-        fix = f"this is not the data task {task.name} expects: prepare TFDS {task.tfds} (see downstream.tasks)"
+        fix = f"this is not the data task {task.name} expects: prepare TFDS {task.tfds} (see harness.downstream.tasks)"
     else:
         fix = (f"{task.name} has {k} classes in VTAB-1k, so this list is not a {task.name} split: regenerate it "
                "with the VTAB-1k export, or point --data-dir at the right root")

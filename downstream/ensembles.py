@@ -16,8 +16,8 @@ from typing import Sequence
 
 import numpy as np
 
-from downstream.table import TRANSFER_METRICS, metric_cell
-from downstream.tasks import GROUPS
+from harness.downstream.table import TRANSFER_METRICS, metric_cell
+from harness.downstream.tasks import GROUPS
 from harness.io import atomic_write_text
 from harness.provenance import markdown_header, provenance
 
@@ -45,7 +45,7 @@ def upstream_ensemble(folders: Sequence["str | Path"]) -> dict:
         ``{"members": [{folder, upstream}], "recipe": ..., "tasks": {task: {"group", "seeds": n,
         "ensemble": {"per_seed": [{metric: value}], "mean": {...}, "std": {...}}, "members": {metric: mean over
         members and seeds}}}, "groups": {group: {"tasks": n, "ensemble": {...}, "members": {...}}}}`` for the
-        metrics :data:`downstream.table.TRANSFER_METRICS` (top-1 as a fraction).
+        metrics :data:`harness.downstream.table.TRANSFER_METRICS` (top-1 as a fraction).
 
     Raises:
         ValueError: fewer than 2 folders, a folder given twice, a folder that is not a finished sweep, sweeps

@@ -5,13 +5,13 @@ big_vision ``evaluators/fewshot_lsr.py``): frozen pre-logit features, closed-for
 targets, several shot counts. The numbers are computed by :mod:`harness.fewshot` (the solver, the draws, the choice
 of λ on held-out examples); this module supplies the tasks and the images:
 
-- tasks are those of ``harness downstream`` (:func:`downstream.sweep.expand_tasks`: VTAB-1k names and groups,
-  ``demo``, custom ``NAME=FOLDER:K`` lines), checked as the sweep checks them (:func:`downstream.sweep.check_tasks`)
-  and read by :func:`downstream.sweep.load_split`;
+- tasks are those of ``harness downstream`` (:func:`harness.downstream.sweep.expand_tasks`: VTAB-1k names and groups,
+  ``demo``, custom ``NAME=FOLDER:K`` lines), checked as the sweep checks them (:func:`harness.downstream.sweep.check_tasks`)
+  and read by :func:`harness.downstream.sweep.load_split`;
 - the shots and the held-out examples that choose λ are drawn from ``train800val200`` (all 1,000 labelled training
   examples of a VTAB-1k task), the accuracy is measured on ``test``;
-- every image is seen through the fine-tuning stage's evaluation view (:func:`downstream.finetune.transforms`,
-  resized to the crop size of :func:`downstream.finetune.bit_resolution` or ``resolution``, with the model's own
+- every image is seen through the fine-tuning stage's evaluation view (:func:`harness.downstream.finetune.transforms`,
+  resized to the crop size of :func:`harness.downstream.finetune.bit_resolution` or ``resolution``, with the model's own
   interpolation), with no augmentation, as big_vision's few-shot preprocessing (resize, no random crop or flip).
 
 Bad input (an unknown task, shots < 1, more shots than a class of the pool has examples, missing data) is refused
@@ -27,11 +27,11 @@ from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
-from downstream.config import SweepSettings
-from downstream.finetune import _views, bit_resolution
-from downstream.sweep import check_device, check_tasks, expand_tasks, load_split, upstream_record
-from downstream.table import _data_text, _model_text
-from downstream.tasks import Task
+from harness.downstream.config import SweepSettings
+from harness.downstream.finetune import _views, bit_resolution
+from harness.downstream.sweep import check_device, check_tasks, expand_tasks, load_split, upstream_record
+from harness.downstream.table import _data_text, _model_text
+from harness.downstream.tasks import Task
 from harness.data.dataset import ArrayImages, ImageDataset
 from harness.fewshot import HELDOUT_PER_CLASS, L2_GRID, check_shots, draw_shots, extract_features, fewshot_scores
 from harness.io import atomic_write_text, check_writable, json_dumps
@@ -89,10 +89,10 @@ def prepare_tasks(tasks: Sequence[str], shots: Sequence[int], settings: Optional
     """Resolve, check and read ``tasks`` and draw their shots, before any feature is extracted.
 
     Args:
-        tasks: task names, groups, ``demo`` or custom lines ``NAME=FOLDER:K`` (:func:`downstream.sweep.expand_tasks`).
+        tasks: task names, groups, ``demo`` or custom lines ``NAME=FOLDER:K`` (:func:`harness.downstream.sweep.expand_tasks`).
         shots: shot counts, whole numbers >= 1.
         settings: the data settings (``data_format``, ``data_dir``, ``allow_outside_paths``, ``check_test_size``);
-            default :class:`downstream.config.SweepSettings` ``()`` (TFDS in its default folder).
+            default :class:`harness.downstream.config.SweepSettings` ``()`` (TFDS in its default folder).
         seed: the draw (:func:`harness.fewshot.draw_shots`).
         heldout: held-out examples per class, to choose λ on.
         what: how messages name the shot setting (``--shots``, ``train.fewshot_shots``).
@@ -138,7 +138,7 @@ def evaluate_tasks(model: Any, prepared: Sequence[TaskDraws], size: Optional[int
 
     Features (:func:`harness.fewshot.extract_features`) are computed for the drawn pool examples and the test
     split through the evaluation view at ``size`` px (default: the crop size of
-    :func:`downstream.finetune.bit_resolution` for the task's images, 128 below 96x96 pixels, else 480), with the
+    :func:`harness.downstream.finetune.bit_resolution` for the task's images, 128 below 96x96 pixels, else 480), with the
     model's own interpolation; then :func:`harness.fewshot.fewshot_scores` chooses λ on the held-out draw and
     scores the test split.
 
@@ -205,7 +205,7 @@ def fewshot(source: str, tasks: Sequence[str], out: "str | Path", shots: Sequenc
         tasks: task names, groups, ``demo``, custom lines (:func:`prepare_tasks`).
         out: the output folder.
         shots: shot counts (default 1, 5, 10, 25, big_vision's).
-        settings: the data settings and the device (:class:`downstream.config.SweepSettings`).
+        settings: the data settings and the device (:class:`harness.downstream.config.SweepSettings`).
         seed: the draw of the shots.
         resolution: ``SIZE`` or ``(RESIZE, CROP)``: the images are resized to the crop (default: the BiT rule's).
         weights, random_init: see :func:`harness.models.load_source`.

@@ -247,7 +247,7 @@ def transfer_model(upstream: "str | dict | Classifier", num_classes: int,
     """The upstream model with its whole head replaced by a fresh head on ``num_classes`` classes.
 
     ``upstream``: a model, a harness ``model.pt`` path, or a source record of
-    :func:`downstream.sweep.upstream_record` (``{source, weights, sha256, random_init}``). ``head_kwargs``
+    :func:`harness.downstream.sweep.upstream_record` (``{source, weights, sha256, random_init}``). ``head_kwargs``
     (:func:`head_options`): None or ``{}`` gives the zero-initialised linear softmax head (paper Sec. 4.2);
     a noisy head's options give a :class:`harness.heads.HeteroscedasticHead` whose mean layer ``loc`` is
     zero-initialised too (μ(x) = 0 before fine-tuning, as the linear head) and whose covariance layers keep

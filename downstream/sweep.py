@@ -15,8 +15,8 @@ score when all 19 are present) and per-example test predictions in ``predictions
 Before the first run, the settings, the device and all four splits of every task are checked
 (:func:`check_tasks`), so bad data is reported before hours of training, not after.
 
-The settings and recipes are :class:`downstream.config.SweepSettings` and
-:data:`downstream.config.PRESETS`; the table is written by :mod:`downstream.table`.
+The settings and recipes are :class:`harness.downstream.config.SweepSettings` and
+:data:`harness.downstream.config.PRESETS`; the table is written by :mod:`harness.downstream.table`.
 
 Runs execute in this process one after the other (``local``), or as separate processes through
 submitit (``submitit-local``: one process per GPU when GPUs are given; ``slurm``: one SLURM job per
@@ -31,10 +31,10 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
-from downstream.config import SweepSettings, recipe
-from downstream.demo import DEMO_TASKS, demo_split
-from downstream.table import table, uncertainty_table, write_table
-from downstream.tasks import GROUPS, SPLITS, Task, get_task, resolve_tasks
+from harness.downstream.config import SweepSettings, recipe
+from harness.downstream.demo import DEMO_TASKS, demo_split
+from harness.downstream.table import table, uncertainty_table, write_table
+from harness.downstream.tasks import GROUPS, SPLITS, Task, get_task, resolve_tasks
 from harness.io import atomic_write_text, check_name, path_under
 
 EXECUTORS = ("local", "submitit-local", "slurm")
@@ -120,7 +120,7 @@ def expand_tasks(names: Sequence[str]) -> "list[Task]":
 def load_split(task: Task, split: str, settings: SweepSettings):
     """The task's split from the configured reader (demo tasks: generated); ``dataset.source`` says
     what was read."""
-    from downstream.data import folder_split, tfds_split
+    from harness.downstream.data import folder_split, tfds_split
 
     if task.group == "demo":
         ds = demo_split(task, split)
@@ -147,7 +147,7 @@ def check_tasks(tasks: Sequence[Task], settings: SweepSettings) -> None:
     Raises:
         ValueError / FileNotFoundError: the first problem found, naming the file (and line) and the fix.
     """
-    from downstream.data import check_split, check_tfds_split
+    from harness.downstream.data import check_split, check_tfds_split
 
     for t in tasks:
         if t.group == "demo":
@@ -191,7 +191,7 @@ def run_one(spec: dict) -> dict:
     """One fine-tuning run (picklable: runs in-process or in a submitit job). Returns its record:
     task, phase, lr, steps actually run, seed, split scored, accuracy, NLL (nats, mean over the split) and
     ``data`` (what was read); with a noisy head also ``head`` and ``temperature`` (the spec's τ)."""
-    from downstream.finetune import FinetuneConfig, finetune, resolved_steps
+    from harness.downstream.finetune import FinetuneConfig, finetune, resolved_steps
 
     settings = SweepSettings(**spec["settings"])
     task = find_task(spec.get("task_spec", spec["task"]))
@@ -302,7 +302,7 @@ def upstream_record(upstream: str, weights: "Optional[str | Path]" = None, rando
 def sweep(upstream: str, tasks: Sequence[str], out: "str | Path", settings: SweepSettings,
           executor: str = "local", slurm: Optional[dict] = None, progress: Callable[[str], None] = print,
           weights: "Optional[str | Path]" = None, random_init: bool = False) -> dict:
-    """Run (or finish) the sweep; write the table. Returns the table dict (see :func:`downstream.table.table`).
+    """Run (or finish) the sweep; write the table. Returns the table dict (see :func:`harness.downstream.table.table`).
 
     ``upstream`` is any model source of :func:`harness.models.load_source` (a harness ``model.pt``, or
     ``timm:NAME`` with ``weights``, the local cache, or ``random_init``).

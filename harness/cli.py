@@ -16,7 +16,7 @@ def main() -> None:
 
 def _register_stages() -> None:
     """Each stage's own subcommands (``upstream``: pretraining)."""
-    from upstream.cli import upstream
+    from harness.upstream.cli import upstream
 
     main.add_command(upstream)
 
@@ -69,7 +69,7 @@ def ensemble(members, more, out, name, from_checkpoints, eval_data, device, over
     """Deep ensemble of run folders: averaged probabilities, member and ensemble metrics, Gibbs CE,
     ensemble gain, disagreement and KL to the ensemble. Given the folders of downstream sweeps (harness downstream
     --out, one per upstream model), the ensemble across those upstream models on every transfer task."""
-    from downstream.ensembles import ENSEMBLE_FILES, is_sweep, write_upstream_ensemble
+    from harness.downstream.ensembles import ENSEMBLE_FILES, is_sweep, write_upstream_ensemble
     from harness.io import path_under
     from harness.runs import build_ensemble, data_from_file, predict_checkpoint
     from harness.shift.predict import ensemble_sets
@@ -280,8 +280,8 @@ def downstream(upstream_ckpt, tasks, data_dir, data_format, preset, lrs, steps, 
                slurm_opts, weights, random_init, head, temperatures) -> None:
     """VTAB-1k transfer: fresh zero-initialised head, lr x steps sweep on val200 (or the BiT-HyperRule),
     final runs on train800val200 scored on test; checks every task's data first; resumes a killed sweep."""
-    from downstream.config import PRESETS, SweepSettings
-    from downstream.sweep import sweep
+    from harness.downstream.config import PRESETS, SweepSettings
+    from harness.downstream.sweep import sweep
 
     def numbers(text, option, kind, example, count=None):
         if text is None:
@@ -346,8 +346,8 @@ def fewshot(source, weights, random_init, tasks, shots, data_dir, data_format, r
     """Few-shot linear evaluation (big_vision's probe): frozen pre-logit features, closed-form ridge regression to
     ±1 one-hot targets on 1/5/10/25 examples per class of train800val200, λ chosen on held-out examples of that
     split (never on test), prec@1 on test; writes fewshot.json and fewshot.md."""
-    from downstream.config import SweepSettings
-    from downstream.fewshot import fewshot as run_fewshot
+    from harness.downstream.config import SweepSettings
+    from harness.downstream.fewshot import fewshot as run_fewshot
 
     def whole_numbers(text, option, example):
         try:
@@ -387,7 +387,7 @@ def run_cmd(experiment, overrides, sync_records) -> None:
     after an interruption redoes only what is missing.
     """
     from harness.experiment import load_experiment, run_experiment
-    from upstream.train import TrainingDiverged
+    from harness.upstream.train import TrainingDiverged
 
     if experiment and "=" in experiment and not Path(experiment).exists():  # `harness run key=value`: the default
         experiment, overrides = None, (experiment, *overrides)
@@ -449,7 +449,7 @@ def bench_upstream(images: int, repeats: int, epochs: int, backbones: "tuple[str
                    out: Path) -> None:
     """Training throughput on CPU, step by step (PIL -> array loader -> bf16 -> channels_last; target
     >= 4x the default), the 32 px backbones, and short-run accuracy of each."""
-    from upstream import bench as upstream_bench
+    from harness.upstream import bench as upstream_bench
 
     try:
         upstream_bench.run(images=images, repeats=repeats, epochs=epochs, data_path=data_path, out=out,
@@ -512,7 +512,7 @@ def bench_shards(seeds: int, epochs: int, config: Path, data_path: "Path | None"
                  work_dir: Path, out: Path) -> None:
     """CIFAR-10N trained from shards (harness data pack, data.source=shards) vs the cached-array path on the same
     short schedule, several seeds each: clean-test top-1, its seed spread and the difference with its interval."""
-    from upstream import bench_shards
+    from harness.upstream import bench_shards
 
     try:
         bench_shards.run(seeds=tuple(range(seeds)), epochs=epochs, config=config, data_path=data_path,

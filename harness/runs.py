@@ -70,7 +70,7 @@ def save_record(run_dir: "str | Path", dest: "str | Path") -> bool:
 
 def restore_record(record: "str | Path", run_dir: "str | Path") -> bool:
     """Recreate a finished run folder from its record (:func:`save_record`) when the folder holds no
-    finished run; returns whether it did. The run then counts as done (``upstream.train``)."""
+    finished run; returns whether it did. The run then counts as done (``harness.upstream.train``)."""
     record, run_dir = Path(record), Path(run_dir)
     if (run_dir / "metrics.json").is_file() or not (record / "metrics.json").is_file():
         return False
@@ -141,7 +141,7 @@ def method_name(head: dict) -> str:
 
 def clean_data(data: DataConfig) -> DataConfig:
     """The same data with the clean labels: cifar10n's ``clean`` label set, no synthetic label noise
-    (synthetic noise is applied to the training split only; see ``upstream.train``)."""
+    (synthetic noise is applied to the training split only; see ``harness.upstream.train``)."""
     from dataclasses import replace
 
     return replace(data, label_set="clean", label_noise={})

@@ -21,8 +21,8 @@ QUICK = ["train.epochs=1", "model.head.train_mc_samples=4", "model.head.eval_mc_
 
 def _run(tmp, *overrides, config="digits_het.yaml", **kw):
     from harness.config import load_config
-    from upstream.config import UpstreamConfig
-    from upstream.train import run
+    from harness.upstream.config import UpstreamConfig
+    from harness.upstream.train import run
 
     cfg = load_config(UpstreamConfig, CONFIGS / config, [*QUICK, f"output_dir={tmp / 'run'}", *overrides])
     return run(cfg, progress=False, **kw)

@@ -35,7 +35,7 @@ def test_bench_heads_refuses_missing_gpu(tmp_path):
 
 
 def test_bench_upstream_table_reports_ratios_per_round_and_the_verdict(tmp_path):
-    from upstream import bench
+    from harness.upstream import bench
 
     speed = {name: [100.0, 200.0] for name, _ in bench.STEPS}  # the default: 100 then 200 images/s
     speed["+ 2 runs side by side, 1 thread each"] = [450.0, 700.0]  # 4.5x then 3.5x: median 4.0

@@ -12,16 +12,19 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("harness", "upstream", "downstream")
+#: import package -> its folder: the stages keep their own top-level folders and install as harness.upstream
+#: and harness.downstream (pyproject's package-dir), so one namespace holds everything
+PACKAGES = {"harness": "harness", "harness.upstream": "upstream", "harness.downstream": "downstream"}
+STAGES = ("harness.upstream", "harness.downstream")
 #: the top layer: the experiment runner and the command line may import the stages
 TOP = ("harness.cli", "harness.experiment")
 
 
 def _modules() -> "dict[str, Path]":
     out = {}
-    for pkg in PACKAGES:
-        for path in (ROOT / pkg).rglob("*.py"):
-            parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    for pkg, folder in PACKAGES.items():
+        for path in (ROOT / folder).rglob("*.py"):
+            parts = pkg.split(".") + list(path.relative_to(ROOT / folder).with_suffix("").parts)
             if parts[-1] == "__init__":
                 parts = parts[:-1]
             out[".".join(parts)] = path
@@ -38,9 +41,9 @@ def _imports(module: str, path: Path, modules: "dict[str, Path]") -> "list[tuple
     out = []
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.Import):
-            out += [(a.name, []) for a in node.names if a.name.split(".")[0] in PACKAGES]
+            out += [(a.name, []) for a in node.names if a.name.split(".")[0] == "harness"]
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            if node.module.split(".")[0] not in PACKAGES:
+            if node.module.split(".")[0] != "harness":
                 continue
             names = [a.name for a in node.names]
             subs = [f"{node.module}.{n}" for n in names if f"{node.module}.{n}" in modules]
@@ -57,8 +60,8 @@ def graph() -> "dict[str, list[tuple[str, list[str]]]]":
 
 def test_the_graph_is_read(graph):
     assert len(graph) > 30
-    assert ("harness.heads", ["NOISE_LAYERS"]) in graph["upstream.optim"]  # from X import names
-    assert "harness.uncertainty.metrics" in {m for m, _ in graph["upstream.train"]}  # from package import module
+    assert ("harness.heads", ["NOISE_LAYERS"]) in graph["harness.upstream.optim"]  # from X import names
+    assert "harness.uncertainty.metrics" in {m for m, _ in graph["harness.upstream.train"]}  # from package import module
     assert "harness.report.render" in {m for m, _ in graph["harness.report.build"]}
 
 
@@ -103,9 +106,9 @@ def test_no_private_name_is_taken_across_packages(graph):
 
 def test_imports_flow_one_way(graph):
     up = [f"{m} imports {t}" for m, deps in graph.items() for t, _ in deps
-          if m.split(".")[0] in ("upstream", "downstream") and t.startswith(TOP)]
+          if m.startswith(STAGES) and t.startswith(TOP)]
     down = [f"{m} imports {t}" for m, deps in graph.items() for t, _ in deps
-            if m.split(".")[0] == "harness" and not m.startswith(TOP) and t.split(".")[0] in ("upstream", "downstream")]
+            if not m.startswith(STAGES + TOP) and t.startswith(STAGES)]
     assert not up and not down, "imports against the layering: " + "; ".join(up + down)
 
 
@@ -142,6 +145,16 @@ def test_report_only_renders():
     bad = [f"{m} imports {lib}" for m, path in modules.items() if m.startswith("harness.report")
            for lib in _third_party(path) & set(COMPUTING)]
     assert not bad, "report modules render numbers computed elsewhere: " + "; ".join(bad)
+
+
+def test_one_namespace_is_installed():
+    """pyproject installs every package under ``harness`` (no top-level ``upstream``/``downstream``)."""
+    import tomllib
+
+    tool = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    assert tool["package-dir"] == PACKAGES
+    packages = {m for m, p in _modules().items() if p.name == "__init__.py"}
+    assert set(tool["packages"]) == packages and all(p.split(".")[0] == "harness" for p in packages)
 
 
 def test_test_file_names_are_unique():

@@ -1,6 +1,6 @@
-"""``python -m upstream`` / ``accelerate launch -m upstream --config CONFIG [OVERRIDES]``."""
+"""``python -m harness.upstream`` / ``accelerate launch -m harness.upstream --config CONFIG [OVERRIDES]``."""
 
-from upstream.cli import upstream
+from harness.upstream.cli import upstream
 
 if __name__ == "__main__":
     upstream(prog_name="upstream")

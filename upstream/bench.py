@@ -85,8 +85,8 @@ def _harness(overrides: "list[str]", out_dir: str) -> dict:
     """One harness run in this (fresh) process; its metrics.json."""
     _as_in_a_cli_process()
     from harness.config import load_config
-    from upstream.config import UpstreamConfig
-    from upstream.train import run
+    from harness.upstream.config import UpstreamConfig
+    from harness.upstream.train import run
 
     cfg = load_config(UpstreamConfig, None, overrides + [f"output_dir={out_dir}"])
     return json.loads((run(cfg, progress=False) / "metrics.json").read_text())
@@ -99,7 +99,7 @@ def _bare(overrides: "list[str]") -> float:
     from harness.data.sources import build_split
     from harness.data.transforms import train_transform
     from harness.models import ModelConfig, build_model
-    from upstream.config import UpstreamConfig
+    from harness.upstream.config import UpstreamConfig
 
     cfg = load_config(UpstreamConfig, None, overrides)
     base = build_split(cfg.data, cfg.data.train_split)

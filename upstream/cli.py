@@ -1,5 +1,5 @@
 """The upstream stage's command: ``harness upstream`` (registered by :mod:`harness.cli`) and
-``python -m upstream`` / ``accelerate launch -m upstream --config CONFIG [OVERRIDES]``."""
+``python -m harness.upstream`` / ``accelerate launch -m harness.upstream --config CONFIG [OVERRIDES]``."""
 
 from __future__ import annotations
 
@@ -56,19 +56,19 @@ def upstream(config_path: Path, no_progress: bool, executor: str, nodes: int, gp
     """Pretrain a heteroscedastic or baseline model (accelerate; resumes an interrupted run).
 
     OVERRIDES are key=value pairs applied over the config, e.g. optim.lr=0.05 train.epochs=3.
-    Several GPUs on one machine: accelerate launch -m upstream --config CONFIG [OVERRIDES].
+    Several GPUs on one machine: accelerate launch -m harness.upstream --config CONFIG [OVERRIDES].
     Several nodes: --executor slurm --nodes N --gpus-per-node G (a submitit job that checkpoints and requeues
     itself on preemption or timeout and resumes from its last step).
     """
     from harness.config import load_config
-    from upstream.config import UpstreamConfig
-    from upstream.train import TrainingDiverged, run
+    from harness.upstream.config import UpstreamConfig
+    from harness.upstream.train import TrainingDiverged, run
 
     resources_given = nodes != 1 or gpus_per_node != 0 or tasks_per_node is not None
     if executor == "local" and (resources_given or slurm_opts or max_timeouts is not None or wait):
         raise click.UsageError("--nodes, --gpus-per-node, --tasks-per-node, --slurm, --max-timeouts and --wait "
                                "describe a submitit job: add --executor submitit-local (this machine) or --executor "
-                               "slurm (several nodes); one machine's GPUs: accelerate launch -m upstream ...")
+                               "slurm (several nodes); one machine's GPUs: accelerate launch -m harness.upstream ...")
     try:
         cfg = load_config(UpstreamConfig, config_path, overrides)
         if executor == "local":
@@ -90,7 +90,7 @@ def _submit(cfg, executor: str, nodes: int, gpus_per_node: int, tasks_per_node: 
         raise click.ClickException(f"--executor {executor} needs submitit: pip install -e \".[slurm]\"")
     import submitit
 
-    from upstream.launch import DEFAULT_MAX_TIMEOUTS, Resources, submit
+    from harness.upstream.launch import DEFAULT_MAX_TIMEOUTS, Resources, submit
 
     resources = Resources(nodes, gpus_per_node, tasks_per_node)
     job = submit(cfg, executor, resources, parameters,

@@ -36,7 +36,7 @@ class ModelSection:
     head_bias_init: Optional[float] = None
 
 
-#: optimisers and learning-rate schedules of the upstream stage (built in :mod:`upstream.optim`)
+#: optimisers and learning-rate schedules of the upstream stage (built in :mod:`harness.upstream.optim`)
 OPTIMIZERS = ("sgd", "adamw")
 SCHEDULES = ("step", "cosine", "constant")
 
@@ -107,11 +107,11 @@ class TrainSection:
             ``forward``, forward loss correction -log (pᵀT)_ỹ with T the known transition matrix of
             ``data.label_noise`` (Patrini et al., CVPR 2017, Sec. 3.1, Theorem 2; the empirical matrix
             of the noisy labels for ``input_dependent`` noise, which has no nominal one; see
-            :func:`upstream.train.forward_corrected_nll`). Evaluation and saved predictions use the
+            :func:`harness.upstream.train.forward_corrected_nll`). Evaluation and saved predictions use the
             model's own p either way.
         label_smoothing: ε of ``label_smoothing``, in (0, 1).
         fewshot_every: evaluate the model every N epochs (and after the last) by few-shot linear evaluation on
-            ``fewshot_tasks`` (:mod:`downstream.fewshot`: frozen pre-logit features at ``data.image_size`` px,
+            ``fewshot_tasks`` (:mod:`harness.downstream.fewshot`: frozen pre-logit features at ``data.image_size`` px,
             ridge regression to ±1 targets, λ chosen on held-out training examples), logged to TensorBoard as
             ``fewshot/<task>/<shots>shot`` and to ``fewshot.jsonl``; 0 or null: off.
         fewshot_tasks: the tasks, as ``harness downstream --tasks`` names them (``demo_digit``, ``demo``, a custom
@@ -271,7 +271,7 @@ def _validate_shards(d: DataConfig) -> None:
 
 def _validate_fewshot(t: TrainSection) -> None:
     """``train.fewshot_every``, ``train.fewshot_tasks`` and ``train.fewshot_shots`` (see :func:`validate`); the task
-    names are resolved (:func:`downstream.sweep.expand_tasks`), their data is read when the run starts."""
+    names are resolved (:func:`harness.downstream.sweep.expand_tasks`), their data is read when the run starts."""
     every = t.fewshot_every or 0
     if isinstance(every, bool) or not isinstance(every, int) or every < 0:
         raise ValueError(f"train.fewshot_every must be a whole number of epochs >= 0 (0 or null: off), got {every!r}")
@@ -287,7 +287,7 @@ def _validate_fewshot(t: TrainSection) -> None:
     from harness.fewshot import check_shots
 
     check_shots(list(t.fewshot_shots), "train.fewshot_shots")
-    from downstream.sweep import expand_tasks
+    from harness.downstream.sweep import expand_tasks
 
     try:
         expand_tasks(list(t.fewshot_tasks))

@@ -2,7 +2,7 @@
 
 A run's recorded wall time says what the machine was doing while it trained as much as what the run
 cost: runs trained in different sessions of a shared, variably loaded machine cannot be compared by
-it. :func:`step_seconds` instead builds each config's model as :mod:`upstream.train` does and times
+it. :func:`step_seconds` instead builds each config's model as :mod:`harness.upstream.train` does and times
 its training step (forward, the training loss, backward, optimiser step) on a random batch of the
 config's shape, all the configs in one process, interleaved: round r times every config in turn.
 Load that changes between rounds slows every config of the round alike, so the per-round ratio to
@@ -23,7 +23,7 @@ from typing import Any, Callable, Mapping, Union
 
 import torch
 
-from upstream.config import UpstreamConfig
+from harness.upstream.config import UpstreamConfig
 
 #: timed steps per config and round, untimed steps before them, rounds
 STEPS, WARMUP, ROUNDS = 20, 3, 3
@@ -78,15 +78,15 @@ class _Setup:
         from accelerate.state import AcceleratorState
 
         from harness.models import ModelConfig, build_model
-        from upstream.optim import build_optimizer
+        from harness.upstream.optim import build_optimizer
 
-        # as upstream.train.run: a fresh accelerate state with this run's precision; prepare() wraps the
+        # as harness.upstream.train.run: a fresh accelerate state with this run's precision; prepare() wraps the
         # model's forward in that precision's autocast, which stays with the model afterwards
         AcceleratorState._reset_state(reset_partial_state=False)
         self.accelerator = Accelerator(mixed_precision=precision, gradient_accumulation_steps=1)
         device = self.accelerator.device
         if precision == "fp16" and device.type == "cpu":
-            raise ValueError("mixed precision fp16 does not run on a CPU (upstream.train refuses it too)")
+            raise ValueError("mixed precision fp16 does not run on a CPU (harness.upstream.train refuses it too)")
         model = build_model(ModelConfig(cfg.model.backbone, num_classes, dict(cfg.model.head),
                                         dict(cfg.model.backbone_kwargs)))
         self.memory_format = torch.channels_last if cfg.train.channels_last else torch.contiguous_format
@@ -108,8 +108,8 @@ class _Setup:
         self.clip = cfg.optim.clip_grad_norm
 
     def step(self) -> None:
-        """One optimiser step, as the body of upstream.train's loop (without its loss check and logging)."""
-        from upstream.train import training_loss
+        """One optimiser step, as the body of harness.upstream.train's loop (without its loss check and logging)."""
+        from harness.upstream.train import training_loss
 
         acc = self.accelerator
         with acc.accumulate(self.model):
@@ -137,12 +137,12 @@ def step_seconds(configs: "Mapping[str, UpstreamConfig]", steps: int = STEPS, wa
                  threads: PerConfig = None, progress: Callable[[str], None] = lambda s: None) -> dict:
     """Seconds per training step of each config, measured side by side in this process.
 
-    Each config's model is built as :func:`upstream.train.run` builds it (``build_model`` with the run's
+    Each config's model is built as :func:`harness.upstream.train.run` builds it (``build_model`` with the run's
     backbone and head, ``channels_last`` per ``train.channels_last``, ``build_optimizer``, prepared by an
     ``accelerate.Accelerator`` in the run's mixed precision, so the forward runs in the same autocast) and
     stepped on one random batch of the training shape [``data.batch_size``, 3, ``data.image_size``,
     ``data.image_size``] with random labels (multi-hot [B, K] for the sigmoid link, else ints in [0, K))
-    through :func:`upstream.train.training_loss` (``train.loss``), backward and the optimiser step. Round
+    through :func:`harness.upstream.train.training_loss` (``train.loss``), backward and the optimiser step. Round
     r runs, for every config in turn, ``warmup`` untimed steps and then ``steps`` steps each timed with
     ``time.perf_counter``, at ``torch.set_num_threads(threads)``; ``rounds`` rounds. The torch RNG
     and thread count of the caller are restored afterwards.

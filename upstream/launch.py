@@ -2,14 +2,14 @@
 
 ``harness upstream --config CONFIG --executor slurm|submitit-local --nodes N --gpus-per-node G`` submits one
 submitit job of ``N x T`` tasks (``T`` = G, one process per GPU; or ``--tasks-per-node T`` CPU processes when G = 0),
-each running :class:`PretrainJob`, which trains with :func:`upstream.train.run` exactly as a single process does.
+each running :class:`PretrainJob`, which trains with :func:`harness.upstream.train.run` exactly as a single process does.
 
 Distributed set-up (:func:`export_distributed_env`): submitit's own
 :class:`submitit.helpers.TorchDistributedEnvironment` reads the job environment (SLURM's ``SLURM_PROCID``,
 ``SLURM_NTASKS``, ``SLURM_LOCALID``, ``SLURM_JOB_NODELIST``, or the local executor's equivalents) and exports
 ``MASTER_ADDR`` (the job's first host), ``MASTER_PORT`` (drawn from the job id, or ``$MASTER_PORT``), ``RANK``,
 ``WORLD_SIZE``, ``LOCAL_RANK`` and ``LOCAL_WORLD_SIZE``; on CPUs ``ACCELERATE_USE_CPU=true`` as well. The
-``Accelerator`` created in :func:`upstream.train.run` then initialises ``torch.distributed`` from them (``env://``):
+``Accelerator`` created in :func:`harness.upstream.train.run` then initialises ``torch.distributed`` from them (``env://``):
 NCCL on GPUs (each process on GPU ``LOCAL_RANK``), gloo on CPUs. Data: accelerate shards the training batches
 (rank r takes batches r, r + W, ... of the seeded order), so a step of W processes with ``data.batch_size`` B
 sees the same W·B examples as one process with batch W·B.
@@ -47,10 +47,10 @@ import submitit
 from submitit.helpers import Checkpointable, DelayedSubmission, TorchDistributedEnvironment
 
 from harness.config import to_yaml
-from upstream.config import UpstreamConfig, validate
-from upstream.train import Preempted, _check_existing, run
+from harness.upstream.config import UpstreamConfig, validate
+from harness.upstream.train import Preempted, _check_existing, run
 
-#: ``local`` trains in this process (``upstream.train.run``); the others submit a submitit job
+#: ``local`` trains in this process (``harness.upstream.train.run``); the others submit a submitit job
 EXECUTORS = ("local", "submitit-local", "slurm")
 #: the job's time limit when ``timeout_min`` is not given (minutes); a job that reaches it is requeued
 DEFAULT_TIMEOUT_MIN = 24 * 60
@@ -181,7 +181,7 @@ class PreemptionFlag:
 
 
 class PretrainJob(Checkpointable):
-    """One task of a pretraining job: the distributed environment, then :func:`upstream.train.run`.
+    """One task of a pretraining job: the distributed environment, then :func:`harness.upstream.train.run`.
 
     Picklable (submitit sends it to the tasks): it holds the config, the folder relative paths refer to (the
     submitting process's working directory) and the GPUs a node. Every process runs it; rank 0 writes the run folder.
@@ -204,7 +204,7 @@ class PretrainJob(Checkpointable):
 
         Raises:
             RuntimeError: GPUs were asked for and torch sees none on this node.
-            ValueError, OSError, upstream.train.TrainingDiverged: as :func:`upstream.train.run`.
+            ValueError, OSError, harness.upstream.train.TrainingDiverged: as :func:`harness.upstream.train.run`.
         """
         os.chdir(self.workdir)
         env = export_distributed_env(self.gpus_per_node)
@@ -228,7 +228,7 @@ class PretrainJob(Checkpointable):
 
     def checkpoint(self, *args: Any, **kwargs: Any) -> DelayedSubmission:
         """What submitit requeues: this same job. The training state is in the run folder (``checkpoints/last.pt``,
-        saved by the training loop when the flag was seen), and :func:`upstream.train.run` resumes from it."""
+        saved by the training loop when the flag was seen), and :func:`harness.upstream.train.run` resumes from it."""
         return DelayedSubmission(PretrainJob(self.cfg, self.workdir, self.gpus_per_node))
 
 
@@ -265,7 +265,7 @@ def submit(cfg: UpstreamConfig, executor: str, resources: Resources, parameters:
             ``resources`` gives; ``slurm`` on a machine without SLURM (no ``srun``).
     """
     if executor == "local":
-        raise ValueError("submit() submits a job: executor submitit-local or slurm (local: upstream.train.run)")
+        raise ValueError("submit() submits a job: executor submitit-local or slurm (local: harness.upstream.train.run)")
     check_resources(executor, resources)
     validate(cfg)
     run_dir = Path(cfg.run_dir()).resolve()

@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from harness.heads import NOISE_LAYERS
-from upstream.config import OPTIMIZERS, SCHEDULES, OptimSection
+from harness.upstream.config import OPTIMIZERS, SCHEDULES, OptimSection
 
 #: parameter-name prefixes of the layers that produce the noise covariance (HET head)
 COVARIANCE_LAYERS = tuple(f"head.{name}." for name in NOISE_LAYERS)

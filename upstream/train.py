@@ -8,7 +8,7 @@ A run folder ``<output_dir>/`` holds:
   ``train.best_metric`` (a :func:`harness.models.save_model` file);
 - ``metrics.jsonl``: one line per evaluation; ``tb/``: TensorBoard logs;
 - ``fewshot.jsonl`` (with ``train.fewshot_every``): one line per few-shot evaluation of a task at a shot count
-  (:func:`downstream.fewshot.monitor_records`), also logged to TensorBoard as ``fewshot/<task>/<shots>shot``;
+  (:func:`harness.downstream.fewshot.monitor_records`), also logged to TensorBoard as ``fewshot/<task>/<shots>shot``;
 - at the end: ``model.pt`` (final model), ``predictions.npz`` (final per-example logits on the
   evaluation split; ``heldout_predictions.npz`` likewise on ``data.heldout_split`` if set) and
   ``metrics.json`` (final metrics, those on the held-out split, best epoch, times, provenance). Its presence marks
@@ -42,8 +42,8 @@ from harness.models import ModelConfig, build_model, save_model
 from harness.provenance import provenance
 from harness.uncertainty import metrics as M
 from harness.uncertainty.predictions import Predictions
-from upstream.config import UpstreamConfig, validate
-from upstream.optim import build_optimizer, lr_multiplier
+from harness.upstream.config import UpstreamConfig, validate
+from harness.upstream.optim import build_optimizer, lr_multiplier
 
 STATE_FORMAT = "harness.upstream-state/2"  # /2: one RNG state per process, in the same file
 LOWER_IS_BETTER = {"nll", "sigmoid_nll", "ece", "mce", "adaptive_ece", "brier"}
@@ -55,7 +55,7 @@ class TrainingDiverged(RuntimeError):
 
 class Preempted(RuntimeError):
     """Training stopped early because ``stop_requested`` asked it to (a preemption or time-limit signal, see
-    :mod:`upstream.launch`); the state was saved at that step, so running the same config again resumes there."""
+    :mod:`harness.upstream.launch`); the state was saved at that step, so running the same config again resumes there."""
 
 
 def _rng_state() -> dict:
@@ -220,7 +220,7 @@ def run(cfg: UpstreamConfig, progress: bool = True, stop_after_steps: Optional[i
         stop_requested: polled after every optimiser step (by every process; the processes agree through
             ``accelerator.check_trigger``, one all-reduce of a scalar a step): once it returns True on any process,
             all of them save the state at that step and :class:`Preempted` is raised. Not polled after the last
-            step (the run then finishes). :class:`upstream.launch.PretrainJob` sets it to submitit's preemption flag.
+            step (the run then finishes). :class:`harness.upstream.launch.PretrainJob` sets it to submitit's preemption flag.
 
     Returns:
         The run folder.
@@ -274,7 +274,7 @@ def _stop_agreed(accelerator: Any, stop_requested: Callable[[], bool]) -> bool:
 
 
 def _fewshot_tasks(cfg: UpstreamConfig) -> "Optional[list]":
-    """The few-shot monitor's tasks, read and drawn (:func:`downstream.fewshot.prepare_tasks`), or None when
+    """The few-shot monitor's tasks, read and drawn (:func:`harness.downstream.fewshot.prepare_tasks`), or None when
     ``train.fewshot_every`` is off.
 
     Raises:
@@ -282,7 +282,7 @@ def _fewshot_tasks(cfg: UpstreamConfig) -> "Optional[list]":
     """
     if not cfg.train.fewshot_every:
         return None
-    from downstream.fewshot import prepare_tasks
+    from harness.downstream.fewshot import prepare_tasks
 
     try:
         return prepare_tasks(list(cfg.train.fewshot_tasks), list(cfg.train.fewshot_shots), seed=cfg.seed,
@@ -296,12 +296,12 @@ def _fewshot_tasks(cfg: UpstreamConfig) -> "Optional[list]":
 def _fewshot_records(model: torch.nn.Module, tasks: list, cfg: UpstreamConfig, device: Any, epoch: int,
                      step: int) -> "list[dict]":
     """Few-shot accuracy of the (unwrapped) ``model`` on the monitor's ``tasks`` at ``data.image_size`` px, one
-    record per task and shot count (:func:`downstream.fewshot.monitor_records`).
+    record per task and shot count (:func:`harness.downstream.fewshot.monitor_records`).
 
     The global torch RNG is restored afterwards (a data loader draws its base seed from it), so the monitor changes
     neither the HET noise nor the data order of the training that follows; the model's mode is restored too.
     """
-    from downstream.fewshot import evaluate_tasks, monitor_records
+    from harness.downstream.fewshot import evaluate_tasks, monitor_records
 
     with torch.random.fork_rng(devices=[]):
         results = evaluate_tasks(model, tasks, cfg.data.image_size, device, batch_size=cfg.data.eval_batch_size)

@@ -1,6 +1,6 @@
 """Budget curves and the frontier: accuracy, NLL and ECE of runs trained for different budgets, against
 CPU-minutes at a training-step rate measured side by side for all their methods in one process
-(:func:`step_costs`, timed by :func:`upstream.cost.step_seconds`), with the runs' recorded wall clock
+(:func:`step_costs`, timed by :func:`harness.upstream.cost.step_seconds`), with the runs' recorded wall clock
 beside it (it measures the machine's load as much as the run)."""
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ def _run_step(d: Path) -> "tuple[Any, int, str, int, int]":
         ValueError: a run.json config the current schema rejects.
     """
     from harness.config import load_config
-    from upstream.config import UpstreamConfig
+    from harness.upstream.config import UpstreamConfig
 
     run, m = json.loads((d / "run.json").read_text()), _metrics(d)
     cfg = load_config(UpstreamConfig, base=run["config"])
@@ -40,8 +40,8 @@ def step_costs(runs: "dict[str, list[Path]]", cache: Path, reference: Optional[s
                progress: Callable[[str], None] = lambda s: None, **measure: Any) -> dict:
     """Each run's cost at the side-by-side rate: its micro-batches (optimiser steps, from its metrics.json,
     x gradient-accumulation steps x processes) x the median seconds of its training step x threads / 60,
-    in CPU-minutes. The steps are measured by :func:`upstream.cost.step_seconds`: one measurement per
-    distinct :func:`upstream.cost.step_key` (runs of a method that differ only in epochs share it), all of
+    in CPU-minutes. The steps are measured by :func:`harness.upstream.cost.step_seconds`: one measurement per
+    distinct :func:`harness.upstream.cost.step_key` (runs of a method that differ only in epochs share it), all of
     them together, interleaved, the reference method's first.
 
     The measurement is kept in ``cache`` (JSON, a list of measurements, written atomically) and reused
@@ -52,7 +52,7 @@ def step_costs(runs: "dict[str, list[Path]]", cache: Path, reference: Optional[s
         runs: method -> finished run folders (run.json and metrics.json read).
         cache: the measurement file (``<runs_root>/<experiment>/step_cost.json``).
         reference: the method the ratios are to (default ``hom`` if present, else the first).
-        measure: ``steps``, ``warmup``, ``rounds`` for :func:`upstream.cost.step_seconds`.
+        measure: ``steps``, ``warmup``, ``rounds`` for :func:`harness.upstream.cost.step_seconds`.
 
     Returns:
         ``{"runs": {folder: {"method", "name", "key", "step_seconds", "micro_batches", "threads",
@@ -65,11 +65,11 @@ def step_costs(runs: "dict[str, list[Path]]", cache: Path, reference: Optional[s
         same round, ``ratio_range`` their min and max.
 
     Raises:
-        ValueError: no runs, or :func:`upstream.cost.step_seconds`'s errors.
+        ValueError: no runs, or :func:`harness.upstream.cost.step_seconds`'s errors.
     """
     from harness.io import atomic_write_text
     from harness.provenance import cpu_details, cpu_model
-    from upstream.cost import key_text, step_key, step_seconds
+    from harness.upstream.cost import key_text, step_key, step_seconds
 
     if not any(runs.values()):
         raise ValueError("no runs to cost")
@@ -165,11 +165,11 @@ def step_cost_section(costs: dict) -> dict:
     text = (f"Cost axis of the budget curves and the frontier: CPU-minutes at the side-by-side rate, i.e. a run's "
             f"recorded optimiser steps (epochs x steps per epoch, from its metrics.json) x the median seconds of "
             f"its training step x threads / 60. Each distinct training step (backbone, head, batch, image size, "
-            f"precision, threads, loss; runs that differ only in epochs share one) was built as upstream.train "
+            f"precision, threads, loss; runs that differ only in epochs share one) was built as harness.upstream.train "
             f"builds it and timed on a random batch of its shape (forward, training loss, backward, optimiser "
             f"step) in one process, {s['rounds']} rounds, each timing every config in turn for {s['steps']} steps "
             f"after {s['warmup']} untimed ones, so load that changes between rounds slows all of them alike "
-            f"(upstream.cost). Measured on {s['cpu']}"
+            f"(harness.upstream.cost). Measured on {s['cpu']}"
             + (f" ({s['device']})" if s["device"] != "cpu" else "") + f" on {s['date']}, niceness "
             f"{load['start']['nice']}, 1-minute load average {load['start']['load_average'][0]:.1f} at the start and "
             f"{load['end']['load_average'][0]:.1f} at the end"

@@ -14,7 +14,7 @@ EXPERIMENTS = Path(__file__).parent.parent / "experiments"
 
 @dataclass
 class DownstreamSection:
-    """Transfer of every upstream model (see :class:`downstream.config.SweepSettings`)."""
+    """Transfer of every upstream model (see :class:`harness.downstream.config.SweepSettings`)."""
 
     tasks: List[str] = field(default_factory=lambda: ["demo"])
     preset: str = "demo"
@@ -204,7 +204,7 @@ def find_experiment(name_or_path: str) -> Path:
 
 
 def _upstream_config_path(ref: str) -> Path:
-    import upstream
+    import harness.upstream as upstream
 
     p = Path(ref)
     return p if p.is_file() else Path(upstream.__file__).parent / "configs" / ref

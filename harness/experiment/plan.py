@@ -45,7 +45,7 @@ def _plan(exp: Experiment, root: Path, prefix: str, methods: dict, seeds: list, 
     """Every config of a study, validated (nothing is run or written)."""
     from harness.config import load_config
     from harness.io import path_under
-    from upstream.config import UpstreamConfig, validate
+    from harness.upstream.config import UpstreamConfig, validate
 
     base = _upstream_config_path(exp.upstream_config)
     own = {m: list(h.get("overrides", [])) for m, h in methods.items()}  # a method's own training settings
@@ -107,7 +107,7 @@ def validate_experiment(exp: Experiment) -> "dict[str, _Plan]":
     Raises:
         ValueError: the first problem found; the message names the setting and the fix.
     """
-    from downstream.config import PRESETS, SweepSettings
+    from harness.downstream.config import PRESETS, SweepSettings
     from harness.io import check_writable, path_under
 
     if not exp.methods:
@@ -229,14 +229,14 @@ def _check_downstream(exp: Experiment, presets: dict, settings_type: Any) -> Non
     """The downstream settings, device, task names and all four splits of every task (their data)."""
     if not exp.downstream.tasks:
         return
-    from downstream.sweep import check_device, check_tasks, expand_tasks
+    from harness.downstream.sweep import check_device, check_tasks, expand_tasks
 
     if exp.downstream.preset not in presets:
         raise ValueError(f"unknown downstream.preset {exp.downstream.preset!r}: use one of {', '.join(presets)}")
     try:
         settings = settings_type(**{**presets[exp.downstream.preset], **exp.downstream.settings})
     except TypeError as e:
-        raise ValueError(f"downstream.settings: {e}; see downstream.config.SweepSettings for the keys") from e
+        raise ValueError(f"downstream.settings: {e}; see harness.downstream.config.SweepSettings for the keys") from e
     try:
         check_device(settings.device)
         check_tasks(expand_tasks(exp.downstream.tasks), settings)

@@ -268,7 +268,7 @@ def downstream_section(runs: "dict[str, list[Path]]", per_run: "dict[Path, dict]
     """The shape of the paper's Table 6: per task, the test accuracy of each method (mean ± std over
     the upstream seeds of that method, each the mean over its fine-tuning seeds), then group means
     and the mean over tasks; the calibration of the fine-tunes; and, per method with 2 or more upstream seeds,
-    the ensemble across them (``ensembles``: method -> :func:`downstream.ensembles.upstream_ensemble`)."""
+    the ensemble across them (``ensembles``: method -> :func:`harness.downstream.ensembles.upstream_ensemble`)."""
     methods = list(runs)
     first = per_run[runs[methods[0]][0]]
     tasks = list(first["tasks"])
@@ -326,7 +326,7 @@ def _downstream_ensembles(ensembles: "dict[str, dict]", tasks: "list[str]") -> t
 def _downstream_calibration(runs: "dict[str, list[Path]]", per_run: "dict[Path, dict]", methods: "list[str]",
                             tasks: "list[str]") -> "tuple[tuple, dict]":
     """Per task: each method's test NLL and ECE of the fine-tunes, and the ECE after temperature scaling (T fit on
-    val200; see :func:`downstream.table.uncertainty_table`), mean ± std over its upstream seeds."""
+    val200; see :func:`harness.downstream.table.uncertainty_table`), mean ± std over its upstream seeds."""
     def cell(values: "list[float]") -> str:
         return f"{np.mean(values):.4f} ± {np.std(values, ddof=1):.4f}" if len(values) > 1 else f"{values[0]:.4f}"
 

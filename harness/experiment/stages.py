@@ -50,7 +50,7 @@ class _Clock:
 
 
 def _train_one(cfg: Any) -> str:
-    from upstream.train import run
+    from harness.upstream.train import run
 
     return str(run(cfg, progress=False))
 
@@ -64,7 +64,7 @@ def _train(workers: Any, configs: "list[Any]",
 
 
 def _transfer_one(model: str, tasks: "list[str]", out: str, settings: Any) -> dict:
-    from downstream.sweep import sweep
+    from harness.downstream.sweep import sweep
 
     return sweep(model, tasks, out, settings, progress=lambda s: None)
 
@@ -116,7 +116,7 @@ def sync_records(exp: Experiment, restore: bool = False) -> int:
 
 def _run_stages(exp: Experiment, plans: "dict[str, _Plan]", root: Path, clock: _Clock, workers: Any,
                 progress: Callable[[str], None]) -> Path:
-    from downstream.config import PRESETS, SweepSettings
+    from harness.downstream.config import PRESETS, SweepSettings
     from harness.report.build import build
     from harness.runs import build_ensemble
     from harness.shift.predict import average_ensemble, predict_run
@@ -170,8 +170,13 @@ def _run_stages(exp: Experiment, plans: "dict[str, _Plan]", root: Path, clock: _
     # a condition's run that equals a planned one (e.g. a budget run) is that run, trained once
     conditions = {name: {m: [_derived(main, m, f"{name}_{m}_s{sd}", list(c.upstream_overrides), sd) for sd in c.seeds]
                          for m in c.methods} for name, c in exp.conditions.items()}
+    # seed-major, then by each condition's method order, then by condition: every condition's first seed of
+    # its first method before any second one (an interrupted study has something to say about every condition)
+    lists = [list(per.values()) for per in conditions.values()]
+    depth = max((len(fs) for per in lists for fs in per), default=0), max((len(per) for per in lists), default=0)
     _train(workers, [main.configs[f] for f in dict.fromkeys([
-        *(f for per in conditions.values() for fs in per.values() for f in fs),
+        *(per[j][i] for i in range(depth[0]) for j in range(depth[1]) for per in lists
+          if j < len(per) and i < len(per[j])),
         *(f for per in budget.values() for f in per.values())]) if f not in queued])
     ml_plan, ml_grid = plans.get("multilabel"), []
     if ml_plan is not None:
@@ -214,7 +219,7 @@ def _run_stages(exp: Experiment, plans: "dict[str, _Plan]", root: Path, clock: _
     if settings is not None:
         moved = {m: dirs for m, dirs in runs.items() if m in (exp.evaluate_methods or exp.methods)}
         per_run = {d: workers.results[("downstream", d.name)] for dirs in moved.values() for d in dirs}
-        from downstream.ensembles import upstream_ensemble
+        from harness.downstream.ensembles import upstream_ensemble
 
         across = {m: upstream_ensemble([path_under(root, "downstream", d.name) for d in dirs])
                   for m, dirs in moved.items() if len(dirs) > 1}

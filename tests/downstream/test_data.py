@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from downstream.data import check_split, folder_split, tfds_split
-from downstream.tasks import get_task
+from harness.downstream.data import check_split, folder_split, tfds_split
+from harness.downstream.tasks import get_task
 
 
 def _write_task(root, folder, sizes, num_classes=47):

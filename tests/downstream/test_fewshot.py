@@ -1,4 +1,4 @@
-"""`harness fewshot` (downstream.fewshot): tasks, draws, features, fewshot.json / fewshot.md, bad input."""
+"""`harness fewshot` (harness.downstream.fewshot): tasks, draws, features, fewshot.json / fewshot.md, bad input."""
 
 import json
 import re
@@ -9,7 +9,7 @@ import torch
 from click.testing import CliRunner
 from safetensors.torch import save_file
 
-import downstream.fewshot as F
+import harness.downstream.fewshot as F
 from harness.cli import main
 from harness.models import build_model, save_model
 

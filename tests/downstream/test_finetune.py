@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 import torch
 
-from downstream.demo import DEMO_TASKS, demo_split
-from downstream.finetune import (
+from harness.downstream.demo import DEMO_TASKS, demo_split
+from harness.downstream.finetune import (
     FinetuneConfig, bit_hyperrule_supports, bit_resolution, finetune, lr_schedule, mixup_alpha, resolved_steps,
     transfer_model,
 )
@@ -113,7 +113,7 @@ def test_forced_mixup_trains(tmp_path):
 def test_demo_views_match_the_pil_path_and_channels_last_fine_tunes_alike(tmp_path, monkeypatch):
     """Demo images are augmented a whole batch at a time: the same views as the per-image PIL path (up
     to its uint8 rounding); NHWC activations train the same model up to float rounding."""
-    from downstream.finetune import _views
+    from harness.downstream.finetune import _views
     from harness.data.dataset import ImageDataset
 
     task = DEMO_TASKS["demo_position"]  # 24 px images, upsampled to 32

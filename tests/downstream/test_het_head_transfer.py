@@ -10,10 +10,10 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-import downstream.finetune as ft
-from downstream.config import DEFAULT_TEMPERATURES, SweepSettings
-from downstream.demo import DEMO_TASKS, demo_split
-from downstream.sweep import _key, append_record, read_records, sweep
+import harness.downstream.finetune as ft
+from harness.downstream.config import DEFAULT_TEMPERATURES, SweepSettings
+from harness.downstream.demo import DEMO_TASKS, demo_split
+from harness.downstream.sweep import _key, append_record, read_records, sweep
 from harness.cli import main
 from harness.heads import HeteroscedasticHead
 from harness.models import build_model, save_model
@@ -30,7 +30,7 @@ def upstream(tmp_path_factory):
 
 
 class _Capture:
-    """Wraps ``downstream.finetune.transfer_model``: each run's fresh model (fine-tuned in place) and head options."""
+    """Wraps ``harness.downstream.finetune.transfer_model``: each run's fresh model (fine-tuned in place) and head options."""
 
     def __init__(self):
         self.runs, self._orig = [], ft.transfer_model
@@ -197,7 +197,7 @@ def test_bad_head_settings_name_the_fix(kwargs, match):
 
 
 def test_bad_head_on_the_command_line_fails_before_any_run(upstream, tmp_path, monkeypatch):
-    monkeypatch.setattr("downstream.sweep.run_one", pytest.fail)
+    monkeypatch.setattr("harness.downstream.sweep.run_one", pytest.fail)
     for extra, match in ((["--head", "bogus"], "unknown head 'bogus'"),
                          (["--head", "het", "--temperatures", "0.5,-1"], "positive finite numbers"),
                          (["--head", "het", "--temperatures", "warm"], "--temperatures 'warm': expected"),

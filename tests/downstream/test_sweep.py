@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from downstream.config import SweepSettings
-from downstream.sweep import read_records, sweep
+from harness.downstream.config import SweepSettings
+from harness.downstream.sweep import read_records, sweep
 from harness.cli import main
 from harness.models import build_model, save_model
 
@@ -128,7 +128,7 @@ def test_custom_task_from_a_folder_and_one_line(upstream, tmp_path):
 
 
 def test_learning_rate_scales_with_the_batch():
-    from downstream.finetune import FinetuneConfig
+    from harness.downstream.finetune import FinetuneConfig
 
     assert FinetuneConfig(lr=0.003, batch_size=128, lr_batch=512).effective_lr == pytest.approx(0.00075)
     assert FinetuneConfig(lr=0.003, batch_size=128).effective_lr == 0.003
@@ -159,8 +159,8 @@ def test_vtab_md_names_the_preset_actually_used(upstream, tmp_path):
 
 
 def test_presets_vtab_sweep_and_bit_hyperrule(upstream, tmp_path, monkeypatch):
-    from downstream import finetune
-    from downstream.config import PRESETS
+    from harness.downstream import finetune
+    from harness.downstream.config import PRESETS
 
     assert asdict(SweepSettings()) == asdict(SweepSettings(**PRESETS["vtab_sweep"]))  # the default: the VTAB sweep
     assert (SweepSettings().lrs, SweepSettings().steps, SweepSettings().schedule) == ([0.001, 0.01], [500, 2500],
@@ -212,8 +212,8 @@ def test_every_split_is_checked_before_the_first_run(upstream, tmp_path):
 
 
 def test_custom_tasks_can_turn_flip_and_crop_off(upstream, tmp_path, monkeypatch):
-    from downstream import finetune
-    from downstream.sweep import custom_spec, custom_task
+    from harness.downstream import finetune
+    from harness.downstream.sweep import custom_spec, custom_task
 
     folder = _custom_folder(tmp_path / "counts")
     task = custom_task(f"counts={folder}:5:no-flip:no-crop")
@@ -233,7 +233,7 @@ def test_custom_tasks_can_turn_flip_and_crop_off(upstream, tmp_path, monkeypatch
 
 
 def test_custom_task_names_are_unique_and_not_taken(tmp_path):
-    from downstream.sweep import expand_tasks
+    from harness.downstream.sweep import expand_tasks
 
     folder = _custom_folder(tmp_path / "c")
     assert len(expand_tasks([f"c={folder}:5", f"c={folder}:5"])) == 1  # the same task twice

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from downstream.tasks import (
+from harness.downstream.tasks import (
     TASKS, clevr_count, clevr_distance, dsprites_orientation, dsprites_x_position, get_task, kitti_distance,
     resolve_tasks,
 )
@@ -86,7 +86,7 @@ def test_plain_label_fields():
 
 
 def test_demo_suite_is_labelled_deterministic_and_sized_like_vtab():
-    from downstream.demo import DEMO_TASKS, demo_split
+    from harness.downstream.demo import DEMO_TASKS, demo_split
 
     assert all(t.group == "demo" and t.name.startswith("demo_") for t in DEMO_TASKS.values())
     for task in DEMO_TASKS.values():

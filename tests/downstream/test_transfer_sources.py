@@ -75,7 +75,7 @@ def test_the_views_resize_with_the_models_interpolation():
     from PIL import Image
     from torchvision.transforms import v2
 
-    from downstream.finetune import transforms
+    from harness.downstream.finetune import transforms
 
     img = Image.fromarray(np.random.default_rng(0).integers(0, 256, (20, 20, 3), dtype=np.uint8))
     for mode in ("bilinear", "bicubic"):
@@ -92,8 +92,8 @@ def test_the_views_resize_with_the_models_interpolation():
 def test_the_sweep_writes_an_html_page_with_a_reliability_diagram_per_group(tmp_path):
     """vtab.html: the tables of vtab.md and, per group, the reliability diagram of every final fine-tune's test
     predictions pooled (also saved as reliability_<group>.png)."""
-    from downstream.config import SweepSettings
-    from downstream.sweep import sweep
+    from harness.downstream.config import SweepSettings
+    from harness.downstream.sweep import sweep
     from harness.models import build_model, save_model
 
     up = save_model(build_model(dict(backbone="test_resnet", num_classes=10, head=dict(covariance="none"))),

@@ -1,4 +1,4 @@
-"""The ensemble across upstream models of their transfers (downstream.ensembles; harness ensemble on sweep folders)."""
+"""The ensemble across upstream models of their transfers (harness.downstream.ensembles; harness ensemble on sweep folders)."""
 
 import json
 import shutil
@@ -8,9 +8,9 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from downstream.config import SweepSettings
-from downstream.ensembles import upstream_ensemble
-from downstream.sweep import sweep
+from harness.downstream.config import SweepSettings
+from harness.downstream.ensembles import upstream_ensemble
+from harness.downstream.sweep import sweep
 from harness.cli import main
 from harness.models import build_model, save_model
 from harness.uncertainty import metrics as M

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from downstream.config import SweepSettings
-from downstream.data import tfds_split
-from downstream.sweep import sweep
-from downstream.tasks import TASKS
+from harness.downstream.config import SweepSettings
+from harness.downstream.data import tfds_split
+from harness.downstream.sweep import sweep
+from harness.downstream.tasks import TASKS
 from harness.models import build_model, save_model
 
 tfds = pytest.importorskip("tensorflow_datasets")

@@ -57,7 +57,7 @@ def test_experiment_runs_every_stage_and_resumes(tmp_path):
     nll = [v["uncertainty"]["tasks"]["demo_count"]["mean"]["nll"] for v in sweeps]
     assert calib["hom"]["nll"] == pytest.approx(sum(nll) / 2) and "Downstream calibration" in md
     # the ensemble across the two upstream seeds of each method, one fine-tune of each
-    from downstream.ensembles import upstream_ensemble
+    from harness.downstream.ensembles import upstream_ensemble
 
     ens = upstream_ensemble([tmp_path / "runs" / "tiny" / "downstream" / f"het_s{s}" for s in (0, 1)])
     assert report["downstream"]["ensembles"]["het"]["demo_count"]["ensemble"] == pytest.approx(

@@ -196,7 +196,7 @@ def test_experiment_plan_end_to_end_and_restore_from_records(tmp_path, monkeypat
 
     # --- a machine that lost runs/: restored from the records, nothing trained
     shutil.rmtree(tmp_path / "runs" / "plan")
-    import upstream.train as T
+    import harness.upstream.train as T
 
     def no_training(*args, **kwargs):
         raise AssertionError("a recorded run was trained again")

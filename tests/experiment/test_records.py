@@ -11,7 +11,7 @@ import pytest
 
 from harness.config import load_config, to_yaml
 from harness.runs import RECORD_FILES, clean_data, noise_transition, restore_record, run_method, save_record
-from upstream.config import UpstreamConfig
+from harness.upstream.config import UpstreamConfig
 
 CONFIGS = Path(__file__).resolve().parents[2] / "upstream" / "configs"
 TINY = ["train.epochs=1", "data.limit_train=128"]
@@ -24,7 +24,7 @@ def _config(out: Path, *extra: str, head=None) -> UpstreamConfig:
 
 
 def _train(out: Path) -> Path:
-    from upstream.train import run
+    from harness.upstream.train import run
 
     return Path(run(_config(out), progress=False))
 
@@ -93,7 +93,7 @@ def test_save_record_refuses_an_unfinished_run(finished, tmp_path):
 
 
 def test_restore_record_recreates_a_run_that_then_counts_as_done(tmp_path, monkeypatch):
-    import upstream.train as T
+    import harness.upstream.train as T
 
     out = tmp_path / "run"
     cfg = _config(out)

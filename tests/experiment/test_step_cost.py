@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-import upstream.cost as C
+import harness.upstream.cost as C
 from harness.config import load_config, to_dict
 from harness.experiment import Experiment, FrontierSection
 from harness.experiment.budget import budget_section, frontier_section, step_cost_section, step_costs
 from harness.experiment.plan import _Plan
-from upstream.config import UpstreamConfig
+from harness.upstream.config import UpstreamConfig
 
 BASE = Path(__file__).resolve().parents[2] / "upstream" / "configs" / "digits_base.yaml"
 HEADS = {"hom": ["model.head.covariance=none"],
@@ -22,7 +22,7 @@ FAST = {"steps": 2, "warmup": 1, "rounds": 2}
 
 def _run(root: Path, name: str, method: str, epochs: int, steps_per_epoch: int = 7, wall: float = 60.0,
          extra: "tuple[str, ...]" = ()) -> Path:
-    """A finished run folder as upstream.train leaves it, as far as the sections read it."""
+    """A finished run folder as harness.upstream.train leaves it, as far as the sections read it."""
     d = root / name
     cfg = load_config(UpstreamConfig, BASE, ["data.batch_size=8", "data.image_size=16", f"train.epochs={epochs}",
                                              f"output_dir={d}", *HEADS[method], *extra])

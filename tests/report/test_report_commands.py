@@ -11,8 +11,8 @@ from click.testing import CliRunner
 from harness.cli import main
 from harness.config import load_config
 from harness.uncertainty.predictions import Predictions
-from upstream.config import UpstreamConfig
-from upstream.train import run
+from harness.upstream.config import UpstreamConfig
+from harness.upstream.train import run
 
 CONFIGS = Path(__file__).resolve().parents[2] / "upstream" / "configs"
 

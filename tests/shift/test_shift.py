@@ -78,8 +78,8 @@ def test_settings_are_checked_before_any_work():
 @pytest.fixture(scope="module")
 def digits_runs(tmp_path_factory):
     """A hom and a het digits model (3 epochs, about 60% top-1 on clean test images)."""
-    from upstream.config import UpstreamConfig
-    from upstream.train import run
+    from harness.upstream.config import UpstreamConfig
+    from harness.upstream.train import run
 
     root = tmp_path_factory.mktemp("shift")
     dirs = {}

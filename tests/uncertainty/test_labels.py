@@ -106,8 +106,8 @@ def test_per_class_accuracy_matches_numpy_and_is_nan_for_an_empty_class():
 @pytest.fixture(scope="module")
 def digits_run(tmp_path_factory):
     from harness.config import load_config
-    from upstream.config import UpstreamConfig
-    from upstream.train import run
+    from harness.upstream.config import UpstreamConfig
+    from harness.upstream.train import run
 
     out = tmp_path_factory.mktemp("labels") / "run"
     cfg = load_config(UpstreamConfig, CONFIGS / "digits_base.yaml",

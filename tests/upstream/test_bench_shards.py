@@ -5,7 +5,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from upstream import bench_shards
+from harness.upstream import bench_shards
 
 
 def _run(path: str, seed: int, top1: float, correct: np.ndarray) -> dict:

@@ -1,13 +1,13 @@
-"""upstream.cost: the side-by-side training-step measurement behind the budget and frontier axes."""
+"""harness.upstream.cost: the side-by-side training-step measurement behind the budget and frontier axes."""
 
 from pathlib import Path
 
 import pytest
 import torch
 
-import upstream.cost as C
+import harness.upstream.cost as C
 from harness.config import load_config
-from upstream.config import UpstreamConfig
+from harness.upstream.config import UpstreamConfig
 
 BASE = Path(__file__).resolve().parents[2] / "upstream" / "configs" / "digits_base.yaml"
 TINY = ["data.batch_size=8", "data.image_size=16"]

@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 
 from harness.config import load_config
-from upstream.config import UpstreamConfig, validate
-from upstream.train import run
+from harness.upstream.config import UpstreamConfig, validate
+from harness.upstream.train import run
 
 CONFIGS = Path(__file__).resolve().parents[2] / "upstream" / "configs"
 TINY = ["train.epochs=2", "model.head.train_mc_samples=8", "model.head.eval_mc_samples=8", "train.log_every=1",

@@ -1,4 +1,4 @@
-"""Pretraining as a submitit job (upstream.launch): two CPU processes (gloo) through submitit's local executor,
+"""Pretraining as a submitit job (harness.upstream.launch): two CPU processes (gloo) through submitit's local executor,
 their data shards, their agreement with one process at the same global batch, preemption and requeue, and the
 SLURM submission (submitit's own mocked SLURM) and task environment."""
 
@@ -18,9 +18,9 @@ from click.testing import CliRunner
 
 from harness.cli import main
 from harness.config import load_config, to_yaml
-from upstream.config import UpstreamConfig
-from upstream.launch import PretrainJob, Resources, export_distributed_env, submit
-from upstream.train import run
+from harness.upstream.config import UpstreamConfig
+from harness.upstream.launch import PretrainJob, Resources, export_distributed_env, submit
+from harness.upstream.train import run
 
 CONFIG = Path(__file__).resolve().parents[2] / "upstream" / "configs" / "digits_hom.yaml"
 #: a tiny run: the homoscedastic head (no per-process noise), GroupNorm instead of BatchNorm (no per-process batch
@@ -69,7 +69,7 @@ def test_each_process_sees_its_own_examples_and_together_the_single_process_batc
 
         from harness.data.batched import make_loader
         from harness.data.sources import build_split
-        from upstream.launch import export_distributed_env
+        from harness.upstream.launch import export_distributed_env
 
         env = export_distributed_env(0)
         accelerator = Accelerator()

@@ -12,8 +12,8 @@ import torch.nn.functional as F
 from harness.config import load_config
 from harness.data.noise import transition_matrix
 from harness.heads import HeteroscedasticHead
-from upstream.config import UpstreamConfig, validate
-from upstream.train import forward_corrected_nll, run, training_loss
+from harness.upstream.config import UpstreamConfig, validate
+from harness.upstream.train import forward_corrected_nll, run, training_loss
 
 CONFIGS = Path(__file__).resolve().parents[2] / "upstream" / "configs"
 SHORT = ["train.epochs=1", "data.limit_train=128", "data.limit_eval=64", "data.heldout_split=null",

@@ -13,9 +13,9 @@ from PIL import Image
 from harness.cli import main
 from harness.config import load_config
 from harness.models import ModelConfig, build_model, load_model
-from upstream.config import OptimSection, UpstreamConfig
-from upstream.optim import build_optimizer, lr_multiplier, param_groups
-from upstream.train import TrainingDiverged, run
+from harness.upstream.config import OptimSection, UpstreamConfig
+from harness.upstream.optim import build_optimizer, lr_multiplier, param_groups
+from harness.upstream.train import TrainingDiverged, run
 
 CONFIGS = Path(__file__).resolve().parents[2] / "upstream" / "configs"
 QUICK = ["train.epochs=2", "model.head.train_mc_samples=8", "model.head.eval_mc_samples=8", "train.log_every=5"]
@@ -115,8 +115,8 @@ def test_interrupted_run_resumes_to_identical_final_metrics(tmp_path, loader):
 KILL_DURING_CHECKPOINT = """
 import os, signal, sys
 from harness.config import load_config
-from upstream.config import UpstreamConfig
-from upstream.train import run
+from harness.upstream.config import UpstreamConfig
+from harness.upstream.train import run
 
 real_replace, writes = os.replace, [0]
 
@@ -241,8 +241,8 @@ import sys
 from functools import partial
 from accelerate import debug_launcher
 from harness.config import load_config
-from upstream.config import UpstreamConfig
-from upstream.train import run
+from harness.upstream.config import UpstreamConfig
+from harness.upstream.train import run
 
 def main(out_dir):
     cfg = load_config(UpstreamConfig, "upstream/configs/digits_het.yaml",
@@ -274,7 +274,7 @@ def test_module_entry_point_for_accelerate_launch():
     import subprocess
     import sys
 
-    out = subprocess.run([sys.executable, "-m", "upstream", "--help"], capture_output=True, text=True, check=True,
+    out = subprocess.run([sys.executable, "-m", "harness.upstream", "--help"], capture_output=True, text=True, check=True,
                          cwd=CONFIGS.parents[1])
     assert "--config" in out.stdout and "accelerate launch" in out.stdout
 
@@ -327,7 +327,7 @@ def test_non_finite_evaluation_stops_the_run_and_json_stays_valid(tmp_path):
     from accelerate import Accelerator
 
     from harness.io import json_dumps
-    from upstream.train import predict_loader
+    from harness.upstream.train import predict_loader
 
     class HalfNaN(torch.nn.Module):
         def forward(self, x):
@@ -389,7 +389,7 @@ def test_a_step_schedule_trains_exactly_its_steps_evaluates_every_n_steps_and_re
 
 
 def test_step_schedules_of_the_learning_rate_and_their_checks():
-    from upstream.config import validate
+    from harness.upstream.config import validate
 
     cfg = OptimSection(lr=1.0, schedule="cosine", warmup_steps=5)
     f = lr_multiplier(cfg, steps_per_epoch=16, epochs=99, total_steps=20)

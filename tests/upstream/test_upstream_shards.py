@@ -14,8 +14,8 @@ from harness.config import load_config
 from harness.data.config import DataConfig
 from harness.data.pack import pack
 from harness.data.sources import build_split
-from upstream.config import UpstreamConfig, validate
-from upstream.train import run
+from harness.upstream.config import UpstreamConfig, validate
+from harness.upstream.train import run
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = ROOT / "upstream" / "configs" / "digits_het.yaml"
@@ -93,8 +93,8 @@ import sys
 from functools import partial
 from accelerate import debug_launcher
 from harness.config import load_config
-from upstream.config import UpstreamConfig
-from upstream.train import run
+from harness.upstream.config import UpstreamConfig
+from harness.upstream.train import run
 
 def main(shards, out_dir):
     cfg = load_config(UpstreamConfig, "upstream/configs/digits_het.yaml",
