@@ -52,11 +52,14 @@ class FrontierSection:
         methods: some of the experiment's methods (default ``[method]``).
         method: the single method of older experiment files.
         schedules: name -> ``key=value`` overrides (e.g. ``{"10 epochs": [train.epochs=10]}``).
+        reference: a published figure to read the frontier against, with its protocol (epochs, which
+            epoch is reported, network, training images), printed beside the frontier's own protocol.
     """
 
     method: str = "hom"
     schedules: Dict[str, List[str]] = field(default_factory=dict)
     methods: List[str] = field(default_factory=list)
+    reference: str = ""
 
     def names(self) -> "list[str]":
         return list(self.methods) or [self.method]

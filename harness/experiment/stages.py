@@ -265,7 +265,8 @@ def _run_stages(exp: Experiment, plans: "dict[str, _Plan]", root: Path, clock: _
         _merge(extra, step_cost_section(costs))
     if curves:
         plans["budget"] = _Plan(configs={f: c for f, c in main.configs.items() if f.startswith("budget_")})
-        _merge(extra, budget_section(curves, costs))
+        grids = {m: [Path(main.configs[f].output_dir) for f in main.grid.get(m, {}).values()] for m in curves}
+        _merge(extra, budget_section(curves, costs, grids))
     if "frontier" in plans:
         _merge(extra, frontier_section(plans["frontier"], runs, exp, costs))
     extra["json"]["confusable_pairs"] = [list(p) for p in exp.confusable_pairs]
