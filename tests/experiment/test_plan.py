@@ -213,3 +213,55 @@ def test_experiment_plan_end_to_end_and_restore_from_records(tmp_path, monkeypat
     assert [r["temperature"] for r in again["temperature_grid"] if r["chosen"]] == [tau]
     assert again["budget_curves"]["points"]["het"][0]["run"].endswith(f"grid_het_t{tau:g}_s0")
     assert [e["label"] for e in again["entries"]] == labels
+
+
+# --- the committed studies' run configs do not move ------------------------------------------------------------------
+RECORDS = Path(__file__).resolve().parents[2] / "results" / "cifar10n" / "records"
+
+
+def _planned_cifar10n() -> dict:
+    """Every upstream config of the cifar10n experiment whose folder has a committed record, planned as
+    ``harness run cifar10n`` plans it (with the τ the study chose: diag 0.5, het 1.3, pe 0.5)."""
+    from harness.experiment.plan import _derived, _plan, frontier_plan
+    from harness.io import path_under
+
+    exp = load_experiment("cifar10n")
+    root = path_under(exp.runs_root, exp.name)
+    main = _plan(exp, root, "", exp.methods, exp.seeds, exp.temperature_grid, [], exp.grid_overrides)
+    for method, tau in (("diag", 0.25), ("pe", 0.25)):  # the grid extensions past the lower edge
+        main.grid_run(method, tau)
+    main.chosen.update(diag=0.5, het=1.3, pe=0.5)
+    configs = dict(main.configs)
+    for method, tau in main.chosen.items():
+        for seed in exp.seeds:
+            folder = f"{method}_t{tau:g}_s{seed}"
+            configs[folder] = main.make(method, main.final_head(method), seed, folder)
+    for m in exp.budget.methods:
+        for e in exp.budget.epochs:
+            folder = _derived(main, m, f"budget_{m}_e{e}", [f"train.epochs={e}", f"train.eval_every={e}"])
+            configs[f"budget_{m}_e{e}"] = main.configs[folder]
+    for name, cond in exp.conditions.items():
+        for m in cond.methods:
+            for seed in cond.seeds:
+                folder = _derived(main, m, f"{name}_{m}_s{seed}", list(cond.upstream_overrides), seed)
+                configs[f"{name}_{m}_s{seed}"] = main.configs[folder]
+    configs.update(frontier_plan(main, exp).configs)
+    ml = exp.multilabel
+    configs.update({f"multilabel_{f}": c for f, c in _plan(exp, root, "multilabel_", ml.methods, ml.seeds,
+                                                           ml.temperature_grid, ml.upstream_overrides).configs.items()})
+    return configs
+
+
+@pytest.mark.skipif(not RECORDS.is_dir(), reason="no committed cifar10n records")
+def test_planning_cifar10n_gives_the_configs_of_its_committed_records():
+    """The committed records are reused by config equality: a change to the planner that moved any run's config
+    would retrain the study. Every record's config.yaml must equal the config planned for its folder."""
+    from harness.config import to_yaml
+    from harness.upstream.train import _same_config
+
+    planned = _planned_cifar10n()
+    records = sorted(p for p in RECORDS.iterdir() if (p / "config.yaml").is_file())
+    assert len(records) >= 54
+    for rec in records:
+        assert rec.name in planned, rec.name
+        assert _same_config((rec / "config.yaml").read_text(), to_yaml(planned[rec.name])), rec.name
