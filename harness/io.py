@@ -22,6 +22,15 @@ os.umask(_UMASK)
 NAME_RULE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 #: the largest share of a file quoted in an error message, in characters
 QUOTE_LIMIT = 300
+#: the URL schemes a path in a config may carry: opened by the harness's own code (local files; HTTP(S) through the
+#: standard library), never through a shell or a command-line tool; webdataset's ``pipe:`` (a shell command),
+#: ``gs:`` (gsutil), ``s3:``, ``hf:``, ``sftp:``... are refused
+LOCATION_SCHEMES = ("file", "http", "https")
+_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*):")
+#: the random part ``tempfile.mkstemp`` puts in the atomic writers' temporary names (``.<name>.<8 chars>.tmp``)
+_TEMPORARY = re.compile(r"\.(?P<name>.+)\.[a-z0-9_]{8}\.tmp")
+#: what a :class:`RunLock` leaves in the folder it owns (its lock and the holder's PID file)
+LOCK_FILES = (".lock", ".lock.pid")
 
 
 def check_name(name: Any, what: str) -> str:
@@ -71,6 +80,28 @@ def check_writable(folder: "str | os.PathLike", what: str, fix: str) -> Path:
     except OSError as e:
         raise ValueError(f"{what} cannot be written ({e.strerror or e}): choose a writable folder ({fix})") from e
     return folder
+
+
+def check_location(value: Any, what: str) -> Any:
+    """``value`` (a path from a config, a ``base:`` file, a run's ``config.yaml``, a manifest or an index) if it is a
+    local path or a URL of one of :data:`LOCATION_SCHEMES`; ``None`` passes. Several locations joined by ``::`` (a
+    shard pattern) are each checked.
+
+    Raises:
+        ValueError: another URL scheme (``pipe:`` runs a shell command in webdataset; ``gs:``, ``s3:``... run
+            command-line tools), named with ``what`` and the fix, before anything is opened.
+    """
+    if value is None:
+        return value
+    for part in str(value).split("::"):
+        m = _SCHEME.match(part)
+        if m and m.group(1).lower() not in LOCATION_SCHEMES:
+            scheme = m.group(1).lower()
+            why = " (webdataset would run it as a shell command)" if scheme == "pipe" else ""
+            raise ValueError(f"{what} {quote(part, 80)!r} is a {scheme}: URL, which the harness does not open{why}: "
+                             f"give a local path (./NAME for a file whose name holds a colon) or a "
+                             f"{', '.join(s + ':' for s in LOCATION_SCHEMES)} URL; copy or mount remote data first")
+    return value
 
 
 def quote(text: str, limit: int = QUOTE_LIMIT) -> str:
@@ -160,18 +191,59 @@ def read_json(path: "str | os.PathLike") -> "dict | None":
         return None
 
 
-def remove_orphaned_temporaries(folder: "str | os.PathLike") -> "list[Path]":
-    """Delete the temporary files that killed atomic writes left in ``folder`` (recursively).
+def remove_orphaned_temporaries(folder: "str | os.PathLike", subfolders: "tuple[str, ...]" = ()) -> "list[Path]":
+    """Delete the temporary files that killed atomic writes left in ``folder`` itself and in its ``subfolders``
+    (the writer's own, e.g. ``checkpoints``): files named exactly as :func:`atomic_write_bytes` names its temporaries
+    (``.<name>.<8 random characters>.tmp``), nothing below those folders, and nothing in a subfolder that holds a lock
+    of its own (another writer's folder). Call it only while holding the folder's :class:`RunLock`.
 
-    Only files named as :func:`atomic_write_bytes` names them (``.<name>.<random>.tmp``) are removed;
-    call it only while holding the folder's :class:`RunLock`. Returns the removed paths.
+    Returns:
+        The removed paths.
     """
-    removed = []
-    for p in Path(folder).rglob(".*.tmp"):
-        if p.is_file():
-            p.unlink()
-            removed.append(p)
+    folder, removed = Path(folder), []
+    places = [folder] + [folder / s for s in subfolders if (folder / s).is_dir() and not (folder / s / ".lock").exists()]
+    for place in places:
+        for p in place.iterdir():
+            if _TEMPORARY.fullmatch(p.name) and p.is_file() and not p.is_symlink():
+                p.unlink()
+                removed.append(p)
     return removed
+
+
+def check_output_folder(folder: "str | os.PathLike", ours: bool, writes: "tuple[str, ...]", overwrite: bool,
+                        what: str, flag: str) -> Path:
+    """Refuse, before any work, to write into a folder holding files this command did not write.
+
+    Args:
+        folder: the output folder (it may not exist yet).
+        ours: the folder holds this command's own earlier output (its marker or record file), so it may be written
+            again (a rerun, a resume).
+        writes: the names this command writes there.
+        overwrite: the user's ``--overwrite``: write beside files of others, never replacing one.
+        what: how the message names the command (``harness upstream``).
+        flag: the option or key that chooses the folder (``output_dir=...``, ``--out``).
+
+    Raises:
+        ValueError: the folder is not a folder; it holds files of others (without ``overwrite``), or files of others
+            with the names this command writes (even with ``overwrite``).
+    """
+    folder = Path(folder)
+    if folder.exists() and not folder.is_dir():
+        raise ValueError(f"{folder} is a file, not a folder: choose another {flag}")
+    if ours or not folder.is_dir():
+        return folder
+    others = sorted(p.name for p in folder.iterdir() if p.name not in LOCK_FILES and not _TEMPORARY.fullmatch(p.name))
+    if not others:
+        return folder
+    if not overwrite:
+        raise ValueError(f"{folder} holds files {what} did not write ({', '.join(others[:3])}"
+                         f"{'...' if len(others) > 3 else ''}): choose another {flag}, or give --overwrite to write "
+                         "beside them (a file the harness did not write is never replaced)")
+    taken = [n for n in writes if (folder / n).exists()]
+    if taken:
+        raise ValueError(f"{folder} holds {', '.join(taken)} that {what} did not write: even with --overwrite they are "
+                         f"not replaced; move them, or choose another {flag}")
+    return folder
 
 
 class RunLock:
@@ -179,12 +251,15 @@ class RunLock:
     when the holder exits or dies); the holder's PID, command and start time are kept in ``<name>.pid``.
 
     Entering creates the folder, takes the lock and removes orphaned temporary files of earlier killed
-    writes (``clean=True``). A lock left by a holder that is gone is taken over with a message on stderr.
+    writes (``clean=True``): in the folder itself and the writer's own ``subfolders`` only, named as the atomic
+    writers name them (:func:`remove_orphaned_temporaries`; never a file below, never another writer's folder).
+    A lock left by a holder that is gone is taken over with a message on stderr.
 
     Args:
         folder: the folder to own (a run folder; ``runs_root`` for a whole experiment).
         name: the lock file's name.
         what: how the refusal names the holder's work and the fix.
+        subfolders: the writer's own subfolders whose orphaned temporaries are removed too (``checkpoints``).
 
     Raises:
         ValueError: another process holds the lock (the message gives its PID and command), or the folder
@@ -192,10 +267,11 @@ class RunLock:
     """
 
     def __init__(self, folder: "str | os.PathLike", name: str = ".lock", clean: bool = True,
-                 what: str = "wait for it to finish or stop it, or give this run another output folder") -> None:
+                 what: str = "wait for it to finish or stop it, or give this run another output folder",
+                 subfolders: "tuple[str, ...]" = ()) -> None:
         from filelock import FileLock
 
-        self.folder, self.clean, self.what = Path(folder), clean, what
+        self.folder, self.clean, self.what, self.subfolders = Path(folder), clean, what, tuple(subfolders)
         self.pid_file = self.folder / f"{name}.pid"
         self._lock = FileLock(str(self.folder / name), timeout=0)
 
@@ -221,7 +297,7 @@ class RunLock:
             atomic_write_text(self.pid_file, f"PID {os.getpid()}, {quote(command, 200)}, since "
                                              f"{time.strftime('%Y-%m-%d %H:%M:%S')}\n")
             if self.clean:
-                remove_orphaned_temporaries(self.folder)
+                remove_orphaned_temporaries(self.folder, self.subfolders)
         except BaseException:
             self._lock.release()
             raise

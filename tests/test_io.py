@@ -60,3 +60,75 @@ def test_a_lock_left_by_a_dead_holder_is_taken_over_with_a_message(tmp_path, cap
     with RunLock(folder):
         pass
     assert "taking over" not in capsys.readouterr().err
+
+
+def test_a_lock_removes_only_its_own_writers_temporaries_never_a_neighbours_or_a_users(tmp_path):
+    """Audit N05/N05b: an output folder that is the parent of another run's folder lost that run's in-flight
+    checkpoint, and the user's .notes.tmp and sub/.draft.tmp vanished."""
+    parent = tmp_path / "race"
+    neighbour = parent / "a" / "checkpoints"
+    neighbour.mkdir(parents=True)
+    (parent / "a" / ".lock").write_text("")
+    in_flight = neighbour / ".last.pt.4im1kov4.tmp"  # another run's checkpoint being written
+    in_flight.write_bytes(b"half a checkpoint")
+    (parent / "sub").mkdir()
+    users = [parent / ".notes.tmp", parent / "sub" / ".draft.tmp", parent / "sub" / ".x.abcdefgh.tmp"]
+    for f in users:
+        f.write_text("mine")
+    orphan = parent / ".config.yaml.k2j4h6g8.tmp"  # a killed atomic write of this folder's own writer
+    orphan.write_text("half")
+    with RunLock(parent):
+        assert not orphan.exists()
+        assert in_flight.read_bytes() == b"half a checkpoint"
+        assert all(f.read_text() == "mine" for f in users)
+
+
+def test_a_lock_cleans_the_writers_own_subfolder_unless_another_writer_holds_it(tmp_path):
+    run = tmp_path / "run"
+    (run / "checkpoints").mkdir(parents=True)
+    orphan = run / "checkpoints" / ".last.pt.abcd1234.tmp"
+    orphan.write_bytes(b"half")
+    deeper = run / "checkpoints" / "old" / ".last.pt.abcd1234.tmp"
+    deeper.parent.mkdir()
+    deeper.write_bytes(b"below")
+    with RunLock(run, subfolders=("checkpoints",)):
+        assert not orphan.exists() and deeper.exists()
+    orphan.write_bytes(b"half")
+    (run / "checkpoints" / ".lock").write_text("")  # a run folder of its own: not this writer's
+    with RunLock(run, subfolders=("checkpoints",)):
+        assert orphan.exists()
+
+
+@pytest.mark.parametrize("value", ["pipe:touch x; echo /x.tar", "gs://bucket/x.tar", "s3://b/x", "hf://d/x",
+                                   "sftp://h/x", "/data/x.tar::pipe:cat y"])
+def test_locations_with_another_url_scheme_are_refused_by_name(value):
+    from harness.io import check_location
+
+    with pytest.raises(ValueError, match=r"data\.path .* URL, which the harness does not open"):
+        check_location(value, "data.path")
+
+
+@pytest.mark.parametrize("value", [None, "/data/x", "rel/x.tar", "./a:b", "file:///data/x", "http://h/x.tar",
+                                   "https://h/{000..009}.tar"])
+def test_local_paths_and_documented_schemes_pass(value):
+    from harness.io import check_location
+
+    assert check_location(value, "data.path") == value
+
+
+def test_an_output_folder_of_someone_else_is_refused_and_overwrite_never_replaces(tmp_path):
+    from harness.io import check_output_folder
+
+    out = tmp_path / "out"
+    assert check_output_folder(out, False, ("model.pt",), False, "harness upstream", "output_dir") == out  # new
+    out.mkdir()
+    (out / ".lock.pid").write_text("")  # a lock of ours only: as empty
+    check_output_folder(out, False, ("model.pt",), False, "harness upstream", "output_dir")
+    (out / "model.pt").write_text("my model")
+    with pytest.raises(ValueError, match=r"holds files harness upstream did not write \(model\.pt\).*--overwrite"):
+        check_output_folder(out, False, ("model.pt",), False, "harness upstream", "output_dir")
+    with pytest.raises(ValueError, match=r"holds model\.pt that harness upstream did not write: even with --overwrite"):
+        check_output_folder(out, False, ("model.pt",), True, "harness upstream", "output_dir")
+    check_output_folder(out, False, ("run.json",), True, "harness upstream", "output_dir")  # beside, not over
+    check_output_folder(out, True, ("model.pt",), False, "harness upstream", "output_dir")  # its own output
+    assert (out / "model.pt").read_text() == "my model"
