@@ -129,7 +129,9 @@ def _tfds_builder(task: Task, data_dir: Optional[str]) -> "tuple[Any, dict]":
     """The TFDS builder of ``task``'s pinned version, or of the default version when TFDS has no version
     matching the pin (warned); and the source record ``{format, name, version, pinned, fallback,
     library}`` (``fallback``: the pin was not available; ``library``: the TFDS release)."""
-    import tensorflow_datasets as tfds
+    from harness.extras import require
+
+    tfds = require("tensorflow_datasets", "reading VTAB-1k tasks from TFDS (--data-format tfds)")
 
     base, fallback = task.tfds.split(":")[0], False
     try:
@@ -153,7 +155,9 @@ def _tfds_builder(task: Task, data_dir: Optional[str]) -> "tuple[Any, dict]":
 
 def _tfds_sources(task: Task, split: str, data_dir: Optional[str]) -> "tuple[list, dict]":
     """Random-access sources of the split's TFDS slices (all of one version) and the source record."""
-    import tensorflow_datasets as tfds
+    from harness.extras import require
+
+    tfds = require("tensorflow_datasets", "reading VTAB-1k tasks from TFDS (--data-format tfds)")
 
     builder, source = _tfds_builder(task, data_dir)
     exact = f"{source['name']}:{source['version']}"  # read exactly the version recorded

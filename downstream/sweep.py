@@ -249,7 +249,9 @@ def read_records(path: Path) -> "dict[str, dict]":
 def _execute(specs: "list[dict]", executor: str, folder: Path, slurm: dict) -> "list[dict]":
     if executor == "local" or not specs:
         return [run_one(s) for s in specs]
-    import submitit
+    from harness.extras import require
+
+    submitit = require("submitit", f"--executor {executor}")
 
     if executor == "submitit-local":
         ex = submitit.LocalExecutor(folder=str(folder))

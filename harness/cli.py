@@ -7,8 +7,21 @@ from pathlib import Path
 import click
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="harness")
+class _Main(click.Group):
+    """The ``harness`` group: a missing optional package (:class:`harness.extras.MissingExtra`) ends any
+    command with its one-line message (the ``pip install`` of its extra), not a traceback."""
+
+    def invoke(self, ctx: click.Context):
+        from harness.extras import MissingExtra
+
+        try:
+            return super().invoke(ctx)
+        except MissingExtra as e:
+            raise click.ClickException(str(e)) from e
+
+
+@click.group(cls=_Main, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="het-harness")
 def main() -> None:
     """Heteroscedastic (HET / HET-XL) classification: heads, pretraining, VTAB-1k transfer,
     ensembles and calibration reports."""

@@ -84,11 +84,12 @@ def upstream(config_path: Path, no_progress: bool, executor: str, nodes: int, gp
 def _submit(cfg, executor: str, nodes: int, gpus_per_node: int, tasks_per_node: "int | None", parameters: dict,
             max_timeouts: "int | None", wait: bool) -> None:
     """``harness upstream --executor submitit-local|slurm``: submit the job, wait if asked, report."""
-    import importlib.util
+    from harness.extras import MissingExtra, require
 
-    if importlib.util.find_spec("submitit") is None:
-        raise click.ClickException(f"--executor {executor} needs submitit: pip install -e \".[slurm]\"")
-    import submitit
+    try:
+        submitit = require("submitit", f"--executor {executor}")
+    except MissingExtra as e:
+        raise click.ClickException(str(e)) from e
 
     from harness.upstream.launch import DEFAULT_MAX_TIMEOUTS, Resources, submit
 

@@ -467,6 +467,10 @@ def _train(cfg: UpstreamConfig, run_dir: Path, config_yaml: str, status: str, ac
                 "num_processes": accelerator.num_processes, "mixed_precision": accelerator.mixed_precision}
         atomic_write_text(run_dir / "run.json", json_dumps(meta, indent=1))
     accelerator.init_trackers("tb", config={"name": cfg.name, "seed": cfg.seed})
+    if main and not accelerator.trackers:  # accelerate drops an uninstalled tracker without a word
+        from harness.extras import install_hint
+
+        print(f"{run_dir}: no TensorBoard logs (tensorboard is not installed): {install_hint('track')}")
 
     def save_state() -> None:
         # one file, written atomically, holds the whole state, the RNG of every process included: a

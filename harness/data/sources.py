@@ -213,8 +213,9 @@ def _tfds(cfg: DataConfig, split: str) -> ImageDataset:
     """Any TFDS dataset prepared as array_record under ``data.path`` (TFDS data_dir), read with
     ``tfds.data_source`` (no TensorFlow at read time). ``split`` is a TFDS split string
     (``train``, ``validation``, ``train[:90%]``...)."""
-    import tensorflow_datasets as tfds
+    from harness.extras import require
 
+    tfds = require("tensorflow_datasets", "data.source=tfds")
     if not cfg.name:
         raise ValueError("data.name is required for source 'tfds' (a TFDS dataset name, e.g. imagenet2012)")
     try:

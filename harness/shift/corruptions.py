@@ -47,11 +47,9 @@ _SEEDED_BY_ARGUMENT = ("glass_blur", "impulse_noise")
 
 def _library():
     """The imagecorruptions module (imported on first use: it loads OpenCV, scikit-image and numba)."""
-    try:
-        import imagecorruptions
-    except ImportError as e:  # pragma: no cover - a dependency of the package
-        raise ImportError(f"corruptions need the {PACKAGE} package: pip install {PACKAGE} ({e})") from e
-    return imagecorruptions
+    from harness.extras import require
+
+    return require("imagecorruptions", "the corruptions of harness shift")
 
 
 def package_version() -> str:

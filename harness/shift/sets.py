@@ -69,8 +69,9 @@ def synthetic_ood(kind: str, n: int, size: int, seed: int = 0) -> np.ndarray:
         if kind == "gaussian":
             img = np.clip(rng.normal(0.5, 0.25, (size, size, 3)), 0, 1)
         else:
-            from skimage.data import binary_blobs
+            from harness.extras import require
 
+            binary_blobs = require("skimage.data", "the blobs OOD set").binary_blobs
             mask = binary_blobs(length=size, blob_size_fraction=0.2, n_dim=2, volume_fraction=0.5,
                                 rng=int(rng.integers(2**31)))[..., None]
             fg, bg = rng.random(3), rng.random(3)

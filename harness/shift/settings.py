@@ -115,5 +115,9 @@ def check_settings(settings: ShiftSettings, data: Any = None) -> "list[tuple[str
         seen.add(name)
         if keys and data is not None:
             ood_data(keys, data)
+        if name == "blobs" and not keys:  # a missing optional package is named before any work
+            from harness.extras import require
+
+            require("skimage.data", "the blobs OOD set")
         sets.append((OOD_PREFIX + name, {"kind": "ood", "name": name, "data": keys}))
     return sets
