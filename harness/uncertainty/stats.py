@@ -1,8 +1,10 @@
 """Statistics that decide whether a difference between two methods is real.
 
 Noise over training seeds: :func:`t_interval`, :func:`paired_difference`. Noise over test examples
-(models scored on the same examples): :func:`mcnemar_exact` (accuracy), :func:`paired_bootstrap` and
-:func:`bootstrap_std` (any metric). :func:`verdict` reads an interval, never the sign of the mean alone.
+(models scored on the same examples): :func:`mcnemar_exact` (accuracy), :func:`paired_bootstrap`,
+:func:`bootstrap_replicates` and :func:`bootstrap_std` (any metric). Both together, for a claim about the
+method rather than about the trained models: :func:`method_interval`. A family of verdicts:
+:func:`holm`. :func:`verdict` reads an interval, never the sign of the mean alone.
 Bad input raises ``ValueError`` with a message that names the fix.
 """
 
@@ -13,6 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
+from scipy import special
 from scipy import stats as sps
 
 _CHUNK_ELEMENTS = 1 << 21  # indices per chunk of the bootstrap index matrix (16 MB of int64)
@@ -150,6 +153,50 @@ def _arrays(arrays: Any, name: str) -> tuple[list[np.ndarray], int]:
     return arrs, lengths[0]
 
 
+def bootstrap_replicates(stat: Callable[..., float], groups: Sequence[Arrays], *, n_boot: int = 1000,
+                         seed: int = 0) -> np.ndarray:
+    """``stat`` of each group of per-example arrays on the same bootstrap resamples of the N examples.
+
+    The resamples are those of :func:`paired_bootstrap` and :func:`bootstrap_std` with the same ``seed``,
+    N and ``n_boot`` (one index draw per replicate, shared by every group), so replicates of several
+    models are paired image by image: ``rows[0] - rows[1]`` with groups ``[a, b]`` are the replicates
+    :func:`paired_bootstrap` summarises.
+
+    Args: ``stat(*arrays) -> float``; ``groups`` a sequence of tuples of per-example arrays, all sharing N
+        on the first axis (e.g. one (confidence, correctness, nll) tuple per seed and method); ``n_boot``
+        >= 2; ``seed``.
+
+    Returns: ``[len(groups), n_boot]`` float64 replicates, in the unit of ``stat``.
+
+    Raises ValueError for: no groups, empty input, mismatched lengths, NaN in a float array, ``n_boot < 2``,
+        a non-finite ``stat``.
+    Source: Efron & Tibshirani 1993, An Introduction to the Bootstrap, ch. 6 and 13.
+    """
+    if not len(groups):
+        raise ValueError("groups is empty; pass one tuple of per-example arrays per model")
+    checked = [_arrays(g, f"groups[{i}]") for i, g in enumerate(groups)]
+    lengths = sorted({n for _, n in checked})
+    if len(lengths) != 1:
+        raise ValueError(f"groups have N = {lengths}; score every model on the same examples, in the same order")
+    return _replicates(stat, [x for x, _ in checked], lengths[0], n_boot, seed)
+
+
+def bootstrap_p(replicates: Any) -> float:
+    """Two-sided percentile-bootstrap p-value of "the difference is 0" from replicates of a difference.
+
+    ``p = min(1, 2 * min(1 + #{d* <= 0}, 1 + #{d* >= 0}) / (B + 1))`` over the B replicates d*: the
+    smallest two-sided level at which the percentile interval would exclude 0, with the +1 of
+    Davison & Hinkley 1997 (Bootstrap Methods and their Application, eq. 4.11) so a finite B never gives
+    p = 0 (the smallest value is 2 / (B + 1)); all replicates 0 (a model against itself) give 1.
+
+    Args: ``replicates`` ``[B]`` floats (e.g. :func:`paired_bootstrap`'s differences), finite.
+    Raises ValueError for: not 1-D, empty, NaN/inf.
+    """
+    d = _values(replicates, "replicates")
+    below, above = int(np.sum(d <= 0)), int(np.sum(d >= 0))
+    return min(1.0, 2.0 * (1 + min(below, above)) / (len(d) + 1))
+
+
 def _replicates(stat: Callable[..., float], groups: list[list[np.ndarray]], n: int, n_boot: int,
                 seed: int) -> np.ndarray:
     """``[len(groups), n_boot]``: stat of each group on the same resamples of the N examples."""
@@ -179,8 +226,9 @@ def paired_bootstrap(stat: Callable[..., float], a: Arrays, b: Arrays, *, n_boot
         examples, same order; a bare array is a 1-tuple); ``n_boot`` >= 2; ``confidence`` in (0, 1); ``seed``.
 
     Returns: ``{"diff": stat(a) - stat(b), "std": bootstrap std (ddof 1) of the difference, "lo", "hi":
-        percentile bounds, "share_positive": share of replicates with difference > 0, "n_boot", "n": N,
-        "confidence"}``, all in the unit of ``stat``. Same seed, N and n_boot give the same result.
+        percentile bounds, "share_positive": share of replicates with difference > 0, "p": two-sided
+        percentile-bootstrap p-value (:func:`bootstrap_p`), "n_boot", "n": N, "confidence"}``, all in the
+        unit of ``stat``. Same seed, N and n_boot give the same result.
 
     Raises ValueError for: empty input, mismatched lengths (within or between a and b), NaN in a float array,
         ``confidence`` outside (0, 1), ``n_boot < 2``, a non-finite ``stat``.
@@ -199,7 +247,8 @@ def paired_bootstrap(stat: Callable[..., float], a: Arrays, b: Arrays, *, n_boot
     d = rep[0] - rep[1]
     lo, hi = np.percentile(d, [50.0 * (1.0 - c), 50.0 * (1.0 + c)])
     return {"diff": observed, "std": float(d.std(ddof=1)), "lo": float(lo), "hi": float(hi),
-            "share_positive": float(np.mean(d > 0)), "n_boot": int(n_boot), "n": na, "confidence": c}
+            "share_positive": float(np.mean(d > 0)), "p": bootstrap_p(d), "n_boot": int(n_boot), "n": na,
+            "confidence": c}
 
 
 def bootstrap_std(stat: Callable[..., float], arrays: Arrays, *, n_boot: int = 1000, seed: int = 0) -> float:
@@ -237,3 +286,135 @@ def verdict(lo: float, hi: float, higher_is_better: bool, n: int | None = None) 
         if hi_f < 0:
             return "worse" if higher_is_better else "better"
     return "no detectable difference" + ("" if n is None else f" at n = {n}")
+
+
+#: ``method`` of :func:`method_interval`'s result with two or more seeds, and with one
+METHOD_SEEDS_IMAGES = "seeds+images (random effects, Satterthwaite t)"
+METHOD_IMAGES_ONLY = ("images only (one seed: percentile bootstrap over images with the model fixed; "
+                      "training randomness not covered)")
+
+
+def _image_replicates(x: Any, n: int) -> np.ndarray:
+    r = _raw(x).astype(np.float64)
+    if r.ndim not in (1, 2) or r.shape[-1] < 2 or (r.ndim == 2 and r.shape[0] != n):
+        raise ValueError(f"image_replicates must be [B] (replicates of the seed-averaged difference) or [{n}, B] "
+                         f"(one row per seed, shared resamples) with B >= 2, got shape {r.shape}; make them with "
+                         "bootstrap_replicates (or take paired_bootstrap's resamples)")
+    if not np.all(np.isfinite(r)):
+        raise ValueError("image_replicates hold NaN/inf; make the metric finite on every resample")
+    return r
+
+
+def _shared_image_variance(rep: np.ndarray, n: int) -> float:
+    """The image term of :func:`method_interval`: Var of the seed-averaged replicates ``[B]``, or, from per-seed
+    replicates ``[n, B]``, the part all seeds share, (n Var(mean_s R) - mean_s Var(R_s)) / (n - 1), clipped at 0."""
+    if rep.ndim == 1:
+        return float(rep.var(ddof=1))
+    shared = (n * rep.mean(0).var(ddof=1) - rep.var(axis=1, ddof=1).mean()) / (n - 1)
+    return max(0.0, float(shared))
+
+
+def method_interval(per_seed: Sequence[float], image_replicates: np.ndarray, confidence: float = 0.95,
+                    higher_is_better: bool | None = None) -> dict[str, Any]:
+    """One interval for a method comparison that covers training randomness and the test sample together.
+
+    Model: the per-image difference of seed s on image i is d_si = mu + a_s + b_i + e_si (two-way random
+    effects: a_s the seed, b_i the image, e_si their interaction; variances s_a^2, s_b^2, s_e^2), and the
+    target is mu, the method's expected difference on new seeds and new images. The point estimate is
+    ``mean(per_seed)``, whose variance over both sources is s_a^2/n + s_b^2/N + s_e^2/(nN). It is estimated as
+    ``SE^2 = var(per_seed, ddof=1)/n + V_img``: the seed term estimates (s_a^2 + s_e^2/N)/n, the spread of
+    per-seed means, and V_img the image effect s_b^2/N that every seed sees alike, so the seed spread cannot
+    show it. V_img is
+      - with ``image_replicates`` ``[B]``, replicates of the seed-averaged difference: their variance,
+        (s_b^2 + s_e^2/n)/N; the interaction enters twice, so the interval is conservative by s_e^2/(nN)
+        (small unless per-image noise dominates, as for the top-1 of two similar models);
+      - with ``[n, B]``, per-seed replicates on shared resamples (:func:`bootstrap_replicates`; their mean
+        over seeds is the ``[B]`` form): the covariance between seeds, (n Var(mean) - mean Var)/(n - 1),
+        clipped at 0, which estimates s_b^2/N alone.
+    The interval is ``mean -/+ t_{(1+c)/2, df} SE`` with Welch-Satterthwaite degrees of freedom
+    ``df = SE^4 / ((var_seed/n)^2 / (n - 1))`` (the image term, from B replicates, taken as having infinite
+    df; ``df = inf``, the normal quantile, when the seed term is 0), and ``p`` the two-sided t-test p-value
+    of ``mean / SE`` on df. With one seed there is no seed term: the result is the percentile interval of
+    the image replicates (the model fixed; ``se`` their std, ``df`` None, ``p`` :func:`bootstrap_p`), and
+    ``method`` says so.
+
+    Args: ``per_seed`` ``[n]``: the metric difference method - reference, seed s against seed s, on the whole
+        evaluation set (any unit); ``image_replicates`` ``[B]`` or ``[n, B]`` as above, same unit;
+        ``confidence`` in (0, 1); ``higher_is_better`` for :func:`verdict` (None: no verdict).
+
+    Returns: ``{"mean", "lo", "hi", "se", "se_seeds": sqrt(var_seed/n), "se_images": sqrt(V_img), "df", "p",
+        "n_seeds", "n_images_boot": B, "confidence", "method", "verdict" (None without higher_is_better)}``.
+
+    Raises ValueError for: empty or non-1-D ``per_seed``, ``image_replicates`` not ``[B]``/``[n, B]`` with
+        B >= 2, NaN/inf, ``confidence`` outside (0, 1).
+    Sources: sources of variance in benchmarks (seeds, data sampling) and why fixed-seed intervals mislead:
+    Bouthillier et al., MLSys 2021, "Accounting for Variance in Machine Learning Benchmarks"; crossed random
+    effects: Searle, Casella & McCulloch 1992, Variance Components, ch. 4; degrees of freedom: Satterthwaite
+    1946, "An approximate distribution of estimates of variance components", Biometrics Bulletin 2(6):110-114.
+    """
+    c = _check_confidence(confidence)
+    d = _values(per_seed, "per_seed")
+    rep = _image_replicates(image_replicates, len(d))
+    n, mean = len(d), float(d.mean())
+    out: dict[str, Any] = {"mean": mean, "n_seeds": n, "n_images_boot": int(rep.shape[-1]), "confidence": c}
+    if n == 1:
+        row = rep.reshape(-1)
+        lo, hi = np.percentile(row, [50.0 * (1.0 - c), 50.0 * (1.0 + c)])
+        se = float(row.std(ddof=1))
+        out.update(lo=float(lo), hi=float(hi), se=se, se_seeds=math.nan, se_images=se, df=None, p=bootstrap_p(row),
+                   method=METHOD_IMAGES_ONLY)
+    else:
+        var_seed, var_img = float(d.var(ddof=1)) / n, _shared_image_variance(rep, n)
+        se = math.sqrt(var_seed + var_img)
+        df = se ** 4 / (var_seed ** 2 / (n - 1)) if var_seed > 0 else math.inf
+        # Student-t quantile and tail (scipy.special's: the values of scipy.stats.t.ppf / .sf, without their
+        # per-call overhead; the coverage test calls this thousands of times)
+        half = float(special.stdtrit(df, 0.5 + c / 2)) * se
+        p = float(2 * special.stdtr(df, -abs(mean) / se)) if se > 0 else (1.0 if mean == 0 else 0.0)
+        out.update(lo=mean - half, hi=mean + half, se=se, se_seeds=math.sqrt(var_seed), se_images=math.sqrt(var_img),
+                   df=float(df), p=p, method=METHOD_SEEDS_IMAGES)
+    out["verdict"] = None if higher_is_better is None else verdict(out["lo"], out["hi"], higher_is_better, n)
+    return out
+
+
+def holm(p_values: Sequence[float], alpha: float = 0.05) -> dict[str, Any]:
+    """Holm's step-down adjustment of a family of m p-values (strong control of the family-wise error rate).
+
+    Sort p ascending, p_(1) <= ... <= p_(m); the adjusted value of the j-th smallest is
+    ``min(1, max_{i <= j} (m - i + 1) p_(i))`` (monotone in p, capped at 1), returned in the input order;
+    a hypothesis is rejected when its adjusted p <= ``alpha``, which is Holm's rule "reject H_(1), H_(2), ...
+    while p_(j) <= alpha / (m - j + 1), stop at the first that fails". Ties keep their input order (the
+    adjusted values of tied p are equal anyway). No assumption on the dependence between the tests.
+
+    Args: ``p_values`` ``[m]`` floats in [0, 1] (m = 0 gives empty lists); ``alpha`` in (0, 1).
+
+    Returns: ``{"adjusted": [m] floats, "reject": [m] bools, "alpha", "m", "n_rejected"}``.
+
+    Raises ValueError for: not 1-D, NaN/inf or values outside [0, 1] (a missing p, e.g. None, must be dropped
+        from the family by the caller), ``alpha`` outside (0, 1).
+    Sources: Holm 1979, "A simple sequentially rejective multiple test procedure", Scand. J. Statist.
+    6(2):65-70; adjusted p-values: Wright 1992, "Adjusted P-values for simultaneous inference", Biometrics
+    48(4):1005-1013. Implemented here (a few lines) rather than adding statsmodels and its pandas/patsy
+    dependencies for statsmodels.stats.multitest.multipletests(method="holm"), which computes the same.
+    """
+    a = float(alpha)
+    if not 0.0 < a < 1.0:
+        raise ValueError(f"alpha must lie strictly in (0, 1), got {alpha!r}; pass e.g. 0.05")
+    try:
+        p = np.asarray(p_values, dtype=np.float64)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"p_values must be numbers in [0, 1] ({e}); drop comparisons without a p-value") from None
+    if p.ndim != 1:
+        raise ValueError(f"p_values must be 1-D [m] (one p per comparison), got shape {p.shape}")
+    bad = ~np.isfinite(p) | (p < 0) | (p > 1)
+    if bad.any():
+        raise ValueError(f"p_values must lie in [0, 1], got {p[bad].tolist()} at {np.flatnonzero(bad).tolist()}; "
+                         "drop comparisons without a p-value (None/NaN) from the family")
+    m = len(p)
+    order = np.argsort(p, kind="stable")
+    stepped = np.minimum(1.0, np.maximum.accumulate((m - np.arange(m)) * p[order]))
+    adjusted = np.empty(m)
+    adjusted[order] = stepped
+    reject = adjusted <= a
+    return {"adjusted": adjusted.tolist(), "reject": reject.tolist(), "alpha": a, "m": m,
+            "n_rejected": int(reject.sum())}
