@@ -249,7 +249,7 @@ def _second_experiment(tmp):
 bad_settings("checks", "`harness run` with {} (refused before any run)", lambda tmp, o: _experiment(tmp, o), [
     ("methods: [] (a list, not a mapping)", "methods=[]", r"override methods=\[\]: .*a list where a mapping is expected"),
     ("seeds=[0,1 (an unclosed list)", "seeds=[0,1", r"override seeds=\[0,1: the value of seeds is not valid YAML"),
-    ("a negative seed", "seeds=[-1]", r"seeds must be whole numbers >= 0"),
+    ("a negative seed", "seeds=[-1]", r"seeds must be whole numbers in \[0, 2\*\*32 - 1\]"),
     ("an unknown downstream task", "downstream.tasks=[cifar1000]", r"downstream: .*cifar1000"),
     ("optim.weight_decay=-1", "upstream_overrides=[optim.weight_decay=-1]", r"optim\.weight_decay must be >= 0"),
     ("optim.decay_factor=-1", "upstream_overrides=[optim.decay_factor=-1]", r"optim\.decay_factor must be in \(0, 1\]"),
@@ -301,7 +301,7 @@ bad_settings("checks", "upstream config setting `{}`", _upstream, [
     ("optim.clip_grad_norm=0", "optim.clip_grad_norm=0", r"optim\.clip_grad_norm must be > 0"),
     ("optim.betas=[0.9] (one beta)", "optim.betas=[0.9]", r"optim\.betas must be two numbers"),
     ("optim.decay_epochs=[-1]", "optim.decay_epochs=[-1]", r"optim\.decay_epochs must be >= 0"),
-    ("seed=-1", "seed=-1", r"seed must be >= 0"),
+    ("seed=-1", "seed=-1", r"seed must be a whole number in \[0, 2\*\*32 - 1\]"),
     ("data.image_size=5000", "data.image_size=5000", r"data\.image_size=5000 exceeds 1024 px"),
     ("an override whose list is not closed (decay_epochs=[3,6)", "optim.decay_epochs=[3,6",
      r"the value of optim\.decay_epochs is not valid YAML"),

@@ -182,6 +182,11 @@ def metric_names(link: str) -> "tuple[str, ...]":
     return tuple(M.classification_metrics(M.log_softmax(np.array([[2.0, -2.0], [-2.0, 2.0]])), np.array([0, 1])))
 
 
+#: the smallest fixed temperature τ a run takes (below it the 1/τ-scaled gradients diverge; the paper's lie in
+#: [0.15, 5], uncertainty-baselines' CIFAR 1.3, an experiment's grid extension halves 0.5 at most twice)
+MIN_TEMPERATURE = 0.01
+
+
 def validate(cfg: UpstreamConfig) -> None:
     """Check every setting that needs no data, before any work (nothing is read or written).
 
@@ -194,7 +199,11 @@ def validate(cfg: UpstreamConfig) -> None:
     from harness.data.config import SOURCES, STREAM_SOURCES
     from harness.heads import HeteroscedasticHead
 
+    from harness.io import check_location
+
     t, d, o = cfg.train, cfg.data, cfg.optim
+    check_location(cfg.output_dir, "output_dir")
+    check_location(cfg.model.pretrained_file, "model.pretrained_file")
     positive = {"train.epochs": t.epochs, "train.eval_every": t.eval_every, "train.log_every": t.log_every,
                 "train.grad_accum_steps": t.grad_accum_steps, "data.batch_size": d.batch_size,
                 "data.eval_batch_size": d.eval_batch_size, "data.image_size": d.image_size}
@@ -225,8 +234,9 @@ def validate(cfg: UpstreamConfig) -> None:
     if o.schedule not in SCHEDULES:
         raise ValueError(f"unknown optim.schedule {o.schedule!r}: use one of {', '.join(SCHEDULES)}")
     _validate_optim(o)
-    if cfg.seed < 0:
-        raise ValueError(f"seed must be >= 0, got {cfg.seed}")
+    _validate_schedule(o, t)
+    if not 0 <= cfg.seed < 2**32:
+        raise ValueError(f"seed must be a whole number in [0, 2**32 - 1] (numpy's seed range), got {cfg.seed}")
     if d.image_size > MAX_IMAGE_SIZE:
         raise ValueError(f"data.image_size={d.image_size} exceeds {MAX_IMAGE_SIZE} px: a batch of {d.batch_size} such "
                          f"images would not fit in memory; use the model's input size (e.g. 32, 224)")
@@ -235,6 +245,11 @@ def validate(cfg: UpstreamConfig) -> None:
     if unknown:
         raise ValueError(f"unknown head option(s) model.head.{', model.head.'.join(unknown)}: the head takes "
                          f"{', '.join(sorted(accepted))}")
+    tau = cfg.model.head.get("temperature")
+    if isinstance(tau, (int, float)) and 0 < tau < MIN_TEMPERATURE:
+        raise ValueError(f"model.head.temperature={tau:g} is below {MIN_TEMPERATURE:g}: the logits are divided by τ, so "
+                         f"their gradients grow by 1/τ and the training diverges at any usual optim.lr; the paper's τ "
+                         "lie in [0.15, 5] (choose one on held-out data with an experiment's temperature_grid)")
     try:  # the head's own checks of values (covariance, link, temperature...) on a stand-in size
         k = cfg.model.num_classes or max(2, int(cfg.model.head.get("num_factors") or 2))
         HeteroscedasticHead(max(8, k), k, **cfg.model.head)
@@ -324,6 +339,28 @@ def _validate_optim(o: OptimSection) -> None:
         raise ValueError(f"optim.decay_steps must be whole numbers >= 0, got {o.decay_steps}")
     if o.decay_steps and o.decay_epochs:
         raise ValueError("optim.decay_steps and optim.decay_epochs are both set: give the decay points in one unit")
+
+
+def _validate_schedule(o: OptimSection, t: TrainSection) -> None:
+    """A warm-up that ends and decay points that come within the training (see :func:`validate`): in the unit both
+    are given in (``train.steps`` with ``optim.warmup_steps`` / ``decay_steps``; ``train.epochs`` with
+    ``optim.warmup_epochs`` / ``decay_epochs``); other pairs need the data's steps per epoch and are left to the run."""
+    if t.steps is not None:
+        total, unit, warmup = t.steps, "train.steps", ("optim.warmup_steps", o.warmup_steps or 0)
+        points = [("optim.decay_steps", b) for b in o.decay_steps]
+    else:
+        total, unit, warmup = t.epochs, "train.epochs", ("optim.warmup_epochs", o.warmup_epochs)
+        points = [("optim.decay_epochs", e) for e in o.decay_epochs]
+    if warmup[1] > total:
+        raise ValueError(f"{warmup[0]}={warmup[1]:g} is longer than the training ({unit}={total}): the learning rate "
+                         f"would never reach optim.lr and the {o.schedule} schedule would never start; shorten the "
+                         f"warm-up to at most {total}, or train longer")
+    if o.schedule == "step":
+        late = [v for _, v in points if v >= total]
+        if late:
+            key = points[0][0]
+            raise ValueError(f"{key} {late} lie at or past the end of the training ({unit}={total}): those decays "
+                             f"never happen; give points below {total}, or train longer")
 
 
 def _validate_noise_and_loss(cfg: UpstreamConfig, link: str) -> None:

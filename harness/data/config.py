@@ -32,7 +32,8 @@ class DataConfig:
         multilabel: cifar10n: train on the multi-hot set of the three annotators' labels.
         num_classes: manifest / tfds override of K (default: read from the data).
         image_key, label_key: TFDS feature names.
-        label_noise: synthetic noise on single-label training data, see ``harness.data.noise``.
+        label_noise: synthetic noise on single-label training data, see ``harness.data.noise`` (``{}`` or
+            null: none).
         image_size, eval_resize, crop_scale, hflip: augmentation (see ``harness.data.transforms``).
         crop_padding: p > 0 replaces the random resized crop by a random translation of up to p
             pixels (``RandomCrop(size, padding=p)``, the CIFAR augmentation of He et al. 2016).
@@ -62,7 +63,7 @@ class DataConfig:
     num_classes: Optional[int] = None
     image_key: str = "image"
     label_key: str = "label"
-    label_noise: dict = field(default_factory=dict)
+    label_noise: Optional[dict] = field(default_factory=dict)
     image_size: int = 32
     eval_resize: Optional[int] = None
     crop_scale: float = 0.08
@@ -77,3 +78,13 @@ class DataConfig:
     limit_train: int = 0
     limit_eval: int = 0
     shuffle_buffer: int = 1000
+
+    def __post_init__(self) -> None:
+        """``label_noise: null`` means no noise (as ``{}``); ``path`` and ``cache_dir`` are local paths or
+        ``file:``/``http(s):`` URLs (:func:`harness.io.check_location`: a ``pipe:`` URL would run a shell command)."""
+        from harness.io import check_location
+
+        if self.label_noise is None:
+            self.label_noise = {}
+        check_location(self.path, "data.path")
+        check_location(self.cache_dir, "data.cache_dir")

@@ -5,11 +5,16 @@ frontier)."""
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
 
 from harness.experiment.config import Experiment, _noisy, _upstream_config_path
+
+
+#: the most processes ``workers`` may start (each trains with cores / workers threads; more only queue)
+MAX_WORKERS = 256
 
 
 @dataclass
@@ -56,7 +61,11 @@ def _plan(exp: Experiment, root: Path, prefix: str, methods: dict, seeds: list, 
         cfg = load_config(UpstreamConfig, base, [*exp.upstream_overrides, *overrides, *own.get(method, []), *extra,
                                                  f"name={exp.name}_{prefix}{folder}", f"seed={seed}",
                                                  f"output_dir={path_under(root, 'upstream', prefix + folder)}"])
-        cfg.model.head = dict(head)
+        given = _head_overrides([*exp.upstream_overrides, *overrides, *own.get(method, []), *extra])
+        if "temperature" in given and grid and _noisy(methods[method]):
+            raise ValueError(f"method {method!r}: model.head.temperature={given['temperature']} in the overrides would "
+                             "replace the τ the temperature_grid chooses: drop one of them")
+        cfg.model.head = {**head, **given}  # the method's head, with the head keys of the overrides over it
         try:
             validate(cfg)
         except ValueError as e:
@@ -76,6 +85,20 @@ def _plan(exp: Experiment, root: Path, prefix: str, methods: dict, seeds: list, 
             for seed in seeds:
                 plan.configs[f"{method}_s{seed}"] = config(method, head, seed, f"{method}_s{seed}")
     return plan
+
+
+def _head_overrides(overrides: "list[str]") -> dict:
+    """The ``model.head`` settings among ``key=value`` overrides (``model.head.temperature=0.25``,
+    ``model.head={...}``), merged in order as :func:`harness.config.load_config` merges them; ``{}`` if none. A plan
+    sets each run's head from its method, so these are put over it (they would otherwise be lost)."""
+    from omegaconf import OmegaConf
+
+    picked = [o for o in overrides if o.split("=", 1)[0].strip() == "model.head"
+              or o.split("=", 1)[0].strip().startswith("model.head.")]
+    if not picked:
+        return {}
+    merged = OmegaConf.merge(*(OmegaConf.from_dotlist([o]) for o in picked))
+    return dict(OmegaConf.to_container(merged, resolve=True)["model"]["head"] or {})
 
 
 def _same_run(a: Any, b: Any) -> bool:
@@ -108,19 +131,25 @@ def validate_experiment(exp: Experiment) -> "dict[str, _Plan]":
         ValueError: the first problem found; the message names the setting and the fix.
     """
     from harness.downstream.config import PRESETS, SweepSettings
-    from harness.io import check_writable, path_under
+    from harness.io import check_location, check_writable, path_under, quote
+
+    for key in ("runs_root", "results_root", "upstream_config"):
+        check_location(getattr(exp, key), key)
 
     if not exp.methods:
         raise ValueError("the experiment names no methods: add e.g. methods: {hom: {covariance: none}}")
     _check_names(exp)
     if not exp.seeds:
         raise ValueError("seeds is empty: give at least one seed, e.g. seeds: [0]")
-    if any(int(seed) != seed or seed < 0 for seed in [*exp.seeds, *exp.multilabel.seeds]):
-        raise ValueError(f"seeds must be whole numbers >= 0, got {[*exp.seeds, *exp.multilabel.seeds]}")
+    all_seeds = [*exp.seeds, *exp.multilabel.seeds, *(s for c in exp.conditions.values() for s in c.seeds)]
+    if any(int(seed) != seed or not 0 <= seed < 2**32 for seed in all_seeds):
+        raise ValueError(f"seeds must be whole numbers in [0, 2**32 - 1] (numpy's seed range), got "
+                         f"{quote(str(all_seeds), 120)}")
     if len(set(exp.seeds)) != len(exp.seeds):
         raise ValueError(f"seeds {exp.seeds} repeat a seed: give distinct seeds")
-    if exp.workers < 1:
-        raise ValueError(f"workers must be >= 1, got {exp.workers}")
+    if not 1 <= exp.workers <= MAX_WORKERS:
+        raise ValueError(f"workers must be between 1 and {MAX_WORKERS} (one process each, {os.cpu_count()} CPU core(s) "
+                         f"here), got {quote(str(exp.workers), 40)}")
     unknown = [m for m in exp.evaluate_methods if m not in exp.methods]
     if unknown:
         raise ValueError(f"evaluate_methods {', '.join(unknown)} not among the methods {', '.join(exp.methods)}")

@@ -90,6 +90,49 @@ def test_a_method_override_and_a_condition_reach_their_configs(tmp_path):
     assert not (tmp_path / "runs").exists()  # validation writes nothing
 
 
+TINY = """
+name: tiny
+upstream_config: digits_base.yaml
+upstream_overrides: [train.epochs=1, data.limit_train=128]
+methods: {methods}
+seeds: [0]
+downstream: {{tasks: []}}
+runs_root: {root}/runs
+results_root: {root}/results
+"""
+
+
+def _tiny(tmp_path: Path, methods: str, *overrides: str):
+    (tmp_path / "tiny.yaml").write_text(TINY.format(methods=methods, root=tmp_path))
+    return load_experiment(str(tmp_path / "tiny.yaml"), overrides)
+
+
+def test_head_overrides_reach_the_runs_config_over_the_methods_head(tmp_path):
+    """Audit Y11, Y12: model.head keys in upstream_overrides or in a method's own overrides were dropped (the plan set
+    model.head from the method afterwards); they are merged over the method's head and land in config.yaml."""
+    from harness.config import to_yaml
+
+    het = "{het: {covariance: low_rank, num_factors: 2, train_mc_samples: 5, eval_mc_samples: 5}}"
+    plan = validate_experiment(_tiny(tmp_path, het, "upstream_overrides=[train.epochs=1,model.head.temperature=0.25]"))
+    head = plan["main"].configs["het_s0"].model.head
+    assert head["temperature"] == 0.25 and head["num_factors"] == 2 and head["covariance"] == "low_rank"
+    assert "temperature: 0.25" in to_yaml(plan["main"].configs["het_s0"])  # what the run writes as its config.yaml
+    own = "{het: {covariance: low_rank, num_factors: 2, train_mc_samples: 5, eval_mc_samples: 5, " \
+          "overrides: [model.head.num_factors=7]}}"
+    assert validate_experiment(_tiny(tmp_path, own))["main"].configs["het_s0"].model.head["num_factors"] == 7
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_head_override_the_head_does_not_take_is_refused_like_harness_upstream_refuses_it(tmp_path):
+    """Audit Y10: upstream_overrides=[model.head.bogus=1] passed (dropped); harness upstream refuses it."""
+    with pytest.raises(ValueError, match=r"method 'hom': unknown head option\(s\) model\.head\.bogus"):
+        validate_experiment(_tiny(tmp_path, "{hom: {covariance: none}}", "upstream_overrides=[model.head.bogus=1]"))
+    with pytest.raises(ValueError, match=r"model\.head\.temperature=0\.25 in the overrides would replace the τ"):
+        validate_experiment(_tiny(tmp_path, "{het: {covariance: low_rank, num_factors: 2}}",
+                                  "upstream_overrides=[model.head.temperature=0.25]", "temperature_grid=[0.5,1.0]",
+                                  "upstream_overrides=[model.head.temperature=0.25,data.heldout_split=val]"))
+
+
 def test_experiment_plan_end_to_end_and_restore_from_records(tmp_path, monkeypatch):
     exp = _exp(tmp_path)
     out = run_experiment(exp, progress=lambda s: None)
