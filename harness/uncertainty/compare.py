@@ -9,8 +9,11 @@ Two sources of variation are kept apart:
   paired bootstrap over images of the difference in the seed-averaged metric, and McNemar's exact
   test on per-image correctness for each seed pair.
 
+:func:`method_level` combines both into one interval for the method (new seeds and new images;
+:func:`harness.uncertainty.stats.method_interval`); :func:`image_level` describes the trained models.
 Verdict words come from the interval only (:func:`harness.uncertainty.stats.verdict`): "better" or
-"worse" when the 95% interval excludes 0, otherwise "no detectable difference at n = ...".
+"worse" when the 95% interval excludes 0, otherwise "no detectable difference at n = ...". Every
+interval result carries a two-sided p-value ``p`` (for a family adjustment, :func:`stats.holm`).
 """
 
 from __future__ import annotations
@@ -117,4 +120,46 @@ def image_level(a: Sequence[Predictions], b: Sequence[Predictions], keys: Sequen
         if key == "top1":
             r["mcnemar"] = [stats.mcnemar_exact(pa[3 * i + 1], pb[3 * i + 1]) for i in range(n)]
         out[key] = r
+    return out
+
+
+def method_level(a: Sequence[Predictions], b: Sequence[Predictions], keys: Sequence[str] = IMAGE_KEYS,
+                 n_boot: int = 1000, seed: int = 0) -> "dict[str, dict]":
+    """Per metric, one 95% interval of the method difference a − b over training seeds and evaluation
+    images together (:func:`harness.uncertainty.stats.method_interval`, two-way random effects with a
+    Satterthwaite t), with its two-sided p and verdict.
+
+    ``per_seed[s]`` is metric(a[s]) − metric(b[s]) on the whole evaluation set (top-1 as a fraction, NLL in
+    nats, ECE with :func:`harness.uncertainty.metrics.calibration_error`, as :func:`image_level` computes
+    them); the image term comes from the per-seed differences on the resamples :func:`image_level` draws
+    (:func:`harness.uncertainty.stats.bootstrap_replicates`, same ``seed`` and ``n_boot``; their mean over
+    seeds is exactly :func:`image_level`'s replicate), so it counts only the image effect all seeds share.
+    With one seed on either side the result is the image-level interval, and ``method`` says so.
+
+    Args:
+        a, b: the seeds' predictions of the method and of the reference (single-label), on the same
+            evaluation examples; the first min(len(a), len(b)) of each, paired by position.
+        keys: metrics among ``top1``, ``nll``, ``ece``.
+        n_boot, seed: the image bootstrap's replicates and random stream.
+
+    Returns:
+        ``{key: method_interval result + {"per_seed": [n] differences, "n_images": N}}``.
+
+    Raises:
+        ValueError: different evaluation examples or labels, no model on a side, an unknown key.
+    """
+    unknown = sorted(set(keys) - set(IMAGE_KEYS))
+    if unknown:
+        raise ValueError(f"unknown metric(s) {unknown}; method_level compares {', '.join(IMAGE_KEYS)}")
+    n = min(len(a), len(b))
+    a, b = list(a)[:n], list(b)[:n]
+    _check_same_examples(a, b)
+    pa, pb = [_parts(p) for p in a], [_parts(p) for p in b]
+    out = {}
+    for key in keys:
+        stat = _stat(key, 1)
+        per_seed = [stat(*x) - stat(*y) for x, y in zip(pa, pb)]
+        rep = stats.bootstrap_replicates(stat, [*pa, *pb], n_boot=n_boot, seed=seed)
+        r = stats.method_interval(per_seed, rep[:n] - rep[n:], higher_is_better=HIGHER_IS_BETTER[key])
+        out[key] = {**r, "per_seed": per_seed, "n_images": len(pa[0][0])}
     return out

@@ -8,6 +8,7 @@ from scipy import stats as sps
 
 from harness.uncertainty import compare as C
 from harness.uncertainty import metrics as M
+from harness.uncertainty import stats as S
 from harness.uncertainty.predictions import Predictions
 
 N, K = 2000, 5
@@ -184,3 +185,76 @@ def test_test_sampling_se_matches_the_binomial_standard_error(models):
     # a model that is always right has no test-sampling spread in top-1
     sure = _preds(y, 50.0, 3)
     assert C.test_sampling_se([sure], keys=("top1",), n_boot=50)["top1"] == 0.0
+
+
+# --- method_level ------------------------------------------------------------------------------------------------
+
+
+def test_method_level_of_a_model_against_itself_is_zero_with_p_one(models):
+    _, weak, _ = models
+    r = C.method_level(weak, weak, n_boot=100)
+    for key, x in r.items():
+        assert x["mean"] == x["lo"] == x["hi"] == 0.0 and x["p"] == 1.0, key
+        assert x["verdict"] == "no detectable difference at n = 2" and x["per_seed"] == [0.0, 0.0]
+
+
+def test_method_level_mean_is_the_image_level_difference_and_uses_its_resamples(models):
+    y, weak, strong = models
+    r = C.method_level(strong, weak, n_boot=200, seed=3)
+    img = C.image_level(strong, weak, n_boot=200, seed=3)
+    for key in C.IMAGE_KEYS:
+        assert r[key]["mean"] == pytest.approx(img[key]["diff"], abs=1e-12), key
+        assert r[key]["n_seeds"] == 2 and r[key]["n_images"] == N and r[key]["n_images_boot"] == 200
+        assert r[key]["method"] == S.METHOD_SEEDS_IMAGES
+        # the image term counts only what the seeds share: at most the seed-averaged replicates' spread
+        assert r[key]["se_images"] <= img[key]["std"] * (1 + 1e-12), key
+    assert r["top1"]["per_seed"] == pytest.approx([_acc(a) - _acc(b) for a, b in zip(strong, weak)], abs=1e-15)
+    assert r["nll"]["per_seed"] == pytest.approx([_nll(a) - _nll(b) for a, b in zip(strong, weak)], abs=1e-9)
+    assert r["top1"]["verdict"] == "better" and r["nll"]["verdict"] == "better"
+    # the per-seed replicates, averaged over seeds, are image_level's replicates (same resamples)
+    parts = [C._parts(p) for p in (*strong, *weak)]
+    rep = S.bootstrap_replicates(C._stat("nll", 1), parts, n_boot=200, seed=3)
+    d = (rep[:2] - rep[2:]).mean(0)
+    assert d.std(ddof=1) == pytest.approx(img["nll"]["std"], rel=1e-9)
+    assert tuple(np.percentile(d, [2.5, 97.5])) == pytest.approx((img["nll"]["lo"], img["nll"]["hi"]), rel=1e-9)
+    assert r["nll"]["se_images"] == pytest.approx(S.method_interval(r["nll"]["per_seed"], rep[:2] - rep[2:])
+                                                  ["se_images"], rel=1e-12)
+
+
+def test_method_level_widens_when_the_seeds_disagree(models):
+    """Two method seeds of very different quality: the models-fixed interval is narrow and says "better";
+    the method interval sees the seed spread (and df = 1 from two seeds) and does not."""
+    y, weak, _ = models
+    uneven = [_preds(y, 1.05, 21), _preds(y, 1.6, 22)]
+    img = C.image_level(uneven, weak, keys=("top1",), n_boot=200)["top1"]
+    met = C.method_level(uneven, weak, keys=("top1",), n_boot=200)["top1"]
+    assert img["verdict"] == "better" and met["hi"] - met["lo"] > 3 * (img["hi"] - img["lo"])
+    assert met["verdict"] == "no detectable difference at n = 2" and met["p"] > 0.05 > img["p"]
+
+
+def test_method_level_with_one_seed_is_the_image_level_interval(models):
+    _, weak, strong = models
+    r = C.method_level(strong[:1], weak, n_boot=200)  # min(1, 2) = 1 seed pair
+    img = C.image_level(strong[:1], weak[:1], n_boot=200)
+    for key in C.IMAGE_KEYS:
+        assert r[key]["method"] == S.METHOD_IMAGES_ONLY and r[key]["df"] is None
+        assert (r[key]["lo"], r[key]["hi"], r[key]["p"]) == pytest.approx((img[key]["lo"], img[key]["hi"],
+                                                                           img[key]["p"]), rel=1e-12)
+        assert r[key]["verdict"].startswith(img[key]["verdict"])
+
+
+def test_method_level_refuses_unknown_metrics_and_other_examples(models):
+    y, weak, _ = models
+    with pytest.raises(ValueError, match="unknown metric"):
+        C.method_level(weak, weak, keys=("top5",))
+    with pytest.raises(ValueError, match="other examples or labels"):
+        C.method_level(weak[:1], [_preds(y, 1.0, 5, index=np.arange(N) + 1)])
+    with pytest.raises(ValueError, match="at least one model"):
+        C.method_level([], weak)
+
+
+def test_image_level_intervals_carry_the_bootstrap_p(models):
+    _, weak, strong = models
+    r = C.image_level(strong, weak, keys=("top1", "nll"), n_boot=200)
+    assert r["top1"]["p"] == pytest.approx(2 / 201) and r["nll"]["p"] == pytest.approx(2 / 201)
+    assert C.image_level(weak, weak, keys=("ece",), n_boot=50)["ece"]["p"] == 1.0

@@ -7,7 +7,7 @@ import torch
 from scipy import stats as sps
 
 from harness.heads import HeteroscedasticHead
-from harness.uncertainty.covariance import PairNoise, confusion_ranks, transition_test
+from harness.uncertainty.covariance import PairNoise, confusion_ranks, mantel, transition_test
 
 K, D = 4, 6
 
@@ -93,25 +93,58 @@ def _planted(sign: float, seed: int = 0):
     return t, pairs, np.array(mass)
 
 
-def test_transition_test_rho_is_spearman_and_the_p_value_is_one_sided():
+def _matrix(pairs, values, k: int = 10) -> np.ndarray:
+    m = np.zeros((k, k))
+    for (a, b, *_), v in zip(pairs, values):
+        m[a, b] = m[b, a] = v
+    return m
+
+
+def test_transition_test_rho_is_spearman_and_the_p_value_is_the_two_sided_mantel():
     t, pairs, mass = _planted(+1)
     assert len(pairs) == 45
     out = transition_test(t, pairs, n_resamples=1999)
-    assert out["n_pairs"] == 45 and out["n_resamples"] == 1999
+    assert out["n_pairs"] == 45 and out["n_classes"] == 10 and out["n_resamples"] == 1999
+    assert out["primary"] == "correlation" and out["secondary"] == ["var_diff", "abs_correlation"]
+    assert out["alternative"] == "two-sided" and out["exact"] is False  # 10! > 1999: random permutations
     assert [p["transition"] for p in out["pairs"]] == pytest.approx(mass.tolist(), abs=1e-15)
     var = np.array([p[2] for p in pairs])
     corr = np.array([p[3] for p in pairs])
     assert out["var_diff"]["rho"] == pytest.approx(sps.spearmanr(mass, var).statistic, abs=1e-12)
     assert out["correlation"]["rho"] == pytest.approx(sps.spearmanr(mass, corr).statistic, abs=1e-12)
     assert out["abs_correlation"]["rho"] == pytest.approx(sps.spearmanr(mass, np.abs(corr)).statistic, abs=1e-12)
+    # each p is the Mantel test of the K x K matrices built from the pairs (class labels permuted)
+    mass_m = _matrix(pairs, mass)
+    for key, values in (("var_diff", var), ("correlation", corr), ("abs_correlation", np.abs(corr))):
+        want = mantel(mass_m, _matrix(pairs, values), n_perm=1999, seed=0)
+        assert out[key] == {"rho": pytest.approx(want["rho"], abs=1e-12), "p_value": want["p_value"]}, key
     assert out["var_diff"]["rho"] > 0.8 and out["var_diff"]["p_value"] < 0.01
+    # the opposite sign is just as significant: the test is two-sided
     inv_t, inv_pairs, inv_mass = _planted(-1)
     inv = transition_test(inv_t, inv_pairs, n_resamples=1999)
     inv_var = np.array([p[2] for p in inv_pairs])
     assert inv["var_diff"]["rho"] == pytest.approx(sps.spearmanr(inv_mass, inv_var).statistic, abs=1e-12)
-    assert inv["var_diff"]["rho"] < -0.8 and inv["var_diff"]["p_value"] > 0.1  # alternative: ρ > 0
+    assert inv["var_diff"]["rho"] < -0.8 and inv["var_diff"]["p_value"] < 0.01
     # same seed, same p-value
     assert transition_test(t, pairs, n_resamples=1999)["var_diff"] == out["var_diff"]
+
+
+def test_transition_test_leaves_out_classes_without_examples_and_is_exact_for_few_classes():
+    t, pairs, _ = _planted(+1)
+    # classes 8 and 9 had no evaluation examples: their pair (8, 9) is missing, the others stay in `pairs`
+    partial = [p for p in pairs if (p[0], p[1]) != (8, 9)]
+    out = transition_test(t, partial, n_resamples=99)
+    assert out["n_classes"] == 8 and out["n_pairs"] == 28 and len(out["pairs"]) == 44
+    inner = [p for p in pairs if p[1] < 8]
+    sub = t[:8, :8]
+    want = transition_test(sub, inner, n_resamples=99)
+    assert out["var_diff"] == want["var_diff"] and out["correlation"] == want["correlation"]
+    small = transition_test(t[:5, :5], [p for p in pairs if p[1] < 5], n_resamples=9999)
+    assert small["exact"] is True and small["n_pairs"] == 10
+    with pytest.raises(ValueError, match="outside"):
+        transition_test(t[:5, :5], pairs)
+    with pytest.raises(ValueError, match="at least 3"):
+        transition_test(t, [p for p in pairs if p[:2] == (0, 1)])
 
 
 def test_transition_test_uses_the_symmetrised_mass_t_ab_plus_t_ba():
