@@ -550,16 +550,20 @@ def data() -> None:
 @click.option("--multilabel", is_flag=True, help="Label sets (cifar10n: the annotators' labels; else one-label sets).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the order of examples across shards.")
 @click.option("--in-order", is_flag=True, help="Keep the source's order (default: a seeded shuffle across shards).")
-def data_pack(source, out, overrides, shard_size, split, multilabel, seed, in_order) -> None:
+@click.option("--overwrite", is_flag=True,
+              help="Pack into a folder that holds other files, beside them (a file it did not write is never replaced).")
+def data_pack(source, out, overrides, shard_size, split, multilabel, seed, in_order, overwrite) -> None:
     """Pack a split into WebDataset tar shards: OUT/<split>/<split>-000000.tar ... and OUT/<split>/index.json.
 
     SOURCE is a data config YAML (a run config's data section, or a data section alone) or a source name
     (digits, cifar10n, image_folder, tfds, manifest); OVERRIDES are data settings as key=value, e.g.
     path=../shared/data/cifar10n label_set=worse limit_train=1000. Rerun after an interruption, it writes
-    only the missing shards. Read the result with data.source=shards data.path=OUT.
+    only the missing shards. Read the result with data.source=shards data.path=OUT. A config with data.label_noise
+    packs the noisy labels of the training (or held-out) split, drawn as a run draws them, and records the noise in
+    index.json (data.label_noise=null packs the clean labels).
     """
     from harness.config import to_dict
-    from harness.data.pack import pack, source_config
+    from harness.data.pack import noisy_split, pack, source_config
     from harness.data.sources import build_split
     from harness.io import path_under
 
@@ -567,13 +571,13 @@ def data_pack(source, out, overrides, shard_size, split, multilabel, seed, in_or
         cfg = source_config(source, overrides, multilabel)
         split = split or cfg.train_split
         folder = path_under(out, split)
-        ds = build_split(cfg, split)
+        ds, noise = noisy_split(cfg, split, build_split(cfg, split))
         if multilabel and not ds.multilabel:
             from harness.data.dataset import LabelSets
 
             ds = ds.with_labels(LabelSets.from_labels(ds.labels), f"{ds.description}, one-label sets")
         index = pack(ds, folder, shard_size, prefix=split, order_seed=None if in_order else seed,
-                     source={"config": to_dict(cfg), "split": split})
+                     source={"config": to_dict(cfg), "split": split}, label_noise=noise, overwrite=overwrite)
     except (ValueError, OSError) as e:
         raise click.ClickException(str(e)) from e
     click.echo(f"{index['num_examples']} examples of {ds.description} in {len(index['shards'])} shard(s): "

@@ -22,8 +22,10 @@ import webdataset as wds
 
 from harness.data.config import SOURCES, STREAM_SOURCES, DataConfig
 from harness.data.dataset import ImageDataset
-from harness.data.shards import INDEX_FORMAT, INDEX_NAME, read_index, shard_name
-from harness.io import RunLock, atomic_write_stream, atomic_write_text, check_name, check_writable, json_dumps
+from harness.data.shard_index import INDEX_FORMAT, INDEX_NAME, labels_digest, read_index, shard_name
+from harness.io import (
+    RunLock, atomic_write_stream, atomic_write_text, check_name, check_output_folder, check_writable, json_dumps,
+)
 
 #: image extensions kept as they are when the source holds encoded files (others are re-encoded as PNG)
 KEEP_ENCODED = {"jpg": "jpg", "jpeg": "jpg", "png": "png"}
@@ -43,8 +45,44 @@ def _label_ids(ds: ImageDataset, i: int) -> np.ndarray:
     return ds.labels[i] if ds.multilabel else np.asarray([ds.labels[i]], dtype=np.int64)
 
 
+def noisy_split(cfg: DataConfig, split: str, ds: ImageDataset) -> "tuple[ImageDataset, Optional[dict]]":
+    """The split with ``cfg.label_noise`` drawn on its labels as a run draws it (:mod:`harness.upstream.train`): the
+    training split from the noise seed's first stream, the held-out split from its second; any other split (the
+    evaluation split, which a run scores on its clean labels) is returned as it is.
+
+    Returns:
+        ``(split, noise)``: the dataset (with the noisy labels) and the noise's description
+        (:func:`harness.data.noise.inject_label_noise`: kind, rate, seed, realised rate, transition), or None when
+        no noise was drawn.
+
+    Raises:
+        ValueError: label noise on a multi-label split, or input-dependent noise on a source that does not hold its
+            images in one array.
+    """
+    from harness.data.noise import inject_label_noise
+
+    noise = dict(cfg.label_noise or {})
+    if noise.get("kind", "none") == "none" or split not in (cfg.train_split, cfg.heldout_split):
+        return ds, None
+    if ds.multilabel:
+        raise ValueError("data.label_noise flips single labels and this split holds label sets: unset it "
+                         "(data.label_noise=null) to pack the label sets")
+    images = None
+    if noise.get("kind") == "input_dependent":
+        images = ds.pixels(cfg.cache_dir)
+        if images is None:
+            raise ValueError(f"data.label_noise.kind=input_dependent needs the images in one array, and "
+                             f"{ds.description} reads them one by one: use a class-conditional kind, or "
+                             "data.label_noise=null to pack the clean labels")
+    noisy, info = inject_label_noise(ds.labels, ds.num_classes, **noise, images=images,
+                                     stream=0 if split == cfg.train_split else 1)
+    return ds.with_labels(noisy, f"{ds.description}, with {info['kind']} label noise ({info['realised_rate']:.1%} "
+                                 "flipped)"), info
+
+
 def pack(ds: ImageDataset, out_dir: "str | os.PathLike", shard_size: int, prefix: str = "shard",
-         order_seed: Optional[int] = 0, source: Optional[dict] = None, progress: bool = True) -> dict:
+         order_seed: Optional[int] = 0, source: Optional[dict] = None, progress: bool = True,
+         label_noise: Optional[dict] = None, overwrite: bool = False) -> dict:
     """Write a split as WebDataset tar shards and ``index.json`` (format in the module docstring).
 
     Args:
@@ -56,6 +94,9 @@ def pack(ds: ImageDataset, out_dir: "str | os.PathLike", shard_size: int, prefix
             None keeps the source order.
         source: what to record about the source besides ``ds.description`` (e.g. the data config and split).
         progress: show a progress bar (tqdm) on stderr.
+        label_noise: the synthetic noise already drawn on ``ds``'s labels (:func:`noisy_split`), recorded in the
+            index as ``label_noise`` (None: the labels are the source's).
+        overwrite: pack into a folder that holds files of others, beside them (never replacing one).
 
     Each example's image is decoded first (a broken file stops the pack, named); its bytes are kept as they
     are when the source holds them encoded as JPEG or PNG, else it is written as a PNG of its RGB pixels.
@@ -69,7 +110,8 @@ def pack(ds: ImageDataset, out_dir: "str | os.PathLike", shard_size: int, prefix
 
     Raises:
         ValueError: ``shard_size`` < 1, an empty split, a bad prefix, an unwritable folder, a folder holding
-            another pack or tar files of unknown origin, another process packing into it, an unreadable image.
+            another pack, tar files of unknown origin or (without ``overwrite``) other files, another process packing
+            into it, an unreadable image.
     """
     from tqdm import tqdm
 
@@ -91,13 +133,14 @@ def pack(ds: ImageDataset, out_dir: "str | os.PathLike", shard_size: int, prefix
     plan = {
         "format": INDEX_FORMAT, "prefix": prefix, "shard_size": int(shard_size), "order_seed": order_seed,
         "num_examples": n, "num_classes": k, "class_names": list(ds.class_names), "multilabel": ds.multilabel,
-        "labels_sha256": _labels_digest(ds), "key_digits": digits,
+        "labels_sha256": _labels_digest(ds), "key_digits": digits, "label_noise": label_noise,
         "source": {"description": ds.description, **(source or {})},
     }
     shards = []
     for name, lo in zip(names, starts):
         rows = order[lo:lo + int(shard_size)]
-        shards.append({"name": name, "examples": int(len(rows)), "labels": int(sizes[rows].sum())})
+        shards.append({"name": name, "examples": int(len(rows)), "labels": int(sizes[rows].sum()),
+                       "labels_sha256": labels_digest([_label_ids(ds, int(i)).tolist() for i in rows])})
     index = {**plan, "complete": True, "shards": shards,
              "label_counts": np.bincount(np.asarray(flat, dtype=np.int64), minlength=k).astype(int).tolist(),
              "labels_per_example": {"min": int(sizes.min()), "mean": float(sizes.mean()), "max": int(sizes.max()),
@@ -120,19 +163,21 @@ def pack(ds: ImageDataset, out_dir: "str | os.PathLike", shard_size: int, prefix
             sample["cls"] = int(ids[0])
         return sample
 
+    path = out_dir / INDEX_NAME
+    try:
+        old = read_index(path) if path.is_file() else None
+    except ValueError as e:
+        raise ValueError(f"{out_dir} holds an {INDEX_NAME} this command did not write ({e}): choose another "
+                         "folder") from e
+    strays = sorted(p.name for p in out_dir.glob("*.tar")) if old is None and out_dir.is_dir() else []
+    if strays:
+        raise ValueError(f"{out_dir} holds tar files without an {INDEX_NAME} ({', '.join(strays[:3])}...): not "
+                         "a pack this command wrote; choose an empty folder, or delete those files")
+    check_output_folder(out_dir, old is not None, (INDEX_NAME, *names), overwrite, "harness data pack",
+                        "OUT folder (or --split)")
     with RunLock(out_dir, what="wait for the other pack to finish, or pack into another folder"):
-        path = out_dir / INDEX_NAME
-        try:
-            old = read_index(path) if path.is_file() else None
-        except ValueError as e:
-            raise ValueError(f"{out_dir} holds an {INDEX_NAME} this command did not write ({e}): choose another "
-                             "folder") from e
-        if old is None:
-            strays = sorted(p.name for p in out_dir.glob("*.tar"))
-            if strays:
-                raise ValueError(f"{out_dir} holds tar files without an {INDEX_NAME} ({', '.join(strays[:3])}...): not "
-                                 "a pack this command wrote; choose an empty folder, or delete those files")
-        else:
+        old = read_index(path) if path.is_file() else None  # again, under the lock
+        if old is not None:
             changed = sorted(key for key in plan if old.get(key) != plan[key])
             if changed:
                 raise ValueError(f"{out_dir} holds a pack of other data or settings (differs in {', '.join(changed)}): "

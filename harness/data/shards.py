@@ -7,7 +7,10 @@ a shard is a POSIX tar file of examples, each a run of members sharing a key: ``
 JFT-style; ``{"label": id}`` is read too). The keys :func:`harness.data.pack.pack` writes are the examples' rows in the source
 split, zero-padded, so predictions made on shards line up with the source.
 
-Writing is :mod:`harness.data.pack` (``harness data pack``); this module holds the format and reads it.
+Writing is :mod:`harness.data.pack` (``harness data pack``); the index, its shard names and opening shards (local
+files and ``file:``/``http(s):`` URLs, never through a shell) are :mod:`harness.data.shard_index`; this module reads
+the stream. Every shard read to its end is compared with its index entry (examples, labels' digest), and member
+names with ``/`` or ``..`` are refused.
 
 Reading (:class:`ShardDataset`, :func:`shard_loader`): every shard goes to exactly one (rank, worker) slot,
 ``shards[rank::world_size][worker::num_workers]`` in the index's order (the assignment of webdataset's
@@ -34,9 +37,7 @@ Reading (:class:`ShardDataset`, :func:`shard_loader`): every shard goes to exact
 
 from __future__ import annotations
 
-import json
 import random
-import zlib
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional, Sequence
@@ -47,106 +48,13 @@ import webdataset as wds
 
 from harness.data.config import DataConfig
 from harness.data.loading import mix_seeds
+from harness.data.shard_index import (  # noqa: F401 (the index's names, read here and by the packer)
+    INDEX_FORMAT, INDEX_NAME, labels_digest, read_index, read_shards, shard_files, shard_name,
+)
+from harness.io import check_location, quote
 
-#: the index file beside the shards
-INDEX_NAME = "index.json"
-#: what ``index.json`` says it describes (a reader refuses other files)
-INDEX_FORMAT = "harness-webdataset-1"
 #: the image members a reader takes, in this order of preference
 IMAGE_EXTENSIONS = ("jpg", "jpeg", "png", "ppm", "pgm", "pbm", "webp", "bmp", "tif", "tiff")
-
-
-# ------------------------------------------------------------------------------------------------ format
-def shard_name(prefix: str, number: int) -> str:
-    """``{prefix}-{number:06d}.tar``, the name of shard ``number``."""
-    return f"{prefix}-{number:06d}.tar"
-
-
-# ------------------------------------------------------------------------------------------------ reading
-def read_index(location: str) -> dict:
-    """The shard index at ``location`` (a path or URL), checked to be one this harness wrote.
-
-    Raises:
-        ValueError: not JSON, or not a shard index of this harness (its ``format`` is not :data:`INDEX_FORMAT`).
-    """
-    if "://" in str(location) or str(location).startswith("pipe:"):
-        with wds.gopen(str(location), "rb") as f:
-            text = f.read().decode()
-    else:
-        text = Path(location).read_text()
-    try:
-        index = json.loads(text)
-    except ValueError as e:
-        raise ValueError(f"{location} is not valid JSON ({e}); pack the data again with harness data pack") from e
-    if not isinstance(index, dict) or index.get("format") != INDEX_FORMAT:
-        raise ValueError(f"{location} is not a shard index of this harness (format {INDEX_FORMAT!r}); pack the data "
-                         "with harness data pack")
-    return index
-
-
-def _is_pattern(path: str) -> bool:
-    return any(s in path for s in ("{", "::", "://")) or path.startswith("pipe:") or path.endswith(".tar")
-
-
-def shard_files(path: str, split: Optional[str] = None) -> "tuple[list[str], list[int], dict]":
-    """The shards of a split, their example counts and the index.
-
-    Args:
-        path: a folder holding ``<split>/index.json`` or ``index.json`` (as :func:`pack` and ``harness data pack``
-            write them); or a shard pattern, a path or URL with webdataset's brace expansion
-            (``/data/in21k/{split}-{000000..000999}.tar``, ``{split}`` replaced by ``split``; several patterns
-            joined by ``::``), whose ``index.json`` lies beside the first shard (local, or read through
-            webdataset's ``gopen`` for URLs).
-        split: the split's name (the folder under ``path``, or ``{split}`` in a pattern).
-
-    Returns:
-        ``(urls, counts, index)``: shard paths or URLs in the index's order, examples per shard, the index.
-
-    Raises:
-        FileNotFoundError: no such folder, no index, a shard the index lists is missing.
-        ValueError: an interrupted pack, a pattern naming a shard the index does not list, a malformed index.
-    """
-    if _is_pattern(str(path)):
-        urls = wds.shardlists.expand_urls(str(path).replace("{split}", split or ""))
-        first = urls[0]
-        where = first.rsplit("/", 1)[0] if "/" in first else "."
-        location = f"{where}/{INDEX_NAME}"
-        if "://" not in location and not location.startswith("pipe:") and not Path(location).is_file():
-            raise FileNotFoundError(f"no {INDEX_NAME} beside the shards of {path!r} (looked for {location}): pack them "
-                                    "with harness data pack, which writes it")
-        index = _check_index(read_index(location), location)
-        counts_by_name = {s["name"]: int(s["examples"]) for s in index["shards"]}
-        unknown = [u for u in urls if u.rsplit("/", 1)[-1] not in counts_by_name]
-        if unknown:
-            raise ValueError(f"shard {unknown[0]} is not listed in {location}; the pattern must name shards of that "
-                             "pack")
-        return urls, [counts_by_name[u.rsplit("/", 1)[-1]] for u in urls], index
-    root = Path(path).expanduser()
-    if not root.is_dir():
-        raise FileNotFoundError(f"shard folder {str(root)!r} does not exist; set data.path to the folder that "
-                                "harness data pack wrote")
-    folder = root / split if split and (root / split / INDEX_NAME).is_file() else root
-    if not (folder / INDEX_NAME).is_file():
-        where = f"{root / split} or {root}" if split else str(root)
-        raise FileNotFoundError(f"no {INDEX_NAME} in {where}: pack the data there first (harness data pack SOURCE "
-                                f"{root}{' --split ' + split if split else ''})")
-    index = _check_index(read_index(folder / INDEX_NAME), folder / INDEX_NAME)
-    urls = [str(folder / s["name"]) for s in index["shards"]]
-    for u in urls:
-        if not Path(u).is_file():
-            raise FileNotFoundError(f"shard {u} listed in {folder / INDEX_NAME} is missing; run the same harness data "
-                                    "pack command again to write it")
-    return urls, [int(s["examples"]) for s in index["shards"]], index
-
-
-def _check_index(index: dict, location: Any) -> dict:
-    if not index.get("complete"):
-        raise ValueError(f"packing into {location} was interrupted: run the same harness data pack command again "
-                         "(it writes only the missing shards)")
-    for key in ("shards", "class_names", "multilabel", "num_examples"):
-        if key not in index:
-            raise ValueError(f"{location} lacks {key!r}; pack the data again with harness data pack")
-    return index
 
 
 def _slots(n_shards: int, world_size: int, workers: int) -> "list[list[list[int]]]":
@@ -231,12 +139,15 @@ class ShardDataset(torch.utils.data.IterableDataset):
     """``(image, target, index)`` examples streamed from WebDataset shards (guarantees in the module docstring).
 
     Args:
-        urls: shard paths or URLs (anything webdataset's ``gopen`` opens), in a fixed order.
+        urls: shard paths or ``file:``/``http(s):`` URLs (:func:`harness.data.shard_index.open_location`), in a
+            fixed order.
         num_classes: K.
         multilabel: targets are float32 multi-hot ``[K]`` (single labels become one-element sets); else
             ``int`` class indices (a label set of another size is an error).
         counts: examples per shard (from ``index.json``); needed for ``len()``, ``drop_last`` and the check
             that every shard held what the index says.
+        digests: per shard, the ``labels_sha256`` its index records (None: not recorded); a shard read to its end
+            is checked against its count and digest (:func:`harness.data.shard_index.read_shards`).
         transform: PIL image -> tensor ``[3, S, S]`` (:mod:`harness.data.transforms`); None yields the
             RGB ``PIL.Image``.
         seed: seeds the shard order, the shuffle buffer and the augmentation.
@@ -257,15 +168,17 @@ class ShardDataset(torch.utils.data.IterableDataset):
         ValueError: no shards, fewer shards than ranks x workers (some slot would have none), bad sizes, a rank
             outside [0, world_size), ``drop_last`` without counts or batch size; while iterating: a loader with
             another number of workers than ``num_workers``, an example without image or label, a label outside
-            [0, K), a shard holding another number of examples than ``counts`` says.
+            [0, K), a shard holding another number of examples or other labels than its index says, a member name
+            with ``/`` or ``..``, a shard that is not a tar file.
     """
 
     def __init__(self, urls: Sequence[str], num_classes: int, multilabel: bool,
                  counts: Optional[Sequence[int]] = None, transform: Optional[Callable] = None, seed: int = 0,
                  shuffle: bool = True, shuffle_buffer: int = 1000, batch_size: Optional[int] = None,
                  drop_last: bool = False, rank: Optional[int] = None, world_size: Optional[int] = None,
-                 num_workers: int = 0, class_names: Optional[Sequence[str]] = None, batch_multiple: int = 1) -> None:
-        self.urls = [str(u) for u in urls]
+                 num_workers: int = 0, class_names: Optional[Sequence[str]] = None, batch_multiple: int = 1,
+                 digests: Optional[Sequence[Optional[str]]] = None) -> None:
+        self.urls = [check_location(str(u), "shard") for u in urls]
         if not self.urls:
             raise ValueError("no shards to read: give at least one shard path or URL")
         if num_classes < 1:
@@ -289,6 +202,10 @@ class ShardDataset(torch.utils.data.IterableDataset):
         self.num_classes, self.multilabel = int(num_classes), bool(multilabel)
         self.class_names = list(class_names) if class_names else [str(c) for c in range(self.num_classes)]
         self.counts = None if counts is None else [int(c) for c in counts]
+        if digests is not None and len(digests) != len(self.urls):
+            raise ValueError(f"{len(digests)} label digests for {len(self.urls)} shards: give one per shard (or None)")
+        self.expected = {u: (None if self.counts is None else self.counts[i], None if digests is None else digests[i])
+                         for i, u in enumerate(self.urls)}
         self.transform, self.seed, self.shuffle, self.shuffle_buffer = transform, int(seed), shuffle, int(shuffle_buffer)
         self.rank, self.world_size, self.epoch = int(rank), int(world_size), 0
         self.limits, self.batch_size, self.skip, self.discard = None, batch_size, [0] * self.workers, 0
@@ -339,7 +256,8 @@ class ShardDataset(torch.utils.data.IterableDataset):
         rng = random.Random(mix_seeds(self.seed, self.epoch, self.rank, worker))
         if self.shuffle:
             rng.shuffle(urls)
-        stages = [wds.SimpleShardList(urls), wds.tarfile_to_samples()]
+        entries = self.expected
+        stages = [wds.SimpleShardList(urls), lambda src: read_shards(src, entries)]
         if self.shuffle and self.shuffle_buffer > 1:
             stages.append(wds.shuffle(self.shuffle_buffer, rng=rng))
         skip, dropped = self.skip[worker], [0]
@@ -395,13 +313,15 @@ class ShardDataset(torch.utils.data.IterableDataset):
         else:
             raise ValueError(f"example {key!r} of {url} has the label set {ids} in single-label shards; read them "
                              "with multilabel=True")
-        index: Any = int(key) if key.isdigit() else key
+        if not key.isdigit():  # a row number lines the predictions up with the source (and batches as a tensor)
+            raise ValueError(f"example {quote(key, 80)!r} of {url}: its key is not a row number (a shard's members are "
+                             "ROW.EXT, e.g. 000123.png); pack the data with harness data pack")
+        index = int(key)
         if self.transform is None:
             return image, target, index
         with torch.random.fork_rng(devices=[]):
             # as harness.data.loading.TransformedDataset: the CPU generator only, seeded by (seed, epoch, index)
-            torch.default_generator.manual_seed(
-                mix_seeds(self.seed, self.epoch, index if isinstance(index, int) else zlib.crc32(key.encode())))
+            torch.default_generator.manual_seed(mix_seeds(self.seed, self.epoch, index))
             return self.transform(image), target, index
 
 
@@ -441,7 +361,7 @@ def shard_loader(cfg: DataConfig, split: str, train: bool, seed: int = 0, batch_
     ds = ShardDataset(urls, k, bool(index["multilabel"] or cfg.multilabel), counts, transform, seed, shuffle=train,
                       shuffle_buffer=cfg.shuffle_buffer, batch_size=bs, drop_last=train, rank=rank,
                       world_size=world_size, num_workers=cfg.num_workers, class_names=index["class_names"],
-                      batch_multiple=batch_multiple)
+                      batch_multiple=batch_multiple, digests=[s.get("labels_sha256") for s in index["shards"]])
     loader = ShardLoader(ds, batch_size=bs, drop_last=train, num_workers=cfg.num_workers,
                                          pin_memory=torch.cuda.is_available(),
                                          # its own generator: starting an epoch draws nothing from the global RNG

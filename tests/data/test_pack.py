@@ -57,3 +57,65 @@ def test_source_config_takes_a_run_configs_data_section_or_a_source_name(tmp_pat
         source_config(str(tmp_path / "d.yaml"), ["source=shards"])
     with pytest.raises(ValueError, match="unknown source"):
         source_config("imagenet")
+
+
+def _index(folder: Path) -> dict:
+    import json
+
+    return json.loads((folder / "index.json").read_text())
+
+
+def test_pack_of_a_config_with_label_noise_packs_the_noisy_labels_a_run_trains_on(tmp_path):
+    """Audit (item 10): harness data pack of a config with label noise packed the clean labels without a word."""
+    from click.testing import CliRunner
+
+    from harness.cli import main
+    from harness.data.noise import inject_label_noise
+
+    config = ROOT / "upstream" / "configs" / "digits_hom.yaml"  # 30% pair-flip noise on the training split
+    result = CliRunner().invoke(main, ["data", "pack", str(config), str(tmp_path / "p"), "--shard-size", "300"])
+    assert result.exit_code == 0, result.output
+    index = _index(tmp_path / "p" / "train")
+    assert index["label_noise"]["kind"] == "pair_flip" and 0.2 < index["label_noise"]["realised_rate"] < 0.4
+    clean = build_split(DataConfig(source="digits"), "train")
+    noisy, _ = inject_label_noise(clean.labels, 10, kind="pair_flip", rate=0.3, seed=0)  # as the run draws them
+    urls, counts, _ = shard_files(str(tmp_path / "p"), "train")
+    got = {i: y for _, y, i in ShardDataset(urls, 10, False, counts, shuffle=False)}
+    assert [got[i] for i in range(len(clean))] == noisy.tolist() != clean.labels.tolist()
+    # the held-out split from the noise's second stream (as harness.upstream.train draws it); the evaluation split clean
+    result = CliRunner().invoke(main, ["data", "pack", str(config), str(tmp_path / "p"), "--shard-size", "400",
+                                       "--split", "test"])
+    assert result.exit_code == 0 and _index(tmp_path / "p" / "test")["label_noise"] is None
+    result = CliRunner().invoke(main, ["data", "pack", str(config), str(tmp_path / "p"), "--shard-size", "400",
+                                       "--split", "val"])
+    held = build_split(DataConfig(source="digits"), "val").labels
+    assert result.exit_code == 0 and _index(tmp_path / "p" / "val")["label_noise"]["realised_rate"] > 0.2
+    urls, counts, _ = shard_files(str(tmp_path / "p"), "val")
+    got = {i: y for _, y, i in ShardDataset(urls, 10, False, counts, shuffle=False)}
+    assert [got[i] for i in range(len(held))] == inject_label_noise(held, 10, kind="pair_flip", rate=0.3, seed=0,
+                                                                    stream=1)[0].tolist()
+    # data.label_noise=null: no noise, the clean labels
+    result = CliRunner().invoke(main, ["data", "pack", str(config), str(tmp_path / "c"), "data.label_noise=null",
+                                       "--shard-size", "300"])
+    assert result.exit_code == 0, result.output
+    urls, counts, _ = shard_files(str(tmp_path / "c"), "train")
+    got = {i: y for _, y, i in ShardDataset(urls, 10, False, counts, shuffle=False)}
+    assert [got[i] for i in range(len(clean))] == clean.labels.tolist()
+    assert _index(tmp_path / "c" / "train")["label_noise"] is None
+
+
+def test_pack_refuses_a_folder_of_someone_elses_files_and_overwrite_never_replaces_them(tmp_path):
+    ds = build_split(DataConfig(source="digits", limit_train=40), "train")
+    out = tmp_path / "train"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+    with pytest.raises(ValueError, match=r"holds files harness data pack did not write \(notes\.txt\)"):
+        pack(ds, out, 20, prefix="train", progress=False)
+    (out / "index.json").write_text("{}")  # not an index: refused as before
+    with pytest.raises(ValueError, match="holds an index.json this command did not write"):
+        pack(ds, out, 20, prefix="train", progress=False, overwrite=True)
+    (out / "index.json").unlink()
+    (out / "train-000001.json").write_text("mine too")
+    assert pack(ds, out, 20, prefix="train", progress=False, overwrite=True)["complete"]
+    assert (out / "notes.txt").read_text() == "mine" and (out / "train-000001.json").read_text() == "mine too"
+    assert pack(ds, out, 20, prefix="train", progress=False)["complete"]  # its own pack now: a rerun is a no-op

@@ -216,3 +216,104 @@ def test_cli_pack_and_the_shard_loader(tmp_path):
     assert Counter(torch.cat([b[2] for b in got]).tolist()).most_common(1)[0][1] == 1
     result = CliRunner().invoke(main, ["data", "pack", "cifar11", str(tmp_path), "--shard-size", "1"])
     assert result.exit_code != 0 and "unknown source 'cifar11'" in result.output
+
+
+# --- a pack is checked: names inside its folder, counts and labels as its index says, no shell -----------------------
+def _edit_index(folder: Path, change) -> None:
+    import json
+
+    index = json.loads((folder / "index.json").read_text())
+    change(index)
+    (folder / "index.json").write_text(json.dumps(index))
+
+
+@pytest.mark.parametrize("name", ["../other/test-000000.tar", "../../etc/passwd", "/etc/passwd", "sub/train-000000.tar",
+                                  "train-000000.txt"])
+def test_a_shard_name_that_is_not_a_plain_tar_file_in_the_pack_folder_is_refused(tmp_path, name):
+    """Audit K08b, K08, K09: index.json names were used unchecked (a run trained on the test split, exit 0)."""
+    _, out, _ = _packed(tmp_path, 5)
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "test-000000.tar").write_bytes((out / "train-000000.tar").read_bytes())
+    _edit_index(out, lambda i: i["shards"][0].update(name=name))
+    with pytest.raises(ValueError, match=r"lists a shard named .*: a pack lists only plain \.tar file names inside"):
+        shard_files(str(out))
+
+
+def test_a_shard_that_is_a_link_out_of_the_pack_folder_is_refused(tmp_path):
+    _, out, _ = _packed(tmp_path, 5)
+    outside = tmp_path / "outside.tar"
+    (out / "train-000000.tar").rename(outside)
+    (out / "train-000000.tar").symlink_to(outside)
+    with pytest.raises(ValueError, match="lists a shard named 'train-000000.tar'"):
+        shard_files(str(out))
+
+
+def test_a_pipe_url_never_runs_and_is_refused_by_name(tmp_path, monkeypatch):
+    """Audit N07, N07b: data.path "pipe:..." went to webdataset's gopen, which ran it through the shell."""
+    monkeypatch.chdir(tmp_path)
+    marker = tmp_path / "PIPE_RAN"
+    for path in (f"pipe:touch {marker}; echo /x.tar", f"pipe:touch {marker} #/x.tar"):
+        with pytest.raises(ValueError, match=r"is a pipe: URL, which the harness does not open"):
+            shard_files(path, "train")
+        with pytest.raises(ValueError, match=r"is a pipe: URL"):
+            DataConfig(source="shards", path=path)
+        with pytest.raises(ValueError, match=r"shard 'pipe:.*is a pipe: URL"):
+            ShardDataset([path], 3, False)
+    assert not marker.exists() and not (tmp_path / "index.json").exists()
+
+
+def test_an_inconsistent_index_is_refused_before_reading(tmp_path):
+    _, out, _ = _packed(tmp_path, 5)
+    _edit_index(out, lambda i: i.update(class_names=["ant", "bee"]))
+    with pytest.raises(ValueError, match=r"index\.json is inconsistent \(num_classes 3 but 2 class names"):
+        shard_files(str(out))
+    _edit_index(out, lambda i: i.update(class_names=list(CLASSES), num_examples=23))
+    with pytest.raises(ValueError, match=r"num_examples 23 is not the sum of the shards' 24"):
+        shard_files(str(out))
+
+
+def test_a_shard_holding_other_counts_or_labels_than_its_index_is_named(tmp_path):
+    """Audit K05: the index's counts and label digests were never compared with what is read."""
+    _, out, index = _packed(tmp_path, 5)
+    assert all(len(s["labels_sha256"]) == 64 for s in index["shards"])
+    _edit_index(out, lambda i: i["shards"][1].update(examples=4))  # an undercount (and the total to match)
+    _edit_index(out, lambda i: i.update(num_examples=23))
+    urls, counts, idx = shard_files(str(out))
+    with pytest.raises(ValueError, match=r"shard .*train-000001\.tar holds 5 examples where its index says 4"):
+        _read(urls, counts, shuffle=False, digests=[s["labels_sha256"] for s in idx["shards"]])
+    _edit_index(out, lambda i: (i["shards"][1].update(examples=5), i.update(num_examples=24),
+                                i["shards"][2].update(labels_sha256="0" * 64)))
+    urls, counts, idx = shard_files(str(out))
+    with pytest.raises(ValueError, match=r"the labels of shard .*train-000002\.tar do not match the labels_sha256"):
+        _read(urls, counts, shuffle=False, digests=[s["labels_sha256"] for s in idx["shards"]])
+
+
+def _retar(shard: Path, rename) -> None:
+    """Rewrite a shard with its members renamed by ``rename(name) -> name``."""
+    with tarfile.open(shard) as t:
+        members = [(m, t.extractfile(m).read()) for m in t.getmembers()]
+    with tarfile.open(shard, "w") as t:
+        for m, data in members:
+            m.name = rename(m.name)
+            t.addfile(m, __import__("io").BytesIO(data))
+
+
+@pytest.mark.parametrize("bad", ["../../escaped", "sub/000001"])
+def test_a_tar_member_name_with_a_slash_or_dots_is_refused_naming_the_shard(tmp_path, bad):
+    """Audit K04: a member ../../escaped.png reached the collate as a string key (a traceback mid-training)."""
+    _, out, _ = _packed(tmp_path, 5)
+    first = sorted(out.glob("*.tar"))[0]
+    key = tarfile.open(first).getnames()[0].split(".")[0]
+    _retar(first, lambda n: n.replace(key, bad) if n.startswith(key) else n)
+    urls, counts, _ = shard_files(str(out))
+    with pytest.raises(ValueError, match=rf"shard .*train-000000\.tar has a member named .*member names with '/' or"):
+        _read(urls, counts, shuffle=False)
+    assert not list(tmp_path.parent.glob("escaped*"))
+
+
+def test_a_file_that_is_not_a_tar_is_named_not_a_traceback(tmp_path):
+    _, out, _ = _packed(tmp_path, 5)
+    (out / "train-000003.tar").write_bytes(b"root:x:0:0:root:/root:/bin/bash\n" * 40)
+    urls, counts, _ = shard_files(str(out))
+    with pytest.raises(ValueError, match=r"shard .*train-000003\.tar cannot be read as a tar file"):
+        _read(urls, counts, shuffle=False)
