@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from timm.models import register_model
+from timm.models import build_model_with_cfg, generate_default_cfgs, register_model, resolve_pretrained_cfg
 from timm.models.resnet import BasicBlock, ResNet
 from torch import nn
 
@@ -36,25 +36,18 @@ VARIANTS = {
     "resnet10_32px_w16": ((1, 1, 1, 1), 16),
 }
 
+#: their timm pretrained configs (read by timm's registry when :func:`_register` registers them): no published
+#: weights; 32 px inputs normalised as the harness's loaders do (mean = std = 0.5, pixels to [-1, 1]); classifier
+#: ``fc`` and first convolution ``conv1`` as in timm's ResNets, so timm's loaders (``pretrained_cfg_overlay=dict(
+#: file=...)``, ``local-dir:``, ``hf-hub:``) and exports (``Classifier.save_pretrained``) handle them like any timm model
+default_cfgs = generate_default_cfgs({
+    name: dict(input_size=(3, 32, 32), pool_size=(4, 4), crop_pct=1.0, interpolation="bilinear",
+               mean=(0.5, 0.5, 0.5), std=(0.5, 0.5, 0.5), first_conv="conv1", classifier="fc", license="apache-2.0")
+    for name in VARIANTS})
 
-def resnet_32px(layers: "tuple[int, ...]", width: int, pretrained: bool = False, **kwargs: Any) -> ResNet:
-    """A timm BasicBlock ResNet with a 3x3 stride-1 stem and no max-pool (He et al. 2016, Sec. 4.2).
 
-    Input ``[B, 3, H, W]`` (any size; designed for 32 px); features ``[B, 8 * width]`` after global
-    average pooling (``num_classes=0``), or logits ``[B, num_classes]``.
-
-    Args:
-        layers: BasicBlocks in each of the four stages.
-        width: channels of the stem and the first stage; stages double it.
-        pretrained: must be False (no weights exist for these models; nothing is downloaded).
-        **kwargs: :class:`timm.models.resnet.ResNet` arguments (``num_classes``, ``drop_rate``...).
-
-    Raises:
-        ValueError: ``pretrained=True`` without a local file (``pretrained_cfg_overlay``).
-    """
-    overlay = kwargs.pop("pretrained_cfg_overlay", None)
-    for key in ("pretrained_cfg", "cache_dir"):  # timm.create_model's download options: nothing to download
-        kwargs.pop(key, None)
+def _build_32px(layers: "tuple[int, ...]", width: int, **kwargs: Any) -> ResNet:
+    """The network of :func:`resnet_32px` with random weights (``model_cls`` of timm's ``build_model_with_cfg``)."""
     model = ResNet(BasicBlock, list(layers), channels=tuple(width * 2 ** i for i in range(4)), stem_width=width,
                    **kwargs)
     # timm's plain stem is 64 channels wide whatever the stage widths: replace it by a 3x3 stride-1
@@ -71,21 +64,44 @@ def resnet_32px(layers: "tuple[int, ...]", width: int, pretrained: bool = False,
         nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
     for info in model.feature_info:  # the stem no longer reduces: stage k runs at 1 / 2^(k-1) of the input
         info["reduction"] = max(1, info["reduction"] // 4)
-    if pretrained:
-        if not overlay or "file" not in overlay:
-            raise ValueError("the 32 px ResNets have no published weights: pass a local file "
-                             "(build_model(cfg, pretrained_file=...)) or pretrained=False")
-        from timm.models import load_checkpoint
-
-        load_checkpoint(model, overlay["file"], strict=True)
     return model
+
+
+def resnet_32px(layers: "tuple[int, ...]", width: int, pretrained: bool = False, variant: str = "resnet18_32px",
+                **kwargs: Any) -> ResNet:
+    """A timm BasicBlock ResNet with a 3x3 stride-1 stem and no max-pool (He et al. 2016, Sec. 4.2), built by timm's
+    ``build_model_with_cfg`` so it carries a ``pretrained_cfg`` (:data:`default_cfgs`) and loads weights as timm does.
+
+    Input ``[B, 3, H, W]`` (any size; designed for 32 px); features ``[B, 8 * width]`` after global
+    average pooling (``num_classes=0``), or logits ``[B, num_classes]``.
+
+    Args:
+        layers: BasicBlocks in each of the four stages.
+        width: channels of the stem and the first stage; stages double it.
+        pretrained: load weights through timm (``load_pretrained``): only from a local source, a
+            ``pretrained_cfg_overlay=dict(file=...)``, or a ``local-dir:`` / ``hf-hub:`` export (these models
+            have no published weights).
+        variant: the registry name (its pretrained config).
+        **kwargs: :class:`timm.models.resnet.ResNet` arguments (``num_classes``, ``drop_rate``...) and
+            ``timm.create_model``'s ``pretrained_cfg``, ``pretrained_cfg_overlay``, ``cache_dir``.
+
+    Raises:
+        ValueError: ``pretrained=True`` without a weights source.
+    """
+    cfg = resolve_pretrained_cfg(variant, kwargs.get("pretrained_cfg"), kwargs.get("pretrained_cfg_overlay"))
+    if pretrained and not (cfg.file or cfg.hf_hub_id or cfg.url or cfg.state_dict):
+        raise ValueError(f"{variant}: the 32 px ResNets have no published weights: pass a local file "
+                         "(build_model(cfg, pretrained_file=...), or timm's pretrained_cfg_overlay=dict(file=...)) or "
+                         "pretrained=False")
+    return build_model_with_cfg(_build_32px, variant, pretrained, layers=layers, width=width, **kwargs)
 
 
 def _register(name: str, layers: "tuple[int, ...]", width: int) -> None:
     def build(pretrained: bool = False, **kwargs: Any) -> ResNet:
-        return resnet_32px(layers, width, pretrained, **kwargs)
+        return resnet_32px(layers, width, pretrained, variant=name, **kwargs)
 
     build.__name__ = name
+    build.__module__ = __name__
     build.__doc__ = f"{name}: BasicBlock ResNet {'-'.join(map(str, layers))}, width {width}, 3x3 stride-1 stem."
     register_model(build)
 

@@ -4,7 +4,11 @@ A model carries its :class:`ModelConfig`, and a checkpoint stores that config be
 so :func:`load_model` rebuilds the exact architecture with no other input. The config also records the
 input normalisation the backbone was trained with (its ``preprocessing``); the model applies it to the
 harness's images, so a backbone trained on ImageNet statistics sees them whatever loader fed it.
-:func:`load_source` gives a model from any source: a harness ``model.pt`` or ``timm:NAME`` with a weights file.
+:func:`load_source` gives a model from any source: a harness ``model.pt``, a folder written by
+:meth:`Classifier.save_pretrained` (or its hub repository), ``timm:NAME`` with a weights file or timm's own sources
+(:mod:`harness.sources`). A :class:`Classifier` has timm's model interface (``forward_features``, ``forward_head``,
+``reset_classifier``, ``num_features``, ``pretrained_cfg``, ``get_classifier``) and huggingface_hub's
+(``save_pretrained``, ``from_pretrained``, ``push_to_hub``: :mod:`harness.hub`).
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ from typing import Any, Optional
 
 import torch
 from torch import Tensor, nn
+
+from huggingface_hub import ModelHubMixin
 
 from harness.heads import HeteroscedasticHead
 from harness.io import atomic_torch_save
@@ -69,18 +75,30 @@ class ModelConfig:
         return cls(**{k: (dict(v) if isinstance(v, dict) else v) for k, v in d.items()})
 
 
-class Classifier(nn.Module):
+class Classifier(nn.Module, ModelHubMixin, library_name="het-harness", license="apache-2.0",
+                 pipeline_tag="image-classification", tags=["image-classification", "heteroscedastic", "het-harness"],
+                 paper_url="https://arxiv.org/abs/2105.10305"):
     """``head(backbone(x))``: timm backbone returning pooled pre-logits ``[B, D]``, then a head.
+
+    timm's model interface: :meth:`forward_features`, :meth:`forward_head`, :meth:`reset_classifier`,
+    :meth:`get_classifier`, ``num_classes``, ``num_features``, ``head_hidden_size``, ``pretrained_cfg``; and
+    huggingface_hub's ``ModelHubMixin``: :meth:`save_pretrained` (``model.safetensors``, ``config.json``, a model card),
+    ``Classifier.from_pretrained(folder_or_hub_id)`` and ``push_to_hub(repo_id)`` (:mod:`harness.hub`).
 
     Attributes:
         backbone: the timm model built with ``num_classes=0``.
-        head: a :class:`HeteroscedasticHead` on ``D = backbone.head_hidden_size``.
+        head: a :class:`HeteroscedasticHead` on ``D = backbone.head_hidden_size`` (``nn.Identity`` after
+            ``reset_classifier(0)``: a feature extractor).
         config: the :class:`ModelConfig` that rebuilds this model.
+        card_info: what :meth:`save_pretrained` records beside the weights: ``trained_on`` (the data) and ``metrics``.
     """
 
     def __init__(self, backbone: nn.Module, head: HeteroscedasticHead, config: ModelConfig) -> None:
         super().__init__()
         self.backbone, self.head, self.config = backbone, head, config
+        self.card_info: dict = {}
+        self.head_hidden_size = int(head.in_features)
+        self.num_features = int(getattr(backbone, "num_features", None) or head.in_features)
         mean, std = (config.preprocessing.get(k, HARNESS_NORMALISATION) for k in ("mean", "std"))
         self.renormalise = list(mean) != list(HARNESS_NORMALISATION) or list(std) != list(HARNESS_NORMALISATION)
         if self.renormalise:  # harness images are (p - 0.5) / 0.5; the backbone wants (p - mean) / std
@@ -88,16 +106,137 @@ class Classifier(nn.Module):
             self.register_buffer("input_scale", 0.5 / std_t, persistent=False)
             self.register_buffer("input_shift", (0.5 - mean_t) / std_t, persistent=False)
 
+    @property
+    def num_classes(self) -> int:
+        """K (0 for a feature extractor, after ``reset_classifier(0)``)."""
+        return int(self.config.num_classes)
+
+    @property
+    def pretrained_cfg(self) -> dict:
+        """timm's data config of this model (``timm.data.resolve_data_config(model=...)`` reads it): the backbone's
+        ``pretrained_cfg`` with the input normalisation of the harness's loaders (mean = std = 0.5, since the model
+        renormalises to its backbone's own statistics inside), the backbone's interpolation and crop, K classes and
+        the classifier ``head``."""
+        cfg = dict(getattr(self.backbone, "pretrained_cfg", None) or {})
+        prep = self.config.preprocessing
+        cfg.update(mean=HARNESS_NORMALISATION, std=HARNESS_NORMALISATION, num_classes=self.num_classes,
+                   classifier="head", interpolation=prep.get("interpolation", cfg.get("interpolation", "bilinear")),
+                   crop_pct=prep.get("crop_pct", cfg.get("crop_pct", 1.0)))
+        return cfg
+
+    default_cfg = pretrained_cfg
+
+    def _renormalised(self, x: Tensor) -> Tensor:
+        if self.renormalise:
+            x = x * self.input_scale.to(x.dtype) + self.input_shift.to(x.dtype)
+        return x
+
     def pre_logits(self, x: Tensor) -> Tensor:
         """Pooled features ``[B, D]`` for images ``[B, C, H, W]`` normalised as the harness's loaders do
         (pixels in [0, 1] mapped by (p - 0.5) / 0.5), renormalised to the backbone's own mean and std."""
-        if self.renormalise:
-            x = x * self.input_scale.to(x.dtype) + self.input_shift.to(x.dtype)
-        return self.backbone(x)
+        return self.backbone(self._renormalised(x))
+
+    def forward_features(self, x: Tensor) -> Tensor:
+        """timm's ``forward_features``: the backbone's unpooled features (e.g. ``[B, C, H', W']`` for a CNN,
+        ``[B, tokens, C]`` for a ViT) for images ``[B, C, H, W]`` normalised as :meth:`pre_logits` takes them; for a
+        torchvision backbone, which has no such method, the pooled features ``[B, D]``."""
+        x = self._renormalised(x)
+        return self.backbone.forward_features(x) if hasattr(self.backbone, "forward_features") else self.backbone(x)
+
+    def forward_head(self, x: Tensor, pre_logits: bool = False, **head_kwargs: Any) -> Tensor:
+        """timm's ``forward_head``: from :meth:`forward_features`' output, the pooled pre-logits ``[B, D]``
+        (``pre_logits=True``) or the logits ``[B, K]`` of the head (``head_kwargs`` as in :meth:`forward`)."""
+        if hasattr(self.backbone, "forward_head"):
+            x = self.backbone.forward_head(x, pre_logits=True)
+        return x if pre_logits else self.head(x, **head_kwargs)
 
     def forward(self, x: Tensor, **head_kwargs: Any) -> Tensor:
         """Logits ``[B, K]`` (see :meth:`HeteroscedasticHead.forward`) for images ``[B, C, H, W]``."""
         return self.head(self.pre_logits(x), **head_kwargs)
+
+    def get_classifier(self) -> nn.Module:
+        """timm's ``get_classifier``: the head."""
+        return self.head
+
+    def reset_classifier(self, num_classes: int, global_pool: Optional[str] = None, **head_options: Any) -> None:
+        """timm's ``reset_classifier``: a fresh head for ``num_classes`` classes, in place (the backbone kept): a
+        zero-initialised homoscedastic linear layer unless ``head_options`` (:class:`HeteroscedasticHead` options,
+        e.g. ``covariance="low_rank"``) say otherwise, as :func:`replace_head`; ``num_classes=0`` leaves the
+        pooled features ``[B, D]`` as the output (a feature extractor; it cannot be saved). ``global_pool`` goes to
+        the backbone's own ``reset_classifier``.
+
+        Raises:
+            ValueError: ``num_classes`` < 0, or bad head options.
+        """
+        if num_classes < 0:
+            raise ValueError(f"num_classes must be >= 0 (0: features only), got {num_classes}")
+        if global_pool is not None:
+            self.backbone.reset_classifier(0, global_pool)
+            self.num_features = int(getattr(self.backbone, "num_features", self.num_features))
+            self.head_hidden_size = int(getattr(self.backbone, "head_hidden_size", None) or self.num_features)
+        if num_classes == 0:
+            self.head, self.config = nn.Identity(), dataclasses.replace(self.config, num_classes=0, head={})
+            return
+        head_cfg = {"covariance": "none", "link": "softmax", **head_options}
+        self.head = fresh_head(self.head_hidden_size, num_classes, head_cfg)
+        self.config = dataclasses.replace(self.config, num_classes=num_classes, head=head_cfg)
+
+    def save_pretrained(self, save_directory: "str | os.PathLike", *, trained_on: Optional[dict] = None,
+                        metrics: Optional[dict] = None, **kwargs: Any) -> Optional[str]:
+        """Write ``model.safetensors``, ``config.json`` (timm's layout, with the head options, τ, preprocessing, the
+        data it was trained on and its metrics) and a model card ``README.md`` to ``save_directory``
+        (:func:`harness.hub.write_export`); ``kwargs`` as huggingface_hub's ``ModelHubMixin.save_pretrained``
+        (``push_to_hub=True, repo_id=...``). A homoscedastic timm model is written as the plain timm model, so
+        ``timm.create_model("local-dir:DIR", pretrained=True)`` loads it.
+
+        Args:
+            trained_on: the training data (e.g. ``{"source": "digits", "image_size": 32}``), kept in
+                :attr:`card_info`; ``metrics``: its evaluation metrics (``{"top1": 0.91, ...}``).
+
+        Raises:
+            ValueError: a folder holding files other than an earlier export's; a feature extractor (no head).
+        """
+        from harness import hub
+
+        for key, value in (("trained_on", trained_on), ("metrics", metrics)):
+            if value is not None:
+                self.card_info[key] = dict(value)
+        hub.prepare_folder(save_directory)
+        return super().save_pretrained(save_directory, **kwargs)
+
+    def _save_pretrained(self, save_directory: Path) -> None:
+        """huggingface_hub's hook: the weights and ``config.json`` (:func:`harness.hub.write_export`)."""
+        from harness import hub
+
+        hub.write_export(self, Path(save_directory))
+
+    @classmethod
+    def _from_pretrained(cls, *, model_id: str, revision: Optional[str], cache_dir: "Optional[str | Path]",
+                         force_download: bool, local_files_only: bool, token: "Optional[str | bool]",
+                         map_location: str = "cpu", **unused: Any) -> "Classifier":
+        """huggingface_hub's hook behind ``Classifier.from_pretrained(folder_or_hub_id)``:
+        :func:`harness.hub.read_export`, in eval mode on ``map_location``."""
+        from harness import hub
+
+        model = hub.read_export(model_id, revision=revision, cache_dir=cache_dir, force_download=force_download,
+                                local_files_only=local_files_only, token=token)
+        return model.to(map_location).eval()
+
+    def generate_model_card(self, *args: Any, **kwargs: Any):
+        """The model card (``README.md``): huggingface_hub's ``ModelCard`` from :data:`harness.hub.CARD_TEMPLATE`."""
+        from harness import hub
+
+        return hub.model_card(self, **kwargs)
+
+
+def fresh_head(width: int, num_classes: int, head_cfg: dict) -> HeteroscedasticHead:
+    """A new head; a homoscedastic one zero-initialised (logits exactly 0: the transfer rule of the paper's
+    Sec. 4.2)."""
+    head = HeteroscedasticHead(width, num_classes, **head_cfg)
+    if head_cfg.get("covariance") == "none":
+        nn.init.zeros_(head.loc.weight)
+        nn.init.zeros_(head.loc.bias)
+    return head
 
 
 def build_model(config: "ModelConfig | dict", pretrained_file: Optional[str] = None) -> Classifier:
@@ -137,16 +276,20 @@ def replace_head(model: Classifier, num_classes: int, **head_kwargs: Any) -> Cla
         A new :class:`Classifier` with an updated config.
     """
     head_cfg = {"covariance": "none", "link": "softmax", **head_kwargs}
-    head = HeteroscedasticHead(model.head.in_features, num_classes, **head_cfg)
-    if head_cfg["covariance"] == "none":
-        nn.init.zeros_(head.loc.weight)
-        nn.init.zeros_(head.loc.bias)
+    head = fresh_head(model.head_hidden_size, num_classes, head_cfg)
     config = dataclasses.replace(model.config, num_classes=num_classes, head=head_cfg)
     return Classifier(model.backbone, head, config)
 
 
 def save_model(model: Classifier, path: "str | os.PathLike", extra: Optional[dict] = None) -> Path:
-    """Write ``{format, config, state_dict, extra}`` atomically; :func:`load_model` reads it back."""
+    """Write ``{format, config, state_dict, extra}`` atomically; :func:`load_model` reads it back.
+
+    Raises:
+        ValueError: a feature extractor (``reset_classifier(0)``), which has no head to rebuild.
+    """
+    if not isinstance(model.head, HeteroscedasticHead):
+        raise ValueError("this model has no head (reset_classifier(0) made it a feature extractor): give it one with "
+                         "model.reset_classifier(num_classes) before saving")
     payload = {"format": CHECKPOINT_FORMAT, "config": model.config.to_dict(),
                "state_dict": model.state_dict(), "extra": extra or {}}
     return atomic_torch_save(payload, path)
@@ -232,97 +375,4 @@ def count_parameters(module: nn.Module) -> int:
     return sum(p.numel() for p in module.parameters())
 
 
-def load_classifier(source: str, num_classes: int, weights: "Optional[str | os.PathLike]" = None) -> Classifier:
-    """A trained classifier for ``num_classes`` classes, its own output layer kept: a harness ``model.pt``, or
-    ``timm:NAME`` / ``torchvision:NAME`` built with ``num_classes`` outputs and loaded strictly from ``weights``
-    (classifier included; timm's ``load_checkpoint`` for timm, a torchvision state dict for torchvision); the
-    output ``nn.Linear`` becomes the mean layer of a homoscedastic :class:`HeteroscedasticHead` (the same logits),
-    and the model records the backbone's preprocessing. This is how a model trained elsewhere on the evaluation
-    data's classes enters ``harness ensemble``, ``harness shift`` and ``harness report`` (``harness import``).
-
-    Raises:
-        FileNotFoundError: no such ``model.pt`` or weights file.
-        ValueError: no ``weights`` for a timm / torchvision source; weights that do not fit (the first missing and
-            unexpected keys and the shapes that differ); a model whose output layer is not a linear layer, or
-            whose number of classes is not ``num_classes``.
-    """
-    if not str(source).startswith((TIMM_PREFIX, TORCHVISION_PREFIX)):
-        if weights is not None:
-            raise ValueError(f"--weights goes with a timm:NAME or torchvision:NAME source; {source!r} is a harness "
-                             "model.pt, which holds its own weights")
-        model = load_model(source)
-        if model.config.num_classes != num_classes:
-            raise ValueError(f"{source} predicts {model.config.num_classes} classes and the data has {num_classes}: "
-                             "give the data the model was trained on")
-        return model
-    if weights is None:
-        raise ValueError(f"{source} needs --weights FILE: a state dict with its classifier trained on the data's "
-                         f"{num_classes} classes")
-    if not Path(weights).is_file():
-        raise FileNotFoundError(f"no weights file at {str(weights)!r} (--weights)")
-    what = f"{weights} ({source} with {num_classes} classes)"
-    fix = (f"give weights whose classifier has the data's {num_classes} classes, or the data the model was trained "
-           "on (--data, or data overrides)")
-    if str(source).startswith(TORCHVISION_PREFIX):
-        name = str(source)[len(TORCHVISION_PREFIX):]
-        net = torchvision_model(name, num_classes=num_classes)
-        load_weights(net, read_state(weights), source=what, fix=fix)
-        backbone, linear = split_torchvision(net, name)
-        prep = dict(TORCHVISION_PREPROCESSING)
-    else:
-        import timm.models
-
-        name = str(source)[len(TIMM_PREFIX):]
-        check_timm_name(name)
-        net = timm.create_model(name, pretrained=False, num_classes=num_classes)
-        try:
-            timm.models.load_checkpoint(net, str(weights), strict=True)
-        except RuntimeError as e:  # torch's strict load_state_dict error: say which keys and shapes
-            load_weights(net, timm.models.load_state_dict(str(weights)), source=what, fix=fix)
-            raise ValueError(f"weights in {weights} do not fit {source}: {str(e)[:300]}") from e
-        linear = net.get_classifier()
-        if not isinstance(linear, nn.Linear):
-            raise ValueError(f"{source}'s output layer is a {type(linear).__name__}, not a linear layer: this model "
-                             "cannot become a harness classifier; fine-tune it with harness downstream instead")
-        prep = timm_preprocessing(net)
-        net.reset_classifier(0)
-        backbone = net
-    head = HeteroscedasticHead(linear.in_features, num_classes, covariance="none")
-    with torch.no_grad():
-        head.loc.weight.copy_(linear.weight)
-        head.loc.bias.copy_(linear.bias if linear.bias is not None else torch.zeros(num_classes))
-    return Classifier(backbone, head, ModelConfig(str(source).split(":", 1)[1] if str(source).startswith(TIMM_PREFIX)
-                                                  else str(source), num_classes, {"covariance": "none"}, {}, prep))
-
-
-def load_source(source: str, weights: "Optional[str | os.PathLike]" = None, random_init: bool = False) -> Classifier:
-    """A model from any source, checked before any work:
-
-    - a harness ``model.pt`` (its own config, head and preprocessing; ``weights`` must be None);
-    - ``torchvision:NAME`` (``torchvision.models.list_models()``) with ``weights``, a torchvision state dict
-      (``.pth``/``.pt``, or ``.safetensors``) loaded strictly, its classifier left out; torchvision's ImageNet
-      normalisation; or ``random_init``;
-    - ``timm:NAME`` (any timm registry name, optionally with a tag, e.g. ``timm:resnet50.a1_in1k``): the
-      backbone built by timm and loaded by timm from ``weights`` (``.safetensors``, a ``.pth``/``.pt`` state
-      dict, or a BiT ``.npz`` where timm reads it; timm's ``pretrained_cfg_overlay=dict(file=...)``), else from
-      the local timm / Hugging Face cache when it holds the weights (nothing is downloaded), else, only with
-      ``random_init``, randomly initialised. Its head is a placeholder (1 class, homoscedastic) for transfer
-      to replace; its ``preprocessing`` comes from the backbone's ``pretrained_cfg``.
-
-    Raises:
-        FileNotFoundError: no such ``model.pt`` or weights file.
-        ValueError: an unknown timm name; no weights offline (the message names ``--weights``); weights that do
-            not fit the architecture (the first missing and unexpected keys and the shapes that differ);
-            ``weights`` given with a ``model.pt``.
-    """
-    if not str(source).startswith((TIMM_PREFIX, TORCHVISION_PREFIX)):
-        if weights is not None:
-            raise ValueError(f"--weights goes with a timm:NAME or torchvision:NAME source; {source!r} is a harness "
-                             "model.pt, which holds its own weights")
-        return load_model(source)
-    backbone, prep = source_backbone(str(source), weights, random_init)
-    name = str(source)[len(TIMM_PREFIX):] if str(source).startswith(TIMM_PREFIX) else str(source)
-    width = int(getattr(backbone, "head_hidden_size", None) or backbone.num_features)
-    config = ModelConfig(name, 1, {"covariance": "none"}, {}, prep)
-    return Classifier(backbone, HeteroscedasticHead(width, 1, covariance="none"), config)
-
+from harness.sources import load_classifier, load_source  # noqa: E402,F401 -- part of this module's API

@@ -1,7 +1,10 @@
-"""Backbones by name and their weights: timm (any registry name, with the 32 px ResNets of
-:mod:`harness.backbones`) or torchvision (``torchvision:NAME``), built without their classifier so they return
-pooled features ``[B, D]``, their weights read from a file (strictly, the file's classifier left out) or from the
-local timm / Hugging Face cache (nothing is downloaded), and the input preprocessing their weights expect.
+"""Backbones by name and their weights: timm (any registry name, with the 32 px ResNets of :mod:`harness.backbones`;
+timm's ``hf-hub:ORG/NAME`` and ``local-dir:PATH`` sources) or torchvision (``torchvision:NAME``), built without their
+classifier so they return pooled features ``[B, D]``; their weights read from a file (safely: no pickled code, every
+failure a ``ValueError`` naming the file and the fix; the file's classifier, as timm's ``pretrained_cfg['classifier']``
+names it, left out) or by timm from its usual sources (downloaded as timm does, unless the user or the environment asks
+for offline mode, ``HF_HUB_OFFLINE=1`` or ``offline=True``: then only from the local timm / Hugging Face cache); and the
+input preprocessing their weights expect.
 
 :mod:`harness.models` puts a head on these backbones (``build_model``, ``load_source``, ``load_classifier``).
 """
@@ -9,12 +12,23 @@ local timm / Hugging Face cache (nothing is downloaded), and the input preproces
 from __future__ import annotations
 
 import difflib
+import json
 import os
 from pathlib import Path
 from typing import Any, Optional
 
 import torch
 from torch import nn
+
+TIMM_PREFIX = "timm:"
+TORCHVISION_PREFIX = "torchvision:"
+#: timm's spellings of a Hugging Face hub repository and of a local folder holding ``config.json`` + weights
+HF_HUB_PREFIX, LOCAL_DIR_PREFIX = "hf-hub:", "local-dir:"
+#: what a weights file must be, said in every error about one
+WEIGHTS_FIX = ("give a state dict (a dict of tensors) saved by torch.save (.pth, .pt) or safetensors.torch.save_file "
+               "(.safetensors), or, for timm models that read one (BiT, ViT), their original .npz")
+#: the largest ``config.json`` read (a model's config is a few kB)
+CONFIG_LIMIT = 1 << 20
 
 
 def check_timm_name(name: str) -> None:
@@ -32,15 +46,11 @@ def check_timm_name(name: str) -> None:
 
 
 def create_backbone(name: str, pretrained_file: Optional[str] = None, **kwargs: Any) -> nn.Module:
-    """``timm.create_model(name, num_classes=0, ...)`` with a clear error for unknown names.
-
-    Args:
-        name: timm model name (including the 32 px ResNets of :mod:`harness.backbones`).
-        pretrained_file: optional local weights (``.pth``/``.safetensors``/``.npz``) loaded through
-            timm's ``pretrained_cfg_overlay``; nothing is downloaded.
+    """``timm.create_model(name, num_classes=0, ...)`` (random weights) with a clear error for unknown names; with
+    ``pretrained_file`` the weights of that file, loaded as :func:`source_backbone` loads them.
 
     Raises:
-        ValueError: the name is not a timm model (the message lists close matches).
+        ValueError: the name is not a timm model (the message lists close matches); see :func:`read_state`.
     """
     name = name[len(TIMM_PREFIX):] if name.startswith(TIMM_PREFIX) else name
     if name.startswith(TORCHVISION_PREFIX):
@@ -48,14 +58,13 @@ def create_backbone(name: str, pretrained_file: Optional[str] = None, **kwargs: 
             raise ValueError(f"{name}: torchvision backbones take no pretrained_file or backbone_kwargs; load weights "
                              "with harness.models.load_source(name, weights)")
         return _torchvision_backbone(name[len(TORCHVISION_PREFIX):])
-    import timm  # imported lazily: it pulls in torchvision
-
-    check_timm_name(name)
     if pretrained_file is not None:
         if not Path(pretrained_file).is_file():
             raise ValueError(f"pretrained_file {pretrained_file!r} does not exist; give a local weights file")
-        return timm.create_model(name, pretrained=True, num_classes=0,
-                                 pretrained_cfg_overlay=dict(file=str(pretrained_file)), **kwargs)
+        return _timm_with_weights(name, Path(pretrained_file), **kwargs)
+    import timm  # imported lazily: it pulls in torchvision
+
+    check_timm_name(name)
     return timm.create_model(name, pretrained=False, num_classes=0, **kwargs)
 
 
@@ -83,12 +92,6 @@ def load_weights(model: nn.Module, state_dict: dict, source: str = "state_dict",
                                                        for k in shapes[:5]))
         raise ValueError(f"weights in {source} do not fit the model ({'; '.join(parts)}); {fix}")
     model.load_state_dict(state_dict, strict=True)
-
-
-TIMM_PREFIX = "timm:"
-
-
-TORCHVISION_PREFIX = "torchvision:"
 
 
 #: the normalisation of torchvision's ImageNet weights (their ``transforms()``: ImageNet mean and std, bilinear
@@ -144,50 +147,113 @@ def _torchvision_backbone(name: str) -> nn.Module:
     return split_torchvision(torchvision_model(name), name)[0]
 
 
-def read_state(weights: "str | os.PathLike") -> dict:
-    """A state dict file: ``.safetensors``, or ``.pth``/``.pt`` read with ``weights_only=True``."""
-    if str(weights).endswith(".safetensors"):
-        from safetensors.torch import load_file
+def offline_mode(offline: Optional[bool] = None) -> bool:
+    """Whether weights by name come only from the local cache: ``offline`` when given (the user's flag), else the
+    environment's ``HF_HUB_OFFLINE`` (as huggingface_hub reads it: 1, ON, YES or TRUE), read now and as
+    ``huggingface_hub.constants.HF_HUB_OFFLINE`` (read when huggingface_hub was imported)."""
+    if offline is not None:
+        return bool(offline)
+    import huggingface_hub.constants as hub
 
-        return load_file(str(weights))
-    return torch.load(weights, map_location="cpu", weights_only=True)
+    return bool(hub.HF_HUB_OFFLINE) or os.environ.get("HF_HUB_OFFLINE", "").strip().upper() in ("1", "ON", "YES", "TRUE")
+
+
+def read_state(weights: "str | os.PathLike", what: str = "--weights") -> "dict[str, torch.Tensor]":
+    """A state dict file read without running code: ``.safetensors``, or ``.pth``/``.pt``/``.bin`` through
+    ``torch.load(weights_only=True)``; the EMA weights first and DDP / ``torch.compile`` prefixes removed, as timm's
+    ``load_state_dict`` (which reads it) does; checked to be a non-empty dict of tensors, every floating-point value
+    finite. Every failure (truncated, empty, a pickle of objects, a text file, NaN weights) is one ``ValueError`` naming
+    the file and the fix, without quoting the file.
+
+    Raises:
+        FileNotFoundError: no file at ``weights`` (``what`` names the option).
+        ValueError: an ``.npz`` (only timm's BiT / ViT readers take one: :func:`source_backbone`), an unreadable
+            file, not a dict of tensors, or non-finite values (:func:`check_finite`).
+    """
+    import timm.models
+
+    path = Path(weights)
+    if not path.is_file():
+        raise FileNotFoundError(f"no weights file at {str(path)!r} ({what})")
+    if path.suffix.lower() == ".npz":
+        raise ValueError(f"{str(path)!r} is a NumPy .npz archive, which only timm's BiT and ViT models read: give it "
+                         f"with such a timm:NAME source, or {WEIGHTS_FIX}")
+    try:
+        state = timm.models.load_state_dict(str(path), use_ema=True, weights_only=True)
+    except Exception as e:  # noqa: BLE001 -- any failure to read means: not a weights file (never a traceback)
+        raise ValueError(f"{str(path)!r} cannot be read as a weights file ({type(e).__name__}); {WEIGHTS_FIX}") from e
+    if not state or not all(isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in state.items()):
+        raise ValueError(f"{str(path)!r} holds no state dict (a non-empty dict of tensors); {WEIGHTS_FIX}")
+    check_finite(state, str(path))
+    return state
+
+
+def check_finite(state: "dict[str, torch.Tensor]", source: str) -> None:
+    """Refuse a state dict with NaN or infinite floating-point values (a diverged training), before any work.
+
+    Raises:
+        ValueError: naming ``source``, how many tensors, the first few keys, and the fix.
+    """
+    from harness.io import quote
+
+    def finite(v: torch.Tensor) -> bool:  # a NaN or inf makes the sum non-finite; an overflowing sum is checked whole
+        return bool(torch.isfinite(v.sum())) or bool(torch.isfinite(v).all())
+
+    bad = [k for k, v in state.items() if v.is_floating_point() and not finite(v)]
+    if bad:
+        raise ValueError(f"{source}: {len(bad)} weight tensor(s) hold NaN or infinite values (first: "
+                         f"{quote(', '.join(bad[:3]), 120)}): a diverged training; give the weights of a finished "
+                         "training with finite values")
 
 
 def source_backbone(source: str, weights: "Optional[str | os.PathLike]" = None, random_init: bool = False,
-                    **kwargs: Any) -> "tuple[nn.Module, dict]":
-    """The backbone (pooled features ``[B, D]``) of a ``timm:NAME`` (or bare timm name) or ``torchvision:NAME``
-    source with its weights, and its preprocessing (:data:`PREPROCESSING_KEYS`); see :func:`load_source`.
-    ``kwargs`` go to ``timm.create_model``.
+                    offline: Optional[bool] = None, **kwargs: Any) -> "tuple[nn.Module, dict]":
+    """The backbone (pooled features ``[B, D]``) of a ``timm:NAME`` (or bare timm name), ``hf-hub:ORG/NAME``,
+    ``local-dir:PATH`` or ``torchvision:NAME`` source with its weights, and its preprocessing
+    (:func:`timm_preprocessing`); see :func:`harness.models.load_source`. ``kwargs`` go to ``timm.create_model``.
 
     Raises:
         FileNotFoundError: no such weights file.
-        ValueError: see :func:`load_source`.
+        ValueError: see :func:`harness.models.load_source`.
     """
     if weights is not None and not Path(weights).is_file():
         raise FileNotFoundError(f"no weights file at {str(weights)!r} (--weights)")
     if str(source).startswith(TORCHVISION_PREFIX):
         return _torchvision_backbone_with_weights(str(source), weights, random_init), dict(TORCHVISION_PREPROCESSING)
     name = str(source)[len(TIMM_PREFIX):] if str(source).startswith(TIMM_PREFIX) else str(source)
-    if weights is not None:
+    if name.startswith((HF_HUB_PREFIX, LOCAL_DIR_PREFIX)):
+        if weights is not None:
+            raise ValueError(f"{source} holds its own weights: give no --weights (or give timm:NAME with --weights)")
+        backbone = _timm_hub_source(name, random_init, offline, **kwargs)
+    elif weights is not None:
         backbone = _timm_with_weights(name, Path(weights), **kwargs)
     elif random_init:
         backbone = create_backbone(name, **kwargs)
     else:
-        backbone = _timm_from_cache(name, **kwargs)
+        backbone = _timm_pretrained(name, offline, **kwargs)
     return backbone, timm_preprocessing(backbone)
+
+
+def source_spec(source: str, backbone: nn.Module) -> "tuple[str, dict]":
+    """``(name, backbone_kwargs)`` that rebuild ``backbone`` of ``source`` (:class:`harness.models.ModelConfig`'s
+    ``backbone`` and ``backbone_kwargs``): for an ``hf-hub:`` / ``local-dir:`` source the timm architecture and the
+    ``model_args`` of its ``config.json`` (timm keeps them as ``pretrained_model_args``; its weights are loaded into
+    the rebuilt model afterwards); else the ``timm:`` name without its prefix, or the ``torchvision:NAME`` source."""
+    name = str(source)[len(TIMM_PREFIX):] if str(source).startswith(TIMM_PREFIX) else str(source)
+    if name.startswith((HF_HUB_PREFIX, LOCAL_DIR_PREFIX)):
+        return str(backbone.pretrained_cfg["architecture"]), dict(getattr(backbone, "pretrained_model_args", None) or {})
+    return name, {}
 
 
 def _torchvision_backbone_with_weights(source: str, weights: "Optional[str | os.PathLike]",
                                        random_init: bool) -> nn.Module:
-    """``torchvision:NAME`` with a state dict file (``.pth``/``.pt`` read with ``weights_only=True``, or
-    ``.safetensors``), loaded strictly with only the classifier left out; see :func:`load_source`."""
+    """``torchvision:NAME`` with a state dict file (:func:`read_state`), loaded strictly with only the classifier
+    left out; see :func:`harness.models.load_source`."""
     backbone = create_backbone(source)
     if weights is None and not random_init:
         raise ValueError(f"{source} needs its weights: give --weights FILE (a torchvision state dict, .pth or "
                          ".safetensors), or --random-init to start from random weights on purpose")
     if weights is not None:
-        if not Path(weights).is_file():
-            raise FileNotFoundError(f"no weights file at {str(weights)!r} (--weights)")
         state = read_state(weights)
         own = backbone.state_dict()
         load_weights(backbone, {k: v for k, v in state.items() if k in own or k.split(".")[0] not in _TORCHVISION_HEADS},
@@ -195,56 +261,158 @@ def _torchvision_backbone_with_weights(source: str, weights: "Optional[str | os.
     return backbone
 
 
+def classifier_names(model: nn.Module) -> "tuple[str, ...]":
+    """The classifier module name(s) of a timm model, from its ``pretrained_cfg['classifier']`` (a string, or a
+    tuple for models with two heads: ``('head', 'head_dist')`` of distilled DeiT, ``('head.linear',
+    'head_dist.linear')`` of LeViT); for a model without one, the module ``get_classifier()`` returns."""
+    names = (getattr(model, "pretrained_cfg", None) or {}).get("classifier")
+    if names:
+        return (names,) if isinstance(names, str) else tuple(names)
+    found = model.get_classifier() if hasattr(model, "get_classifier") else None
+    return tuple(n for n, m in model.named_modules() if n and m is found)
+
+
+def _drop_classifier(state: dict, model: nn.Module) -> dict:
+    """``state`` without the keys of the classifier(s) that ``model`` (built with ``num_classes=0``) lacks: those
+    under a :func:`classifier_names` module, or under its parent (timm replaces ``head`` of ``head.linear``, LeViT's
+    norm + linear head, by the identity)."""
+    names = classifier_names(model)
+    prefixes = tuple(n + "." for n in names) + tuple(n.rsplit(".", 1)[0] + "." for n in names if "." in n)
+    own = model.state_dict()
+    return {k: v for k, v in state.items() if k in own or not (prefixes and k.startswith(prefixes))}
+
+
 def _timm_with_weights(name: str, weights: Path, **kwargs: Any) -> nn.Module:
-    """``timm:NAME`` with ``weights`` loaded by timm, strictly: a state dict (``.safetensors``, ``.pth``, ``.pt``;
-    EMA weights first, as timm picks them) through ``timm.models.load_checkpoint`` with only the file's
-    classifier left out (the backbone has none), with our key/shape report when it does not fit; an original
-    ``.npz`` (BiT, ViT) through timm's ``pretrained_cfg_overlay=dict(file=...)``, whose readers convert it."""
-    if weights.suffix == ".npz":
-        return create_backbone(name, str(weights), **kwargs)
-    import timm.models
-
+    """``timm:NAME`` with ``weights`` loaded strictly: a state dict (:func:`read_state`: ``.safetensors``,
+    ``.pth``, ``.pt``) with only the file's classifier left out (:func:`_drop_classifier`), our key / shape report
+    when it does not fit; an original ``.npz`` (BiT, ViT) through timm's ``load_checkpoint``, which hands it to the
+    model's own reader."""
     backbone = create_backbone(name, **kwargs)
+    if weights.suffix.lower() == ".npz":
+        import timm.models
 
-    def drop_classifier(state: dict, model: nn.Module) -> dict:
-        own = model.state_dict()
-        return {k: v for k, v in state.items() if k in own or not _is_classifier(k)}
-
-    try:
-        timm.models.load_checkpoint(backbone, str(weights), strict=True, filter_fn=drop_classifier)
-    except RuntimeError as e:  # torch's strict load_state_dict error: say which keys and shapes
-        load_weights(backbone, drop_classifier(timm.models.load_state_dict(str(weights)), backbone),
-                     source=f"{weights} (timm:{name})")
-        raise ValueError(f"weights in {weights} do not fit timm:{name}: {str(e)[:300]}") from e
+        try:
+            timm.models.load_checkpoint(backbone, str(weights))
+        except Exception as e:  # noqa: BLE001 -- a model without an .npz reader, or an archive it cannot read
+            raise ValueError(f"{str(weights)!r} cannot be read as the .npz weights of timm:{name} "
+                             f"({type(e).__name__}); {WEIGHTS_FIX}") from e
+        check_finite(backbone.state_dict(), str(weights))
+        return backbone
+    load_weights(backbone, _drop_classifier(read_state(weights), backbone), source=f"{weights} (timm:{name})")
     return backbone
 
 
-def _is_classifier(key: str) -> bool:
-    """A key of a classifier layer that a ``num_classes=0`` backbone does not have (``fc.``, ``head.``, ...)."""
-    return key.split(".")[0] in ("fc", "head", "classifier", "last_linear", "heads")
+def _cached_weights(name: str) -> "Optional[dict]":
+    """The ``pretrained_cfg_overlay`` pointing timm at the cached weights of registry name ``name`` (from the Hugging
+    Face cache, ``huggingface_hub.try_to_load_from_cache``, or timm's download folder under ``torch.hub.get_dir()``),
+    or None when they are not on this machine. Nothing is downloaded."""
+    import timm.models
+    from huggingface_hub import try_to_load_from_cache
+
+    cfg = timm.models.get_pretrained_cfg(name)
+    if cfg is None:
+        return None
+    found = None
+    if cfg.hf_hub_id:
+        for file in ([cfg.hf_hub_filename] if cfg.hf_hub_filename else ["model.safetensors", "pytorch_model.bin"]):
+            hit = try_to_load_from_cache(cfg.hf_hub_id, file)
+            if isinstance(hit, str):
+                found = hit
+                break
+    if found is None and cfg.url:
+        candidate = Path(torch.hub.get_dir()) / "checkpoints" / Path(cfg.url.split("?")[0]).name
+        found = str(candidate) if candidate.is_file() else None
+    return None if found is None else dict(file=found, custom_load=bool(cfg.custom_load) and found.endswith(".npz"))
 
 
-def _timm_from_cache(name: str, **kwargs: Any) -> nn.Module:
-    """``timm:NAME`` with pretrained weights from the local cache only (Hugging Face offline mode)."""
+def _timm_pretrained(name: str, offline: Optional[bool] = None, **kwargs: Any) -> nn.Module:
+    """``timm:NAME`` with its published weights, as timm gets them: downloaded (or found in the cache) by
+    ``timm.create_model(pretrained=True)``; in offline mode (:func:`offline_mode`) only from the local cache."""
     import timm
 
     check_timm_name(name)  # an unknown name is refused first, with close matches
-    import huggingface_hub.constants as hub
-
-    saved, saved_const = os.environ.get("HF_HUB_OFFLINE"), hub.HF_HUB_OFFLINE
-    os.environ["HF_HUB_OFFLINE"], hub.HF_HUB_OFFLINE = "1", True  # the constant is read at import time
+    options = ("give a weights file with --weights FILE (.safetensors, .pth or a BiT .npz), or --random-init to start "
+               "from random weights on purpose")
+    if offline_mode(offline):
+        overlay = _cached_weights(name)
+        if overlay is None:
+            raise ValueError(f"no weights for timm:{name} on this machine (offline mode: HF_HUB_OFFLINE or offline=True; "
+                             f"not in the timm / Hugging Face cache): unset HF_HUB_OFFLINE to let timm download them, "
+                             f"or {options}")
+        kwargs["pretrained_cfg_overlay"] = overlay
     try:
         return timm.create_model(name, pretrained=True, num_classes=0, **kwargs)
-    except Exception as e:  # noqa: BLE001 -- any failure to find cached weights means: none here
-        raise ValueError(f"no weights for timm:{name} on this machine (offline; not in the timm / Hugging Face "
-                         f"cache: {type(e).__name__}); give a weights file with --weights FILE (.safetensors, .pth "
-                         "or a BiT .npz), or --random-init to start from random weights on purpose") from None
-    finally:
-        hub.HF_HUB_OFFLINE = saved_const
-        if saved is None:
-            os.environ.pop("HF_HUB_OFFLINE", None)
-        else:
-            os.environ["HF_HUB_OFFLINE"] = saved
+    except Exception as e:  # noqa: BLE001 -- a failed download or an unreadable cache entry: say what to do
+        raise ValueError(f"no weights for timm:{name}: timm could not get them ({type(e).__name__}: no network, or "
+                         f"no published weights); {options}") from e
+
+
+def read_config_json(path: "str | os.PathLike") -> dict:
+    """A model folder's ``config.json`` (at most :data:`CONFIG_LIMIT` bytes), as a dict.
+
+    Raises:
+        FileNotFoundError: no such file. ValueError: too large, not JSON, or not an object.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no config.json at {str(path)!r}: give a folder written by save_pretrained, or a timm "
+                                "model folder (config.json with its weights)")
+    if path.stat().st_size > CONFIG_LIMIT:
+        raise ValueError(f"{str(path)!r} is over {CONFIG_LIMIT} bytes: not a model's config.json")
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as e:
+        raise ValueError(f"{str(path)!r} is not valid JSON ({type(e).__name__}): give the config.json written with "
+                         "the model") from e
+    if not isinstance(config, dict):
+        raise ValueError(f"{str(path)!r} is not a JSON object: give the config.json written with the model")
+    return config
+
+
+def hub_config(source: str, offline: Optional[bool] = None) -> "tuple[dict, Optional[Path]]":
+    """``(config.json, its folder)`` of an ``hf-hub:ORG/NAME`` or ``local-dir:PATH`` source (the hub's file through
+    ``huggingface_hub.hf_hub_download``: downloaded, or from the cache only in offline mode).
+
+    Raises:
+        ValueError: no such folder or repository, or no config.json (the message names the fix).
+    """
+    name = str(source)[len(TIMM_PREFIX):] if str(source).startswith(TIMM_PREFIX) else str(source)
+    if name.startswith(LOCAL_DIR_PREFIX):
+        folder = Path(name[len(LOCAL_DIR_PREFIX):]).expanduser()
+        if not folder.is_dir():
+            raise ValueError(f"{source}: no folder {str(folder)!r}; give local-dir:PATH of a folder holding config.json "
+                             "and the weights")
+        try:
+            return read_config_json(folder / "config.json"), folder
+        except FileNotFoundError as e:
+            raise ValueError(str(e)) from e
+    from huggingface_hub import hf_hub_download
+
+    repo = name[len(HF_HUB_PREFIX):]
+    try:
+        path = Path(hf_hub_download(repo, "config.json", local_files_only=offline_mode(offline)))
+    except Exception as e:  # noqa: BLE001 -- not found, no network, not in the cache (offline): say what to do
+        where = ("offline mode and not in the Hugging Face cache: unset HF_HUB_OFFLINE to download it"
+                 if offline_mode(offline) else "check the name and the network")
+        raise ValueError(f"{source}: no config.json from the Hugging Face hub ({type(e).__name__}; {where}), or "
+                         "download the repository and give local-dir:PATH") from e
+    return read_config_json(path), path.parent
+
+
+def _timm_hub_source(name: str, random_init: bool, offline: Optional[bool], **kwargs: Any) -> nn.Module:
+    """A backbone from timm's ``hf-hub:`` / ``local-dir:`` source (``timm.create_model(source, pretrained=True,
+    num_classes=0)``); in offline mode an ``hf-hub:`` repository is read from its cached folder as ``local-dir:``."""
+    import timm
+
+    _, folder = hub_config(name, offline)
+    source = name
+    if name.startswith(HF_HUB_PREFIX) and offline_mode(offline):
+        source = LOCAL_DIR_PREFIX + str(folder)
+    try:
+        return timm.create_model(source, pretrained=not random_init, num_classes=0, **kwargs)
+    except Exception as e:  # noqa: BLE001 -- an unknown architecture, missing or unreadable weights
+        raise ValueError(f"{name}: timm could not build the model with its weights ({type(e).__name__}); give a "
+                         "folder with a timm config.json and model.safetensors, or timm:NAME with --weights FILE") from e
 
 
 def timm_preprocessing(model: nn.Module) -> dict:

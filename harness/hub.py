@@ -1,0 +1,338 @@
+"""Models out of the harness the way timm users share them: a folder (or Hugging Face hub repository) holding
+``model.safetensors``, ``config.json`` and a model card ``README.md``, written by
+:meth:`harness.models.Classifier.save_pretrained` and read by ``Classifier.from_pretrained`` (both through
+huggingface_hub's ``ModelHubMixin``, which also gives ``push_to_hub``).
+
+Layout (``config.json``): timm's keys (``architecture``, ``num_classes``, ``num_features``, ``pretrained_cfg`` with the
+input normalisation the backbone expects, ``model_args``, ``label_names``) and a ``harness`` section: the format, the
+weights' layout, the :class:`~harness.models.ModelConfig` (head options and τ, preprocessing), ``trained_on`` (the
+data) and ``metrics``. Weights (``model.safetensors``), one of two layouts:
+
+- ``timm``, for a homoscedastic head on a timm backbone: exactly the plain timm model's state dict (the backbone, and
+  the head's linear layer, divided by τ, as timm's classifier, under every name of ``pretrained_cfg['classifier']``),
+  checked at export to give the same logits in plain timm, so ``timm.create_model("local-dir:DIR", pretrained=True)``
+  or ``timm.create_model(NAME, pretrained=True, num_classes=K, pretrained_cfg_overlay=dict(file=".../model.safetensors",
+  num_classes=K))`` loads it;
+- ``het_head``, for every other model (HET heads, torchvision backbones, timm models whose plain form differs): the
+  backbone's state dict and the head's under ``het_head.``; timm refuses it (unexpected keys), the harness reads it.
+
+Reading checks what it reads as a ``model.pt`` is checked (:func:`harness.models.check_stored_config`, safetensors
+only, finite values). :func:`export_run` exports a run folder with its data and metrics.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Optional
+
+import torch
+
+from harness.io import atomic_write_bytes, atomic_write_text, json_dumps, quote
+
+if TYPE_CHECKING:
+    from harness.models import Classifier
+
+EXPORT_FORMAT = "harness.export/1"
+WEIGHTS_FILE, CONFIG_FILE, CARD_FILE = "model.safetensors", "config.json", "README.md"
+LAYOUTS = ("timm", "het_head")
+HEAD_PREFIX = "het_head."
+#: data settings recorded as ``trained_on`` (never paths: an export may be pushed to a public hub)
+DATA_KEYS = ("source", "name", "train_split", "eval_split", "heldout_split", "label_set", "multilabel", "num_classes",
+             "label_noise", "image_size")
+
+CARD_TEMPLATE = """---
+{{ card_data }}
+---
+
+# {{ title }}
+
+{{ summary }}
+
+| | |
+|---|---|
+{% for key, value in facts %}| {{ key }} | {{ value }} |
+{% endfor %}
+{% if metrics %}
+## Metrics
+
+| metric | value |
+|---|---|
+{% for key, value in metrics %}| {{ key }} | {{ value }} |
+{% endfor %}{% endif %}
+## Use
+
+```python
+from harness.models import Classifier
+
+model = Classifier.from_pretrained("{{ repo_id | default('ORG/NAME', true) }}")  # or the folder
+logits = model(images)  # images [B, 3, H, W] normalised to [-1, 1] ((pixels - 0.5) / 0.5)
+```
+{% if timm_layout %}
+In plain timm (no harness needed; inputs normalised with the `pretrained_cfg` mean and std):
+
+```python
+import timm
+
+model = timm.create_model("local-dir:PATH", pretrained=True)  # or "hf-hub:{{ repo_id | default('ORG/NAME', true) }}"
+```
+{% endif %}
+Method: heteroscedastic classification (HET), Collier et al., CVPR 2021, arXiv:2105.10305.
+"""
+
+
+def prepare_folder(folder: "str | os.PathLike") -> Path:
+    """Check that ``folder`` may take an export: new, empty, or an earlier export (only ``model.safetensors``,
+    ``config.json`` with a ``harness`` section, ``README.md``; its card is removed to be written again).
+
+    Raises:
+        ValueError: a file, or a folder holding files an export did not write (they are never replaced).
+    """
+    from harness.weights import read_config_json
+
+    folder = Path(folder)
+    if folder.exists() and not folder.is_dir():
+        raise ValueError(f"{folder} is a file: give save_pretrained a folder")
+    if not folder.is_dir():
+        return folder
+    names = {p.name for p in folder.iterdir()}
+    others = sorted(names - {WEIGHTS_FILE, CONFIG_FILE, CARD_FILE})
+    earlier = CONFIG_FILE in names and "harness" in _config_or_empty(folder / CONFIG_FILE, read_config_json)
+    if others or (names and not earlier):
+        raise ValueError(f"{folder} holds files save_pretrained did not write ({quote(', '.join(others or sorted(names)), 120)}): "
+                         "give a new or empty folder (an export never replaces other files)")
+    (folder / CARD_FILE).unlink(missing_ok=True)
+    return folder
+
+
+def _config_or_empty(path: Path, read) -> dict:
+    try:
+        return read(path)
+    except (OSError, ValueError):
+        return {}
+
+
+def export_state(model: "Classifier") -> "tuple[dict[str, torch.Tensor], str, Optional[float]]":
+    """``(tensors, layout, folded τ)`` of ``model`` (module docstring): the ``timm`` layout when the head is
+    homoscedastic on a timm backbone and the plain timm model with those weights gives the same logits (checked on a
+    random input in eval mode), else ``het_head``."""
+    head = model.head
+    backbone = {k: v.detach().contiguous() for k, v in model.backbone.state_dict().items()}
+    if head.covariance_type == "none" and not model.config.backbone.startswith("torchvision:"):
+        from harness.weights import classifier_names
+
+        tau = float(head.temperature)
+        weight, bias = (head.loc.weight.detach() / tau, head.loc.bias.detach() / tau) if tau != 1.0 else (
+            head.loc.weight.detach(), head.loc.bias.detach())
+        names = classifier_names(model.backbone)
+        state = {**backbone, **{f"{n}.{p}": t.clone().contiguous() for n in names for p, t in (("weight", weight),
+                                                                                                 ("bias", bias))}}
+        if names and _same_in_timm(model, state):
+            return state, "timm", (tau if tau != 1.0 else None)
+    return {**backbone, **{HEAD_PREFIX + k: v.detach().contiguous() for k, v in head.state_dict().items()}}, "het_head", None
+
+
+def _same_in_timm(model: "Classifier", state: dict) -> bool:
+    """Whether ``timm.create_model(architecture, num_classes=K)`` takes ``state`` strictly and gives ``model``'s
+    logits (softmax link) on a random input of the backbone's size, both in eval mode."""
+    import timm
+
+    net = timm.create_model(model.config.backbone, pretrained=False, num_classes=model.num_classes,
+                            **model.config.backbone_kwargs)
+    own = net.state_dict()
+    if set(own) != set(state) or any(own[k].shape != v.shape for k, v in state.items()):
+        return False
+    net.load_state_dict(state, strict=True)
+    size = tuple((getattr(model.backbone, "pretrained_cfg", None) or {}).get("input_size") or (3, 224, 224))
+    x = torch.randn(2, *size, generator=torch.Generator().manual_seed(0))
+    modes = {m: m.training for m in model.modules()}
+    model.eval()
+    try:
+        with torch.no_grad():
+            ours = model.head(model.backbone(x))
+            theirs = net.eval()(x)
+    finally:
+        for m, mode in modes.items():
+            m.training = mode
+    if model.head.link != "softmax":
+        return bool(torch.allclose(ours, theirs, rtol=1e-4, atol=1e-4))
+    return bool(torch.allclose(ours.log_softmax(-1), theirs.log_softmax(-1), rtol=1e-4, atol=1e-4))
+
+
+def export_config(model: "Classifier", layout: str, folded: Optional[float]) -> dict:
+    """``config.json`` of an export (module docstring)."""
+    from timm.models import filter_pretrained_cfg
+
+    from harness.models import HARNESS_NORMALISATION
+    from harness.weights import classifier_names
+
+    prep = model.config.preprocessing
+    cfg = filter_pretrained_cfg(dict(getattr(model.backbone, "pretrained_cfg", None) or {}), remove_source=True)
+    for key in ("architecture", "tag", "label_names", "label_descriptions", "label_offset"):
+        cfg.pop(key, None)
+    cfg.update(mean=list(prep.get("mean", HARNESS_NORMALISATION)), std=list(prep.get("std", HARNESS_NORMALISATION)),
+               interpolation=prep.get("interpolation", cfg.get("interpolation", "bilinear")),
+               crop_pct=prep.get("crop_pct", cfg.get("crop_pct", 1.0)), num_classes=model.num_classes,
+               custom_load=False)
+    names = classifier_names(model.backbone) if layout == "timm" else ()
+    if names:
+        cfg["classifier"] = names[0] if len(names) == 1 else list(names)
+    size = model.card_info.get("trained_on", {}).get("image_size")
+    if isinstance(size, int) and not cfg.get("fixed_input_size"):
+        cfg["input_size"] = [int((cfg.get("input_size") or (3,))[0]), size, size]
+        cfg.pop("test_input_size", None)
+        cfg["pool_size"] = None
+    config = {"architecture": model.config.backbone, "num_classes": model.num_classes,
+              "num_features": model.num_features, "pretrained_cfg": cfg}
+    if model.config.backbone_kwargs:
+        config["model_args"] = dict(model.config.backbone_kwargs)
+    if model.card_info.get("label_names"):
+        config["label_names"] = list(model.card_info["label_names"])
+    config["harness"] = {"format": EXPORT_FORMAT, "layout": layout, "folded_temperature": folded,
+                         "model": model.config.to_dict(), "trained_on": model.card_info.get("trained_on"),
+                         "metrics": model.card_info.get("metrics")}
+    return config
+
+
+def write_export(model: "Classifier", folder: Path) -> None:
+    """``model.safetensors`` and ``config.json`` of ``model`` in ``folder``, each written atomically.
+
+    Raises:
+        ValueError: a feature extractor (``reset_classifier(0)``: no head).
+    """
+    from safetensors.torch import save
+
+    from harness.heads import HeteroscedasticHead
+
+    if not isinstance(model.head, HeteroscedasticHead):
+        raise ValueError("this model has no head (reset_classifier(0) made it a feature extractor): give it one with "
+                         "model.reset_classifier(num_classes) before saving")
+    state, layout, folded = export_state(model)
+    model.card_info["layout"] = layout
+    atomic_write_bytes(folder / WEIGHTS_FILE, save(state, metadata={"format": "pt"}))
+    atomic_write_text(folder / CONFIG_FILE, json_dumps(export_config(model, layout, folded), indent=2) + "\n")
+
+
+def _files(model_id: str, **download: Any) -> "tuple[Path, Path]":
+    """``(config.json, model.safetensors)`` of a folder, or of a hub repository through
+    ``huggingface_hub.hf_hub_download`` (``download``: its revision, cache and token options)."""
+    folder = Path(model_id).expanduser()
+    if folder.is_dir():
+        return folder / CONFIG_FILE, folder / WEIGHTS_FILE
+    if folder.exists():
+        raise ValueError(f"{model_id} is a file: give from_pretrained the folder written by save_pretrained")
+    from huggingface_hub import hf_hub_download
+
+    try:
+        return tuple(Path(hf_hub_download(model_id, f, **download)) for f in (CONFIG_FILE, WEIGHTS_FILE))
+    except Exception as e:  # noqa: BLE001 -- not a folder, not found on the hub, offline: say what to do
+        raise ValueError(f"{model_id!r}: no such folder, and no {CONFIG_FILE} + {WEIGHTS_FILE} from the Hugging Face "
+                         f"hub ({type(e).__name__}): give a folder written by save_pretrained, or a hub repository "
+                         "id (ORG/NAME) reachable from here or in the local cache") from e
+
+
+def read_export(model_id: str, **download: Any) -> "Classifier":
+    """The :class:`~harness.models.Classifier` of an export folder or hub repository (module docstring), its
+    ``config.json`` checked as a ``model.pt``'s config is, its weights read as safetensors and loaded strictly.
+
+    Raises:
+        FileNotFoundError: no config.json or weights in the folder.
+        ValueError: not an export of this format; a stored config that could open other files; unreadable or
+            non-finite weights; weights that do not fit (keys and shapes listed).
+    """
+    from harness.models import ModelConfig, build_model, check_stored_config
+    from harness.weights import classifier_names, load_weights, read_config_json, read_state
+
+    config_path, weights_path = _files(model_id, **download)
+    config = read_config_json(config_path)
+    info = config.get("harness")
+    if not isinstance(info, dict) or info.get("format") != EXPORT_FORMAT or info.get("layout") not in LAYOUTS:
+        raise ValueError(f"{model_id}: {CONFIG_FILE} has no harness section of format {EXPORT_FORMAT!r}: not written "
+                         "by Classifier.save_pretrained (a plain timm folder loads with harness.models.load_source("
+                         "'local-dir:PATH'))")
+    spec = ModelConfig.from_dict(check_stored_config(info.get("model"), str(config_path)))
+    folded = info.get("folded_temperature")
+    if info["layout"] == "timm":
+        spec.head = {**spec.head, "temperature": 1.0, "learn_temperature": False}
+    model = build_model(spec)
+    state = read_state(weights_path, what=str(model_id))
+    source = f"{weights_path} ({model_id})"
+    if info["layout"] == "timm":  # the head's linear layer is timm's classifier (the first of its names)
+        names = classifier_names(model.backbone)
+        drop = {f"{n}.{p}" for n in names for p in ("weight", "bias")}
+        if not names or not all(f"{names[0]}.{p}" in state for p in ("weight", "bias")):
+            raise ValueError(f"{source}: no classifier {names[0] if names else ''}.weight / .bias for the timm layout; "
+                             "give the folder save_pretrained wrote, unchanged")
+        body = {k: v for k, v in state.items() if k not in drop}
+        head = {**model.head.state_dict(), **{f"loc.{p}": state[f"{names[0]}.{p}"] for p in ("weight", "bias")}}
+    else:
+        body = {k: v for k, v in state.items() if not k.startswith(HEAD_PREFIX)}
+        head = {k[len(HEAD_PREFIX):]: v for k, v in state.items() if k.startswith(HEAD_PREFIX)}
+    load_weights(model.backbone, body, source=source, fix="give the folder save_pretrained wrote, unchanged")
+    load_weights(model.head, head, source=source, fix="give the folder save_pretrained wrote, unchanged")
+    model.card_info = {k: info[k] for k in ("trained_on", "metrics") if info.get(k) is not None}
+    if folded not in (None, 1.0):
+        model.card_info["folded_temperature"] = folded
+    if config.get("label_names"):
+        model.card_info["label_names"] = list(config["label_names"])
+    return model
+
+
+def model_card(model: "Classifier", **kwargs: Any):
+    """The model card of an export: huggingface_hub's ``ModelCard.from_template`` on :data:`CARD_TEMPLATE` (what the
+    model is, its head, τ, data and metrics, how to load it); ``kwargs`` go to the template (``repo_id``)."""
+    from huggingface_hub import ModelCard, ModelCardData
+
+    cfg, info = model.config, model.card_info
+    head = cfg.head or {}
+    timm_layout = info.get("layout") == "timm"
+    data = info.get("trained_on") or {}
+    facts = [("backbone", f"`{cfg.backbone}`"), ("classes", cfg.num_classes),
+             ("head", f"{head.get('covariance', 'low_rank')} covariance, {head.get('link', 'softmax')} link"),
+             ("temperature τ", head.get("temperature", 1.0)),
+             ("input normalisation (mean, std)", f"{cfg.preprocessing.get('mean', [0.5] * 3)}, "
+                                                 f"{cfg.preprocessing.get('std', [0.5] * 3)}"),
+             ("trained on", ", ".join(f"{k} {v}" for k, v in data.items() if v not in (None, {}, "")) or "not recorded"),
+             ("loads in plain timm", "yes" if timm_layout else "no (a heteroscedastic head: use the harness)")]
+    metrics = [(k, f"{v:.4f}" if isinstance(v, float) else v) for k, v in (info.get("metrics") or {}).items()
+               if isinstance(v, (int, float, str))]
+    card_data = ModelCardData(library_name="timm" if timm_layout else "het-harness", license="apache-2.0",
+                              pipeline_tag="image-classification",
+                              tags=["image-classification", "heteroscedastic", "het-harness", "model_hub_mixin"]
+                              + (["timm"] if timm_layout else []))
+    kind = head.get("covariance", "low_rank")
+    title = f"{cfg.backbone} with a " + ("homoscedastic (linear) head" if kind == "none" else f"{kind} heteroscedastic head")
+    summary = (f"A {cfg.num_classes}-class image classifier exported by het-harness: a `{cfg.backbone}` backbone and a "
+               + ("homoscedastic (linear) head, stored as the plain timm model." if timm_layout else
+                  "heteroscedastic output head (Monte Carlo average of a tempered softmax over correlated logit noise)."))
+    return ModelCard.from_template(card_data, template_str=CARD_TEMPLATE, title=title, summary=summary, facts=facts,
+                                   metrics=metrics, timm_layout=timm_layout, **kwargs)
+
+
+def export_run(run_dir: "str | os.PathLike", out: "str | os.PathLike", **kwargs: Any) -> Path:
+    """Export a run folder's ``model.pt`` with ``save_pretrained``: ``trained_on`` from its ``config.yaml`` data
+    section (:data:`DATA_KEYS`, no paths), ``metrics`` from its ``metrics.json`` (and ``heldout_metrics`` as
+    ``heldout_<name>``), the class names of its ``run.json`` as timm's ``label_names``; ``kwargs`` as
+    ``save_pretrained`` (``push_to_hub=True, repo_id=...``).
+
+    Raises:
+        FileNotFoundError: not a run folder. ValueError: see :meth:`~harness.models.Classifier.save_pretrained`.
+    """
+    from harness.io import read_json
+    from harness.models import load_model
+    from harness.runs import run_config
+
+    run_dir = Path(run_dir)
+    model = load_model(run_dir / "model.pt")
+    data = run_config(run_dir).get("data") or {}
+    trained_on = {k: data[k] for k in DATA_KEYS if k in data}
+    if "image_size" not in trained_on:
+        trained_on["image_size"] = 32
+    recorded = read_json(run_dir / "metrics.json") or {}
+    metrics = dict(recorded.get("metrics") or {})
+    metrics.update({f"heldout_{k}": v for k, v in (recorded.get("heldout_metrics") or {}).items()})
+    names = (read_json(run_dir / "run.json") or {}).get("class_names")
+    if names:
+        model.card_info["label_names"] = [str(n) for n in names]
+    model.save_pretrained(out, trained_on=trained_on, metrics=metrics, **kwargs)
+    return Path(out)

@@ -1,0 +1,175 @@
+"""Models from any source, checked before any work: :func:`load_source` (a backbone to transfer or fine-tune, or a
+whole harness model) and :func:`load_classifier` (a model trained elsewhere on the evaluation data's classes, for
+``harness import``). Both are also :mod:`harness.models`' API.
+
+Sources: a harness ``model.pt``; a folder written by :meth:`harness.models.Classifier.save_pretrained` (also as
+``local-dir:PATH``, or its hub repository ``hf-hub:ORG/NAME``); ``timm:NAME`` with a weights file, or with timm's own
+weights (downloaded as timm does unless ``HF_HUB_OFFLINE`` / ``offline=True``); timm's ``hf-hub:ORG/NAME`` and
+``local-dir:PATH``; ``torchvision:NAME`` with a weights file. Weights files are read by
+:func:`harness.weights.read_state` (no code runs; every failure a ``ValueError`` naming the file and the fix).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Optional
+
+import torch
+from torch import nn
+
+from harness.weights import (
+    HF_HUB_PREFIX, LOCAL_DIR_PREFIX, TIMM_PREFIX, TORCHVISION_PREFIX, TORCHVISION_PREPROCESSING, check_finite,
+    check_timm_name, hub_config, load_weights, offline_mode, read_state, source_backbone, source_spec,
+    split_torchvision, timm_preprocessing, torchvision_model,
+)
+
+if TYPE_CHECKING:
+    from harness.models import Classifier
+
+
+def _named(source: str) -> bool:
+    """A source given by name (timm, torchvision, hub, local-dir), not a harness file or folder."""
+    return str(source).startswith((TIMM_PREFIX, TORCHVISION_PREFIX, HF_HUB_PREFIX, LOCAL_DIR_PREFIX))
+
+
+def export_source(source: str, offline: Optional[bool] = None) -> Optional[str]:
+    """The folder or hub repository id to give ``Classifier.from_pretrained`` when ``source`` is a harness export
+    (a folder whose ``config.json`` has a ``harness`` section; ``local-dir:`` / ``hf-hub:`` spellings too), else None.
+
+    Raises:
+        ValueError: a folder that holds no ``config.json``; an unreadable one (see :func:`harness.weights.hub_config`).
+    """
+    name = str(source)[len(TIMM_PREFIX):] if str(source).startswith(TIMM_PREFIX) else str(source)
+    if not _named(name):
+        if not Path(name).is_dir():
+            return None
+        name = LOCAL_DIR_PREFIX + name
+    if not name.startswith((HF_HUB_PREFIX, LOCAL_DIR_PREFIX)):
+        return None
+    config, folder = hub_config(name, offline)
+    if "harness" not in config:
+        return None
+    return str(folder) if name.startswith(LOCAL_DIR_PREFIX) else name[len(HF_HUB_PREFIX):]
+
+
+def load_classifier(source: str, num_classes: int, weights: "Optional[str | os.PathLike]" = None) -> "Classifier":
+    """A trained classifier for ``num_classes`` classes, its own output layer kept: a harness ``model.pt`` (or
+    ``save_pretrained`` folder), or ``timm:NAME`` / ``torchvision:NAME`` built with ``num_classes`` outputs and loaded
+    strictly from ``weights`` (classifier included; :func:`harness.weights.read_state`); the output ``nn.Linear``
+    becomes the mean layer of a homoscedastic :class:`HeteroscedasticHead` (the same logits), and the model records
+    the backbone's preprocessing. This is how a model trained elsewhere on the evaluation data's classes enters
+    ``harness ensemble``, ``harness shift`` and ``harness report`` (``harness import``).
+
+    Raises:
+        FileNotFoundError: no such ``model.pt`` or weights file.
+        ValueError: no ``weights`` for a timm / torchvision source; an unreadable weights file or one with NaN or
+            infinite values; weights that do not fit (the first missing and unexpected keys and the shapes that
+            differ); a model whose output layer is not a linear layer, or whose number of classes is not
+            ``num_classes``.
+    """
+    from harness.heads import HeteroscedasticHead
+    from harness.models import Classifier, ModelConfig, load_model
+
+    if not str(source).startswith((TIMM_PREFIX, TORCHVISION_PREFIX)):
+        if weights is not None:
+            raise ValueError(f"--weights goes with a timm:NAME or torchvision:NAME source; {source!r} is a harness "
+                             "model, which holds its own weights")
+        export = export_source(source)
+        model = Classifier.from_pretrained(export) if export else load_model(source)
+        check_finite(model.state_dict(), str(source))
+        if model.config.num_classes != num_classes:
+            raise ValueError(f"{source} predicts {model.config.num_classes} classes and the data has {num_classes}: "
+                             "give the data the model was trained on")
+        return model
+    if weights is None:
+        raise ValueError(f"{source} needs --weights FILE: a state dict with its classifier trained on the data's "
+                         f"{num_classes} classes")
+    state = read_state(weights)
+    what = f"{weights} ({source} with {num_classes} classes)"
+    fix = (f"give weights whose classifier has the data's {num_classes} classes, or the data the model was trained "
+           "on (--data, or data overrides)")
+    if str(source).startswith(TORCHVISION_PREFIX):
+        name = str(source)[len(TORCHVISION_PREFIX):]
+        net = torchvision_model(name, num_classes=num_classes)
+        load_weights(net, state, source=what, fix=fix)
+        backbone, linear = split_torchvision(net, name)
+        prep = dict(TORCHVISION_PREPROCESSING)
+    else:
+        import timm
+
+        name = str(source)[len(TIMM_PREFIX):]
+        check_timm_name(name)
+        net = timm.create_model(name, pretrained=False, num_classes=num_classes)
+        load_weights(net, state, source=what, fix=fix)
+        linear = net.get_classifier()
+        if not isinstance(linear, nn.Linear):
+            raise ValueError(f"{source}'s output layer is a {type(linear).__name__}, not a linear layer: this model "
+                             "cannot become a harness classifier; fine-tune it with harness downstream instead")
+        prep = timm_preprocessing(net)
+        net.reset_classifier(0)
+        backbone = net
+    head = HeteroscedasticHead(linear.in_features, num_classes, covariance="none")
+    with torch.no_grad():
+        head.loc.weight.copy_(linear.weight)
+        head.loc.bias.copy_(linear.bias if linear.bias is not None else torch.zeros(num_classes))
+    return Classifier(backbone, head, ModelConfig(str(source).split(":", 1)[1] if str(source).startswith(TIMM_PREFIX)
+                                                  else str(source), num_classes, {"covariance": "none"}, {}, prep))
+
+
+def load_source(source: str, weights: "Optional[str | os.PathLike]" = None, random_init: bool = False,
+                num_classes: Optional[int] = None, head: Optional[dict] = None,
+                offline: Optional[bool] = None) -> "Classifier":
+    """A model from any source, checked before any work:
+
+    - a harness ``model.pt``, or a folder written by ``Classifier.save_pretrained`` (also spelled
+      ``local-dir:PATH``; ``hf-hub:ORG/NAME`` for its hub repository): the whole model, its own head and
+      preprocessing (``weights`` must be None);
+    - ``torchvision:NAME`` (``torchvision.models.list_models()``) with ``weights``, a torchvision state dict
+      (``.pth``/``.pt``, or ``.safetensors``) loaded strictly, its classifier left out; torchvision's ImageNet
+      normalisation; or ``random_init``;
+    - ``timm:NAME`` (any timm registry name, optionally with a tag, e.g. ``timm:resnet50.a1_in1k``): the backbone
+      built by timm, loaded from ``weights`` (``.safetensors``, a ``.pth``/``.pt`` state dict with or without its
+      classifier, which ``pretrained_cfg['classifier']`` names; or a BiT / ViT ``.npz``), else with timm's published
+      weights: downloaded by timm as usual, or only from the local timm / Hugging Face cache in offline mode
+      (``offline=True``, or ``HF_HUB_OFFLINE=1`` in the environment), else, only with ``random_init``, randomly
+      initialised;
+    - timm's ``hf-hub:ORG/NAME`` and ``local-dir:PATH`` (a folder with timm's ``config.json`` and weights), also after
+      ``timm:``: built and loaded by ``timm.create_model`` (offline: the repository's cached folder).
+
+    A timm / torchvision source gets a new head on the backbone's pooled features: for ``num_classes`` classes when
+    given (a zero-initialised homoscedastic layer, or ``head``: :class:`HeteroscedasticHead` options such as
+    ``{"covariance": "low_rank"}``), ready to train; without ``num_classes`` a 1-class placeholder (outputs
+    ``[B, 1]``) for ``harness downstream`` to replace. A harness model keeps its own head unless ``num_classes``
+    differs from its own (then a new head as above). Its ``preprocessing`` comes from the backbone's
+    ``pretrained_cfg``.
+
+    Raises:
+        FileNotFoundError: no such ``model.pt`` or weights file.
+        ValueError: an unknown timm name; no weights offline or none downloadable (the message names ``--weights``);
+            an unreadable weights file or one with NaN values; weights that do not fit the architecture (the first
+            missing and unexpected keys and the shapes that differ); ``weights`` given with a harness model or a
+            source that holds its own; ``num_classes`` < 1.
+    """
+    from harness.models import Classifier, ModelConfig, fresh_head, load_model, replace_head
+
+    if num_classes is not None and (isinstance(num_classes, bool) or int(num_classes) != num_classes
+                                    or num_classes < 1):
+        raise ValueError(f"num_classes must be a whole number >= 1 (the classes of the head to train), got "
+                         f"{num_classes!r}")
+    export = export_source(source, offline)
+    if export or not _named(source):
+        if weights is not None:
+            raise ValueError(f"--weights goes with a timm:NAME or torchvision:NAME source; {source!r} is a harness "
+                             "model, which holds its own weights")
+        model = (Classifier.from_pretrained(export, local_files_only=offline_mode(offline)) if export
+                 else load_model(source))
+        if num_classes is None or num_classes == model.config.num_classes:
+            return model
+        return replace_head(model, num_classes, **(head or {}))
+    backbone, prep = source_backbone(str(source), weights, random_init, offline)
+    width = int(getattr(backbone, "head_hidden_size", None) or backbone.num_features)
+    head_cfg = {"covariance": "none", "link": "softmax", **(head or {})}
+    name, kwargs = source_spec(source, backbone)
+    return Classifier(backbone, fresh_head(width, num_classes or 1, head_cfg),
+                      ModelConfig(name, num_classes or 1, head_cfg, kwargs, prep))
