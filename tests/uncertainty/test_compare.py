@@ -208,6 +208,11 @@ def test_method_level_mean_is_the_image_level_difference_and_uses_its_resamples(
         assert r[key]["method"] == S.METHOD_SEEDS_IMAGES
         # the image term counts only what the seeds share: at most the seed-averaged replicates' spread
         assert r[key]["se_images"] <= img[key]["std"] * (1 + 1e-12), key
+        # image_level's interval (models fixed) comes with it, from the same replicates
+        fixed = r[key]["models_fixed"]
+        for k in ("diff", "lo", "hi", "std", "p"):
+            assert fixed[k] == pytest.approx(img[key][k], rel=1e-9, abs=1e-14), (key, k)
+        assert fixed["verdict"] == img[key]["verdict"]
     assert r["top1"]["per_seed"] == pytest.approx([_acc(a) - _acc(b) for a, b in zip(strong, weak)], abs=1e-15)
     assert r["nll"]["per_seed"] == pytest.approx([_nll(a) - _nll(b) for a, b in zip(strong, weak)], abs=1e-9)
     assert r["top1"]["verdict"] == "better" and r["nll"]["verdict"] == "better"
