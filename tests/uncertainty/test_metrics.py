@@ -148,7 +148,8 @@ Y = np.random.default_rng(1).integers(0, 4, 20)
 Z = np.random.default_rng(2).normal(size=(20, 4))
 T = np.eye(4)[Y]
 CONF, CORR = M.top_label(LP, Y)
-SINGLE = [M.accuracy, M.nll, M.brier, M.top_label, M.ece, M.mce, M.adaptive_ece, M.classification_metrics]
+SINGLE = [M.accuracy, M.nll, M.brier, M.top_label, M.ece, M.mce, M.adaptive_ece, M.classification_metrics,
+          M.classwise_ece, M.rms_calibration_error]
 MULTI = [M.prec_at_1, M.sigmoid_nll, M.micro_ap, M.macro_map, M.multilabel_top_label, M.multilabel_top_label_ece,
          M.multilabel_metrics, M.labelled_examples]
 FORECASTS = [M.calibration_error, M.reliability_bins]
@@ -232,3 +233,74 @@ def test_valid_edge_inputs_are_still_scored():
     z[0, Y[0]], z[1, (Y[1] + 1) % 4] = np.inf, -np.inf  # certain forecasts
     assert np.isfinite(list(M.multilabel_metrics(z, T).values())).all()
     assert M.multilabel_metrics(Z, T.astype(bool)) == pytest.approx(M.multilabel_metrics(Z, T))
+
+
+# ------------------------------------------------------------------ classwise ECE and RMS calibration error
+def _random_probs(n, k, seed, sharp):
+    lp, y = _random_case(n, k, seed, sharp)
+    return lp, y
+
+
+@pytest.mark.parametrize("seed,k,sharp,bins", [(0, 10, 1.0, 15), (1, 10, 4.0, 15), (2, 3, 2.0, 10), (3, 2, 0.5, 5)])
+def test_rms_calibration_error_equals_torchmetrics_l2(seed, k, sharp, bins):
+    """RMS-CE against torchmetrics' MulticlassCalibrationError(norm='l2') (equal-width bins), and ECE against its l1."""
+    import torch
+    from torchmetrics.classification import MulticlassCalibrationError
+
+    lp, y = _random_probs(600, k, seed, sharp)
+    probs, target = torch.from_numpy(np.exp(lp)), torch.from_numpy(y)
+    for norm, ours in (("l2", M.rms_calibration_error(lp, y, bins)), ("l1", M.ece(lp, y, bins))):
+        theirs = MulticlassCalibrationError(num_classes=k, n_bins=bins, norm=norm)(probs, target)
+        assert ours == pytest.approx(float(theirs), abs=1e-6), norm  # torchmetrics computes in float32
+
+
+@pytest.mark.parametrize("seed,k,sharp", [(0, 10, 1.0), (1, 5, 4.0), (2, 2, 2.0)])
+def test_classwise_ece_is_the_mean_binary_ece_of_torchmetrics_over_classes(seed, k, sharp):
+    """Kull et al.'s definition: the ECE of p_j as a forecast of y == j, averaged over classes; each class's term is
+    torchmetrics' BinaryCalibrationError(norm='l1') on (p_j, y == j)."""
+    import torch
+    from torchmetrics.classification import BinaryCalibrationError
+
+    lp, y = _random_probs(500, k, seed, sharp)
+    probs = torch.from_numpy(np.exp(lp))
+    per_class = [float(BinaryCalibrationError(n_bins=15, norm="l1")(probs[:, j], torch.from_numpy((y == j).astype(int))))
+                 for j in range(k)]
+    assert M.classwise_ece(lp, y) == pytest.approx(np.mean(per_class), abs=1e-6)
+
+
+def test_calibration_errors_on_hand_computed_cases():
+    # two bins filled (B = 2): conf 0.8 (acc 1/2) on 2 examples and 0.3 (acc 0) on 1... in top-label form
+    lp = np.log(np.array([[0.8, 0.2], [0.8, 0.2], [0.3, 0.7]]))
+    y = np.array([0, 1, 0])
+    # top label: conf 0.8, 0.8, 0.7; correct 1, 0, 0 -> one bin [0.5, 1): acc 1/3, conf 0.7667
+    gap = abs(1 / 3 - (0.8 + 0.8 + 0.7) / 3)
+    assert M.rms_calibration_error(lp, y, num_bins=2) == pytest.approx(gap)  # one filled bin: RMS = ECE
+    assert M.ece(lp, y, num_bins=2) == pytest.approx(gap)
+    # classwise, B = 2: class 0 forecasts 0.8, 0.8 (bin 1; freq 1/2) and 0.3 (bin 0; freq 1):
+    #   (2/3)|0.5 - 0.8| + (1/3)|1 - 0.3| = 0.2 + 0.2333; class 1 forecasts 0.2, 0.2 (bin 0, freq 1/2) and 0.7
+    #   (bin 1, freq 0): (2/3)|0.5 - 0.2| + (1/3)|0 - 0.7| = 0.2 + 0.2333
+    assert M.classwise_ece(lp, y, num_bins=2) == pytest.approx((2 / 3) * 0.3 + (1 / 3) * 0.7)
+
+
+@pytest.mark.parametrize("case", range(len(CASES)))
+def test_rms_is_at_least_ece_and_classwise_ece_is_bounded(case):
+    lp, y = CASES[case]
+    rms, top, cw = M.rms_calibration_error(lp, y), M.ece(lp, y), M.classwise_ece(lp, y)
+    assert top - 1e-12 <= rms <= 1 and 0 <= cw <= 1
+
+
+def test_calibrated_forecasts_have_small_errors_and_overconfident_ones_large():
+    """Labels drawn from the forecasts themselves are calibrated (errors near 0); the same labels scored against
+    sharpened forecasts are not."""
+    rng = np.random.default_rng(0)
+    lp = M.log_softmax(rng.normal(size=(20000, 4)))
+    y = np.array([rng.choice(4, p=p) for p in np.exp(lp)])
+    assert M.classwise_ece(lp, y) < 0.01 and M.rms_calibration_error(lp, y) < 0.02
+    sharp = M.log_softmax(lp * 4)
+    assert M.classwise_ece(sharp, y) > 0.05 and M.rms_calibration_error(sharp, y) > 0.1
+
+
+def test_the_new_metrics_are_registered_without_changing_the_suites():
+    lp, y = CASES[0]
+    assert "classwise_ece" not in M.classification_metrics(lp, y) and "rms_ce" not in M.classification_metrics(lp, y)
+    assert not M.METRICS["classwise_ece"].higher_is_better and not M.METRICS["rms_ce"].higher_is_better
