@@ -158,6 +158,9 @@ class Experiment:
         primary: the primary endpoint (:class:`PrimaryEndpoint`), declared before the runs.
         preregistration: free text written before the runs: what each condition tests and the
             read-out that decides it; printed in the report beside the outcome.
+        sigma_readout: ``{permuted: <condition>, clean: <condition>}``: the conditions whose het models
+            decide what Σ follows (:mod:`harness.experiment.sigma`); every het model of the main study and
+            of these conditions is tested against its own noise and the main study's human noise.
         records: keep a compact record of every finished upstream run (config, metrics, compressed
             predictions, final model; no checkpoints) in ``<results_root>/<name>/records/``, to commit as
             runs land; a rerun on a machine that lost ``runs/`` restores them instead of retraining.
@@ -187,6 +190,7 @@ class Experiment:
     records: bool = False
     primary: PrimaryEndpoint = field(default_factory=PrimaryEndpoint)
     preregistration: str = ""
+    sigma_readout: Dict[str, str] = field(default_factory=dict)
     evaluate_methods: List[str] = field(default_factory=list)
 
 

@@ -128,10 +128,12 @@ def comparison_section(runs: "dict[str, list[Path]]", ensembles: "list[Path]", l
     return out
 
 
-_HOW_TO_READ = ("How to read the comparisons: seed-level intervals cover training randomness (seed i of a method "
-                "against seed i of hom; with n seeds the t-interval has n − 1 degrees of freedom, so it is wide at "
-                "n = 3); image-level intervals cover which evaluation images were drawn, with the trained models "
-                "fixed. A verdict says better or worse only when its 95% interval excludes 0.")
+_HOW_TO_READ = ("How to read the comparisons: the summary's verdicts come from one interval over seeds and images "
+                "together (training randomness and the test sample), Holm-adjusted within their family. Below, the "
+                "seed-level intervals (seed i of a method against seed i of hom, test images fixed; with n seeds the "
+                "t-interval has n − 1 degrees of freedom) and the image-level intervals (images resampled, models "
+                "fixed: they describe these trained models, not the method) show the two parts separately; their "
+                "better/worse words are unadjusted.")
 
 
 _PAPER = "The paper (ImageNet, Table 1) finds het and diag better than hom on top-1 and NLL."
@@ -189,9 +191,10 @@ def _comparison(runs: "dict[str, list[Path]]", ensembles: "list[Path]") -> dict:
     for method in [m for m in runs if m != "hom"]:
         r = {x["metric"]: x for x in seed_rows if x["method"] == method}
         parts = [f"{k} {_ci(r[k], k, pct)} → {r[k]['verdict']}" for k in keys]
-        text = f"{method} vs hom over {r[acc_key]['n']} paired seeds (95% t-intervals): " + "; ".join(parts) + "."
+        text = (f"{method} vs hom over {r[acc_key]['n']} paired seeds, test images fixed (95% t-intervals, "
+                "unadjusted): " + "; ".join(parts) + ".")
         if method in image:
-            text += " On the evaluation images with the models fixed (95% bootstrap): " + "; ".join(
+            text += " For these trained models (images resampled, 95% bootstrap, unadjusted): " + "; ".join(
                 f"{k} {_ci(image[method][k], k, pct)} → {image[method][k]['verdict']}" for k in keys) + "."
         out["text"].append(text)
     out["text"].append(_PAPER)
@@ -206,7 +209,8 @@ def _comparison(runs: "dict[str, list[Path]]", ensembles: "list[Path]") -> dict:
             for k, x in r.items():
                 mc = "; ".join(f"{y['n10']}/{y['n01']} p={y['p']:.3g}" for y in x.get("mcnemar", []))
                 ens_rows.append([f"{e.name} − {ens['hom'].name}", k, _ci(x, k, pct), mc, x["verdict"]])
-            out["text"].append(f"Ensemble {e.name} vs {ens['hom'].name} (images, 95% bootstrap): " + "; ".join(
+            out["text"].append(f"Ensemble {e.name} vs {ens['hom'].name}, for these trained models (images resampled, "
+                               "95% bootstrap, unadjusted): " + "; ".join(
                 f"{k} {_ci(r[k], k, pct)} → {r[k]['verdict']}" for k in keys) + ".")
         out["tables"].append(("Ensemble against ensemble, image level (95% paired bootstrap over evaluation images; "
                               f"McNemar's exact test; {acc_key} in points)",
@@ -242,6 +246,12 @@ def multilabel_section(runs: "dict[str, list[Path]]", grid_rows: "list[dict]") -
                        rows)], "text": [], "json": {"multilabel_study": {m: [str(d) for d in ds] for m, ds in runs.items()}}}
     if grid_rows:
         _merge(out, temperature_section(grid_rows, "Multi-label study: τ chosen on the held-out split"))
+    else:
+        fixed = sorted({f"{m} τ = {_head(ds[0]).get('temperature', 1.0):g}" for m, ds in runs.items()
+                        if _noisy(_head(ds[0]))})
+        if fixed:
+            out["text"].append("Multi-label study: τ untuned (" + ", ".join(fixed) + ", fixed in the experiment file, "
+                               "not chosen on the held-out split as the main study's τ is).")
     ref = next((m for m in runs if not _noisy(_head(runs[m][0]))), None)
     if ref is not None and len(runs) > 1:
         diffs = paired_differences(runs, ("prec@1", "macro_map", "sigmoid_nll"), reference=ref)

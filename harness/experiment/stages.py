@@ -13,6 +13,7 @@ from harness.experiment.budget import (
     STEP_COST_FILE, budget_section, frontier_runs, frontier_section, step_cost_section, step_costs,
 )
 from harness.experiment.config import Experiment, _upstream_config_path
+from harness.experiment.jobs import planned_jobs
 from harness.experiment.plan import (
     _choose_temperatures, _derived, _extend_grids, _first_wave, _metrics, _Plan, _study_runs, frontier_plan,
     validate_experiment,
@@ -81,7 +82,10 @@ def run_experiment(exp: Experiment, progress: Callable[[str], None] = print) -> 
     """
     from harness.workers import Workers
 
+    from harness.experiment.verdicts import validate_primary
+
     plans = validate_experiment(exp)
+    validate_primary(exp)
     with RunLock(exp.runs_root, name=EXPERIMENT_LOCK, clean=False,
                  what="one harness run at a time uses a runs_root: wait for it to finish or stop it, or give this "
                       "experiment its own runs_root=..."):
@@ -93,8 +97,9 @@ def run_experiment(exp: Experiment, progress: Callable[[str], None] = print) -> 
                 progress(f"[records] restored {restored} finished run(s) from {records_dir(exp)}")
         clock = _Clock(root / "sessions.json")
         with Workers(exp.workers) as workers:
-            if exp.workers > 1:
-                progress(f"[workers] {exp.workers} processes with {workers.threads} thread(s) each")
+            workers.expect(planned_jobs(exp, plans))  # the progress lines count over the whole plan
+            progress(f"[plan] {workers.counts()[1]} jobs (upstream runs, then shift predictions and transfers)"
+                     + (f" on {exp.workers} processes with {workers.threads} thread(s) each" if exp.workers > 1 else ""))
             return _run_stages(exp, plans, root, clock, workers, progress)
 
 
@@ -153,6 +158,7 @@ def _run_stages(exp: Experiment, plans: "dict[str, _Plan]", root: Path, clock: _
     more = _extend_grids(main, exp.temperature_grid, exp.grid_extensions)
     while more:  # the best τ lay on the grid's edge: try past it
         progress(f"[τ grid] extended: {', '.join(more)}")
+        workers.expect(len(more))
         _train(workers, [main.configs[f] for f in more])
         workers.wait(progress, tick, stages={"upstream"})
         more = _extend_grids(main, exp.temperature_grid, exp.grid_extensions)
@@ -250,6 +256,11 @@ def _run_stages(exp: Experiment, plans: "dict[str, _Plan]", root: Path, clock: _
         _merge(extra, part)
     if ml_runs:
         _merge(extra, multilabel_section(ml_runs, ml_grid))
+    _merge(extra, _summary(exp, runs, ensembles, conditions, main, ml_runs, extra))
+    if exp.covariance and exp.sigma_readout:
+        tic = time.perf_counter()
+        _merge(extra, _sigma(exp, runs, conditions, main))
+        progress(f"[covariance] what Σ follows ({time.perf_counter() - tic:.0f} s)")
     curves = {m: {e: Path(main.configs[f].output_dir) for e, f in per.items()} for m, per in budget.items() if per}
     if curves or "frontier" in plans:  # their x axis: every run's steps at one side-by-side step rate
         costed: "dict[str, list[Path]]" = {}
@@ -277,9 +288,47 @@ def _run_stages(exp: Experiment, plans: "dict[str, _Plan]", root: Path, clock: _
                                len(clock.sessions), exp.workers))
     tic = time.perf_counter()
     out = build([d for dirs in runs.values() for d in dirs] + ensembles, exp.name, exp.results_root,
-                covariance=exp.covariance, extra=extra)
+                covariance=exp.covariance, extra=extra, progress=progress)
     progress(f"[report] {out} ({time.perf_counter() - tic:.0f} s)")
     return out
+
+
+def _summary(exp: Experiment, runs: "dict[str, list[Path]]", ensembles: "list[Path]", conditions: dict, main: _Plan,
+             ml_runs: "dict[str, list[Path]]", extra: dict) -> dict:
+    """The verdicts that open the report (:mod:`harness.experiment.verdicts`); the summary table goes to
+    ``extra["summary"]``, the secondary family's table and JSON are returned to merge."""
+    from harness.experiment.verdicts import experiment_verdicts
+
+    with_hom = {name: {m: [Path(main.configs[f].output_dir) for f in fs] for m, fs in per.items()}
+                for name, per in conditions.items() if "hom" in per and len(per) > 1}
+    ml_diffs = extra.get("json", {}).get("multilabel_paired_differences") if ml_runs else None
+    ref = next((m for m in ml_runs if exp.multilabel.methods[m].get("covariance", "low_rank") == "none"), "hom")
+    part = experiment_verdicts(exp, runs, ensembles, with_hom, ml_diffs, ref)
+    extra["summary"] = part.pop("summary")
+    if exp.preregistration:
+        part["text"] = [f"Pre-registration (written in the experiment file before the runs): {exp.preregistration}"]
+    return part
+
+
+def _sigma(exp: Experiment, runs: "dict[str, list[Path]]", conditions: dict, main: _Plan) -> dict:
+    """The section of :mod:`harness.experiment.sigma`: every het model of the main study and of the read-out's
+    conditions against its own noise and the main study's (human) noise, and the pre-registered read-out."""
+    from harness.experiment.sigma import sigma_section
+    from harness.runs import noise_transition
+
+    noisy = [m for m in runs if exp.methods[m].get("covariance", "low_rank") in ("low_rank", "parameter_efficient")]
+    human = noise_transition(runs[noisy[0]][0]) if noisy else None
+    if human is None:
+        return {}
+    groups = {f"main {m}": runs[m] for m in noisy}
+    for name in exp.sigma_readout.values():
+        for m, fs in conditions.get(name, {}).items():
+            dirs = [Path(main.configs[f].output_dir) for f in fs]
+            groups[f"{name} {m}"] = [d for d in dirs if (d / "metrics.json").is_file()]
+    r = exp.sigma_readout
+    het = next((m for m in noisy if exp.methods[m].get("covariance") == "low_rank"), noisy[0])
+    return sigma_section(groups, human, f"{r['permuted']} {het}" if "permuted" in r else "",
+                         f"{r['clean']} {het}" if "clean" in r else "")
 
 
 def _run_times(plan: "Optional[_Plan]") -> "dict[str, float]":

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 import numpy as np
 
 from harness.io import atomic_write_bytes, atomic_write_text, json_dumps
+from harness.progress import Steps
 from harness.provenance import provenance
 from harness.report.figures import ranks_png, reliability_png
 from harness.report.render import calibration_note, fmt, html_page, main_columns, markdown
@@ -117,9 +118,37 @@ def report_folder(out_root: "str | Path", name: str, overwrite: bool = False) ->
     return out
 
 
+def _entry_json(e: Entry, multilabel: bool) -> dict:
+    """An entry's part of ``report.json``: its metrics, temperature scaling and calibration against both label
+    sets (with a held-out split), per-class top-1 and, for an ensemble, its summary."""
+    m = e.preds.metrics()
+    item = {"label": e.label, "method": e.method, "kind": e.kind, "source": e.preds.source, "metrics": m,
+            "members": e.members, "command": e.command}
+    if e.heldout is not None:
+        cal = (label_calibration(e.preds, e.heldout, clean_heldout(e.heldout, e.run_dir))
+               if not multilabel and e.run_dir is not None else None)
+        t = cal["fit_noisy"]["temperature"] if cal else fit_temperature(e.heldout)  # the same fit, done once
+        item["temperature_scaling"] = {"temperature": t, "after": scale(e.preds, t).metrics(),
+                                       "fitted_on": "held-out split"}
+        if cal:
+            item["calibration"] = cal
+            item["temperature_scaling"]["fitted_on"] = (
+                "held-out split, noisy labels" if cal["noisy_labels_differ"] else "held-out split")
+    if not multilabel:
+        item["per_class_top1"] = {"test": per_class_accuracy(e.preds).tolist(),
+                                  "heldout": per_class_accuracy(e.heldout).tolist() if e.heldout is not None
+                                  else None}
+    if e.summary is not None:
+        item["ensemble"] = {k: v for k, v in e.summary.items() if k not in ("members",)}
+        item["ensemble"]["member_metrics"] = e.summary["members"]
+    return item
+
+
 def build(paths: Sequence["str | Path"], name: str, out_root: "str | Path" = "results", covariance: bool = True,
-          top_pairs: int = 10, extra: Optional[dict] = None, shift: bool = True, overwrite: bool = False) -> Path:
-    """Write ``<out_root>/<name>/report.{md,html,json}`` and figures for the given run/ensemble folders.
+          top_pairs: int = 10, extra: Optional[dict] = None, shift: bool = True, overwrite: bool = False,
+          progress: Optional[Callable[[str], None]] = None) -> Path:
+    """Write ``<out_root>/<name>/report.{md,html,json}`` and figures for the given run/ensemble folders;
+    ``progress`` gets a line per step and the entries done and time left (:class:`harness.progress.Steps`).
 
     ``extra`` adds sections: ``{"tables": [(title, header, rows)], "text": [str], "json": {...}}``
     (the experiment runner puts the downstream table there). With ``shift``, entries that hold shift
@@ -133,6 +162,8 @@ def build(paths: Sequence["str | Path"], name: str, out_root: "str | Path" = "re
             with different label spaces or evaluation data.
     """
     out = report_folder(out_root, name, overwrite)
+    steps = Steps(progress, "report", 3 + bool(covariance) + bool(shift))
+    steps.step(f"reading {len(paths)} folder(s)")
     entries = [load_entry(p) for p in paths]
     ref = entries[0].preds
     for e in entries[1:]:
@@ -145,28 +176,10 @@ def build(paths: Sequence["str | Path"], name: str, out_root: "str | Path" = "re
     skipped = M.macro_map(ref.logits, ref.targets, return_skipped=True)[1] if multilabel else None
     cols = main_columns(multilabel)
     rows, json_entries, figures = [], [], []
-    for e in entries:
-        m = e.preds.metrics()
-        item = {"label": e.label, "method": e.method, "kind": e.kind, "source": e.preds.source, "metrics": m,
-                "members": e.members, "command": e.command}
-        if e.heldout is not None:
-            cal = (label_calibration(e.preds, e.heldout, clean_heldout(e.heldout, e.run_dir))
-                   if not multilabel and e.run_dir is not None else None)
-            t = cal["fit_noisy"]["temperature"] if cal else fit_temperature(e.heldout)  # the same fit, done once
-            item["temperature_scaling"] = {"temperature": t, "after": scale(e.preds, t).metrics(),
-                                           "fitted_on": "held-out split"}
-            if cal:
-                item["calibration"] = cal
-                item["temperature_scaling"]["fitted_on"] = (
-                    "held-out split, noisy labels" if cal["noisy_labels_differ"] else "held-out split")
-        if not multilabel:
-            item["per_class_top1"] = {"test": per_class_accuracy(e.preds).tolist(),
-                                      "heldout": per_class_accuracy(e.heldout).tolist() if e.heldout is not None
-                                      else None}
-        if e.summary is not None:
-            item["ensemble"] = {k: v for k, v in e.summary.items() if k not in ("members",)}
-            item["ensemble"]["member_metrics"] = e.summary["members"]
-        json_entries.append(item)
+    steps.step(f"metrics, calibration and reliability diagrams of {len(entries)} entries")
+    for e in steps.count(entries, len(entries), unit="entries"):
+        json_entries.append(_entry_json(e, multilabel))
+        m = json_entries[-1]["metrics"]
         cells = [e.label, e.kind] + [fmt(m.get(k), pct) for _, k, pct in cols]
         if e.summary is not None:
             std = e.summary["member_std"]
@@ -181,6 +194,8 @@ def build(paths: Sequence["str | Path"], name: str, out_root: "str | Path" = "re
         atomic_write_bytes(out / fname, image)
         figures.append((e.label, fname, image))
 
+    if covariance:
+        steps.step("covariance analysis (the first het model against hom)")
     cov = _covariance_section(entries, top_pairs) if covariance else None
     cov_png = None
     if cov and cov.get("ranks"):
@@ -189,6 +204,7 @@ def build(paths: Sequence["str | Path"], name: str, out_root: "str | Path" = "re
 
     shift_part = None
     if shift:
+        steps.step("distribution-shift section")
         shift_part = section([(e.label, e.method, e.kind, e.preds.source) for e in entries])
         for _, fname, image in (shift_part or {}).get("figures", []):
             atomic_write_bytes(out / fname, image)
@@ -198,7 +214,8 @@ def build(paths: Sequence["str | Path"], name: str, out_root: "str | Path" = "re
         atomic_write_bytes(out / fname, image)
     heldout_data = heldout_description(entries[0].run_dir) if entries[0].run_dir and entries[0].heldout else None
     notes = list(extra.get("text", [])) + calibration_note(json_entries)
-    report = {"schema": SCHEMA, "name": name, "provenance": prov, "data": entries[0].data,
+    report = {"schema": SCHEMA, "name": name, "provenance": prov, "summary": extra.get("summary"),
+              "data": entries[0].data,
               "heldout_data": heldout_data, **extra.get("json", {}),
               "extra_tables": [list(t) for t in extra.get("tables", [])], "notes": notes,
               "num_examples": int(len(ref.index)), "num_classes": len(ref.class_names), "multilabel": multilabel,
@@ -209,6 +226,7 @@ def build(paths: Sequence["str | Path"], name: str, out_root: "str | Path" = "re
                           "covariance_ranks": "covariance_ranks.png" if cov_png else None,
                           "shift": [f for _, f, _ in shift_part["figures"]] if shift_part else [],
                           **({"extra": [f for _, f, _ in extra["figures"]]} if extra.get("figures") else {})}}
+    steps.step(f"writing {out / 'report.md'}, report.html and report.json")
     atomic_write_text(out / "report.json", json_dumps(report, indent=1))
     more = list(extra.get("figures", []))
     atomic_write_text(out / "report.md", markdown(report, rows, cols, figures, cov_png is not None, shift_part, more))

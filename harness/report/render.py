@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import html
+import subprocess
 from pathlib import Path
 from typing import Optional, Sequence
 
@@ -150,26 +151,36 @@ def _tempered_text(cov: dict) -> str:
 
 
 def _transition_text(cov: Optional[dict], names: "list[str]") -> str:
-    """Whether the model's pairwise noise follows the label-noise transition (Spearman ρ, permutation p)."""
+    """Whether the model's pairwise noise follows the label-noise transition: two-sided Mantel tests
+    (class labels permuted; :func:`harness.uncertainty.covariance.transition_test`), the primary statistic
+    first, the finding worded from the sign of its ρ."""
     test = (cov or {}).get("transition_test")
-    if not test or "abs_correlation" not in test:
+    if not test or "correlation" not in test:
         return ""
-    claim, var, corr = test["abs_correlation"], test["var_diff"], test["correlation"]
+    primary = test.get("primary", "correlation")
+    corr, var, absc = test["correlation"], test["var_diff"], test.get("abs_correlation")
     top = sorted(test["pairs"], key=lambda p: -p["transition"])[:4]
-    by_abs = sorted(test["pairs"], key=lambda p: -p["abs_correlation"])
-    rank = {(p["a"], p["b"]): i + 1 for i, p in enumerate(by_abs)}
-    holds = claim["p_value"] < 0.05 and claim["rho"] > 0
-    return (f"Does Σ capture the label noise? Over the {test['n_pairs']} class pairs, Spearman ρ between the transition "
-            "mass T_ab + T_ba (T[c, j] = P(noisy label j | clean class c), measured on the training images) and the "
-            "het model's mean |correlation| of u_a and u_b over evaluation images of classes a and b (the paper's "
-            f"Table 4 ranks pairs by |covariance|) is ρ = {claim['rho']:.3f} (one-sided permutation p = "
-            f"{claim['p_value']:.4f}, {test['n_resamples']} resamples). How the ties are made: signed correlation ρ = "
-            f"{corr['rho']:.3f} (p = {corr['p_value']:.4f}); Var(u_a − u_b), how easily noise swaps the two classes' "
-            f"order, ρ = {var['rho']:.3f} (p = {var['p_value']:.4f}). The pairs with the most transition mass: "
-            + ", ".join(f"{names[p['a']]}/{names[p['b']]} ({100 * p['transition']:.1f}%, |correlation| rank "
-                        f"{rank[(p['a'], p['b'])]} of {test['n_pairs']})" for p in top)
-            + (". On these numbers the claim holds: class pairs whose labels are swapped more often get stronger noise "
-               "ties." if holds else ". On these numbers the claim is not supported at the 5% level."))
+    by_corr = sorted(test["pairs"], key=lambda p: -p["correlation"])
+    rank = {(p["a"], p["b"]): i + 1 for i, p in enumerate(by_corr)}
+    p_text = lambda r: f"two-sided Mantel p = {r['p_value']:.4f}"  # noqa: E731
+    if corr["p_value"] < 0.05:
+        finding = (" On these numbers, pairs whose labels the noise exchanges more often share noise in Σ (their "
+                   "utilities move together, ρ > 0)." if corr["rho"] > 0 else
+                   " On these numbers, pairs whose labels the noise exchanges more often get noise that moves their "
+                   "utilities apart (ρ < 0).")
+    else:
+        finding = " On these numbers there is no detectable association at the 5% level."
+    return (f"Does Σ follow the label noise? Over the {test['n_pairs']} class pairs, the primary statistic ({primary}): "
+            "Spearman ρ between the noise's pair mass T_ab + T_ba (T[c, j] = P(noisy label j | clean class c), "
+            "measured on the training images) and the het model's signed mean correlation of u_a and u_b over the "
+            f"evaluation images of classes a and b is ρ = {corr['rho']:+.3f} ({p_text(corr)}; class labels permuted, "
+            f"{test['n_resamples']} permutations). Secondary: Var(u_a − u_b) ρ = {var['rho']:+.3f} ({p_text(var)})"
+            + (f"; mean |correlation| ρ = {absc['rho']:+.3f} ({p_text(absc)})" if absc else "")
+            + ". The pairs with the most transition mass: "
+            + ", ".join(f"{names[p['a']]}/{names[p['b']]} ({100 * p['transition']:.1f}%, correlation rank "
+                        f"{rank[(p['a'], p['b'])]} of {test['n_pairs']})" for p in top) + "." + finding
+            + " Whether this is label noise or visual similarity is what conditions that move the noise onto other "
+              "classes decide (see the Σ section where the experiment has them).")
 
 
 def _pairs_text(cov: Optional[dict], confusable: "list[list[str]]", names: "Optional[list[str]]" = None) -> str:
@@ -242,8 +253,12 @@ def html_table(title: str, header, body, tag: str = "h2") -> str:
 
 def markdown(report: dict, rows, cols, figures, has_ranks: bool, shift: Optional[dict] = None,
               more: Sequence = ()) -> str:
-    lines = [markdown_header(f"Report: {report['name']}", report["provenance"]),
-             f"Evaluation data: {report['data']} ({report['num_examples']} examples, {report['num_classes']} classes).",
+    lines = [markdown_header(f"Report: {report['name']}", report["provenance"])]
+    summary = report.get("summary")
+    if summary:  # the verdicts first: one table, then the sentences derived from its rows
+        lines += md_table(summary["title"], summary["header"], summary["rows"])
+        lines += [md_cell(t) + "\n" for t in summary["findings"]]
+    lines += [f"Evaluation data: {report['data']} ({report['num_examples']} examples, {report['num_classes']} classes).",
              "ECE: 15 equal-width bins on the top-label confidence. NLL of the MC-averaged probability for het "
              "models; ensembles average member probabilities." + _label_rule_text(report), ""]
     lines += [n + "\n" for n in report.get("notes", [])]
@@ -265,6 +280,14 @@ def markdown(report: dict, rows, cols, figures, has_ranks: bool, shift: Optional
     lines += ["## How each entry was made", ""] + [f"- {e['label']} ({e['source']}): `{e['command'] or 'unknown'}`"
                                                    for e in report["entries"]] + [""]
     return "\n".join(lines)
+
+
+def _html_summary(summary: Optional[dict]) -> "list[str]":
+    """The verdicts that open a report: its table and findings, as HTML fragments (none without a summary)."""
+    if not summary:
+        return []
+    return [html_table(summary["title"], summary["header"], summary["rows"])] + [
+        f"<p>{html.escape(t)}</p>" for t in summary["findings"]]
 
 
 def html_figure(data: bytes, caption: str) -> str:
@@ -297,6 +320,7 @@ def html_page(report: dict, rows, cols, figures, cov_png: Optional[bytes], shift
           more: Sequence = ()) -> str:
     img = html_figure
     parts = [html_header(f"Report: {report['name']}", report["provenance"]),
+             *_html_summary(report.get("summary")),
              f"<p>Evaluation data: {html.escape(report['data'])} ({report['num_examples']} examples, "
              f"{report['num_classes']} classes). ECE: 15 equal-width bins on the top-label confidence."
              f"{html.escape(_label_rule_text(report))}</p>"]
@@ -325,28 +349,95 @@ def html_page(report: dict, rows, cols, figures, cov_png: Optional[bytes], shift
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 
 
-def screenshot(html_path: "str | Path", png_path: "str | Path", width: int = 1200, height: int = 2400) -> Path:
-    """Render ``html_path`` in headless Chromium and save a PNG screenshot (a check that the page
-    opens and draws its figures).
+#: the tallest screenshot taken (pixels): a page taller than this is cut here (1200 x 60000 RGBA is 288 MB)
+MAX_SCREENSHOT_HEIGHT = 60_000
+
+#: appended to a copy of the page by :func:`page_height`: the document's height, put in the DOM once it has loaded
+_MEASURE = ("<script>window.addEventListener('load', () => { const m = document.createElement('meta'); "
+            "m.name = 'harness-page-height'; m.content = String(Math.ceil(Math.max("
+            "document.documentElement.scrollHeight, document.body ? document.body.scrollHeight : 0))); "
+            "document.head.appendChild(m); });</script>")
+
+
+def _chromium(args: "list[str]", what: str) -> "subprocess.CompletedProcess":
+    """Run headless Chromium with ``args`` (after its fixed options) in a fresh profile; returns the finished
+    process (its output as text).
 
     Raises:
         FileNotFoundError: no Chromium on PATH (``apt-get install chromium``).
-        RuntimeError: the browser failed or wrote no image.
+        RuntimeError: the browser timed out (180 s); ``what`` names the step in the message.
     """
     import shutil
-    import subprocess
     import tempfile
 
     browser = next((shutil.which(b) for b in BROWSERS if shutil.which(b)), None)
     if browser is None:
         raise FileNotFoundError("no Chromium found for the screenshot; install it (apt-get install chromium)")
-    png_path = Path(png_path).resolve()
     with tempfile.TemporaryDirectory() as profile:
-        proc = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-                               "--no-first-run", "--disable-background-networking", "--disable-component-update",
-                               "--disable-sync", f"--user-data-dir={profile}", "--hide-scrollbars",
-                               f"--screenshot={png_path}", f"--window-size={width},{height}",
-                               Path(html_path).resolve().as_uri()], capture_output=True, text=True, timeout=180)
+        try:
+            return subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                                   "--no-first-run", "--disable-background-networking", "--disable-component-update",
+                                   "--disable-sync", f"--user-data-dir={profile}", "--hide-scrollbars", *args],
+                                  capture_output=True, text=True, timeout=180)
+        except subprocess.TimeoutExpired as e:
+            raise RuntimeError(f"Chromium took over 180 s to {what}") from e
+
+
+def page_height(html_path: "str | Path", width: int = 1200) -> int:
+    """The height in CSS pixels of ``html_path`` laid out ``width`` pixels wide (its ``scrollHeight``): a copy
+    of the page with a script that records it is opened once in headless Chromium (``--dump-dom``).
+
+    Raises:
+        FileNotFoundError: no Chromium on PATH.
+        RuntimeError: the browser reported no height.
+    """
+    import re
+    import tempfile
+
+    html_path = Path(html_path).resolve()
+    text = html_path.read_text(errors="replace")
+    base = f'<base href="{html_path.parent.as_uri()}/">'  # the copy's relative links point beside the page
+    text = re.sub(r"(<head[^>]*>)", lambda m: m.group(1) + base, text, count=1, flags=re.I)
+    end = text.lower().rfind("</body>")
+    text = text[:end] + _MEASURE + text[end:] if end >= 0 else text + _MEASURE
+    with tempfile.TemporaryDirectory() as tmp:
+        copy = Path(tmp) / "measure.html"
+        copy.write_text(text)
+        proc = _chromium([f"--window-size={width},1000", "--dump-dom", copy.as_uri()], "lay out the page")
+    found = re.search(r'name="harness-page-height" content="(\d+)"', proc.stdout)
+    if found is None:
+        raise RuntimeError(f"Chromium reported no height for {html_path} (exit {proc.returncode}): "
+                           f"{proc.stderr[-1000:]}")
+    return int(found.group(1))
+
+
+def screenshot(html_path: "str | Path", png_path: "str | Path", width: int = 1200,
+               height: "Optional[int]" = None) -> Path:
+    """Render ``html_path`` in headless Chromium and save a PNG screenshot ``width`` pixels wide (a check that
+    the page opens and draws its figures): the whole page (its height measured first, :func:`page_height`;
+    at most :data:`MAX_SCREENSHOT_HEIGHT`), or its top ``height`` pixels.
+
+    Raises:
+        FileNotFoundError: no Chromium on PATH (``apt-get install chromium``).
+        RuntimeError: the browser failed or wrote no image.
+    """
+    png_path = Path(png_path).resolve()
+    if height is None:
+        height = min(page_height(html_path, width), MAX_SCREENSHOT_HEIGHT)
+    png_path.unlink(missing_ok=True)  # a stale image is not taken for this one
+    proc = _chromium([f"--screenshot={png_path}", f"--window-size={width},{height}",
+                      Path(html_path).resolve().as_uri()], "take the screenshot")
     if not png_path.is_file() or png_path.stat().st_size == 0:
         raise RuntimeError(f"Chromium wrote no screenshot (exit {proc.returncode}): {proc.stderr[-1000:]}")
     return png_path
+
+
+def png_size(path: "str | Path") -> "tuple[int, int]":
+    """(width, height) in pixels of a PNG file, from its header."""
+    import struct
+
+    with open(path, "rb") as f:
+        head = f.read(24)
+    if head[:8] != b"\x89PNG\r\n\x1a\n":
+        raise ValueError(f"{path} is not a PNG file")
+    return struct.unpack(">II", head[16:24])
