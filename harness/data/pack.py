@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 import numpy as np
-import webdataset as wds
 
 from harness.data.config import SOURCES, STREAM_SOURCES, DataConfig
 from harness.data.dataset import ImageDataset
@@ -118,6 +117,9 @@ def pack(ds: ImageDataset, out_dir: "str | os.PathLike", shard_size: int, prefix
     if isinstance(shard_size, bool) or not isinstance(shard_size, (int, np.integer)) or shard_size < 1:
         raise ValueError(f"shard_size must be a whole number >= 1 (examples per shard), got {shard_size!r}")
     check_name(prefix, "shard prefix")
+    from harness.extras import require
+
+    wds = require("webdataset", "harness data pack")  # named before any work
     n = len(ds)
     if n == 0:
         raise ValueError(f"{ds.description} holds no examples: there is nothing to pack; check the source and split")

@@ -152,8 +152,9 @@ def shard_files(path: str, split: Optional[str] = None) -> "tuple[list[str], lis
         ValueError: a URL scheme other than file/http(s); an interrupted pack; a pattern naming a shard the index
             does not list; an index that is malformed, inconsistent, or names a shard outside its folder.
     """
-    import webdataset as wds
+    from harness.extras import require
 
+    wds = require("webdataset", "reading WebDataset shards (data.source=shards)")
     check_location(str(path), "data.path")
     if _is_pattern(str(path)):
         urls = wds.shardlists.expand_urls(str(path).replace("{split}", split or ""))
@@ -218,7 +219,10 @@ def read_shards(src: Any, expected: "dict[str, tuple[Optional[int], Optional[str
     import tarfile
     import zlib
 
-    from webdataset.tariterators import group_by_keys, tar_file_expander
+    from harness.extras import require
+
+    tariterators = require("webdataset.tariterators", "reading WebDataset shards (data.source=shards)")
+    group_by_keys, tar_file_expander = tariterators.group_by_keys, tariterators.tar_file_expander
 
     for item in src:
         url = item["url"]

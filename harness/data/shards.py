@@ -44,7 +44,6 @@ from typing import Any, Callable, Iterator, Optional, Sequence
 
 import numpy as np
 import torch
-import webdataset as wds
 
 from harness.data.config import DataConfig
 from harness.data.loading import mix_seeds
@@ -52,6 +51,13 @@ from harness.data.shard_index import (  # noqa: F401 (the index's names, read he
     INDEX_FORMAT, INDEX_NAME, labels_digest, read_index, read_shards, shard_files, shard_name,
 )
 from harness.io import check_location, quote
+
+def _wds() -> Any:
+    """The ``webdataset`` module, imported on first use (the ``shards`` extra: :func:`harness.extras.require`)."""
+    from harness.extras import require
+
+    return require("webdataset", "reading WebDataset shards (data.source=shards)")
+
 
 #: the image members a reader takes, in this order of preference
 IMAGE_EXTENSIONS = ("jpg", "jpeg", "png", "ppm", "pgm", "pbm", "webp", "bmp", "tif", "tiff")
@@ -188,7 +194,7 @@ class ShardDataset(torch.utils.data.IterableDataset):
         if shuffle_buffer < 0 or num_workers < 0:
             raise ValueError(f"shuffle_buffer and num_workers must be >= 0, got {shuffle_buffer}, {num_workers}")
         if rank is None or world_size is None:
-            found_rank, found_world, _, _ = wds.utils.pytorch_worker_info()
+            found_rank, found_world, _, _ = _wds().utils.pytorch_worker_info()
             rank = found_rank if rank is None else rank
             world_size = found_world if world_size is None else world_size
         if world_size < 1 or not 0 <= rank < world_size:
@@ -247,6 +253,7 @@ class ShardDataset(torch.utils.data.IterableDataset):
                    for i in _slots(len(self.urls), self.world_size, self.workers)[self.rank][w])
 
     def __iter__(self) -> Iterator["tuple[Any, Any, Any]"]:
+        wds = _wds()
         _, _, worker, workers = wds.utils.pytorch_worker_info()
         if workers != self.workers:
             raise ValueError(f"this shard dataset was built for {self.workers} loader worker(s) but runs in {workers}: "
@@ -418,7 +425,9 @@ def shard_split(cfg: DataConfig, split: str) -> ShardSplit:
     Raises:
         FileNotFoundError, ValueError: as :func:`shard_files` (no pack of that split, an interrupted pack, a missing
             shard, a malformed index); ``data.num_classes`` disagreeing with the index.
+        harness.extras.MissingExtra: webdataset is not installed (named before any work).
     """
+    _wds()
     urls, _, index = shard_files(str(cfg.path or ""), split)
     k = len(index["class_names"])
     if cfg.num_classes and cfg.num_classes != k:
