@@ -435,9 +435,9 @@ def run_cmd(experiment, overrides, sync_records) -> None:
         exp = load_experiment(experiment, overrides)
         if sync_records:
             from harness.experiment import records_dir
-            from harness.experiment import sync_records as sync
+            from harness.experiment.stages import sync_records_locked
 
-            restored, saved = sync(exp, restore=True), sync(exp)
+            restored, saved = sync_records_locked(exp)  # under the experiment's lock; records verified first
             click.echo(f"records in {records_dir(exp)}: {saved} saved, {restored} run folder(s) restored")
             return
         out = run_experiment(exp, progress=click.echo)

@@ -13,7 +13,6 @@ functions that re-predict, so reading predictions stays light.
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 from dataclasses import replace
 from pathlib import Path
@@ -27,59 +26,17 @@ from harness.config import load_config
 from harness.data.config import DataConfig
 from harness.data.dataset import ImageDataset, LabelSets
 from harness.data.sources import build_split
-from harness.io import atomic_write_bytes, atomic_write_text, check_writable, read_json
+from harness.io import atomic_write_text, check_writable, read_json
 from harness.provenance import provenance
+from harness.records import RECORD_FILES, restore_record, save_record  # noqa: F401 (read with the run folders)
 from harness.uncertainty.ensembles import average, check_compatible, summarize
 from harness.uncertainty.predictions import Predictions
 
 if TYPE_CHECKING:
     from harness.models import Classifier
+    from harness.progress import Steps
 
 METHOD_NAMES = {"none": "hom", "diagonal": "diag", "low_rank": "het", "parameter_efficient": "pe"}
-
-
-#: what a finished run's compact record keeps: enough to report on it and to count it as done (no
-#: checkpoints; the final model.pt is kept because the covariance analysis and shift predictions need it)
-RECORD_FILES = ("config.yaml", "run.json", "metrics.json", "predictions.npz", "heldout_predictions.npz", "model.pt")
-
-
-def save_record(run_dir: "str | Path", dest: "str | Path") -> bool:
-    """Copy a finished run's :data:`RECORD_FILES` to ``dest`` (predictions recompressed with
-    ``np.savez_compressed``), atomically file by file; a record whose ``metrics.json`` is already
-    identical is left alone. Returns whether anything was written (False also for an unfinished run)."""
-    run_dir, dest = Path(run_dir), Path(dest)
-    if not ((run_dir / "metrics.json").is_file() and (run_dir / "model.pt").is_file()):
-        return False
-    if (dest / "metrics.json").is_file() and (dest / "metrics.json").read_bytes() == (run_dir / "metrics.json").read_bytes():
-        return False
-    dest.mkdir(parents=True, exist_ok=True)
-    for name in RECORD_FILES:
-        src = run_dir / name
-        if not src.is_file():
-            continue
-        if name.endswith(".npz"):
-            buf = io.BytesIO()
-            with np.load(src, allow_pickle=False) as z:
-                np.savez_compressed(buf, **{k: z[k] for k in z.files})
-            atomic_write_bytes(dest / name, buf.getvalue())
-        elif name != "metrics.json":
-            atomic_write_bytes(dest / name, src.read_bytes())
-    atomic_write_bytes(dest / "metrics.json", (run_dir / "metrics.json").read_bytes())  # last: marks it complete
-    return True
-
-
-def restore_record(record: "str | Path", run_dir: "str | Path") -> bool:
-    """Recreate a finished run folder from its record (:func:`save_record`) when the folder holds no
-    finished run; returns whether it did. The run then counts as done (``harness.upstream.train``)."""
-    record, run_dir = Path(record), Path(run_dir)
-    if (run_dir / "metrics.json").is_file() or not (record / "metrics.json").is_file():
-        return False
-    run_dir.mkdir(parents=True, exist_ok=True)
-    for name in RECORD_FILES:
-        if (record / name).is_file() and name != "metrics.json":
-            atomic_write_bytes(run_dir / name, (record / name).read_bytes())
-    atomic_write_bytes(run_dir / "metrics.json", (record / "metrics.json").read_bytes())
-    return True
 
 
 def load_heldout(run_dir: "str | Path") -> Optional[Predictions]:
@@ -196,17 +153,20 @@ def data_from_file(path: "str | Path", overrides: "tuple[str, ...]" = ()) -> Dat
 
 
 def import_run(source: str, data: DataConfig, out: "str | Path", weights: "Optional[str | Path]" = None,
-               device: str = "cpu") -> Path:
+               device: str = "cpu", progress: Optional[Callable[[str], None]] = None) -> Path:
     """A run folder for a model trained elsewhere, so ``harness ensemble``, ``harness shift`` and ``harness report``
     take it like an upstream run: ``model.pt`` (:func:`harness.models.load_classifier`: the model with its own
     output layer for the data's classes), ``predictions.npz`` on ``data``'s evaluation split (and
     ``heldout_predictions.npz`` on its held-out split when it has one), ``config.yaml`` (the data section, the
     source and a homoscedastic head), ``run.json`` and ``metrics.json`` (provenance, the weights' sha256).
+    ``progress`` gets a line per step and, while predicting, the images done and the time left
+    (:class:`harness.progress.Steps`).
 
     Raises:
         FileNotFoundError: no model or weights file, or missing data.
         ValueError: weights that do not fit, a model for another number of classes, an ``out`` that is not empty,
-            or one that cannot be written.
+            or one that cannot be written; predictions holding NaN (nothing is written: every prediction and its
+            metrics are computed before the folder is made).
     """
     from dataclasses import asdict
 
@@ -214,11 +174,25 @@ def import_run(source: str, data: DataConfig, out: "str | Path", weights: "Optio
     from harness.io import RunLock
     from harness.models import load_classifier, save_model
 
+    from harness.progress import Steps
+
     out = Path(out)
     if out.is_dir() and any(out.iterdir()):
         raise ValueError(f"{out} is not empty: give --out a new folder (an imported run never replaces files)")
+    steps = Steps(progress, "import", 4 + bool(data.heldout_split))
+    steps.step(f"reading the evaluation split ({data.eval_split})")
     base = build_split(data, data.eval_split)
+    steps.step(f"loading the model {source}" + (f" with {weights}" if weights else ""))
     model = load_classifier(str(source), base.num_classes, weights)
+    # every prediction and its metrics before anything is written: weights that give NaN leave no folder behind
+    steps.step(f"predicting {data.eval_split}")
+    preds = predict_model(model, data, device=device, source=str(out), base=base, steps=steps)
+    if data.heldout_split:
+        steps.step(f"predicting {data.heldout_split} (the held-out split)")
+    held = (predict_model(model, data, data.heldout_split, device, str(out), steps=steps) if data.heldout_split
+            else None)
+    steps.step(f"writing {out}")
+    metrics = {"metrics": preds.metrics(), "heldout_metrics": held.metrics() if held is not None else None}
     record = {"source": str(source), "weights": str(Path(weights).resolve()) if weights else None,
               "sha256": file_digest(weights) if weights else None}
     config = {"name": out.name, "output_dir": str(out), "imported": record,
@@ -228,17 +202,14 @@ def import_run(source: str, data: DataConfig, out: "str | Path", weights: "Optio
     with RunLock(out):
         save_model(model, out / "model.pt", extra={"imported": record})
         atomic_write_text(out / "config.yaml", OmegaConf.to_yaml(OmegaConf.create(config)))
-        preds = predict_checkpoint(out, data, device=device)
         preds.save(out / "predictions.npz")
-        held = None
-        if data.heldout_split:
-            held = predict_checkpoint(out, data, data.heldout_split, device=device)
+        if held is not None:
             held.save(out / "heldout_predictions.npz")
         meta = {**provenance(), "config": config, "eval_data": base.description, "class_names": base.class_names}
         atomic_write_text(out / "run.json", json.dumps(meta, indent=1))
         atomic_write_text(out / "metrics.json", json.dumps(
-            {**provenance(), "name": out.name, "metrics": preds.metrics(), "eval_data": base.description,
-             "heldout_metrics": held.metrics() if held is not None else None, "imported": record}, indent=1))
+            {**provenance(), "name": out.name, **metrics, "eval_data": base.description, "imported": record},
+            indent=1))
     return out
 
 
@@ -260,24 +231,44 @@ def eval_batches(model: "Classifier", data: DataConfig, split: Optional[str] = N
             yield model.pre_logits(x.to(device)), np.asarray(y), np.asarray(idx)
 
 
+def predict_model(model: "Classifier", data: DataConfig, split: Optional[str] = None, device: str = "cpu",
+                  source: str = "", base: Optional[ImageDataset] = None, steps: "Optional[Steps]" = None) -> Predictions:
+    """``model``'s predictions on a split of ``data`` (default: its evaluation split; or the already-read ``base``);
+    ``steps`` (:class:`harness.progress.Steps`) says the images done and the time left every 10 s.
+
+    Raises:
+        ValueError: the model's number of classes is not the data's.
+    """
+    base = base if base is not None else build_split(data, split or data.eval_split)
+    if model.head.num_classes != len(base.class_names):
+        raise ValueError(f"{source or 'the model'} has {model.head.num_classes} classes but the data "
+                         f"({base.description}) has {len(base.class_names)}: the model is not one of this data's; "
+                         "pass the run's own model.pt (or data with that many classes)")
+    logits, targets, index = [], [], []
+    batches = eval_batches(model, data, device=device, base=base)
+    if steps is not None:
+        batches = steps.count(batches, len(base), size=lambda batch: len(batch[1]), unit="images")
+    for feats, y, idx in batches:
+        logits.append(model.head(feats).float().cpu().numpy())
+        targets.append(y)
+        index.append(idx)
+    return Predictions(np.concatenate(logits).astype(np.float64), np.concatenate(targets), np.concatenate(index),
+                       base.class_names, model.head.link, source)
+
+
 def predict_checkpoint(run_dir: "str | Path", data: Optional[DataConfig] = None, split: Optional[str] = None,
                         device: str = "cpu") -> Predictions:
     """Load ``run_dir/model.pt`` and predict on a split (default: the run's own evaluation split).
 
     Only this one model is in memory; its predictions are returned.
+
+    Raises:
+        ValueError: a model.pt whose number of classes is not the data's (:func:`predict_model`).
     """
     from harness.models import load_model
 
     model = load_model(Path(run_dir) / "model.pt")
-    data = data or data_config(run_dir)
-    base = build_split(data, split or data.eval_split)
-    logits, targets, index = [], [], []
-    for feats, y, idx in eval_batches(model, data, device=device, base=base):
-        logits.append(model.head(feats).float().cpu().numpy())
-        targets.append(y)
-        index.append(idx)
-    return Predictions(np.concatenate(logits).astype(np.float64), np.concatenate(targets), np.concatenate(index),
-                       base.class_names, model.head.link, str(run_dir))
+    return predict_model(model, data or data_config(run_dir), split, device, str(Path(run_dir) / "model.pt"))
 
 
 # ------------------------------------------------------------------ ensemble folders

@@ -92,7 +92,7 @@ def run_experiment(exp: Experiment, progress: Callable[[str], None] = print) -> 
         root = path_under(exp.runs_root, exp.name)
         root.mkdir(parents=True, exist_ok=True)
         if exp.records:
-            restored = sync_records(exp, restore=True)
+            restored = sync_records(exp, restore=True, plans=plans)
             if restored:
                 progress(f"[records] restored {restored} finished run(s) from {records_dir(exp)}")
         clock = _Clock(root / "sessions.json")
@@ -108,15 +108,42 @@ def records_dir(exp: Experiment) -> Path:
     return path_under(exp.results_root, exp.name, "records")
 
 
-def sync_records(exp: Experiment, restore: bool = False) -> int:
+def sync_records(exp: Experiment, restore: bool = False, plans: "Optional[dict[str, _Plan]]" = None) -> int:
     """Save the record of every finished upstream run of ``exp`` not yet recorded (or, with
-    ``restore``, recreate every recorded run folder that is missing); returns how many."""
-    from harness.runs import restore_record, save_record
+    ``restore``, recreate every recorded run folder that is missing); returns how many.
+
+    Every record is verified before it is restored (:func:`harness.records.verify_record`: its hashes and its
+    metrics recomputed from its predictions); with ``plans`` (:func:`validate_experiment`), a record of a planned
+    run folder must hold that run's config.
+
+    Raises:
+        ValueError: a record that does not verify, or holds another config than planned (nothing restored).
+    """
+    from harness.config import to_yaml
+    from harness.records import restore_record, save_record, verify_record
 
     up, rec = path_under(exp.runs_root, exp.name, "upstream"), records_dir(exp)
     if restore:
-        return sum(restore_record(r, up / r.name) for r in sorted(rec.glob("*")) if r.is_dir())
+        planned = {Path(c.output_dir).name: to_yaml(c) for p in (plans or {}).values() for c in p.configs.values()}
+        todo = [r for r in sorted(rec.glob("*")) if r.is_dir() and not (up / r.name / "metrics.json").is_file()]
+        for r in todo:  # every record checked before any is restored
+            verify_record(r)
+        return sum(restore_record(r, path_under(up, r.name), planned.get(r.name)) for r in todo)
     return sum(save_record(d, rec / d.name) for d in sorted(up.glob("*")) if d.is_dir())
+
+
+def sync_records_locked(exp: Experiment) -> "tuple[int, int]":
+    """``harness run --sync-records``: restore the missing run folders from their records, then record the finished
+    runs, holding the experiment's lock (:data:`EXPERIMENT_LOCK`), so a ``harness run`` training in the same
+    ``runs_root`` refuses it. Returns ``(restored, saved)``.
+
+    Raises:
+        ValueError: another process holds the lock, or a record does not verify.
+    """
+    with RunLock(exp.runs_root, name=EXPERIMENT_LOCK, clean=False,
+                 what="a harness run is using this runs_root: sync the records when it has finished (it records "
+                      "its runs as they finish)"):
+        return sync_records(exp, restore=True), sync_records(exp)
 
 
 def _run_stages(exp: Experiment, plans: "dict[str, _Plan]", root: Path, clock: _Clock, workers: Any,

@@ -8,6 +8,7 @@ example indices in the split, ``class_names`` ``[K]``, ``link`` and ``multilabel
 from __future__ import annotations
 
 import io
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -58,7 +59,7 @@ class Predictions:
             with np.load(file, allow_pickle=False) as z:
                 logits, targets, index, names, link = (z["logits"], z["targets"], z["index"], z["class_names"],
                                                        str(z["link"]))
-        except (KeyError, ValueError, OSError) as e:
+        except (KeyError, ValueError, OSError, EOFError, zipfile.BadZipFile) as e:  # BadZipFile: a truncated file
             raise ValueError(f"{file} is not a predictions file ({type(e).__name__}: {str(e)[:200]}); write it with "
                              "Predictions.save (a run writes it when it ends)") from e
         n = len(index)

@@ -8,8 +8,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from omegaconf import OmegaConf
 
 from harness.config import load_config, to_yaml
+from harness.records import HASHES_FILE, verify_record
 from harness.runs import RECORD_FILES, clean_data, noise_transition, restore_record, run_method, save_record
 from harness.upstream.config import UpstreamConfig
 
@@ -40,8 +42,13 @@ def _copy(run: Path, dest: Path) -> Path:
 
 
 def _assert_same_files(run: Path, record: Path, names) -> None:
+    from omegaconf import OmegaConf
+
     for name in names:
-        if name.endswith(".npz"):
+        if name == "config.yaml":  # the same config; a record names its run folder relatively
+            a, b = (OmegaConf.to_container(OmegaConf.load(d / name)) for d in (run, record))
+            assert {**a, "output_dir": None} == {**b, "output_dir": None}
+        elif name.endswith(".npz"):
             with np.load(run / name) as a, np.load(record / name) as b:
                 assert sorted(a.files) == sorted(b.files)
                 for k in a.files:
@@ -56,8 +63,9 @@ def test_save_record_copies_exactly_the_record_files_compressed(finished, tmp_pa
     present = [n for n in RECORD_FILES if (run / n).is_file()]
     assert set(present) == set(RECORD_FILES)  # this run has a held-out split: every record file
     assert save_record(run, tmp_path / "rec") is True
-    assert sorted(p.name for p in (tmp_path / "rec").iterdir()) == sorted(present)
+    assert sorted(p.name for p in (tmp_path / "rec").iterdir()) == sorted([*present, HASHES_FILE])
     _assert_same_files(run, tmp_path / "rec", present)
+    assert OmegaConf.load(tmp_path / "rec" / "config.yaml").output_dir == "run"  # relative: the folder's name
     for name in ("predictions.npz", "heldout_predictions.npz"):
         with zipfile.ZipFile(tmp_path / "rec" / name) as z:
             assert all(i.compress_type == zipfile.ZIP_DEFLATED for i in z.infolist())
@@ -65,7 +73,8 @@ def test_save_record_copies_exactly_the_record_files_compressed(finished, tmp_pa
     other = _copy(finished, tmp_path / "other")
     (other / "heldout_predictions.npz").unlink()
     assert save_record(other, tmp_path / "rec2") is True
-    assert sorted(p.name for p in (tmp_path / "rec2").iterdir()) == sorted(set(RECORD_FILES) - {"heldout_predictions.npz"})
+    assert sorted(p.name for p in (tmp_path / "rec2").iterdir()) == sorted(
+        set(RECORD_FILES) - {"heldout_predictions.npz"} | {HASHES_FILE})
 
 
 def test_save_record_is_a_no_op_the_second_time_and_rewrites_a_changed_run(finished, tmp_path):
@@ -172,3 +181,123 @@ def test_clean_data_drops_label_noise_and_takes_the_clean_label_set():
     assert clean.label_noise == {} and clean.label_set == "clean"
     assert clean.heldout_split == data.heldout_split and clean.source == data.source
     assert data.label_noise["kind"] == "pair_flip" and data.label_set == "aggre"  # the original is unchanged
+
+
+# --- records are verified before use ----------------------------------------------------------------------------------
+def _reverse_logits(path: Path) -> None:
+    """What the audit did (Q_rec2_tamper): a valid predictions file whose logit columns are reversed."""
+    with np.load(path) as z:
+        arrays = {k: z[k] for k in z.files}
+    arrays["logits"] = arrays["logits"][:, ::-1].copy()
+    np.savez_compressed(path, **arrays)
+
+
+def test_a_tampered_record_is_refused_and_restores_nothing(finished, tmp_path):
+    """Audit Q_rec2_tamper: a record whose predictions.npz was altered went into the report (top-1 6.41% instead of its
+    own metrics.json's 18.66%), exit 0."""
+    rec = tmp_path / "rec"
+    assert save_record(_copy(finished, tmp_path / "run"), rec)
+    _reverse_logits(rec / "predictions.npz")
+    with pytest.raises(ValueError, match=r"predictions\.npz does not match the SHA-256 written with the record.*git "
+                                         r"checkout -- .*rec"):
+        restore_record(rec, tmp_path / "restored")
+    assert not (tmp_path / "restored").exists()
+    (rec / HASHES_FILE).unlink()  # without its hashes (a legacy record): the metrics recomputed from it disagree
+    with pytest.raises(ValueError, match=r"top1 recomputed from its predictions\.npz is .* but its metrics\.json says"):
+        restore_record(rec, tmp_path / "restored")
+    assert not (tmp_path / "restored").exists()
+
+
+@pytest.mark.parametrize("damage", ["truncate_predictions", "truncate_model", "drop_heldout_hash"])
+def test_a_damaged_record_is_refused_before_anything_is_written(finished, tmp_path, damage):
+    """Audit Q_rec2_trunc (a BadZipFile traceback after training), Q_rec2_truncmodel (found at the shift stage)."""
+    rec = tmp_path / "rec"
+    assert save_record(_copy(finished, tmp_path / "run"), rec)
+    if damage == "truncate_predictions":
+        data = (rec / "predictions.npz").read_bytes()
+        (rec / "predictions.npz").write_bytes(data[: len(data) // 2])
+        (rec / HASHES_FILE).unlink()  # legacy: found by reading the predictions
+        match = r"predictions\.npz cannot be read \(ValueError\): it is damaged"
+    elif damage == "truncate_model":
+        data = (rec / "model.pt").read_bytes()
+        (rec / "model.pt").write_bytes(data[: len(data) // 2])
+        match = r"model\.pt does not match the SHA-256"
+        with pytest.raises(ValueError, match=match):
+            restore_record(rec, tmp_path / "restored")
+        (rec / HASHES_FILE).unlink()
+        match = r"model\.pt cannot be read \(\w+\): it is damaged"
+    else:
+        (rec / HASHES_FILE).write_text('{"format": "harness.record/1", "files": {"predictions.npz": "0"}}')
+        match = r"predictions\.npz does not match the SHA-256"
+    with pytest.raises(ValueError, match=match):
+        restore_record(rec, tmp_path / "restored")
+    assert not (tmp_path / "restored").exists()
+
+
+def test_a_record_restores_into_another_runs_root_and_counts_as_done(tmp_path, monkeypatch):
+    """Audit Q01: records held the absolute output_dir, so restored into another runs_root every run was refused as
+    'a different config' whose only difference was output_dir."""
+    import harness.upstream.train as T
+
+    cfg = _config(tmp_path / "a" / "run")
+    T.run(cfg, progress=False)
+    assert save_record(tmp_path / "a" / "run", tmp_path / "rec")
+    other = tmp_path / "b" / "run"
+    assert restore_record(tmp_path / "rec", other, expected=to_yaml(_config(other))) is True
+    monkeypatch.setattr(T, "_train", lambda *a, **k: pytest.fail("a restored run was trained again"))
+    assert Path(T.run(_config(other), progress=False)) == other
+    # a record of another config than the plan's is refused before anything is written
+    with pytest.raises(ValueError, match=r"(?s)holds a run of another config than this experiment plans for run:"
+                                         r".*epochs: 2"):
+        restore_record(tmp_path / "rec", tmp_path / "c" / "run", expected=to_yaml(_config(tmp_path / "c" / "run",
+                                                                                          "train.epochs=2")))
+    assert not (tmp_path / "c").exists()
+
+
+def test_a_legacy_record_without_hashes_restores_after_its_metrics_verify_and_gets_its_hashes(finished, tmp_path):
+    rec = tmp_path / "rec"
+    assert save_record(_copy(finished, tmp_path / "run"), rec)
+    (rec / HASHES_FILE).unlink()
+    assert verify_record(rec) is False  # verified by its metrics alone
+    assert restore_record(rec, tmp_path / "restored") is True
+    assert verify_record(rec) is True and (rec / HASHES_FILE).is_file()
+    # save_record beside a finished run: a legacy record gets its hashes, not a rewrite
+    (rec / HASHES_FILE).unlink()
+    stamp = (rec / "predictions.npz").stat().st_mtime_ns
+    assert save_record(tmp_path / "run", rec) is False
+    assert (rec / HASHES_FILE).is_file() and (rec / "predictions.npz").stat().st_mtime_ns == stamp
+
+
+COMMITTED = Path(__file__).resolve().parents[2] / "results" / "cifar10n" / "records"
+
+
+@pytest.mark.skipif(not COMMITTED.is_dir(), reason="no committed cifar10n records")
+@pytest.mark.parametrize("name", ["hom_s0", "het_t1.3_s1", "multilabel_pe-sigmoid_s0"])
+def test_the_committed_records_without_hashes_still_verify_and_restore(tmp_path, name):
+    rec = shutil.copytree(COMMITTED / name, tmp_path / "records" / name)
+    assert not (rec / HASHES_FILE).exists()  # written before hashes existed
+    assert restore_record(rec, tmp_path / "runs" / name) is True
+    assert verify_record(rec) is True  # its hashes, written once it verified
+
+
+def test_sync_records_takes_the_experiment_lock_and_verifies_every_record_first(finished, tmp_path):
+    """Audit Q10: --sync-records took no lock and wrote into run folders a running harness run was training."""
+    from harness.experiment import load_experiment
+    from harness.experiment.stages import EXPERIMENT_LOCK, sync_records_locked
+    from harness.io import RunLock
+
+    exp = load_experiment("digits", (f"runs_root={tmp_path / 'runs'}", f"results_root={tmp_path / 'results'}"))
+    records = tmp_path / "results" / "digits" / "records"
+    for name in ("hom_s0", "hom_s1"):
+        assert save_record(_copy(finished, tmp_path / name), records / name)
+    with RunLock(tmp_path / "runs", name=EXPERIMENT_LOCK, clean=False):  # a harness run in this runs_root
+        with pytest.raises(ValueError, match="is being written by another process.*sync the records when it has"):
+            sync_records_locked(exp)
+    assert not (tmp_path / "runs" / "digits").exists()
+    _reverse_logits(records / "hom_s1" / "predictions.npz")
+    with pytest.raises(ValueError, match=r"hom_s1: predictions\.npz does not match the SHA-256"):
+        sync_records_locked(exp)
+    assert not (tmp_path / "runs" / "digits" / "upstream").exists()  # checked before anything was restored
+    shutil.rmtree(records / "hom_s1")
+    assert sync_records_locked(exp) == (1, 0)
+    assert (tmp_path / "runs" / "digits" / "upstream" / "hom_s0" / "metrics.json").is_file()

@@ -1,0 +1,194 @@
+"""Compact records of finished runs (``records: true`` in an experiment): written beside the report to be committed,
+verified before a run folder is recreated from one.
+
+A record is a folder holding a finished run's :data:`RECORD_FILES` (predictions recompressed, no checkpoints) and,
+last, :data:`HASHES_FILE`: the SHA-256 of each of them. Its ``config.yaml`` names the run folder relatively (its
+``output_dir`` is the folder's name), so a record restores into any ``runs_root``; restoring sets it to the folder
+it is restored into.
+
+Before a record is used (:func:`verify_record`): every file must match the hash written with it, and the metrics
+recomputed from its predictions (and held-out predictions) must equal those of its ``metrics.json``. A record
+written before hashes existed (a legacy record) is verified by the metrics alone and its model.pt by reading it; its
+hashes are written then.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import io
+import json
+import math
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+
+from harness.io import atomic_write_bytes, atomic_write_text, quote, read_json
+
+#: what a finished run's compact record keeps: enough to report on it and to count it as done (no
+#: checkpoints; the final model.pt is kept because the covariance analysis and shift predictions need it)
+RECORD_FILES = ("config.yaml", "run.json", "metrics.json", "predictions.npz", "heldout_predictions.npz", "model.pt")
+#: the record's hashes, written last: ``{"format": HASHES_FORMAT, "files": {name: sha256}}``
+HASHES_FILE = "record.json"
+HASHES_FORMAT = "harness.record/1"
+#: metrics recomputed from a record's predictions must equal its metrics.json's to this relative tolerance
+#: (measured: at most 3e-15 over the 54 cifar10n records)
+METRICS_RTOL = 1e-9
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _with_output_dir(config_text: str, output_dir: str) -> str:
+    """A run's ``config.yaml`` text with its ``output_dir`` set (the text as it was when it already says that)."""
+    from omegaconf import OmegaConf
+
+    cfg = OmegaConf.create(config_text)
+    if cfg.get("output_dir") == output_dir:
+        return config_text
+    cfg.output_dir = output_dir
+    return OmegaConf.to_yaml(cfg)
+
+
+def _write_hashes(record: Path) -> None:
+    files = {n: _sha256(record / n) for n in RECORD_FILES if (record / n).is_file()}
+    atomic_write_text(record / HASHES_FILE, json.dumps({"format": HASHES_FORMAT, "files": files}, indent=1) + "\n")
+
+
+def save_record(run_dir: "str | Path", dest: "str | Path") -> bool:
+    """Copy a finished run's :data:`RECORD_FILES` to ``dest`` (predictions recompressed with ``np.savez_compressed``,
+    ``config.yaml``'s ``output_dir`` made the folder's name), atomically file by file, ``metrics.json`` and then the
+    hashes last. A record whose ``metrics.json`` is already identical is left alone (a legacy one gets its hashes once
+    it verifies; one that does not is written again from the run). Returns whether the record was (re)written (False
+    also for an unfinished run)."""
+    run_dir, dest = Path(run_dir), Path(dest)
+    if not ((run_dir / "metrics.json").is_file() and (run_dir / "model.pt").is_file()):
+        return False
+    if (dest / "metrics.json").is_file() and (dest / "metrics.json").read_bytes() == (run_dir / "metrics.json").read_bytes():
+        if read_json(dest / HASHES_FILE) is not None:
+            return False
+        try:
+            verify_record(dest)
+            _write_hashes(dest)
+            return False
+        except ValueError:
+            pass  # a damaged legacy record: written again from the run
+    dest.mkdir(parents=True, exist_ok=True)
+    (dest / HASHES_FILE).unlink(missing_ok=True)
+    for name in RECORD_FILES:
+        src = run_dir / name
+        if not src.is_file():
+            (dest / name).unlink(missing_ok=True)
+            continue
+        if name.endswith(".npz"):
+            buf = io.BytesIO()
+            with np.load(src, allow_pickle=False) as z:
+                np.savez_compressed(buf, **{k: z[k] for k in z.files})
+            atomic_write_bytes(dest / name, buf.getvalue())
+        elif name == "config.yaml":
+            atomic_write_text(dest / name, _with_output_dir(src.read_text(), run_dir.name))
+        elif name != "metrics.json":
+            atomic_write_bytes(dest / name, src.read_bytes())
+    atomic_write_bytes(dest / "metrics.json", (run_dir / "metrics.json").read_bytes())  # marks it complete
+    _write_hashes(dest)
+    return True
+
+
+def _refuse(record: Path, what: str) -> ValueError:
+    return ValueError(f"record {record}: {what}; restore the record from version control (e.g. git checkout -- "
+                      f"{record}), or delete that record folder to train the run again")
+
+
+def _check_metrics(record: Path, predictions: str, key: str, metrics: dict) -> None:
+    """The metrics recomputed from ``record/predictions`` equal ``metrics[key]`` (those present and finite)."""
+    from harness.uncertainty.predictions import Predictions
+
+    stored = metrics.get(key)
+    if not (record / predictions).is_file() or not isinstance(stored, dict):
+        return
+    try:
+        recomputed = Predictions.load(record / predictions).metrics()
+    except (ValueError, OSError) as e:
+        raise _refuse(record, f"{predictions} cannot be read ({type(e).__name__}): it is damaged") from None
+    for name, value in stored.items():
+        if isinstance(value, (int, float)) and math.isfinite(value) and name in recomputed and not math.isclose(
+                recomputed[name], value, rel_tol=METRICS_RTOL, abs_tol=1e-12):
+            raise _refuse(record, f"{name} recomputed from its {predictions} is {recomputed[name]:.6g} but its "
+                                  f"metrics.json says {value:.6g}: the predictions were changed or damaged")
+
+
+def verify_record(record: "str | Path") -> bool:
+    """Check a record before it is used: each file against the hash written with it, and the metrics recomputed from
+    its predictions against its ``metrics.json``; a legacy record (no hashes) by the metrics, and its model.pt by
+    reading it (``torch.load(weights_only=True)``). Returns whether the record has hashes.
+
+    Raises:
+        ValueError: a file missing, changed or damaged, or metrics that do not match (names the record, the file and
+            the fix).
+    """
+    record = Path(record)
+    metrics = read_json(record / "metrics.json")
+    if metrics is None:
+        raise _refuse(record, "metrics.json is missing or not JSON")
+    hashes = read_json(record / HASHES_FILE)
+    if hashes is not None:
+        files = hashes.get("files") if hashes.get("format") == HASHES_FORMAT else None
+        if not isinstance(files, dict) or "predictions.npz" not in files:
+            raise _refuse(record, f"{HASHES_FILE} is not a record's hash list")
+        for name, digest in files.items():
+            if name not in RECORD_FILES or not (record / name).is_file() or _sha256(record / name) != digest:
+                raise _refuse(record, f"{quote(str(name), 40)} does not match the SHA-256 written with the record: it "
+                                      "was changed or damaged after the record was saved")
+    elif (record / "model.pt").is_file():
+        import torch
+
+        try:
+            torch.load(record / "model.pt", map_location="cpu", weights_only=True)
+        except Exception as e:  # noqa: BLE001 (any failure to read is a damaged file)
+            raise _refuse(record, f"model.pt cannot be read ({type(e).__name__}): it is damaged") from None
+    _check_metrics(record, "predictions.npz", "metrics", metrics)
+    _check_metrics(record, "heldout_predictions.npz", "heldout_metrics", metrics)
+    return hashes is not None
+
+
+def restore_record(record: "str | Path", run_dir: "str | Path", expected: Optional[str] = None) -> bool:
+    """Recreate a finished run folder from its record (:func:`save_record`) when the folder holds no finished run;
+    returns whether it did. The record is verified first (:func:`verify_record`; a legacy record gets its hashes
+    after it verifies), its ``config.yaml`` takes ``run_dir`` as ``output_dir``, and the run then counts as done
+    (``harness.upstream.train``).
+
+    Args:
+        expected: the ``config.yaml`` text the experiment plans for ``run_dir`` (None: not compared).
+
+    Raises:
+        ValueError: a record that does not verify, or whose config is not ``expected`` (before anything is written).
+    """
+    record, run_dir = Path(record), Path(run_dir)
+    if (run_dir / "metrics.json").is_file() or not (record / "metrics.json").is_file():
+        return False
+    hashed = verify_record(record)
+    config = _with_output_dir((record / "config.yaml").read_text(), str(run_dir))
+    if expected is not None:
+        from harness.upstream.train import _same_config
+
+        if not _same_config(config, expected):
+            diff = "".join(difflib.unified_diff(config.splitlines(True), expected.splitlines(True), "record",
+                                                "planned", n=0))
+            raise ValueError(f"record {record} holds a run of another config than this experiment plans for "
+                             f"{run_dir.name}:\n{quote(diff, 1500)}\nmove that record folder away (the run then trains "
+                             "again), or set the experiment back to the settings it was recorded with")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    for name in RECORD_FILES:
+        if (record / name).is_file() and name not in ("metrics.json", "config.yaml"):
+            atomic_write_bytes(run_dir / name, (record / name).read_bytes())
+    atomic_write_text(run_dir / "config.yaml", config)
+    atomic_write_bytes(run_dir / "metrics.json", (record / "metrics.json").read_bytes())
+    if not hashed:
+        _write_hashes(record)
+    return True
