@@ -176,8 +176,9 @@ def read_state(weights: "str | os.PathLike", what: str = "--weights") -> "dict[s
     if not path.is_file():
         raise FileNotFoundError(f"no weights file at {str(path)!r} ({what})")
     if path.suffix.lower() == ".npz":
-        raise ValueError(f"{str(path)!r} is a NumPy .npz archive, which only timm's BiT and ViT models read: give it "
-                         f"with such a timm:NAME source, or {WEIGHTS_FIX}")
+        raise ValueError(f"{str(path)!r} is a NumPy .npz archive: only the backbone of a timm model with its own .npz "
+                         "reader (BiT, ViT) takes one (harness downstream / fewshot --weights); give a state dict (a dict "
+                         "of tensors) saved by torch.save (.pth, .pt) or safetensors.torch.save_file (.safetensors)")
     try:
         state = timm.models.load_state_dict(str(path), use_ema=True, weights_only=True)
     except Exception as e:  # noqa: BLE001 -- any failure to read means: not a weights file (never a traceback)
