@@ -8,6 +8,7 @@ dataclass. The resolved config is what a run stores beside its results.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Sequence, Type, TypeVar
 
@@ -18,6 +19,9 @@ from omegaconf.errors import OmegaConfBaseException
 from harness.io import quote
 
 T = TypeVar("T")
+#: what a setting's dotted key looks like (``optim.lr``, ``seeds[0]``); another key means the file is not a config,
+#: and its text (a file's content) is not quoted back
+_SETTING_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,63}(\.[A-Za-z_][A-Za-z0-9_-]{0,63}|\[\d+\])*")
 
 
 def load_config(schema: Type[T], path: "str | Path | None" = None, overrides: Sequence[str] = (),
@@ -53,6 +57,11 @@ def load_config(schema: Type[T], path: "str | Path | None" = None, overrides: Se
                 OmegaConf.update(merged, key.strip(), {}, merge=False)
         return OmegaConf.to_object(merged)
     except OmegaConfBaseException as e:
+        key = str(getattr(e, "full_key", None) or "")
+        if key and not _SETTING_KEY.fullmatch(key):  # a key that is no setting name: the file is not a config
+            raise ValueError(f"invalid config{f' {path}' if path else ''}: it holds an entry that is not a setting of "
+                             f"{schema.__name__} (a key that is not a setting name; the file's content is not shown): "
+                             "is it a config file?") from None
         raise ValueError(quote(f"invalid config{f' {path}' if path else ''}: {e}".replace("\n", "; "))) from e
     except TypeError as e:  # a list where the schema has a mapping (or the reverse): name the layer that brings it
         where = f" {path}" if path else ""
