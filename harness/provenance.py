@@ -46,14 +46,21 @@ def cpu_model() -> str:
     return platform.processor() or "unknown"
 
 
-def cpu_details() -> str:
-    """The CPU as ``lscpu`` names it: model name, family, model and stepping, bf16 support; '' without lscpu."""
+def lscpu() -> "dict[str, str]":
+    """The fields ``lscpu`` prints (``Model name``, ``CPU family``, ``Flags``, ...); {} without lscpu."""
     try:
         out = subprocess.run(["lscpu"], capture_output=True, text=True, timeout=30, check=True).stdout
     except (OSError, subprocess.SubprocessError):
-        return ""
+        return {}
     fields = dict(line.split(":", 1) for line in out.splitlines() if ":" in line)
-    fields = {k.strip(): v.strip() for k, v in fields.items()}
+    return {k.strip(): v.strip() for k, v in fields.items()}
+
+
+def cpu_details() -> str:
+    """The CPU as ``lscpu`` names it: model name, family, model and stepping, bf16 support; '' without lscpu."""
+    fields = lscpu()
+    if not fields:
+        return ""
     flags = set(fields.get("Flags", "").split())
     return (f"{fields.get('Model name', '?')} (family {fields.get('CPU family', '?')}, "
             f"model {fields.get('Model', '?')}, "

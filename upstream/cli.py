@@ -112,4 +112,10 @@ def _submit(cfg, executor: str, nodes: int, gpus_per_node: int, tasks_per_node: 
     except submitit.core.utils.UncompletedJobError as e:  # killed, or too many time-outs
         raise click.ClickException(f"job {job.job_id} ended without finishing: {e}; logs in {job.paths.folder}; "
                                    "the same command resumes the run") from e
+    except KeyboardInterrupt:
+        if executor != "slurm":  # submitit-local: the job's processes got the Ctrl-C too (harness.cli says the rest)
+            raise
+        click.echo(f"\ninterrupted: stopped waiting; SLURM job {job.job_id} keeps running (scancel {job.job_id} stops "
+                   f"it; logs in {job.paths.folder})", err=True)
+        raise click.exceptions.Exit(130) from None
     click.echo(f"run folder: {records[0]['run_dir']} ({records[0]['status']}, {len(records)} process(es))")

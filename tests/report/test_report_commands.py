@@ -91,3 +91,6 @@ def test_report_html_renders_in_headless_chromium(digits_runs, tmp_path):
 
     img = np.asarray(Image.open(tmp_path / "r" / "report.png").convert("L"))
     assert img.shape[0] > 1000 and img.std() > 10  # not a blank page: tables and figures drawn
+    # the whole page: taller than the old 2,400 px cut, and the page's last section drawn near its bottom
+    assert img.shape[0] > 2400 and (img[-300:] < 128).any(), img.shape
+    assert f"x{img.shape[0]} px)" in res.output

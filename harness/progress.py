@@ -1,0 +1,59 @@
+"""Progress lines of long jobs that have no progress bar of their own (``harness import``, ``harness report``):
+numbered steps, ``[import] 2/4 loading the model``, and counts of items with the time left,
+``[import]   4096/10000 images, about 1.2 min left``, at most one every ``every`` seconds."""
+
+from __future__ import annotations
+
+import time
+from typing import Callable, Iterable, Iterator, Optional, TypeVar
+
+T = TypeVar("T")
+
+
+def duration(seconds: float) -> str:
+    """``41 s``, ``3.2 min`` or ``1.5 h``."""
+    if seconds < 100:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.1f} min" if seconds < 6000 else f"{seconds / 3600:.1f} h"
+
+
+class Steps:
+    """The numbered steps of one job, each announced as it starts: ``[prefix] i/n text``.
+
+    Args:
+        progress: where the lines go (``click.echo``, ``print``); None: nowhere.
+        prefix: the job's name in the lines, e.g. ``import``.
+        total: the number of steps (the ``n`` of ``i/n``); a step past it raises the total.
+    """
+
+    def __init__(self, progress: Optional[Callable[[str], None]], prefix: str, total: int) -> None:
+        self.progress, self.prefix, self.total, self.done = progress, prefix, total, 0
+        self.started = time.perf_counter()
+
+    def step(self, text: str) -> None:
+        """Announce the next step."""
+        self.done += 1
+        self.total = max(self.total, self.done)
+        self.say(f"{self.done}/{self.total} {text}")
+
+    def say(self, text: str) -> None:
+        """A line of this job (no step counted)."""
+        if self.progress is not None:
+            self.progress(f"[{self.prefix}] {text}")
+
+    def count(self, items: Iterable[T], total: int, size: Callable[[T], int] = lambda item: 1, unit: str = "items",
+              every: float = 10.0) -> Iterator[T]:
+        """Yield ``items``, saying how many of ``total`` units are done and the time left (from the rate so far)
+        at most every ``every`` seconds, and once at the end. ``size(item)``: the units an item holds (e.g. the
+        images of a batch)."""
+        tic = last = time.perf_counter()
+        done = 0
+        for item in items:
+            yield item
+            done += size(item)
+            now = time.perf_counter()
+            if now - last >= every and done < total:
+                last = now
+                left = (now - tic) / done * (total - done)
+                self.say(f"  {done}/{total} {unit}, about {duration(left)} left")
+        self.say(f"  {done}/{total} {unit} in {duration(time.perf_counter() - tic)}")

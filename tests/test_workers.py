@@ -1,0 +1,101 @@
+"""harness.workers: the remaining-work count over all stages, and Ctrl-C (the parent alone handles it, stops its
+workers at once, and no process prints a traceback)."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _square(x):
+    return x * x
+
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_progress_counts_jobs_over_all_stages_against_the_announced_plan(n):
+    from harness.workers import Workers
+
+    lines = []
+    with Workers(n) as w:
+        w.expect(5)  # the plan: 5 jobs, of which the first stage submits 2
+        w.submit("a", "a0", _square, (1,))
+        w.submit("a", "a1", _square, (2,))
+        w.wait(lines.append)
+        assert w.counts() == (2, 5)
+        for i in range(4):  # one more than announced: the total grows with it
+            w.submit("b", f"b{i}", _square, (i,))
+        w.wait(lines.append)
+        assert w.counts() == (6, 6)
+    status = [line.rsplit("[", 1)[1] for line in lines]
+    if n == 1:  # a line as each job starts, from this process
+        assert lines[0] == "[a] a0 [0/5 jobs done, 5 left]" and lines[2] == "[b] b0 [2/6 jobs done, 4 left]"
+        assert status[-1] == "5/6 jobs done, 1 left]"
+    else:  # a line as each job ends, from the worker processes
+        assert lines[0].startswith("[a] done a") and " in " in lines[0] and status[:2] == [
+            "1/5 jobs done, 4 left]", "2/5 jobs done, 3 left]"]
+        assert status[-1] == "6/6 jobs done, 0 left]"
+
+
+SCRIPT = """
+import sys, time
+from harness.workers import Workers
+
+
+def nap(seconds):
+    time.sleep(seconds)
+
+
+if __name__ == "__main__":
+    try:
+        with Workers(2) as w:
+            w.submit("x", "a", nap, (300,))
+            w.submit("x", "b", nap, (300,))
+            w.submit("x", "c", nap, (300,))
+            print("submitted", flush=True)
+            w.wait(lambda s: None)
+    except KeyboardInterrupt:
+        print("interrupted", flush=True)
+        sys.exit(130)
+"""
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="process groups and signals of Linux")
+def test_ctrl_c_stops_the_workers_at_once_without_their_tracebacks(tmp_path):
+    import psutil
+
+    (tmp_path / "script.py").write_text(SCRIPT)
+    parent = subprocess.Popen([sys.executable, str(tmp_path / "script.py")], cwd=tmp_path, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                              start_new_session=True)  # its own process group: a terminal's Ctrl-C reaches all of it
+    try:
+        assert parent.stdout.readline().strip() == "submitted"
+        proc = psutil.Process(parent.pid)
+
+        def workers():
+            return [c for c in proc.children() if "resource_tracker" not in " ".join(c.cmdline())]
+
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and len(workers()) < 2:
+            time.sleep(0.2)
+        started = workers()
+        assert len(started) == 2, "the workers did not start"
+        time.sleep(1.0)  # the workers are in their jobs
+        tic = time.monotonic()
+        os.killpg(parent.pid, signal.SIGINT)
+        out, err = parent.communicate(timeout=60)
+        assert time.monotonic() - tic < 30, "the parent waited for its workers' jobs"
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+    assert parent.returncode == 130 and out.strip() == "interrupted"
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(w.is_running() and w.status() != psutil.STATUS_ZOMBIE for w in started):
+        time.sleep(0.2)
+    assert not any(w.is_running() and w.status() != psutil.STATUS_ZOMBIE for w in started)
