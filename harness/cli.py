@@ -195,21 +195,25 @@ def import_cmd(source, weights, random_init, data_file, out, device, overrides) 
 @click.option("--no-covariance", is_flag=True, help="Skip the covariance analysis of het models.")
 @click.option("--no-shift", is_flag=True, help="Leave out the distribution-shift section (harness shift predictions).")
 @click.option("--top-pairs", type=click.IntRange(1), default=10, show_default=True)
-@click.option("--screenshot", is_flag=True, help="Also render report.html in headless Chromium to report.png.")
+@click.option("--screenshot", is_flag=True,
+              help="Also render report.html in headless Chromium to report.png: the whole page, 1200 px wide.")
 @click.option("--overwrite", is_flag=True,
               help="Write into an existing folder that holds other files (a report replaces only its own files).")
 def report(paths, name, out_root, no_covariance, no_shift, top_pairs, screenshot, overwrite) -> None:
     """Markdown, HTML and JSON report of run and ensemble folders (Table 7 layout, calibration,
     reliability diagrams, covariance analysis; distribution shift where harness shift has run)."""
     from harness.report.build import build
+    from harness.report.render import png_size
     from harness.report.render import screenshot as take_screenshot
 
     try:
         out = build(paths, name or paths[0].resolve().name, out_root, covariance=not no_covariance,
-                    top_pairs=top_pairs, shift=not no_shift, overwrite=overwrite)
+                    top_pairs=top_pairs, shift=not no_shift, overwrite=overwrite, progress=click.echo)
         click.echo(f"wrote {out / 'report.md'}, {out / 'report.html'}, {out / 'report.json'}")
         if screenshot:
-            click.echo(f"wrote {take_screenshot(out / 'report.html', out / 'report.png')}")
+            click.echo("[report] screenshot: the page measured, then captured whole in headless Chromium")
+            png = take_screenshot(out / "report.html", out / "report.png")
+            click.echo(f"wrote {png} ({'x'.join(map(str, png_size(png)))} px)")
     except (ValueError, OSError, RuntimeError) as e:
         raise click.ClickException(str(e)) from e
 
@@ -608,6 +612,19 @@ def data_pack(source, out, overrides, shard_size, split, multilabel, seed, in_or
         raise click.ClickException(str(e)) from e
     click.echo(f"{index['num_examples']} examples of {ds.description} in {len(index['shards'])} shard(s): "
                f"{folder / index['shards'][0]['name']} ... and {folder / 'index.json'}")
+
+
+@main.command()
+@click.option("--json", "as_json", is_flag=True, help="One JSON object instead of lines.")
+def env(as_json: bool) -> None:
+    """Versions, devices and CPU features of this machine (bf16 native or emulated, AVX512/AMX): paste the output
+    into a bug report."""
+    import json
+
+    from harness.env import describe, environment
+
+    info = environment()
+    click.echo(json.dumps(info, indent=1) if as_json else describe(info))
 
 
 if __name__ == "__main__":

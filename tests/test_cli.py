@@ -1,9 +1,12 @@
-"""The ``harness`` command: help, and the head benchmark on a tiny grid."""
+"""The ``harness`` command: help, the head benchmark on a tiny grid, Ctrl-C (one line on what rerunning keeps,
+exit status 130) and ``harness env``."""
 
 import json
 import subprocess
 import sys
+from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from harness.cli import main
@@ -51,3 +54,75 @@ def test_bench_upstream_table_reports_ratios_per_round_and_the_verdict(tmp_path)
     assert "| array loader + bf16 forced on | 10, 20 | 15 | 0.10 (0.10-0.10) |" in text
     assert "means fp32 on this CPU" in text and "it is slower than fp32 here" in text
     assert "| resnet10_32px_w16 | 50.00% | 1.5000 | 2.5 | 5.0 | 10.00 |" in text
+
+
+CONFIGS = Path(__file__).resolve().parents[1] / "upstream" / "configs"
+#: each long command, the function it hands its work to, and its arguments
+INTERRUPTIBLE = {
+    "upstream": ("harness.upstream.train", "run", ["--config", str(CONFIGS / "digits_hom.yaml")]),
+    "run": ("harness.experiment", "run_experiment", []),
+    "downstream": ("harness.downstream.sweep", "sweep", ["--upstream", "timm:resnet18", "--tasks", "demo"]),
+    "import": ("harness.runs", "import_run", ["--model", "timm:resnet18", "--data", str(CONFIGS / "digits_base.yaml"),
+                                              "--out", "{tmp}/imported"]),
+    "data pack": ("harness.data.pack", "source_config", ["digits", "{tmp}/packed", "--shard-size", "100"]),
+}
+
+
+@pytest.mark.parametrize("command", list(INTERRUPTIBLE))
+def test_ctrl_c_ends_a_long_command_with_one_line_on_rerunning_and_status_130(command, tmp_path, monkeypatch):
+    import importlib
+
+    from harness.cli import RESUMES
+
+    module, name, args = INTERRUPTIBLE[command]
+
+    def interrupted(*a, **kw):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(importlib.import_module(module), name, interrupted)
+    monkeypatch.chdir(tmp_path)
+    res = CliRunner().invoke(main, [*command.split(), *(a.format(tmp=tmp_path) for a in args)])
+    assert res.exit_code == 130, res.output
+    assert isinstance(res.exception, SystemExit) and "Traceback" not in res.output
+    said = [line for line in res.output.splitlines() if line.startswith("interrupted")]
+    assert said == [f"interrupted: {RESUMES[command]}"], res.output
+    assert "rerun the same command" in said[0]
+
+
+def test_ctrl_c_in_other_commands_says_only_that_it_was_interrupted(monkeypatch):
+    import harness.env
+
+    def interrupted():
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(harness.env, "environment", interrupted)
+    res = CliRunner().invoke(main, ["env"])
+    assert res.exit_code == 130 and res.output.strip() == "interrupted"
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="process groups and signals of Linux")
+def test_sigint_in_harness_upstream_ends_it_with_the_resume_line_and_no_traceback(tmp_path):
+    """A real Ctrl-C: SIGINT to the command's process group once it has started its run."""
+    import os
+    import signal
+    import time
+
+    from harness.cli import RESUMES
+
+    run_dir = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, "-m", "harness.cli", "upstream", "--config",
+                             str(CONFIGS / "digits_hom.yaml"), f"output_dir={run_dir}", "train.epochs=50"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and not (run_dir / "run.json").is_file() and proc.poll() is None:
+            time.sleep(0.2)
+        assert proc.poll() is None, proc.communicate()
+        os.killpg(proc.pid, signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err[-2000:]
+    assert "Traceback" not in err and f"interrupted: {RESUMES['upstream']}" in err, err[-2000:]
+    assert not (run_dir / "metrics.json").exists()  # stopped, not finished
