@@ -128,7 +128,7 @@ def export_state(model: "Classifier") -> "tuple[dict[str, torch.Tensor], str, Op
         state = {**backbone, **{f"{n}.{p}": t.clone().contiguous() for n in names for p, t in (("weight", weight),
                                                                                                  ("bias", bias))}}
         if names and _same_in_timm(model, state):
-            return state, "timm", (tau if tau != 1.0 else None)
+            return state, "timm", (tau if tau != 1.0 or head.learn_temperature else None)
     return {**backbone, **{HEAD_PREFIX + k: v.detach().contiguous() for k, v in head.state_dict().items()}}, "het_head", None
 
 
@@ -252,7 +252,7 @@ def read_export(model_id: str, **download: Any) -> "Classifier":
                          "'local-dir:PATH'))")
     spec = ModelConfig.from_dict(check_stored_config(info.get("model"), str(config_path)))
     folded = info.get("folded_temperature")
-    if info["layout"] == "timm":
+    if info["layout"] == "timm" and folded is not None:  # τ is in the classifier's weights
         spec.head = {**spec.head, "temperature": 1.0, "learn_temperature": False}
     model = build_model(spec)
     state = read_state(weights_path, what=str(model_id))
@@ -271,7 +271,7 @@ def read_export(model_id: str, **download: Any) -> "Classifier":
     load_weights(model.backbone, body, source=source, fix="give the folder save_pretrained wrote, unchanged")
     load_weights(model.head, head, source=source, fix="give the folder save_pretrained wrote, unchanged")
     model.card_info = {k: info[k] for k in ("trained_on", "metrics") if info.get(k) is not None}
-    if folded not in (None, 1.0):
+    if folded is not None:
         model.card_info["folded_temperature"] = folded
     if config.get("label_names"):
         model.card_info["label_names"] = list(config["label_names"])

@@ -108,3 +108,45 @@ def test_a_pretrained_backbone_brings_its_own_preprocessing_and_strict_loading(t
     torch.save(torchvision.models.get_model("resnet18", weights=None).state_dict(), tmp_path / "tv.pth")
     tv = build_model(ModelConfig(backbone="torchvision:resnet18", num_classes=5), pretrained_file=str(tmp_path / "tv.pth"))
     assert tv.config.preprocessing["std"] == pytest.approx([0.229, 0.224, 0.225])
+
+
+# ------------------------------------------------------------------ timm's model interface
+def test_the_timm_interface_of_a_built_model():
+    import timm.data
+
+    model = build_model(dict(backbone="resnet10_32px_w16", num_classes=5, head=dict(covariance="none"))).eval()
+    x = torch.randn(2, 3, 32, 32)
+    with torch.no_grad():
+        feats = model.forward_features(x)
+        assert feats.shape == (2, 128, 4, 4)  # unpooled
+        assert torch.equal(model.forward_head(feats, pre_logits=True), model.pre_logits(x))
+        assert torch.equal(model.forward_head(feats), model(x))
+    assert model.num_classes == 5 and model.num_features == model.head_hidden_size == 128
+    assert model.get_classifier() is model.head
+    cfg = timm.data.resolve_data_config(model=model)  # timm's transforms for this model: the harness's [-1, 1]
+    assert cfg["mean"] == (0.5, 0.5, 0.5) and cfg["input_size"] == (3, 32, 32)
+    model.reset_classifier(7)
+    assert model(x).shape == (2, 7) and torch.equal(model(x), torch.zeros(2, 7)) and model.config.num_classes == 7
+    model.reset_classifier(3, covariance="diagonal", eval_mc_samples=4)
+    assert model.head.covariance_type == "diagonal" and model.config.head["covariance"] == "diagonal"
+    model.reset_classifier(0)
+    assert model(x).shape == (2, 128) and model.num_classes == 0
+    with pytest.raises(ValueError, match="no head .*reset_classifier\\(num_classes\\)"):
+        save_model(model, "unused.pt")
+
+
+def test_a_renormalising_model_applies_its_normalisation_in_forward_features():
+    from harness.models import Classifier, HeteroscedasticHead
+
+    import timm
+
+    backbone = timm.create_model("test_resnet", num_classes=0)
+    model = Classifier(backbone, HeteroscedasticHead(backbone.num_features, 3, covariance="none"),
+                       ModelConfig("test_resnet", 3, {"covariance": "none"}, {}, {"mean": [0.485, 0.456, 0.406],
+                                                                                   "std": [0.229, 0.224, 0.225]})).eval()
+    x = torch.randn(2, 3, 32, 32)
+    own = (x * 0.5 + 0.5 - torch.tensor([0.485, 0.456, 0.406]).view(1, 3, 1, 1)) / torch.tensor(
+        [0.229, 0.224, 0.225]).view(1, 3, 1, 1)
+    with torch.no_grad():
+        torch.testing.assert_close(model.forward_features(x), backbone.forward_features(own))
+        torch.testing.assert_close(model.forward_head(model.forward_features(x)), model(x))

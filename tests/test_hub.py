@@ -1,0 +1,173 @@
+"""Models out of the harness (harness.hub through Classifier.save_pretrained / from_pretrained / push_to_hub):
+model.safetensors + config.json + a model card; identical logits after a round trip; a homoscedastic export is the
+plain timm model; the hub code run against local folders (no network)."""
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from harness.models import Classifier, build_model, load_source, save_model
+
+X = torch.randn(3, 3, 32, 32, generator=torch.Generator().manual_seed(0))
+
+
+def _model(covariance="none", backbone="resnet10_32px_w16", **head):
+    torch.manual_seed(0)
+    model = build_model(dict(backbone=backbone, num_classes=5, head=dict(covariance=covariance, **head)))
+    with torch.no_grad():  # a trained-looking head (not zero), and BatchNorm statistics that are not the defaults
+        for p in model.head.parameters():
+            p.add_(0.1 * torch.randn_like(p))
+        model.train()(torch.randn(8, 3, 32, 32))
+    return model.eval()
+
+
+@pytest.mark.parametrize("head", [dict(covariance="none"),
+                                  dict(covariance="low_rank", num_factors=2, temperature=0.5, eval_mc_samples=16),
+                                  dict(covariance="diagonal", learn_temperature=True, eval_mc_samples=8)],
+                         ids=["hom", "low_rank", "diagonal"])
+def test_save_pretrained_and_from_pretrained_give_identical_logits(tmp_path, head):
+    model = _model(**head)
+    model.save_pretrained(tmp_path / "out", trained_on={"source": "digits", "image_size": 32},
+                          metrics={"top1": 0.875, "nll": 0.41})
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["README.md", "config.json", "model.safetensors"]
+    again = Classifier.from_pretrained(tmp_path / "out")
+    with torch.no_grad():
+        assert torch.equal(again(X), model(X))
+    assert again.config == model.config and not again.training
+    assert again.card_info["trained_on"]["source"] == "digits" and again.card_info["metrics"]["top1"] == 0.875
+    config = json.loads((tmp_path / "out" / "config.json").read_text())
+    assert config["architecture"] == "resnet10_32px_w16" and config["num_classes"] == 5
+    assert config["harness"]["model"]["head"] == model.config.head  # head options and τ
+    assert config["harness"]["layout"] == ("timm" if head["covariance"] == "none" else "het_head")
+    assert config["pretrained_cfg"]["mean"] == [0.5, 0.5, 0.5] and config["pretrained_cfg"]["input_size"] == [3, 32, 32]
+    card = (tmp_path / "out" / "README.md").read_text()
+    assert "library_name:" in card and "| top1 | 0.8750 |" in card and "Classifier.from_pretrained" in card
+
+
+def test_a_hom_export_is_the_plain_timm_model(tmp_path):
+    import timm
+
+    import harness.backbones  # noqa: F401  (the 32 px ResNets in timm's registry)
+
+    model = _model("none", backbone="test_resnet")
+    model.save_pretrained(tmp_path / "out")
+    file = str(tmp_path / "out" / "model.safetensors")
+    ours = model(X).log_softmax(-1)
+    net = timm.create_model("test_resnet", pretrained=True, num_classes=5,
+                            pretrained_cfg_overlay=dict(file=file, num_classes=5)).eval()
+    with torch.no_grad():
+        torch.testing.assert_close(net(X).log_softmax(-1), ours, rtol=1e-5, atol=1e-5)
+        folder = timm.create_model(f"local-dir:{tmp_path / 'out'}", pretrained=True).eval()
+        torch.testing.assert_close(folder(X).log_softmax(-1), ours, rtol=1e-5, atol=1e-5)
+    assert "loads in plain timm | yes" in (tmp_path / "out" / "README.md").read_text()
+
+
+def test_a_hom_temperature_is_folded_into_the_timm_classifier(tmp_path):
+    import timm
+
+    model = _model("none", backbone="test_resnet", temperature=0.25)
+    model.save_pretrained(tmp_path / "out")
+    net = timm.create_model(f"local-dir:{tmp_path / 'out'}", pretrained=True).eval()
+    again = Classifier.from_pretrained(tmp_path / "out")
+    with torch.no_grad():
+        torch.testing.assert_close(net(X), model(X), rtol=1e-5, atol=1e-5)  # logits, τ included
+        torch.testing.assert_close(again(X), model(X), rtol=1e-5, atol=1e-5)
+    assert again.config.head["temperature"] == 1.0 and again.card_info["folded_temperature"] == 0.25
+
+
+def test_a_het_export_is_refused_by_plain_timm_and_read_by_the_harness(tmp_path):
+    import timm
+
+    _model("low_rank", num_factors=2, eval_mc_samples=8).save_pretrained(tmp_path / "out")
+    with pytest.raises(RuntimeError, match="het_head"):
+        timm.create_model(f"local-dir:{tmp_path / 'out'}", pretrained=True)
+    assert load_source(str(tmp_path / "out")).head.covariance_type == "low_rank"
+    assert load_source(f"local-dir:{tmp_path / 'out'}").head.covariance_type == "low_rank"
+    assert "loads in plain timm | no" in (tmp_path / "out" / "README.md").read_text()
+
+
+def test_an_export_never_replaces_other_files_and_refuses_tampered_configs(tmp_path):
+    model = _model()
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "config.json").write_text("{}")
+    with pytest.raises(ValueError, match="holds files save_pretrained did not write"):
+        model.save_pretrained(tmp_path / "mine")
+    assert (tmp_path / "mine" / "config.json").read_text() == "{}"
+    model.save_pretrained(tmp_path / "out")
+    model.save_pretrained(tmp_path / "out")  # an earlier export is replaced
+    config = json.loads((tmp_path / "out" / "config.json").read_text())
+    config["harness"]["model"]["backbone_kwargs"] = {"checkpoint_path": "/etc/shadow"}
+    (tmp_path / "out" / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ValueError, match="backbone_kwargs.checkpoint_path"):
+        Classifier.from_pretrained(tmp_path / "out")
+    with pytest.raises(ValueError, match="no harness section"):
+        Classifier.from_pretrained(tmp_path / "mine")
+    model.reset_classifier(0)
+    with pytest.raises(ValueError, match="no head"):
+        model.save_pretrained(tmp_path / "features")
+
+
+def test_push_to_hub_goes_through_huggingface_hub(tmp_path, monkeypatch):
+    """ModelHubMixin.push_to_hub (HfApi.create_repo + upload_folder), its HTTP calls replaced by a local folder."""
+    import shutil
+
+    import huggingface_hub
+
+    pushed = {}
+
+    def create_repo(self, repo_id, **kwargs):
+        return huggingface_hub.RepoUrl(f"https://huggingface.co/{repo_id}")
+
+    def upload_folder(self, repo_id, folder_path, **kwargs):
+        pushed["repo"] = repo_id
+        shutil.copytree(folder_path, tmp_path / "hub" / repo_id)
+        return "commit-url"
+
+    monkeypatch.setattr(huggingface_hub.HfApi, "create_repo", create_repo)
+    monkeypatch.setattr(huggingface_hub.HfApi, "upload_folder", upload_folder)
+    model = _model("low_rank", num_factors=2, eval_mc_samples=8)
+    assert model.push_to_hub("someone/het-digits") == "commit-url" and pushed["repo"] == "someone/het-digits"
+    again = Classifier.from_pretrained(tmp_path / "hub" / "someone" / "het-digits")
+    with torch.no_grad():
+        assert torch.equal(again(X), model(X))
+
+
+def test_a_hub_repository_in_the_cache_loads_offline_by_its_id(tmp_path, monkeypatch):
+    import shutil
+
+    import huggingface_hub.constants as hub
+
+    model = _model("low_rank", num_factors=2, eval_mc_samples=8)
+    model.save_pretrained(tmp_path / "out")
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    root = tmp_path / "cache" / "models--someone--het"
+    (root / "refs").mkdir(parents=True)
+    (root / "refs" / "main").write_text(commit)
+    shutil.copytree(tmp_path / "out", root / "snapshots" / commit)
+    monkeypatch.setattr(hub, "HF_HUB_CACHE", str(tmp_path / "cache"))
+    with torch.no_grad():
+        assert torch.equal(Classifier.from_pretrained("someone/het", local_files_only=True)(X), model(X))
+        assert torch.equal(load_source("hf-hub:someone/het", offline=True)(X), model(X))
+
+
+def test_export_run_records_the_data_and_metrics_of_a_run_folder(tmp_path):
+    from harness.hub import export_run
+
+    run = tmp_path / "run"
+    model = _model("diagonal", eval_mc_samples=8)
+    save_model(model, run / "model.pt")
+    (run / "config.yaml").write_text("data:\n  source: digits\n  path: /home/me/data\n  image_size: 32\n"
+                                     "  label_noise: {kind: pairflip, rate: 0.3}\n")
+    (run / "metrics.json").write_text(json.dumps({"metrics": {"top1": 0.9, "nll": 0.3}, "heldout_metrics": {"nll": 0.5}}))
+    (run / "run.json").write_text(json.dumps({"class_names": [str(i) for i in range(5)]}))
+    export_run(run, tmp_path / "out")
+    config = json.loads((tmp_path / "out" / "config.json").read_text())
+    assert config["harness"]["trained_on"] == {"source": "digits", "image_size": 32,
+                                               "label_noise": {"kind": "pairflip", "rate": 0.3}}  # no path
+    assert config["harness"]["metrics"] == {"top1": 0.9, "nll": 0.3, "heldout_nll": 0.5}
+    assert config["label_names"] == ["0", "1", "2", "3", "4"]
+    with torch.no_grad():
+        assert torch.equal(Classifier.from_pretrained(tmp_path / "out")(X), model(X))
+    assert Path(tmp_path / "out" / "README.md").read_text().count("heldout_nll") == 1
