@@ -89,3 +89,22 @@ def test_bad_imports_are_refused_before_any_file_is_written(tmp_path):
     res = _import(tmp_path, _weights(tmp_path, 1), "full")
     assert res.exit_code != 0 and "not empty" in res.output
     assert sorted(p.name for p in (tmp_path / "full").iterdir()) == ["notes.txt"]
+
+
+def test_bad_weight_files_get_one_clean_error_and_a_refused_import_leaves_nothing(tmp_path):
+    """Issue 29 item 8: a 0-byte .pth (which printed only 'Aborted!') and NaN weights (which left a half-written
+    folder blocking the rerun) get a click error naming the file and the fix, no traceback; the rerun with good
+    weights then writes the folder."""
+    (tmp_path / "empty.pth").write_bytes(b"")
+    res = _import(tmp_path, tmp_path / "empty.pth", "run")
+    assert res.exit_code == 1 and "Aborted!" not in res.output and "Traceback" not in res.output
+    assert "empty.pth' cannot be read as a weights file (EOFError); give a state dict" in res.output
+    state = load_file(str(_weights(tmp_path, 0)))
+    state["fc.weight"] = torch.full_like(state["fc.weight"], float("nan"))
+    save_file(state, str(tmp_path / "nan.safetensors"))
+    res = _import(tmp_path, tmp_path / "nan.safetensors", "run")
+    assert res.exit_code == 1 and "NaN or infinite values (first: fc.weight)" in res.output
+    assert not (tmp_path / "run").exists()
+    res = _import(tmp_path, _weights(tmp_path, 0), "run")
+    assert res.exit_code == 0, res.output
+    assert (tmp_path / "run" / "predictions.npz").is_file()
