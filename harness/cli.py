@@ -75,8 +75,9 @@ def _model_source(flag: str, dest: str, what: str, said_in: str):
                               "dict, or for timm a BiT .npz).")(f)
         return click.option(flag, dest, required=True,
                             help=f"{what}: the model.pt of an upstream run; timm:NAME (any timm model name, e.g. "
-                                 "timm:resnet50.a1_in1k) with --weights or from the local timm / Hugging Face cache; "
-                                 "or torchvision:NAME with --weights.")(f)
+                                 "timm:resnet50.a1_in1k) with --weights, or with timm's weights (downloaded as timm "
+                                 "does; from the local cache only with HF_HUB_OFFLINE=1); timm:hf-hub:ORG/NAME or "
+                                 "timm:local-dir:PATH (timm's sources); or torchvision:NAME with --weights.")(f)
     return wrap
 
 
