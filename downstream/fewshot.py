@@ -34,7 +34,7 @@ from harness.downstream.table import _data_text, _model_text
 from harness.downstream.tasks import Task
 from harness.data.dataset import ArrayImages, ImageDataset
 from harness.fewshot import HELDOUT_PER_CLASS, L2_GRID, check_shots, draw_shots, extract_features, fewshot_scores
-from harness.io import atomic_write_text, check_writable, json_dumps
+from harness.io import atomic_write_text, check_output_folder, check_writable, json_dumps, read_json
 
 #: the split the shots and the held-out examples are drawn from, and the split scored
 POOL_SPLIT, TEST_SPLIT = "train800val200", "test"
@@ -114,6 +114,9 @@ def prepare_tasks(tasks: Sequence[str], shots: Sequence[int], settings: Optional
     check_tasks(chosen, settings)
     out = []
     for t in chosen:
+        if t.num_classes < 2:
+            raise ValueError(f"task {t.name} has {t.num_classes} class: a few-shot probe tells classes apart, so a task "
+                             "needs at least 2 (check its NAME=FOLDER:K)")
         pool, test = load_split(t, POOL_SPLIT, settings), load_split(t, TEST_SPLIT, settings)
         try:
             draws = draw_shots(pool.labels, t.num_classes, shots, seed, heldout, where=f"task {t.name} {POOL_SPLIT}")
@@ -192,7 +195,7 @@ def fewshot(source: str, tasks: Sequence[str], out: "str | Path", shots: Sequenc
             settings: Optional[SweepSettings] = None, seed: int = 0,
             resolution: "Optional[int | Sequence[int]]" = None, weights: "Optional[str | Path]" = None,
             random_init: bool = False, heldout: int = HELDOUT_PER_CLASS,
-            progress: Callable[[str], None] = print) -> dict:
+            progress: Callable[[str], None] = print, overwrite: bool = False) -> dict:
     """Few-shot linear evaluation of a model on ``tasks``; writes ``<out>/fewshot.json`` and ``<out>/fewshot.md``.
 
     Everything is checked before any feature is extracted: the shots, the resolution, the device
@@ -211,22 +214,29 @@ def fewshot(source: str, tasks: Sequence[str], out: "str | Path", shots: Sequenc
         weights, random_init: see :func:`harness.models.load_source`.
         heldout: held-out examples per class, to choose λ on.
         progress: called with one line per task.
+        overwrite: write into an ``out`` that holds other files, beside them (never replacing a file this command
+            did not write; its own earlier fewshot.json and fewshot.md are replaced).
 
     Returns:
         The ``fewshot.json`` content: ``{"schema", "source", "preprocessing", "method", "seed", "shots", "tasks",
         "mean"}`` (``mean``: per shot count, the mean test accuracy over tasks).
 
     Raises:
-        ValueError: bad shots, resolution, device, task or data; weights that do not fit; an unwritable ``out``.
+        ValueError: bad shots, seed, resolution, device, task or data; weights that do not fit; an unwritable ``out``,
+            or one holding files of others (without ``overwrite``; with it, others' fewshot.json or fewshot.md).
         FileNotFoundError: no such model, weights file or data.
     """
     from harness.models import load_source
 
     shots = check_shots(shots, "--shots")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < 2**32:
+        raise ValueError(f"--seed must be a whole number in [0, 2**32 - 1], got {seed!r}")
     size = _resolution(resolution)
     settings = settings or SweepSettings()
     check_device(settings.device)
     out = check_writable(out, f"--out {out}", "--out DIR")
+    ours = (read_json(Path(out) / "fewshot.json") or {}).get("schema") == SCHEMA
+    check_output_folder(out, ours, ("fewshot.json", "fewshot.md"), overwrite, "harness fewshot", "--out")
     record = upstream_record(source, weights, random_init)
     model = load_source(source, weights, random_init).to(settings.device)
     prepared = prepare_tasks(tasks, shots, settings, seed, heldout)

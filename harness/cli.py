@@ -385,8 +385,10 @@ def downstream(upstream_ckpt, tasks, data_dir, data_format, preset, lrs, steps, 
 @click.option("--device", default="cpu", show_default=True, help="cpu, cuda or cuda:N.")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Output folder (default results/fewshot/<model name>).")
+@click.option("--overwrite", is_flag=True,
+              help="Write into an --out that holds other files, beside them (a file it did not write is never replaced).")
 def fewshot(source, weights, random_init, tasks, shots, data_dir, data_format, resolution, allow_outside_paths, seed,
-            device, out) -> None:
+            device, out, overwrite) -> None:
     """Few-shot linear evaluation (big_vision's probe): frozen pre-logit features, closed-form ridge regression to
     ±1 one-hot targets on 1/5/10/25 examples per class of train800val200, λ chosen on held-out examples of that
     split (never on test), prec@1 on test; writes fewshot.json and fewshot.md."""
@@ -410,7 +412,7 @@ def fewshot(source, weights, random_init, tasks, shots, data_dir, data_format, r
                                  allow_outside_paths=allow_outside_paths)
         result = run_fewshot(source, names, out, whole_numbers(shots, "--shots", "1,5,10,25"), settings, seed,
                              whole_numbers(resolution, "--resolution", "32") if resolution else None, weights,
-                             random_init, progress=click.echo)
+                             random_init, progress=click.echo, overwrite=overwrite)
     except (ValueError, OSError) as e:  # OSError: missing data or model (FileNotFoundError), an unwritable --out
         raise click.ClickException(str(e)) from e
     click.echo("mean over tasks: " + ", ".join(f"{s}-shot {100 * v:.2f}" for s, v in result["mean"].items())

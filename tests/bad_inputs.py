@@ -2,8 +2,10 @@
 
 Each area keeps its cases in ``tests/bad_inputs_<area>.py`` with the :func:`bad_input` decorator: a
 function that does what the user would do (in a fresh temporary folder) and must raise ``error``
-with a message matching ``match`` (the message names the fix). ``tests/test_bad_inputs.py`` runs
-every case; this file, run as a script, runs them too and writes the table of what each input now
+with a message matching ``match`` (the message names the fix). A case whose right outcome is a correct result
+(an interrupted run that resumes, an ``--overwrite`` that writes beside the user's files and keeps them) is
+registered with :func:`handled`: its function checks the result and returns what happened. ``tests/test_bad_inputs.py``
+runs every case; this file, run as a script, runs them too and writes the table of what each input now
 gets to ``results/reliability.md``::
 
     python tests/bad_inputs.py            # writes results/reliability.md
@@ -24,6 +26,13 @@ ROOT = HERE.parent
 
 
 @dataclass
+class Handled:
+    """The outcome of a :func:`handled` case: what the harness did (checked by the case)."""
+
+    message: str
+
+
+@dataclass
 class BadInput:
     """One bad input.
 
@@ -32,7 +41,8 @@ class BadInput:
         what: the input, as a user would describe it.
         trigger: ``tmp_path -> None``; does what the user does and must raise. It runs with the
             temporary folder as working directory; repository files are reached through ``ROOT``.
-        error: the exception type(s) it must raise.
+        error: the exception type(s) it must raise; None: it must raise nothing (a :func:`handled` case, whose
+            trigger checks the result and returns what happened).
         match: a regular expression the message must match (``re.search``).
         before: the error comes before any work (False: found during the work, e.g. a disk that fills
             up or an image that turns out corrupt when read; the message then names the file).
@@ -41,16 +51,27 @@ class BadInput:
     area: str
     what: str
     trigger: Callable[[Path], Any]
-    error: "type | tuple[type, ...]"
+    error: "type | tuple[type, ...] | None"
     match: str
     before: bool = True
 
-    def run(self, tmp_path: Path) -> BaseException:
-        """Trigger the input; return the exception raised.
+    @property
+    def verdict(self) -> str:
+        """``clear before work``, ``clear during work`` (the error names the file) or ``handled``."""
+        return "handled" if self.error is None else "clear before work" if self.before else "clear during work"
+
+    def run(self, tmp_path: Path) -> "BaseException | Handled":
+        """Trigger the input; return the exception raised (a :func:`handled` case: what happened).
 
         Raises:
-            AssertionError: nothing was raised, another type was, or the message does not match.
+            AssertionError: nothing was raised, another type was, or the message does not match; a handled case
+                whose checks fail, or that raises.
         """
+        if self.error is None:
+            result = self.trigger(tmp_path)
+            if not isinstance(result, str) or not re.search(self.match, result, re.S):
+                raise AssertionError(f"{self.what}: outcome {result!r} does not match {self.match!r}")
+            return Handled(result)
         try:
             self.trigger(tmp_path)
         except self.error as e:
@@ -69,6 +90,17 @@ def bad_input(area: str, what: str, error: "type | tuple[type, ...]" = ValueErro
 
     def register(fn: Callable[[Path], Any]) -> Callable[[Path], Any]:
         CASES.append(BadInput(area, what, fn, error, match, before))
+        return fn
+
+    return register
+
+
+def handled(area: str, what: str, match: str = "") -> Callable:
+    """Decorator registering ``fn(tmp_path) -> str`` as a case whose right outcome is a correct result: ``fn`` checks
+    it (assertions) and returns one line on what happened (matching ``match``)."""
+
+    def register(fn: Callable[[Path], Any]) -> Callable[[Path], Any]:
+        CASES.append(BadInput(area, what, fn, None, match))
         return fn
 
     return register
@@ -106,11 +138,15 @@ def write_table(out: Path = ROOT / "results" / "reliability.md") -> None:
     prov["command"] = "python tests/bad_inputs.py"
     lines = [markdown_header("Reliability: bad inputs and what each gets", prov),
              "Every row was run by the command above: the input was given as a user would, and the message is "
-             "the one the harness printed. The same cases run in the test suite (`tests/test_bad_inputs.py`). "
-             "\"Before work\": the error came before any training, prediction or output (otherwise during the work, "
-             "naming the file). A traceback, a silent wrong result or a write outside the chosen folder fails the "
-             "case, so none is listed.", "",
-             "| area | bad input | error | before work | message |", "|---|---|---|---|---|"]
+             "the one the harness printed (or, for a handled case, what it did, checked by the case). The same cases "
+             "run in the test suite (`tests/test_bad_inputs.py`). Verdicts: \"clear before work\", an error naming "
+             "the problem and the fix before any training, prediction or output; \"clear during work\", one found "
+             "while the work reads the input, naming the file; \"handled\", the right result (a resume, files kept). "
+             "A traceback (another exception), a silent wrong result (no exception, or a result the case's checks "
+             "refuse), lost data (a file of the user's replaced or deleted) or a security hole (a command run, a "
+             "file read outside its folder) fails the case, and this table is not written. \"(audit X)\": the case "
+             "of the second reliability audit (2026-11-25) it reproduces.", "",
+             "| area | bad input | verdict | error | message |", "|---|---|---|---|---|"]
     cases = load_cases()
     for case in cases:
         with tempfile.TemporaryDirectory() as tmp:
@@ -119,14 +155,15 @@ def write_table(out: Path = ROOT / "results" / "reliability.md") -> None:
                 e = case.run(Path(tmp))
             finally:
                 os.chdir(ROOT)
-        msg = " ".join(str(e).split()).replace("|", "\\|")
-        lines.append(f"| {case.area} | {case.what} | `{type(e).__name__}` | {'yes' if case.before else 'no'} | {msg} |")
-    before = sum(c.before for c in cases)
-    lines += ["", f"{len(cases)} cases, each raised its expected error: {before} before any work, {len(cases) - before} "
-                  "during the work (naming the file). A case fails, and this table is not written, on a traceback "
-                  "(another exception), a silent result (no exception) or a write outside its folder: 0 of each."]
+        msg = " ".join((e.message if isinstance(e, Handled) else str(e)).split()).replace("|", "\\|")
+        error = "—" if isinstance(e, Handled) else f"`{type(e).__name__}`"
+        lines.append(f"| {case.area} | {case.what} | {case.verdict} | {error} | {msg} |")
+    counts = {v: sum(c.verdict == v for c in cases) for v in ("clear before work", "clear during work", "handled")}
+    lines += ["", f"{len(cases)} cases: {counts['clear before work']} clear before work, {counts['clear during work']} "
+                  f"clear during work (naming the file), {counts['handled']} handled; tracebacks 0, silent wrong 0, "
+                  "data lost 0, security holes 0 (any of these fails its case, and the table is not written)."]
     atomic_write_text(out, "\n".join(lines) + "\n")
-    print(f"{len(cases)} bad inputs ({before} before any work) -> {out}")
+    print(f"{len(cases)} cases ({', '.join(f'{n} {v}' for v, n in counts.items())}) -> {out}")
 
 
 if __name__ == "__main__":

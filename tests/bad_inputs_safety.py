@@ -259,7 +259,7 @@ bad_settings("checks", "`harness run` with {} (refused before any run)", lambda 
     ("model.num_classes other than the data's", "upstream_overrides=[model.num_classes=20]",
      r"model\.num_classes=20 but the data has 10 classes"),
     ("data.image_size=100000", "upstream_overrides=[data.image_size=100000]", r"data\.image_size=100000 exceeds 1024"),
-    ("workers=0", "workers=0", r"workers must be >= 1"),
+    ("workers=0", "workers=0", r"workers must be between 1 and 256"),
 ])
 
 

@@ -29,6 +29,10 @@ The step in progress, and an evaluation in progress, finish first: they must fit
 that gets no signal) is not requeued, and submitting the same command again resumes from the last state saved
 (``train.checkpoint_every`` bounds the steps lost).
 
+A ``submitit-local`` job belongs to the command that submitted it (which waits for it): each task watches that
+process (:class:`SubmitterWatch`), and once it is gone (killed, even with ``kill -9``) the processes save the state
+at the next step and stop without requeuing, releasing the run folder's lock; the same command resumes the run.
+
 TPUs are not handled here: they run on accelerate's XLA path (``accelerate launch``; see the README), not tested.
 """
 
@@ -39,6 +43,7 @@ import os
 import signal
 import socket
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
@@ -180,6 +185,39 @@ class PreemptionFlag:
         raise RuntimeError("submitit's signal handler returned without requeuing the job (not rank 0?)")
 
 
+class SubmitterWatch:
+    """Whether the process that submitted a ``submitit-local`` job is still alive, checked every ``interval``
+    seconds by a daemon thread (``os.kill(pid, 0)``): a job whose submitter is gone stops (:class:`PretrainJob`).
+
+    Args:
+        pid: the submitting process.
+        interval: seconds between checks.
+    """
+
+    def __init__(self, pid: int, interval: float = 1.0) -> None:
+        self.pid, self.interval, self.gone = int(pid), float(interval), threading.Event()
+
+    def start(self) -> "SubmitterWatch":
+        """Start watching. Returns self."""
+        threading.Thread(target=self._watch, name=f"watch-submitter-{self.pid}", daemon=True).start()
+        return self
+
+    def _watch(self) -> None:
+        while not self.gone.is_set():
+            try:
+                os.kill(self.pid, 0)
+            except ProcessLookupError:
+                self.gone.set()
+                return
+            except PermissionError:  # alive, another user's (a reused PID cannot be ours: it would be gone first)
+                pass
+            time.sleep(self.interval)
+
+    def is_set(self) -> bool:
+        """Whether the submitter is gone."""
+        return self.gone.is_set()
+
+
 class PretrainJob(Checkpointable):
     """One task of a pretraining job: the distributed environment, then :func:`harness.upstream.train.run`.
 
@@ -190,17 +228,22 @@ class PretrainJob(Checkpointable):
         cfg: the validated run config.
         workdir: the directory the job works in (``output_dir``, ``data.path`` may be relative to it).
         gpus_per_node: 0 for CPU processes (gloo), else NCCL with one process per GPU.
+        submitter: the PID of the command that submitted a ``submitit-local`` job: the job stops (state saved, not
+            requeued) when that process is gone (:class:`SubmitterWatch`); None (SLURM): not watched.
     """
 
-    def __init__(self, cfg: UpstreamConfig, workdir: "str | Path", gpus_per_node: int = 0) -> None:
+    def __init__(self, cfg: UpstreamConfig, workdir: "str | Path", gpus_per_node: int = 0,
+                 submitter: Optional[int] = None) -> None:
         self.cfg, self.workdir, self.gpus_per_node = cfg, str(workdir), int(gpus_per_node)
+        self.submitter = submitter
 
     def __call__(self) -> dict:
         """Train (or resume, or find the run complete) in this task.
 
         Returns:
-            ``{"rank", "world_size", "run_dir", "status"}``, status ``done``, or ``preempted`` on ranks other than 0
-            (rank 0 does not return then: submitit requeues the job).
+            ``{"rank", "world_size", "run_dir", "status"}``, status ``done``; ``preempted`` on ranks other than 0
+            (rank 0 does not return then: submitit requeues the job); ``stopped`` when the submitter is gone (the
+            state saved, nothing requeued).
 
         Raises:
             RuntimeError: GPUs were asked for and torch sees none on this node.
@@ -216,11 +259,17 @@ class PretrainJob(Checkpointable):
                                    f"device on {socket.gethostname()}: check the partition "
                                    "(--slurm slurm_partition=...) or use --gpus-per-node 0")
         flag = PreemptionFlag().install()
+        watch = SubmitterWatch(self.submitter).start() if self.submitter else None
+        stop = (lambda: flag.is_set() or watch.is_set()) if watch is not None else flag.is_set
         out = {"rank": env.rank, "world_size": env.world_size, "run_dir": str(Path(self.cfg.run_dir()).resolve())}
         try:
-            run(self.cfg, progress=False, stop_requested=flag.is_set)
+            run(self.cfg, progress=False, stop_requested=stop)
         except Preempted as e:
             print(e, flush=True)
+            if watch is not None and watch.is_set() and not flag.is_set():
+                print(f"the command that submitted this job (PID {self.submitter}) is gone: the job stops here, its "
+                      "state saved; the same command resumes the run", flush=True)
+                return {**out, "status": "stopped"}
             if env.rank == 0:
                 flag.requeue()
             return {**out, "status": "preempted"}
@@ -229,7 +278,7 @@ class PretrainJob(Checkpointable):
     def checkpoint(self, *args: Any, **kwargs: Any) -> DelayedSubmission:
         """What submitit requeues: this same job. The training state is in the run folder (``checkpoints/last.pt``,
         saved by the training loop when the flag was seen), and :func:`harness.upstream.train.run` resumes from it."""
-        return DelayedSubmission(PretrainJob(self.cfg, self.workdir, self.gpus_per_node))
+        return DelayedSubmission(PretrainJob(self.cfg, self.workdir, self.gpus_per_node, self.submitter))
 
 
 def _prior_world_size(run_dir: Path) -> Optional[int]:
@@ -300,4 +349,5 @@ def submit(cfg: UpstreamConfig, executor: str, resources: Resources, parameters:
     except (ValueError, TypeError, NameError, AssertionError) as e:  # submitit's errors for unknown or bad values
         raise ValueError(f"--slurm {' '.join(f'{k}={v}' for k, v in (parameters or {}).items())}: "
                          f"{str(e).splitlines()[0]}") from e
-    return ex.submit(PretrainJob(cfg, Path.cwd(), resources.gpus_per_node))
+    submitter = os.getpid() if executor == "submitit-local" else None  # the local job ends with this process
+    return ex.submit(PretrainJob(cfg, Path.cwd(), resources.gpus_per_node, submitter))
