@@ -295,7 +295,7 @@ def budget_section(curves: "dict[str, dict[int, Path]]", costs: dict,
         diffs = [(p["epochs"], p[acc] - ref[p["epochs"]][acc]) for p in common]
         cross = [(a[0], b[0]) for a, b in zip(diffs, diffs[1:]) if np.sign(a[1]) != np.sign(b[1])]
         crossings[m] = {"diffs": {str(e): d for e, d in diffs}, "crossings": cross}
-        signs = (f"; the sign of the difference changes between " + ", ".join(f"{a} and {b}" for a, b in cross)
+        signs = ("; the sign of the difference changes between " + ", ".join(f"{a} and {b}" for a, b in cross)
                  + " epochs") if cross else ""
         text.append(f"Budget curve, {m} − {first} {acc} (first seed, points): " + ", ".join(
             f"{e} ep {100 * d:+.2f}" for e, d in diffs) + signs + ". One seed per point and no interval: no verdict "

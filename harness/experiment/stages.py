@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
 
@@ -74,8 +75,10 @@ def _transfer_one(model: str, tasks: "list[str]", out: str, settings: Any) -> di
 EXPERIMENT_LOCK = ".harness-run.lock"
 
 
-def run_experiment(exp: Experiment, progress: Callable[[str], None] = print) -> Path:
-    """Run (or finish) every stage of ``exp``; return the report folder.
+def run_experiment(exp: Experiment, progress: Callable[[str], None] = print, train: bool = True) -> Path:
+    """Run (or finish) every stage of ``exp``; return the report folder. With ``train=False`` no upstream run
+    is trained: the report is built from the runs that have finished (restored from records where missing),
+    and a condition reports the seeds it has (the report lists the runs left out).
 
     Raises:
         ValueError: a bad experiment (see :func:`validate_experiment`), or any stage's own errors.
@@ -100,7 +103,7 @@ def run_experiment(exp: Experiment, progress: Callable[[str], None] = print) -> 
             workers.expect(planned_jobs(exp, plans))  # the progress lines count over the whole plan
             progress(f"[plan] {workers.counts()[1]} jobs (upstream runs, then shift predictions and transfers)"
                      + (f" on {exp.workers} processes with {workers.threads} thread(s) each" if exp.workers > 1 else ""))
-            return _run_stages(exp, plans, root, clock, workers, progress)
+            return _run_stages(exp, plans, root, clock, workers, progress, train)
 
 
 def records_dir(exp: Experiment) -> Path:
@@ -146,14 +149,47 @@ def sync_records_locked(exp: Experiment) -> "tuple[int, int]":
         return sync_records(exp, restore=True), sync_records(exp)
 
 
-def _run_stages(exp: Experiment, plans: "dict[str, _Plan]", root: Path, clock: _Clock, workers: Any,
-                progress: Callable[[str], None]) -> Path:
-    from harness.downstream.config import PRESETS, SweepSettings
-    from harness.report.build import build
-    from harness.runs import build_ensemble
-    from harness.shift.predict import average_ensemble, predict_run
+def _finished(cfg: Any) -> bool:
+    return (Path(cfg.output_dir) / "metrics.json").is_file()
 
-    stages: "dict[str, float]" = {}
+
+@dataclass
+class _Study:
+    """What the upstream stage leaves for the evaluation and the report: the main study's runs per method,
+    the τ-grid rows, the budget and condition runs (folder names in the main plan), the multi-label
+    study's runs and grid rows, the downstream settings, and the runs left out (``train=False``)."""
+
+    runs: "dict[str, list[Path]]"
+    grid_rows: "list[dict]"
+    budget: "dict[str, dict[int, str]]"
+    conditions: "dict[str, dict[str, list[str]]]"
+    ml_runs: "dict[str, list[Path]]"
+    ml_grid: "list[dict]"
+    settings: Any
+    left_out: "list[str]" = field(default_factory=list)
+
+
+def _run_stages(exp: Experiment, plans: "dict[str, _Plan]", root: Path, clock: _Clock, workers: Any,
+                progress: Callable[[str], None], train: bool = True) -> Path:
+    """The upstream waves, the evaluation (ensembles, shift, transfer) and the report, in that order."""
+    study = _upstream_stage(exp, plans, root, clock, workers, progress, train)
+    ensembles, stages = _evaluation_stage(exp, root, workers, study, progress)
+    return _report_stage(exp, plans, root, clock, workers, study, ensembles, stages, progress, train)
+
+
+def _upstream_stage(exp: Experiment, plans: "dict[str, _Plan]", root: Path, clock: _Clock, workers: Any,
+                    progress: Callable[[str], None], train: bool) -> _Study:
+    """Queue every upstream run (priority: the main study, then the conditions and budget curves, then the
+    multi-label study, then the frontier), with each final run's shift predictions and transfer behind it."""
+    from harness.downstream.config import PRESETS, SweepSettings
+    from harness.shift.predict import predict_run
+
+    left_out: "list[str]" = []
+
+    def queue(configs: "list[Any]", then: Callable[[Any], Any] = lambda cfg: None) -> None:  # train=False: finished only
+        left_out.extend(Path(c.output_dir).name for c in configs if not train and not _finished(c))
+        _train(workers, [c for c in configs if train or _finished(c)], then)
+
     settings = (SweepSettings(**{**PRESETS[exp.downstream.preset], **exp.downstream.settings})
                 if exp.downstream.tasks else None)
     main = plans["main"]
@@ -180,13 +216,13 @@ def _run_stages(exp: Experiment, plans: "dict[str, _Plan]", root: Path, clock: _
             sync_records(exp)
 
     # priority: the main study, then the budget curves, then the multi-label study, then the frontier
-    _train(workers, [main.configs[f] for f in _first_wave(main, exp.methods, exp.seeds)], then)
+    queue([main.configs[f] for f in _first_wave(main, exp.methods, exp.seeds)], then)
     workers.wait(progress, tick, stages={"upstream"})
     more = _extend_grids(main, exp.temperature_grid, exp.grid_extensions)
     while more:  # the best τ lay on the grid's edge: try past it
         progress(f"[τ grid] extended: {', '.join(more)}")
         workers.expect(len(more))
-        _train(workers, [main.configs[f] for f in more])
+        queue([main.configs[f] for f in more])
         workers.wait(progress, tick, stages={"upstream"})
         more = _extend_grids(main, exp.temperature_grid, exp.grid_extensions)
     second, grid_rows = _choose_temperatures(main, exp.methods, exp.seeds)
@@ -195,7 +231,7 @@ def _run_stages(exp: Experiment, plans: "dict[str, _Plan]", root: Path, clock: _
     if not main.grid_overrides:
         for method in main.grid:  # the chosen τ's run is trained already
             follow_up(runs[method][0])
-    _train(workers, [main.configs[f] for f in second], then)
+    queue([main.configs[f] for f in second], then)
     queued = set(main.configs)  # the main study's runs, all queued by now
     budget = {m: {int(e): _derived(main, m, f"budget_{m}_e{int(e)}", [f"train.epochs={int(e)}",
                                                                       f"train.eval_every={int(e)}"])
@@ -207,26 +243,43 @@ def _run_stages(exp: Experiment, plans: "dict[str, _Plan]", root: Path, clock: _
     # its first method before any second one (an interrupted study has something to say about every condition)
     lists = [list(per.values()) for per in conditions.values()]
     depth = max((len(fs) for per in lists for fs in per), default=0), max((len(per) for per in lists), default=0)
-    _train(workers, [main.configs[f] for f in dict.fromkeys([
+    queue([main.configs[f] for f in dict.fromkeys([
         *(per[j][i] for i in range(depth[0]) for j in range(depth[1]) for per in lists
           if j < len(per) and i < len(per[j])),
         *(f for per in budget.values() for f in per.values())]) if f not in queued])
     ml_plan, ml_grid = plans.get("multilabel"), []
     if ml_plan is not None:
-        _train(workers, [ml_plan.configs[f] for f in _first_wave(ml_plan, ml.methods, ml.seeds)])
+        queue([ml_plan.configs[f] for f in _first_wave(ml_plan, ml.methods, ml.seeds)])
     workers.wait(progress, tick, stages={"upstream"})
     if ml_plan is not None:
         folders, ml_grid = _choose_temperatures(ml_plan, ml.methods, ml.seeds)
-        _train(workers, [ml_plan.configs[f] for f in folders])
+        queue([ml_plan.configs[f] for f in folders])
     workers.wait(progress, tick)
     if exp.frontier.schedules:  # diagnostics: their time is not the experiment's
         plans["frontier"] = frontier_plan(main, exp)
         tic = time.perf_counter()
-        _train(workers, list(plans["frontier"].configs.values()))
+        queue(list(plans["frontier"].configs.values()))
         workers.wait(progress, lambda: sync_records(exp) if exp.records else None)
         clock.exclude(time.perf_counter() - tic)
     workers.close()
+    missing = [d.name for dirs in runs.values() for d in dirs if not (d / "metrics.json").is_file()]
+    if missing:  # only without training: a trained study has every run
+        raise ValueError(f"the main study is not finished ({', '.join(missing)} missing): run harness run without "
+                         "--no-train to train them")
 
+    ml_runs = {} if ml_plan is None else _study_runs(ml_plan, exp.multilabel.methods, exp.multilabel.seeds)
+    return _Study(runs, grid_rows, budget, conditions, ml_runs, ml_grid, settings, left_out)
+
+
+def _evaluation_stage(exp: Experiment, root: Path, workers: Any, study: _Study,
+                      progress: Callable[[str], None]) -> "tuple[list[Path], dict[str, float]]":
+    """The ensembles of each method's first seeds, and the ensembles' shifted predictions (averages of their
+    members'); returns the ensemble folders and the seconds per stage."""
+    from harness.runs import build_ensemble
+    from harness.shift.predict import average_ensemble
+
+    stages: "dict[str, float]" = {}
+    runs = study.runs
     tic = time.perf_counter()
     ensembles = []
     for method, dirs in runs.items():
@@ -246,8 +299,18 @@ def _run_stages(exp: Experiment, plans: "dict[str, _Plan]", root: Path, clock: _
                 average_ensemble(e)
         stages["shift"] = stages.get("shift", 0.0) + time.perf_counter() - tic
 
-    ml_runs = {} if ml_plan is None else _study_runs(ml_plan, exp.multilabel.methods, exp.multilabel.seeds)
+    return ensembles, stages
 
+
+def _report_stage(exp: Experiment, plans: "dict[str, _Plan]", root: Path, clock: _Clock, workers: Any, study: _Study,
+                  ensembles: "list[Path]", stages: "dict[str, float]", progress: Callable[[str], None],
+                  train: bool) -> Path:
+    """Every section of the report, then the report itself (:func:`harness.report.build.build`)."""
+    from harness.report.build import build
+
+    runs, main, settings, conditions = study.runs, plans["main"], study.settings, study.conditions
+    grid_rows, ml_runs, ml_grid, budget, left_out = (study.grid_rows, study.ml_runs, study.ml_grid, study.budget,
+                                                       study.left_out)
     extra: dict = {"tables": [], "text": [], "json": {}}
     if settings is not None:
         moved = {m: dirs for m, dirs in runs.items() if m in (exp.evaluate_methods or exp.methods)}
@@ -275,7 +338,16 @@ def _run_stages(exp: Experiment, plans: "dict[str, _Plan]", root: Path, clock: _
     if grid_rows:
         _merge(extra, temperature_section(grid_rows, "Temperature τ chosen on the held-out split"))
     _merge(extra, comparison_section(runs, ensembles))
+    if not train:  # a condition reports the seeds it has
+        conditions = {name: {m: kept for m, fs in per.items()
+                             if (kept := [f for f in fs if _finished(main.configs[f])])}
+                      for name, per in conditions.items()}
+        if left_out:
+            extra["text"].append(f"Built without training (harness run --no-train): {len(set(left_out))} planned run(s) "
+                                 "not finished yet are left out: " + ", ".join(sorted(set(left_out))) + ".")
     for name, per in conditions.items():
+        if not per:
+            continue
         cond = exp.conditions[name]
         part = comparison_section({m: [Path(main.configs[f].output_dir) for f in fs] for m, fs in per.items()}, [],
                                   label=f"Condition {name} ({cond.description or ' '.join(cond.upstream_overrides)})")

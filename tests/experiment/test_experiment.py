@@ -50,6 +50,14 @@ def test_experiment_runs_every_stage_and_resumes(tmp_path):
     assert report["covariance"]["het_run"].endswith("het_s0")
     md = (out / "report.md").read_text()
     assert "Table 6" in md and "Table 7" in md and "het vs hom" in md and (out / "report.html").is_file()
+    # the verdicts open the report: the declared primary endpoint (held-out NLL) first, one interval over seeds
+    # and images, then the secondary family with its size and Holm-adjusted p
+    summary = report["summary"]
+    assert summary["rows"][0][:3] == ["primary", "het − hom", "nll, held-out, noisy labels"]
+    assert summary["rows"][0][4] == "seeds + images, n = 2"
+    assert md.index("Summary: primary endpoint nll") < md.index("Evaluation data")
+    family = report["secondary_family"]
+    assert family["size"] == len(family["comparisons"]) >= 6 and all("p_holm" in r for r in family["comparisons"])
     # downstream calibration: each method's NLL is the mean over its upstream runs' sweeps
     calib = report["downstream"]["calibration"]["demo_count"]
     sweeps = [json.loads((tmp_path / "runs" / "tiny" / "downstream" / f"hom_s{s}" / "vtab.json").read_text())
