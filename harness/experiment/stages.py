@@ -100,9 +100,12 @@ def run_experiment(exp: Experiment, progress: Callable[[str], None] = print, tra
                 progress(f"[records] restored {restored} finished run(s) from {records_dir(exp)}")
         clock = _Clock(root / "sessions.json")
         with Workers(exp.workers) as workers:
-            workers.expect(planned_jobs(exp, plans))  # the progress lines count over the whole plan
-            progress(f"[plan] {workers.counts()[1]} jobs (upstream runs, then shift predictions and transfers)"
-                     + (f" on {exp.workers} processes with {workers.threads} thread(s) each" if exp.workers > 1 else ""))
+            if train:  # the progress lines count over the whole plan (without training: the finished runs queued)
+                workers.expect(planned_jobs(exp, plans))
+                kinds = ["upstream runs", *(["shift predictions"] if exp.shift else []),
+                         *(["transfers"] if exp.downstream.tasks else [])]
+                progress(f"[plan] {workers.counts()[1]} jobs ({', '.join(kinds)})" + (
+                    f" on {exp.workers} processes with {workers.threads} thread(s) each" if exp.workers > 1 else ""))
             return _run_stages(exp, plans, root, clock, workers, progress, train)
 
 
@@ -221,7 +224,7 @@ def _upstream_stage(exp: Experiment, plans: "dict[str, _Plan]", root: Path, cloc
     more = _extend_grids(main, exp.temperature_grid, exp.grid_extensions)
     while more:  # the best τ lay on the grid's edge: try past it
         progress(f"[τ grid] extended: {', '.join(more)}")
-        workers.expect(len(more))
+        workers.expect(len(more) if train else 0)
         queue([main.configs[f] for f in more])
         workers.wait(progress, tick, stages={"upstream"})
         more = _extend_grids(main, exp.temperature_grid, exp.grid_extensions)
