@@ -12,7 +12,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Optional, Sequence
 
-PACKAGES = ("harness", "torch", "torchvision", "timm", "accelerate", "numpy", "scikit-learn", "netcal")
+PACKAGES = ("het-harness", "torch", "torchvision", "timm", "accelerate", "numpy", "scikit-learn", "netcal")
 
 
 def command_line(argv: "Optional[Sequence[str]]" = None) -> str:
