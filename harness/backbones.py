@@ -39,7 +39,8 @@ VARIANTS = {
 #: their timm pretrained configs (read by timm's registry when :func:`_register` registers them): no published
 #: weights; 32 px inputs normalised as the harness's loaders do (mean = std = 0.5, pixels to [-1, 1]); classifier
 #: ``fc`` and first convolution ``conv1`` as in timm's ResNets, so timm's loaders (``pretrained_cfg_overlay=dict(
-#: file=...)``, ``local-dir:``, ``hf-hub:``) and exports (``Classifier.save_pretrained``) handle them like any timm model
+#: file=...)``, ``local-dir:``, ``hf-hub:``) and exports (``Classifier.save_pretrained``) handle them like any
+#: timm model
 default_cfgs = generate_default_cfgs({
     name: dict(input_size=(3, 32, 32), pool_size=(4, 4), crop_pct=1.0, interpolation="bilinear",
                mean=(0.5, 0.5, 0.5), std=(0.5, 0.5, 0.5), first_conv="conv1", classifier="fc", license="apache-2.0")

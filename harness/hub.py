@@ -99,8 +99,9 @@ def prepare_folder(folder: "str | os.PathLike") -> Path:
     others = sorted(names - {WEIGHTS_FILE, CONFIG_FILE, CARD_FILE})
     earlier = CONFIG_FILE in names and "harness" in _config_or_empty(folder / CONFIG_FILE, read_config_json)
     if others or (names and not earlier):
-        raise ValueError(f"{folder} holds files save_pretrained did not write ({quote(', '.join(others or sorted(names)), 120)}): "
-                         "give a new or empty folder (an export never replaces other files)")
+        listed = quote(", ".join(others or sorted(names)), 120)
+        raise ValueError(f"{folder} holds files save_pretrained did not write ({listed}): give a new or empty folder "
+                         "(an export never replaces other files)")
     (folder / CARD_FILE).unlink(missing_ok=True)
     return folder
 
@@ -129,7 +130,16 @@ def export_state(model: "Classifier") -> "tuple[dict[str, torch.Tensor], str, Op
                                                                                                  ("bias", bias))}}
         if names and _same_in_timm(model, state):
             return state, "timm", (tau if tau != 1.0 or head.learn_temperature else None)
-    return {**backbone, **{HEAD_PREFIX + k: v.detach().contiguous() for k, v in head.state_dict().items()}}, "het_head", None
+    state = {**backbone, **{HEAD_PREFIX + k: v.detach().contiguous() for k, v in head.state_dict().items()}}
+    return state, "het_head", None
+
+
+def _architecture(model: "Classifier") -> str:
+    """The model's backbone name as timm's registry spells it (``timm:resnet18`` -> ``resnet18``)."""
+    from harness.weights import TIMM_PREFIX
+
+    name = model.config.backbone
+    return name[len(TIMM_PREFIX):] if name.startswith(TIMM_PREFIX) else name
 
 
 def _same_in_timm(model: "Classifier", state: dict) -> bool:
@@ -137,7 +147,7 @@ def _same_in_timm(model: "Classifier", state: dict) -> bool:
     logits (softmax link) on a random input of the backbone's size, both in eval mode."""
     import timm
 
-    net = timm.create_model(model.config.backbone, pretrained=False, num_classes=model.num_classes,
+    net = timm.create_model(_architecture(model), pretrained=False, num_classes=model.num_classes,
                             **model.config.backbone_kwargs)
     own = net.state_dict()
     if set(own) != set(state) or any(own[k].shape != v.shape for k, v in state.items()):
@@ -182,7 +192,7 @@ def export_config(model: "Classifier", layout: str, folded: Optional[float]) -> 
         cfg["input_size"] = [int((cfg.get("input_size") or (3,))[0]), size, size]
         cfg.pop("test_input_size", None)
         cfg["pool_size"] = None
-    config = {"architecture": model.config.backbone, "num_classes": model.num_classes,
+    config = {"architecture": _architecture(model), "num_classes": model.num_classes,
               "num_features": model.num_features, "pretrained_cfg": cfg}
     if model.config.backbone_kwargs:
         config["model_args"] = dict(model.config.backbone_kwargs)
@@ -292,7 +302,8 @@ def model_card(model: "Classifier", **kwargs: Any):
              ("temperature τ", head.get("temperature", 1.0)),
              ("input normalisation (mean, std)", f"{cfg.preprocessing.get('mean', [0.5] * 3)}, "
                                                  f"{cfg.preprocessing.get('std', [0.5] * 3)}"),
-             ("trained on", ", ".join(f"{k} {v}" for k, v in data.items() if v not in (None, {}, "")) or "not recorded"),
+             ("trained on", ", ".join(f"{k} {v}" for k, v in data.items() if v not in (None, {}, ""))
+              or "not recorded"),
              ("loads in plain timm", "yes" if timm_layout else "no (a heteroscedastic head: use the harness)")]
     metrics = [(k, f"{v:.4f}" if isinstance(v, float) else v) for k, v in (info.get("metrics") or {}).items()
                if isinstance(v, (int, float, str))]
@@ -301,10 +312,12 @@ def model_card(model: "Classifier", **kwargs: Any):
                               tags=["image-classification", "heteroscedastic", "het-harness", "model_hub_mixin"]
                               + (["timm"] if timm_layout else []))
     kind = head.get("covariance", "low_rank")
-    title = f"{cfg.backbone} with a " + ("homoscedastic (linear) head" if kind == "none" else f"{kind} heteroscedastic head")
+    title = f"{cfg.backbone} with a " + ("homoscedastic (linear) head" if kind == "none"
+                                         else f"{kind} heteroscedastic head")
     summary = (f"A {cfg.num_classes}-class image classifier exported by het-harness: a `{cfg.backbone}` backbone and a "
                + ("homoscedastic (linear) head, stored as the plain timm model." if timm_layout else
-                  "heteroscedastic output head (Monte Carlo average of a tempered softmax over correlated logit noise)."))
+                  "heteroscedastic output head (Monte Carlo average of a tempered softmax over correlated logit "
+                  "noise)."))
     return ModelCard.from_template(card_data, template_str=CARD_TEMPLATE, title=title, summary=summary, facts=facts,
                                    metrics=metrics, timm_layout=timm_layout, **kwargs)
 

@@ -155,7 +155,8 @@ def offline_mode(offline: Optional[bool] = None) -> bool:
         return bool(offline)
     import huggingface_hub.constants as hub
 
-    return bool(hub.HF_HUB_OFFLINE) or os.environ.get("HF_HUB_OFFLINE", "").strip().upper() in ("1", "ON", "YES", "TRUE")
+    env = os.environ.get("HF_HUB_OFFLINE", "").strip().upper()
+    return bool(hub.HF_HUB_OFFLINE) or env in ("1", "ON", "YES", "TRUE")
 
 
 def read_state(weights: "str | os.PathLike", what: str = "--weights") -> "dict[str, torch.Tensor]":
@@ -177,8 +178,9 @@ def read_state(weights: "str | os.PathLike", what: str = "--weights") -> "dict[s
         raise FileNotFoundError(f"no weights file at {str(path)!r} ({what})")
     if path.suffix.lower() == ".npz":
         raise ValueError(f"{str(path)!r} is a NumPy .npz archive: only the backbone of a timm model with its own .npz "
-                         "reader (BiT, ViT) takes one (harness downstream / fewshot --weights); give a state dict (a dict "
-                         "of tensors) saved by torch.save (.pth, .pt) or safetensors.torch.save_file (.safetensors)")
+                         "reader (BiT, ViT) takes one (harness downstream / fewshot --weights); give a state dict (a "
+                         "dict of tensors) saved by torch.save (.pth, .pt) or safetensors.torch.save_file "
+                         "(.safetensors)")
     try:
         state = timm.models.load_state_dict(str(path), use_ema=True, weights_only=True)
     except Exception as e:  # noqa: BLE001 -- any failure to read means: not a weights file (never a traceback)
@@ -242,7 +244,8 @@ def source_spec(source: str, backbone: nn.Module) -> "tuple[str, dict]":
     the rebuilt model afterwards); else the ``timm:`` name without its prefix, or the ``torchvision:NAME`` source."""
     name = str(source)[len(TIMM_PREFIX):] if str(source).startswith(TIMM_PREFIX) else str(source)
     if name.startswith((HF_HUB_PREFIX, LOCAL_DIR_PREFIX)):
-        return str(backbone.pretrained_cfg["architecture"]), dict(getattr(backbone, "pretrained_model_args", None) or {})
+        args = getattr(backbone, "pretrained_model_args", None) or {}
+        return str(backbone.pretrained_cfg["architecture"]), dict(args)
     return name, {}
 
 
@@ -257,8 +260,8 @@ def _torchvision_backbone_with_weights(source: str, weights: "Optional[str | os.
     if weights is not None:
         state = read_state(weights)
         own = backbone.state_dict()
-        load_weights(backbone, {k: v for k, v in state.items() if k in own or k.split(".")[0] not in _TORCHVISION_HEADS},
-                     source=f"{weights} ({source})")
+        kept = {k: v for k, v in state.items() if k in own or k.split(".")[0] not in _TORCHVISION_HEADS}
+        load_weights(backbone, kept, source=f"{weights} ({source})")
     return backbone
 
 
@@ -337,9 +340,9 @@ def _timm_pretrained(name: str, offline: Optional[bool] = None, **kwargs: Any) -
     if offline_mode(offline):
         overlay = _cached_weights(name)
         if overlay is None:
-            raise ValueError(f"no weights for timm:{name} on this machine (offline mode: HF_HUB_OFFLINE or offline=True; "
-                             f"not in the timm / Hugging Face cache): unset HF_HUB_OFFLINE to let timm download them, "
-                             f"or {options}")
+            raise ValueError(f"no weights for timm:{name} on this machine (offline mode: HF_HUB_OFFLINE or "
+                             "offline=True; not in the timm / Hugging Face cache): unset HF_HUB_OFFLINE to let timm "
+                             f"download them, or {options}")
         kwargs["pretrained_cfg_overlay"] = overlay
     try:
         return timm.create_model(name, pretrained=True, num_classes=0, **kwargs)
@@ -381,8 +384,8 @@ def hub_config(source: str, offline: Optional[bool] = None) -> "tuple[dict, Opti
     if name.startswith(LOCAL_DIR_PREFIX):
         folder = Path(name[len(LOCAL_DIR_PREFIX):]).expanduser()
         if not folder.is_dir():
-            raise ValueError(f"{source}: no folder {str(folder)!r}; give local-dir:PATH of a folder holding config.json "
-                             "and the weights")
+            raise ValueError(f"{source}: no folder {str(folder)!r}; give local-dir:PATH of a folder holding "
+                             "config.json and the weights")
         try:
             return read_config_json(folder / "config.json"), folder
         except FileNotFoundError as e:
@@ -413,7 +416,8 @@ def _timm_hub_source(name: str, random_init: bool, offline: Optional[bool], **kw
         return timm.create_model(source, pretrained=not random_init, num_classes=0, **kwargs)
     except Exception as e:  # noqa: BLE001 -- an unknown architecture, missing or unreadable weights
         raise ValueError(f"{name}: timm could not build the model with its weights ({type(e).__name__}); give a "
-                         "folder with a timm config.json and model.safetensors, or timm:NAME with --weights FILE") from e
+                         "folder with a timm config.json and model.safetensors, or timm:NAME with --weights FILE"
+                         ) from e
 
 
 def timm_preprocessing(model: nn.Module) -> dict:

@@ -49,10 +49,9 @@ def test_save_pretrained_and_from_pretrained_give_identical_logits(tmp_path, hea
 def test_a_hom_export_is_the_plain_timm_model(tmp_path):
     import timm
 
-    import harness.backbones  # noqa: F401  (the 32 px ResNets in timm's registry)
-
-    model = _model("none", backbone="test_resnet")
+    model = _model("none", backbone="timm:test_resnet")  # the prefix is not part of timm's name
     model.save_pretrained(tmp_path / "out")
+    assert json.loads((tmp_path / "out" / "config.json").read_text())["architecture"] == "test_resnet"
     file = str(tmp_path / "out" / "model.safetensors")
     ours = model(X).log_softmax(-1)
     net = timm.create_model("test_resnet", pretrained=True, num_classes=5,
@@ -160,7 +159,8 @@ def test_export_run_records_the_data_and_metrics_of_a_run_folder(tmp_path):
     save_model(model, run / "model.pt")
     (run / "config.yaml").write_text("data:\n  source: digits\n  path: /home/me/data\n  image_size: 32\n"
                                      "  label_noise: {kind: pairflip, rate: 0.3}\n")
-    (run / "metrics.json").write_text(json.dumps({"metrics": {"top1": 0.9, "nll": 0.3}, "heldout_metrics": {"nll": 0.5}}))
+    (run / "metrics.json").write_text(json.dumps({"metrics": {"top1": 0.9, "nll": 0.3},
+                                                  "heldout_metrics": {"nll": 0.5}}))
     (run / "run.json").write_text(json.dumps({"class_names": [str(i) for i in range(5)]}))
     export_run(run, tmp_path / "out")
     config = json.loads((tmp_path / "out" / "config.json").read_text())

@@ -138,7 +138,8 @@ def test_full_checkpoints_of_families_with_other_classifier_names_load(tmp_path,
     import timm
 
     torch.manual_seed(0)
-    state = {k: v.contiguous() for k, v in timm.create_model(name, pretrained=False, num_classes=7).state_dict().items()}
+    net = timm.create_model(name, pretrained=False, num_classes=7)
+    state = {k: v.contiguous() for k, v in net.state_dict().items()}
     assert any(k.startswith(classifier + ".") for k in state)
     save_file(state, str(tmp_path / "full.safetensors"))
     model = load_source(f"timm:{name}", tmp_path / "full.safetensors", num_classes=3)
@@ -185,7 +186,8 @@ def _timm_folder(folder, name="test_resnet", num_classes=10):
 
 
 def _fake_hub_cache(cache, repo, files_from):
-    """The Hugging Face cache layout (refs/main -> snapshots/<commit>/...) of ``repo`` holding ``files_from``'s files."""
+    """The Hugging Face cache layout (refs/main -> snapshots/<commit>/...) of ``repo``, holding the files of
+    ``files_from``."""
     import shutil
 
     commit = "0123456789abcdef0123456789abcdef01234567"

@@ -136,14 +136,14 @@ def test_the_timm_interface_of_a_built_model():
 
 
 def test_a_renormalising_model_applies_its_normalisation_in_forward_features():
-    from harness.models import Classifier, HeteroscedasticHead
-
     import timm
 
+    from harness.models import Classifier, HeteroscedasticHead
+
     backbone = timm.create_model("test_resnet", num_classes=0)
+    prep = {"mean": [0.485, 0.456, 0.406], "std": [0.229, 0.224, 0.225]}
     model = Classifier(backbone, HeteroscedasticHead(backbone.num_features, 3, covariance="none"),
-                       ModelConfig("test_resnet", 3, {"covariance": "none"}, {}, {"mean": [0.485, 0.456, 0.406],
-                                                                                   "std": [0.229, 0.224, 0.225]})).eval()
+                       ModelConfig("test_resnet", 3, {"covariance": "none"}, {}, prep)).eval()
     x = torch.randn(2, 3, 32, 32)
     own = (x * 0.5 + 0.5 - torch.tensor([0.485, 0.456, 0.406]).view(1, 3, 1, 1)) / torch.tensor(
         [0.229, 0.224, 0.225]).view(1, 3, 1, 1)
