@@ -19,6 +19,9 @@ import numpy as np
 from harness.downstream.finetune import HEADS, SCHEDULES
 
 DATA_FORMATS = ("tfds", "folder")
+#: the largest τ a noisy transfer head takes (larger ones flatten every prediction to uniform; the references'
+#: grids stop at 5)
+MAX_TEMPERATURE = 1000.0
 #: τ grid of a noisy transfer head when none is given. It brackets the temperatures the references settle on
 #: (uncertainty-baselines' CIFAR 1.3, the paper's ImageNet 0.9 and 1.5, Table 7's 1.5) with the ends of the
 #: upstream grid (harness/experiments/cifar10n.yaml: {0.5, 1, 1.3, 2, 3}); 1.3 is left out because each τ
@@ -149,8 +152,10 @@ class SweepSettings:
             return
         t = list(DEFAULT_TEMPERATURES) if self.temperatures is None else self.temperatures
         _require(isinstance(t, (list, tuple)) and len(t) > 0 and all(
-            isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0 for v in t),
-            f"temperatures (--temperatures) must be a non-empty list of positive finite numbers, e.g. 0.5,1,2; got "
+            isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and 0 < v <= MAX_TEMPERATURE
+            for v in t),
+            f"temperatures (--temperatures) must be a non-empty list of positive finite numbers up to "
+            f"{MAX_TEMPERATURE:g}, e.g. 0.5,1,2; got "
             f"{self.temperatures!r}")
         _require(len({float(v) for v in t}) == len(t), f"temperatures (--temperatures) repeat a value: {t!r}; give "
                  "each τ once")

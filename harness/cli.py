@@ -277,6 +277,26 @@ def shift(members, more, corruptions, severities, examples, ood, seed, device, o
         raise click.ClickException(str(e)) from e
 
 
+#: what harness downstream writes in its --out folder (``reliability_<group>.png`` too); ``predictions``, ``tb`` and
+#: ``submitit`` may be made before ``sweep.json``
+SWEEP_FILES = ("sweep.json", "runs.jsonl", "predictions", "vtab.md", "vtab.html", "vtab.json", "tb", "submitit", "jobs")
+
+
+def _check_sweep_out(out: Path, overwrite: bool) -> None:
+    """Refuse, before any work, an ``--out`` holding files harness downstream did not write (no ``sweep.json``):
+    with ``overwrite`` the sweep writes beside them, never over one.
+
+    Raises:
+        ValueError: naming the files and the fix (harness.io.check_output_folder).
+    """
+    from harness.io import LOCK_FILES, check_output_folder
+
+    ours = (out / "sweep.json").is_file() or (out.is_dir() and all(
+        p.name in ("predictions", "tb", "submitit", *LOCK_FILES) for p in out.iterdir()))
+    taken = SWEEP_FILES + tuple(p.name for p in out.glob("reliability_*.png")) if out.is_dir() else SWEEP_FILES
+    check_output_folder(out, ours, taken, overwrite, "harness downstream", "--out")
+
+
 @main.command()
 @_model_source("--upstream", "upstream_ckpt", "The model", "vtab.md")
 @click.option("--tasks", required=True, multiple=True,
@@ -315,13 +335,15 @@ def shift(members, more, corruptions, severities, examples, ood, seed, device, o
               help="NHWC activations: faster convolutions on CPUs and tensor cores, the same result up to rounding.")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Output folder (default results/downstream/<upstream run name>).")
+@click.option("--overwrite", is_flag=True,
+              help="Write into an --out that holds other files, beside them (a file it did not write is never replaced).")
 @click.option("--executor", type=click.Choice(["local", "submitit-local", "slurm"]), default="local",
               show_default=True, help="In this process; one process per run (per GPU with --gpus); SLURM jobs.")
 @click.option("--gpus", default="", help="submitit-local: GPU ids to spread runs over, e.g. 0,1,2,3.")
 @click.option("--slurm", "slurm_opts", multiple=True, help="SLURM parameter key=value (slurm_partition=gpu ...).")
 def downstream(upstream_ckpt, tasks, data_dir, data_format, preset, lrs, steps, seeds, batch_size, micro_batch,
                resolution, lr_batch, schedule, allow_outside_paths, device, channels_last, out, executor, gpus,
-               slurm_opts, weights, random_init, head, temperatures) -> None:
+               slurm_opts, weights, random_init, head, temperatures, overwrite) -> None:
     """VTAB-1k transfer: fresh zero-initialised head, lr x steps sweep on val200 (or the BiT-HyperRule),
     final runs on train800val200 scored on test; checks every task's data first; resumes a killed sweep."""
     from harness.downstream.config import PRESETS, SweepSettings
@@ -360,6 +382,7 @@ def downstream(upstream_ckpt, tasks, data_dir, data_format, preset, lrs, steps, 
         settings = SweepSettings(**{**PRESETS[preset], **{k: v for k, v in given.items() if v is not None}},
                                  device=device, data_format=data_format, data_dir=data_dir,
                                  allow_outside_paths=allow_outside_paths, channels_last=channels_last)
+        _check_sweep_out(out, overwrite)
         result = sweep(upstream_ckpt, names, out, settings, executor, slurm, progress=click.echo, weights=weights,
                        random_init=random_init)
     except (ValueError, OSError) as e:  # OSError: missing data (FileNotFoundError), an unwritable --out

@@ -412,6 +412,21 @@ def heldout_description(run_dir: "str | Path") -> Optional[str]:
     return None if data.heldout_split is None else build_split(data, data.heldout_split).description
 
 
+def check_model_classes(model_pt: "str | Path", num_classes: int, what: str = "its predictions") -> None:
+    """Check, without building the model, that the checkpoint ``model_pt`` predicts ``num_classes`` classes.
+
+    Raises:
+        ValueError: another number of classes (naming the file and the fix), or not a harness checkpoint.
+        FileNotFoundError: no such file.
+    """
+    from harness.models import read_checkpoint
+
+    k = read_checkpoint(model_pt)["config"].get("num_classes")
+    if k != num_classes:
+        raise ValueError(f"{model_pt} has {k} classes but {what} have {num_classes}: the model.pt is not this run's; put "
+                         "the run's own model.pt back (or rerun harness upstream)")
+
+
 def covariance_analysis(het_run: "str | Path", hom_run: "Optional[str | Path]", hom_preds: Optional[Predictions],
                         top: int = 10) -> dict:
     """The covariance analysis (paper Sec. 4.1: Table 4's top pairs, Figure 2's ranks, and the test of the learned
@@ -427,13 +442,15 @@ def covariance_analysis(het_run: "str | Path", hom_run: "Optional[str | Path]", 
 
     Raises:
         FileNotFoundError: no ``model.pt`` or ``config.yaml`` in ``het_run``.
+        ValueError: a ``model.pt`` of another number of classes than the run's predictions.
     """
     from harness.models import load_model
     from harness.uncertainty.covariance import analyse, rank_summary, transition_test
 
     het_run = Path(het_run)
-    model = load_model(het_run / "model.pt")
     het_preds = Predictions.load(het_run)
+    check_model_classes(het_run / "model.pt", len(het_preds.class_names), f"{het_run / 'predictions.npz'}")
+    model = load_model(het_run / "model.pt")
     with_hom = hom_preds is not None
     result = analyse(model.head, eval_batches(model, data_config(het_run)), het_preds.class_names, top,
                      het_preds.logits if with_hom else None, hom_preds.logits if with_hom else None,

@@ -330,6 +330,53 @@ def _pack_user_folder_overwrite(tmp):
     return "the pack written beside notes.txt, which is unchanged"
 
 
+def _user_run_folder(tmp: Path) -> Path:
+    run = tmp / "run"
+    run.mkdir()
+    for name in ("model.pt", "metrics.json", "predictions.npz"):
+        (run / name).write_text(f"my {name}")
+    return run
+
+
+@bad_input("outputs", "harness upstream into a folder holding the user's model.pt, metrics.json, predictions.npz "
+                      "(audit N06)", CLI_ERROR,
+           r"holds files harness upstream did not write \(metrics\.json, model\.pt, predictions\.npz\): choose another "
+           r"output_dir, or give --overwrite")
+def _upstream_user_files(tmp):
+    run = _user_run_folder(tmp)
+    try:
+        _cli("upstream", "--no-progress", "--config", str(CONFIGS / "digits_hom.yaml"), "train.epochs=1",
+             f"output_dir={run}")
+    finally:
+        assert all((run / n).read_text() == f"my {n}" for n in ("model.pt", "metrics.json", "predictions.npz"))
+        assert sorted(p.name for p in run.iterdir()) == ["metrics.json", "model.pt", "predictions.npz"]
+
+
+@bad_input("outputs", "harness upstream --overwrite into a folder holding the user's model.pt", CLI_ERROR,
+           r"holds metrics\.json, model\.pt, predictions\.npz that harness upstream did not write: even with "
+           r"--overwrite they are not replaced")
+def _upstream_user_files_overwrite(tmp):
+    run = _user_run_folder(tmp)
+    try:
+        _cli("upstream", "--no-progress", "--config", str(CONFIGS / "digits_hom.yaml"), "train.epochs=1", "--overwrite",
+             f"output_dir={run}")
+    finally:
+        assert all((run / n).read_text() == f"my {n}" for n in ("model.pt", "metrics.json", "predictions.npz"))
+
+
+@bad_input("outputs", "harness upstream with output_dir the parent folder of another run (audit N05b)", CLI_ERROR,
+           r"holds files harness upstream did not write \(a\)")
+def _upstream_parent_folder(tmp):
+    live = tmp / "race" / "a" / "checkpoints"
+    live.mkdir(parents=True)
+    (live / ".last.pt.4im1kov4.tmp").write_bytes(b"half a checkpoint")
+    try:
+        _cli("upstream", "--no-progress", "--config", str(CONFIGS / "digits_hom.yaml"), "train.epochs=1",
+             f"output_dir={tmp / 'race'}")
+    finally:
+        assert (live / ".last.pt.4im1kov4.tmp").read_bytes() == b"half a checkpoint"
+
+
 # ------------------------------------------------------------------------------ item 4: overrides reach the runs
 def _tiny(tmp: Path, methods: str, *overrides: str):
     from harness.experiment import load_experiment
@@ -565,6 +612,22 @@ def _ensemble_wrong_k(tmp):
         assert not (tmp / "ens").exists(), "an ensemble folder was written"
 
 
+@bad_input("ensembles", "harness report of a het run whose model.pt has 20 classes for its 5 (audit P5c)", CLI_ERROR,
+           r"model\.pt has 20 classes but .*predictions\.npz have 5: the model\.pt is not this run's")
+def _report_wrong_k(tmp):
+    from bad_inputs_uncertainty import make_run
+
+    from harness.models import ModelConfig, build_model, save_model
+
+    run = make_run(tmp / "a", covariance="low_rank")
+    save_model(build_model(ModelConfig("test_resnet", 20, {"covariance": "low_rank", "num_factors": 2})),
+               run / "model.pt")
+    try:
+        _cli("report", str(run), "--out-root", str(tmp / "results"), "--name", "r")
+    finally:
+        assert not (tmp / "results" / "r").exists(), "a half-written report folder was left"
+
+
 @bad_input("import", "harness import of weights that predict NaN (audit I13, I13b)", CLI_ERROR,
            r"(weight tensor\(s\) hold NaN or infinite values|log_probs holds NaN in \d+ of \d+ rows)")
 def _import_nan(tmp):
@@ -641,6 +704,44 @@ def _fewshot_one_class(tmp):
         (task / f"{split}.txt").write_text("".join(f"img/{i}.png 0\n" for i in rows))
     _cli("fewshot", "--model", str(_model_pt(tmp / "model.pt")), "--tasks", f"one={task}:1", "--data-format", "folder",
          "--shots", "1", "--resolution", "32", "--out", str(tmp / "out"))
+
+
+def _downstream(tmp: Path, *extra: str) -> None:
+    from bad_inputs_safety import _model_pt
+
+    _cli("downstream", "--upstream", str(_model_pt(tmp / "model.pt")), "--tasks", "demo_digit", "--preset", "demo",
+         "--out", str(tmp / "out"), *extra)
+
+
+@bad_input("outputs", "harness downstream --out holding the user's vtab.md", CLI_ERROR,
+           r"holds files harness downstream did not write \(vtab\.md\): choose another --out, or give --overwrite")
+def _downstream_user_files(tmp):
+    (tmp / "out").mkdir()
+    (tmp / "out" / "vtab.md").write_text("mine")
+    try:
+        _downstream(tmp)
+    finally:
+        assert (tmp / "out" / "vtab.md").read_text() == "mine" and sorted(os.listdir(tmp / "out")) == ["vtab.md"]
+
+
+@bad_input("outputs", "harness downstream --overwrite onto the user's vtab.md", CLI_ERROR,
+           r"holds vtab\.md that harness downstream did not write: even with --overwrite they are not replaced")
+def _downstream_user_files_overwrite(tmp):
+    (tmp / "out").mkdir()
+    (tmp / "out" / "vtab.md").write_text("mine")
+    try:
+        _downstream(tmp, "--overwrite")
+    finally:
+        assert (tmp / "out" / "vtab.md").read_text() == "mine"
+
+
+@bad_input("downstream", "harness downstream --head het --temperatures 1e300 (audit H09: a file-name rule refused it)",
+           CLI_ERROR, r"temperatures \(--temperatures\) must be a non-empty list of positive finite numbers up to 1000")
+def _downstream_huge_temperature(tmp):
+    try:
+        _downstream(tmp, "--head", "het", "--temperatures", "1e300")
+    finally:
+        assert not (tmp / "out").exists(), "the sweep folder was written before the error"
 
 
 @handled("submitit", "the command that submitted a submitit-local job is killed (audit B07, B07b)", r"stops")

@@ -49,10 +49,13 @@ def _parameters(options: "tuple[str, ...]") -> dict:
 @click.option("--max-timeouts", type=int, default=None,
               help="Requeues after the job reaches its time limit (default 20; preemptions do not count).")
 @click.option("--wait", is_flag=True, help="slurm: wait for the job to end (submitit-local always waits).")
+@click.option("--overwrite", is_flag=True,
+              help="Train into an output_dir that holds other files, beside them (a file it did not write is never "
+                   "replaced).")
 @click.argument("overrides", nargs=-1, type=click.UNPROCESSED)
 def upstream(config_path: Path, no_progress: bool, executor: str, nodes: int, gpus_per_node: int,
              tasks_per_node: "int | None", slurm_opts: "tuple[str, ...]", max_timeouts: "int | None", wait: bool,
-             overrides: "tuple[str, ...]") -> None:
+             overwrite: bool, overrides: "tuple[str, ...]") -> None:
     """Pretrain a heteroscedastic or baseline model (accelerate; resumes an interrupted run).
 
     OVERRIDES are key=value pairs applied over the config, e.g. optim.lr=0.05 train.epochs=3.
@@ -72,17 +75,17 @@ def upstream(config_path: Path, no_progress: bool, executor: str, nodes: int, gp
     try:
         cfg = load_config(UpstreamConfig, config_path, overrides)
         if executor == "local":
-            run_dir = run(cfg, progress=not no_progress)
+            run_dir = run(cfg, progress=not no_progress, overwrite=overwrite)
             click.echo(f"run folder: {run_dir}")
             return
         _submit(cfg, executor, nodes, gpus_per_node, tasks_per_node, _parameters(slurm_opts), max_timeouts,
-                wait or executor == "submitit-local")
+                wait or executor == "submitit-local", overwrite)
     except (ValueError, OSError, TrainingDiverged) as e:
         raise click.ClickException(str(e)) from e
 
 
 def _submit(cfg, executor: str, nodes: int, gpus_per_node: int, tasks_per_node: "int | None", parameters: dict,
-            max_timeouts: "int | None", wait: bool) -> None:
+            max_timeouts: "int | None", wait: bool, overwrite: bool = False) -> None:
     """``harness upstream --executor submitit-local|slurm``: submit the job, wait if asked, report."""
     from harness.extras import MissingExtra, require
 
@@ -95,7 +98,7 @@ def _submit(cfg, executor: str, nodes: int, gpus_per_node: int, tasks_per_node: 
 
     resources = Resources(nodes, gpus_per_node, tasks_per_node)
     job = submit(cfg, executor, resources, parameters,
-                 DEFAULT_MAX_TIMEOUTS if max_timeouts is None else max_timeouts)
+                 DEFAULT_MAX_TIMEOUTS if max_timeouts is None else max_timeouts, overwrite=overwrite)
     if job is None:
         click.echo(f"{cfg.run_dir()}: already complete (metrics.json); nothing to do")
         return

@@ -53,7 +53,7 @@ from submitit.helpers import Checkpointable, DelayedSubmission, TorchDistributed
 
 from harness.config import to_yaml
 from harness.upstream.config import UpstreamConfig, validate
-from harness.upstream.train import Preempted, _check_existing, run
+from harness.upstream.train import Preempted, _check_existing, check_output, run
 
 #: ``local`` trains in this process (``harness.upstream.train.run``); the others submit a submitit job
 EXECUTORS = ("local", "submitit-local", "slurm")
@@ -263,7 +263,7 @@ class PretrainJob(Checkpointable):
         stop = (lambda: flag.is_set() or watch.is_set()) if watch is not None else flag.is_set
         out = {"rank": env.rank, "world_size": env.world_size, "run_dir": str(Path(self.cfg.run_dir()).resolve())}
         try:
-            run(self.cfg, progress=False, stop_requested=stop)
+            run(self.cfg, progress=False, stop_requested=stop, overwrite=True)  # the submitter checked the folder
         except Preempted as e:
             print(e, flush=True)
             if watch is not None and watch.is_set() and not flag.is_set():
@@ -290,7 +290,8 @@ def _prior_world_size(run_dir: Path) -> Optional[int]:
 
 
 def submit(cfg: UpstreamConfig, executor: str, resources: Resources, parameters: Optional[dict] = None,
-           max_timeouts: int = DEFAULT_MAX_TIMEOUTS, folder: "str | Path | None" = None) -> "Optional[submitit.Job]":
+           max_timeouts: int = DEFAULT_MAX_TIMEOUTS, folder: "str | Path | None" = None,
+           overwrite: bool = False) -> "Optional[submitit.Job]":
     """Check everything that needs no data, then submit the run as one submitit job of ``resources.world_size``
     tasks running :class:`PretrainJob`.
 
@@ -303,6 +304,8 @@ def submit(cfg: UpstreamConfig, executor: str, resources: Resources, parameters:
             (``slurm_partition``, ``slurm_signal_delay_s``, ``slurm_account``...).
         max_timeouts: requeues after reaching the time limit (preemptions do not count).
         folder: submitit's folder (logs, pickles); default ``<run folder>/submitit``.
+        overwrite: train into a run folder holding files harness upstream did not write, beside them
+            (:func:`harness.upstream.train.check_output`).
 
     Returns:
         The job (``job.results()`` gives one :meth:`PretrainJob.__call__` record per task), or None when the run
@@ -321,6 +324,7 @@ def submit(cfg: UpstreamConfig, executor: str, resources: Resources, parameters:
     status = _check_existing(run_dir, to_yaml(cfg))
     if status == "done":
         return None
+    check_output(run_dir, overwrite)
     prior = _prior_world_size(run_dir) if status == "resume" else None
     if prior is not None and prior != resources.world_size:
         raise ValueError(f"{run_dir} holds a run interrupted with {prior} process(es) and this job has "

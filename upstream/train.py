@@ -191,6 +191,26 @@ def _same_config(saved: str, config_yaml: str) -> bool:
     return OmegaConf.to_yaml(filled, resolve=True) == config_yaml
 
 
+#: what harness upstream writes in a run folder: with --overwrite, a folder holding files of others may hold none of
+#: these (``submitit``: the job folder of ``--executor``, made when the job is submitted)
+RUN_FILES = ("config.yaml", "run.json", "metrics.json", "metrics.jsonl", "fewshot.jsonl", "model.pt", "predictions.npz",
+             "heldout_predictions.npz", "checkpoints", "tb", "wandb", "submitit")
+
+
+def check_output(run_dir: Path, overwrite: bool = False) -> None:
+    """Refuse, before any work, a run folder holding files harness upstream did not write (a folder with no run's
+    ``config.yaml``): with ``overwrite`` the run writes beside them, but never over one (:data:`RUN_FILES`).
+
+    Raises:
+        ValueError: naming the files, ``output_dir`` and ``--overwrite``.
+    """
+    from harness.io import LOCK_FILES, check_output_folder
+
+    ours = (run_dir / "config.yaml").is_file() or (
+        run_dir.is_dir() and all(p.name in ("submitit", *LOCK_FILES) for p in run_dir.iterdir()))
+    check_output_folder(run_dir, ours, RUN_FILES, overwrite, "harness upstream", "output_dir")
+
+
 def _check_existing(run_dir: Path, config_yaml: str) -> str:
     """``"new"``, ``"resume"`` or ``"done"``; refuses a folder that holds another config's run."""
     saved = run_dir / "config.yaml"
@@ -209,7 +229,7 @@ def _check_existing(run_dir: Path, config_yaml: str) -> str:
 
 
 def run(cfg: UpstreamConfig, progress: bool = True, stop_after_steps: Optional[int] = None,
-        stop_requested: Optional[Callable[[], bool]] = None) -> Path:
+        stop_requested: Optional[Callable[[], bool]] = None, overwrite: bool = False) -> Path:
     """Train and evaluate one upstream model; resume if its folder holds an interrupted run.
 
     Args:
@@ -221,6 +241,8 @@ def run(cfg: UpstreamConfig, progress: bool = True, stop_after_steps: Optional[i
             ``accelerator.check_trigger``, one all-reduce of a scalar a step): once it returns True on any process,
             all of them save the state at that step and :class:`Preempted` is raised. Not polled after the last
             step (the run then finishes). :class:`harness.upstream.launch.PretrainJob` sets it to submitit's preemption flag.
+        overwrite: train into a folder holding files harness upstream did not write, beside them (never over one:
+            :func:`check_output`).
 
     Returns:
         The run folder.
@@ -241,6 +263,7 @@ def run(cfg: UpstreamConfig, progress: bool = True, stop_after_steps: Optional[i
     run_dir = Path(cfg.run_dir())
     config_yaml = to_yaml(cfg)
     status = _check_existing(run_dir, config_yaml)
+    check_output(run_dir, overwrite)  # a folder of someone else's files: refused before any work
     # a previous run in this process leaves accelerate's global state behind (and with it its mixed
     # precision); drop that part, keeping the distributed environment
     AcceleratorState._reset_state(reset_partial_state=False)
@@ -261,7 +284,7 @@ def run(cfg: UpstreamConfig, progress: bool = True, stop_after_steps: Optional[i
         if main:
             print(f"{run_dir}: already complete (metrics.json); nothing to do")
         return run_dir
-    with RunLock(run_dir) if main else contextlib.nullcontext():
+    with RunLock(run_dir, subfolders=("checkpoints",)) if main else contextlib.nullcontext():
         return _train(cfg, run_dir, config_yaml, status, accelerator, progress, stop_after_steps, stop_requested)
 
 

@@ -21,7 +21,7 @@ from harness.report.figures import ranks_png, reliability_png
 from harness.report.render import calibration_note, fmt, html_page, main_columns, markdown
 from harness.report.shift import section
 from harness.runs import (
-    clean_heldout, covariance_analysis, ensemble_spec, heldout_description, load_heldout, run_config, run_head,
+    check_model_classes, clean_heldout, covariance_analysis, ensemble_spec, heldout_description, load_heldout, run_config, run_head,
     run_method, run_summary,
 )
 from harness.uncertainty import metrics as M
@@ -84,13 +84,19 @@ def _covariance_section(entries: "list[Entry]", top: int) -> Optional[dict]:
     ensemble; a diagonal one has nothing to rank classes by), against the first hom entry evaluated on the
     same data (:func:`harness.runs.covariance_analysis`)."""
 
-    het = next((e for e in entries if e.head.get("covariance", "low_rank") in ("low_rank", "parameter_efficient")
-                and e.run_dir), None)
-    if het is None or not (het.run_dir / "model.pt").is_file():
+    het = _covariance_model(entries)
+    if het is None:
         return None
     hom = next((e for e in entries if e.head.get("covariance") == "none" and e.kind == "single"
                 and np.array_equal(e.preds.index, het.preds.index)), None)
     return covariance_analysis(het.run_dir, hom.run_dir if hom else None, hom.preds if hom else None, top)
+
+
+def _covariance_model(entries: "list[Entry]") -> Optional[Entry]:
+    """The entry whose model.pt the covariance analysis reads (:func:`_covariance_section`), if any."""
+    het = next((e for e in entries if e.head.get("covariance", "low_rank") in ("low_rank", "parameter_efficient")
+                and e.run_dir), None)
+    return het if het is not None and (het.run_dir / "model.pt").is_file() else None
 
 
 #: what a report folder may hold besides the report: the experiment's records of its runs
@@ -170,6 +176,9 @@ def build(paths: Sequence["str | Path"], name: str, out_root: "str | Path" = "re
         if e.preds.class_names != ref.class_names or not np.array_equal(e.preds.index, ref.index):
             raise ValueError(f"{e.label} ({e.preds.source}) was evaluated on other data or classes than "
                              f"{entries[0].label}; report runs of one experiment together")
+    het = _covariance_model(entries) if covariance else None
+    if het is not None:  # a model.pt of another class count: refused before anything is written
+        check_model_classes(het.run_dir / "model.pt", len(het.preds.class_names), f"{het.run_dir}/predictions.npz")
     out.mkdir(parents=True, exist_ok=True)
     prov = provenance()
     multilabel = ref.multilabel

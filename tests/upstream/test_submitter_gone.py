@@ -18,7 +18,7 @@ from harness.upstream.launch import SubmitterWatch  # noqa: E402
 
 CONFIG = Path(__file__).resolve().parents[2] / "upstream" / "configs" / "digits_hom.yaml"
 ARGS = ["upstream", "--no-progress", "--config", str(CONFIG), "--executor", "submitit-local", "data.limit_train=256",
-        "data.limit_eval=100", "data.heldout_split=null", "optim.warmup_epochs=0", "train.steps=400",
+        "data.limit_eval=100", "data.heldout_split=null", "optim.warmup_epochs=0", "train.steps=150",
         "train.eval_every_steps=1000", "train.checkpoint_every=1000"]
 
 

@@ -347,11 +347,11 @@ def test_run_lock_removes_orphaned_temporaries_of_killed_writes(tmp_path):
     from harness.io import RunLock
 
     (tmp_path / "run" / "checkpoints").mkdir(parents=True)
-    orphan = tmp_path / "run" / "checkpoints" / ".last.pt.abc123.tmp"
+    orphan = tmp_path / "run" / "checkpoints" / ".last.pt.abc12345.tmp"  # mkstemp's 8 random characters
     orphan.write_bytes(b"half a checkpoint")
     keep = tmp_path / "run" / "notes.tmp"  # not named as the atomic writer names its temporaries
     keep.write_text("mine")
-    with RunLock(tmp_path / "run"):
+    with RunLock(tmp_path / "run", subfolders=("checkpoints",)):  # as harness upstream takes it
         assert not orphan.exists() and keep.exists()
         assert f"PID {__import__('os').getpid()}" in (tmp_path / "run" / ".lock.pid").read_text()
     with RunLock(tmp_path / "run"):  # released on exit: the next writer gets it
