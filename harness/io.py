@@ -201,7 +201,8 @@ def remove_orphaned_temporaries(folder: "str | os.PathLike", subfolders: "tuple[
         The removed paths.
     """
     folder, removed = Path(folder), []
-    places = [folder] + [folder / s for s in subfolders if (folder / s).is_dir() and not (folder / s / ".lock").exists()]
+    places = [folder] + [folder / s for s in subfolders
+                         if (folder / s).is_dir() and not (folder / s / ".lock").exists()]
     for place in places:
         for p in place.iterdir():
             if _TEMPORARY.fullmatch(p.name) and p.is_file() and not p.is_symlink():

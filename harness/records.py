@@ -70,7 +70,8 @@ def save_record(run_dir: "str | Path", dest: "str | Path") -> bool:
     run_dir, dest = Path(run_dir), Path(dest)
     if not ((run_dir / "metrics.json").is_file() and (run_dir / "model.pt").is_file()):
         return False
-    if (dest / "metrics.json").is_file() and (dest / "metrics.json").read_bytes() == (run_dir / "metrics.json").read_bytes():
+    recorded, finished = dest / "metrics.json", run_dir / "metrics.json"
+    if recorded.is_file() and recorded.read_bytes() == finished.read_bytes():
         if read_json(dest / HASHES_FILE) is not None:
             return False
         try:

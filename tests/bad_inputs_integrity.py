@@ -78,8 +78,8 @@ def _pipe_run_config(tmp):
 
 
 bad_settings("security", "a URL scheme the harness does not open: {}", lambda tmp, o: _upstream_cli(tmp, o), [
-    ("data.path=gs://bucket/shards (gsutil)", "data.path=gs://bucket/shards", r"data\.path 'gs://bucket/shards' is a gs: "
-                                                                              r"URL, which the harness does not open"),
+    ("data.path=gs://bucket/shards (gsutil)", "data.path=gs://bucket/shards",
+     r"data\.path 'gs://bucket/shards' is a gs: URL, which the harness does not"),
     ("model.pretrained_file=pipe:cat x", "model.pretrained_file=pipe:cat x", r"model\.pretrained_file 'pipe:cat x' is a "
                                                                             r"pipe: URL"),
     ("output_dir=s3://bucket/run", "output_dir=s3://bucket/run", r"output_dir 's3://bucket/run' is a s3: URL"),
@@ -441,7 +441,8 @@ def _finished_run(tmp: Path, name: str = "hom_s0") -> Path:
 
     run = make_run(tmp / "runs" / name, heldout=True)
     _model_pt(run / "model.pt", 3)
-    (run / "config.yaml").write_text(f"name: {name}\noutput_dir: {run}\nseed: 0\nmodel:\n  head:\n    covariance: none\n")
+    (run / "config.yaml").write_text(f"name: {name}\noutput_dir: {run}\nseed: 0\nmodel:\n  head:\n"
+                                     "    covariance: none\n")
     (run / "run.json").write_text("{}")
     metrics = {"metrics": Predictions.load(run).metrics(),
                "heldout_metrics": Predictions.load(run / "heldout_predictions.npz").metrics()}
@@ -472,7 +473,8 @@ def _restore(record: Path, tmp: Path, expected: "str | None" = None) -> None:
         assert not (tmp / "restored").exists(), "a run folder was restored before the error"
 
 
-@bad_input("records", "a record whose predictions.npz was altered, still a valid file (audit Q_rec2_tamper)", ValueError,
+@bad_input("records", "a record whose predictions.npz was altered, still a valid file (audit Q_rec2_tamper)",
+           ValueError,
            r"record .*hom_s0: predictions\.npz does not match the SHA-256 written with the record.*git checkout")
 def _record_tampered(tmp):
     record = _record(tmp)
@@ -532,7 +534,8 @@ def _record_legacy_model_truncated(tmp):
            r"record .*hom_s0 holds a run of another config than this experiment plans for hom_s0")
 def _record_other_config(tmp):
     record = _record(tmp)
-    _restore(record, tmp, expected=f"name: hom_s0\noutput_dir: {tmp / 'restored' / 'hom_s0'}\nseed: 1\nmodel:\n  head:\n"
+    planned = tmp / "restored" / "hom_s0"
+    _restore(record, tmp, expected=f"name: hom_s0\noutput_dir: {planned}\nseed: 1\nmodel:\n  head:\n"
                                    "    covariance: none\n")
 
 
@@ -685,8 +688,8 @@ def _fewshot_user_files_overwrite(tmp):
 def _fewshot_seed(tmp):
     from bad_inputs_safety import _model_pt
 
-    _cli("fewshot", "--model", str(_model_pt(tmp / "model.pt")), "--tasks", "demo_digit", "--shots", "1", "--seed", "-1",
-         "--out", str(tmp / "out"))
+    _cli("fewshot", "--model", str(_model_pt(tmp / "model.pt")), "--tasks", "demo_digit", "--shots", "1", "--seed",
+         "-1", "--out", str(tmp / "out"))
 
 
 @bad_input("fewshot", "harness fewshot on a 1-class task (audit F04: the message named --shots)", CLI_ERROR,

@@ -239,8 +239,8 @@ def read_shards(src: Any, expected: "dict[str, tuple[Optional[int], Optional[str
                     labels.append(_label_set(sample))
                     yield sample
         except (tarfile.TarError, OSError, EOFError, zlib.error) as e:
-            raise ValueError(f"shard {url} cannot be read as a tar file ({type(e).__name__}): it is damaged or is not a "
-                             "shard; pack the data again with harness data pack") from None
+            raise ValueError(f"shard {url} cannot be read as a tar file ({type(e).__name__}): it is damaged or is "
+                             "not a shard; pack the data again with harness data pack") from None
         count, digest = expected.get(url, (None, None))
         if count is not None and n != count:
             raise ValueError(f"shard {url} holds {n} examples where its index says {count}: the shard or its index "
