@@ -208,6 +208,7 @@ def test_offline_weights_by_name_come_from_the_cache_and_online_ones_from_timm(t
     assert all(torch.equal(v, state[k]) for k, v in model.backbone.state_dict().items())
     # online (no flag, no HF_HUB_OFFLINE): timm.create_model(pretrained=True) as timm users call it, nothing patched
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr(hub, "HF_HUB_OFFLINE", False)  # read from the environment when huggingface_hub was imported
     seen = {}
     real = timm.create_model
 
