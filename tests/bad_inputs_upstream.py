@@ -230,3 +230,26 @@ bad_settings("experiment", "`harness run` with {}", _experiment, [
     ("a method with an unknown head option", "methods.het.rank=4", r"method 'het': unknown head option.*rank"),
     ("ensemble larger than the seeds", "ensemble_sizes=[5]", r"ensemble sizes \[5\] must lie in"),
 ])
+
+
+@bad_input("upstream", "checkpoints/last.pt of a hom run in a het run's folder (audit K22: a state_dict traceback)",
+           ValueError, r"last\.pt does not fit this run's model or optimiser \(RuntimeError: .*\): it is another run's "
+                       r"state; delete it")
+def _foreign_state(tmp):
+    import shutil
+
+    _run(tmp / "hom", "train.checkpoint_every=1", "model.head.covariance=none", stop_after_steps=1)
+    _run(tmp, "train.checkpoint_every=1", stop_after_steps=1)
+    shutil.copy(tmp / "hom" / "run" / "checkpoints" / "last.pt", tmp / "run" / "checkpoints" / "last.pt")
+    _run(tmp, "train.checkpoint_every=1")
+
+
+@bad_input("upstream", "a loss that turns NaN before the first checkpoint (audit P6e: the message named a checkpoint "
+                       "that did not exist)", RuntimeError,
+           r"loss is nan at epoch 0, step \d+; lower optim\.lr .*\(no checkpoint was written yet: the run starts over\)",
+           before=False)
+def _nan_before_checkpoint(tmp):
+    try:
+        _run(tmp, "optim.lr=1e30", "optim.warmup_epochs=0")
+    finally:
+        assert not (tmp / "run" / "checkpoints" / "last.pt").exists()

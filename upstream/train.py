@@ -460,9 +460,14 @@ def _train(cfg: UpstreamConfig, run_dir: Path, config_yaml: str, status: str, ac
             state["rng"] = [state["rng"]]
         elif state.get("format") != STATE_FORMAT:
             raise ValueError(f"{ckpt_dir / 'last.pt'} is not an upstream training state; delete it to start over")
-        accelerator.unwrap_model(model).load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
-        scheduler.load_state_dict(state["scheduler"])
+        try:
+            accelerator.unwrap_model(model).load_state_dict(state["model"])
+            optimizer.load_state_dict(state["optimizer"])
+            scheduler.load_state_dict(state["scheduler"])
+        except (RuntimeError, ValueError, KeyError, TypeError) as e:  # another model's or optimiser's state
+            first = str(e).splitlines()[0][:160] if str(e) else ""
+            raise ValueError(f"{ckpt_dir / 'last.pt'} does not fit this run's model or optimiser ({type(e).__name__}: "
+                             f"{first}): it is another run's state; delete it to start the run over") from None
         epoch, batch_in_epoch, step = state["epoch"], state["batch_in_epoch"], state["step"]
         history, best, timing = state["history"], state["best"], {"wall_seconds": 0.0, **state["timing"]}
         fewshot_history = list(state.get("fewshot", []))  # absent from states written before the monitor existed
@@ -562,7 +567,9 @@ def _train(cfg: UpstreamConfig, run_dir: Path, config_yaml: str, status: str, ac
                 if not torch.isfinite(loss.detach()):
                     raise TrainingDiverged(
                         f"loss is {loss.item()} at epoch {epoch}, step {step}; lower optim.lr or set "
-                        f"optim.clip_grad_norm (the last checkpoint in {ckpt_dir} is intact and resumable)")
+                        f"optim.clip_grad_norm ("
+                        + (f"the last checkpoint, {ckpt_dir / 'last.pt'}, is intact and resumable)"
+                           if (ckpt_dir / "last.pt").is_file() else "no checkpoint was written yet: the run starts over)"))
                 accelerator.backward(loss)
                 if accelerator.sync_gradients and cfg.optim.clip_grad_norm:
                     accelerator.clip_grad_norm_(model.parameters(), cfg.optim.clip_grad_norm)
