@@ -110,6 +110,21 @@ def _pipe_pattern(tmp):
     shard_files(f"{tmp}/a.tar::pipe:touch {tmp / MARKER}", "train")
 
 
+@bad_input("security", "a manifest entry \"pipe:touch X\" (an image path that is a URL)", ValueError,
+           r"m/train: image path \(entry 2\) 'pipe:touch .*' is a pipe: URL, which the harness does not open")
+def _pipe_manifest(tmp):
+    from harness.data.config import DataConfig
+    from harness.data.sources import build_split
+
+    (tmp / "m").mkdir()
+    (tmp / "m" / "train.jsonl").write_text(json.dumps({"path": "a.png", "labels": [0]}) + "\n"
+                                           + json.dumps({"path": f"pipe:touch {tmp / MARKER}", "labels": [1]}) + "\n")
+    try:
+        build_split(DataConfig(source="manifest", path=str(tmp / "m")), "train")
+    finally:
+        assert not (tmp / MARKER).exists(), "a shell command ran"
+
+
 # ------------------------------------------------------------------------------ item 2: a lock cleans only its own
 @handled("locks", "harness upstream's lock on a folder that holds the user's .notes.tmp and sub/.draft.tmp (audit N05)",
          r"kept")

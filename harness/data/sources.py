@@ -32,6 +32,7 @@ from PIL import Image
 from harness.data.cache import decoded_images, file_digest
 from harness.data.config import SOURCES, STREAM_SOURCES, DataConfig
 from harness.data.dataset import ArrayImages, FileImages, ImageDataset, LabelSets, Strings
+from harness.io import check_location
 
 CIFAR10N_LABEL_SETS = ("clean", "aggre", "random1", "random2", "random3", "worse")
 
@@ -298,6 +299,7 @@ def _manifest(cfg: DataConfig, split: str) -> ImageDataset:
     inside = os.path.realpath(root)
     resolve = _resolver(root)
     for entry, (_, path, labels) in enumerate(_manifest_rows(root, split), 1):
+        check_location(path, f"{root / split}: image path (entry {entry})")  # a pipe: entry is refused by name
         if not cfg.allow_outside_root:
             real = resolve(path)
             if real != inside and not real.startswith(inside.rstrip(os.sep) + os.sep):
