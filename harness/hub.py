@@ -331,13 +331,14 @@ def export_run(run_dir: "str | os.PathLike", out: "str | os.PathLike", **kwargs:
     Raises:
         FileNotFoundError: not a run folder. ValueError: see :meth:`~harness.models.Classifier.save_pretrained`.
     """
+    from omegaconf import OmegaConf
+
     from harness.io import read_json
     from harness.models import load_model
-    from harness.runs import run_config
 
     run_dir = Path(run_dir)
-    model = load_model(run_dir / "model.pt")
-    data = run_config(run_dir).get("data") or {}
+    model = load_model(run_dir / "model.pt")  # a FileNotFoundError names a folder without model.pt
+    data = OmegaConf.to_container(OmegaConf.load(run_dir / "config.yaml"), resolve=True).get("data") or {}
     trained_on = {k: data[k] for k in DATA_KEYS if k in data}
     if "image_size" not in trained_on:
         trained_on["image_size"] = 32

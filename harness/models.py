@@ -14,6 +14,7 @@ harness's images, so a backbone trained on ImageNet statistics sees them whateve
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -196,7 +197,7 @@ class Classifier(nn.Module, ModelHubMixin, library_name="het-harness", license="
         Raises:
             ValueError: a folder holding files other than an earlier export's; a feature extractor (no head).
         """
-        from harness import hub
+        hub = importlib.import_module("harness.hub")  # harness.hub imports this module
 
         for key, value in (("trained_on", trained_on), ("metrics", metrics)):
             if value is not None:
@@ -206,7 +207,7 @@ class Classifier(nn.Module, ModelHubMixin, library_name="het-harness", license="
 
     def _save_pretrained(self, save_directory: Path) -> None:
         """huggingface_hub's hook: the weights and ``config.json`` (:func:`harness.hub.write_export`)."""
-        from harness import hub
+        hub = importlib.import_module("harness.hub")  # harness.hub imports this module
 
         hub.write_export(self, Path(save_directory))
 
@@ -216,7 +217,7 @@ class Classifier(nn.Module, ModelHubMixin, library_name="het-harness", license="
                          map_location: str = "cpu", **unused: Any) -> "Classifier":
         """huggingface_hub's hook behind ``Classifier.from_pretrained(folder_or_hub_id)``:
         :func:`harness.hub.read_export`, in eval mode on ``map_location``."""
-        from harness import hub
+        hub = importlib.import_module("harness.hub")  # harness.hub imports this module
 
         model = hub.read_export(model_id, revision=revision, cache_dir=cache_dir, force_download=force_download,
                                 local_files_only=local_files_only, token=token)
@@ -224,7 +225,7 @@ class Classifier(nn.Module, ModelHubMixin, library_name="het-harness", license="
 
     def generate_model_card(self, *args: Any, **kwargs: Any):
         """The model card (``README.md``): huggingface_hub's ``ModelCard`` from :data:`harness.hub.CARD_TEMPLATE`."""
-        from harness import hub
+        hub = importlib.import_module("harness.hub")  # harness.hub imports this module
 
         return hub.model_card(self, **kwargs)
 
@@ -375,4 +376,8 @@ def count_parameters(module: nn.Module) -> int:
     return sum(p.numel() for p in module.parameters())
 
 
-from harness.sources import load_classifier, load_source  # noqa: E402,F401 -- part of this module's API
+def __getattr__(name: str):  # load_source and load_classifier live in harness.sources (which imports this module)
+    """``harness.models.load_source`` / ``load_classifier``: :mod:`harness.sources`'s, resolved on first use."""
+    if name in ("load_source", "load_classifier"):
+        return getattr(importlib.import_module("harness.sources"), name)
+    raise AttributeError(f"module 'harness.models' has no attribute {name!r}")

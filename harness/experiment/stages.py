@@ -109,6 +109,23 @@ def run_experiment(exp: Experiment, progress: Callable[[str], None] = print, tra
             return _run_stages(exp, plans, root, clock, workers, progress, train)
 
 
+def same_config(saved: str, planned: str) -> bool:
+    """Whether a recorded run's ``config.yaml`` is the planned one: the same text, or the same once the settings
+    added since it was written take their defaults (as :mod:`harness.upstream.train` compares a run folder's)."""
+    if saved == planned:
+        return True
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    from harness.upstream.config import UpstreamConfig
+
+    try:
+        filled = OmegaConf.merge(OmegaConf.structured(UpstreamConfig), OmegaConf.create(saved))
+    except (OmegaConfBaseException, ValueError):
+        return False
+    return OmegaConf.to_yaml(filled, resolve=True) == planned
+
+
 def records_dir(exp: Experiment) -> Path:
     """Where the experiment keeps its runs' compact records."""
     return path_under(exp.results_root, exp.name, "records")
@@ -134,7 +151,7 @@ def sync_records(exp: Experiment, restore: bool = False, plans: "Optional[dict[s
         todo = [r for r in sorted(rec.glob("*")) if r.is_dir() and not (up / r.name / "metrics.json").is_file()]
         for r in todo:  # every record checked before any is restored
             verify_record(r)
-        return sum(restore_record(r, path_under(up, r.name), planned.get(r.name)) for r in todo)
+        return sum(restore_record(r, path_under(up, r.name), planned.get(r.name), same_config) for r in todo)
     return sum(save_record(d, rec / d.name) for d in sorted(up.glob("*")) if d.is_dir())
 
 
