@@ -169,8 +169,10 @@ def ensemble(members, more, out, name, from_checkpoints, eval_data, device, over
               help="A config whose data section names the evaluation data (e.g. upstream/configs/cifar10n_base.yaml).")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True, help="The new run folder.")
 @click.option("--device", default="cpu", show_default=True)
+@click.option("--overwrite", is_flag=True,
+              help="Write into an --out that holds other files, beside them (a file it did not write is never replaced).")
 @click.argument("overrides", nargs=-1, type=click.UNPROCESSED)
-def import_cmd(source, weights, random_init, data_file, out, device, overrides) -> None:
+def import_cmd(source, weights, random_init, data_file, out, device, overwrite, overrides) -> None:
     """A run folder for a model trained elsewhere (a timm or torchvision state dict with its classifier, or a
     harness model.pt): its predictions on the data's evaluation (and held-out) split, so that harness ensemble,
     harness shift and harness report take it like any upstream run. OVERRIDES are data keys, e.g. path=/data/x."""
@@ -179,7 +181,8 @@ def import_cmd(source, weights, random_init, data_file, out, device, overrides) 
     if random_init:
         raise click.ClickException("--random-init has no place here: an imported model is a trained one; give --weights")
     try:
-        run_dir = import_run(source, data_from_file(data_file, overrides), out, weights, device, progress=click.echo)
+        run_dir = import_run(source, data_from_file(data_file, overrides), out, weights, device, progress=click.echo,
+                             overwrite=overwrite)
     except (ValueError, OSError) as e:
         raise click.ClickException(str(e)) from e
     import json

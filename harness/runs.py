@@ -152,33 +152,39 @@ def data_from_file(path: "str | Path", overrides: "tuple[str, ...]" = ()) -> Dat
     return load_config(DataConfig, None, list(overrides), base=read_settings(path).get("data", {}))
 
 
+#: what harness import writes in its --out folder
+IMPORT_FILES = ("model.pt", "config.yaml", "predictions.npz", "heldout_predictions.npz", "run.json", "metrics.json")
+
+
 def import_run(source: str, data: DataConfig, out: "str | Path", weights: "Optional[str | Path]" = None,
-               device: str = "cpu", progress: Optional[Callable[[str], None]] = None) -> Path:
+               device: str = "cpu", progress: Optional[Callable[[str], None]] = None, overwrite: bool = False) -> Path:
     """A run folder for a model trained elsewhere, so ``harness ensemble``, ``harness shift`` and ``harness report``
     take it like an upstream run: ``model.pt`` (:func:`harness.models.load_classifier`: the model with its own
     output layer for the data's classes), ``predictions.npz`` on ``data``'s evaluation split (and
     ``heldout_predictions.npz`` on its held-out split when it has one), ``config.yaml`` (the data section, the
     source and a homoscedastic head), ``run.json`` and ``metrics.json`` (provenance, the weights' sha256).
     ``progress`` gets a line per step and, while predicting, the images done and the time left
-    (:class:`harness.progress.Steps`).
+    (:class:`harness.progress.Steps`). With ``overwrite`` an ``out`` holding other files is written beside them
+    (never over one of them).
 
     Raises:
         FileNotFoundError: no model or weights file, or missing data.
-        ValueError: weights that do not fit, a model for another number of classes, an ``out`` that is not empty,
-            or one that cannot be written; predictions holding NaN (nothing is written: every prediction and its
+        ValueError: weights that do not fit, a model for another number of classes, an ``out`` holding files
+            (without ``overwrite``; with it, files of the names an import writes), or one that cannot be written; predictions holding NaN (nothing is written: every prediction and its
             metrics are computed before the folder is made).
     """
     from dataclasses import asdict
 
     from harness.data.cache import file_digest
-    from harness.io import RunLock
+    from harness.io import RunLock, check_output_folder
     from harness.models import load_classifier, save_model
 
     from harness.progress import Steps
 
     out = Path(out)
-    if out.is_dir() and any(out.iterdir()):
-        raise ValueError(f"{out} is not empty: give --out a new folder (an imported run never replaces files)")
+    if "imported" in (run_config(out) if (out / "config.yaml").is_file() else {}):
+        raise ValueError(f"{out} holds an imported run already: give --out a new folder (an import never replaces one)")
+    check_output_folder(out, False, IMPORT_FILES, overwrite, "harness import", "--out")
     steps = Steps(progress, "import", 4 + bool(data.heldout_split))
     steps.step(f"reading the evaluation split ({data.eval_split})")
     base = build_split(data, data.eval_split)

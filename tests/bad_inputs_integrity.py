@@ -669,6 +669,36 @@ def _import_nan(tmp):
         assert not (tmp / "imp").exists(), "a half-written run folder was left (it would block the rerun)"
 
 
+def _import(tmp: Path, *extra: str) -> None:
+    from bad_inputs_safety import _model_pt
+
+    data = tmp / "data.yaml"
+    data.write_text("data:\n  source: digits\n  limit_eval: 30\n")
+    _cli("import", "--model", str(_model_pt(tmp / "model.pt")), "--data", str(data), "--out", str(tmp / "imp"), *extra)
+
+
+@bad_input("outputs", "harness import --out holding the user's notes.txt (audit I14)", CLI_ERROR,
+           r"holds files harness import did not write \(notes\.txt\): choose another --out, or give --overwrite")
+def _import_user_files(tmp):
+    (tmp / "imp").mkdir()
+    (tmp / "imp" / "notes.txt").write_text("mine")
+    try:
+        _import(tmp)
+    finally:
+        assert sorted(os.listdir(tmp / "imp")) == ["notes.txt"] and (tmp / "imp" / "notes.txt").read_text() == "mine"
+
+
+@bad_input("outputs", "harness import --overwrite onto the user's model.pt", CLI_ERROR,
+           r"holds model\.pt that harness import did not write: even with --overwrite they are not replaced")
+def _import_user_files_overwrite(tmp):
+    (tmp / "imp").mkdir()
+    (tmp / "imp" / "model.pt").write_text("my model")
+    try:
+        _import(tmp, "--overwrite")
+    finally:
+        assert (tmp / "imp" / "model.pt").read_text() == "my model"
+
+
 @bad_input("fewshot", "harness fewshot --out holding the user's fewshot.md and fewshot.json (audit F08)", CLI_ERROR,
            r"holds files harness fewshot did not write \(fewshot\.json, fewshot\.md\): choose another --out")
 def _fewshot_user_files(tmp):

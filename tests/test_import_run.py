@@ -87,7 +87,7 @@ def test_bad_imports_are_refused_before_any_file_is_written(tmp_path):
     (tmp_path / "full").mkdir()
     (tmp_path / "full" / "notes.txt").write_text("mine")
     res = _import(tmp_path, _weights(tmp_path, 1), "full")
-    assert res.exit_code != 0 and "not empty" in res.output
+    assert res.exit_code != 0 and "holds files harness import did not write (notes.txt)" in res.output
     assert sorted(p.name for p in (tmp_path / "full").iterdir()) == ["notes.txt"]
 
 
