@@ -525,6 +525,18 @@ def _record_legacy_truncated(tmp):
     _restore(record, tmp)
 
 
+@bad_input("records", "a record without hashes whose predictions.npz holds a pickled object array (audit Q_rec2_evil)",
+           ValueError, r"predictions\.npz cannot be read \(ValueError\): it is damaged")
+def _record_pickle(tmp):
+    record = _record(tmp)
+    (record / "record.json").unlink()
+    with np.load(record / "predictions.npz") as z:
+        arrays = {k: z[k] for k in z.files}
+    arrays["logits"] = np.array([{"x": 1}], dtype=object)
+    np.savez(record / "predictions.npz", **arrays)
+    _restore(record, tmp)
+
+
 @bad_input("records", "a record whose model.pt is cut in half (audit Q_rec2_truncmodel)", ValueError,
            r"model\.pt does not match the SHA-256")
 def _record_model_truncated(tmp):
