@@ -152,73 +152,6 @@ def data_from_file(path: "str | Path", overrides: "tuple[str, ...]" = ()) -> Dat
     return load_config(DataConfig, None, list(overrides), base=read_settings(path).get("data", {}))
 
 
-#: what harness import writes in its --out folder
-IMPORT_FILES = ("model.pt", "config.yaml", "predictions.npz", "heldout_predictions.npz", "run.json", "metrics.json")
-
-
-def import_run(source: str, data: DataConfig, out: "str | Path", weights: "Optional[str | Path]" = None,
-               device: str = "cpu", progress: Optional[Callable[[str], None]] = None, overwrite: bool = False) -> Path:
-    """A run folder for a model trained elsewhere, so ``harness ensemble``, ``harness shift`` and ``harness report``
-    take it like an upstream run: ``model.pt`` (:func:`harness.models.load_classifier`: the model with its own
-    output layer for the data's classes), ``predictions.npz`` on ``data``'s evaluation split (and
-    ``heldout_predictions.npz`` on its held-out split when it has one), ``config.yaml`` (the data section, the
-    source and a homoscedastic head), ``run.json`` and ``metrics.json`` (provenance, the weights' sha256).
-    ``progress`` gets a line per step and, while predicting, the images done and the time left
-    (:class:`harness.progress.Steps`). With ``overwrite`` an ``out`` holding other files is written beside them
-    (never over one of them).
-
-    Raises:
-        FileNotFoundError: no model or weights file, or missing data.
-        ValueError: weights that do not fit, a model for another number of classes, an ``out`` holding files
-            (without ``overwrite``; with it, files of the names an import writes), or one that cannot be written; predictions holding NaN (nothing is written: every prediction and its
-            metrics are computed before the folder is made).
-    """
-    from dataclasses import asdict
-
-    from harness.data.cache import file_digest
-    from harness.io import RunLock, check_output_folder
-    from harness.models import load_classifier, save_model
-
-    from harness.progress import Steps
-
-    out = Path(out)
-    if "imported" in (run_config(out) if (out / "config.yaml").is_file() else {}):
-        raise ValueError(f"{out} holds an imported run already: give --out a new folder (an import never replaces one)")
-    check_output_folder(out, False, IMPORT_FILES, overwrite, "harness import", "--out")
-    steps = Steps(progress, "import", 4 + bool(data.heldout_split))
-    steps.step(f"reading the evaluation split ({data.eval_split})")
-    base = build_split(data, data.eval_split)
-    steps.step(f"loading the model {source}" + (f" with {weights}" if weights else ""))
-    model = load_classifier(str(source), base.num_classes, weights)
-    # every prediction and its metrics before anything is written: weights that give NaN leave no folder behind
-    steps.step(f"predicting {data.eval_split}")
-    preds = predict_model(model, data, device=device, source=str(out), base=base, steps=steps)
-    if data.heldout_split:
-        steps.step(f"predicting {data.heldout_split} (the held-out split)")
-    held = (predict_model(model, data, data.heldout_split, device, str(out), steps=steps) if data.heldout_split
-            else None)
-    steps.step(f"writing {out}")
-    metrics = {"metrics": preds.metrics(), "heldout_metrics": held.metrics() if held is not None else None}
-    record = {"source": str(source), "weights": str(Path(weights).resolve()) if weights else None,
-              "sha256": file_digest(weights) if weights else None}
-    config = {"name": out.name, "output_dir": str(out), "imported": record,
-              "model": {"backbone": model.config.backbone, "head": {"covariance": "none"}},
-              "data": asdict(data), "train": {"loss": "nll"}}
-    out.mkdir(parents=True, exist_ok=True)
-    with RunLock(out):
-        save_model(model, out / "model.pt", extra={"imported": record})
-        atomic_write_text(out / "config.yaml", OmegaConf.to_yaml(OmegaConf.create(config)))
-        preds.save(out / "predictions.npz")
-        if held is not None:
-            held.save(out / "heldout_predictions.npz")
-        meta = {**provenance(), "config": config, "eval_data": base.description, "class_names": base.class_names}
-        atomic_write_text(out / "run.json", json.dumps(meta, indent=1))
-        atomic_write_text(out / "metrics.json", json.dumps(
-            {**provenance(), "name": out.name, **metrics, "eval_data": base.description, "imported": record},
-            indent=1))
-    return out
-
-
 def eval_batches(model: "Classifier", data: DataConfig, split: Optional[str] = None, device: str = "cpu",
                  base: Optional[ImageDataset] = None) -> "Iterator[tuple[torch.Tensor, np.ndarray, np.ndarray]]":
     """Pre-logit features ``[B, D]``, targets and indices of ``split`` (default: the eval split; or
@@ -469,3 +402,7 @@ def covariance_analysis(het_run: "str | Path", hom_run: "Optional[str | Path]", 
     if transition is not None and result.get("pair_noise"):
         result["transition_test"] = transition_test(transition, result["pair_noise"])
     return result
+
+
+# the import of a model trained elsewhere (harness import) lives in harness.importing; read with the run folders
+from harness.importing import IMPORT_FILES, import_run  # noqa: E402,F401
