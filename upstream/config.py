@@ -118,6 +118,11 @@ class TrainSection:
             ``NAME=FOLDER:K``; VTAB-1k tasks read from TFDS's default folder).
         fewshot_shots: training examples per class (big_vision's 1, 5, 10, 25).
         fewshot_every_steps: also run the few-shot monitor every N optimiser steps (0: off).
+        log_with: experiment trackers, accelerate's names (:data:`harness.upstream.trackers.NAMES`:
+            ``tensorboard`` writes ``tb/`` in the run folder; ``mlflow``, ``wandb``, ...: ``pip install
+            "het-harness[track]"``); ``[]``: none. Each gets the whole resolved config as parameters, the
+            metrics of every evaluation and the final metrics (:mod:`harness.upstream.trackers`). Not part of a
+            run's identity: a run resumes, or counts as done, whatever trackers log it.
     """
 
     epochs: int = 10
@@ -136,6 +141,7 @@ class TrainSection:
     fewshot_tasks: List[str] = field(default_factory=list)
     fewshot_shots: List[int] = field(default_factory=lambda: [1, 5, 10, 25])
     fewshot_every_steps: int = 0
+    log_with: List[str] = field(default_factory=lambda: ["tensorboard"])
 
 
 @dataclass
@@ -262,6 +268,9 @@ def validate(cfg: UpstreamConfig) -> None:
                          f"{', '.join(names)}")
     _validate_noise_and_loss(cfg, link)
     _validate_fewshot(t)
+    from harness.upstream.trackers import check_names
+
+    check_names(list(t.log_with), "train.log_with")
 
 
 def _validate_shards(d: DataConfig) -> None:

@@ -304,11 +304,11 @@ def test_auto_precision_is_bf16_only_where_native_and_is_recorded(tmp_path, monk
     assert json.loads((run_dir / "metrics.json").read_text())["mixed_precision"] == want
 
 
-def test_bf16_on_cpu_runs_the_backbone_in_bf16_and_the_head_in_fp32():
+def _bf16_dtypes() -> dict:
+    """The dtypes a bf16 model prepared by accelerate computes in, on a CPU; run in a fresh process (accelerate
+    holds one mixed precision per process: harness.upstream.loop)."""
     from accelerate import Accelerator
-    from accelerate.state import AcceleratorState
 
-    AcceleratorState._reset_state(reset_partial_state=False)
     accelerator = Accelerator(mixed_precision="bf16", cpu=True)
     model = build_model(dict(backbone="resnet10_32px_w32", num_classes=10,
                              head=dict(covariance="low_rank", num_factors=3, train_mc_samples=4)))
@@ -318,9 +318,18 @@ def test_bf16_on_cpu_runs_the_backbone_in_bf16_and_the_head_in_fp32():
     model.head.register_forward_hook(lambda m, i, o: seen.update(head=o.dtype))
     out = model(torch.randn(4, 3, 32, 32).contiguous(memory_format=torch.channels_last))
     out.logsumexp(-1).sum().backward()
-    assert seen["conv"] == torch.bfloat16 and seen["head"] == torch.float32 and out.dtype == torch.float32
-    assert all(p.dtype == torch.float32 and p.grad.dtype == torch.float32 for p in model.parameters())
-    AcceleratorState._reset_state(reset_partial_state=False)
+    seen["out"] = out.dtype
+    seen["fp32 parameters and gradients"] = all(p.dtype == torch.float32 and p.grad.dtype == torch.float32
+                                                for p in model.parameters())
+    return seen
+
+
+def test_bf16_on_cpu_runs_the_backbone_in_bf16_and_the_head_in_fp32():
+    from harness.upstream.loop import in_fresh_process
+
+    seen = in_fresh_process(_bf16_dtypes)
+    assert seen["conv"] == torch.bfloat16 and seen["head"] == torch.float32 and seen["out"] == torch.float32
+    assert seen["fp32 parameters and gradients"]
 
 
 def test_non_finite_evaluation_stops_the_run_and_json_stays_valid(tmp_path):

@@ -1,0 +1,159 @@
+"""The data of an upstream run: its splits, the label noise drawn on them, the labels its head's link takes, the
+loss it trains with, and its loaders (step 1 of :func:`harness.upstream.train.run`).
+
+``data.source=shards``: WebDataset shards read as a stream, each process its own shards
+(:mod:`harness.data.shards`); every other source a split held in memory (:func:`harness.data.sources.build_split`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
+
+import torch
+
+from harness.data.batched import make_loader
+from harness.data.config import STREAM_SOURCES
+from harness.data.dataset import LabelSets
+from harness.data.noise import inject_label_noise
+from harness.data.shards import shard_split
+from harness.data.sources import build_split
+from harness.upstream.config import UpstreamConfig
+from harness.upstream.losses import loss_setup
+
+
+@dataclass
+class RunData:
+    """What a run reads, as the training loop uses it.
+
+    Attributes:
+        stream: the splits are shard streams (``data.source=shards``), read by each process in its own part.
+        read_split: the reader of a split (:func:`harness.data.shards.shard_split` or
+            :func:`harness.data.sources.build_split`).
+        train, eval: the training split (its labels noisy where ``data.label_noise`` says so) and the evaluation
+            split, one-hot where a sigmoid head trains on single labels.
+        link, multilabel, num_classes: the head's link, whether targets are label sets ``[B, K]``, and K.
+        noise_info: the label noise drawn (``inject_label_noise``'s description), or None.
+        loss_info, log_transition: the loss as recorded and forward correction's ``[K, K]`` log T
+            (:func:`harness.upstream.losses.loss_setup`).
+        train_loader, train_ds, sampler, eval_loader: the loaders (``sampler`` None for streams).
+        layout: a stream's process and loader-worker counts (its order depends on both; a resume needs the same),
+            None otherwise.
+        rank, world: this process's index and the number of processes.
+    """
+
+    stream: bool
+    read_split: Callable
+    train: Any
+    eval: Any
+    link: str
+    multilabel: bool
+    num_classes: int
+    noise_info: Optional[dict]
+    loss_info: dict
+    log_transition: Optional[torch.Tensor]
+    train_loader: Any
+    train_ds: Any
+    sampler: Any
+    eval_loader: Any
+    layout: Optional[dict]
+    rank: int
+    world: int
+
+
+def read_run_data(cfg: UpstreamConfig, rank: int, world: int) -> RunData:
+    """Read the splits, draw the label noise, fit the labels to the link, check the sizes, set up the loss and make
+    the loaders of process ``rank`` of ``world``.
+
+    Raises:
+        ValueError: splits that differ in classes or label type; label noise on multi-label data or on images read
+            one by one (input-dependent); a sigmoid/softmax link that does not fit the labels; model.num_classes
+            not the data's; fewer training examples than a batch.
+        FileNotFoundError: missing data.
+    """
+    stream = cfg.data.source in STREAM_SOURCES
+    read_split = shard_split if stream else build_split
+    train_base = read_split(cfg.data, cfg.data.train_split)
+    eval_base = read_split(cfg.data, cfg.data.eval_split)
+    if stream and cfg.data.heldout_split:
+        shard_split(cfg.data, cfg.data.heldout_split)  # a missing pack is named now, not after training
+    if train_base.class_names != eval_base.class_names or train_base.multilabel != eval_base.multilabel:
+        raise ValueError(f"train split {cfg.data.train_split!r} and eval split {cfg.data.eval_split!r} differ in "
+                         "classes or label type")
+    clean_labels = None if stream else train_base.labels
+    train_base, noise_info = _noisy_training(cfg, train_base)
+    link = cfg.model.head.get("link", "softmax")
+    if link == "sigmoid" and not train_base.multilabel:  # sigmoid link on single-label data: one-hot targets
+        train_base, eval_base = (d.one_hot() if stream else
+                                 d.with_labels(LabelSets.from_labels(d.labels), f"{d.description}, one-hot")
+                                 for d in (train_base, eval_base))
+    multilabel = train_base.multilabel
+    num_classes = cfg.model.num_classes or train_base.num_classes
+    _check_sizes(cfg, train_base, num_classes, multilabel, link)
+    loss_info, log_transition = loss_setup(cfg, clean_labels, train_base.labels, num_classes)
+    if stream:  # whole batches, as many on every rank, a multiple of the accumulation steps an epoch
+        train_loader, train_ds = train_base.loader(True, cfg.seed, rank, world, cfg.train.grad_accum_steps)
+        eval_loader, sampler = eval_base.loader(False, cfg.seed, rank, world)[0], None
+    else:
+        train_loader, train_ds, sampler = make_loader(cfg.data, train_base, train=True, seed=cfg.seed)
+        eval_loader = make_loader(cfg.data, eval_base, train=False, seed=cfg.seed)[0]
+    layout = {"world_size": world, "num_workers": cfg.data.num_workers} if stream else None
+    return RunData(stream, read_split, train_base, eval_base, link, multilabel, num_classes, noise_info, loss_info,
+                   log_transition, train_loader, train_ds, sampler, eval_loader, layout, rank, world)
+
+
+def _noisy_training(cfg: UpstreamConfig, train_base: Any) -> "tuple[Any, Optional[dict]]":
+    """The training split with ``data.label_noise`` drawn on its labels (the noise seed's first stream), and the
+    noise's description; unchanged and None without noise."""
+    if not (cfg.data.label_noise and cfg.data.label_noise.get("kind", "none") != "none"):
+        return train_base, None
+    if train_base.multilabel:
+        raise ValueError("data.label_noise flips single labels; this training split is multi-label")
+    images = None
+    if cfg.data.label_noise.get("kind") == "input_dependent":
+        images = train_base.pixels(cfg.data.cache_dir)
+        if images is None:
+            raise ValueError(f"data.label_noise.kind=input_dependent needs the training images in one array, and "
+                             f"{train_base.description} reads them one by one: use a class-conditional kind")
+    noisy, noise_info = inject_label_noise(train_base.labels, train_base.num_classes, **cfg.data.label_noise,
+                                           images=images)
+    return train_base.with_labels(noisy, f"{train_base.description}, with {noise_info['kind']} "
+                                         f"label noise ({noise_info['realised_rate']:.1%} flipped)"), noise_info
+
+
+def _check_sizes(cfg: UpstreamConfig, train_base: Any, num_classes: int, multilabel: bool, link: str) -> None:
+    """The class count, the link and the batch size against the training split (see :func:`read_run_data`)."""
+    if num_classes != train_base.num_classes:
+        raise ValueError(f"model.num_classes={num_classes} but the data has {train_base.num_classes} classes; "
+                         "leave model.num_classes unset to take it from the data")
+    if multilabel and link != "sigmoid":
+        raise ValueError("multi-label data needs the sigmoid link: set model.head.link=sigmoid")
+    if len(train_base) < cfg.data.batch_size:
+        raise ValueError(f"the training split has {len(train_base)} examples, fewer than data.batch_size="
+                         f"{cfg.data.batch_size}; lower the batch size")
+
+
+def _noisy_heldout(cfg: UpstreamConfig, held: Any) -> "tuple[Any, dict]":
+    """The held-out split with ``data.label_noise`` drawn on its labels too, from the noise seed's
+    second stream (:func:`harness.data.noise.inject_label_noise`, ``stream=1``): held-out labels are
+    what a user has, so they are as noisy as the training labels, and a held-out NLL (the choice of
+    τ, a primary endpoint) is scored against them. Returns the split and the noise's description."""
+    images = held.pixels(cfg.data.cache_dir) if cfg.data.label_noise.get("kind") == "input_dependent" else None
+    noisy, info = inject_label_noise(held.labels, held.num_classes, **cfg.data.label_noise, images=images, stream=1)
+    return held.with_labels(noisy, f"{held.description}, with {info['kind']} label noise "
+                                   f"({info['realised_rate']:.1%} flipped)"), info
+
+
+def heldout_loader(cfg: UpstreamConfig, data: RunData, accelerator: Any) -> Any:
+    """The loader of ``data.heldout_split`` (read after training), its labels as noisy as the training labels
+    (:func:`_noisy_heldout`, recorded in ``data.noise_info["heldout"]``) and as the link takes them; prepared by
+    accelerate unless it is a shard stream."""
+    held_base = data.read_split(cfg.data, cfg.data.heldout_split)
+    if data.noise_info is not None:  # the held-out labels carry the same noise (what a user holds out is noisy)
+        held_base, data.noise_info["heldout"] = _noisy_heldout(cfg, held_base)
+    if data.multilabel and not held_base.multilabel:
+        held_base = (held_base.one_hot() if data.stream
+                     else held_base.with_labels(LabelSets.from_labels(held_base.labels)))
+    if data.stream:
+        return held_base.loader(False, cfg.seed, data.rank, data.world)[0]
+    return accelerator.prepare(make_loader(cfg.data, held_base, train=False, seed=cfg.seed)[0])
