@@ -17,6 +17,7 @@ from typing import Optional
 import numpy as np
 
 from harness.downstream.finetune import HEADS, SCHEDULES
+from harness.precision import CHOICES as PRECISIONS
 
 DATA_FORMATS = ("tfds", "folder")
 #: the largest τ a noisy transfer head takes (larger ones flatten every prediction to uniform; the references'
@@ -70,6 +71,9 @@ class SweepSettings:
             unset for ``hom``, which has no τ.
         num_factors: R of a ``het`` / ``pe`` head, used as min(R, K) on a K-class task (default 6).
         train_mc_samples, eval_mc_samples: a noisy head's MC samples S in training / evaluation (100 / 1,000).
+        mixed_precision: ``no`` (fp32, the default: today's results), ``bf16``, ``fp16`` (GPUs only) or ``auto`` (bf16
+            where the device computes it natively; :func:`harness.precision.resolve`), ``--mixed-precision``. Part of
+            the recipe: a sweep folder keeps one precision.
 
     Raises:
         ValueError: a value out of range (the message names the setting and its CLI option).
@@ -96,6 +100,7 @@ class SweepSettings:
     num_factors: int = NOISY_HEAD_DEFAULTS["num_factors"]
     train_mc_samples: int = NOISY_HEAD_DEFAULTS["train_mc_samples"]
     eval_mc_samples: int = NOISY_HEAD_DEFAULTS["eval_mc_samples"]
+    mixed_precision: str = "no"
 
     def __post_init__(self) -> None:
         if self.schedule == "bit":
@@ -133,6 +138,8 @@ class SweepSettings:
         _require(self.data_format in DATA_FORMATS, f"unknown data format {self.data_format!r} (--data-format): use "
                  f"one of {', '.join(DATA_FORMATS)}")
         PRESETS[self.preset]  # noqa: B018 -- an unknown name raises its ValueError
+        _require(self.mixed_precision in PRECISIONS, f"unknown mixed precision {self.mixed_precision!r} "
+                 f"(--mixed-precision): use one of {', '.join(PRECISIONS)}")
         self._check_head()
 
     def _check_head(self) -> None:
@@ -193,7 +200,7 @@ PRESET_TEXT = {
 
 #: fields that change what a run computes (the recipe); the others say where and how it runs
 RECIPE_FIELDS = ("lrs", "steps", "seeds", "batch_size", "micro_batch", "resolution", "clip_grad_norm", "schedule",
-                 "lr_batch", "head")
+                 "lr_batch", "head", "mixed_precision")
 #: recipe fields of a noisy head only (a hom recipe leaves them out)
 NOISY_HEAD_FIELDS = ("temperatures", *NOISY_HEAD_DEFAULTS)
 

@@ -21,7 +21,7 @@ by :func:`prepare_tasks` before any feature is extracted. :func:`fewshot` writes
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
@@ -35,6 +35,7 @@ from harness.downstream.tasks import Task
 from harness.data.dataset import ArrayImages, ImageDataset
 from harness.fewshot import HELDOUT_PER_CLASS, L2_GRID, check_shots, draw_shots, extract_features, fewshot_scores
 from harness.io import atomic_write_text, check_output_folder, check_writable, json_dumps, read_json
+from harness.upstream.trackers import available
 
 #: the split the shots and the held-out examples are drawn from, and the split scored
 POOL_SPLIT, TEST_SPLIT = "train800val200", "test"
@@ -85,7 +86,8 @@ class TaskDraws:
 
 
 def prepare_tasks(tasks: Sequence[str], shots: Sequence[int], settings: Optional[SweepSettings] = None,
-                  seed: int = 0, heldout: int = HELDOUT_PER_CLASS, what: str = "--shots") -> "list[TaskDraws]":
+                  seed: int = 0, heldout: int = HELDOUT_PER_CLASS, what: str = "--shots",
+                  progress: Optional[Callable[[str], None]] = None) -> "list[TaskDraws]":
     """Resolve, check and read ``tasks`` and draw their shots, before any feature is extracted.
 
     Args:
@@ -96,6 +98,7 @@ def prepare_tasks(tasks: Sequence[str], shots: Sequence[int], settings: Optional
         seed: the draw (:func:`harness.fewshot.draw_shots`).
         heldout: held-out examples per class, to choose λ on.
         what: how messages name the shot setting (``--shots``, ``train.fewshot_shots``).
+        progress: called with a line per task checked and per task read (``[fewshot] ...``).
 
     Returns:
         One :class:`TaskDraws` per task, in order.
@@ -111,9 +114,12 @@ def prepare_tasks(tasks: Sequence[str], shots: Sequence[int], settings: Optional
     chosen = expand_tasks(tasks)
     if not chosen:
         raise ValueError("no task given: name tasks, e.g. demo_digit, demo, natural or NAME=FOLDER:K")
-    check_tasks(chosen, settings)
+    say = (lambda line: progress(f"[fewshot] {line}")) if progress else None
+    check_tasks(chosen, settings, say)
     out = []
-    for t in chosen:
+    for i, t in enumerate(chosen, 1):
+        if say:
+            say(f"reading {t.name} (task {i}/{len(chosen)}): {POOL_SPLIT} and {TEST_SPLIT}")
         if t.num_classes < 2:
             raise ValueError(f"task {t.name} has {t.num_classes} class: a few-shot probe tells classes apart, so a task "
                              "needs at least 2 (check its NAME=FOLDER:K)")
@@ -152,7 +158,7 @@ def evaluate_tasks(model: Any, prepared: Sequence[TaskDraws], size: Optional[int
         device: where the model runs.
         batch_size: images per forward pass.
         grid: the λ values to choose from.
-        progress: called with one line per task.
+        progress: called with a line per task as its features are extracted and one with its accuracies.
 
     Returns:
         ``{task: {"group", "num_classes", "resolution", "pool_size", "data", "shots": {"<s>": {"prec@1", "lam",
@@ -160,8 +166,11 @@ def evaluate_tasks(model: Any, prepared: Sequence[TaskDraws], size: Optional[int
     """
     interpolation = model.config.preprocessing.get("interpolation", "bilinear")
     out = {}
-    for p in prepared:
+    for i, p in enumerate(prepared, 1):
         side = size or bit_resolution(p.pool[0][0].size)[1]
+        if progress:
+            progress(f"[fewshot] {p.task.name} (task {i}/{len(prepared)}): features of {len(p.pool)} drawn and "
+                     f"{len(p.test)} test images at {side} px")
 
         def features(data: ImageDataset) -> "tuple[np.ndarray, np.ndarray]":
             loader = _views(data, False, False, False, side, side, batch_size, 0, interpolation)[0]
@@ -174,7 +183,7 @@ def evaluate_tasks(model: Any, prepared: Sequence[TaskDraws], size: Optional[int
                             "pool_size": p.pool_size, "data": p.data,
                             "shots": {str(s): v for s, v in scores.items()}}
         if progress:
-            progress(f"{p.task.name:22s} " + ", ".join(f"{s}-shot {100 * v['prec@1']:.2f} (λ {v['lam']:g})"
+            progress(f"[fewshot] {p.task.name:22s} " + ", ".join(f"{s}-shot {100 * v['prec@1']:.2f} (λ {v['lam']:g})"
                                                        for s, v in scores.items()))
     return out
 
@@ -195,7 +204,7 @@ def fewshot(source: str, tasks: Sequence[str], out: "str | Path", shots: Sequenc
             settings: Optional[SweepSettings] = None, seed: int = 0,
             resolution: "Optional[int | Sequence[int]]" = None, weights: "Optional[str | Path]" = None,
             random_init: bool = False, heldout: int = HELDOUT_PER_CLASS,
-            progress: Callable[[str], None] = print, overwrite: bool = False) -> dict:
+            progress: Callable[[str], None] = print, overwrite: bool = False, log_with: Sequence[str] = ()) -> dict:
     """Few-shot linear evaluation of a model on ``tasks``; writes ``<out>/fewshot.json`` and ``<out>/fewshot.md``.
 
     Everything is checked before any feature is extracted: the shots, the resolution, the device
@@ -213,7 +222,10 @@ def fewshot(source: str, tasks: Sequence[str], out: "str | Path", shots: Sequenc
         resolution: ``SIZE`` or ``(RESIZE, CROP)``: the images are resized to the crop (default: the BiT rule's).
         weights, random_init: see :func:`harness.models.load_source`.
         heldout: held-out examples per class, to choose λ on.
-        progress: called with one line per task.
+        progress: called with a line per step from the model's load on (the tasks read, each task's features and
+            accuracies).
+        log_with: trackers (:mod:`harness.upstream.trackers`; the CLI's default is TensorBoard, in ``<out>/tb``),
+            given the settings as parameters, each task's accuracy per shot count, the means and the files.
         overwrite: write into an ``out`` that holds other files, beside them (never replacing a file this command
             did not write; its own earlier fewshot.json and fewshot.md are replaced).
 
@@ -237,9 +249,11 @@ def fewshot(source: str, tasks: Sequence[str], out: "str | Path", shots: Sequenc
     out = check_writable(out, f"--out {out}", "--out DIR")
     ours = (read_json(Path(out) / "fewshot.json") or {}).get("schema") == SCHEMA
     check_output_folder(out, ours, ("fewshot.json", "fewshot.md"), overwrite, "harness fewshot", "--out")
+    log_with = available(list(log_with), "--log-with", progress)
     record = upstream_record(source, weights, random_init)
+    progress(f"[fewshot] loading the model {source}")
     model = load_source(source, weights, random_init).to(settings.device)
-    prepared = prepare_tasks(tasks, shots, settings, seed, heldout)
+    prepared = prepare_tasks(tasks, shots, settings, seed, heldout, progress=progress)
     results = evaluate_tasks(model, prepared, size, settings.device, progress=progress)
     mean = {str(s): float(np.mean([r["shots"][str(s)]["prec@1"] for r in results.values()])) for s in shots}
     result = {"schema": SCHEMA, "source": record, "preprocessing": dict(model.config.preprocessing),
@@ -249,7 +263,27 @@ def fewshot(source: str, tasks: Sequence[str], out: "str | Path", shots: Sequenc
                          "heldout_per_class": heldout, "pool": POOL_SPLIT, "test": TEST_SPLIT},
               "seed": seed, "shots": shots, "tasks": results, "mean": mean}
     write_result(result, Path(out))
+    if log_with:
+        _track(log_with, result, Path(out), {"tasks": list(tasks), "resolution": size, "settings": asdict(settings)})
     return result
+
+
+def _track(names: Sequence[str], result: dict, out: Path, extra: dict) -> None:
+    """The few-shot result to the trackers ``names``: the settings as parameters, each task's accuracy and λ per
+    shot count (one step per task), the means, ``fewshot.md`` / ``fewshot.json`` and the table."""
+    from harness.upstream.trackers import Tracking
+
+    config = {"source": result["source"], "seed": result["seed"], "shots": result["shots"], **extra,
+              "method": result["method"]}
+    with Tracking(names, "harness-fewshot", out.name, out, config) as tracking:
+        for step, (task, r) in enumerate(result["tasks"].items(), 1):
+            tracking.log({f"{task}/{s}shot/{k}": v[k] for s, v in r["shots"].items() for k in ("prec@1", "lam")},
+                         step=step)
+        tracking.log({f"mean/{s}shot/prec@1": v for s, v in result["mean"].items()}, step=len(result["tasks"]) + 1)
+        columns = ["task", "classes", "px", *(f"{s}-shot" for s in result["shots"])]
+        rows = [[task, r["num_classes"], r["resolution"], *(r["shots"][str(s)]["prec@1"] for s in result["shots"])]
+                for task, r in result["tasks"].items()]
+        tracking.report([out / "fewshot.md", out / "fewshot.json"], {"fewshot": (columns, rows)})
 
 
 def write_result(result: dict, out: Path) -> None:

@@ -24,9 +24,10 @@ any number of steps (warm-up 20%, x0.1 at 40/60/80%), the schedule of the VTAB s
 
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import numpy as np
 import torch
@@ -67,6 +68,9 @@ class FinetuneConfig:
             ``diag`` / ``het`` / ``pe``.
         temperature, num_factors, train_mc_samples, eval_mc_samples: the noisy head's τ, rank R (used as
             min(R, K) for ``het`` / ``pe``) and Monte Carlo samples (:func:`head_options`); ignored by ``hom``.
+        mixed_precision: ``no`` (fp32, the default), ``bf16``, ``fp16`` (GPUs only) or ``auto``: bf16 where the
+            device computes it natively, else fp32 (:func:`harness.precision.resolve`; on a CPU without AVX512-BF16
+            or AMX, bf16 is emulated and many times slower).
     """
 
     @property
@@ -91,6 +95,7 @@ class FinetuneConfig:
     num_factors: int = 6
     train_mc_samples: int = 100
     eval_mc_samples: int = 1000
+    mixed_precision: str = "no"
 
 
 #: the fresh heads of a transfer: name -> covariance of :class:`harness.heads.HeteroscedasticHead` (the names of the
@@ -276,67 +281,111 @@ def finetune(upstream: "str | dict | Classifier", train: ImageDataset, test: Ima
     forward pass, gradients accumulated), each with one mixup lambda when mixup is on. The fresh head is
     ``cfg.head`` (:func:`head_options`); a noisy head's loss is the NLL of its MC-averaged probability.
 
+    On accelerate, in the idiom the upstream stage uses (:func:`harness.upstream.loop.accumulate_step`): an
+    ``Accelerator(mixed_precision, gradient_accumulation_steps)`` with ``cfg.mixed_precision`` resolved for the
+    device (:func:`harness.precision.resolve`: ``auto`` is bf16 where it is native), the optimiser prepared,
+    forward passes under ``accelerator.autocast()``, the loss in fp32, ``accelerator.backward`` and
+    ``accelerator.clip_grad_norm_``. In fp32 it computes what the plain PyTorch loop computed before
+    (``tests/downstream/test_finetune_accelerate.py`` holds that loop and compares). The run is this process's own:
+    under
+    ``accelerate launch`` the processes split a sweep's runs (:func:`harness.downstream.sweep.sweep`), so the model
+    is not wrapped for data parallelism and trains on this process's device. A precision other than the one
+    accelerate already holds in this process is trained in a fresh process (:mod:`harness.upstream.loop`).
+
     Raises:
         ValueError: train and test differ in classes; non-positive lr or steps (see
-            :func:`resolved_steps`); an unknown head; a NaN loss.
+            :func:`resolved_steps`); an unknown head or mixed precision; fp16 on a CPU; a NaN loss.
     """
+    from harness.precision import resolve as resolve_precision
+    from harness.upstream.loop import PrecisionHeld, make_accelerator
+
     if train.class_names != test.class_names:
         raise ValueError("train and test splits have different classes")
     if not cfg.lr > 0:
         raise ValueError(f"lr must be > 0, got lr={cfg.lr}")
     steps = resolved_steps(cfg, len(train))
+    device = torch.device(cfg.device)
+    precision = resolve_precision(cfg.mixed_precision, device.type)
+    if precision == "fp16" and device.type == "cpu":
+        raise ValueError("mixed precision fp16 (--mixed-precision) does not run on a CPU: use bf16 or no there")
+    micro = min(cfg.micro_batch, cfg.batch_size)
+    accum = max(1, math.ceil(cfg.batch_size / micro))
+    try:
+        accelerator = make_accelerator(precision, accum, cpu=device.type == "cpu")
+    except PrecisionHeld:
+        from harness.upstream.loop import in_fresh_process
+
+        return in_fresh_process(finetune, upstream, train, test, cfg, flip, crop)
+    if accelerator.num_processes > 1:  # a process of `accelerate launch` splitting a sweep: its own device
+        device = accelerator.device
     torch.manual_seed(cfg.seed)
     memory_format = torch.channels_last if cfg.channels_last else torch.contiguous_format
     head = head_options(cfg.head, train.num_classes, cfg.temperature, cfg.num_factors, cfg.train_mc_samples,
                         cfg.eval_mc_samples)
-    model = transfer_model(upstream, train.num_classes, head).to(cfg.device, memory_format=memory_format)
+    model = transfer_model(upstream, train.num_classes, head).to(device, memory_format=memory_format)
     resize, size = cfg.resolution or bit_resolution(train[0][0].size)
     interpolation = model.config.preprocessing.get("interpolation", "bilinear")  # the model's own
-    micro = min(cfg.micro_batch, cfg.batch_size)
-    accum = max(1, math.ceil(cfg.batch_size / micro))
     loader, ds, sampler = _views(train, True, flip, crop, resize, size, micro, cfg.seed, interpolation)
-    opt = torch.optim.SGD(model.parameters(), lr=cfg.effective_lr, momentum=0.9, weight_decay=0.0)
+    opt = accelerator.prepare(torch.optim.SGD(model.parameters(), lr=cfg.effective_lr, momentum=0.9,
+                                              weight_decay=0.0))
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_schedule(steps, cfg.schedule, len(train)))
-    alpha = mixup_alpha(len(train), cfg.mixup_alpha)
+    _train_steps(accelerator, model, opt, sched, (loader, ds, sampler), steps, accum,
+                 mixup_alpha(len(train), cfg.mixup_alpha), cfg.clip_grad_norm, device, memory_format)
+    preds = predict(model, test, _views(test, False, flip, crop, resize, size, cfg.eval_batch_size, cfg.seed,
+                                        interpolation)[0], device, memory_format, accelerator.autocast)
+    return float((preds.logits.argmax(1) == preds.targets).mean()), preds
+
+
+def _train_steps(accelerator: Any, model: Classifier, opt: Any, sched: Any, views: tuple, steps: int, accum: int,
+                 alpha: float, clip_grad_norm: Optional[float], device: Any,
+                 memory_format: torch.memory_format) -> None:
+    """``steps`` optimiser steps of ``accum`` micro-batches each (:func:`harness.upstream.loop.accumulate_step`),
+    epoch after epoch of ``views`` (``(loader, dataset, sampler)`` of :func:`_views`); with mixup (``alpha`` > 0)
+    one lambda per optimiser step, each example mixed with a permutation of its micro-batch (BiT).
+
+    Raises:
+        ValueError: a NaN or infinite loss.
+    """
+    from harness.upstream.loop import accumulate_step
+
+    loader, ds, sampler = views
     mix = torch.distributions.Beta(alpha, alpha) if alpha > 0 else None
     model.train()
-    step, micro_done, epoch = 0, 0, 0
+    step, micro_done, epoch, lam = 0, 0, 0, 1.0
+
+    def diverged(value: float) -> ValueError:
+        return ValueError(f"fine-tuning loss is {value} at step {step}; lower the learning rate")
+
     while step < steps:
         sampler.use_epoch(epoch)
         ds.use_epoch(epoch)
         for x, y, _ in loader:
-            x, y = x.to(cfg.device, memory_format=memory_format), y.to(cfg.device)
+            x, y = x.to(device, memory_format=memory_format), y.to(device)
             if mix is None:
-                loss = F.cross_entropy(model(x), y) / accum
-            else:  # one lambda per optimiser step, each example mixed with a permutation of its micro-batch (BiT)
+                _, synced = accumulate_step(accelerator, model, opt, lambda: model(x),
+                                            lambda out: F.cross_entropy(out, y), clip_grad_norm, diverged)
+            else:
                 if micro_done % accum == 0:
                     lam = float(mix.sample())
                 perm = torch.randperm(x.shape[0], device=x.device)
-                logits = model(lam * x + (1 - lam) * x[perm])
-                loss = (lam * F.cross_entropy(logits, y) + (1 - lam) * F.cross_entropy(logits, y[perm])) / accum
-            if not torch.isfinite(loss):
-                raise ValueError(f"fine-tuning loss is {loss.item()} at step {step}; lower the learning rate")
-            loss.backward()
+                _, synced = accumulate_step(
+                    accelerator, model, opt, lambda: model(lam * x + (1 - lam) * x[perm]),
+                    lambda out: lam * F.cross_entropy(out, y) + (1 - lam) * F.cross_entropy(out, y[perm]),
+                    clip_grad_norm, diverged)
             micro_done += 1
-            if micro_done % accum:
+            if not synced:
                 continue
-            if cfg.clip_grad_norm:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip_grad_norm)
-            opt.step()
-            opt.zero_grad(set_to_none=True)
             sched.step()
             step += 1
             if step >= steps:
                 break
         epoch += 1
-    preds = predict(model, test, _views(test, False, flip, crop, resize, size, cfg.eval_batch_size, cfg.seed,
-                                        interpolation)[0], cfg.device, memory_format)
-    return float((preds.logits.argmax(1) == preds.targets).mean()), preds
 
 
 @torch.no_grad()
 def predict(model: Classifier, data: ImageDataset, loader: torch.utils.data.DataLoader, device: str = "cpu",
-            memory_format: torch.memory_format = torch.contiguous_format) -> Predictions:
+            memory_format: torch.memory_format = torch.contiguous_format,
+            autocast: Optional[Callable[[], Any]] = None) -> Predictions:
     """Logits of ``model`` (eval mode) on ``data`` fed by ``loader`` (``(x, y, index)`` batches), as
     :class:`Predictions` (``logits`` ``[N, K]`` float64).
 
@@ -344,11 +393,14 @@ def predict(model: Classifier, data: ImageDataset, loader: torch.utils.data.Data
     ``predict_loader``: log p̄, p̄ the mean of softmax(u_s / τ) over its ``eval_mc_samples`` samples of seeded
     evaluation noise (:meth:`harness.heads.HeteroscedasticHead.forward`), so softmax(logits) = p̄ and the
     metrics, ensembles and temperature scaling of :mod:`harness.uncertainty` treat it as upstream's het runs.
+    ``autocast``: the mixed-precision context of the run (``accelerator.autocast``), or none (fp32).
     """
     model.eval()
     logits, targets, index = [], [], []
     for x, y, idx in loader:
-        logits.append(model(x.to(device, memory_format=memory_format)).float().cpu().numpy())
+        with (autocast or contextlib.nullcontext)():
+            out = model(x.to(device, memory_format=memory_format))
+        logits.append(out.float().cpu().numpy())
         targets.append(np.asarray(y))
         index.append(np.asarray(idx))
     return Predictions(np.concatenate(logits).astype(np.float64), np.concatenate(targets), np.concatenate(index),

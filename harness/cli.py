@@ -344,13 +344,21 @@ def _check_sweep_out(out: Path, overwrite: bool) -> None:
               show_default=True, help="In this process; one process per run (per GPU with --gpus); SLURM jobs.")
 @click.option("--gpus", default="", help="submitit-local: GPU ids to spread runs over, e.g. 0,1,2,3.")
 @click.option("--slurm", "slurm_opts", multiple=True, help="SLURM parameter key=value (slurm_partition=gpu ...).")
+@click.option("--mixed-precision", type=click.Choice(["no", "auto", "bf16", "fp16"]), default="no", show_default=True,
+              help="no: fp32; auto: bf16 where the device computes it natively (GPUs with bf16, CPUs with AVX512-BF16 "
+                   "or AMX), else fp32; bf16; fp16 (GPUs only). Part of the recipe.")
+@click.option("--log-with", default="tensorboard", show_default=True,
+              help="Experiment trackers, comma-separated: tensorboard (<out>/tb), mlflow, wandb, ... (accelerate's); "
+                   "none for no tracking. mlflow and wandb: pip install \"het-harness[track]\".")
 def downstream(upstream_ckpt, tasks, data_dir, data_format, preset, lrs, steps, seeds, batch_size, micro_batch,
                resolution, lr_batch, schedule, allow_outside_paths, device, channels_last, out, executor, gpus,
-               slurm_opts, weights, random_init, head, temperatures, overwrite) -> None:
+               slurm_opts, weights, random_init, head, temperatures, overwrite, mixed_precision, log_with) -> None:
     """VTAB-1k transfer: fresh zero-initialised head, lr x steps sweep on val200 (or the BiT-HyperRule),
-    final runs on train800val200 scored on test; checks every task's data first; resumes a killed sweep."""
+    final runs on train800val200 scored on test; checks every task's data first; resumes a killed sweep. Under
+    accelerate launch (--num_processes N) the processes split the runs."""
     from harness.downstream.config import PRESETS, SweepSettings
     from harness.downstream.sweep import sweep
+    from harness.upstream.trackers import parse_log_with
 
     def numbers(text, option, kind, example, count=None):
         if text is None:
@@ -384,10 +392,11 @@ def downstream(upstream_ckpt, tasks, data_dir, data_format, preset, lrs, steps, 
     try:
         settings = SweepSettings(**{**PRESETS[preset], **{k: v for k, v in given.items() if v is not None}},
                                  device=device, data_format=data_format, data_dir=data_dir,
-                                 allow_outside_paths=allow_outside_paths, channels_last=channels_last)
+                                 allow_outside_paths=allow_outside_paths, channels_last=channels_last,
+                                 mixed_precision=mixed_precision)
         _check_sweep_out(out, overwrite)
         result = sweep(upstream_ckpt, names, out, settings, executor, slurm, progress=click.echo, weights=weights,
-                       random_init=random_init)
+                       random_init=random_init, log_with=parse_log_with(log_with))
     except (ValueError, OSError) as e:  # OSError: missing data (FileNotFoundError), an unwritable --out
         raise click.ClickException(str(e)) from e
     click.echo(f"mean over {len(result['tasks'])} tasks: {100 * result['mean_over_tasks']:.2f}; wrote {out / 'vtab.md'}")
@@ -413,13 +422,17 @@ def downstream(upstream_ckpt, tasks, data_dir, data_format, preset, lrs, steps, 
               help="Output folder (default results/fewshot/<model name>).")
 @click.option("--overwrite", is_flag=True,
               help="Write into an --out that holds other files, beside them (a file it did not write is never replaced).")
+@click.option("--log-with", default="tensorboard", show_default=True,
+              help="Experiment trackers, comma-separated: tensorboard (<out>/tb), mlflow, wandb, ... (accelerate's); "
+                   "none for no tracking. mlflow and wandb: pip install \"het-harness[track]\".")
 def fewshot(source, weights, random_init, tasks, shots, data_dir, data_format, resolution, allow_outside_paths, seed,
-            device, out, overwrite) -> None:
+            device, out, overwrite, log_with) -> None:
     """Few-shot linear evaluation (big_vision's probe): frozen pre-logit features, closed-form ridge regression to
     ±1 one-hot targets on 1/5/10/25 examples per class of train800val200, λ chosen on held-out examples of that
     split (never on test), prec@1 on test; writes fewshot.json and fewshot.md."""
     from harness.downstream.config import SweepSettings
     from harness.downstream.fewshot import fewshot as run_fewshot
+    from harness.upstream.trackers import parse_log_with
 
     def whole_numbers(text, option, example):
         try:
@@ -438,7 +451,7 @@ def fewshot(source, weights, random_init, tasks, shots, data_dir, data_format, r
                                  allow_outside_paths=allow_outside_paths)
         result = run_fewshot(source, names, out, whole_numbers(shots, "--shots", "1,5,10,25"), settings, seed,
                              whole_numbers(resolution, "--resolution", "32") if resolution else None, weights,
-                             random_init, progress=click.echo, overwrite=overwrite)
+                             random_init, progress=click.echo, overwrite=overwrite, log_with=parse_log_with(log_with))
     except (ValueError, OSError) as e:  # OSError: missing data or model (FileNotFoundError), an unwritable --out
         raise click.ClickException(str(e)) from e
     click.echo("mean over tasks: " + ", ".join(f"{s}-shot {100 * v:.2f}" for s, v in result["mean"].items())
@@ -448,10 +461,13 @@ def fewshot(source, weights, random_init, tasks, shots, data_dir, data_format, r
 @main.command(name="run", context_settings={"ignore_unknown_options": True})
 @click.argument("experiment", required=False)
 @click.argument("overrides", nargs=-1, type=click.UNPROCESSED)
+@click.option("--no-train", is_flag=True,
+              help="Train nothing: build the report from the runs that have finished (restored from records where "
+                   "missing); conditions report the seeds they have, and the report lists the runs left out.")
 @click.option("--sync-records", is_flag=True,
               help="Only save the records of finished runs (and restore missing run folders from records); "
                    "train nothing. For an experiment with records: true.")
-def run_cmd(experiment, overrides, sync_records) -> None:
+def run_cmd(experiment, overrides, no_train, sync_records) -> None:
     """The main job: pretrain every method and seed, ensemble, transfer, and write one report.
 
     EXPERIMENT is a YAML path or a built-in name (default: digits, the embedded data). OVERRIDES are
@@ -473,7 +489,7 @@ def run_cmd(experiment, overrides, sync_records) -> None:
             restored, saved = sync_records_locked(exp)  # under the experiment's lock; records verified first
             click.echo(f"records in {records_dir(exp)}: {saved} saved, {restored} run folder(s) restored")
             return
-        out = run_experiment(exp, progress=click.echo)
+        out = run_experiment(exp, progress=click.echo, train=not no_train)
     except (ValueError, OSError, TrainingDiverged) as e:
         raise click.ClickException(str(e)) from e
     click.echo(f"report: {out / 'report.md'} and {out / 'report.html'}")
@@ -490,15 +506,19 @@ def bench() -> None:
 @click.option("--repeats", type=click.IntRange(1), default=3, show_default=True, help="Timed steps per point.")
 @click.option("--naive-budget-gib", type=float, default=8.0, show_default=True,
               help="Skip the naive implementation where it would need more memory than this.")
+@click.option("--compile/--no-compile", "compiled", default=True, show_default=True,
+              help="Also time torch.compile(head, fullgraph=True) in the main case (compiling takes minutes on a CPU).")
+@click.option("--main-only", is_flag=True, help="Only the cases of the targets (S=1000, K=1000, and low rank at S=10).")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=Path("results/bench/heads.md"),
               show_default=True, help="Markdown table to write (a .json twin is written beside it).")
-def bench_heads(device: str, quick: bool, repeats: int, naive_budget_gib: float, out: Path) -> None:
-    """Forward+backward time and peak memory of every head variant vs a naive [B,S,K] implementation."""
+def bench_heads(device: str, quick: bool, repeats: int, naive_budget_gib: float, compiled: bool, main_only: bool,
+                out: Path) -> None:
+    """Forward+backward time and peak memory of every head variant, eager and compiled, vs a naive [B,S,K] one."""
     from harness.bench import heads
 
     try:
-        heads.run(device=device, quick=quick, repeats=repeats, naive_budget_gib=naive_budget_gib, out=out,
-                  progress=click.echo)
+        heads.run(device=device, quick=quick, repeats=repeats, naive_budget_gib=naive_budget_gib, compiled=compiled,
+                  main_only=main_only, out=out, progress=click.echo)
     except ValueError as e:
         raise click.UsageError(str(e)) from e
     click.echo(f"wrote {out}")

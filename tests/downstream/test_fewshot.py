@@ -110,3 +110,30 @@ def test_missing_data_and_small_classes_of_a_folder_task_are_named(tmp_path, no_
     assert "ask for at most 9 shots" in small.output
     no_model = _cli("--model", str(tmp_path / "none.pt"), "--tasks", "demo_digit", "--out", str(tmp_path / "o"))
     assert no_model.exit_code != 0 and "no upstream checkpoint" in no_model.output
+
+
+def test_progress_from_the_model_load_and_the_result_in_mlflow(tmp_path, monkeypatch):
+    mlflow = pytest.importorskip("mlflow")
+    store = tmp_path / "mlruns"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", store.as_uri())
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")  # MLflow 3 asks for the opt-in to its file store
+    monkeypatch.delenv("MLFLOW_EXPERIMENT_NAME", raising=False)
+    ckpt = save_model(build_model({"backbone": "test_resnet", "num_classes": 10, "head": {"covariance": "none"}}),
+                      tmp_path / "run" / "model.pt")
+    lines = []
+    result = F.fewshot(str(ckpt), ["demo_digit", "demo_count"], tmp_path / "out", shots=[1, 5], resolution=16,
+                       progress=lines.append, log_with=["mlflow"])
+    assert lines[:3] == [f"[fewshot] loading the model {ckpt}", "[fewshot] reading demo_digit (task 1/2): "
+                         "train800val200 and test", "[fewshot] reading demo_count (task 2/2): train800val200 and test"]
+    assert re.fullmatch(r"\[fewshot\] demo_digit \(task 1/2\): features of \d+ drawn and 500 test images at 16 px",
+                        lines[3])
+    assert lines[4].startswith("[fewshot] demo_digit ") and "5-shot" in lines[4] and len(lines) == 7
+    client = mlflow.tracking.MlflowClient(store.as_uri())
+    (logged,) = client.search_runs([client.get_experiment_by_name("harness-fewshot").experiment_id])
+    assert logged.data.params["shots"] == "[1, 5]" and logged.data.params["settings.device"] == "cpu"
+    metrics = logged.data.metrics
+    # MLflow refuses "@" in a metric's name: prec@1 is logged as prec_at_1 there
+    assert metrics["demo_count/5shot/prec_at_1"] == pytest.approx(result["tasks"]["demo_count"]["shots"]["5"]["prec@1"])
+    assert metrics["mean/1shot/prec_at_1"] == pytest.approx(result["mean"]["1"])
+    assert {"fewshot.md", "fewshot.json"} <= {a.path for a in client.list_artifacts(logged.info.run_id)}
+    assert not (tmp_path / "out" / "tb").exists()  # only the trackers named

@@ -44,8 +44,9 @@ def test_demo_sweep_selects_retrains_and_writes_the_table(upstream, tmp_path):
     assert "Not a VTAB-1k score" in md and "Written by" in md
     assert json.loads((tmp_path / "vtab.json").read_text())["tasks"].keys() == result["tasks"].keys()
     # a rerun does nothing new and gives the same table
-    again = sweep(upstream, ["demo_rotation", "demo_position"], tmp_path, TINY, progress=pytest.fail)
-    assert again == result
+    lines = []
+    again = sweep(upstream, ["demo_rotation", "demo_position"], tmp_path, TINY, progress=lines.append)
+    assert again == result and lines == [f"[downstream] loading the model {upstream}"]  # no run, no phase left
 
 
 def test_killed_sweep_reruns_only_the_remaining_runs(upstream, tmp_path):

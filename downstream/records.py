@@ -1,0 +1,104 @@
+"""One fine-tuning run of a sweep and its record: ``run_one`` (picklable, for in-process runs and submitit jobs),
+the records' keys, and ``<out>/runs.jsonl`` (one JSON line appended per finished run, a single ``write`` + fsync; a
+torn last line from a crash is ignored). Re-exported by :mod:`harness.downstream.sweep`."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Optional
+
+from harness.downstream.config import SweepSettings
+from harness.downstream.taskset import find_task, load_split
+
+
+def run_one(spec: dict) -> dict:
+    """One fine-tuning run (picklable: runs in-process or in a submitit job). Returns its record:
+    task, phase, lr, steps actually run, seed, split scored, accuracy, NLL (nats, mean over the split) and
+    ``data`` (what was read); with a noisy head also ``head`` and ``temperature`` (the spec's τ)."""
+    from harness.downstream.finetune import FinetuneConfig, finetune, resolved_steps
+
+    settings = SweepSettings(**spec["settings"])
+    task = find_task(spec.get("task_spec", spec["task"]))
+    train_split, eval_split = ("train800", "val200") if spec["phase"] == "select" else ("train800val200", "test")
+    cfg = FinetuneConfig(lr=spec["lr"], steps=spec["steps"], batch_size=settings.batch_size,
+                         micro_batch=settings.micro_batch, seed=spec["seed"], device=settings.device,
+                         clip_grad_norm=settings.clip_grad_norm, schedule=settings.schedule,
+                         lr_batch=settings.lr_batch, channels_last=settings.channels_last,
+                         resolution=tuple(settings.resolution) if settings.resolution else None,
+                         head=settings.head, num_factors=settings.num_factors,
+                         train_mc_samples=settings.train_mc_samples, eval_mc_samples=settings.eval_mc_samples,
+                         mixed_precision=settings.mixed_precision,
+                         **({} if spec.get("temperature") is None else {"temperature": spec["temperature"]}))
+    train, evaluation = load_split(task, train_split, settings), load_split(task, eval_split, settings)
+    acc, preds = finetune(spec["upstream"], train, evaluation, cfg, task.flip, task.crop)
+    if spec.get("predictions"):
+        preds.save(spec["predictions"])
+    data = [train.source] + ([evaluation.source] if evaluation.source != train.source else [])
+    noisy = {} if settings.head == "hom" else {"head": settings.head, "temperature": spec["temperature"]}
+    return {"key": spec["key"], "task": task.name, "group": task.group, "phase": spec["phase"], "lr": spec["lr"],
+            "steps": resolved_steps(cfg, len(train)), "seed": spec["seed"], "split": eval_split, "accuracy": acc,
+            "nll": preds.nll(), **noisy, **_precision(settings), "data": data}
+
+
+def _precision(settings: SweepSettings) -> dict:
+    """``{"mixed_precision": <resolved>}`` for a run record when the sweep asks for mixed precision (fp32 runs
+    keep the records they had before the setting existed)."""
+    if settings.mixed_precision == "no":
+        return {}
+    import torch
+
+    from harness.precision import resolve
+
+    return {"mixed_precision": resolve(settings.mixed_precision, torch.device(settings.device).type)}
+
+
+def _key(task: str, phase: str, lr: float, steps: Optional[int], seed: int, temperature: Optional[float] = None) -> str:
+    """A run's key in ``runs.jsonl``; a noisy head's τ is appended (``|tau=1``), so a hom sweep's keys are those of
+    sweeps written before noisy heads existed."""
+    key = f"{task}|{phase}|lr={lr:g}|steps={'rule' if steps is None else steps}|seed={seed}"
+    return key if temperature is None else f"{key}|tau={temperature:g}"
+
+
+def append_record(path: Path, record: dict) -> None:
+    """Append one JSON line with a single write and fsync."""
+    line = (json.dumps(record) + "\n").encode()
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def read_records(path: Path) -> "dict[str, dict]":
+    """Finished runs by key; a torn or malformed line (a crash mid-write) is skipped."""
+    out = {}
+    if path.is_file():
+        for line in path.read_text().splitlines():
+            try:
+                rec = json.loads(line)
+                out[rec["key"]] = rec
+            except (json.JSONDecodeError, KeyError, TypeError):
+                continue
+    return out
+
+
+def _execute(specs: "list[dict]", executor: str, folder: Path, slurm: dict) -> "list[dict]":
+    if executor == "local" or not specs:
+        return [run_one(s) for s in specs]
+    from harness.extras import require
+
+    submitit = require("submitit", f"--executor {executor}")
+
+    if executor == "submitit-local":
+        ex = submitit.LocalExecutor(folder=str(folder))
+        gpus = slurm.get("visible_gpus") or ()
+        ex.update_parameters(timeout_min=slurm.get("timeout_min", 600), gpus_per_node=1 if gpus else 0,
+                             visible_gpus=tuple(gpus))
+    else:
+        ex = submitit.AutoExecutor(folder=str(folder))
+        ex.update_parameters(**{k: v for k, v in slurm.items() if k != "visible_gpus"})
+    jobs = ex.map_array(run_one, specs)
+    return [j.result() for j in jobs]
