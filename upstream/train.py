@@ -89,6 +89,27 @@ def same_config(saved: str, config_yaml: str) -> bool:
 _same_config = same_config  # its name before it was public
 
 
+#: what harness upstream writes in a run folder: with --overwrite, a folder holding files of others may hold none of
+#: these (``submitit``: the job folder of ``--executor``, made when the job is submitted; ``tb``, ``wandb``: the
+#: trackers' folders, made when the run starts)
+RUN_FILES = ("config.yaml", "run.json", "metrics.json", "metrics.jsonl", "fewshot.jsonl", "model.pt", "predictions.npz",
+             "heldout_predictions.npz", "checkpoints", "tb", "wandb", "submitit")
+
+
+def check_output(run_dir: Path, overwrite: bool = False) -> None:
+    """Refuse, before any work, a run folder holding files harness upstream did not write (a folder with no run's
+    ``config.yaml``): with ``overwrite`` the run writes beside them, but never over one (:data:`RUN_FILES`).
+
+    Raises:
+        ValueError: naming the files, ``output_dir`` and ``--overwrite``.
+    """
+    from harness.io import LOCK_FILES, check_output_folder
+
+    ours = (run_dir / "config.yaml").is_file() or (  # or only what a start that failed before config.yaml leaves
+        run_dir.is_dir() and all(p.name in ("submitit", "tb", "wandb", *LOCK_FILES) for p in run_dir.iterdir()))
+    check_output_folder(run_dir, ours, RUN_FILES, overwrite, "harness upstream", "output_dir")
+
+
 def _check_existing(run_dir: Path, config_yaml: str) -> str:
     """``"new"``, ``"resume"`` or ``"done"``; refuses a folder that holds another config's run."""
     saved = run_dir / "config.yaml"
@@ -117,7 +138,7 @@ def _cpu_only() -> bool:
 
 
 def run(cfg: UpstreamConfig, progress: bool = True, stop_after_steps: Optional[int] = None,
-        stop_requested: Optional[Callable[[], bool]] = None) -> Path:
+        stop_requested: Optional[Callable[[], bool]] = None, overwrite: bool = False) -> Path:
     """Train and evaluate one upstream model; resume if its folder holds an interrupted run.
 
     accelerate holds one mixed precision per process (:mod:`harness.upstream.loop`): a run whose
@@ -133,6 +154,8 @@ def run(cfg: UpstreamConfig, progress: bool = True, stop_after_steps: Optional[i
             all of them save the state at that step and :class:`Preempted` is raised. Not polled after the last
             step (the run then finishes). :class:`harness.upstream.launch.PretrainJob` sets it to submitit's
             preemption flag.
+        overwrite: train into a folder holding files harness upstream did not write, beside them (never over one:
+            :func:`check_output`).
 
     Returns:
         The run folder.
@@ -154,6 +177,7 @@ def run(cfg: UpstreamConfig, progress: bool = True, stop_after_steps: Optional[i
     run_dir = Path(cfg.run_dir())
     config_yaml = to_yaml(cfg)
     status = _check_existing(run_dir, config_yaml)
+    check_output(run_dir, overwrite)  # a folder of someone else's files: refused before any work
     precision = resolve_precision(cfg.train.mixed_precision, device_type())
     if precision == "fp16" and _cpu_only():
         raise ValueError("train.mixed_precision=fp16 does not run on a CPU (accelerate silently trains in fp32 "
@@ -176,7 +200,7 @@ def run(cfg: UpstreamConfig, progress: bool = True, stop_after_steps: Optional[i
         return Path(in_fresh_process(run, cfg, progress, stop_after_steps))
     accelerator = make_accelerator(precision, cfg.train.grad_accum_steps,
                                    log_with=build(trackers, PROJECT, cfg.name, run_dir), project_dir=str(run_dir))
-    with RunLock(run_dir) if accelerator.is_main_process else contextlib.nullcontext():
+    with RunLock(run_dir, subfolders=("checkpoints",)) if accelerator.is_main_process else contextlib.nullcontext():
         return _train(cfg, run_dir, config_yaml, status, accelerator, progress, stop_after_steps, stop_requested)
 
 
