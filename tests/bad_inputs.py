@@ -155,8 +155,9 @@ def write_table(out: Path = ROOT / "results" / "reliability.md") -> None:
                 e = case.run(Path(tmp))
             finally:
                 os.chdir(ROOT)
-        msg = " ".join((e.message if isinstance(e, Handled) else str(e)).split()).replace("|", "\\|")
-        error = "—" if isinstance(e, Handled) else f"`{type(e).__name__}`"
+        handled = case.error is None  # (run as a script this module is __main__: its Handled is another class)
+        msg = " ".join((e.message if handled else str(e)).split()).replace("|", "\\|")
+        error = "—" if handled else f"`{type(e).__name__}`"
         lines.append(f"| {case.area} | {case.what} | {case.verdict} | {error} | {msg} |")
     counts = {v: sum(c.verdict == v for c in cases) for v in ("clear before work", "clear during work", "handled")}
     lines += ["", f"{len(cases)} cases: {counts['clear before work']} clear before work, {counts['clear during work']} "
