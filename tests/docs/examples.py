@@ -137,6 +137,7 @@ def expand(line: str, cwd: Path) -> "list[str]":
 
 
 SHELL_OPERATORS = re.compile(r"&&|\|\||[|;<>`]|\$\(")
+ENV_ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 
 
 def run_command(line: str, cwd: Path) -> None:
@@ -146,9 +147,22 @@ def run_command(line: str, cwd: Path) -> None:
         RuntimeError: the command failed (its exit status and the end of its output).
     """
     words = expand(line, cwd) if not SHELL_OPERATORS.search(line) else None
+    env = {}
+    while words and ENV_ASSIGNMENT.match(words[0]) and len(words) > 1:  # VAR=value harness ...
+        key, _, value = words.pop(0).partition("=")
+        env[key] = value
     if words and words[0] == "harness":
         argv = words[1:] + next((extra for key, extra in SMALL.items() if tuple(words[:len(key)]) == key), [])
-        _harness(argv)
+        saved = {k: os.environ.get(k) for k in env}
+        os.environ.update(env)
+        try:
+            _harness(argv)
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
         return
     done = subprocess.run(["bash", "-c", "set -euo pipefail\n" + line], cwd=cwd, text=True, capture_output=True,
                           env={**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"})
