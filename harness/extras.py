@@ -47,7 +47,8 @@ def install_hint(extra: str) -> str:
 def missing_message(module: str, feature: str) -> str:
     """What :func:`require` says when ``module`` is not installed."""
     extra, package = EXTRAS[module.split(".")[0]]
-    return f"{feature} needs the {package} package, which the core install leaves out: {install_hint(extra)}"
+    return f"the {package} package is not installed (needed for {feature}; the core install leaves it out): " \
+           f"{install_hint(extra)}"
 
 
 def available(module: str) -> bool:

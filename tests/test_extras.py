@@ -31,7 +31,7 @@ def test_a_missing_module_names_its_extra(monkeypatch, module, extra):
     with pytest.raises(extras.MissingExtra) as e:
         extras.require(module, "this feature")
     assert isinstance(e.value, ImportError)  # callers that catch ImportError still do
-    assert f'pip install "het-harness[{extra}]"' in str(e.value) and "this feature needs" in str(e.value)
+    assert f'pip install "het-harness[{extra}]"' in str(e.value) and "(needed for this feature;" in str(e.value)
 
 
 def test_an_installed_module_is_returned():
