@@ -3,6 +3,6 @@
 Main entry points: :class:`harness.heads.HeteroscedasticHead` and :func:`harness.models.build_model`.
 """
 
-from harness.heads import HeteroscedasticHead, MCSigmoidDenseFA, MCSoftmaxDenseFA
+from harness.heads import HeteroscedasticHead, MCSigmoidDenseFA, MCSoftmaxDenseFA, hetify
 
-__all__ = ["HeteroscedasticHead", "MCSoftmaxDenseFA", "MCSigmoidDenseFA"]
+__all__ = ["HeteroscedasticHead", "MCSoftmaxDenseFA", "MCSigmoidDenseFA", "hetify"]

@@ -3,16 +3,19 @@
 - :mod:`~harness.heads.het`: :class:`HeteroscedasticHead`, the drop-in replacement of a final ``nn.Linear``;
 - :mod:`~harness.heads.sampling`: the chunked Monte Carlo average of the tempered softmax / sigmoid;
 - :mod:`~harness.heads.options`: the options, layer names, initialisation and closed-form parameter counts;
-- :mod:`~harness.heads.edward2`: constructors with edward2's argument names.
+- :mod:`~harness.heads.edward2`: constructors with edward2's argument names;
+- :mod:`~harness.heads.noise`: the noise (seeded generators in eager mode, counter-based inside ``torch.compile``);
+- :mod:`~harness.heads.hetify`: :func:`hetify`, a model's classifier replaced by a HET head in one call.
 """
 
 from harness.heads.edward2 import MCSigmoidDenseFA, MCSoftmaxDenseFA
 from harness.heads.het import HeteroscedasticHead
+from harness.heads.hetify import hetify
 from harness.heads.options import (
     COVARIANCES, INPUT_DEPENDENT_NOISE_LAYERS, LINKS, MIN_SCALE, NOISE_LAYERS, NOISE_SPACES, count_head_parameters,
 )
 
 __all__ = [
-    "HeteroscedasticHead", "MCSoftmaxDenseFA", "MCSigmoidDenseFA", "count_head_parameters",
+    "HeteroscedasticHead", "hetify", "MCSoftmaxDenseFA", "MCSigmoidDenseFA", "count_head_parameters",
     "COVARIANCES", "LINKS", "NOISE_SPACES", "NOISE_LAYERS", "INPUT_DEPENDENT_NOISE_LAYERS", "MIN_SCALE",
 ]

@@ -26,12 +26,11 @@ from torch import Tensor, nn
 
 from harness.heads.covariance import covariance_block, noise_factors
 from harness.heads.options import (
-    BANK_ROWS, COVARIANCES, DEFAULT_NUM_FACTORS, DEFAULT_TEMPERATURE_BOUNDS, DIAG_NOISES, INITS, LINKS,
+    COVARIANCES, DEFAULT_NUM_FACTORS, DEFAULT_TEMPERATURE_BOUNDS, DIAG_NOISES, INITS, LINKS,
     MAX_DENSE_COVARIANCE_ELEMENTS, MIN_SCALE, NOISE_SPACES, _choice, init_parameters,
 )
 from harness.heads.sampling import (
-    AUTO_CHUNK_ELEMENTS, NoiseLayout, auto_chunk_size, chunk_logits, log_average_to_logits, monte_carlo_log_average,
-    seeded_noise,
+    NoiseLayout, chunk_logits, log_average_to_logits, monte_carlo_log_average, plan_noise,
 )
 
 
@@ -336,41 +335,8 @@ class HeteroscedasticHead(nn.Module):
         return int(s)
 
     def _plan(self, h: Tensor, s: int, seed: Optional[int]) -> "tuple":
-        """Noise and chunking of one call over features ``h`` ``[N, D]`` and S samples.
-
-        Seeded evaluation (``eval()`` mode and a seed from ``seed`` or ``eval_seed``) uses the
-        evaluation noise bank: noise shared by all rows (leading dim 1), with a chunk size that
-        depends only on S, the widths and ``mc_chunk_size``, never on N, so each sample's
-        noise and each row's computation are the same whatever the batch. With the automatic
-        chunk size the rows are processed in blocks of about AUTO_CHUNK_ELEMENTS / (chunk·width)
-        rows, which keeps the memory of a chunk flat in the batch size as in training.
-        Otherwise the noise is fresh (``seed`` if given, else drawn from torch's global RNG), per
-        row unless ``share_samples_across_batch``, with chunks of about AUTO_CHUNK_ELEMENTS.
-
-        Returns:
-            ``(noise, chunk, row_block)``: a :func:`~harness.heads.sampling.seeded_noise` function,
-            samples per chunk (<= S), and rows per block (None: all rows at once).
-        """
-        bank = not self.training and (seed is not None or self.eval_seed is not None)
-        if bank and seed is None:
-            seed = self.eval_seed
-        if seed is None:
-            seed = int(torch.randint(0, 2**62, (), device="cpu"))  # global RNG: reproducible via manual_seed
-        width = max(self.num_classes, self.noise_width)
-        row_block = None
-        if self.mc_chunk_size is not None:
-            chunk = self.mc_chunk_size
-        elif bank:
-            chunk = auto_chunk_size(BANK_ROWS, width, s)
-            row_block = max(1, AUTO_CHUNK_ELEMENTS // (chunk * width))
-        else:
-            chunk = auto_chunk_size(h.shape[0], width, s)
-        noise = seeded_noise(
-            seed, h.shape[0], self.noise_width, self.num_factors,
-            shared=bank or self.share_samples_across_batch, diag_scalar=self.diag_noise == "shared_scalar",
-            device=h.device, dtype=h.dtype,
-        )
-        return noise, min(chunk, s), row_block
+        """Noise and chunking of one call: :func:`~harness.heads.sampling.plan_noise`."""
+        return plan_noise(self, h, s, seed)
 
     def sample_logits(self, x: Tensor, mc_samples: Optional[int] = None, seed: Optional[int] = None) -> Tensor:
         """Tempered logit samples z_s = (μ + P n_s)/τ, ``[..., S, K]``, materialised (for analysis).
@@ -389,9 +355,13 @@ class HeteroscedasticHead(nn.Module):
                 z = (self.loc(h) / self.temperature).unsqueeze(1).expand(-1, s, -1)
             else:
                 p = self._noise_parameters(h)
-                noise, chunk, _ = self._plan(h, s, seed)
-                parts = [noise(start, min(chunk, s - start)) for start in range(0, s, chunk)]
-                eps = [None if parts[0][i] is None else torch.cat([q[i] for q in parts], dim=1) for i in (0, 1)]
+                noise, chunk, _, key = self._plan(h, s, seed)
+                if key is not None:  # counter noise: one draw of all S samples (chunking does not change it)
+                    idx = torch.arange(s, device=h.device, dtype=torch.int64)
+                    eps = noise.draw(key, idx, h.shape[0], h.dtype)
+                else:
+                    parts = [noise(start, min(chunk, s - start)) for start in range(0, s, chunk)]
+                    eps = [None if parts[0][i] is None else torch.cat([q[i] for q in parts], dim=1) for i in (0, 1)]
                 z = chunk_logits(self.covariance_type, *eps, temperature=self.temperature, **p)
         return z.reshape(*x.shape[:-1], s, self.num_classes)
 
@@ -426,16 +396,16 @@ class HeteroscedasticHead(nn.Module):
         with torch.autocast(h.device.type, enabled=False):
             if self.covariance_type == "none":
                 logits = self.loc(h)
-                if self.learn_temperature or float(self.fixed_temperature) != 1.0:
+                if self.learn_temperature or torch.compiler.is_compiling() or float(self.fixed_temperature) != 1.0:
                     logits = logits / self.temperature
                 return logits.reshape(*lead, self.num_classes)
             s = self._mc_samples(mc_samples)
-            noise, chunk, row_block = self._plan(h, s, seed)
+            noise, chunk, row_block, key = self._plan(h, s, seed)
             layout = NoiseLayout(self.covariance_type, self.link, s, chunk)
             p = self._noise_parameters(h)
             n = h.shape[0]
             if row_block is None or row_block >= n:
-                out = monte_carlo_log_average(layout, noise, temperature=self.temperature, **p)
+                out = monte_carlo_log_average(layout, noise, temperature=self.temperature, key=key, **p)
             else:  # bank noise is shared, so row blocks need no slicing of the noise
                 blocks = [
                     monte_carlo_log_average(layout, noise, temperature=self.temperature, **{

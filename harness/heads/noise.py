@@ -1,0 +1,184 @@
+"""Standard-normal noise of the HET head, reproducible chunk by chunk so the backward pass can regenerate it.
+
+Two sources, both keyed by a seed and the samples' indices, never stored:
+
+- :func:`seeded_noise` (eager): torch's generators, seeded per chunk from ``(seed, start)``; the CPU
+  draw is split over two threads (:func:`fill_standard_normal`).
+- :class:`CounterNoise` (inside ``torch.compile``): a counter-based generator written in tensor ops,
+  ``ε = f(key, sample, row, column)``, so the noise is a pure function of a seed *tensor* and the
+  indices. It needs no ``torch.Generator`` (which the compiler cannot trace), lets inductor fuse the
+  draw into the kernels that consume it, and regenerates exactly in the backward pass.
+
+Source of the counter-based design: Salmon et al., "Parallel random numbers: as easy as 1, 2, 3"
+(SC 2011: counter-based generators, a bijective mix of a counter and a key); the mixing function is
+Thomas Mueller's 32-bit integer hash (``x = ((x >> 16) ^ x) * 0x45d9f3b`` twice, then a last
+``x ^= x >> 16``), Box and Muller (1958) turn two uniforms into a normal.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+import torch
+from torch import Tensor
+
+# (start, length) -> (eps_factors [N|1, C, R] or None, eps_diag [N|1, C, W|1])
+NoiseFn = Callable[[int, int], "tuple[Optional[Tensor], Tensor]"]
+
+_POOL: "tuple[int, Optional[ThreadPoolExecutor]]" = (-1, None)
+
+
+def fill_standard_normal(out: Tensor, gens: "list[torch.Generator]") -> None:
+    """Fill ``out`` [A, B, C] with N(0, 1): its two halves (rows, or samples if one row) from
+    ``gens[0]`` and ``gens[1]``. The values depend only on the generators, never on the thread
+    count; on a multi-core CPU the halves are drawn in parallel (torch's CPU normal sampler is
+    single-threaded and is the costliest step of the eager head). Eager only: never traced."""
+    dim = 0 if out.shape[0] > 1 else 1
+    if out.shape[dim] < 2:
+        out.normal_(generator=gens[0])
+        return
+    half = out.shape[dim] // 2
+    parts = (out.narrow(dim, 0, half), out.narrow(dim, half, out.shape[dim] - half))
+    if out.device.type != "cpu" or torch.get_num_threads() < 2 or out.numel() < (1 << 16):
+        for part, gen in zip(parts, gens):
+            part.normal_(generator=gen)
+        return
+    global _POOL
+    if _POOL[0] != os.getpid():  # a forked child cannot use its parent's threads
+        _POOL = (os.getpid(), ThreadPoolExecutor(max_workers=1, thread_name_prefix="het-noise"))
+    other = _POOL[1].submit(parts[1].normal_, generator=gens[1])
+    parts[0].normal_(generator=gens[0])
+    other.result()
+
+
+def seeded_noise(
+    seed: int,
+    num_rows: int,
+    width: int,
+    num_factors: int,
+    *,
+    shared: bool,
+    diag_scalar: bool,
+    device: torch.device,
+    dtype: torch.dtype,
+) -> NoiseFn:
+    """Standard-normal noise for chunk ``(start, length)``, reproducible from ``(seed, start)`` (eager).
+
+    Each chunk draws from its own generators seeded by ``seed`` and the chunk's first sample
+    index, so the backward pass regenerates exactly the forward noise without storing it.
+
+    Args:
+        seed: base seed of this forward call (non-negative int).
+        num_rows: N, rows of the batch (ignored when ``shared``).
+        width: W, noise width (K for HET, D for HET-XL).
+        num_factors: R, or 0 when there are no factors.
+        shared: one draw per sample broadcast over the batch (leading dim 1). The draw then
+            depends only on ``(seed, start, length)`` and the widths, never on ``num_rows``: the
+            head's evaluation noise bank relies on this (``HeteroscedasticHead``, ``eval_seed``).
+        diag_scalar: one scalar per sample for the diagonal term instead of W independent
+            normals (the rank-1 "diagonal" of edward2 ``edward2/jax/nn/heteroscedastic_lib.py``).
+
+    Returns:
+        ``noise(start, length) -> (eps_factors [N|1, length, R] or None, eps_diag [N|1, length, W|1])``.
+    """
+    rows = 1 if shared else num_rows
+    diag_width = 1 if diag_scalar else width
+
+    def noise(start: int, length: int) -> "tuple[Optional[Tensor], Tensor]":
+        base = (seed * 1_000_003 + start) * 2
+        gens = [torch.Generator(device=device) for _ in range(2)]
+        for part, gen in enumerate(gens):
+            gen.manual_seed((base + part) % (1 << 63))
+        # diagonal noise first, so every variant sees the same ε_W for the same seed
+        eps_diag = torch.empty(rows, length, diag_width, device=device, dtype=dtype)
+        fill_standard_normal(eps_diag, gens)
+        eps_factors = None
+        if num_factors > 0:
+            eps_factors = torch.randn(rows, length, num_factors, generator=gens[0], device=device, dtype=dtype)
+        return eps_factors, eps_diag
+
+    return noise
+
+
+# ---------------------------------------------------------------------------------------------- counter-based
+_MASK = 0xFFFFFFFF
+_MIX = 0x45D9F3B  # < 2**31, so every product of a 32-bit value fits in int64 (no overflow anywhere)
+_GOLDEN = 0x9E3779B9
+
+
+def mix32(x: Tensor) -> Tensor:
+    """Mueller's 32-bit integer hash, a bijection of [0, 2**32), on int64 tensors holding 32-bit values."""
+    x = ((x >> 16) ^ x) * _MIX & _MASK
+    x = ((x >> 16) ^ x) * _MIX & _MASK
+    return (x >> 16) ^ x
+
+
+def counter_key(seed: int) -> int:
+    """A 32-bit key from a Python int seed of any size (its bits folded in), for :class:`CounterNoise`."""
+    seed = int(seed) % (1 << 64)
+    key = 0
+    for word in (seed & _MASK, seed >> 32):
+        key = _mix_int(key ^ _mix_int((word + _GOLDEN) & _MASK))
+    return key
+
+
+def _mix_int(x: int) -> int:
+    x = ((x >> 16) ^ x) * _MIX & _MASK
+    x = ((x >> 16) ^ x) * _MIX & _MASK
+    return (x >> 16) ^ x
+
+
+def counter_normals(key: Tensor, samples: Tensor, rows: int, columns: Tensor, dtype: torch.dtype) -> Tensor:
+    """Standard normals ``[rows, C, M]``: element (n, s, m) is a function of (key, samples[s], n, columns[m]) only.
+
+    Args:
+        key: 0-dim int64 tensor in [0, 2**32).
+        samples: ``[C]`` int64 global sample indices.
+        rows: number of rows (1 for noise shared across the batch).
+        columns: ``[M]`` int64 column indices (distinct per stream: the diagonal and the factor
+            noise use disjoint ranges).
+        dtype: floating dtype of the result.
+
+    Two 24-bit uniforms per element from the hash of the counter, then Box-Muller:
+    ε = sqrt(-2 ln u1) cos(2π u2), u1 in (0, 1], |ε| <= 5.9.
+    """
+    base = mix32(key ^ mix32((samples.view(1, -1, 1) * 2 + 1) & _MASK))  # [1, C, 1]
+    if rows > 1:
+        base = mix32(base ^ torch.arange(rows, device=samples.device, dtype=torch.int64).view(-1, 1, 1))
+    col = columns.view(1, 1, -1) * 2
+    h1 = mix32(base ^ col)
+    h2 = mix32(base ^ (col + 1))
+    u1 = ((h1 >> 8).to(dtype) + 0.5) * (2.0 ** -24)
+    u2 = (h2 >> 8).to(dtype) * (2.0 ** -24)
+    return torch.sqrt(-2.0 * torch.log(u1)) * torch.cos((2.0 * math.pi) * u2)
+
+
+@dataclass(frozen=True)
+class CounterNoise:
+    """The noise of one call drawn from a key tensor (inside ``torch.compile``; see the module docstring).
+
+    Attributes mirror :func:`seeded_noise`: ``shared`` (one draw per sample broadcast over the
+    rows, leading dim 1: then the noise does not depend on the batch at all), ``width`` (W),
+    ``num_factors`` (R, 0 for none), ``diag_scalar``. ``draw(key, samples, rows, dtype)`` gives
+    ``(eps_factors [rows|1, C, R] or None, eps_diag [rows|1, C, W|1])`` for the ``[C]`` sample indices,
+    the same values whatever the chunking (each element depends on its indices only).
+    """
+
+    shared: bool
+    width: int
+    num_factors: int
+    diag_scalar: bool
+
+    def draw(self, key: Tensor, samples: Tensor, rows: int, dtype: torch.dtype) -> "tuple[Optional[Tensor], Tensor]":
+        dev, rows = samples.device, 1 if self.shared else rows
+        diag_cols = torch.arange(1 if self.diag_scalar else self.width, device=dev, dtype=torch.int64)
+        eps_diag = counter_normals(key, samples, rows, diag_cols, dtype)
+        eps_factors = None
+        if self.num_factors > 0:  # columns after the diagonal's: a disjoint stream
+            cols = torch.arange(self.width, self.width + self.num_factors, device=dev, dtype=torch.int64)
+            eps_factors = counter_normals(key, samples, rows, cols, dtype)
+        return eps_factors, eps_diag
