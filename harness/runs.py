@@ -403,6 +403,3 @@ def covariance_analysis(het_run: "str | Path", hom_run: "Optional[str | Path]", 
         result["transition_test"] = transition_test(transition, result["pair_noise"])
     return result
 
-
-# the import of a model trained elsewhere (harness import) lives in harness.importing; read with the run folders
-from harness.importing import IMPORT_FILES, import_run  # noqa: E402,F401

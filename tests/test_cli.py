@@ -62,7 +62,7 @@ INTERRUPTIBLE = {
     "upstream": ("harness.upstream.train", "run", ["--config", str(CONFIGS / "digits_hom.yaml")]),
     "run": ("harness.experiment", "run_experiment", []),
     "downstream": ("harness.downstream.sweep", "sweep", ["--upstream", "timm:resnet18", "--tasks", "demo"]),
-    "import": ("harness.runs", "import_run", ["--model", "timm:resnet18", "--data", str(CONFIGS / "digits_base.yaml"),
+    "import": ("harness.importing", "import_run", ["--model", "timm:resnet18", "--data", str(CONFIGS / "digits_base.yaml"),
                                               "--out", "{tmp}/imported"]),
     "data pack": ("harness.data.pack", "source_config", ["digits", "{tmp}/packed", "--shard-size", "100"]),
 }

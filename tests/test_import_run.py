@@ -1,5 +1,5 @@
 """A model trained elsewhere as a run folder (harness import; harness.models.load_classifier and
-harness.runs.import_run): its own output layer kept, its preprocessing applied, and the folder taken by harness
+harness.importing.import_run): its own output layer kept, its preprocessing applied, and the folder taken by harness
 ensemble and harness shift like an upstream run."""
 
 import json

@@ -1,0 +1,5 @@
+"""``python -m harness.cli``."""
+
+from harness.cli import main
+
+main()

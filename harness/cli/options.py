@@ -1,0 +1,33 @@
+"""Options shared by the commands that take a model from any source."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+
+def _model_source(flag: str, dest: str, what: str, said_in: str):
+    """The options that name a model from any source (harness.models.load_source): ``flag`` (a ``model.pt``,
+    ``timm:NAME`` or ``torchvision:NAME``), ``--weights`` and ``--random-init``."""
+    def wrap(f):
+        f = click.option("--random-init", is_flag=True,
+                         help=f"With timm:NAME or torchvision:NAME and no weights: random weights on purpose (said in "
+                              f"{said_in}).")(f)
+        f = click.option("--weights", type=click.Path(dir_okay=False, exists=True, path_type=Path), default=None,
+                         help="With timm:NAME or torchvision:NAME: the weights file (.safetensors, a .pth/.pt state "
+                              "dict, or for timm a BiT .npz).")(f)
+        return click.option(flag, dest, required=True,
+                            help=f"{what}: the model.pt of an upstream run; timm:NAME (any timm model name, e.g. "
+                                 "timm:resnet50.a1_in1k) with --weights, or with timm's weights (downloaded as timm "
+                                 "does; from the local cache only with HF_HUB_OFFLINE=1); timm:hf-hub:ORG/NAME or "
+                                 "timm:local-dir:PATH (timm's sources); or torchvision:NAME with --weights.")(f)
+    return wrap
+
+
+def _source_folder(source: str, random_init: bool) -> str:
+    """The default output folder name of a model source: ``timm_resnet18`` (``_random_init`` appended when
+    asked), or the name of a ``model.pt``'s run folder."""
+    if ":" in source and not Path(source).exists():  # timm:NAME, torchvision:NAME
+        return source.replace(":", "_").replace("/", "_") + ("_random_init" if random_init else "")
+    return Path(source).resolve().parent.name
