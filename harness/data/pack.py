@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import os
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
@@ -129,54 +129,11 @@ def pack(ds: ImageDataset, out_dir: "str | os.PathLike", shard_size: int, prefix
     starts = list(range(0, n, int(shard_size)))
     names = [shard_name(prefix, j) for j in range(len(starts))]
 
-    k = ds.num_classes
-    sizes = np.diff(ds.labels.offsets) if ds.multilabel else np.ones(n, dtype=np.int64)
-    flat = ds.labels.ids if ds.multilabel else ds.labels
-    plan = {
-        "format": INDEX_FORMAT, "prefix": prefix, "shard_size": int(shard_size), "order_seed": order_seed,
-        "num_examples": n, "num_classes": k, "class_names": list(ds.class_names), "multilabel": ds.multilabel,
-        "labels_sha256": _labels_digest(ds), "key_digits": digits, "label_noise": label_noise,
-        "source": {"description": ds.description, **(source or {})},
-    }
-    shards = []
-    for name, lo in zip(names, starts):
-        rows = order[lo:lo + int(shard_size)]
-        shards.append({"name": name, "examples": int(len(rows)), "labels": int(sizes[rows].sum()),
-                       "labels_sha256": labels_digest([_label_ids(ds, int(i)).tolist() for i in rows])})
-    index = {**plan, "complete": True, "shards": shards,
-             "label_counts": np.bincount(np.asarray(flat, dtype=np.int64), minlength=k).astype(int).tolist(),
-             "labels_per_example": {"min": int(sizes.min()), "mean": float(sizes.mean()), "max": int(sizes.max()),
-                                    "without_labels": int((sizes == 0).sum())}}
-
-    encoded = getattr(ds.load_image, "encoded", None)
-
-    def example(i: int) -> dict:
-        image, _ = ds[i]  # decoded (and converted to RGB) first: a broken file stops the pack here, named
-        sample: "dict[str, Any]" = {"__key__": f"{i:0{digits}d}"}
-        data, ext = encoded(i) if encoded is not None else (None, "")
-        if data is not None and ext in KEEP_ENCODED:
-            sample[KEEP_ENCODED[ext]] = data
-        else:
-            sample["png"] = image  # webdataset's encoder writes a PNG
-        ids = _label_ids(ds, i)
-        if ds.multilabel:
-            sample["json"] = {"labels": [int(c) for c in ids]}
-        else:
-            sample["cls"] = int(ids[0])
-        return sample
-
+    plan, shards, index = _plan_index(ds, prefix, shard_size, order_seed, order, starts, names, digits, source,
+                                      label_noise)
+    example = _example_writer(ds, digits)
+    _check_pack_folder(out_dir, names, overwrite)
     path = out_dir / INDEX_NAME
-    try:
-        old = read_index(path) if path.is_file() else None
-    except ValueError as e:
-        raise ValueError(f"{out_dir} holds an {INDEX_NAME} this command did not write ({e}): choose another "
-                         "folder") from e
-    strays = sorted(p.name for p in out_dir.glob("*.tar")) if old is None and out_dir.is_dir() else []
-    if strays:
-        raise ValueError(f"{out_dir} holds tar files without an {INDEX_NAME} ({', '.join(strays[:3])}...): not "
-                         "a pack this command wrote; choose an empty folder, or delete those files")
-    check_output_folder(out_dir, old is not None, (INDEX_NAME, *names), overwrite, "harness data pack",
-                        "OUT folder (or --split)")
     with RunLock(out_dir, what="wait for the other pack to finish, or pack into another folder"):
         old = read_index(path) if path.is_file() else None  # again, under the lock
         if old is not None:
@@ -231,3 +188,68 @@ def source_config(source: str, overrides: Sequence[str] = (), multilabel: bool =
     if cfg.source in STREAM_SOURCES:
         raise ValueError(f"data.source={cfg.source!r} is already shards: pack the source they came from")
     return cfg
+
+
+def _plan_index(ds: ImageDataset, prefix: str, shard_size: int, order_seed: Optional[int], order: np.ndarray,
+                starts: "list[int]", names: "list[str]", digits: int, source: Optional[dict],
+                label_noise: Optional[dict]) -> "tuple[dict, list[dict], dict]":
+    """The plan written before any shard (what a resumed pack must match), the shards' entries and the final index."""
+    n = len(ds)
+    k = ds.num_classes
+    sizes = np.diff(ds.labels.offsets) if ds.multilabel else np.ones(n, dtype=np.int64)
+    flat = ds.labels.ids if ds.multilabel else ds.labels
+    plan = {
+        "format": INDEX_FORMAT, "prefix": prefix, "shard_size": int(shard_size), "order_seed": order_seed,
+        "num_examples": n, "num_classes": k, "class_names": list(ds.class_names), "multilabel": ds.multilabel,
+        "labels_sha256": _labels_digest(ds), "key_digits": digits, "label_noise": label_noise,
+        "source": {"description": ds.description, **(source or {})},
+    }
+    shards = []
+    for name, lo in zip(names, starts):
+        rows = order[lo:lo + int(shard_size)]
+        shards.append({"name": name, "examples": int(len(rows)), "labels": int(sizes[rows].sum()),
+                       "labels_sha256": labels_digest([_label_ids(ds, int(i)).tolist() for i in rows])})
+    index = {**plan, "complete": True, "shards": shards,
+             "label_counts": np.bincount(np.asarray(flat, dtype=np.int64), minlength=k).astype(int).tolist(),
+             "labels_per_example": {"min": int(sizes.min()), "mean": float(sizes.mean()), "max": int(sizes.max()),
+                                    "without_labels": int((sizes == 0).sum())}}
+    return plan, shards, index
+
+
+def _example_writer(ds: ImageDataset, digits: int) -> "Callable[[int], dict]":
+    """The WebDataset sample of example ``i``: its image (kept encoded where it is JPEG or PNG) and label(s)."""
+    encoded = getattr(ds.load_image, "encoded", None)
+
+    def example(i: int) -> dict:
+        image, _ = ds[i]  # decoded (and converted to RGB) first: a broken file stops the pack here, named
+        sample: "dict[str, Any]" = {"__key__": f"{i:0{digits}d}"}
+        data, ext = encoded(i) if encoded is not None else (None, "")
+        if data is not None and ext in KEEP_ENCODED:
+            sample[KEEP_ENCODED[ext]] = data
+        else:
+            sample["png"] = image  # webdataset's encoder writes a PNG
+        ids = _label_ids(ds, i)
+        if ds.multilabel:
+            sample["json"] = {"labels": [int(c) for c in ids]}
+        else:
+            sample["cls"] = int(ids[0])
+        return sample
+
+    return example
+
+
+def _check_pack_folder(out_dir: Path, names: "list[str]", overwrite: bool) -> None:
+    """Refuse, before any work, a folder holding an index this command did not write, tar files of unknown origin,
+    or (without ``overwrite``) files of others."""
+    path = out_dir / INDEX_NAME
+    try:
+        old = read_index(path) if path.is_file() else None
+    except ValueError as e:
+        raise ValueError(f"{out_dir} holds an {INDEX_NAME} this command did not write ({e}): choose another "
+                         "folder") from e
+    strays = sorted(p.name for p in out_dir.glob("*.tar")) if old is None and out_dir.is_dir() else []
+    if strays:
+        raise ValueError(f"{out_dir} holds tar files without an {INDEX_NAME} ({', '.join(strays[:3])}...): not "
+                         "a pack this command wrote; choose an empty folder, or delete those files")
+    check_output_folder(out_dir, old is not None, (INDEX_NAME, *names), overwrite, "harness data pack",
+                        "OUT folder (or --split)")
