@@ -14,9 +14,11 @@ train on clean labels (no noise: only visual similarity left).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import numpy as np
+
+from harness.experiment.config import Experiment
 
 #: the pre-registered threshold: Σ tracks a noise matrix when |ρ| >= this with p < P_TRACK in every seed
 RHO_TRACK, P_TRACK = 0.5, 0.01
@@ -117,3 +119,23 @@ def sigma_section(groups: "dict[str, list[Path]]", human: np.ndarray, permuted: 
     return {"tables": [(title, ["condition", "seed", "own noise: correlation", "own noise: Var(u_a − u_b)",
                                 "human noise: correlation", "human noise: Var(u_a − u_b)"], table)],
             "text": text, "json": {"sigma_follows": {"rows": rows, "rho_track": RHO_TRACK, "p_track": P_TRACK}}}
+
+
+def experiment_sigma(exp: Experiment, runs: "dict[str, list[Path]]", conditions: dict, main: Any) -> dict:
+    """The section of :mod:`harness.experiment.sigma`: every het model of the main study and of the read-out's
+    conditions against its own noise and the main study's (human) noise, and the pre-registered read-out."""
+    from harness.runs import noise_transition
+
+    noisy = [m for m in runs if exp.methods[m].get("covariance", "low_rank") in ("low_rank", "parameter_efficient")]
+    human = noise_transition(runs[noisy[0]][0]) if noisy else None
+    if human is None:
+        return {}
+    groups = {f"main {m}": runs[m] for m in noisy}
+    for name in exp.sigma_readout.values():
+        for m, fs in conditions.get(name, {}).items():
+            dirs = [Path(main.configs[f].output_dir) for f in fs]
+            groups[f"{name} {m}"] = [d for d in dirs if (d / "metrics.json").is_file()]
+    r = exp.sigma_readout
+    het = next((m for m in noisy if exp.methods[m].get("covariance") == "low_rank"), noisy[0])
+    return sigma_section(groups, human, f"{r['permuted']} {het}" if "permuted" in r else "",
+                         f"{r['clean']} {het}" if "clean" in r else "")

@@ -22,6 +22,8 @@ from harness.experiment.plan import (
 from harness.experiment.sections import (
     _merge, comparison_section, downstream_section, multilabel_section, temperature_section, time_section,
 )
+from harness.experiment.sigma import experiment_sigma
+from harness.experiment.verdicts import report_summary
 from harness.io import RunLock, path_under
 
 
@@ -375,10 +377,10 @@ def _report_stage(exp: Experiment, plans: "dict[str, _Plan]", root: Path, clock:
         _merge(extra, part)
     if ml_runs:
         _merge(extra, multilabel_section(ml_runs, ml_grid))
-    _merge(extra, _summary(exp, runs, ensembles, conditions, main, ml_runs, extra))
+    _merge(extra, report_summary(exp, runs, ensembles, conditions, main, ml_runs, extra))
     if exp.covariance and exp.sigma_readout:
         tic = time.perf_counter()
-        _merge(extra, _sigma(exp, runs, conditions, main))
+        _merge(extra, experiment_sigma(exp, runs, conditions, main))
         progress(f"[covariance] what Σ follows ({time.perf_counter() - tic:.0f} s)")
     curves = {m: {e: Path(main.configs[f].output_dir) for e, f in per.items()} for m, per in budget.items() if per}
     if curves or "frontier" in plans:  # their x axis: every run's steps at one side-by-side step rate
@@ -410,44 +412,6 @@ def _report_stage(exp: Experiment, plans: "dict[str, _Plan]", root: Path, clock:
                 covariance=exp.covariance, extra=extra, progress=progress)
     progress(f"[report] {out} ({time.perf_counter() - tic:.0f} s)")
     return out
-
-
-def _summary(exp: Experiment, runs: "dict[str, list[Path]]", ensembles: "list[Path]", conditions: dict, main: _Plan,
-             ml_runs: "dict[str, list[Path]]", extra: dict) -> dict:
-    """The verdicts that open the report (:mod:`harness.experiment.verdicts`); the summary table goes to
-    ``extra["summary"]``, the secondary family's table and JSON are returned to merge."""
-    from harness.experiment.verdicts import experiment_verdicts
-
-    with_hom = {name: {m: [Path(main.configs[f].output_dir) for f in fs] for m, fs in per.items()}
-                for name, per in conditions.items() if "hom" in per and len(per) > 1}
-    ml_diffs = extra.get("json", {}).get("multilabel_paired_differences") if ml_runs else None
-    ref = next((m for m in ml_runs if exp.multilabel.methods[m].get("covariance", "low_rank") == "none"), "hom")
-    part = experiment_verdicts(exp, runs, ensembles, with_hom, ml_diffs, ref)
-    extra["summary"] = part.pop("summary")
-    if exp.preregistration:
-        part["text"] = [f"Pre-registration (written in the experiment file before the runs): {exp.preregistration}"]
-    return part
-
-
-def _sigma(exp: Experiment, runs: "dict[str, list[Path]]", conditions: dict, main: _Plan) -> dict:
-    """The section of :mod:`harness.experiment.sigma`: every het model of the main study and of the read-out's
-    conditions against its own noise and the main study's (human) noise, and the pre-registered read-out."""
-    from harness.experiment.sigma import sigma_section
-    from harness.runs import noise_transition
-
-    noisy = [m for m in runs if exp.methods[m].get("covariance", "low_rank") in ("low_rank", "parameter_efficient")]
-    human = noise_transition(runs[noisy[0]][0]) if noisy else None
-    if human is None:
-        return {}
-    groups = {f"main {m}": runs[m] for m in noisy}
-    for name in exp.sigma_readout.values():
-        for m, fs in conditions.get(name, {}).items():
-            dirs = [Path(main.configs[f].output_dir) for f in fs]
-            groups[f"{name} {m}"] = [d for d in dirs if (d / "metrics.json").is_file()]
-    r = exp.sigma_readout
-    het = next((m for m in noisy if exp.methods[m].get("covariance") == "low_rank"), noisy[0])
-    return sigma_section(groups, human, f"{r['permuted']} {het}" if "permuted" in r else "",
-                         f"{r['clean']} {het}" if "clean" in r else "")
 
 
 def _run_times(plan: "Optional[_Plan]") -> "dict[str, float]":

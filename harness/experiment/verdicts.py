@@ -14,7 +14,7 @@ better or worse only when its raw 95% interval excludes 0 *and* its Holm-adjuste
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import numpy as np
 
@@ -262,3 +262,19 @@ def _confidence_note(dirs: "list[Path]") -> str:
             "confidence below top-1)")
     return text + (": there a lower ECE measures sharpness against these labels, not calibration to the noisy "
                    "labels the models were trained to predict." if under == len(dirs) else ".")
+
+
+def report_summary(exp: Experiment, runs: "dict[str, list[Path]]", ensembles: "list[Path]", conditions: dict, main: Any,
+             ml_runs: "dict[str, list[Path]]", extra: dict) -> dict:
+    """The verdicts that open an experiment's report: the summary table goes to ``extra["summary"]``, the secondary
+    family's table and JSON are returned to merge. ``main`` is the main study's plan (its ``configs`` by run folder),
+    ``conditions`` the runs of each condition by method, ``ml_runs`` the multi-label study's runs by method."""
+    with_hom = {name: {m: [Path(main.configs[f].output_dir) for f in fs] for m, fs in per.items()}
+                for name, per in conditions.items() if "hom" in per and len(per) > 1}
+    ml_diffs = extra.get("json", {}).get("multilabel_paired_differences") if ml_runs else None
+    ref = next((m for m in ml_runs if exp.multilabel.methods[m].get("covariance", "low_rank") == "none"), "hom")
+    part = experiment_verdicts(exp, runs, ensembles, with_hom, ml_diffs, ref)
+    extra["summary"] = part.pop("summary")
+    if exp.preregistration:
+        part["text"] = [f"Pre-registration (written in the experiment file before the runs): {exp.preregistration}"]
+    return part
