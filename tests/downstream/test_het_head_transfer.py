@@ -2,6 +2,7 @@
 fine-tuned head, its MC-averaged predictions, unchanged hom keys, and bad input refused before any run."""
 
 import json
+import re
 from dataclasses import asdict
 from pathlib import Path
 
@@ -82,8 +83,10 @@ def test_het_sweep_chooses_tau_on_val200_and_fine_tunes_a_het_head(het_sweep, up
     assert (head.train_mc_samples, head.eval_mc_samples) == (100, 1000)
     assert head.loc.weight.abs().sum() > 0  # it was fine-tuned from its zero initialisation
     # a rerun resumes every run from its τ key: nothing is trained again
-    again = sweep(upstream, ["demo_rotation"], out, SweepSettings(**TINY, head="het", temperatures=[0.5, 2]),
-                  progress=pytest.fail)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr("harness.downstream.sweep.run_one", pytest.fail)  # no run is trained again
+        again = sweep(upstream, ["demo_rotation"], out, SweepSettings(**TINY, head="het", temperatures=[0.5, 2]),
+                      progress=lambda line: None)
     assert again["tasks"] == vtab["tasks"]
 
 
@@ -137,6 +140,11 @@ def test_transfer_model_het_head_has_zero_mean_layer_and_default_covariance_init
     assert "num_factors" not in ft.head_options("diag", 10)
 
 
+def _run_lines(lines: "list[str]") -> "list[str]":
+    """The progress lines of fine-tuning runs done (``[downstream] 2/2 TASK final ...``), not the model load or phases."""
+    return [line for line in lines if re.match(r"\[downstream\] \d+/\d+ ", line)]
+
+
 def test_noisy_selection_breaks_accuracy_ties_by_val200_nll(upstream, tmp_path):
     settings = SweepSettings(**TINY, head="diag", temperatures=[0.5, 1, 2])
     store = tmp_path / "runs.jsonl"
@@ -149,7 +157,8 @@ def test_noisy_selection_breaks_accuracy_ties_by_val200_nll(upstream, tmp_path):
                                   "head": "diag", "temperature": tau})
     lines = []
     result = sweep(upstream, list(fake), tmp_path, settings, progress=lines.append)
-    assert len(lines) == 2 and all(" final " in line for line in lines)  # only the finals ran
+    runs = _run_lines(lines)
+    assert len(runs) == 2 and all(" final " in line for line in runs)  # only the finals ran
     assert result["tasks"]["demo_rotation"]["temperature"] == 2.0
     assert result["tasks"]["demo_position"]["temperature"] == 1.0
 
@@ -167,7 +176,8 @@ def test_hom_sweep_keys_and_records_are_those_of_older_sweeps(upstream, tmp_path
             "data": [{"format": "demo"}]})
     lines = []
     result = sweep(upstream, ["demo_digit"], tmp_path, settings, progress=lines.append)
-    assert len(lines) == 1 and "final" in lines[0] and "tau" not in lines[0]  # the old records were reused
+    runs = _run_lines(lines)
+    assert len(runs) == 1 and "final" in runs[0] and "tau" not in runs[0]  # the old records were reused
     records = read_records(tmp_path / "runs.jsonl")
     assert set(records) == {"demo_digit|select|lr=0.05|steps=5|seed=0", "demo_digit|select|lr=0.05|steps=10|seed=0",
                             "demo_digit|final|lr=0.05|steps=10|seed=0"}
