@@ -227,7 +227,7 @@ def test_custom_tasks_can_turn_flip_and_crop_off(upstream, tmp_path, monkeypatch
     for spec, want in ((f"counts={folder}:5:no-flip:no-crop", (False, False)), (f"birds={folder}:5", (True, True))):
         res = CliRunner().invoke(main, ["downstream", "--upstream", upstream, "--tasks", spec, "--lrs", "0.05",
                                         "--steps", "1", "--batch-size", "8", "--micro-batch", "8", "--resolution",
-                                        "32,24", "--out", str(tmp_path / spec.split("=")[0])])
+                                        "32,24", "--out", str(tmp_path / "out" / spec.split("=")[0])])
         assert res.exit_code == 0, res.output
         assert seen and set(seen) == {want}
         seen.clear()
