@@ -112,12 +112,8 @@ def test_missing_data_and_small_classes_of_a_folder_task_are_named(tmp_path, no_
     assert no_model.exit_code != 0 and "no upstream checkpoint" in no_model.output
 
 
-def test_progress_from_the_model_load_and_the_result_in_mlflow(tmp_path, monkeypatch):
-    mlflow = pytest.importorskip("mlflow")
-    store = tmp_path / "mlruns"
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", store.as_uri())
-    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")  # MLflow 3 asks for the opt-in to its file store
-    monkeypatch.delenv("MLFLOW_EXPERIMENT_NAME", raising=False)
+def test_progress_from_the_model_load_and_the_result_in_mlflow(tmp_path, mlflow_store):
+    mlflow, store_uri = mlflow_store
     ckpt = save_model(build_model({"backbone": "test_resnet", "num_classes": 10, "head": {"covariance": "none"}}),
                       tmp_path / "run" / "model.pt")
     lines = []
@@ -128,7 +124,7 @@ def test_progress_from_the_model_load_and_the_result_in_mlflow(tmp_path, monkeyp
     assert re.fullmatch(r"\[fewshot\] demo_digit \(task 1/2\): features of \d+ drawn and 500 test images at 16 px",
                         lines[3])
     assert lines[4].startswith("[fewshot] demo_digit ") and "5-shot" in lines[4] and len(lines) == 7
-    client = mlflow.tracking.MlflowClient(store.as_uri())
+    client = mlflow.tracking.MlflowClient(store_uri)
     (logged,) = client.search_runs([client.get_experiment_by_name("harness-fewshot").experiment_id])
     assert logged.data.params["shots"] == "[1, 5]" and logged.data.params["settings.device"] == "cpu"
     metrics = logged.data.metrics

@@ -79,18 +79,14 @@ def test_progress_from_the_model_load_to_each_run_with_what_is_left(upstream, tm
     assert again == [f"[downstream] loading the model {upstream}"]  # nothing left to run
 
 
-def test_a_sweep_logged_to_mlflow_and_tensorboard(upstream, tmp_path, monkeypatch):
-    mlflow = pytest.importorskip("mlflow")
-    store = tmp_path / "mlruns"
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", store.as_uri())
-    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")  # MLflow 3 asks for the opt-in to its file store
-    monkeypatch.delenv("MLFLOW_EXPERIMENT_NAME", raising=False)
+def test_a_sweep_logged_to_mlflow_and_tensorboard(upstream, tmp_path, mlflow_store):
+    mlflow, store_uri = mlflow_store
     out = tmp_path / "sweep"
     res = CliRunner().invoke(main, ["downstream", "--upstream", upstream, "--tasks", "demo_count", "--lrs", "0.05",
                                     "--steps", "4", "--seeds", "1", "--batch-size", "32", "--micro-batch", "32",
                                     "--resolution", "16,16", "--out", str(out), "--log-with", "mlflow,tensorboard"])
     assert res.exit_code == 0, res.output
-    client = mlflow.tracking.MlflowClient(store.as_uri())
+    client = mlflow.tracking.MlflowClient(store_uri)
     (logged,) = client.search_runs([client.get_experiment_by_name("harness-downstream").experiment_id])
     params = logged.data.params
     assert params["settings.lrs"] == "[0.05]" and params["settings.mixed_precision"] == "no"

@@ -77,16 +77,12 @@ def test_log_with_is_not_part_of_a_runs_identity(tmp_path):
         _check_existing(folder, to_yaml(other))
 
 
-def test_an_upstream_run_logged_to_mlflow_holds_the_full_config_as_parameters(tmp_path, monkeypatch):
+def test_an_upstream_run_logged_to_mlflow_holds_the_full_config_as_parameters(tmp_path, mlflow_store):
     """The acceptance test: train.log_with=[mlflow] on a local file store (no server, no network)."""
-    mlflow = pytest.importorskip("mlflow")
-    store = tmp_path / "mlruns"
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", store.as_uri())
-    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")  # MLflow 3 asks for the opt-in to its file store
-    monkeypatch.delenv("MLFLOW_EXPERIMENT_NAME", raising=False)
+    mlflow, store_uri = mlflow_store
     cfg = _tiny(tmp_path, "train.log_with=[mlflow]")
     run_dir = run(cfg, progress=False)
-    client = mlflow.tracking.MlflowClient(store.as_uri())
+    client = mlflow.tracking.MlflowClient(store_uri)
     exp = client.get_experiment_by_name("harness-upstream")
     (logged,) = client.search_runs([exp.experiment_id])
     assert logged.info.run_name == cfg.name and logged.info.status == "FINISHED"
