@@ -47,16 +47,17 @@ import sys, time
 from harness.workers import Workers
 
 
-def nap(seconds):
+def nap(seconds, name):
+    open(f"started_{name}", "w").close()  # the job has begun: the worker is past its imports
     time.sleep(seconds)
 
 
 if __name__ == "__main__":
     try:
         with Workers(2) as w:
-            w.submit("x", "a", nap, (300,))
-            w.submit("x", "b", nap, (300,))
-            w.submit("x", "c", nap, (300,))
+            w.submit("x", "a", nap, (300, "a"))
+            w.submit("x", "b", nap, (300, "b"))
+            w.submit("x", "c", nap, (300, "c"))
             print("submitted", flush=True)
             w.wait(lambda s: None)
     except KeyboardInterrupt:
@@ -85,7 +86,9 @@ def test_ctrl_c_stops_the_workers_at_once_without_their_tracebacks(tmp_path):
             time.sleep(0.2)
         started = workers()
         assert len(started) == 2, "the workers did not start"
-        time.sleep(1.0)  # the workers are in their jobs
+        while time.monotonic() < deadline and len(list(tmp_path.glob("started_*"))) < 2:
+            time.sleep(0.2)  # until both workers are in their jobs (past their imports, however loaded the machine)
+        assert len(list(tmp_path.glob("started_*"))) == 2, "the jobs did not start"
         tic = time.monotonic()
         os.killpg(parent.pid, signal.SIGINT)
         out, err = parent.communicate(timeout=60)
