@@ -70,11 +70,12 @@ def training_loss(logits: torch.Tensor, target: torch.Tensor, multilabel: bool, 
     raise ValueError(f"unknown train.loss {loss!r}: use nll, label_smoothing or forward")
 
 
-def loss_setup(cfg: UpstreamConfig, clean_labels: Optional[np.ndarray], noisy_labels: np.ndarray,
+def loss_setup(cfg: UpstreamConfig, clean_labels: Optional[np.ndarray], noisy_labels: Optional[np.ndarray],
                num_classes: int) -> "tuple[dict[str, Any], Optional[torch.Tensor]]":
     """The training loss as a run records it (``run.json`` / ``metrics.json`` ``loss``) and, for ``forward``, the
     ``[K, K]`` log transition matrix it corrects with: the noise's nominal matrix, or for input-dependent noise
-    (which has none) the empirical one of the noisy labels against ``clean_labels``."""
+    (which has none) the empirical one of the noisy labels against ``clean_labels`` (both None for shards, whose
+    labels are streamed: input-dependent noise is refused there before this)."""
     loss_info: "dict[str, Any]" = {"name": cfg.train.loss}
     log_transition = None
     if cfg.train.loss == "label_smoothing":

@@ -90,7 +90,8 @@ def read_run_data(cfg: UpstreamConfig, rank: int, world: int) -> RunData:
     multilabel = train_base.multilabel
     num_classes = cfg.model.num_classes or train_base.num_classes
     _check_sizes(cfg, train_base, num_classes, multilabel, link)
-    loss_info, log_transition = loss_setup(cfg, clean_labels, train_base.labels, num_classes)
+    noisy_labels = None if stream else train_base.labels  # a shard reader streams its labels
+    loss_info, log_transition = loss_setup(cfg, clean_labels, noisy_labels, num_classes)
     if stream:  # whole batches, as many on every rank, a multiple of the accumulation steps an epoch
         train_loader, train_ds = train_base.loader(True, cfg.seed, rank, world, cfg.train.grad_accum_steps)
         eval_loader, sampler = eval_base.loader(False, cfg.seed, rank, world)[0], None
