@@ -1,11 +1,11 @@
 """Run the code blocks of a Markdown page (README.md, docs/**/*.md) as a reader would paste them.
 
-Conventions (docs/contributing.md):
+Conventions (docs/development.md):
 
 - Every fenced block names its language. ``python`` blocks are executed, in order, in one namespace per
   page (a later block may use an earlier block's names, as in a notebook); ``bash`` blocks run each
   command line (``\\`` continues a line, ``#`` starts a comment). Blocks in ``text``, ``yaml``, ``json``,
-  ``toml``, ``bibtex`` and ``markdown`` are shown, not run (outputs, file contents).
+  ``toml``, ``bibtex``, ``markdown`` and ``console`` are shown, not run (outputs, file contents).
 - A block that cannot run here (it needs a GPU, a cluster, a download, or it is the install or the whole
   test suite) is preceded by ``<!-- not-run: REASON -->`` on the line before its fence; keep these few.
 - The pages run in order (README.md, then the site's navigation) in one working folder holding a copy of
