@@ -99,11 +99,13 @@ def test_an_upstream_run_logged_to_mlflow_holds_the_full_config_as_parameters(tm
     assert not (run_dir / "tb").exists()  # only the trackers named
 
 
-def test_an_upstream_run_logged_to_wandb_offline(tmp_path, monkeypatch):
+def test_an_upstream_run_logged_to_wandb_offline(tmp_path, monkeypatch, request):
     """Real W&B in offline mode (no network): what the run hands to W&B is recorded on its way in (W&B offline keeps
     the config and metrics in its binary run log until `wandb sync`), and that log holds them."""
-    pytest.importorskip("wandb")
+    wandb = pytest.importorskip("wandb")
     from accelerate.tracking import WandBTracker
+
+    request.addfinalizer(wandb.teardown)  # W&B's service process ends with this test, not at the suite's exit
 
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_DIR", str(tmp_path / "wandb_dir"))
