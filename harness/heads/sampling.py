@@ -287,12 +287,19 @@ def _forward_eager(layout: NoiseLayout, noise: NoiseFn, params: tuple) -> "tuple
     """log Σ_s of the per-sample probabilities ``[N, K]`` (one, or two for sigmoid), summed in linear space
     (:mod:`~harness.heads.linear_space`); rows out of its range are recomputed in log space
     (:func:`_forward_sums`). Returns the outputs and those rows' indices ``[M]`` (None: none)."""
-    acc: "Optional[list[Tensor]]" = None
-    ws = linear_space.Workspace()
-    for start in range(0, layout.num_samples, layout.chunk_size):
-        eps = _draw(noise, start, min(layout.chunk_size, layout.num_samples - start), ws)
-        sums = linear_space.chunk_sums(layout.link, _samples(layout.kind, *eps, *params, ws)[0], ws)
-        acc = list(sums) if acc is None else [a.add_(b) for a, b in zip(acc, sums)]
+    def work(starts: "list[int]") -> "list[Tensor]":
+        acc: "Optional[list[Tensor]]" = None
+        ws = linear_space.Workspace()
+        for start in starts:
+            eps = _draw(noise, start, min(layout.chunk_size, layout.num_samples - start), ws)
+            sums = linear_space.chunk_sums(layout.link, _samples(layout.kind, *eps, *params, ws)[0], ws)
+            acc = list(sums) if acc is None else [a.add_(b) for a, b in zip(acc, sums)]
+        return acc
+
+    parts = linear_space.split_chunks(list(range(0, layout.num_samples, layout.chunk_size)), params[0].device, work)
+    acc = parts[0]
+    for part in parts[1:]:
+        acc = [a.add_(b) for a, b in zip(acc, part)]
     outs = tuple(a.log_() for a in acc)
     log_s = math.log(layout.num_samples)
     bad = linear_space.rows_out_of_range(tuple(o - log_s for o in outs))
@@ -307,12 +314,22 @@ def _backward_eager(layout: NoiseLayout, noise: NoiseFn, params: tuple, shifted,
     """:func:`_backward_sums` with d loss / d z formed in linear space, except for the rows ``bad`` (those
     :func:`_forward_eager` recomputed in log space), whose gradients come from the log-space kernels."""
     coeffs = linear_space.grad_coefficients(layout.link, shifted, grads, bad)
+
+    def work(starts: "list[int]") -> dict:
+        out: dict = {}
+        ws = linear_space.Workspace()
+        for start in starts:
+            eps = _draw(noise, start, min(layout.chunk_size, layout.num_samples - start), ws)
+            for name, part in _chunk_backward(layout, *eps, params, shifted, grads, need, coeffs=coeffs,
+                                              ws=ws).items():
+                out[name] = part if name not in out else out[name].add_(part)
+        return out
+
+    starts = list(range(0, layout.num_samples, layout.chunk_size))
     total: dict = {}
-    ws = linear_space.Workspace()
-    for start in range(0, layout.num_samples, layout.chunk_size):
-        eps = _draw(noise, start, min(layout.chunk_size, layout.num_samples - start), ws)
-        for name, part in _chunk_backward(layout, *eps, params, shifted, grads, need, coeffs=coeffs, ws=ws).items():
-            total[name] = part if name not in total else total[name].add_(part)
+    for part in linear_space.split_chunks(starts, params[0].device, work):
+        for name, grad in part.items():
+            total[name] = grad if name not in total else total[name].add_(grad)
     if bad is not None:
         exact = _backward_sums(layout, _rows_noise(noise, bad), None, _rows(params, bad),
                                tuple(s[bad] for s in shifted), tuple(g[bad] for g in grads), need)
