@@ -156,3 +156,31 @@ def test_rows_beyond_the_linear_range_are_exact_in_float32(kind, link):
     torch.testing.assert_close(out.double(), want.detach(), rtol=1e-5, atol=1e-4)
     for a, b in zip(grads, want_grads):
         torch.testing.assert_close(a.double(), b, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("link", ("softmax", "sigmoid"))
+def test_chunks_split_over_threads_are_deterministic_and_match_one_thread(link):
+    """Eager chunks run round robin on single-threaded pool threads (one per torch thread): repeated calls
+    give bit-identical values and gradients, equal to one thread's loop up to the order of the sums."""
+    threads = torch.get_num_threads()
+    t, w = _inputs("low_rank", 4, 6, 5, 3, dtype=torch.float32)
+    noise = seeded_noise(9, 4, w, 3, shared=False, diag_scalar=False, device=torch.device("cpu"),
+                         dtype=torch.float32)
+    leaves = [v for v in t.values() if v is not None]
+
+    def run():
+        out = monte_carlo_log_average(NoiseLayout("low_rank", link, 50, 7), noise, **t)
+        out = out if link == "softmax" else out[0] - out[1]
+        return (out.detach(), *torch.autograd.grad((out * torch.linspace(-1, 1, out.numel()).view_as(out)).sum(),
+                                                   leaves))
+
+    try:
+        torch.set_num_threads(2)
+        split, again = run(), run()
+        torch.set_num_threads(1)
+        single = run()
+    finally:
+        torch.set_num_threads(threads)
+    assert all(torch.equal(a, b) for a, b in zip(split, again))
+    for a, b in zip(split, single):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
