@@ -36,7 +36,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from harness.heads import linear_space
+from harness.heads.linear_space import (
+    Workspace, chunk_grad, chunk_sums, grad_coefficients, rows_out_of_range, split_chunks,
+)
 from harness.heads.noise import CounterNoise, NoiseFn, fill_standard_normal, seeded_noise
 from harness.heads.planning import AUTO_CHUNK_ELEMENTS, FRESH_CHUNK_ELEMENTS, auto_chunk_size, plan_noise
 
@@ -66,7 +68,7 @@ class NoiseLayout:
     chunk_size: int
 
 
-def _buffer(ws: "Optional[linear_space.Workspace]", name: str, shape, like: Tensor) -> Optional[Tensor]:
+def _buffer(ws: "Optional[Workspace]", name: str, shape, like: Tensor) -> Optional[Tensor]:
     return None if ws is None else ws.get(name, shape, like)
 
 
@@ -173,7 +175,7 @@ def _chunk_backward(layout: NoiseLayout, eps_f, eps_d, params, shifted, grads, n
     if coeffs is None:  # d loss / d z  [N, C, K]; z freed inside
         gz = _chunk_grad(layout.link, sample.pop(0), shifted, grads)
     else:
-        gz = linear_space.chunk_grad(layout.link, sample.pop(0), coeffs, ws)
+        gz = chunk_grad(layout.link, sample.pop(0), coeffs, ws)
     if valid is not None:
         gz = torch.where(valid, gz, 0.0)
     out = {}
@@ -278,7 +280,7 @@ def _rows_noise(noise: NoiseFn, idx: Tensor) -> NoiseFn:
     return rows
 
 
-def _draw(noise: NoiseFn, start: int, length: int, ws: "linear_space.Workspace") -> tuple:
+def _draw(noise: NoiseFn, start: int, length: int, ws: "Workspace") -> tuple:
     """A chunk's noise, in the workspace's buffers when the noise function takes one (:func:`seeded_noise`)."""
     return noise(start, length, ws) if getattr(noise, "takes_workspace", False) else noise(start, length)
 
@@ -289,20 +291,20 @@ def _forward_eager(layout: NoiseLayout, noise: NoiseFn, params: tuple) -> "tuple
     (:func:`_forward_sums`). Returns the outputs and those rows' indices ``[M]`` (None: none)."""
     def work(starts: "list[int]") -> "list[Tensor]":
         acc: "Optional[list[Tensor]]" = None
-        ws = linear_space.Workspace()
+        ws = Workspace()
         for start in starts:
             eps = _draw(noise, start, min(layout.chunk_size, layout.num_samples - start), ws)
-            sums = linear_space.chunk_sums(layout.link, _samples(layout.kind, *eps, *params, ws)[0], ws)
+            sums = chunk_sums(layout.link, _samples(layout.kind, *eps, *params, ws)[0], ws)
             acc = list(sums) if acc is None else [a.add_(b) for a, b in zip(acc, sums)]
         return acc
 
-    parts = linear_space.split_chunks(list(range(0, layout.num_samples, layout.chunk_size)), params[0].device, work)
+    parts = split_chunks(list(range(0, layout.num_samples, layout.chunk_size)), params[0].device, work)
     acc = parts[0]
     for part in parts[1:]:
         acc = [a.add_(b) for a, b in zip(acc, part)]
     outs = tuple(a.log_() for a in acc)
     log_s = math.log(layout.num_samples)
-    bad = linear_space.rows_out_of_range(tuple(o - log_s for o in outs))
+    bad = rows_out_of_range(tuple(o - log_s for o in outs))
     if bad is not None:
         for out, exact in zip(outs, _forward_sums(layout, _rows_noise(noise, bad), None, _rows(params, bad))):
             out.index_copy_(0, bad, exact)
@@ -313,11 +315,11 @@ def _backward_eager(layout: NoiseLayout, noise: NoiseFn, params: tuple, shifted,
                     bad: Optional[Tensor]) -> dict:
     """:func:`_backward_sums` with d loss / d z formed in linear space, except for the rows ``bad`` (those
     :func:`_forward_eager` recomputed in log space), whose gradients come from the log-space kernels."""
-    coeffs = linear_space.grad_coefficients(layout.link, shifted, grads, bad)
+    coeffs = grad_coefficients(layout.link, shifted, grads, bad)
 
     def work(starts: "list[int]") -> dict:
         out: dict = {}
-        ws = linear_space.Workspace()
+        ws = Workspace()
         for start in starts:
             eps = _draw(noise, start, min(layout.chunk_size, layout.num_samples - start), ws)
             for name, part in _chunk_backward(layout, *eps, params, shifted, grads, need, coeffs=coeffs,
@@ -327,7 +329,7 @@ def _backward_eager(layout: NoiseLayout, noise: NoiseFn, params: tuple, shifted,
 
     starts = list(range(0, layout.num_samples, layout.chunk_size))
     total: dict = {}
-    for part in linear_space.split_chunks(starts, params[0].device, work):
+    for part in split_chunks(starts, params[0].device, work):
         for name, grad in part.items():
             total[name] = grad if name not in total else total[name].add_(grad)
     if bad is not None:
