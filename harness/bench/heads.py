@@ -16,9 +16,11 @@ softmax (or sigmoid) over S and clips (edward2 ``MCSoftmaxDenseFA`` / ``MCSigmoi
 
 from __future__ import annotations
 
+import importlib
 import json
 import multiprocessing as mp
 import platform
+import sys
 import os
 import statistics
 import time
@@ -102,10 +104,24 @@ def _rss_bytes(field: str) -> int:
     raise RuntimeError(f"{field} not in /proc/self/status")
 
 
-def _steps(case: Case, impl: str, dev: torch.device) -> "dict[str, Callable[[], None]]":
-    """The timed functions of one implementation (``impl`` is ours (eager) | compiled | naive | breakdown)."""
+def _head_class(before_src: Optional[str]) -> type:
+    """``HeteroscedasticHead``, or the one of the harness source tree ``before_src`` (e.g. ``git archive`` of an
+    earlier commit): this process's harness modules are dropped from ``sys.modules`` and the tree goes first on
+    ``sys.path``, so ``harness.heads`` is imported again from it. Only ever called in a bench worker process."""
+    if before_src is None:
+        return HeteroscedasticHead
+    for name in [m for m in sys.modules if m == "harness" or m.startswith("harness.")]:
+        del sys.modules[name]
+    sys.path.insert(0, str(before_src))
+    return importlib.import_module("harness.heads").HeteroscedasticHead
+
+
+def _steps(case: Case, impl: str, dev: torch.device, before_src: Optional[str] = None
+           ) -> "dict[str, Callable[[], None]]":
+    """The timed functions of one implementation (``impl``: ours (eager) | before | compiled | naive | breakdown)."""
+    cls = _head_class(before_src if impl == "before" else None)
     torch.manual_seed(0)
-    head = HeteroscedasticHead(case.D, case.K, **case.head_kwargs()).to(dev).train()
+    head = cls(case.D, case.K, **case.head_kwargs()).to(dev).train()
     x = torch.randn(case.B, case.D, device=dev, requires_grad=True)
     y = torch.randint(0, case.K, (case.B,), device=dev)
     t = (torch.rand(case.B, case.K, device=dev) < 0.01).float()
@@ -141,10 +157,10 @@ def _steps(case: Case, impl: str, dev: torch.device) -> "dict[str, Callable[[], 
     return {"step": step, "forward": forward, "dense": dense(True), "dense_forward": dense(False), "noise": noise}
 
 
-def _worker(case: Case, impl: str, device: str, conn) -> None:
+def _worker(case: Case, impl: str, device: str, conn, before_src: Optional[str] = None) -> None:
     """A process holding one implementation: compiles (compiled) or warms up, then runs steps on request."""
     dev = torch.device(device)
-    steps = _steps(case, impl, dev)
+    steps = _steps(case, impl, dev, before_src)
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
     t0 = time.perf_counter()
     if impl == "compiled":  # compile: neither timed nor counted in the peak
@@ -169,14 +185,14 @@ def _worker(case: Case, impl: str, device: str, conn) -> None:
         conn.send(time.perf_counter() - t0)
 
 
-def _measure(case: Case, impls: "list[str]", device: str, repeats: int) -> dict:
+def _measure(case: Case, impls: "list[str]", device: str, repeats: int, before_src: Optional[str] = None) -> dict:
     """Time the implementations of one case round robin, each in its own process; medians in ms."""
     ctx = mp.get_context("spawn")
     procs, out = {}, {}
     try:
         for impl in impls:  # one at a time, so compiling or warming up one does not slow another's steps
             parent, child = ctx.Pipe()
-            proc = ctx.Process(target=_worker, args=(case, impl, device, child), daemon=True)
+            proc = ctx.Process(target=_worker, args=(case, impl, device, child, before_src), daemon=True)
             proc.start()
             procs[impl] = (proc, parent)
             out[impl] = {**parent.recv(), "times": {}}
@@ -215,8 +231,10 @@ def default_grid(quick: bool = False, main_only: bool = False) -> "list[Case]":
     return grid
 
 
-def _impls(case: Case, compiled: bool, naive_budget_gib: float) -> "tuple[list[str], dict]":
+def _impls(case: Case, compiled: bool, naive_budget_gib: float, before: bool) -> "tuple[list[str], dict]":
     impls, skipped = ["ours"], {}
+    if before and case.variant != "hom" and ((case.K, case.S) == (1000, 1000) or case.D == 64):
+        impls.insert(0, "before")  # the cases of the targets (and the quick grid's)
     if compiled and (case.variant, case.link, case.K, case.S) == ("low_rank", "softmax", 1000, 1000):
         impls.append("compiled")  # the main case only: compiling takes minutes per variant on a CPU
     if case.variant != "hom":
@@ -232,7 +250,7 @@ def _impls(case: Case, compiled: bool, naive_budget_gib: float) -> "tuple[list[s
 
 def run(device: str = "cpu", quick: bool = False, repeats: int = 3, naive_budget_gib: float = 8.0,
         compiled: bool = True, main_only: bool = False, out: Optional[Path] = Path("results/bench/heads.md"),
-        progress=print) -> "list[dict]":
+        progress=print, before_src: Optional[str] = None) -> "list[dict]":
     """Measure the grid and write the Markdown table (plus a JSON twin) to ``out``.
 
     Args:
@@ -241,19 +259,24 @@ def run(device: str = "cpu", quick: bool = False, repeats: int = 3, naive_budget
         repeats: timed steps per measurement (the median is reported).
         naive_budget_gib: skip the naive implementation where its estimated peak is larger.
         main_only: only the cases of the targets (see :func:`default_grid`).
+        before_src: a harness source tree of an earlier version (``git archive <commit> | tar -x -C DIR``): its
+            head is measured too ("before"), side by side, at S=1000 and K=1000 (and in the quick grid).
         compiled: also measure ``torch.compile(head, fullgraph=True)`` (the main case, low rank at S=1000).
         out: Markdown path (None: do not write).
 
     Raises:
-        ValueError: ``device`` is ``"cuda"`` but no GPU is visible.
+        ValueError: ``device`` is ``"cuda"`` but no GPU is visible, or ``before_src`` holds no harness source.
     """
     if device == "cuda" and not torch.cuda.is_available():
         raise ValueError("device='cuda' but torch sees no GPU; use --device cpu")
+    if before_src is not None and not (Path(before_src) / "harness" / "heads").is_dir():
+        raise ValueError(f"--before {before_src} holds no harness/heads/: give a source tree, "
+                         "e.g. mkdir DIR && git archive <commit> | tar -x -C DIR")
     rows, start_load = [], os.getloadavg()
     for case in default_grid(quick, main_only):
-        impls, skipped = _impls(case, compiled, naive_budget_gib)
+        impls, skipped = _impls(case, compiled, naive_budget_gib, before_src is not None)
         row = {**asdict(case), **skipped, "load_before": os.getloadavg()[0]}
-        row.update(_measure(case, impls, device, repeats))
+        row.update(_measure(case, impls, device, repeats, before_src))
         row["load_after"] = os.getloadavg()[0]
         rows.append(row)
         progress(f"{case.variant:9s} {case.link:7s} B={case.B:<3d} K={case.K:<6d} S={case.S:<5d} " + "  ".join(
@@ -352,6 +375,23 @@ def _compiled(rows: "list[dict]") -> "list[str]":
     return lines
 
 
+def _before_after(rows: "list[dict]") -> "list[str]":
+    rs = [r for r in rows if "before" in r]
+    if not rs:
+        return []
+    lines = ["", "## Before / after (the head of `--before`, this head and naive, side by side in one run)", "",
+             "| variant | link | S | before ms | after ms | naive ms | after / before | speed-up before | "
+             "speed-up after | before MiB | after MiB | naive MiB |", "|" + "---|" * 12]
+    for r in rs:
+        (sb, _), (sa, _) = _ratio(r, "before"), _ratio(r, "ours")
+        lines.append(f"| {r['variant']} | {r['link']} | {r['S']} | {_f(r['before'])} | {_f(r['ours'])} | "
+                     f"{_f(r.get('naive'))} | {r['ours']['ms'] / r['before']['ms']:.2f} | "
+                     f"{'-' if sb is None else f'{sb:.2f}x'} | {'-' if sa is None else f'{sa:.2f}x'} | "
+                     f"{_f(r['before'], 'peak_mib')} | {_f(r['ours'], 'peak_mib')} | "
+                     f"{_f(r.get('naive'), 'peak_mib')} |")
+    return lines
+
+
 def _targets(rows: "list[dict]", cpu: str) -> "list[str]":
     """Verdicts on issue 32's targets (>= 2x naive at S=1000 for every variant, memory <= 0.2 of naive, flat in S)."""
     out = ["", f"## Targets (on {cpu})", ""]
@@ -394,7 +434,8 @@ def write_report(rows: "list[dict]", device: str, out: Path, loads: tuple) -> No
              "(chunked over S, recomputed in the backward pass); *compiled* is "
              "`torch.compile(head, fullgraph=True)` (the chunk loop a "
              "`torch.while_loop`, the noise counter-based and fused into the kernels).", ""]
-    lines += _main_table(rows) + _breakdown(rows) + _compiled(rows) + _targets(rows, cpu) + [""]
+    lines += _main_table(rows) + _before_after(rows) + _breakdown(rows) + _compiled(rows) + _targets(rows, cpu)
+    lines.append("")
     out.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out, "\n".join(lines))
     atomic_write_text(out.with_suffix(".json"), json.dumps({"provenance": prov, "cpu": cpu, "loads": loads,

@@ -25,18 +25,21 @@ def bench() -> None:
 @click.option("--main-only", is_flag=True, help="Only the cases of the targets (S=1000, K=1000, and low rank at S=10).")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=Path("results/bench/heads.md"),
               show_default=True, help="Markdown table to write (a .json twin is written beside it).")
+@click.option("--before", "before", type=click.Path(file_okay=False, exists=True, path_type=Path), default=None,
+              help="A harness source tree of an earlier version (mkdir DIR && git archive <commit> harness | "
+                   "tar -x -C DIR): its head is timed too, side by side, at S=1000 (a before/after table).")
 def bench_heads(device: str, quick: bool, repeats: int, naive_budget_gib: float, compiled: bool, main_only: bool,
-                out: Path) -> None:
+                out: Path, before: "Path | None") -> None:
     """Forward+backward time and peak memory of every head variant, eager and compiled, vs a naive [B,S,K] one."""
     from harness.bench import heads
 
     try:
         heads.run(device=device, quick=quick, repeats=repeats, naive_budget_gib=naive_budget_gib, compiled=compiled,
-                  main_only=main_only, out=out, progress=click.echo)
+                  main_only=main_only, out=out, progress=click.echo,
+                  before_src=None if before is None else str(before.resolve()))
     except ValueError as e:
         raise click.UsageError(str(e)) from e
     click.echo(f"wrote {out}")
-
 
 
 @bench.command("upstream")

@@ -1,7 +1,9 @@
 """Heteroscedastic classification heads: HET (Collier et al., CVPR 2021) and HET-XL (Collier, Jenatton et al., ICLR 2023).
 
 - :mod:`~harness.heads.het`: :class:`HeteroscedasticHead`, the drop-in replacement of a final ``nn.Linear``;
-- :mod:`~harness.heads.sampling`: the chunked Monte Carlo average of the tempered softmax / sigmoid;
+- :mod:`~harness.heads.sampling`: the chunked Monte Carlo average of the tempered softmax / sigmoid
+  (:mod:`~harness.heads.linear_space`: its eager chunk kernels; :mod:`~harness.heads.planning`: a call's noise
+  and chunks);
 - :mod:`~harness.heads.options`: the options, layer names, initialisation and closed-form parameter counts;
 - :mod:`~harness.heads.edward2`: constructors with edward2's argument names;
 - :mod:`~harness.heads.noise`: the noise (seeded generators in eager mode, counter-based inside ``torch.compile``);

@@ -83,24 +83,31 @@ def seeded_noise(
             normals (the rank-1 "diagonal" of edward2 ``edward2/jax/nn/heteroscedastic_lib.py``).
 
     Returns:
-        ``noise(start, length) -> (eps_factors [N|1, length, R] or None, eps_diag [N|1, length, W|1])``.
+        ``noise(start, length, ws=None) -> (eps_factors [N|1, length, R] or None, eps_diag [N|1, length, W|1])``;
+        with a :class:`~harness.heads.linear_space.Workspace` ``ws`` the draw fills its buffers ``"eps_f"``
+        and ``"eps_d"`` (the same values), overwritten by the next call with the same workspace.
     """
     rows = 1 if shared else num_rows
     diag_width = 1 if diag_scalar else width
 
-    def noise(start: int, length: int) -> "tuple[Optional[Tensor], Tensor]":
+    def noise(start: int, length: int, ws=None) -> "tuple[Optional[Tensor], Tensor]":
         base = (seed * 1_000_003 + start) * 2
         gens = [torch.Generator(device=device) for _ in range(2)]
         for part, gen in enumerate(gens):
             gen.manual_seed((base + part) % (1 << 63))
         # diagonal noise first, so every variant sees the same ε_W for the same seed
-        eps_diag = torch.empty(rows, length, diag_width, device=device, dtype=dtype)
+        like = torch.empty(0, device=device, dtype=dtype)
+        shape = (rows, length, diag_width)
+        eps_diag = torch.empty(shape, device=device, dtype=dtype) if ws is None else ws.get("eps_d", shape, like)
         fill_standard_normal(eps_diag, gens)
         eps_factors = None
         if num_factors > 0:
-            eps_factors = torch.randn(rows, length, num_factors, generator=gens[0], device=device, dtype=dtype)
+            shape = (rows, length, num_factors)
+            eps_factors = torch.empty(shape, device=device, dtype=dtype) if ws is None else ws.get("eps_f", shape, like)
+            eps_factors.normal_(generator=gens[0])
         return eps_factors, eps_diag
 
+    noise.takes_workspace = True  # type: ignore[attr-defined]
     return noise
 
 

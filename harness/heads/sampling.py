@@ -18,9 +18,11 @@ Memory does not grow with S: samples are processed ``chunk_size`` at a time with
 log-sum-exp, and the backward pass regenerates each chunk's noise from its seed and recomputes
 the chunk (activation recomputation), so only ``[N, chunk, max(K, W)]`` tensors are alive at once.
 
-Two drivers run the same per-chunk functions: a Python loop over chunks with noise from torch's
-generators (eager), and, inside ``torch.compile``, a ``torch.while_loop`` over chunks with the
-counter-based noise of :class:`~harness.heads.noise.CounterNoise` (no generator, no thread, no
+Two drivers: a Python loop over chunks with noise from torch's generators (eager), which sums the
+probabilities in linear space (:mod:`~harness.heads.linear_space`: about half the passes over a chunk,
+its buffers reused chunk after chunk) and redoes in log space only the rows out of that range; and,
+inside ``torch.compile``, a ``torch.while_loop`` over chunks with the counter-based noise of
+:class:`~harness.heads.noise.CounterNoise` and the log-space kernels (no generator, no thread, no
 Python int taken from a tensor: the graph has no break and its size does not grow with S).
 """
 
@@ -34,23 +36,17 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from harness.heads.noise import CounterNoise, NoiseFn, counter_key, fill_standard_normal, seeded_noise
-from harness.heads.options import BANK_ROWS
+from harness.heads.linear_space import (
+    Workspace, chunk_grad, chunk_sums, grad_coefficients, rows_out_of_range, split_chunks,
+)
+from harness.heads.noise import CounterNoise, NoiseFn, fill_standard_normal, seeded_noise
+from harness.heads.planning import AUTO_CHUNK_ELEMENTS, FRESH_CHUNK_ELEMENTS, auto_chunk_size, plan_noise
 
 __all__ = [
     "AUTO_CHUNK_ELEMENTS", "FRESH_CHUNK_ELEMENTS", "NoiseLayout", "auto_chunk_size", "chunk_logits",
     "monte_carlo_log_average", "log_average_to_logits", "plan_noise", "seeded_noise", "fill_standard_normal",
     "CounterNoise", "NoiseFn",
 ]
-
-#: elements of one ``[N, chunk, K]`` tensor of the evaluation bank when the chunk size is chosen
-#: automatically (4 MiB of float32); it fixes the bank's chunks and row blocks (see :func:`plan_noise`).
-AUTO_CHUNK_ELEMENTS = 1 << 20
-#: the same for fresh noise (training): 8 MiB of float32 per ``[N, chunk, K]`` tensor, i.e. 32
-#: samples of B = 64, K = 1000. Larger chunks mean fewer, larger operations: on the bench's 2-core
-#: CPU, chunks of 32 samples step 1.3x faster than chunks of 16 under load, while the peak memory
-#: stays under 0.2 of the naive implementation's (``results/bench/heads.md``).
-FRESH_CHUNK_ELEMENTS = 1 << 21
 
 _GRAD_NAMES = ("mu", "scale", "factors", "hom", "proj")
 
@@ -72,82 +68,34 @@ class NoiseLayout:
     chunk_size: int
 
 
-def auto_chunk_size(num_rows: int, width: int, num_samples: int, elements: int = AUTO_CHUNK_ELEMENTS) -> int:
-    """Chunk size so that one ``[num_rows, chunk, width]`` tensor has about ``elements`` elements (1M)."""
-    return max(1, min(num_samples, elements // max(1, num_rows * width)))
+def _buffer(ws: "Optional[Workspace]", name: str, shape, like: Tensor) -> Optional[Tensor]:
+    return None if ws is None else ws.get(name, shape, like)
 
 
-def plan_noise(head, h: Tensor, s: int, seed: Optional[int]) -> "tuple":
-    """Noise and chunking of one call of a :class:`~harness.heads.HeteroscedasticHead` over features
-    ``h`` ``[N, D]`` and S samples.
-
-    Seeded evaluation (``eval()`` mode and a seed from ``seed`` or ``eval_seed``) uses the
-    evaluation noise bank: noise shared by all rows (leading dim 1), with a chunk size that
-    depends only on S, the widths and ``mc_chunk_size``, never on N, so each sample's
-    noise and each row's computation are the same whatever the batch. With the automatic
-    chunk size the rows are processed in blocks of about AUTO_CHUNK_ELEMENTS / (chunk·width)
-    rows, which keeps the memory of a chunk flat in the batch size as in training.
-    Otherwise the noise is fresh (``seed`` if given, else drawn from torch's global RNG), per
-    row unless ``share_samples_across_batch``, with chunks of about FRESH_CHUNK_ELEMENTS.
-
-    Inside ``torch.compile`` the noise is :class:`~harness.heads.noise.CounterNoise` keyed by a
-    tensor (drawn in the graph from the global RNG, or made from the seed): an element's noise
-    depends on its indices only, so the bank needs neither a fixed chunk size nor row blocks.
-
-    Returns:
-        ``(noise, chunk, row_block, key)``: a :func:`~harness.heads.noise.seeded_noise` function
-        (eager) or a :class:`~harness.heads.noise.CounterNoise` (compiling), samples per chunk
-        (<= S), rows per block (None: all rows at once), and the counter key (None in eager).
-    """
-    bank = not head.training and (seed is not None or head.eval_seed is not None)
-    if bank and seed is None:
-        seed = head.eval_seed
-    width = max(head.num_classes, head.noise_width)
-    shared = bank or head.share_samples_across_batch
-    scalar = head.diag_noise == "shared_scalar"
-    if torch.compiler.is_compiling():
-        if seed is None:  # in-graph draw from the global RNG: reproducible via manual_seed
-            key = torch.randint(0, 2**31 - 1, (), dtype=torch.int64, device=h.device)
-        else:
-            key = torch.tensor(counter_key(seed), dtype=torch.int64, device=h.device)
-        rows = h.shape[0] if isinstance(h.shape[0], int) else BANK_ROWS  # a dynamic batch: a static chunk
-        chunk = head.mc_chunk_size or auto_chunk_size(rows, width, s, FRESH_CHUNK_ELEMENTS)
-        return CounterNoise(shared, head.noise_width, head.num_factors, scalar), min(chunk, s), None, key
-    if seed is None:
-        seed = int(torch.randint(0, 2**62, (), device="cpu"))  # global RNG: reproducible via manual_seed
-    row_block = None
-    if head.mc_chunk_size is not None:
-        chunk = head.mc_chunk_size
-    elif bank:
-        chunk = auto_chunk_size(BANK_ROWS, width, s)
-        row_block = max(1, AUTO_CHUNK_ELEMENTS // (chunk * width))
-    else:
-        chunk = auto_chunk_size(h.shape[0], width, s, FRESH_CHUNK_ELEMENTS)
-    noise = seeded_noise(seed, h.shape[0], head.noise_width, head.num_factors, shared=shared, diag_scalar=scalar,
-                         device=h.device, dtype=h.dtype)
-    return noise, min(chunk, s), row_block, None
-
-
-def _samples(kind, eps_factors, eps_diag, mu, scale, factors, hom_factors, projection):
+def _samples(kind, eps_factors, eps_diag, mu, scale, factors, hom_factors, projection, ws=None):
     """Untempered samples ``μ + P n`` ``[N, C, K]``, plus the noise ``n`` ``[N, C, W]`` (HET-XL only)
-    and the PE product ``V ε_R`` ``[N|1, C, W]``, which the backward pass reuses."""
+    and the PE product ``V ε_R`` ``[N|1, C, W]``, which the backward pass reuses. With a
+    :class:`~harness.heads.linear_space.Workspace` ``ws`` they are its buffers "z", "noise" and "hom_noise"."""
     hom_noise = None
+    n, c, w = mu.shape[0], eps_diag.shape[1], scale.shape[1]
     if projection is None:  # HET: μ + d ⊙ ε (+ factor part), fused
-        z = torch.addcmul(mu.unsqueeze(1), scale.unsqueeze(1), eps_diag)
+        z = torch.addcmul(mu.unsqueeze(1), scale.unsqueeze(1), eps_diag, out=_buffer(ws, "z", (n, c, w), mu))
         noise = None
     else:
-        noise = scale.unsqueeze(1) * eps_diag
+        noise = torch.mul(scale.unsqueeze(1), eps_diag, out=_buffer(ws, "noise", (n, c, w), mu))
     target = z if projection is None else noise
     if kind == "low_rank":
         rows = factors.shape[0]
         target = target.baddbmm_(eps_factors.expand(rows, -1, -1), factors.transpose(1, 2))
     elif kind == "parameter_efficient":
-        hom_noise = torch.matmul(eps_factors, hom_factors.t())
+        hom_noise = torch.matmul(eps_factors, hom_factors.t(),
+                                 out=_buffer(ws, "hom_noise", (eps_factors.shape[0], c, w), mu))
         target = target.addcmul_(factors.unsqueeze(1), hom_noise)
     if projection is None:
         return target, None, hom_noise
     noise = target
-    return torch.matmul(noise, projection.t()).add_(mu.unsqueeze(1)), noise, hom_noise
+    z = torch.matmul(noise, projection.t(), out=_buffer(ws, "z", (n, c, projection.shape[0]), mu))
+    return z.add_(mu.unsqueeze(1)), noise, hom_noise
 
 
 def chunk_logits(
@@ -212,15 +160,22 @@ def _chunk_grad(link: str, z: Tensor, shifted_outs: "tuple[Tensor, ...]", grads:
             .sub_(log_var.sub_(shifted_outs[1].unsqueeze(1)).exp_().mul_(grads[1].unsqueeze(1))))
 
 
-def _chunk_backward(layout: NoiseLayout, eps_f, eps_d, params, shifted, grads, need, valid=None) -> dict:
+def _chunk_backward(layout: NoiseLayout, eps_f, eps_d, params, shifted, grads, need, valid=None,
+                    coeffs=None, ws=None) -> dict:
     """This chunk's contribution to the gradients of the (folded) inputs named in ``need``.
 
     ``params`` = (mu, scale, factors, hom, proj); returns ``{name: tensor}`` for the names needed.
+    ``coeffs``: the ``[N, K]`` coefficients of :func:`~harness.heads.linear_space.grad_coefficients`
+    (eager: d loss / d z formed in linear space, in the buffers of the workspace ``ws``), or None (the
+    log-space weights of :func:`_chunk_grad`).
     """
     mu, scale, factors, hom, proj = params
-    sample = list(_samples(layout.kind, eps_f, eps_d, mu, scale, factors, hom, proj))
+    sample = list(_samples(layout.kind, eps_f, eps_d, mu, scale, factors, hom, proj, ws))
     noise_w, hom_noise = sample[1:]
-    gz = _chunk_grad(layout.link, sample.pop(0), shifted, grads)  # d loss / d z  [N, C, K]; z freed inside
+    if coeffs is None:  # d loss / d z  [N, C, K]; z freed inside
+        gz = _chunk_grad(layout.link, sample.pop(0), shifted, grads)
+    else:
+        gz = chunk_grad(layout.link, sample.pop(0), coeffs, ws)
     if valid is not None:
         gz = torch.where(valid, gz, 0.0)
     out = {}
@@ -228,11 +183,11 @@ def _chunk_backward(layout: NoiseLayout, eps_f, eps_d, params, shifted, grads, n
         out["mu"] = gz.sum(dim=1)
     if "proj" in need:
         out["proj"] = gz.reshape(-1, gz.shape[-1]).t() @ noise_w.reshape(-1, noise_w.shape[-1])
-    gn = gz if proj is None else torch.matmul(gz, proj)  # d loss / d noise  [N, C, W]
-    if "scale" in need:
-        out["scale"] = (gn * eps_d).sum(dim=1)
+    gn = gz if proj is None else torch.matmul(gz, proj, out=_buffer(ws, "gn", (*gz.shape[:2], proj.shape[1]), gz))
+    del gz
     if layout.kind == "low_rank" and "factors" in need:
-        out["factors"] = torch.matmul(gn.transpose(1, 2), eps_f)
+        # (εᵀ gn)ᵀ: the long K dim contiguous in the product, ~1.8x faster than gnᵀ ε on the bench's CPU
+        out["factors"] = torch.matmul(eps_f.transpose(1, 2), gn).transpose(1, 2)
     elif layout.kind == "parameter_efficient":
         if "factors" in need:
             out["factors"] = (gn * hom_noise).sum(dim=1)
@@ -242,6 +197,8 @@ def _chunk_backward(layout: NoiseLayout, eps_f, eps_d, params, shifted, grads, n
                 out["hom"] = gv.sum(dim=0).t() @ eps_f[0]
             else:
                 out["hom"] = gv.reshape(-1, gv.shape[-1]).t() @ eps_f.reshape(-1, eps_f.shape[-1])
+    if "scale" in need:  # last: gn is not needed after it, so the product is formed in place
+        out["scale"] = gn.mul_(eps_d).sum(dim=1)
     return out
 
 
@@ -310,6 +267,79 @@ def _backward_sums(layout: NoiseLayout, noise, key, params, shifted, grads, need
     return total
 
 
+def _rows(params: tuple, idx: Tensor) -> tuple:
+    """(mu, scale, factors, hom, proj) with the per-row tensors restricted to rows ``idx`` ``[M]``."""
+    mu, scale, factors, hom, proj = params
+    return (mu[idx], scale[idx], None if factors is None else factors[idx], hom, proj)
+
+
+def _rows_noise(noise: NoiseFn, idx: Tensor) -> NoiseFn:
+    """The noise of rows ``idx`` only (noise shared by the rows, leading dim 1, is left whole)."""
+    def rows(start: int, length: int) -> "tuple[Optional[Tensor], Tensor]":
+        return tuple(e if e is None or e.shape[0] == 1 else e[idx] for e in noise(start, length))
+    return rows
+
+
+def _draw(noise: NoiseFn, start: int, length: int, ws: "Workspace") -> tuple:
+    """A chunk's noise, in the workspace's buffers when the noise function takes one (:func:`seeded_noise`)."""
+    return noise(start, length, ws) if getattr(noise, "takes_workspace", False) else noise(start, length)
+
+
+def _forward_eager(layout: NoiseLayout, noise: NoiseFn, params: tuple) -> "tuple[tuple[Tensor, ...], Optional[Tensor]]":
+    """log Σ_s of the per-sample probabilities ``[N, K]`` (one, or two for sigmoid), summed in linear space
+    (:mod:`~harness.heads.linear_space`); rows out of its range are recomputed in log space
+    (:func:`_forward_sums`). Returns the outputs and those rows' indices ``[M]`` (None: none)."""
+    def work(starts: "list[int]") -> "list[Tensor]":
+        acc: "Optional[list[Tensor]]" = None
+        ws = Workspace()
+        for start in starts:
+            eps = _draw(noise, start, min(layout.chunk_size, layout.num_samples - start), ws)
+            sums = chunk_sums(layout.link, _samples(layout.kind, *eps, *params, ws)[0], ws)
+            acc = list(sums) if acc is None else [a.add_(b) for a, b in zip(acc, sums)]
+        return acc
+
+    parts = split_chunks(list(range(0, layout.num_samples, layout.chunk_size)), params[0].device, work)
+    acc = parts[0]
+    for part in parts[1:]:
+        acc = [a.add_(b) for a, b in zip(acc, part)]
+    outs = tuple(a.log_() for a in acc)
+    log_s = math.log(layout.num_samples)
+    bad = rows_out_of_range(tuple(o - log_s for o in outs))
+    if bad is not None:
+        for out, exact in zip(outs, _forward_sums(layout, _rows_noise(noise, bad), None, _rows(params, bad))):
+            out.index_copy_(0, bad, exact)
+    return outs, bad
+
+
+def _backward_eager(layout: NoiseLayout, noise: NoiseFn, params: tuple, shifted, grads, need,
+                    bad: Optional[Tensor]) -> dict:
+    """:func:`_backward_sums` with d loss / d z formed in linear space, except for the rows ``bad`` (those
+    :func:`_forward_eager` recomputed in log space), whose gradients come from the log-space kernels."""
+    coeffs = grad_coefficients(layout.link, shifted, grads, bad)
+
+    def work(starts: "list[int]") -> dict:
+        out: dict = {}
+        ws = Workspace()
+        for start in starts:
+            eps = _draw(noise, start, min(layout.chunk_size, layout.num_samples - start), ws)
+            for name, part in _chunk_backward(layout, *eps, params, shifted, grads, need, coeffs=coeffs,
+                                              ws=ws).items():
+                out[name] = part if name not in out else out[name].add_(part)
+        return out
+
+    starts = list(range(0, layout.num_samples, layout.chunk_size))
+    total: dict = {}
+    for part in split_chunks(starts, params[0].device, work):
+        for name, grad in part.items():
+            total[name] = grad if name not in total else total[name].add_(grad)
+    if bad is not None:
+        exact = _backward_sums(layout, _rows_noise(noise, bad), None, _rows(params, bad),
+                               tuple(s[bad] for s in shifted), tuple(g[bad] for g in grads), need)
+        for name, part in exact.items():  # the linear-space part of these rows is 0 (coefficients 0)
+            total[name] = total[name].index_add_(0, bad, part) if name in _GRAD_NAMES[:3] else total[name] + part
+    return total
+
+
 def _dot(a: Optional[Tensor], b: Optional[Tensor]) -> Tensor:
     return (a * b).sum() if a is not None else torch.zeros(())
 
@@ -327,22 +357,30 @@ class _ChunkedMonteCarlo(torch.autograd.Function):
         ctx.layout, ctx.noise = layout, noise
         folded = [t / tau if t is not None else None for t in (mu, scale, factors)]
         log_s = math.log(layout.num_samples)
-        outs = tuple(a - log_s for a in _forward_sums(layout, noise, key, (*folded, hom, proj)))
-        # inputs and [N, K] outputs only: nothing of size S
-        ctx.save_for_backward(*folded, hom, proj, tau, key, *outs)
+        if isinstance(noise, CounterNoise):
+            sums, bad = _forward_sums(layout, noise, key, (*folded, hom, proj)), None
+        else:
+            sums, bad = _forward_eager(layout, noise, (*folded, hom, proj))
+        outs = tuple(a - log_s for a in sums)
+        # inputs, [N, K] outputs and the indices of the rows done in log space only: nothing of size S
+        ctx.save_for_backward(*folded, hom, proj, tau, key, bad, *outs)
         return outs if len(outs) > 1 else outs[0]
 
     @staticmethod
     def backward(ctx, *grads: Tensor):  # type: ignore[override]
         layout = ctx.layout
-        mu, scale, factors, hom, proj, tau, key, *outs = ctx.saved_tensors
+        mu, scale, factors, hom, proj, tau, key, bad, *outs = ctx.saved_tensors
         log_s = math.log(layout.num_samples)
         shifted = tuple(o + log_s for o in outs)
         n_mu, n_scale, n_factors, n_hom, n_proj, n_tau = ctx.needs_input_grad[3:]
         wanted = (n_mu or n_tau, n_scale or n_tau, (n_factors or n_tau) and factors is not None,
                   n_hom and layout.kind == "parameter_efficient", n_proj and proj is not None)
         need = {name for name, w in zip(_GRAD_NAMES, wanted) if w}
-        g = _backward_sums(layout, ctx.noise, key, (mu, scale, factors, hom, proj), shifted, grads, need)
+        params = (mu, scale, factors, hom, proj)
+        if isinstance(ctx.noise, CounterNoise):
+            g = _backward_sums(layout, ctx.noise, key, params, shifted, grads, need)
+        else:
+            g = _backward_eager(layout, ctx.noise, params, shifted, grads, need, bad)
         g_mu, g_scale, g_factors = g.get("mu"), g.get("scale"), g.get("factors")
         g_tau = None
         if n_tau:  # Euler: z is homogeneous of degree 1 in the folded (mu, scale, factors)

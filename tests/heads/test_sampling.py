@@ -1,9 +1,11 @@
 """The chunked Monte Carlo core: exact gradients, chunking invariance, memory independent of S."""
 
 import itertools
+import math
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from harness.heads.sampling import NoiseLayout, chunk_logits, monte_carlo_log_average, seeded_noise
 
@@ -120,3 +122,65 @@ def test_shared_noise_does_not_depend_on_the_row_count():
                             dtype=torch.float32)(30, 20)
     a, b = draw(1), draw(500)
     assert a[1].shape == (1, 20, 7) and torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
+
+
+@pytest.mark.parametrize("link", ("softmax", "sigmoid"))
+@pytest.mark.parametrize("kind", KINDS)
+def test_rows_beyond_the_linear_range_are_exact_in_float32(kind, link):
+    """The eager kernels sum probabilities in linear space; a float32 row whose log p̄ lies far below
+    float32's range (row 0: logits spread over ~1000 nats, so its linear sums underflow to 0) is redone in
+    log space. Values and gradients of every row equal the float64 log-space formula on the same noise."""
+    n, k, d, r, s = 3, 6, 5, 2, 40
+    t, w = _inputs(kind, n, k, d, r, dtype=torch.float32)
+    with torch.no_grad():
+        t["mu"][0] *= 300.0
+    eps_r, eps_w = _full_noise(n, s, w, r)
+
+    def noise(start, length):
+        return (eps_r[:, start:start + length] if kind != "diagonal" else None), eps_w[:, start:start + length]
+
+    def weighted(out):
+        out = out if link == "softmax" else torch.cat(out, -1)
+        return out, (out * torch.linspace(-1, 1, out.numel(), dtype=out.dtype).view_as(out)).sum()
+
+    out, loss = weighted(monte_carlo_log_average(NoiseLayout(kind, link, s, 7), noise, **t))
+    leaves = [v for v in t.values() if v is not None]
+    grads = torch.autograd.grad(loss, leaves)
+    t64 = {name: None if v is None else v.detach().double().requires_grad_() for name, v in t.items()}
+    z = chunk_logits(kind, *(None if e is None else e.double() for e in noise(0, s)), **t64)
+    parts = [torch.log_softmax(z, -1)] if link == "softmax" else [F.logsigmoid(z), F.logsigmoid(-z)]
+    direct = [torch.logsumexp(p, 1) - math.log(s) for p in parts]
+    want, want_loss = weighted(direct[0] if link == "softmax" else tuple(direct))
+    want_grads = torch.autograd.grad(want_loss, [v for v in t64.values() if v is not None])
+    assert out[0].min() < -300  # beyond exp's float32 range: the linear sums alone would give -inf
+    torch.testing.assert_close(out.double(), want.detach(), rtol=1e-5, atol=1e-4)
+    for a, b in zip(grads, want_grads):
+        torch.testing.assert_close(a.double(), b, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("link", ("softmax", "sigmoid"))
+def test_chunks_split_over_threads_are_deterministic_and_match_one_thread(link):
+    """Eager chunks run round robin on single-threaded pool threads (one per torch thread): repeated calls
+    give bit-identical values and gradients, equal to one thread's loop up to the order of the sums."""
+    threads = torch.get_num_threads()
+    t, w = _inputs("low_rank", 4, 6, 5, 3, dtype=torch.float32)
+    noise = seeded_noise(9, 4, w, 3, shared=False, diag_scalar=False, device=torch.device("cpu"),
+                         dtype=torch.float32)
+    leaves = [v for v in t.values() if v is not None]
+
+    def run():
+        out = monte_carlo_log_average(NoiseLayout("low_rank", link, 50, 7), noise, **t)
+        out = out if link == "softmax" else out[0] - out[1]
+        return (out.detach(), *torch.autograd.grad((out * torch.linspace(-1, 1, out.numel()).view_as(out)).sum(),
+                                                   leaves))
+
+    try:
+        torch.set_num_threads(2)
+        split, again = run(), run()
+        torch.set_num_threads(1)
+        single = run()
+    finally:
+        torch.set_num_threads(threads)
+    assert all(torch.equal(a, b) for a, b in zip(split, again))
+    for a, b in zip(split, single):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
