@@ -50,7 +50,8 @@ def split_chunks(starts: "list[int]", device: torch.device, work: Callable[["lis
     threads: on a CPU shared with other processes a descheduled thread stalls every one of the thousands of
     operations of a step. Chunks run whole by single threads wait for no one (measured on the bench's 2-core
     CPU under load: the step 2x faster in wall time). One workspace per part: its buffers add one chunk's
-    worth of memory per extra thread, still flat in S.
+    worth of memory per extra thread, still flat in S. ``torch.set_num_threads(1)`` in a pool thread also sets the
+    count that threads created later start with; the caller's count is set back once the parts are done.
     """
     workers = min(torch.get_num_threads(), len(starts)) if device.type == "cpu" else 1
     if workers < 2:
@@ -58,8 +59,12 @@ def split_chunks(starts: "list[int]", device: torch.device, work: Callable[["lis
     global _POOL
     if _POOL[0] != os.getpid() or _POOL[1]._max_workers < workers:  # a forked child cannot use its parent's
         _POOL = (os.getpid(), ThreadPoolExecutor(max_workers=workers, thread_name_prefix="het-chunks"))
-    futures = [_POOL[1].submit(_single_threaded, work, starts[i::workers]) for i in range(workers)]
-    return [f.result() for f in futures]
+    threads = torch.get_num_threads()
+    try:
+        futures = [_POOL[1].submit(_single_threaded, work, starts[i::workers]) for i in range(workers)]
+        return [f.result() for f in futures]
+    finally:  # torch keeps one process-wide count that new threads start from: give it back its value
+        torch.set_num_threads(threads)
 
 
 class Workspace:

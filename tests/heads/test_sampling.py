@@ -2,6 +2,7 @@
 
 import itertools
 import math
+import threading
 
 import pytest
 import torch
@@ -177,6 +178,11 @@ def test_chunks_split_over_threads_are_deterministic_and_match_one_thread(link):
     try:
         torch.set_num_threads(2)
         split, again = run(), run()
+        later = []  # a thread started after the split calls gets the caller's count, not the pool threads' 1
+        thread = threading.Thread(target=lambda: later.append(torch.get_num_threads()))
+        thread.start()
+        thread.join()
+        assert later == [2] and torch.get_num_threads() == 2
         torch.set_num_threads(1)
         single = run()
     finally:
