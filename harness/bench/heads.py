@@ -315,10 +315,14 @@ def _ratio(row: dict, impl: str) -> "tuple[Optional[float], Optional[float]]":
     return naive["ms"] / m["ms"], m["peak_mib"] / max(naive["peak_mib"], 1e-9)
 
 
+def _table(columns: "list[str]", body: "list[str]", title: Optional[str] = None) -> "list[str]":
+    """A Markdown table (under a ``## title`` when given): its header, separator and ``body`` rows."""
+    head = ["", f"## {title}", ""] if title else []
+    return head + ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)] + body
+
+
 def _main_table(rows: "list[dict]") -> "list[str]":
-    lines = ["| variant | B | D | K | R | S | link | eager ms | compiled ms | naive ms | speed-up eager | "
-             "speed-up compiled | eager MiB | compiled MiB | naive MiB | memory ratio | load |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = []
     for r in rows:
         (se, me), (sc, mc) = _ratio(r, "ours"), _ratio(r, "compiled")
         mem = min(v for v in (me, mc, float("inf")) if v is not None)
@@ -329,7 +333,8 @@ def _main_table(rows: "list[dict]") -> "list[str]":
             f"{'-' if sc is None else f'{sc:.2f}x'} | {_f(r.get('ours'), 'peak_mib')} | "
             f"{_f(r.get('compiled'), 'peak_mib')} | {_f(r.get('naive'), 'peak_mib')} | "
             f"{'-' if mem == float('inf') else f'{mem:.3f}'} | {r['load_before']:.1f}-{r['load_after']:.1f} |")
-    return lines
+    return _table(["variant", "B", "D", "K", "R", "S", "link", "eager ms", "compiled ms", "naive ms", "speed-up eager",
+                   "speed-up compiled", "eager MiB", "compiled MiB", "naive MiB", "memory ratio", "load"], lines)
 
 
 def _breakdown(rows: "list[dict]") -> "list[str]":
@@ -355,33 +360,30 @@ def _breakdown(rows: "list[dict]") -> "list[str]":
     if naive:
         items.append(("the 2x target: naive / 2", naive / 2))
     case = f"{row['variant']} {row['link']}, B={row['B']} D={row['D']} K={row['K']} R={row['R']} S={row['S']}"
-    return ["", f"## Where the time goes ({case}, eager, one process, medians)", "", "| part | ms |", "|---|---|"] + [
-        f"| {name} | {ms:.1f} |" for name, ms in items]
+    return _table(["part", "ms"], [f"| {name} | {ms:.1f} |" for name, ms in items],
+                  f"Where the time goes ({case}, eager, one process, medians)")
 
 
 def _compiled(rows: "list[dict]") -> "list[str]":
     rs = [r for r in rows if "compiled" in r]
     if not rs:
         return []
-    lines = ["", "## Compiled vs eager (`torch.compile(head, fullgraph=True)`, inductor; measured side by side)", "",
-             "| variant | link | S | eager ms | compiled ms | compiled / eager | compile s | eager MiB | "
-             "compiled MiB |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = []
     for r in rs:
         e, c = r["ours"], r["compiled"]
         lines.append(f"| {r['variant']} | {r['link']} | {r['S']} | {e['ms']:.1f} | {c['ms']:.1f} | "
                      f"{c['ms'] / e['ms']:.2f} | "
                      f"{c['compile_s']:.0f} | {e['peak_mib']:.1f} | {c['peak_mib']:.1f} |")
-    return lines
+    return _table(["variant", "link", "S", "eager ms", "compiled ms", "compiled / eager", "compile s", "eager MiB",
+                   "compiled MiB"], lines,
+                  "Compiled vs eager (`torch.compile(head, fullgraph=True)`, inductor; measured side by side)")
 
 
 def _before_after(rows: "list[dict]") -> "list[str]":
     rs = [r for r in rows if "before" in r]
     if not rs:
         return []
-    lines = ["", "## Before / after (the head of `--before`, this head and naive, side by side in one run)", "",
-             "| variant | link | S | before ms | after ms | naive ms | after / before | speed-up before | "
-             "speed-up after | before MiB | after MiB | naive MiB |", "|" + "---|" * 12]
+    lines = []
     for r in rs:
         (sb, _), (sa, _) = _ratio(r, "before"), _ratio(r, "ours")
         lines.append(f"| {r['variant']} | {r['link']} | {r['S']} | {_f(r['before'])} | {_f(r['ours'])} | "
@@ -389,7 +391,9 @@ def _before_after(rows: "list[dict]") -> "list[str]":
                      f"{'-' if sb is None else f'{sb:.2f}x'} | {'-' if sa is None else f'{sa:.2f}x'} | "
                      f"{_f(r['before'], 'peak_mib')} | {_f(r['ours'], 'peak_mib')} | "
                      f"{_f(r.get('naive'), 'peak_mib')} |")
-    return lines
+    return _table(["variant", "link", "S", "before ms", "after ms", "naive ms", "after / before", "speed-up before",
+                   "speed-up after", "before MiB", "after MiB", "naive MiB"], lines,
+                  "Before / after (the head of `--before`, this head and naive, side by side in one run)")
 
 
 def _targets(rows: "list[dict]", cpu: str) -> "list[str]":
