@@ -33,7 +33,8 @@ from torch import Tensor
 #: margin (in nats) above log(tiny) under which a row goes to the log-space kernels
 RANGE_MARGIN = 25.0
 
-_POOL: "tuple[int, Optional[ThreadPoolExecutor]]" = (-1, None)
+#: (process id, pool, its number of threads): the chunk threads of this process
+_POOL: "tuple[int, Optional[ThreadPoolExecutor], int]" = (-1, None, 0)
 
 
 def _single_threaded(work: Callable, part: list):
@@ -57,8 +58,8 @@ def split_chunks(starts: "list[int]", device: torch.device, work: Callable[["lis
     if workers < 2:
         return [work(starts)]
     global _POOL
-    if _POOL[0] != os.getpid() or _POOL[1]._max_workers < workers:  # a forked child cannot use its parent's
-        _POOL = (os.getpid(), ThreadPoolExecutor(max_workers=workers, thread_name_prefix="het-chunks"))
+    if _POOL[0] != os.getpid() or _POOL[2] < workers:  # a forked child cannot use its parent's
+        _POOL = (os.getpid(), ThreadPoolExecutor(max_workers=workers, thread_name_prefix="het-chunks"), workers)
     threads = torch.get_num_threads()
     try:
         futures = [_POOL[1].submit(_single_threaded, work, starts[i::workers]) for i in range(workers)]
