@@ -126,7 +126,9 @@ class Experiment:
         upstream_overrides: ``key=value`` overrides of that config for every run.
         methods: method name -> head options (replacing the config's ``model.head``); the key
             ``overrides`` holds the method's own ``key=value`` training settings (e.g.
-            ``[train.loss=forward]`` for a forward-corrected hom baseline).
+            ``[train.loss=forward]`` for a forward-corrected hom baseline); the key ``tune``
+            (``{key: train.label_smoothing, values: [0.05, 0.1, 0.2, 0.4]}``) has one training setting chosen
+            on the held-out split like a noisy head's τ.
         seeds: upstream seeds of every method.
         temperature_grid: τ values tried for every method whose head has noise (covariance not
             ``none``), on the first seed, chosen by held-out NLL; empty keeps the head's τ.

@@ -22,7 +22,7 @@ def planned_jobs(exp: Experiment, plans: "dict[str, _Plan]") -> int:
     transfer job per final run of each evaluated method. Grid extensions past an edge are not known yet (the
     runner announces them when it adds them).
 
-    Which condition and budget runs equal a study run does not depend on the τ chosen (every run of a method
+    Which condition and budget runs equal a study run does not depend on the value (τ, or a tuned setting) chosen (every run of a method
     is trained at it), so a stand-in τ (the grid's smallest) decides it here. ``plans`` is left unchanged.
 
     Args:
@@ -35,8 +35,8 @@ def planned_jobs(exp: Experiment, plans: "dict[str, _Plan]") -> int:
     trial = replace(main, configs=dict(main.configs), chosen={**main.chosen, **{m: min(g) for m, g in main.grid.items()
                                                                                if g}})
     for m, seed in second:
-        folder = f"{m}_t{trial.chosen[m]:g}_s{seed}"
-        trial.configs.setdefault(folder, trial.make(m, trial.final_head(m), seed, folder))
+        folder = trial.folder(m, trial.chosen[m], seed)
+        trial.configs.setdefault(folder, trial.final(m, seed, folder))
     study = set(trial.configs)
     more = {_derived(trial, m, f"budget_{m}_e{int(e)}", [f"train.epochs={int(e)}", f"train.eval_every={int(e)}"])
             for m in exp.budget.methods for e in exp.budget.epochs}

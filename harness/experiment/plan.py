@@ -19,30 +19,49 @@ MAX_WORKERS = 256
 
 @dataclass
 class _Plan:
-    """The upstream runs of one study: per method, the grid runs (τ -> folder) and the seeds' configs."""
+    """The upstream runs of one study: per method, the grid runs (value -> folder) and the seeds' configs.
+
+    A method's grid tunes its head's τ (``temperature_grid``, methods with noise) or, for a method with
+    ``tune: {key: ..., values: [...]}``, that training setting (e.g. ``train.label_smoothing``); either is chosen
+    by the lowest held-out NLL."""
 
     configs: "dict[str, Any]" = field(default_factory=dict)  # folder name -> UpstreamConfig
-    grid: "dict[str, dict[float, str]]" = field(default_factory=dict)  # method -> τ -> folder name
-    chosen: "dict[str, float]" = field(default_factory=dict)  # method -> τ chosen on the held-out split
+    grid: "dict[str, dict[float, str]]" = field(default_factory=dict)  # method -> value -> folder name
+    chosen: "dict[str, float]" = field(default_factory=dict)  # method -> value chosen on the held-out split
     heads: "dict[str, dict]" = field(default_factory=dict)  # method -> head options
     seeds: "list[int]" = field(default_factory=list)
     grid_overrides: "list[str]" = field(default_factory=list)  # of the grid runs (own schedule when given)
     make: Optional[Callable[..., Any]] = None  # (method, head, seed, folder, extra overrides) -> config
+    tuned: "dict[str, str]" = field(default_factory=dict)  # method -> the training setting its grid tunes (not τ)
 
-    def grid_run(self, method: str, tau: float) -> str:
-        """Add the grid run of ``method`` at ``tau`` (first seed); returns its folder name."""
-        folder = f"{'grid_' if self.grid_overrides else ''}{method}_t{tau:g}_s{self.seeds[0]}"
-        self.configs[folder] = self.make(method, {**self.heads[method], "temperature": float(tau)}, self.seeds[0],
-                                         folder, self.grid_overrides)
-        self.grid[method][float(tau)] = folder
+    def parameter(self, method: str) -> str:
+        """What the grid of ``method`` tunes: ``"τ"`` or a training setting such as ``train.label_smoothing``."""
+        return self.tuned.get(method, "τ")
+
+    def folder(self, method: str, value: float, seed: int, grid: bool = False) -> str:
+        """Run folder of ``method`` at grid ``value``: ``het_t1.3_s0`` (τ), ``ls_label_smoothing0.2_s0`` (a setting);
+        ``grid_...`` for a grid run with its own schedule (``grid_overrides``)."""
+        tag = self.tuned[method].rsplit(".", 1)[-1] if method in self.tuned else "t"
+        return f"{'grid_' if grid and self.grid_overrides else ''}{method}_{tag}{value:g}_s{seed}"
+
+    def setting(self, method: str, value: float) -> "tuple[dict, list[str]]":
+        """(head options, overrides) of ``method`` at grid ``value``."""
+        if method in self.tuned:
+            return dict(self.heads[method]), [f"{self.tuned[method]}={float(value)!r}"]
+        return {**self.heads[method], "temperature": float(value)}, []
+
+    def grid_run(self, method: str, value: float) -> str:
+        """Add the grid run of ``method`` at ``value`` (first seed); returns its folder name."""
+        folder = self.folder(method, value, self.seeds[0], grid=True)
+        head, own = self.setting(method, value)
+        self.configs[folder] = self.make(method, head, self.seeds[0], folder, [*own, *self.grid_overrides])
+        self.grid[method][float(value)] = folder
         return folder
 
-    def final_head(self, method: str) -> dict:
-        """The method's head options at its chosen τ (as given when it has no grid)."""
-        head = dict(self.heads[method])
-        if method in self.grid:
-            head["temperature"] = self.chosen[method]
-        return head
+    def final(self, method: str, seed: int, folder: str, extra: "list[str]" = ()) -> Any:
+        """The config of ``method`` at its chosen value (as given when it has no grid), with ``extra`` overrides."""
+        head, own = self.setting(method, self.chosen[method]) if method in self.grid else (dict(self.heads[method]), [])
+        return self.make(method, head, seed, folder, [*own, *extra])
 
 
 def _plan(exp: Experiment, root: Path, prefix: str, methods: dict, seeds: list, grid: list, overrides: list,
@@ -54,8 +73,10 @@ def _plan(exp: Experiment, root: Path, prefix: str, methods: dict, seeds: list, 
 
     base = _upstream_config_path(exp.upstream_config)
     own = {m: list(h.get("overrides", [])) for m, h in methods.items()}  # a method's own training settings
-    methods = {m: {k: v for k, v in h.items() if k != "overrides"} for m, h in methods.items()}
-    plan = _Plan(heads={m: dict(h) for m, h in methods.items()}, seeds=list(seeds), grid_overrides=list(grid_overrides))
+    tunes = {m: _tune(m, h, grid) for m, h in methods.items() if h.get("tune") is not None}
+    methods = {m: {k: v for k, v in h.items() if k not in ("overrides", "tune")} for m, h in methods.items()}
+    plan = _Plan(heads={m: dict(h) for m, h in methods.items()}, seeds=list(seeds), grid_overrides=list(grid_overrides),
+                 tuned={m: key for m, (key, _) in tunes.items()})
 
     def config(method: str, head: dict, seed: int, folder: str, extra: "list[str]" = ()) -> Any:
         cfg = load_config(UpstreamConfig, base, [*exp.upstream_overrides, *overrides, *own.get(method, []), *extra,
@@ -70,21 +91,39 @@ def _plan(exp: Experiment, root: Path, prefix: str, methods: dict, seeds: list, 
             validate(cfg)
         except ValueError as e:
             raise ValueError(f"method {method!r}: {e}") from e
-        if cfg.data.heldout_split is None and grid and _noisy(head):
-            raise ValueError(f"temperature_grid needs a held-out split to choose on: set data.heldout_split in "
-                             f"{base.name} or upstream_overrides")
+        if cfg.data.heldout_split is None and (grid and _noisy(head) or method in tunes):
+            raise ValueError(f"{'tune' if method in tunes else 'temperature_grid'} needs a held-out split to choose on: "
+                             f"set data.heldout_split in {base.name} or upstream_overrides")
         return cfg
 
     plan.make = config
     for method, head in methods.items():
-        if grid and _noisy(head):
+        if method in tunes or (grid and _noisy(head)):
             plan.grid[method] = {}
-            for tau in grid:
-                plan.grid_run(method, tau)
+            for value in tunes[method][1] if method in tunes else grid:
+                plan.grid_run(method, value)
         else:
             for seed in seeds:
                 plan.configs[f"{method}_s{seed}"] = config(method, head, seed, f"{method}_s{seed}")
     return plan
+
+
+def _tune(method: str, head: dict, grid: list) -> "tuple[str, list[float]]":
+    """(key, values) of a method's ``tune: {key: train.label_smoothing, values: [0.05, 0.1, 0.2]}``, checked."""
+    tune = head["tune"]
+    example = "e.g. tune: {key: train.label_smoothing, values: [0.05, 0.1, 0.2, 0.4]}"
+    if not isinstance(tune, dict) or set(tune) != {"key", "values"}:
+        raise ValueError(f"method {method!r}: tune takes a key and its values, {example}")
+    key, values = str(tune["key"]), tune["values"]
+    if not isinstance(values, (list, tuple)) or not values or any(
+            isinstance(v, bool) or not isinstance(v, (int, float)) for v in values) or len(set(values)) != len(values):
+        raise ValueError(f"method {method!r}: tune.values must be distinct numbers, {example}")
+    if key == "model.head" or key.startswith("model.head."):
+        raise ValueError(f"method {method!r}: tune.key {key!r} is a head option; a head's τ is tuned by temperature_grid "
+                         "and tune takes a training setting such as train.label_smoothing")
+    if grid and _noisy(head):
+        raise ValueError(f"method {method!r} has noise, so temperature_grid tunes its τ: one grid per method, drop its tune")
+    return key, [float(v) for v in values]
 
 
 def _head_overrides(overrides: "list[str]") -> dict:
@@ -112,7 +151,7 @@ def _same_run(a: Any, b: Any) -> bool:
 def _derived(plan: _Plan, method: str, folder: str, overrides: "list[str]", seed: Optional[int] = None) -> str:
     """Add ``seed`` (default: the first seed) of ``method`` at its final head with ``overrides`` under
     ``folder``, unless a planned run is the same (then that run's folder is returned and nothing is added)."""
-    cfg = plan.make(method, plan.final_head(method), plan.seeds[0] if seed is None else seed, folder, overrides)
+    cfg = plan.final(method, plan.seeds[0] if seed is None else seed, folder, overrides)
     same = next((f for f, c in plan.configs.items() if _same_run(c, cfg)), None)
     if same is not None:
         return same
@@ -158,8 +197,9 @@ def validate_experiment(exp: Experiment) -> "dict[str, _Plan]":
     for tau in [*exp.temperature_grid, *exp.multilabel.temperature_grid]:
         if not tau > 0:
             raise ValueError(f"temperature_grid values must be > 0, got {tau}")
-    if exp.grid_overrides and not exp.temperature_grid:
-        raise ValueError("grid_overrides without a temperature_grid have nothing to apply to: drop them or add a grid")
+    if exp.grid_overrides and not exp.temperature_grid and not any(h.get("tune") for h in exp.methods.values()):
+        raise ValueError("grid_overrides without a temperature_grid (or a method's tune) have nothing to apply to: drop "
+                         "them or add a grid")
     if exp.grid_extensions < 0:
         raise ValueError(f"grid_extensions must be >= 0, got {exp.grid_extensions}")
     for section, names in (("budget", exp.budget.methods), ("frontier", exp.frontier.names() if exp.frontier.schedules
@@ -292,11 +332,12 @@ def _best_tau(plan: _Plan, method: str, held: "Optional[tuple[dict[float, dict],
 
 
 def _extend_grids(plan: _Plan, base: "list[float]", limit: int) -> "list[str]":
-    """Grid runs to add where the best τ so far lies on the edge of the values tried: τ/2 below the
-    smallest, 1.5τ above the largest, at most ``limit`` additions per method. Returns their folders."""
+    """τ-grid runs to add where the best τ so far lies on the edge of the values tried: τ/2 below the
+    smallest, 1.5τ above the largest, at most ``limit`` additions per method (a ``tune`` grid is not
+    extended: its setting may have bounds, e.g. ε < 1). Returns their folders."""
     new = []
     for method, runs in plan.grid.items():
-        if len(set(runs) - {float(t) for t in base}) >= limit:
+        if method in plan.tuned or len(set(runs) - {float(t) for t in base}) >= limit:
             continue
         best, taus = _best_tau(plan, method), sorted(runs)
         if len(taus) > 1 and best == taus[0]:
@@ -307,12 +348,12 @@ def _extend_grids(plan: _Plan, base: "list[float]", limit: int) -> "list[str]":
 
 
 def _choose_temperatures(plan: _Plan, methods: dict, seeds: list) -> "tuple[list[str], list[dict]]":
-    """After the grid: the τ with the lowest held-out NLL per grid method (ties: the smaller τ); the
-    configs of the seeds still to train at it are added to the plan (all of them when the grid runs
-    had their own schedule, else all but the first).
+    """After the grid: the value (τ, or the tuned setting) with the lowest held-out NLL per grid method (ties:
+    the smaller); the configs of the seeds still to train at it are added to the plan (all of them when the
+    grid runs had their own schedule, else all but the first).
 
     Returns:
-        (run folders of the second wave, grid rows: method, τ, held-out metrics, chosen).
+        (run folders of the second wave, grid rows: method, parameter, value, held-out metrics, chosen).
     """
     second, rows = [], []
     for method in methods:
@@ -321,13 +362,13 @@ def _choose_temperatures(plan: _Plan, methods: dict, seeds: list) -> "tuple[list
         held, key = _heldout(plan, method)
         best = _best_tau(plan, method, (held, key))
         for tau in sorted(plan.grid[method]):
-            rows.append({"method": method, "temperature": tau, "heldout": held[tau], "chosen": tau == best,
-                         "run": plan.configs[plan.grid[method][tau]].output_dir, "key": key})
+            rows.append({"method": method, "parameter": plan.parameter(method), "value": tau, "heldout": held[tau],
+                         "chosen": tau == best, "run": plan.configs[plan.grid[method][tau]].output_dir, "key": key})
         plan.chosen[method] = best
         for seed in seeds[0 if plan.grid_overrides else 1:]:
-            folder = f"{method}_t{best:g}_s{seed}"
+            folder = plan.folder(method, best, seed)
             if folder not in plan.configs:
-                plan.configs[folder] = plan.make(method, plan.final_head(method), seed, folder)
+                plan.configs[folder] = plan.final(method, seed, folder)
             second.append(folder)
     return second, rows
 
@@ -339,7 +380,7 @@ def _study_runs(plan: _Plan, methods: dict, seeds: list) -> "dict[str, list[Path
         if m in plan.grid:
             best = plan.chosen[m]
             own = plan.grid_overrides
-            folders = ([] if own else [plan.grid[m][best]]) + [f"{m}_t{best:g}_s{seed}" for seed in seeds[0 if own else 1:]]
+            folders = ([] if own else [plan.grid[m][best]]) + [plan.folder(m, best, seed) for seed in seeds[0 if own else 1:]]
         else:
             folders = [f"{m}_s{seed}" for seed in seeds]
         runs[m] = [Path(plan.configs[f].output_dir) for f in folders]
@@ -352,7 +393,7 @@ def frontier_plan(main: _Plan, exp: Experiment) -> _Plan:
     for i, overrides in enumerate(exp.frontier.schedules.values()):
         for m in exp.frontier.names():
             folder = f"frontier{i}_{m}_s{exp.seeds[0]}"
-            plan.configs[folder] = main.make(m, main.final_head(m), exp.seeds[0], folder, list(overrides))
+            plan.configs[folder] = main.final(m, exp.seeds[0], folder, list(overrides))
     return plan
 
 

@@ -62,16 +62,17 @@ def time_section(times: "dict[str, dict[str, float]]", grids: "dict[str, list[di
 
 
 def temperature_section(rows: "list[dict]", title: str) -> dict:
-    """The τ grid: held-out metrics of every τ tried and the choice (never the test split)."""
+    """The grids: held-out metrics of every value tried (τ of a noisy head, or a method's tuned setting such as
+    ``train.label_smoothing``) and the choice (never the test split)."""
     key = rows[0]["key"]
     acc = "top1" if key == "nll" else "prec@1"
-    table = [[r["method"], f"{r['temperature']:g}", f"{r['heldout'][key]:.4f}",
+    table = [[r["method"], r["parameter"], f"{r['value']:g}", f"{r['heldout'][key]:.4f}",
               f"{100 * r['heldout'][acc]:.2f}%", "chosen" if r["chosen"] else ""] for r in rows]
-    text = [f"{title}: " + "; ".join(f"{r['method']} τ = {r['temperature']:g}" for r in rows if r["chosen"])
+    text = [f"{title}: " + "; ".join(f"{r['method']} {r['parameter']} = {r['value']:g}" for r in rows if r["chosen"])
             + f" (lowest held-out {key}, first seed; the test split was not used)."]
     return {"tables": [(f"{title} (held-out split, noisy labels; first seed)",
-                        ["method", "τ", f"held-out {key}", f"held-out {acc}", ""], table)],
-            "text": text, "json": {"temperature_grid": rows}}
+                        ["method", "setting", "value", f"held-out {key}", f"held-out {acc}", ""], table)],
+            "text": text, "json": {"grid": rows}}
 
 
 def paired_differences(runs: "dict[str, list[Path]]", keys: "tuple[str, ...]", reference: str = "hom") -> "list[dict]":

@@ -4,7 +4,6 @@ pool of workers, the clock over sessions, and the records of finished runs."""
 from __future__ import annotations
 
 import json
-import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -215,13 +214,14 @@ def _upstream_stage(exp: Experiment, plans: "dict[str, _Plan]", root: Path, cloc
     settings = (SweepSettings(**{**PRESETS[exp.downstream.preset], **exp.downstream.settings})
                 if exp.downstream.tasks else None)
     main = plans["main"]
-    final = {str(Path(main.configs[f].output_dir)) for f in _first_wave(main, exp.methods, exp.seeds)
-             if f not in {g for grid in main.grid.values() for g in grid.values()}}
+    # final run folder -> its method: the methods without a grid now, every method once the grids have chosen
+    final = {str(Path(main.configs[f"{m}_s{seed}"].output_dir)): m for m in exp.methods if m not in main.grid
+             for seed in exp.seeds}
     ml = exp.multilabel
-    evaluated = [re.compile(rf"{re.escape(m)}(_t[^_]+)?_s\d+") for m in (exp.evaluate_methods or exp.methods)]
+    evaluated = set(exp.evaluate_methods or exp.methods)
 
     def follow_up(d: Path) -> None:  # a final run of the main study: shift predictions and transfer
-        if not any(r.fullmatch(d.name) for r in evaluated):
+        if final.get(str(d)) not in evaluated:
             return
         if exp.shift is not None:
             workers.submit("shift", d.name, predict_run, (d, exp.shift))
@@ -249,7 +249,7 @@ def _upstream_stage(exp: Experiment, plans: "dict[str, _Plan]", root: Path, cloc
         more = _extend_grids(main, exp.temperature_grid, exp.grid_extensions)
     second, grid_rows = _choose_temperatures(main, exp.methods, exp.seeds)
     runs = _study_runs(main, exp.methods, exp.seeds)
-    final = {str(d) for dirs in runs.values() for d in dirs}
+    final = {str(d): m for m, dirs in runs.items() for d in dirs}
     if not main.grid_overrides:
         for method in main.grid:  # the chosen τ's run is trained already
             follow_up(runs[method][0])
@@ -358,7 +358,8 @@ def _report_stage(exp: Experiment, plans: "dict[str, _Plan]", root: Path, clock:
         extra["text"].append(f"Note: the study's runs used different precisions ({', '.join(precisions)}; train."
                              "mixed_precision=auto follows each machine's CPU): part of any difference may come from it.")
     if grid_rows:
-        _merge(extra, temperature_section(grid_rows, "Temperature τ chosen on the held-out split"))
+        _merge(extra, temperature_section(grid_rows, " and ".join(dict.fromkeys(r["parameter"] for r in grid_rows))
+                                          + " chosen on the held-out split"))
     _merge(extra, comparison_section(runs, ensembles))
     if not train:  # a condition reports the seeds it has
         conditions = {name: {m: kept for m, fs in per.items()

@@ -100,9 +100,12 @@ upstream_overrides: [train.epochs=1, data.limit_train=256]
 methods:
   hom: {{covariance: none}}
   het: {{covariance: low_rank, num_factors: 3, train_mc_samples: 8, eval_mc_samples: 16}}
+  ls: {{covariance: none, overrides: [train.loss=label_smoothing],
+        tune: {{key: train.label_smoothing, values: [0.05, 0.3]}}}}
 seeds: [0, 1]
 temperature_grid: [0.5, 2.0]
 ensemble_sizes: [2]
+evaluate_methods: [hom, het]
 workers: 2
 multilabel:
   upstream_overrides: [train.best_metric=sigmoid_nll]
@@ -127,17 +130,28 @@ def test_temperature_is_chosen_on_the_heldout_split_and_the_multilabel_study_is_
     path.write_text(GRID.format(root=tmp_path))
     out = run_experiment(load_experiment(str(path)), progress=lambda s: None)
     report = json.loads((out / "report.json").read_text())
-    grid = report["temperature_grid"]
-    assert [(r["method"], r["temperature"]) for r in grid] == [("het", 0.5), ("het", 2.0)]
-    held = {r["temperature"]: r["heldout"]["nll"] for r in grid}
-    chosen = [r["temperature"] for r in grid if r["chosen"]]
-    assert chosen == [min(held, key=held.get)]  # the lowest held-out NLL, whatever the test split says
+    grid = report["grid"]
+    assert [(r["method"], r["parameter"], r["value"]) for r in grid] == [
+        ("het", "τ", 0.5), ("het", "τ", 2.0), ("ls", "train.label_smoothing", 0.05), ("ls", "train.label_smoothing", 0.3)]
     up = tmp_path / "runs" / "grid" / "upstream"
-    assert (up / f"het_t{chosen[0]:g}_s1" / "metrics.json").is_file()  # the second seed at the chosen τ only
-    other = 2.0 if chosen[0] == 0.5 else 0.5
-    assert not (up / f"het_t{other:g}_s1").exists()
+    picks = {}
+    for method, tag, values in (("het", "t", (0.5, 2.0)), ("ls", "label_smoothing", (0.05, 0.3))):
+        held = {r["value"]: r["heldout"]["nll"] for r in grid if r["method"] == method}
+        chosen = [r["value"] for r in grid if r["method"] == method and r["chosen"]]
+        assert chosen == [min(held, key=held.get)]  # the lowest held-out NLL, whatever the test split says
+        picks[method] = chosen[0]
+        assert (up / f"{method}_{tag}{chosen[0]:g}_s1" / "metrics.json").is_file()  # the second seed at the choice only
+        other = values[1] if chosen[0] == values[0] else values[0]
+        assert not (up / f"{method}_{tag}{other:g}_s1").exists()
+    chosen = [picks["het"]]
+    for seed in (0, 1):  # label smoothing's ε is the one chosen, in every seed's training config
+        cfg = json.loads((up / f"ls_label_smoothing{picks['ls']:g}_s{seed}" / "run.json").read_text())["config"]
+        assert cfg["train"]["label_smoothing"] == picks["ls"] and cfg["train"]["loss"] == "label_smoothing"
+    md = (out / "report.md").read_text()
+    assert f"ls train.label_smoothing = {picks['ls']:g}" in md and f"het τ = {picks['het']:g}" in md
     labels = [e["label"] for e in report["entries"]]
-    assert labels == ["hom seed 0", "hom seed 1", "het seed 0", "het seed 1", "hom ensemble of 2", "het ensemble of 2"]
+    assert labels == ["hom seed 0", "hom seed 1", "het seed 0", "het seed 1", "hom-ls seed 0", "hom-ls seed 1",
+                      "hom ensemble of 2", "het ensemble of 2", "hom-ls ensemble of 2"]
     diffs = {(d["method"], d["metric"]): d for d in report["paired_differences"]}
     hom = [json.loads((up / f"hom_s{s}" / "metrics.json").read_text())["metrics"]["top1"] for s in (0, 1)]
     het = [json.loads((up / f"het_t{chosen[0]:g}_s{s}" / "metrics.json").read_text())["metrics"]["top1"] for s in (0, 1)]

@@ -123,6 +123,31 @@ def test_head_overrides_reach_the_runs_config_over_the_methods_head(tmp_path):
     assert not (tmp_path / "runs").exists()
 
 
+def test_a_methods_tune_grid_plans_its_setting_and_bad_tunes_are_refused(tmp_path):
+    """Issue 28, item 8: label smoothing's ε chosen on the held-out split like a noisy head's τ."""
+    ls = "{ls: {covariance: none, overrides: [train.loss=label_smoothing], tune: {key: train.label_smoothing, " \
+         "values: [0.05, 0.2]}}}"
+    plan = validate_experiment(_tiny(tmp_path, ls, "upstream_overrides=[data.heldout_split=val]"))["main"]
+    assert plan.grid == {"ls": {0.05: "ls_label_smoothing0.05_s0", 0.2: "ls_label_smoothing0.2_s0"}}
+    assert [plan.configs[f].train.label_smoothing for f in plan.grid["ls"].values()] == [0.05, 0.2]
+    assert {c.train.loss for c in plan.configs.values()} == {"label_smoothing"}
+    plan.chosen["ls"] = 0.2
+    assert plan.final("ls", 1, "x").train.label_smoothing == 0.2 and plan.folder("ls", 0.2, 1) == "ls_label_smoothing0.2_s1"
+    bad = [("tune: {key: train.label_smoothing}", "tune takes a key and its values"),
+           ("tune: {key: train.label_smoothing, values: []}", "tune.values must be distinct numbers"),
+           ("tune: {key: model.head.temperature, values: [0.5]}", "is a head option"),
+           ("tune: {key: train.label_smoothing, values: [0.1, 1.5]}", r"train\.label_smoothing must be in \(0, 1\)")]
+    for tune, message in bad:
+        with pytest.raises(ValueError, match=message):
+            validate_experiment(_tiny(tmp_path, "{ls: {covariance: none, overrides: [train.loss=label_smoothing], "
+                                      + tune + "}}", "upstream_overrides=[data.heldout_split=val]"))
+    with pytest.raises(ValueError, match="tune needs a held-out split"):
+        validate_experiment(_tiny(tmp_path, ls, "upstream_overrides=[data.heldout_split=null]"))
+    het = "{het: {covariance: low_rank, num_factors: 2, tune: {key: train.lr, values: [0.1]}}}"
+    with pytest.raises(ValueError, match="temperature_grid tunes its τ: one grid per method"):
+        validate_experiment(_tiny(tmp_path, het, "temperature_grid=[0.5,1.0]", "upstream_overrides=[data.heldout_split=val]"))
+
+
 def test_a_head_override_the_head_does_not_take_is_refused_like_harness_upstream_refuses_it(tmp_path):
     """Audit Y10: upstream_overrides=[model.head.bogus=1] passed (dropped); harness upstream refuses it."""
     with pytest.raises(ValueError, match=r"method 'hom': unknown head option\(s\) model\.head\.bogus"):
@@ -140,9 +165,9 @@ def test_experiment_plan_end_to_end_and_restore_from_records(tmp_path, monkeypat
     report = json.loads((out / "report.json").read_text())
 
     # --- τ grid: own schedule (1 epoch) in grid_* folders, final seeds at the main schedule (2 epochs)
-    grid = report["temperature_grid"]
-    held = {r["temperature"]: r["heldout"]["nll"] for r in grid}
-    chosen = [r["temperature"] for r in grid if r["chosen"]]
+    grid = report["grid"]
+    held = {r["value"]: r["heldout"]["nll"] for r in grid}
+    chosen = [r["value"] for r in grid if r["chosen"]]
     assert len(chosen) == 1 and chosen[0] == min(held, key=lambda t: (held[t], t))
     tau = chosen[0]
     for t in held:
@@ -253,7 +278,7 @@ def test_experiment_plan_end_to_end_and_restore_from_records(tmp_path, monkeypat
         assert (up / name / "metrics.json").read_bytes() == before[name]
         assert not (up / name / "checkpoints").exists()
     again = json.loads((out2 / "report.json").read_text())
-    assert [r["temperature"] for r in again["temperature_grid"] if r["chosen"]] == [tau]
+    assert [r["value"] for r in again["grid"] if r["chosen"]] == [tau]
     assert again["budget_curves"]["points"]["het"][0]["run"].endswith(f"grid_het_t{tau:g}_s0")
     assert [e["label"] for e in again["entries"]] == labels
 
@@ -278,7 +303,7 @@ def _planned_cifar10n() -> dict:
     for method, tau in main.chosen.items():
         for seed in exp.seeds:
             folder = f"{method}_t{tau:g}_s{seed}"
-            configs[folder] = main.make(method, main.final_head(method), seed, folder)
+            configs[folder] = main.final(method, seed, folder)
     for m in exp.budget.methods:
         for e in exp.budget.epochs:
             folder = _derived(main, m, f"budget_{m}_e{e}", [f"train.epochs={e}", f"train.eval_every={e}"])
