@@ -154,7 +154,16 @@ def _steps(case: Case, impl: str, dev: torch.device, before_src: Optional[str] =
     def forward() -> None:
         head(x)
 
-    return {"step": step, "forward": forward, "dense": dense(True), "dense_forward": dense(False), "noise": noise}
+    out = {"step": step, "forward": forward, "dense": dense(True), "dense_forward": dense(False), "noise": noise}
+    if head.noise_space == "pre_logits":  # HET-XL: the GEMM of all samples' logits, [B·S, D] x [D, K]
+        pre = torch.randn(case.B * case.S, case.D, device=dev)
+
+        def gemm() -> None:
+            with torch.no_grad():
+                head.loc(pre)
+
+        out["gemm"] = gemm
+    return out
 
 
 def _worker(case: Case, impl: str, device: str, conn, before_src: Optional[str] = None) -> None:
@@ -196,8 +205,9 @@ def _measure(case: Case, impls: "list[str]", device: str, repeats: int, before_s
             proc.start()
             procs[impl] = (proc, parent)
             out[impl] = {**parent.recv(), "times": {}}
-        names = {impl: (["step", "forward", "dense", "dense_forward", "noise"] if impl == "breakdown" else ["step"])
-                 for impl in impls}
+        parts = ["step", "forward", "dense", "dense_forward", "noise"] + (["gemm"] if case.variant.startswith("hetxl")
+                                                                          else [])
+        names = {impl: parts if impl == "breakdown" else ["step"] for impl in impls}
         for _ in range(repeats):
             for impl in impls:
                 for name in names[impl]:
@@ -242,9 +252,8 @@ def _impls(case: Case, compiled: bool, naive_budget_gib: float, before: bool) ->
             skipped["naive"] = {"skipped": f"needs about {case.naive_bytes() / 2**30:.0f} GiB"}
         else:
             impls.append("naive")
-    main = (case.variant, case.link, case.K, case.S) == ("low_rank", "softmax", 1000, 1000)
-    if main or (case.D == 64 and case.S == 10):
-        impls.append("breakdown")
+    if (case.link, case.K, case.S) == ("softmax", 1000, 1000) and case.variant in ("low_rank", "hetxl_pe") or case.D == 64:
+        impls.append("breakdown")  # the main case, HET-XL's GEMM floor (and the quick grid's)
     return impls, skipped
 
 
@@ -338,9 +347,20 @@ def _main_table(rows: "list[dict]") -> "list[str]":
 
 
 def _breakdown(rows: "list[dict]") -> "list[str]":
-    row = next((r for r in rows if "breakdown" in r), None)
-    if row is None:
-        return []
+    """Per case with a breakdown: where its eager step's time goes and the floors it implies."""
+    return [line for row in rows if "breakdown" in row for line in _breakdown_table(row)]
+
+
+_FLAT = "dense + two draws + three GEMMs (logits, their recomputation, one contraction of the gradient with the noise)"
+_KEPT = "dense + one draw + two GEMMs"
+
+
+def _xl_floor(b: dict, flat: bool) -> float:
+    """HET-XL's floor in ms from a breakdown ``b`` (dense, noise, gemm): :data:`_FLAT` or :data:`_KEPT`."""
+    return b["dense"] + (2 * b["noise"] + 3 * b["gemm"] if flat else b["noise"] + 2 * b["gemm"])
+
+
+def _breakdown_table(row: dict) -> "list[str]":
     b, naive = row["breakdown"], row.get("naive", {}).get("ms")
     backward = b["ms"] - b["forward"]
     dense_bwd = b["dense"] - b["dense_forward"]
@@ -357,11 +377,26 @@ def _breakdown(rows: "list[dict]") -> "list[str]":
         ("floor drawing the noise once: dense + one draw", b["dense"] + b["noise"]),
         ("floor redrawing it in the backward pass (eager): dense + two draws", b["dense"] + 2 * b["noise"]),
     ]
+    if "gemm" in b:
+        items += [("one GEMM [B·S, D] x [D, K]: the logits of every sample", b["gemm"]),
+                  ("naive's three GEMMs (logits; gradients to the noise and to the projection)", 3 * b["gemm"]),
+                  ("floor of an exact head with memory flat in S: " + _FLAT, _xl_floor(b, flat=True)),
+                  ("floor keeping every sample's logits and noise (memory grows with S, like naive's): " + _KEPT,
+                   _xl_floor(b, flat=False))]
     if naive:
         items.append(("the 2x target: naive / 2", naive / 2))
     case = f"{row['variant']} {row['link']}, B={row['B']} D={row['D']} K={row['K']} R={row['R']} S={row['S']}"
-    return _table(["part", "ms"], [f"| {name} | {ms:.1f} |" for name, ms in items],
-                  f"Where the time goes ({case}, eager, one process, medians)")
+    lines = _table(["part", "ms"], [f"| {name} | {ms:.1f} |" for name, ms in items],
+                   f"Where the time goes ({case}, eager, one process, medians)")
+    if "gemm" in b and naive:
+        flat, kept = _xl_floor(b, flat=True), _xl_floor(b, flat=False)
+        lines += ["", f"HET-XL projects every sample's D-dimensional noise onto the K classes, a GEMM of B·S·D·K "
+                      f"multiply-adds that the naive implementation does three times. An exact head needs the logits "
+                      f"of every sample in the backward pass, so with memory flat in S it does the GEMM at least three "
+                      f"times too: its speed-up over naive is at most {naive / flat:.2f}x here "
+                      f"(naive / floor), and {naive / kept:.2f}x if it kept every sample's logits. A 2x speed-up for "
+                      "HET-XL needs faster GEMMs (bf16 on a CPU with native bf16, or a GPU), not a better loop."]
+    return lines
 
 
 def _compiled(rows: "list[dict]") -> "list[str]":
@@ -406,9 +441,13 @@ def _targets(rows: "list[dict]", cpu: str) -> "list[str]":
         if se is None:
             continue
         best, least = max(v for v in (se, sc) if v is not None), min(v for v in (me, mc) if v is not None)
+        xl = next((x["breakdown"] for x in rows if x["variant"] == r["variant"] and "gemm" in x.get("breakdown", {})),
+                  None)
+        bound = "" if xl is None else (f"; at most {r['naive']['ms'] / _xl_floor(xl, flat=True):.2f}x for any exact "
+                                       "head with memory flat in S, from its GEMMs (see its breakdown)")
         out.append(f"- {r['variant']} {r['link']}: speed-up {se:.2f}x eager"
                    + ("" if sc is None else f", {sc:.2f}x compiled")
-                   + f" (target >= 2x: **{'met' if best >= 2 else 'not met'}**); memory {me:.3f} of naive eager"
+                   + f" (target >= 2x: **{'met' if best >= 2 else 'not met'}**{bound}); memory {me:.3f} of naive eager"
                    + ("" if mc is None else f", {mc:.3f} compiled")
                    + f" (target <= 0.2: **{'met' if least <= 0.2 else 'not met'}**).")
     small = next((r for r in rows if (r["variant"], r["S"], r["K"]) == ("low_rank", 10, 1000)), None)
