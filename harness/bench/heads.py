@@ -394,7 +394,8 @@ def _breakdown_table(row: dict) -> "list[str]":
                       f"multiply-adds that the naive implementation does three times. An exact head needs the logits "
                       f"of every sample in the backward pass, so with memory flat in S it does the GEMM at least three "
                       f"times too: its speed-up over naive is at most {naive / flat:.2f}x here "
-                      f"(naive / floor), and {naive / kept:.2f}x if it kept every sample's logits. A 2x speed-up for "
+                      f"(naive / floor), and {naive / kept:.2f}x if it kept every sample's logits and noise (memory "
+                      "growing with S, like naive's). A 2x speed-up for "
                       "HET-XL needs faster GEMMs (bf16 on a CPU with native bf16, or a GPU), not a better loop."]
     return lines
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
@@ -110,6 +111,8 @@ def _plan(exp: Experiment, root: Path, prefix: str, methods: dict, seeds: list, 
 
 def _tune(method: str, head: dict, grid: list) -> "tuple[str, list[float]]":
     """(key, values) of a method's ``tune: {key: train.label_smoothing, values: [0.05, 0.1, 0.2]}``, checked."""
+    from harness.io import quote
+
     tune = head["tune"]
     example = "e.g. tune: {key: train.label_smoothing, values: [0.05, 0.1, 0.2, 0.4]}"
     if not isinstance(tune, dict) or set(tune) != {"key", "values"}:
@@ -118,6 +121,9 @@ def _tune(method: str, head: dict, grid: list) -> "tuple[str, list[float]]":
     if not isinstance(values, (list, tuple)) or not values or any(
             isinstance(v, bool) or not isinstance(v, (int, float)) for v in values) or len(set(values)) != len(values):
         raise ValueError(f"method {method!r}: tune.values must be distinct numbers, {example}")
+    if not re.fullmatch(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)+", key):
+        raise ValueError(f"method {method!r}: tune.key {quote(key, 60)} is not a config setting (dotted names such as "
+                         "train.label_smoothing; it also names the run folders)")
     if key == "model.head" or key.startswith("model.head."):
         raise ValueError(f"method {method!r}: tune.key {key!r} is a head option; a head's τ is tuned by temperature_grid "
                          "and tune takes a training setting such as train.label_smoothing")

@@ -136,7 +136,8 @@ def test_a_methods_tune_grid_plans_its_setting_and_bad_tunes_are_refused(tmp_pat
     bad = [("tune: {key: train.label_smoothing}", "tune takes a key and its values"),
            ("tune: {key: train.label_smoothing, values: []}", "tune.values must be distinct numbers"),
            ("tune: {key: model.head.temperature, values: [0.5]}", "is a head option"),
-           ("tune: {key: train.label_smoothing, values: [0.1, 1.5]}", r"train\.label_smoothing must be in \(0, 1\)")]
+           ("tune: {key: train.label_smoothing, values: [0.1, 1.5]}", r"train\.label_smoothing must be in \(0, 1\)"),
+           ("tune: {key: 'train./../x', values: [0.1]}", "is not a config setting")]
     for tune, message in bad:
         with pytest.raises(ValueError, match=message):
             validate_experiment(_tiny(tmp_path, "{ls: {covariance: none, overrides: [train.loss=label_smoothing], "
