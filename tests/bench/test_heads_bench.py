@@ -5,7 +5,8 @@ import json
 import pytest
 import torch
 
-from harness.bench.heads import Case, naive_log_probs, write_report
+from harness.bench.heads import Case, naive_log_probs
+from harness.bench.heads_report import write_report
 from harness.heads import HeteroscedasticHead
 
 
