@@ -135,7 +135,10 @@ def test_sigint_in_harness_upstream_ends_it_with_the_resume_line_and_no_tracebac
     run_dir = tmp_path / "run"
     proc = subprocess.Popen([sys.executable, "-m", "harness.cli", "upstream", "--config",
                              str(CONFIGS / "digits_hom.yaml"), f"output_dir={run_dir}", "train.epochs=50"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            # Ctrl-C's default, as in a terminal: a shell's background job (pytest started with &)
+                            # would pass on SIGINT ignored, and the command would never see the signal
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline and not (run_dir / "run.json").is_file() and proc.poll() is None:

@@ -73,7 +73,9 @@ def test_ctrl_c_stops_the_workers_at_once_without_their_tracebacks(tmp_path):
     (tmp_path / "script.py").write_text(SCRIPT)
     parent = subprocess.Popen([sys.executable, str(tmp_path / "script.py")], cwd=tmp_path, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)},
-                              start_new_session=True)  # its own process group: a terminal's Ctrl-C reaches all of it
+                              start_new_session=True,  # its own process group: a terminal's Ctrl-C reaches all of it
+                              # Ctrl-C's default, as in a terminal (a shell's background job passes SIGINT on ignored)
+                              preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         assert parent.stdout.readline().strip() == "submitted"
         proc = psutil.Process(parent.pid)
