@@ -249,7 +249,8 @@ def _impls(case: Case, compiled: bool, naive_budget_gib: float, before: bool) ->
             skipped["naive"] = {"skipped": f"needs about {case.naive_bytes() / 2**30:.0f} GiB"}
         else:
             impls.append("naive")
-    if (case.link, case.K, case.S) == ("softmax", 1000, 1000) and case.variant in ("low_rank", "hetxl_pe") or case.D == 64:
+    target = (case.link, case.K, case.S) == ("softmax", 1000, 1000) and case.variant in ("low_rank", "hetxl_pe")
+    if target or case.D == 64:
         impls.append("breakdown")  # the main case, HET-XL's GEMM floor (and the quick grid's)
     return impls, skipped
 

@@ -22,8 +22,9 @@ def planned_jobs(exp: Experiment, plans: "dict[str, _Plan]") -> int:
     transfer job per final run of each evaluated method. Grid extensions past an edge are not known yet (the
     runner announces them when it adds them).
 
-    Which condition and budget runs equal a study run does not depend on the value (τ, or a tuned setting) chosen (every run of a method
-    is trained at it), so a stand-in τ (the grid's smallest) decides it here. ``plans`` is left unchanged.
+    Which condition and budget runs equal a study run does not depend on the value chosen (τ, or a tuned setting:
+    every run of a method is trained at it), so a stand-in (the grid's smallest) decides it here. ``plans`` is left
+    unchanged.
 
     Args:
         exp: the experiment.

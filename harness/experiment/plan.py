@@ -93,8 +93,9 @@ def _plan(exp: Experiment, root: Path, prefix: str, methods: dict, seeds: list, 
         except ValueError as e:
             raise ValueError(f"method {method!r}: {e}") from e
         if cfg.data.heldout_split is None and (grid and _noisy(head) or method in tunes):
-            raise ValueError(f"{'tune' if method in tunes else 'temperature_grid'} needs a held-out split to choose on: "
-                             f"set data.heldout_split in {base.name} or upstream_overrides")
+            what = "tune" if method in tunes else "temperature_grid"
+            raise ValueError(f"{what} needs a held-out split to choose on: set data.heldout_split in {base.name} or "
+                             "upstream_overrides")
         return cfg
 
     plan.make = config
@@ -125,10 +126,11 @@ def _tune(method: str, head: dict, grid: list) -> "tuple[str, list[float]]":
         raise ValueError(f"method {method!r}: tune.key {quote(key, 60)} is not a config setting (dotted names such as "
                          "train.label_smoothing; it also names the run folders)")
     if key == "model.head" or key.startswith("model.head."):
-        raise ValueError(f"method {method!r}: tune.key {key!r} is a head option; a head's τ is tuned by temperature_grid "
-                         "and tune takes a training setting such as train.label_smoothing")
+        raise ValueError(f"method {method!r}: tune.key {key!r} is a head option; a head's τ is tuned by "
+                         "temperature_grid and tune takes a training setting such as train.label_smoothing")
     if grid and _noisy(head):
-        raise ValueError(f"method {method!r} has noise, so temperature_grid tunes its τ: one grid per method, drop its tune")
+        raise ValueError(f"method {method!r} has noise, so temperature_grid tunes its τ: one grid per method, "
+                         "drop its tune")
     return key, [float(v) for v in values]
 
 
@@ -204,8 +206,8 @@ def validate_experiment(exp: Experiment) -> "dict[str, _Plan]":
         if not tau > 0:
             raise ValueError(f"temperature_grid values must be > 0, got {tau}")
     if exp.grid_overrides and not exp.temperature_grid and not any(h.get("tune") for h in exp.methods.values()):
-        raise ValueError("grid_overrides without a temperature_grid (or a method's tune) have nothing to apply to: drop "
-                         "them or add a grid")
+        raise ValueError("grid_overrides without a temperature_grid (or a method's tune) have nothing to apply to: "
+                         "drop them or add a grid")
     if exp.grid_extensions < 0:
         raise ValueError(f"grid_extensions must be >= 0, got {exp.grid_extensions}")
     for section, names in (("budget", exp.budget.methods), ("frontier", exp.frontier.names() if exp.frontier.schedules
@@ -386,7 +388,8 @@ def _study_runs(plan: _Plan, methods: dict, seeds: list) -> "dict[str, list[Path
         if m in plan.grid:
             best = plan.chosen[m]
             own = plan.grid_overrides
-            folders = ([] if own else [plan.grid[m][best]]) + [plan.folder(m, best, seed) for seed in seeds[0 if own else 1:]]
+            folders = ([] if own else [plan.grid[m][best]]) + [plan.folder(m, best, seed)
+                                                               for seed in seeds[0 if own else 1:]]
         else:
             folders = [f"{m}_s{seed}" for seed in seeds]
         runs[m] = [Path(plan.configs[f].output_dir) for f in folders]

@@ -189,11 +189,12 @@ def findings(primary: "list[dict]", secondary: "list[dict]", oracles: "list[str]
                            f"{o} − hom {_num(mine['mean'], metric)} against at most "
                            f"{_num(max(r['mean'] for r in others) if hib else min(r['mean'] for r in others), metric)}"
                            " for the others.")
-        noisy = [r for r in primary + secondary if r["method"] == o and r["split"] == "heldout" and r["verdict"] == "worse"]
+        noisy = [r for r in primary + secondary
+                 if r["method"] == o and r["split"] == "heldout" and r["verdict"] == "worse"]
         if noisy:
             shown = ", ".join(f"{r['study']}: {_num(r['mean'], r['metric'])} {r['metric']}" for r in noisy)
-            out.append(f"{o} is scored on what it outputs, its estimate of the clean label (forward correction applies T "
-                       f"inside the loss only), so against the noisy held-out labels it is worse than hom ({shown}): "
+            out.append(f"{o} is scored on what it outputs, its estimate of the clean label (forward correction applies "
+                       f"T inside the loss only), so against the noisy held-out labels it is worse than hom ({shown}): "
                        "that measures how far clean and noisy labels differ, not how well it learned the noise.")
     return out
 

@@ -53,11 +53,11 @@ def test_report_states_targets_breakdown_and_compiled_rows(tmp_path):
     assert "| floor redrawing it in the backward pass (eager): dense + two draws | 350.0 |" in text
     assert "| per-sample softmax work, backward (backward − dense backward − the redraw) | 200.0 |" in text
     assert "| low_rank | softmax | 1000 | 700.0 | 500.0 | 0.71 | 90 |" in text
-    # HET-XL: its GEMM floor, from the breakdown (200 + 2·300 + 3·2000 = 6800 ms flat; 200 + 300 + 2·2000 = 4500 kept)
+    # HET-XL's GEMM floor, from the breakdown (200 + 2·300 + 3·2000 = 6800 ms flat; 200 + 300 + 2·2000 = 4500 kept)
     assert "| one GEMM [B·S, D] x [D, K]: the logits of every sample | 2000.0 |" in text
     assert "memory flat in S: dense + two draws + three GEMMs" in text and "| 6800.0 |" in text and "| 4500.0 |" in text
-    assert "its speed-up over naive is at most 1.32x here (naive / floor), and 2.00x if it kept every sample's logits and " \
-           "noise" in text
+    assert ("its speed-up over naive is at most 1.32x here (naive / floor), and 2.00x if it kept every sample's "
+            "logits and noise") in text
     assert "- hetxl_pe sigmoid: speed-up 1.14x eager, 1.23x compiled (target >= 2x: **not met**; at most 1.18x" in text
     assert "- hetxl_pe softmax: speed-up 1.20x eager (target >= 2x: **not met**; at most 1.32x" in text
     assert "needs about 31 GiB" in text and "Load average" in text and "torch CPU capability" in text

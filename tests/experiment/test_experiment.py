@@ -132,7 +132,8 @@ def test_temperature_is_chosen_on_the_heldout_split_and_the_multilabel_study_is_
     report = json.loads((out / "report.json").read_text())
     grid = report["grid"]
     assert [(r["method"], r["parameter"], r["value"]) for r in grid] == [
-        ("het", "τ", 0.5), ("het", "τ", 2.0), ("ls", "train.label_smoothing", 0.05), ("ls", "train.label_smoothing", 0.3)]
+        ("het", "τ", 0.5), ("het", "τ", 2.0),
+        ("ls", "train.label_smoothing", 0.05), ("ls", "train.label_smoothing", 0.3)]
     up = tmp_path / "runs" / "grid" / "upstream"
     picks = {}
     for method, tag, values in (("het", "t", (0.5, 2.0)), ("ls", "label_smoothing", (0.05, 0.3))):

@@ -132,7 +132,8 @@ def test_a_methods_tune_grid_plans_its_setting_and_bad_tunes_are_refused(tmp_pat
     assert [plan.configs[f].train.label_smoothing for f in plan.grid["ls"].values()] == [0.05, 0.2]
     assert {c.train.loss for c in plan.configs.values()} == {"label_smoothing"}
     plan.chosen["ls"] = 0.2
-    assert plan.final("ls", 1, "x").train.label_smoothing == 0.2 and plan.folder("ls", 0.2, 1) == "ls_label_smoothing0.2_s1"
+    assert plan.final("ls", 1, "x").train.label_smoothing == 0.2
+    assert plan.folder("ls", 0.2, 1) == "ls_label_smoothing0.2_s1"
     bad = [("tune: {key: train.label_smoothing}", "tune takes a key and its values"),
            ("tune: {key: train.label_smoothing, values: []}", "tune.values must be distinct numbers"),
            ("tune: {key: model.head.temperature, values: [0.5]}", "is a head option"),
@@ -146,7 +147,8 @@ def test_a_methods_tune_grid_plans_its_setting_and_bad_tunes_are_refused(tmp_pat
         validate_experiment(_tiny(tmp_path, ls, "upstream_overrides=[data.heldout_split=null]"))
     het = "{het: {covariance: low_rank, num_factors: 2, tune: {key: train.lr, values: [0.1]}}}"
     with pytest.raises(ValueError, match="temperature_grid tunes its τ: one grid per method"):
-        validate_experiment(_tiny(tmp_path, het, "temperature_grid=[0.5,1.0]", "upstream_overrides=[data.heldout_split=val]"))
+        validate_experiment(_tiny(tmp_path, het, "temperature_grid=[0.5,1.0]",
+                                  "upstream_overrides=[data.heldout_split=val]"))
 
 
 def test_a_head_override_the_head_does_not_take_is_refused_like_harness_upstream_refuses_it(tmp_path):

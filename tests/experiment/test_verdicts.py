@@ -53,7 +53,8 @@ def test_an_oracle_worse_on_the_noisy_heldout_labels_is_said_to_be_scored_on_its
     rows = adjust([_row("het", "nll", -0.02, -0.03, -0.01, 0.002, "better", study="primary"),
                    _row("fwd", "nll", 1.62, 1.26, 1.99, 1e-17, "worse", study="primary")])
     text = " ".join(findings(rows, [], ["fwd"]))
-    assert "fwd is scored on what it outputs, its estimate of the clean label" in text and "primary: +1.6200 nll" in text
+    assert "fwd is scored on what it outputs, its estimate of the clean label" in text
+    assert "primary: +1.6200 nll" in text
     rows[1]["verdict"] = "no detectable difference at n = 3"
     assert "clean label" not in " ".join(findings(rows, [], ["fwd"]))
     assert "clean label" not in " ".join(findings(rows, [], []))  # not an oracle: nothing to explain
