@@ -14,19 +14,38 @@ import torch
 CHOICES = ("no", "fp16", "bf16", "auto")
 
 
-def native_bf16(device_type: str = "cpu") -> bool:
+#: CPU flags (``/proc/cpuinfo``) of the instructions that compute bf16: AVX512-BF16 and AMX on x86, BF16 on Arm
+BF16_FLAGS = ("avx512_bf16", "amx_bf16", "bf16")
+
+
+def cpu_flags(cpuinfo: "str | None" = None) -> "set[str]":
+    """The CPU's feature flags as Linux lists them (the ``flags`` line of ``/proc/cpuinfo`` on x86, ``Features`` on
+    Arm); ``cpuinfo`` is that file's text (read when None). An empty set where there is no such file (macOS,
+    Windows)."""
+    if cpuinfo is None:
+        try:
+            with open("/proc/cpuinfo") as f:
+                cpuinfo = f.read()
+        except OSError:
+            return set()
+    for line in cpuinfo.splitlines():
+        name, _, value = line.partition(":")
+        if name.strip() in ("flags", "Features"):
+            return set(value.split())
+    return set()
+
+
+def native_bf16(device_type: str = "cpu", cpuinfo: "str | None" = None) -> bool:
     """True if ``device_type`` (``cpu``, ``cuda``, ...) computes bf16 natively: for CUDA,
-    ``torch.cuda.is_bf16_supported()``; for a CPU,
-    ``torch.cpu._is_avx512_bf16_supported()`` or ``torch.cpu._is_amx_tile_supported()`` (the CPU
-    instructions AVX512-BF16 or AMX; oneDNN's own bf16 check also accepts plain AVX512, where bf16 is
-    emulated); other devices (TPU/XLA, MPS) are taken to have it."""
+    ``torch.cuda.is_bf16_supported()``; for a CPU, one of :data:`BF16_FLAGS` among its flags (:func:`cpu_flags`;
+    ``cpuinfo`` as there): the instructions that oneDNN's bf16 kernels use, AVX512-BF16 or AMX on x86 (oneDNN's own
+    check also accepts plain AVX512, where bf16 is emulated). A CPU whose flags cannot be read (no
+    ``/proc/cpuinfo``) is taken not to have it: ``auto`` then trains in fp32, the safe choice. Other devices
+    (TPU/XLA, MPS) are taken to have it."""
     if device_type == "cuda":
         return bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported())
     if device_type == "cpu":
-        try:
-            return bool(torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported())
-        except (AttributeError, RuntimeError):  # an older torch without these checks
-            return False
+        return bool(cpu_flags(cpuinfo) & set(BF16_FLAGS))
     return True
 
 

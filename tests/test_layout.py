@@ -161,3 +161,43 @@ def test_test_file_names_are_unique():
     """pytest's default import mode names a test module by its file name: two tests/**/test_x.py collide."""
     names = [p.name for p in (ROOT / "tests").rglob("test_*.py")]
     assert len(names) == len(set(names)), sorted(n for n in names if names.count(n) > 1)
+
+
+#: names with a leading underscore that their library documents as public
+PUBLIC_UNDERSCORED = {"os._exit", "sys._getframe"}
+
+
+def _imported_names(tree: ast.Module) -> "dict[str, str]":
+    """Local name -> the module (or module.name) it is bound to, for every import of a library (not harness)."""
+    out = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if not a.name.startswith("harness"):
+                    out[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and not (node.module or "").startswith("harness"):
+            for a in node.names:
+                out[a.asname or a.name] = f"{node.module}.{a.name}"
+    return out
+
+
+def test_no_private_api_of_another_library_is_called():
+    """The guide's rule: never another library's private API (a name with one leading underscore reached through
+    one of its modules or classes), e.g. ``torch.ops.aten._softmax`` or ``AcceleratorState._reset_state``."""
+    bad = []
+    for module, path in _modules().items():
+        tree = ast.parse(path.read_text())
+        libs = _imported_names(tree)
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Attribute):
+                continue
+            chain, value = [node.attr], node.value
+            while isinstance(value, ast.Attribute):
+                chain.append(value.attr)
+                value = value.value
+            if not isinstance(value, ast.Name) or value.id not in libs:
+                continue
+            dotted = ".".join([libs[value.id], *reversed(chain)])
+            if any(p.startswith("_") and not p.startswith("__") for p in chain) and dotted not in PUBLIC_UNDERSCORED:
+                bad.append(f"{module}:{node.lineno} {dotted}")
+    assert not bad, "private API of other libraries: " + "; ".join(sorted(set(bad)))

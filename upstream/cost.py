@@ -71,28 +71,32 @@ def key_text(key: dict) -> str:
 
 
 class _Setup:
-    """One config's model, optimiser, accelerator and random batch, ready to step."""
+    """One config's model, optimiser, autocast and random batch, ready to step.
+
+    The configs of one measurement may differ in precision, and accelerate holds one mixed precision per process
+    (:mod:`harness.upstream.loop`), so the step does here in plain PyTorch what an ``Accelerator`` of the run's
+    precision does in :func:`harness.upstream.loop.accumulate_step`: the forward under ``torch.autocast`` (bf16 or
+    fp16; none in fp32), the loss in fp32, and for fp16 a ``torch.amp.GradScaler`` (accelerate's own choices for
+    these precisions: its ``autocast`` and ``GradScaler`` use). The device is accelerate's
+    (``accelerate.PartialState().device``)."""
 
     def __init__(self, cfg: UpstreamConfig, num_classes: int, precision: str) -> None:
-        from accelerate import Accelerator
-        from accelerate.state import AcceleratorState
+        from accelerate import PartialState
 
         from harness.models import ModelConfig, build_model
         from harness.upstream.optim import build_optimizer
 
-        # as harness.upstream.train.run: a fresh accelerate state with this run's precision; prepare() wraps the
-        # model's forward in that precision's autocast, which stays with the model afterwards
-        AcceleratorState._reset_state(reset_partial_state=False)
-        self.accelerator = Accelerator(mixed_precision=precision, gradient_accumulation_steps=1)
-        device = self.accelerator.device
+        device = PartialState().device
         if precision == "fp16" and device.type == "cpu":
             raise ValueError("mixed precision fp16 does not run on a CPU (harness.upstream.train refuses it too)")
+        self.autocast = {"device_type": device.type, "enabled": precision != "no",
+                         "dtype": torch.float16 if precision == "fp16" else torch.bfloat16}
+        self.scaler = torch.amp.GradScaler(device.type) if precision == "fp16" else None
         model = build_model(ModelConfig(cfg.model.backbone, num_classes, dict(cfg.model.head),
                                         dict(cfg.model.backbone_kwargs)))
         self.memory_format = torch.channels_last if cfg.train.channels_last else torch.contiguous_format
-        model = model.to(memory_format=self.memory_format)
-        optimizer = build_optimizer(model, cfg.optim)
-        self.model, self.optimizer = self.accelerator.prepare(model, optimizer)
+        self.model = model.to(device=device, memory_format=self.memory_format)
+        self.optimizer = build_optimizer(self.model, cfg.optim)
         self.model.train()
         b, s = cfg.data.batch_size, cfg.data.image_size
         self.x = torch.randn(b, 3, s, s, device=device).contiguous(memory_format=self.memory_format)
@@ -111,15 +115,22 @@ class _Setup:
         """One optimiser step, as the body of harness.upstream.train's loop (without its loss check and logging)."""
         from harness.upstream.train import training_loss
 
-        acc = self.accelerator
-        with acc.accumulate(self.model):
-            loss = training_loss(self.model(self.x), self.y, self.multilabel, self.loss, self.smoothing,
-                                 self.log_transition)
-            acc.backward(loss)
-            if acc.sync_gradients and self.clip:
-                acc.clip_grad_norm_(self.model.parameters(), self.clip)
+        with torch.autocast(**self.autocast):
+            out = self.model(self.x)
+        loss = training_loss(out.float(), self.y, self.multilabel, self.loss, self.smoothing, self.log_transition)
+        if self.scaler is not None:
+            self.scaler.scale(loss).backward()
+            if self.clip:
+                self.scaler.unscale_(self.optimizer)
+                torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.clip)
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+        else:
+            loss.backward()
+            if self.clip:
+                torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.clip)
             self.optimizer.step()
-            self.optimizer.zero_grad(set_to_none=True)
+        self.optimizer.zero_grad(set_to_none=True)
         if self.x.device.type == "cuda":
             torch.cuda.synchronize()
 
@@ -138,8 +149,8 @@ def step_seconds(configs: "Mapping[str, UpstreamConfig]", steps: int = STEPS, wa
     """Seconds per training step of each config, measured side by side in this process.
 
     Each config's model is built as :func:`harness.upstream.train.run` builds it (``build_model`` with the run's
-    backbone and head, ``channels_last`` per ``train.channels_last``, ``build_optimizer``, prepared by an
-    ``accelerate.Accelerator`` in the run's mixed precision, so the forward runs in the same autocast) and
+    backbone and head, ``channels_last`` per ``train.channels_last``, ``build_optimizer``, the forward in the run's
+    mixed precision's autocast, as :class:`_Setup` says) and
     stepped on one random batch of the training shape [``data.batch_size``, 3, ``data.image_size``,
     ``data.image_size``] with random labels (multi-hot [B, K] for the sigmoid link, else ints in [0, K))
     through :func:`harness.upstream.train.training_loss` (``train.loss``), backward and the optimiser step. Round

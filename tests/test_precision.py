@@ -1,0 +1,29 @@
+"""harness.precision: which CPUs compute bf16 natively, read from their flags."""
+
+import pytest
+
+from harness.precision import cpu_flags, native_bf16, resolve
+
+ZEN3 = "processor\t: 0\nvendor_id\t: AuthenticAMD\nflags\t\t: fpu sse sse2 avx avx2 fma sha_ni vaes\n"
+ZEN4 = "processor\t: 0\nflags\t\t: fpu avx2 avx512f avx512bw avx512_bf16 avx512_vnni\n"
+SAPPHIRE_RAPIDS = "flags\t\t: fpu avx2 avx512f amx_bf16 amx_tile amx_int8\n"
+ICELAKE = "flags\t\t: fpu avx2 avx512f avx512bw avx512_vnni\n"  # plain AVX512: bf16 emulated
+GRAVITON3 = "processor\t: 0\nFeatures\t: fp asimd sve bf16 i8mm\nCPU implementer\t: 0x41\n"
+
+
+@pytest.mark.parametrize("text, native", [(ZEN3, False), (ZEN4, True), (SAPPHIRE_RAPIDS, True), (ICELAKE, False),
+                                          (GRAVITON3, True), ("", False)])
+def test_bf16_is_native_only_with_the_instructions_that_compute_it(text, native):
+    assert native_bf16("cpu", cpuinfo=text) is native
+
+
+def test_flags_are_read_from_the_first_flags_line_and_an_unreadable_cpu_has_none():
+    assert cpu_flags(ZEN4) == {"fpu", "avx2", "avx512f", "avx512bw", "avx512_bf16", "avx512_vnni"}
+    assert cpu_flags("model name\t: AMD EPYC\n") == set()
+
+
+def test_auto_trains_in_bf16_only_where_it_is_native():
+    assert resolve("auto", "cpu") == ("bf16" if native_bf16("cpu") else "no")
+    assert resolve("no", "cpu") == "no" and resolve("bf16", "cpu") == "bf16"
+    with pytest.raises(ValueError, match="unknown mixed precision 'fp8'"):
+        resolve("fp8", "cpu")
