@@ -8,12 +8,13 @@ dataclass. The resolved config is what a run stores beside its results.
 
 from __future__ import annotations
 
+import functools
 import re
 from pathlib import Path
 from typing import Sequence, Type, TypeVar
 
 import yaml
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from harness.io import quote
@@ -33,7 +34,7 @@ def load_config(schema: Type[T], path: "str | Path | None" = None, overrides: Se
         FileNotFoundError: no file at ``path``.
         ValueError: unknown key, wrong type or malformed override (the message names the key).
     """
-    layers = [OmegaConf.structured(schema)]
+    layers = [_defaults(schema)]  # OmegaConf.merge copies its first config: the cached defaults stay as they are
     if base is not None:
         layers.append(OmegaConf.create(base))
     if path is not None:
@@ -74,6 +75,13 @@ def load_config(schema: Type[T], path: "str | Path | None" = None, overrides: Se
                 break
         raise ValueError(f"invalid config{where}: {e} (a list where a mapping is expected, or the reverse; e.g. "
                          "methods: {hom: {covariance: none}}, seeds: [0, 1])") from e
+
+
+@functools.lru_cache(maxsize=None)
+def _defaults(schema: type) -> "DictConfig":
+    """``OmegaConf.structured(schema)``, built once per schema (it is most of the time of :func:`load_config`, which an
+    experiment's planner calls once per run)."""
+    return OmegaConf.structured(schema)
 
 
 def read_settings(path: "str | Path") -> dict:
