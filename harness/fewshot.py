@@ -309,7 +309,7 @@ def extract_features(model: torch.nn.Module, loader: Iterable, device: "str | to
     """
     if not callable(getattr(model, "pre_logits", None)):
         raise TypeError(f"{type(model).__name__} has no pre_logits(x): pass a harness.models.Classifier "
-                        "(harness.models.load_source loads one from any source)")
+                        "(harness.sources.load_source loads one from any source)")
     was_training = model.training
     model.eval()
     feats, labels, index = [], [], []

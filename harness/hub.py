@@ -258,7 +258,7 @@ def read_export(model_id: str, **download: Any) -> "Classifier":
     info = config.get("harness")
     if not isinstance(info, dict) or info.get("format") != EXPORT_FORMAT or info.get("layout") not in LAYOUTS:
         raise ValueError(f"{model_id}: {CONFIG_FILE} has no harness section of format {EXPORT_FORMAT!r}: not written "
-                         "by Classifier.save_pretrained (a plain timm folder loads with harness.models.load_source("
+                         "by Classifier.save_pretrained (a plain timm folder loads with harness.sources.load_source("
                          "'local-dir:PATH'))")
     spec = ModelConfig.from_dict(check_stored_config(info.get("model"), str(config_path)))
     folded = info.get("folded_temperature")

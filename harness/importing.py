@@ -23,7 +23,7 @@ IMPORT_FILES = ("model.pt", "config.yaml", "predictions.npz", "heldout_predictio
 def import_run(source: str, data: DataConfig, out: "str | Path", weights: "Optional[str | Path]" = None,
                device: str = "cpu", progress: Optional[Callable[[str], None]] = None, overwrite: bool = False) -> Path:
     """A run folder for a model trained elsewhere, so ``harness ensemble``, ``harness shift`` and ``harness report``
-    take it like an upstream run: ``model.pt`` (:func:`harness.models.load_classifier`: the model with its own
+    take it like an upstream run: ``model.pt`` (:func:`harness.sources.load_classifier`: the model with its own
     output layer for the data's classes), ``predictions.npz`` on ``data``'s evaluation split (and
     ``heldout_predictions.npz`` on its held-out split when it has one), ``config.yaml`` (the data section, the
     source and a homoscedastic head), ``run.json`` and ``metrics.json`` (provenance, the weights' sha256).
@@ -41,7 +41,8 @@ def import_run(source: str, data: DataConfig, out: "str | Path", weights: "Optio
 
     from harness.data.cache import file_digest
     from harness.io import RunLock, check_output_folder
-    from harness.models import load_classifier, save_model
+    from harness.models import save_model
+    from harness.sources import load_classifier
     from harness.runs import predict_model, run_config
 
     from harness.progress import Steps

@@ -4,7 +4,7 @@ A model carries its :class:`ModelConfig`, and a checkpoint stores that config be
 so :func:`load_model` rebuilds the exact architecture with no other input. The config also records the
 input normalisation the backbone was trained with (its ``preprocessing``); the model applies it to the
 harness's images, so a backbone trained on ImageNet statistics sees them whatever loader fed it.
-:func:`load_source` gives a model from any source: a harness ``model.pt``, a folder written by
+:func:`harness.sources.load_source` gives a model from any source: a harness ``model.pt``, a folder written by
 :meth:`Classifier.save_pretrained` (or its hub repository), ``timm:NAME`` with a weights file or timm's own sources
 (:mod:`harness.sources`). A :class:`Classifier` has timm's model interface (``forward_features``, ``forward_head``,
 ``reset_classifier``, ``num_features``, ``pretrained_cfg``, ``get_classifier``) and huggingface_hub's
@@ -243,8 +243,9 @@ def fresh_head(width: int, num_classes: int, head_cfg: dict) -> HeteroscedasticH
 def build_model(config: "ModelConfig | dict", pretrained_file: Optional[str] = None) -> Classifier:
     """Build a :class:`Classifier` from a config (timm or torchvision backbone + our head on its pre-logits).
 
-    With ``pretrained_file`` the backbone starts from those weights, loaded as :func:`load_source` loads a
-    ``timm:NAME`` / ``torchvision:NAME`` source (strictly, the file's classifier left out), and the model's
+    With ``pretrained_file`` the backbone starts from those weights, loaded as
+    :func:`harness.sources.load_source` loads a ``timm:NAME`` / ``torchvision:NAME`` source (strictly, the file's
+    classifier left out), and the model's
     ``preprocessing`` becomes the backbone's own (unless the config gives one): pretraining a HET head on a
     pretrained backbone feeds it the normalisation its weights were trained with.
 
@@ -374,10 +375,3 @@ def load_model(path: "str | os.PathLike", map_location: "str | torch.device" = "
 def count_parameters(module: nn.Module) -> int:
     """Number of parameters (trainable or not) of ``module``."""
     return sum(p.numel() for p in module.parameters())
-
-
-def __getattr__(name: str):  # load_source and load_classifier live in harness.sources (which imports this module)
-    """``harness.models.load_source`` / ``load_classifier``: :mod:`harness.sources`'s, resolved on first use."""
-    if name in ("load_source", "load_classifier"):
-        return getattr(importlib.import_module("harness.sources"), name)
-    raise AttributeError(f"module 'harness.models' has no attribute {name!r}")

@@ -56,7 +56,7 @@ def create_backbone(name: str, pretrained_file: Optional[str] = None, **kwargs: 
     if name.startswith(TORCHVISION_PREFIX):
         if pretrained_file is not None or kwargs:
             raise ValueError(f"{name}: torchvision backbones take no pretrained_file or backbone_kwargs; load weights "
-                             "with harness.models.load_source(name, weights)")
+                             "with harness.sources.load_source(name, weights)")
         return _torchvision_backbone(name[len(TORCHVISION_PREFIX):])
     if pretrained_file is not None:
         if not Path(pretrained_file).is_file():
@@ -213,11 +213,11 @@ def source_backbone(source: str, weights: "Optional[str | os.PathLike]" = None, 
                     offline: Optional[bool] = None, **kwargs: Any) -> "tuple[nn.Module, dict]":
     """The backbone (pooled features ``[B, D]``) of a ``timm:NAME`` (or bare timm name), ``hf-hub:ORG/NAME``,
     ``local-dir:PATH`` or ``torchvision:NAME`` source with its weights, and its preprocessing
-    (:func:`timm_preprocessing`); see :func:`harness.models.load_source`. ``kwargs`` go to ``timm.create_model``.
+    (:func:`timm_preprocessing`); see :func:`harness.sources.load_source`. ``kwargs`` go to ``timm.create_model``.
 
     Raises:
         FileNotFoundError: no such weights file.
-        ValueError: see :func:`harness.models.load_source`.
+        ValueError: see :func:`harness.sources.load_source`.
     """
     if weights is not None and not Path(weights).is_file():
         raise FileNotFoundError(f"no weights file at {str(weights)!r} (--weights)")
@@ -252,7 +252,7 @@ def source_spec(source: str, backbone: nn.Module) -> "tuple[str, dict]":
 def _torchvision_backbone_with_weights(source: str, weights: "Optional[str | os.PathLike]",
                                        random_init: bool) -> nn.Module:
     """``torchvision:NAME`` with a state dict file (:func:`read_state`), loaded strictly with only the classifier
-    left out; see :func:`harness.models.load_source`."""
+    left out; see :func:`harness.sources.load_source`."""
     backbone = create_backbone(source)
     if weights is None and not random_init:
         raise ValueError(f"{source} needs its weights: give --weights FILE (a torchvision state dict, .pth or "

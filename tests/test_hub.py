@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness.models import Classifier, build_model, load_source, save_model
+from harness.models import Classifier, build_model, save_model
+from harness.sources import load_source
 
 X = torch.randn(3, 3, 32, 32, generator=torch.Generator().manual_seed(0))
 

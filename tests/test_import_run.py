@@ -1,4 +1,4 @@
-"""A model trained elsewhere as a run folder (harness import; harness.models.load_classifier and
+"""A model trained elsewhere as a run folder (harness import; harness.sources.load_classifier and
 harness.importing.import_run): its own output layer kept, its preprocessing applied, and the folder taken by harness
 ensemble and harness shift like an upstream run."""
 

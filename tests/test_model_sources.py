@@ -1,4 +1,4 @@
-"""Model sources (harness.models.load_source): a timm architecture with a user's weights file (its classifier named
+"""Model sources (harness.sources.load_source): a timm architecture with a user's weights file (its classifier named
 by timm's pretrained_cfg), timm's own weights (offline only when asked), timm's hf-hub: and local-dir: sources, a
 torchvision model; its preprocessing from timm's pretrained_cfg, applied by the model; a usable head for num_classes;
 clear errors before any work. Nothing is downloaded: the hub's cache is a folder the tests write."""
@@ -7,7 +7,8 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from harness.models import load_model, load_source, replace_head, save_model
+from harness.models import load_model, replace_head, save_model
+from harness.sources import load_source
 
 IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 

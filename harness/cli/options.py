@@ -8,7 +8,7 @@ import click
 
 
 def _model_source(flag: str, dest: str, what: str, said_in: str):
-    """The options that name a model from any source (harness.models.load_source): ``flag`` (a ``model.pt``,
+    """The options that name a model from any source (harness.sources.load_source): ``flag`` (a ``model.pt``,
     ``timm:NAME`` or ``torchvision:NAME``), ``--weights`` and ``--random-init``."""
     def wrap(f):
         f = click.option("--random-init", is_flag=True,

@@ -1,4 +1,4 @@
-"""`harness downstream` from a timm architecture and a user's weights file (harness.models.load_source)."""
+"""`harness downstream` from a timm architecture and a user's weights file (harness.sources.load_source)."""
 
 import json
 from pathlib import Path
