@@ -238,7 +238,7 @@ def fewshot(source: str, tasks: Sequence[str], out: "str | Path", shots: Sequenc
             or one holding files of others (without ``overwrite``; with it, others' fewshot.json or fewshot.md).
         FileNotFoundError: no such model, weights file or data.
     """
-    from harness.models import load_source
+    from harness.sources import load_source
 
     shots = check_shots(shots, "--shots")
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < 2**32:

@@ -36,7 +36,8 @@ from torchvision.transforms import v2
 
 from harness.data.dataset import ImageDataset
 from harness.data.loading import EpochSampler, TransformedDataset
-from harness.models import Classifier, load_model, load_source, replace_head
+from harness.models import Classifier, load_model, replace_head
+from harness.sources import load_source
 from harness.uncertainty.predictions import Predictions
 
 

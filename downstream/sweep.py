@@ -121,7 +121,7 @@ def sweep(upstream: str, tasks: Sequence[str], out: "str | Path", settings: Swee
     log_with = available(list(log_with), "--log-with", progress)
     procs = processes(settings.device) if executor == "local" else Processes()
     record = upstream_record(upstream, weights, random_init)
-    from harness.models import load_source
+    from harness.sources import load_source
 
     progress(f"[downstream] loading the model {upstream}")
     # fails early: not a checkpoint, an unknown backbone, unfit weights; only its preprocessing is kept in memory

@@ -201,3 +201,18 @@ def test_no_private_api_of_another_library_is_called():
             if any(p.startswith("_") and not p.startswith("__") for p in chain) and dotted not in PUBLIC_UNDERSCORED:
                 bad.append(f"{module}:{node.lineno} {dotted}")
     assert not bad, "private API of other libraries: " + "; ".join(sorted(set(bad)))
+
+
+def test_every_name_imported_from_a_project_module_exists(graph):
+    """Imports inside functions run only when the function does: a name moved or removed from a module must fail
+    here, not in a user's run (e.g. ``from harness.models import load_source`` after it moved to harness.sources)."""
+    import importlib
+
+    missing = []
+    for module, deps in graph.items():
+        for target, names in deps:
+            if not names:
+                continue
+            loaded = importlib.import_module(target)
+            missing += [f"{module} takes {n} from {target}" for n in names if n != "*" and not hasattr(loaded, n)]
+    assert not missing, "; ".join(missing)

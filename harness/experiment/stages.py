@@ -372,9 +372,14 @@ def _report_stage(exp: Experiment, plans: "dict[str, _Plan]", root: Path, clock:
         if not per:
             continue
         cond = exp.conditions[name]
-        part = comparison_section({m: [Path(main.configs[f].output_dir) for f in fs] for m, fs in per.items()}, [],
-                                  label=f"Condition {name} ({cond.description or ' '.join(cond.upstream_overrides)})")
-        extra["json"].setdefault("conditions", {})[name] = part.pop("json")
+        dirs = {m: [Path(main.configs[f].output_dir) for f in fs] for m, fs in per.items()}
+        part = comparison_section(dirs, [], label=f"Condition {name} "
+                                                  f"({cond.description or ' '.join(cond.upstream_overrides)})")
+        own = sorted({str(_metrics(d).get("mixed_precision")) for ds in dirs.values() for d in ds})
+        note = precision_note(f"condition {name}", own, precisions)
+        if note:
+            extra["text"].append(note)
+        extra["json"].setdefault("conditions", {})[name] = {**part.pop("json"), "mixed_precision": own}
         _merge(extra, part)
     if ml_runs:
         _merge(extra, multilabel_section(ml_runs, ml_grid))
@@ -413,6 +418,16 @@ def _report_stage(exp: Experiment, plans: "dict[str, _Plan]", root: Path, clock:
                 covariance=exp.covariance, extra=extra, progress=progress)
     progress(f"[report] {out} ({time.perf_counter() - tic:.0f} s)")
     return out
+
+
+def precision_note(what: str, own: "list[str]", main: "list[str]") -> Optional[str]:
+    """The report's note when a part of a study (``what``, e.g. ``condition b``) trained in other mixed precisions
+    (``own``, from its runs' metrics.json) than the main study (``main``); None when they are the same."""
+    if sorted(own) == sorted(main):
+        return None
+    return (f"Note: {what}'s runs trained in {', '.join(own)} precision, the main study's in {', '.join(main)} "
+            "(train.mixed_precision=auto follows each machine's CPU): a difference between them may partly come "
+            "from it.")
 
 
 def _run_times(plan: "Optional[_Plan]") -> "dict[str, float]":

@@ -230,6 +230,8 @@ def test_experiment_plan_end_to_end_and_restore_from_records(tmp_path, monkeypat
     assert diffs["top1"]["lo"] is None and diffs["top1"]["hi"] is None and diffs["top1"]["p"] is None
     assert diffs["top1"]["verdict"] == "no detectable difference at n = 1"
     assert "ensemble_differences" not in cond  # a condition has no ensembles
+    assert cond["mixed_precision"] == report["schedule"]["mixed_precision"] == ["no"]  # so no precision note
+    assert not any("precision, the main study's" in n for n in report["notes"])
     # a condition's run identical to a budget run is that run: seed 0 of "short" is budget_hom_e1
     assert not (up / "short_hom_s0").exists() and _epochs(up / "short_hom_s1") == 1
     short = report["conditions"]["short"]["method_intervals"]["hom"]["seeds"]["top1"]
@@ -336,3 +338,12 @@ def test_planning_cifar10n_gives_the_configs_of_its_committed_records():
     for rec in records:
         assert rec.name in planned, rec.name
         assert _same_config((rec / "config.yaml").read_text(), to_yaml(planned[rec.name])), rec.name
+
+
+def test_a_part_of_a_study_in_another_precision_is_noted():
+    from harness.experiment.stages import precision_note
+
+    assert precision_note("condition b", ["no"], ["no"]) is None
+    note = precision_note("condition b", ["no"], ["bf16"])
+    assert note.startswith("Note: condition b's runs trained in no precision, the main study's in bf16")
+    assert precision_note("condition c", ["bf16", "no"], ["no", "bf16"]) is None
