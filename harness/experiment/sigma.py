@@ -14,7 +14,7 @@ train on clean labels (no noise: only visual similarity left).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import numpy as np
 
@@ -30,29 +30,31 @@ def _has_sigma(run_dir: Path) -> bool:
     return run_head(run_dir).get("covariance", "low_rank") in ("low_rank", "parameter_efficient")
 
 
-def model_rows(groups: "dict[str, list[Path]]", human: np.ndarray) -> "list[dict]":
+def model_rows(groups: "dict[str, list[Path]]", human: np.ndarray,
+               progress: Callable[[str], None] = lambda s: None) -> "list[dict]":
     """Per model of ``groups`` (label -> run folders; those without a low-rank Σ are skipped): the Mantel
-    tests of its per-pair noise against its own training noise and against ``human`` ``[K, K]``."""
+    tests of its per-pair noise against its own training noise and against ``human`` ``[K, K]``; ``progress`` gets
+    one line per model (each predicts the whole evaluation split)."""
     from harness.runs import covariance_analysis, noise_transition
     from harness.uncertainty.covariance import transition_test
 
     rows = []
-    for label, dirs in groups.items():
-        for d in dirs:
-            if not (d / "model.pt").is_file() or not _has_sigma(d):
-                continue
-            result = covariance_analysis(d, None, None)
-            pairs = result.get("pair_noise")
-            if not pairs:
-                continue
-            own = noise_transition(d)
-            tests = {"own": result.get("transition_test") if own is not None else None,
-                     "human": transition_test(human, pairs)}
-            row = {"group": label, "run": d.name, "seed": int(d.name.rsplit("_s", 1)[-1]) if "_s" in d.name else None}
-            for which, t in tests.items():
-                for stat in ("correlation", "var_diff"):
-                    row[f"{which}_{stat}"] = None if t is None else {"rho": t[stat]["rho"], "p": t[stat]["p_value"]}
-            rows.append(row)
+    todo = [(label, d) for label, dirs in groups.items() for d in dirs
+            if (d / "model.pt").is_file() and _has_sigma(d)]
+    for i, (label, d) in enumerate(todo, 1):
+        progress(f"[covariance] what Σ follows: {d.name} ({i} of {len(todo)})")
+        result = covariance_analysis(d, None, None)
+        pairs = result.get("pair_noise")
+        if not pairs:
+            continue
+        own = noise_transition(d)
+        tests = {"own": result.get("transition_test") if own is not None else None,
+                 "human": transition_test(human, pairs)}
+        row = {"group": label, "run": d.name, "seed": int(d.name.rsplit("_s", 1)[-1]) if "_s" in d.name else None}
+        for which, t in tests.items():
+            for stat in ("correlation", "var_diff"):
+                row[f"{which}_{stat}"] = None if t is None else {"rho": t[stat]["rho"], "p": t[stat]["p_value"]}
+        rows.append(row)
     return rows
 
 
@@ -96,10 +98,11 @@ def readout(rows: "list[dict]", permuted: str, clean: str) -> "list[str]":
     return out
 
 
-def sigma_section(groups: "dict[str, list[Path]]", human: np.ndarray, permuted: str = "", clean: str = "") -> dict:
+def sigma_section(groups: "dict[str, list[Path]]", human: np.ndarray, permuted: str = "", clean: str = "",
+                  progress: Callable[[str], None] = lambda s: None) -> dict:
     """The table (one row per model: ρ and two-sided Mantel p of the signed correlation and of Var(u_a − u_b)
-    against its own noise and the human noise) and the read-out sentences."""
-    rows = model_rows(groups, human)
+    against its own noise and the human noise) and the read-out sentences; ``progress`` as :func:`model_rows`."""
+    rows = model_rows(groups, human, progress)
     if not rows:
         return {}
     table = [[r["group"], str(r["seed"]), _cell(r["own_correlation"]), _cell(r["own_var_diff"]),
@@ -121,7 +124,8 @@ def sigma_section(groups: "dict[str, list[Path]]", human: np.ndarray, permuted: 
             "text": text, "json": {"sigma_follows": {"rows": rows, "rho_track": RHO_TRACK, "p_track": P_TRACK}}}
 
 
-def experiment_sigma(exp: Experiment, runs: "dict[str, list[Path]]", conditions: dict, main: Any) -> dict:
+def experiment_sigma(exp: Experiment, runs: "dict[str, list[Path]]", conditions: dict, main: Any,
+                     progress: Callable[[str], None] = lambda s: None) -> dict:
     """The section of :mod:`harness.experiment.sigma`: every het model of the main study and of the read-out's
     conditions against its own noise and the main study's (human) noise, and the pre-registered read-out."""
     from harness.runs import noise_transition
@@ -138,4 +142,4 @@ def experiment_sigma(exp: Experiment, runs: "dict[str, list[Path]]", conditions:
     r = exp.sigma_readout
     het = next((m for m in noisy if exp.methods[m].get("covariance") == "low_rank"), noisy[0])
     return sigma_section(groups, human, f"{r['permuted']} {het}" if "permuted" in r else "",
-                         f"{r['clean']} {het}" if "clean" in r else "")
+                         f"{r['clean']} {het}" if "clean" in r else "", progress)

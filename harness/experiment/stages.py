@@ -386,7 +386,7 @@ def _report_stage(exp: Experiment, plans: "dict[str, _Plan]", root: Path, clock:
     _merge(extra, report_summary(exp, runs, ensembles, conditions, main, ml_runs, extra))
     if exp.covariance and exp.sigma_readout:
         tic = time.perf_counter()
-        _merge(extra, experiment_sigma(exp, runs, conditions, main))
+        _merge(extra, experiment_sigma(exp, runs, conditions, main, progress))
         progress(f"[covariance] what Σ follows ({time.perf_counter() - tic:.0f} s)")
     curves = {m: {e: Path(main.configs[f].output_dir) for e, f in per.items()} for m, per in budget.items() if per}
     if curves or "frontier" in plans:  # their x axis: every run's steps at one side-by-side step rate
