@@ -425,7 +425,12 @@ def precision_note(what: str, own: "list[str]", main: "list[str]") -> Optional[s
     (``own``, from its runs' metrics.json) than the main study (``main``); None when they are the same."""
     if sorted(own) == sorted(main):
         return None
-    return (f"Note: {what}'s runs trained in {', '.join(own)} precision, the main study's in {', '.join(main)} "
+    name = {"no": "fp32"}  # accelerate's mixed_precision "no"
+
+    def words(ps: "list[str]") -> str:
+        return " and ".join(name.get(p, p) for p in ps)
+
+    return (f"Note: {what}'s runs trained in {words(own)}, the main study's in {words(main)} "
             "(train.mixed_precision=auto follows each machine's CPU): a difference between them may partly come "
             "from it.")
 
