@@ -27,6 +27,10 @@ from harness.upstream.config import UpstreamConfig
 
 #: timed steps per config and round, untimed steps before them, rounds
 STEPS, WARMUP, ROUNDS = 20, 3, 3
+#: a block (one config in one round) stops taking steps once it has run this long (seconds), with at least
+#: :data:`MIN_STEPS` timed steps: a step that is emulated (bf16 on a CPU without native bf16: seconds a step) then
+#: costs minutes, not an hour, and a fast step (a fraction of a second) still takes all of ``steps``
+BLOCK_SECONDS, MIN_STEPS = 30.0, 3
 #: head options that do not change the training step's cost (the temperature divides the logits; the
 #: evaluation's MC samples are drawn only when predicting)
 FREE_HEAD_OPTIONS = ("temperature", "eval_mc_samples")
@@ -135,6 +139,22 @@ class _Setup:
             torch.cuda.synchronize()
 
 
+def _block(setup: "_Setup", steps: int, warmup: int, budget: float) -> "list[float]":
+    """One block: up to ``warmup`` untimed steps, then up to ``steps`` timed ones (seconds each), both cut short once
+    the block has run ``budget`` seconds, keeping at least one warm-up step and :data:`MIN_STEPS` timed ones."""
+    start = time.perf_counter()
+    for i in range(warmup):
+        if i and time.perf_counter() - start > budget / 2:
+            break
+        setup.step()
+    block: "list[float]" = []
+    while len(block) < steps and (len(block) < MIN_STEPS or time.perf_counter() - start < budget):
+        tic = time.perf_counter()
+        setup.step()
+        block.append(time.perf_counter() - tic)
+    return block
+
+
 def _per(value: PerConfig, name: str, default: Any) -> Any:
     if value is None:
         return default
@@ -145,7 +165,8 @@ def _per(value: PerConfig, name: str, default: Any) -> Any:
 
 def step_seconds(configs: "Mapping[str, UpstreamConfig]", steps: int = STEPS, warmup: int = WARMUP,
                  rounds: int = ROUNDS, num_classes: PerConfig = None, precision: PerConfig = None,
-                 threads: PerConfig = None, progress: Callable[[str], None] = lambda s: None) -> dict:
+                 threads: PerConfig = None, progress: Callable[[str], None] = lambda s: None,
+                 block_seconds: float = BLOCK_SECONDS) -> dict:
     """Seconds per training step of each config, measured side by side in this process.
 
     Each config's model is built as :func:`harness.upstream.train.run` builds it (``build_model`` with the run's
@@ -155,7 +176,9 @@ def step_seconds(configs: "Mapping[str, UpstreamConfig]", steps: int = STEPS, wa
     ``data.image_size``] with random labels (multi-hot [B, K] for the sigmoid link, else ints in [0, K))
     through :func:`harness.upstream.train.training_loss` (``train.loss``), backward and the optimiser step. Round
     r runs, for every config in turn, ``warmup`` untimed steps and then ``steps`` steps each timed with
-    ``time.perf_counter``, at ``torch.set_num_threads(threads)``; ``rounds`` rounds. The torch RNG
+    ``time.perf_counter``, at ``torch.set_num_threads(threads)``; ``rounds`` rounds. A block (one config in one
+    round) that has run ``block_seconds`` stops early, after at least one warm-up step and :data:`MIN_STEPS` timed
+    ones (its median is then over fewer steps; ``seconds`` shows how many). The torch RNG
     and thread count of the caller are restored afterwards.
 
     Args:
@@ -167,10 +190,12 @@ def step_seconds(configs: "Mapping[str, UpstreamConfig]", steps: int = STEPS, wa
         threads: torch threads per config (dict or one int); default 1, as ``harness run`` trains with
             ``workers: 2`` on 2 cores.
         progress: called with one line per config and round.
+        block_seconds: a block's time budget (default :data:`BLOCK_SECONDS`).
 
     Returns:
         ``{"configs": {name: {"key", "median_seconds", "round_medians", "ratio_to_first", "ratio_median",
-        "seconds"}}, "first", "steps", "warmup", "rounds", "sequence", "cpu", "date", "load", "device"}``:
+        "seconds"}}, "first", "steps", "warmup", "rounds", "block_seconds", "sequence", "cpu", "date", "load",
+        "device"}``:
         ``median_seconds`` is the median over all ``rounds`` x ``steps`` timed steps, in seconds per
         step; ``round_medians`` each round's median; ``ratio_to_first`` per round, its median over steps
         divided by the first config's of the same round, and ``ratio_median`` their median; ``seconds``
@@ -209,14 +234,8 @@ def step_seconds(configs: "Mapping[str, UpstreamConfig]", steps: int = STEPS, wa
             for r in range(rounds):
                 for name, setup in setups.items():
                     torch.set_num_threads(spec[name][3])
-                    for _ in range(warmup):
-                        setup.step()
-                    block = []
-                    for _ in range(steps):
-                        tic = time.perf_counter()
-                        setup.step()
-                        block.append(time.perf_counter() - tic)
-                    times[name].append(block)
+                    times[name].append(_block(setup, steps, warmup, block_seconds))
+                    block = times[name][-1]
                     sequence.append([r, name])
                     progress(f"[step cost] round {r + 1}/{rounds} {name}: {statistics.median(block):.4f} s/step")
             device = str(next(iter(setups.values())).x.device)
@@ -233,6 +252,7 @@ def step_seconds(configs: "Mapping[str, UpstreamConfig]", steps: int = STEPS, wa
     import datetime as _dt
 
     return {"configs": out, "first": first, "steps": steps, "warmup": warmup, "rounds": rounds,
+            "block_seconds": block_seconds,
             "sequence": sequence, "cpu": cpu_details() or cpu_model(), "device": device,
             "native_bf16": native_bf16(device_type()),
             "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),

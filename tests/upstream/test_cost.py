@@ -65,3 +65,25 @@ def test_bad_measurements_are_refused():
         C.step_seconds({"a": _cfg()}, steps=0, num_classes=10)
     with pytest.raises(ValueError, match="number of classes"):
         C.step_seconds({"a": _cfg()})
+
+
+def test_a_slow_step_is_timed_within_the_block_budget_and_a_fast_one_takes_every_step(monkeypatch):
+    """An emulated step (seconds each) stops at the block's budget: warm-up steps until half the budget has passed
+    (at least one), then at least C.MIN_STEPS timed ones; a fast step takes all of ``steps`` and ``warmup``."""
+    clock = [0.0]
+    cost = {4: 10.0, 6: 0.01}  # seconds a step, by batch size
+    calls = []
+
+    def step(self):
+        calls.append(self.x.shape[0])
+        clock[0] += cost[self.x.shape[0]]
+
+    monkeypatch.setattr(C._Setup, "step", step)
+    monkeypatch.setattr(C.time, "perf_counter", lambda: clock[0])
+    configs = {"slow": _cfg("data.batch_size=4"), "fast": _cfg("data.batch_size=6")}
+    out = C.step_seconds(configs, steps=20, warmup=3, rounds=1, num_classes=10, precision="no", block_seconds=30.0)
+    # slow, 10 s a step with a 30 s budget: warm-up at 0 s and 10 s (20 s > 15 s ends it), then 3 timed steps
+    assert calls == [4] * (2 + C.MIN_STEPS) + [6] * (3 + 20)
+    assert [len(b) for b in out["configs"]["slow"]["seconds"]] == [C.MIN_STEPS]
+    assert out["configs"]["slow"]["median_seconds"] == pytest.approx(10.0) and out["block_seconds"] == 30.0
+    assert [len(b) for b in out["configs"]["fast"]["seconds"]] == [20]
