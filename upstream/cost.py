@@ -234,8 +234,8 @@ def step_seconds(configs: "Mapping[str, UpstreamConfig]", steps: int = STEPS, wa
             for r in range(rounds):
                 for name, setup in setups.items():
                     torch.set_num_threads(spec[name][3])
-                    times[name].append(_block(setup, steps, warmup, block_seconds))
-                    block = times[name][-1]
+                    block = _block(setup, steps, warmup, block_seconds)
+                    times[name].append(block)
                     sequence.append([r, name])
                     progress(f"[step cost] round {r + 1}/{rounds} {name}: {statistics.median(block):.4f} s/step")
             device = str(next(iter(setups.values())).x.device)
