@@ -163,6 +163,25 @@ def test_test_file_names_are_unique():
     assert len(names) == len(set(names)), sorted(n for n in names if names.count(n) > 1)
 
 
+def test_every_test_that_starts_debug_launcher_holds_the_port_lock():
+    """accelerate's ``debug_launcher`` always meets at port 29500: under ``pytest -n 2`` two tests that start it
+    at once would meet each other. Each test function whose file starts it asks for ``debug_launcher_port``
+    (tests/conftest.py), which serialises them; a new one that forgets fails here."""
+    unlocked = []
+    for path in (ROOT / "tests").rglob("test_*.py"):
+        text = path.read_text()
+        if "debug_launcher(" not in text:
+            continue
+        tree = ast.parse(text)
+        scripts = {t.id for n in ast.walk(tree) if isinstance(n, ast.Assign) and isinstance(n.value, ast.Constant)
+                   and "debug_launcher(" in str(n.value.value) for t in n.targets if isinstance(t, ast.Name)}
+        for f in (n for n in tree.body if isinstance(n, ast.FunctionDef)):
+            uses = {n.id for n in ast.walk(f) if isinstance(n, ast.Name)} & scripts
+            if uses and "debug_launcher_port" not in {a.arg for a in f.args.args}:
+                unlocked.append(f"{path.relative_to(ROOT)}::{f.name}")
+    assert unlocked == [], f"these start debug_launcher without the debug_launcher_port fixture: {unlocked}"
+
+
 #: names with a leading underscore that their library documents as public
 PUBLIC_UNDERSCORED = {"os._exit", "sys._getframe"}
 

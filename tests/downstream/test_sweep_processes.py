@@ -42,7 +42,7 @@ def upstream(tmp_path_factory):
     return str(save_model(model, tmp_path_factory.mktemp("up") / "model.pt"))
 
 
-def test_two_processes_split_the_runs_and_write_the_single_process_table(upstream, tmp_path):
+def test_two_processes_split_the_runs_and_write_the_single_process_table(upstream, tmp_path, debug_launcher_port):
     """accelerate's debug_launcher starts 2 CPU processes (gloo), as `accelerate launch --cpu --num_processes 2`
     would; run from a fresh interpreter (forking a process whose OpenMP threads ran can hang)."""
     out = subprocess.run([sys.executable, "-c", TWO_PROCESSES, upstream, str(tmp_path / "two")], cwd=ROOT,

@@ -254,7 +254,7 @@ debug_launcher(partial(main, sys.argv[1]), num_processes=2)
 """
 
 
-def test_two_process_data_parallel_run_gathers_each_example_once(tmp_path):
+def test_two_process_data_parallel_run_gathers_each_example_once(tmp_path, debug_launcher_port):
     """accelerate's debug_launcher: 2 CPU processes (gloo DDP), as `accelerate launch` would start.
     Run from a fresh interpreter: forking a process whose OpenMP threads already ran can hang."""
     import subprocess

@@ -107,7 +107,8 @@ debug_launcher(partial(main, sys.argv[1], sys.argv[2]), num_processes=2)
 """
 
 
-def test_two_processes_read_their_own_shards_and_evaluate_every_example_once(digits_shards, tmp_path):
+def test_two_processes_read_their_own_shards_and_evaluate_every_example_once(digits_shards, tmp_path,
+                                                                            debug_launcher_port):
     """2 CPU processes (gloo DDP) on shards: as many batches on each (the schedule's steps from the index), the
     test split's 4 shards unevenly split (ranks hold 200 and 159 examples) and every example evaluated once."""
     subprocess.run([sys.executable, "-c", TWO_PROCESSES, str(digits_shards), str(tmp_path / "ddp")], cwd=ROOT,
