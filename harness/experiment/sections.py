@@ -129,6 +129,23 @@ def comparison_section(runs: "dict[str, list[Path]]", ensembles: "list[Path]", l
     return out
 
 
+def condition_record(name: str, description: str, overrides: "list[str]", run_dir: Path) -> "tuple[dict, str]":
+    """What a condition changed, for ``report.json`` (``conditions.<name>``) and one report line: its description,
+    its ``upstream_overrides`` and the label noise its first run drew (``run.json``'s ``label_noise``: kind, rate,
+    realised rate and, for class-permuted noise, π as indices and as class names, ``airplane→truck, ...``)."""
+    run = json.loads((run_dir / "run.json").read_text())
+    noise, names = run.get("label_noise") or {}, run.get("class_names") or []
+    drawn = {k: noise[k] for k in ("kind", "rate", "realised_rate", "permutation") if k in noise}
+    line = f"Condition {name}: {description or 'no description'}; upstream overrides: {', '.join(overrides) or 'none'}."
+    if "permutation" in drawn and len(names) == len(drawn["permutation"]):
+        drawn["permutation_names"] = {names[c]: names[p] for c, p in enumerate(drawn["permutation"])}
+        line += (" π (class c's noise row moved to class π(c)): "
+                 + ", ".join(f"{a}→{b}" for a, b in drawn["permutation_names"].items()) + ".")
+    if "realised_rate" in drawn:
+        line += f" Labels changed in its first run's training set: {100 * drawn['realised_rate']:.1f}%."
+    return {"description": description, "upstream_overrides": list(overrides), "label_noise": drawn}, line
+
+
 _HOW_TO_READ = ("How to read the comparisons: the summary's verdicts come from one interval over seeds and images "
                 "together (training randomness and the test sample), Holm-adjusted within their family. Below, the "
                 "seed-level intervals (seed i of a method against seed i of hom, test images fixed; with n seeds the "

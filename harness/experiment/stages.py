@@ -19,7 +19,8 @@ from harness.experiment.plan import (
     validate_experiment,
 )
 from harness.experiment.sections import (
-    _merge, comparison_section, downstream_section, multilabel_section, temperature_section, time_section,
+    _merge, comparison_section, condition_record, downstream_section, multilabel_section, temperature_section,
+    time_section,
 )
 from harness.experiment.sigma import experiment_sigma
 from harness.experiment.verdicts import report_summary
@@ -376,10 +377,9 @@ def _report_stage(exp: Experiment, plans: "dict[str, _Plan]", root: Path, clock:
         part = comparison_section(dirs, [], label=f"Condition {name} "
                                                   f"({cond.description or ' '.join(cond.upstream_overrides)})")
         own = sorted({str(_metrics(d).get("mixed_precision")) for ds in dirs.values() for d in ds})
-        note = precision_note(f"condition {name}", own, precisions)
-        if note:
-            extra["text"].append(note)
-        extra["json"].setdefault("conditions", {})[name] = {**part.pop("json"), "mixed_precision": own}
+        record, line = condition_record(name, cond.description, cond.upstream_overrides, next(iter(dirs.values()))[0])
+        extra["text"] += [line] + [n for n in [precision_note(f"condition {name}", own, precisions)] if n]
+        extra["json"].setdefault("conditions", {})[name] = {**record, **part.pop("json"), "mixed_precision": own}
         _merge(extra, part)
     if ml_runs:
         _merge(extra, multilabel_section(ml_runs, ml_grid))

@@ -132,7 +132,17 @@ def _num(v: Optional[float], metric: str, sign: bool = True) -> str:
 
 
 def _p(v: Optional[float]) -> str:
-    return "n/a" if v is None else (f"{v:.2g}" if v < 0.001 else f"{v:.3f}")
+    """A p-value as the tables print it: 3 decimals (2 significant digits below 0.001), with more decimals where
+    3 would put it on the other side of :data:`ALPHA` (0.0496 is printed 0.0496, not 0.050)."""
+    if v is None:
+        return "n/a"
+    if v < 0.001:
+        return f"{v:.2g}"
+    for decimals in range(3, 10):
+        text = f"{v:.{decimals}f}"
+        if (float(text) < ALPHA) == (v < ALPHA):
+            break
+    return text
 
 
 def row_cells(r: dict) -> "list[str]":

@@ -231,6 +231,8 @@ def test_experiment_plan_end_to_end_and_restore_from_records(tmp_path, monkeypat
     assert diffs["top1"]["verdict"] == "no detectable difference at n = 1"
     assert "ensemble_differences" not in cond  # a condition has no ensembles
     assert cond["mixed_precision"] == report["schedule"]["mixed_precision"] == ["no"]  # so no precision note
+    assert cond["upstream_overrides"] == ["data.label_noise.kind=symmetric"]  # what the condition changed
+    assert cond["label_noise"]["kind"] == "symmetric" and 0 < cond["label_noise"]["realised_rate"] < 1
     assert not any(", the main study's in" in n for n in report["notes"])
     # a condition's run identical to a budget run is that run: seed 0 of "short" is budget_hom_e1
     assert not (up / "short_hom_s0").exists() and _epochs(up / "short_hom_s1") == 1

@@ -26,6 +26,17 @@ def test_holm_keeps_a_verdict_only_when_the_adjusted_p_is_below_alpha():
     assert all(r["family_size"] == 3 for r in rows)
 
 
+def test_a_p_value_is_never_printed_on_the_other_side_of_alpha():
+    """The CIFAR-10N report printed Holm p 0.0496 as "0.050" beside "better"."""
+    from harness.experiment.verdicts import row_cells
+
+    def printed(p):
+        return row_cells({**_row("pe", "nll", -0.03, -0.05, -0.01, p, "better"), "p_holm": p, "verdict": ""})[6]
+
+    assert [printed(p) for p in (0.0496, 0.04996, 0.05, 0.0504, 0.12345, 0.0002)] == [
+        "0.0496", "0.04996", "0.050", "0.050", "0.123", "0.0002"]
+
+
 def test_the_summary_opens_with_the_primary_rows_then_the_survivors():
     primary = adjust([_row("het", "nll", -0.03, -0.04, -0.02, 0.001, "better")])
     secondary = adjust([_row("het", "top1", 0.005, -0.001, 0.011, 0.09, "no detectable difference at n = 3",
