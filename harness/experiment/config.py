@@ -101,6 +101,40 @@ class ConditionSection:
 
 
 @dataclass
+class SinglePairSection:
+    """The crossed single-pair design of what Σ learns (:func:`harness.experiment.sigma.single_pair_plan`):
+    two conditions that put the same amount of noise on one class pair each, the pairs crossed, so that a
+    pair's visual similarity cancels in the difference-in-differences Δ.
+
+    Attributes:
+        arms: the two condition names ``[D1, D2]``; arm i carries the noise on ``pairs[i]``.
+        pairs: two class pairs by name, ``[[a, b], [c, d]]``.
+        effect: |Δ| the paired t test must detect with ``power`` at level ``alpha``.
+        margin: the equivalence margin of the two one-sided tests (TOST), in correlation units.
+        alpha, power: the tests' level and the planned power.
+        spread_from: the conditions whose per-seed spread of the pair correlations plans the seeds.
+        spread: the spread measured in each of them when the design was registered (median over class
+            pairs of the seed standard deviation of a pair's mean correlation); the largest plans the seeds.
+        planned_seeds: the seeds per arm the calculation gave (checked against it by the tests).
+        pilot_seeds, max_seeds: the variance-only re-estimation after ``pilot_seeds`` seeds per arm (the
+            internal pilot: the standard deviation of the per-seed Δ, never its mean), which may raise the
+            seeds per arm up to ``max_seeds``, never lower them.
+    """
+
+    arms: List[str] = field(default_factory=list)
+    pairs: List[List[str]] = field(default_factory=list)
+    effect: float = 0.12
+    margin: float = 0.15
+    alpha: float = 0.05
+    power: float = 0.8
+    spread_from: List[str] = field(default_factory=list)
+    spread: Dict[str, float] = field(default_factory=dict)
+    planned_seeds: int = 0
+    pilot_seeds: int = 0
+    max_seeds: int = 0
+
+
+@dataclass
 class PrimaryEndpoint:
     """The experiment's primary endpoint, declared in the experiment file before its runs: the one
     comparison of each method against hom whose verdict is the study's answer, reported first and
@@ -163,6 +197,7 @@ class Experiment:
         sigma_readout: ``{permuted: <condition>, clean: <condition>}``: the conditions whose het models
             decide what Σ follows (:mod:`harness.experiment.sigma`); every het model of the main study and
             of these conditions is tested against its own noise and the main study's human noise.
+        single_pair: the crossed single-pair design (:class:`SinglePairSection`), or None.
         records: keep a compact record of every finished upstream run (config, metrics, compressed
             predictions, final model; no checkpoints) in ``<results_root>/<name>/records/``, to commit as
             runs land; a rerun on a machine that lost ``runs/`` restores them instead of retraining.
@@ -193,6 +228,7 @@ class Experiment:
     primary: PrimaryEndpoint = field(default_factory=PrimaryEndpoint)
     preregistration: str = ""
     sigma_readout: Dict[str, str] = field(default_factory=dict)
+    single_pair: Optional[SinglePairSection] = None
     evaluate_methods: List[str] = field(default_factory=list)
 
 

@@ -18,7 +18,7 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
-from harness.experiment.config import Experiment
+from harness.experiment.config import Experiment, SinglePairSection
 
 #: the pre-registered threshold: Σ tracks a noise matrix when |ρ| >= this with p < P_TRACK in every seed
 RHO_TRACK, P_TRACK = 0.5, 0.01
@@ -143,3 +143,57 @@ def experiment_sigma(exp: Experiment, runs: "dict[str, list[Path]]", conditions:
     het = next((m for m in noisy if exp.methods[m].get("covariance") == "low_rank"), noisy[0])
     return sigma_section(groups, human, f"{r['permuted']} {het}" if "permuted" in r else "",
                          f"{r['clean']} {het}" if "clean" in r else "", progress)
+
+
+def seeds_for_power(sd_delta: float, effect: float, margin: float, alpha: float = 0.05, power: float = 0.8,
+                    max_seeds: int = 64) -> int:
+    """The fewest seeds per arm n (n >= 3) at which, with per-seed Δ of standard deviation ``sd_delta``, the
+    two-sided paired t test at ``alpha`` detects |Δ| = ``effect`` with probability >= ``power`` and the
+    equivalence test (TOST, margin ``margin``) succeeds at Δ = 0 with probability >= ``power``
+    (:func:`harness.uncertainty.stats.paired_t_power`, :func:`~harness.uncertainty.stats.tost_power`);
+    ``max_seeds`` + 1 when no n up to ``max_seeds`` reaches it."""
+    from harness.uncertainty.stats import paired_t_power, tost_power
+
+    for n in range(3, max_seeds + 1):
+        if (paired_t_power(sd_delta, n, effect, alpha) >= power
+                and tost_power(sd_delta, n, margin, alpha) >= power):
+            return n
+    return max_seeds + 1
+
+
+def single_pair_plan(design: SinglePairSection, sensitivity: "Optional[dict[str, float]]" = None) -> dict:
+    """The power calculation of the crossed single-pair design.
+
+    Δ = [s_1(D1) − s_1(D2)] − [s_2(D1) − s_2(D2)] for seed-paired runs of the two arms, s_k a model's mean
+    signed correlation of u_a, u_b on pair k. Its four terms come from four runs; taken as independent with
+    the per-pair seed standard deviation σ (the largest of ``design.spread``, measured in the conditions
+    ``design.spread_from``), SD(Δ) = 2σ. Returns ``{"sd_pair", "sd_delta", "seeds", "t_power", "tost_power"}``
+    at the seeds :func:`seeds_for_power` gives, and under ``"sensitivity"`` the same powers at those seeds for
+    each spread of ``sensitivity`` (name -> σ), e.g. the clean-label condition's."""
+    from harness.uncertainty.stats import paired_t_power, tost_power
+
+    if not design.spread:
+        raise ValueError("single_pair.spread is empty: record the per-pair seed spread of single_pair.spread_from")
+    sd_pair = max(design.spread.values())
+    sd_delta = 2.0 * sd_pair
+    n = seeds_for_power(sd_delta, design.effect, design.margin, design.alpha, design.power)
+    out = {"sd_pair": sd_pair, "sd_delta": sd_delta, "seeds": n,
+           "t_power": paired_t_power(sd_delta, n, design.effect, design.alpha),
+           "tost_power": tost_power(sd_delta, n, design.margin, design.alpha)}
+    out["sensitivity"] = {name: {"sd_pair": sd, "t_power": paired_t_power(2 * sd, n, design.effect, design.alpha),
+                                 "tost_power": tost_power(2 * sd, n, design.margin, design.alpha)}
+                          for name, sd in (sensitivity or {}).items()}
+    return out
+
+
+def pilot_seeds(deltas: "list[float]", design: SinglePairSection) -> int:
+    """The seeds per arm after the internal pilot (variance only): from the sample standard deviation of the
+    first ``design.pilot_seeds`` per-seed Δ (never their mean), the seeds :func:`seeds_for_power` needs,
+    no fewer than ``design.planned_seeds`` and no more than ``design.max_seeds``.
+    Source: Wittes & Brittain 1990, "The role of internal pilot studies in increasing the efficiency of
+    clinical trials", Stat. Med. 9(1-2):65-72."""
+    if len(deltas) < max(2, design.pilot_seeds):
+        raise ValueError(f"the pilot needs {design.pilot_seeds} seed-paired Δ, got {len(deltas)}")
+    sd = float(np.std(np.asarray(deltas[:design.pilot_seeds], dtype=float), ddof=1))
+    need = seeds_for_power(sd, design.effect, design.margin, design.alpha, design.power, design.max_seeds)
+    return int(min(design.max_seeds, max(design.planned_seeds, need)))
