@@ -42,6 +42,22 @@ def bench_heads(device: str, quick: bool, repeats: int, naive_budget_gib: float,
     click.echo(f"wrote {out}")
 
 
+@bench.command("coverage")
+@click.option("--sims", type=click.IntRange(10), default=2000, show_default=True, help="Simulated studies per setting.")
+@click.option("--setting", "settings", multiple=True, help="Only these settings (repeatable; default: all).")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=Path("results/bench/coverage.md"),
+              show_default=True, help="Markdown table to write (a .json twin is written beside it).")
+def bench_coverage(sims: int, settings: "tuple[str, ...]", out: Path) -> None:
+    """Coverage of the seeds-and-images 95% interval (top-1, NLL, ECE) on simulated studies, per setting."""
+    from harness.bench import coverage
+
+    try:
+        coverage.run(sims=sims, out=out, settings=settings or None, progress=click.echo)
+    except ValueError as e:
+        raise click.UsageError(str(e)) from e
+    click.echo(f"wrote {out}")
+
+
 @bench.command("upstream")
 @click.option("--images", type=click.IntRange(256), default=6400, show_default=True,
               help="Training images per throughput measurement (one epoch).")

@@ -92,12 +92,15 @@ class ConditionSection:
         upstream_overrides: ``key=value`` overrides of the condition.
         methods: some of the experiment's methods (``hom`` among them for the comparison).
         seeds: seeds of every method.
+        exploratory: empty for a condition declared before its runs; otherwise why it is exploratory (e.g. added
+            after seeing results): its rows are labelled so in the summary.
     """
 
     description: str = ""
     upstream_overrides: List[str] = field(default_factory=list)
     methods: List[str] = field(default_factory=list)
     seeds: List[int] = field(default_factory=lambda: [0])
+    exploratory: str = ""
 
 
 @dataclass
@@ -144,10 +147,15 @@ class PrimaryEndpoint:
         metric: a metric of the run's metrics (``nll``, ``top1``, ``ece``, ``sigmoid_nll``, ...).
         split: ``heldout`` (the held-out split with its noisy labels, ``heldout_predictions.npz``) or
             ``eval`` (the evaluation split, ``predictions.npz``).
+        declared: when the endpoint was declared (a date), printed on the primary line.
+        prospective_for: the studies (``main`` or condition names) whose runs started after the declaration;
+            the primary line says the others' rows are retrospective.
     """
 
     metric: str = "nll"
     split: str = "heldout"
+    declared: str = ""
+    prospective_for: List[str] = field(default_factory=list)
 
 
 @dataclass
@@ -198,6 +206,9 @@ class Experiment:
             decide what Σ follows (:mod:`harness.experiment.sigma`); every het model of the main study and
             of these conditions is tested against its own noise and the main study's human noise.
         single_pair: the crossed single-pair design (:class:`SinglePairSection`), or None.
+        replication: the name of an experiment that reruns this one on other seeds and another floating-point
+            path (e.g. ``digits_replication``); when its report exists (``<results_root>/<name>/report.json``),
+            each better/worse verdict of this report is marked replicated or fragile from it.
         records: keep a compact record of every finished upstream run (config, metrics, compressed
             predictions, final model; no checkpoints) in ``<results_root>/<name>/records/``, to commit as
             runs land; a rerun on a machine that lost ``runs/`` restores them instead of retraining.
@@ -229,6 +240,7 @@ class Experiment:
     preregistration: str = ""
     sigma_readout: Dict[str, str] = field(default_factory=dict)
     single_pair: Optional[SinglePairSection] = None
+    replication: str = ""
     evaluate_methods: List[str] = field(default_factory=list)
 
 

@@ -50,7 +50,8 @@ def model_rows(groups: "dict[str, list[Path]]", human: np.ndarray,
         own = noise_transition(d)
         tests = {"own": result.get("transition_test") if own is not None else None,
                  "human": transition_test(human, pairs)}
-        row = {"group": label, "run": d.name, "seed": int(d.name.rsplit("_s", 1)[-1]) if "_s" in d.name else None}
+        row = {"group": label, "run": d.name, "seed": int(d.name.rsplit("_s", 1)[-1]) if "_s" in d.name else None,
+               "pairs": [list(p) for p in pairs], "own_noise": None if own is None else np.asarray(own).tolist()}
         for which, t in tests.items():
             for stat in ("correlation", "var_diff"):
                 row[f"{which}_{stat}"] = None if t is None else {"rho": t[stat]["rho"], "p": t[stat]["p_value"]}
@@ -98,8 +99,98 @@ def readout(rows: "list[dict]", permuted: str, clean: str) -> "list[str]":
     return out
 
 
+def _matrix(pairs: "list", column: int, k: int, log: bool = False) -> np.ndarray:
+    """A symmetric ``[k, k]`` matrix of one :class:`~harness.uncertainty.covariance.PairNoise` statistic
+    (column 2: Var(u_a − u_b), 3: the signed correlation) from a row's ``pairs``."""
+    m = np.zeros((k, k))
+    for p in pairs:
+        m[p[0], p[1]] = m[p[1], p[0]] = np.log(p[column]) if log else p[column]
+    return m
+
+
+def _mass(t: "list | np.ndarray") -> np.ndarray:
+    t = np.asarray(t, dtype=np.float64)
+    return t + t.T
+
+
+def _test(kind: str, *mats: np.ndarray) -> dict:
+    from harness.uncertainty.covariance import mantel, partial_mantel
+
+    r = mantel(*mats) if kind == "mantel" else partial_mantel(*mats)
+    return {"rho": r["rho"], "p": r["p_value"]}
+
+
+def secondary_analyses(rows: "list[dict]", human: np.ndarray, permuted: str, class_conditional: str) -> dict:
+    """The declared secondary analyses of what Σ follows (two-sided, class labels permuted), from the rows of
+    :func:`model_rows`:
+
+    - **placebo**: models that never saw the permuted noise T_perm (the main study's het models and the
+      class-conditional condition's) against T_perm's pair mass: what the test gives without the noise;
+    - **partial Mantel** for the permuted condition's models (:func:`harness.uncertainty.covariance.partial_mantel`):
+      their signed correlation against their own noise given the human pair mass, and against the human pair mass
+      given their own noise;
+    - **difference in differences**: seed-paired permuted − class-conditional (both trained on 40% noise of the same
+      T, placed on other pairs), per statistic (signed correlation, log Var(u_a − u_b)), class effects removed
+      (:func:`~harness.uncertainty.covariance.without_class_effects`), against T_perm's pair mass given the human
+      mass (partial Mantel), per seed and for the seed mean.
+
+    Returns ``{"placebo": [...], "partial": [...], "did": {...}, "readout": sentence}`` (empty without rows of both
+    conditions)."""
+    b = sorted((r for r in rows if r["group"] == permuted and r.get("own_noise") is not None),
+               key=lambda r: r["seed"])
+    c = {r["seed"]: r for r in rows if r["group"] == class_conditional}
+    if not b:
+        return {}
+    k = len(human)
+    t_perm, h = _mass(b[0]["own_noise"]), _mass(human)
+    placebo = [{"group": r["group"], "seed": r["seed"], **_test("mantel", t_perm, _matrix(r["pairs"], 3, k))}
+               for r in rows if r["group"].startswith("main") or r["group"] == class_conditional]
+    partial = [{"seed": r["seed"], "own_given_human": _test("partial", _matrix(r["pairs"], 3, k), t_perm, h),
+                "human_given_own": _test("partial", _matrix(r["pairs"], 3, k), h, t_perm)} for r in b]
+    did: dict = {}
+    paired = [(r, c[r["seed"]]) for r in b if r["seed"] in c]
+    for stat, col, log in (("correlation", 3, False), ("log_var_diff", 2, True)):
+        from harness.uncertainty.covariance import without_class_effects
+
+        diffs = [without_class_effects(_matrix(x["pairs"], col, k, log) - _matrix(y["pairs"], col, k, log))
+                 for x, y in paired]
+        if diffs:
+            did[stat] = {"per_seed": [{"seed": x["seed"], **_test("partial", dd, t_perm, h)}
+                                      for (x, _), dd in zip(paired, diffs)],
+                         "seed_mean": _test("partial", np.mean(diffs, axis=0), t_perm, h)}
+    return {"placebo": placebo, "partial": partial, "did": did,
+            "readout": _secondary_readout(placebo, partial, did)}
+
+
+def _secondary_readout(placebo: "list[dict]", partial: "list[dict]", did: dict) -> str:
+    """The sentence the secondary numbers support (each clause computed from them)."""
+    own = [x["own_given_human"] for x in partial]
+    hum = [x["human_given_own"] for x in partial]
+    sig = lambda xs: sum(x["p"] < 0.05 for x in xs)  # noqa: E731
+    parts = [f"Given the human pair mass, the permuted condition's Σ tracks its own noise in {sig(own)} of {len(own)} "
+             f"seed(s) (partial ρ {min(x['rho'] for x in own):+.2f} to {max(x['rho'] for x in own):+.2f}); given its "
+             f"own noise, it tracks the human pairs in {sig(hum)} of {len(hum)} (partial ρ "
+             f"{min(x['rho'] for x in hum):+.2f} to {max(x['rho'] for x in hum):+.2f})"]
+    if placebo:
+        parts.append(f"models that never saw T_perm give ρ {min(x['rho'] for x in placebo):+.2f} to "
+                     f"{max(x['rho'] for x in placebo):+.2f} against it (placebo)")
+    for stat, d in did.items():
+        m = d["seed_mean"]
+        parts.append(f"the seed-paired permuted − class-conditional shift in {stat.replace('_', ' ')}, class effects "
+                     f"and the human mass removed, follows T_perm with ρ {m['rho']:+.2f} (p {m['p']:.2g})")
+    shift = did.get("correlation", {}).get("seed_mean")
+    second = ("" if not shift or shift["p"] >= 0.05 else
+              f" (a {'swap' if shift['rho'] < 0 else 'sharing'}-type shift: T_perm's pairs move "
+              f"{'apart' if shift['rho'] < 0 else 'together'})")
+    support = ("so Σ encodes the similarity of the classes people confuse, which label noise switches on, and where "
+               f"the noise sits moves it only at second order{second}" if sig(hum) == len(hum) and sig(own) < len(own) else
+               "so the permuted noise's own pairs are visible in Σ beyond the human pairs" if sig(own) == len(own)
+               else "so neither reading is supported by every seed")
+    return "; ".join(parts) + f": {support}."
+
+
 def sigma_section(groups: "dict[str, list[Path]]", human: np.ndarray, permuted: str = "", clean: str = "",
-                  progress: Callable[[str], None] = lambda s: None) -> dict:
+                  progress: Callable[[str], None] = lambda s: None, class_conditional: str = "") -> dict:
     """The table (one row per model: ρ and two-sided Mantel p of the signed correlation and of Var(u_a − u_b)
     against its own noise and the human noise) and the read-out sentences; ``progress`` as :func:`model_rows`."""
     rows = model_rows(groups, human, progress)
@@ -116,12 +207,34 @@ def sigma_section(groups: "dict[str, list[Path]]", human: np.ndarray, permuted: 
                     "(the sign of ρ; two-sided Mantel p in the table).")
     if permuted and clean:
         text += readout(rows, permuted, clean)
+    extra = secondary_analyses(rows, human, permuted, class_conditional) if permuted and class_conditional else {}
+    tables = [] if not extra else _secondary_tables(extra)
+    if extra:
+        text.append("Declared secondary analyses (issue of 2026-11-27, after the runs; exploratory for A-C): "
+                    + extra["readout"])
     title = ("What Σ follows: Spearman ρ (two-sided Mantel p, class labels permuted) of the noise's pair mass "
              "T_ab + T_ba against the signed mean correlation of u_a, u_b (primary) and Var(u_a − u_b), per model, "
              "against its own training noise and against the human noise (CIFAR-10N worse)")
     return {"tables": [(title, ["condition", "seed", "own noise: correlation", "own noise: Var(u_a − u_b)",
-                                "human noise: correlation", "human noise: Var(u_a − u_b)"], table)],
-            "text": text, "json": {"sigma_follows": {"rows": rows, "rho_track": RHO_TRACK, "p_track": P_TRACK}}}
+                                "human noise: correlation", "human noise: Var(u_a − u_b)"], table)] + tables,
+            "text": text, "json": {"sigma_follows": {"rows": rows, "rho_track": RHO_TRACK, "p_track": P_TRACK,
+                                                     "secondary": extra}}}
+
+
+def _secondary_tables(extra: dict) -> list:
+    rows = [["placebo: " + x["group"], str(x["seed"]), "T_perm's pair mass", _cell(x)] for x in extra["placebo"]]
+    rows += [["partial: permuted", str(x["seed"]), "own noise | human mass", _cell(x["own_given_human"])]
+             for x in extra["partial"]]
+    rows += [["partial: permuted", str(x["seed"]), "human mass | own noise", _cell(x["human_given_own"])]
+             for x in extra["partial"]]
+    for stat, d in extra["did"].items():
+        rows += [[f"permuted − class-conditional, {stat}", str(x["seed"]), "T_perm | human mass (class effects removed)",
+                  _cell(x)] for x in d["per_seed"]]
+        rows.append([f"permuted − class-conditional, {stat}", "mean", "T_perm | human mass (class effects removed)",
+                     _cell(d["seed_mean"])])
+    return [("What Σ follows, declared secondary analyses: Spearman ρ (partial where marked; two-sided Mantel p, "
+             "class labels permuted) of the signed correlation of u_a, u_b (or the shift in it)",
+             ["analysis", "seed", "against", "ρ (p)"], rows)]
 
 
 def experiment_sigma(exp: Experiment, runs: "dict[str, list[Path]]", conditions: dict, main: Any,
@@ -135,14 +248,25 @@ def experiment_sigma(exp: Experiment, runs: "dict[str, list[Path]]", conditions:
     if human is None:
         return {}
     groups = {f"main {m}": runs[m] for m in noisy}
-    for name in exp.sigma_readout.values():
+    arms = exp.single_pair.arms if exp.single_pair else []
+    for name in [*exp.sigma_readout.values(), *arms]:
         for m, fs in conditions.get(name, {}).items():
             dirs = [Path(main.configs[f].output_dir) for f in fs]
             groups[f"{name} {m}"] = [d for d in dirs if (d / "metrics.json").is_file()]
     r = exp.sigma_readout
     het = next((m for m in noisy if exp.methods[m].get("covariance") == "low_rank"), noisy[0])
-    return sigma_section(groups, human, f"{r['permuted']} {het}" if "permuted" in r else "",
-                         f"{r['clean']} {het}" if "clean" in r else "", progress)
+    out = sigma_section(groups, human, f"{r['permuted']} {het}" if "permuted" in r else "",
+                        f"{r['clean']} {het}" if "clean" in r else "", progress,
+                        f"{r['class_conditional']} {het}" if "class_conditional" in r else "")
+    if exp.single_pair and out:
+        from harness.uncertainty.predictions import Predictions
+
+        names = Predictions.load(runs[noisy[0]][0]).class_names
+        rows = out["json"]["sigma_follows"]["rows"]
+        lead = single_pair_section(single_pair_analysis(rows, exp.single_pair, names))
+        out = {"tables": lead.get("tables", []) + out["tables"], "text": lead["text"] + out["text"],
+               "json": {**out["json"], **lead["json"]}, "figures": lead.get("figures", []) + out.get("figures", [])}
+    return out
 
 
 def seeds_for_power(sd_delta: float, effect: float, margin: float, alpha: float = 0.05, power: float = 0.8,
@@ -197,3 +321,128 @@ def pilot_seeds(deltas: "list[float]", design: SinglePairSection) -> int:
     sd = float(np.std(np.asarray(deltas[:design.pilot_seeds], dtype=float), ddof=1))
     need = seeds_for_power(sd, design.effect, design.margin, design.alpha, design.power, design.max_seeds)
     return int(min(design.max_seeds, max(design.planned_seeds, need)))
+
+
+def _pair_value(row: dict, a: int, b: int, column: int) -> float:
+    a, b = min(a, b), max(a, b)
+    v = next(p[column] for p in row["pairs"] if p[0] == a and p[1] == b)
+    return float(np.log(v)) if column == 2 else float(v)
+
+
+def single_pair_analysis(rows: "list[dict]", design: SinglePairSection, class_names: "list[str]") -> dict:
+    """The crossed single-pair design's analysis (pre-registered in the experiment file, ``single_pair``).
+
+    Per het model of arm D1 or D2 (rows of :func:`model_rows` whose group starts with the arm's name): s_p, the
+    mean signed correlation of u_a, u_b of pair p over the test images of its two classes (primary), and the mean
+    log Var(u_a − u_b) (secondary). Per seed present in both arms, Δ = [s_1(D1) − s_1(D2)] − [s_2(D1) − s_2(D2)]
+    (pair 1 carries the noise in D1, pair 2 in D2): how much noise on a pair raises its correlation. Tests on the
+    seed-paired Δ: the two-sided paired t test at ``alpha`` (its 1 − alpha interval) and the equivalence test TOST
+    with ``margin`` (its 1 − 2·alpha interval inside ±margin). The read-out is the pre-registered sentence the
+    numbers select.
+
+    Nothing about Δ's mean is computed before every planned seed is in (``design.planned_seeds`` per arm, or the
+    number the internal pilot set): until then the result says how many seed pairs are in and, from
+    ``design.pilot_seeds`` on, only the pilot's standard deviation of Δ and the seeds it plans
+    (:func:`pilot_seeds`).
+
+    Returns: ``{"status", "seed_pairs", "planned", "per_seed": [{seed, s values, delta, delta_secondary}],
+    "primary": {...}, "secondary": {...}, "readout"}`` (the last three only when complete).
+    Raises ValueError: a pair's class name not among ``class_names``.
+    """
+    from scipy import stats as sps
+
+    index = {c: i for i, c in enumerate(class_names)}
+    try:
+        (a1, b1), (a2, b2) = ([index[c] for c in p] for p in design.pairs)
+    except KeyError as e:
+        raise ValueError(f"single_pair.pairs names {e}, not a class of the study ({', '.join(class_names)})") from None
+    d1, d2 = design.arms
+    arm = {name: {r["seed"]: r for r in rows if r["group"].split()[0] == name} for name in (d1, d2)}
+    seeds = sorted(set(arm[d1]) & set(arm[d2]))
+
+    def values(r: dict, column: int) -> "tuple[float, float]":
+        return _pair_value(r, a1, b1, column), _pair_value(r, a2, b2, column)
+
+    per_seed = []
+    for s in seeds:
+        (p1_d1, p2_d1), (p1_d2, p2_d2) = values(arm[d1][s], 3), values(arm[d2][s], 3)
+        (q1_d1, q2_d1), (q1_d2, q2_d2) = values(arm[d1][s], 2), values(arm[d2][s], 2)
+        per_seed.append({"seed": s, "s1_d1": p1_d1, "s1_d2": p1_d2, "s2_d1": p2_d1, "s2_d2": p2_d2,
+                         "delta": (p1_d1 - p1_d2) - (p2_d1 - p2_d2),
+                         "delta_secondary": (q1_d1 - q1_d2) - (q2_d1 - q2_d2)})
+    planned = design.planned_seeds
+    out: dict = {"seed_pairs": len(seeds), "planned": planned, "arms": [d1, d2], "pairs": design.pairs}
+    if len(seeds) >= design.pilot_seeds >= 2:
+        deltas = [x["delta"] for x in per_seed[:design.pilot_seeds]]
+        planned = pilot_seeds(deltas, design)
+        out["pilot"] = {"seeds": design.pilot_seeds, "sd_delta": float(np.std(deltas, ddof=1)), "planned": planned}
+    out["planned"] = planned
+    if len(seeds) < planned:
+        out["status"] = f"{len(seeds)} of {planned} seed pairs in: Δ is not looked at before all are (pre-registered)"
+        return out
+    out["per_seed"] = per_seed
+    out["status"] = "complete"
+    for key, name in (("delta", "primary"), ("delta_secondary", "secondary")):
+        x = np.array([p[key] for p in per_seed])
+        n, mean, sd = len(x), float(x.mean()), float(x.std(ddof=1))
+        se = sd / np.sqrt(n)
+        t95 = float(sps.t.ppf(1 - design.alpha / 2, n - 1))
+        t90 = float(sps.t.ppf(1 - design.alpha, n - 1))
+        p_t = float(sps.ttest_1samp(x, 0.0).pvalue)
+        p_tost = float(max(sps.t.sf((mean + design.margin) / se, n - 1), sps.t.cdf((mean - design.margin) / se, n - 1)))
+        out[name] = {"mean": mean, "sd": sd, "n": n, "lo": mean - t95 * se, "hi": mean + t95 * se, "p": p_t,
+                     "tost_lo": mean - t90 * se, "tost_hi": mean + t90 * se, "p_tost": p_tost,
+                     "equivalent": p_tost < design.alpha}
+    r = out["primary"]
+    if r["p"] < design.alpha:
+        out["readout"] = ("Σ shares noise on the pair the noise affects" if r["mean"] > 0 else
+                          "Σ represents it as a swap")
+    elif r["equivalent"]:
+        out["readout"] = "Σ encodes the similarity that noise switches on, not where the noise sits"
+    else:
+        out["readout"] = (f"inconclusive at this power: Δ = {r['mean']:+.3f} [{r['lo']:+.3f}, {r['hi']:+.3f}] "
+                          f"(n = {r['n']})")
+    return out
+
+
+def single_pair_png(result: dict) -> bytes:
+    """s_1 and s_2 per arm and seed (one line per seed joining D1 and D2), the figure of the single-pair design."""
+    from harness.report.figures import png, pyplot
+
+    plt = pyplot()
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.6), sharey=True)
+    for ax, k, pair in zip(axes, ("s1", "s2"), result["pairs"]):
+        for x in result["per_seed"]:
+            ax.plot([0, 1], [x[f"{k}_d1"], x[f"{k}_d2"]], marker="o", alpha=0.7)
+        ax.set_xticks([0, 1], result["arms"])
+        ax.set_title(f"{pair[0]} / {pair[1]}: mean correlation of u_a, u_b")
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    return png(fig)
+
+
+def single_pair_section(result: dict) -> dict:
+    """The report's lead of the Σ section: the single-pair design's table, sentence and figure (or its status)."""
+    head = (f"What Σ learns, the crossed single-pair design ({' vs '.join(result['arms'])}; pairs "
+            f"{' and '.join('/'.join(p) for p in result['pairs'])}; pre-registered): ")
+    pilot = result.get("pilot")
+    pilot_text = (f" Internal pilot ({pilot['seeds']} seed pairs): SD(Δ) = {pilot['sd_delta']:.3f}, "
+                  f"seeds per arm planned: {pilot['planned']}." if pilot else "")
+    if result["status"] != "complete":
+        return {"text": [head + result["status"] + "." + pilot_text], "json": {"single_pair": result}}
+    p, s = result["primary"], result["secondary"]
+    rows = [[str(x["seed"]), f"{x['s1_d1']:+.3f}", f"{x['s1_d2']:+.3f}", f"{x['s2_d1']:+.3f}", f"{x['s2_d2']:+.3f}",
+             f"{x['delta']:+.3f}", f"{x['delta_secondary']:+.3f}"] for x in result["per_seed"]]
+    text = [head + f"Δ = {p['mean']:+.3f} [{p['lo']:+.3f}, {p['hi']:+.3f}] (95%, paired t p {p['p']:.3g}; TOST 90% "
+            f"[{p['tost_lo']:+.3f}, {p['tost_hi']:+.3f}], p {p['p_tost']:.3g}; n = {p['n']} seed pairs). Read-out "
+            f"(pre-registered): {result['readout']}. Secondary (log Var(u_a − u_b)): {s['mean']:+.3f} "
+            f"[{s['lo']:+.3f}, {s['hi']:+.3f}], p {s['p']:.3g}." + pilot_text]
+    arms = result["arms"]
+    a, b = ("/".join(q) for q in result["pairs"])
+    return {"tables": [("The single-pair design per seed: mean signed correlation of u_a, u_b per pair and arm, Δ and "
+                        "its secondary (log Var(u_a − u_b))",
+                        ["seed", f"{a} in {arms[0]}", f"{a} in {arms[1]}", f"{b} in {arms[0]}", f"{b} in {arms[1]}",
+                         "Δ", "Δ (log Var)"], rows)],
+            "text": text, "json": {"single_pair": result},
+            "figures": [("The single-pair design: each pair's mean correlation in both arms (a line per seed)",
+                         "single_pair.png", single_pair_png(result))]}

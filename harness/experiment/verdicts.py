@@ -59,11 +59,22 @@ def method_rows(study: str, runs: "dict[str, list[Path]]", keys: "tuple[str, ...
             continue
         n = min(len(mine), len(ref))
         for key, r in method_level(mine[:n], ref[:n], keys=keys).items():
-            rows.append({"study": study, "comparison": f"{method} − {reference}", "method": method, "metric": key,
-                         "split": split, "scope": SCOPE_METHOD if n > 1 else SCOPE_MODELS, "n_seeds": n,
-                         "mean": r["mean"], "lo": r["lo"], "hi": r["hi"], "p": r.get("p"),
-                         "interval": r.get("method", ""), "verdict_raw": r["verdict"]})
+            rows.append(_row(study, f"{method} − {reference}", method, key, split, n, r))
     return rows
+
+
+def _row(study: str, comparison: str, method: str, key: str, split: str, n: int, r: dict) -> dict:
+    """A verdict row from :func:`harness.uncertainty.compare.method_level`'s interval ``r``: the method
+    interval with its robustness (the same test at df = n − 1) and the models-fixed interval it contains."""
+    f = r["models_fixed"]
+    return {"study": study, "comparison": comparison, "method": method, "metric": key, "split": split,
+            "scope": SCOPE_METHOD if n > 1 else SCOPE_MODELS, "n_seeds": n, "mean": r["mean"], "lo": r["lo"],
+            "hi": r["hi"], "p": r.get("p"), "df": r.get("df"), "p_df_n1": r.get("p_df_n1"),
+            "verdict_raw_df_n1": r.get("verdict_df_n1"),
+            "seed_floored": r.get("seed_floored"), "mc_error": r.get("mc_error"),
+            "n_images_boot": r.get("n_images_boot"), "interval": r.get("method", ""), "verdict_raw": r["verdict"],
+            "models_fixed": {"lo": f["lo"], "hi": f["hi"], "p": f["p"]},
+            "contains_models_fixed": bool(r["lo"] <= f["lo"] + 1e-12 and f["hi"] <= r["hi"] + 1e-12)}
 
 
 def ensemble_rows(ensembles: "dict[str, Path]", keys: "tuple[str, ...]", reference: str = "hom") -> "list[dict]":
@@ -82,8 +93,8 @@ def ensemble_rows(ensembles: "dict[str, Path]", keys: "tuple[str, ...]", referen
         for key, x in r.items():
             rows.append({"study": "ensembles", "comparison": f"{e.name} − {ensembles[reference].name}",
                          "method": method, "metric": key, "split": "eval", "scope": SCOPE_MODELS, "n_seeds": 1,
-                         "mean": x.get("mean", x.get("diff")), "lo": x["lo"], "hi": x["hi"], "p": x.get("p"),
-                         "interval": "paired bootstrap over images", "verdict_raw": x["verdict"]})
+                         "mean": x["diff"], "lo": x["lo"], "hi": x["hi"], "p": x["p"], "interval": x["interval"],
+                         "verdict_raw": x["verdict"]})
     return rows
 
 
@@ -96,32 +107,39 @@ def seed_rows(study: str, diffs: "list[dict]", reference: str = "hom") -> "list[
             for d in diffs]
 
 
-def adjust(rows: "list[dict]") -> "list[dict]":
-    """Holm's step-down adjustment over ``rows`` (one family; :func:`harness.uncertainty.stats.holm`): each row
-    gains ``p_holm`` and ``verdict``, better/worse only when its raw interval excludes 0 and ``p_holm`` <
-    0.05 (rows without a p-value keep "no detectable difference")."""
+def adjust(rows: "list[dict]", family: str = "method") -> "list[dict]":
+    """Holm's step-down adjustment over ``rows`` (one family named ``family``;
+    :func:`harness.uncertainty.stats.holm`): each row gains ``p_holm`` and ``verdict``, better/worse only when its
+    raw interval excludes 0 and ``p_holm`` < 0.05 (rows without a p-value keep "no detectable difference").
+    Robustness: where rows carry ``p_df_n1`` (the same test at df = n − 1), Holm is applied to those too, and a
+    row whose verdict differs between the two is ``fragile``."""
     from harness.uncertainty.stats import holm
 
-    tested = [r for r in rows if r.get("p") is not None and np.isfinite(r["p"])]
-    adjusted = _holm_adjusted(holm([r["p"] for r in tested], alpha=ALPHA)) if tested else []
-    for r, p in zip(tested, adjusted):
-        r["p_holm"] = float(p)
-    for r in rows:
-        r.setdefault("p_holm", None)
-        raw = r["verdict_raw"]
-        keeps = raw in ("better", "worse") and r["p_holm"] is not None and r["p_holm"] < ALPHA
-        r["verdict"] = raw if keeps else ("no detectable difference after Holm" if raw in ("better", "worse")
-                                          else raw)
-        r["family_size"] = len(rows)
+    def holm_of(key: str) -> "dict[int, float]":
+        tested = [i for i, r in enumerate(rows) if r.get(key) is not None and np.isfinite(r[key])]
+        return dict(zip(tested, holm([rows[i][key] for i in tested], alpha=ALPHA)["adjusted"])) if tested else {}
+
+    main, robust = holm_of("p"), holm_of("p_df_n1")
+    for i, r in enumerate(rows):
+        r["p_holm"] = main.get(i)
+        r["verdict"] = _adjusted_verdict(r["verdict_raw"], r["p_holm"])
+        if i in robust:
+            r["p_holm_df_n1"] = robust[i]
+            r["verdict_df_n1"] = _adjusted_verdict(r.get("verdict_raw_df_n1") or r["verdict_raw"], robust[i])
+            r["fragile"] = _strong(r["verdict"]) != _strong(r["verdict_df_n1"])
+        else:
+            r.setdefault("fragile", False)
+        r["family"], r["family_size"] = family, len(rows)
     return rows
 
 
-def _holm_adjusted(result) -> "list[float]":
-    if isinstance(result, dict):
-        for key in ("adjusted", "p_adjusted", "adjusted_p", "pvals_corrected"):
-            if key in result:
-                return list(result[key])
-    return list(result)
+def _strong(v: str) -> str:
+    return v if v in ("better", "worse") else "none"
+
+
+def _adjusted_verdict(raw: str, p_holm: Optional[float]) -> str:
+    keeps = raw in ("better", "worse") and p_holm is not None and p_holm < ALPHA
+    return raw if keeps else ("no detectable difference after Holm" if raw in ("better", "worse") else raw)
 
 
 def _num(v: Optional[float], metric: str, sign: bool = True) -> str:
@@ -147,15 +165,21 @@ def _p(v: Optional[float]) -> str:
 
 def row_cells(r: dict) -> "list[str]":
     """A row as the tables print it: study, comparison, metric (split), difference [95% CI], what the interval
-    covers, p, Holm-adjusted p, verdict (points for percentage metrics)."""
+    covers, p, Holm-adjusted p, the same at df = n − 1, verdict (points for percentage metrics; "fragile" where the
+    verdict changes at df = n − 1)."""
     unit = " (points)" if r["metric"] in M.METRICS and M.METRICS[r["metric"]].percent else ""
+    robust = (f"{_p(r['p_holm_df_n1'])}" + (" (fragile)" if r.get("fragile") else "")
+              if r.get("p_holm_df_n1") is not None else "—")
     return [r["study"], r["comparison"], f"{r['metric']}{unit}, {split_name(r['split'])}",
             f"{_num(r['mean'], r['metric'])} [{_num(r['lo'], r['metric'])}, {_num(r['hi'], r['metric'])}]",
-            f"{r['scope']}, n = {r['n_seeds']}", _p(r.get("p")), _p(r.get("p_holm")), r["verdict"]]
+            f"{r['scope']}, n = {r['n_seeds']}", _p(r.get("p")), _p(r.get("p_holm")), robust,
+            r["verdict"] + (", fragile" if r.get("fragile") else "")
+            + (f", {'replicated' if r['replication'] == 'replicated' else 'not replicated'}" if r.get("replication")
+               else "")]
 
 
 HEADER = ["family / study", "comparison", "metric, split", "difference [95% CI]", "interval covers", "p",
-          "Holm p", "verdict"]
+          "Holm p", "Holm p at df = n − 1", "verdict"]
 
 
 def oracle_methods(exp: Experiment) -> "list[str]":
@@ -171,16 +195,43 @@ def _word(r: dict) -> str:
             f"[{_num(r['lo'], r['metric'])}, {_num(r['hi'], r['metric'])}], Holm p {_p(r.get('p_holm'))}")
 
 
-def findings(primary: "list[dict]", secondary: "list[dict]", oracles: "list[str]") -> "list[str]":
+def declaration(exp: Experiment) -> str:
+    """When the primary endpoint was declared and for which studies' rows it is prospective."""
+    ep = exp.primary
+    when = f"declared {ep.declared}" if ep.declared else "declared in the experiment file"
+    pro = [s for s in ep.prospective_for]
+    if "main" in pro:
+        return f"{when}, before the runs"
+    return (f"{when}, after the main study's runs: retrospective for the main study's rows"
+            + (f", prospective for condition(s) {', '.join(pro)} only" if pro else ""))
+
+
+def findings(primary: "list[dict]", secondary: "list[dict]", oracles: "list[str]",
+             declared: str = "declared before the runs") -> "list[str]":
     """One sentence per fact, each computed from the rows of the summary."""
     out = []
     if primary:
-        out.append("Primary endpoint (declared before the runs): " + "; ".join(_word(r) for r in primary) + ".")
+        out.append(f"Primary endpoint ({declared}): " + "; ".join(_word(r) for r in primary) + ".")
     kept = [r for r in secondary if r["verdict"] in ("better", "worse")]
     lost = [r for r in secondary if r["verdict"] == "no detectable difference after Holm"]
-    out.append(f"Secondary family: {len(secondary)} comparisons, Holm-adjusted together; {len(kept)} keep a "
-               f"better/worse verdict" + (f", {len(lost)} lose it (raw interval excludes 0, adjusted p ≥ 0.05)"
-                                         if lost else "") + ".")
+    fragile = [r for r in primary + secondary if r.get("fragile")]
+    out.append(f"Secondary family (method level): {len(secondary)} comparisons, Holm-adjusted together; {len(kept)} "
+               f"keep a better/worse verdict" + (f", {len(lost)} lose it (raw interval excludes 0, adjusted p ≥ 0.05)"
+                                                if lost else "") + ".")
+    if fragile:
+        out.append("Fragile verdicts (the verdict changes when the same test uses df = n − 1 instead of "
+                   "Satterthwaite's df): " + "; ".join(f"{r['study']}: {r['comparison']} {r['metric']} "
+                                                       f"({split_name(r['split'])})" for r in fragile) + ".")
+    top1 = [r for r in secondary if r["study"] == "main" and r["metric"] == "top1" and r["split"] == "eval"
+            and r["method"] not in oracles]
+    if top1 and not any(r["verdict"] == "better" for r in top1):
+        out.append("Clean-test top-1: no method's gain over hom is established at the main study's schedule ("
+                   + "; ".join(f"{r['comparison']} {_num(r['mean'], 'top1')} points [{_num(r['lo'], 'top1')}, "
+                               f"{_num(r['hi'], 'top1')}], {r['verdict']}" for r in top1) + ").")
+    exploratory = sorted({r["study"] for r in secondary if r.get("exploratory")})
+    if exploratory:
+        out.append("Exploratory (chosen after seeing results, so not confirmatory): " + "; ".join(
+            f"{st} ({next(r['exploratory'] for r in secondary if r['study'] == st)})" for st in exploratory) + ".")
     for o in oracles:
         by_metric: "dict[tuple, list[dict]]" = {}
         for r in primary + secondary:
@@ -209,23 +260,45 @@ def findings(primary: "list[dict]", secondary: "list[dict]", oracles: "list[str]
     return out
 
 
-def summary_section(primary: "list[dict]", secondary: "list[dict]", exp: Experiment) -> dict:
-    """The report's opening: one table (the primary endpoint per method against hom, then the secondary
-    verdicts that survive Holm), the findings sentences, and the whole secondary family in a table below."""
+def summary_section(primary: "list[dict]", secondary: "list[dict]", exp: Experiment,
+                    fixed: "Optional[list[dict]]" = None, oracle_rows: "Optional[list[dict]]" = None) -> dict:
+    """The report's opening: one table (the primary endpoint per method against hom, the oracle's row outside the
+    family, then the secondary verdicts that survive Holm), the findings sentences, the whole secondary family in a
+    table below, and the descriptive family of models-fixed rows (ensembles: "for these trained models")."""
+    fixed, oracle_rows = fixed or [], oracle_rows or []
     kept = [r for r in secondary if r["verdict"] in ("better", "worse")]
     ep = exp.primary
-    title = (f"Summary: primary endpoint {ep.metric} on the {split_name(ep.split)} split (declared in the experiment "
-             f"file; {len(primary)} comparison(s), Holm among them), then the {len(kept)} of {len(secondary)} "
+    declared = declaration(exp)
+    title = (f"Summary: primary endpoint {ep.metric} on the {split_name(ep.split)} split ({declared}; "
+             f"{len(primary)} comparison(s), Holm among them), then the {len(kept)} of {len(secondary)} "
              "secondary verdicts that survive Holm's adjustment")
-    rows = [["primary", *row_cells(r)[1:]] for r in primary] + [["secondary: " + r["study"], *row_cells(r)[1:]]
-                                                                for r in kept]
-    text = findings(primary, secondary, oracle_methods(exp))
+
+    def label(r: dict, head: str) -> str:
+        return f"{head}, exploratory: {r['study']}" if r.get("exploratory") else f"{head}: {r['study']}"
+
+    rows = ([["primary", *row_cells(r)[1:]] for r in primary]
+            + [["oracle (outside the family)", *row_cells(r)[1:]] for r in oracle_rows]
+            + [[label(r, "secondary"), *row_cells(r)[1:]] for r in kept])
+    text = findings(primary, secondary, oracle_methods(exp), declared)
+    fixed_kept = [r for r in fixed if r["verdict"] in ("better", "worse")]
+    if fixed:
+        text.append(f"Models-fixed family (descriptive, \"for these trained models\"; ensembles: {len(fixed)} "
+                    f"comparisons, unfloored p, Holm-adjusted together): {len(fixed_kept)} better/worse.")
+    tables = [(f"Secondary family ({len(secondary)} comparisons, method level): raw 95% intervals, p and Holm-adjusted "
+               "p, and the same at df = n − 1", HEADER, [row_cells(r) for r in secondary])]
+    if fixed:
+        tables.append((f"Models-fixed family ({len(fixed)} comparisons, descriptive: for these trained models, images "
+                       "resampled; p without a floor, Holm-adjusted together)", HEADER, [row_cells(r) for r in fixed]))
     return {"summary": {"title": title, "header": HEADER, "rows": rows, "findings": text},
-            "tables": [(f"Secondary family ({len(secondary)} comparisons): raw 95% intervals, p and Holm-adjusted p",
-                        HEADER, [row_cells(r) for r in secondary])],
-            "json": {"primary_endpoint": {"declared": {"metric": ep.metric, "split": ep.split}, "comparisons": primary},
+            "tables": tables,
+            "json": {"primary_endpoint": {"declared": {"metric": ep.metric, "split": ep.split, "date": ep.declared,
+                                                       "prospective_for": list(ep.prospective_for),
+                                                       "statement": declared},
+                                          "comparisons": primary, "oracle_rows": oracle_rows},
                      "secondary_family": {"size": len(secondary), "adjustment": "holm", "alpha": ALPHA,
-                                          "comparisons": secondary, "surviving": len(kept)}}}
+                                          "comparisons": secondary, "surviving": len(kept)},
+                     "models_fixed_family": {"size": len(fixed), "adjustment": "holm", "alpha": ALPHA,
+                                             "comparisons": fixed, "surviving": len(fixed_kept)}}}
 
 
 def validate_primary(exp: Experiment) -> None:
@@ -248,24 +321,124 @@ def experiment_verdicts(exp: Experiment, runs: "dict[str, list[Path]]", ensemble
                         conditions: "dict[str, dict[str, list[Path]]]",
                         multilabel_diffs: "Optional[list[dict]]" = None, multilabel_reference: str = "hom") -> dict:
     """The summary section of an experiment (:func:`summary_section`): the primary family (each method of the
-    main study against hom on the declared endpoint) and the secondary family (the main study on the test
-    split, ensembles, every condition with hom on the primary endpoint and the test split, the multi-label
-    study's seed-level differences), each Holm-adjusted."""
+    main study against hom on the declared endpoint, oracles outside it), the secondary family (the main study on
+    the test split, every condition with hom on the primary endpoint and the test split, the human − class-
+    conditional difference of het's gain, the multi-label study's seed-level differences) and the models-fixed
+    family (ensembles), each Holm-adjusted on its own."""
     import json
 
     keys = ("top1", "nll", "ece")
     ep = exp.primary
-    primary = adjust(method_rows("main", runs, (ep.metric,), ep.split))
+    oracles = oracle_methods(exp)
+    noisy_main = {m: d for m, d in runs.items() if m not in oracles}
+    primary = adjust(method_rows("main", noisy_main, (ep.metric,), ep.split), "primary")
+    oracle_rows = [r for r in method_rows("main", runs, (ep.metric,), ep.split) if r["method"] in oracles]
+    for r in oracle_rows:
+        r.update(p_holm=None, verdict=r["verdict_raw"] + " (oracle, unadjusted)", family="oracle", fragile=False)
     secondary = method_rows("main", runs, tuple(k for k in keys if (k, "eval") != (ep.metric, ep.split)), "eval")
-    ens = {json.loads((e / "ensemble.json").read_text())["method"]: e for e in ensembles}
-    secondary += ensemble_rows(ens, keys)
     for name, per in conditions.items():
         study = f"condition {name}"
-        secondary += method_rows(study, per, (ep.metric,), ep.split) + method_rows(study, per, keys, "eval")
+        rows = method_rows(study, per, (ep.metric,), ep.split) + method_rows(study, per, keys, "eval")
+        reason = exp.conditions[name].exploratory if name in exp.conditions else ""
+        for r in rows:
+            r["exploratory"] = reason
+        secondary += rows
+    secondary += human_minus_condition(exp, runs, conditions)
     secondary += seed_rows("multi-label", multilabel_diffs or [], multilabel_reference)
-    out = summary_section(primary, adjust(secondary), exp)
+    ens = {json.loads((e / "ensemble.json").read_text())["method"]: e for e in ensembles}
+    fixed = adjust(ensemble_rows(ens, keys), "models fixed")
+    secondary = adjust(secondary)
+    replicated = mark_replication(exp, primary + secondary + fixed)
+    out = summary_section(primary, secondary, exp, fixed, oracle_rows)
+    out["summary"]["findings"] += replicated
+    out["summary"]["findings"] += effect_sizes(primary, runs, ens, ep)
     out["summary"]["findings"].append(_confidence_note([d for dirs in runs.values() for d in dirs]))
     return out
+
+
+def _key(r: dict) -> tuple:
+    return r["study"], r["comparison"], r["metric"], r["split"]
+
+
+def mark_replication(exp: Experiment, rows: "list[dict]") -> "list[str]":
+    """Each better/worse verdict of ``rows`` marked ``replication``: "replicated" when the replication experiment's
+    report (``exp.replication``) gives the same row the same verdict, else "fragile"; a sentence with the counts.
+    Nothing when the experiment names no replication or its report is not there yet."""
+    import json
+
+    path = Path(exp.results_root) / exp.replication / "report.json"
+    if not exp.replication or not path.is_file():
+        return []
+    rep = json.loads(path.read_text())
+    theirs = {_key(r): r["verdict"] for part in ("primary_endpoint", "secondary_family", "models_fixed_family")
+              for r in rep.get(part, {}).get("comparisons", [])}
+    strong = [r for r in rows if r["verdict"] in ("better", "worse")]
+    for r in strong:
+        r["replication"] = "replicated" if theirs.get(_key(r)) == r["verdict"] else "fragile"
+        r["replication_verdict"] = theirs.get(_key(r))
+    changed = sum(1 for r in rows if _key(r) in theirs and _strong(theirs[_key(r)]) != _strong(r["verdict"]))
+    fragile = [r for r in strong if r["replication"] == "fragile"]
+    from harness.experiment.config import load_experiment
+
+    return [f"Replication ({exp.replication}: {load_experiment(exp.replication).description}): "
+            f"{len(strong) - len(fragile)} of {len(strong)} better/worse verdicts replicated"
+            + (", fragile: " + "; ".join(f"{r['study']}: {r['comparison']} {r['metric']} ({split_name(r['split'])}) "
+                                         f"{r['verdict']} → {r['replication_verdict'] or 'no such row'}" for r in fragile)
+               if fragile else "") + f"; {changed} of {sum(_key(r) in theirs for r in rows)} verdict labels differ."]
+
+
+def human_minus_condition(exp: Experiment, runs: "dict[str, list[Path]]",
+                          conditions: "dict[str, dict[str, list[Path]]]") -> "list[dict]":
+    """The pre-registered secondary "is het's gain larger for human (image-dependent) noise than for class-conditional
+    noise with the same T?": per seed s and held-out image i, (het − hom) in the main study minus (het − hom) in
+    the ``sigma_readout.class_conditional`` condition, on the primary endpoint, one interval over seeds and images
+    (:func:`harness.uncertainty.stats.anova_interval`; the two studies' held-out images are the same, their labels
+    carry each study's own noise). Negative (NLL) means a larger gain on human noise, the paper's premise."""
+    from harness.uncertainty.compare import HIGHER_IS_BETTER, parts, per_image_difference
+    from harness.uncertainty.stats import anova_interval
+
+    name = exp.sigma_readout.get("class_conditional")
+    per = conditions.get(name or "", {})
+    het = next((m for m, h in exp.methods.items() if h.get("covariance") == "low_rank"), None)
+    ep = exp.primary
+    if het is None or ep.metric == "ece" or not {het, "hom"} <= set(per) or not {het, "hom"} <= set(runs):
+        return []
+    sides = [[_preds(dirs, ep.split) for dirs in (group[het], group["hom"])] for group in (runs, per)]
+    n = min(len(x) for side in sides for x in side)
+    if n == 0 or any(not np.array_equal(sides[0][0][0].index, x[0].index) for x in sides[1]):
+        return []
+    d = np.stack([per_image_difference(ep.metric, parts(sides[0][0][s]), parts(sides[0][1][s]))
+                  - per_image_difference(ep.metric, parts(sides[1][0][s]), parts(sides[1][1][s])) for s in range(n)])
+    r = anova_interval(d, higher_is_better=HIGHER_IS_BETTER[ep.metric])
+    return [_row(f"human − {name}", f"({het} − hom) human noise − ({het} − hom) {name}", het, ep.metric, ep.split, n,
+                 {**r, "verdict_df_n1": r.get("verdict_df_n1")})]
+
+
+def effect_sizes(primary: "list[dict]", runs: "dict[str, list[Path]]", ensembles: "dict[str, Path]",
+                 ep: Any) -> "list[str]":
+    """The primary differences relative to hom's metric and to what a hom ensemble gains over its members on the
+    same split (the yardstick a practitioner has)."""
+    from harness.uncertainty.compare import metric_stat, parts
+
+    if not primary or "hom" not in runs or ep.metric == "ece":
+        return []
+    stat = metric_stat(ep.metric, 1)
+    homs = _preds(runs["hom"], ep.split)
+    if not homs:
+        return []
+    hom_mean = float(np.mean([stat(*parts(p)) for p in homs]))
+    text = ", ".join(f"{r['comparison']} {_num(r['mean'], r['metric'])} ({100 * r['mean'] / hom_mean:+.1f}% of hom's "
+                     f"{_num(hom_mean, r['metric'], False)})" for r in primary)
+    out = f"Effect sizes on the primary endpoint: {text}"
+    if "hom" in ensembles:
+        ens = _preds([ensembles["hom"]], ep.split)
+        if ens:
+            gain = stat(*parts(ens[0])) - hom_mean
+            out += (f"; the hom ensemble ({ensembles['hom'].name}) gains {_num(gain, ep.metric)} over its members' "
+                    "mean on the same split, so each method's difference is " + ", ".join(
+                        f"{r['method']} {r['mean'] / gain:.2f}x" for r in primary) + " the ensemble's gain"
+                    if gain else "")
+    return [out + "."]
 
 
 def _confidence_note(dirs: "list[Path]") -> str:

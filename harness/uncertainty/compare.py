@@ -6,7 +6,7 @@ Two sources of variation are kept apart:
   gets a 95% Student-t interval, and a method against the reference gets the paired per-seed
   difference (seed i against seed i) with its t-interval and paired t-test;
 - **test sampling** (which images happen to be in the evaluation set): with the models fixed, a
-  paired bootstrap over images of the difference in the seed-averaged metric, and McNemar's exact
+  paired interval over images of the difference in the seed-averaged metric, and McNemar's exact
   test on per-image correctness for each seed pair.
 
 :func:`method_level` combines both into one interval for the method (new seeds and new images;
@@ -32,7 +32,7 @@ HIGHER_IS_BETTER = {name: m.higher_is_better for name, m in M.METRICS.items()}
 IMAGE_KEYS = ("top1", "nll", "ece")
 
 
-def _parts(p: Predictions) -> "tuple[np.ndarray, np.ndarray, np.ndarray]":
+def parts(p: Predictions) -> "tuple[np.ndarray, np.ndarray, np.ndarray]":
     """Per-example confidence, correctness and NLL ``([N], [N], [N])`` of softmax predictions."""
     lp = p.log_probs()
     y = np.asarray(p.targets, dtype=np.int64)
@@ -40,7 +40,7 @@ def _parts(p: Predictions) -> "tuple[np.ndarray, np.ndarray, np.ndarray]":
     return conf, correct.astype(bool), -lp[np.arange(len(y)), y]
 
 
-def _stat(key: str, k: int):
+def metric_stat(key: str, k: int):
     """``stat(*arrays)``: the mean over ``k`` seeds of metric ``key`` from per-example parts
     (arrays are the seeds' (confidence, correctness, nll) triples, flattened)."""
     def one(conf: np.ndarray, correct: np.ndarray, nll: np.ndarray) -> float:
@@ -75,9 +75,9 @@ def test_sampling_se(preds: Sequence[Predictions], keys: Sequence[str] = IMAGE_K
                      seed: int = 0) -> "dict[str, float]":
     """Per metric, the bootstrap standard error over evaluation images of each model's metric,
     averaged over the models (seeds): the part of the spread that comes from the test sample."""
-    parts = [_parts(p) for p in preds]
-    return {key: float(np.mean([stats.bootstrap_std(_stat(key, 1), x, n_boot=n_boot, seed=seed) for x in parts]))
-            for key in keys}
+    per_model = [parts(p) for p in preds]
+    return {key: float(np.mean([stats.bootstrap_std(metric_stat(key, 1), x, n_boot=n_boot, seed=seed)
+                                for x in per_model])) for key in keys}
 
 
 def seed_level(a: "dict[str, Sequence[float]]", b: "dict[str, Sequence[float]]") -> "dict[str, dict]":
@@ -95,58 +95,53 @@ def seed_level(a: "dict[str, Sequence[float]]", b: "dict[str, Sequence[float]]")
     return out
 
 
-def image_level(a: Sequence[Predictions], b: Sequence[Predictions], keys: Sequence[str] = IMAGE_KEYS,
-                n_boot: int = 1000, seed: int = 0) -> "dict[str, dict]":
-    """Per metric, with the models fixed: the paired bootstrap over images of the difference in the
-    seed-averaged metric (a's seeds averaged minus b's) with its 95% percentile interval and verdict;
-    for ``top1`` also McNemar's exact test of each seed pair (a[i] against b[i]).
+def per_image_difference(key: str, x: tuple, y: tuple) -> np.ndarray:
+    """``[N]`` per-image difference of ``key`` (top-1 correctness as 0/±1, NLL in nats) between two models' parts."""
+    return (x[1].astype(np.float64) - y[1]) if key == "top1" else (x[2] - y[2])
 
-    Args:
-        a, b: the seeds' predictions of the method and of the reference (single-label), on the same
-            evaluation examples; the first min(len(a), len(b)) of each, paired by position.
 
-    Raises:
-        ValueError: different evaluation examples or labels.
-    """
-    n = min(len(a), len(b))
-    a, b = list(a)[:n], list(b)[:n]
-    _check_same_examples(a, b)
-    pa = tuple(x for p in a for x in _parts(p))
-    pb = tuple(x for p in b for x in _parts(p))
-    out = {}
-    for key in keys:
-        r = stats.paired_bootstrap(_stat(key, n), pa, pb, n_boot=n_boot, seed=seed)
-        r["verdict"] = stats.verdict(r["lo"], r["hi"], HIGHER_IS_BETTER[key], None)
-        if key == "top1":
-            r["mcnemar"] = [stats.mcnemar_exact(pa[3 * i + 1], pb[3 * i + 1]) for i in range(n)]
-        out[key] = r
-    return out
+def _ece_interval(pa: list, pb: list, n_boot: int, seed: int, max_boot: int) -> dict:
+    """:func:`harness.uncertainty.stats.method_interval` of the ECE difference, with B doubled (new resamples
+    appended) until the Monte-Carlo error of the half-width is below a tenth of it or B reaches ``max_boot``."""
+    n, stat = len(pa), metric_stat("ece", 1)
+    per_seed = [stat(*x) - stat(*y) for x, y in zip(pa, pb)]
+    reps, b = [], 0
+    while True:
+        rep = stats.bootstrap_replicates(stat, [*pa, *pb], n_boot=n_boot if not b else b, seed=seed + len(reps))
+        reps.append(rep[:n] - rep[n:])
+        b = sum(r.shape[1] for r in reps)
+        r = stats.method_interval(per_seed, np.concatenate(reps, axis=1), higher_is_better=HIGHER_IS_BETTER["ece"])
+        if not r["mc_error"] > 0.1 * (r["hi"] - r["mean"]) or 2 * b > max_boot:
+            return {**r, "per_seed": per_seed}
 
 
 def method_level(a: Sequence[Predictions], b: Sequence[Predictions], keys: Sequence[str] = IMAGE_KEYS,
-                 n_boot: int = 1000, seed: int = 0) -> "dict[str, dict]":
-    """Per metric, one 95% interval of the method difference a − b over training seeds and evaluation
-    images together (:func:`harness.uncertainty.stats.method_interval`, two-way random effects with a
-    Satterthwaite t), with its two-sided p and verdict.
+                 n_boot: int = 2000, seed: int = 0, max_boot: int = 32000) -> "dict[str, dict]":
+    """Per metric, one 95% interval of the method difference a − b over training seeds and evaluation images
+    together, with its two-sided p, its verdict, the same test at df = n − 1 and whether the two disagree
+    (``fragile``), and the interval with the models fixed (``models_fixed``, "for these trained models"), which it
+    always contains.
 
-    ``per_seed[s]`` is metric(a[s]) − metric(b[s]) on the whole evaluation set (top-1 as a fraction, NLL in
-    nats, ECE with :func:`harness.uncertainty.metrics.calibration_error`, as :func:`image_level` computes
-    them); the image term comes from the per-seed differences on the resamples :func:`image_level` draws
-    (:func:`harness.uncertainty.stats.bootstrap_replicates`, same ``seed`` and ``n_boot``; their mean over
-    seeds is exactly :func:`image_level`'s replicate), so it counts only the image effect all seeds share.
-    With one seed on either side the result is the image-level interval, and ``method`` says so.
+    - ``top1`` and ``nll`` are means of per-image values: the exact two-way ANOVA of the per-image differences,
+      seed s of a against seed s of b (:func:`harness.uncertainty.stats.anova_interval`; the seed mean square
+      floored at the interaction's); ``models_fixed`` is the paired t interval of the seed-averaged per-image
+      differences (unfloored p).
+    - ``ece`` is not: a two-level bootstrap (:func:`harness.uncertainty.stats.method_interval`, per-seed
+      differences on shared image resamples, the seed term floored at the interaction's share), starting at
+      ``n_boot`` replicates and doubling until the Monte-Carlo error of the half-width (``mc_error``) is below a
+      tenth of it, or ``max_boot``; ``models_fixed`` is the normal interval of the seed-averaged replicates.
+
+    With one seed on either side only the models-fixed interval exists, and ``method`` says so.
 
     Args:
         a, b: the seeds' predictions of the method and of the reference (single-label), on the same
             evaluation examples; the first min(len(a), len(b)) of each, paired by position.
         keys: metrics among ``top1``, ``nll``, ``ece``.
-        n_boot, seed: the image bootstrap's replicates and random stream.
+        n_boot, seed, max_boot: the ECE bootstrap's first replicates, random stream and cap.
 
     Returns:
-        ``{key: method_interval result + {"per_seed": [n] differences, "n_images": N, "models_fixed":
-        {"diff", "lo", "hi", "std", "p", "verdict"}}}``; ``models_fixed`` is :func:`image_level`'s interval
-        (the models fixed, "for these trained models") from the same replicates, equal to it up to rounding
-        (about 1e-15), so a caller needs only one bootstrap for both lines.
+        ``{key: interval + {"per_seed": [n] differences, "n_images": N}}`` (the keys of
+        :func:`~harness.uncertainty.stats.anova_interval` or :func:`~harness.uncertainty.stats.method_interval`).
 
     Raises:
         ValueError: different evaluation examples or labels, no model on a side, an unknown key.
@@ -157,17 +152,44 @@ def method_level(a: Sequence[Predictions], b: Sequence[Predictions], keys: Seque
     n = min(len(a), len(b))
     a, b = list(a)[:n], list(b)[:n]
     _check_same_examples(a, b)
-    pa, pb = [_parts(p) for p in a], [_parts(p) for p in b]
+    pa, pb = [parts(p) for p in a], [parts(p) for p in b]
     out = {}
     for key in keys:
-        stat = _stat(key, 1)
-        per_seed = [stat(*x) - stat(*y) for x, y in zip(pa, pb)]
-        rep = stats.bootstrap_replicates(stat, [*pa, *pb], n_boot=n_boot, seed=seed)
-        diffs = rep[:n] - rep[n:]
-        r = stats.method_interval(per_seed, diffs, higher_is_better=HIGHER_IS_BETTER[key])
-        fixed = diffs.mean(0)
-        lo, hi = (float(v) for v in np.percentile(fixed, [2.5, 97.5]))
-        out[key] = {**r, "per_seed": per_seed, "n_images": len(pa[0][0]), "models_fixed": {
-            "diff": float(np.mean(per_seed)), "lo": lo, "hi": hi, "std": float(fixed.std(ddof=1)),
-            "p": stats.bootstrap_p(fixed), "verdict": stats.verdict(lo, hi, HIGHER_IS_BETTER[key], None)}}
+        if key == "ece":
+            r = _ece_interval(pa, pb, n_boot, seed, max_boot)
+        else:
+            d = np.stack([per_image_difference(key, x, y) for x, y in zip(pa, pb)])
+            r = {**stats.anova_interval(d, higher_is_better=HIGHER_IS_BETTER[key]), "per_seed": d.mean(1).tolist()}
+        out[key] = {**r, "n_images": len(pa[0][0])}
+    return out
+
+
+def image_level(a: Sequence[Predictions], b: Sequence[Predictions], keys: Sequence[str] = IMAGE_KEYS,
+                n_boot: int = 2000, seed: int = 0) -> "dict[str, dict]":
+    """Per metric, with the models fixed ("for these trained models"): the difference in the seed-averaged metric
+    (a's seeds averaged minus b's) with its 95% interval, unfloored two-sided p and verdict, exactly
+    :func:`method_level`'s ``models_fixed`` (one definition); for ``top1`` also McNemar's exact test of each seed
+    pair (a[i] against b[i]).
+
+    Args:
+        a, b: the seeds' predictions of the method and of the reference (single-label), on the same
+            evaluation examples; the first min(len(a), len(b)) of each, paired by position.
+
+    Returns:
+        ``{key: {"diff", "lo", "hi", "std", "p", "verdict", "interval", "mcnemar" (top1)}}``.
+
+    Raises:
+        ValueError: different evaluation examples or labels.
+    """
+    full = method_level(a, b, keys, n_boot=n_boot, seed=seed)
+    n = min(len(a), len(b))
+    out = {}
+    for key, r in full.items():
+        f = r["models_fixed"]
+        x = {"diff": f["diff"], "lo": f["lo"], "hi": f["hi"], "std": f["se"], "p": f["p"], "verdict": f["verdict"],
+             "interval": "normal interval of the image bootstrap" if key == "ece" else "paired t over images"}
+        if key == "top1":
+            pa, pb = [parts(p) for p in list(a)[:n]], [parts(p) for p in list(b)[:n]]
+            x["mcnemar"] = [stats.mcnemar_exact(u[1], v[1]) for u, v in zip(pa, pb)]
+        out[key] = x
     return out

@@ -248,9 +248,16 @@ def mantel(x: np.ndarray, y: np.ndarray, n_perm: int = 9999, seed: int = 0,
     rx, ry = stats.rankdata(xm[iu, ju]), stats.rankdata(ym[iu, ju])
     if np.ptp(rx) == 0 or np.ptp(ry) == 0:
         raise ValueError("one matrix has the same value for every pair; Spearman ρ is undefined")
-    cx = (rx - rx.mean()) / np.linalg.norm(rx - rx.mean())
-    cy = np.zeros((k, k))  # centred, scaled ranks of y's pairs: a permutation only moves them among the pairs
-    cy[iu, ju] = (ry - ry.mean()) / np.linalg.norm(ry - ry.mean())
+    return _permutation_test(rx, ry, k, n_perm, seed, alternative)
+
+
+def _permutation_test(vx: np.ndarray, vy: np.ndarray, k: int, n_perm: int, seed: int, alternative: str) -> dict:
+    """Pearson correlation of the pair values ``vx`` and ``vy`` (upper triangle, ``np.triu_indices(k, 1)`` order)
+    against its null with the classes of ``vy`` permuted (all K! permutations when K! <= ``n_perm``)."""
+    iu, ju = np.triu_indices(k, 1)
+    cx = (vx - vx.mean()) / np.linalg.norm(vx - vx.mean())
+    cy = np.zeros((k, k))  # centred, scaled values of y's pairs: a permutation only moves them among the pairs
+    cy[iu, ju] = (vy - vy.mean()) / np.linalg.norm(vy - vy.mean())
     cy += cy.T
 
     def rho(perms: np.ndarray) -> np.ndarray:  # [P, K] -> [P]: ρ of x against y[π][:, π]
@@ -277,6 +284,57 @@ def mantel(x: np.ndarray, y: np.ndarray, n_perm: int = 9999, seed: int = 0,
     p = count / total if exact else (1 + count) / (1 + total)
     return {"rho": observed, "p_value": float(p), "n_perm": total, "exact": exact, "alternative": alternative,
             "n_pairs": len(iu)}
+
+
+def partial_mantel(x: np.ndarray, y: np.ndarray, z: np.ndarray, n_perm: int = 9999, seed: int = 0) -> dict:
+    """Partial Mantel test on ranks: the association of ``x`` and ``y`` given ``z`` (three symmetric K x K
+    matrices). The upper-triangle ranks of x and of y are each regressed on those of z (least squares with an
+    intercept); ρ is the Pearson correlation of the two residual vectors (a partial Spearman correlation over the
+    pairs), tested two-sided by permuting the classes of y's residual matrix (rows and columns together).
+
+    Returns: as :func:`mantel` (``rho``, ``p_value``, ``n_perm``, ``exact``, ``alternative``, ``n_pairs``).
+    Raises ValueError: as :func:`mantel`, for any of the three matrices.
+    Sources: Smouse, Long & Sokal 1986, "Multiple regression and correlation extensions of the Mantel test of
+    matrix correspondence", Systematic Zoology 35(4):627-632; Legendre & Legendre 2012, Numerical Ecology, 3rd
+    ed., Sec. 10.5.2 (residuals permuted as a matrix).
+    """
+    from scipy import stats
+
+    mats = [_square(m, name) for m, name in ((x, "x"), (y, "y"), (z, "z"))]
+    k = len(mats[0])
+    if any(m.shape != mats[0].shape for m in mats) or k < 3:
+        raise ValueError(f"x, y and z must be K x K over the same K >= 3 classes, got {[m.shape for m in mats]}")
+    iu, ju = np.triu_indices(k, 1)
+    rx, ry, rz = (stats.rankdata(m[iu, ju]) for m in mats)
+    if min(np.ptp(rx), np.ptp(ry), np.ptp(rz)) == 0:
+        raise ValueError("one matrix has the same value for every pair; the partial correlation is undefined")
+    design = np.column_stack([np.ones_like(rz), rz])
+
+    def residual(v: np.ndarray) -> np.ndarray:
+        return v - design @ np.linalg.lstsq(design, v, rcond=None)[0]
+
+    return _permutation_test(residual(rx), residual(ry), k, n_perm, seed, "two-sided")
+
+
+def without_class_effects(values: np.ndarray) -> np.ndarray:
+    """A symmetric K x K matrix of pair values with the additive class effects removed: the least-squares fit
+    v_ab ≈ μ + c_a + c_b over the pairs a < b is subtracted (the diagonal is set to 0). What remains is what is
+    particular to a pair, not to its two classes (a class whose pairs all move together leaves nothing).
+    Raises ValueError for a non-square matrix or K < 4 (the fit needs more pairs than parameters)."""
+    v = np.asarray(values, dtype=np.float64)
+    if v.ndim != 2 or v.shape[0] != v.shape[1] or len(v) < 4:
+        raise ValueError(f"values must be a K x K matrix with K >= 4, got shape {v.shape}")
+    k = len(v)
+    iu, ju = np.triu_indices(k, 1)
+    design = np.zeros((len(iu), k + 1))
+    design[:, 0] = 1.0
+    design[np.arange(len(iu)), 1 + iu] = 1.0
+    design[np.arange(len(iu)), 1 + ju] = 1.0
+    y = v[iu, ju]
+    res = y - design @ np.linalg.lstsq(design, y, rcond=None)[0]
+    out = np.zeros((k, k))
+    out[iu, ju] = res
+    return out + out.T
 
 
 def transition_test(transition: np.ndarray, pair_noise: "list[tuple]", n_resamples: int = 9999,

@@ -57,7 +57,12 @@ def test_experiment_runs_every_stage_and_resumes(tmp_path):
     assert summary["rows"][0][4] == "seeds + images, n = 2"
     assert md.index("Summary: primary endpoint nll") < md.index("Evaluation data")
     family = report["secondary_family"]
-    assert family["size"] == len(family["comparisons"]) >= 6 and all("p_holm" in r for r in family["comparisons"])
+    assert family["size"] == len(family["comparisons"]) >= 3 and all("p_holm" in r for r in family["comparisons"])
+    # method rows carry their robustness (df = n − 1) and contain their models-fixed interval; the ensembles form
+    # their own descriptive family
+    assert all(r["contains_models_fixed"] and "p_holm_df_n1" in r for r in family["comparisons"])
+    fixed = report["models_fixed_family"]
+    assert fixed["size"] == 3 and {r["study"] for r in fixed["comparisons"]} == {"ensembles"}
     # downstream calibration: each method's NLL is the mean over its upstream runs' sweeps
     calib = report["downstream"]["calibration"]["demo_count"]
     sweeps = [json.loads((tmp_path / "runs" / "tiny" / "downstream" / f"hom_s{s}" / "vtab.json").read_text())

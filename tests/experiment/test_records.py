@@ -273,11 +273,11 @@ COMMITTED = Path(__file__).resolve().parents[2] / "results" / "cifar10n" / "reco
 
 @pytest.mark.skipif(not COMMITTED.is_dir(), reason="no committed cifar10n records")
 @pytest.mark.parametrize("name", ["hom_s0", "het_t1.3_s1", "multilabel_pe-sigmoid_s0"])
-def test_the_committed_records_without_hashes_still_verify_and_restore(tmp_path, name):
+def test_the_committed_records_carry_their_hashes_verify_and_restore(tmp_path, name):
     rec = shutil.copytree(COMMITTED / name, tmp_path / "records" / name)
-    assert not (rec / HASHES_FILE).exists()  # written before hashes existed
+    assert (rec / HASHES_FILE).is_file()  # migrated once: every committed record hashes each of its files
+    assert verify_record(rec) is True
     assert restore_record(rec, tmp_path / "runs" / name) is True
-    assert verify_record(rec) is True  # its hashes, written once it verified
 
 
 def test_sync_records_takes_the_experiment_lock_and_verifies_every_record_first(finished, tmp_path):

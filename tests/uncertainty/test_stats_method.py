@@ -2,7 +2,6 @@
 data), Holm's adjustment (a hand-worked example) and the bootstrap p-value."""
 
 import math
-import time
 
 import numpy as np
 import pytest
@@ -10,44 +9,107 @@ from scipy import stats as sps
 
 from harness.uncertainty import stats as S
 
-# --- method_interval: the formula ------------------------------------------------------------------------------
+# --- anova_interval: the exact two-way ANOVA of per-image differences -----------------------------------------
+
+
+def _mean_squares(d):
+    """MS_seed, MS_image, MS_resid of a [n, N] table, by the textbook sums of squares (loops, no vectorised
+    shortcut shared with the code under test)."""
+    n, N = len(d), len(d[0])
+    g = sum(sum(r) for r in d) / (n * N)
+    rows = [sum(r) / N for r in d]
+    cols = [sum(d[s][i] for s in range(n)) / n for i in range(N)]
+    ss_seed = N * sum((r - g) ** 2 for r in rows)
+    ss_img = n * sum((c - g) ** 2 for c in cols)
+    ss_res = sum((d[s][i] - rows[s] - cols[i] + g) ** 2 for s in range(n) for i in range(N))
+    return ss_seed / (n - 1), ss_img / (N - 1), ss_res / ((n - 1) * (N - 1))
+
+
+def test_anova_interval_by_hand_when_the_seeds_vary():
+    rng = np.random.default_rng(0)
+    d = 0.1 + rng.normal(0, 0.05, (3, 1)) + rng.normal(0, 0.3, (1, 200)) + rng.normal(0, 0.2, (3, 200))
+    ms_seed, ms_img, ms_res = _mean_squares(d.tolist())
+    assert ms_seed > ms_res  # not floored
+    r = S.anova_interval(d, higher_is_better=True)
+    total = ms_seed + ms_img - ms_res
+    se = math.sqrt(total / 600)
+    df = total ** 2 / (ms_seed ** 2 / 2 + ms_img ** 2 / 199 + ms_res ** 2 / (2 * 199))
+    assert (r["ms_seed"], r["ms_image"], r["ms_resid"]) == pytest.approx((ms_seed, ms_img, ms_res), rel=1e-10)
+    assert r["se"] == pytest.approx(se, rel=1e-10) and r["df"] == pytest.approx(min(df, 199), rel=1e-10)
+    half = sps.t.ppf(0.975, r["df"]) * se
+    assert (r["lo"], r["hi"]) == pytest.approx((d.mean() - half, d.mean() + half), rel=1e-10)
+    assert r["p"] == pytest.approx(2 * sps.t.sf(abs(d.mean()) / se, r["df"]), rel=1e-8)
+    assert r["p_df_n1"] == pytest.approx(2 * sps.t.sf(abs(d.mean()) / se, 2), rel=1e-8)
+    assert not r["seed_floored"] and r["method"] == S.METHOD_SEEDS_IMAGES
+
+
+def test_anova_interval_floored_is_the_paired_t_over_images_of_the_seed_averaged_differences():
+    """Seeds that agree more closely than per-image noise allows: the seed term is floored and the interval is
+    the models-fixed one (the paired t of the per-image means), never narrower."""
+    rng = np.random.default_rng(1)
+    d = rng.choice([-1.0, 0.0, 1.0], p=[0.05, 0.9, 0.05], size=(3, 5000))
+    d -= d.mean(1, keepdims=True) - d.mean()  # identical seed means: MS_seed = 0
+    r = S.anova_interval(d, higher_is_better=True)
+    ref = sps.ttest_1samp(d.mean(0), 0.0)
+    assert r["seed_floored"] and r["df"] == 4999
+    assert (r["lo"], r["hi"]) == pytest.approx(tuple(ref.confidence_interval(0.95)), rel=1e-9)
+    assert r["p"] == pytest.approx(ref.pvalue, rel=1e-9) and r["models_fixed"]["p"] == pytest.approx(ref.pvalue)
+    assert r["p_df_n1"] > r["p"]  # the same SE on n − 1 = 2 df
+
+
+def test_the_method_interval_always_contains_the_models_fixed_interval():
+    """The invariant, on 400 random tables of every shape of variance (seed, image, interaction, 0/±1 flips)."""
+    rng = np.random.default_rng(2)
+    for k in range(400):
+        n, N = int(rng.integers(2, 6)), int(rng.integers(20, 400))
+        sa, sb, se = rng.uniform(0, 0.3, 3) ** rng.integers(1, 4, 3)
+        d = rng.normal(0, sa, (n, 1)) + rng.normal(0, sb, (1, N)) + rng.normal(0, se, (n, N))
+        if k % 3 == 0:
+            d = np.sign(d) * (np.abs(d) > 0.3)
+        r = S.anova_interval(d)
+        f = r["models_fixed"]
+        assert r["lo"] <= f["lo"] + 1e-12 and f["hi"] <= r["hi"] + 1e-12, (k, r, f)
+        # the bootstrap path (ECE) keeps the same invariant on replicates of the same table
+        idx = rng.integers(0, N, (300, N))
+        rep = np.stack([d[s][idx].mean(1) for s in range(n)])
+        b = S.method_interval(d.mean(1), rep)
+        assert b["lo"] <= b["models_fixed"]["lo"] + 1e-12 and b["models_fixed"]["hi"] <= b["hi"] + 1e-12, k
+
+
+def test_anova_interval_with_one_seed_is_the_models_fixed_interval():
+    d = np.random.default_rng(3).normal(0.01, 0.2, (1, 1000))
+    r = S.anova_interval(d, higher_is_better=True)
+    assert r["method"] == S.METHOD_IMAGES_ONLY and "fragile" not in r
+    assert (r["lo"], r["hi"]) == (r["models_fixed"]["lo"], r["models_fixed"]["hi"])
+    with pytest.raises(ValueError, match=r"\[n, N\]"):
+        S.anova_interval(np.zeros(10))
+
+
+# --- method_interval: the two-level bootstrap (ECE) ------------------------------------------------------------
 
 
 def test_method_interval_by_hand():
-    per_seed = [0.02, 0.01, 0.03]  # mean 0.02, var (ddof 1) 1e-4, seed term 1e-4 / 3
-    rep = np.random.default_rng(0).normal(0.02, 0.004, 500)
+    rng = np.random.default_rng(0)
+    per_seed = np.array([0.02, 0.01, 0.03])  # var (ddof 1) 1e-4
+    rep = per_seed[:, None] + rng.normal(0, 0.004, (1, 2000)) + rng.normal(0, 0.001, (3, 2000))
     r = S.method_interval(per_seed, rep, higher_is_better=True)
-    v_seed, v_img = 1e-4 / 3, rep.var(ddof=1)
-    se = math.sqrt(v_seed + v_img)
-    df = se ** 4 / (v_seed ** 2 / 2)
-    half = sps.t.ppf(0.975, df) * se
-    assert r["mean"] == pytest.approx(0.02, abs=1e-15)
+    per_var = rep.var(axis=1, ddof=1).mean()
+    shared = (3 * rep.mean(0).var(ddof=1) - per_var) / 2
+    seed_term = max(1e-4, per_var - shared) / 3
+    se = math.sqrt(seed_term + shared)
+    df = se ** 4 / (seed_term ** 2 / 2)
     assert r["se"] == pytest.approx(se, rel=1e-12) and r["df"] == pytest.approx(df, rel=1e-12)
-    assert r["se_seeds"] == pytest.approx(math.sqrt(v_seed)) and r["se_images"] == pytest.approx(math.sqrt(v_img))
-    assert (r["lo"], r["hi"]) == pytest.approx((0.02 - half, 0.02 + half), rel=1e-12)
-    assert r["p"] == pytest.approx(2 * sps.t.sf(0.02 / se, df), rel=1e-10)
-    assert r["n_seeds"] == 3 and r["n_images_boot"] == 500 and r["method"] == S.METHOD_SEEDS_IMAGES
-    assert 2 < r["df"] < math.inf  # between the seed-only t (df = n - 1) and the normal
-    assert r["verdict"] == S.verdict(r["lo"], r["hi"], True, 3)
+    assert r["p"] == pytest.approx(2 * sps.t.sf(0.02 / se, df), rel=1e-9) and not r["seed_floored"]
+    assert r["n_images_boot"] == 2000 and 0 < r["mc_error"] < 0.1 * (r["hi"] - r["mean"])
+    assert r["models_fixed"]["se"] == pytest.approx(rep.mean(0).std(ddof=1), rel=1e-12)
 
 
-def test_method_interval_without_image_spread_is_the_one_sample_t_interval():
-    per_seed = np.array([0.012, -0.004, 0.02, 0.007])
-    r = S.method_interval(per_seed, np.full(100, 0.25), confidence=0.9)  # constant: no image term
-    ref = sps.ttest_1samp(per_seed, 0.0)
-    lo, hi = ref.confidence_interval(0.9)
-    assert (r["lo"], r["hi"]) == pytest.approx((lo, hi), rel=1e-10) and r["df"] == pytest.approx(3)
-    assert r["p"] == pytest.approx(ref.pvalue, rel=1e-10) and r["se_images"] == 0.0
-
-
-def test_method_interval_without_seed_spread_is_the_normal_interval_of_the_image_term():
-    rep = np.random.default_rng(1).normal(-0.03, 0.01, 400)
-    r = S.method_interval([-0.03, -0.03, -0.03], rep, higher_is_better=False)
-    sd = rep.std(ddof=1)
-    assert r["df"] == math.inf and r["se"] == pytest.approx(sd, rel=1e-12)
-    assert (r["lo"], r["hi"]) == pytest.approx((-0.03 - 1.959964 * sd, -0.03 + 1.959964 * sd), rel=1e-6)
-    assert r["p"] == pytest.approx(2 * sps.norm.sf(0.03 / sd), rel=1e-9)
-    assert r["verdict"] == "better"  # lower is better and the interval lies below 0
+def test_method_interval_floors_seeds_that_agree_too_well():
+    rng = np.random.default_rng(1)
+    rep = rng.normal(0, 0.01, (3, 2000))  # interaction only: each seed's image spread is its own
+    r = S.method_interval([0.05, 0.05, 0.05], rep, higher_is_better=True)
+    assert r["seed_floored"] and r["df"] == math.inf
+    assert r["se"] >= r["models_fixed"]["se"] * (1 - 1e-12)
 
 
 def test_method_interval_of_a_model_against_itself():
@@ -56,106 +118,43 @@ def test_method_interval_of_a_model_against_itself():
     assert r["verdict"] == "no detectable difference at n = 3"
 
 
-def test_method_interval_one_seed_falls_back_to_the_image_percentile_interval():
-    rep = np.random.default_rng(2).normal(0.01, 0.005, 1000)
-    for form in (rep, rep[None]):  # [B] and [1, B]
-        r = S.method_interval([0.0101], form, higher_is_better=True)
-        lo, hi = np.percentile(rep, [2.5, 97.5])
-        assert r["method"] == S.METHOD_IMAGES_ONLY and "one seed" in r["method"] and r["df"] is None
-        assert (r["lo"], r["hi"]) == pytest.approx((lo, hi), rel=1e-12)
-        assert r["mean"] == 0.0101 and r["p"] == S.bootstrap_p(rep)
-        assert r["verdict"] == "better"
-
-
-def test_method_interval_per_seed_replicates_count_only_the_shared_image_effect():
-    rng = np.random.default_rng(3)
-    per_seed = [0.1, 0.12, 0.08]
-    shared = rng.normal(0, 0.01, 2000)
-    same = S.method_interval(per_seed, np.stack([shared] * 3))  # no interaction: rows identical
-    assert same["se_images"] == pytest.approx(shared.std(ddof=1), rel=1e-12)
-    assert same["se"] == pytest.approx(S.method_interval(per_seed, shared)["se"], rel=1e-12)
-    own = rng.normal(0, 0.01, (3, 2000))  # interaction only: the seeds' replicates independent
-    indep = S.method_interval(per_seed, own)
-    assert indep["se_images"] < 0.2 * S.method_interval(per_seed, own.mean(0))["se_images"]
-    # the [B] form of the same replicates is wider by the interaction (counted twice there)
-    both = shared + own
-    assert S.method_interval(per_seed, both)["se"] < S.method_interval(per_seed, both.mean(0))["se"]
+def test_the_models_fixed_p_has_no_floor():
+    """A difference 9 standard errors from 0 gets p about 2e-19, not 2/(B + 1): Holm over 33 comparisons passes
+    it (the bootstrap p's floor of 0.002 never could: its first step needs 0.05/33 = 0.0015)."""
+    rep = np.random.default_rng(4).normal(0.09, 0.01, (1, 1000))
+    r = S.method_interval([0.09], rep, higher_is_better=True)
+    assert r["models_fixed"]["p"] < 1e-15
+    assert S.holm([r["models_fixed"]["p"]] + [0.5] * 32)["reject"][0]
 
 
 @pytest.mark.parametrize("call,match", [
     (lambda: S.method_interval([], np.zeros(10)), "empty"),
     (lambda: S.method_interval([0.1, math.nan], np.zeros(10)), "NaN"),
-    (lambda: S.method_interval([0.1, 0.2], np.zeros(1)), "B >= 2"),
+    (lambda: S.method_interval([0.1, 0.2], np.zeros((2, 1))), "B >= 2"),
     (lambda: S.method_interval([0.1, 0.2], np.zeros((3, 10))), r"\[2, B\]"),
     (lambda: S.method_interval([0.1, 0.2], np.zeros((2, 2, 10))), "shape"),
-    (lambda: S.method_interval([0.1, 0.2], np.array([0.0, math.inf])), "NaN/inf"),
-    (lambda: S.method_interval([0.1, 0.2], np.zeros(10), confidence=1.0), "confidence"),
+    (lambda: S.method_interval([0.1, 0.2], np.array([[0.0, math.inf], [0.0, 0.0]])), "NaN/inf"),
+    (lambda: S.method_interval([0.1, 0.2], np.zeros((2, 10)), confidence=1.0), "confidence"),
 ])
 def test_method_interval_bad_input(call, match):
     with pytest.raises(ValueError, match=match):
         call()
 
 
-# --- method_interval: coverage on simulated data --------------------------------------------------------------
-
-MU, N_SEEDS, N_IMAGES, N_BOOT, N_SIMS = 0.1, 3, 300, 200, 1000
+# --- coverage: the fast version of `harness bench coverage` ------------------------------------------------------
 
 
-def _coverage(sd_seed: float, sd_image: float, sd_inter: float, seed: int) -> dict:
-    """Coverage of mu by four 95% intervals over N_SIMS simulations of d_si = mu + a_s + b_i + e_si.
+def test_method_level_covers_mu_at_the_nominal_rate_in_the_fast_settings():
+    """The fast version of the coverage benchmark (harness.bench.coverage, results/bench/coverage.md): the real
+    compare.method_level path on simulated predictions, 300 simulations per setting (binomial SE 0.013 at 95%),
+    including seeds that agree closely and top-1's 0/±1 differences; the benchmark runs 2,000 per setting."""
+    from harness.bench.coverage import SETTINGS, coverage
 
-    Per simulation: n = 3 seeds, N = 300 images; per_seed = the seed's mean over images. The image
-    replicates are simulated cheaply: normal with the covariance of the seeds' means over resamples of the
-    images, the empirical covariance over images / N (what the bootstrap gives, up to (N - 1)/N), drawn
-    B = 200 times per simulation, one row per seed (the [n, B] form); their mean over seeds is the [B] form.
-    Returns the shares covering mu: method_interval with [n, B] ("shared") and [B] ("averaged") replicates,
-    the image-only percentile interval of the seed-averaged replicates (models fixed) and the seed-only
-    t-interval of per_seed (images fixed).
-    """
-    rng = np.random.default_rng(seed)
-    d = (MU + rng.normal(0, sd_seed, (N_SIMS, N_SEEDS, 1)) + rng.normal(0, sd_image, (N_SIMS, 1, N_IMAGES))
-         + rng.normal(0, sd_inter, (N_SIMS, N_SEEDS, N_IMAGES)))
-    per_seed = d.mean(-1)
-    c = d - per_seed[..., None]
-    cov = np.einsum("kin,kjn->kij", c, c) / (N_IMAGES - 1) / N_IMAGES
-    rep = per_seed[..., None] + np.linalg.cholesky(cov) @ rng.normal(size=(N_SIMS, N_SEEDS, N_BOOT))
-    hits = {"shared": 0, "averaged": 0}
-    for m, r in zip(per_seed, rep):
-        for form, x in (("shared", r), ("averaged", r.mean(0))):
-            out = S.method_interval(m, x)
-            hits[form] += out["lo"] <= MU <= out["hi"]
-    lo, hi = np.percentile(rep.mean(1), [2.5, 97.5], axis=-1)
-    half = sps.t.ppf(0.975, N_SEEDS - 1) * per_seed.std(1, ddof=1) / math.sqrt(N_SEEDS)
-    return {**{k: v / N_SIMS for k, v in hits.items()}, "image_only": float(np.mean((lo <= MU) & (MU <= hi))),
-            "seed_only": float(np.mean(np.abs(per_seed.mean(1) - MU) <= half))}
-
-
-def test_method_interval_covers_mu_at_the_nominal_rate_whichever_variance_dominates():
-    """1000 simulations per case; the binomial standard error of a 95% coverage is 0.007, and the
-    tolerance is 0.92-0.985. Measured (these seeds; seeds 10-12 in brackets): image-dominated 0.939 [0.945-0.949]
-    with [n, B] replicates, 0.942 [0.951-0.954] with [B]; seed-dominated 0.948 [0.934-0.944] and 0.938
-    [0.928-0.933]; interaction-dominated 0.923 [0.918-0.947] and 0.976 [0.983-0.989].
-
-    - image variance dominates (s_a = 0, s_b = 1, s_e = 0.3; the image effect is 97% of the variance of the
-      mean): the seed-only t-interval cannot see the image effect all seeds share and covers 0.47;
-    - seed variance dominates (s_a = 0.1, s_b = 0.1, s_e = 0.3; 1% image effect): the image-only interval
-      holds the models fixed and covers 0.29;
-    - interaction dominates (s_a = 0.02, s_b = 0.2, s_e = 1, like the top-1 of two similar models): the [B]
-      form counts the interaction twice and over-covers (0.976); the [n, B] form does not. Between the
-      extremes Satterthwaite's t with n = 3 dips below nominal, to about 0.921 at a 10% image share (200,000
-      simulations of the two variance terms; this case sits there), hence its lower bound 0.90.
-    """
-    t0 = time.perf_counter()
-    image = _coverage(0.0, 1.0, 0.3, seed=0)
-    assert 0.92 <= image["shared"] <= 0.985 and 0.92 <= image["averaged"] <= 0.985, image
-    assert image["seed_only"] < 0.6, image  # undercovers: blind to the shared image effect
-    seed = _coverage(0.1, 0.1, 0.3, seed=1)
-    assert 0.92 <= seed["shared"] <= 0.985 and 0.92 <= seed["averaged"] <= 0.985, seed
-    assert seed["image_only"] < 0.5, seed  # undercovers: blind to training randomness
-    inter = _coverage(0.02, 0.2, 1.0, seed=2)
-    assert 0.90 <= inter["shared"] <= 0.985, inter
-    assert inter["averaged"] >= inter["shared"] and inter["averaged"] >= 0.95, inter  # conservative form
-    assert time.perf_counter() - t0 < 20.0
+    for name in ("image-dominated", "seeds agree closely (top-1 flips)"):
+        r = coverage(SETTINGS[name], sims=300, keys=("top1", "nll"), seed=11)
+        for key, share in r["coverage"].items():
+            assert 0.91 <= share <= 0.995, (name, key, share)
+        assert r["contained"] == r["sims"]  # every method interval contains its models-fixed interval
 
 
 # --- holm --------------------------------------------------------------------------------------------------------
@@ -242,3 +241,27 @@ def test_bootstrap_replicates_are_the_resamples_of_paired_bootstrap():
         S.bootstrap_replicates(np.mean, [(a,), (b[:10],)])
     with pytest.raises(ValueError, match="groups is empty"):
         S.bootstrap_replicates(np.mean, [])
+
+
+# --- the committed CIFAR-10N records ---------------------------------------------------------------------------
+
+
+def test_e30_top1_from_the_committed_records_is_the_re_analysis_result():
+    """Condition e30 (30 epochs), het − hom clean-test top-1 from the committed records: the three seeds agree more
+    closely than per-image flips allow, so the seed term is floored and the interval is no narrower than the
+    models-fixed one: +0.36 points [−0.05, +0.76], p ≈ 0.085 (an independent re-analysis's figures), not the
+    [+0.18, +0.53] "better" of the unfloored seed term."""
+    from pathlib import Path
+
+    from harness.uncertainty.compare import method_level
+    from harness.uncertainty.predictions import Predictions
+
+    root = Path(__file__).resolve().parents[2] / "results" / "cifar10n" / "records"
+    het = [Predictions.load(root / d) for d in ("budget_het_e30", "e30_het_s1", "e30_het_s2")]
+    hom = [Predictions.load(root / d) for d in ("budget_hom_e30", "e30_hom_s1", "e30_hom_s2")]
+    r = method_level(het, hom, keys=("top1",))["top1"]
+    assert r["seed_floored"]
+    assert 100 * r["mean"] == pytest.approx(0.36, abs=0.005)
+    assert (100 * r["lo"], 100 * r["hi"]) == pytest.approx((-0.05, 0.76), abs=0.005)
+    assert r["p"] == pytest.approx(0.085, abs=0.001) and r["verdict"] == "no detectable difference at n = 3"
+    assert r["lo"] <= r["models_fixed"]["lo"] and r["models_fixed"]["hi"] <= r["hi"]
