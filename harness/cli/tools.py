@@ -194,3 +194,26 @@ def data_pack(source, out, overrides, shard_size, split, multilabel, seed, in_or
         raise click.ClickException(str(e)) from e
     click.echo(f"{index['num_examples']} examples of {ds.description} in {len(index['shards'])} shard(s): "
                f"{folder / index['shards'][0]['name']} ... and {folder / 'index.json'}")
+
+
+@data.command("tasks-cifar")
+@click.option("--data", "data_path", type=click.Path(file_okay=False, path_type=Path), required=True,
+              help="The cifar10n folder (cifar10_jpeg.zip, cifar10n_labels.npz).")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True,
+              help="Folder to write the task folders in (a task folder that exists must be empty).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of every draw.")
+@click.option("--test-size", type=click.IntRange(1), default=2000, show_default=True, help="Test examples per task.")
+def data_tasks_cifar(data_path: Path, out: Path, seed: int, test_size: int) -> None:
+    """Build VTAB-1k-style transfer tasks from CIFAR-10 (cifar10, cifar_rotation, cifar_location, cifar_count):
+    training images from the upstream held-out split val5k, test images from the CIFAR-10 test split, written as
+    OUT/<task>/{train800,val200,train800val200,test}.txt and PNGs. Use them as custom tasks NAME=FOLDER:K (the lines
+    are printed and saved in OUT/cifar_tasks.json)."""
+    from harness.tasks_cifar import build_cifar_tasks
+
+    try:
+        summary = build_cifar_tasks(data_path, out, seed=seed, test_size=test_size, progress=click.echo)
+    except (ValueError, FileNotFoundError) as e:
+        raise click.ClickException(str(e)) from e
+    for name, task in summary["tasks"].items():
+        click.echo(f"{task['spec']}  ({task['group']}, {task['sizes']})")
+    click.echo(f"ood tasks (built in): {' '.join(summary['groups']['ood'])}; summary in {out / 'cifar_tasks.json'}")
