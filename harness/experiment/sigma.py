@@ -210,7 +210,7 @@ def sigma_section(groups: "dict[str, list[Path]]", human: np.ndarray, permuted: 
     extra = secondary_analyses(rows, human, permuted, class_conditional) if permuted and class_conditional else {}
     tables = [] if not extra else _secondary_tables(extra)
     if extra:
-        text.append("Declared secondary analyses (issue of 2026-11-27, after the runs; exploratory for A-C): "
+        text.append("Secondary analyses (declared 2026-11-27, after the conditions' runs, so exploratory): "
                     + extra["readout"])
     title = ("What Σ follows: Spearman ρ (two-sided Mantel p, class labels permuted) of the noise's pair mass "
              "T_ab + T_ba against the signed mean correlation of u_a, u_b (primary) and Var(u_a − u_b), per model, "

@@ -343,7 +343,8 @@ def experiment_verdicts(exp: Experiment, runs: "dict[str, list[Path]]", ensemble
         for r in rows:
             r["exploratory"] = reason
         secondary += rows
-    secondary += human_minus_condition(exp, runs, conditions)
+    premise = human_minus_condition(exp, runs, conditions)
+    secondary += premise
     secondary += seed_rows("multi-label", multilabel_diffs or [], multilabel_reference)
     ens = {json.loads((e / "ensemble.json").read_text())["method"]: e for e in ensembles}
     fixed = adjust(ensemble_rows(ens, keys), "models fixed")
@@ -351,7 +352,7 @@ def experiment_verdicts(exp: Experiment, runs: "dict[str, list[Path]]", ensemble
     replicated = mark_replication(exp, primary + secondary + fixed)
     out = summary_section(primary, secondary, exp, fixed, oracle_rows)
     out["summary"]["findings"] += replicated
-    out["summary"]["findings"] += effect_sizes(primary, runs, ens, ep)
+    out["summary"]["findings"] += effect_sizes(primary, runs, ens, ep) + premise_sentence(premise, primary, secondary, ep)
     out["summary"]["findings"].append(_confidence_note([d for dirs in runs.values() for d in dirs]))
     return out
 
@@ -414,6 +415,26 @@ def human_minus_condition(exp: Experiment, runs: "dict[str, list[Path]]",
                  {**r, "verdict_df_n1": r.get("verdict_df_n1")})]
 
 
+def premise_sentence(premise: "list[dict]", primary: "list[dict]", secondary: "list[dict]", ep: Any) -> "list[str]":
+    """The pre-registered secondary on the paper's premise, worded against it, with the study whose het − hom point
+    gain on the primary endpoint is largest."""
+    if not premise:
+        return []
+    r = premise[0]
+    het = r["method"]
+    gains = [x for x in primary + secondary if x["method"] == het and x["comparison"] == f"{het} − hom"
+             and (x["metric"], x["split"]) == (ep.metric, ep.split)]
+    hib = M.METRICS[ep.metric].higher_is_better if ep.metric in M.METRICS else True
+    best = (max if hib else min)(gains, key=lambda x: x["mean"]) if gains else None
+    word = {"better": "supported", "worse": "contradicted"}.get(r["verdict"], "not established")
+    return [f"The paper's premise (HET gains more under image-dependent human noise than under class-conditional noise "
+            f"with the same T): {het}'s gain on human noise minus its gain in {r['study'].split(' − ', 1)[1]}, "
+            f"{_num(r['mean'], r['metric'])} [{_num(r['lo'], r['metric'])}, {_num(r['hi'], r['metric'])}], p "
+            f"{_p(r['p'])}, Holm p {_p(r.get('p_holm'))}: {word} here"
+            + (f"; the largest point gain is in {best['study']} ({_num(best['mean'], best['metric'])})" if best else "")
+            + "."]
+
+
 def effect_sizes(primary: "list[dict]", runs: "dict[str, list[Path]]", ensembles: "dict[str, Path]",
                  ep: Any) -> "list[str]":
     """The primary differences relative to hom's metric and to what a hom ensemble gains over its members on the
@@ -466,5 +487,6 @@ def report_summary(exp: Experiment, runs: "dict[str, list[Path]]", ensembles: "l
     part = experiment_verdicts(exp, runs, ensembles, with_hom, ml_diffs, ref)
     extra["summary"] = part.pop("summary")
     if exp.preregistration:
-        part["text"] = [f"Pre-registration (written in the experiment file before the runs): {exp.preregistration}"]
+        part["text"] = [f"Pre-registration (the experiment file's `preregistration`; each part says when it was written "
+                        f"and for which runs): {exp.preregistration}"]
     return part
