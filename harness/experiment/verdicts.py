@@ -423,7 +423,7 @@ def premise_sentence(premise: "list[dict]", primary: "list[dict]", secondary: "l
     r = premise[0]
     het = r["method"]
     gains = [x for x in primary + secondary if x["method"] == het and x["comparison"] == f"{het} − hom"
-             and (x["metric"], x["split"]) == (ep.metric, ep.split)]
+             and (x["metric"], x["split"]) == (ep.metric, ep.split) and not x.get("exploratory")]
     hib = M.METRICS[ep.metric].higher_is_better if ep.metric in M.METRICS else True
     best = (max if hib else min)(gains, key=lambda x: x["mean"]) if gains else None
     word = {"better": "supported", "worse": "contradicted"}.get(r["verdict"], "not established")
@@ -431,7 +431,8 @@ def premise_sentence(premise: "list[dict]", primary: "list[dict]", secondary: "l
             f"with the same T): {het}'s gain on human noise minus its gain in {r['study'].split(' − ', 1)[1]}, "
             f"{_num(r['mean'], r['metric'])} [{_num(r['lo'], r['metric'])}, {_num(r['hi'], r['metric'])}], p "
             f"{_p(r['p'])}, Holm p {_p(r.get('p_holm'))}: {word} here"
-            + (f"; the largest point gain is in {best['study']} ({_num(best['mean'], best['metric'])})" if best else "")
+            + (f"; among the confirmatory studies the largest point gain is in {best['study']} "
+               f"({_num(best['mean'], best['metric'])})" if best else "")
             + "."]
 
 
