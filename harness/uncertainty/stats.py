@@ -329,6 +329,8 @@ def anova_interval(differences: Any, confidence: float = 0.95,
     Hence SE >= the models-fixed standard error sqrt(MS_image/(nN)) and the t quantile >= t_{N−1}: **the method
     interval always contains the models-fixed one** (the paired t interval of the seed-averaged per-image
     differences, ``models_fixed``). With one seed only the models-fixed interval exists, and ``method`` says so.
+    The price is conservatism where the true seed variance is 0 (measured coverage up to 0.987 at 95%:
+    ``harness bench coverage``, results/bench/coverage.md); where the seeds differ it is on target.
 
     Args: ``differences`` ``[n, N]``: per seed pair s (method seed s against reference seed s) and image i, the
         per-image metric difference (NLL in nats; top-1 correctness as 0/±1); ``confidence`` in (0, 1);
