@@ -66,7 +66,12 @@ def run_cmd(experiment, overrides, no_train, sync_records) -> None:
             restored, saved = sync_records_locked(exp)  # under the experiment's lock; records verified first
             click.echo(f"records in {records_dir(exp)}: {saved} saved, {restored} run folder(s) restored")
             return
-        out = run_experiment(exp, progress=click.echo, train=not no_train)
+        if exp.transfer is not None:  # a transfer study of committed models: nothing upstream to train
+            from harness.experiment.transfer import run_transfer
+
+            out = run_transfer(exp, progress=click.echo)
+        else:
+            out = run_experiment(exp, progress=click.echo, train=not no_train)
     except (ValueError, OSError, TrainingDiverged) as e:
         raise click.ClickException(str(e)) from e
     click.echo(f"report: {out / 'report.md'} and {out / 'report.html'}")

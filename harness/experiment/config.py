@@ -138,6 +138,36 @@ class SinglePairSection:
 
 
 @dataclass
+class TransferSection:
+    """A transfer study of committed upstream models.
+
+    Attributes:
+        upstream: the experiment whose records (``<results_root>/<upstream>/records/``) hold the models.
+        methods: method -> record names, one per upstream seed, in seed order (seeds are paired by position).
+        reference: the method every comparison is against.
+        primary: the methods of the primary family (each against ``reference``).
+        secondary: further comparisons, method -> its reference (e.g. ``het_e30: hom_e30``), in the secondary family.
+        data: the CIFAR-10N folder the tasks are built from; ``task_seed``, ``test_size``, ``sizes`` (train800, val200):
+            their draw (:func:`harness.tasks_cifar.build_cifar_tasks`).
+        ood: built-in tasks of the out-of-domain group (the digits DEMO tasks).
+        preset, settings: the downstream recipe (:data:`harness.downstream.config.PRESETS` and overrides).
+    """
+
+    upstream: str = ""
+    methods: Dict[str, List[str]] = field(default_factory=dict)
+    reference: str = "hom"
+    primary: List[str] = field(default_factory=list)
+    secondary: Dict[str, str] = field(default_factory=dict)
+    data: str = "../shared/data/cifar10n"
+    task_seed: int = 0
+    test_size: int = 2000
+    ood: List[str] = field(default_factory=list)
+    sizes: List[int] = field(default_factory=lambda: [800, 200])
+    preset: str = "demo"
+    settings: Dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
 class PrimaryEndpoint:
     """The experiment's primary endpoint, declared in the experiment file before its runs: the one
     comparison of each method against hom whose verdict is the study's answer, reported first and
@@ -206,6 +236,8 @@ class Experiment:
             decide what Σ follows (:mod:`harness.experiment.sigma`); every het model of the main study and
             of these conditions is tested against its own noise and the main study's human noise.
         single_pair: the crossed single-pair design (:class:`SinglePairSection`), or None.
+        transfer: a transfer study of another experiment's committed models (:class:`TransferSection`,
+            :mod:`harness.experiment.transfer`); when set, ``harness run`` trains nothing upstream.
         replication: the name of an experiment that reruns this one on other seeds and another floating-point
             path (e.g. ``digits_replication``); when its report exists (``<results_root>/<name>/report.json``),
             each better/worse verdict of this report is marked replicated or fragile from it.
@@ -241,6 +273,7 @@ class Experiment:
     sigma_readout: Dict[str, str] = field(default_factory=dict)
     single_pair: Optional[SinglePairSection] = None
     replication: str = ""
+    transfer: Optional[TransferSection] = None
     evaluate_methods: List[str] = field(default_factory=list)
 
 

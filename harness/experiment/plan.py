@@ -180,6 +180,10 @@ def validate_experiment(exp: Experiment) -> "dict[str, _Plan]":
     from harness.downstream.config import PRESETS, SweepSettings
     from harness.io import check_location, check_writable, path_under, quote
 
+    if exp.transfer is not None:
+        raise ValueError(f"experiment {exp.name!r} is a transfer study of committed models (its `transfer:` section): "
+                         "run it with `harness run` or harness.experiment.transfer.run_transfer")
+
     for key in ("runs_root", "results_root", "upstream_config"):
         check_location(getattr(exp, key), key)
 

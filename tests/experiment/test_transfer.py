@@ -1,0 +1,76 @@
+"""The transfer study (harness.experiment.transfer, `harness run cifar10n_transfer`): the score interval's weighting,
+the study's checks, and the whole path on a tiny setting (two committed CIFAR-10N models a method, small tasks built
+from the shared data, a few fine-tuning steps)."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from harness.cli import main
+from harness.experiment import load_experiment
+from harness.experiment.config import TransferSection
+from harness.experiment.transfer import score_interval, validate_transfer
+from harness.uncertainty.stats import anova_interval
+
+REPO = Path(__file__).resolve().parents[2]
+DATA = REPO.parent / "shared" / "data" / "cifar10n"
+
+
+def test_score_interval_weights_every_task_equally_whatever_its_size():
+    """Two tasks of 10 and 1,000 images: the score difference is the mean of the two tasks' accuracy differences,
+    not the pooled mean over images, and the interval is the ANOVA interval of the weighted per-image table."""
+    rng = np.random.default_rng(0)
+    a = [{"small": rng.integers(0, 2, 10).astype(float), "big": rng.integers(0, 2, 1000).astype(float)} for _ in "ab"]
+    b = [{"small": np.zeros(10), "big": np.zeros(1000)} for _ in "ab"]
+    r = score_interval(a, b, ["small", "big"])
+    want = np.mean([np.mean([x["small"].mean(), x["big"].mean()]) for x in a])
+    assert r["mean"] == pytest.approx(want, abs=1e-12)
+    table = np.stack([np.concatenate([x["small"] * 1010 / 20, x["big"] * 1010 / 2000]) for x in a])
+    assert r["se"] == pytest.approx(anova_interval(table)["se"], rel=1e-12)
+    assert r["lo"] <= r["models_fixed"]["lo"] and r["models_fixed"]["hi"] <= r["hi"]
+
+
+def test_the_registered_study_validates_and_bad_studies_are_refused_before_work():
+    validate_transfer(load_experiment("cifar10n_transfer").transfer)
+    with pytest.raises(ValueError, match="'pe' is compared but is not in transfer.methods"):
+        validate_transfer(TransferSection(upstream="x", methods={"hom": ["a"]}, primary=["pe"]))
+    with pytest.raises(ValueError, match="pair them seed by seed"):
+        validate_transfer(TransferSection(upstream="x", methods={"hom": ["a"], "het": ["b", "c"]}, primary=["het"]))
+    with pytest.raises(ValueError, match="transfer.ood: unknown task"):
+        validate_transfer(TransferSection(upstream="x", methods={"hom": ["a"]}, ood=["demo_nope"]))
+
+
+@pytest.mark.skipif(not DATA.is_dir(), reason="no ../shared/data/cifar10n")
+def test_a_tiny_transfer_study_runs_end_to_end_from_the_committed_records(tmp_path):
+    exp = tmp_path / "tiny.yaml"
+    exp.write_text(
+        "name: tiny_transfer\nprimary: {metric: top1, split: eval, declared: '2026-11-27'}\nworkers: 1\n"
+        f"runs_root: {tmp_path / 'runs'}\nresults_root: {tmp_path / 'results'}\n"
+        "transfer:\n  upstream: cifar10n\n"
+        "  methods: {hom: [hom_s0, hom_s1], het: [het_t1.3_s0, het_t1.3_s1]}\n  primary: [het]\n"
+        f"  data: {DATA}\n  sizes: [24, 8]\n  test_size: 24\n  ood: [demo_rotation]\n"
+        "  settings: {lrs: [0.01], steps: [2], seeds: 1, batch_size: 8, micro_batch: 8}\n")
+    records = tmp_path / "results" / "cifar10n" / "records"
+    records.mkdir(parents=True)
+    for name in ("hom_s0", "hom_s1", "het_t1.3_s0", "het_t1.3_s1"):  # the committed records, linked
+        (records / name).symlink_to(REPO / "results" / "cifar10n" / "records" / name)
+    res = CliRunner().invoke(main, ["run", str(exp)])
+    assert res.exit_code == 0, res.output
+    import json
+
+    out = tmp_path / "results" / "tiny_transfer"
+    report = json.loads((out / "report.json").read_text())
+    (row,) = report["primary_endpoint"]["comparisons"]
+    assert row["comparison"] == "het − hom" and row["n_seeds"] == 2 and row["lo"] <= row["mean"] <= row["hi"]
+    assert set(report["groups"]) == {"natural", "structured", "ood"} and report["groups"]["ood"] == ["demo_rotation"]
+    assert len(report["secondary_family"]["comparisons"]) == 3  # het − hom per group
+    md = (out / "report.md").read_text()
+    assert md.index("**Bottom line**") < md.index("## Table 6 layout") < md.index("## Verdicts")
+    # a rerun fine-tunes nothing again (every sweep is complete): no prediction file is rewritten
+    preds = sorted((tmp_path / "runs" / "tiny_transfer" / "downstream").glob("*/predictions/*.npz"))
+    stamps = [p.stat().st_mtime_ns for p in preds]
+    assert len(preds) == 4 * 5 * 2  # 4 models x 5 tasks (4 CIFAR + 1 OOD) x (one val200 selection, one final)
+    assert CliRunner().invoke(main, ["run", str(exp)]).exit_code == 0
+    assert [p.stat().st_mtime_ns for p in preds] == stamps
