@@ -68,6 +68,37 @@ def create_backbone(name: str, pretrained_file: Optional[str] = None, **kwargs: 
     return timm.create_model(name, pretrained=False, num_classes=0, **kwargs)
 
 
+#: safetensors' dtype codes by torch's names (the header of a file, read without loading its tensors)
+_SAFETENSORS_DTYPES = {"F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bfloat16", "I64": "int64",
+                       "I32": "int32", "I16": "int16", "I8": "int8", "U8": "uint8", "BOOL": "bool"}
+
+
+def _kind(dtype: "torch.dtype | str") -> str:
+    """``float``, ``int`` or ``bool``: a tensor dtype's kind (a torch dtype, or its name such as ``float16``)."""
+    if isinstance(dtype, str):
+        return "float" if dtype.startswith(("float", "bfloat")) else ("bool" if dtype == "bool" else "int")
+    return "bool" if dtype == torch.bool else ("float" if dtype.is_floating_point or dtype.is_complex else "int")
+
+
+def check_dtypes(own: "dict[str, torch.Tensor]", given: "dict[str, torch.dtype | str]", source: str) -> None:
+    """The one rule for casting weights into a model: a tensor may change precision within its kind (fp16/bf16/fp64
+    into fp32 parameters is fine) but never its kind (integer weights into floating-point parameters would be
+    truncated numbers read as weights; floating values into an integer buffer would be truncated).
+
+    Args: ``own`` the model's state dict; ``given`` key -> dtype of the weights (torch dtypes or safetensors codes).
+    Raises: ValueError naming ``source``, the first tensors, their dtypes and the fix.
+    """
+    from harness.io import quote
+
+    bad = [(k, given[k], v.dtype) for k, v in own.items() if k in given and _kind(given[k]) != _kind(v.dtype)]
+    if bad:
+        shown = ", ".join(f"{k} is {str(g).removeprefix('torch.')}, the model's is {str(o).removeprefix('torch.')}"
+                          for k, g, o in bad[:3])
+        raise ValueError(f"weights in {source}: {len(bad)} tensor(s) of another kind than the model's ({quote(shown, 200)}"
+                         "): they would be cast silently; give the weights as saved by the training (floating-point "
+                         "parameters), not an integer or quantised copy")
+
+
 def load_weights(model: nn.Module, state_dict: dict, source: str = "state_dict",
                  fix: str = "build the model with the config the checkpoint was written with "
                             "(harness.models.load_model does)") -> None:
@@ -91,6 +122,7 @@ def load_weights(model: nn.Module, state_dict: dict, source: str = "state_dict",
             parts.append("shape mismatch " + ", ".join(f"{k}: {tuple(state_dict[k].shape)} vs {tuple(own[k].shape)}"
                                                        for k in shapes[:5]))
         raise ValueError(f"weights in {source} do not fit the model ({'; '.join(parts)}); {fix}")
+    check_dtypes(own, {k: v.dtype for k, v in state_dict.items()}, source)
     model.load_state_dict(state_dict, strict=True)
 
 
@@ -412,6 +444,19 @@ def _timm_hub_source(name: str, random_init: bool, offline: Optional[bool], **kw
     source = name
     if name.startswith(HF_HUB_PREFIX) and offline_mode(offline):
         source = LOCAL_DIR_PREFIX + str(folder)
+    weights = None if folder is None else Path(folder) / "model.safetensors"
+    if not random_init and weights is not None and weights.is_file():  # timm casts what it loads: check first
+        from safetensors import safe_open
+
+        with safe_open(str(weights), framework="pt") as f:
+            given = {k: _SAFETENSORS_DTYPES.get(f.get_slice(k).get_dtype(), f.get_slice(k).get_dtype())
+                     for k in f.keys()}
+        try:
+            skeleton = timm.create_model(source, pretrained=False, num_classes=0, **kwargs)
+        except Exception:  # noqa: BLE001 -- reported with its fix by the call below
+            skeleton = None
+        if skeleton is not None:
+            check_dtypes(skeleton.state_dict(), given, str(weights))
     try:
         return timm.create_model(source, pretrained=not random_init, num_classes=0, **kwargs)
     except Exception as e:  # noqa: BLE001 -- an unknown architecture, missing or unreadable weights

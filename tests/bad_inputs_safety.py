@@ -208,6 +208,22 @@ def _report_into_user_folder(tmp):
         assert sorted(p.name for p in Path("results/mine").iterdir()) == ["paper.tex"]
 
 
+@bad_input("outputs", "harness report --overwrite into a folder holding the user's own report.md and report.json "
+                      "(audit 2026-11-27 R27: both were replaced)", CLI_ERROR,
+           r"results/mine holds report\.md, report\.json that no report wrote: even with --overwrite they are not "
+           r"replaced")
+def _report_overwrite_user_report(tmp):
+    make_run("a", 0)
+    Path("results/mine").mkdir(parents=True)
+    for name in ("report.md", "report.json"):
+        Path("results/mine", name).write_text("USER DATA")
+    try:
+        _cli("report", "a", "--name", "mine", "--out-root", "results", "--no-covariance", "--overwrite")
+    finally:
+        assert all(Path("results/mine", n).read_text() == "USER DATA" for n in ("report.md", "report.json"))
+        assert sorted(p.name for p in Path("results/mine").iterdir()) == ["report.json", "report.md"]
+
+
 @bad_input("outputs", "harness report --out-root below a file (cannot be written)", CLI_ERROR,
            r"Not a directory|cannot be written")
 def _report_unwritable(tmp):

@@ -227,6 +227,10 @@ bad_settings("experiment", "`harness run` with {}", _experiment, [
     ("downstream.preset=bogus", "downstream.preset=bogus", r"downstream.preset 'bogus'|unknown .*preset"),
     ("unknown downstream.settings key", "downstream.settings.lrz=[0.1]", r"downstream.settings:.*lrz"),
     ("temperature_grid with τ = 0", "temperature_grid=[0.0,1.0]", r"temperature_grid values must be > 0"),
+    ("temperature_grid values that print alike (audit 2026-11-27: trained once, 'chose' the untrained one)",
+     "temperature_grid=[0.1,0.1000000001]", r"temperature_grid: 0\.1 and 0\.1000000001 name the same run folder"),
+    ("tune values that print alike (audit 2026-11-27)", "methods.ls.tune.values=[0.1,0.1000000001]",
+     r"method 'ls': tune\.values: 0\.1 and 0\.1000000001 name the same run folder"),
     ("a method with an unknown head option", "methods.het.rank=4", r"method 'het': unknown head option.*rank"),
     ("ensemble larger than the seeds", "ensemble_sizes=[5]", r"ensemble sizes \[5\] must lie in"),
 ])

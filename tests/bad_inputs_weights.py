@@ -60,6 +60,10 @@ def _write(tmp: Path, kind: str) -> Path:
     elif kind == "passwd link":
         path = tmp / "bad.pth"
         os.symlink("/etc/passwd", path)
+    elif kind == "int64":
+        path = tmp / "int.safetensors"
+        save_file({k: (v * 100).to(torch.int64) if v.is_floating_point() else v for k, v in _state(tmp).items()},
+                  str(path))
     elif kind == "NaN":
         path = tmp / "nan.safetensors"
         state = _state(tmp)
@@ -108,6 +112,8 @@ KINDS = {
     "truncated .pth": READ, "truncated .safetensors": READ, "empty (0-byte) .pth": READ,
     "empty (0-byte) .safetensors": READ, "pickle .pth": READ, "pickle .safetensors": READ, "npz": NPZ,
     "passwd link": READ, "NaN": r"NaN or infinite values \(first: fc\.weight\).*finite values",
+    "int64": r"tensor\(s\) of another kind than the model's \(conv1\.0\.weight is int64, the model's is float32.*not an "
+             r"integer or quantised copy",
 }
 WHAT = {
     "truncated .pth": "a truncated .pth", "truncated .safetensors": "a truncated .safetensors",
@@ -116,6 +122,7 @@ WHAT = {
     "pickle .safetensors": "a pickle (running a shell command) named .safetensors (never run)",
     "npz": "an .npz of arbitrary arrays", "passwd link": "a .pth that is a symlink to /etc/passwd (not quoted)",
     "NaN": "a .safetensors with NaN weights (no half-written folder left)",
+    "int64": "a .safetensors whose float tensors are stored as int64 (audit 2026-11-27 N03/N19: cast without a word)",
 }
 
 for _command, _run in (("import", _import), ("downstream", _downstream), ("fewshot", _fewshot)):

@@ -172,3 +172,32 @@ def test_export_run_records_the_data_and_metrics_of_a_run_folder(tmp_path):
     with torch.no_grad():
         assert torch.equal(Classifier.from_pretrained(tmp_path / "out")(X), model(X))
     assert Path(tmp_path / "out" / "README.md").read_text().count("heldout_nll") == 1
+
+
+def _as_int64(folder: Path) -> None:
+    """Every floating-point tensor of an export stored as int64 (x100), as audit E13 made it."""
+    from safetensors.torch import load_file, save_file
+
+    file = folder / "model.safetensors"
+    state = load_file(str(file))
+    save_file({k: (v * 100).to(torch.int64) if v.is_floating_point() else v for k, v in state.items()}, str(file))
+
+
+def test_integer_typed_weights_are_refused_before_work_everywhere_they_load(tmp_path):
+    """Audit 2026-11-27 E13/N03/N19/N28: integer-typed weights were cast into float parameters without a word
+    (logits off by 1.8e28). One rule (harness.weights.check_dtypes): precision may change within a kind (fp16 into
+    fp32 loads), the kind never."""
+    from harness.weights import load_weights, source_backbone
+
+    for covariance in ("none", "low_rank"):
+        model = _model(covariance, backbone="timm:test_resnet", **({"num_factors": 2} if covariance != "none" else {}))
+        out = tmp_path / covariance
+        model.save_pretrained(out)
+        _as_int64(out)
+        with pytest.raises(ValueError, match=r"tensor\(s\) of another kind than the model's \(.*is int64, the model's "
+                                             r"is float32.*not an integer or quantised copy"):
+            Classifier.from_pretrained(out)
+    with pytest.raises(ValueError, match=r"model\.safetensors: .* another kind .*int64"):  # timm:local-dir:, N28
+        source_backbone(f"timm:local-dir:{tmp_path / 'none'}")
+    half = {k: v.half() if v.is_floating_point() else v for k, v in model.state_dict().items()}
+    load_weights(model, half, "fp16 weights")  # within a kind: loads

@@ -110,6 +110,23 @@ def _plan(exp: Experiment, root: Path, prefix: str, methods: dict, seeds: list, 
     return plan
 
 
+def check_grid_values(values: "list[float]", key: str) -> None:
+    """The one rule for a grid's values: each value names its run folder (``{value:g}``, 6 significant digits), so
+    two values that print alike would share one folder and one of them would never be trained. Values must differ
+    in their first 6 significant digits.
+
+    Raises:
+        ValueError: two values with the same folder name, naming the key, both values and the fix.
+    """
+    seen: "dict[str, float]" = {}
+    for v in values:
+        name = f"{float(v):g}"
+        if name in seen:
+            raise ValueError(f"{key}: {seen[name]!r} and {v!r} name the same run folder ({name}), so one would never be "
+                             "trained: give values that differ in their first 6 significant digits")
+        seen[name] = float(v)
+
+
 def _tune(method: str, head: dict, grid: list) -> "tuple[str, list[float]]":
     """(key, values) of a method's ``tune: {key: train.label_smoothing, values: [0.05, 0.1, 0.2]}``, checked."""
     from harness.io import quote
@@ -131,6 +148,7 @@ def _tune(method: str, head: dict, grid: list) -> "tuple[str, list[float]]":
     if grid and _noisy(head):
         raise ValueError(f"method {method!r} has noise, so temperature_grid tunes its τ: one grid per method, "
                          "drop its tune")
+    check_grid_values(values, f"method {method!r}: tune.values")
     return key, [float(v) for v in values]
 
 
@@ -209,6 +227,8 @@ def validate_experiment(exp: Experiment) -> "dict[str, _Plan]":
     for tau in [*exp.temperature_grid, *exp.multilabel.temperature_grid]:
         if not tau > 0:
             raise ValueError(f"temperature_grid values must be > 0, got {tau}")
+    check_grid_values(exp.temperature_grid, "temperature_grid")
+    check_grid_values(exp.multilabel.temperature_grid, "multilabel.temperature_grid")
     if exp.grid_overrides and not exp.temperature_grid and not any(h.get("tune") for h in exp.methods.values()):
         raise ValueError("grid_overrides without a temperature_grid (or a method's tune) have nothing to apply to: "
                          "drop them or add a grid")

@@ -101,13 +101,15 @@ def _covariance_model(entries: "list[Entry]") -> Optional[Entry]:
 
 #: what a report folder may hold besides the report: the experiment's records of its runs
 REPORT_EXTRAS = ("records",)
+#: the files every report writes (a file of these names that no report wrote is never replaced)
+REPORT_FILES = ("report.md", "report.html", "report.json")
 
 
 def report_folder(out_root: "str | Path", name: str, overwrite: bool = False) -> Path:
     """``<out_root>/<name>``, checked before any work: ``name`` is a plain folder name
     (:func:`harness.io.check_name`), and an existing folder is one a report wrote (its ``report.json`` has this
-    schema), holds only :data:`REPORT_EXTRAS`, or ``overwrite`` is given (files of other writers are then left
-    alone: a report only replaces its own files).
+    schema), holds only :data:`REPORT_EXTRAS`, or ``overwrite`` is given and none of :data:`REPORT_FILES` is there
+    (a report writes beside files of others and never replaces one).
 
     Raises:
         ValueError: a bad name, a path leaving ``out_root``, or a folder that holds something else.
@@ -115,12 +117,19 @@ def report_folder(out_root: "str | Path", name: str, overwrite: bool = False) ->
     from harness.io import check_name, path_under
 
     out = path_under(out_root, check_name(name, "report name"))
-    if out.is_dir() and not overwrite:
-        spec = out / "report.json"
-        ours = spec.is_file() and f'"schema": "{SCHEMA}"' in spec.read_text(errors="replace")[:2000]
-        if not ours and any(p.name not in REPORT_EXTRAS for p in out.iterdir()):
-            raise ValueError(f"{out} exists and holds files no report wrote: choose another --name or --out-root, or "
-                             "give --overwrite (a report then replaces only its own files)")
+    if not out.is_dir():
+        return out
+    spec = out / "report.json"
+    ours = spec.is_file() and f'"schema": "{SCHEMA}"' in spec.read_text(errors="replace")[:2000]
+    if ours:
+        return out
+    if not overwrite and any(p.name not in REPORT_EXTRAS for p in out.iterdir()):
+        raise ValueError(f"{out} exists and holds files no report wrote: choose another --name or --out-root, or "
+                         "give --overwrite (a report then writes beside them and never replaces one)")
+    taken = [n for n in REPORT_FILES if (out / n).exists()]
+    if taken:
+        raise ValueError(f"{out} holds {', '.join(taken)} that no report wrote: even with --overwrite they are not "
+                         "replaced; move them, or choose another --name or --out-root")
     return out
 
 
