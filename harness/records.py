@@ -6,10 +6,10 @@ last, :data:`HASHES_FILE`: the SHA-256 of each of them. Its ``config.yaml`` name
 ``output_dir`` is the folder's name), so a record restores into any ``runs_root``; restoring sets it to the folder
 it is restored into.
 
-Before a record is used (:func:`verify_record`): every file must match the hash written with it, and the metrics
-recomputed from its predictions (and held-out predictions) must equal those of its ``metrics.json``. A record
-written before hashes existed (a legacy record) is verified by the metrics alone and its model.pt by reading it; its
-hashes are written then.
+Before a record is used (:func:`verify_record`): it must hold its hashes, covering every file it holds, every file must
+match the hash written with it, and the metrics recomputed from its predictions (and held-out predictions) must equal
+those of its ``metrics.json``. A record without hashes (written before they existed; every committed record was
+migrated on 2026-11-27) is refused, with the command that records it again from its finished run.
 """
 
 from __future__ import annotations
@@ -64,22 +64,16 @@ def _write_hashes(record: Path) -> None:
 def save_record(run_dir: "str | Path", dest: "str | Path") -> bool:
     """Copy a finished run's :data:`RECORD_FILES` to ``dest`` (predictions recompressed with ``np.savez_compressed``,
     ``config.yaml``'s ``output_dir`` made the folder's name), atomically file by file, ``metrics.json`` and then the
-    hashes last. A record whose ``metrics.json`` is already identical is left alone (a legacy one gets its hashes once
-    it verifies; one that does not is written again from the run). Returns whether the record was (re)written (False
-    also for an unfinished run)."""
+    hashes last. A record with its hashes whose ``metrics.json`` is already identical is left alone; one without
+    hashes is written again from the run. Returns whether the record was (re)written (False also for an unfinished
+    run)."""
     run_dir, dest = Path(run_dir), Path(dest)
     if not ((run_dir / "metrics.json").is_file() and (run_dir / "model.pt").is_file()):
         return False
     recorded, finished = dest / "metrics.json", run_dir / "metrics.json"
-    if recorded.is_file() and recorded.read_bytes() == finished.read_bytes():
-        if read_json(dest / HASHES_FILE) is not None:
-            return False
-        try:
-            verify_record(dest)
-            _write_hashes(dest)
-            return False
-        except ValueError:
-            pass  # a damaged legacy record: written again from the run
+    if (recorded.is_file() and recorded.read_bytes() == finished.read_bytes()
+            and read_json(dest / HASHES_FILE) is not None):
+        return False
     dest.mkdir(parents=True, exist_ok=True)
     (dest / HASHES_FILE).unlink(missing_ok=True)
     for name in RECORD_FILES:
@@ -125,44 +119,42 @@ def _check_metrics(record: Path, predictions: str, key: str, metrics: dict) -> N
 
 
 def verify_record(record: "str | Path") -> bool:
-    """Check a record before it is used: each file against the hash written with it, and the metrics recomputed from
-    its predictions against its ``metrics.json``; a legacy record (no hashes) by the metrics, and its model.pt by
-    reading it (``torch.load(weights_only=True)``). Returns whether the record has hashes.
+    """Check a record before it is used: its hashes cover every file it holds, each file matches its hash, and the
+    metrics recomputed from its predictions equal its ``metrics.json``. Returns True.
 
     Raises:
-        ValueError: a file missing, changed or damaged, or metrics that do not match (names the record, the file and
-            the fix).
+        ValueError: no hashes (with the command that records the run again), a file missing, unhashed, changed or
+            damaged, or metrics that do not match (names the record, the file and the fix).
     """
     record = Path(record)
     metrics = read_json(record / "metrics.json")
     if metrics is None:
         raise _refuse(record, "metrics.json is missing or not JSON")
     hashes = read_json(record / HASHES_FILE)
-    if hashes is not None:
-        files = hashes.get("files") if hashes.get("format") == HASHES_FORMAT else None
-        if not isinstance(files, dict) or "predictions.npz" not in files:
-            raise _refuse(record, f"{HASHES_FILE} is not a record's hash list")
-        for name, digest in files.items():
-            if name not in RECORD_FILES or not (record / name).is_file() or _sha256(record / name) != digest:
-                raise _refuse(record, f"{quote(str(name), 40)} does not match the SHA-256 written with the record: it "
-                                      "was changed or damaged after the record was saved")
-    elif (record / "model.pt").is_file():
-        import torch
-
-        try:
-            torch.load(record / "model.pt", map_location="cpu", weights_only=True)
-        except Exception as e:  # noqa: BLE001 (any failure to read is a damaged file)
-            raise _refuse(record, f"model.pt cannot be read ({type(e).__name__}): it is damaged") from None
+    if hashes is None:
+        raise ValueError(f"record {record}: {HASHES_FILE} is missing, so its files cannot be checked (a record without "
+                         "hashes is never used): record the run again from its finished run folder (harness run "
+                         "EXPERIMENT --sync-records, with the run in runs/), restore the record from version control, "
+                         "or delete the record folder to train the run again")
+    files = hashes.get("files") if hashes.get("format") == HASHES_FORMAT else None
+    if not isinstance(files, dict) or "predictions.npz" not in files:
+        raise _refuse(record, f"{HASHES_FILE} is not a record's hash list")
+    unhashed = [n for n in RECORD_FILES if (record / n).is_file() and n not in files]
+    if unhashed:
+        raise _refuse(record, f"{', '.join(unhashed)} not in {HASHES_FILE}: a file the record holds must be hashed")
+    for name, digest in files.items():
+        if name not in RECORD_FILES or not (record / name).is_file() or _sha256(record / name) != digest:
+            raise _refuse(record, f"{quote(str(name), 40)} does not match the SHA-256 written with the record: it "
+                                  "was changed or damaged after the record was saved")
     _check_metrics(record, "predictions.npz", "metrics", metrics)
     _check_metrics(record, "heldout_predictions.npz", "heldout_metrics", metrics)
-    return hashes is not None
+    return True
 
 
 def restore_record(record: "str | Path", run_dir: "str | Path", expected: Optional[str] = None,
                    same: Optional[Callable[[str, str], bool]] = None) -> bool:
     """Recreate a finished run folder from its record (:func:`save_record`) when the folder holds no finished run;
-    returns whether it did. The record is verified first (:func:`verify_record`; a legacy record gets its hashes
-    after it verifies), its ``config.yaml`` takes ``run_dir`` as ``output_dir``, and the run then counts as done
+    returns whether it did. The record is verified first (:func:`verify_record`), its ``config.yaml`` takes ``run_dir`` as ``output_dir``, and the run then counts as done
     (``harness.upstream.train``).
 
     Args:
@@ -174,7 +166,7 @@ def restore_record(record: "str | Path", run_dir: "str | Path", expected: Option
     record, run_dir = Path(record), Path(run_dir)
     if (run_dir / "metrics.json").is_file() or not (record / "metrics.json").is_file():
         return False
-    hashed = verify_record(record)
+    verify_record(record)
     config = _with_output_dir((record / "config.yaml").read_text(), str(run_dir))
     if expected is not None:  # same(saved, planned): the caller's rule (the stage that writes the configs knows it)
         if not (same or (lambda a, b: a == b))(config, expected):
@@ -189,6 +181,4 @@ def restore_record(record: "str | Path", run_dir: "str | Path", expected: Option
             atomic_write_bytes(run_dir / name, (record / name).read_bytes())
     atomic_write_text(run_dir / "config.yaml", config)
     atomic_write_bytes(run_dir / "metrics.json", (record / "metrics.json").read_bytes())
-    if not hashed:
-        _write_hashes(record)
     return True

@@ -498,7 +498,7 @@ def _record_tampered(tmp):
 
 
 @bad_input("records", "a record without hashes (written before they existed) whose predictions were altered",
-           ValueError, r"top1 recomputed from its predictions\.npz is .* but its metrics\.json says")
+           ValueError, r"record\.json is missing, so its files cannot be checked .*harness run EXPERIMENT --sync-records")
 def _record_legacy_tampered(tmp):
     record = _record(tmp)
     (record / "record.json").unlink()
@@ -516,7 +516,7 @@ def _record_truncated(tmp):
 
 
 @bad_input("records", "a record without hashes whose predictions.npz is cut in half", ValueError,
-           r"predictions\.npz cannot be read \(ValueError\): it is damaged")
+           r"record\.json is missing, so its files cannot be checked .*harness run EXPERIMENT --sync-records")
 def _record_legacy_truncated(tmp):
     record = _record(tmp)
     (record / "record.json").unlink()
@@ -526,7 +526,7 @@ def _record_legacy_truncated(tmp):
 
 
 @bad_input("records", "a record without hashes whose predictions.npz holds a pickled object array (audit Q_rec2_evil)",
-           ValueError, r"predictions\.npz cannot be read \(ValueError\): it is damaged")
+           ValueError, r"record\.json is missing, so its files cannot be checked .*harness run EXPERIMENT --sync-records")
 def _record_pickle(tmp):
     record = _record(tmp)
     (record / "record.json").unlink()
@@ -547,7 +547,7 @@ def _record_model_truncated(tmp):
 
 
 @bad_input("records", "a record without hashes whose model.pt is cut in half", ValueError,
-           r"model\.pt cannot be read \(\w+\): it is damaged")
+           r"record\.json is missing, so its files cannot be checked .*harness run EXPERIMENT --sync-records")
 def _record_legacy_model_truncated(tmp):
     record = _record(tmp)
     (record / "record.json").unlink()
@@ -579,14 +579,35 @@ def _record_other_root(tmp):
     return "restored with output_dir set to the new folder (records hold it relative: the run folder's name)"
 
 
-@handled("records", "a record written before hashes existed (the committed cifar10n records)", r"hashes written")
-def _record_legacy(tmp):
-    from harness.records import HASHES_FILE, restore_record, verify_record
+@bad_input("records", "a record without record.json whose predictions and metrics were changed together (audit "
+                      "2026-11-27: verified by its metrics alone, blessed with fresh hashes, reported)", ValueError,
+           r"record\.json is missing, so its files cannot be checked .*harness run EXPERIMENT --sync-records")
+def _record_no_hashes(tmp):
+    import json
 
     record = _record(tmp)
-    (record / HASHES_FILE).unlink()
-    assert restore_record(record, tmp / "restored" / "hom_s0") and verify_record(record)
-    return "verified by recomputing its metrics from its predictions, restored, and its hashes written then"
+    (record / "record.json").unlink()
+    _reverse_logits(record / "predictions.npz")
+    metrics = json.loads((record / "metrics.json").read_text())
+    from harness.uncertainty.predictions import Predictions
+
+    metrics["metrics"] = Predictions.load(record / "predictions.npz").metrics()  # consistent with the changed file
+    (record / "metrics.json").write_text(json.dumps(metrics))
+    _restore(record, tmp)
+
+
+@bad_input("records", "a record.json that leaves out model.pt, beside a damaged model.pt (audit 2026-11-27)",
+           ValueError, r"model\.pt not in record\.json: a file the record holds must be hashed")
+def _record_partial_hashes(tmp):
+    import json
+
+    record = _record(tmp)
+    hashes = json.loads((record / "record.json").read_text())
+    del hashes["files"]["model.pt"]
+    (record / "record.json").write_text(json.dumps(hashes))
+    data = (record / "model.pt").read_bytes()
+    (record / "model.pt").write_bytes(data[: len(data) // 2])
+    _restore(record, tmp)
 
 
 @bad_input("records", "harness run --sync-records while a harness run uses the runs_root (audit Q10)", CLI_ERROR,

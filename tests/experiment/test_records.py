@@ -202,10 +202,13 @@ def test_a_tampered_record_is_refused_and_restores_nothing(finished, tmp_path):
                                          r"checkout -- .*rec"):
         restore_record(rec, tmp_path / "restored")
     assert not (tmp_path / "restored").exists()
-    (rec / HASHES_FILE).unlink()  # without its hashes (a legacy record): the metrics recomputed from it disagree
-    with pytest.raises(ValueError, match=r"top1 recomputed from its predictions\.npz is .* but its metrics\.json says"):
+    # audit 2026-11-27: predictions and metrics changed together and record.json deleted were "verified by metrics
+    # alone" and blessed with fresh hashes; a record without hashes is now never used
+    (rec / HASHES_FILE).unlink()
+    with pytest.raises(ValueError, match=r"record\.json is missing, so its files cannot be checked.*harness run "
+                                         r"EXPERIMENT --sync-records"):
         restore_record(rec, tmp_path / "restored")
-    assert not (tmp_path / "restored").exists()
+    assert not (tmp_path / "restored").exists() and not (rec / HASHES_FILE).exists()
 
 
 @pytest.mark.parametrize("damage", ["truncate_predictions", "truncate_model", "drop_heldout_hash"])
@@ -216,19 +219,14 @@ def test_a_damaged_record_is_refused_before_anything_is_written(finished, tmp_pa
     if damage == "truncate_predictions":
         data = (rec / "predictions.npz").read_bytes()
         (rec / "predictions.npz").write_bytes(data[: len(data) // 2])
-        (rec / HASHES_FILE).unlink()  # legacy: found by reading the predictions
-        match = r"predictions\.npz cannot be read \(ValueError\): it is damaged"
+        match = r"predictions\.npz does not match the SHA-256"
     elif damage == "truncate_model":
         data = (rec / "model.pt").read_bytes()
         (rec / "model.pt").write_bytes(data[: len(data) // 2])
         match = r"model\.pt does not match the SHA-256"
-        with pytest.raises(ValueError, match=match):
-            restore_record(rec, tmp_path / "restored")
-        (rec / HASHES_FILE).unlink()
-        match = r"model\.pt cannot be read \(\w+\): it is damaged"
-    else:
+    else:  # a record.json that leaves files out (audit 2026-11-27: one omitting model.pt let a damaged one through)
         (rec / HASHES_FILE).write_text('{"format": "harness.record/1", "files": {"predictions.npz": "0"}}')
-        match = r"predictions\.npz does not match the SHA-256"
+        match = r"not in record\.json: a file the record holds must be hashed"
     with pytest.raises(ValueError, match=match):
         restore_record(rec, tmp_path / "restored")
     assert not (tmp_path / "restored").exists()
@@ -254,18 +252,15 @@ def test_a_record_restores_into_another_runs_root_and_counts_as_done(tmp_path, m
     assert not (tmp_path / "c").exists()
 
 
-def test_a_legacy_record_without_hashes_restores_after_its_metrics_verify_and_gets_its_hashes(finished, tmp_path):
+def test_a_record_without_hashes_is_recorded_again_from_its_finished_run(finished, tmp_path):
     rec = tmp_path / "rec"
     assert save_record(_copy(finished, tmp_path / "run"), rec)
     (rec / HASHES_FILE).unlink()
-    assert verify_record(rec) is False  # verified by its metrics alone
-    assert restore_record(rec, tmp_path / "restored") is True
-    assert verify_record(rec) is True and (rec / HASHES_FILE).is_file()
-    # save_record beside a finished run: a legacy record gets its hashes, not a rewrite
-    (rec / HASHES_FILE).unlink()
-    stamp = (rec / "predictions.npz").stat().st_mtime_ns
-    assert save_record(tmp_path / "run", rec) is False
-    assert (rec / HASHES_FILE).is_file() and (rec / "predictions.npz").stat().st_mtime_ns == stamp
+    with pytest.raises(ValueError, match="record.json is missing"):
+        verify_record(rec)
+    # save_record beside the finished run (what harness run --sync-records does) writes it again, with its hashes
+    assert save_record(tmp_path / "run", rec) is True
+    assert verify_record(rec) is True
 
 
 COMMITTED = Path(__file__).resolve().parents[2] / "results" / "cifar10n" / "records"
