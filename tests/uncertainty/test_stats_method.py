@@ -151,7 +151,7 @@ def test_method_level_covers_mu_at_the_nominal_rate_in_the_fast_settings():
     that agree closely and top-1's 0/±1 differences; the benchmark runs 2,000 per setting (truth from 2,000)."""
     from harness.bench.coverage import SETTINGS, coverage
 
-    for name in ("image-dominated", "seeds agree closely (top-1 flips)"):
+    for name in ("seeds agree closely (top-1 flips)",):  # the setting an unfloored seed term under-covered
         r = coverage(SETTINGS[name], sims=200, keys=("top1", "nll"), seed=11, truth_sims=400)
         for key, share in r["coverage"].items():
             assert 0.91 <= share <= 0.995, (name, key, share)
