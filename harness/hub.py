@@ -261,6 +261,11 @@ def read_export(model_id: str, **download: Any) -> "Classifier":
                          "by Classifier.save_pretrained (a plain timm folder loads with harness.sources.load_source("
                          "'local-dir:PATH'))")
     spec = ModelConfig.from_dict(check_stored_config(info.get("model"), str(config_path)))
+    names = config.get("label_names")
+    if names and (not isinstance(names, list) or len(names) != spec.num_classes):
+        raise ValueError(f"{config_path}: label_names holds {len(names) if isinstance(names, list) else 'no list of'} "
+                         f"name(s) for a model of {spec.num_classes} classes; give one name per class, or drop "
+                         "label_names")
     folded = info.get("folded_temperature")
     if info["layout"] == "timm" and folded is not None:  # τ is in the classifier's weights
         spec.head = {**spec.head, "temperature": 1.0, "learn_temperature": False}
@@ -283,8 +288,8 @@ def read_export(model_id: str, **download: Any) -> "Classifier":
     model.card_info = {k: info[k] for k in ("trained_on", "metrics") if info.get(k) is not None}
     if folded is not None:
         model.card_info["folded_temperature"] = folded
-    if config.get("label_names"):
-        model.card_info["label_names"] = list(config["label_names"])
+    if names:
+        model.card_info["label_names"] = list(names)
     return model
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -327,6 +328,17 @@ def check_stored_config(config: Any, source: str) -> dict:
             isinstance(v, (int, float)) or (isinstance(v, str) and v.isidentifier() and len(v) < 32)
             or (isinstance(v, (list, tuple)) and all(isinstance(x, (int, float)) for x in v)) for v in prep.values()):
         raise bad(f"has preprocessing {quote(repr(prep), 120)}")
+    for key in ("mean", "std"):  # values, not only types: a std of 0 makes every logit non-finite
+        v = prep.get(key)
+        if v is not None and not (isinstance(v, (list, tuple)) and len(v) == 3 and all(
+                math.isfinite(x) and (x > 0 if key == "std" else True) for x in v)):
+            raise ValueError(f"{source}: preprocessing.{key} = {quote(repr(v), 80)} must be 3 finite numbers (one per "
+                             f"channel{', each > 0' if key == 'std' else ''}, of [0, 1] pixels); give the config the "
+                             "model was saved with")
+    crop = prep.get("crop_pct")
+    if crop is not None and not (isinstance(crop, (int, float)) and 0 < crop <= 1):
+        raise ValueError(f"{source}: preprocessing.crop_pct = {quote(repr(crop), 40)} must lie in (0, 1]; give the "
+                         "config the model was saved with")
     for key, value in (config.get("backbone_kwargs") or {}).items():
         plain = value is None or isinstance(value, (bool, int, float)) or (
             isinstance(value, (list, tuple)) and all(isinstance(v, (int, float)) for v in value))

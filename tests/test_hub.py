@@ -201,3 +201,23 @@ def test_integer_typed_weights_are_refused_before_work_everywhere_they_load(tmp_
         source_backbone(f"timm:local-dir:{tmp_path / 'none'}")
     half = {k: v.half() if v.is_floating_point() else v for k, v in model.state_dict().items()}
     load_weights(model, half, "fp16 weights")  # within a kind: loads
+
+
+@pytest.mark.parametrize("edit,match", [
+    (lambda c: c["harness"]["model"].update(preprocessing={"mean": [0.5] * 3, "std": [0, 0, 0]}),
+     r"preprocessing\.std = \[0, 0, 0\] must be 3 finite numbers .*each > 0"),
+    (lambda c: c["harness"]["model"]["head"].update(eval_mc_samples=2.5),
+     r"eval_mc_samples must be a whole number, got 2\.5"),
+    (lambda c: c.update(label_names=["a", "b"]), r"label_names holds 2 name\(s\) for a model of 5 classes"),
+], ids=["std-zero", "fractional-samples", "label-count"])
+def test_an_export_config_is_checked_for_values_not_only_paths(tmp_path, edit, match):
+    """Audit 2026-11-27 item 8: std [0, 0, 0] loaded (every logit non-finite), eval_mc_samples 2.5 loaded as 2, 2
+    label_names for 10 classes passed."""
+    model = _model("low_rank", num_factors=2, eval_mc_samples=4)
+    model.save_pretrained(tmp_path / "out")
+    path = tmp_path / "out" / "config.json"
+    config = json.loads(path.read_text())
+    edit(config)
+    path.write_text(json.dumps(config))
+    with pytest.raises(ValueError, match=match):
+        Classifier.from_pretrained(tmp_path / "out")

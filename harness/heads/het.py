@@ -27,7 +27,7 @@ from torch import Tensor, nn
 from harness.heads.covariance import covariance_block, noise_factors
 from harness.heads.options import (
     COVARIANCES, DEFAULT_NUM_FACTORS, DEFAULT_TEMPERATURE_BOUNDS, DIAG_NOISES, INITS, LINKS,
-    MAX_DENSE_COVARIANCE_ELEMENTS, MIN_SCALE, NOISE_SPACES, _choice, init_parameters,
+    MAX_DENSE_COVARIANCE_ELEMENTS, MIN_SCALE, NOISE_SPACES, _choice, _whole, init_parameters,
 )
 from harness.heads.sampling import (
     NoiseLayout, chunk_logits, log_average_to_logits, monte_carlo_log_average, plan_noise,
@@ -109,6 +109,10 @@ class HeteroscedasticHead(nn.Module):
         cov_init_scale: Optional[float] = None,
     ) -> None:
         super().__init__()
+        for name, value in (("in_features", in_features), ("num_classes", num_classes), ("num_factors", num_factors),
+                            ("train_mc_samples", train_mc_samples), ("eval_mc_samples", eval_mc_samples),
+                            ("mc_chunk_size", mc_chunk_size)):
+            _whole(name, value)
         if in_features < 1 or num_classes < 1:
             raise ValueError(f"in_features and num_classes must be >= 1, got {in_features} and {num_classes}")
         self.in_features, self.num_classes = int(in_features), int(num_classes)

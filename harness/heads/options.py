@@ -7,6 +7,7 @@ Layer names follow edward2 (``edward2/tensorflow/layers/heteroscedastic.py``): `
 from __future__ import annotations
 
 import math
+import numbers
 from typing import Optional, Sequence
 
 from torch import nn
@@ -37,6 +38,16 @@ def _choice(name: str, value: str, allowed: Sequence[str]) -> str:
     if value not in allowed:
         raise ValueError(f"unknown {name} {value!r}: use one of {', '.join(map(repr, allowed))}")
     return value
+
+
+def _whole(name: str, value: object) -> None:
+    """A size (a count of features, classes, factors or samples) must be a whole number; None is allowed where the
+    head has a default. ``2.7`` would be truncated to 2 and ``True`` read as 1, silently.
+
+    Raises: ValueError naming the option, the value and the fix.
+    """
+    if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Integral)):
+        raise ValueError(f"{name} must be a whole number, got {value!r} ({type(value).__name__}): give an integer")
 
 
 

@@ -327,3 +327,16 @@ def test_mixed_precision_head_runs_in_float32(kw):
     assert out.dtype == torch.float32 and out_bf16_in.dtype == torch.float32
     torch.testing.assert_close(out, ref, atol=1e-3, rtol=0)
     torch.testing.assert_close(out_bf16_in, head(x.bfloat16().float()), atol=1e-6, rtol=0)
+
+
+@pytest.mark.parametrize("kw,name", [(dict(num_factors=2.7), "num_factors"), (dict(train_mc_samples=1.9),
+                                                                              "train_mc_samples"),
+                                     (dict(eval_mc_samples=True), "eval_mc_samples"), (dict(mc_chunk_size=8.0),
+                                                                                      "mc_chunk_size")])
+def test_sizes_must_be_whole_numbers_not_truncated(kw, name):
+    """Audit 2026-11-27: num_factors=2.7 became 2 and train_mc_samples=1.9 became 1 without a word."""
+    import numpy as np
+
+    with pytest.raises(ValueError, match=rf"{name} must be a whole number, got "):
+        HeteroscedasticHead(8, 4, covariance="low_rank", **kw)
+    assert HeteroscedasticHead(8, 4, covariance="low_rank", num_factors=np.int64(2)).num_factors == 2
