@@ -22,6 +22,8 @@ only, finite values). :func:`export_run` exports a run folder with its data and 
 
 from __future__ import annotations
 
+import hashlib
+
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
@@ -102,7 +104,12 @@ def prepare_folder(folder: "str | os.PathLike") -> Path:
         listed = quote(", ".join(others or sorted(names)), 120)
         raise ValueError(f"{folder} holds files save_pretrained did not write ({listed}): give a new or empty folder "
                          "(an export never replaces other files)")
-    (folder / CARD_FILE).unlink(missing_ok=True)
+    card = folder / CARD_FILE
+    if card.is_file() and not _card_is_ours_unedited(card):
+        raise ValueError(f"{card} was edited after save_pretrained wrote it (or another tool wrote it): it is never "
+                         "replaced; move it aside (and copy your edits into the new card afterwards), or save into a "
+                         "new folder")
+    card.unlink(missing_ok=True)
     return folder
 
 
@@ -323,8 +330,26 @@ def model_card(model: "Classifier", **kwargs: Any):
                + ("homoscedastic (linear) head, stored as the plain timm model." if timm_layout else
                   "heteroscedastic output head (Monte Carlo average of a tempered softmax over correlated logit "
                   "noise)."))
-    return ModelCard.from_template(card_data, template_str=CARD_TEMPLATE, title=title, summary=summary, facts=facts,
+    card = ModelCard.from_template(card_data, template_str=CARD_TEMPLATE, title=title, summary=summary, facts=facts,
                                    metrics=metrics, timm_layout=timm_layout, **kwargs)
+    return ModelCard(_signed(str(card)))
+
+
+#: the last line of a card save_pretrained wrote: the SHA-256 of the text above it, so that a card edited since (the
+#: digest no longer matches) is told from one that may be written again
+CARD_MARK = "<!-- het-harness card sha256: {} -->"
+
+
+def _signed(text: str) -> str:
+    body = text.rstrip("\n") + "\n"
+    return body + CARD_MARK.format(hashlib.sha256(body.encode()).hexdigest()) + "\n"
+
+
+def _card_is_ours_unedited(path: Path) -> bool:
+    """Whether ``path`` is a card save_pretrained wrote and nobody edited since (its last line's digest matches)."""
+    text = path.read_text(encoding="utf-8", errors="replace")
+    body, _, last = text.rstrip("\n").rpartition("\n")
+    return _signed(body) == text.rstrip("\n") + "\n" and last.startswith(CARD_MARK.split("{")[0])
 
 
 def export_run(run_dir: "str | os.PathLike", out: "str | os.PathLike", **kwargs: Any) -> Path:

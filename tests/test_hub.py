@@ -221,3 +221,16 @@ def test_an_export_config_is_checked_for_values_not_only_paths(tmp_path, edit, m
     path.write_text(json.dumps(config))
     with pytest.raises(ValueError, match=match):
         Classifier.from_pretrained(tmp_path / "out")
+
+
+def test_an_edited_model_card_is_never_deleted_by_a_second_save(tmp_path):
+    """Audit 2026-11-27 S01: save_pretrained into an earlier export deleted a model card the user had edited."""
+    model = _model("none")
+    model.save_pretrained(tmp_path / "out")
+    model.save_pretrained(tmp_path / "out")  # its own, unedited card: written again
+    card = tmp_path / "out" / "README.md"
+    assert "het-harness card sha256:" in card.read_text().splitlines()[-1]
+    card.write_text(card.read_text().replace("## ", "## My notes\n\nKeep this.\n\n## ", 1))
+    with pytest.raises(ValueError, match=r"README\.md was edited after save_pretrained wrote it .*never replaced"):
+        model.save_pretrained(tmp_path / "out")
+    assert "Keep this." in card.read_text()
