@@ -28,6 +28,7 @@ import json
 import os
 import random
 import re
+import sys
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
@@ -134,23 +135,51 @@ def _mlflow_tracker(base: type) -> type:
     return MLflowMetrics
 
 
+#: the tracker methods that talk to a tracking service or store (accelerate's GeneralTracker and its subclasses)
+_GUARDED = ("start", "store_init_configuration", "log", "log_images", "log_table", "log_artifact", "finish")
+
+
+def _guarded(base: type) -> type:
+    """``base`` (an accelerate tracker class) whose calls to its service can never end a run: the first failure is
+    reported once on stderr, the tracker is turned off, and the run goes on (its metrics stay in the run folder)."""
+
+    def method(name: str):
+        def call(self, *args: Any, **kwargs: Any) -> Any:
+            if getattr(self, "_harness_off", False):
+                return None
+            try:
+                return getattr(super(guarded, self), name)(*args, **kwargs)
+            except Exception as e:  # noqa: BLE001 -- any failure of a tracking service: report it, go on
+                self._harness_off = True
+                print(f"[tracking] {getattr(self, 'name', base.__name__)} failed in {name} ({type(e).__name__}: "
+                      f"{str(e)[:200]}); it is turned off and the run goes on: its metrics stay in the run folder",
+                      file=sys.stderr, flush=True)
+                return None
+        call.__name__ = name
+        return call
+
+    guarded = type(base.__name__, (base,), {n: method(n) for n in _GUARDED if hasattr(base, n)})
+    return guarded
+
+
 def build(names: Sequence[str], project: str, run_name: str, logging_dir: "str | Path") -> list:
     """accelerate tracker objects for ``names``: TensorBoard in ``<logging_dir>/tb``, MLflow experiment
     ``MLFLOW_EXPERIMENT_NAME`` or ``project`` with run ``run_name``, W&B project ``WANDB_PROJECT`` or ``project``, run
-    ``run_name``, files under ``WANDB_DIR`` or ``logging_dir``; the others as accelerate starts them by name."""
+    ``run_name``, files under ``WANDB_DIR`` or ``logging_dir``; the others as accelerate starts them by name. Each is
+    guarded (:func:`_guarded`): a tracker that fails is reported once and turned off, and never ends the run."""
     from accelerate.tracking import LOGGER_TYPE_TO_CLASS, MLflowTracker, TensorBoardTracker, WandBTracker
 
     out = []
     for name in names:
         if name == "tensorboard":
-            out.append(TensorBoardTracker("tb", str(logging_dir)))
+            out.append(_guarded(TensorBoardTracker)("tb", str(logging_dir)))
         elif name == "mlflow":
-            out.append(_mlflow_tracker(MLflowTracker)(experiment_name=project, run_name=run_name))
+            out.append(_guarded(_mlflow_tracker(MLflowTracker))(experiment_name=project, run_name=run_name))
         elif name == "wandb":
             extra = {} if os.environ.get("WANDB_DIR") else {"dir": str(logging_dir)}
-            out.append(WandBTracker(os.environ.get("WANDB_PROJECT", project), name=run_name, **extra))
+            out.append(_guarded(WandBTracker)(os.environ.get("WANDB_PROJECT", project), name=run_name, **extra))
         else:
-            cls = LOGGER_TYPE_TO_CLASS[name]
+            cls = _guarded(LOGGER_TYPE_TO_CLASS[name])
             out.append(cls(project, str(logging_dir)) if cls.requires_logging_directory else cls(project))
     return out
 

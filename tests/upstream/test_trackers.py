@@ -139,3 +139,26 @@ def test_an_upstream_run_logged_to_wandb_offline(tmp_path, monkeypatch, request)
     plain = run(_tiny(tmp_path / "plain", "train.log_with=[]"), progress=False)
     a, b = np.load(run_dir / "predictions.npz"), np.load(plain / "predictions.npz")
     assert np.array_equal(a["logits"], b["logits"]) and not (plain / "tb").exists()
+
+
+def test_a_tracker_that_fails_mid_run_never_ends_the_run(tmp_path, mlflow_store, monkeypatch, capsys):
+    """Audit 2026-11-27 item 7: an MLflow store that failed mid-run raised out of accelerator.log and killed the
+    training. The store is removed after the run has started (its first metrics logged): the failure is reported once,
+    the tracker turned off, and the run finishes with its metrics in the run folder."""
+    mlflow, store_uri = mlflow_store
+    real = mlflow.log_metrics
+    calls = []
+
+    def failing(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 1:
+            return real(*args, **kwargs)
+        shutil.rmtree(Path(store_uri.removeprefix("file://")), ignore_errors=True)  # the store is gone
+        raise OSError("the MLflow store was removed")
+
+    monkeypatch.setattr(mlflow, "log_metrics", failing)
+    run_dir = run(_tiny(tmp_path, "train.log_with=[mlflow]"), progress=False)
+    assert (run_dir / "metrics.json").is_file() and (run_dir / "model.pt").is_file()
+    err = capsys.readouterr().err
+    assert err.count("[tracking] mlflow failed in log (OSError: the MLflow store was removed); it is turned off") == 1
+    assert len(calls) == 2  # not called again once turned off
