@@ -131,7 +131,11 @@ def test_an_upstream_run_logged_to_wandb_offline(tmp_path, monkeypatch, request)
     assert sent["metrics"]["final/top1"] == pytest.approx(metrics["top1"]) and "eval/nll" in sent["metrics"]
     (offline,) = (tmp_path / "wandb_dir" / "wandb").glob("offline-run-*")
     (log_file,) = offline.glob("run-*.wandb")
-    data = log_file.read_bytes()
+    import time
+
+    deadline = time.monotonic() + 30  # W&B's service process writes the run log after finish(), on its own time
+    while b"final_metrics" not in (data := log_file.read_bytes()) and time.monotonic() < deadline:
+        time.sleep(0.2)
     assert b"final/top1" in data and b"train/loss" in data and b"label_noise" in data and b"final_metrics" in data
     assert (offline / "files" / run_dir.name / "metrics.json").is_file()  # the report files, saved with the run
     assert any((run_dir / "tb").rglob("events.out.tfevents.*"))
