@@ -141,15 +141,19 @@ _GUARDED = ("start", "store_init_configuration", "log", "log_images", "log_table
 
 def _guarded(base: type) -> type:
     """``base`` (an accelerate tracker class) whose calls to its service can never end a run: the first failure is
-    reported once on stderr, the tracker is turned off, and the run goes on (its metrics stay in the run folder)."""
+    reported once on stderr, the tracker is turned off, and the run goes on (its metrics stay in the run folder);
+    ``finish`` is still tried, so that the tracker's open run is closed (and not closed later by its library's exit
+    hook, against whatever store is configured then)."""
 
     def method(name: str):
         def call(self, *args: Any, **kwargs: Any) -> Any:
-            if getattr(self, "_harness_off", False):
+            if getattr(self, "_harness_off", False) and name != "finish":  # finish still closes what it opened
                 return None
             try:
                 return getattr(super(guarded, self), name)(*args, **kwargs)
             except Exception as e:  # noqa: BLE001 -- any failure of a tracking service: report it, go on
+                if getattr(self, "_harness_off", False):
+                    return None  # reported once already
                 self._harness_off = True
                 print(f"[tracking] {getattr(self, 'name', base.__name__)} failed in {name} ({type(e).__name__}: "
                       f"{str(e)[:200]}); it is turned off and the run goes on: its metrics stay in the run folder",
