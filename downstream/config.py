@@ -17,9 +17,10 @@ from typing import Optional
 import numpy as np
 
 from harness.downstream.finetune import HEADS, SCHEDULES
-from harness.precision import CHOICES as PRECISIONS
+from harness.heads.variants import TRANSFER_NUM_FACTORS
+from harness.tasks.taskset import TaskData
+from harness.training.precision import CHOICES as PRECISIONS
 
-DATA_FORMATS = ("tfds", "folder")
 #: the largest τ a noisy transfer head takes (larger ones flatten every prediction to uniform; the references'
 #: grids stop at 5)
 MAX_TEMPERATURE = 1000.0
@@ -31,7 +32,7 @@ DEFAULT_TEMPERATURES = (0.5, 1.0, 2.0, 3.0)
 #: settings that only a noisy head uses, with their defaults: R (uncertainty-baselines' CIFAR num_factors 6, the
 #: upstream het / pe methods' rank; min(R, K) per task) and the MC samples of the upstream experiments (100 in
 #: training, 1,000 in evaluation: harness/experiments/cifar10n.yaml gives the timings and the paper's Appendix D).
-NOISY_HEAD_DEFAULTS = {"num_factors": 6, "train_mc_samples": 100, "eval_mc_samples": 1000}
+NOISY_HEAD_DEFAULTS = {"num_factors": TRANSFER_NUM_FACTORS, "train_mc_samples": 100, "eval_mc_samples": 1000}
 
 
 def _require(ok: bool, message: str) -> None:
@@ -44,7 +45,7 @@ def _is_int(v) -> bool:
 
 
 @dataclass
-class SweepSettings:
+class SweepSettings(TaskData):
     """Grid and fine-tuning settings shared by every task (the same sweep for all, as VTAB requires).
 
     Attributes:
@@ -53,15 +54,11 @@ class SweepSettings:
         seeds: final runs per task (mean and std over them).
         batch_size, micro_batch, resolution, clip_grad_norm, device, channels_last: see
             :class:`harness.downstream.finetune.FinetuneConfig` (``resolution`` = (resize, crop)).
-        data_format: ``tfds`` or ``folder`` for VTAB tasks (demo tasks are generated).
-        data_dir: TFDS data_dir or the folder-format root.
-        check_test_size: refuse a test split whose size differs from the task's (train800, val200
-            and train800val200 are always checked).
+        data_format, data_dir, check_test_size, allow_outside_paths: where the tasks' data is read from
+            (:class:`harness.tasks.taskset.TaskData`).
         schedule: ``staircase``, ``bit_hyperrule``, ``ta`` or ``cosine`` (see
             :class:`harness.downstream.finetune.FinetuneConfig`; ``bit``, its old name, means ``staircase``).
         lr_batch: the batch size the ``lrs`` are given for (scaled linearly to ``batch_size``).
-        allow_outside_paths: accept folder-format list paths outside their task folder (``../``,
-            absolute paths); off by default, so a list cannot make the harness read other files.
         preset: the name of the :data:`PRESETS` entry these settings start from (reported in
             ``vtab.md``; not a setting itself).
         head: the fresh transfer head (``--head``): ``hom`` (default: the paper's Table 6 protocol, a linear
@@ -72,7 +69,7 @@ class SweepSettings:
         num_factors: R of a ``het`` / ``pe`` head, used as min(R, K) on a K-class task (default 6).
         train_mc_samples, eval_mc_samples: a noisy head's MC samples S in training / evaluation (100 / 1,000).
         mixed_precision: ``no`` (fp32, the default: today's results), ``bf16``, ``fp16`` (GPUs only) or ``auto`` (bf16
-            where the device computes it natively; :func:`harness.precision.resolve`), ``--mixed-precision``. Part of
+            where the device computes it natively; :func:`harness.training.precision.resolve`), ``--mixed-precision``. Part of
             the recipe: a sweep folder keeps one precision.
 
     Raises:
@@ -87,12 +84,8 @@ class SweepSettings:
     resolution: "Optional[list[int]]" = None
     clip_grad_norm: Optional[float] = None
     device: str = "cpu"
-    data_format: str = "tfds"
-    data_dir: Optional[str] = None
-    check_test_size: bool = True
     schedule: str = "staircase"
     lr_batch: Optional[int] = None
-    allow_outside_paths: bool = False
     channels_last: bool = False
     preset: str = "vtab_sweep"
     head: str = "hom"
@@ -105,67 +98,111 @@ class SweepSettings:
     def __post_init__(self) -> None:
         if self.schedule == "bit":
             self.schedule = "staircase"
-        _require(self.schedule in SCHEDULES, f"unknown schedule {self.schedule!r} (--schedule): use one of "
-                 f"{', '.join(SCHEDULES)}")
-        _require(isinstance(self.lrs, (list, tuple)) and len(self.lrs) > 0 and all(
-            isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0 for v in self.lrs),
+        _require(
+            self.schedule in SCHEDULES,
+            f"unknown schedule {self.schedule!r} (--schedule): use one of {', '.join(SCHEDULES)}",
+        )
+        _require(
+            isinstance(self.lrs, (list, tuple))
+            and len(self.lrs) > 0
+            and all(
+                isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0 for v in self.lrs
+            ),
             f"learning rates (--lrs, lrs) must be a non-empty list of positive numbers, e.g. 0.001,0.01; got "
-            f"{self.lrs!r}")
+            f"{self.lrs!r}",
+        )
         rule = self.schedule == "bit_hyperrule"
-        _require(isinstance(self.steps, (list, tuple)) and len(self.steps) > 0,
-                 f"steps (--steps, steps) must be a non-empty list, e.g. 500,2500; got {self.steps!r}")
+        _require(
+            isinstance(self.steps, (list, tuple)) and len(self.steps) > 0,
+            f"steps (--steps, steps) must be a non-empty list, e.g. 500,2500; got {self.steps!r}",
+        )
         if rule:
-            _require(list(self.steps) == [None], f"the BiT-HyperRule sets the steps from the training-set size (500 "
-                     f"below 20k examples, 10k below 500k, 20k above), so steps (--steps) cannot be given "
-                     f"({self.steps!r}); use --schedule staircase to choose the steps")
+            _require(
+                list(self.steps) == [None],
+                f"the BiT-HyperRule sets the steps from the training-set size (500 "
+                f"below 20k examples, 10k below 500k, 20k above), so steps (--steps) cannot be given "
+                f"({self.steps!r}); use --schedule staircase to choose the steps",
+            )
         else:
-            _require(all(_is_int(v) and v >= 1 for v in self.steps), f"steps (--steps, steps) must be whole numbers "
-                     f">= 1, e.g. 500,2500; got {self.steps!r}")
+            _require(
+                all(_is_int(v) and v >= 1 for v in self.steps),
+                f"steps (--steps, steps) must be whole numbers >= 1, e.g. 500,2500; got {self.steps!r}",
+            )
         for name, option in (("seeds", "--seeds"), ("batch_size", "--batch-size"), ("micro_batch", "--micro-batch")):
             v = getattr(self, name)
             _require(_is_int(v) and v >= 1, f"{name} ({option}) must be a whole number >= 1, got {v!r}")
-        _require(self.lr_batch is None or (_is_int(self.lr_batch) and self.lr_batch >= 1),
-                 f"lr_batch (--lr-batch) must be a whole number >= 1 or unset, got {self.lr_batch!r}")
+        _require(
+            self.lr_batch is None or (_is_int(self.lr_batch) and self.lr_batch >= 1),
+            f"lr_batch (--lr-batch) must be a whole number >= 1 or unset, got {self.lr_batch!r}",
+        )
         if self.resolution is not None:
             r = self.resolution
-            _require(isinstance(r, (list, tuple)) and len(r) == 2 and all(_is_int(v) and v >= 1 for v in r)
-                     and r[1] <= r[0], f"resolution (--resolution) must be RESIZE,CROP: two whole numbers with "
-                     f"1 <= CROP <= RESIZE, e.g. 160,128; got {r!r}")
+            _require(
+                isinstance(r, (list, tuple)) and len(r) == 2 and all(_is_int(v) and v >= 1 for v in r) and r[1] <= r[0],
+                f"resolution (--resolution) must be RESIZE,CROP: two whole numbers with "
+                f"1 <= CROP <= RESIZE, e.g. 160,128; got {r!r}",
+            )
             self.resolution = [int(v) for v in r]
-        _require(self.clip_grad_norm is None or (isinstance(self.clip_grad_norm, (int, float)) and
-                                                 math.isfinite(self.clip_grad_norm) and self.clip_grad_norm > 0),
-                 f"clip_grad_norm must be a positive number or unset, got {self.clip_grad_norm!r}")
-        _require(self.data_format in DATA_FORMATS, f"unknown data format {self.data_format!r} (--data-format): use "
-                 f"one of {', '.join(DATA_FORMATS)}")
+        _require(
+            self.clip_grad_norm is None
+            or (
+                isinstance(self.clip_grad_norm, (int, float))
+                and math.isfinite(self.clip_grad_norm)
+                and self.clip_grad_norm > 0
+            ),
+            f"clip_grad_norm must be a positive number or unset, got {self.clip_grad_norm!r}",
+        )
+        super().__post_init__()  # the data settings (TaskData)
         PRESETS[self.preset]  # noqa: B018 -- an unknown name raises its ValueError
-        _require(self.mixed_precision in PRECISIONS, f"unknown mixed precision {self.mixed_precision!r} "
-                 f"(--mixed-precision): use one of {', '.join(PRECISIONS)}")
+        _require(
+            self.mixed_precision in PRECISIONS,
+            f"unknown mixed precision {self.mixed_precision!r} (--mixed-precision): use one of {', '.join(PRECISIONS)}",
+        )
         self._check_head()
 
     def _check_head(self) -> None:
         """Validate ``head`` and its settings; fill a noisy head's default τ grid (floats, in the order given)."""
-        _require(isinstance(self.head, str) and self.head in HEADS, f"unknown head {self.head!r} (--head): use one "
-                 f"of {', '.join(HEADS)} (hom: the paper's homoscedastic transfer head; diag, het, pe: noisy heads "
-                 "named as the upstream methods)")
+        _require(
+            isinstance(self.head, str) and self.head in HEADS,
+            f"unknown head {self.head!r} (--head): use one "
+            f"of {', '.join(HEADS)} (hom: the paper's homoscedastic transfer head; diag, het, pe: noisy heads "
+            "named as the upstream methods)",
+        )
         for name in NOISY_HEAD_DEFAULTS:
             v = getattr(self, name)
             _require(_is_int(v) and v >= 1, f"{name} must be a whole number >= 1, got {v!r}")
         if self.head == "hom":
-            _require(self.temperatures is None, f"temperatures (--temperatures {self.temperatures!r}) only apply to a "
-                     "noisy head: add --head diag, het or pe, or leave --temperatures out for the hom head")
+            _require(
+                self.temperatures is None,
+                f"temperatures (--temperatures {self.temperatures!r}) only apply to a "
+                "noisy head: add --head diag, het or pe, or leave --temperatures out for the hom head",
+            )
             odd = [k for k, v in NOISY_HEAD_DEFAULTS.items() if getattr(self, k) != v]
-            _require(not odd, f"{', '.join(odd)} only apply to a noisy head (head diag, het or pe); the hom head "
-                     "has none: leave them at their defaults or choose a noisy head")
+            _require(
+                not odd,
+                f"{', '.join(odd)} only apply to a noisy head (head diag, het or pe); the hom head "
+                "has none: leave them at their defaults or choose a noisy head",
+            )
             return
         t = list(DEFAULT_TEMPERATURES) if self.temperatures is None else self.temperatures
-        _require(isinstance(t, (list, tuple)) and len(t) > 0 and all(
-            isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and 0 < v <= MAX_TEMPERATURE
-            for v in t),
+        _require(
+            isinstance(t, (list, tuple))
+            and len(t) > 0
+            and all(
+                isinstance(v, (int, float))
+                and not isinstance(v, bool)
+                and math.isfinite(v)
+                and 0 < v <= MAX_TEMPERATURE
+                for v in t
+            ),
             f"temperatures (--temperatures) must be a non-empty list of positive finite numbers up to "
             f"{MAX_TEMPERATURE:g}, e.g. 0.5,1,2; got "
-            f"{self.temperatures!r}")
-        _require(len({float(v) for v in t}) == len(t), f"temperatures (--temperatures) repeat a value: {t!r}; give "
-                 "each τ once")
+            f"{self.temperatures!r}",
+        )
+        _require(
+            len({float(v) for v in t}) == len(t),
+            f"temperatures (--temperatures) repeat a value: {t!r}; give each τ once",
+        )
         self.temperatures = [float(v) for v in t]
 
 
@@ -174,33 +211,48 @@ class _Presets(dict):
 
     def __missing__(self, name: str):
         if name == "bit":
-            raise ValueError("preset 'bit' was renamed: it was the VTAB sweep ({0.001, 0.01} x {500, 2500} steps), not "
-                             "the BiT-HyperRule; use --preset vtab_sweep for that grid, or --preset bit_hyperrule for "
-                             "the published BiT-HyperRule")
+            raise ValueError(
+                "preset 'bit' was renamed: it was the VTAB sweep ({0.001, 0.01} x {500, 2500} steps), not "
+                "the BiT-HyperRule; use --preset vtab_sweep for that grid, or --preset bit_hyperrule for "
+                "the published BiT-HyperRule"
+            )
         raise ValueError(f"unknown preset {name!r}: use one of {', '.join(self)}")
 
 
 #: named settings (each records its own name in ``preset``)
 PRESETS = _Presets(
     vtab_sweep=dict(preset="vtab_sweep"),
-    bit_hyperrule=dict(preset="bit_hyperrule", lrs=[0.003], steps=[None], batch_size=512, lr_batch=512,
-                       schedule="bit_hyperrule"),
-    demo=dict(preset="demo", lrs=[0.01, 0.05], steps=[50, 100], seeds=2, batch_size=64, micro_batch=64,
-              resolution=[32, 32]),
+    bit_hyperrule=dict(
+        preset="bit_hyperrule", lrs=[0.003], steps=[None], batch_size=512, lr_batch=512, schedule="bit_hyperrule"
+    ),
+    demo=dict(
+        preset="demo", lrs=[0.01, 0.05], steps=[50, 100], seeds=2, batch_size=64, micro_batch=64, resolution=[32, 32]
+    ),
 )
 
 PRESET_TEXT = {
     "vtab_sweep": "the VTAB-1k sweep (Zhai et al. 2019; google-research/task_adaptation): lr {0.001, 0.01} x steps {500, 2500} chosen on "
-                  "val200, batch 512, staircase schedule",
+    "val200, batch 512, staircase schedule",
     "bit_hyperrule": "the BiT-HyperRule as published (Kolesnikov et al. 2020; big_transfer bit_hyperrule.py): "
-                     "lr 0.003 at batch 512; 500 steps below 20k training examples, 10k below 500k, 20k above; "
-                     "no selection",
+    "lr 0.003 at batch 512; 500 steps below 20k training examples, 10k below 500k, 20k above; "
+    "no selection",
     "demo": "CPU-sized settings for the DEMO tasks; neither the BiT-HyperRule nor the VTAB sweep",
 }
 
 #: fields that change what a run computes (the recipe); the others say where and how it runs
-RECIPE_FIELDS = ("lrs", "steps", "seeds", "batch_size", "micro_batch", "resolution", "clip_grad_norm", "schedule",
-                 "lr_batch", "head", "mixed_precision")
+RECIPE_FIELDS = (
+    "lrs",
+    "steps",
+    "seeds",
+    "batch_size",
+    "micro_batch",
+    "resolution",
+    "clip_grad_norm",
+    "schedule",
+    "lr_batch",
+    "head",
+    "mixed_precision",
+)
 #: recipe fields of a noisy head only (a hom recipe leaves them out)
 NOISY_HEAD_FIELDS = ("temperatures", *NOISY_HEAD_DEFAULTS)
 
@@ -211,6 +263,9 @@ def recipe(settings: SweepSettings) -> dict:
     base, used = asdict(SweepSettings(**PRESETS[settings.preset])), asdict(settings)
     noisy = NOISY_HEAD_FIELDS if settings.head != "hom" else ()
     head_base = asdict(SweepSettings(**{**PRESETS[settings.preset], "head": settings.head}))  # the noisy defaults
-    return {"preset": settings.preset, "description": PRESET_TEXT[settings.preset],
-            "changed": [k for k in RECIPE_FIELDS if used[k] != base[k]] + [k for k in noisy if used[k] != head_base[k]],
-            **{k: used[k] for k in RECIPE_FIELDS + noisy}}
+    return {
+        "preset": settings.preset,
+        "description": PRESET_TEXT[settings.preset],
+        "changed": [k for k in RECIPE_FIELDS if used[k] != base[k]] + [k for k in noisy if used[k] != head_base[k]],
+        **{k: used[k] for k in RECIPE_FIELDS + noisy},
+    }

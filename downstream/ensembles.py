@@ -17,9 +17,9 @@ from typing import Sequence
 import numpy as np
 
 from harness.downstream.table import TRANSFER_METRICS, metric_cell
-from harness.downstream.tasks import GROUPS
 from harness.io import atomic_write_text
 from harness.provenance import markdown_header, provenance
+from harness.tasks.catalogue import GROUPS
 
 #: what the table of an ensemble across upstream models is written to, in its folder
 ENSEMBLE_FILES = ("ensemble.json", "ensemble.md")
@@ -33,8 +33,10 @@ def is_sweep(folder: "str | Path") -> bool:
 def _read_sweep(folder: Path) -> dict:
     vtab = json.loads((folder / "vtab.json").read_text())
     if "predictions" not in vtab:
-        raise ValueError(f"{folder}/vtab.json lists no prediction files (written by an older harness): rerun the same "
-                         "harness downstream command into that folder; it trains nothing more and rewrites the table")
+        raise ValueError(
+            f"{folder}/vtab.json lists no prediction files (written by an older harness): rerun the same "
+            "harness downstream command into that folder; it trains nothing more and rewrites the table"
+        )
     return vtab
 
 
@@ -65,35 +67,50 @@ def upstream_ensemble(folders: Sequence["str | Path"]) -> dict:
     sweeps = [_read_sweep(f) for f in folders]
     for f, s in zip(folders[1:], sweeps[1:]):
         if s["recipe"] != sweeps[0]["recipe"] or set(s["tasks"]) != set(sweeps[0]["tasks"]):
-            raise ValueError(f"{f} and {folders[0]} differ in recipe or tasks: an ensemble across upstream models "
-                             "compares transfers made the same way; rerun them with the same settings and tasks")
-    out: dict = {"members": [{"folder": str(f), "upstream": s["upstream"]} for f, s in zip(folders, sweeps)],
-                 "recipe": sweeps[0]["recipe"], "tasks": {}, "groups": {}}
+            raise ValueError(
+                f"{f} and {folders[0]} differ in recipe or tasks: an ensemble across upstream models "
+                "compares transfers made the same way; rerun them with the same settings and tasks"
+            )
+    out: dict = {
+        "members": [{"folder": str(f), "upstream": s["upstream"]} for f, s in zip(folders, sweeps)],
+        "recipe": sweeps[0]["recipe"],
+        "tasks": {},
+        "groups": {},
+    }
     for task, info in sweeps[0]["tasks"].items():
         seeds = min(len(s["predictions"][task]) for s in sweeps)
         per_seed, members = [], []
         for i in range(seeds):
             preds = [Predictions.load(f / s["predictions"][task][i]) for f, s in zip(folders, sweeps)]
             if any(not np.array_equal(p.index, preds[0].index) for p in preds[1:]):
-                raise ValueError(f"task {task}: the sweeps' test predictions cover different images; transfer every "
-                                 "upstream model to the same test split")
-            per_seed.append({k: v for k, v in average(preds, f"{task} ensemble").metrics().items()
-                             if k in TRANSFER_METRICS})
+                raise ValueError(
+                    f"task {task}: the sweeps' test predictions cover different images; transfer every "
+                    "upstream model to the same test split"
+                )
+            per_seed.append(
+                {k: v for k, v in average(preds, f"{task} ensemble").metrics().items() if k in TRANSFER_METRICS}
+            )
             members += [{k: v for k, v in p.metrics().items() if k in TRANSFER_METRICS} for p in preds]
         out["tasks"][task] = {
-            "group": info["group"], "seeds": seeds,
-            "ensemble": {"per_seed": per_seed, "mean": {k: float(np.mean([r[k] for r in per_seed])) for k in
-                                                        TRANSFER_METRICS},
-                         "std": {k: float(np.std([r[k] for r in per_seed], ddof=1)) if seeds > 1 else 0.0
-                                 for k in TRANSFER_METRICS}},
-            "members": {k: float(np.mean([r[k] for r in members])) for k in TRANSFER_METRICS}}
+            "group": info["group"],
+            "seeds": seeds,
+            "ensemble": {
+                "per_seed": per_seed,
+                "mean": {k: float(np.mean([r[k] for r in per_seed])) for k in TRANSFER_METRICS},
+                "std": {
+                    k: float(np.std([r[k] for r in per_seed], ddof=1)) if seeds > 1 else 0.0 for k in TRANSFER_METRICS
+                },
+            },
+            "members": {k: float(np.mean([r[k] for r in members])) for k in TRANSFER_METRICS},
+        }
     for g in (*GROUPS, "demo", "custom"):
         rows = [v for v in out["tasks"].values() if v["group"] == g]
         if rows:
             out["groups"][g] = {
                 "tasks": len(rows),
                 "ensemble": {k: float(np.mean([r["ensemble"]["mean"][k] for r in rows])) for k in TRANSFER_METRICS},
-                "members": {k: float(np.mean([r["members"][k] for r in rows])) for k in TRANSFER_METRICS}}
+                "members": {k: float(np.mean([r["members"][k] for r in rows])) for k in TRANSFER_METRICS},
+            }
     return out
 
 
@@ -109,22 +126,41 @@ def write_upstream_ensemble(folders: Sequence["str | Path"], out: "str | Path") 
     cell = metric_cell
 
     head = [METRICS[k].label for k in TRANSFER_METRICS]
-    lines = [markdown_header("Downstream ensemble across upstream models", prov),
-             f"Members: {', '.join(m['folder'] for m in result['members'])} (one upstream model each, fine-tuned by "
-             "the same recipe). For each fine-tuning seed, the members' fine-tunes with that seed are averaged "
-             "(probabilities); mean ± std over the fine-tuning seeds, beside the members' own mean.", "",
-             "| task | group | seeds | ensemble " + " | ensemble ".join(head) + " | member " + " | member ".join(head)
-             + " |", "|---|---|---|" + "---|" * (2 * len(head))]
+    lines = [
+        markdown_header("Downstream ensemble across upstream models", prov),
+        f"Members: {', '.join(m['folder'] for m in result['members'])} (one upstream model each, fine-tuned by "
+        "the same recipe). For each fine-tuning seed, the members' fine-tunes with that seed are averaged "
+        "(probabilities); mean ± std over the fine-tuning seeds, beside the members' own mean.",
+        "",
+        "| task | group | seeds | ensemble "
+        + " | ensemble ".join(head)
+        + " | member "
+        + " | member ".join(head)
+        + " |",
+        "|---|---|---|" + "---|" * (2 * len(head)),
+    ]
     for task, v in result["tasks"].items():
         e = v["ensemble"]
-        lines.append(f"| {task} | {v['group']} | {v['seeds']} | "
-                     + " | ".join(cell(k, e["mean"][k], e["std"][k]) for k in TRANSFER_METRICS) + " | "
-                     + " | ".join(cell(k, v["members"][k]) for k in TRANSFER_METRICS) + " |")
-    lines += ["", "| group | tasks | ensemble " + " | ensemble ".join(head) + " | member " + " | member ".join(head)
-              + " |", "|---|---|" + "---|" * (2 * len(head))]
+        lines.append(
+            f"| {task} | {v['group']} | {v['seeds']} | "
+            + " | ".join(cell(k, e["mean"][k], e["std"][k]) for k in TRANSFER_METRICS)
+            + " | "
+            + " | ".join(cell(k, v["members"][k]) for k in TRANSFER_METRICS)
+            + " |"
+        )
+    lines += [
+        "",
+        "| group | tasks | ensemble " + " | ensemble ".join(head) + " | member " + " | member ".join(head) + " |",
+        "|---|---|" + "---|" * (2 * len(head)),
+    ]
     for g, v in result["groups"].items():
-        lines.append(f"| {g} | {v['tasks']} | " + " | ".join(cell(k, v["ensemble"][k]) for k in TRANSFER_METRICS)
-                     + " | " + " | ".join(cell(k, v["members"][k]) for k in TRANSFER_METRICS) + " |")
+        lines.append(
+            f"| {g} | {v['tasks']} | "
+            + " | ".join(cell(k, v["ensemble"][k]) for k in TRANSFER_METRICS)
+            + " | "
+            + " | ".join(cell(k, v["members"][k]) for k in TRANSFER_METRICS)
+            + " |"
+        )
     atomic_write_text(out / "ensemble.md", "\n".join(lines) + "\n")
     atomic_write_text(out / "ensemble.json", json.dumps({"provenance": prov, **result}, indent=1))
     return result

@@ -32,12 +32,12 @@ from typing import Any, Callable, Optional
 import numpy as np
 import torch
 import torch.nn.functional as F
-from torchvision.transforms import v2
 
 from harness.data.dataset import ImageDataset
-from harness.data.loading import EpochSampler, TransformedDataset
+from harness.heads.variants import TRANSFER_HEADS, TRANSFER_NUM_FACTORS, has_factors
 from harness.models import Classifier, load_model, replace_head
 from harness.sources import load_source
+from harness.tasks.views import bit_resolution, task_views
 from harness.uncertainty.predictions import Predictions
 
 
@@ -70,7 +70,7 @@ class FinetuneConfig:
         temperature, num_factors, train_mc_samples, eval_mc_samples: the noisy head's τ, rank R (used as
             min(R, K) for ``het`` / ``pe``) and Monte Carlo samples (:func:`head_options`); ignored by ``hom``.
         mixed_precision: ``no`` (fp32, the default), ``bf16``, ``fp16`` (GPUs only) or ``auto``: bf16 where the
-            device computes it natively, else fp32 (:func:`harness.precision.resolve`; on a CPU without AVX512-BF16
+            device computes it natively, else fp32 (:func:`harness.training.precision.resolve`; on a CPU without AVX512-BF16
             or AMX, bf16 is emulated and many times slower).
     """
 
@@ -99,43 +99,53 @@ class FinetuneConfig:
     mixed_precision: str = "no"
 
 
-#: the fresh heads of a transfer: name -> covariance of :class:`harness.heads.HeteroscedasticHead` (the names of the
-#: upstream methods, ``harness/experiments/cifar10n.yaml``); ``hom`` is the paper's Table 6 protocol
-HEADS = {"hom": "none", "diag": "diagonal", "het": "low_rank", "pe": "parameter_efficient"}
+#: the fresh heads of a transfer: name -> covariance of :class:`harness.heads.HeteroscedasticHead`, from the registry
+#: (:data:`harness.heads.variants.VARIANTS`); ``hom`` is the paper's Table 6 protocol
+HEADS = TRANSFER_HEADS
 
 
-def head_options(head: str = "hom", num_classes: int = 2, temperature: float = 1.0, num_factors: int = 6,
-                 train_mc_samples: int = 100, eval_mc_samples: int = 1000) -> "dict[str, Any]":
+def head_options(
+    head: str = "hom",
+    num_classes: int = 2,
+    temperature: float = 1.0,
+    num_factors: int = TRANSFER_NUM_FACTORS,
+    train_mc_samples: int = 100,
+    eval_mc_samples: int = 1000,
+) -> "dict[str, Any]":
     """Keyword arguments of :func:`harness.models.replace_head` for a fresh ``head`` on ``num_classes`` classes.
 
     ``hom``: ``{}`` (the zero-initialised linear softmax head, unchanged). ``diag`` / ``het`` / ``pe``: the
     covariance of :data:`HEADS`, τ = ``temperature``, S = ``train_mc_samples`` in training and ``eval_mc_samples``
-    in evaluation (seeded evaluation noise, the head's default), and for ``het`` / ``pe`` R = min(``num_factors``,
-    ``num_classes``) factors (the head needs 1 <= R <= K; a 2-class task gets R = 2).
+    in evaluation (seeded evaluation noise, the head's default), and for a variant with factors (``het`` / ``pe``)
+    R = min(``num_factors``, ``num_classes``) (the rule of :data:`harness.heads.variants.TRANSFER_NUM_FACTORS`).
 
     Raises:
         ValueError: an unknown head (naming the choices).
     """
     if head not in HEADS:
-        raise ValueError(f"unknown head {head!r} (--head): use one of {', '.join(HEADS)} (hom is the paper's "
-                         "homoscedastic transfer head)")
+        raise ValueError(
+            f"unknown head {head!r} (--head): use one of {', '.join(HEADS)} (hom is the paper's "
+            "homoscedastic transfer head)"
+        )
     if head == "hom":
         return {}
-    opts = {"covariance": HEADS[head], "temperature": float(temperature), "train_mc_samples": int(train_mc_samples),
-            "eval_mc_samples": int(eval_mc_samples)}
-    if head in ("het", "pe"):
+    opts = {
+        "covariance": HEADS[head],
+        "temperature": float(temperature),
+        "train_mc_samples": int(train_mc_samples),
+        "eval_mc_samples": int(eval_mc_samples),
+    }
+    if has_factors(HEADS[head]):
         opts["num_factors"] = min(int(num_factors), int(num_classes))
     return opts
 
 
-def bit_resolution(image_size: "tuple[int, int]") -> "tuple[int, int]":
-    """(resize, crop) of the BiT-HyperRule: area < 96x96 -> (160, 128), else (512, 480)."""
-    w, h = image_size
-    return (160, 128) if w * h < 96 * 96 else (512, 480)
-
-
-SCHEDULES = {"staircase": (0.2, (0.4, 0.6, 0.8)), "ta": (0.08, (0.3, 0.6, 0.9)), "cosine": (0.05, None),
-             "bit_hyperrule": None}
+SCHEDULES = {
+    "staircase": (0.2, (0.4, 0.6, 0.8)),
+    "ta": (0.08, (0.3, 0.6, 0.9)),
+    "cosine": (0.05, None),
+    "bit_hyperrule": None,
+}
 
 
 def bit_hyperrule_supports(num_train: int) -> "tuple[int, int, int, int, int]":
@@ -159,8 +169,10 @@ def resolved_steps(cfg: "FinetuneConfig", num_train: int) -> int:
     if cfg.schedule == "bit_hyperrule":
         rule = bit_hyperrule_supports(num_train)[-1]
         if cfg.steps not in (None, rule):
-            raise ValueError(f"the BiT-HyperRule trains {rule} steps on {num_train} examples, not {cfg.steps}: leave "
-                             "steps unset, or use the staircase schedule for another length")
+            raise ValueError(
+                f"the BiT-HyperRule trains {rule} steps on {num_train} examples, not {cfg.steps}: leave "
+                "steps unset, or use the staircase schedule for another length"
+            )
         return rule
     if cfg.steps is None or cfg.steps < 1:
         raise ValueError(f"steps must be >= 1 with the {cfg.schedule!r} schedule, got {cfg.steps}")
@@ -203,53 +215,9 @@ def mixup_alpha(num_train: int, alpha: Optional[float] = None) -> float:
     return alpha if alpha is not None else (0.1 if num_train >= 20_000 else 0.0)
 
 
-def transforms(flip: bool, crop: bool, resize: int, size: int,
-               interpolation: str = "bilinear") -> "tuple[v2.Compose, v2.Compose]":
-    """Train and eval transforms, [-1, 1] range: resize to ``resize`` and random crop ``size`` where the
-    task allows crops, else resize to ``size``; random flip where allowed; evaluation resizes to ``size``.
-    Every resize uses ``interpolation`` (a ``torchvision.transforms.InterpolationMode`` value: the model's
-    own, from its ``pretrained_cfg``, bilinear for harness models).
-
-    Raises:
-        ValueError: an unknown interpolation.
-    """
-    mode = v2.InterpolationMode(interpolation)
-    tail = [v2.ToImage(), v2.ToDtype(torch.float32, scale=True), v2.Normalize([0.5] * 3, [0.5] * 3)]
-    train = ([v2.Resize((resize, resize), mode, antialias=True), v2.RandomCrop(size)] if crop
-             else [v2.Resize((size, size), mode, antialias=True)])
-    if flip:
-        train.append(v2.RandomHorizontalFlip())
-    return v2.Compose(train + tail), v2.Compose([v2.Resize((size, size), mode, antialias=True)] + tail)
-
-
-def _views(data: ImageDataset, train: bool, flip: bool, crop: bool, resize: int, size: int, batch_size: int,
-           seed: int, interpolation: str = "bilinear") -> "tuple[torch.utils.data.DataLoader, Any, Optional[EpochSampler]]":
-    """``(loader, dataset, sampler)`` of the fine-tuning view (:func:`transforms`) of ``data``.
-
-    Images held in one array (the DEMO tasks) and only ever upsampled (no side above ``size``) are
-    augmented a whole batch at a time (:class:`~harness.data.batched.BatchAugment` with ``resize``:
-    the same views, bilinear, equal to PIL's up to its uint8 rounding); others image by image with
-    torchvision. Either way the augmentation of example i in epoch e of a split depends on (seed, e, i)
-    only. Another ``interpolation`` than bilinear always takes the torchvision path.
-    """
-    from harness.data.batched import ArrayBatches, BatchAugment, batch_loader
-
-    sampler = EpochSampler(len(data), seed) if train else None
-    pixels = data.pixels()
-    if pixels is not None and max(pixels.shape[1:3]) <= size and interpolation == "bilinear":
-        augment = (BatchAugment(size, resize=resize if crop else size, hflip=flip) if train
-                   else BatchAugment(size, resize=size, hflip=False))
-        ds = ArrayBatches(data, pixels, augment, seed=seed)
-        return batch_loader(ds, batch_size, sampler, drop_last=train and len(ds) >= batch_size), ds, sampler
-    train_tf, eval_tf = transforms(flip, crop, resize, size, interpolation)
-    ds = TransformedDataset(data, train_tf, seed=seed) if train else TransformedDataset(data, eval_tf)
-    loader = torch.utils.data.DataLoader(ds, batch_size, sampler=sampler, shuffle=False,
-                                         drop_last=train and len(ds) >= batch_size)
-    return loader, ds, sampler
-
-
-def transfer_model(upstream: "str | dict | Classifier", num_classes: int,
-                   head_kwargs: "Optional[dict[str, Any]]" = None) -> Classifier:
+def transfer_model(
+    upstream: "str | dict | Classifier", num_classes: int, head_kwargs: "Optional[dict[str, Any]]" = None
+) -> Classifier:
     """The upstream model with its whole head replaced by a fresh head on ``num_classes`` classes.
 
     ``upstream``: a model, a harness ``model.pt`` path, or a source record of
@@ -274,31 +242,37 @@ def transfer_model(upstream: "str | dict | Classifier", num_classes: int,
     return model
 
 
-def finetune(upstream: "str | dict | Classifier", train: ImageDataset, test: ImageDataset, cfg: FinetuneConfig,
-             flip: bool = True, crop: bool = True) -> "tuple[float, Predictions]":
+def finetune(
+    upstream: "str | dict | Classifier",
+    train: ImageDataset,
+    test: ImageDataset,
+    cfg: FinetuneConfig,
+    flip: bool = True,
+    crop: bool = True,
+) -> "tuple[float, Predictions]":
     """Fine-tune a transferred copy of ``upstream`` on ``train``; return (top-1 on ``test``, predictions).
 
     Runs :func:`resolved_steps` optimiser steps of ``cfg.batch_size`` examples (``cfg.micro_batch`` per
     forward pass, gradients accumulated), each with one mixup lambda when mixup is on. The fresh head is
     ``cfg.head`` (:func:`head_options`); a noisy head's loss is the NLL of its MC-averaged probability.
 
-    On accelerate, in the idiom the upstream stage uses (:func:`harness.upstream.loop.accumulate_step`): an
+    On accelerate, in the idiom the upstream stage uses (:func:`harness.training.loop.accumulate_step`): an
     ``Accelerator(mixed_precision, gradient_accumulation_steps)`` with ``cfg.mixed_precision`` resolved for the
-    device (:func:`harness.precision.resolve`: ``auto`` is bf16 where it is native), the optimiser prepared,
+    device (:func:`harness.training.precision.resolve`: ``auto`` is bf16 where it is native), the optimiser prepared,
     forward passes under ``accelerator.autocast()``, the loss in fp32, ``accelerator.backward`` and
     ``accelerator.clip_grad_norm_``. In fp32 it computes what the plain PyTorch loop computed before
     (``tests/downstream/test_finetune_accelerate.py`` holds that loop and compares). The run is this process's own:
     under
     ``accelerate launch`` the processes split a sweep's runs (:func:`harness.downstream.sweep.sweep`), so the model
     is not wrapped for data parallelism and trains on this process's device. A precision other than the one
-    accelerate already holds in this process is trained in a fresh process (:mod:`harness.upstream.loop`).
+    accelerate already holds in this process is trained in a fresh process (:mod:`harness.training.loop`).
 
     Raises:
         ValueError: train and test differ in classes; non-positive lr or steps (see
             :func:`resolved_steps`); an unknown head or mixed precision; fp16 on a CPU; a NaN loss.
     """
-    from harness.precision import resolve as resolve_precision
-    from harness.upstream.loop import PrecisionHeld, make_accelerator
+    from harness.training.loop import PrecisionHeld, make_accelerator
+    from harness.training.precision import resolve as resolve_precision
 
     if train.class_names != test.class_names:
         raise ValueError("train and test splits have different classes")
@@ -306,48 +280,73 @@ def finetune(upstream: "str | dict | Classifier", train: ImageDataset, test: Ima
         raise ValueError(f"lr must be > 0, got lr={cfg.lr}")
     steps = resolved_steps(cfg, len(train))
     device = torch.device(cfg.device)
-    precision = resolve_precision(cfg.mixed_precision, device.type)
-    if precision == "fp16" and device.type == "cpu":
-        raise ValueError("mixed precision fp16 (--mixed-precision) does not run on a CPU: use bf16 or no there")
+    precision = resolve_precision(cfg.mixed_precision, device.type, "--mixed-precision")
     micro = min(cfg.micro_batch, cfg.batch_size)
     accum = max(1, math.ceil(cfg.batch_size / micro))
     try:
         accelerator = make_accelerator(precision, accum, cpu=device.type == "cpu")
     except PrecisionHeld:
-        from harness.upstream.loop import in_fresh_process
+        from harness.training.loop import in_fresh_process
 
         return in_fresh_process(finetune, upstream, train, test, cfg, flip, crop)
     if accelerator.num_processes > 1:  # a process of `accelerate launch` splitting a sweep: its own device
         device = accelerator.device
     torch.manual_seed(cfg.seed)
     memory_format = torch.channels_last if cfg.channels_last else torch.contiguous_format
-    head = head_options(cfg.head, train.num_classes, cfg.temperature, cfg.num_factors, cfg.train_mc_samples,
-                        cfg.eval_mc_samples)
+    head = head_options(
+        cfg.head, train.num_classes, cfg.temperature, cfg.num_factors, cfg.train_mc_samples, cfg.eval_mc_samples
+    )
     model = transfer_model(upstream, train.num_classes, head).to(device, memory_format=memory_format)
     resize, size = cfg.resolution or bit_resolution(train[0][0].size)
     interpolation = model.config.preprocessing.get("interpolation", "bilinear")  # the model's own
-    loader, ds, sampler = _views(train, True, flip, crop, resize, size, micro, cfg.seed, interpolation)
-    opt = accelerator.prepare(torch.optim.SGD(model.parameters(), lr=cfg.effective_lr, momentum=0.9,
-                                              weight_decay=0.0))
+    loader, ds, sampler = task_views(train, True, flip, crop, resize, size, micro, cfg.seed, interpolation)
+    opt = accelerator.prepare(torch.optim.SGD(model.parameters(), lr=cfg.effective_lr, momentum=0.9, weight_decay=0.0))
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_schedule(steps, cfg.schedule, len(train)))
-    _train_steps(accelerator, model, opt, sched, (loader, ds, sampler), steps, accum,
-                 mixup_alpha(len(train), cfg.mixup_alpha), cfg.clip_grad_norm, device, memory_format)
-    preds = predict(model, test, _views(test, False, flip, crop, resize, size, cfg.eval_batch_size, cfg.seed,
-                                        interpolation)[0], device, memory_format, accelerator.autocast)
+    _train_steps(
+        accelerator,
+        model,
+        opt,
+        sched,
+        (loader, ds, sampler),
+        steps,
+        accum,
+        mixup_alpha(len(train), cfg.mixup_alpha),
+        cfg.clip_grad_norm,
+        device,
+        memory_format,
+    )
+    preds = predict(
+        model,
+        test,
+        task_views(test, False, flip, crop, resize, size, cfg.eval_batch_size, cfg.seed, interpolation)[0],
+        device,
+        memory_format,
+        accelerator.autocast,
+    )
     return float((preds.logits.argmax(1) == preds.targets).mean()), preds
 
 
-def _train_steps(accelerator: Any, model: Classifier, opt: Any, sched: Any, views: tuple, steps: int, accum: int,
-                 alpha: float, clip_grad_norm: Optional[float], device: Any,
-                 memory_format: torch.memory_format) -> None:
-    """``steps`` optimiser steps of ``accum`` micro-batches each (:func:`harness.upstream.loop.accumulate_step`),
-    epoch after epoch of ``views`` (``(loader, dataset, sampler)`` of :func:`_views`); with mixup (``alpha`` > 0)
+def _train_steps(
+    accelerator: Any,
+    model: Classifier,
+    opt: Any,
+    sched: Any,
+    views: tuple,
+    steps: int,
+    accum: int,
+    alpha: float,
+    clip_grad_norm: Optional[float],
+    device: Any,
+    memory_format: torch.memory_format,
+) -> None:
+    """``steps`` optimiser steps of ``accum`` micro-batches each (:func:`harness.training.loop.accumulate_step`),
+    epoch after epoch of ``views`` (``(loader, dataset, sampler)`` of :func:`harness.tasks.views.task_views`); with mixup (``alpha`` > 0)
     one lambda per optimiser step, each example mixed with a permutation of its micro-batch (BiT).
 
     Raises:
         ValueError: a NaN or infinite loss.
     """
-    from harness.upstream.loop import accumulate_step
+    from harness.training.loop import accumulate_step
 
     loader, ds, sampler = views
     mix = torch.distributions.Beta(alpha, alpha) if alpha > 0 else None
@@ -363,16 +362,28 @@ def _train_steps(accelerator: Any, model: Classifier, opt: Any, sched: Any, view
         for x, y, _ in loader:
             x, y = x.to(device, memory_format=memory_format), y.to(device)
             if mix is None:
-                _, synced = accumulate_step(accelerator, model, opt, lambda: model(x),
-                                            lambda out: F.cross_entropy(out, y), clip_grad_norm, diverged)
+                _, synced = accumulate_step(
+                    accelerator,
+                    model,
+                    opt,
+                    lambda: model(x),
+                    lambda out: F.cross_entropy(out, y),
+                    clip_grad_norm,
+                    diverged,
+                )
             else:
                 if micro_done % accum == 0:
                     lam = float(mix.sample())
                 perm = torch.randperm(x.shape[0], device=x.device)
                 _, synced = accumulate_step(
-                    accelerator, model, opt, lambda: model(lam * x + (1 - lam) * x[perm]),
+                    accelerator,
+                    model,
+                    opt,
+                    lambda: model(lam * x + (1 - lam) * x[perm]),
                     lambda out: lam * F.cross_entropy(out, y) + (1 - lam) * F.cross_entropy(out, y[perm]),
-                    clip_grad_norm, diverged)
+                    clip_grad_norm,
+                    diverged,
+                )
             micro_done += 1
             if not synced:
                 continue
@@ -384,9 +395,14 @@ def _train_steps(accelerator: Any, model: Classifier, opt: Any, sched: Any, view
 
 
 @torch.no_grad()
-def predict(model: Classifier, data: ImageDataset, loader: torch.utils.data.DataLoader, device: str = "cpu",
-            memory_format: torch.memory_format = torch.contiguous_format,
-            autocast: Optional[Callable[[], Any]] = None) -> Predictions:
+def predict(
+    model: Classifier,
+    data: ImageDataset,
+    loader: torch.utils.data.DataLoader,
+    device: str = "cpu",
+    memory_format: torch.memory_format = torch.contiguous_format,
+    autocast: Optional[Callable[[], Any]] = None,
+) -> Predictions:
     """Logits of ``model`` (eval mode) on ``data`` fed by ``loader`` (``(x, y, index)`` batches), as
     :class:`Predictions` (``logits`` ``[N, K]`` float64).
 
@@ -404,5 +420,11 @@ def predict(model: Classifier, data: ImageDataset, loader: torch.utils.data.Data
         logits.append(out.float().cpu().numpy())
         targets.append(np.asarray(y))
         index.append(np.asarray(idx))
-    return Predictions(np.concatenate(logits).astype(np.float64), np.concatenate(targets), np.concatenate(index),
-                       data.class_names, "softmax", data.description)
+    return Predictions(
+        np.concatenate(logits).astype(np.float64),
+        np.concatenate(targets),
+        np.concatenate(index),
+        data.class_names,
+        "softmax",
+        data.description,
+    )

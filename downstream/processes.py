@@ -8,7 +8,7 @@ across processes) and appends its record to ``runs.jsonl`` (one ``write`` each);
 for each other and read every record back, so each makes the same choices; the main process writes the table. A
 single process (no launcher) runs everything itself, as before.
 
-**Trackers** (``--log-with``, :mod:`harness.upstream.trackers`): the main process logs the sweep's whole header
+**Trackers** (``--log-with``, :mod:`harness.training.trackers`): the main process logs the sweep's whole header
 (upstream model, settings, tasks) as parameters, every finished fine-tune's accuracy and NLL on the split it is
 scored on (``select/<task>/lr<lr>_steps<steps>/accuracy``, ``final/<task>/seed<s>/accuracy``, ...), the per-task
 test accuracy and the mean over tasks, and ``vtab.md`` / ``vtab.json`` (as artefacts or text) with the table.
@@ -41,7 +41,7 @@ class Processes:
 
     def share(self, todo: Sequence[Any]) -> list:
         """This process's part of ``todo``: every ``world``-th item from its ``rank``."""
-        return list(todo[self.rank::self.world])
+        return list(todo[self.rank :: self.world])
 
     def wait(self) -> None:
         """Wait for every process (nothing with one)."""
@@ -75,7 +75,7 @@ class SweepLog:
     the records not logged yet, :meth:`table` the final table and files."""
 
     def __init__(self, names: Sequence[str], out: Path, header: dict, tasks: Sequence[str]) -> None:
-        from harness.upstream.trackers import Tracking
+        from harness.training.trackers import Tracking
 
         config = {**header, "tasks": list(tasks)}
         self.tracking = Tracking(names, PROJECT, out.name, out, config) if names else None
@@ -110,8 +110,10 @@ class SweepLog:
             values["test/vtab1k_score"] = result["vtab1k_score"]
         self.tracking.log(values, step=len(self.logged) + 1)
         columns = ["task", "group", "lr", "steps", "test_top1_mean", "test_top1_std", "seeds"]
-        rows = [[name, r["group"], r["lr"], r["steps"], r["mean"], r["std"], r["seeds"]]
-                for name, r in result["tasks"].items()]
+        rows = [
+            [name, r["group"], r["lr"], r["steps"], r["mean"], r["std"], r["seeds"]]
+            for name, r in result["tasks"].items()
+        ]
         self.tracking.report([out / "vtab.md", out / "vtab.json"], {"vtab": (columns, rows)})
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Optional
 
 from harness.downstream.config import SweepSettings
-from harness.downstream.taskset import find_task, load_split
+from harness.tasks.taskset import find_task, load_split
 
 
 def run_one(spec: dict) -> dict:
@@ -22,24 +22,46 @@ def run_one(spec: dict) -> dict:
     settings = SweepSettings(**spec["settings"])
     task = find_task(spec.get("task_spec", spec["task"]))
     train_split, eval_split = ("train800", "val200") if spec["phase"] == "select" else ("train800val200", "test")
-    cfg = FinetuneConfig(lr=spec["lr"], steps=spec["steps"], batch_size=settings.batch_size,
-                         micro_batch=settings.micro_batch, seed=spec["seed"], device=settings.device,
-                         clip_grad_norm=settings.clip_grad_norm, schedule=settings.schedule,
-                         lr_batch=settings.lr_batch, channels_last=settings.channels_last,
-                         resolution=tuple(settings.resolution) if settings.resolution else None,
-                         head=settings.head, num_factors=settings.num_factors,
-                         train_mc_samples=settings.train_mc_samples, eval_mc_samples=settings.eval_mc_samples,
-                         mixed_precision=settings.mixed_precision,
-                         **({} if spec.get("temperature") is None else {"temperature": spec["temperature"]}))
+    cfg = FinetuneConfig(
+        lr=spec["lr"],
+        steps=spec["steps"],
+        batch_size=settings.batch_size,
+        micro_batch=settings.micro_batch,
+        seed=spec["seed"],
+        device=settings.device,
+        clip_grad_norm=settings.clip_grad_norm,
+        schedule=settings.schedule,
+        lr_batch=settings.lr_batch,
+        channels_last=settings.channels_last,
+        resolution=tuple(settings.resolution) if settings.resolution else None,
+        head=settings.head,
+        num_factors=settings.num_factors,
+        train_mc_samples=settings.train_mc_samples,
+        eval_mc_samples=settings.eval_mc_samples,
+        mixed_precision=settings.mixed_precision,
+        **({} if spec.get("temperature") is None else {"temperature": spec["temperature"]}),
+    )
     train, evaluation = load_split(task, train_split, settings), load_split(task, eval_split, settings)
     acc, preds = finetune(spec["upstream"], train, evaluation, cfg, task.flip, task.crop)
     if spec.get("predictions"):
         preds.save(spec["predictions"])
     data = [train.source] + ([evaluation.source] if evaluation.source != train.source else [])
     noisy = {} if settings.head == "hom" else {"head": settings.head, "temperature": spec["temperature"]}
-    return {"key": spec["key"], "task": task.name, "group": task.group, "phase": spec["phase"], "lr": spec["lr"],
-            "steps": resolved_steps(cfg, len(train)), "seed": spec["seed"], "split": eval_split, "accuracy": acc,
-            "nll": preds.nll(), **noisy, **_precision(settings), "data": data}
+    return {
+        "key": spec["key"],
+        "task": task.name,
+        "group": task.group,
+        "phase": spec["phase"],
+        "lr": spec["lr"],
+        "steps": resolved_steps(cfg, len(train)),
+        "seed": spec["seed"],
+        "split": eval_split,
+        "accuracy": acc,
+        "nll": preds.nll(),
+        **noisy,
+        **_precision(settings),
+        "data": data,
+    }
 
 
 def _precision(settings: SweepSettings) -> dict:
@@ -49,7 +71,7 @@ def _precision(settings: SweepSettings) -> dict:
         return {}
     import torch
 
-    from harness.precision import resolve
+    from harness.training.precision import resolve
 
     return {"mixed_precision": resolve(settings.mixed_precision, torch.device(settings.device).type)}
 
@@ -95,8 +117,9 @@ def _execute(specs: "list[dict]", executor: str, folder: Path, slurm: dict) -> "
     if executor == "submitit-local":
         ex = submitit.LocalExecutor(folder=str(folder))
         gpus = slurm.get("visible_gpus") or ()
-        ex.update_parameters(timeout_min=slurm.get("timeout_min", 600), gpus_per_node=1 if gpus else 0,
-                             visible_gpus=tuple(gpus))
+        ex.update_parameters(
+            timeout_min=slurm.get("timeout_min", 600), gpus_per_node=1 if gpus else 0, visible_gpus=tuple(gpus)
+        )
     else:
         ex = submitit.AutoExecutor(folder=str(folder))
         ex.update_parameters(**{k: v for k, v in slurm.items() if k != "visible_gpus"})

@@ -34,12 +34,11 @@ from typing import Any, Callable, Optional, Sequence
 from harness.downstream.config import SweepSettings, recipe
 from harness.downstream.records import _execute, _key, append_record, read_records, run_one  # noqa: F401
 from harness.downstream.table import table, uncertainty_table, write_table
-from harness.downstream.tasks import Task
-from harness.downstream.taskset import (  # noqa: F401
-    CUSTOM_FLAGS, check_device, check_tasks, custom_spec, custom_task, expand_tasks, find_task, load_split,
-)
 from harness.io import atomic_write_text, path_under
 from harness.progress import duration
+from harness.tasks.catalogue import Task
+from harness.tasks.taskset import check_tasks, custom_spec, expand_tasks
+from harness.training.precision import check_device
 
 EXECUTORS = ("local", "submitit-local", "slurm")
 
@@ -48,8 +47,11 @@ def _same_sweep(old: dict, new: dict) -> bool:
     """Whether a ``sweep.json`` header describes the sweep ``new`` (settings compared after filling
     fields added since with their defaults; the preset name is a label, and the device and memory
     format say how runs execute, so a resumed sweep may change them)."""
-    free = {"preset": new["settings"]["preset"], "device": new["settings"]["device"],
-            "channels_last": new["settings"]["channels_last"]}
+    free = {
+        "preset": new["settings"]["preset"],
+        "device": new["settings"]["device"],
+        "channels_last": new["settings"]["channels_last"],
+    }
     try:
         settings = asdict(SweepSettings(**{**old["settings"], **free}))
     except (KeyError, TypeError, ValueError):
@@ -69,20 +71,35 @@ def upstream_record(upstream: str, weights: "Optional[str | Path]" = None, rando
 
     if not str(upstream).startswith((TIMM_PREFIX, TORCHVISION_PREFIX)):
         if not Path(upstream).is_file():
-            raise FileNotFoundError(f"no upstream checkpoint at {upstream!r}; pass the model.pt of an upstream run, "
-                                    "or timm:NAME with --weights FILE")
+            raise FileNotFoundError(
+                f"no upstream checkpoint at {upstream!r}; pass the model.pt of an upstream run, "
+                "or timm:NAME with --weights FILE"
+            )
         return str(Path(upstream).resolve())
     if weights is not None and not Path(weights).is_file():
         raise FileNotFoundError(f"no weights file at {str(weights)!r} (--weights)")
     from harness.data.cache import file_digest
 
-    return {"source": str(upstream), "weights": str(Path(weights).resolve()) if weights else None,
-            "sha256": file_digest(weights) if weights else None, "random_init": bool(random_init)}
+    return {
+        "source": str(upstream),
+        "weights": str(Path(weights).resolve()) if weights else None,
+        "sha256": file_digest(weights) if weights else None,
+        "random_init": bool(random_init),
+    }
 
 
-def sweep(upstream: str, tasks: Sequence[str], out: "str | Path", settings: SweepSettings,
-          executor: str = "local", slurm: Optional[dict] = None, progress: Callable[[str], None] = print,
-          weights: "Optional[str | Path]" = None, random_init: bool = False, log_with: Sequence[str] = ()) -> dict:
+def sweep(
+    upstream: str,
+    tasks: Sequence[str],
+    out: "str | Path",
+    settings: SweepSettings,
+    executor: str = "local",
+    slurm: Optional[dict] = None,
+    progress: Callable[[str], None] = print,
+    weights: "Optional[str | Path]" = None,
+    random_init: bool = False,
+    log_with: Sequence[str] = (),
+) -> dict:
     """Run (or finish) the sweep; write the table. Returns the table dict (see :func:`harness.downstream.table.table`).
 
     ``upstream`` is any model source of :func:`harness.models.load_source` (a harness ``model.pt``, or
@@ -103,7 +120,7 @@ def sweep(upstream: str, tasks: Sequence[str], out: "str | Path", settings: Swee
     (``chosen_temperatures``).
 
     With the ``local`` executor under ``accelerate launch`` the processes split each phase's runs
-    (:mod:`harness.downstream.processes`). ``log_with``: trackers (:mod:`harness.upstream.trackers`; the CLI's
+    (:mod:`harness.downstream.processes`). ``log_with``: trackers (:mod:`harness.training.trackers`; the CLI's
     default is TensorBoard, in ``<out>/tb``) that get the header, every run's accuracy and NLL, and the table.
 
     Raises:
@@ -112,7 +129,7 @@ def sweep(upstream: str, tasks: Sequence[str], out: "str | Path", settings: Swee
         FileNotFoundError: no upstream checkpoint or weights file; missing data.
     """
     from harness.downstream.processes import Processes, SweepLog, processes
-    from harness.upstream.trackers import available
+    from harness.training.trackers import available
 
     if executor not in EXECUTORS:
         raise ValueError(f"unknown executor {executor!r}: use one of {', '.join(EXECUTORS)}")
@@ -131,8 +148,10 @@ def sweep(upstream: str, tasks: Sequence[str], out: "str | Path", settings: Swee
     header = {"upstream": record, "settings": asdict(settings)}
     meta = out / "sweep.json"
     if meta.is_file() and not _same_sweep(json.loads(meta.read_text()), header):
-        raise ValueError(f"{out} holds a sweep of another upstream checkpoint or settings; write this one "
-                         "elsewhere (--out; runs_root for harness run) or delete that folder to start it over")
+        raise ValueError(
+            f"{out} holds a sweep of another upstream checkpoint or settings; write this one "
+            "elsewhere (--out; runs_root for harness run) or delete that folder to start it over"
+        )
     check_tasks(chosen, settings, lambda line: progress(f"[downstream] {line}"))
     if procs.main:
         (out / "predictions").mkdir(parents=True, exist_ok=True)
@@ -151,8 +170,9 @@ class _Runner:
     """Runs a phase's specs not done yet (this process's share of them under a launch), records each in
     ``<out>/runs.jsonl``, logs it, and (several processes) waits for the others and reads their records back."""
 
-    def __init__(self, out: Path, executor: str, slurm: dict, progress: Callable[[str], None], procs: Any,
-                 log: Any) -> None:
+    def __init__(
+        self, out: Path, executor: str, slurm: dict, progress: Callable[[str], None], procs: Any, log: Any
+    ) -> None:
         self.out, self.executor, self.slurm, self.progress = out, executor, slurm, progress
         self.procs, self.log = procs, log
         self.store = out / "runs.jsonl"
@@ -183,23 +203,30 @@ class _Runner:
             self._record(rec)
             tau = "" if rec.get("temperature") is None else f" tau={rec['temperature']:g}"
             left = (time.perf_counter() - tic) / i * (len(mine) - i)
-            self.progress(f"[downstream] {i}/{len(mine)} {rec['task']:22s} {rec['phase']:6s} lr={rec['lr']:g} "
-                          f"steps={rec['steps']}{tau} seed={rec['seed']}: {rec['split']} accuracy {rec['accuracy']:.4f}"
-                          + (f" (about {duration(left)} left)" if i < len(mine) else ""))
+            self.progress(
+                f"[downstream] {i}/{len(mine)} {rec['task']:22s} {rec['phase']:6s} lr={rec['lr']:g} "
+                f"steps={rec['steps']}{tau} seed={rec['seed']}: {rec['split']} accuracy {rec['accuracy']:.4f}"
+                + (f" (about {duration(left)} left)" if i < len(mine) else "")
+            )
         if self.procs.world > 1:
             self.procs.wait()
             self.log.runs(new_records(self.store, self.done, read_records))
 
 
-def _phases(chosen: "list[Task]", settings: SweepSettings, header: dict, out: Path, preprocessing: dict,
-            runner: _Runner) -> dict:
+def _phases(
+    chosen: "list[Task]", settings: SweepSettings, header: dict, out: Path, preprocessing: dict, runner: _Runner
+) -> dict:
     """The selection runs (train800 -> val200, every grid point of every task), the final seeds of each task's
     choice (train800val200 -> test), and the table's content (see :func:`sweep`)."""
     done = runner.done
     common = {"upstream": header["upstream"], "settings": header["settings"]}
     noisy = settings.head != "hom"
-    grid = [(lr, st, tau) for lr in settings.lrs for st in settings.steps
-            for tau in (settings.temperatures if noisy else [None])]
+    grid = [
+        (lr, st, tau)
+        for lr in settings.lrs
+        for st in settings.steps
+        for tau in (settings.temperatures if noisy else [None])
+    ]
 
     def ident(t: Task) -> dict:
         spec = {"task": t.name}
@@ -210,13 +237,21 @@ def _phases(chosen: "list[Task]", settings: SweepSettings, header: dict, out: Pa
     def select(t: Task, lr: float, st: "Optional[int]", tau: "Optional[float]") -> dict:  # train800 -> val200
         tag = "" if tau is None else f"_tau{tau:g}"
         name = f"{t.name}_val200_lr{lr:g}_steps{'rule' if st is None else st}{tag}.npz"
-        return {**common, **ident(t), "key": _key(t.name, "select", lr, st, 0, tau), "phase": "select", "lr": lr,
-                "steps": st, "seed": 0, "temperature": tau, "predictions": str(path_under(out, "predictions", name))}
+        return {
+            **common,
+            **ident(t),
+            "key": _key(t.name, "select", lr, st, 0, tau),
+            "phase": "select",
+            "lr": lr,
+            "steps": st,
+            "seed": 0,
+            "temperature": tau,
+            "predictions": str(path_under(out, "predictions", name)),
+        }
 
     def rank(t: Task, g: tuple) -> tuple:  # the selection criterion on val200 (see the docstring)
         rec = done[_key(t.name, "select", g[0], g[1], 0, g[2])]
-        return ((-rec["accuracy"], rec["nll"], g[0], g[1] or 0, g[2]) if noisy
-                else (-rec["accuracy"], g[0], g[1] or 0))
+        return (-rec["accuracy"], rec["nll"], g[0], g[1] or 0, g[2]) if noisy else (-rec["accuracy"], g[0], g[1] or 0)
 
     if len(grid) > 1:
         runner.run([select(t, *g) for t in chosen for g in grid], "selection on val200")
@@ -224,10 +259,20 @@ def _phases(chosen: "list[Task]", settings: SweepSettings, header: dict, out: Pa
     for t in chosen:
         lr, st, tau = grid[0] if len(grid) == 1 else min(grid, key=lambda g: rank(t, g))
         chosen_runs[t.name] = select(t, lr, st, tau)
-        finals += [{**common, **ident(t), "key": _key(t.name, "final", lr, st, s, tau), "phase": "final", "lr": lr,
-                    "steps": st, "seed": s, "temperature": tau,
-                    "predictions": str(path_under(out, "predictions", f"{t.name}_seed{s}.npz"))}
-                   for s in range(settings.seeds)]
+        finals += [
+            {
+                **common,
+                **ident(t),
+                "key": _key(t.name, "final", lr, st, s, tau),
+                "phase": "final",
+                "lr": lr,
+                "steps": st,
+                "seed": s,
+                "temperature": tau,
+                "predictions": str(path_under(out, "predictions", f"{t.name}_seed{s}.npz")),
+            }
+            for s in range(settings.seeds)
+        ]
     runner.run(finals, "final seeds on test")
     if len(grid) == 1:  # no selection ran: one fine-tune on train800 scored on val200, for temperature scaling
         runner.run(list(chosen_runs.values()), "val200 fine-tunes for temperature scaling")
@@ -238,10 +283,14 @@ def _phases(chosen: "list[Task]", settings: SweepSettings, header: dict, out: Pa
     used = recipe(settings)
     if noisy:
         used["chosen_temperatures"] = {name: spec["temperature"] for name, spec in chosen_runs.items()}
-    result = {"recipe": used, "upstream": header["upstream"], "preprocessing": preprocessing,
-              **table([done[f["key"]] for f in finals], chosen),
-              "uncertainty": uncertainty_table(paths, chosen, heldout),
-              "predictions": {t: [str(Path(p).relative_to(out)) for p in ps] for t, ps in paths.items()}}
+    result = {
+        "recipe": used,
+        "upstream": header["upstream"],
+        "preprocessing": preprocessing,
+        **table([done[f["key"]] for f in finals], chosen),
+        "uncertainty": uncertainty_table(paths, chosen, heldout),
+        "predictions": {t: [str(Path(p).relative_to(out)) for p in ps] for t, ps in paths.items()},
+    }
     if noisy:
         for name, spec in chosen_runs.items():
             result["tasks"][name]["temperature"] = spec["temperature"]

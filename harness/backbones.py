@@ -41,16 +41,27 @@ VARIANTS = {
 #: ``fc`` and first convolution ``conv1`` as in timm's ResNets, so timm's loaders (``pretrained_cfg_overlay=dict(
 #: file=...)``, ``local-dir:``, ``hf-hub:``) and exports (``Classifier.save_pretrained``) handle them like any
 #: timm model
-default_cfgs = generate_default_cfgs({
-    name: dict(input_size=(3, 32, 32), pool_size=(4, 4), crop_pct=1.0, interpolation="bilinear",
-               mean=(0.5, 0.5, 0.5), std=(0.5, 0.5, 0.5), first_conv="conv1", classifier="fc", license="apache-2.0")
-    for name in VARIANTS})
+default_cfgs = generate_default_cfgs(
+    {
+        name: dict(
+            input_size=(3, 32, 32),
+            pool_size=(4, 4),
+            crop_pct=1.0,
+            interpolation="bilinear",
+            mean=(0.5, 0.5, 0.5),
+            std=(0.5, 0.5, 0.5),
+            first_conv="conv1",
+            classifier="fc",
+            license="apache-2.0",
+        )
+        for name in VARIANTS
+    }
+)
 
 
 def _build_32px(layers: "tuple[int, ...]", width: int, **kwargs: Any) -> ResNet:
     """The network of :func:`resnet_32px` with random weights (``model_cls`` of timm's ``build_model_with_cfg``)."""
-    model = ResNet(BasicBlock, list(layers), channels=tuple(width * 2 ** i for i in range(4)), stem_width=width,
-                   **kwargs)
+    model = ResNet(BasicBlock, list(layers), channels=tuple(width * 2**i for i in range(4)), stem_width=width, **kwargs)
     # timm's plain stem is 64 channels wide whatever the stage widths: replace it by a 3x3 stride-1
     # convolution of the first stage's width, and the first block by one taking that width
     norm = kwargs.get("norm_layer", nn.BatchNorm2d)
@@ -68,8 +79,9 @@ def _build_32px(layers: "tuple[int, ...]", width: int, **kwargs: Any) -> ResNet:
     return model
 
 
-def resnet_32px(layers: "tuple[int, ...]", width: int, pretrained: bool = False, variant: str = "resnet18_32px",
-                **kwargs: Any) -> ResNet:
+def resnet_32px(
+    layers: "tuple[int, ...]", width: int, pretrained: bool = False, variant: str = "resnet18_32px", **kwargs: Any
+) -> ResNet:
     """A timm BasicBlock ResNet with a 3x3 stride-1 stem and no max-pool (He et al. 2016, Sec. 4.2), built by timm's
     ``build_model_with_cfg`` so it carries a ``pretrained_cfg`` (:data:`default_cfgs`) and loads weights as timm does.
 
@@ -91,9 +103,11 @@ def resnet_32px(layers: "tuple[int, ...]", width: int, pretrained: bool = False,
     """
     cfg = resolve_pretrained_cfg(variant, kwargs.get("pretrained_cfg"), kwargs.get("pretrained_cfg_overlay"))
     if pretrained and not (cfg.file or cfg.hf_hub_id or cfg.url or cfg.state_dict):
-        raise ValueError(f"{variant}: the 32 px ResNets have no published weights: pass a local file "
-                         "(build_model(cfg, pretrained_file=...), or timm's pretrained_cfg_overlay=dict(file=...)) or "
-                         "pretrained=False")
+        raise ValueError(
+            f"{variant}: the 32 px ResNets have no published weights: pass a local file "
+            "(build_model(cfg, pretrained_file=...), or timm's pretrained_cfg_overlay=dict(file=...)) or "
+            "pretrained=False"
+        )
     return build_model_with_cfg(_build_32px, variant, pretrained, layers=layers, width=width, **kwargs)
 
 

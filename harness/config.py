@@ -25,8 +25,9 @@ T = TypeVar("T")
 _SETTING_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,63}(\.[A-Za-z_][A-Za-z0-9_-]{0,63}|\[\d+\])*")
 
 
-def load_config(schema: Type[T], path: "str | Path | None" = None, overrides: Sequence[str] = (),
-                base: "dict | None" = None) -> T:
+def load_config(
+    schema: Type[T], path: "str | Path | None" = None, overrides: Sequence[str] = (), base: "dict | None" = None
+) -> T:
     """Schema defaults <- ``base`` dict <- YAML file <- overrides, validated, as a ``schema`` instance. An override
     ``key={}`` empties a mapping (merging ``{}`` would keep its entries), e.g. ``frontier.schedules={}``.
 
@@ -47,9 +48,11 @@ def load_config(schema: Type[T], path: "str | Path | None" = None, overrides: Se
             layers.append(OmegaConf.from_dotlist([o]))
         except (OmegaConfBaseException, yaml.YAMLError) as e:
             key = o.split("=", 1)[0]
-            raise ValueError(f"override {quote(o)}: the value of {key} is not valid YAML ("
-                             f"{quote(str(getattr(e, 'problem', None) or e).splitlines()[0])}); quote it, or close its "
-                             f"brackets, e.g. {key}=[0,1]") from None
+            raise ValueError(
+                f"override {quote(o)}: the value of {key} is not valid YAML ("
+                f"{quote(str(getattr(e, 'problem', None) or e).splitlines()[0])}); quote it, or close its "
+                f"brackets, e.g. {key}=[0,1]"
+            ) from None
     try:
         merged = OmegaConf.merge(*layers)
         for o in overrides:
@@ -60,21 +63,25 @@ def load_config(schema: Type[T], path: "str | Path | None" = None, overrides: Se
     except OmegaConfBaseException as e:
         key = str(getattr(e, "full_key", None) or "")
         if key and not _SETTING_KEY.fullmatch(key):  # a key that is no setting name: the file is not a config
-            raise ValueError(f"invalid config{f' {path}' if path else ''}: it holds an entry that is not a setting of "
-                             f"{schema.__name__} (a key that is not a setting name; the file's content is not shown): "
-                             "is it a config file?") from None
+            raise ValueError(
+                f"invalid config{f' {path}' if path else ''}: it holds an entry that is not a setting of "
+                f"{schema.__name__} (a key that is not a setting name; the file's content is not shown): "
+                "is it a config file?"
+            ) from None
         raise ValueError(quote(f"invalid config{f' {path}' if path else ''}: {e}".replace("\n", "; "))) from e
     except TypeError as e:  # a list where the schema has a mapping (or the reverse): name the layer that brings it
         where = f" {path}" if path else ""
         for i in range(1, len(layers)):
             try:
-                OmegaConf.merge(*layers[:i + 1])
+                OmegaConf.merge(*layers[: i + 1])
             except TypeError:
                 n_over = len(layers) - len(overrides)
                 where = f" override {quote(overrides[i - n_over])}" if i >= n_over else where
                 break
-        raise ValueError(f"invalid config{where}: {e} (a list where a mapping is expected, or the reverse; e.g. "
-                         "methods: {hom: {covariance: none}}, seeds: [0, 1])") from e
+        raise ValueError(
+            f"invalid config{where}: {e} (a list where a mapping is expected, or the reverse; e.g. "
+            "methods: {hom: {covariance: none}}, seeds: [0, 1])"
+        ) from e
 
 
 @functools.lru_cache(maxsize=None)

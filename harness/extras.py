@@ -47,8 +47,10 @@ def install_hint(extra: str) -> str:
 def missing_message(module: str, feature: str) -> str:
     """What :func:`require` says when ``module`` is not installed."""
     extra, package = EXTRAS[module.split(".")[0]]
-    return f"the {package} package is not installed (needed for {feature}; the core install leaves it out): " \
-           f"{install_hint(extra)}"
+    return (
+        f"the {package} package is not installed (needed for {feature}; the core install leaves it out): "
+        f"{install_hint(extra)}"
+    )
 
 
 def available(module: str) -> bool:
@@ -81,3 +83,31 @@ def require(module: str, feature: str) -> ModuleType:
         if e.name is None or e.name.split(".")[0] != top:
             raise
         raise MissingExtra(missing_message(module, feature)) from e
+
+
+def extra_packages() -> "dict[str, dict[str, str]]":
+    """``{extra: {package: installed version or "not installed"}}`` for every extra of the installed distribution,
+    read from its own metadata (``Requires-Dist`` with its ``extra == "..."`` markers), so that no package name is
+    written twice; an extra that only names other extras (``all``, ``test``'s ``het-harness[all]``) lists its own
+    packages only. Empty when the distribution is not installed (a source tree on ``sys.path``).
+    """
+    from importlib import metadata
+
+    from packaging.requirements import Requirement
+
+    try:
+        dist = metadata.distribution(DISTRIBUTION)
+    except metadata.PackageNotFoundError:
+        return {}
+    out: "dict[str, dict[str, str]]" = {e: {} for e in dist.metadata.get_all("Provides-Extra") or []}
+    for line in dist.requires or []:
+        req = Requirement(line)
+        if req.marker is None or req.name == DISTRIBUTION:
+            continue
+        for extra in out:
+            if req.marker.evaluate({"extra": extra}):
+                try:
+                    out[extra][req.name] = metadata.version(req.name)
+                except metadata.PackageNotFoundError:
+                    out[extra][req.name] = "not installed"
+    return out

@@ -16,32 +16,42 @@ data) and ``metrics``. Weights (``model.safetensors``), one of two layouts:
 - ``het_head``, for every other model (HET heads, torchvision backbones, timm models whose plain form differs): the
   backbone's state dict and the head's under ``het_head.``; timm refuses it (unexpected keys), the harness reads it.
 
-Reading checks what it reads as a ``model.pt`` is checked (:func:`harness.models.check_stored_config`, safetensors
-only, finite values). :func:`export_run` exports a run folder with its data and metrics.
+This module is the format, as timm's ``_hub.py`` is: it writes a model's tensors and ``config.json`` and reads them
+back (:func:`read_export`: the config and the state dict, safetensors only, finite values); it never imports the
+model class, which builds itself from what was read (``Classifier.from_pretrained``, its config checked as a
+``model.pt``'s is by :func:`harness.models.check_stored_config`). :func:`harness.runs.export_run` exports a run
+folder with its data and metrics.
 """
 
 from __future__ import annotations
 
 import hashlib
-
 import os
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional
+from typing import Any, Optional, Sequence
 
 import torch
 
 from harness.io import atomic_write_bytes, atomic_write_text, json_dumps, quote
-
-if TYPE_CHECKING:
-    from harness.models import Classifier
 
 EXPORT_FORMAT = "harness.export/1"
 WEIGHTS_FILE, CONFIG_FILE, CARD_FILE = "model.safetensors", "config.json", "README.md"
 LAYOUTS = ("timm", "het_head")
 HEAD_PREFIX = "het_head."
 #: data settings recorded as ``trained_on`` (never paths: an export may be pushed to a public hub)
-DATA_KEYS = ("source", "name", "train_split", "eval_split", "heldout_split", "label_set", "multilabel", "num_classes",
-             "label_noise", "image_size")
+DATA_KEYS = (
+    "source",
+    "name",
+    "train_split",
+    "eval_split",
+    "heldout_split",
+    "label_set",
+    "multilabel",
+    "num_classes",
+    "label_noise",
+    "image_size",
+)
 
 CARD_TEMPLATE = """---
 {{ card_data }}
@@ -102,13 +112,17 @@ def prepare_folder(folder: "str | os.PathLike") -> Path:
     earlier = CONFIG_FILE in names and "harness" in _config_or_empty(folder / CONFIG_FILE, read_config_json)
     if others or (names and not earlier):
         listed = quote(", ".join(others or sorted(names)), 120)
-        raise ValueError(f"{folder} holds files save_pretrained did not write ({listed}): give a new or empty folder "
-                         "(an export never replaces other files)")
+        raise ValueError(
+            f"{folder} holds files save_pretrained did not write ({listed}): give a new or empty folder "
+            "(an export never replaces other files)"
+        )
     card = folder / CARD_FILE
     if card.is_file() and not _card_is_ours_unedited(card):
-        raise ValueError(f"{card} was edited after save_pretrained wrote it (or another tool wrote it): it is never "
-                         "replaced; move it aside (and copy your edits into the new card afterwards), or save into a "
-                         "new folder")
+        raise ValueError(
+            f"{card} was edited after save_pretrained wrote it (or another tool wrote it): it is never "
+            "replaced; move it aside (and copy your edits into the new card afterwards), or save into a "
+            "new folder"
+        )
     card.unlink(missing_ok=True)
     return folder
 
@@ -120,7 +134,7 @@ def _config_or_empty(path: Path, read) -> dict:
         return {}
 
 
-def export_state(model: "Classifier") -> "tuple[dict[str, torch.Tensor], str, Optional[float]]":
+def export_state(model: torch.nn.Module) -> "tuple[dict[str, torch.Tensor], str, Optional[float]]":
     """``(tensors, layout, folded τ)`` of ``model`` (module docstring): the ``timm`` layout when the head is
     homoscedastic on a timm backbone and the plain timm model with those weights gives the same logits (checked on a
     random input in eval mode), else ``het_head``."""
@@ -130,32 +144,38 @@ def export_state(model: "Classifier") -> "tuple[dict[str, torch.Tensor], str, Op
         from harness.weights import classifier_names
 
         tau = float(head.temperature)
-        weight, bias = (head.loc.weight.detach() / tau, head.loc.bias.detach() / tau) if tau != 1.0 else (
-            head.loc.weight.detach(), head.loc.bias.detach())
+        weight, bias = (
+            (head.loc.weight.detach() / tau, head.loc.bias.detach() / tau)
+            if tau != 1.0
+            else (head.loc.weight.detach(), head.loc.bias.detach())
+        )
         names = classifier_names(model.backbone)
-        state = {**backbone, **{f"{n}.{p}": t.clone().contiguous() for n in names for p, t in (("weight", weight),
-                                                                                                 ("bias", bias))}}
+        state = {
+            **backbone,
+            **{f"{n}.{p}": t.clone().contiguous() for n in names for p, t in (("weight", weight), ("bias", bias))},
+        }
         if names and _same_in_timm(model, state):
             return state, "timm", (tau if tau != 1.0 or head.learn_temperature else None)
     state = {**backbone, **{HEAD_PREFIX + k: v.detach().contiguous() for k, v in head.state_dict().items()}}
     return state, "het_head", None
 
 
-def _architecture(model: "Classifier") -> str:
+def _architecture(model: torch.nn.Module) -> str:
     """The model's backbone name as timm's registry spells it (``timm:resnet18`` -> ``resnet18``)."""
     from harness.weights import TIMM_PREFIX
 
     name = model.config.backbone
-    return name[len(TIMM_PREFIX):] if name.startswith(TIMM_PREFIX) else name
+    return name[len(TIMM_PREFIX) :] if name.startswith(TIMM_PREFIX) else name
 
 
-def _same_in_timm(model: "Classifier", state: dict) -> bool:
+def _same_in_timm(model: torch.nn.Module, state: dict) -> bool:
     """Whether ``timm.create_model(architecture, num_classes=K)`` takes ``state`` strictly and gives ``model``'s
     logits (softmax link) on a random input of the backbone's size, both in eval mode."""
     import timm
 
-    net = timm.create_model(_architecture(model), pretrained=False, num_classes=model.num_classes,
-                            **model.config.backbone_kwargs)
+    net = timm.create_model(
+        _architecture(model), pretrained=False, num_classes=model.num_classes, **model.config.backbone_kwargs
+    )
     own = net.state_dict()
     if set(own) != set(state) or any(own[k].shape != v.shape for k, v in state.items()):
         return False
@@ -176,21 +196,25 @@ def _same_in_timm(model: "Classifier", state: dict) -> bool:
     return bool(torch.allclose(ours.log_softmax(-1), theirs.log_softmax(-1), rtol=1e-4, atol=1e-4))
 
 
-def export_config(model: "Classifier", layout: str, folded: Optional[float]) -> dict:
+def export_config(model: torch.nn.Module, layout: str, folded: Optional[float]) -> dict:
     """``config.json`` of an export (module docstring)."""
     from timm.models import filter_pretrained_cfg
 
-    from harness.models import HARNESS_NORMALISATION
+    from harness.data.transforms import HARNESS_NORMALISATION
     from harness.weights import classifier_names
 
     prep = model.config.preprocessing
     cfg = filter_pretrained_cfg(dict(getattr(model.backbone, "pretrained_cfg", None) or {}), remove_source=True)
     for key in ("architecture", "tag", "label_names", "label_descriptions", "label_offset"):
         cfg.pop(key, None)
-    cfg.update(mean=list(prep.get("mean", HARNESS_NORMALISATION)), std=list(prep.get("std", HARNESS_NORMALISATION)),
-               interpolation=prep.get("interpolation", cfg.get("interpolation", "bilinear")),
-               crop_pct=prep.get("crop_pct", cfg.get("crop_pct", 1.0)), num_classes=model.num_classes,
-               custom_load=False)
+    cfg.update(
+        mean=list(prep.get("mean", HARNESS_NORMALISATION)),
+        std=list(prep.get("std", HARNESS_NORMALISATION)),
+        interpolation=prep.get("interpolation", cfg.get("interpolation", "bilinear")),
+        crop_pct=prep.get("crop_pct", cfg.get("crop_pct", 1.0)),
+        num_classes=model.num_classes,
+        custom_load=False,
+    )
     names = classifier_names(model.backbone) if layout == "timm" else ()
     if names:
         cfg["classifier"] = names[0] if len(names) == 1 else list(names)
@@ -199,19 +223,28 @@ def export_config(model: "Classifier", layout: str, folded: Optional[float]) -> 
         cfg["input_size"] = [int((cfg.get("input_size") or (3,))[0]), size, size]
         cfg.pop("test_input_size", None)
         cfg["pool_size"] = None
-    config = {"architecture": _architecture(model), "num_classes": model.num_classes,
-              "num_features": model.num_features, "pretrained_cfg": cfg}
+    config = {
+        "architecture": _architecture(model),
+        "num_classes": model.num_classes,
+        "num_features": model.num_features,
+        "pretrained_cfg": cfg,
+    }
     if model.config.backbone_kwargs:
         config["model_args"] = dict(model.config.backbone_kwargs)
     if model.card_info.get("label_names"):
         config["label_names"] = list(model.card_info["label_names"])
-    config["harness"] = {"format": EXPORT_FORMAT, "layout": layout, "folded_temperature": folded,
-                         "model": model.config.to_dict(), "trained_on": model.card_info.get("trained_on"),
-                         "metrics": model.card_info.get("metrics")}
+    config["harness"] = {
+        "format": EXPORT_FORMAT,
+        "layout": layout,
+        "folded_temperature": folded,
+        "model": model.config.to_dict(),
+        "trained_on": model.card_info.get("trained_on"),
+        "metrics": model.card_info.get("metrics"),
+    }
     return config
 
 
-def write_export(model: "Classifier", folder: Path) -> None:
+def write_export(model: torch.nn.Module, folder: Path) -> None:
     """``model.safetensors`` and ``config.json`` of ``model`` in ``folder``, each written atomically.
 
     Raises:
@@ -222,8 +255,10 @@ def write_export(model: "Classifier", folder: Path) -> None:
     from harness.heads import HeteroscedasticHead
 
     if not isinstance(model.head, HeteroscedasticHead):
-        raise ValueError("this model has no head (reset_classifier(0) made it a feature extractor): give it one with "
-                         "model.reset_classifier(num_classes) before saving")
+        raise ValueError(
+            "this model has no head (reset_classifier(0) made it a feature extractor): give it one with "
+            "model.reset_classifier(num_classes) before saving"
+        )
     state, layout, folded = export_state(model)
     model.card_info["layout"] = layout
     atomic_write_bytes(folder / WEIGHTS_FILE, save(state, metadata={"format": "pt"}))
@@ -243,64 +278,96 @@ def _files(model_id: str, **download: Any) -> "tuple[Path, Path]":
     try:
         return tuple(Path(hf_hub_download(model_id, f, **download)) for f in (CONFIG_FILE, WEIGHTS_FILE))
     except Exception as e:  # noqa: BLE001 -- not a folder, not found on the hub, offline: say what to do
-        raise ValueError(f"{model_id!r}: no such folder, and no {CONFIG_FILE} + {WEIGHTS_FILE} from the Hugging Face "
-                         f"hub ({type(e).__name__}): give a folder written by save_pretrained, or a hub repository "
-                         "id (ORG/NAME) reachable from here or in the local cache") from e
+        raise ValueError(
+            f"{model_id!r}: no such folder, and no {CONFIG_FILE} + {WEIGHTS_FILE} from the Hugging Face "
+            f"hub ({type(e).__name__}): give a folder written by save_pretrained, or a hub repository "
+            "id (ORG/NAME) reachable from here or in the local cache"
+        ) from e
 
 
-def read_export(model_id: str, **download: Any) -> "Classifier":
-    """The :class:`~harness.models.Classifier` of an export folder or hub repository (module docstring), its
-    ``config.json`` checked as a ``model.pt``'s config is, its weights read as safetensors and loaded strictly.
+@dataclass
+class Export:
+    """What an export folder (or hub repository) holds, read and checked as a format: ``config.json`` (its
+    ``harness`` section of :data:`EXPORT_FORMAT` and a known layout) and the safetensors weights. The model class
+    builds itself from them (:meth:`harness.models.Classifier.from_pretrained`); this module never imports it."""
+
+    config: dict
+    state: "dict[str, torch.Tensor]"
+    config_path: Path
+    source: str
+
+    @property
+    def info(self) -> dict:
+        return self.config["harness"]
+
+    @property
+    def layout(self) -> str:
+        return self.info["layout"]
+
+    @property
+    def folded(self) -> Optional[float]:
+        """τ folded into the classifier's weights (the timm layout), or None."""
+        return self.info.get("folded_temperature") if self.layout == "timm" else None
+
+    def card_info(self) -> dict:
+        """The model's ``card_info``: what it was trained on, its metrics, the folded τ and the class names."""
+        out = {k: self.info[k] for k in ("trained_on", "metrics") if self.info.get(k) is not None}
+        if self.folded is not None:
+            out["folded_temperature"] = self.folded
+        if self.config.get("label_names"):
+            out["label_names"] = list(self.config["label_names"])
+        return out
+
+
+def read_export(model_id: str, **download: Any) -> Export:
+    """The files of an export folder or hub repository (module docstring), as an :class:`Export`.
 
     Raises:
         FileNotFoundError: no config.json or weights in the folder.
-        ValueError: not an export of this format; a stored config that could open other files; unreadable or
-            non-finite weights; weights that do not fit (keys and shapes listed).
+        ValueError: not an export of this format; unreadable or non-finite weights.
     """
-    from harness.models import ModelConfig, build_model, check_stored_config
-    from harness.weights import classifier_names, load_weights, read_config_json, read_state
+    from harness.weights import read_config_json, read_state
 
     config_path, weights_path = _files(model_id, **download)
     config = read_config_json(config_path)
     info = config.get("harness")
     if not isinstance(info, dict) or info.get("format") != EXPORT_FORMAT or info.get("layout") not in LAYOUTS:
-        raise ValueError(f"{model_id}: {CONFIG_FILE} has no harness section of format {EXPORT_FORMAT!r}: not written "
-                         "by Classifier.save_pretrained (a plain timm folder loads with harness.sources.load_source("
-                         "'local-dir:PATH'))")
-    spec = ModelConfig.from_dict(check_stored_config(info.get("model"), str(config_path)))
-    names = config.get("label_names")
-    if names and (not isinstance(names, list) or len(names) != spec.num_classes):
-        raise ValueError(f"{config_path}: label_names holds {len(names) if isinstance(names, list) else 'no list of'} "
-                         f"name(s) for a model of {spec.num_classes} classes; give one name per class, or drop "
-                         "label_names")
-    folded = info.get("folded_temperature")
-    if info["layout"] == "timm" and folded is not None:  # τ is in the classifier's weights
-        spec.head = {**spec.head, "temperature": 1.0, "learn_temperature": False}
-    model = build_model(spec)
+        raise ValueError(
+            f"{model_id}: {CONFIG_FILE} has no harness section of format {EXPORT_FORMAT!r}: not written "
+            "by Classifier.save_pretrained (a plain timm folder loads with harness.sources.load_source("
+            "'local-dir:PATH'))"
+        )
     state = read_state(weights_path, what=str(model_id))
-    source = f"{weights_path} ({model_id})"
-    if info["layout"] == "timm":  # the head's linear layer is timm's classifier (the first of its names)
-        names = classifier_names(model.backbone)
-        drop = {f"{n}.{p}" for n in names for p in ("weight", "bias")}
-        if not names or not all(f"{names[0]}.{p}" in state for p in ("weight", "bias")):
-            raise ValueError(f"{source}: no classifier {names[0] if names else ''}.weight / .bias for the timm layout; "
-                             "give the folder save_pretrained wrote, unchanged")
-        body = {k: v for k, v in state.items() if k not in drop}
-        head = {**model.head.state_dict(), **{f"loc.{p}": state[f"{names[0]}.{p}"] for p in ("weight", "bias")}}
-    else:
-        body = {k: v for k, v in state.items() if not k.startswith(HEAD_PREFIX)}
-        head = {k[len(HEAD_PREFIX):]: v for k, v in state.items() if k.startswith(HEAD_PREFIX)}
-    load_weights(model.backbone, body, source=source, fix="give the folder save_pretrained wrote, unchanged")
-    load_weights(model.head, head, source=source, fix="give the folder save_pretrained wrote, unchanged")
-    model.card_info = {k: info[k] for k in ("trained_on", "metrics") if info.get(k) is not None}
-    if folded is not None:
-        model.card_info["folded_temperature"] = folded
-    if names:
-        model.card_info["label_names"] = list(names)
-    return model
+    return Export(config, state, config_path, f"{weights_path} ({model_id})")
 
 
-def model_card(model: "Classifier", **kwargs: Any):
+def split_state(export: Export, classifier: "Sequence[str]") -> "tuple[dict, dict]":
+    """``(backbone tensors, head tensors)`` of an export's weights: the ``het_head`` layout's head under
+    :data:`HEAD_PREFIX`; the ``timm`` layout's classifier (the first of the backbone's ``classifier`` names, the
+    others dropped) as the head's mean layer ``loc``.
+
+    Raises:
+        ValueError: a timm-layout export without its classifier's weight and bias.
+    """
+    state = export.state
+    if export.layout == "timm":
+        drop = {f"{n}.{p}" for n in classifier for p in ("weight", "bias")}
+        if not classifier or not all(f"{classifier[0]}.{p}" in state for p in ("weight", "bias")):
+            raise ValueError(
+                f"{export.source}: no classifier {classifier[0] if classifier else ''}.weight / .bias for "
+                "the timm layout; give the folder save_pretrained wrote, unchanged"
+            )
+        return (
+            {k: v for k, v in state.items() if k not in drop},
+            {f"loc.{p}": state[f"{classifier[0]}.{p}"] for p in ("weight", "bias")},
+        )
+    return (
+        {k: v for k, v in state.items() if not k.startswith(HEAD_PREFIX)},
+        {k[len(HEAD_PREFIX) :]: v for k, v in state.items() if k.startswith(HEAD_PREFIX)},
+    )
+
+
+def model_card(model: torch.nn.Module, **kwargs: Any):
     """The model card of an export: huggingface_hub's ``ModelCard.from_template`` on :data:`CARD_TEMPLATE` (what the
     model is, its head, τ, data and metrics, how to load it); ``kwargs`` go to the template (``repo_id``)."""
     from huggingface_hub import ModelCard, ModelCardData
@@ -309,29 +376,52 @@ def model_card(model: "Classifier", **kwargs: Any):
     head = cfg.head or {}
     timm_layout = info.get("layout") == "timm"
     data = info.get("trained_on") or {}
-    facts = [("backbone", f"`{cfg.backbone}`"), ("classes", cfg.num_classes),
-             ("head", f"{head.get('covariance', 'low_rank')} covariance, {head.get('link', 'softmax')} link"),
-             ("temperature τ", head.get("temperature", 1.0)),
-             ("input normalisation (mean, std)", f"{cfg.preprocessing.get('mean', [0.5] * 3)}, "
-                                                 f"{cfg.preprocessing.get('std', [0.5] * 3)}"),
-             ("trained on", ", ".join(f"{k} {v}" for k, v in data.items() if v not in (None, {}, ""))
-              or "not recorded"),
-             ("loads in plain timm", "yes" if timm_layout else "no (a heteroscedastic head: use the harness)")]
-    metrics = [(k, f"{v:.4f}" if isinstance(v, float) else v) for k, v in (info.get("metrics") or {}).items()
-               if isinstance(v, (int, float, str))]
-    card_data = ModelCardData(library_name="timm" if timm_layout else "het-harness", license="apache-2.0",
-                              pipeline_tag="image-classification",
-                              tags=["image-classification", "heteroscedastic", "het-harness", "model_hub_mixin"]
-                              + (["timm"] if timm_layout else []))
+    facts = [
+        ("backbone", f"`{cfg.backbone}`"),
+        ("classes", cfg.num_classes),
+        ("head", f"{head.get('covariance', 'low_rank')} covariance, {head.get('link', 'softmax')} link"),
+        ("temperature τ", head.get("temperature", 1.0)),
+        (
+            "input normalisation (mean, std)",
+            f"{cfg.preprocessing.get('mean', [0.5] * 3)}, {cfg.preprocessing.get('std', [0.5] * 3)}",
+        ),
+        ("trained on", ", ".join(f"{k} {v}" for k, v in data.items() if v not in (None, {}, "")) or "not recorded"),
+        ("loads in plain timm", "yes" if timm_layout else "no (a heteroscedastic head: use the harness)"),
+    ]
+    metrics = [
+        (k, f"{v:.4f}" if isinstance(v, float) else v)
+        for k, v in (info.get("metrics") or {}).items()
+        if isinstance(v, (int, float, str))
+    ]
+    card_data = ModelCardData(
+        library_name="timm" if timm_layout else "het-harness",
+        license="apache-2.0",
+        pipeline_tag="image-classification",
+        tags=["image-classification", "heteroscedastic", "het-harness", "model_hub_mixin"]
+        + (["timm"] if timm_layout else []),
+    )
     kind = head.get("covariance", "low_rank")
-    title = f"{cfg.backbone} with a " + ("homoscedastic (linear) head" if kind == "none"
-                                         else f"{kind} heteroscedastic head")
-    summary = (f"A {cfg.num_classes}-class image classifier exported by het-harness: a `{cfg.backbone}` backbone and a "
-               + ("homoscedastic (linear) head, stored as the plain timm model." if timm_layout else
-                  "heteroscedastic output head (Monte Carlo average of a tempered softmax over correlated logit "
-                  "noise)."))
-    card = ModelCard.from_template(card_data, template_str=CARD_TEMPLATE, title=title, summary=summary, facts=facts,
-                                   metrics=metrics, timm_layout=timm_layout, **kwargs)
+    title = f"{cfg.backbone} with a " + (
+        "homoscedastic (linear) head" if kind == "none" else f"{kind} heteroscedastic head"
+    )
+    summary = (
+        f"A {cfg.num_classes}-class image classifier exported by het-harness: a `{cfg.backbone}` backbone and a "
+        + (
+            "homoscedastic (linear) head, stored as the plain timm model."
+            if timm_layout
+            else "heteroscedastic output head (Monte Carlo average of a tempered softmax over correlated logit noise)."
+        )
+    )
+    card = ModelCard.from_template(
+        card_data,
+        template_str=CARD_TEMPLATE,
+        title=title,
+        summary=summary,
+        facts=facts,
+        metrics=metrics,
+        timm_layout=timm_layout,
+        **kwargs,
+    )
     return ModelCard(_signed(str(card)))
 
 
@@ -350,33 +440,3 @@ def _card_is_ours_unedited(path: Path) -> bool:
     text = path.read_text(encoding="utf-8", errors="replace")
     body, _, last = text.rstrip("\n").rpartition("\n")
     return _signed(body) == text.rstrip("\n") + "\n" and last.startswith(CARD_MARK.split("{")[0])
-
-
-def export_run(run_dir: "str | os.PathLike", out: "str | os.PathLike", **kwargs: Any) -> Path:
-    """Export a run folder's ``model.pt`` with ``save_pretrained``: ``trained_on`` from its ``config.yaml`` data
-    section (:data:`DATA_KEYS`, no paths), ``metrics`` from its ``metrics.json`` (and ``heldout_metrics`` as
-    ``heldout_<name>``), the class names of its ``run.json`` as timm's ``label_names``; ``kwargs`` as
-    ``save_pretrained`` (``push_to_hub=True, repo_id=...``).
-
-    Raises:
-        FileNotFoundError: not a run folder. ValueError: see :meth:`~harness.models.Classifier.save_pretrained`.
-    """
-    from omegaconf import OmegaConf
-
-    from harness.io import read_json
-    from harness.models import load_model
-
-    run_dir = Path(run_dir)
-    model = load_model(run_dir / "model.pt")  # a FileNotFoundError names a folder without model.pt
-    data = OmegaConf.to_container(OmegaConf.load(run_dir / "config.yaml"), resolve=True).get("data") or {}
-    trained_on = {k: data[k] for k in DATA_KEYS if k in data}
-    if "image_size" not in trained_on:
-        trained_on["image_size"] = 32
-    recorded = read_json(run_dir / "metrics.json") or {}
-    metrics = dict(recorded.get("metrics") or {})
-    metrics.update({f"heldout_{k}": v for k, v in (recorded.get("heldout_metrics") or {}).items()})
-    names = (read_json(run_dir / "run.json") or {}).get("class_names")
-    if names:
-        model.card_info["label_names"] = [str(n) for n in names]
-    model.save_pretrained(out, trained_on=trained_on, metrics=metrics, **kwargs)
-    return Path(out)

@@ -15,13 +15,19 @@ from harness.data.sources import build_split
 from harness.io import atomic_write_text
 from harness.provenance import provenance
 
-
 #: what harness import writes in its --out folder
 IMPORT_FILES = ("model.pt", "config.yaml", "predictions.npz", "heldout_predictions.npz", "run.json", "metrics.json")
 
 
-def import_run(source: str, data: DataConfig, out: "str | Path", weights: "Optional[str | Path]" = None,
-               device: str = "cpu", progress: Optional[Callable[[str], None]] = None, overwrite: bool = False) -> Path:
+def import_run(
+    source: str,
+    data: DataConfig,
+    out: "str | Path",
+    weights: "Optional[str | Path]" = None,
+    device: str = "cpu",
+    progress: Optional[Callable[[str], None]] = None,
+    overwrite: bool = False,
+) -> Path:
     """A run folder for a model trained elsewhere, so ``harness ensemble``, ``harness shift`` and ``harness report``
     take it like an upstream run: ``model.pt`` (:func:`harness.sources.load_classifier`: the model with its own
     output layer for the data's classes), ``predictions.npz`` on ``data``'s evaluation split (and
@@ -42,10 +48,9 @@ def import_run(source: str, data: DataConfig, out: "str | Path", weights: "Optio
     from harness.data.cache import file_digest
     from harness.io import RunLock, check_output_folder
     from harness.models import save_model
-    from harness.sources import load_classifier
-    from harness.runs import predict_model, run_config
-
     from harness.progress import Steps
+    from harness.runs import predict_model, run_config
+    from harness.sources import load_classifier
 
     out = Path(out)
     if "imported" in (run_config(out) if (out / "config.yaml").is_file() else {}):
@@ -61,15 +66,22 @@ def import_run(source: str, data: DataConfig, out: "str | Path", weights: "Optio
     preds = predict_model(model, data, device=device, source=str(out), base=base, steps=steps)
     if data.heldout_split:
         steps.step(f"predicting {data.heldout_split} (the held-out split)")
-    held = (predict_model(model, data, data.heldout_split, device, str(out), steps=steps) if data.heldout_split
-            else None)
+    held = predict_model(model, data, data.heldout_split, device, str(out), steps=steps) if data.heldout_split else None
     steps.step(f"writing {out}")
     metrics = {"metrics": preds.metrics(), "heldout_metrics": held.metrics() if held is not None else None}
-    record = {"source": str(source), "weights": str(Path(weights).resolve()) if weights else None,
-              "sha256": file_digest(weights) if weights else None}
-    config = {"name": out.name, "output_dir": str(out), "imported": record,
-              "model": {"backbone": model.config.backbone, "head": {"covariance": "none"}},
-              "data": asdict(data), "train": {"loss": "nll"}}
+    record = {
+        "source": str(source),
+        "weights": str(Path(weights).resolve()) if weights else None,
+        "sha256": file_digest(weights) if weights else None,
+    }
+    config = {
+        "name": out.name,
+        "output_dir": str(out),
+        "imported": record,
+        "model": {"backbone": model.config.backbone, "head": {"covariance": "none"}},
+        "data": asdict(data),
+        "train": {"loss": "nll"},
+    }
     out.mkdir(parents=True, exist_ok=True)
     with RunLock(out):
         save_model(model, out / "model.pt", extra={"imported": record})
@@ -79,7 +91,11 @@ def import_run(source: str, data: DataConfig, out: "str | Path", weights: "Optio
             held.save(out / "heldout_predictions.npz")
         meta = {**provenance(), "config": config, "eval_data": base.description, "class_names": base.class_names}
         atomic_write_text(out / "run.json", json.dumps(meta, indent=1))
-        atomic_write_text(out / "metrics.json", json.dumps(
-            {**provenance(), "name": out.name, **metrics, "eval_data": base.description, "imported": record},
-            indent=1))
+        atomic_write_text(
+            out / "metrics.json",
+            json.dumps(
+                {**provenance(), "name": out.name, **metrics, "eval_data": base.description, "imported": record},
+                indent=1,
+            ),
+        )
     return out

@@ -41,8 +41,10 @@ def check_name(name: Any, what: str) -> str:
         ValueError: naming ``what`` (e.g. ``"method name"``) and the rule.
     """
     if not isinstance(name, str) or not NAME_RULE.fullmatch(name) or ".." in name:
-        raise ValueError(f"{what} {name!r} must be a plain name (letters, digits, '.', '_' or '-', starting with a "
-                         "letter or digit, at most 128 characters, no '..'): it becomes a folder name; rename it")
+        raise ValueError(
+            f"{what} {name!r} must be a plain name (letters, digits, '.', '_' or '-', starting with a "
+            "letter or digit, at most 128 characters, no '..'): it becomes a folder name; rename it"
+        )
     return name
 
 
@@ -98,9 +100,11 @@ def check_location(value: Any, what: str) -> Any:
         if m and m.group(1).lower() not in LOCATION_SCHEMES:
             scheme = m.group(1).lower()
             why = " (webdataset would run it as a shell command)" if scheme == "pipe" else ""
-            raise ValueError(f"{what} {quote(part, 80)!r} is a {scheme}: URL, which the harness does not open{why}: "
-                             f"give a local path (./NAME for a file whose name holds a colon) or a "
-                             f"{', '.join(s + ':' for s in LOCATION_SCHEMES)} URL; copy or mount remote data first")
+            raise ValueError(
+                f"{what} {quote(part, 80)!r} is a {scheme}: URL, which the harness does not open{why}: "
+                f"give a local path (./NAME for a file whose name holds a colon) or a "
+                f"{', '.join(s + ':' for s in LOCATION_SCHEMES)} URL; copy or mount remote data first"
+            )
     return value
 
 
@@ -116,8 +120,11 @@ def _disk_full(path: Path, e: BaseException) -> "OSError | None":
     seen = e
     while seen is not None:
         if isinstance(seen, OSError) and seen.errno in (errno.ENOSPC, errno.EDQUOT):
-            return OSError(errno.ENOSPC, f"disk full while writing {path}: free some space and run the same command "
-                                         "again (files written before are intact; an interrupted run resumes)")
+            return OSError(
+                errno.ENOSPC,
+                f"disk full while writing {path}: free some space and run the same command "
+                "again (files written before are intact; an interrupted run resumes)",
+            )
         seen = seen.__cause__ or seen.__context__
     return None
 
@@ -201,8 +208,9 @@ def remove_orphaned_temporaries(folder: "str | os.PathLike", subfolders: "tuple[
         The removed paths.
     """
     folder, removed = Path(folder), []
-    places = [folder] + [folder / s for s in subfolders
-                         if (folder / s).is_dir() and not (folder / s / ".lock").exists()]
+    places = [folder] + [
+        folder / s for s in subfolders if (folder / s).is_dir() and not (folder / s / ".lock").exists()
+    ]
     for place in places:
         for p in place.iterdir():
             if _TEMPORARY.fullmatch(p.name) and p.is_file() and not p.is_symlink():
@@ -211,8 +219,9 @@ def remove_orphaned_temporaries(folder: "str | os.PathLike", subfolders: "tuple[
     return removed
 
 
-def check_output_folder(folder: "str | os.PathLike", ours: bool, writes: "tuple[str, ...]", overwrite: bool,
-                        what: str, flag: str) -> Path:
+def check_output_folder(
+    folder: "str | os.PathLike", ours: bool, writes: "tuple[str, ...]", overwrite: bool, what: str, flag: str
+) -> Path:
     """Refuse, before any work, to write into a folder holding files this command did not write.
 
     Args:
@@ -237,13 +246,17 @@ def check_output_folder(folder: "str | os.PathLike", ours: bool, writes: "tuple[
     if not others:
         return folder
     if not overwrite:
-        raise ValueError(f"{folder} holds files {what} did not write ({', '.join(others[:3])}"
-                         f"{'...' if len(others) > 3 else ''}): choose another {flag}, or give --overwrite to write "
-                         "beside them (a file the harness did not write is never replaced)")
+        raise ValueError(
+            f"{folder} holds files {what} did not write ({', '.join(others[:3])}"
+            f"{'...' if len(others) > 3 else ''}): choose another {flag}, or give --overwrite to write "
+            "beside them (a file the harness did not write is never replaced)"
+        )
     taken = [n for n in writes if (folder / n).exists()]
     if taken:
-        raise ValueError(f"{folder} holds {', '.join(taken)} that {what} did not write: even with --overwrite they are "
-                         f"not replaced; move them, or choose another {flag}")
+        raise ValueError(
+            f"{folder} holds {', '.join(taken)} that {what} did not write: even with --overwrite they are "
+            f"not replaced; move them, or choose another {flag}"
+        )
     return folder
 
 
@@ -267,9 +280,14 @@ class RunLock:
             cannot be written (read-only, no permission).
     """
 
-    def __init__(self, folder: "str | os.PathLike", name: str = ".lock", clean: bool = True,
-                 what: str = "wait for it to finish or stop it, or give this run another output folder",
-                 subfolders: "tuple[str, ...]" = ()) -> None:
+    def __init__(
+        self,
+        folder: "str | os.PathLike",
+        name: str = ".lock",
+        clean: bool = True,
+        what: str = "wait for it to finish or stop it, or give this run another output folder",
+        subfolders: "tuple[str, ...]" = (),
+    ) -> None:
         from filelock import FileLock
 
         self.folder, self.clean, self.what, self.subfolders = Path(folder), clean, what, tuple(subfolders)
@@ -286,17 +304,24 @@ class RunLock:
             self._lock.acquire()
         except Timeout:
             holder = self.pid_file.read_text().strip() if self.pid_file.is_file() else "?"
-            raise ValueError(f"{self.folder} is being written by another process ({quote(holder)}): {self.what}") from None
+            raise ValueError(
+                f"{self.folder} is being written by another process ({quote(holder)}): {self.what}"
+            ) from None
         except OSError as e:
-            raise ValueError(f"cannot write to {self.folder} ({e.strerror or e}): choose a writable output folder "
-                             "(output_dir=...)") from e
+            raise ValueError(
+                f"cannot write to {self.folder} ({e.strerror or e}): choose a writable output folder (output_dir=...)"
+            ) from e
         try:
             if self.pid_file.is_file():
-                print(f"{self.folder}: taking over the lock of a process that is gone "
-                      f"({quote(self.pid_file.read_text().strip())})", file=sys.stderr)
+                print(
+                    f"{self.folder}: taking over the lock of a process that is gone "
+                    f"({quote(self.pid_file.read_text().strip())})",
+                    file=sys.stderr,
+                )
             command = " ".join(sys.argv) or "python"
-            atomic_write_text(self.pid_file, f"PID {os.getpid()}, {quote(command, 200)}, since "
-                                             f"{time.strftime('%Y-%m-%d %H:%M:%S')}\n")
+            atomic_write_text(
+                self.pid_file, f"PID {os.getpid()}, {quote(command, 200)}, since {time.strftime('%Y-%m-%d %H:%M:%S')}\n"
+            )
             if self.clean:
                 remove_orphaned_temporaries(self.folder, self.subfolders)
         except BaseException:

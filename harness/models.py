@@ -14,7 +14,6 @@ harness's images, so a backbone trained on ImageNet statistics sees them whateve
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import math
 import os
 from dataclasses import dataclass, field
@@ -22,20 +21,28 @@ from pathlib import Path
 from typing import Any, Optional
 
 import torch
+from huggingface_hub import ModelHubMixin
 from torch import Tensor, nn
 
-from huggingface_hub import ModelHubMixin
-
+from harness import hub
+from harness.backbone_sources import create_backbone, source_backbone
+from harness.data.transforms import HARNESS_NORMALISATION
 from harness.heads import HeteroscedasticHead
 from harness.io import atomic_torch_save
 from harness.weights import (  # noqa: F401 -- TIMM_PREFIX, TORCHVISION_PREFIX: part of this module's API
-    TIMM_PREFIX, TORCHVISION_PREFIX, TORCHVISION_PREPROCESSING, check_timm_name, create_backbone, load_weights,
-    read_state, source_backbone, split_torchvision, timm_preprocessing, torchvision_model,
+    TIMM_PREFIX,
+    TORCHVISION_PREFIX,
+    TORCHVISION_PREPROCESSING,
+    check_timm_name,
+    classifier_names,
+    load_weights,
+    read_state,
+    split_torchvision,
+    timm_preprocessing,
+    torchvision_model,
 )
 
 CHECKPOINT_FORMAT = "harness.model/1"
-#: the mean and std (per channel, of [0, 1] pixels) of the harness's own loaders: pixels map to [-1, 1]
-HARNESS_NORMALISATION = (0.5, 0.5, 0.5)
 #: what a model's ``preprocessing`` records (from timm's ``resolve_model_data_config``)
 PREPROCESSING_KEYS = ("mean", "std", "interpolation", "crop_pct")
 #: the only string-valued ``backbone_kwargs`` a checkpoint may store (names of timm layers and pooling, never a
@@ -73,13 +80,21 @@ class ModelConfig:
     def from_dict(cls, d: dict) -> "ModelConfig":
         unknown = set(d) - {f.name for f in dataclasses.fields(cls)}
         if unknown:
-            raise ValueError(f"unknown model config keys {sorted(unknown)}; expected backbone, num_classes, head, backbone_kwargs")
+            raise ValueError(
+                f"unknown model config keys {sorted(unknown)}; expected backbone, num_classes, head, backbone_kwargs"
+            )
         return cls(**{k: (dict(v) if isinstance(v, dict) else v) for k, v in d.items()})
 
 
-class Classifier(nn.Module, ModelHubMixin, library_name="het-harness", license="apache-2.0",
-                 pipeline_tag="image-classification", tags=["image-classification", "heteroscedastic", "het-harness"],
-                 paper_url="https://arxiv.org/abs/2105.10305"):
+class Classifier(
+    nn.Module,
+    ModelHubMixin,
+    library_name="het-harness",
+    license="apache-2.0",
+    pipeline_tag="image-classification",
+    tags=["image-classification", "heteroscedastic", "het-harness"],
+    paper_url="https://arxiv.org/abs/2105.10305",
+):
     """``head(backbone(x))``: timm backbone returning pooled pre-logits ``[B, D]``, then a head.
 
     timm's model interface: :meth:`forward_features`, :meth:`forward_head`, :meth:`reset_classifier`,
@@ -121,9 +136,14 @@ class Classifier(nn.Module, ModelHubMixin, library_name="het-harness", license="
         the classifier ``head``."""
         cfg = dict(getattr(self.backbone, "pretrained_cfg", None) or {})
         prep = self.config.preprocessing
-        cfg.update(mean=HARNESS_NORMALISATION, std=HARNESS_NORMALISATION, num_classes=self.num_classes,
-                   classifier="head", interpolation=prep.get("interpolation", cfg.get("interpolation", "bilinear")),
-                   crop_pct=prep.get("crop_pct", cfg.get("crop_pct", 1.0)))
+        cfg.update(
+            mean=HARNESS_NORMALISATION,
+            std=HARNESS_NORMALISATION,
+            num_classes=self.num_classes,
+            classifier="head",
+            interpolation=prep.get("interpolation", cfg.get("interpolation", "bilinear")),
+            crop_pct=prep.get("crop_pct", cfg.get("crop_pct", 1.0)),
+        )
         return cfg
 
     default_cfg = pretrained_cfg
@@ -183,8 +203,14 @@ class Classifier(nn.Module, ModelHubMixin, library_name="het-harness", license="
         self.head = fresh_head(self.head_hidden_size, num_classes, head_cfg)
         self.config = dataclasses.replace(self.config, num_classes=num_classes, head=head_cfg)
 
-    def save_pretrained(self, save_directory: "str | os.PathLike", *, trained_on: Optional[dict] = None,
-                        metrics: Optional[dict] = None, **kwargs: Any) -> Optional[str]:
+    def save_pretrained(
+        self,
+        save_directory: "str | os.PathLike",
+        *,
+        trained_on: Optional[dict] = None,
+        metrics: Optional[dict] = None,
+        **kwargs: Any,
+    ) -> Optional[str]:
         """Write ``model.safetensors``, ``config.json`` (timm's layout, with the head options, τ, preprocessing, the
         data it was trained on and its metrics) and a model card ``README.md`` to ``save_directory``
         (:func:`harness.hub.write_export`); ``kwargs`` as huggingface_hub's ``ModelHubMixin.save_pretrained``
@@ -198,8 +224,6 @@ class Classifier(nn.Module, ModelHubMixin, library_name="het-harness", license="
         Raises:
             ValueError: a folder holding files other than an earlier export's; a feature extractor (no head).
         """
-        hub = importlib.import_module("harness.hub")  # harness.hub imports this module
-
         for key, value in (("trained_on", trained_on), ("metrics", metrics)):
             if value is not None:
                 self.card_info[key] = dict(value)
@@ -208,26 +232,60 @@ class Classifier(nn.Module, ModelHubMixin, library_name="het-harness", license="
 
     def _save_pretrained(self, save_directory: Path) -> None:
         """huggingface_hub's hook: the weights and ``config.json`` (:func:`harness.hub.write_export`)."""
-        hub = importlib.import_module("harness.hub")  # harness.hub imports this module
-
         hub.write_export(self, Path(save_directory))
 
     @classmethod
-    def _from_pretrained(cls, *, model_id: str, revision: Optional[str], cache_dir: "Optional[str | Path]",
-                         force_download: bool, local_files_only: bool, token: "Optional[str | bool]",
-                         map_location: str = "cpu", **unused: Any) -> "Classifier":
+    def _from_pretrained(
+        cls,
+        *,
+        model_id: str,
+        revision: Optional[str],
+        cache_dir: "Optional[str | Path]",
+        force_download: bool,
+        local_files_only: bool,
+        token: "Optional[str | bool]",
+        map_location: str = "cpu",
+        **unused: Any,
+    ) -> "Classifier":
         """huggingface_hub's hook behind ``Classifier.from_pretrained(folder_or_hub_id)``:
-        :func:`harness.hub.read_export`, in eval mode on ``map_location``."""
-        hub = importlib.import_module("harness.hub")  # harness.hub imports this module
+        the files of :func:`harness.hub.read_export` (``config.json`` checked as a ``model.pt``'s config is, the
+        safetensors weights), built by :func:`build_model` and loaded strictly, in eval mode on ``map_location``.
 
-        model = hub.read_export(model_id, revision=revision, cache_dir=cache_dir, force_download=force_download,
-                                local_files_only=local_files_only, token=token)
+        Raises:
+            FileNotFoundError: no config.json or weights in the folder.
+            ValueError: not an export of this format; a stored config that could open other files; unreadable or
+                non-finite weights; weights that do not fit (keys and shapes listed).
+        """
+        export = hub.read_export(
+            model_id,
+            revision=revision,
+            cache_dir=cache_dir,
+            force_download=force_download,
+            local_files_only=local_files_only,
+            token=token,
+        )
+        spec = ModelConfig.from_dict(check_stored_config(export.info.get("model"), str(export.config_path)))
+        names = export.config.get("label_names")
+        if names and (not isinstance(names, list) or len(names) != spec.num_classes):
+            raise ValueError(
+                f"{export.config_path}: label_names holds "
+                f"{len(names) if isinstance(names, list) else 'no list of'} name(s) for a model of "
+                f"{spec.num_classes} classes; give one name per class, or drop label_names"
+            )
+        if export.folded is not None:  # the timm layout: τ is in the classifier's weights
+            spec.head = {**spec.head, "temperature": 1.0, "learn_temperature": False}
+        model = build_model(spec)
+        body, head = hub.split_state(export, classifier_names(model.backbone))
+        fix = "give the folder save_pretrained wrote, unchanged"
+        load_weights(model.backbone, body, source=export.source, fix=fix)
+        if export.layout == "timm":  # the stored classifier is the head's mean layer; its other tensors are fresh
+            head = {**model.head.state_dict(), **head}
+        load_weights(model.head, head, source=export.source, fix=fix)
+        model.card_info = export.card_info()
         return model.to(map_location).eval()
 
     def generate_model_card(self, *args: Any, **kwargs: Any):
         """The model card (``README.md``): huggingface_hub's ``ModelCard`` from :data:`harness.hub.CARD_TEMPLATE`."""
-        hub = importlib.import_module("harness.hub")  # harness.hub imports this module
-
         return hub.model_card(self, **kwargs)
 
 
@@ -291,10 +349,16 @@ def save_model(model: Classifier, path: "str | os.PathLike", extra: Optional[dic
         ValueError: a feature extractor (``reset_classifier(0)``), which has no head to rebuild.
     """
     if not isinstance(model.head, HeteroscedasticHead):
-        raise ValueError("this model has no head (reset_classifier(0) made it a feature extractor): give it one with "
-                         "model.reset_classifier(num_classes) before saving")
-    payload = {"format": CHECKPOINT_FORMAT, "config": model.config.to_dict(),
-               "state_dict": model.state_dict(), "extra": extra or {}}
+        raise ValueError(
+            "this model has no head (reset_classifier(0) made it a feature extractor): give it one with "
+            "model.reset_classifier(num_classes) before saving"
+        )
+    payload = {
+        "format": CHECKPOINT_FORMAT,
+        "config": model.config.to_dict(),
+        "state_dict": model.state_dict(),
+        "extra": extra or {},
+    }
     return atomic_torch_save(payload, path)
 
 
@@ -312,8 +376,10 @@ def check_stored_config(config: Any, source: str) -> dict:
     from harness.io import quote
 
     def bad(what: str) -> ValueError:
-        return ValueError(f"{source}: the stored model config {what}; a checkpoint may not name files or options "
-                          "that load them. Rebuild it with harness.models.save_model")
+        return ValueError(
+            f"{source}: the stored model config {what}; a checkpoint may not name files or options "
+            "that load them. Rebuild it with harness.models.save_model"
+        )
 
     if not isinstance(config, dict) or set(config) - {f.name for f in dataclasses.fields(ModelConfig)}:
         raise bad(f"has keys {quote(str(sorted(config) if isinstance(config, dict) else type(config).__name__))}")
@@ -325,23 +391,36 @@ def check_stored_config(config: Any, source: str) -> dict:
         raise bad(f"has unknown head options {quote(str(unknown))}")
     prep = config.get("preprocessing") or {}
     if set(prep) - set(PREPROCESSING_KEYS) or not all(
-            isinstance(v, (int, float)) or (isinstance(v, str) and v.isidentifier() and len(v) < 32)
-            or (isinstance(v, (list, tuple)) and all(isinstance(x, (int, float)) for x in v)) for v in prep.values()):
+        isinstance(v, (int, float))
+        or (isinstance(v, str) and v.isidentifier() and len(v) < 32)
+        or (isinstance(v, (list, tuple)) and all(isinstance(x, (int, float)) for x in v))
+        for v in prep.values()
+    ):
         raise bad(f"has preprocessing {quote(repr(prep), 120)}")
     for key in ("mean", "std"):  # values, not only types: a std of 0 makes every logit non-finite
         v = prep.get(key)
-        if v is not None and not (isinstance(v, (list, tuple)) and len(v) == 3 and all(
-                math.isfinite(x) and (x > 0 if key == "std" else True) for x in v)):
-            raise ValueError(f"{source}: preprocessing.{key} = {quote(repr(v), 80)} must be 3 finite numbers (one per "
-                             f"channel{', each > 0' if key == 'std' else ''}, of [0, 1] pixels); give the config the "
-                             "model was saved with")
+        if v is not None and not (
+            isinstance(v, (list, tuple))
+            and len(v) == 3
+            and all(math.isfinite(x) and (x > 0 if key == "std" else True) for x in v)
+        ):
+            raise ValueError(
+                f"{source}: preprocessing.{key} = {quote(repr(v), 80)} must be 3 finite numbers (one per "
+                f"channel{', each > 0' if key == 'std' else ''}, of [0, 1] pixels); give the config the "
+                "model was saved with"
+            )
     crop = prep.get("crop_pct")
     if crop is not None and not (isinstance(crop, (int, float)) and 0 < crop <= 1):
-        raise ValueError(f"{source}: preprocessing.crop_pct = {quote(repr(crop), 40)} must lie in (0, 1]; give the "
-                         "config the model was saved with")
+        raise ValueError(
+            f"{source}: preprocessing.crop_pct = {quote(repr(crop), 40)} must lie in (0, 1]; give the "
+            "config the model was saved with"
+        )
     for key, value in (config.get("backbone_kwargs") or {}).items():
-        plain = value is None or isinstance(value, (bool, int, float)) or (
-            isinstance(value, (list, tuple)) and all(isinstance(v, (int, float)) for v in value))
+        plain = (
+            value is None
+            or isinstance(value, (bool, int, float))
+            or (isinstance(value, (list, tuple)) and all(isinstance(v, (int, float)) for v in value))
+        )
         named = key in STORED_STRING_KWARGS and isinstance(value, str) and value.isidentifier() and len(value) < 64
         if not (plain or named):
             raise bad(f"sets backbone_kwargs.{key} = {quote(repr(value), 80)}")
@@ -362,11 +441,15 @@ def read_checkpoint(path: "str | os.PathLike") -> dict:
     try:
         payload = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:  # not a torch file, or one holding arbitrary objects
-        raise ValueError(f"{str(path)!r} cannot be read as a harness model checkpoint ({type(e).__name__}); pass the "
-                         "model.pt written by a harness run") from e
+        raise ValueError(
+            f"{str(path)!r} cannot be read as a harness model checkpoint ({type(e).__name__}); pass the "
+            "model.pt written by a harness run"
+        ) from e
     if not isinstance(payload, dict) or payload.get("format") != CHECKPOINT_FORMAT:
-        raise ValueError(f"{str(path)!r} is not a harness model checkpoint (format {CHECKPOINT_FORMAT!r}); "
-                         "write it with harness.models.save_model")
+        raise ValueError(
+            f"{str(path)!r} is not a harness model checkpoint (format {CHECKPOINT_FORMAT!r}); "
+            "write it with harness.models.save_model"
+        )
     check_stored_config(payload.get("config"), str(path))
     return payload
 

@@ -41,8 +41,14 @@ class Steps:
         if self.progress is not None:
             self.progress(f"[{self.prefix}] {text}")
 
-    def count(self, items: Iterable[T], total: int, size: Callable[[T], int] = lambda item: 1, unit: str = "items",
-              every: float = 10.0) -> Iterator[T]:
+    def count(
+        self,
+        items: Iterable[T],
+        total: int,
+        size: Callable[[T], int] = lambda item: 1,
+        unit: str = "items",
+        every: float = 10.0,
+    ) -> Iterator[T]:
         """Yield ``items``, saying how many of ``total`` units are done and the time left (from the rate so far)
         at most every ``every`` seconds, and once at the end. ``size(item)``: the units an item holds (e.g. the
         images of a batch)."""

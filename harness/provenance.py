@@ -62,10 +62,12 @@ def cpu_details() -> str:
     if not fields:
         return ""
     flags = set(fields.get("Flags", "").split())
-    return (f"{fields.get('Model name', '?')} (family {fields.get('CPU family', '?')}, "
-            f"model {fields.get('Model', '?')}, "
-            f"stepping {fields.get('Stepping', '?')}; {fields.get('CPU(s)', '?')} CPUs; avx512_bf16: "
-            f"{'yes' if 'avx512_bf16' in flags else 'no'})")
+    return (
+        f"{fields.get('Model name', '?')} (family {fields.get('CPU family', '?')}, "
+        f"model {fields.get('Model', '?')}, "
+        f"stepping {fields.get('Stepping', '?')}; {fields.get('CPU(s)', '?')} CPUs; avx512_bf16: "
+        f"{'yes' if 'avx512_bf16' in flags else 'no'})"
+    )
 
 
 def machine_load() -> dict:
@@ -76,11 +78,13 @@ def machine_load() -> dict:
 
 def load_note(start: dict, end: dict) -> str:
     """One sentence on the conditions of a measurement: niceness, load average at its start and end."""
-    return (f"Measured at niceness {start['nice']}, the 1-minute load average {start['load_average'][0]:.1f} at the "
-            f"start and {end['load_average'][0]:.1f} at the end on {os.cpu_count()} cores: other work on the machine "
-            "takes its share, so wall-clock rates vary between runs; memory does not, and CPU time per image varies "
-            "less, except for multi-threaded work (the training step), whose threads also spend CPU time waiting "
-            "for each other when the machine is busy.")
+    return (
+        f"Measured at niceness {start['nice']}, the 1-minute load average {start['load_average'][0]:.1f} at the "
+        f"start and {end['load_average'][0]:.1f} at the end on {os.cpu_count()} cores: other work on the machine "
+        "takes its share, so wall-clock rates vary between runs; memory does not, and CPU time per image varies "
+        "less, except for multi-threaded work (the training step), whose threads also spend CPU time waiting "
+        "for each other when the machine is busy."
+    )
 
 
 def machine() -> "dict[str, str]":
@@ -116,10 +120,14 @@ def markdown_header(title: str, prov: dict) -> str:
     m = prov["machine"]
     versions = ", ".join(f"{k} {v}" for k, v in prov["versions"].items())
     lines = [
-        f"# {title}", "",
-        f"Written by `{prov['command']}` on {prov['date']}.", "",
+        f"# {title}",
+        "",
+        f"Written by `{prov['command']}` on {prov['date']}.",
+        "",
         f"- Machine: {m.get('cpu')}, {m.get('cores')} cores, {m.get('memory', '?')}"
-        + (f", GPU {m['gpu']}" if "gpu" in m else ", no GPU") + f" ({m.get('platform')})",
-        f"- Versions: {versions}", "",
+        + (f", GPU {m['gpu']}" if "gpu" in m else ", no GPU")
+        + f" ({m.get('platform')})",
+        f"- Versions: {versions}",
+        "",
     ]
     return "\n".join(lines)

@@ -71,8 +71,11 @@ def save_record(run_dir: "str | Path", dest: "str | Path") -> bool:
     if not ((run_dir / "metrics.json").is_file() and (run_dir / "model.pt").is_file()):
         return False
     recorded, finished = dest / "metrics.json", run_dir / "metrics.json"
-    if (recorded.is_file() and recorded.read_bytes() == finished.read_bytes()
-            and read_json(dest / HASHES_FILE) is not None):
+    if (
+        recorded.is_file()
+        and recorded.read_bytes() == finished.read_bytes()
+        and read_json(dest / HASHES_FILE) is not None
+    ):
         return False
     dest.mkdir(parents=True, exist_ok=True)
     (dest / HASHES_FILE).unlink(missing_ok=True)
@@ -96,8 +99,10 @@ def save_record(run_dir: "str | Path", dest: "str | Path") -> bool:
 
 
 def _refuse(record: Path, what: str) -> ValueError:
-    return ValueError(f"record {record}: {what}; restore the record from version control (e.g. git checkout -- "
-                      f"{record}), or delete that record folder to train the run again")
+    return ValueError(
+        f"record {record}: {what}; restore the record from version control (e.g. git checkout -- "
+        f"{record}), or delete that record folder to train the run again"
+    )
 
 
 def _check_metrics(record: Path, predictions: str, key: str, metrics: dict) -> None:
@@ -112,10 +117,17 @@ def _check_metrics(record: Path, predictions: str, key: str, metrics: dict) -> N
     except (ValueError, OSError) as e:
         raise _refuse(record, f"{predictions} cannot be read ({type(e).__name__}): it is damaged") from None
     for name, value in stored.items():
-        if isinstance(value, (int, float)) and math.isfinite(value) and name in recomputed and not math.isclose(
-                recomputed[name], value, rel_tol=METRICS_RTOL, abs_tol=1e-12):
-            raise _refuse(record, f"{name} recomputed from its {predictions} is {recomputed[name]:.6g} but its "
-                                  f"metrics.json says {value:.6g}: the predictions were changed or damaged")
+        if (
+            isinstance(value, (int, float))
+            and math.isfinite(value)
+            and name in recomputed
+            and not math.isclose(recomputed[name], value, rel_tol=METRICS_RTOL, abs_tol=1e-12)
+        ):
+            raise _refuse(
+                record,
+                f"{name} recomputed from its {predictions} is {recomputed[name]:.6g} but its "
+                f"metrics.json says {value:.6g}: the predictions were changed or damaged",
+            )
 
 
 def verify_record(record: "str | Path") -> bool:
@@ -132,10 +144,12 @@ def verify_record(record: "str | Path") -> bool:
         raise _refuse(record, "metrics.json is missing or not JSON")
     hashes = read_json(record / HASHES_FILE)
     if hashes is None:
-        raise ValueError(f"record {record}: {HASHES_FILE} is missing, so its files cannot be checked (a record without "
-                         "hashes is never used): record the run again from its finished run folder (harness run "
-                         "EXPERIMENT --sync-records, with the run in runs/), restore the record from version control, "
-                         "or delete the record folder to train the run again")
+        raise ValueError(
+            f"record {record}: {HASHES_FILE} is missing, so its files cannot be checked (a record without "
+            "hashes is never used): record the run again from its finished run folder (harness run "
+            "EXPERIMENT --sync-records, with the run in runs/), restore the record from version control, "
+            "or delete the record folder to train the run again"
+        )
     files = hashes.get("files") if hashes.get("format") == HASHES_FORMAT else None
     if not isinstance(files, dict) or "predictions.npz" not in files:
         raise _refuse(record, f"{HASHES_FILE} is not a record's hash list")
@@ -144,15 +158,22 @@ def verify_record(record: "str | Path") -> bool:
         raise _refuse(record, f"{', '.join(unhashed)} not in {HASHES_FILE}: a file the record holds must be hashed")
     for name, digest in files.items():
         if name not in RECORD_FILES or not (record / name).is_file() or _sha256(record / name) != digest:
-            raise _refuse(record, f"{quote(str(name), 40)} does not match the SHA-256 written with the record: it "
-                                  "was changed or damaged after the record was saved")
+            raise _refuse(
+                record,
+                f"{quote(str(name), 40)} does not match the SHA-256 written with the record: it "
+                "was changed or damaged after the record was saved",
+            )
     _check_metrics(record, "predictions.npz", "metrics", metrics)
     _check_metrics(record, "heldout_predictions.npz", "heldout_metrics", metrics)
     return True
 
 
-def restore_record(record: "str | Path", run_dir: "str | Path", expected: Optional[str] = None,
-                   same: Optional[Callable[[str, str], bool]] = None) -> bool:
+def restore_record(
+    record: "str | Path",
+    run_dir: "str | Path",
+    expected: Optional[str] = None,
+    same: Optional[Callable[[str, str], bool]] = None,
+) -> bool:
     """Recreate a finished run folder from its record (:func:`save_record`) when the folder holds no finished run;
     returns whether it did. The record is verified first (:func:`verify_record`), its ``config.yaml`` takes ``run_dir`` as ``output_dir``, and the run then counts as done
     (``harness.upstream.train``).
@@ -170,11 +191,14 @@ def restore_record(record: "str | Path", run_dir: "str | Path", expected: Option
     config = _with_output_dir((record / "config.yaml").read_text(), str(run_dir))
     if expected is not None:  # same(saved, planned): the caller's rule (the stage that writes the configs knows it)
         if not (same or (lambda a, b: a == b))(config, expected):
-            diff = "".join(difflib.unified_diff(config.splitlines(True), expected.splitlines(True), "record",
-                                                "planned", n=0))
-            raise ValueError(f"record {record} holds a run of another config than this experiment plans for "
-                             f"{run_dir.name}:\n{quote(diff, 1500)}\nmove that record folder away (the run then trains "
-                             "again), or set the experiment back to the settings it was recorded with")
+            diff = "".join(
+                difflib.unified_diff(config.splitlines(True), expected.splitlines(True), "record", "planned", n=0)
+            )
+            raise ValueError(
+                f"record {record} holds a run of another config than this experiment plans for "
+                f"{run_dir.name}:\n{quote(diff, 1500)}\nmove that record folder away (the run then trains "
+                "again), or set the experiment back to the settings it was recorded with"
+            )
     run_dir.mkdir(parents=True, exist_ok=True)
     for name in RECORD_FILES:
         if (record / name).is_file() and name not in ("metrics.json", "config.yaml"):

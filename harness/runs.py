@@ -16,7 +16,7 @@ import hashlib
 import json
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterator, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, Sequence
 
 import numpy as np
 import torch
@@ -58,8 +58,10 @@ def ensemble_members(ens_dir: "str | Path") -> "list[Path]":
     """
     spec = ensemble_spec(ens_dir)
     if not spec or not spec.get("members"):
-        raise FileNotFoundError(f"{str(ens_dir)!r} is not an ensemble folder (no ensemble.json listing members); "
-                                "build it with harness ensemble")
+        raise FileNotFoundError(
+            f"{str(ens_dir)!r} is not an ensemble folder (no ensemble.json listing members); "
+            "build it with harness ensemble"
+        )
     return [Path(m) for m in spec["members"]]
 
 
@@ -71,8 +73,9 @@ def run_config(run_dir: "str | Path") -> dict:
     """
     path = Path(run_dir) / "config.yaml"
     if not path.is_file():
-        raise FileNotFoundError(f"{str(run_dir)!r} is not a run folder (no config.yaml); pass the folder that "
-                                "harness upstream wrote")
+        raise FileNotFoundError(
+            f"{str(run_dir)!r} is not a run folder (no config.yaml); pass the folder that harness upstream wrote"
+        )
     return OmegaConf.to_container(OmegaConf.load(path), resolve=True)
 
 
@@ -152,8 +155,13 @@ def data_from_file(path: "str | Path", overrides: "tuple[str, ...]" = ()) -> Dat
     return load_config(DataConfig, None, list(overrides), base=read_settings(path).get("data", {}))
 
 
-def eval_batches(model: "Classifier", data: DataConfig, split: Optional[str] = None, device: str = "cpu",
-                 base: Optional[ImageDataset] = None) -> "Iterator[tuple[torch.Tensor, np.ndarray, np.ndarray]]":
+def eval_batches(
+    model: "Classifier",
+    data: DataConfig,
+    split: Optional[str] = None,
+    device: str = "cpu",
+    base: Optional[ImageDataset] = None,
+) -> "Iterator[tuple[torch.Tensor, np.ndarray, np.ndarray]]":
     """Pre-logit features ``[B, D]``, targets and indices of ``split`` (default: the eval split; or
     the already-read ``base``), computed by ``model.backbone`` in eval mode, batch by batch, through
     the evaluation loader upstream training uses (:func:`harness.data.batched.make_loader`), so
@@ -170,8 +178,15 @@ def eval_batches(model: "Classifier", data: DataConfig, split: Optional[str] = N
             yield model.pre_logits(x.to(device)), np.asarray(y), np.asarray(idx)
 
 
-def predict_model(model: "Classifier", data: DataConfig, split: Optional[str] = None, device: str = "cpu",
-                  source: str = "", base: Optional[ImageDataset] = None, steps: "Optional[Steps]" = None) -> Predictions:
+def predict_model(
+    model: "Classifier",
+    data: DataConfig,
+    split: Optional[str] = None,
+    device: str = "cpu",
+    source: str = "",
+    base: Optional[ImageDataset] = None,
+    steps: "Optional[Steps]" = None,
+) -> Predictions:
     """``model``'s predictions on a split of ``data`` (default: its evaluation split; or the already-read ``base``);
     ``steps`` (:class:`harness.progress.Steps`) says the images done and the time left every 10 s.
 
@@ -180,9 +195,11 @@ def predict_model(model: "Classifier", data: DataConfig, split: Optional[str] = 
     """
     base = base if base is not None else build_split(data, split or data.eval_split)
     if model.head.num_classes != len(base.class_names):
-        raise ValueError(f"{source or 'the model'} has {model.head.num_classes} classes but the data "
-                         f"({base.description}) has {len(base.class_names)}: the model is not one of this data's; "
-                         "pass the run's own model.pt (or data with that many classes)")
+        raise ValueError(
+            f"{source or 'the model'} has {model.head.num_classes} classes but the data "
+            f"({base.description}) has {len(base.class_names)}: the model is not one of this data's; "
+            "pass the run's own model.pt (or data with that many classes)"
+        )
     logits, targets, index = [], [], []
     batches = eval_batches(model, data, device=device, base=base)
     if steps is not None:
@@ -191,12 +208,19 @@ def predict_model(model: "Classifier", data: DataConfig, split: Optional[str] = 
         logits.append(model.head(feats).float().cpu().numpy())
         targets.append(y)
         index.append(idx)
-    return Predictions(np.concatenate(logits).astype(np.float64), np.concatenate(targets), np.concatenate(index),
-                       base.class_names, model.head.link, source)
+    return Predictions(
+        np.concatenate(logits).astype(np.float64),
+        np.concatenate(targets),
+        np.concatenate(index),
+        base.class_names,
+        model.head.link,
+        source,
+    )
 
 
-def predict_checkpoint(run_dir: "str | Path", data: Optional[DataConfig] = None, split: Optional[str] = None,
-                        device: str = "cpu") -> Predictions:
+def predict_checkpoint(
+    run_dir: "str | Path", data: Optional[DataConfig] = None, split: Optional[str] = None, device: str = "cpu"
+) -> Predictions:
     """Load ``run_dir/model.pt`` and predict on a split (default: the run's own evaluation split).
 
     Only this one model is in memory; its predictions are returned.
@@ -217,8 +241,10 @@ def _check_distinct(members: "list[Path]") -> None:
     for m in members:
         key = m.resolve()
         if key in seen:
-            raise ValueError(f"member {str(m)!r} is given twice (also as {str(seen[key])!r}); an ensemble counts "
-                             "each model once: remove the repeat")
+            raise ValueError(
+                f"member {str(m)!r} is given twice (also as {str(seen[key])!r}); an ensemble counts "
+                "each model once: remove the repeat"
+            )
         seen[key] = m
 
 
@@ -228,8 +254,10 @@ def _check_distinct_predictions(preds: "list[Predictions]") -> None:
     for p in preds:
         key = hashlib.sha1(np.ascontiguousarray(p.logits).tobytes()).hexdigest()
         if key in seen:
-            raise ValueError(f"members {seen[key].source} and {p.source} have identical predictions: the same model "
-                             "twice (a copied run folder, or the same seed and config); ensemble distinct runs")
+            raise ValueError(
+                f"members {seen[key].source} and {p.source} have identical predictions: the same model "
+                "twice (a copied run folder, or the same seed and config); ensemble distinct runs"
+            )
         seen[key] = p
 
 
@@ -253,20 +281,30 @@ def check_ensemble_out(out: "str | Path", overwrite: bool = False) -> Path:
     if not out.is_dir() or ours or not any(out.iterdir()):
         return out
     if (out / "config.yaml").is_file() or (out / "model.pt").is_file():
-        raise ValueError(f"--out {out} is a run folder: an ensemble there would replace the run's predictions; "
-                         "choose another --out")
+        raise ValueError(
+            f"--out {out} is a run folder: an ensemble there would replace the run's predictions; choose another --out"
+        )
     if not overwrite:
-        raise ValueError(f"--out {out} exists and holds files no ensemble wrote (no ensemble.json): choose another "
-                         "--out, or give --overwrite to add the ensemble's files beside them")
+        raise ValueError(
+            f"--out {out} exists and holds files no ensemble wrote (no ensemble.json): choose another "
+            "--out, or give --overwrite to add the ensemble's files beside them"
+        )
     taken = [n for n in ENSEMBLE_FILES if (out / n).exists()]
     if taken:
-        raise ValueError(f"--out {out} holds {', '.join(taken)} that no ensemble wrote: even with --overwrite an "
-                         "ensemble does not replace them; choose another --out")
+        raise ValueError(
+            f"--out {out} holds {', '.join(taken)} that no ensemble wrote: even with --overwrite an "
+            "ensemble does not replace them; choose another --out"
+        )
     return out
 
 
-def build_ensemble(members: Sequence["str | Path"], out: "str | Path", from_checkpoints: bool = False,
-                   repredict: Optional[Callable[[Path], Predictions]] = None, overwrite: bool = False) -> dict:
+def build_ensemble(
+    members: Sequence["str | Path"],
+    out: "str | Path",
+    from_checkpoints: bool = False,
+    repredict: Optional[Callable[[Path], Predictions]] = None,
+    overwrite: bool = False,
+) -> dict:
     """Ensemble run folders and write ``out/predictions.npz``, ``out/heldout_predictions.npz`` (when
     every member has held-out predictions) and, last, ``out/ensemble.json``; a previous ensemble's
     held-out predictions in ``out`` are removed (its ``shift/`` sets no longer match the members and are
@@ -295,8 +333,10 @@ def build_ensemble(members: Sequence["str | Path"], out: "str | Path", from_chec
     _check_distinct(members)
     out = Path(out)
     if any(out.resolve() == m.resolve() for m in members):
-        raise ValueError(f"the ensemble folder {str(out)!r} is one of the members: writing there would replace the "
-                         "member's predictions; choose another --out")
+        raise ValueError(
+            f"the ensemble folder {str(out)!r} is one of the members: writing there would replace the "
+            "member's predictions; choose another --out"
+        )
     out = check_ensemble_out(out, overwrite)
     check_writable(out, f"--out {out}", "--out ...")
     methods = sorted({run_method(m) for m in members})  # every member is a run folder, before any re-prediction
@@ -308,15 +348,22 @@ def build_ensemble(members: Sequence["str | Path"], out: "str | Path", from_chec
     if held is not None:
         check_compatible([replace(h, source=f"{h.source} (held-out)") for h in held])
     summary = summarize(preds)
-    spec = {"schema": "harness.ensemble/1", "method": "+".join(methods),
-            "members": [str(m.resolve()) for m in members], "from_checkpoints": from_checkpoints,
-            "data": run_summary(members[0]).get("eval_data", ""), "summary": summary, **provenance()}
+    spec = {
+        "schema": "harness.ensemble/1",
+        "method": "+".join(methods),
+        "members": [str(m.resolve()) for m in members],
+        "from_checkpoints": from_checkpoints,
+        "data": run_summary(members[0]).get("eval_data", ""),
+        "summary": summary,
+        **provenance(),
+    }
     text = json.dumps(spec, indent=1)
 
     # everything is read and checked: write, the marker of the folder's owner first, ensemble.json last
     ours = (out / "ensemble.json").is_file() or (out / ENSEMBLE_MARKER).is_file()
-    atomic_write_text(out / ENSEMBLE_MARKER, "harness.ensemble/1: this folder's ensemble files are written by "
-                                             "harness ensemble\n")
+    atomic_write_text(
+        out / ENSEMBLE_MARKER, "harness.ensemble/1: this folder's ensemble files are written by harness ensemble\n"
+    )
     average(preds, str(out)).save(out / "predictions.npz")
     if held is not None:
         average(held, str(out)).save(out / "heldout_predictions.npz")
@@ -340,8 +387,10 @@ def clean_heldout(preds: Predictions, run_dir: "str | Path") -> Optional[Predict
         return None
     clean = np.asarray(build_split(clean_data(data), data.heldout_split).labels)
     if preds.index.max(initial=-1) >= len(clean):
-        raise ValueError(f"held-out predictions of {run_dir} index past the clean split ({len(clean)} examples): "
-                         "they were made on other data")
+        raise ValueError(
+            f"held-out predictions of {run_dir} index past the clean split ({len(clean)} examples): "
+            "they were made on other data"
+        )
     return replace(preds, targets=clean[preds.index], source=f"{preds.source} (clean labels)")
 
 
@@ -362,12 +411,15 @@ def check_model_classes(model_pt: "str | Path", num_classes: int, what: str = "i
 
     k = read_checkpoint(model_pt)["config"].get("num_classes")
     if k != num_classes:
-        raise ValueError(f"{model_pt} has {k} classes but {what} have {num_classes}: the model.pt is not this run's; put "
-                         "the run's own model.pt back (or rerun harness upstream)")
+        raise ValueError(
+            f"{model_pt} has {k} classes but {what} have {num_classes}: the model.pt is not this run's; put "
+            "the run's own model.pt back (or rerun harness upstream)"
+        )
 
 
-def covariance_analysis(het_run: "str | Path", hom_run: "Optional[str | Path]", hom_preds: Optional[Predictions],
-                        top: int = 10) -> dict:
+def covariance_analysis(
+    het_run: "str | Path", hom_run: "Optional[str | Path]", hom_preds: Optional[Predictions], top: int = 10
+) -> dict:
     """The covariance analysis (paper Sec. 4.1: Table 4's top pairs, Figure 2's ranks, and the test of the learned
     noise against the label-noise transition; :mod:`harness.uncertainty.covariance`) of the het run ``het_run``
     (its ``model.pt`` on its evaluation split), with Figure 2's ranks against the hom run's predictions
@@ -391,9 +443,15 @@ def covariance_analysis(het_run: "str | Path", hom_run: "Optional[str | Path]", 
     check_model_classes(het_run / "model.pt", len(het_preds.class_names), f"{het_run / 'predictions.npz'}")
     model = load_model(het_run / "model.pt")
     with_hom = hom_preds is not None
-    result = analyse(model.head, eval_batches(model, data_config(het_run)), het_preds.class_names, top,
-                     het_preds.logits if with_hom else None, hom_preds.logits if with_hom else None,
-                     het_preds.index if with_hom else None)
+    result = analyse(
+        model.head,
+        eval_batches(model, data_config(het_run)),
+        het_preds.class_names,
+        top,
+        het_preds.logits if with_hom else None,
+        hom_preds.logits if with_hom else None,
+        het_preds.index if with_hom else None,
+    )
     result.update(het_run=str(het_run), hom_run=str(hom_run) if hom_run is not None else None)
     if result["ranks"]:
         result.update(rank_summary(result["ranks"], result["mean_logit_ranks"], result["num_classes"]))
@@ -403,3 +461,30 @@ def covariance_analysis(het_run: "str | Path", hom_run: "Optional[str | Path]", 
         result["transition_test"] = transition_test(transition, result["pair_noise"])
     return result
 
+
+def export_run(run_dir: "str | Path", out: "str | Path", **kwargs: Any) -> Path:
+    """Export a run folder's ``model.pt`` with ``save_pretrained``: ``trained_on`` from its ``config.yaml`` data
+    section (:data:`harness.hub.DATA_KEYS`, no paths), ``metrics`` from its ``metrics.json`` (and ``heldout_metrics`` as
+    ``heldout_<name>``), the class names of its ``run.json`` as timm's ``label_names``; ``kwargs`` as
+    ``save_pretrained`` (``push_to_hub=True, repo_id=...``).
+
+    Raises:
+        FileNotFoundError: not a run folder. ValueError: see :meth:`harness.models.Classifier.save_pretrained`.
+    """
+    from harness.hub import DATA_KEYS
+    from harness.models import load_model
+
+    run_dir = Path(run_dir)
+    model = load_model(run_dir / "model.pt")  # a FileNotFoundError names a folder without model.pt
+    data = OmegaConf.to_container(OmegaConf.load(run_dir / "config.yaml"), resolve=True).get("data") or {}
+    trained_on = {k: data[k] for k in DATA_KEYS if k in data}
+    if "image_size" not in trained_on:
+        trained_on["image_size"] = 32
+    recorded = read_json(run_dir / "metrics.json") or {}
+    metrics = dict(recorded.get("metrics") or {})
+    metrics.update({f"heldout_{k}": v for k, v in (recorded.get("heldout_metrics") or {}).items()})
+    names = (read_json(run_dir / "run.json") or {}).get("class_names")
+    if names:
+        model.card_info["label_names"] = [str(n) for n in names]
+    model.save_pretrained(out, trained_on=trained_on, metrics=metrics, **kwargs)
+    return Path(out)

@@ -18,10 +18,20 @@ from typing import TYPE_CHECKING, Optional
 import torch
 from torch import nn
 
+from harness.backbone_sources import hub_config, offline_mode, source_backbone, source_spec
 from harness.weights import (
-    HF_HUB_PREFIX, LOCAL_DIR_PREFIX, TIMM_PREFIX, TORCHVISION_PREFIX, TORCHVISION_PREPROCESSING, check_finite,
-    check_timm_name, hub_config, load_weights, offline_mode, read_state, source_backbone, source_spec,
-    split_torchvision, timm_preprocessing, torchvision_model,
+    HF_HUB_PREFIX,
+    LOCAL_DIR_PREFIX,
+    TIMM_PREFIX,
+    TORCHVISION_PREFIX,
+    TORCHVISION_PREPROCESSING,
+    check_finite,
+    check_timm_name,
+    load_weights,
+    read_state,
+    split_torchvision,
+    timm_preprocessing,
+    torchvision_model,
 )
 
 if TYPE_CHECKING:
@@ -38,9 +48,9 @@ def export_source(source: str, offline: Optional[bool] = None) -> Optional[str]:
     (a folder whose ``config.json`` has a ``harness`` section; ``local-dir:`` / ``hf-hub:`` spellings too), else None.
 
     Raises:
-        ValueError: a folder that holds no ``config.json``; an unreadable one (see :func:`harness.weights.hub_config`).
+        ValueError: a folder that holds no ``config.json``; an unreadable one (see :func:`harness.backbone_sources.hub_config`).
     """
-    name = str(source)[len(TIMM_PREFIX):] if str(source).startswith(TIMM_PREFIX) else str(source)
+    name = str(source)[len(TIMM_PREFIX) :] if str(source).startswith(TIMM_PREFIX) else str(source)
     if not _named(name):
         if not Path(name).is_dir():
             return None
@@ -50,7 +60,7 @@ def export_source(source: str, offline: Optional[bool] = None) -> Optional[str]:
     config, folder = hub_config(name, offline)
     if "harness" not in config:
         return None
-    return str(folder) if name.startswith(LOCAL_DIR_PREFIX) else name[len(HF_HUB_PREFIX):]
+    return str(folder) if name.startswith(LOCAL_DIR_PREFIX) else name[len(HF_HUB_PREFIX) :]
 
 
 def load_classifier(source: str, num_classes: int, weights: "Optional[str | os.PathLike]" = None) -> "Classifier":
@@ -73,24 +83,32 @@ def load_classifier(source: str, num_classes: int, weights: "Optional[str | os.P
 
     if not str(source).startswith((TIMM_PREFIX, TORCHVISION_PREFIX)):
         if weights is not None:
-            raise ValueError(f"--weights goes with a timm:NAME or torchvision:NAME source; {source!r} is a harness "
-                             "model, which holds its own weights")
+            raise ValueError(
+                f"--weights goes with a timm:NAME or torchvision:NAME source; {source!r} is a harness "
+                "model, which holds its own weights"
+            )
         export = export_source(source)
         model = Classifier.from_pretrained(export) if export else load_model(source)
         check_finite(model.state_dict(), str(source))
         if model.config.num_classes != num_classes:
-            raise ValueError(f"{source} predicts {model.config.num_classes} classes and the data has {num_classes}: "
-                             "give the data the model was trained on")
+            raise ValueError(
+                f"{source} predicts {model.config.num_classes} classes and the data has {num_classes}: "
+                "give the data the model was trained on"
+            )
         return model
     if weights is None:
-        raise ValueError(f"{source} needs --weights FILE: a state dict with its classifier trained on the data's "
-                         f"{num_classes} classes")
+        raise ValueError(
+            f"{source} needs --weights FILE: a state dict with its classifier trained on the data's "
+            f"{num_classes} classes"
+        )
     state = read_state(weights)
     what = f"{weights} ({source} with {num_classes} classes)"
-    fix = (f"give weights whose classifier has the data's {num_classes} classes, or the data the model was trained "
-           "on (--data, or data overrides)")
+    fix = (
+        f"give weights whose classifier has the data's {num_classes} classes, or the data the model was trained "
+        "on (--data, or data overrides)"
+    )
     if str(source).startswith(TORCHVISION_PREFIX):
-        name = str(source)[len(TORCHVISION_PREFIX):]
+        name = str(source)[len(TORCHVISION_PREFIX) :]
         net = torchvision_model(name, num_classes=num_classes)
         load_weights(net, state, source=what, fix=fix)
         backbone, linear = split_torchvision(net, name)
@@ -98,14 +116,16 @@ def load_classifier(source: str, num_classes: int, weights: "Optional[str | os.P
     else:
         import timm
 
-        name = str(source)[len(TIMM_PREFIX):]
+        name = str(source)[len(TIMM_PREFIX) :]
         check_timm_name(name)
         net = timm.create_model(name, pretrained=False, num_classes=num_classes)
         load_weights(net, state, source=what, fix=fix)
         linear = net.get_classifier()
         if not isinstance(linear, nn.Linear):
-            raise ValueError(f"{source}'s output layer is a {type(linear).__name__}, not a linear layer: this model "
-                             "cannot become a harness classifier; fine-tune it with harness downstream instead")
+            raise ValueError(
+                f"{source}'s output layer is a {type(linear).__name__}, not a linear layer: this model "
+                "cannot become a harness classifier; fine-tune it with harness downstream instead"
+            )
         prep = timm_preprocessing(net)
         net.reset_classifier(0)
         backbone = net
@@ -113,13 +133,27 @@ def load_classifier(source: str, num_classes: int, weights: "Optional[str | os.P
     with torch.no_grad():
         head.loc.weight.copy_(linear.weight)
         head.loc.bias.copy_(linear.bias if linear.bias is not None else torch.zeros(num_classes))
-    return Classifier(backbone, head, ModelConfig(str(source).split(":", 1)[1] if str(source).startswith(TIMM_PREFIX)
-                                                  else str(source), num_classes, {"covariance": "none"}, {}, prep))
+    return Classifier(
+        backbone,
+        head,
+        ModelConfig(
+            str(source).split(":", 1)[1] if str(source).startswith(TIMM_PREFIX) else str(source),
+            num_classes,
+            {"covariance": "none"},
+            {},
+            prep,
+        ),
+    )
 
 
-def load_source(source: str, weights: "Optional[str | os.PathLike]" = None, random_init: bool = False,
-                num_classes: Optional[int] = None, head: Optional[dict] = None,
-                offline: Optional[bool] = None) -> "Classifier":
+def load_source(
+    source: str,
+    weights: "Optional[str | os.PathLike]" = None,
+    random_init: bool = False,
+    num_classes: Optional[int] = None,
+    head: Optional[dict] = None,
+    offline: Optional[bool] = None,
+) -> "Classifier":
     """A model from any source, checked before any work:
 
     - a harness ``model.pt``, or a folder written by ``Classifier.save_pretrained`` (also spelled
@@ -153,17 +187,22 @@ def load_source(source: str, weights: "Optional[str | os.PathLike]" = None, rand
     """
     from harness.models import Classifier, ModelConfig, fresh_head, load_model, replace_head
 
-    if num_classes is not None and (isinstance(num_classes, bool) or int(num_classes) != num_classes
-                                    or num_classes < 1):
-        raise ValueError(f"num_classes must be a whole number >= 1 (the classes of the head to train), got "
-                         f"{num_classes!r}")
+    if num_classes is not None and (
+        isinstance(num_classes, bool) or int(num_classes) != num_classes or num_classes < 1
+    ):
+        raise ValueError(
+            f"num_classes must be a whole number >= 1 (the classes of the head to train), got {num_classes!r}"
+        )
     export = export_source(source, offline)
     if export or not _named(source):
         if weights is not None:
-            raise ValueError(f"--weights goes with a timm:NAME or torchvision:NAME source; {source!r} is a harness "
-                             "model, which holds its own weights")
-        model = (Classifier.from_pretrained(export, local_files_only=offline_mode(offline)) if export
-                 else load_model(source))
+            raise ValueError(
+                f"--weights goes with a timm:NAME or torchvision:NAME source; {source!r} is a harness "
+                "model, which holds its own weights"
+            )
+        model = (
+            Classifier.from_pretrained(export, local_files_only=offline_mode(offline)) if export else load_model(source)
+        )
         if num_classes is None or num_classes == model.config.num_classes:
             return model
         return replace_head(model, num_classes, **(head or {}))
@@ -171,5 +210,8 @@ def load_source(source: str, weights: "Optional[str | os.PathLike]" = None, rand
     width = int(getattr(backbone, "head_hidden_size", None) or backbone.num_features)
     head_cfg = {"covariance": "none", "link": "softmax", **(head or {})}
     name, kwargs = source_spec(source, backbone)
-    return Classifier(backbone, fresh_head(width, num_classes or 1, head_cfg),
-                      ModelConfig(name, num_classes or 1, head_cfg, kwargs, prep))
+    return Classifier(
+        backbone,
+        fresh_head(width, num_classes or 1, head_cfg),
+        ModelConfig(name, num_classes or 1, head_cfg, kwargs, prep),
+    )

@@ -15,7 +15,7 @@ import difflib
 import json
 import os
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import torch
 from torch import nn
@@ -25,8 +25,10 @@ TORCHVISION_PREFIX = "torchvision:"
 #: timm's spellings of a Hugging Face hub repository and of a local folder holding ``config.json`` + weights
 HF_HUB_PREFIX, LOCAL_DIR_PREFIX = "hf-hub:", "local-dir:"
 #: what a weights file must be, said in every error about one
-WEIGHTS_FIX = ("give a state dict (a dict of tensors) saved by torch.save (.pth, .pt) or safetensors.torch.save_file "
-               "(.safetensors), or, for timm models that read one (BiT, ViT), their original .npz")
+WEIGHTS_FIX = (
+    "give a state dict (a dict of tensors) saved by torch.save (.pth, .pt) or safetensors.torch.save_file "
+    "(.safetensors), or, for timm models that read one (BiT, ViT), their original .npz"
+)
 #: the largest ``config.json`` read (a model's config is a few kB)
 CONFIG_LIMIT = 1 << 20
 
@@ -45,32 +47,19 @@ def check_timm_name(name: str) -> None:
         raise ValueError(f"unknown backbone {name!r}: not a timm model (see timm.list_models()).{hint}")
 
 
-def create_backbone(name: str, pretrained_file: Optional[str] = None, **kwargs: Any) -> nn.Module:
-    """``timm.create_model(name, num_classes=0, ...)`` (random weights) with a clear error for unknown names; with
-    ``pretrained_file`` the weights of that file, loaded as :func:`source_backbone` loads them.
-
-    Raises:
-        ValueError: the name is not a timm model (the message lists close matches); see :func:`read_state`.
-    """
-    name = name[len(TIMM_PREFIX):] if name.startswith(TIMM_PREFIX) else name
-    if name.startswith(TORCHVISION_PREFIX):
-        if pretrained_file is not None or kwargs:
-            raise ValueError(f"{name}: torchvision backbones take no pretrained_file or backbone_kwargs; load weights "
-                             "with harness.sources.load_source(name, weights)")
-        return _torchvision_backbone(name[len(TORCHVISION_PREFIX):])
-    if pretrained_file is not None:
-        if not Path(pretrained_file).is_file():
-            raise ValueError(f"pretrained_file {pretrained_file!r} does not exist; give a local weights file")
-        return _timm_with_weights(name, Path(pretrained_file), **kwargs)
-    import timm  # imported lazily: it pulls in torchvision
-
-    check_timm_name(name)
-    return timm.create_model(name, pretrained=False, num_classes=0, **kwargs)
-
-
 #: safetensors' dtype codes by torch's names (the header of a file, read without loading its tensors)
-_SAFETENSORS_DTYPES = {"F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bfloat16", "I64": "int64",
-                       "I32": "int32", "I16": "int16", "I8": "int8", "U8": "uint8", "BOOL": "bool"}
+_SAFETENSORS_DTYPES = {
+    "F64": "float64",
+    "F32": "float32",
+    "F16": "float16",
+    "BF16": "bfloat16",
+    "I64": "int64",
+    "I32": "int32",
+    "I16": "int16",
+    "I8": "int8",
+    "U8": "uint8",
+    "BOOL": "bool",
+}
 
 
 def _kind(dtype: "torch.dtype | str") -> str:
@@ -92,16 +81,23 @@ def check_dtypes(own: "dict[str, torch.Tensor]", given: "dict[str, torch.dtype |
 
     bad = [(k, given[k], v.dtype) for k, v in own.items() if k in given and _kind(given[k]) != _kind(v.dtype)]
     if bad:
-        shown = ", ".join(f"{k} is {str(g).removeprefix('torch.')}, the model's is {str(o).removeprefix('torch.')}"
-                          for k, g, o in bad[:3])
-        raise ValueError(f"weights in {source}: {len(bad)} tensor(s) of another kind than the model's ({quote(shown, 200)}"
-                         "): they would be cast silently; give the weights as saved by the training (floating-point "
-                         "parameters), not an integer or quantised copy")
+        shown = ", ".join(
+            f"{k} is {str(g).removeprefix('torch.')}, the model's is {str(o).removeprefix('torch.')}"
+            for k, g, o in bad[:3]
+        )
+        raise ValueError(
+            f"weights in {source}: {len(bad)} tensor(s) of another kind than the model's ({quote(shown, 200)}"
+            "): they would be cast silently; give the weights as saved by the training (floating-point "
+            "parameters), not an integer or quantised copy"
+        )
 
 
-def load_weights(model: nn.Module, state_dict: dict, source: str = "state_dict",
-                 fix: str = "build the model with the config the checkpoint was written with "
-                            "(harness.models.load_model does)") -> None:
+def load_weights(
+    model: nn.Module,
+    state_dict: dict,
+    source: str = "state_dict",
+    fix: str = "build the model with the config the checkpoint was written with (harness.models.load_model does)",
+) -> None:
     """``load_state_dict(strict=True)`` with an error that says what does not match (the first missing and
     unexpected keys, the shapes that differ) and ``fix``.
 
@@ -119,8 +115,10 @@ def load_weights(model: nn.Module, state_dict: dict, source: str = "state_dict",
         if unexpected:
             parts.append(f"unexpected {unexpected[:5]}{'...' if len(unexpected) > 5 else ''}")
         if shapes:
-            parts.append("shape mismatch " + ", ".join(f"{k}: {tuple(state_dict[k].shape)} vs {tuple(own[k].shape)}"
-                                                       for k in shapes[:5]))
+            parts.append(
+                "shape mismatch "
+                + ", ".join(f"{k}: {tuple(state_dict[k].shape)} vs {tuple(own[k].shape)}" for k in shapes[:5])
+            )
         raise ValueError(f"weights in {source} do not fit the model ({'; '.join(parts)}); {fix}")
     check_dtypes(own, {k: v.dtype for k, v in state_dict.items()}, source)
     model.load_state_dict(state_dict, strict=True)
@@ -128,8 +126,12 @@ def load_weights(model: nn.Module, state_dict: dict, source: str = "state_dict",
 
 #: the normalisation of torchvision's ImageNet weights (their ``transforms()``: ImageNet mean and std, bilinear
 #: resize, centre crop 224 of 256)
-TORCHVISION_PREPROCESSING = {"mean": [0.485, 0.456, 0.406], "std": [0.229, 0.224, 0.225], "interpolation": "bilinear",
-                             "crop_pct": 0.875}
+TORCHVISION_PREPROCESSING = {
+    "mean": [0.485, 0.456, 0.406],
+    "std": [0.229, 0.224, 0.225],
+    "interpolation": "bilinear",
+    "crop_pct": 0.875,
+}
 
 
 #: the attribute holding a torchvision classifier's output layer, by family
@@ -142,8 +144,10 @@ def torchvision_model(name: str, **kwargs: Any) -> nn.Module:
 
     if name not in torchvision.models.list_models():
         close = difflib.get_close_matches(name, torchvision.models.list_models(), n=5, cutoff=0.6)
-        raise ValueError(f"unknown torchvision model {name!r} (see torchvision.models.list_models())."
-                         + (f" Did you mean {', '.join(close)}?" if close else ""))
+        raise ValueError(
+            f"unknown torchvision model {name!r} (see torchvision.models.list_models())."
+            + (f" Did you mean {', '.join(close)}?" if close else "")
+        )
     return torchvision.models.get_model(name, weights=None, **kwargs)
 
 
@@ -156,8 +160,9 @@ def split_torchvision(model: nn.Module, name: str) -> "tuple[nn.Module, nn.Linea
         ValueError: no such layer.
     """
     for attr in _TORCHVISION_HEADS:
-        linears = [n for n, m in model.named_modules() if (n == attr or n.startswith(attr + "."))
-                   and isinstance(m, nn.Linear)]
+        linears = [
+            n for n, m in model.named_modules() if (n == attr or n.startswith(attr + ".")) and isinstance(m, nn.Linear)
+        ]
         if linears:
             parent, _, child = linears[-1].rpartition(".")
             owner = model.get_submodule(parent) if parent else model
@@ -179,18 +184,6 @@ def _torchvision_backbone(name: str) -> nn.Module:
     return split_torchvision(torchvision_model(name), name)[0]
 
 
-def offline_mode(offline: Optional[bool] = None) -> bool:
-    """Whether weights by name come only from the local cache: ``offline`` when given (the user's flag), else the
-    environment's ``HF_HUB_OFFLINE`` (as huggingface_hub reads it: 1, ON, YES or TRUE), read now and as
-    ``huggingface_hub.constants.HF_HUB_OFFLINE`` (read when huggingface_hub was imported)."""
-    if offline is not None:
-        return bool(offline)
-    import huggingface_hub.constants as hub
-
-    env = os.environ.get("HF_HUB_OFFLINE", "").strip().upper()
-    return bool(hub.HF_HUB_OFFLINE) or env in ("1", "ON", "YES", "TRUE")
-
-
 def read_state(weights: "str | os.PathLike", what: str = "--weights") -> "dict[str, torch.Tensor]":
     """A state dict file read without running code: ``.safetensors``, or ``.pth``/``.pt``/``.bin`` through
     ``torch.load(weights_only=True)``; the EMA weights first and DDP / ``torch.compile`` prefixes removed, as timm's
@@ -209,10 +202,12 @@ def read_state(weights: "str | os.PathLike", what: str = "--weights") -> "dict[s
     if not path.is_file():
         raise FileNotFoundError(f"no weights file at {str(path)!r} ({what})")
     if path.suffix.lower() == ".npz":
-        raise ValueError(f"{str(path)!r} is a NumPy .npz archive: only the backbone of a timm model with its own .npz "
-                         "reader (BiT, ViT) takes one (harness downstream / fewshot --weights); give a state dict (a "
-                         "dict of tensors) saved by torch.save (.pth, .pt) or safetensors.torch.save_file "
-                         "(.safetensors)")
+        raise ValueError(
+            f"{str(path)!r} is a NumPy .npz archive: only the backbone of a timm model with its own .npz "
+            "reader (BiT, ViT) takes one (harness downstream / fewshot --weights); give a state dict (a "
+            "dict of tensors) saved by torch.save (.pth, .pt) or safetensors.torch.save_file "
+            "(.safetensors)"
+        )
     try:
         state = timm.models.load_state_dict(str(path), use_ema=True, weights_only=True)
     except Exception as e:  # noqa: BLE001 -- any failure to read means: not a weights file (never a traceback)
@@ -236,65 +231,11 @@ def check_finite(state: "dict[str, torch.Tensor]", source: str) -> None:
 
     bad = [k for k, v in state.items() if v.is_floating_point() and not finite(v)]
     if bad:
-        raise ValueError(f"{source}: {len(bad)} weight tensor(s) hold NaN or infinite values (first: "
-                         f"{quote(', '.join(bad[:3]), 120)}): a diverged training; give the weights of a finished "
-                         "training with finite values")
-
-
-def source_backbone(source: str, weights: "Optional[str | os.PathLike]" = None, random_init: bool = False,
-                    offline: Optional[bool] = None, **kwargs: Any) -> "tuple[nn.Module, dict]":
-    """The backbone (pooled features ``[B, D]``) of a ``timm:NAME`` (or bare timm name), ``hf-hub:ORG/NAME``,
-    ``local-dir:PATH`` or ``torchvision:NAME`` source with its weights, and its preprocessing
-    (:func:`timm_preprocessing`); see :func:`harness.sources.load_source`. ``kwargs`` go to ``timm.create_model``.
-
-    Raises:
-        FileNotFoundError: no such weights file.
-        ValueError: see :func:`harness.sources.load_source`.
-    """
-    if weights is not None and not Path(weights).is_file():
-        raise FileNotFoundError(f"no weights file at {str(weights)!r} (--weights)")
-    if str(source).startswith(TORCHVISION_PREFIX):
-        return _torchvision_backbone_with_weights(str(source), weights, random_init), dict(TORCHVISION_PREPROCESSING)
-    name = str(source)[len(TIMM_PREFIX):] if str(source).startswith(TIMM_PREFIX) else str(source)
-    if name.startswith((HF_HUB_PREFIX, LOCAL_DIR_PREFIX)):
-        if weights is not None:
-            raise ValueError(f"{source} holds its own weights: give no --weights (or give timm:NAME with --weights)")
-        backbone = _timm_hub_source(name, random_init, offline, **kwargs)
-    elif weights is not None:
-        backbone = _timm_with_weights(name, Path(weights), **kwargs)
-    elif random_init:
-        backbone = create_backbone(name, **kwargs)
-    else:
-        backbone = _timm_pretrained(name, offline, **kwargs)
-    return backbone, timm_preprocessing(backbone)
-
-
-def source_spec(source: str, backbone: nn.Module) -> "tuple[str, dict]":
-    """``(name, backbone_kwargs)`` that rebuild ``backbone`` of ``source`` (:class:`harness.models.ModelConfig`'s
-    ``backbone`` and ``backbone_kwargs``): for an ``hf-hub:`` / ``local-dir:`` source the timm architecture and the
-    ``model_args`` of its ``config.json`` (timm keeps them as ``pretrained_model_args``; its weights are loaded into
-    the rebuilt model afterwards); else the ``timm:`` name without its prefix, or the ``torchvision:NAME`` source."""
-    name = str(source)[len(TIMM_PREFIX):] if str(source).startswith(TIMM_PREFIX) else str(source)
-    if name.startswith((HF_HUB_PREFIX, LOCAL_DIR_PREFIX)):
-        args = getattr(backbone, "pretrained_model_args", None) or {}
-        return str(backbone.pretrained_cfg["architecture"]), dict(args)
-    return name, {}
-
-
-def _torchvision_backbone_with_weights(source: str, weights: "Optional[str | os.PathLike]",
-                                       random_init: bool) -> nn.Module:
-    """``torchvision:NAME`` with a state dict file (:func:`read_state`), loaded strictly with only the classifier
-    left out; see :func:`harness.sources.load_source`."""
-    backbone = create_backbone(source)
-    if weights is None and not random_init:
-        raise ValueError(f"{source} needs its weights: give --weights FILE (a torchvision state dict, .pth or "
-                         ".safetensors), or --random-init to start from random weights on purpose")
-    if weights is not None:
-        state = read_state(weights)
-        own = backbone.state_dict()
-        kept = {k: v for k, v in state.items() if k in own or k.split(".")[0] not in _TORCHVISION_HEADS}
-        load_weights(backbone, kept, source=f"{weights} ({source})")
-    return backbone
+        raise ValueError(
+            f"{source}: {len(bad)} weight tensor(s) hold NaN or infinite values (first: "
+            f"{quote(', '.join(bad[:3]), 120)}): a diverged training; give the weights of a finished "
+            "training with finite values"
+        )
 
 
 def classifier_names(model: nn.Module) -> "tuple[str, ...]":
@@ -318,71 +259,6 @@ def _drop_classifier(state: dict, model: nn.Module) -> dict:
     return {k: v for k, v in state.items() if k in own or not (prefixes and k.startswith(prefixes))}
 
 
-def _timm_with_weights(name: str, weights: Path, **kwargs: Any) -> nn.Module:
-    """``timm:NAME`` with ``weights`` loaded strictly: a state dict (:func:`read_state`: ``.safetensors``,
-    ``.pth``, ``.pt``) with only the file's classifier left out (:func:`_drop_classifier`), our key / shape report
-    when it does not fit; an original ``.npz`` (BiT, ViT) through timm's ``load_checkpoint``, which hands it to the
-    model's own reader."""
-    backbone = create_backbone(name, **kwargs)
-    if weights.suffix.lower() == ".npz":
-        import timm.models
-
-        try:
-            timm.models.load_checkpoint(backbone, str(weights))
-        except Exception as e:  # noqa: BLE001 -- a model without an .npz reader, or an archive it cannot read
-            raise ValueError(f"{str(weights)!r} cannot be read as the .npz weights of timm:{name} "
-                             f"({type(e).__name__}); {WEIGHTS_FIX}") from e
-        check_finite(backbone.state_dict(), str(weights))
-        return backbone
-    load_weights(backbone, _drop_classifier(read_state(weights), backbone), source=f"{weights} (timm:{name})")
-    return backbone
-
-
-def _cached_weights(name: str) -> "Optional[dict]":
-    """The ``pretrained_cfg_overlay`` pointing timm at the cached weights of registry name ``name`` (from the Hugging
-    Face cache, ``huggingface_hub.try_to_load_from_cache``, or timm's download folder under ``torch.hub.get_dir()``),
-    or None when they are not on this machine. Nothing is downloaded."""
-    import timm.models
-    from huggingface_hub import try_to_load_from_cache
-
-    cfg = timm.models.get_pretrained_cfg(name)
-    if cfg is None:
-        return None
-    found = None
-    if cfg.hf_hub_id:
-        for file in ([cfg.hf_hub_filename] if cfg.hf_hub_filename else ["model.safetensors", "pytorch_model.bin"]):
-            hit = try_to_load_from_cache(cfg.hf_hub_id, file)
-            if isinstance(hit, str):
-                found = hit
-                break
-    if found is None and cfg.url:
-        candidate = Path(torch.hub.get_dir()) / "checkpoints" / Path(cfg.url.split("?")[0]).name
-        found = str(candidate) if candidate.is_file() else None
-    return None if found is None else dict(file=found, custom_load=bool(cfg.custom_load) and found.endswith(".npz"))
-
-
-def _timm_pretrained(name: str, offline: Optional[bool] = None, **kwargs: Any) -> nn.Module:
-    """``timm:NAME`` with its published weights, as timm gets them: downloaded (or found in the cache) by
-    ``timm.create_model(pretrained=True)``; in offline mode (:func:`offline_mode`) only from the local cache."""
-    import timm
-
-    check_timm_name(name)  # an unknown name is refused first, with close matches
-    options = ("give a weights file with --weights FILE (.safetensors, .pth or a BiT .npz), or --random-init to start "
-               "from random weights on purpose")
-    if offline_mode(offline):
-        overlay = _cached_weights(name)
-        if overlay is None:
-            raise ValueError(f"no weights for timm:{name} on this machine (offline mode: HF_HUB_OFFLINE or "
-                             "offline=True; not in the timm / Hugging Face cache): unset HF_HUB_OFFLINE to let timm "
-                             f"download them, or {options}")
-        kwargs["pretrained_cfg_overlay"] = overlay
-    try:
-        return timm.create_model(name, pretrained=True, num_classes=0, **kwargs)
-    except Exception as e:  # noqa: BLE001 -- a failed download or an unreadable cache entry: say what to do
-        raise ValueError(f"no weights for timm:{name}: timm could not get them ({type(e).__name__}: no network, or "
-                         f"no published weights); {options}") from e
-
-
 def read_config_json(path: "str | os.PathLike") -> dict:
     """A model folder's ``config.json`` (at most :data:`CONFIG_LIMIT` bytes), as a dict.
 
@@ -391,78 +267,21 @@ def read_config_json(path: "str | os.PathLike") -> dict:
     """
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"no config.json at {str(path)!r}: give a folder written by save_pretrained, or a timm "
-                                "model folder (config.json with its weights)")
+        raise FileNotFoundError(
+            f"no config.json at {str(path)!r}: give a folder written by save_pretrained, or a timm "
+            "model folder (config.json with its weights)"
+        )
     if path.stat().st_size > CONFIG_LIMIT:
         raise ValueError(f"{str(path)!r} is over {CONFIG_LIMIT} bytes: not a model's config.json")
     try:
         config = json.loads(path.read_text(encoding="utf-8"))
     except (ValueError, UnicodeDecodeError) as e:
-        raise ValueError(f"{str(path)!r} is not valid JSON ({type(e).__name__}): give the config.json written with "
-                         "the model") from e
+        raise ValueError(
+            f"{str(path)!r} is not valid JSON ({type(e).__name__}): give the config.json written with the model"
+        ) from e
     if not isinstance(config, dict):
         raise ValueError(f"{str(path)!r} is not a JSON object: give the config.json written with the model")
     return config
-
-
-def hub_config(source: str, offline: Optional[bool] = None) -> "tuple[dict, Optional[Path]]":
-    """``(config.json, its folder)`` of an ``hf-hub:ORG/NAME`` or ``local-dir:PATH`` source (the hub's file through
-    ``huggingface_hub.hf_hub_download``: downloaded, or from the cache only in offline mode).
-
-    Raises:
-        ValueError: no such folder or repository, or no config.json (the message names the fix).
-    """
-    name = str(source)[len(TIMM_PREFIX):] if str(source).startswith(TIMM_PREFIX) else str(source)
-    if name.startswith(LOCAL_DIR_PREFIX):
-        folder = Path(name[len(LOCAL_DIR_PREFIX):]).expanduser()
-        if not folder.is_dir():
-            raise ValueError(f"{source}: no folder {str(folder)!r}; give local-dir:PATH of a folder holding "
-                             "config.json and the weights")
-        try:
-            return read_config_json(folder / "config.json"), folder
-        except FileNotFoundError as e:
-            raise ValueError(str(e)) from e
-    from huggingface_hub import hf_hub_download
-
-    repo = name[len(HF_HUB_PREFIX):]
-    try:
-        path = Path(hf_hub_download(repo, "config.json", local_files_only=offline_mode(offline)))
-    except Exception as e:  # noqa: BLE001 -- not found, no network, not in the cache (offline): say what to do
-        where = ("offline mode and not in the Hugging Face cache: unset HF_HUB_OFFLINE to download it"
-                 if offline_mode(offline) else "check the name and the network")
-        raise ValueError(f"{source}: no config.json from the Hugging Face hub ({type(e).__name__}; {where}), or "
-                         "download the repository and give local-dir:PATH") from e
-    return read_config_json(path), path.parent
-
-
-def _timm_hub_source(name: str, random_init: bool, offline: Optional[bool], **kwargs: Any) -> nn.Module:
-    """A backbone from timm's ``hf-hub:`` / ``local-dir:`` source (``timm.create_model(source, pretrained=True,
-    num_classes=0)``); in offline mode an ``hf-hub:`` repository is read from its cached folder as ``local-dir:``."""
-    import timm
-
-    _, folder = hub_config(name, offline)
-    source = name
-    if name.startswith(HF_HUB_PREFIX) and offline_mode(offline):
-        source = LOCAL_DIR_PREFIX + str(folder)
-    weights = None if folder is None else Path(folder) / "model.safetensors"
-    if not random_init and weights is not None and weights.is_file():  # timm casts what it loads: check first
-        from safetensors import safe_open
-
-        with safe_open(str(weights), framework="pt") as f:
-            given = {k: _SAFETENSORS_DTYPES.get(f.get_slice(k).get_dtype(), f.get_slice(k).get_dtype())
-                     for k in f.keys()}
-        try:
-            skeleton = timm.create_model(source, pretrained=False, num_classes=0, **kwargs)
-        except Exception:  # noqa: BLE001 -- reported with its fix by the call below
-            skeleton = None
-        if skeleton is not None:
-            check_dtypes(skeleton.state_dict(), given, str(weights))
-    try:
-        return timm.create_model(source, pretrained=not random_init, num_classes=0, **kwargs)
-    except Exception as e:  # noqa: BLE001 -- an unknown architecture, missing or unreadable weights
-        raise ValueError(f"{name}: timm could not build the model with its weights ({type(e).__name__}); give a "
-                         "folder with a timm config.json and model.safetensors, or timm:NAME with --weights FILE"
-                         ) from e
 
 
 def timm_preprocessing(model: nn.Module) -> dict:
@@ -472,5 +291,9 @@ def timm_preprocessing(model: nn.Module) -> dict:
     import timm.data
 
     data = timm.data.resolve_model_data_config(model)
-    return {"mean": [float(v) for v in data["mean"]], "std": [float(v) for v in data["std"]],
-            "interpolation": str(data.get("interpolation", "bilinear")), "crop_pct": float(data.get("crop_pct", 1.0))}
+    return {
+        "mean": [float(v) for v in data["mean"]],
+        "std": [float(v) for v in data["std"]],
+        "interpolation": str(data.get("interpolation", "bilinear")),
+        "crop_pct": float(data.get("crop_pct", 1.0)),
+    }

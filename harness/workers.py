@@ -123,8 +123,9 @@ class Workers:
         done, total = self.counts()
         return f"[{done}/{total} jobs done, {total - done} left]"
 
-    def submit(self, stage: str, name: str, fn: Callable, args: tuple,
-               then: Optional[Callable[[Any], None]] = None) -> None:
+    def submit(
+        self, stage: str, name: str, fn: Callable, args: tuple, then: Optional[Callable[[Any], None]] = None
+    ) -> None:
         """Queue ``fn(*args)`` (picklable) as job ``name`` of ``stage``; ``then(result)`` runs here when it
         has finished."""
         import concurrent.futures as cf
@@ -137,12 +138,20 @@ class Workers:
             return
         if self._pool is None:
             self._children = set(mp.active_children())
-            self._pool = cf.ProcessPoolExecutor(self.workers, mp_context=mp.get_context("spawn"),
-                                                initializer=init_worker, initargs=(self.threads, os.getpid()))
+            self._pool = cf.ProcessPoolExecutor(
+                self.workers,
+                mp_context=mp.get_context("spawn"),
+                initializer=init_worker,
+                initargs=(self.threads, os.getpid()),
+            )
         self._pending[_ignoring_ctrl_c(self._pool.submit, _timed, fn, args)] = (stage, name, then)
 
-    def wait(self, progress: Callable[[str], None], done: Callable[[], None] = lambda: None,
-             stages: "Optional[set[str]]" = None) -> None:
+    def wait(
+        self,
+        progress: Callable[[str], None],
+        done: Callable[[], None] = lambda: None,
+        stages: "Optional[set[str]]" = None,
+    ) -> None:
         """Run jobs until none of ``stages`` (default: any stage) is queued or running, including jobs
         that finishing ones submit. ``progress`` gets a line per job with the count of jobs done and left over
         all stages (in this process as it starts, ``[upstream] het_s0 [3/40 jobs done, 37 left]``; from worker

@@ -84,8 +84,9 @@ class BadInput:
 CASES: "list[BadInput]" = []
 
 
-def bad_input(area: str, what: str, error: "type | tuple[type, ...]" = ValueError, match: str = "",
-              before: bool = True) -> Callable:
+def bad_input(
+    area: str, what: str, error: "type | tuple[type, ...]" = ValueError, match: str = "", before: bool = True
+) -> Callable:
     """Decorator registering ``fn(tmp_path)`` as a :class:`BadInput`."""
 
     def register(fn: Callable[[Path], Any]) -> Callable[[Path], Any]:
@@ -106,8 +107,13 @@ def handled(area: str, what: str, match: str = "") -> Callable:
     return register
 
 
-def bad_settings(area: str, describe: str, run: Callable[[Path, str], Any],
-                 cases: "list[tuple[str, str, str]]", error: "type | tuple[type, ...]" = ValueError) -> None:
+def bad_settings(
+    area: str,
+    describe: str,
+    run: Callable[[Path, str], Any],
+    cases: "list[tuple[str, str, str]]",
+    error: "type | tuple[type, ...]" = ValueError,
+) -> None:
     """Register one case per ``(what, setting, match)``: ``run(tmp_path, setting)`` must raise
     ``error`` matching ``match``; the case is described as ``describe.format(what)``."""
     for what, setting, match in cases:
@@ -136,17 +142,21 @@ def write_table(out: Path = ROOT / "results" / "reliability.md") -> None:
 
     prov = provenance()
     prov["command"] = "python tests/bad_inputs.py"
-    lines = [markdown_header("Reliability: bad inputs and what each gets", prov),
-             "Every row was run by the command above: the input was given as a user would, and the message is "
-             "the one the harness printed (or, for a handled case, what it did, checked by the case). The same cases "
-             "run in the test suite (`tests/test_bad_inputs.py`). Verdicts: \"clear before work\", an error naming "
-             "the problem and the fix before any training, prediction or output; \"clear during work\", one found "
-             "while the work reads the input, naming the file; \"handled\", the right result (a resume, files kept). "
-             "A traceback (another exception), a silent wrong result (no exception, or a result the case's checks "
-             "refuse), lost data (a file of the user's replaced or deleted) or a security hole (a command run, a "
-             "file read outside its folder) fails the case, and this table is not written. \"(audit X)\": the case "
-             "of the second reliability audit (2026-11-25) it reproduces.", "",
-             "| area | bad input | verdict | error | message |", "|---|---|---|---|---|"]
+    lines = [
+        markdown_header("Reliability: bad inputs and what each gets", prov),
+        "Every row was run by the command above: the input was given as a user would, and the message is "
+        "the one the harness printed (or, for a handled case, what it did, checked by the case). The same cases "
+        'run in the test suite (`tests/test_bad_inputs.py`). Verdicts: "clear before work", an error naming '
+        'the problem and the fix before any training, prediction or output; "clear during work", one found '
+        'while the work reads the input, naming the file; "handled", the right result (a resume, files kept). '
+        "A traceback (another exception), a silent wrong result (no exception, or a result the case's checks "
+        "refuse), lost data (a file of the user's replaced or deleted) or a security hole (a command run, a "
+        'file read outside its folder) fails the case, and this table is not written. "(audit X)": the case '
+        "of the second reliability audit (2026-11-25) it reproduces.",
+        "",
+        "| area | bad input | verdict | error | message |",
+        "|---|---|---|---|---|",
+    ]
     cases = load_cases()
     for case in cases:
         with tempfile.TemporaryDirectory() as tmp:
@@ -160,9 +170,12 @@ def write_table(out: Path = ROOT / "results" / "reliability.md") -> None:
         error = "—" if handled else f"`{type(e).__name__}`"
         lines.append(f"| {case.area} | {case.what} | {case.verdict} | {error} | {msg} |")
     counts = {v: sum(c.verdict == v for c in cases) for v in ("clear before work", "clear during work", "handled")}
-    lines += ["", f"{len(cases)} cases: {counts['clear before work']} clear before work, {counts['clear during work']} "
-                  f"clear during work (naming the file), {counts['handled']} handled; tracebacks 0, silent wrong 0, "
-                  "data lost 0, security holes 0 (any of these fails its case, and the table is not written)."]
+    lines += [
+        "",
+        f"{len(cases)} cases: {counts['clear before work']} clear before work, {counts['clear during work']} "
+        f"clear during work (naming the file), {counts['handled']} handled; tracebacks 0, silent wrong 0, "
+        "data lost 0, security holes 0 (any of these fails its case, and the table is not written).",
+    ]
     atomic_write_text(out, "\n".join(lines) + "\n")
     print(f"{len(cases)} cases ({', '.join(f'{n} {v}' for v, n in counts.items())}) -> {out}")
 

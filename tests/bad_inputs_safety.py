@@ -69,80 +69,132 @@ def _model_pt(path: Path, classes: int = 10, **config) -> Path:
 
 # ------------------------------------------------------------------------------------------------ names
 _NAMES = "a name that would leave its folder: {}"
-bad_settings("names", _NAMES, lambda tmp, o: _experiment(tmp, o), [
-    ("experiment name=../../escaped (harness run)", "name=../../escaped", r"experiment name '\.\./\.\./escaped' must be "
-                                                                        r"a plain name"),
-    ("experiment name=/tmp/escaped (absolute)", "name={tmp}/escaped", r"experiment name '/.*/escaped' must be a plain"),
-    ("experiment name='' (empty)", "name=''", r"experiment name '' must be a plain name"),
-    ("experiment name=.hidden (starts with a dot)", "name=.hidden", r"experiment name '\.hidden' must be a plain"),
-    ("experiment name with a space", "name='my run'", r"experiment name 'my run' must be a plain name"),
-])
+bad_settings(
+    "names",
+    _NAMES,
+    lambda tmp, o: _experiment(tmp, o),
+    [
+        (
+            "experiment name=../../escaped (harness run)",
+            "name=../../escaped",
+            r"experiment name '\.\./\.\./escaped' must be "
+            r"a plain name",
+        ),
+        (
+            "experiment name=/tmp/escaped (absolute)",
+            "name={tmp}/escaped",
+            r"experiment name '/.*/escaped' must be a plain",
+        ),
+        ("experiment name='' (empty)", "name=''", r"experiment name '' must be a plain name"),
+        ("experiment name=.hidden (starts with a dot)", "name=.hidden", r"experiment name '\.hidden' must be a plain"),
+        ("experiment name with a space", "name='my run'", r"experiment name 'my run' must be a plain name"),
+    ],
+)
 
 
-@bad_input("names", "a method named ../../../../escaped_method in an experiment file (harness run)",
-           match=r"method name '\.\./\.\./\.\./\.\./escaped_method' must be a plain name")
+@bad_input(
+    "names",
+    "a method named ../../../../escaped_method in an experiment file (harness run)",
+    match=r"method name '\.\./\.\./\.\./\.\./escaped_method' must be a plain name",
+)
 def _method_escape(tmp):
-    _experiment(tmp, text="base: " + str(ROOT / "harness" / "experiments" / "digits.yaml") + "\nmethods:\n"
-                "  ../../../../escaped_method: {covariance: none}\n")
+    _experiment(
+        tmp,
+        text="base: " + str(ROOT / "harness" / "experiments" / "digits.yaml") + "\nmethods:\n"
+        "  ../../../../escaped_method: {covariance: none}\n",
+    )
 
 
-@bad_input("names", "a method name with a slash (methods: {het/v2: ...})", match=r"method name 'het/v2' must be a plain")
+@bad_input(
+    "names", "a method name with a slash (methods: {het/v2: ...})", match=r"method name 'het/v2' must be a plain"
+)
 def _method_slash(tmp):
     _experiment(tmp, "methods={het/v2: {covariance: low_rank}}")
 
 
-@bad_input("names", "a condition named ../x (conditions: {../x: ...})", match=r"condition name '\.\./x' must be a plain")
+@bad_input(
+    "names", "a condition named ../x (conditions: {../x: ...})", match=r"condition name '\.\./x' must be a plain"
+)
 def _condition_escape(tmp):
-    _experiment(tmp, text="base: " + str(ROOT / "harness" / "experiments" / "digits.yaml") + "\nconditions:\n"
-                "  ../x: {methods: [hom], seeds: [0]}\n")
+    _experiment(
+        tmp,
+        text="base: " + str(ROOT / "harness" / "experiments" / "digits.yaml") + "\nconditions:\n"
+        "  ../x: {methods: [hom], seeds: [0]}\n",
+    )
 
 
 @bad_input("names", "a multi-label method named ../ml", match=r"multilabel method name '\.\./ml' must be a plain name")
 def _multilabel_escape(tmp):
-    _experiment(tmp, text="base: " + str(ROOT / "harness" / "experiments" / "digits.yaml") + "\nmultilabel:\n"
-                "  seeds: [0]\n  methods:\n    ../ml: {covariance: none, link: sigmoid}\n")
+    _experiment(
+        tmp,
+        text="base: " + str(ROOT / "harness" / "experiments" / "digits.yaml") + "\nmultilabel:\n"
+        "  seeds: [0]\n  methods:\n    ../ml: {covariance: none, link: sigmoid}\n",
+    )
 
 
-@bad_input("names", "an ensemble name ../../x (harness ensemble --name)", CLI_ERROR,
-           r"--name: name '\.\./\.\./x' must be a plain name")
+@bad_input(
+    "names",
+    "an ensemble name ../../x (harness ensemble --name)",
+    CLI_ERROR,
+    r"--name: name '\.\./\.\./x' must be a plain name",
+)
 def _ensemble_name(tmp):
     make_run("a", 0), make_run("b", 1)
     _cli("ensemble", "--members", "a", "b", "--name", "../../x")
 
 
-@bad_input("names", "a report name /tmp/x (harness report --name, absolute)", CLI_ERROR,
-           r"report name '/tmp/x' must be a plain name")
+@bad_input(
+    "names",
+    "a report name /tmp/x (harness report --name, absolute)",
+    CLI_ERROR,
+    r"report name '/tmp/x' must be a plain name",
+)
 def _report_absolute(tmp):
     make_run("a", 0)
     _cli("report", "a", "--name", "/tmp/x", "--out-root", "results", "--no-covariance")
 
 
-@bad_input("names", "an OOD set named ../x (harness shift --ood ../x:source=...)", CLI_ERROR,
-           r"OOD set name '\.\./x' must be a plain name")
+@bad_input(
+    "names",
+    "an OOD set named ../x (harness shift --ood ../x:source=...)",
+    CLI_ERROR,
+    r"OOD set name '\.\./x' must be a plain name",
+)
 def _ood_escape(tmp):
     from bad_inputs_shift import _run
 
     _cli("shift", "--members", str(_run("a")), "--ood", "../x:source=image_folder,path=/data")
 
 
-@bad_input("names", "an OOD set name with a space (--ood 'my set:source=...')", CLI_ERROR,
-           r"OOD set name 'my set' must be a plain name")
+@bad_input(
+    "names",
+    "an OOD set name with a space (--ood 'my set:source=...')",
+    CLI_ERROR,
+    r"OOD set name 'my set' must be a plain name",
+)
 def _ood_space(tmp):
     from bad_inputs_shift import _run
 
     _cli("shift", "--members", str(_run("a")), "--ood", "my set:source=image_folder,path=/data")
 
 
-@bad_input("names", "a custom task name .hidden (harness downstream --tasks .hidden=FOLDER:K)", CLI_ERROR,
-           r"custom task name '\.hidden' must be a plain name")
+@bad_input(
+    "names",
+    "a custom task name .hidden (harness downstream --tasks .hidden=FOLDER:K)",
+    CLI_ERROR,
+    r"custom task name '\.hidden' must be a plain name",
+)
 def _task_hidden(tmp):
     from bad_inputs_downstream import downstream, task_folder
 
     downstream("--tasks", f".hidden={task_folder(tmp)}:5")
 
 
-@bad_input("names", "a link inside the runs folder that leads out of it (runs/digits -> /tmp)",
-           match=r"leads outside .* \(through a link\)")
+@bad_input(
+    "names",
+    "a link inside the runs folder that leads out of it (runs/digits -> /tmp)",
+    match=r"leads outside .* \(through a link\)",
+)
 def _link_escape(tmp):
     (tmp / "runs").mkdir()
     (tmp / "elsewhere").mkdir()
@@ -157,8 +209,12 @@ def _link_escape(tmp):
 
 
 # ------------------------------------------------------------------------------------------------ outputs
-@bad_input("outputs", "harness ensemble --out a finished run folder that is not a member", CLI_ERROR,
-           r"--out c is a run folder: an ensemble there would replace the run's predictions")
+@bad_input(
+    "outputs",
+    "harness ensemble --out a finished run folder that is not a member",
+    CLI_ERROR,
+    r"--out c is a run folder: an ensemble there would replace the run's predictions",
+)
 def _ensemble_into_run(tmp):
     make_run("a", 0), make_run("b", 1), make_run("c", 2)
     before = (Path("c") / "predictions.npz").read_bytes()
@@ -168,8 +224,12 @@ def _ensemble_into_run(tmp):
         assert (Path("c") / "predictions.npz").read_bytes() == before, "the run's predictions were replaced"
 
 
-@bad_input("outputs", "harness ensemble --out a folder holding the user's own files", CLI_ERROR,
-           r"holds files no ensemble wrote \(no ensemble\.json\).*--overwrite")
+@bad_input(
+    "outputs",
+    "harness ensemble --out a folder holding the user's own files",
+    CLI_ERROR,
+    r"holds files no ensemble wrote \(no ensemble\.json\).*--overwrite",
+)
 def _ensemble_into_user_folder(tmp):
     make_run("a", 0), make_run("b", 1)
     Path("mine").mkdir()
@@ -177,8 +237,12 @@ def _ensemble_into_user_folder(tmp):
     _cli("ensemble", "--members", "a", "b", "--out", "mine")
 
 
-@bad_input("outputs", "harness ensemble --out --overwrite a folder holding someone else's predictions.npz",
-           CLI_ERROR, r"holds predictions\.npz that no ensemble wrote: even with --overwrite")
+@bad_input(
+    "outputs",
+    "harness ensemble --out --overwrite a folder holding someone else's predictions.npz",
+    CLI_ERROR,
+    r"holds predictions\.npz that no ensemble wrote: even with --overwrite",
+)
 def _ensemble_overwrite_foreign(tmp):
     make_run("a", 0), make_run("b", 1)
     Path("mine").mkdir()
@@ -189,15 +253,23 @@ def _ensemble_overwrite_foreign(tmp):
         assert Path("mine/predictions.npz").read_bytes() == b"someone else's"
 
 
-@bad_input("outputs", "harness ensemble --out below a file (cannot be written)", CLI_ERROR,
-           r"--out .* cannot be written .*choose a writable folder")
+@bad_input(
+    "outputs",
+    "harness ensemble --out below a file (cannot be written)",
+    CLI_ERROR,
+    r"--out .* cannot be written .*choose a writable folder",
+)
 def _ensemble_unwritable(tmp):
     make_run("a", 0), make_run("b", 1)
     _cli("ensemble", "--members", "a", "b", "--out", str(_read_only(tmp)))
 
 
-@bad_input("outputs", "harness report into a folder holding the user's own files", CLI_ERROR,
-           r"results/mine exists and holds files no report wrote.*--overwrite")
+@bad_input(
+    "outputs",
+    "harness report into a folder holding the user's own files",
+    CLI_ERROR,
+    r"results/mine exists and holds files no report wrote.*--overwrite",
+)
 def _report_into_user_folder(tmp):
     make_run("a", 0)
     Path("results/mine").mkdir(parents=True)
@@ -208,10 +280,14 @@ def _report_into_user_folder(tmp):
         assert sorted(p.name for p in Path("results/mine").iterdir()) == ["paper.tex"]
 
 
-@bad_input("outputs", "harness report --overwrite into a folder holding the user's own report.md and report.json "
-                      "(audit 2026-11-27 R27: both were replaced)", CLI_ERROR,
-           r"results/mine holds report\.md, report\.json that no report wrote: even with --overwrite they are not "
-           r"replaced")
+@bad_input(
+    "outputs",
+    "harness report --overwrite into a folder holding the user's own report.md and report.json "
+    "(audit 2026-11-27 R27: both were replaced)",
+    CLI_ERROR,
+    r"results/mine holds report\.md, report\.json that no report wrote: even with --overwrite they are not "
+    r"replaced",
+)
 def _report_overwrite_user_report(tmp):
     make_run("a", 0)
     Path("results/mine").mkdir(parents=True)
@@ -224,15 +300,23 @@ def _report_overwrite_user_report(tmp):
         assert sorted(p.name for p in Path("results/mine").iterdir()) == ["report.json", "report.md"]
 
 
-@bad_input("outputs", "harness report --out-root below a file (cannot be written)", CLI_ERROR,
-           r"Not a directory|cannot be written")
+@bad_input(
+    "outputs",
+    "harness report --out-root below a file (cannot be written)",
+    CLI_ERROR,
+    r"Not a directory|cannot be written",
+)
 def _report_unwritable(tmp):
     make_run("a", 0)
     _cli("report", "a", "--name", "r", "--out-root", str(_read_only(tmp)), "--no-covariance")
 
 
-@bad_input("outputs", "harness shift on a run whose shift/ holds the user's own files", CLI_ERROR,
-           r"shift exists and holds files harness shift did not write.*--overwrite")
+@bad_input(
+    "outputs",
+    "harness shift on a run whose shift/ holds the user's own files",
+    CLI_ERROR,
+    r"shift exists and holds files harness shift did not write.*--overwrite",
+)
 def _shift_into_user_folder(tmp):
     from bad_inputs_shift import _run
 
@@ -242,8 +326,12 @@ def _shift_into_user_folder(tmp):
     _cli("shift", "--members", str(run), "--corruptions", "frost")
 
 
-@bad_input("outputs", "harness run whose results/<name> holds the user's own files", ValueError,
-           r"results/digits exists and holds files no report wrote")
+@bad_input(
+    "outputs",
+    "harness run whose results/<name> holds the user's own files",
+    ValueError,
+    r"results/digits exists and holds files no report wrote",
+)
 def _experiment_results_taken(tmp):
     (tmp / "a" / "b" / "results" / "digits").mkdir(parents=True)
     (tmp / "a" / "b" / "results" / "digits" / "draft.md").write_text("mine")
@@ -251,8 +339,12 @@ def _experiment_results_taken(tmp):
 
 
 # ------------------------------------------------------------------------------------------------ locks
-@bad_input("locks", "a second `harness run` in a runs_root another harness run is using", ValueError,
-           r"being written by another process \(PID \d+, .*one harness run at a time uses a runs_root")
+@bad_input(
+    "locks",
+    "a second `harness run` in a runs_root another harness run is using",
+    ValueError,
+    r"being written by another process \(PID \d+, .*one harness run at a time uses a runs_root",
+)
 def _second_experiment(tmp):
     from harness.experiment.stages import EXPERIMENT_LOCK
     from harness.io import RunLock
@@ -262,25 +354,51 @@ def _second_experiment(tmp):
 
 
 # ------------------------------------------------------------------------------------------ checked first
-bad_settings("checks", "`harness run` with {} (refused before any run)", lambda tmp, o: _experiment(tmp, o), [
-    ("methods: [] (a list, not a mapping)", "methods=[]", r"override methods=\[\]: .*a list where a mapping is expected"),
-    ("seeds=[0,1 (an unclosed list)", "seeds=[0,1", r"override seeds=\[0,1: the value of seeds is not valid YAML"),
-    ("a negative seed", "seeds=[-1]", r"seeds must be whole numbers in \[0, 2\*\*32 - 1\]"),
-    ("an unknown downstream task", "downstream.tasks=[cifar1000]", r"downstream: .*cifar1000"),
-    ("optim.weight_decay=-1", "upstream_overrides=[optim.weight_decay=-1]", r"optim\.weight_decay must be >= 0"),
-    ("optim.decay_factor=-1", "upstream_overrides=[optim.decay_factor=-1]", r"optim\.decay_factor must be in \(0, 1\]"),
-    ("optim.lr=0", "upstream_overrides=[optim.lr=0]", r"optim\.lr must be > 0"),
-    ("num_factors above the number of classes", "methods.het.num_factors=50",
-     r"num_factors=50 exceeds the 10 classes of the data"),
-    ("model.num_classes other than the data's", "upstream_overrides=[model.num_classes=20]",
-     r"model\.num_classes=20 but the data has 10 classes"),
-    ("data.image_size=100000", "upstream_overrides=[data.image_size=100000]", r"data\.image_size=100000 exceeds 1024"),
-    ("workers=0", "workers=0", r"workers must be between 1 and 256"),
-])
+bad_settings(
+    "checks",
+    "`harness run` with {} (refused before any run)",
+    lambda tmp, o: _experiment(tmp, o),
+    [
+        (
+            "methods: [] (a list, not a mapping)",
+            "methods=[]",
+            r"override methods=\[\]: .*a list where a mapping is expected",
+        ),
+        ("seeds=[0,1 (an unclosed list)", "seeds=[0,1", r"override seeds=\[0,1: the value of seeds is not valid YAML"),
+        ("a negative seed", "seeds=[-1]", r"seeds must be whole numbers in \[0, 2\*\*32 - 1\]"),
+        ("an unknown downstream task", "downstream.tasks=[cifar1000]", r"downstream: .*cifar1000"),
+        ("optim.weight_decay=-1", "upstream_overrides=[optim.weight_decay=-1]", r"optim\.weight_decay must be >= 0"),
+        (
+            "optim.decay_factor=-1",
+            "upstream_overrides=[optim.decay_factor=-1]",
+            r"optim\.decay_factor must be in \(0, 1\]",
+        ),
+        ("optim.lr=0", "upstream_overrides=[optim.lr=0]", r"optim\.lr must be > 0"),
+        (
+            "num_factors above the number of classes",
+            "methods.het.num_factors=50",
+            r"num_factors=50 exceeds the 10 classes of the data",
+        ),
+        (
+            "model.num_classes other than the data's",
+            "upstream_overrides=[model.num_classes=20]",
+            r"model\.num_classes=20 but the data has 10 classes",
+        ),
+        (
+            "data.image_size=100000",
+            "upstream_overrides=[data.image_size=100000]",
+            r"data\.image_size=100000 exceeds 1024",
+        ),
+        ("workers=0", "workers=0", r"workers must be between 1 and 256"),
+    ],
+)
 
 
-@bad_input("checks", "`harness run` with runs_root below a file (cannot be written; refused before any run)",
-           match=r"runs_root .* cannot be written .*runs_root=\.\.\.")
+@bad_input(
+    "checks",
+    "`harness run` with runs_root below a file (cannot be written; refused before any run)",
+    match=r"runs_root .* cannot be written .*runs_root=\.\.\.",
+)
 def _runs_root_unwritable(tmp):
     from harness.experiment import load_experiment, run_experiment
 
@@ -288,14 +406,18 @@ def _runs_root_unwritable(tmp):
     run_experiment(exp, progress=lambda s: None)
 
 
-@bad_input("checks", "`harness run` with results_root below a file (refused before any run, not at the report)",
-           match=r"results_root .* cannot be written .*results_root=\.\.\.")
+@bad_input(
+    "checks",
+    "`harness run` with results_root below a file (refused before any run, not at the report)",
+    match=r"results_root .* cannot be written .*results_root=\.\.\.",
+)
 def _results_root_unwritable(tmp):
     _experiment(tmp, f"results_root={_read_only(tmp)}")
 
 
-@bad_input("checks", "`harness run` with a downstream task whose folder does not exist", ValueError,
-           r"downstream: .*birds")
+@bad_input(
+    "checks", "`harness run` with a downstream task whose folder does not exist", ValueError, r"downstream: .*birds"
+)
 def _downstream_missing_folder(tmp):
     _experiment(tmp, f"downstream.tasks=[birds={tmp / 'nowhere' / 'birds'}:5]")
 
@@ -306,26 +428,38 @@ def _upstream(tmp: Path, override: str) -> None:
     _config_case(tmp, override)
 
 
-bad_settings("checks", "upstream config setting `{}`", _upstream, [
-    ("optim.weight_decay=-1", "optim.weight_decay=-1", r"optim\.weight_decay must be >= 0, got -1"),
-    ("optim.cov_weight_decay=-0.1", "optim.cov_weight_decay=-0.1", r"optim\.cov_weight_decay must be >= 0"),
-    ("optim.decay_factor=0", "optim.decay_factor=0", r"optim\.decay_factor must be in \(0, 1\]"),
-    ("optim.decay_factor=2", "optim.decay_factor=2", r"optim\.decay_factor must be in \(0, 1\]"),
-    ("optim.lr=nan", "optim.lr=nan", r"optim\.lr must be > 0, got nan"),
-    ("optim.momentum=1.5", "optim.momentum=1.5", r"optim\.momentum must be in \[0, 1\)"),
-    ("optim.min_lr=-1", "optim.min_lr=-1", r"optim\.min_lr must be >= 0"),
-    ("optim.clip_grad_norm=0", "optim.clip_grad_norm=0", r"optim\.clip_grad_norm must be > 0"),
-    ("optim.betas=[0.9] (one beta)", "optim.betas=[0.9]", r"optim\.betas must be two numbers"),
-    ("optim.decay_epochs=[-1]", "optim.decay_epochs=[-1]", r"optim\.decay_epochs must be >= 0"),
-    ("seed=-1", "seed=-1", r"seed must be a whole number in \[0, 2\*\*32 - 1\]"),
-    ("data.image_size=5000", "data.image_size=5000", r"data\.image_size=5000 exceeds 1024 px"),
-    ("an override whose list is not closed (decay_epochs=[3,6)", "optim.decay_epochs=[3,6",
-     r"the value of optim\.decay_epochs is not valid YAML"),
-])
+bad_settings(
+    "checks",
+    "upstream config setting `{}`",
+    _upstream,
+    [
+        ("optim.weight_decay=-1", "optim.weight_decay=-1", r"optim\.weight_decay must be >= 0, got -1"),
+        ("optim.cov_weight_decay=-0.1", "optim.cov_weight_decay=-0.1", r"optim\.cov_weight_decay must be >= 0"),
+        ("optim.decay_factor=0", "optim.decay_factor=0", r"optim\.decay_factor must be in \(0, 1\]"),
+        ("optim.decay_factor=2", "optim.decay_factor=2", r"optim\.decay_factor must be in \(0, 1\]"),
+        ("optim.lr=nan", "optim.lr=nan", r"optim\.lr must be > 0, got nan"),
+        ("optim.momentum=1.5", "optim.momentum=1.5", r"optim\.momentum must be in \[0, 1\)"),
+        ("optim.min_lr=-1", "optim.min_lr=-1", r"optim\.min_lr must be >= 0"),
+        ("optim.clip_grad_norm=0", "optim.clip_grad_norm=0", r"optim\.clip_grad_norm must be > 0"),
+        ("optim.betas=[0.9] (one beta)", "optim.betas=[0.9]", r"optim\.betas must be two numbers"),
+        ("optim.decay_epochs=[-1]", "optim.decay_epochs=[-1]", r"optim\.decay_epochs must be >= 0"),
+        ("seed=-1", "seed=-1", r"seed must be a whole number in \[0, 2\*\*32 - 1\]"),
+        ("data.image_size=5000", "data.image_size=5000", r"data\.image_size=5000 exceeds 1024 px"),
+        (
+            "an override whose list is not closed (decay_epochs=[3,6)",
+            "optim.decay_epochs=[3,6",
+            r"the value of optim\.decay_epochs is not valid YAML",
+        ),
+    ],
+)
 
 
-@bad_input("checks", "harness shift with a model.pt of 20 classes in a 10-class run folder", CLI_ERROR,
-           r"has 20 classes but the run's data .* has 10: the model\.pt is not this run's")
+@bad_input(
+    "checks",
+    "harness shift with a model.pt of 20 classes in a 10-class run folder",
+    CLI_ERROR,
+    r"has 20 classes but the run's data .* has 10: the model\.pt is not this run's",
+)
 def _shift_wrong_model(tmp):
     from bad_inputs_shift import _run
 
@@ -337,8 +471,12 @@ def _shift_wrong_model(tmp):
         assert not (run / "shift" / "clean" / "predictions.npz").exists()
 
 
-@bad_input("checks", "a predictions.npz with fewer logit rows than labels (harness report)", CLI_ERROR,
-           r"predictions\.npz is inconsistent: logits \(30, 5\), targets \(40,\)")
+@bad_input(
+    "checks",
+    "a predictions.npz with fewer logit rows than labels (harness report)",
+    CLI_ERROR,
+    r"predictions\.npz is inconsistent: logits \(30, 5\), targets \(40,\)",
+)
 def _short_logits(tmp):
     import numpy as np
 
@@ -350,8 +488,9 @@ def _short_logits(tmp):
     _cli("report", "a", "--name", "r", "--out-root", "results", "--no-covariance")
 
 
-@bad_input("checks", "a predictions.npz without logits (harness ensemble)", CLI_ERROR,
-           r"is not a predictions file \(KeyError")
+@bad_input(
+    "checks", "a predictions.npz without logits (harness ensemble)", CLI_ERROR, r"is not a predictions file \(KeyError"
+)
 def _no_logits(tmp):
     import numpy as np
 
@@ -361,8 +500,13 @@ def _no_logits(tmp):
 
 
 # ------------------------------------------------------------------------------------------- errors
-@bad_input("errors", "disk full inside torch.save of a checkpoint (torch's 'unexpected pos' RuntimeError)", OSError,
-           r"disk full while writing .*last\.pt.*run the same command again", before=False)
+@bad_input(
+    "errors",
+    "disk full inside torch.save of a checkpoint (torch's 'unexpected pos' RuntimeError)",
+    OSError,
+    r"disk full while writing .*last\.pt.*run the same command again",
+    before=False,
+)
 def _torch_disk_full(tmp):
     """The real torch error: its writer fails on a full disk (a buffered file whose device refuses bytes after
     the first 500, as ENOSPC does) and torch raises ``RuntimeError: ... unexpected pos``."""
@@ -401,9 +545,13 @@ def _torch_disk_full(tmp):
         assert not list((tmp / "run").rglob("*.tmp")), "a half-written temporary file was left"
 
 
-@bad_input("errors", "upstream_config: /etc/passwd (not a config; no line of it is printed)", ValueError,
-           r"invalid config /etc/passwd: it holds an entry that is not a setting of UpstreamConfig .*content is not "
-           r"shown")
+@bad_input(
+    "errors",
+    "upstream_config: /etc/passwd (not a config; no line of it is printed)",
+    ValueError,
+    r"invalid config /etc/passwd: it holds an entry that is not a setting of UpstreamConfig .*content is not "
+    r"shown",
+)
 def _passwd(tmp):
     if not Path("/etc/passwd").is_file():  # elsewhere: a file of the same shape
         (tmp / "passwd").write_text("root:x:0:0:root:/root:/bin/bash\n")
@@ -426,22 +574,44 @@ def _load(tmp: Path, **config) -> None:
     load_model(_model_pt(tmp / "model.pt", **config))
 
 
-bad_settings("loading", "a model.pt whose stored config {}", lambda tmp, c: _load(tmp, **c), [
-    ("sets backbone_kwargs.checkpoint_path (timm would open that file)",
-     {"backbone_kwargs": {"checkpoint_path": "/etc/shadow"}}, r"sets backbone_kwargs\.checkpoint_path = '/etc/shadow'"),
-    ("sets backbone_kwargs.pretrained_cfg_overlay (a file to load)",
-     {"backbone_kwargs": {"pretrained_cfg_overlay": {"file": "/tmp/x.pth"}}}, r"sets backbone_kwargs\.pretrained_cfg_overlay"),
-    ("sets backbone_kwargs.pretrained_cfg (a config that names weights to load)", {"backbone_kwargs": {"pretrained_cfg": "x"}},
-     r"sets backbone_kwargs\.pretrained_cfg"),
-    ("has an extra top-level key", {"loader": "custom"}, r"stored model config has keys"),
-    ("has an unknown head option", {"head": {"covariance": "none", "exec": "x"}}, r"unknown head options \['exec'\]"),
-    ("has a non-integer num_classes", {"num_classes": "10"}, r"needs a backbone name and an integer num_classes"),
-    ("has a preprocessing entry that is a path", {"preprocessing": {"mean": "/etc/x"}}, r"has preprocessing"),
-])
+bad_settings(
+    "loading",
+    "a model.pt whose stored config {}",
+    lambda tmp, c: _load(tmp, **c),
+    [
+        (
+            "sets backbone_kwargs.checkpoint_path (timm would open that file)",
+            {"backbone_kwargs": {"checkpoint_path": "/etc/shadow"}},
+            r"sets backbone_kwargs\.checkpoint_path = '/etc/shadow'",
+        ),
+        (
+            "sets backbone_kwargs.pretrained_cfg_overlay (a file to load)",
+            {"backbone_kwargs": {"pretrained_cfg_overlay": {"file": "/tmp/x.pth"}}},
+            r"sets backbone_kwargs\.pretrained_cfg_overlay",
+        ),
+        (
+            "sets backbone_kwargs.pretrained_cfg (a config that names weights to load)",
+            {"backbone_kwargs": {"pretrained_cfg": "x"}},
+            r"sets backbone_kwargs\.pretrained_cfg",
+        ),
+        ("has an extra top-level key", {"loader": "custom"}, r"stored model config has keys"),
+        (
+            "has an unknown head option",
+            {"head": {"covariance": "none", "exec": "x"}},
+            r"unknown head options \['exec'\]",
+        ),
+        ("has a non-integer num_classes", {"num_classes": "10"}, r"needs a backbone name and an integer num_classes"),
+        ("has a preprocessing entry that is a path", {"preprocessing": {"mean": "/etc/x"}}, r"has preprocessing"),
+    ],
+)
 
 
-@bad_input("loading", "a JSON config with a path where a model.pt is expected (harness downstream)", CLI_ERROR,
-           r"cannot be read as a harness model checkpoint")
+@bad_input(
+    "loading",
+    "a JSON config with a path where a model.pt is expected (harness downstream)",
+    CLI_ERROR,
+    r"cannot be read as a harness model checkpoint",
+)
 def _json_as_model(tmp):
     from bad_inputs_downstream import downstream
 

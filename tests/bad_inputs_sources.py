@@ -27,12 +27,25 @@ def _timm_weights(tmp: Path, num_classes: int) -> str:
     return str(path)
 
 
-@bad_input("import", "weights whose classifier has 7 classes for data of 10", click.ClickException,
-           r"do not fit .*shape mismatch .*\(7, 96\).*classifier has the data's 10 classes")
+@bad_input(
+    "import",
+    "weights whose classifier has 7 classes for data of 10",
+    click.ClickException,
+    r"do not fit .*shape mismatch .*\(7, 96\).*classifier has the data's 10 classes",
+)
 def import_wrong_classes(tmp):
     try:
-        _cli("import", "--model", "timm:test_resnet", "--weights", _timm_weights(tmp, 7), "--data", DIGITS,
-             "--out", str(tmp / "imported"))
+        _cli(
+            "import",
+            "--model",
+            "timm:test_resnet",
+            "--weights",
+            _timm_weights(tmp, 7),
+            "--data",
+            DIGITS,
+            "--out",
+            str(tmp / "imported"),
+        )
     finally:
         assert not (tmp / "imported").exists(), "the run folder was written before the error"
 
@@ -49,14 +62,17 @@ def fewshot_zero_shots(tmp):
     _cli("fewshot", "--model", _upstream(), "--tasks", "demo_digit", "--shots", "0", "--out", str(tmp / "fs"))
 
 
-@bad_input("downstream", "--head bogus (an unknown transfer head)", click.ClickException,
-           r"unknown head 'bogus'.*hom, diag, het, pe")
+@bad_input(
+    "downstream",
+    "--head bogus (an unknown transfer head)",
+    click.ClickException,
+    r"unknown head 'bogus'.*hom, diag, het, pe",
+)
 def downstream_unknown_head(tmp):
     downstream("--tasks", "demo_digit", "--head", "bogus")
 
 
-@bad_input("downstream", "--head het --temperatures 0,1 (a temperature of 0)", click.ClickException,
-           r"temperatures")
+@bad_input("downstream", "--head het --temperatures 0,1 (a temperature of 0)", click.ClickException, r"temperatures")
 def downstream_zero_temperature(tmp):
     downstream("--tasks", "demo_digit", "--head", "het", "--temperatures", "0,1")
 

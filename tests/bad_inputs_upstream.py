@@ -6,7 +6,6 @@ import io
 import json
 import os
 import zipfile
-from pathlib import Path
 
 import click
 import numpy as np
@@ -15,8 +14,13 @@ from PIL import Image
 from bad_inputs import ROOT, bad_input, bad_settings
 
 CONFIGS = ROOT / "upstream" / "configs"
-QUICK = ["train.epochs=1", "model.head.train_mc_samples=4", "model.head.eval_mc_samples=4", "data.limit_train=128",
-         "data.limit_eval=32"]
+QUICK = [
+    "train.epochs=1",
+    "model.head.train_mc_samples=4",
+    "model.head.eval_mc_samples=4",
+    "data.limit_train=128",
+    "data.limit_eval=32",
+]
 
 
 def _run(tmp, *overrides, config="digits_het.yaml", **kw):
@@ -50,20 +54,25 @@ def _config_case(tmp, override):
         _nothing_written(tmp)
 
 
-bad_settings("upstream", "config setting `{}`", _config_case, [
-    ("train.epochs=0", "train.epochs=0", r"train.epochs must be >= 1"),
-    ("train.eval_every=0", "train.eval_every=0", r"train.eval_every must be >= 1"),
-    ("train.log_every=0", "train.log_every=0", r"train.log_every must be >= 1"),
-    ("train.grad_accum_steps=0", "train.grad_accum_steps=0", r"train.grad_accum_steps must be >= 1"),
-    ("data.limit_train=-5", "data.limit_train=-5", r"data.limit_train must be >= 0"),
-    ("train.best_metric=accuracy (not computed)", "train.best_metric=accuracy", r"not computed.*top1"),
-    ("model.head.foo=1 (unknown head option)", "model.head.foo=1", r"unknown head option.*model.head.foo"),
-    ("model.head.covariance=full", "model.head.covariance=full", r"model.head:.*covariance"),
-    ("train.mixed_precision=fp8", "train.mixed_precision=fp8", r"unknown train.mixed_precision"),
-    ("train.mixed_precision=fp16 on a CPU", "train.mixed_precision=fp16", r"fp16 does not run on a CPU.*bf16"),
-    ("data.loader=fast", "data.loader=fast", r"unknown data.loader"),
-    ("optim.schedule=poly", "optim.schedule=poly", r"unknown optim.schedule"),
-])
+bad_settings(
+    "upstream",
+    "config setting `{}`",
+    _config_case,
+    [
+        ("train.epochs=0", "train.epochs=0", r"train.epochs must be >= 1"),
+        ("train.eval_every=0", "train.eval_every=0", r"train.eval_every must be >= 1"),
+        ("train.log_every=0", "train.log_every=0", r"train.log_every must be >= 1"),
+        ("train.grad_accum_steps=0", "train.grad_accum_steps=0", r"train.grad_accum_steps must be >= 1"),
+        ("data.limit_train=-5", "data.limit_train=-5", r"data.limit_train must be >= 0"),
+        ("train.best_metric=accuracy (not computed)", "train.best_metric=accuracy", r"not computed.*top1"),
+        ("model.head.foo=1 (unknown head option)", "model.head.foo=1", r"unknown head option.*model.head.foo"),
+        ("model.head.covariance=full", "model.head.covariance=full", r"model.head:.*covariance"),
+        ("train.mixed_precision=fp8", "train.mixed_precision=fp8", r"unknown train.mixed_precision"),
+        ("train.mixed_precision=fp16 on a CPU", "train.mixed_precision=fp16", r"fp16 does not run on a CPU.*bf16"),
+        ("data.loader=fast", "data.loader=fast", r"unknown data.loader"),
+        ("optim.schedule=poly", "optim.schedule=poly", r"unknown optim.schedule"),
+    ],
+)
 
 
 @bad_input("upstream", "malformed YAML config file", click.ClickException, r"line 3, column 1 is not valid YAML")
@@ -78,8 +87,13 @@ def _list_yaml(tmp):
     _cli("upstream", "--config", str(tmp / "c.yaml"))
 
 
-@bad_input("upstream", "a corrupt JPEG in an image folder", ValueError, r"cannot read image '.*broken.jpg'.*replace",
-           before=False)
+@bad_input(
+    "upstream",
+    "a corrupt JPEG in an image folder",
+    ValueError,
+    r"cannot read image '.*broken.jpg'.*replace",
+    before=False,
+)
 def _corrupt_jpeg(tmp):
     for split in ("train", "test"):
         for c in ("a", "b"):
@@ -87,12 +101,24 @@ def _corrupt_jpeg(tmp):
             for i in range(3):
                 Image.new("RGB", (16, 16), (40 * i, 0, 0)).save(tmp / "imgs" / split / c / f"{i}.jpg")
     (tmp / "imgs" / "train" / "b" / "broken.jpg").write_bytes(b"\xff\xd8\xff not really a jpeg")
-    _run(tmp, "data.source=image_folder", f"data.path={tmp / 'imgs'}", "data.heldout_split=null",
-         "data.label_noise={}", "data.batch_size=4", "data.loader=pil")
+    _run(
+        tmp,
+        "data.source=image_folder",
+        f"data.path={tmp / 'imgs'}",
+        "data.heldout_split=null",
+        "data.label_noise={}",
+        "data.batch_size=4",
+        "data.loader=pil",
+    )
 
 
-@bad_input("upstream", "a corrupt image inside the CIFAR-10N zip", ValueError, r"cannot decode image 'test/cat/0003.jpg'",
-           before=False)
+@bad_input(
+    "upstream",
+    "a corrupt image inside the CIFAR-10N zip",
+    ValueError,
+    r"cannot decode image 'test/cat/0003.jpg'",
+    before=False,
+)
 def _corrupt_zip_member(tmp):
     from harness.data.config import DataConfig
     from harness.data.sources import build_split
@@ -105,14 +131,22 @@ def _corrupt_zip_member(tmp):
             buf = io.BytesIO()
             Image.fromarray(rng.integers(0, 255, (32, 32, 3), dtype=np.uint8)).save(buf, "JPEG")
             z.writestr(f"test/cat/{i:04d}.jpg", buf.getvalue() if i != 3 else b"garbage")
-    np.savez(root / "cifar10n_labels.npz", classes=np.array(["cat"]), clean_label=np.zeros(1, int),
-             train_path=np.array(["test/cat/0000.jpg"]))
+    np.savez(
+        root / "cifar10n_labels.npz",
+        classes=np.array(["cat"]),
+        clean_label=np.zeros(1, int),
+        train_path=np.array(["test/cat/0000.jpg"]),
+    )
     cfg = DataConfig(source="cifar10n", path=str(root), cache_dir=str(tmp / "cache"))
     build_split(cfg, "test").pixels(cfg.cache_dir)
 
 
-@bad_input("upstream", "manifest entry `../outside.png` (outside the manifest folder)", ValueError,
-           r"lies outside the manifest folder.*allow_outside_root")
+@bad_input(
+    "upstream",
+    "manifest entry `../outside.png` (outside the manifest folder)",
+    ValueError,
+    r"lies outside the manifest folder.*allow_outside_root",
+)
 def _manifest_outside(tmp):
     (tmp / "m").mkdir()
     Image.new("RGB", (8, 8)).save(tmp / "outside.png")
@@ -133,8 +167,12 @@ def _manifest_absolute(tmp):
     build_split(DataConfig(source="manifest", path=str(tmp / "m")), "train")
 
 
-@bad_input("upstream", "manifest JSONL line that is not JSON", ValueError,
-           r'line 2: expected \{"path": \.\.\., "labels": \[ids\]\} \(Expecting')
+@bad_input(
+    "upstream",
+    "manifest JSONL line that is not JSON",
+    ValueError,
+    r'line 2: expected \{"path": \.\.\., "labels": \[ids\]\} \(Expecting',
+)
 def _manifest_bad_line(tmp):
     (tmp / "m").mkdir()
     (tmp / "m" / "train.jsonl").write_text('{"path": "a.png", "labels": [0]}\n{path: b.png}\n')
@@ -144,8 +182,12 @@ def _manifest_bad_line(tmp):
     build_split(DataConfig(source="manifest", path=str(tmp / "m")), "train")
 
 
-@bad_input("upstream", "last.pt replaced by a pickle that runs code when loaded", ValueError,
-           r"cannot be read as a training state.*delete it")
+@bad_input(
+    "upstream",
+    "last.pt replaced by a pickle that runs code when loaded",
+    ValueError,
+    r"cannot be read as a training state.*delete it",
+)
 def _malicious_state(tmp):
     _run(tmp, "train.checkpoint_every=1", stop_after_steps=1)
 
@@ -162,8 +204,12 @@ def _malicious_state(tmp):
         assert not (tmp / "pwned").exists(), "the pickle was executed"
 
 
-@bad_input("upstream", "a second `harness upstream` on a folder another process is writing", ValueError,
-           r"being written by another process \(PID \d+")
+@bad_input(
+    "upstream",
+    "a second `harness upstream` on a folder another process is writing",
+    ValueError,
+    r"being written by another process \(PID \d+",
+)
 def _second_writer(tmp):
     from harness.io import RunLock
 
@@ -182,8 +228,14 @@ def _read_only(tmp):
     _run(tmp, f"output_dir={tmp / 'ro' / 'run'}")
 
 
-@bad_input("upstream", "disk full while writing a checkpoint", OSError, r"disk full while writing .*last.pt.*run the "
-                                                                         r"same command again", before=False)
+@bad_input(
+    "upstream",
+    "disk full while writing a checkpoint",
+    OSError,
+    r"disk full while writing .*last.pt.*run the "
+    r"same command again",
+    before=False,
+)
 def _disk_full(tmp):
     import harness.io
 
@@ -222,23 +274,38 @@ def _experiment(tmp, *overrides):
         assert not (tmp / "runs").exists(), "upstream work started before the error"
 
 
-bad_settings("experiment", "`harness run` with {}", _experiment, [
-    ("seeds=[] (no seeds)", "seeds=[]", r"seeds is empty"),
-    ("downstream.preset=bogus", "downstream.preset=bogus", r"downstream.preset 'bogus'|unknown .*preset"),
-    ("unknown downstream.settings key", "downstream.settings.lrz=[0.1]", r"downstream.settings:.*lrz"),
-    ("temperature_grid with τ = 0", "temperature_grid=[0.0,1.0]", r"temperature_grid values must be > 0"),
-    ("temperature_grid values that print alike (audit 2026-11-27: trained once, 'chose' the untrained one)",
-     "temperature_grid=[0.1,0.1000000001]", r"temperature_grid: 0\.1 and 0\.1000000001 name the same run folder"),
-    ("tune values that print alike (audit 2026-11-27)", "methods.ls.tune.values=[0.1,0.1000000001]",
-     r"method 'ls': tune\.values: 0\.1 and 0\.1000000001 name the same run folder"),
-    ("a method with an unknown head option", "methods.het.rank=4", r"method 'het': unknown head option.*rank"),
-    ("ensemble larger than the seeds", "ensemble_sizes=[5]", r"ensemble sizes \[5\] must lie in"),
-])
+bad_settings(
+    "experiment",
+    "`harness run` with {}",
+    _experiment,
+    [
+        ("seeds=[] (no seeds)", "seeds=[]", r"seeds is empty"),
+        ("downstream.preset=bogus", "downstream.preset=bogus", r"downstream.preset 'bogus'|unknown .*preset"),
+        ("unknown downstream.settings key", "downstream.settings.lrz=[0.1]", r"downstream.settings:.*lrz"),
+        ("temperature_grid with τ = 0", "temperature_grid=[0.0,1.0]", r"temperature_grid values must be > 0"),
+        (
+            "temperature_grid values that print alike (audit 2026-11-27: trained once, 'chose' the untrained one)",
+            "temperature_grid=[0.1,0.1000000001]",
+            r"temperature_grid: 0\.1 and 0\.1000000001 name the same run folder",
+        ),
+        (
+            "tune values that print alike (audit 2026-11-27)",
+            "methods.ls.tune.values=[0.1,0.1000000001]",
+            r"method 'ls': tune\.values: 0\.1 and 0\.1000000001 name the same run folder",
+        ),
+        ("a method with an unknown head option", "methods.het.rank=4", r"method 'het': unknown head option.*rank"),
+        ("ensemble larger than the seeds", "ensemble_sizes=[5]", r"ensemble sizes \[5\] must lie in"),
+    ],
+)
 
 
-@bad_input("upstream", "checkpoints/last.pt of a hom run in a het run's folder (audit K22: a state_dict traceback)",
-           ValueError, r"last\.pt does not fit this run's model or optimiser \(RuntimeError: .*\): it is another run's "
-                       r"state; delete it")
+@bad_input(
+    "upstream",
+    "checkpoints/last.pt of a hom run in a het run's folder (audit K22: a state_dict traceback)",
+    ValueError,
+    r"last\.pt does not fit this run's model or optimiser \(RuntimeError: .*\): it is another run's "
+    r"state; delete it",
+)
 def _foreign_state(tmp):
     import shutil
 
@@ -248,10 +315,13 @@ def _foreign_state(tmp):
     _run(tmp, "train.checkpoint_every=1")
 
 
-@bad_input("upstream", "a loss that turns NaN before the first checkpoint (audit P6e: the message named a checkpoint "
-                       "that did not exist)", RuntimeError,
-           r"loss is nan at epoch 0, step \d+; lower optim\.lr .*\(no checkpoint was written yet: the run starts over\)",
-           before=False)
+@bad_input(
+    "upstream",
+    "a loss that turns NaN before the first checkpoint (audit P6e: the message named a checkpoint that did not exist)",
+    RuntimeError,
+    r"loss is nan at epoch 0, step \d+; lower optim\.lr .*\(no checkpoint was written yet: the run starts over\)",
+    before=False,
+)
 def _nan_before_checkpoint(tmp):
     try:
         _run(tmp, "optim.lr=1e30", "optim.warmup_epochs=0")

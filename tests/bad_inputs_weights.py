@@ -62,8 +62,9 @@ def _write(tmp: Path, kind: str) -> Path:
         os.symlink("/etc/passwd", path)
     elif kind == "int64":
         path = tmp / "int.safetensors"
-        save_file({k: (v * 100).to(torch.int64) if v.is_floating_point() else v for k, v in _state(tmp).items()},
-                  str(path))
+        save_file(
+            {k: (v * 100).to(torch.int64) if v.is_floating_point() else v for k, v in _state(tmp).items()}, str(path)
+        )
     elif kind == "NaN":
         path = tmp / "nan.safetensors"
         state = _state(tmp)
@@ -91,36 +92,95 @@ def _invoke(tmp: Path, args: "list[str]", out: Path) -> None:
 
 def _import(tmp: Path, kind: str) -> None:
     out = tmp / "imported"
-    _invoke(tmp, ["import", "--model", "timm:test_resnet", "--weights", str(_write(tmp, kind)), "--data", DIGITS,
-                  "--out", str(out)], out)
+    _invoke(
+        tmp,
+        [
+            "import",
+            "--model",
+            "timm:test_resnet",
+            "--weights",
+            str(_write(tmp, kind)),
+            "--data",
+            DIGITS,
+            "--out",
+            str(out),
+        ],
+        out,
+    )
 
 
 def _downstream(tmp: Path, kind: str) -> None:
     out = tmp / "out"
-    _invoke(tmp, ["downstream", "--upstream", "timm:test_resnet", "--weights", str(_write(tmp, kind)), "--tasks",
-                  "demo_digit", "--lrs", "0.05", "--steps", "1", "--batch-size", "8", "--micro-batch", "8",
-                  "--resolution", "32,32", "--out", str(out)], out)
+    _invoke(
+        tmp,
+        [
+            "downstream",
+            "--upstream",
+            "timm:test_resnet",
+            "--weights",
+            str(_write(tmp, kind)),
+            "--tasks",
+            "demo_digit",
+            "--lrs",
+            "0.05",
+            "--steps",
+            "1",
+            "--batch-size",
+            "8",
+            "--micro-batch",
+            "8",
+            "--resolution",
+            "32,32",
+            "--out",
+            str(out),
+        ],
+        out,
+    )
 
 
 def _fewshot(tmp: Path, kind: str) -> None:
     out = tmp / "fs"
-    _invoke(tmp, ["fewshot", "--model", "timm:test_resnet", "--weights", str(_write(tmp, kind)), "--tasks",
-                  "demo_digit", "--shots", "1", "--out", str(out)], out)
+    _invoke(
+        tmp,
+        [
+            "fewshot",
+            "--model",
+            "timm:test_resnet",
+            "--weights",
+            str(_write(tmp, kind)),
+            "--tasks",
+            "demo_digit",
+            "--shots",
+            "1",
+            "--out",
+            str(out),
+        ],
+        out,
+    )
 
 
 KINDS = {
-    "truncated .pth": READ, "truncated .safetensors": READ, "empty (0-byte) .pth": READ,
-    "empty (0-byte) .safetensors": READ, "pickle .pth": READ, "pickle .safetensors": READ, "npz": NPZ,
-    "passwd link": READ, "NaN": r"NaN or infinite values \(first: fc\.weight\).*finite values",
+    "truncated .pth": READ,
+    "truncated .safetensors": READ,
+    "empty (0-byte) .pth": READ,
+    "empty (0-byte) .safetensors": READ,
+    "pickle .pth": READ,
+    "pickle .safetensors": READ,
+    "npz": NPZ,
+    "passwd link": READ,
+    "NaN": r"NaN or infinite values \(first: fc\.weight\).*finite values",
     "int64": r"tensor\(s\) of another kind than the model's \(conv1\.0\.weight is int64, the model's is float32.*not an "
-             r"integer or quantised copy",
+    r"integer or quantised copy",
 }
 WHAT = {
-    "truncated .pth": "a truncated .pth", "truncated .safetensors": "a truncated .safetensors",
-    "empty (0-byte) .pth": "an empty (0-byte) .pth", "empty (0-byte) .safetensors": "an empty (0-byte) .safetensors",
+    "truncated .pth": "a truncated .pth",
+    "truncated .safetensors": "a truncated .safetensors",
+    "empty (0-byte) .pth": "an empty (0-byte) .pth",
+    "empty (0-byte) .safetensors": "an empty (0-byte) .safetensors",
     "pickle .pth": "a .pth whose pickle runs a shell command (never run)",
     "pickle .safetensors": "a pickle (running a shell command) named .safetensors (never run)",
-    "npz": "an .npz of arbitrary arrays", "passwd link": "a .pth that is a symlink to /etc/passwd (not quoted)",
+    "npz": "an .npz of arbitrary arrays",
+    "passwd link": "a .pth that is a symlink to /etc/passwd (not quoted)",
     "NaN": "a .safetensors with NaN weights (no half-written folder left)",
     "int64": "a .safetensors whose float tensors are stored as int64 (audit 2026-11-27 N03/N19: cast without a word)",
 }
@@ -129,4 +189,5 @@ for _command, _run in (("import", _import), ("downstream", _downstream), ("fewsh
     for _kind, _match in KINDS.items():
         _file_kind = _kind.replace("empty (0-byte)", "empty")
         bad_input(_command, f"--weights: {WHAT[_kind]}", click.ClickException, _match)(
-            lambda tmp, run=_run, kind=_file_kind: run(tmp, kind))
+            lambda tmp, run=_run, kind=_file_kind: run(tmp, kind)
+        )

@@ -38,11 +38,14 @@ def test_bench_heads_before_times_the_head_of_the_given_tree(tmp_path):
     tree = tmp_path / "before"
     shutil.copytree(Path(harness.__file__).parent, tree / "harness", ignore=shutil.ignore_patterns("__pycache__"))
     with open(tree / "harness" / "heads" / "__init__.py", "a") as f:
-        f.write("\nimport time as _t\n_fwd = HeteroscedasticHead.forward\n"
-                "HeteroscedasticHead.forward = lambda self, *a, **k: (_t.sleep(0.1), _fwd(self, *a, **k))[1]\n")
+        f.write(
+            "\nimport time as _t\n_fwd = HeteroscedasticHead.forward\n"
+            "HeteroscedasticHead.forward = lambda self, *a, **k: (_t.sleep(0.1), _fwd(self, *a, **k))[1]\n"
+        )
     out = tmp_path / "heads.md"
-    res = CliRunner().invoke(main, ["bench", "heads", "--quick", "--repeats", "1", "--no-compile", "--out", str(out),
-                                    "--before", str(tree)])
+    res = CliRunner().invoke(
+        main, ["bench", "heads", "--quick", "--repeats", "1", "--no-compile", "--out", str(out), "--before", str(tree)]
+    )
     assert res.exit_code == 0, res.output
     rows = json.loads(out.with_suffix(".json").read_text())["rows"]
     assert all(r["before"]["ms"] >= 100 > r["ours"]["ms"] for r in rows)
@@ -68,9 +71,15 @@ def test_bench_upstream_table_reports_ratios_per_round_and_the_verdict(tmp_path)
     speed["bare loop (default setting)"] = [101.0, 199.0]
     speed[bench.FORCED_BF16] = [10.0, 20.0]
     speed["resnet10_32px_w16"] = [300.0, 600.0]
-    summary = {"images": 256, "repeats": 2, "epochs": 1, "speed": speed, "native_bf16": False,
-               "accuracy": {"resnet10_32px_w16": {"top1": 0.5, "nll": 1.5, "train_minutes": 2.5, "wall_minutes": 3}},
-               "matmul": {"fp32": 100.0, "bf16": 20.0, "flags": "avx512_bf16: no"}}
+    summary = {
+        "images": 256,
+        "repeats": 2,
+        "epochs": 1,
+        "speed": speed,
+        "native_bf16": False,
+        "accuracy": {"resnet10_32px_w16": {"top1": 0.5, "nll": 1.5, "train_minutes": 2.5, "wall_minutes": 3}},
+        "matmul": {"fp32": 100.0, "bf16": 20.0, "flags": "avx512_bf16: no"},
+    }
     bench._write(tmp_path / "upstream.md", summary)
     text = (tmp_path / "upstream.md").read_text()
     assert "**4.00x** the default's training throughput (range 3.50-4.50" in text and "target >= 4x: met" in text
@@ -85,8 +94,11 @@ INTERRUPTIBLE = {
     "upstream": ("harness.upstream.train", "run", ["--config", str(CONFIGS / "digits_hom.yaml")]),
     "run": ("harness.experiment", "run_experiment", []),
     "downstream": ("harness.downstream.sweep", "sweep", ["--upstream", "timm:resnet18", "--tasks", "demo"]),
-    "import": ("harness.importing", "import_run", ["--model", "timm:resnet18", "--data", str(CONFIGS / "digits_base.yaml"),
-                                              "--out", "{tmp}/imported"]),
+    "import": (
+        "harness.importing",
+        "import_run",
+        ["--model", "timm:resnet18", "--data", str(CONFIGS / "digits_base.yaml"), "--out", "{tmp}/imported"],
+    ),
     "data pack": ("harness.data.pack", "source_config", ["digits", "{tmp}/packed", "--shard-size", "100"]),
 }
 
@@ -133,12 +145,25 @@ def test_sigint_in_harness_upstream_ends_it_with_the_resume_line_and_no_tracebac
     from harness.cli import RESUMES
 
     run_dir = tmp_path / "run"
-    proc = subprocess.Popen([sys.executable, "-m", "harness.cli", "upstream", "--config",
-                             str(CONFIGS / "digits_hom.yaml"), f"output_dir={run_dir}", "train.epochs=50"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
-                            # Ctrl-C's default, as in a terminal: a shell's background job (pytest started with &)
-                            # would pass on SIGINT ignored, and the command would never see the signal
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "harness.cli",
+            "upstream",
+            "--config",
+            str(CONFIGS / "digits_hom.yaml"),
+            f"output_dir={run_dir}",
+            "train.epochs=50",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        # Ctrl-C's default, as in a terminal: a shell's background job (pytest started with &)
+        # would pass on SIGINT ignored, and the command would never see the signal
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     try:
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline and not (run_dir / "run.json").is_file() and proc.poll() is None:

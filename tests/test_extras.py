@@ -4,10 +4,10 @@ listed in the code are those of pyproject.toml."""
 from __future__ import annotations
 
 import sys
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 from click.testing import CliRunner
 
 from harness import extras
@@ -23,9 +23,17 @@ def _missing(monkeypatch, *modules: str) -> None:
         monkeypatch.setitem(sys.modules, m, None)
 
 
-@pytest.mark.parametrize("module, extra", [("tensorflow_datasets", "vtab"), ("imagecorruptions", "shift"),
-                                           ("skimage.data", "shift"), ("webdataset", "shards"),
-                                           ("tensorboard", "track"), ("submitit", "slurm")])
+@pytest.mark.parametrize(
+    "module, extra",
+    [
+        ("tensorflow_datasets", "vtab"),
+        ("imagecorruptions", "shift"),
+        ("skimage.data", "shift"),
+        ("webdataset", "shards"),
+        ("tensorboard", "track"),
+        ("submitit", "slurm"),
+    ],
+)
 def test_a_missing_module_names_its_extra(monkeypatch, module, extra):
     _missing(monkeypatch, module.split(".")[0])
     with pytest.raises(extras.MissingExtra) as e:
@@ -41,6 +49,7 @@ def test_an_installed_module_is_returned():
 
 def test_an_error_inside_an_installed_package_is_not_hidden(monkeypatch):
     """Only the optional package's own absence becomes MissingExtra; a module it cannot import propagates."""
+
     def broken(name, *a, **k):
         raise ModuleNotFoundError("No module named 'cv2'", name="cv2")
 

@@ -24,14 +24,20 @@ def _model(covariance="none", backbone="resnet10_32px_w16", **head):
     return model.eval()
 
 
-@pytest.mark.parametrize("head", [dict(covariance="none"),
-                                  dict(covariance="low_rank", num_factors=2, temperature=0.5, eval_mc_samples=16),
-                                  dict(covariance="diagonal", learn_temperature=True, eval_mc_samples=8)],
-                         ids=["hom", "low_rank", "diagonal"])
+@pytest.mark.parametrize(
+    "head",
+    [
+        dict(covariance="none"),
+        dict(covariance="low_rank", num_factors=2, temperature=0.5, eval_mc_samples=16),
+        dict(covariance="diagonal", learn_temperature=True, eval_mc_samples=8),
+    ],
+    ids=["hom", "low_rank", "diagonal"],
+)
 def test_save_pretrained_and_from_pretrained_give_identical_logits(tmp_path, head):
     model = _model(**head)
-    model.save_pretrained(tmp_path / "out", trained_on={"source": "digits", "image_size": 32},
-                          metrics={"top1": 0.875, "nll": 0.41})
+    model.save_pretrained(
+        tmp_path / "out", trained_on={"source": "digits", "image_size": 32}, metrics={"top1": 0.875, "nll": 0.41}
+    )
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["README.md", "config.json", "model.safetensors"]
     again = Classifier.from_pretrained(tmp_path / "out")
     with torch.no_grad():
@@ -55,8 +61,9 @@ def test_a_hom_export_is_the_plain_timm_model(tmp_path):
     assert json.loads((tmp_path / "out" / "config.json").read_text())["architecture"] == "test_resnet"
     file = str(tmp_path / "out" / "model.safetensors")
     ours = model(X).log_softmax(-1)
-    net = timm.create_model("test_resnet", pretrained=True, num_classes=5,
-                            pretrained_cfg_overlay=dict(file=file, num_classes=5)).eval()
+    net = timm.create_model(
+        "test_resnet", pretrained=True, num_classes=5, pretrained_cfg_overlay=dict(file=file, num_classes=5)
+    ).eval()
     with torch.no_grad():
         torch.testing.assert_close(net(X).log_softmax(-1), ours, rtol=1e-5, atol=1e-5)
         folder = timm.create_model(f"local-dir:{tmp_path / 'out'}", pretrained=True).eval()
@@ -153,20 +160,25 @@ def test_a_hub_repository_in_the_cache_loads_offline_by_its_id(tmp_path, monkeyp
 
 
 def test_export_run_records_the_data_and_metrics_of_a_run_folder(tmp_path):
-    from harness.hub import export_run
+    from harness.runs import export_run
 
     run = tmp_path / "run"
     model = _model("diagonal", eval_mc_samples=8)
     save_model(model, run / "model.pt")
-    (run / "config.yaml").write_text("data:\n  source: digits\n  path: /home/me/data\n  image_size: 32\n"
-                                     "  label_noise: {kind: pairflip, rate: 0.3}\n")
-    (run / "metrics.json").write_text(json.dumps({"metrics": {"top1": 0.9, "nll": 0.3},
-                                                  "heldout_metrics": {"nll": 0.5}}))
+    (run / "config.yaml").write_text(
+        "data:\n  source: digits\n  path: /home/me/data\n  image_size: 32\n  label_noise: {kind: pairflip, rate: 0.3}\n"
+    )
+    (run / "metrics.json").write_text(
+        json.dumps({"metrics": {"top1": 0.9, "nll": 0.3}, "heldout_metrics": {"nll": 0.5}})
+    )
     (run / "run.json").write_text(json.dumps({"class_names": [str(i) for i in range(5)]}))
     export_run(run, tmp_path / "out")
     config = json.loads((tmp_path / "out" / "config.json").read_text())
-    assert config["harness"]["trained_on"] == {"source": "digits", "image_size": 32,
-                                               "label_noise": {"kind": "pairflip", "rate": 0.3}}  # no path
+    assert config["harness"]["trained_on"] == {
+        "source": "digits",
+        "image_size": 32,
+        "label_noise": {"kind": "pairflip", "rate": 0.3},
+    }  # no path
     assert config["harness"]["metrics"] == {"top1": 0.9, "nll": 0.3, "heldout_nll": 0.5}
     assert config["label_names"] == ["0", "1", "2", "3", "4"]
     with torch.no_grad():
@@ -187,15 +199,19 @@ def test_integer_typed_weights_are_refused_before_work_everywhere_they_load(tmp_
     """Audit 2026-11-27 E13/N03/N19/N28: integer-typed weights were cast into float parameters without a word
     (logits off by 1.8e28). One rule (harness.weights.check_dtypes): precision may change within a kind (fp16 into
     fp32 loads), the kind never."""
-    from harness.weights import load_weights, source_backbone
+    from harness.backbone_sources import source_backbone
+    from harness.weights import load_weights
 
     for covariance in ("none", "low_rank"):
         model = _model(covariance, backbone="timm:test_resnet", **({"num_factors": 2} if covariance != "none" else {}))
         out = tmp_path / covariance
         model.save_pretrained(out)
         _as_int64(out)
-        with pytest.raises(ValueError, match=r"tensor\(s\) of another kind than the model's \(.*is int64, the model's "
-                                             r"is float32.*not an integer or quantised copy"):
+        with pytest.raises(
+            ValueError,
+            match=r"tensor\(s\) of another kind than the model's \(.*is int64, the model's "
+            r"is float32.*not an integer or quantised copy",
+        ):
             Classifier.from_pretrained(out)
     with pytest.raises(ValueError, match=r"model\.safetensors: .* another kind .*int64"):  # timm:local-dir:, N28
         source_backbone(f"timm:local-dir:{tmp_path / 'none'}")
@@ -203,13 +219,21 @@ def test_integer_typed_weights_are_refused_before_work_everywhere_they_load(tmp_
     load_weights(model, half, "fp16 weights")  # within a kind: loads
 
 
-@pytest.mark.parametrize("edit,match", [
-    (lambda c: c["harness"]["model"].update(preprocessing={"mean": [0.5] * 3, "std": [0, 0, 0]}),
-     r"preprocessing\.std = \[0, 0, 0\] must be 3 finite numbers .*each > 0"),
-    (lambda c: c["harness"]["model"]["head"].update(eval_mc_samples=2.5),
-     r"eval_mc_samples must be a whole number, got 2\.5"),
-    (lambda c: c.update(label_names=["a", "b"]), r"label_names holds 2 name\(s\) for a model of 5 classes"),
-], ids=["std-zero", "fractional-samples", "label-count"])
+@pytest.mark.parametrize(
+    "edit,match",
+    [
+        (
+            lambda c: c["harness"]["model"].update(preprocessing={"mean": [0.5] * 3, "std": [0, 0, 0]}),
+            r"preprocessing\.std = \[0, 0, 0\] must be 3 finite numbers .*each > 0",
+        ),
+        (
+            lambda c: c["harness"]["model"]["head"].update(eval_mc_samples=2.5),
+            r"eval_mc_samples must be a whole number, got 2\.5",
+        ),
+        (lambda c: c.update(label_names=["a", "b"]), r"label_names holds 2 name\(s\) for a model of 5 classes"),
+    ],
+    ids=["std-zero", "fractional-samples", "label-count"],
+)
 def test_an_export_config_is_checked_for_values_not_only_paths(tmp_path, edit, match):
     """Audit 2026-11-27 item 8: std [0, 0, 0] loaded (every logit non-finite), eval_mc_samples 2.5 loaded as 2, 2
     label_names for 10 classes passed."""

@@ -28,8 +28,22 @@ def _weights(tmp_path: Path, seed: int, num_classes: int = 10) -> Path:
 
 
 def _import(tmp_path: Path, weights: Path, name: str, *extra: str):
-    return CliRunner().invoke(main, ["import", "--model", "timm:resnet10t", "--weights", str(weights), "--data", DIGITS,
-                                     "--out", str(tmp_path / name), "limit_eval=40", *extra])
+    return CliRunner().invoke(
+        main,
+        [
+            "import",
+            "--model",
+            "timm:resnet10t",
+            "--weights",
+            str(weights),
+            "--data",
+            DIGITS,
+            "--out",
+            str(tmp_path / name),
+            "limit_eval=40",
+            *extra,
+        ],
+    )
 
 
 def test_an_imported_timm_model_predicts_with_its_own_classifier_and_normalisation(tmp_path):
@@ -48,7 +62,10 @@ def test_an_imported_timm_model_predicts_with_its_own_classifier_and_normalisati
     x, y, _ = next(iter(make_loader(data, build_split(data, data.eval_split), train=False, batch_size=40)[0]))
     net = timm.create_model("resnet10t", num_classes=10).eval()
     net.load_state_dict(load_file(str(w)))
-    mean, std = torch.tensor([0.485, 0.456, 0.406]).view(1, 3, 1, 1), torch.tensor([0.229, 0.224, 0.225]).view(1, 3, 1, 1)
+    mean, std = (
+        torch.tensor([0.485, 0.456, 0.406]).view(1, 3, 1, 1),
+        torch.tensor([0.229, 0.224, 0.225]).view(1, 3, 1, 1),
+    )
     with torch.no_grad():
         ref = torch.log_softmax(net(((x * 0.5 + 0.5) - mean) / std), 1).numpy()
     assert np.allclose(preds.log_probs()[:40], ref, atol=1e-4) and np.array_equal(preds.targets[:40], np.asarray(y))
@@ -62,19 +79,46 @@ def test_imported_runs_ensemble_and_shift_like_upstream_runs(tmp_path):
     for seed in (0, 1):
         assert _import(tmp_path, _weights(tmp_path, seed), f"m{seed}").exit_code == 0
     runner = CliRunner()
-    res = runner.invoke(main, ["ensemble", "--members", str(tmp_path / "m0"), str(tmp_path / "m1"),
-                               "--out", str(tmp_path / "ens")])
+    res = runner.invoke(
+        main, ["ensemble", "--members", str(tmp_path / "m0"), str(tmp_path / "m1"), "--out", str(tmp_path / "ens")]
+    )
     assert res.exit_code == 0, res.output
     members = [Predictions.load(tmp_path / f"m{s}") for s in (0, 1)]
     probs = np.mean([np.exp(m.log_probs()) for m in members], axis=0)
     assert np.allclose(np.exp(Predictions.load(tmp_path / "ens").log_probs()), probs, atol=1e-8)
     # re-predicting from the checkpoints on the data of a config file (--eval-data) gives the same ensemble
-    res = runner.invoke(main, ["ensemble", "--members", str(tmp_path / "m0"), str(tmp_path / "m1"), "--from-checkpoints",
-                               "--eval-data", DIGITS, "--out", str(tmp_path / "ens2")])
+    res = runner.invoke(
+        main,
+        [
+            "ensemble",
+            "--members",
+            str(tmp_path / "m0"),
+            str(tmp_path / "m1"),
+            "--from-checkpoints",
+            "--eval-data",
+            DIGITS,
+            "--out",
+            str(tmp_path / "ens2"),
+        ],
+    )
     assert res.exit_code == 0, res.output
     assert len(Predictions.load(tmp_path / "ens2").targets) > 40  # the config's whole evaluation split
-    res = runner.invoke(main, ["shift", "--members", str(tmp_path / "m0"), "--corruptions", "gaussian_noise",
-                               "--severities", "1", "--examples", "20", "--ood", "none"])
+    res = runner.invoke(
+        main,
+        [
+            "shift",
+            "--members",
+            str(tmp_path / "m0"),
+            "--corruptions",
+            "gaussian_noise",
+            "--severities",
+            "1",
+            "--examples",
+            "20",
+            "--ood",
+            "none",
+        ],
+    )
     assert res.exit_code == 0, res.output
     assert (tmp_path / "m0" / "shift" / "gaussian_noise-1" / "predictions.npz").is_file()
 
@@ -82,7 +126,9 @@ def test_imported_runs_ensemble_and_shift_like_upstream_runs(tmp_path):
 def test_bad_imports_are_refused_before_any_file_is_written(tmp_path):
     res = _import(tmp_path, _weights(tmp_path, 0, num_classes=7), "seven")  # a classifier for 7 classes, data of 10
     assert res.exit_code != 0 and "do not fit" in res.output and not (tmp_path / "seven").exists()
-    res = CliRunner().invoke(main, ["import", "--model", "timm:resnet10t", "--data", DIGITS, "--out", str(tmp_path / "x")])
+    res = CliRunner().invoke(
+        main, ["import", "--model", "timm:resnet10t", "--data", DIGITS, "--out", str(tmp_path / "x")]
+    )
     assert res.exit_code != 0 and "needs --weights" in res.output and not (tmp_path / "x").exists()
     (tmp_path / "full").mkdir()
     (tmp_path / "full" / "notes.txt").write_text("mine")

@@ -13,8 +13,9 @@ def test_plain_names_pass(name):
     assert check_name(name, "name") == name
 
 
-@pytest.mark.parametrize("name", ["", ".", "..", "../x", "a/b", "a\\b", "/abs", ".hidden", "-x", "a..b", "my run",
-                                  "x" * 129, "é", None, 3])
+@pytest.mark.parametrize(
+    "name", ["", ".", "..", "../x", "a/b", "a\\b", "/abs", ".hidden", "-x", "a..b", "my run", "x" * 129, "é", None, 3]
+)
 def test_names_that_are_not_one_plain_folder_name_are_refused(name):
     with pytest.raises(ValueError, match="must be a plain name"):
         check_name(name, "method name")
@@ -99,8 +100,10 @@ def test_a_lock_cleans_the_writers_own_subfolder_unless_another_writer_holds_it(
         assert orphan.exists()
 
 
-@pytest.mark.parametrize("value", ["pipe:touch x; echo /x.tar", "gs://bucket/x.tar", "s3://b/x", "hf://d/x",
-                                   "sftp://h/x", "/data/x.tar::pipe:cat y"])
+@pytest.mark.parametrize(
+    "value",
+    ["pipe:touch x; echo /x.tar", "gs://bucket/x.tar", "s3://b/x", "hf://d/x", "sftp://h/x", "/data/x.tar::pipe:cat y"],
+)
 def test_locations_with_another_url_scheme_are_refused_by_name(value):
     from harness.io import check_location
 
@@ -108,8 +111,9 @@ def test_locations_with_another_url_scheme_are_refused_by_name(value):
         check_location(value, "data.path")
 
 
-@pytest.mark.parametrize("value", [None, "/data/x", "rel/x.tar", "./a:b", "file:///data/x", "http://h/x.tar",
-                                   "https://h/{000..009}.tar"])
+@pytest.mark.parametrize(
+    "value", [None, "/data/x", "rel/x.tar", "./a:b", "file:///data/x", "http://h/x.tar", "https://h/{000..009}.tar"]
+)
 def test_local_paths_and_documented_schemes_pass(value):
     from harness.io import check_location
 

@@ -44,8 +44,9 @@ def test_a_timm_source_normalises_with_its_pretrained_cfg_mean_and_std(resnet18_
     assert prep["mean"] == pytest.approx(IMAGENET_MEAN) and prep["std"] == pytest.approx(IMAGENET_STD)
     pixels = torch.rand(2, 3, 32, 32)  # [0, 1]
     harness_view = (pixels - 0.5) / 0.5  # what the harness's loaders give
-    expected = model.backbone((pixels - torch.tensor(IMAGENET_MEAN).view(1, 3, 1, 1))
-                              / torch.tensor(IMAGENET_STD).view(1, 3, 1, 1))
+    expected = model.backbone(
+        (pixels - torch.tensor(IMAGENET_MEAN).view(1, 3, 1, 1)) / torch.tensor(IMAGENET_STD).view(1, 3, 1, 1)
+    )
     with torch.no_grad():
         torch.testing.assert_close(model.pre_logits(harness_view), expected, rtol=1e-4, atol=1e-5)
 
@@ -74,9 +75,13 @@ def test_harness_models_keep_the_harness_normalisation():
 def test_weights_of_another_architecture_name_the_keys_and_shapes(tmp_path):
     import timm
 
-    save_file({k: v.contiguous() for k, v in timm.create_model("resnet34", pretrained=False).state_dict().items()},
-              str(tmp_path / "r34.safetensors"))
-    with pytest.raises(ValueError, match=r"r34\.safetensors \(timm:resnet18\) do not fit the model \(unexpected \[.layer1\.2\."):
+    save_file(
+        {k: v.contiguous() for k, v in timm.create_model("resnet34", pretrained=False).state_dict().items()},
+        str(tmp_path / "r34.safetensors"),
+    )
+    with pytest.raises(
+        ValueError, match=r"r34\.safetensors \(timm:resnet18\) do not fit the model \(unexpected \[.layer1\.2\."
+    ):
         load_source("timm:resnet18", tmp_path / "r34.safetensors")
     w = {k: v.contiguous() for k, v in timm.create_model("resnet18", pretrained=False).state_dict().items()}
     w["conv1.weight"] = torch.zeros(64, 3, 3, 3)
@@ -129,9 +134,14 @@ def test_torchvision_weights_load_strictly_without_the_classifier(tmp_path):
 
 
 # ------------------------------------------------------------------ classifiers named by pretrained_cfg
-@pytest.mark.parametrize("name,classifier", [("inception_resnet_v2", "classif"),
-                                             ("deit_tiny_distilled_patch16_224", "head_dist"),
-                                             ("levit_128s", "head_dist.linear")])
+@pytest.mark.parametrize(
+    "name,classifier",
+    [
+        ("inception_resnet_v2", "classif"),
+        ("deit_tiny_distilled_patch16_224", "head_dist"),
+        ("levit_128s", "head_dist.linear"),
+    ],
+)
 def test_full_checkpoints_of_families_with_other_classifier_names_load(tmp_path, name, classifier):
     """A full checkpoint (classifier included) of the paper's WebVision backbone (classifier ``classif``), a
     distilled DeiT (``head`` and ``head_dist``) and a LeViT (``head.linear``, ``head_dist.linear`` after a norm): the
@@ -167,8 +177,12 @@ def test_num_classes_gives_a_usable_head(resnet18_weights):
     model = load_source("timm:resnet18", folder / "r18.safetensors", num_classes=10).eval()
     with torch.no_grad():
         assert model(x).shape == (2, 10) and model.config.num_classes == 10
-    het = load_source("timm:resnet18", folder / "r18.safetensors", num_classes=4,
-                      head={"covariance": "low_rank", "num_factors": 2, "eval_mc_samples": 8})
+    het = load_source(
+        "timm:resnet18",
+        folder / "r18.safetensors",
+        num_classes=4,
+        head={"covariance": "low_rank", "num_factors": 2, "eval_mc_samples": 8},
+    )
     assert het.head.covariance_type == "low_rank" and het.eval()(x).shape == (2, 4)
     with pytest.raises(ValueError, match="num_classes must be a whole number >= 1"):
         load_source("timm:resnet18", folder / "r18.safetensors", num_classes=0)

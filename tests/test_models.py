@@ -4,7 +4,13 @@ import pytest
 import torch
 
 from harness.models import (
-    ModelConfig, build_model, count_parameters, load_model, read_checkpoint, replace_head, save_model,
+    ModelConfig,
+    build_model,
+    count_parameters,
+    load_model,
+    read_checkpoint,
+    replace_head,
+    save_model,
 )
 
 TINY = dict(backbone="test_resnet", num_classes=5)
@@ -30,7 +36,9 @@ def test_paper_resnet152_parameter_counts():
 
 
 def test_replace_head_gives_zero_logits_and_shares_the_backbone():
-    model = build_model(dict(**TINY, head=dict(covariance="parameter_efficient", num_factors=2, learn_temperature=True)))
+    model = build_model(
+        dict(**TINY, head=dict(covariance="parameter_efficient", num_factors=2, learn_temperature=True))
+    )
     new = replace_head(model, 7)
     assert new.backbone is model.backbone
     assert new.head.covariance_type == "none" and new.config.num_classes == 7
@@ -41,8 +49,9 @@ def test_replace_head_gives_zero_logits_and_shares_the_backbone():
 
 
 def test_checkpoint_round_trip_rebuilds_the_model(tmp_path):
-    model = build_model(dict(**TINY, head=dict(covariance="low_rank", num_factors=3, link="sigmoid",
-                                               eval_mc_samples=16))).eval()
+    model = build_model(
+        dict(**TINY, head=dict(covariance="low_rank", num_factors=3, link="sigmoid", eval_mc_samples=16))
+    ).eval()
     path = save_model(model, tmp_path / "ckpt" / "model.pt", extra={"epoch": 3})
     assert read_checkpoint(path)["extra"] == {"epoch": 3}
     assert not list(path.parent.glob(".*.tmp"))  # the temporary file was renamed away
@@ -106,7 +115,9 @@ def test_a_pretrained_backbone_brings_its_own_preprocessing_and_strict_loading(t
         build_model(ModelConfig(backbone="resnet10t", num_classes=5), pretrained_file=str(tmp_path / "other.pth"))
     # torchvision backbones: their ImageNet normalisation
     torch.save(torchvision.models.get_model("resnet18", weights=None).state_dict(), tmp_path / "tv.pth")
-    tv = build_model(ModelConfig(backbone="torchvision:resnet18", num_classes=5), pretrained_file=str(tmp_path / "tv.pth"))
+    tv = build_model(
+        ModelConfig(backbone="torchvision:resnet18", num_classes=5), pretrained_file=str(tmp_path / "tv.pth")
+    )
     assert tv.config.preprocessing["std"] == pytest.approx([0.229, 0.224, 0.225])
 
 
@@ -142,11 +153,15 @@ def test_a_renormalising_model_applies_its_normalisation_in_forward_features():
 
     backbone = timm.create_model("test_resnet", num_classes=0)
     prep = {"mean": [0.485, 0.456, 0.406], "std": [0.229, 0.224, 0.225]}
-    model = Classifier(backbone, HeteroscedasticHead(backbone.num_features, 3, covariance="none"),
-                       ModelConfig("test_resnet", 3, {"covariance": "none"}, {}, prep)).eval()
+    model = Classifier(
+        backbone,
+        HeteroscedasticHead(backbone.num_features, 3, covariance="none"),
+        ModelConfig("test_resnet", 3, {"covariance": "none"}, {}, prep),
+    ).eval()
     x = torch.randn(2, 3, 32, 32)
     own = (x * 0.5 + 0.5 - torch.tensor([0.485, 0.456, 0.406]).view(1, 3, 1, 1)) / torch.tensor(
-        [0.229, 0.224, 0.225]).view(1, 3, 1, 1)
+        [0.229, 0.224, 0.225]
+    ).view(1, 3, 1, 1)
     with torch.no_grad():
         torch.testing.assert_close(model.forward_features(x), backbone.forward_features(own))
         torch.testing.assert_close(model.forward_head(model.forward_features(x)), model(x))

@@ -37,8 +37,11 @@ def test_progress_counts_jobs_over_all_stages_against_the_announced_plan(n):
         assert lines[0] == "[a] a0 [0/5 jobs done, 5 left]" and lines[2] == "[b] b0 [2/6 jobs done, 4 left]"
         assert status[-1] == "5/6 jobs done, 1 left]"
     else:  # a line as each job ends, from the worker processes
-        assert lines[0].startswith("[a] done a") and " in " in lines[0] and status[:2] == [
-            "1/5 jobs done, 4 left]", "2/5 jobs done, 3 left]"]
+        assert (
+            lines[0].startswith("[a] done a")
+            and " in " in lines[0]
+            and status[:2] == ["1/5 jobs done, 4 left]", "2/5 jobs done, 3 left]"]
+        )
         assert status[-1] == "6/6 jobs done, 0 left]"
 
 
@@ -71,11 +74,17 @@ def test_ctrl_c_stops_the_workers_at_once_without_their_tracebacks(tmp_path):
     import psutil
 
     (tmp_path / "script.py").write_text(SCRIPT)
-    parent = subprocess.Popen([sys.executable, str(tmp_path / "script.py")], cwd=tmp_path, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)},
-                              start_new_session=True,  # its own process group: a terminal's Ctrl-C reaches all of it
-                              # Ctrl-C's default, as in a terminal (a shell's background job passes SIGINT on ignored)
-                              preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    parent = subprocess.Popen(
+        [sys.executable, str(tmp_path / "script.py")],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        start_new_session=True,  # its own process group: a terminal's Ctrl-C reaches all of it
+        # Ctrl-C's default, as in a terminal (a shell's background job passes SIGINT on ignored)
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     try:
         assert parent.stdout.readline().strip() == "submitted"
         proc = psutil.Process(parent.pid)

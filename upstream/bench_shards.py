@@ -45,17 +45,45 @@ def _harness() -> "list[str]":
 
 def pack_commands(config: Path, data_path: Path, out: Path, shard_size: int) -> "list[list[str]]":
     """The ``harness data pack`` command of each split."""
-    return [[*_harness(), "data", "pack", str(config), str(out), "--split", split, "--shard-size", str(shard_size),
-             f"path={data_path}"] for split in SPLITS]
+    return [
+        [
+            *_harness(),
+            "data",
+            "pack",
+            str(config),
+            str(out),
+            "--split",
+            split,
+            "--shard-size",
+            str(shard_size),
+            f"path={data_path}",
+        ]
+        for split in SPLITS
+    ]
 
 
-def run_command(path: str, seed: int, config: Path, data_path: Path, shards: Path, epochs: int, num_workers: int,
-                out_dir: Path) -> "list[str]":
+def run_command(
+    path: str, seed: int, config: Path, data_path: Path, shards: Path, epochs: int, num_workers: int, out_dir: Path
+) -> "list[str]":
     """The ``harness upstream`` command of one run: the config on the array path or on the shards."""
-    cmd = [*_harness(), "upstream", "--config", str(config), "--no-progress", f"seed={seed}",
-           f"train.epochs={epochs}", f"train.eval_every={epochs}", f"output_dir={out_dir}"]
+    cmd = [
+        *_harness(),
+        "upstream",
+        "--config",
+        str(config),
+        "--no-progress",
+        f"seed={seed}",
+        f"train.epochs={epochs}",
+        f"train.eval_every={epochs}",
+        f"output_dir={out_dir}",
+    ]
     if path == "shards":
-        return cmd + ["data.source=shards", f"data.path={shards}", "data.loader=auto", f"data.num_workers={num_workers}"]
+        return cmd + [
+            "data.source=shards",
+            f"data.path={shards}",
+            "data.loader=auto",
+            f"data.num_workers={num_workers}",
+        ]
     return cmd + [f"data.path={data_path}"]
 
 
@@ -69,10 +97,17 @@ def _check(cmd: "list[str]") -> None:
         raise RuntimeError(f"{shlex.join(cmd)} failed ({done.returncode}):\n{(done.stdout + done.stderr)[-2000:]}")
 
 
-def run(seeds: Sequence[int] = (0, 1), epochs: int = 2, config: Path = CONFIG, data_path: Optional[Path] = None,
-        shard_size: int = 2500, num_workers: int = 1, work_dir: Path = Path("runs/bench/shards_vs_array"),
-        out: Optional[Path] = Path("results/bench/shards_vs_array.md"),
-        progress: Callable[[str], None] = print) -> dict:
+def run(
+    seeds: Sequence[int] = (0, 1),
+    epochs: int = 2,
+    config: Path = CONFIG,
+    data_path: Optional[Path] = None,
+    shard_size: int = 2500,
+    num_workers: int = 1,
+    work_dir: Path = Path("runs/bench/shards_vs_array"),
+    out: Optional[Path] = Path("results/bench/shards_vs_array.md"),
+    progress: Callable[[str], None] = print,
+) -> dict:
     """Pack, train every (path, seed), compare, and write the tables (Markdown and a JSON twin).
 
     Args:
@@ -122,21 +157,45 @@ def run(seeds: Sequence[int] = (0, 1), epochs: int = 2, config: Path = CONFIG, d
             m = json.loads((run_dir / "metrics.json").read_text())
             pred = np.load(run_dir / "predictions.npz")
             correct = pred["logits"].argmax(1) == pred["targets"]
-            runs.append({"path": path, "seed": seed, "command": shown(cmd), "run_dir": str(run_dir),
-                         "top1": m["metrics"]["top1"], "nll": m["metrics"]["nll"], "ece": m["metrics"]["ece"],
-                         "heldout_top1": (m.get("heldout_metrics") or {}).get("top1"), "steps": m["steps"],
-                         "train_minutes": m["train_seconds"] / 60, "wall_minutes": m["wall_seconds"] / 60,
-                         "images_per_sec": m["train_images_per_sec"], "mixed_precision": m["mixed_precision"],
-                         "train_data": m["train_data"], "session_minutes": (time.perf_counter() - tic) / 60,
-                         "correct": correct, "index": pred["index"]})
-            progress(f"{path} seed {seed}: clean test top-1 {m['metrics']['top1']:.4f} "
-                     f"({m['train_seconds'] / 60:.1f} min of training)")
-    summary = {"seeds": list(seeds), "epochs": epochs, "config": str(config), "data": str(data_path),
-               "shard_size": shard_size, "num_workers": num_workers, "pack_commands": [shown(c) for c in packs],
-               "pack_seconds": pack_seconds if pack_measured else None,
-               "shards": {s: len(i["shards"]) for s, i in index.items()},
-               "load": {"start": load, "end": machine_load()},
-               **compare(runs), "runs": [{k: v for k, v in r.items() if k not in ("correct", "index")} for r in runs]}
+            runs.append(
+                {
+                    "path": path,
+                    "seed": seed,
+                    "command": shown(cmd),
+                    "run_dir": str(run_dir),
+                    "top1": m["metrics"]["top1"],
+                    "nll": m["metrics"]["nll"],
+                    "ece": m["metrics"]["ece"],
+                    "heldout_top1": (m.get("heldout_metrics") or {}).get("top1"),
+                    "steps": m["steps"],
+                    "train_minutes": m["train_seconds"] / 60,
+                    "wall_minutes": m["wall_seconds"] / 60,
+                    "images_per_sec": m["train_images_per_sec"],
+                    "mixed_precision": m["mixed_precision"],
+                    "train_data": m["train_data"],
+                    "session_minutes": (time.perf_counter() - tic) / 60,
+                    "correct": correct,
+                    "index": pred["index"],
+                }
+            )
+            progress(
+                f"{path} seed {seed}: clean test top-1 {m['metrics']['top1']:.4f} "
+                f"({m['train_seconds'] / 60:.1f} min of training)"
+            )
+    summary = {
+        "seeds": list(seeds),
+        "epochs": epochs,
+        "config": str(config),
+        "data": str(data_path),
+        "shard_size": shard_size,
+        "num_workers": num_workers,
+        "pack_commands": [shown(c) for c in packs],
+        "pack_seconds": pack_seconds if pack_measured else None,
+        "shards": {s: len(i["shards"]) for s, i in index.items()},
+        "load": {"start": load, "end": machine_load()},
+        **compare(runs),
+        "runs": [{k: v for k, v in r.items() if k not in ("correct", "index")} for r in runs],
+    }
     if out is not None:
         _write(Path(out), summary)
     return summary
@@ -160,8 +219,11 @@ def compare(runs: "list[dict]") -> dict:
         if not np.array_equal(a["index"], b["index"]):
             raise ValueError(f"seed {s}: the two paths predicted different test examples; they must score the same set")
         mcnemar[str(s)] = mcnemar_exact(a["correct"], b["correct"])
-    return {"per_path": per_path, "difference": {**diff, "verdict": verdict(diff["lo"], diff["hi"], True, len(seeds))},
-            "mcnemar": mcnemar}
+    return {
+        "per_path": per_path,
+        "difference": {**diff, "verdict": verdict(diff["lo"], diff["hi"], True, len(seeds))},
+        "mcnemar": mcnemar,
+    }
 
 
 def _write(out: Path, s: dict) -> None:
@@ -171,39 +233,63 @@ def _write(out: Path, s: dict) -> None:
     pp, d = s["per_path"], s["difference"]
     pct = 100.0
     shard_counts = ", ".join(f"{k}: {v} shards" for k, v in s["shards"].items())
-    lines = [markdown_header("CIFAR-10N from WebDataset shards vs the cached-array path", prov),
-             f"CPU (`lscpu`): {cpu_details() or 'lscpu not available'}. "
-             + load_note(s["load"]["start"], s["load"]["end"]), "",
-             f"Config `{s['config']}` ({s['epochs']} epochs, `train.eval_every={s['epochs']}`), CIFAR-10N "
-             f"`{s['data']}`: training on `train45k` (`worse` labels), `val5k` held out, clean `test`. Array path: the "
-             "config as it is (`data.loader: array`, decoded once, a full permutation an epoch, whole-batch "
-             "augmentation). Shard path: the same config with `data.source=shards` (PIL decode and the same pad-4 "
-             f"crop + flip image by image, {s['num_workers']} loader worker(s), shard order shuffled and a shuffle "
-             "buffer of 1,000 per worker). The two differ in shuffling, so equality is expected only within the seed "
-             "spread.", "",
-             (f"Packed in {s['pack_seconds'] / 60:.1f} min ({shard_counts}) by:" if s["pack_seconds"] is not None
-              else f"Packed ({shard_counts}; by an earlier run of this command, not timed here) by:"), "",
-             "```bash", *s["pack_commands"], "```", "",
-             "| path | seed | clean test top-1 | NLL | ECE | val5k top-1 (noisy) | steps | training min | images/s |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        markdown_header("CIFAR-10N from WebDataset shards vs the cached-array path", prov),
+        f"CPU (`lscpu`): {cpu_details() or 'lscpu not available'}. " + load_note(s["load"]["start"], s["load"]["end"]),
+        "",
+        f"Config `{s['config']}` ({s['epochs']} epochs, `train.eval_every={s['epochs']}`), CIFAR-10N "
+        f"`{s['data']}`: training on `train45k` (`worse` labels), `val5k` held out, clean `test`. Array path: the "
+        "config as it is (`data.loader: array`, decoded once, a full permutation an epoch, whole-batch "
+        "augmentation). Shard path: the same config with `data.source=shards` (PIL decode and the same pad-4 "
+        f"crop + flip image by image, {s['num_workers']} loader worker(s), shard order shuffled and a shuffle "
+        "buffer of 1,000 per worker). The two differ in shuffling, so equality is expected only within the seed "
+        "spread.",
+        "",
+        (
+            f"Packed in {s['pack_seconds'] / 60:.1f} min ({shard_counts}) by:"
+            if s["pack_seconds"] is not None
+            else f"Packed ({shard_counts}; by an earlier run of this command, not timed here) by:"
+        ),
+        "",
+        "```bash",
+        *s["pack_commands"],
+        "```",
+        "",
+        "| path | seed | clean test top-1 | NLL | ECE | val5k top-1 (noisy) | steps | training min | images/s |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in s["runs"]:
         held = "-" if r["heldout_top1"] is None else f"{pct * r['heldout_top1']:.2f}%"
-        lines.append(f"| {r['path']} | {r['seed']} | {pct * r['top1']:.2f}% | {r['nll']:.4f} | {r['ece']:.4f} | "
-                     f"{held} | {r['steps']} | {r['train_minutes']:.1f} | {r['images_per_sec']:.0f} |")
-    lines += ["", "| path | mean top-1 | seed range (max - min) | std over seeds | 95% t interval of the mean |",
-              "|---|---|---|---|---|"]
+        lines.append(
+            f"| {r['path']} | {r['seed']} | {pct * r['top1']:.2f}% | {r['nll']:.4f} | {r['ece']:.4f} | "
+            f"{held} | {r['steps']} | {r['train_minutes']:.1f} | {r['images_per_sec']:.0f} |"
+        )
+    lines += [
+        "",
+        "| path | mean top-1 | seed range (max - min) | std over seeds | 95% t interval of the mean |",
+        "|---|---|---|---|---|",
+    ]
     for path, p in pp.items():
-        lines.append(f"| {path} | {pct * p['mean']:.2f}% | {pct * (p['max'] - p['min']):.2f} points "
-                     f"({pct * p['min']:.2f}-{pct * p['max']:.2f}%) | {pct * p['std']:.2f} | "
-                     f"[{pct * p['lo']:.2f}%, {pct * p['hi']:.2f}%] |")
-    lines += ["", f"Shards - array, paired by seed: **{pct * d['mean']:+.2f} points** (per seed "
-                  f"{', '.join(f'{pct * v:+.2f}' for v in d['diffs'])}); 95% t interval over the {d['n']} seeds "
-                  f"[{pct * d['lo']:+.2f}, {pct * d['hi']:+.2f}] points: {d['verdict']}. McNemar's exact test on "
-                  "the 10,000 test predictions of each seed (shards right / array right where they disagree): "
-                  + "; ".join(f"seed {k}: {m['n10']} / {m['n01']}, p = {m['p']:.3g}"
-                              for k, m in s["mcnemar"].items()) + ". The per-seed test says whether the two models "
-                  "of a seed differ, not whether the paths do: seeds alone move top-1 by the spread above.", "",
-              "Commands (run one at a time, each in its own process; `harness bench shards` runs them all):", "",
-              "```bash", *[r["command"] for r in s["runs"]], "```"]
+        lines.append(
+            f"| {path} | {pct * p['mean']:.2f}% | {pct * (p['max'] - p['min']):.2f} points "
+            f"({pct * p['min']:.2f}-{pct * p['max']:.2f}%) | {pct * p['std']:.2f} | "
+            f"[{pct * p['lo']:.2f}%, {pct * p['hi']:.2f}%] |"
+        )
+    lines += [
+        "",
+        f"Shards - array, paired by seed: **{pct * d['mean']:+.2f} points** (per seed "
+        f"{', '.join(f'{pct * v:+.2f}' for v in d['diffs'])}); 95% t interval over the {d['n']} seeds "
+        f"[{pct * d['lo']:+.2f}, {pct * d['hi']:+.2f}] points: {d['verdict']}. McNemar's exact test on "
+        "the 10,000 test predictions of each seed (shards right / array right where they disagree): "
+        + "; ".join(f"seed {k}: {m['n10']} / {m['n01']}, p = {m['p']:.3g}" for k, m in s["mcnemar"].items())
+        + ". The per-seed test says whether the two models "
+        "of a seed differ, not whether the paths do: seeds alone move top-1 by the spread above.",
+        "",
+        "Commands (run one at a time, each in its own process; `harness bench shards` runs them all):",
+        "",
+        "```bash",
+        *[r["command"] for r in s["runs"]],
+        "```",
+    ]
     atomic_write_text(out, "\n".join(lines) + "\n")
     atomic_write_text(out.with_suffix(".json"), json_dumps({"provenance": prov, **s}, indent=1))

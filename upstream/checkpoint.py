@@ -20,9 +20,11 @@ STATE_FORMAT = "harness.upstream-state/2"  # /2: one RNG state per process, in t
 
 
 def _rng_state() -> dict:
-    state = {"torch": torch.get_rng_state(), "numpy": [int(v) if not isinstance(v, np.ndarray) else v.tolist()
-                                                       for v in np.random.get_state()[1:]],
-             "python": list(random.getstate()[1]) + [random.getstate()[0]]}
+    state = {
+        "torch": torch.get_rng_state(),
+        "numpy": [int(v) if not isinstance(v, np.ndarray) else v.tolist() for v in np.random.get_state()[1:]],
+        "python": list(random.getstate()[1]) + [random.getstate()[0]],
+    }
     if torch.cuda.is_available():
         state["cuda"] = torch.cuda.get_rng_state_all()
     return state
@@ -46,10 +48,19 @@ def write_run_files(t: Training, config_yaml: str) -> None:
     d = t.data
     t.run_dir.mkdir(parents=True, exist_ok=True)
     atomic_write_text(t.run_dir / "config.yaml", config_yaml)
-    meta = {**provenance(), "config": to_dict(t.cfg), "train_data": d.train.description,
-            "eval_data": d.eval.description, "num_train": len(d.train), "num_eval": len(d.eval),
-            "class_names": d.train.class_names, "label_noise": d.noise_info, "loss": d.loss_info,
-            "num_processes": t.accelerator.num_processes, "mixed_precision": t.accelerator.mixed_precision}
+    meta = {
+        **provenance(),
+        "config": to_dict(t.cfg),
+        "train_data": d.train.description,
+        "eval_data": d.eval.description,
+        "num_train": len(d.train),
+        "num_eval": len(d.eval),
+        "class_names": d.train.class_names,
+        "label_noise": d.noise_info,
+        "loss": d.loss_info,
+        "num_processes": t.accelerator.num_processes,
+        "mixed_precision": t.accelerator.mixed_precision,
+    }
     atomic_write_text(t.run_dir / "run.json", json_dumps(meta, indent=1))
 
 
@@ -66,8 +77,9 @@ def resume(t: Training) -> None:
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:  # damaged, or holding objects that weights-only loading refuses to build
-        raise ValueError(f"{path} cannot be read as a training state ({type(e).__name__}); "
-                         "delete it to start the run over") from e
+        raise ValueError(
+            f"{path} cannot be read as a training state ({type(e).__name__}); delete it to start the run over"
+        ) from e
     if state.get("format") == "harness.upstream-state/1":  # one process's RNG, saved with the model
         state["rng"] = [state["rng"]]
     elif state.get("format") != STATE_FORMAT:
@@ -78,8 +90,10 @@ def resume(t: Training) -> None:
         t.scheduler.load_state_dict(state["scheduler"])
     except (RuntimeError, ValueError, KeyError, TypeError) as e:  # another model's or optimiser's state
         first = str(e).splitlines()[0][:160] if str(e) else ""
-        raise ValueError(f"{path} does not fit this run's model or optimiser ({type(e).__name__}: {first}): it is "
-                         "another run's state; delete it to start the run over") from None
+        raise ValueError(
+            f"{path} does not fit this run's model or optimiser ({type(e).__name__}: {first}): it is "
+            "another run's state; delete it to start the run over"
+        ) from None
     p = t.p
     p.epoch, p.batch_in_epoch, p.step = state["epoch"], state["batch_in_epoch"], state["step"]
     p.history, p.best, p.timing = state["history"], state["best"], {"wall_seconds": 0.0, **state["timing"]}
@@ -87,15 +101,19 @@ def resume(t: Training) -> None:
     rng, world, cfg = state["rng"], t.data.world, t.cfg
     if t.data.stream and state.get("stream") != t.data.layout:
         saved = state.get("stream") or {}
-        raise ValueError(f"{path} was written reading the shards with {saved.get('world_size')} "
-                         f"process(es) x {saved.get('num_workers')} loader worker(s) and this run has {world} x "
-                         f"{cfg.data.num_workers}: a shard stream's order depends on both, so the run resumes "
-                         f"exactly only with the same; resume with --num_processes {saved.get('world_size')} and "
-                         f"data.num_workers={saved.get('num_workers')}, or start a new run")
+        raise ValueError(
+            f"{path} was written reading the shards with {saved.get('world_size')} "
+            f"process(es) x {saved.get('num_workers')} loader worker(s) and this run has {world} x "
+            f"{cfg.data.num_workers}: a shard stream's order depends on both, so the run resumes "
+            f"exactly only with the same; resume with --num_processes {saved.get('world_size')} and "
+            f"data.num_workers={saved.get('num_workers')}, or start a new run"
+        )
     if len(rng) != t.accelerator.num_processes:
-        raise ValueError(f"{path} was written by {len(rng)} processes and this run has "
-                         f"{t.accelerator.num_processes}; resume with --num_processes {len(rng)} (the data order "
-                         "and the HET noise of every process are part of the state)")
+        raise ValueError(
+            f"{path} was written by {len(rng)} processes and this run has "
+            f"{t.accelerator.num_processes}; resume with --num_processes {len(rng)} (the data order "
+            "and the HET noise of every process are part of the state)"
+        )
     _set_rng_state(rng[t.accelerator.process_index])
     if t.main:
         print(f"{t.run_dir}: resuming at epoch {p.epoch}, batch {p.batch_in_epoch} (step {p.step})")
@@ -110,10 +128,22 @@ def save_state(t: Training) -> None:
     p: Progress = t.p
     if t.main:
         timing_now = {**p.timing, "wall_seconds": p.timing["wall_seconds"] + time.perf_counter() - p.session_start}
-        atomic_torch_save({
-            "format": STATE_FORMAT, "model": t.accelerator.unwrap_model(t.model).state_dict(),
-            "optimizer": t.optimizer.state_dict(), "scheduler": t.scheduler.state_dict(), "rng": rng,
-            "epoch": p.epoch, "batch_in_epoch": p.batch_in_epoch, "step": p.step, "history": p.history,
-            "best": p.best, "timing": timing_now, "fewshot": p.fewshot, "stream": t.data.layout,
-        }, t.ckpt_dir / "last.pt")
+        atomic_torch_save(
+            {
+                "format": STATE_FORMAT,
+                "model": t.accelerator.unwrap_model(t.model).state_dict(),
+                "optimizer": t.optimizer.state_dict(),
+                "scheduler": t.scheduler.state_dict(),
+                "rng": rng,
+                "epoch": p.epoch,
+                "batch_in_epoch": p.batch_in_epoch,
+                "step": p.step,
+                "history": p.history,
+                "best": p.best,
+                "timing": timing_now,
+                "fewshot": p.fewshot,
+                "stream": t.data.layout,
+            },
+            t.ckpt_dir / "last.pt",
+        )
     t.accelerator.wait_for_everyone()

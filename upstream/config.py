@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
 from harness.data.config import DataConfig
-from harness.precision import CHOICES as PRECISION_CHOICES
+from harness.training.precision import CHOICES as PRECISION_CHOICES
 
 
 @dataclass
@@ -111,17 +111,17 @@ class TrainSection:
             model's own p either way.
         label_smoothing: ε of ``label_smoothing``, in (0, 1).
         fewshot_every: evaluate the model every N epochs (and after the last) by few-shot linear evaluation on
-            ``fewshot_tasks`` (:mod:`harness.downstream.fewshot`: frozen pre-logit features at ``data.image_size`` px,
+            ``fewshot_tasks`` (:mod:`harness.tasks.probe`: frozen pre-logit features at ``data.image_size`` px,
             ridge regression to ±1 targets, λ chosen on held-out training examples), logged to TensorBoard as
             ``fewshot/<task>/<shots>shot`` and to ``fewshot.jsonl``; 0 or null: off.
         fewshot_tasks: the tasks, as ``harness downstream --tasks`` names them (``demo_digit``, ``demo``, a custom
             ``NAME=FOLDER:K``; VTAB-1k tasks read from TFDS's default folder).
         fewshot_shots: training examples per class (big_vision's 1, 5, 10, 25).
         fewshot_every_steps: also run the few-shot monitor every N optimiser steps (0: off).
-        log_with: experiment trackers, accelerate's names (:data:`harness.upstream.trackers.NAMES`:
+        log_with: experiment trackers, accelerate's names (:data:`harness.training.trackers.NAMES`:
             ``tensorboard`` writes ``tb/`` in the run folder; ``mlflow``, ``wandb``, ...: ``pip install
             "het-harness[track]"``); ``[]``: none. Each gets the whole resolved config as parameters, the
-            metrics of every evaluation and the final metrics (:mod:`harness.upstream.trackers`). Not part of a
+            metrics of every evaluation and the final metrics (:mod:`harness.training.trackers`). Not part of a
             run's identity: a run resumes, or counts as done, whatever trackers log it.
     """
 
@@ -204,29 +204,44 @@ def validate(cfg: UpstreamConfig) -> None:
     from harness.data.batched import LOADERS
     from harness.data.config import SOURCES, STREAM_SOURCES
     from harness.heads import HeteroscedasticHead
-
     from harness.io import check_location
 
     t, d, o = cfg.train, cfg.data, cfg.optim
     check_location(cfg.output_dir, "output_dir")
     check_location(cfg.model.pretrained_file, "model.pretrained_file")
-    positive = {"train.epochs": t.epochs, "train.eval_every": t.eval_every, "train.log_every": t.log_every,
-                "train.grad_accum_steps": t.grad_accum_steps, "data.batch_size": d.batch_size,
-                "data.eval_batch_size": d.eval_batch_size, "data.image_size": d.image_size}
+    positive = {
+        "train.epochs": t.epochs,
+        "train.eval_every": t.eval_every,
+        "train.log_every": t.log_every,
+        "train.grad_accum_steps": t.grad_accum_steps,
+        "data.batch_size": d.batch_size,
+        "data.eval_batch_size": d.eval_batch_size,
+        "data.image_size": d.image_size,
+    }
     for key, value in positive.items():
         if value < 1:
             raise ValueError(f"{key} must be >= 1, got {value}")
     if t.steps is not None and (isinstance(t.steps, bool) or not isinstance(t.steps, int) or t.steps < 1):
-        raise ValueError(f"train.steps must be a whole number of optimiser steps >= 1 (or null: train.epochs counts), "
-                         f"got {t.steps!r}")
-    for key, value in {"train.checkpoint_every": t.checkpoint_every, "train.eval_every_steps": t.eval_every_steps,
-                       "train.fewshot_every_steps": t.fewshot_every_steps, "data.limit_train": d.limit_train,
-                       "data.limit_eval": d.limit_eval, "data.num_workers": d.num_workers,
-                       "data.crop_padding": d.crop_padding, "optim.warmup_epochs": o.warmup_epochs}.items():
+        raise ValueError(
+            f"train.steps must be a whole number of optimiser steps >= 1 (or null: train.epochs counts), "
+            f"got {t.steps!r}"
+        )
+    for key, value in {
+        "train.checkpoint_every": t.checkpoint_every,
+        "train.eval_every_steps": t.eval_every_steps,
+        "train.fewshot_every_steps": t.fewshot_every_steps,
+        "data.limit_train": d.limit_train,
+        "data.limit_eval": d.limit_eval,
+        "data.num_workers": d.num_workers,
+        "data.crop_padding": d.crop_padding,
+        "optim.warmup_epochs": o.warmup_epochs,
+    }.items():
         if value < 0:
             raise ValueError(f"{key} must be >= 0 (0 = {'all' if 'limit' in key else 'none'}), got {value}")
     if t.mixed_precision not in MIXED_PRECISION:
-        raise ValueError(f"unknown train.mixed_precision {t.mixed_precision!r}: use one of {', '.join(MIXED_PRECISION)}")
+        raise ValueError(
+            f"unknown train.mixed_precision {t.mixed_precision!r}: use one of {', '.join(MIXED_PRECISION)}"
+        )
     if d.source not in SOURCES + STREAM_SOURCES:
         raise ValueError(f"unknown data source {d.source!r}: use one of {', '.join(SOURCES + STREAM_SOURCES)}")
     if d.loader not in LOADERS:
@@ -244,18 +259,24 @@ def validate(cfg: UpstreamConfig) -> None:
     if not 0 <= cfg.seed < 2**32:
         raise ValueError(f"seed must be a whole number in [0, 2**32 - 1] (numpy's seed range), got {cfg.seed}")
     if d.image_size > MAX_IMAGE_SIZE:
-        raise ValueError(f"data.image_size={d.image_size} exceeds {MAX_IMAGE_SIZE} px: a batch of {d.batch_size} such "
-                         f"images would not fit in memory; use the model's input size (e.g. 32, 224)")
+        raise ValueError(
+            f"data.image_size={d.image_size} exceeds {MAX_IMAGE_SIZE} px: a batch of {d.batch_size} such "
+            f"images would not fit in memory; use the model's input size (e.g. 32, 224)"
+        )
     accepted = set(inspect.signature(HeteroscedasticHead.__init__).parameters) - {"self", "in_features", "num_classes"}
     unknown = sorted(set(cfg.model.head) - accepted)
     if unknown:
-        raise ValueError(f"unknown head option(s) model.head.{', model.head.'.join(unknown)}: the head takes "
-                         f"{', '.join(sorted(accepted))}")
+        raise ValueError(
+            f"unknown head option(s) model.head.{', model.head.'.join(unknown)}: the head takes "
+            f"{', '.join(sorted(accepted))}"
+        )
     tau = cfg.model.head.get("temperature")
     if isinstance(tau, (int, float)) and 0 < tau < MIN_TEMPERATURE:
-        raise ValueError(f"model.head.temperature={tau:g} is below {MIN_TEMPERATURE:g}: the logits are divided by τ, so "
-                         f"their gradients grow by 1/τ and the training diverges at any usual optim.lr; the paper's τ "
-                         "lie in [0.15, 5] (choose one on held-out data with an experiment's temperature_grid)")
+        raise ValueError(
+            f"model.head.temperature={tau:g} is below {MIN_TEMPERATURE:g}: the logits are divided by τ, so "
+            f"their gradients grow by 1/τ and the training diverges at any usual optim.lr; the paper's τ "
+            "lie in [0.15, 5] (choose one on held-out data with an experiment's temperature_grid)"
+        )
     try:  # the head's own checks of values (covariance, link, temperature...) on a stand-in size
         k = cfg.model.num_classes or max(2, int(cfg.model.head.get("num_factors") or 2))
         HeteroscedasticHead(max(8, k), k, **cfg.model.head)
@@ -264,11 +285,12 @@ def validate(cfg: UpstreamConfig) -> None:
     link = cfg.model.head.get("link", "softmax")
     names = metric_names(link)
     if t.best_metric not in names:
-        raise ValueError(f"train.best_metric {t.best_metric!r} is not computed for the {link} link: use one of "
-                         f"{', '.join(names)}")
+        raise ValueError(
+            f"train.best_metric {t.best_metric!r} is not computed for the {link} link: use one of {', '.join(names)}"
+        )
     _validate_noise_and_loss(cfg, link)
     _validate_fewshot(t)
-    from harness.upstream.trackers import check_names
+    from harness.training.trackers import check_names
 
     check_names(list(t.log_with), "train.log_with")
 
@@ -278,40 +300,52 @@ def _validate_shards(d: DataConfig) -> None:
     :func:`harness.data.shards.shard_loader`, so without the settings that need random access or the labels in
     memory."""
     if not d.path:
-        raise ValueError("data.source=shards needs data.path: the folder harness data pack wrote (holding "
-                         "<split>/index.json), or a shard pattern beside an index.json")
+        raise ValueError(
+            "data.source=shards needs data.path: the folder harness data pack wrote (holding "
+            "<split>/index.json), or a shard pattern beside an index.json"
+        )
     if d.loader == "array":
-        raise ValueError("data.loader=array decodes a whole split into one array, which shards (read as a stream) "
-                         "cannot give: set data.loader=auto (or pil) with data.source=shards")
+        raise ValueError(
+            "data.loader=array decodes a whole split into one array, which shards (read as a stream) "
+            "cannot give: set data.loader=auto (or pil) with data.source=shards"
+        )
     if d.limit_train or d.limit_eval:
-        raise ValueError("data.limit_train / data.limit_eval do not apply to shards: pack the examples you want "
-                         "(harness data pack SOURCE OUT limit_train=N), or set them to 0")
+        raise ValueError(
+            "data.limit_train / data.limit_eval do not apply to shards: pack the examples you want "
+            "(harness data pack SOURCE OUT limit_train=N), or set them to 0"
+        )
     if d.label_noise and d.label_noise.get("kind", "none") != "none":
-        raise ValueError("data.label_noise is drawn over the labels of a split held in memory, which shards (read as "
-                         "a stream) are not: train on the source it was packed from, or unset data.label_noise")
+        raise ValueError(
+            "data.label_noise is drawn over the labels of a split held in memory, which shards (read as "
+            "a stream) are not: train on the source it was packed from, or unset data.label_noise"
+        )
     if d.shuffle_buffer < 0:
         raise ValueError(f"data.shuffle_buffer must be >= 0 (0: shard order shuffled only), got {d.shuffle_buffer}")
 
 
 def _validate_fewshot(t: TrainSection) -> None:
     """``train.fewshot_every``, ``train.fewshot_tasks`` and ``train.fewshot_shots`` (see :func:`validate`); the task
-    names are resolved (:func:`harness.downstream.sweep.expand_tasks`), their data is read when the run starts."""
+    names are resolved (:func:`harness.tasks.taskset.expand_tasks`), their data is read when the run starts."""
     every = t.fewshot_every or 0
     if isinstance(every, bool) or not isinstance(every, int) or every < 0:
         raise ValueError(f"train.fewshot_every must be a whole number of epochs >= 0 (0 or null: off), got {every!r}")
     every = every or t.fewshot_every_steps
     if not every:
         if t.fewshot_tasks:
-            raise ValueError("train.fewshot_tasks is set but train.fewshot_every is 0 (off): set train.fewshot_every=N "
-                             "to evaluate every N epochs, or remove train.fewshot_tasks")
+            raise ValueError(
+                "train.fewshot_tasks is set but train.fewshot_every is 0 (off): set train.fewshot_every=N "
+                "to evaluate every N epochs, or remove train.fewshot_tasks"
+            )
         return
     if not t.fewshot_tasks:
-        raise ValueError(f"train.fewshot_every={every} needs train.fewshot_tasks, e.g. "
-                         "train.fewshot_tasks=[demo_digit,demo_rotation]")
-    from harness.fewshot import check_shots
+        raise ValueError(
+            f"train.fewshot_every={every} needs train.fewshot_tasks, e.g. "
+            "train.fewshot_tasks=[demo_digit,demo_rotation]"
+        )
+    from harness.tasks.fewshot import check_shots
 
     check_shots(list(t.fewshot_shots), "train.fewshot_shots")
-    from harness.downstream.sweep import expand_tasks
+    from harness.tasks.taskset import expand_tasks
 
     try:
         expand_tasks(list(t.fewshot_tasks))
@@ -323,13 +357,22 @@ def _validate_optim(o: OptimSection) -> None:
     """Ranges of the optimiser settings (see :func:`validate`)."""
     import math
 
-    checks = [("optim.lr", o.lr, "> 0", lambda v: v > 0), ("optim.weight_decay", o.weight_decay, ">= 0", lambda v: v >= 0),
-              ("optim.decay_factor", o.decay_factor, "in (0, 1]", lambda v: 0 < v <= 1),
-              ("optim.min_lr", o.min_lr, ">= 0", lambda v: v >= 0), ("optim.momentum", o.momentum, "in [0, 1)",
-                                                                   lambda v: 0 <= v < 1)]
+    checks = [
+        ("optim.lr", o.lr, "> 0", lambda v: v > 0),
+        ("optim.weight_decay", o.weight_decay, ">= 0", lambda v: v >= 0),
+        ("optim.decay_factor", o.decay_factor, "in (0, 1]", lambda v: 0 < v <= 1),
+        ("optim.min_lr", o.min_lr, ">= 0", lambda v: v >= 0),
+        ("optim.momentum", o.momentum, "in [0, 1)", lambda v: 0 <= v < 1),
+    ]
     if o.cov_weight_decay is not None:
-        checks.append(("optim.cov_weight_decay", o.cov_weight_decay, ">= 0 (or null: the same as optim.weight_decay)",
-                       lambda v: v >= 0))
+        checks.append(
+            (
+                "optim.cov_weight_decay",
+                o.cov_weight_decay,
+                ">= 0 (or null: the same as optim.weight_decay)",
+                lambda v: v >= 0,
+            )
+        )
     if o.clip_grad_norm is not None:
         checks.append(("optim.clip_grad_norm", o.clip_grad_norm, "> 0 (or null: no clipping)", lambda v: v > 0))
     for key, value, rule, ok in checks:
@@ -340,8 +383,10 @@ def _validate_optim(o: OptimSection) -> None:
     if any(e < 0 for e in o.decay_epochs):
         raise ValueError(f"optim.decay_epochs must be >= 0, got {o.decay_epochs}")
     if o.warmup_steps is not None and (not isinstance(o.warmup_steps, int) or o.warmup_steps < 0):
-        raise ValueError(f"optim.warmup_steps must be a whole number >= 0 (or null: optim.warmup_epochs counts), got "
-                         f"{o.warmup_steps!r}")
+        raise ValueError(
+            f"optim.warmup_steps must be a whole number >= 0 (or null: optim.warmup_epochs counts), got "
+            f"{o.warmup_steps!r}"
+        )
     if o.warmup_steps is not None and o.warmup_epochs:
         raise ValueError("optim.warmup_steps and optim.warmup_epochs are both set: give the warm-up in one unit")
     if any(not isinstance(s, int) or s < 0 for s in o.decay_steps):
@@ -361,15 +406,19 @@ def _validate_schedule(o: OptimSection, t: TrainSection) -> None:
         total, unit, warmup = t.epochs, "train.epochs", ("optim.warmup_epochs", o.warmup_epochs)
         points = [("optim.decay_epochs", e) for e in o.decay_epochs]
     if warmup[1] > total:
-        raise ValueError(f"{warmup[0]}={warmup[1]:g} is longer than the training ({unit}={total}): the learning rate "
-                         f"would never reach optim.lr and the {o.schedule} schedule would never start; shorten the "
-                         f"warm-up to at most {total}, or train longer")
+        raise ValueError(
+            f"{warmup[0]}={warmup[1]:g} is longer than the training ({unit}={total}): the learning rate "
+            f"would never reach optim.lr and the {o.schedule} schedule would never start; shorten the "
+            f"warm-up to at most {total}, or train longer"
+        )
     if o.schedule == "step":
         late = [v for _, v in points if v >= total]
         if late:
             key = points[0][0]
-            raise ValueError(f"{key} {late} lie at or past the end of the training ({unit}={total}): those decays "
-                             f"never happen; give points below {total}, or train longer")
+            raise ValueError(
+                f"{key} {late} lie at or past the end of the training ({unit}={total}): those decays "
+                f"never happen; give points below {total}, or train longer"
+            )
 
 
 def _validate_noise_and_loss(cfg: UpstreamConfig, link: str) -> None:
@@ -381,26 +430,32 @@ def _validate_noise_and_loss(cfg: UpstreamConfig, link: str) -> None:
     if noise:
         unknown = sorted(set(noise) - {"kind", "rate", "seed", "matrix", "permutation"})
         if unknown:
-            raise ValueError(f"unknown data.label_noise key(s) {', '.join(unknown)}: it takes kind, rate, seed, matrix, "
-                             "permutation")
+            raise ValueError(
+                f"unknown data.label_noise key(s) {', '.join(unknown)}: it takes kind, rate, seed, matrix, permutation"
+            )
         if kind not in KINDS:
             raise ValueError(f"unknown data.label_noise.kind {kind!r}: use one of {', '.join(KINDS)}")
         if kind == "input_dependent":
             if not 0.0 <= float(noise.get("rate", 0.0)) <= 1.0:
                 raise ValueError(f"data.label_noise.rate must be in [0, 1], got {noise.get('rate')}")
             if noise.get("matrix") is not None or noise.get("permutation") is not None:
-                raise ValueError("data.label_noise.kind=input_dependent takes no matrix or permutation: its flips "
-                                 "follow the image; drop them or use kind=matrix")
+                raise ValueError(
+                    "data.label_noise.kind=input_dependent takes no matrix or permutation: its flips "
+                    "follow the image; drop them or use kind=matrix"
+                )
             if cfg.data.source not in ARRAY_SOURCES:
-                raise ValueError(f"data.label_noise.kind=input_dependent fits a classifier on the training images, "
-                                 f"which source {cfg.data.source!r} does not hold in one array: use a source among "
-                                 f"{', '.join(ARRAY_SOURCES)}, or a class-conditional kind "
-                                 f"({', '.join(k for k in CLASS_CONDITIONAL if k != 'none')})")
+                raise ValueError(
+                    f"data.label_noise.kind=input_dependent fits a classifier on the training images, "
+                    f"which source {cfg.data.source!r} does not hold in one array: use a source among "
+                    f"{', '.join(ARRAY_SOURCES)}, or a class-conditional kind "
+                    f"({', '.join(k for k in CLASS_CONDITIONAL if k != 'none')})"
+                )
         else:  # the number of classes is not known yet: a matrix is checked against its own size
             matrix = noise.get("matrix")
             if kind == "matrix" and matrix is None:
-                raise ValueError("data.label_noise.kind=matrix needs data.label_noise.matrix, a K x K row-stochastic "
-                                 "matrix")
+                raise ValueError(
+                    "data.label_noise.kind=matrix needs data.label_noise.matrix, a K x K row-stochastic matrix"
+                )
             try:
                 perm = noise.get("permutation")
                 size = len(matrix) if kind == "matrix" else (len(perm) if perm is not None else 2)
@@ -412,9 +467,12 @@ def _validate_noise_and_loss(cfg: UpstreamConfig, link: str) -> None:
     if not 0.0 < t.label_smoothing < 1.0:
         raise ValueError(f"train.label_smoothing must be in (0, 1), got {t.label_smoothing}")
     if link == "sigmoid" and t.loss != "nll":
-        raise ValueError(f"train.loss={t.loss} applies to the softmax link; sigmoid (multi-label) runs take "
-                         "train.loss=nll")
+        raise ValueError(
+            f"train.loss={t.loss} applies to the softmax link; sigmoid (multi-label) runs take train.loss=nll"
+        )
     if t.loss == "forward" and kind == "none":
-        raise ValueError("train.loss=forward corrects the loss with the transition matrix of the run's synthetic label "
-                         "noise, and this run has none (data.label_noise unset, or kind none): set data.label_noise "
-                         "(e.g. {kind: pair_flip, rate: 0.3}), or use train.loss=nll or label_smoothing")
+        raise ValueError(
+            "train.loss=forward corrects the loss with the transition matrix of the run's synthetic label "
+            "noise, and this run has none (data.label_noise unset, or kind none): set data.label_noise "
+            "(e.g. {kind: pair_flip, rate: 0.3}), or use train.loss=nll or label_smoothing"
+        )

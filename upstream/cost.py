@@ -61,12 +61,20 @@ def step_key(cfg: UpstreamConfig, num_classes: int, precision: str, threads: int
         raise ValueError(f"precision must be the one a run used (no, bf16 or fp16), got {precision!r}")
     if num_classes < 1 or threads < 1:
         raise ValueError(f"num_classes and threads must be >= 1, got {num_classes} and {threads}")
-    return {"backbone": cfg.model.backbone, "backbone_kwargs": dict(cfg.model.backbone_kwargs),
-            "head": {k: v for k, v in sorted(dict(cfg.model.head).items()) if k not in FREE_HEAD_OPTIONS},
-            "num_classes": int(num_classes), "batch_size": int(cfg.data.batch_size),
-            "image_size": int(cfg.data.image_size), "channels_last": bool(cfg.train.channels_last),
-            "precision": precision, "threads": int(threads), "optimizer": cfg.optim.name, "loss": cfg.train.loss,
-            "clip_grad_norm": cfg.optim.clip_grad_norm is not None and cfg.optim.clip_grad_norm > 0}
+    return {
+        "backbone": cfg.model.backbone,
+        "backbone_kwargs": dict(cfg.model.backbone_kwargs),
+        "head": {k: v for k, v in sorted(dict(cfg.model.head).items()) if k not in FREE_HEAD_OPTIONS},
+        "num_classes": int(num_classes),
+        "batch_size": int(cfg.data.batch_size),
+        "image_size": int(cfg.data.image_size),
+        "channels_last": bool(cfg.train.channels_last),
+        "precision": precision,
+        "threads": int(threads),
+        "optimizer": cfg.optim.name,
+        "loss": cfg.train.loss,
+        "clip_grad_norm": cfg.optim.clip_grad_norm is not None and cfg.optim.clip_grad_norm > 0,
+    }
 
 
 def key_text(key: dict) -> str:
@@ -78,8 +86,8 @@ class _Setup:
     """One config's model, optimiser, autocast and random batch, ready to step.
 
     The configs of one measurement may differ in precision, and accelerate holds one mixed precision per process
-    (:mod:`harness.upstream.loop`), so the step does here in plain PyTorch what an ``Accelerator`` of the run's
-    precision does in :func:`harness.upstream.loop.accumulate_step`: the forward under ``torch.autocast`` (bf16 or
+    (:mod:`harness.training.loop`), so the step does here in plain PyTorch what an ``Accelerator`` of the run's
+    precision does in :func:`harness.training.loop.accumulate_step`: the forward under ``torch.autocast`` (bf16 or
     fp16; none in fp32), the loss in fp32, and for fp16 a ``torch.amp.GradScaler`` (accelerate's own choices for
     these precisions: its ``autocast`` and ``GradScaler`` use). The device is accelerate's
     (``accelerate.PartialState().device``)."""
@@ -88,16 +96,20 @@ class _Setup:
         from accelerate import PartialState
 
         from harness.models import ModelConfig, build_model
+        from harness.training.precision import resolve
         from harness.upstream.optim import build_optimizer
 
         device = PartialState().device
-        if precision == "fp16" and device.type == "cpu":
-            raise ValueError("mixed precision fp16 does not run on a CPU (harness.upstream.train refuses it too)")
-        self.autocast = {"device_type": device.type, "enabled": precision != "no",
-                         "dtype": torch.float16 if precision == "fp16" else torch.bfloat16}
+        resolve(precision, device.type)  # the stages' precision rules (fp16 refused on a CPU)
+        self.autocast = {
+            "device_type": device.type,
+            "enabled": precision != "no",
+            "dtype": torch.float16 if precision == "fp16" else torch.bfloat16,
+        }
         self.scaler = torch.amp.GradScaler(device.type) if precision == "fp16" else None
-        model = build_model(ModelConfig(cfg.model.backbone, num_classes, dict(cfg.model.head),
-                                        dict(cfg.model.backbone_kwargs)))
+        model = build_model(
+            ModelConfig(cfg.model.backbone, num_classes, dict(cfg.model.head), dict(cfg.model.backbone_kwargs))
+        )
         self.memory_format = torch.channels_last if cfg.train.channels_last else torch.contiguous_format
         self.model = model.to(device=device, memory_format=self.memory_format)
         self.optimizer = build_optimizer(self.model, cfg.optim)
@@ -111,8 +123,11 @@ class _Setup:
             self.y = torch.randint(0, num_classes, (b,), device=device)
         self.loss, self.smoothing = cfg.train.loss, cfg.train.label_smoothing
         # forward correction: the cost does not depend on T's values, only on its shape
-        self.log_transition = (torch.full((num_classes, num_classes), 1.0 / num_classes, device=device).log()
-                               if self.loss == "forward" else None)
+        self.log_transition = (
+            torch.full((num_classes, num_classes), 1.0 / num_classes, device=device).log()
+            if self.loss == "forward"
+            else None
+        )
         self.clip = cfg.optim.clip_grad_norm
 
     def step(self) -> None:
@@ -163,10 +178,17 @@ def _per(value: PerConfig, name: str, default: Any) -> Any:
     return value
 
 
-def step_seconds(configs: "Mapping[str, UpstreamConfig]", steps: int = STEPS, warmup: int = WARMUP,
-                 rounds: int = ROUNDS, num_classes: PerConfig = None, precision: PerConfig = None,
-                 threads: PerConfig = None, progress: Callable[[str], None] = lambda s: None,
-                 block_seconds: float = BLOCK_SECONDS) -> dict:
+def step_seconds(
+    configs: "Mapping[str, UpstreamConfig]",
+    steps: int = STEPS,
+    warmup: int = WARMUP,
+    rounds: int = ROUNDS,
+    num_classes: PerConfig = None,
+    precision: PerConfig = None,
+    threads: PerConfig = None,
+    progress: Callable[[str], None] = lambda s: None,
+    block_seconds: float = BLOCK_SECONDS,
+) -> dict:
     """Seconds per training step of each config, measured side by side in this process.
 
     Each config's model is built as :func:`harness.upstream.train.run` builds it (``build_model`` with the run's
@@ -186,7 +208,7 @@ def step_seconds(configs: "Mapping[str, UpstreamConfig]", steps: int = STEPS, wa
         steps, warmup, rounds: timed steps per config and round, untimed steps before them, rounds.
         num_classes: K per config (a dict by name, or one int for all); default ``cfg.model.num_classes``.
         precision: the precision each run used (``no``/``bf16``/``fp16``; dict or one value); default
-            ``train.mixed_precision`` resolved on this machine (:func:`harness.precision.resolve`).
+            ``train.mixed_precision`` resolved on this machine (:func:`harness.training.precision.resolve`).
         threads: torch threads per config (dict or one int); default 1, as ``harness run`` trains with
             ``workers: 2`` on 2 cores.
         progress: called with one line per config and round.
@@ -208,9 +230,9 @@ def step_seconds(configs: "Mapping[str, UpstreamConfig]", steps: int = STEPS, wa
         ValueError: no configs, ``steps`` or ``rounds`` < 1, ``warmup`` < 0, K unknown (no
             ``num_classes`` given and ``cfg.model.num_classes`` None), a precision that does not run here.
     """
-    from harness.precision import device_type, native_bf16
-    from harness.precision import resolve as resolve_precision
     from harness.provenance import cpu_details, cpu_model, machine_load
+    from harness.training.precision import device_type, native_bf16
+    from harness.training.precision import resolve as resolve_precision
 
     if not configs:
         raise ValueError("no configs to measure")
@@ -246,14 +268,27 @@ def step_seconds(configs: "Mapping[str, UpstreamConfig]", steps: int = STEPS, wa
     for name, blocks in times.items():
         medians = [statistics.median(b) for b in blocks]
         ratios = [m / f for m, f in zip(medians, (statistics.median(b) for b in times[first]))]
-        out[name] = {"key": keys[name], "median_seconds": statistics.median([t for b in blocks for t in b]),
-                     "round_medians": medians, "ratio_to_first": ratios, "ratio_median": statistics.median(ratios),
-                     "seconds": blocks}
+        out[name] = {
+            "key": keys[name],
+            "median_seconds": statistics.median([t for b in blocks for t in b]),
+            "round_medians": medians,
+            "ratio_to_first": ratios,
+            "ratio_median": statistics.median(ratios),
+            "seconds": blocks,
+        }
     import datetime as _dt
 
-    return {"configs": out, "first": first, "steps": steps, "warmup": warmup, "rounds": rounds,
-            "block_seconds": block_seconds,
-            "sequence": sequence, "cpu": cpu_details() or cpu_model(), "device": device,
-            "native_bf16": native_bf16(device_type()),
-            "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-            "load": {"start": start, "end": machine_load()}}
+    return {
+        "configs": out,
+        "first": first,
+        "steps": steps,
+        "warmup": warmup,
+        "rounds": rounds,
+        "block_seconds": block_seconds,
+        "sequence": sequence,
+        "cpu": cpu_details() or cpu_model(),
+        "device": device,
+        "native_bf16": native_bf16(device_type()),
+        "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "load": {"start": start, "end": machine_load()},
+    }

@@ -1,5 +1,5 @@
 """The epochs of an upstream run (step 6 of :func:`harness.upstream.train.run`): each micro-batch through the
-shared idiom (:func:`harness.upstream.loop.accumulate_step`), then after each optimiser step the schedule, the
+shared idiom (:func:`harness.training.loop.accumulate_step`), then after each optimiser step the schedule, the
 logs, the evaluations and checkpoints due, and the stop requests; after each epoch its evaluation, few-shot
 monitor and checkpoint."""
 
@@ -10,10 +10,10 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
+from harness.training.loop import accumulate_step
 from harness.upstream.checkpoint import save_state
 from harness.upstream.evaluation import TrainingDiverged, evaluate, monitor
 from harness.upstream.losses import training_loss
-from harness.upstream.loop import accumulate_step
 from harness.upstream.parts import Training
 
 
@@ -66,26 +66,42 @@ def _train_epoch(t: Training) -> bool:
     p, cfg, accelerator, d = t.p, t.cfg, t.accelerator, t.data
     loader = _epoch_loader(t)
     t.model.train()
-    bar = tqdm(loader, total=len(d.train_loader), initial=p.batch_in_epoch, disable=not (t.show_progress and t.main),
-               desc=f"epoch {p.epoch + 1}/{t.epochs}", leave=False)
+    bar = tqdm(
+        loader,
+        total=len(d.train_loader),
+        initial=p.batch_in_epoch,
+        disable=not (t.show_progress and t.main),
+        desc=f"epoch {p.epoch + 1}/{t.epochs}",
+        leave=False,
+    )
     p.tic = time.perf_counter()
 
     def diverged(value: float) -> TrainingDiverged:
         last = t.ckpt_dir / "last.pt"
-        kept = (f"the last checkpoint, {last}, is intact and resumable" if last.is_file() else
-                "no checkpoint was written yet: the run starts over")
-        return TrainingDiverged(f"loss is {value} at epoch {p.epoch}, step {p.step}; lower optim.lr or set "
-                                f"optim.clip_grad_norm ({kept})")
+        kept = (
+            f"the last checkpoint, {last}, is intact and resumable"
+            if last.is_file()
+            else "no checkpoint was written yet: the run starts over"
+        )
+        return TrainingDiverged(
+            f"loss is {value} at epoch {p.epoch}, step {p.step}; lower optim.lr or set optim.clip_grad_norm ({kept})"
+        )
 
     for x, y, _ in bar:
         if d.stream:  # loaders accelerate did not prepare: on the device here
             x, y = x.to(accelerator.device), y.to(accelerator.device)
         x = x.contiguous(memory_format=t.memory_format)
         loss, synced = accumulate_step(
-            accelerator, t.model, t.optimizer, lambda: t.model(x),
-            lambda out: training_loss(out, y, d.multilabel, cfg.train.loss, cfg.train.label_smoothing,
-                                      d.log_transition),
-            cfg.optim.clip_grad_norm, diverged)
+            accelerator,
+            t.model,
+            t.optimizer,
+            lambda: t.model(x),
+            lambda out: training_loss(
+                out, y, d.multilabel, cfg.train.loss, cfg.train.label_smoothing, d.log_transition
+            ),
+            cfg.optim.clip_grad_norm,
+            diverged,
+        )
         p.batch_in_epoch += 1
         p.timing["train_images"] += x.shape[0] * accelerator.num_processes
         if not synced:
@@ -115,12 +131,19 @@ def _after_step(t: Training) -> bool:
     p, cfg, accelerator = t.p, t.cfg, t.accelerator
     mid_epoch = p.batch_in_epoch < len(t.data.train_loader)
     at = round(p.epoch + p.batch_in_epoch / len(t.data.train_loader), 4)
-    evaluated = bool(cfg.train.eval_every_steps and p.step % cfg.train.eval_every_steps == 0 and not t.finished()
-                     and mid_epoch)
+    evaluated = bool(
+        cfg.train.eval_every_steps and p.step % cfg.train.eval_every_steps == 0 and not t.finished() and mid_epoch
+    )
     if evaluated:
         evaluate(t, at)
-    if (t.fewshot_tasks and t.main and cfg.train.fewshot_every_steps and not t.finished()
-            and p.step % cfg.train.fewshot_every_steps == 0 and mid_epoch):
+    if (
+        t.fewshot_tasks
+        and t.main
+        and cfg.train.fewshot_every_steps
+        and not t.finished()
+        and p.step % cfg.train.fewshot_every_steps == 0
+        and mid_epoch
+    ):
         monitor(t, at)
         evaluated = True
     # a stop request (preemption) on any process stops all of them at this step, after saving the state
@@ -135,8 +158,10 @@ def _after_step(t: Training) -> bool:
         return False
     if preempted:
         accelerator.end_training()
-        raise Preempted(f"{t.run_dir}: stopped at step {p.step} on request (preemption), the state saved in "
-                        f"{t.ckpt_dir / 'last.pt'}; the same config resumes there")
+        raise Preempted(
+            f"{t.run_dir}: stopped at step {p.step} on request (preemption), the state saved in "
+            f"{t.ckpt_dir / 'last.pt'}; the same config resumes there"
+        )
     return True
 
 

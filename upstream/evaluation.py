@@ -22,8 +22,14 @@ class TrainingDiverged(RuntimeError):
     """The loss became NaN or infinite."""
 
 
-def predict_loader(model: torch.nn.Module, loader, accelerator, multilabel: bool,
-             memory_format: torch.memory_format = torch.contiguous_format, stream: bool = False) -> "tuple[dict, dict]":
+def predict_loader(
+    model: torch.nn.Module,
+    loader,
+    accelerator,
+    multilabel: bool,
+    memory_format: torch.memory_format = torch.contiguous_format,
+    stream: bool = False,
+) -> "tuple[dict, dict]":
     """Metrics and per-example outputs of ``model`` on ``loader`` (gathered over processes).
 
     Args:
@@ -57,8 +63,10 @@ def predict_loader(model: torch.nn.Module, loader, accelerator, multilabel: bool
         arrays = {k: np.concatenate([p[k] for p in parts])[order] for k in arrays}
     bad = int((~np.isfinite(arrays["logits"])).any(axis=1).sum())
     if bad:
-        raise TrainingDiverged(f"the evaluation gave non-finite logits for {bad} of {len(arrays['logits'])} examples; "
-                               "lower optim.lr or set optim.clip_grad_norm (the last checkpoint is intact)")
+        raise TrainingDiverged(
+            f"the evaluation gave non-finite logits for {bad} of {len(arrays['logits'])} examples; "
+            "lower optim.lr or set optim.clip_grad_norm (the last checkpoint is intact)"
+        )
     if multilabel:
         result = M.multilabel_metrics(arrays["logits"], arrays["targets"])
     else:
@@ -71,8 +79,9 @@ def evaluate(t: Training, at: "int | float") -> None:
     ``metrics.jsonl``, the metrics logged as ``eval/<metric>``, and ``checkpoints/best.pt`` when
     ``train.best_metric`` improves; the model goes back to training mode."""
     p, cfg, accelerator = t.p, t.cfg, t.accelerator
-    result, _ = predict_loader(t.model, t.data.eval_loader, accelerator, t.data.multilabel, t.memory_format,
-                               t.data.stream)
+    result, _ = predict_loader(
+        t.model, t.data.eval_loader, accelerator, t.data.multilabel, t.memory_format, t.data.stream
+    )
     p.history.append({"epoch": at, "step": p.step, **result})
     accelerator.log({f"eval/{k}": v for k, v in result.items()}, step=p.step)
     if t.main:
@@ -93,8 +102,9 @@ def monitor(t: Training, at: "int | float") -> None:
     """The few-shot monitor at epoch ``at`` (main process only): its records appended to ``fewshot.jsonl`` and
     logged as ``fewshot/<task>/<shots>shot``."""
     p, accelerator = t.p, t.accelerator
-    records = _fewshot_records(accelerator.unwrap_model(t.model), t.fewshot_tasks, t.cfg, accelerator.device, at,
-                               p.step)
+    records = _fewshot_records(
+        accelerator.unwrap_model(t.model), t.fewshot_tasks, t.cfg, accelerator.device, at, p.step
+    )
     p.fewshot += records
     accelerator.log({f"fewshot/{r['task']}/{r['shots']}shot": r["prec@1"] for r in records}, step=p.step)
     atomic_write_text(t.run_dir / "fewshot.jsonl", "".join(json_dumps(r) + "\n" for r in p.fewshot))
@@ -102,7 +112,7 @@ def monitor(t: Training, at: "int | float") -> None:
 
 
 def fewshot_tasks(cfg: UpstreamConfig) -> "Optional[list]":
-    """The few-shot monitor's tasks, read and drawn (:func:`harness.downstream.fewshot.prepare_tasks`), or None when
+    """The few-shot monitor's tasks, read and drawn (:func:`harness.tasks.probe.prepare_tasks`), or None when
     ``train.fewshot_every`` is off.
 
     Raises:
@@ -110,26 +120,28 @@ def fewshot_tasks(cfg: UpstreamConfig) -> "Optional[list]":
     """
     if not cfg.train.fewshot_every:
         return None
-    from harness.downstream.fewshot import prepare_tasks
+    from harness.tasks.probe import prepare_tasks
 
     try:
-        return prepare_tasks(list(cfg.train.fewshot_tasks), list(cfg.train.fewshot_shots), seed=cfg.seed,
-                             what="train.fewshot_shots")
+        return prepare_tasks(
+            list(cfg.train.fewshot_tasks), list(cfg.train.fewshot_shots), seed=cfg.seed, what="train.fewshot_shots"
+        )
     except FileNotFoundError as e:
         raise FileNotFoundError(f"train.fewshot_tasks: {e}") from e
     except ValueError as e:
         raise ValueError(f"train.fewshot_tasks: {e}") from e
 
 
-def _fewshot_records(model: torch.nn.Module, tasks: list, cfg: UpstreamConfig, device: Any, epoch: int,
-                     step: int) -> "list[dict]":
+def _fewshot_records(
+    model: torch.nn.Module, tasks: list, cfg: UpstreamConfig, device: Any, epoch: int, step: int
+) -> "list[dict]":
     """Few-shot accuracy of the (unwrapped) ``model`` on the monitor's ``tasks`` at ``data.image_size`` px, one
-    record per task and shot count (:func:`harness.downstream.fewshot.monitor_records`).
+    record per task and shot count (:func:`harness.tasks.probe.monitor_records`).
 
     The global torch RNG is restored afterwards (a data loader draws its base seed from it), so the monitor changes
     neither the HET noise nor the data order of the training that follows; the model's mode is restored too.
     """
-    from harness.downstream.fewshot import evaluate_tasks, monitor_records
+    from harness.tasks.probe import evaluate_tasks, monitor_records
 
     with torch.random.fork_rng(devices=[]):
         results = evaluate_tasks(model, tasks, cfg.data.image_size, device, batch_size=cfg.data.eval_batch_size)

@@ -98,27 +98,38 @@ def check_resources(executor: str, res: Resources) -> None:
     """
     if executor not in EXECUTORS:
         raise ValueError(f"unknown executor {executor!r}: use one of {', '.join(EXECUTORS)}")
-    for name, value, low in (("--nodes", res.nodes, 1), ("--gpus-per-node", res.gpus_per_node, 0),
-                             ("--tasks-per-node", res.tasks_per_node, 1)):
+    for name, value, low in (
+        ("--nodes", res.nodes, 1),
+        ("--gpus-per-node", res.gpus_per_node, 0),
+        ("--tasks-per-node", res.tasks_per_node, 1),
+    ):
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < low):
             raise ValueError(f"{name} must be a whole number >= {low}, got {value!r}")
     if res.gpus_per_node and res.tasks_per_node not in (None, res.gpus_per_node):
-        raise ValueError(f"--tasks-per-node {res.tasks_per_node} with --gpus-per-node {res.gpus_per_node}: the job "
-                         "runs one process per GPU; leave --tasks-per-node out (it is for CPU processes, "
-                         "--gpus-per-node 0)")
+        raise ValueError(
+            f"--tasks-per-node {res.tasks_per_node} with --gpus-per-node {res.gpus_per_node}: the job "
+            "runs one process per GPU; leave --tasks-per-node out (it is for CPU processes, "
+            "--gpus-per-node 0)"
+        )
     if executor == "local" and res.world_size > 1:
-        raise ValueError(f"--nodes {res.nodes} x {res.per_node} process(es) need a launcher: use --executor slurm "
-                         "(several nodes) or --executor submitit-local (this machine), or accelerate launch")
+        raise ValueError(
+            f"--nodes {res.nodes} x {res.per_node} process(es) need a launcher: use --executor slurm "
+            "(several nodes) or --executor submitit-local (this machine), or accelerate launch"
+        )
     if executor == "submitit-local":
         if res.nodes > 1:
-            raise ValueError(f"--executor submitit-local runs on this machine only: use --nodes 1, or --executor "
-                             f"slurm for {res.nodes} nodes")
+            raise ValueError(
+                f"--executor submitit-local runs on this machine only: use --nodes 1, or --executor "
+                f"slurm for {res.nodes} nodes"
+            )
         import torch
 
         have = torch.cuda.device_count()
         if res.gpus_per_node > have:
-            raise ValueError(f"--gpus-per-node {res.gpus_per_node} but this machine has {have} GPU(s) visible to "
-                             "torch: lower it, or use --gpus-per-node 0 --tasks-per-node N for N CPU processes")
+            raise ValueError(
+                f"--gpus-per-node {res.gpus_per_node} but this machine has {have} GPU(s) visible to "
+                "torch: lower it, or use --gpus-per-node 0 --tasks-per-node N for N CPU processes"
+            )
 
 
 def export_distributed_env(gpus_per_node: int) -> TorchDistributedEnvironment:
@@ -179,8 +190,10 @@ class PreemptionFlag:
         """
         handler = self._submitit_handler
         if not callable(handler):
-            raise RuntimeError(f"no submitit handler for signal {self.signum} to requeue the job with: "
-                               "PreemptionFlag.requeue runs inside a submitit job")
+            raise RuntimeError(
+                f"no submitit handler for signal {self.signum} to requeue the job with: "
+                "PreemptionFlag.requeue runs inside a submitit job"
+            )
         handler(self.signum, None)
         raise RuntimeError("submitit's signal handler returned without requeuing the job (not rank 0?)")
 
@@ -232,8 +245,9 @@ class PretrainJob(Checkpointable):
             requeued) when that process is gone (:class:`SubmitterWatch`); None (SLURM): not watched.
     """
 
-    def __init__(self, cfg: UpstreamConfig, workdir: "str | Path", gpus_per_node: int = 0,
-                 submitter: Optional[int] = None) -> None:
+    def __init__(
+        self, cfg: UpstreamConfig, workdir: "str | Path", gpus_per_node: int = 0, submitter: Optional[int] = None
+    ) -> None:
         self.cfg, self.workdir, self.gpus_per_node = cfg, str(workdir), int(gpus_per_node)
         self.submitter = submitter
 
@@ -255,9 +269,11 @@ class PretrainJob(Checkpointable):
             import torch
 
             if torch.cuda.device_count() < 1:
-                raise RuntimeError(f"the job asked for {self.gpus_per_node} GPU(s) a node and torch sees no CUDA "
-                                   f"device on {socket.gethostname()}: check the partition "
-                                   "(--slurm slurm_partition=...) or use --gpus-per-node 0")
+                raise RuntimeError(
+                    f"the job asked for {self.gpus_per_node} GPU(s) a node and torch sees no CUDA "
+                    f"device on {socket.gethostname()}: check the partition "
+                    "(--slurm slurm_partition=...) or use --gpus-per-node 0"
+                )
         flag = PreemptionFlag().install()
         watch = SubmitterWatch(self.submitter).start() if self.submitter else None
         stop = (lambda: flag.is_set() or watch.is_set()) if watch is not None else flag.is_set
@@ -267,8 +283,11 @@ class PretrainJob(Checkpointable):
         except Preempted as e:
             print(e, flush=True)
             if watch is not None and watch.is_set() and not flag.is_set():
-                print(f"the command that submitted this job (PID {self.submitter}) is gone: the job stops here, its "
-                      "state saved; the same command resumes the run", flush=True)
+                print(
+                    f"the command that submitted this job (PID {self.submitter}) is gone: the job stops here, its "
+                    "state saved; the same command resumes the run",
+                    flush=True,
+                )
                 return {**out, "status": "stopped"}
             if env.rank == 0:
                 flag.requeue()
@@ -289,9 +308,15 @@ def _prior_world_size(run_dir: Path) -> Optional[int]:
         return None
 
 
-def submit(cfg: UpstreamConfig, executor: str, resources: Resources, parameters: Optional[dict] = None,
-           max_timeouts: int = DEFAULT_MAX_TIMEOUTS, folder: "str | Path | None" = None,
-           overwrite: bool = False) -> "Optional[submitit.Job]":
+def submit(
+    cfg: UpstreamConfig,
+    executor: str,
+    resources: Resources,
+    parameters: Optional[dict] = None,
+    max_timeouts: int = DEFAULT_MAX_TIMEOUTS,
+    folder: "str | Path | None" = None,
+    overwrite: bool = False,
+) -> "Optional[submitit.Job]":
     """Check everything that needs no data, then submit the run as one submitit job of ``resources.world_size``
     tasks running :class:`PretrainJob`.
 
@@ -327,31 +352,44 @@ def submit(cfg: UpstreamConfig, executor: str, resources: Resources, parameters:
     check_output(run_dir, overwrite)
     prior = _prior_world_size(run_dir) if status == "resume" else None
     if prior is not None and prior != resources.world_size:
-        raise ValueError(f"{run_dir} holds a run interrupted with {prior} process(es) and this job has "
-                         f"{resources.world_size}: the data order and every process's random state are part of its "
-                         f"state, so resume it with {prior} processes (--nodes x --gpus-per-node, or --tasks-per-node "
-                         "on CPUs), or start a new run (another output_dir)")
+        raise ValueError(
+            f"{run_dir} holds a run interrupted with {prior} process(es) and this job has "
+            f"{resources.world_size}: the data order and every process's random state are part of its "
+            f"state, so resume it with {prior} processes (--nodes x --gpus-per-node, or --tasks-per-node "
+            "on CPUs), or start a new run (another output_dir)"
+        )
     if not isinstance(max_timeouts, int) or max_timeouts < 0:
         raise ValueError(f"--max-timeouts must be a whole number >= 0, got {max_timeouts!r}")
-    clash = sorted(set(parameters or {}) & {"nodes", "tasks_per_node", "gpus_per_node", "slurm_nodes",
-                                            "slurm_ntasks_per_node", "slurm_gpus_per_node"})
+    clash = sorted(
+        set(parameters or {})
+        & {"nodes", "tasks_per_node", "gpus_per_node", "slurm_nodes", "slurm_ntasks_per_node", "slurm_gpus_per_node"}
+    )
     if clash:
-        raise ValueError(f"--slurm {', '.join(clash)}: give the processes with --nodes, --gpus-per-node and "
-                         "--tasks-per-node")
+        raise ValueError(
+            f"--slurm {', '.join(clash)}: give the processes with --nodes, --gpus-per-node and --tasks-per-node"
+        )
     cluster = "local" if executor == "submitit-local" else "slurm"
     folder = Path(folder) if folder is not None else run_dir / "submitit"
     try:
         ex = submitit.AutoExecutor(folder=str(folder), cluster=cluster, **{f"{cluster}_max_num_timeout": max_timeouts})
     except RuntimeError as e:  # no srun: not on a SLURM cluster
-        raise ValueError(f"--executor {executor}: {e} Submit from a machine of the cluster (a login node), or use "
-                         "--executor submitit-local on this machine") from e
-    params = {"timeout_min": DEFAULT_TIMEOUT_MIN, "name": cfg.name, **(parameters or {}),
-              "nodes": resources.nodes, "tasks_per_node": resources.per_node,
-              "gpus_per_node": resources.gpus_per_node}
+        raise ValueError(
+            f"--executor {executor}: {e} Submit from a machine of the cluster (a login node), or use "
+            "--executor submitit-local on this machine"
+        ) from e
+    params = {
+        "timeout_min": DEFAULT_TIMEOUT_MIN,
+        "name": cfg.name,
+        **(parameters or {}),
+        "nodes": resources.nodes,
+        "tasks_per_node": resources.per_node,
+        "gpus_per_node": resources.gpus_per_node,
+    }
     try:
         ex.update_parameters(**params)
     except (ValueError, TypeError, NameError, AssertionError) as e:  # submitit's errors for unknown or bad values
-        raise ValueError(f"--slurm {' '.join(f'{k}={v}' for k, v in (parameters or {}).items())}: "
-                         f"{str(e).splitlines()[0]}") from e
+        raise ValueError(
+            f"--slurm {' '.join(f'{k}={v}' for k, v in (parameters or {}).items())}: {str(e).splitlines()[0]}"
+        ) from e
     submitter = os.getpid() if executor == "submitit-local" else None  # the local job ends with this process
     return ex.submit(PretrainJob(cfg, Path.cwd(), resources.gpus_per_node, submitter))

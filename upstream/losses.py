@@ -40,8 +40,14 @@ def forward_corrected_nll(logits: torch.Tensor, target: torch.Tensor, log_transi
     return -torch.logsumexp(log_p + columns, dim=-1).mean()
 
 
-def training_loss(logits: torch.Tensor, target: torch.Tensor, multilabel: bool, loss: str = "nll",
-                  label_smoothing: float = 0.1, log_transition: Optional[torch.Tensor] = None) -> torch.Tensor:
+def training_loss(
+    logits: torch.Tensor,
+    target: torch.Tensor,
+    multilabel: bool,
+    loss: str = "nll",
+    label_smoothing: float = 0.1,
+    log_transition: Optional[torch.Tensor] = None,
+) -> torch.Tensor:
     """The training loss of a batch (``train.loss``).
 
     Multi-label (multi-hot ``target`` ``[B, K]``): sigmoid cross-entropy summed over classes and
@@ -70,8 +76,9 @@ def training_loss(logits: torch.Tensor, target: torch.Tensor, multilabel: bool, 
     raise ValueError(f"unknown train.loss {loss!r}: use nll, label_smoothing or forward")
 
 
-def loss_setup(cfg: UpstreamConfig, clean_labels: Optional[np.ndarray], noisy_labels: Optional[np.ndarray],
-               num_classes: int) -> "tuple[dict[str, Any], Optional[torch.Tensor]]":
+def loss_setup(
+    cfg: UpstreamConfig, clean_labels: Optional[np.ndarray], noisy_labels: Optional[np.ndarray], num_classes: int
+) -> "tuple[dict[str, Any], Optional[torch.Tensor]]":
     """The training loss as a run records it (``run.json`` / ``metrics.json`` ``loss``) and, for ``forward``, the
     ``[K, K]`` log transition matrix it corrects with: the noise's nominal matrix, or for input-dependent noise
     (which has none) the empirical one of the noisy labels against ``clean_labels`` (both None for shards, whose
@@ -86,8 +93,9 @@ def loss_setup(cfg: UpstreamConfig, clean_labels: Optional[np.ndarray], noisy_la
             t = empirical_transition(clean_labels, noisy_labels, num_classes)
             loss_info["transition"] = "empirical"
         else:
-            t = transition_matrix(noise["kind"], num_classes, noise.get("rate", 0.0), noise.get("matrix"),
-                                  noise.get("permutation"))
+            t = transition_matrix(
+                noise["kind"], num_classes, noise.get("rate", 0.0), noise.get("matrix"), noise.get("permutation")
+            )
             loss_info["transition"] = "nominal"
         loss_info["matrix"] = np.round(t, 4).tolist()
         log_transition = torch.log(torch.as_tensor(t, dtype=torch.float32))

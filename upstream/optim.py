@@ -33,9 +33,11 @@ def param_groups(model: nn.Module, weight_decay: float, cov_weight_decay: float)
             cov.append(p)
         else:
             other.append(p)
-    groups = [{"params": other, "weight_decay": weight_decay, "name": "kernels"},
-              {"params": cov, "weight_decay": cov_weight_decay, "name": "covariance_kernels"},
-              {"params": none, "weight_decay": 0.0, "name": "no_decay"}]
+    groups = [
+        {"params": other, "weight_decay": weight_decay, "name": "kernels"},
+        {"params": cov, "weight_decay": cov_weight_decay, "name": "covariance_kernels"},
+        {"params": none, "weight_decay": 0.0, "name": "no_decay"},
+    ]
     return [g for g in groups if g["params"]]
 
 

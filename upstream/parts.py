@@ -77,8 +77,9 @@ class Training:
         return self.total_steps is not None and self.p.step >= self.total_steps
 
 
-def build_training(cfg: UpstreamConfig, run_dir: Path, data: RunData, accelerator: Any,
-                   fewshot_tasks: Optional[list]) -> Training:
+def build_training(
+    cfg: UpstreamConfig, run_dir: Path, data: RunData, accelerator: Any, fewshot_tasks: Optional[list]
+) -> Training:
     """The model (built, its head's bias set by ``model.head_bias_init``, in the memory format of
     ``train.channels_last``), the optimiser, both prepared by accelerate with the in-memory loaders (not the shard
     loaders: accelerate would split their streams across processes a second time), and the learning-rate
@@ -98,13 +99,16 @@ def build_training(cfg: UpstreamConfig, run_dir: Path, data: RunData, accelerato
         model, optimizer = accelerator.prepare(model, optimizer)
     else:
         model, optimizer, data.train_loader, data.eval_loader = accelerator.prepare(
-            model, optimizer, data.train_loader, data.eval_loader)
+            model, optimizer, data.train_loader, data.eval_loader
+        )
     steps_per_epoch = max(1, len(data.train_loader) // cfg.train.grad_accum_steps)
     total_steps = cfg.train.steps
     epochs = cfg.train.epochs if total_steps is None else math.ceil(total_steps / steps_per_epoch)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_multiplier(cfg.optim, steps_per_epoch, epochs,
-                                                                           total_steps))
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lr_multiplier(cfg.optim, steps_per_epoch, epochs, total_steps)
+    )
     if data.log_transition is not None:
         data.log_transition = data.log_transition.to(accelerator.device)
-    return Training(cfg, run_dir, accelerator, data, model, optimizer, scheduler, memory_format, epochs, total_steps,
-                    fewshot_tasks)
+    return Training(
+        cfg, run_dir, accelerator, data, model, optimizer, scheduler, memory_format, epochs, total_steps, fewshot_tasks
+    )

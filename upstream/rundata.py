@@ -78,15 +78,18 @@ def read_run_data(cfg: UpstreamConfig, rank: int, world: int) -> RunData:
     if stream and cfg.data.heldout_split:
         shard_split(cfg.data, cfg.data.heldout_split)  # a missing pack is named now, not after training
     if train_base.class_names != eval_base.class_names or train_base.multilabel != eval_base.multilabel:
-        raise ValueError(f"train split {cfg.data.train_split!r} and eval split {cfg.data.eval_split!r} differ in "
-                         "classes or label type")
+        raise ValueError(
+            f"train split {cfg.data.train_split!r} and eval split {cfg.data.eval_split!r} differ in "
+            "classes or label type"
+        )
     clean_labels = None if stream else train_base.labels
     train_base, noise_info = _noisy_training(cfg, train_base)
     link = cfg.model.head.get("link", "softmax")
     if link == "sigmoid" and not train_base.multilabel:  # sigmoid link on single-label data: one-hot targets
-        train_base, eval_base = (d.one_hot() if stream else
-                                 d.with_labels(LabelSets.from_labels(d.labels), f"{d.description}, one-hot")
-                                 for d in (train_base, eval_base))
+        train_base, eval_base = (
+            d.one_hot() if stream else d.with_labels(LabelSets.from_labels(d.labels), f"{d.description}, one-hot")
+            for d in (train_base, eval_base)
+        )
     multilabel = train_base.multilabel
     num_classes = cfg.model.num_classes or train_base.num_classes
     _check_sizes(cfg, train_base, num_classes, multilabel, link)
@@ -99,8 +102,25 @@ def read_run_data(cfg: UpstreamConfig, rank: int, world: int) -> RunData:
         train_loader, train_ds, sampler = make_loader(cfg.data, train_base, train=True, seed=cfg.seed)
         eval_loader = make_loader(cfg.data, eval_base, train=False, seed=cfg.seed)[0]
     layout = {"world_size": world, "num_workers": cfg.data.num_workers} if stream else None
-    return RunData(stream, read_split, train_base, eval_base, link, multilabel, num_classes, noise_info, loss_info,
-                   log_transition, train_loader, train_ds, sampler, eval_loader, layout, rank, world)
+    return RunData(
+        stream,
+        read_split,
+        train_base,
+        eval_base,
+        link,
+        multilabel,
+        num_classes,
+        noise_info,
+        loss_info,
+        log_transition,
+        train_loader,
+        train_ds,
+        sampler,
+        eval_loader,
+        layout,
+        rank,
+        world,
+    )
 
 
 def _noisy_training(cfg: UpstreamConfig, train_base: Any) -> "tuple[Any, Optional[dict]]":
@@ -114,24 +134,33 @@ def _noisy_training(cfg: UpstreamConfig, train_base: Any) -> "tuple[Any, Optiona
     if cfg.data.label_noise.get("kind") == "input_dependent":
         images = train_base.pixels(cfg.data.cache_dir)
         if images is None:
-            raise ValueError(f"data.label_noise.kind=input_dependent needs the training images in one array, and "
-                             f"{train_base.description} reads them one by one: use a class-conditional kind")
-    noisy, noise_info = inject_label_noise(train_base.labels, train_base.num_classes, **cfg.data.label_noise,
-                                           images=images)
-    return train_base.with_labels(noisy, f"{train_base.description}, with {noise_info['kind']} "
-                                         f"label noise ({noise_info['realised_rate']:.1%} flipped)"), noise_info
+            raise ValueError(
+                f"data.label_noise.kind=input_dependent needs the training images in one array, and "
+                f"{train_base.description} reads them one by one: use a class-conditional kind"
+            )
+    noisy, noise_info = inject_label_noise(
+        train_base.labels, train_base.num_classes, **cfg.data.label_noise, images=images
+    )
+    return train_base.with_labels(
+        noisy,
+        f"{train_base.description}, with {noise_info['kind']} label noise ({noise_info['realised_rate']:.1%} flipped)",
+    ), noise_info
 
 
 def _check_sizes(cfg: UpstreamConfig, train_base: Any, num_classes: int, multilabel: bool, link: str) -> None:
     """The class count, the link and the batch size against the training split (see :func:`read_run_data`)."""
     if num_classes != train_base.num_classes:
-        raise ValueError(f"model.num_classes={num_classes} but the data has {train_base.num_classes} classes; "
-                         "leave model.num_classes unset to take it from the data")
+        raise ValueError(
+            f"model.num_classes={num_classes} but the data has {train_base.num_classes} classes; "
+            "leave model.num_classes unset to take it from the data"
+        )
     if multilabel and link != "sigmoid":
         raise ValueError("multi-label data needs the sigmoid link: set model.head.link=sigmoid")
     if len(train_base) < cfg.data.batch_size:
-        raise ValueError(f"the training split has {len(train_base)} examples, fewer than data.batch_size="
-                         f"{cfg.data.batch_size}; lower the batch size")
+        raise ValueError(
+            f"the training split has {len(train_base)} examples, fewer than data.batch_size="
+            f"{cfg.data.batch_size}; lower the batch size"
+        )
 
 
 def _noisy_heldout(cfg: UpstreamConfig, held: Any) -> "tuple[Any, dict]":
@@ -141,8 +170,9 @@ def _noisy_heldout(cfg: UpstreamConfig, held: Any) -> "tuple[Any, dict]":
     τ, a primary endpoint) is scored against them. Returns the split and the noise's description."""
     images = held.pixels(cfg.data.cache_dir) if cfg.data.label_noise.get("kind") == "input_dependent" else None
     noisy, info = inject_label_noise(held.labels, held.num_classes, **cfg.data.label_noise, images=images, stream=1)
-    return held.with_labels(noisy, f"{held.description}, with {info['kind']} label noise "
-                                   f"({info['realised_rate']:.1%} flipped)"), info
+    return held.with_labels(
+        noisy, f"{held.description}, with {info['kind']} label noise ({info['realised_rate']:.1%} flipped)"
+    ), info
 
 
 def heldout_loader(cfg: UpstreamConfig, data: RunData, accelerator: Any) -> Any:
@@ -153,8 +183,9 @@ def heldout_loader(cfg: UpstreamConfig, data: RunData, accelerator: Any) -> Any:
     if data.noise_info is not None:  # the held-out labels carry the same noise (what a user holds out is noisy)
         held_base, data.noise_info["heldout"] = _noisy_heldout(cfg, held_base)
     if data.multilabel and not held_base.multilabel:
-        held_base = (held_base.one_hot() if data.stream
-                     else held_base.with_labels(LabelSets.from_labels(held_base.labels)))
+        held_base = (
+            held_base.one_hot() if data.stream else held_base.with_labels(LabelSets.from_labels(held_base.labels))
+        )
     if data.stream:
         return held_base.loader(False, cfg.seed, data.rank, data.world)[0]
     return accelerator.prepare(make_loader(cfg.data, held_base, train=False, seed=cfg.seed)[0])

@@ -7,9 +7,9 @@ A run folder ``<output_dir>/`` holds:
   position), rewritten atomically; ``checkpoints/best.pt``: the best model so far by
   ``train.best_metric`` (a :func:`harness.models.save_model` file);
 - ``metrics.jsonl``: one line per evaluation; ``tb/``: TensorBoard logs (``train.log_with``, default
-  ``[tensorboard]``; MLflow, W&B and accelerate's other trackers get the same: :mod:`harness.upstream.trackers`);
+  ``[tensorboard]``; MLflow, W&B and accelerate's other trackers get the same: :mod:`harness.training.trackers`);
 - ``fewshot.jsonl`` (with ``train.fewshot_every``): one line per few-shot evaluation of a task at a shot count
-  (:func:`harness.downstream.fewshot.monitor_records`), also logged as ``fewshot/<task>/<shots>shot``;
+  (:func:`harness.tasks.probe.monitor_records`), also logged as ``fewshot/<task>/<shots>shot``;
 - at the end: ``model.pt`` (final model), ``predictions.npz`` (final per-example logits on the
   evaluation split; ``heldout_predictions.npz`` likewise on ``data.heldout_split`` if set) and
   ``metrics.json`` (final metrics, those on the held-out split, best epoch, times, provenance). Its presence marks
@@ -22,9 +22,9 @@ A run is these steps (:func:`_train`), each in its own module:
 2. the few-shot monitor's tasks (:mod:`harness.upstream.evaluation`), read before training;
 3. the model, optimiser and schedule, prepared by accelerate (:mod:`harness.upstream.parts`);
 4. a new run's ``config.yaml`` and ``run.json``, or the resumed state (:mod:`harness.upstream.checkpoint`);
-5. the trackers, given the whole config (:mod:`harness.upstream.trackers`);
+5. the trackers, given the whole config (:mod:`harness.training.trackers`);
 6. the epochs (:mod:`harness.upstream.epochs`), every micro-batch through the idiom the downstream stage shares
-   (:mod:`harness.upstream.loop`), with evaluations, the monitor and checkpoints;
+   (:mod:`harness.training.loop`), with evaluations, the monitor and checkpoints;
 7. the final predictions, model and metrics (:mod:`harness.upstream.outputs`).
 """
 
@@ -37,19 +37,31 @@ from typing import Any, Callable, Optional
 
 from harness.config import to_dict, to_yaml
 from harness.io import RunLock
+from harness.training.loop import held_precision, in_fresh_process, make_accelerator
+from harness.training.trackers import FOLDERS as TRACKER_FOLDERS
+from harness.training.trackers import available, build, flat_params, keep_rng
 from harness.upstream.checkpoint import STATE_FORMAT, resume, write_run_files
 from harness.upstream.config import UpstreamConfig, validate
 from harness.upstream.epochs import Preempted, train_epochs
 from harness.upstream.evaluation import LOWER_IS_BETTER, TrainingDiverged, fewshot_tasks, predict_loader
 from harness.upstream.losses import forward_corrected_nll, training_loss
-from harness.upstream.loop import held_precision, in_fresh_process, make_accelerator
 from harness.upstream.outputs import write_outputs
 from harness.upstream.parts import build_training
 from harness.upstream.rundata import _noisy_heldout, read_run_data
-from harness.upstream.trackers import available, build, flat_params, keep_rng
 
-__all__ = ["run", "same_config", "TrainingDiverged", "Preempted", "training_loss", "forward_corrected_nll", "predict_loader",
-           "STATE_FORMAT", "LOWER_IS_BETTER", "_noisy_heldout", "NOT_IDENTITY"]
+__all__ = [
+    "run",
+    "same_config",
+    "TrainingDiverged",
+    "Preempted",
+    "training_loss",
+    "forward_corrected_nll",
+    "predict_loader",
+    "STATE_FORMAT",
+    "LOWER_IS_BETTER",
+    "_noisy_heldout",
+    "NOT_IDENTITY",
+]
 
 #: settings that say where a run's curves go, not what it trains: left out when a saved ``config.yaml`` is compared
 #: with the requested one (:func:`_same_config`), so a run resumes, or counts as done, whichever trackers log it
@@ -65,8 +77,9 @@ def _identity(text: str) -> Optional[str]:
     from omegaconf.errors import OmegaConfBaseException
 
     try:
-        filled = OmegaConf.to_container(OmegaConf.merge(OmegaConf.structured(UpstreamConfig), OmegaConf.create(text)),
-                                        resolve=True)
+        filled = OmegaConf.to_container(
+            OmegaConf.merge(OmegaConf.structured(UpstreamConfig), OmegaConf.create(text)), resolve=True
+        )
     except (OmegaConfBaseException, ValueError):
         return None
     for key in NOT_IDENTITY:
@@ -92,8 +105,19 @@ _same_config = same_config  # its name before it was public
 #: what harness upstream writes in a run folder: with --overwrite, a folder holding files of others may hold none of
 #: these (``submitit``: the job folder of ``--executor``, made when the job is submitted; ``tb``, ``wandb``: the
 #: trackers' folders, made when the run starts)
-RUN_FILES = ("config.yaml", "run.json", "metrics.json", "metrics.jsonl", "fewshot.jsonl", "model.pt", "predictions.npz",
-             "heldout_predictions.npz", "checkpoints", "tb", "wandb", "submitit")
+RUN_FILES = (
+    "config.yaml",
+    "run.json",
+    "metrics.json",
+    "metrics.jsonl",
+    "fewshot.jsonl",
+    "model.pt",
+    "predictions.npz",
+    "heldout_predictions.npz",
+    "checkpoints",
+    *TRACKER_FOLDERS,
+    "submitit",
+)
 
 
 def check_output(run_dir: Path, overwrite: bool = False) -> None:
@@ -106,7 +130,8 @@ def check_output(run_dir: Path, overwrite: bool = False) -> None:
     from harness.io import LOCK_FILES, check_output_folder
 
     ours = (run_dir / "config.yaml").is_file() or (  # or only what a start that failed before config.yaml leaves
-        run_dir.is_dir() and all(p.name in ("submitit", "tb", "wandb", *LOCK_FILES) for p in run_dir.iterdir()))
+        run_dir.is_dir() and all(p.name in ("submitit", *TRACKER_FOLDERS, *LOCK_FILES) for p in run_dir.iterdir())
+    )
     check_output_folder(run_dir, ours, RUN_FILES, overwrite, "harness upstream", "output_dir")
 
 
@@ -118,10 +143,15 @@ def _check_existing(run_dir: Path, config_yaml: str) -> str:
     if not same_config(saved.read_text(), config_yaml):
         import difflib
 
-        diff = "".join(difflib.unified_diff(saved.read_text().splitlines(True), config_yaml.splitlines(True),
-                                            "saved", "requested", n=0))
-        raise ValueError(f"{run_dir} holds a run with a different config:\n{diff}\nuse another name or "
-                         "output_dir for the new run, or delete that folder to start it over")
+        diff = "".join(
+            difflib.unified_diff(
+                saved.read_text().splitlines(True), config_yaml.splitlines(True), "saved", "requested", n=0
+            )
+        )
+        raise ValueError(
+            f"{run_dir} holds a run with a different config:\n{diff}\nuse another name or "
+            "output_dir for the new run, or delete that folder to start it over"
+        )
     if (run_dir / "metrics.json").is_file() and (run_dir / "model.pt").is_file():
         return "done"
     return "resume" if (run_dir / "checkpoints" / "last.pt").is_file() else "new"
@@ -132,16 +162,21 @@ def _cpu_only() -> bool:
     launch --cpu``, ``harness upstream --executor``)."""
     from accelerate.utils import parse_flag_from_env
 
-    from harness.precision import device_type
+    from harness.training.precision import device_type
 
     return device_type() == "cpu" or parse_flag_from_env("ACCELERATE_USE_CPU")
 
 
-def run(cfg: UpstreamConfig, progress: bool = True, stop_after_steps: Optional[int] = None,
-        stop_requested: Optional[Callable[[], bool]] = None, overwrite: bool = False) -> Path:
+def run(
+    cfg: UpstreamConfig,
+    progress: bool = True,
+    stop_after_steps: Optional[int] = None,
+    stop_requested: Optional[Callable[[], bool]] = None,
+    overwrite: bool = False,
+) -> Path:
     """Train and evaluate one upstream model; resume if its folder holds an interrupted run.
 
-    accelerate holds one mixed precision per process (:mod:`harness.upstream.loop`): a run whose
+    accelerate holds one mixed precision per process (:mod:`harness.training.loop`): a run whose
     ``train.mixed_precision`` differs from the one an earlier run left in this process trains in a fresh process.
 
     Args:
@@ -169,8 +204,8 @@ def run(cfg: UpstreamConfig, progress: bool = True, stop_after_steps: Optional[i
     from accelerate import PartialState
     from accelerate.utils import parse_flag_from_env
 
-    from harness.precision import device_type
-    from harness.precision import resolve as resolve_precision
+    from harness.training.precision import device_type
+    from harness.training.precision import resolve as resolve_precision
 
     validate(cfg)
     trackers = available(list(cfg.train.log_with), "train.log_with")
@@ -178,16 +213,17 @@ def run(cfg: UpstreamConfig, progress: bool = True, stop_after_steps: Optional[i
     config_yaml = to_yaml(cfg)
     status = _check_existing(run_dir, config_yaml)
     check_output(run_dir, overwrite)  # a folder of someone else's files: refused before any work
-    precision = resolve_precision(cfg.train.mixed_precision, device_type())
-    if precision == "fp16" and _cpu_only():
-        raise ValueError("train.mixed_precision=fp16 does not run on a CPU (accelerate silently trains in fp32 "
-                         "there): use bf16 on CPUs")
+    precision = resolve_precision(
+        cfg.train.mixed_precision, "cpu" if _cpu_only() else device_type(), "train.mixed_precision"
+    )
     state = PartialState(cpu=parse_flag_from_env("ACCELERATE_USE_CPU"))  # as the Accelerator makes it
     world = int(os.environ.get("WORLD_SIZE", "1") or 1)
     if world > 1 and state.num_processes == 1:  # accelerate's silent fallback: W copies of one run
-        raise ValueError(f"WORLD_SIZE={world} but accelerate started a single process (no process group): on CPUs "
-                         "set ACCELERATE_USE_CPU=true (accelerate launch --cpu and harness upstream --executor do) "
-                         "so that the processes join one gloo group; on GPUs check that torch sees CUDA")
+        raise ValueError(
+            f"WORLD_SIZE={world} but accelerate started a single process (no process group): on CPUs "
+            "set ACCELERATE_USE_CPU=true (accelerate launch --cpu and harness upstream --executor do) "
+            "so that the processes join one gloo group; on GPUs check that torch sees CUDA"
+        )
     if status == "done":
         if state.is_main_process:
             print(f"{run_dir}: already complete (metrics.json); nothing to do")
@@ -195,17 +231,31 @@ def run(cfg: UpstreamConfig, progress: bool = True, stop_after_steps: Optional[i
     held = held_precision()
     if held is not None and held[0] != precision:
         if state.num_processes > 1 or stop_requested is not None:
-            raise ValueError(f"accelerate holds mixed precision {held[0]!r} in this process and {cfg.name} asks for "
-                             f"{precision!r}: start this run in its own process")
+            raise ValueError(
+                f"accelerate holds mixed precision {held[0]!r} in this process and {cfg.name} asks for "
+                f"{precision!r}: start this run in its own process"
+            )
         return Path(in_fresh_process(run, cfg, progress, stop_after_steps))
-    accelerator = make_accelerator(precision, cfg.train.grad_accum_steps,
-                                   log_with=build(trackers, PROJECT, cfg.name, run_dir), project_dir=str(run_dir))
+    accelerator = make_accelerator(
+        precision,
+        cfg.train.grad_accum_steps,
+        log_with=build(trackers, PROJECT, cfg.name, run_dir),
+        project_dir=str(run_dir),
+    )
     with RunLock(run_dir, subfolders=("checkpoints",)) if accelerator.is_main_process else contextlib.nullcontext():
         return _train(cfg, run_dir, config_yaml, status, accelerator, progress, stop_after_steps, stop_requested)
 
 
-def _train(cfg: UpstreamConfig, run_dir: Path, config_yaml: str, status: str, accelerator: Any, progress: bool,
-           stop_after_steps: Optional[int], stop_requested: Optional[Callable[[], bool]] = None) -> Path:
+def _train(
+    cfg: UpstreamConfig,
+    run_dir: Path,
+    config_yaml: str,
+    status: str,
+    accelerator: Any,
+    progress: bool,
+    stop_after_steps: Optional[int],
+    stop_requested: Optional[Callable[[], bool]] = None,
+) -> Path:
     """The body of :func:`run`, in a folder this process holds the lock of: the steps of a run (module
     docstring), in the order that fixes what the seeded RNG draws for each."""
     from accelerate.utils import set_seed

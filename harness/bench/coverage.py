@@ -81,8 +81,14 @@ def truth(s: Setting, keys: Sequence[str], sims: int = TRUTH_SIMS, seed: int = 1
     return {k: v / sims for k, v in sums.items()}
 
 
-def coverage(s: Setting, sims: int, keys: Sequence[str] = ("top1", "nll", "ece"), seed: int = 0,
-             truth_sims: int = TRUTH_SIMS, progress: Optional[Callable[[str], None]] = None) -> dict:
+def coverage(
+    s: Setting,
+    sims: int,
+    keys: Sequence[str] = ("top1", "nll", "ece"),
+    seed: int = 0,
+    truth_sims: int = TRUTH_SIMS,
+    progress: Optional[Callable[[str], None]] = None,
+) -> dict:
     """Coverage of the true difference by :func:`~harness.uncertainty.compare.method_level`'s 95% interval over
     ``sims`` simulated studies of setting ``s``, per metric, and how many studies kept the containment invariant
     (every metric's method interval contains its models-fixed interval).
@@ -110,13 +116,24 @@ def coverage(s: Setting, sims: int, keys: Sequence[str] = ("top1", "nll", "ece")
         if progress is not None and now - last >= 10:
             last = now
             progress(f"  {i + 1}/{sims} simulations, about {(now - tic) / (i + 1) * (sims - i - 1) / 60:.1f} min left")
-    return {"setting": asdict(s), "sims": sims, "truth": mu, "coverage": {k: v / sims for k, v in hits.items()},
-            "floored": {k: v / sims for k, v in floored.items()}, "contained": contained,
-            "seconds": time.perf_counter() - start}
+    return {
+        "setting": asdict(s),
+        "sims": sims,
+        "truth": mu,
+        "coverage": {k: v / sims for k, v in hits.items()},
+        "floored": {k: v / sims for k, v in floored.items()},
+        "contained": contained,
+        "seconds": time.perf_counter() - start,
+    }
 
 
-def run(sims: int = 2000, keys: Sequence[str] = ("top1", "nll", "ece"), out: Path = Path("results/bench/coverage.md"),
-        settings: Optional[Sequence[str]] = None, progress: Callable[[str], None] = print) -> dict:
+def run(
+    sims: int = 2000,
+    keys: Sequence[str] = ("top1", "nll", "ece"),
+    out: Path = Path("results/bench/coverage.md"),
+    settings: Optional[Sequence[str]] = None,
+    progress: Callable[[str], None] = print,
+) -> dict:
     """Every setting of :data:`SETTINGS` (or those named), ``sims`` simulations each; writes ``out`` (Markdown)
     and its ``.json`` twin atomically. A coverage within ±2 points of 95% passes."""
     from harness.io import atomic_write_text
@@ -132,23 +149,31 @@ def run(sims: int = 2000, keys: Sequence[str] = ("top1", "nll", "ece"), out: Pat
         results[name] = coverage(SETTINGS[name], sims, keys, seed=j, progress=progress)
     load = machine_load()
     se = math.sqrt(0.95 * 0.05 / sims)
-    lines = ["# Coverage of the seeds-and-images interval", "",
-             f"Command: `harness bench coverage --sims {sims}`; {sims} simulated studies per setting through "
-             "`harness.uncertainty.compare.method_level` (harness/bench/coverage.py says how a study is drawn); "
-             f"binomial standard error of a 95% coverage: {se:.3f}. Target: within ±0.02 of 0.95. "
-             f"Machine: {cpu_details()}; 1-minute load average "
-             f"{load['load_average'][0]:.1f} at the end, niceness {load['nice']}; "
-             f"{sum(r['seconds'] for r in results.values()) / 60:.1f} min in all.", "",
-             "| setting | n seeds | N images | metric | true difference | coverage | seed term floored | "
-             "method ⊇ models-fixed | within ±0.02 |", "|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "# Coverage of the seeds-and-images interval",
+        "",
+        f"Command: `harness bench coverage --sims {sims}`; {sims} simulated studies per setting through "
+        "`harness.uncertainty.compare.method_level` (harness/bench/coverage.py says how a study is drawn); "
+        f"binomial standard error of a 95% coverage: {se:.3f}. Target: within ±0.02 of 0.95. "
+        f"Machine: {cpu_details()}; 1-minute load average "
+        f"{load['load_average'][0]:.1f} at the end, niceness {load['nice']}; "
+        f"{sum(r['seconds'] for r in results.values()) / 60:.1f} min in all.",
+        "",
+        "| setting | n seeds | N images | metric | true difference | coverage | seed term floored | "
+        "method ⊇ models-fixed | within ±0.02 |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for name, r in results.items():
         for key in keys:
             c = r["coverage"][key]
-            lines.append(f"| {name} | {r['setting']['seeds']} | {r['setting']['images']} | {key} | "
-                         f"{r['truth'][key]:+.5f} | {c:.3f} | {r['floored'][key]:.2f} | {r['contained']}/{r['sims']} | "
-                         f"{'yes' if abs(c - 0.95) <= 0.02 else 'no'} |")
+            lines.append(
+                f"| {name} | {r['setting']['seeds']} | {r['setting']['images']} | {key} | "
+                f"{r['truth'][key]:+.5f} | {c:.3f} | {r['floored'][key]:.2f} | {r['contained']}/{r['sims']} | "
+                f"{'yes' if abs(c - 0.95) <= 0.02 else 'no'} |"
+            )
     out.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out, "\n".join(lines) + "\n")
-    atomic_write_text(out.with_suffix(".json"), json.dumps({"provenance": provenance(), "load": load,
-                                                            "results": results}, indent=1))
+    atomic_write_text(
+        out.with_suffix(".json"), json.dumps({"provenance": provenance(), "load": load, "results": results}, indent=1)
+    )
     return results

@@ -97,8 +97,13 @@ def _pack(manifest_dir: str, out: str, shard_size: int) -> dict:
     from harness.data.sources import build_split
 
     tic = time.perf_counter()
-    index = pack(build_split(DataConfig(source="manifest", path=manifest_dir), "train"), Path(out) / "train",
-                 shard_size, prefix="train", progress=False)
+    index = pack(
+        build_split(DataConfig(source="manifest", path=manifest_dir), "train"),
+        Path(out) / "train",
+        shard_size,
+        prefix="train",
+        progress=False,
+    )
     size = sum(p.stat().st_size for p in (Path(out) / "train").glob("*.tar"))
     return {"seconds": time.perf_counter() - tic, "shards": len(index["shards"]), "shard_bytes": size}
 
@@ -120,8 +125,16 @@ def _measure_loader(source: str, path: str, batch_size: int, image_size: int, wa
     from harness.data.sources import build_split
 
     base_rss = _max_rss()
-    cfg = DataConfig(source=source, path=path, image_size=image_size, batch_size=batch_size, crop_padding=4,
-                     hflip=True, loader="pil", num_workers=0)
+    cfg = DataConfig(
+        source=source,
+        path=path,
+        image_size=image_size,
+        batch_size=batch_size,
+        crop_padding=4,
+        hflip=True,
+        loader="pil",
+        num_workers=0,
+    )
     tic = time.perf_counter()
     if source == "shards":
         loader, ds = shard_loader(cfg, "train", train=True, seed=0)
@@ -148,9 +161,17 @@ def _measure_loader(source: str, path: str, batch_size: int, image_size: int, wa
         images += next(it)[0].shape[0]
     seconds, cpu = time.perf_counter() - tic, time.process_time() - cpu
     peak = _max_rss()
-    return {"open_seconds": opened, "images": images, "seconds": seconds, "images_per_sec": images / seconds,
-            "cpu_seconds": cpu, "images_per_cpu_second": images / cpu,
-            "peak_rss": peak, "rss_growth": peak - base_rss, "batches_per_epoch": len(loader)}
+    return {
+        "open_seconds": opened,
+        "images": images,
+        "seconds": seconds,
+        "images_per_sec": images / seconds,
+        "cpu_seconds": cpu,
+        "images_per_cpu_second": images / cpu,
+        "peak_rss": peak,
+        "rss_growth": peak - base_rss,
+        "batches_per_epoch": len(loader),
+    }
 
 
 def _measure_step(batch_size: int, image_size: int, warmup: int, steps: int) -> dict:
@@ -160,14 +181,19 @@ def _measure_step(batch_size: int, image_size: int, warmup: int, steps: int) -> 
 
     from harness.config import read_settings
     from harness.models import ModelConfig, build_model
-    from harness.precision import resolve
+    from harness.training.precision import resolve
 
     settings = read_settings(MODEL_CONFIG)
     m = settings["model"]
     precision = resolve(settings.get("train", {}).get("mixed_precision", "no"), "cpu")
     torch.manual_seed(0)
-    model = build_model(ModelConfig(m["backbone"], NUM_CLASSES, dict(m.get("head", {})),
-                                    dict(m.get("backbone_kwargs", {})))).to(memory_format=torch.channels_last).train()
+    model = (
+        build_model(
+            ModelConfig(m["backbone"], NUM_CLASSES, dict(m.get("head", {})), dict(m.get("backbone_kwargs", {})))
+        )
+        .to(memory_format=torch.channels_last)
+        .train()
+    )
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, nesterov=True, weight_decay=5e-4)
     x = torch.randn(batch_size, 3, image_size, image_size).contiguous(memory_format=torch.channels_last)
     y = torch.randint(0, NUM_CLASSES, (batch_size,))
@@ -182,10 +208,16 @@ def _measure_step(batch_size: int, image_size: int, warmup: int, steps: int) -> 
         opt.step()
         opt.zero_grad(set_to_none=True)
     seconds, cpu = time.perf_counter() - tic, time.process_time() - cpu
-    return {"model": m["backbone"], "head": dict(m.get("head", {})), "precision": precision,
-            "images_per_sec": steps * batch_size / seconds, "images_per_cpu_second": steps * batch_size / cpu,
-            "steps": steps, "batch_size": batch_size,
-            "threads": torch.get_num_threads()}
+    return {
+        "model": m["backbone"],
+        "head": dict(m.get("head", {})),
+        "precision": precision,
+        "images_per_sec": steps * batch_size / seconds,
+        "images_per_cpu_second": steps * batch_size / cpu,
+        "steps": steps,
+        "batch_size": batch_size,
+        "threads": torch.get_num_threads(),
+    }
 
 
 def _in_fresh_process(fn: Callable, *args) -> dict:
@@ -193,10 +225,21 @@ def _in_fresh_process(fn: Callable, *args) -> dict:
         return pool.submit(fn, *args).result()
 
 
-def run(sizes: Sequence[int] = SIZES, batch_size: int = 128, image_size: int = 32, warmup: int = 5,
-        batches: int = 40, steps: int = 20, shard_size: int = 10_000, repeats: int = 3, work_dir: Optional[Path] = None,
-        out: Optional[Path] = Path("results/bench/data.md"), max_minutes: float = 0.0, keep: bool = False,
-        progress: Callable[[str], None] = print) -> dict:
+def run(
+    sizes: Sequence[int] = SIZES,
+    batch_size: int = 128,
+    image_size: int = 32,
+    warmup: int = 5,
+    batches: int = 40,
+    steps: int = 20,
+    shard_size: int = 10_000,
+    repeats: int = 3,
+    work_dir: Optional[Path] = None,
+    out: Optional[Path] = Path("results/bench/data.md"),
+    max_minutes: float = 0.0,
+    keep: bool = False,
+    progress: Callable[[str], None] = print,
+) -> dict:
     """Measure every size and source, then the training step; write the tables (Markdown and a JSON twin).
 
     Args:
@@ -221,8 +264,10 @@ def run(sizes: Sequence[int] = SIZES, batch_size: int = 128, image_size: int = 3
         raise ValueError("batch_size, image_size, batches, steps, shard_size and repeats must be >= 1, warmup >= 0")
     small = [n for n in sizes if n < batch_size * (warmup + 1)]
     if small:
-        raise ValueError(f"size(s) {small} hold fewer than the {batch_size * (warmup + 1)} examples of the warm-up and "
-                         "one batch: give larger sizes or a smaller --batch-size")
+        raise ValueError(
+            f"size(s) {small} hold fewer than the {batch_size * (warmup + 1)} examples of the warm-up and "
+            "one batch: give larger sizes or a smaller --batch-size"
+        )
     work = Path(work_dir) if work_dir else Path(tempfile.mkdtemp(prefix="harness-bench-data-"))
     load = machine_load()
     start, cases, prep, skipped = time.perf_counter(), [], [], []
@@ -243,20 +288,38 @@ def run(sizes: Sequence[int] = SIZES, batch_size: int = 128, image_size: int = 3
                 path = str(root / ("shards" if source == "shards" else "manifest"))
                 r = _in_fresh_process(_measure_loader, source, path, batch_size, image_size, warmup, batches)
                 rounds[source].append(r)
-                progress(f"N={n} {source:8s} round {i + 1}/{repeats}: open {r['open_seconds']:.1f} s, peak RSS "
-                         f"{r['peak_rss'] / MiB:.0f} MiB (+{r['rss_growth'] / MiB:.1f}), {r['images_per_sec']:.0f} "
-                         "images/s")
+                progress(
+                    f"N={n} {source:8s} round {i + 1}/{repeats}: open {r['open_seconds']:.1f} s, peak RSS "
+                    f"{r['peak_rss'] / MiB:.0f} MiB (+{r['rss_growth'] / MiB:.1f}), {r['images_per_sec']:.0f} "
+                    "images/s"
+                )
         for source, rs in rounds.items():
             speeds = [r["images_per_sec"] for r in rs]
-            cases.append({"examples": n, "source": source, "rounds": rs, "images": rs[0]["images"],
-                          "images_per_sec": statistics.median(speeds),
-                          "images_per_sec_range": [min(speeds), max(speeds)],
-                          "images_per_cpu_second": statistics.median(r["images_per_cpu_second"] for r in rs),
-                          "open_seconds": statistics.median(r["open_seconds"] for r in rs),
-                          "peak_rss": max(r["peak_rss"] for r in rs), "rss_growth": max(r["rss_growth"] for r in rs)})
-        prep.append({"examples": n, "write_seconds": made["seconds"], "image_bytes": made["image_bytes"],
-                     "pack_seconds": packed["seconds"], "shards": packed["shards"],
-                     "shard_bytes": packed["shard_bytes"], "wall_seconds": time.perf_counter() - tic})
+            cases.append(
+                {
+                    "examples": n,
+                    "source": source,
+                    "rounds": rs,
+                    "images": rs[0]["images"],
+                    "images_per_sec": statistics.median(speeds),
+                    "images_per_sec_range": [min(speeds), max(speeds)],
+                    "images_per_cpu_second": statistics.median(r["images_per_cpu_second"] for r in rs),
+                    "open_seconds": statistics.median(r["open_seconds"] for r in rs),
+                    "peak_rss": max(r["peak_rss"] for r in rs),
+                    "rss_growth": max(r["rss_growth"] for r in rs),
+                }
+            )
+        prep.append(
+            {
+                "examples": n,
+                "write_seconds": made["seconds"],
+                "image_bytes": made["image_bytes"],
+                "pack_seconds": packed["seconds"],
+                "shards": packed["shards"],
+                "shard_bytes": packed["shard_bytes"],
+                "wall_seconds": time.perf_counter() - tic,
+            }
+        )
         if not keep:
             shutil.rmtree(root, ignore_errors=True)
     if not keep and not work_dir:
@@ -265,16 +328,32 @@ def run(sizes: Sequence[int] = SIZES, batch_size: int = 128, image_size: int = 3
     for i in range(repeats):
         step_rounds.append(_in_fresh_process(_measure_step, batch_size, image_size, 3, steps))
         r = step_rounds[-1]
-        progress(f"training step ({r['model']}, {r['precision']}) round {i + 1}/{repeats}: "
-                 f"{r['images_per_sec']:.0f} images/s, {r['images_per_cpu_second']:.0f} per CPU-second")
-    step = {**step_rounds[0], "rounds": step_rounds,
-            "images_per_sec": statistics.median(r["images_per_sec"] for r in step_rounds),
-            "images_per_cpu_second": statistics.median(r["images_per_cpu_second"] for r in step_rounds)}
-    summary = {"sizes": sizes, "skipped": skipped, "batch_size": batch_size, "image_size": image_size,
-               "warmup": warmup, "batches": batches, "shard_size": shard_size, "repeats": repeats, "cases": cases,
-               "preparation": prep,
-               "training_step": step, "cpu": cpu_details(), "minutes": (time.perf_counter() - start) / 60,
-               "load": {"start": load, "end": machine_load()}}
+        progress(
+            f"training step ({r['model']}, {r['precision']}) round {i + 1}/{repeats}: "
+            f"{r['images_per_sec']:.0f} images/s, {r['images_per_cpu_second']:.0f} per CPU-second"
+        )
+    step = {
+        **step_rounds[0],
+        "rounds": step_rounds,
+        "images_per_sec": statistics.median(r["images_per_sec"] for r in step_rounds),
+        "images_per_cpu_second": statistics.median(r["images_per_cpu_second"] for r in step_rounds),
+    }
+    summary = {
+        "sizes": sizes,
+        "skipped": skipped,
+        "batch_size": batch_size,
+        "image_size": image_size,
+        "warmup": warmup,
+        "batches": batches,
+        "shard_size": shard_size,
+        "repeats": repeats,
+        "cases": cases,
+        "preparation": prep,
+        "training_step": step,
+        "cpu": cpu_details(),
+        "minutes": (time.perf_counter() - start) / 60,
+        "load": {"start": load, "end": machine_load()},
+    }
     if out is not None:
         _write(Path(out), summary)
     return summary
@@ -283,26 +362,32 @@ def run(sizes: Sequence[int] = SIZES, batch_size: int = 128, image_size: int = 3
 def _write(out: Path, s: dict) -> None:
     prov = provenance()
     step = s["training_step"]
-    lines = [markdown_header("Data path: memory and loader throughput against the data set's size", prov),
-             f"CPU (`lscpu`): {s['cpu'] or 'lscpu not available'}. "
-             + load_note(s["load"]["start"], s["load"]["end"]), "",
-             f"Synthetic split: N examples, {s['image_size']}x{s['image_size']} PNG images (a pool of {POOL} random "
-             f"images written N times over, {PER_FOLDER} files a folder), {NUM_CLASSES} classes, listed in a "
-             f"`train.jsonl` manifest (`data.source=manifest`) and packed by `harness.data.pack.pack` into shards "
-             f"of {s['shard_size']} (`data.source=shards`). Each source measured in a fresh process with its "
-             f"training loader in that process (no loader workers): the per-image path (PIL decode, pad-4 crop + "
-             f"flip to {s['image_size']} px, seeded shuffle; shards: a shuffle buffer of 1,000), batches of "
-             f"{s['batch_size']}, {s['batches']} batches timed after {s['warmup']}; {s['repeats']} measurements of "
-             "each, the two sources in turn. Peak RSS: `ru_maxrss` of the process (the largest of the "
-             "measurements); growth: over its peak after its imports (what opening the split and reading batches "
-             "add). Open: median seconds to open the split.", "",
-             "| examples | source | open (s) | peak RSS (MiB) | RSS growth (MiB) | loader images/s (median, range) "
-             "| images per CPU-second (median) |", "|---|---|---|---|---|---|---|"]
+    lines = [
+        markdown_header("Data path: memory and loader throughput against the data set's size", prov),
+        f"CPU (`lscpu`): {s['cpu'] or 'lscpu not available'}. " + load_note(s["load"]["start"], s["load"]["end"]),
+        "",
+        f"Synthetic split: N examples, {s['image_size']}x{s['image_size']} PNG images (a pool of {POOL} random "
+        f"images written N times over, {PER_FOLDER} files a folder), {NUM_CLASSES} classes, listed in a "
+        f"`train.jsonl` manifest (`data.source=manifest`) and packed by `harness.data.pack.pack` into shards "
+        f"of {s['shard_size']} (`data.source=shards`). Each source measured in a fresh process with its "
+        f"training loader in that process (no loader workers): the per-image path (PIL decode, pad-4 crop + "
+        f"flip to {s['image_size']} px, seeded shuffle; shards: a shuffle buffer of 1,000), batches of "
+        f"{s['batch_size']}, {s['batches']} batches timed after {s['warmup']}; {s['repeats']} measurements of "
+        "each, the two sources in turn. Peak RSS: `ru_maxrss` of the process (the largest of the "
+        "measurements); growth: over its peak after its imports (what opening the split and reading batches "
+        "add). Open: median seconds to open the split.",
+        "",
+        "| examples | source | open (s) | peak RSS (MiB) | RSS growth (MiB) | loader images/s (median, range) "
+        "| images per CPU-second (median) |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for c in s["cases"]:
         lo, hi = c["images_per_sec_range"]
-        lines.append(f"| {c['examples']:,} | {c['source']} | {c['open_seconds']:.2f} | {c['peak_rss'] / MiB:.0f} | "
-                     f"{c['rss_growth'] / MiB:.1f} | {c['images_per_sec']:.0f} ({lo:.0f}-{hi:.0f}) | "
-                     f"{c['images_per_cpu_second']:.0f} |")
+        lines.append(
+            f"| {c['examples']:,} | {c['source']} | {c['open_seconds']:.2f} | {c['peak_rss'] / MiB:.0f} | "
+            f"{c['rss_growth'] / MiB:.1f} | {c['images_per_sec']:.0f} ({lo:.0f}-{hi:.0f}) | "
+            f"{c['images_per_cpu_second']:.0f} |"
+        )
     measured = sorted({c["examples"] for c in s["cases"]})
     if len(measured) > 1:
         lo, hi = measured[0], measured[-1]
@@ -310,29 +395,41 @@ def _write(out: Path, s: dict) -> None:
         for source in SOURCES:
             by = {c["examples"]: c for c in s["cases"] if c["source"] == source}
             per = (by[hi]["rss_growth"] - by[lo]["rss_growth"]) / (hi - lo)
-            lines.append(f"- {source}: RSS growth from {lo:,} to {hi:,} examples: "
-                         f"{(by[hi]['rss_growth'] - by[lo]['rss_growth']) / MiB:+.1f} MiB, {per:.0f} bytes an example.")
+            lines.append(
+                f"- {source}: RSS growth from {lo:,} to {hi:,} examples: "
+                f"{(by[hi]['rss_growth'] - by[lo]['rss_growth']) / MiB:+.1f} MiB, {per:.0f} bytes an example."
+            )
     if s["skipped"]:
         lines += ["", f"Not measured: N = {', '.join(f'{n:,}' for n in s['skipped'])} (past the time budget)."]
-    lines += ["", "Preparing the data (not part of a training run):", "",
-              "| examples | write images + manifest (s) | image bytes (MiB) | pack shards (s) | shards | shard bytes "
-              "(MiB) |", "|---|---|---|---|---|---|"]
+    lines += [
+        "",
+        "Preparing the data (not part of a training run):",
+        "",
+        "| examples | write images + manifest (s) | image bytes (MiB) | pack shards (s) | shards | shard bytes (MiB) |",
+        "|---|---|---|---|---|---|",
+    ]
     for p in s["preparation"]:
-        lines.append(f"| {p['examples']:,} | {p['write_seconds']:.0f} | {p['image_bytes'] / MiB:.0f} | "
-                     f"{p['pack_seconds']:.0f} | {p['shards']} | {p['shard_bytes'] / MiB:.0f} |")
+        lines.append(
+            f"| {p['examples']:,} | {p['write_seconds']:.0f} | {p['image_bytes'] / MiB:.0f} | "
+            f"{p['pack_seconds']:.0f} | {p['shards']} | {p['shard_bytes'] / MiB:.0f} |"
+        )
     slowest = min((c["images_per_sec"] for c in s["cases"]), default=float("nan"))  # of the medians
     cheapest = min((c["images_per_cpu_second"] for c in s["cases"]), default=float("nan"))
     each = ", ".join(f"{r['images_per_sec']:.0f}" for r in step["rounds"])
-    lines += ["", f"Training step of the default small model (`{step['model']}` with the head of "
-                  f"`cifar10n_het.yaml`: {json.dumps(step['head'])}; precision {step['precision']} as "
-                  f"`mixed_precision: auto` takes it here, channels_last, SGD; batch {step['batch_size']} of random "
-                  f"{s['image_size']} px inputs, {step['steps']} steps timed after 3, {step['threads']} threads; "
-                  f"{len(step['rounds'])} measurements): **{step['images_per_sec']:.0f} images/s** (median; each: "
-                  f"{each}), **{step['images_per_cpu_second']:.0f} images per CPU-second**.", "",
-              f"The slowest loader above (median) gives {slowest:.0f} images/s, "
-              f"{slowest / step['images_per_sec']:.1f}x the step's median rate; per CPU-second the costliest gives "
-              f"{cheapest:.0f} images, {cheapest / step['images_per_cpu_second']:.1f}x the step: decoding and "
-              f"augmenting an image takes {100 * step['images_per_cpu_second'] / cheapest:.0f}% of the CPU time the "
-              "step spends on it, in one process (a run's loader workers run beside the step)."]
+    lines += [
+        "",
+        f"Training step of the default small model (`{step['model']}` with the head of "
+        f"`cifar10n_het.yaml`: {json.dumps(step['head'])}; precision {step['precision']} as "
+        f"`mixed_precision: auto` takes it here, channels_last, SGD; batch {step['batch_size']} of random "
+        f"{s['image_size']} px inputs, {step['steps']} steps timed after 3, {step['threads']} threads; "
+        f"{len(step['rounds'])} measurements): **{step['images_per_sec']:.0f} images/s** (median; each: "
+        f"{each}), **{step['images_per_cpu_second']:.0f} images per CPU-second**.",
+        "",
+        f"The slowest loader above (median) gives {slowest:.0f} images/s, "
+        f"{slowest / step['images_per_sec']:.1f}x the step's median rate; per CPU-second the costliest gives "
+        f"{cheapest:.0f} images, {cheapest / step['images_per_cpu_second']:.1f}x the step: decoding and "
+        f"augmenting an image takes {100 * step['images_per_cpu_second'] / cheapest:.0f}% of the CPU time the "
+        "step spends on it, in one process (a run's loader workers run beside the step).",
+    ]
     atomic_write_text(out, "\n".join(lines) + "\n")
     atomic_write_text(out.with_suffix(".json"), json.dumps({"provenance": prov, **s}, indent=1))

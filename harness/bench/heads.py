@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import importlib
 import multiprocessing as mp
-import sys
 import os
 import statistics
+import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -30,7 +30,7 @@ import torch
 import torch.nn.functional as F
 
 from harness.bench.heads_report import write_report
-from harness.heads import MIN_SCALE, HeteroscedasticHead
+from harness.heads import MIN_SCALE, HeteroscedasticHead, has_factors
 from harness.heads.noise import fill_standard_normal
 
 MiB = 2**20
@@ -49,10 +49,16 @@ class Case:
     link: str = "softmax"
 
     def head_kwargs(self) -> dict:
-        cov = {"hom": "none", "diagonal": "diagonal", "low_rank": "low_rank", "pe": "parameter_efficient",
-               "hetxl_pe": "parameter_efficient", "hetxl_low_rank": "low_rank"}[self.variant]
+        cov = {
+            "hom": "none",
+            "diagonal": "diagonal",
+            "low_rank": "low_rank",
+            "pe": "parameter_efficient",
+            "hetxl_pe": "parameter_efficient",
+            "hetxl_low_rank": "low_rank",
+        }[self.variant]
         kw = dict(covariance=cov, link=self.link, train_mc_samples=self.S, eval_mc_samples=self.S)
-        if cov in ("low_rank", "parameter_efficient"):
+        if has_factors(cov):
             kw["num_factors"] = self.R
         if self.variant.startswith("hetxl"):
             kw["noise_space"] = "pre_logits"
@@ -113,8 +119,9 @@ def _head_class(before_src: Optional[str]) -> type:
     return importlib.import_module("harness.heads").HeteroscedasticHead
 
 
-def _steps(case: Case, impl: str, dev: torch.device, before_src: Optional[str] = None
-           ) -> "dict[str, Callable[[], None]]":
+def _steps(
+    case: Case, impl: str, dev: torch.device, before_src: Optional[str] = None
+) -> "dict[str, Callable[[], None]]":
     """The timed functions of one implementation (``impl``: ours (eager) | before | compiled | naive | breakdown)."""
     cls = _head_class(before_src if impl == "before" else None)
     torch.manual_seed(0)
@@ -142,6 +149,7 @@ def _steps(case: Case, impl: str, dev: torch.device, before_src: Optional[str] =
                 sum(v.sum() for v in p.values() if v.requires_grad).backward()
                 head.zero_grad(set_to_none=True)
                 x.grad = None
+
         return run
 
     def noise() -> None:  # one draw of the B x S x W normals, the way the eager head draws them
@@ -202,8 +210,9 @@ def _measure(case: Case, impls: "list[str]", device: str, repeats: int, before_s
             proc.start()
             procs[impl] = (proc, parent)
             out[impl] = {**parent.recv(), "times": {}}
-        parts = ["step", "forward", "dense", "dense_forward", "noise"] + (["gemm"] if case.variant.startswith("hetxl")
-                                                                          else [])
+        parts = ["step", "forward", "dense", "dense_forward", "noise"] + (
+            ["gemm"] if case.variant.startswith("hetxl") else []
+        )
         names = {impl: parts if impl == "breakdown" else ["step"] for impl in impls}
         for _ in range(repeats):
             for impl in impls:
@@ -231,8 +240,11 @@ def default_grid(quick: bool = False, main_only: bool = False) -> "list[Case]":
     if quick:
         return [Case("low_rank", 8, 50, 5, 10, D=64), Case("hetxl_pe", 8, 50, 5, 100, D=64, link="sigmoid")]
     grid = [Case("low_rank", 64, 1000, 15, s) for s in ((10,) if main_only else (10, 100))]
-    grid += [Case(v, 64, 1000, 15, 1000, link=link) for link in ("softmax", "sigmoid")
-             for v in ("low_rank", "diagonal", "pe", "hetxl_pe")]
+    grid += [
+        Case(v, 64, 1000, 15, 1000, link=link)
+        for link in ("softmax", "sigmoid")
+        for v in ("low_rank", "diagonal", "pe", "hetxl_pe")
+    ]
     if not main_only:
         grid += [Case("hom", 64, 1000, 15, 1000), Case("pe", 16, 21843, 50, 100), Case("pe", 64, 21843, 50, 1000)]
     return grid
@@ -255,9 +267,17 @@ def _impls(case: Case, compiled: bool, naive_budget_gib: float, before: bool) ->
     return impls, skipped
 
 
-def run(device: str = "cpu", quick: bool = False, repeats: int = 3, naive_budget_gib: float = 8.0,
-        compiled: bool = True, main_only: bool = False, out: Optional[Path] = Path("results/bench/heads.md"),
-        progress=print, before_src: Optional[str] = None) -> "list[dict]":
+def run(
+    device: str = "cpu",
+    quick: bool = False,
+    repeats: int = 3,
+    naive_budget_gib: float = 8.0,
+    compiled: bool = True,
+    main_only: bool = False,
+    out: Optional[Path] = Path("results/bench/heads.md"),
+    progress=print,
+    before_src: Optional[str] = None,
+) -> "list[dict]":
     """Measure the grid and write the Markdown table (plus a JSON twin) to ``out``.
 
     Args:
@@ -277,8 +297,10 @@ def run(device: str = "cpu", quick: bool = False, repeats: int = 3, naive_budget
     if device == "cuda" and not torch.cuda.is_available():
         raise ValueError("device='cuda' but torch sees no GPU; use --device cpu")
     if before_src is not None and not (Path(before_src) / "harness" / "heads").is_dir():
-        raise ValueError(f"--before {before_src} holds no harness/heads/: give a source tree, "
-                         "e.g. mkdir DIR && git archive <commit> | tar -x -C DIR")
+        raise ValueError(
+            f"--before {before_src} holds no harness/heads/: give a source tree, "
+            "e.g. mkdir DIR && git archive <commit> | tar -x -C DIR"
+        )
     rows, start_load = [], os.getloadavg()
     for case in default_grid(quick, main_only):
         impls, skipped = _impls(case, compiled, naive_budget_gib, before_src is not None)
@@ -286,9 +308,15 @@ def run(device: str = "cpu", quick: bool = False, repeats: int = 3, naive_budget
         row.update(_measure(case, impls, device, repeats, before_src))
         row["load_after"] = os.getloadavg()[0]
         rows.append(row)
-        progress(f"{case.variant:9s} {case.link:7s} B={case.B:<3d} K={case.K:<6d} S={case.S:<5d} " + "  ".join(
-            f"{impl} {row[impl]['ms']:.0f} ms {row[impl]['peak_mib']:.0f} MiB" for impl in impls if impl != "breakdown")
-            + f"  (load {row['load_before']:.1f})")
+        progress(
+            f"{case.variant:9s} {case.link:7s} B={case.B:<3d} K={case.K:<6d} S={case.S:<5d} "
+            + "  ".join(
+                f"{impl} {row[impl]['ms']:.0f} ms {row[impl]['peak_mib']:.0f} MiB"
+                for impl in impls
+                if impl != "breakdown"
+            )
+            + f"  (load {row['load_before']:.1f})"
+        )
     if out is not None:
         write_report(rows, device, Path(out), (start_load, os.getloadavg()))
     return rows

@@ -60,9 +60,30 @@ def _main_table(rows: "list[dict]") -> "list[str]":
             f"{_f(r.get('compiled'))} | {_f(r.get('naive'))} | {'-' if se is None else f'{se:.2f}x'} | "
             f"{'-' if sc is None else f'{sc:.2f}x'} | {_f(r.get('ours'), 'peak_mib')} | "
             f"{_f(r.get('compiled'), 'peak_mib')} | {_f(r.get('naive'), 'peak_mib')} | "
-            f"{'-' if mem == float('inf') else f'{mem:.3f}'} | {r['load_before']:.1f}-{r['load_after']:.1f} |")
-    return _table(["variant", "B", "D", "K", "R", "S", "link", "eager ms", "compiled ms", "naive ms", "speed-up eager",
-                   "speed-up compiled", "eager MiB", "compiled MiB", "naive MiB", "memory ratio", "load"], lines)
+            f"{'-' if mem == float('inf') else f'{mem:.3f}'} | {r['load_before']:.1f}-{r['load_after']:.1f} |"
+        )
+    return _table(
+        [
+            "variant",
+            "B",
+            "D",
+            "K",
+            "R",
+            "S",
+            "link",
+            "eager ms",
+            "compiled ms",
+            "naive ms",
+            "speed-up eager",
+            "speed-up compiled",
+            "eager MiB",
+            "compiled MiB",
+            "naive MiB",
+            "memory ratio",
+            "load",
+        ],
+        lines,
+    )
 
 
 def _breakdown(rows: "list[dict]") -> "list[str]":
@@ -86,10 +107,14 @@ def _breakdown_table(row: dict) -> "list[str]":
     items = [
         ("dense layers, forward + backward (μ, d, factors)", b["dense"]),
         ("noise, one draw of the B·S·W normals (eager generator)", b["noise"]),
-        ("per-sample softmax work, forward (forward − dense forward − one draw)",
-         b["forward"] - b["dense_forward"] - b["noise"]),
-        ("per-sample softmax work, backward (backward − dense backward − the redraw)",
-         backward - dense_bwd - b["noise"]),
+        (
+            "per-sample softmax work, forward (forward − dense forward − one draw)",
+            b["forward"] - b["dense_forward"] - b["noise"],
+        ),
+        (
+            "per-sample softmax work, backward (backward − dense backward − the redraw)",
+            backward - dense_bwd - b["noise"],
+        ),
         ("whole forward", b["forward"]),
         ("whole backward", backward),
         ("whole step (eager)", b["ms"]),
@@ -97,25 +122,35 @@ def _breakdown_table(row: dict) -> "list[str]":
         ("floor redrawing it in the backward pass (eager): dense + two draws", b["dense"] + 2 * b["noise"]),
     ]
     if "gemm" in b:
-        items += [("one GEMM [B·S, D] x [D, K]: the logits of every sample", b["gemm"]),
-                  ("naive's three GEMMs (logits; gradients to the noise and to the projection)", 3 * b["gemm"]),
-                  ("floor of an exact head with memory flat in S: " + _FLAT, _xl_floor(b, flat=True)),
-                  ("floor keeping every sample's logits and noise (memory grows with S, like naive's): " + _KEPT,
-                   _xl_floor(b, flat=False))]
+        items += [
+            ("one GEMM [B·S, D] x [D, K]: the logits of every sample", b["gemm"]),
+            ("naive's three GEMMs (logits; gradients to the noise and to the projection)", 3 * b["gemm"]),
+            ("floor of an exact head with memory flat in S: " + _FLAT, _xl_floor(b, flat=True)),
+            (
+                "floor keeping every sample's logits and noise (memory grows with S, like naive's): " + _KEPT,
+                _xl_floor(b, flat=False),
+            ),
+        ]
     if naive:
         items.append(("the 2x target: naive / 2", naive / 2))
     case = f"{row['variant']} {row['link']}, B={row['B']} D={row['D']} K={row['K']} R={row['R']} S={row['S']}"
-    lines = _table(["part", "ms"], [f"| {name} | {ms:.1f} |" for name, ms in items],
-                   f"Where the time goes ({case}, eager, one process, medians)")
+    lines = _table(
+        ["part", "ms"],
+        [f"| {name} | {ms:.1f} |" for name, ms in items],
+        f"Where the time goes ({case}, eager, one process, medians)",
+    )
     if "gemm" in b and naive:
         flat, kept = _xl_floor(b, flat=True), _xl_floor(b, flat=False)
-        lines += ["", f"HET-XL projects every sample's D-dimensional noise onto the K classes, a GEMM of B·S·D·K "
-                      f"multiply-adds that the naive implementation does three times. An exact head needs the logits "
-                      f"of every sample in the backward pass, so with memory flat in S it does the GEMM at least three "
-                      f"times too: its speed-up over naive is at most {naive / flat:.2f}x here "
-                      f"(naive / floor), and {naive / kept:.2f}x if it kept every sample's logits and noise (memory "
-                      "growing with S, like naive's). A 2x speed-up for "
-                      "HET-XL needs faster GEMMs (bf16 on a CPU with native bf16, or a GPU), not a better loop."]
+        lines += [
+            "",
+            f"HET-XL projects every sample's D-dimensional noise onto the K classes, a GEMM of B·S·D·K "
+            f"multiply-adds that the naive implementation does three times. An exact head needs the logits "
+            f"of every sample in the backward pass, so with memory flat in S it does the GEMM at least three "
+            f"times too: its speed-up over naive is at most {naive / flat:.2f}x here "
+            f"(naive / floor), and {naive / kept:.2f}x if it kept every sample's logits and noise (memory "
+            "growing with S, like naive's). A 2x speed-up for "
+            "HET-XL needs faster GEMMs (bf16 on a CPU with native bf16, or a GPU), not a better loop.",
+        ]
     return lines
 
 
@@ -126,12 +161,26 @@ def _compiled(rows: "list[dict]") -> "list[str]":
     lines = []
     for r in rs:
         e, c = r["ours"], r["compiled"]
-        lines.append(f"| {r['variant']} | {r['link']} | {r['S']} | {e['ms']:.1f} | {c['ms']:.1f} | "
-                     f"{c['ms'] / e['ms']:.2f} | "
-                     f"{c['compile_s']:.0f} | {e['peak_mib']:.1f} | {c['peak_mib']:.1f} |")
-    return _table(["variant", "link", "S", "eager ms", "compiled ms", "compiled / eager", "compile s", "eager MiB",
-                   "compiled MiB"], lines,
-                  "Compiled vs eager (`torch.compile(head, fullgraph=True)`, inductor; measured side by side)")
+        lines.append(
+            f"| {r['variant']} | {r['link']} | {r['S']} | {e['ms']:.1f} | {c['ms']:.1f} | "
+            f"{c['ms'] / e['ms']:.2f} | "
+            f"{c['compile_s']:.0f} | {e['peak_mib']:.1f} | {c['peak_mib']:.1f} |"
+        )
+    return _table(
+        [
+            "variant",
+            "link",
+            "S",
+            "eager ms",
+            "compiled ms",
+            "compiled / eager",
+            "compile s",
+            "eager MiB",
+            "compiled MiB",
+        ],
+        lines,
+        "Compiled vs eager (`torch.compile(head, fullgraph=True)`, inductor; measured side by side)",
+    )
 
 
 def _before_after(rows: "list[dict]") -> "list[str]":
@@ -141,14 +190,31 @@ def _before_after(rows: "list[dict]") -> "list[str]":
     lines = []
     for r in rs:
         (sb, _), (sa, _) = _ratio(r, "before"), _ratio(r, "ours")
-        lines.append(f"| {r['variant']} | {r['link']} | {r['S']} | {_f(r['before'])} | {_f(r['ours'])} | "
-                     f"{_f(r.get('naive'))} | {r['ours']['ms'] / r['before']['ms']:.2f} | "
-                     f"{'-' if sb is None else f'{sb:.2f}x'} | {'-' if sa is None else f'{sa:.2f}x'} | "
-                     f"{_f(r['before'], 'peak_mib')} | {_f(r['ours'], 'peak_mib')} | "
-                     f"{_f(r.get('naive'), 'peak_mib')} |")
-    return _table(["variant", "link", "S", "before ms", "after ms", "naive ms", "after / before", "speed-up before",
-                   "speed-up after", "before MiB", "after MiB", "naive MiB"], lines,
-                  "Before / after (the head of `--before`, this head and naive, side by side in one run)")
+        lines.append(
+            f"| {r['variant']} | {r['link']} | {r['S']} | {_f(r['before'])} | {_f(r['ours'])} | "
+            f"{_f(r.get('naive'))} | {r['ours']['ms'] / r['before']['ms']:.2f} | "
+            f"{'-' if sb is None else f'{sb:.2f}x'} | {'-' if sa is None else f'{sa:.2f}x'} | "
+            f"{_f(r['before'], 'peak_mib')} | {_f(r['ours'], 'peak_mib')} | "
+            f"{_f(r.get('naive'), 'peak_mib')} |"
+        )
+    return _table(
+        [
+            "variant",
+            "link",
+            "S",
+            "before ms",
+            "after ms",
+            "naive ms",
+            "after / before",
+            "speed-up before",
+            "speed-up after",
+            "before MiB",
+            "after MiB",
+            "naive MiB",
+        ],
+        lines,
+        "Before / after (the head of `--before`, this head and naive, side by side in one run)",
+    )
 
 
 def _targets(rows: "list[dict]", cpu: str) -> "list[str]":
@@ -161,22 +227,34 @@ def _targets(rows: "list[dict]", cpu: str) -> "list[str]":
         if se is None:
             continue
         best, least = max(v for v in (se, sc) if v is not None), min(v for v in (me, mc) if v is not None)
-        xl = next((x["breakdown"] for x in rows if x["variant"] == r["variant"] and "gemm" in x.get("breakdown", {})),
-                  None)
-        bound = "" if xl is None else (f"; at most {r['naive']['ms'] / _xl_floor(xl, flat=True):.2f}x for any exact "
-                                       "head with memory flat in S, from its GEMMs (see its breakdown)")
-        out.append(f"- {r['variant']} {r['link']}: speed-up {se:.2f}x eager"
-                   + ("" if sc is None else f", {sc:.2f}x compiled")
-                   + f" (target >= 2x: **{'met' if best >= 2 else 'not met'}**{bound}); memory {me:.3f} of naive eager"
-                   + ("" if mc is None else f", {mc:.3f} compiled")
-                   + f" (target <= 0.2: **{'met' if least <= 0.2 else 'not met'}**).")
+        xl = next(
+            (x["breakdown"] for x in rows if x["variant"] == r["variant"] and "gemm" in x.get("breakdown", {})), None
+        )
+        bound = (
+            ""
+            if xl is None
+            else (
+                f"; at most {r['naive']['ms'] / _xl_floor(xl, flat=True):.2f}x for any exact "
+                "head with memory flat in S, from its GEMMs (see its breakdown)"
+            )
+        )
+        out.append(
+            f"- {r['variant']} {r['link']}: speed-up {se:.2f}x eager"
+            + ("" if sc is None else f", {sc:.2f}x compiled")
+            + f" (target >= 2x: **{'met' if best >= 2 else 'not met'}**{bound}); memory {me:.3f} of naive eager"
+            + ("" if mc is None else f", {mc:.3f} compiled")
+            + f" (target <= 0.2: **{'met' if least <= 0.2 else 'not met'}**)."
+        )
     small = next((r for r in rows if (r["variant"], r["S"], r["K"]) == ("low_rank", 10, 1000)), None)
-    big = next((r for r in rows if (r["variant"], r["link"], r["S"], r["K"]) == ("low_rank", "softmax", 1000, 1000)),
-               None)
+    big = next(
+        (r for r in rows if (r["variant"], r["link"], r["S"], r["K"]) == ("low_rank", "softmax", 1000, 1000)), None
+    )
     if small and big:
         flat = big["ours"]["peak_mib"] / max(small["ours"]["peak_mib"], 1e-9)
-        out.append(f"- Peak memory (eager) at S=1000 vs S=10: {flat:.2f}x (target <= 1.5x): "
-                   f"**{'met' if flat <= 1.5 else 'not met'}**.")
+        out.append(
+            f"- Peak memory (eager) at S=1000 vs S=10: {flat:.2f}x (target <= 1.5x): "
+            f"**{'met' if flat <= 1.5 else 'not met'}**."
+        )
     return out
 
 
@@ -184,22 +262,28 @@ def write_report(rows: "list[dict]", device: str, out: Path, loads: tuple) -> No
     """Markdown tables + JSON of the measured rows, with command, machine, CPU, load and versions."""
     prov, cpu = provenance(), _cpu()
     (l1, l5, l15), (e1, e5, e15) = loads
-    lines = [markdown_header(f"HET head benchmark ({device})", prov),
-             f"- CPU: {cpu}",
-             f"- Load average (1, 5, 15 min) at the start {l1:.1f}, {l5:.1f}, {l15:.1f}; "
-             f"at the end {e1:.1f}, {e5:.1f}, {e15:.1f} "
-             "(the table gives the 1-min load before and after each case). On a loaded machine the absolute times "
-             "grow; the ratios, measured side by side round robin, are what to read.", "",
-             "Forward+backward of the head alone (cross-entropy, or binary cross-entropy for the sigmoid link, on its "
-             "logits), median of the timed steps; peak memory above the state before the steps (inputs and "
-             "parameters excluded, noise, activations and gradients included). *naive* materialises all `[B, S, K]` "
-             "samples (the reference algorithm); *eager* (key `ours` in the JSON) is `HeteroscedasticHead` "
-             "(chunked over S, recomputed in the backward pass); *compiled* is "
-             "`torch.compile(head, fullgraph=True)` (the chunk loop a "
-             "`torch.while_loop`, the noise counter-based and fused into the kernels).", ""]
+    lines = [
+        markdown_header(f"HET head benchmark ({device})", prov),
+        f"- CPU: {cpu}",
+        f"- Load average (1, 5, 15 min) at the start {l1:.1f}, {l5:.1f}, {l15:.1f}; "
+        f"at the end {e1:.1f}, {e5:.1f}, {e15:.1f} "
+        "(the table gives the 1-min load before and after each case). On a loaded machine the absolute times "
+        "grow; the ratios, measured side by side round robin, are what to read.",
+        "",
+        "Forward+backward of the head alone (cross-entropy, or binary cross-entropy for the sigmoid link, on its "
+        "logits), median of the timed steps; peak memory above the state before the steps (inputs and "
+        "parameters excluded, noise, activations and gradients included). *naive* materialises all `[B, S, K]` "
+        "samples (the reference algorithm); *eager* (key `ours` in the JSON) is `HeteroscedasticHead` "
+        "(chunked over S, recomputed in the backward pass); *compiled* is "
+        "`torch.compile(head, fullgraph=True)` (the chunk loop a "
+        "`torch.while_loop`, the noise counter-based and fused into the kernels).",
+        "",
+    ]
     lines += _main_table(rows) + _before_after(rows) + _breakdown(rows) + _compiled(rows) + _targets(rows, cpu)
     lines.append("")
     out.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out, "\n".join(lines))
-    atomic_write_text(out.with_suffix(".json"), json.dumps({"provenance": prov, "cpu": cpu, "loads": loads,
-                                                            "device": device, "rows": rows}, indent=1))
+    atomic_write_text(
+        out.with_suffix(".json"),
+        json.dumps({"provenance": prov, "cpu": cpu, "loads": loads, "device": device, "rows": rows}, indent=1),
+    )

@@ -38,12 +38,18 @@ for _command in (ensemble, import_cmd, report, shift, downstream, fewshot, bench
 @main.command(name="run", context_settings={"ignore_unknown_options": True})
 @click.argument("experiment", required=False)
 @click.argument("overrides", nargs=-1, type=click.UNPROCESSED)
-@click.option("--no-train", is_flag=True,
-              help="Train nothing: build the report from the runs that have finished (restored from records where "
-                   "missing); conditions report the seeds they have, and the report lists the runs left out.")
-@click.option("--sync-records", is_flag=True,
-              help="Only save the records of finished runs (and restore missing run folders from records); "
-                   "train nothing. For an experiment with records: true.")
+@click.option(
+    "--no-train",
+    is_flag=True,
+    help="Train nothing: build the report from the runs that have finished (restored from records where "
+    "missing); conditions report the seeds they have, and the report lists the runs left out.",
+)
+@click.option(
+    "--sync-records",
+    is_flag=True,
+    help="Only save the records of finished runs (and restore missing run folders from records); "
+    "train nothing. For an experiment with records: true.",
+)
 def run_cmd(experiment, overrides, no_train, sync_records) -> None:
     """The main job: pretrain every method and seed, ensemble, transfer, and write one report.
 
@@ -88,4 +94,3 @@ def env(as_json: bool) -> None:
 
     info = environment()
     click.echo(json.dumps(info, indent=1) if as_json else describe(info))
-

@@ -4,17 +4,16 @@ from __future__ import annotations
 
 import click
 
-
 #: what rerunning a command keeps after Ctrl-C, by command (the message the interrupted command ends with)
 RESUMES = {
     "upstream": "rerun the same command to resume from the run's last checkpoint (checkpoints/last.pt, written at "
-                "the end of every epoch and every train.checkpoint_every steps); the steps after it are redone",
+    "the end of every epoch and every train.checkpoint_every steps); the steps after it are redone",
     "run": "rerun the same command to resume: finished runs, shift predictions and fine-tuning runs are kept, and "
-           "each interrupted training run continues from its last checkpoint",
+    "each interrupted training run continues from its last checkpoint",
     "downstream": "rerun the same command to resume the sweep: its finished fine-tuning runs are kept (runs.jsonl), "
-                  "the interrupted one starts over",
+    "the interrupted one starts over",
     "import": "rerun the same command to start over: nothing is kept (the run folder is written once every "
-              "prediction is done; stopped while it was written, it is left incomplete: delete it first)",
+    "prediction is done; stopped while it was written, it is left incomplete: delete it first)",
     "data pack": "rerun the same command to resume: finished shards are kept, the interrupted one is written again",
 }
 

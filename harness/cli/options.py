@@ -10,18 +10,30 @@ import click
 def _model_source(flag: str, dest: str, what: str, said_in: str):
     """The options that name a model from any source (harness.sources.load_source): ``flag`` (a ``model.pt``,
     ``timm:NAME`` or ``torchvision:NAME``), ``--weights`` and ``--random-init``."""
+
     def wrap(f):
-        f = click.option("--random-init", is_flag=True,
-                         help=f"With timm:NAME or torchvision:NAME and no weights: random weights on purpose (said in "
-                              f"{said_in}).")(f)
-        f = click.option("--weights", type=click.Path(dir_okay=False, exists=True, path_type=Path), default=None,
-                         help="With timm:NAME or torchvision:NAME: the weights file (.safetensors, a .pth/.pt state "
-                              "dict, or for timm a BiT .npz).")(f)
-        return click.option(flag, dest, required=True,
-                            help=f"{what}: the model.pt of an upstream run; timm:NAME (any timm model name, e.g. "
-                                 "timm:resnet50.a1_in1k) with --weights, or with timm's weights (downloaded as timm "
-                                 "does; from the local cache only with HF_HUB_OFFLINE=1); timm:hf-hub:ORG/NAME or "
-                                 "timm:local-dir:PATH (timm's sources); or torchvision:NAME with --weights.")(f)
+        f = click.option(
+            "--random-init",
+            is_flag=True,
+            help=f"With timm:NAME or torchvision:NAME and no weights: random weights on purpose (said in {said_in}).",
+        )(f)
+        f = click.option(
+            "--weights",
+            type=click.Path(dir_okay=False, exists=True, path_type=Path),
+            default=None,
+            help="With timm:NAME or torchvision:NAME: the weights file (.safetensors, a .pth/.pt state "
+            "dict, or for timm a BiT .npz).",
+        )(f)
+        return click.option(
+            flag,
+            dest,
+            required=True,
+            help=f"{what}: the model.pt of an upstream run; timm:NAME (any timm model name, e.g. "
+            "timm:resnet50.a1_in1k) with --weights, or with timm's weights (downloaded as timm "
+            "does; from the local cache only with HF_HUB_OFFLINE=1); timm:hf-hub:ORG/NAME or "
+            "timm:local-dir:PATH (timm's sources); or torchvision:NAME with --weights.",
+        )(f)
+
     return wrap
 
 

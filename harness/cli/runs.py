@@ -10,21 +10,38 @@ from harness.cli.options import _model_source
 
 
 @click.command()
-@click.option("--members", "-m", "members", multiple=True, required=True,
-              type=click.Path(file_okay=False, exists=True, path_type=Path),
-              help="A member run folder; repeat, or give several after one --members.")
+@click.option(
+    "--members",
+    "-m",
+    "members",
+    multiple=True,
+    required=True,
+    type=click.Path(file_okay=False, exists=True, path_type=Path),
+    help="A member run folder; repeat, or give several after one --members.",
+)
 @click.argument("more", nargs=-1, type=click.Path(file_okay=False, exists=True, path_type=Path))
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Ensemble folder (default runs/ensembles/<name>).")
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Ensemble folder (default runs/ensembles/<name>).",
+)
 @click.option("--name", default=None, help="Ensemble name (default: first member's name + _ens).")
-@click.option("--from-checkpoints", is_flag=True,
-              help="Re-predict with each member's model.pt, one model in memory at a time.")
-@click.option("--eval-data", type=click.Path(dir_okay=False, exists=True, path_type=Path), default=None,
-              help="With --from-checkpoints: a config whose data section replaces the members' own.")
+@click.option(
+    "--from-checkpoints", is_flag=True, help="Re-predict with each member's model.pt, one model in memory at a time."
+)
+@click.option(
+    "--eval-data",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    default=None,
+    help="With --from-checkpoints: a config whose data section replaces the members' own.",
+)
 @click.option("--device", default="cpu", show_default=True)
-@click.option("--overwrite", is_flag=True,
-              help="Write into an existing --out that holds other files (an ensemble never replaces files it did not "
-                   "write).")
+@click.option(
+    "--overwrite",
+    is_flag=True,
+    help="Write into an existing --out that holds other files (an ensemble never replaces files it did not write).",
+)
 def ensemble(members, more, out, name, from_checkpoints, eval_data, device, overwrite) -> None:
     """Deep ensemble of run folders: averaged probabilities, member and ensemble metrics, Gibbs CE,
     ensemble gain, disagreement and KL to the ensemble. Given the folders of downstream sweeps (harness downstream
@@ -43,19 +60,27 @@ def ensemble(members, more, out, name, from_checkpoints, eval_data, device, over
     sweeps = [is_sweep(m) for m in members]
     if any(sweeps):
         if not all(sweeps) or from_checkpoints or eval_data:
-            raise click.ClickException("downstream sweep folders ensemble only with other sweep folders, without "
-                                       "--from-checkpoints or --eval-data: give only sweeps, or only run folders")
+            raise click.ClickException(
+                "downstream sweep folders ensemble only with other sweep folders, without "
+                "--from-checkpoints or --eval-data: give only sweeps, or only run folders"
+            )
         mine = [out / f for f in ENSEMBLE_FILES]
         if out.is_dir() and not overwrite and any(p.name not in ENSEMBLE_FILES for p in out.iterdir()):
-            raise click.ClickException(f"{out} holds other files: choose another --out, or --overwrite (only "
-                                       f"{', '.join(ENSEMBLE_FILES)} are written)")
+            raise click.ClickException(
+                f"{out} holds other files: choose another --out, or --overwrite (only "
+                f"{', '.join(ENSEMBLE_FILES)} are written)"
+            )
         try:
             result = write_upstream_ensemble(members, out)
         except (ValueError, OSError) as e:
             raise click.ClickException(str(e)) from e
         for g, v in result["groups"].items():
-            click.echo(f"{g:12s} ensemble " + ", ".join(f"{k} {x:.4f}" for k, x in v["ensemble"].items())
-                       + "; members " + ", ".join(f"{k} {x:.4f}" for k, x in v["members"].items()))
+            click.echo(
+                f"{g:12s} ensemble "
+                + ", ".join(f"{k} {x:.4f}" for k, x in v["ensemble"].items())
+                + "; members "
+                + ", ".join(f"{k} {x:.4f}" for k, x in v["members"].items())
+            )
         click.echo(f"wrote {mine[1]} and {mine[0]}")
         return
 
@@ -75,22 +100,33 @@ def ensemble(members, more, out, name, from_checkpoints, eval_data, device, over
     s = spec["summary"]
     for key, vals in (("member mean", s["member_mean"]), ("ensemble", s["ensemble"])):
         click.echo(f"{key:12s} " + ", ".join(f"{k} {v:.4f}" for k, v in vals.items()))
-    click.echo(f"Gibbs CE {s['gibbs_ce']:.4f}, ensemble NLL {s['ensemble_nll']:.4f}, gain {s['ensemble_gain']:.4f}, "
-               f"disagreement {s['disagreement']:.4f}, mean KL {s['mean_kl_to_ensemble']:.4f}")
+    click.echo(
+        f"Gibbs CE {s['gibbs_ce']:.4f}, ensemble NLL {s['ensemble_nll']:.4f}, gain {s['ensemble_gain']:.4f}, "
+        f"disagreement {s['disagreement']:.4f}, mean KL {s['mean_kl_to_ensemble']:.4f}"
+    )
     if shifted:
         click.echo(f"shift sets averaged: {len(shifted['sets'])} (harness report shows them)")
     click.echo(f"ensemble folder: {out}")
 
 
 @click.command(name="import", context_settings={"ignore_unknown_options": True})
-@_model_source("--model", "source", "The model, trained on the data's classes (its own output layer is kept)",
-               "run.json")
-@click.option("--data", "data_file", required=True, type=click.Path(dir_okay=False, exists=True, path_type=Path),
-              help="A config whose data section names the evaluation data (e.g. upstream/configs/cifar10n_base.yaml).")
+@_model_source(
+    "--model", "source", "The model, trained on the data's classes (its own output layer is kept)", "run.json"
+)
+@click.option(
+    "--data",
+    "data_file",
+    required=True,
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    help="A config whose data section names the evaluation data (e.g. upstream/configs/cifar10n_base.yaml).",
+)
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True, help="The new run folder.")
 @click.option("--device", default="cpu", show_default=True)
-@click.option("--overwrite", is_flag=True,
-              help="Write into an --out that holds other files, beside them (a file it did not write is never replaced).")
+@click.option(
+    "--overwrite",
+    is_flag=True,
+    help="Write into an --out that holds other files, beside them (a file it did not write is never replaced).",
+)
 @click.argument("overrides", nargs=-1, type=click.UNPROCESSED)
 def import_cmd(source, weights, random_init, data_file, out, device, overwrite, overrides) -> None:
     """A run folder for a model trained elsewhere (a timm or torchvision state dict with its classifier, or a
@@ -100,10 +136,13 @@ def import_cmd(source, weights, random_init, data_file, out, device, overwrite, 
     from harness.runs import data_from_file
 
     if random_init:
-        raise click.ClickException("--random-init has no place here: an imported model is a trained one; give --weights")
+        raise click.ClickException(
+            "--random-init has no place here: an imported model is a trained one; give --weights"
+        )
     try:
-        run_dir = import_run(source, data_from_file(data_file, overrides), out, weights, device, progress=click.echo,
-                             overwrite=overwrite)
+        run_dir = import_run(
+            source, data_from_file(data_file, overrides), out, weights, device, progress=click.echo, overwrite=overwrite
+        )
     except (ValueError, OSError) as e:
         raise click.ClickException(str(e)) from e
     import json
@@ -115,15 +154,22 @@ def import_cmd(source, weights, random_init, data_file, out, device, overwrite, 
 @click.command()
 @click.argument("paths", nargs=-1, required=True, type=click.Path(file_okay=False, exists=True, path_type=Path))
 @click.option("--name", default=None, help="Report name: results/<name>/ (default: first folder's name).")
-@click.option("--out-root", type=click.Path(file_okay=False, path_type=Path), default=Path("results"),
-              show_default=True)
+@click.option(
+    "--out-root", type=click.Path(file_okay=False, path_type=Path), default=Path("results"), show_default=True
+)
 @click.option("--no-covariance", is_flag=True, help="Skip the covariance analysis of het models.")
 @click.option("--no-shift", is_flag=True, help="Leave out the distribution-shift section (harness shift predictions).")
 @click.option("--top-pairs", type=click.IntRange(1), default=10, show_default=True)
-@click.option("--screenshot", is_flag=True,
-              help="Also render report.html in headless Chromium to report.png: the whole page, 1200 px wide.")
-@click.option("--overwrite", is_flag=True,
-              help="Write into an existing folder that holds other files (a report replaces only its own files).")
+@click.option(
+    "--screenshot",
+    is_flag=True,
+    help="Also render report.html in headless Chromium to report.png: the whole page, 1200 px wide.",
+)
+@click.option(
+    "--overwrite",
+    is_flag=True,
+    help="Write into an existing folder that holds other files (a report replaces only its own files).",
+)
 def report(paths, name, out_root, no_covariance, no_shift, top_pairs, screenshot, overwrite) -> None:
     """Markdown, HTML and JSON report of run and ensemble folders (Table 7 layout, calibration,
     reliability diagrams, covariance analysis; distribution shift where harness shift has run)."""
@@ -132,8 +178,16 @@ def report(paths, name, out_root, no_covariance, no_shift, top_pairs, screenshot
     from harness.report.render import screenshot as take_screenshot
 
     try:
-        out = build(paths, name or paths[0].resolve().name, out_root, covariance=not no_covariance,
-                    top_pairs=top_pairs, shift=not no_shift, overwrite=overwrite, progress=click.echo)
+        out = build(
+            paths,
+            name or paths[0].resolve().name,
+            out_root,
+            covariance=not no_covariance,
+            top_pairs=top_pairs,
+            shift=not no_shift,
+            overwrite=overwrite,
+            progress=click.echo,
+        )
         click.echo(f"wrote {out / 'report.md'}, {out / 'report.html'}, {out / 'report.json'}")
         if screenshot:
             click.echo("[report] screenshot: the page measured, then captured whole in headless Chromium")
@@ -155,25 +209,50 @@ def _severities(text: str) -> "list[int]":
 
 
 @click.command()
-@click.option("--members", "-m", "members", multiple=True, required=True,
-              type=click.Path(file_okay=False, exists=True, path_type=Path),
-              help="A run or ensemble folder; repeat, or give several after one --members.")
+@click.option(
+    "--members",
+    "-m",
+    "members",
+    multiple=True,
+    required=True,
+    type=click.Path(file_okay=False, exists=True, path_type=Path),
+    help="A run or ensemble folder; repeat, or give several after one --members.",
+)
 @click.argument("more", nargs=-1, type=click.Path(file_okay=False, exists=True, path_type=Path))
-@click.option("--corruptions", default="all", show_default=True,
-              help="Comma-separated: all, families (noise, blur, weather, digital), corruption names (gaussian_noise, "
-                   "frost, ...), or none.")
-@click.option("--severities", default="1-5", show_default=True,
-              help="Severities in 1-5: a range (1-5) or a list (1,3,5).")
-@click.option("--examples", type=click.IntRange(0), default=0, show_default=True,
-              help="A fixed random subset of the evaluation split, the same images in every set (0: all of it).")
-@click.option("--ood", multiple=True, default=("gaussian", "blobs"), show_default=True,
-              help="OOD set: gaussian or blobs (built in), or NAME:source=...,path=...,split=... with data keys "
-                   "(image_folder, tfds, manifest, ...); repeat for several; --ood none for no OOD set.")
-@click.option("--seed", type=int, default=0, show_default=True,
-              help="Draws the subset; seeds the corruptions and the OOD sets.")
+@click.option(
+    "--corruptions",
+    default="all",
+    show_default=True,
+    help="Comma-separated: all, families (noise, blur, weather, digital), corruption names (gaussian_noise, "
+    "frost, ...), or none.",
+)
+@click.option(
+    "--severities", default="1-5", show_default=True, help="Severities in 1-5: a range (1-5) or a list (1,3,5)."
+)
+@click.option(
+    "--examples",
+    type=click.IntRange(0),
+    default=0,
+    show_default=True,
+    help="A fixed random subset of the evaluation split, the same images in every set (0: all of it).",
+)
+@click.option(
+    "--ood",
+    multiple=True,
+    default=("gaussian", "blobs"),
+    show_default=True,
+    help="OOD set: gaussian or blobs (built in), or NAME:source=...,path=...,split=... with data keys "
+    "(image_folder, tfds, manifest, ...); repeat for several; --ood none for no OOD set.",
+)
+@click.option(
+    "--seed", type=int, default=0, show_default=True, help="Draws the subset; seeds the corruptions and the OOD sets."
+)
 @click.option("--device", default="cpu", show_default=True)
-@click.option("--overwrite", is_flag=True,
-              help="Write into a folder's existing shift/ that holds other files (only the sets' own files are written).")
+@click.option(
+    "--overwrite",
+    is_flag=True,
+    help="Write into a folder's existing shift/ that holds other files (only the sets' own files are written).",
+)
 def shift(members, more, corruptions, severities, examples, ood, seed, device, overwrite) -> None:
     """Predictions under distribution shift: corrupted copies of the evaluation split (CIFAR-10-C-style, 15
     corruptions x 5 severities by default) and OOD sets, saved in each folder's shift/ as predictions.npz files;
@@ -183,9 +262,13 @@ def shift(members, more, corruptions, severities, examples, ood, seed, device, o
     from harness.shift.results import entry_results
     from harness.shift.settings import ShiftSettings
 
-    settings = ShiftSettings(corruptions=[c for c in corruptions.split(",") if c.strip()],
-                             severities=_severities(severities), examples=examples, seed=seed,
-                             ood=[o for o in ood if o.strip() and o.strip() != "none"])
+    settings = ShiftSettings(
+        corruptions=[c for c in corruptions.split(",") if c.strip()],
+        severities=_severities(severities),
+        examples=examples,
+        seed=seed,
+        ood=[o for o in ood if o.strip() and o.strip() != "none"],
+    )
     folders = list(members) + list(more)
     try:
         predict_folders(folders, settings, progress=click.echo, device=device, overwrite=overwrite)
@@ -195,7 +278,9 @@ def shift(members, more, corruptions, severities, examples, ood, seed, device, o
             line = f"{f}: clean top1 {r['sets']['clean']['top1']:.4f}"
             if mean:
                 line += f"; corrupted mean top1 {mean['top1']:.4f}, NLL {mean['nll']:.4f}, ECE {mean['ece']:.4f}"
-            line += "".join(f"; {n} AUROC (1 − max prob) {v['one_minus_max_prob']['auroc']:.4f}" for n, v in r["ood"].items())
+            line += "".join(
+                f"; {n} AUROC (1 − max prob) {v['one_minus_max_prob']['auroc']:.4f}" for n, v in r["ood"].items()
+            )
             click.echo(line)
     except (ValueError, OSError) as e:
         raise click.ClickException(str(e)) from e

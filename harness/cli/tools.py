@@ -18,25 +18,61 @@ def bench() -> None:
 @click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True)
 @click.option("--quick", is_flag=True, help="A tiny grid (seconds), for smoke tests.")
 @click.option("--repeats", type=click.IntRange(1), default=3, show_default=True, help="Timed steps per point.")
-@click.option("--naive-budget-gib", type=float, default=8.0, show_default=True,
-              help="Skip the naive implementation where it would need more memory than this.")
-@click.option("--compile/--no-compile", "compiled", default=True, show_default=True,
-              help="Also time torch.compile(head, fullgraph=True) in the main case (compiling takes minutes on a CPU).")
+@click.option(
+    "--naive-budget-gib",
+    type=float,
+    default=8.0,
+    show_default=True,
+    help="Skip the naive implementation where it would need more memory than this.",
+)
+@click.option(
+    "--compile/--no-compile",
+    "compiled",
+    default=True,
+    show_default=True,
+    help="Also time torch.compile(head, fullgraph=True) in the main case (compiling takes minutes on a CPU).",
+)
 @click.option("--main-only", is_flag=True, help="Only the cases of the targets (S=1000, K=1000, and low rank at S=10).")
-@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=Path("results/bench/heads.md"),
-              show_default=True, help="Markdown table to write (a .json twin is written beside it).")
-@click.option("--before", "before", type=click.Path(file_okay=False, exists=True, path_type=Path), default=None,
-              help="A harness source tree of an earlier version (mkdir DIR && git archive <commit> harness | "
-                   "tar -x -C DIR): its head is timed too, side by side, at S=1000 (a before/after table).")
-def bench_heads(device: str, quick: bool, repeats: int, naive_budget_gib: float, compiled: bool, main_only: bool,
-                out: Path, before: "Path | None") -> None:
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=Path("results/bench/heads.md"),
+    show_default=True,
+    help="Markdown table to write (a .json twin is written beside it).",
+)
+@click.option(
+    "--before",
+    "before",
+    type=click.Path(file_okay=False, exists=True, path_type=Path),
+    default=None,
+    help="A harness source tree of an earlier version (mkdir DIR && git archive <commit> harness | "
+    "tar -x -C DIR): its head is timed too, side by side, at S=1000 (a before/after table).",
+)
+def bench_heads(
+    device: str,
+    quick: bool,
+    repeats: int,
+    naive_budget_gib: float,
+    compiled: bool,
+    main_only: bool,
+    out: Path,
+    before: "Path | None",
+) -> None:
     """Forward+backward time and peak memory of every head variant, eager and compiled, vs a naive [B,S,K] one."""
     from harness.bench import heads
 
     try:
-        heads.run(device=device, quick=quick, repeats=repeats, naive_budget_gib=naive_budget_gib, compiled=compiled,
-                  main_only=main_only, out=out, progress=click.echo,
-                  before_src=None if before is None else str(before.resolve()))
+        heads.run(
+            device=device,
+            quick=quick,
+            repeats=repeats,
+            naive_budget_gib=naive_budget_gib,
+            compiled=compiled,
+            main_only=main_only,
+            out=out,
+            progress=click.echo,
+            before_src=None if before is None else str(before.resolve()),
+        )
     except ValueError as e:
         raise click.UsageError(str(e)) from e
     click.echo(f"wrote {out}")
@@ -45,8 +81,13 @@ def bench_heads(device: str, quick: bool, repeats: int, naive_budget_gib: float,
 @bench.command("coverage")
 @click.option("--sims", type=click.IntRange(10), default=2000, show_default=True, help="Simulated studies per setting.")
 @click.option("--setting", "settings", multiple=True, help="Only these settings (repeatable; default: all).")
-@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=Path("results/bench/coverage.md"),
-              show_default=True, help="Markdown table to write (a .json twin is written beside it).")
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=Path("results/bench/coverage.md"),
+    show_default=True,
+    help="Markdown table to write (a .json twin is written beside it).",
+)
 def bench_coverage(sims: int, settings: "tuple[str, ...]", out: Path) -> None:
     """Coverage of the seeds-and-images 95% interval (top-1, NLL, ECE) on simulated studies, per setting."""
     from harness.bench import coverage
@@ -59,61 +100,140 @@ def bench_coverage(sims: int, settings: "tuple[str, ...]", out: Path) -> None:
 
 
 @bench.command("upstream")
-@click.option("--images", type=click.IntRange(256), default=6400, show_default=True,
-              help="Training images per throughput measurement (one epoch).")
-@click.option("--repeats", type=click.IntRange(1), default=3, show_default=True,
-              help="Rounds of throughput measurements (every setting once a round).")
-@click.option("--epochs", type=click.IntRange(0), default=2, show_default=True,
-              help="Epochs of each short accuracy run over train45k (0: throughput only).")
+@click.option(
+    "--images",
+    type=click.IntRange(256),
+    default=6400,
+    show_default=True,
+    help="Training images per throughput measurement (one epoch).",
+)
+@click.option(
+    "--repeats",
+    type=click.IntRange(1),
+    default=3,
+    show_default=True,
+    help="Rounds of throughput measurements (every setting once a round).",
+)
+@click.option(
+    "--epochs",
+    type=click.IntRange(0),
+    default=2,
+    show_default=True,
+    help="Epochs of each short accuracy run over train45k (0: throughput only).",
+)
 @click.option("--backbone", "backbones", multiple=True, help="32 px backbones to measure (default: all four).")
-@click.option("--data-path", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="CIFAR-10N folder (default ../shared/data/cifar10n).")
-@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=Path("results/bench/upstream.md"),
-              show_default=True)
-def bench_upstream(images: int, repeats: int, epochs: int, backbones: "tuple[str, ...]", data_path: "Path | None",
-                   out: Path) -> None:
+@click.option(
+    "--data-path",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="CIFAR-10N folder (default ../shared/data/cifar10n).",
+)
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=Path("results/bench/upstream.md"),
+    show_default=True,
+)
+def bench_upstream(
+    images: int, repeats: int, epochs: int, backbones: "tuple[str, ...]", data_path: "Path | None", out: Path
+) -> None:
     """Training throughput on CPU, step by step (PIL -> array loader -> bf16 -> channels_last; target
     >= 4x the default), the 32 px backbones, and short-run accuracy of each."""
     from harness.upstream import bench as upstream_bench
 
     try:
-        upstream_bench.run(images=images, repeats=repeats, epochs=epochs, data_path=data_path, out=out,
-                           backbones=backbones or tuple(upstream_bench.BACKBONES), progress=click.echo)
+        upstream_bench.run(
+            images=images,
+            repeats=repeats,
+            epochs=epochs,
+            data_path=data_path,
+            out=out,
+            backbones=backbones or tuple(upstream_bench.BACKBONES),
+            progress=click.echo,
+        )
     except FileNotFoundError as e:
         raise click.UsageError(str(e)) from e
     click.echo(f"wrote {out}")
 
 
 @bench.command("data")
-@click.option("--size", "sizes", type=click.IntRange(1), multiple=True,
-              help="Examples N, repeatable (default: 10000, 100000 and 1000000).")
-@click.option("--batch-size", type=click.IntRange(1), default=128, show_default=True,
-              help="Loader batch and training batch.")
+@click.option(
+    "--size",
+    "sizes",
+    type=click.IntRange(1),
+    multiple=True,
+    help="Examples N, repeatable (default: 10000, 100000 and 1000000).",
+)
+@click.option(
+    "--batch-size", type=click.IntRange(1), default=128, show_default=True, help="Loader batch and training batch."
+)
 @click.option("--batches", type=click.IntRange(1), default=40, show_default=True, help="Loader batches timed.")
-@click.option("--warmup", type=click.IntRange(0), default=5, show_default=True,
-              help="Loader batches read before timing.")
+@click.option(
+    "--warmup", type=click.IntRange(0), default=5, show_default=True, help="Loader batches read before timing."
+)
 @click.option("--steps", type=click.IntRange(1), default=20, show_default=True, help="Training steps timed.")
 @click.option("--shard-size", type=click.IntRange(1), default=10_000, show_default=True, help="Examples per shard.")
-@click.option("--repeats", type=click.IntRange(1), default=3, show_default=True,
-              help="Measurements of each source and size, the sources in turn.")
-@click.option("--work-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Where the data is generated (default: a new temporary folder); each size's data is deleted "
-                   "after it is measured.")
+@click.option(
+    "--repeats",
+    type=click.IntRange(1),
+    default=3,
+    show_default=True,
+    help="Measurements of each source and size, the sources in turn.",
+)
+@click.option(
+    "--work-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Where the data is generated (default: a new temporary folder); each size's data is deleted "
+    "after it is measured.",
+)
 @click.option("--keep", is_flag=True, help="Keep the generated data.")
-@click.option("--max-minutes", type=click.FloatRange(0), default=0.0, show_default=True,
-              help="Start no new size after this many minutes (0: no limit); sizes left out are listed.")
-@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=Path("results/bench/data.md"),
-              show_default=True, help="Markdown table to write (a .json twin is written beside it).")
-def bench_data(sizes: "tuple[int, ...]", batch_size: int, batches: int, warmup: int, steps: int, shard_size: int,
-               repeats: int, work_dir: "Path | None", keep: bool, max_minutes: float, out: Path) -> None:
+@click.option(
+    "--max-minutes",
+    type=click.FloatRange(0),
+    default=0.0,
+    show_default=True,
+    help="Start no new size after this many minutes (0: no limit); sizes left out are listed.",
+)
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=Path("results/bench/data.md"),
+    show_default=True,
+    help="Markdown table to write (a .json twin is written beside it).",
+)
+def bench_data(
+    sizes: "tuple[int, ...]",
+    batch_size: int,
+    batches: int,
+    warmup: int,
+    steps: int,
+    shard_size: int,
+    repeats: int,
+    work_dir: "Path | None",
+    keep: bool,
+    max_minutes: float,
+    out: Path,
+) -> None:
     """Peak memory and loader throughput of the manifest and shard sources against the number of examples
     (synthetic 32 px PNGs), and the training step of the default small model."""
     from harness.bench import data as data_bench
 
     try:
-        data_bench.run(sizes=sizes or data_bench.SIZES, batch_size=batch_size, batches=batches, warmup=warmup,
-                       steps=steps, shard_size=shard_size, repeats=repeats, work_dir=work_dir, out=out,
-                       max_minutes=max_minutes, keep=keep, progress=click.echo)
+        data_bench.run(
+            sizes=sizes or data_bench.SIZES,
+            batch_size=batch_size,
+            batches=batches,
+            warmup=warmup,
+            steps=steps,
+            shard_size=shard_size,
+            repeats=repeats,
+            work_dir=work_dir,
+            out=out,
+            max_minutes=max_minutes,
+            keep=keep,
+            progress=click.echo,
+        )
     except ValueError as e:
         raise click.UsageError(str(e)) from e
     click.echo(f"wrote {out}")
@@ -122,27 +242,63 @@ def bench_data(sizes: "tuple[int, ...]", batch_size: int, batches: int, warmup: 
 @bench.command("shards")
 @click.option("--seeds", type=click.IntRange(1), default=2, show_default=True, help="Seeds 0..N-1, each on both paths.")
 @click.option("--epochs", type=click.IntRange(1), default=2, show_default=True, help="Epochs of every run.")
-@click.option("--config", "config", type=click.Path(dir_okay=False, path_type=Path),
-              default=Path("upstream/configs/cifar10n_hom.yaml"), show_default=True, help="The run config.")
-@click.option("--data-path", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="CIFAR-10N folder (default ../shared/data/cifar10n).")
+@click.option(
+    "--config",
+    "config",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=Path("upstream/configs/cifar10n_hom.yaml"),
+    show_default=True,
+    help="The run config.",
+)
+@click.option(
+    "--data-path",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="CIFAR-10N folder (default ../shared/data/cifar10n).",
+)
 @click.option("--shard-size", type=click.IntRange(1), default=2500, show_default=True, help="Examples per shard.")
-@click.option("--num-workers", type=click.IntRange(0), default=1, show_default=True,
-              help="Loader workers of the shard runs.")
-@click.option("--work-dir", type=click.Path(file_okay=False, path_type=Path),
-              default=Path("runs/bench/shards_vs_array"), show_default=True, help="Shards and run folders.")
-@click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
-              default=Path("results/bench/shards_vs_array.md"), show_default=True)
-def bench_shards(seeds: int, epochs: int, config: Path, data_path: "Path | None", shard_size: int, num_workers: int,
-                 work_dir: Path, out: Path) -> None:
+@click.option(
+    "--num-workers", type=click.IntRange(0), default=1, show_default=True, help="Loader workers of the shard runs."
+)
+@click.option(
+    "--work-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("runs/bench/shards_vs_array"),
+    show_default=True,
+    help="Shards and run folders.",
+)
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=Path("results/bench/shards_vs_array.md"),
+    show_default=True,
+)
+def bench_shards(
+    seeds: int,
+    epochs: int,
+    config: Path,
+    data_path: "Path | None",
+    shard_size: int,
+    num_workers: int,
+    work_dir: Path,
+    out: Path,
+) -> None:
     """CIFAR-10N trained from shards (harness data pack, data.source=shards) vs the cached-array path on the same
     short schedule, several seeds each: clean-test top-1, its seed spread and the difference with its interval."""
     from harness.upstream import bench_shards
 
     try:
-        bench_shards.run(seeds=tuple(range(seeds)), epochs=epochs, config=config, data_path=data_path,
-                         shard_size=shard_size, num_workers=num_workers, work_dir=work_dir, out=out,
-                         progress=click.echo)
+        bench_shards.run(
+            seeds=tuple(range(seeds)),
+            epochs=epochs,
+            config=config,
+            data_path=data_path,
+            shard_size=shard_size,
+            num_workers=num_workers,
+            work_dir=work_dir,
+            out=out,
+            progress=click.echo,
+        )
     except (FileNotFoundError, ValueError, RuntimeError) as e:
         raise click.ClickException(str(e)) from e
     click.echo(f"wrote {out}")
@@ -162,8 +318,11 @@ def data() -> None:
 @click.option("--multilabel", is_flag=True, help="Label sets (cifar10n: the annotators' labels; else one-label sets).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the order of examples across shards.")
 @click.option("--in-order", is_flag=True, help="Keep the source's order (default: a seeded shuffle across shards).")
-@click.option("--overwrite", is_flag=True,
-              help="Pack into a folder that holds other files, beside them (a file it did not write is never replaced).")
+@click.option(
+    "--overwrite",
+    is_flag=True,
+    help="Pack into a folder that holds other files, beside them (a file it did not write is never replaced).",
+)
 def data_pack(source, out, overrides, shard_size, split, multilabel, seed, in_order, overwrite) -> None:
     """Pack a split into WebDataset tar shards: OUT/<split>/<split>-000000.tar ... and OUT/<split>/index.json.
 
@@ -188,19 +347,38 @@ def data_pack(source, out, overrides, shard_size, split, multilabel, seed, in_or
             from harness.data.dataset import LabelSets
 
             ds = ds.with_labels(LabelSets.from_labels(ds.labels), f"{ds.description}, one-label sets")
-        index = pack(ds, folder, shard_size, prefix=split, order_seed=None if in_order else seed,
-                     source={"config": to_dict(cfg), "split": split}, label_noise=noise, overwrite=overwrite)
+        index = pack(
+            ds,
+            folder,
+            shard_size,
+            prefix=split,
+            order_seed=None if in_order else seed,
+            source={"config": to_dict(cfg), "split": split},
+            label_noise=noise,
+            overwrite=overwrite,
+        )
     except (ValueError, OSError) as e:
         raise click.ClickException(str(e)) from e
-    click.echo(f"{index['num_examples']} examples of {ds.description} in {len(index['shards'])} shard(s): "
-               f"{folder / index['shards'][0]['name']} ... and {folder / 'index.json'}")
+    click.echo(
+        f"{index['num_examples']} examples of {ds.description} in {len(index['shards'])} shard(s): "
+        f"{folder / index['shards'][0]['name']} ... and {folder / 'index.json'}"
+    )
 
 
 @data.command("tasks-cifar")
-@click.option("--data", "data_path", type=click.Path(file_okay=False, path_type=Path), required=True,
-              help="The cifar10n folder (cifar10_jpeg.zip, cifar10n_labels.npz).")
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True,
-              help="Folder to write the task folders in (a task folder that exists must be empty).")
+@click.option(
+    "--data",
+    "data_path",
+    type=click.Path(file_okay=False, path_type=Path),
+    required=True,
+    help="The cifar10n folder (cifar10_jpeg.zip, cifar10n_labels.npz).",
+)
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    required=True,
+    help="Folder to write the task folders in (a task folder that exists must be empty).",
+)
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of every draw.")
 @click.option("--test-size", type=click.IntRange(1), default=2000, show_default=True, help="Test examples per task.")
 def data_tasks_cifar(data_path: Path, out: Path, seed: int, test_size: int) -> None:
@@ -208,7 +386,7 @@ def data_tasks_cifar(data_path: Path, out: Path, seed: int, test_size: int) -> N
     training images from the upstream held-out split val5k, test images from the CIFAR-10 test split, written as
     OUT/<task>/{train800,val200,train800val200,test}.txt and PNGs. Use them as custom tasks NAME=FOLDER:K (the lines
     are printed and saved in OUT/cifar_tasks.json)."""
-    from harness.tasks_cifar import build_cifar_tasks
+    from harness.tasks.cifar import build_cifar_tasks
 
     try:
         summary = build_cifar_tasks(data_path, out, seed=seed, test_size=test_size, progress=click.echo)

@@ -7,11 +7,23 @@ from pathlib import Path
 import click
 
 from harness.cli.options import _model_source, _source_folder
+from harness.heads.variants import TRANSFER_HEADS, TRANSFER_NUM_FACTORS, VARIANTS
+from harness.training.slurm import slurm_parameters
+from harness.training.trackers import FOLDERS as TRACKER_FOLDERS
 
-
-#: what harness downstream writes in its --out folder (``reliability_<group>.png`` too); ``predictions``, ``tb`` and
-#: ``submitit`` may be made before ``sweep.json``
-SWEEP_FILES = ("sweep.json", "runs.jsonl", "predictions", "vtab.md", "vtab.html", "vtab.json", "tb", "submitit", "jobs")
+#: what harness downstream writes in its --out folder (``reliability_<group>.png`` too); ``predictions``, the trackers'
+#: folders and ``submitit`` may be made before ``sweep.json``
+SWEEP_FILES = (
+    "sweep.json",
+    "runs.jsonl",
+    "predictions",
+    "vtab.md",
+    "vtab.html",
+    "vtab.json",
+    *TRACKER_FOLDERS,
+    "submitit",
+    "jobs",
+)
 
 
 def _check_sweep_out(out: Path, overwrite: bool) -> None:
@@ -23,71 +35,154 @@ def _check_sweep_out(out: Path, overwrite: bool) -> None:
     """
     from harness.io import LOCK_FILES, check_output_folder
 
-    ours = (out / "sweep.json").is_file() or (out.is_dir() and all(
-        p.name in ("predictions", "tb", "submitit", *LOCK_FILES) for p in out.iterdir()))
+    ours = (out / "sweep.json").is_file() or (
+        out.is_dir()
+        and all(p.name in ("predictions", *TRACKER_FOLDERS, "submitit", *LOCK_FILES) for p in out.iterdir())
+    )
     taken = SWEEP_FILES + tuple(p.name for p in out.glob("reliability_*.png")) if out.is_dir() else SWEEP_FILES
     check_output_folder(out, ours, taken, overwrite, "harness downstream", "--out")
 
 
 @click.command()
 @_model_source("--upstream", "upstream_ckpt", "The model", "vtab.md")
-@click.option("--tasks", required=True, multiple=True,
-              help="vtab1k, natural, specialized, structured, demo, task names, or a custom task "
-                   "`NAME=FOLDER:K[:no-flip][:no-crop]` (a folder in the VTAB-1k folder format, K classes; no-flip / "
-                   "no-crop turn those augmentations off); repeat or comma-separate.")
+@click.option(
+    "--tasks",
+    required=True,
+    multiple=True,
+    help="vtab1k, natural, specialized, structured, demo, task names, or a custom task "
+    "`NAME=FOLDER:K[:no-flip][:no-crop]` (a folder in the VTAB-1k folder format, K classes; no-flip / "
+    "no-crop turn those augmentations off); repeat or comma-separate.",
+)
 @click.option("--data-dir", default=None, help="TFDS data_dir, or the root of the folder format.")
 @click.option("--data-format", type=click.Choice(["tfds", "folder"]), default="tfds", show_default=True)
-@click.option("--preset", default="vtab_sweep", show_default=True, metavar="[vtab_sweep|bit_hyperrule|demo]",
-              help="vtab_sweep: the VTAB-1k sweep, {0.001, 0.01} x {500, 2500} steps chosen on val200, batch 512; "
-                   "bit_hyperrule: the published BiT-HyperRule (lr 0.003 at batch 512, 500 / 10k / 20k steps by "
-                   "training-set size); demo: CPU-sized for the demo suite. The options below override it.")
+@click.option(
+    "--preset",
+    default="vtab_sweep",
+    show_default=True,
+    metavar="[vtab_sweep|bit_hyperrule|demo]",
+    help="vtab_sweep: the VTAB-1k sweep, {0.001, 0.01} x {500, 2500} steps chosen on val200, batch 512; "
+    "bit_hyperrule: the published BiT-HyperRule (lr 0.003 at batch 512, 500 / 10k / 20k steps by "
+    "training-set size); demo: CPU-sized for the demo suite. The options below override it.",
+)
 @click.option("--lrs", default=None, help="Learning-rate grid, e.g. 0.001,0.01.")
 @click.option("--steps", default=None, help="Steps grid, e.g. 500,2500.")
 @click.option("--seeds", type=click.IntRange(1), default=None, help="Final runs per task.")
 @click.option("--batch-size", type=click.IntRange(1), default=None, help="Examples per step (BiT: 512).")
-@click.option("--micro-batch", type=click.IntRange(1), default=None,
-              help="Examples per forward pass (gradient accumulation up to --batch-size).")
+@click.option(
+    "--micro-batch",
+    type=click.IntRange(1),
+    default=None,
+    help="Examples per forward pass (gradient accumulation up to --batch-size).",
+)
 @click.option("--resolution", default=None, help="RESIZE,CROP instead of the BiT rule (e.g. 32,32).")
-@click.option("--lr-batch", type=click.IntRange(1), default=None,
-              help="Batch size the --lrs are given for; scaled linearly to --batch-size (BiT: 512).")
-@click.option("--schedule", type=click.Choice(["staircase", "bit_hyperrule", "ta", "cosine"]), default=None,
-              help="staircase: warm-up 20%, x0.1 at 40/60/80% of the steps (the VTAB sweep's); bit_hyperrule: the "
-                   "BiT-HyperRule's; ta: task_adaptation defaults; cosine: big_vision-style. Default: the preset's.")
-@click.option("--head", default=None, metavar="[hom|diag|het|pe]",
-              help="The fresh transfer head. hom (default): the paper's Table 6 protocol, a zero-initialised linear "
-                   "head; diag, het, pe: a heteroscedastic head (diagonal, low-rank with R = min(6, K), "
-                   "parameter-efficient), beyond that protocol, its τ chosen on val200 with (lr, steps).")
-@click.option("--temperatures", default=None,
-              help="With --head diag/het/pe: the τ grid, e.g. 0.5,1,2 (default 0.5,1,2,3).")
-@click.option("--allow-outside-paths", is_flag=True,
-              help="Folder format: accept list paths outside the task folder (../x.jpg, /data/x.jpg). Off by "
-                   "default, so a split list cannot make the harness read other files.")
+@click.option(
+    "--lr-batch",
+    type=click.IntRange(1),
+    default=None,
+    help="Batch size the --lrs are given for; scaled linearly to --batch-size (BiT: 512).",
+)
+@click.option(
+    "--schedule",
+    type=click.Choice(["staircase", "bit_hyperrule", "ta", "cosine"]),
+    default=None,
+    help="staircase: warm-up 20%, x0.1 at 40/60/80% of the steps (the VTAB sweep's); bit_hyperrule: the "
+    "BiT-HyperRule's; ta: task_adaptation defaults; cosine: big_vision-style. Default: the preset's.",
+)
+@click.option(
+    "--head",
+    default=None,
+    metavar="[" + "|".join(TRANSFER_HEADS) + "]",
+    help="The fresh transfer head. hom (default): the paper's Table 6 protocol, a zero-initialised linear "
+    "head; "
+    + "; ".join(f"{t}: {VARIANTS[c].description}" for t, c in TRANSFER_HEADS.items() if t != "hom")
+    + f" (R = min({TRANSFER_NUM_FACTORS}, K)): beyond that protocol, τ chosen on val200 with "
+    "(lr, steps).",
+)
+@click.option(
+    "--temperatures", default=None, help="With --head diag/het/pe: the τ grid, e.g. 0.5,1,2 (default 0.5,1,2,3)."
+)
+@click.option(
+    "--allow-outside-paths",
+    is_flag=True,
+    help="Folder format: accept list paths outside the task folder (../x.jpg, /data/x.jpg). Off by "
+    "default, so a split list cannot make the harness read other files.",
+)
 @click.option("--device", default="cpu", show_default=True, help="cpu, cuda or cuda:N.")
-@click.option("--channels-last", is_flag=True,
-              help="NHWC activations: faster convolutions on CPUs and tensor cores, the same result up to rounding.")
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Output folder (default results/downstream/<upstream run name>).")
-@click.option("--overwrite", is_flag=True,
-              help="Write into an --out that holds other files, beside them (a file it did not write is never replaced).")
-@click.option("--executor", type=click.Choice(["local", "submitit-local", "slurm"]), default="local",
-              show_default=True, help="In this process; one process per run (per GPU with --gpus); SLURM jobs.")
+@click.option(
+    "--channels-last",
+    is_flag=True,
+    help="NHWC activations: faster convolutions on CPUs and tensor cores, the same result up to rounding.",
+)
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Output folder (default results/downstream/<upstream run name>).",
+)
+@click.option(
+    "--overwrite",
+    is_flag=True,
+    help="Write into an --out that holds other files, beside them (a file it did not write is never replaced).",
+)
+@click.option(
+    "--executor",
+    type=click.Choice(["local", "submitit-local", "slurm"]),
+    default="local",
+    show_default=True,
+    help="In this process; one process per run (per GPU with --gpus); SLURM jobs.",
+)
 @click.option("--gpus", default="", help="submitit-local: GPU ids to spread runs over, e.g. 0,1,2,3.")
 @click.option("--slurm", "slurm_opts", multiple=True, help="SLURM parameter key=value (slurm_partition=gpu ...).")
-@click.option("--mixed-precision", type=click.Choice(["no", "auto", "bf16", "fp16"]), default="no", show_default=True,
-              help="no: fp32; auto: bf16 where the device computes it natively (GPUs with bf16, CPUs with AVX512-BF16 "
-                   "or AMX), else fp32; bf16; fp16 (GPUs only). Part of the recipe.")
-@click.option("--log-with", default="tensorboard", show_default=True,
-              help="Experiment trackers, comma-separated: tensorboard (<out>/tb), mlflow, wandb, ... (accelerate's); "
-                   "none for no tracking. mlflow and wandb: pip install \"het-harness[track]\".")
-def downstream(upstream_ckpt, tasks, data_dir, data_format, preset, lrs, steps, seeds, batch_size, micro_batch,
-               resolution, lr_batch, schedule, allow_outside_paths, device, channels_last, out, executor, gpus,
-               slurm_opts, weights, random_init, head, temperatures, overwrite, mixed_precision, log_with) -> None:
+@click.option(
+    "--mixed-precision",
+    type=click.Choice(["no", "auto", "bf16", "fp16"]),
+    default="no",
+    show_default=True,
+    help="no: fp32; auto: bf16 where the device computes it natively (GPUs with bf16, CPUs with AVX512-BF16 "
+    "or AMX), else fp32; bf16; fp16 (GPUs only). Part of the recipe.",
+)
+@click.option(
+    "--log-with",
+    default="tensorboard",
+    show_default=True,
+    help="Experiment trackers, comma-separated: tensorboard (<out>/tb), mlflow, wandb, ... (accelerate's); "
+    'none for no tracking. mlflow and wandb: pip install "het-harness[track]".',
+)
+def downstream(
+    upstream_ckpt,
+    tasks,
+    data_dir,
+    data_format,
+    preset,
+    lrs,
+    steps,
+    seeds,
+    batch_size,
+    micro_batch,
+    resolution,
+    lr_batch,
+    schedule,
+    allow_outside_paths,
+    device,
+    channels_last,
+    out,
+    executor,
+    gpus,
+    slurm_opts,
+    weights,
+    random_init,
+    head,
+    temperatures,
+    overwrite,
+    mixed_precision,
+    log_with,
+) -> None:
     """VTAB-1k transfer: fresh zero-initialised head, lr x steps sweep on val200 (or the BiT-HyperRule),
     final runs on train800val200 scored on test; checks every task's data first; resumes a killed sweep. Under
     accelerate launch (--num_processes N) the processes split the runs."""
     from harness.downstream.config import PRESETS, SweepSettings
     from harness.downstream.sweep import sweep
-    from harness.upstream.trackers import parse_log_with
+    from harness.training.trackers import parse_log_with
 
     def numbers(text, option, kind, example, count=None):
         if text is None:
@@ -99,69 +194,128 @@ def downstream(upstream_ckpt, tasks, data_dir, data_format, preset, lrs, steps, 
         if not values or (count is not None and len(values) != count):
             what = f"{count} comma-separated" if count else "comma-separated"
             unit = "whole numbers" if kind is int else "numbers"
-            raise click.BadParameter(f"{option} {text!r}: expected {what} {unit}, e.g. {option} {example}",
-                                     param_hint=option)
+            raise click.BadParameter(
+                f"{option} {text!r}: expected {what} {unit}, e.g. {option} {example}", param_hint=option
+            )
         return values
 
     names = [n for t in tasks for n in t.split(",") if n]
-    given = {"lrs": numbers(lrs, "--lrs", float, "0.001,0.01"), "steps": numbers(steps, "--steps", int, "500,2500"),
-             "seeds": seeds, "batch_size": batch_size, "micro_batch": micro_batch, "lr_batch": lr_batch,
-             "schedule": schedule, "resolution": numbers(resolution, "--resolution", int, "160,128", count=2),
-             "head": head, "temperatures": numbers(temperatures, "--temperatures", float, "0.5,1,2")}
-    slurm = {}
-    for opt in slurm_opts:
-        key, eq, value = opt.partition("=")
-        if not (key and eq):
-            raise click.BadParameter(f"--slurm {opt!r}: expected key=value, e.g. --slurm slurm_partition=gpu",
-                                     param_hint="--slurm")
-        slurm[key] = int(value) if value.isdigit() else value
+    given = {
+        "lrs": numbers(lrs, "--lrs", float, "0.001,0.01"),
+        "steps": numbers(steps, "--steps", int, "500,2500"),
+        "seeds": seeds,
+        "batch_size": batch_size,
+        "micro_batch": micro_batch,
+        "lr_batch": lr_batch,
+        "schedule": schedule,
+        "resolution": numbers(resolution, "--resolution", int, "160,128", count=2),
+        "head": head,
+        "temperatures": numbers(temperatures, "--temperatures", float, "0.5,1,2"),
+    }
+    slurm = slurm_parameters(slurm_opts)
     if gpus:
         slurm["visible_gpus"] = numbers(gpus, "--gpus", int, "0,1,2,3")
     out = out or Path("results/downstream") / _source_folder(upstream_ckpt, random_init)
     try:
-        settings = SweepSettings(**{**PRESETS[preset], **{k: v for k, v in given.items() if v is not None}},
-                                 device=device, data_format=data_format, data_dir=data_dir,
-                                 allow_outside_paths=allow_outside_paths, channels_last=channels_last,
-                                 mixed_precision=mixed_precision)
+        settings = SweepSettings(
+            **{**PRESETS[preset], **{k: v for k, v in given.items() if v is not None}},
+            device=device,
+            data_format=data_format,
+            data_dir=data_dir,
+            allow_outside_paths=allow_outside_paths,
+            channels_last=channels_last,
+            mixed_precision=mixed_precision,
+        )
         _check_sweep_out(out, overwrite)
-        result = sweep(upstream_ckpt, names, out, settings, executor, slurm, progress=click.echo, weights=weights,
-                       random_init=random_init, log_with=parse_log_with(log_with))
+        result = sweep(
+            upstream_ckpt,
+            names,
+            out,
+            settings,
+            executor,
+            slurm,
+            progress=click.echo,
+            weights=weights,
+            random_init=random_init,
+            log_with=parse_log_with(log_with),
+        )
     except (ValueError, OSError) as e:  # OSError: missing data (FileNotFoundError), an unwritable --out
         raise click.ClickException(str(e)) from e
-    click.echo(f"mean over {len(result['tasks'])} tasks: {100 * result['mean_over_tasks']:.2f}; wrote {out / 'vtab.md'}")
+    click.echo(
+        f"mean over {len(result['tasks'])} tasks: {100 * result['mean_over_tasks']:.2f}; wrote {out / 'vtab.md'}"
+    )
 
 
 @click.command()
 @_model_source("--model", "source", "The frozen model", "fewshot.md")
-@click.option("--tasks", required=True, multiple=True,
-              help="As harness downstream: vtab1k, natural, specialized, structured, demo, task names, or a custom task "
-                   "NAME=FOLDER:K; repeat or comma-separate.")
-@click.option("--shots", default="1,5,10,25", show_default=True,
-              help="Training examples per class, comma-separated (big_vision's 1,5,10,25).")
+@click.option(
+    "--tasks",
+    required=True,
+    multiple=True,
+    help="As harness downstream: vtab1k, natural, specialized, structured, demo, task names, or a custom task "
+    "NAME=FOLDER:K; repeat or comma-separate.",
+)
+@click.option(
+    "--shots",
+    default="1,5,10,25",
+    show_default=True,
+    help="Training examples per class, comma-separated (big_vision's 1,5,10,25).",
+)
 @click.option("--data-dir", default=None, help="TFDS data_dir, or the root of the folder format.")
 @click.option("--data-format", type=click.Choice(["tfds", "folder"]), default="tfds", show_default=True)
-@click.option("--resolution", default=None,
-              help="SIZE, or RESIZE,CROP as harness downstream (the images are resized to CROP); default the BiT rule's "
-                   "crop: 128 below 96x96 pixels, else 480.")
-@click.option("--allow-outside-paths", is_flag=True,
-              help="Folder format: accept list paths outside the task folder (../x.jpg, /data/x.jpg).")
+@click.option(
+    "--resolution",
+    default=None,
+    help="SIZE, or RESIZE,CROP as harness downstream (the images are resized to CROP); default the BiT rule's "
+    "crop: 128 below 96x96 pixels, else 480.",
+)
+@click.option(
+    "--allow-outside-paths",
+    is_flag=True,
+    help="Folder format: accept list paths outside the task folder (../x.jpg, /data/x.jpg).",
+)
 @click.option("--seed", type=int, default=0, show_default=True, help="Draws the shots and the held-out examples.")
 @click.option("--device", default="cpu", show_default=True, help="cpu, cuda or cuda:N.")
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Output folder (default results/fewshot/<model name>).")
-@click.option("--overwrite", is_flag=True,
-              help="Write into an --out that holds other files, beside them (a file it did not write is never replaced).")
-@click.option("--log-with", default="tensorboard", show_default=True,
-              help="Experiment trackers, comma-separated: tensorboard (<out>/tb), mlflow, wandb, ... (accelerate's); "
-                   "none for no tracking. mlflow and wandb: pip install \"het-harness[track]\".")
-def fewshot(source, weights, random_init, tasks, shots, data_dir, data_format, resolution, allow_outside_paths, seed,
-            device, out, overwrite, log_with) -> None:
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Output folder (default results/fewshot/<model name>).",
+)
+@click.option(
+    "--overwrite",
+    is_flag=True,
+    help="Write into an --out that holds other files, beside them (a file it did not write is never replaced).",
+)
+@click.option(
+    "--log-with",
+    default="tensorboard",
+    show_default=True,
+    help="Experiment trackers, comma-separated: tensorboard (<out>/tb), mlflow, wandb, ... (accelerate's); "
+    'none for no tracking. mlflow and wandb: pip install "het-harness[track]".',
+)
+def fewshot(
+    source,
+    weights,
+    random_init,
+    tasks,
+    shots,
+    data_dir,
+    data_format,
+    resolution,
+    allow_outside_paths,
+    seed,
+    device,
+    out,
+    overwrite,
+    log_with,
+) -> None:
     """Few-shot linear evaluation (big_vision's probe): frozen pre-logit features, closed-form ridge regression to
     ±1 one-hot targets on 1/5/10/25 examples per class of train800val200, λ chosen on held-out examples of that
     split (never on test), prec@1 on test; writes fewshot.json and fewshot.md."""
     from harness.downstream.config import SweepSettings
     from harness.downstream.fewshot import fewshot as run_fewshot
-    from harness.upstream.trackers import parse_log_with
+    from harness.training.trackers import parse_log_with
 
     def whole_numbers(text, option, example):
         try:
@@ -169,19 +323,35 @@ def fewshot(source, weights, random_init, tasks, shots, data_dir, data_format, r
         except ValueError:
             values = []
         if not values:
-            raise click.BadParameter(f"{option} {text!r}: expected comma-separated whole numbers, e.g. {option} "
-                                     f"{example}", param_hint=option)
+            raise click.BadParameter(
+                f"{option} {text!r}: expected comma-separated whole numbers, e.g. {option} {example}", param_hint=option
+            )
         return values
 
     names = [n for t in tasks for n in t.split(",") if n]
     out = out or Path("results/fewshot") / _source_folder(source, random_init)
     try:
-        settings = SweepSettings(device=device, data_format=data_format, data_dir=data_dir,
-                                 allow_outside_paths=allow_outside_paths)
-        result = run_fewshot(source, names, out, whole_numbers(shots, "--shots", "1,5,10,25"), settings, seed,
-                             whole_numbers(resolution, "--resolution", "32") if resolution else None, weights,
-                             random_init, progress=click.echo, overwrite=overwrite, log_with=parse_log_with(log_with))
+        settings = SweepSettings(
+            device=device, data_format=data_format, data_dir=data_dir, allow_outside_paths=allow_outside_paths
+        )
+        result = run_fewshot(
+            source,
+            names,
+            out,
+            whole_numbers(shots, "--shots", "1,5,10,25"),
+            settings,
+            seed,
+            whole_numbers(resolution, "--resolution", "32") if resolution else None,
+            weights,
+            random_init,
+            progress=click.echo,
+            overwrite=overwrite,
+            log_with=parse_log_with(log_with),
+        )
     except (ValueError, OSError) as e:  # OSError: missing data or model (FileNotFoundError), an unwritable --out
         raise click.ClickException(str(e)) from e
-    click.echo("mean over tasks: " + ", ".join(f"{s}-shot {100 * v:.2f}" for s, v in result["mean"].items())
-               + f"; wrote {out / 'fewshot.md'}")
+    click.echo(
+        "mean over tasks: "
+        + ", ".join(f"{s}-shot {100 * v:.2f}" for s, v in result["mean"].items())
+        + f"; wrote {out / 'fewshot.md'}"
+    )

@@ -84,8 +84,14 @@ class BatchAugment:
             with crop_padding.
     """
 
-    def __init__(self, image_size: int, crop_padding: int = 0, crop_scale: float = 1.0, hflip: bool = True,
-                 resize: Optional[int] = None) -> None:
+    def __init__(
+        self,
+        image_size: int,
+        crop_padding: int = 0,
+        crop_scale: float = 1.0,
+        hflip: bool = True,
+        resize: Optional[int] = None,
+    ) -> None:
         if not 0.0 < crop_scale <= 1.0:
             raise ValueError(f"crop_scale must be in (0, 1], got {crop_scale}")
         if crop_padding < 0:
@@ -101,12 +107,20 @@ class BatchAugment:
         if self.crop_padding:  # (x0, y0) of the crop in the zero-padded image; the crop is H x W
             p = self.crop_padding
             shift = rng.integers(0, 2 * p + 1, size=(n, 2))
-            boxes = np.column_stack([shift[:, 0], shift[:, 1], np.full(n, width), np.full(n, height)]).astype(np.float32)
+            boxes = np.column_stack([shift[:, 0], shift[:, 1], np.full(n, width), np.full(n, height)]).astype(
+                np.float32
+            )
         elif self.resize:  # RandomCrop(S) of the R x R resized image, as a box in input pixels
             r, s = self.resize, self.image_size
             offset = rng.integers(0, r - s + 1, size=(n, 2))
-            boxes = np.column_stack([offset[:, 0] * width / r, offset[:, 1] * height / r,
-                                     np.full(n, s * width / r), np.full(n, s * height / r)]).astype(np.float32)
+            boxes = np.column_stack(
+                [
+                    offset[:, 0] * width / r,
+                    offset[:, 1] * height / r,
+                    np.full(n, s * width / r),
+                    np.full(n, s * height / r),
+                ]
+            ).astype(np.float32)
         else:  # torchvision's RandomResizedCrop.get_params, for all n examples at once
             lo, hi = 3 / 4, 4 / 3
             area = height * width * rng.uniform(self.crop_scale, 1.0, (n, 10))
@@ -117,8 +131,13 @@ class BatchAugment:
             bw, bh = bw[np.arange(n), first], bh[np.arange(n), first]
             # ... else the whole image, cut to the ratio range
             in_ratio = width / height
-            fw, fh = ((width, round(width / lo)) if in_ratio < lo else (round(height * hi), height) if in_ratio > hi
-                      else (width, height))
+            fw, fh = (
+                (width, round(width / lo))
+                if in_ratio < lo
+                else (round(height * hi), height)
+                if in_ratio > hi
+                else (width, height)
+            )
             none = ~fits.any(1)
             bw, bh = np.where(none, fw, bw), np.where(none, fh, bh)
             x0 = np.floor(rng.random(n) * (width - bw + 1))
@@ -144,8 +163,9 @@ class BatchAugment:
             out = padded[torch.arange(b)[:, None, None], :, rows, cols]  # [B, H, W, 3]
             out = _to_unit(out)
             if (h, w) != (self.image_size, self.image_size):
-                out = F.interpolate(out, size=(self.image_size, self.image_size), mode="bilinear",
-                                    align_corners=False, antialias=True)
+                out = F.interpolate(
+                    out, size=(self.image_size, self.image_size), mode="bilinear", align_corners=False, antialias=True
+                )
         return out.sub_(0.5).div_(0.5)
 
 
@@ -159,8 +179,9 @@ def center_crop(pixels: torch.Tensor, image_size: int, resize: Optional[int] = N
     # torchvision's Resize(resize) then CenterCrop(image_size), as one box in input pixels
     rh, rw = (resize, int(resize * w / h)) if h <= w else (int(resize * h / w), resize)
     top, left = int(round((rh - image_size) / 2.0)), int(round((rw - image_size) / 2.0))
-    box = torch.tensor([left * w / rw, top * h / rh, image_size * w / rw, image_size * h / rh],
-                       dtype=torch.float32).expand(b, 4)
+    box = torch.tensor(
+        [left * w / rw, top * h / rh, image_size * w / rw, image_size * h / rh], dtype=torch.float32
+    ).expand(b, 4)
     out = _grid(_to_unit(pixels), box, torch.zeros(b, dtype=torch.bool), image_size)
     return out.sub_(0.5).div_(0.5)
 
@@ -179,8 +200,15 @@ class ArrayBatches(torch.utils.data.Dataset):
         seed: augmentation seed.
     """
 
-    def __init__(self, base: ImageDataset, pixels: np.ndarray, augment: Optional[BatchAugment] = None,
-                 image_size: int = 32, eval_resize: Optional[int] = None, seed: int = 0) -> None:
+    def __init__(
+        self,
+        base: ImageDataset,
+        pixels: np.ndarray,
+        augment: Optional[BatchAugment] = None,
+        image_size: int = 32,
+        eval_resize: Optional[int] = None,
+        seed: int = 0,
+    ) -> None:
         if len(pixels) != len(base):
             raise ValueError(f"{len(pixels)} images for {len(base)} labels in {base.description}")
         self.base, self.pixels, self.augment = base, torch.from_numpy(np.ascontiguousarray(pixels)), augment
@@ -221,16 +249,21 @@ class ArrayBatches(torch.utils.data.Dataset):
         return x, y, torch.from_numpy(idx)
 
 
-def batch_loader(ds: ArrayBatches, batch_size: int, sampler: Optional[torch.utils.data.Sampler] = None,
-                 drop_last: bool = False) -> torch.utils.data.DataLoader:
+def batch_loader(
+    ds: ArrayBatches, batch_size: int, sampler: Optional[torch.utils.data.Sampler] = None, drop_last: bool = False
+) -> torch.utils.data.DataLoader:
     """A ``DataLoader`` yielding whole batches of ``ds`` (indices from ``sampler``, default in order),
     in the main process: a batch costs less to build than to move between processes."""
     sampler = sampler if sampler is not None else torch.utils.data.SequentialSampler(range(len(ds)))
-    return torch.utils.data.DataLoader(ds, batch_sampler=torch.utils.data.BatchSampler(sampler, batch_size, drop_last),
-                                       collate_fn=_whole_batch, num_workers=0,
-                                       # its own generator: starting an epoch then draws no number from the
-                                       # global RNG, which drives the HET noise (exact resume)
-                                       generator=torch.Generator().manual_seed(0))
+    return torch.utils.data.DataLoader(
+        ds,
+        batch_sampler=torch.utils.data.BatchSampler(sampler, batch_size, drop_last),
+        collate_fn=_whole_batch,
+        num_workers=0,
+        # its own generator: starting an epoch then draws no number from the
+        # global RNG, which drives the HET noise (exact resume)
+        generator=torch.Generator().manual_seed(0),
+    )
 
 
 def _whole_batch(batch: Any) -> Any:
@@ -241,8 +274,9 @@ def _whole_batch(batch: Any) -> Any:
 LOADERS = ("auto", "array", "pil")
 
 
-def make_loader(cfg: Any, base: ImageDataset, train: bool, seed: int = 0, batch_size: Optional[int] = None
-                ) -> "tuple[torch.utils.data.DataLoader, Any, Optional[Any]]":
+def make_loader(
+    cfg: Any, base: ImageDataset, train: bool, seed: int = 0, batch_size: Optional[int] = None
+) -> "tuple[torch.utils.data.DataLoader, Any, Optional[Any]]":
     """The loader of one split, by ``cfg.loader`` (a :class:`~harness.data.config.DataConfig`).
 
     Training loaders shuffle with :class:`~harness.data.loading.EpochSampler`, drop the last
@@ -263,8 +297,10 @@ def make_loader(cfg: Any, base: ImageDataset, train: bool, seed: int = 0, batch_
     bs = batch_size or (cfg.batch_size if train else cfg.eval_batch_size)
     pixels = base.pixels(cfg.cache_dir) if cfg.loader != "pil" else None
     if pixels is None and cfg.loader == "array":
-        raise ValueError(f"data.loader=array needs images in one array; source {cfg.source!r} reads image by image: "
-                         "set data.loader=pil (or auto)")
+        raise ValueError(
+            f"data.loader=array needs images in one array; source {cfg.source!r} reads image by image: "
+            "set data.loader=pil (or auto)"
+        )
     sampler = EpochSampler(len(base), seed) if train else None
     if pixels is not None:
         augment = BatchAugment(cfg.image_size, cfg.crop_padding, cfg.crop_scale, cfg.hflip) if train else None
@@ -272,13 +308,21 @@ def make_loader(cfg: Any, base: ImageDataset, train: bool, seed: int = 0, batch_
         return batch_loader(ds, bs, sampler, drop_last=train), ds, sampler
     base.check_images()
     if train:
-        ds = TransformedDataset(base, train_transform(cfg.image_size, cfg.crop_scale, cfg.hflip, cfg.crop_padding),
-                                seed=seed)
+        ds = TransformedDataset(
+            base, train_transform(cfg.image_size, cfg.crop_scale, cfg.hflip, cfg.crop_padding), seed=seed
+        )
     else:
         ds = TransformedDataset(base, eval_transform(cfg.image_size, cfg.eval_resize))
     # the loader gets its own generator: creating an iterator then draws no number from the global
     # RNG (which drives the HET noise), so a resumed run continues the exact random stream
-    loader = torch.utils.data.DataLoader(ds, bs, sampler=sampler, shuffle=False, drop_last=train,
-                                         num_workers=cfg.num_workers, pin_memory=torch.cuda.is_available(),
-                                         generator=torch.Generator().manual_seed(seed))
+    loader = torch.utils.data.DataLoader(
+        ds,
+        bs,
+        sampler=sampler,
+        shuffle=False,
+        drop_last=train,
+        num_workers=cfg.num_workers,
+        pin_memory=torch.cuda.is_available(),
+        generator=torch.Generator().manual_seed(seed),
+    )
     return loader, ds, sampler

@@ -39,8 +39,14 @@ def file_digest(path: "str | os.PathLike", chunk: int = 1 << 22) -> str:
     return h.hexdigest()
 
 
-def decoded_images(name: str, content_digest: str, members: Sequence[str], read: Callable[[str], bytes],
-                   cache_dir: "str | os.PathLike | None" = None, threads: int = 4) -> np.ndarray:
+def decoded_images(
+    name: str,
+    content_digest: str,
+    members: Sequence[str],
+    read: Callable[[str], bytes],
+    cache_dir: "str | os.PathLike | None" = None,
+    threads: int = 4,
+) -> np.ndarray:
     """The images ``members`` decoded to one uint8 array, from the cache or decoded now and cached.
 
     Args:
@@ -74,15 +80,18 @@ def decoded_images(name: str, content_digest: str, members: Sequence[str], read:
             with Image.open(io.BytesIO(read(member))) as img:
                 return np.asarray(img.convert("RGB"))
         except Exception as e:
-            raise ValueError(f"cannot decode image {member!r} ({type(e).__name__}: {e}); replace or remove that "
-                             "file") from e
+            raise ValueError(
+                f"cannot decode image {member!r} ({type(e).__name__}: {e}); replace or remove that file"
+            ) from e
 
     with ThreadPoolExecutor(threads) as pool:
         arrays = list(pool.map(decode, members, chunksize=256))
     shapes = {a.shape for a in arrays}
     if len(shapes) > 1:
-        raise ValueError(f"{name}: images have {len(shapes)} different sizes (e.g. {sorted(shapes)[:3]}); the decoded "
-                         "cache holds equal-size images only: set data.loader=pil")
+        raise ValueError(
+            f"{name}: images have {len(shapes)} different sizes (e.g. {sorted(shapes)[:3]}); the decoded "
+            "cache holds equal-size images only: set data.loader=pil"
+        )
     images = np.stack(arrays) if arrays else np.zeros((0, 1, 1, 3), np.uint8)
     atomic_write_stream(path, lambda f: np.savez(f, images=images))
     return images
@@ -101,4 +110,3 @@ def as_rgb(pixels: np.ndarray) -> np.ndarray:
     if pixels.ndim != 4 or pixels.shape[-1] != 3 or pixels.dtype != np.uint8:
         raise ValueError(f"expected uint8 images [N, H, W(, 1|3)], got {pixels.dtype} {pixels.shape}")
     return pixels
-

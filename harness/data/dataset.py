@@ -46,7 +46,7 @@ class LabelSets:
         return len(self.offsets) - 1
 
     def __getitem__(self, i: int) -> np.ndarray:
-        return self.ids[self.offsets[i]:self.offsets[i + 1]]
+        return self.ids[self.offsets[i] : self.offsets[i + 1]]
 
     def take(self, rows: np.ndarray) -> "LabelSets":
         """The label sets of ``rows``, in that order."""
@@ -82,15 +82,22 @@ class ImageDataset(torch.utils.data.Dataset):
         ValueError: a label outside [0, K).
     """
 
-    def __init__(self, load_image: Callable[[int], Image.Image], labels: "np.ndarray | LabelSets",
-                 class_names: Sequence[str], description: str) -> None:
+    def __init__(
+        self,
+        load_image: Callable[[int], Image.Image],
+        labels: "np.ndarray | LabelSets",
+        class_names: Sequence[str],
+        description: str,
+    ) -> None:
         self.load_image, self.class_names, self.description = load_image, list(class_names), description
         self.labels = labels if isinstance(labels, LabelSets) else np.asarray(labels, dtype=np.int64)
         k = len(self.class_names)
         flat = self.labels.ids if self.multilabel else self.labels
         if len(flat) and (flat.min() < 0 or flat.max() >= k):
-            raise ValueError(f"labels must lie in [0, {k}), got [{flat.min()}, {flat.max()}] in {description}; "
-                             "set the number of classes (data.num_classes) to cover them, or fix the labels")
+            raise ValueError(
+                f"labels must lie in [0, {k}), got [{flat.min()}, {flat.max()}] in {description}; "
+                "set the number of classes (data.num_classes) to cover them, or fix the labels"
+            )
 
     @property
     def multilabel(self) -> bool:
@@ -108,8 +115,10 @@ class ImageDataset(torch.utils.data.Dataset):
         try:
             return self.load_image(i).convert("RGB"), target
         except (OSError, ValueError, SyntaxError) as e:  # what PIL raises for missing, truncated, corrupt files
-            raise ValueError(f"cannot read image {self.image_name(i)} of {self.description} ({type(e).__name__}: "
-                             f"{e}); replace or remove that file") from e
+            raise ValueError(
+                f"cannot read image {self.image_name(i)} of {self.description} ({type(e).__name__}: "
+                f"{e}); replace or remove that file"
+            ) from e
 
     def image_name(self, i: int) -> str:
         """The file (or archive member) of example ``i``, for messages; ``#i`` when it has none."""
@@ -187,7 +196,7 @@ class Strings:
         return len(self.offsets) - 1
 
     def __getitem__(self, i: int) -> str:
-        return self.data[self.offsets[i]:self.offsets[i + 1]].tobytes().decode()
+        return self.data[self.offsets[i] : self.offsets[i + 1]].tobytes().decode()
 
     def __iter__(self) -> Iterator[str]:
         return (self[i] for i in range(len(self)))

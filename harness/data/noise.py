@@ -21,9 +21,13 @@ CLASS_CONDITIONAL = ("none", "symmetric", "pair_flip", "matrix")
 REFERENCE_C = 0.01
 
 
-def transition_matrix(kind: str, num_classes: int, rate: float = 0.0,
-                      matrix: Optional[Sequence[Sequence[float]]] = None,
-                      permutation: Optional[Sequence[int]] = None) -> np.ndarray:
+def transition_matrix(
+    kind: str,
+    num_classes: int,
+    rate: float = 0.0,
+    matrix: Optional[Sequence[Sequence[float]]] = None,
+    permutation: Optional[Sequence[int]] = None,
+) -> np.ndarray:
     """Row-stochastic T ``[K, K]`` with T[c, j] = P(noisy = j | clean = c).
 
     - ``symmetric``: keep with 1 - rate, else a uniformly drawn *other* class (rate / (K-1) each);
@@ -47,28 +51,34 @@ def transition_matrix(kind: str, num_classes: int, rate: float = 0.0,
         return t
     pi = np.asarray(permutation)
     if pi.shape != (num_classes,) or sorted(pi.tolist()) != list(range(num_classes)):
-        raise ValueError(f"label_noise.permutation must list each class index 0..{num_classes - 1} once "
-                         f"(π(c) for c = 0..{num_classes - 1}), got {list(permutation)}")
+        raise ValueError(
+            f"label_noise.permutation must list each class index 0..{num_classes - 1} once "
+            f"(π(c) for c = 0..{num_classes - 1}), got {list(permutation)}"
+        )
     out = np.empty_like(t)
     out[np.ix_(pi, pi)] = t
     return out
 
 
-def _nominal_transition(kind: str, num_classes: int, rate: float,
-                        matrix: Optional[Sequence[Sequence[float]]]) -> np.ndarray:
+def _nominal_transition(
+    kind: str, num_classes: int, rate: float, matrix: Optional[Sequence[Sequence[float]]]
+) -> np.ndarray:
     """:func:`transition_matrix` before any permutation."""
     k = num_classes
     if kind not in KINDS:
         raise ValueError(f"unknown label_noise kind {kind!r}: use one of {', '.join(KINDS)}")
     if kind not in CLASS_CONDITIONAL:
-        raise ValueError(f"label_noise kind {kind!r} is not class-conditional (its flips depend on the image), so it "
-                         "has no nominal transition matrix: use the empirical one of the noisy labels "
-                         "(empirical_transition)")
+        raise ValueError(
+            f"label_noise kind {kind!r} is not class-conditional (its flips depend on the image), so it "
+            "has no nominal transition matrix: use the empirical one of the noisy labels "
+            "(empirical_transition)"
+        )
     if kind == "matrix":
         t = np.asarray(matrix, dtype=np.float64) if matrix is not None else None
         if t is None or t.shape != (k, k) or (t < 0).any() or not np.allclose(t.sum(1), 1.0, atol=1e-6):
-            raise ValueError(f"label_noise.matrix must be a {k}x{k} row-stochastic matrix (non-negative rows "
-                             "summing to 1)")
+            raise ValueError(
+                f"label_noise.matrix must be a {k}x{k} row-stochastic matrix (non-negative rows summing to 1)"
+            )
         return t
     if not 0.0 <= rate <= 1.0:
         raise ValueError(f"label_noise.rate must be in [0, 1], got {rate}")
@@ -126,8 +136,10 @@ def reference_probabilities(images: np.ndarray, labels: np.ndarray, num_classes:
         raise ValueError(f"input_dependent label noise got {len(images)} images for {len(labels)} labels")
     present = np.unique(labels)
     if len(present) < 2:
-        raise ValueError("input_dependent label noise needs at least 2 classes among the training labels to fit its "
-                         "reference classifier; use more training examples (data.limit_train)")
+        raise ValueError(
+            "input_dependent label noise needs at least 2 classes among the training labels to fit its "
+            "reference classifier; use more training examples (data.limit_train)"
+        )
     x = StandardScaler().fit_transform(np.asarray(images, dtype=np.float64).reshape(len(labels), -1))
     probs = np.zeros((len(labels), num_classes))
     with threadpool_limits(limits=1):
@@ -136,10 +148,17 @@ def reference_probabilities(images: np.ndarray, labels: np.ndarray, num_classes:
     return probs
 
 
-def inject_label_noise(labels: np.ndarray, num_classes: int, kind: str = "none", rate: float = 0.0,
-                       seed: int = 0, matrix: Optional[Sequence[Sequence[float]]] = None,
-                       images: Optional[np.ndarray] = None, permutation: Optional[Sequence[int]] = None,
-                       stream: int = 0) -> "tuple[np.ndarray, dict]":
+def inject_label_noise(
+    labels: np.ndarray,
+    num_classes: int,
+    kind: str = "none",
+    rate: float = 0.0,
+    seed: int = 0,
+    matrix: Optional[Sequence[Sequence[float]]] = None,
+    images: Optional[np.ndarray] = None,
+    permutation: Optional[Sequence[int]] = None,
+    stream: int = 0,
+) -> "tuple[np.ndarray, dict]":
     """Resample each label from its row of the transition matrix, or (``input_dependent``) flip it
     with a probability that depends on its image.
 
@@ -185,9 +204,11 @@ def inject_label_noise(labels: np.ndarray, num_classes: int, kind: str = "none",
         if not 0.0 <= rate <= 1.0:
             raise ValueError(f"label_noise.rate must be in [0, 1], got {rate}")
         if images is None:
-            raise ValueError("input_dependent label noise needs the training images: pass images=[N, ...] pixels "
-                             "(upstream runs take them from a source that holds its images in one array, digits "
-                             "or cifar10n)")
+            raise ValueError(
+                "input_dependent label noise needs the training images: pass images=[N, ...] pixels "
+                "(upstream runs take them from a source that holds its images in one array, digits "
+                "or cifar10n)"
+            )
         probs = reference_probabilities(images, labels, num_classes, seed)
         order = np.argsort(-probs, axis=1, kind="stable")
         top, runner_up = order[:, 0], order[:, 1]
@@ -197,8 +218,10 @@ def inject_label_noise(labels: np.ndarray, num_classes: int, kind: str = "none",
         q = np.minimum(1.0, rate * ambiguity / mean) if mean > 0 else np.zeros(len(labels))
         target = np.where(runner_up == labels, top, runner_up)
         noisy = np.where(rng.random(len(labels)) < q, target, labels).astype(np.int64)
-        extra = {"flip_prob": {"mean": float(q.mean()), "min": float(q.min()), "max": float(q.max())},
-                 "reference_train_accuracy": float((top == labels).mean())}
+        extra = {
+            "flip_prob": {"mean": float(q.mean()), "min": float(q.min()), "max": float(q.max())},
+            "reference_train_accuracy": float((top == labels).mean()),
+        }
     else:
         t = transition_matrix(kind, num_classes, rate, matrix, permutation)
         cum = np.cumsum(t, axis=1)
@@ -206,7 +229,12 @@ def inject_label_noise(labels: np.ndarray, num_classes: int, kind: str = "none",
         noisy = (rng.random(len(labels))[:, None] > cum[labels]).sum(axis=1).astype(np.int64)
     if permutation is not None:
         extra["permutation"] = [int(c) for c in permutation]
-    info = {"kind": kind, "rate": float(rate), "seed": int(seed),
-            "realised_rate": float((noisy != labels).mean()) if len(labels) else 0.0,
-            "transition": np.round(empirical_transition(labels, noisy, num_classes), 4).tolist(), **extra}
+    info = {
+        "kind": kind,
+        "rate": float(rate),
+        "seed": int(seed),
+        "realised_rate": float((noisy != labels).mean()) if len(labels) else 0.0,
+        "transition": np.round(empirical_transition(labels, noisy, num_classes), 4).tolist(),
+        **extra,
+    }
     return noisy, info

@@ -23,7 +23,13 @@ from harness.data.config import SOURCES, STREAM_SOURCES, DataConfig
 from harness.data.dataset import ImageDataset
 from harness.data.shard_index import INDEX_FORMAT, INDEX_NAME, labels_digest, read_index, shard_name
 from harness.io import (
-    RunLock, atomic_write_stream, atomic_write_text, check_name, check_output_folder, check_writable, json_dumps,
+    RunLock,
+    atomic_write_stream,
+    atomic_write_text,
+    check_name,
+    check_output_folder,
+    check_writable,
+    json_dumps,
 )
 
 #: image extensions kept as they are when the source holds encoded files (others are re-encoded as PNG)
@@ -64,24 +70,38 @@ def noisy_split(cfg: DataConfig, split: str, ds: ImageDataset) -> "tuple[ImageDa
     if noise.get("kind", "none") == "none" or split not in (cfg.train_split, cfg.heldout_split):
         return ds, None
     if ds.multilabel:
-        raise ValueError("data.label_noise flips single labels and this split holds label sets: unset it "
-                         "(data.label_noise=null) to pack the label sets")
+        raise ValueError(
+            "data.label_noise flips single labels and this split holds label sets: unset it "
+            "(data.label_noise=null) to pack the label sets"
+        )
     images = None
     if noise.get("kind") == "input_dependent":
         images = ds.pixels(cfg.cache_dir)
         if images is None:
-            raise ValueError(f"data.label_noise.kind=input_dependent needs the images in one array, and "
-                             f"{ds.description} reads them one by one: use a class-conditional kind, or "
-                             "data.label_noise=null to pack the clean labels")
-    noisy, info = inject_label_noise(ds.labels, ds.num_classes, **noise, images=images,
-                                     stream=0 if split == cfg.train_split else 1)
-    return ds.with_labels(noisy, f"{ds.description}, with {info['kind']} label noise ({info['realised_rate']:.1%} "
-                                 "flipped)"), info
+            raise ValueError(
+                f"data.label_noise.kind=input_dependent needs the images in one array, and "
+                f"{ds.description} reads them one by one: use a class-conditional kind, or "
+                "data.label_noise=null to pack the clean labels"
+            )
+    noisy, info = inject_label_noise(
+        ds.labels, ds.num_classes, **noise, images=images, stream=0 if split == cfg.train_split else 1
+    )
+    return ds.with_labels(
+        noisy, f"{ds.description}, with {info['kind']} label noise ({info['realised_rate']:.1%} flipped)"
+    ), info
 
 
-def pack(ds: ImageDataset, out_dir: "str | os.PathLike", shard_size: int, prefix: str = "shard",
-         order_seed: Optional[int] = 0, source: Optional[dict] = None, progress: bool = True,
-         label_noise: Optional[dict] = None, overwrite: bool = False) -> dict:
+def pack(
+    ds: ImageDataset,
+    out_dir: "str | os.PathLike",
+    shard_size: int,
+    prefix: str = "shard",
+    order_seed: Optional[int] = 0,
+    source: Optional[dict] = None,
+    progress: bool = True,
+    label_noise: Optional[dict] = None,
+    overwrite: bool = False,
+) -> dict:
     """Write a split as WebDataset tar shards and ``index.json`` (format in the module docstring).
 
     Args:
@@ -129,8 +149,9 @@ def pack(ds: ImageDataset, out_dir: "str | os.PathLike", shard_size: int, prefix
     starts = list(range(0, n, int(shard_size)))
     names = [shard_name(prefix, j) for j in range(len(starts))]
 
-    plan, shards, index = _plan_index(ds, prefix, shard_size, order_seed, order, starts, names, digits, source,
-                                      label_noise)
+    plan, shards, index = _plan_index(
+        ds, prefix, shard_size, order_seed, order, starts, names, digits, source, label_noise
+    )
     example = _example_writer(ds, digits)
     _check_pack_folder(out_dir, names, overwrite)
     path = out_dir / INDEX_NAME
@@ -139,8 +160,10 @@ def pack(ds: ImageDataset, out_dir: "str | os.PathLike", shard_size: int, prefix
         if old is not None:
             changed = sorted(key for key in plan if old.get(key) != plan[key])
             if changed:
-                raise ValueError(f"{out_dir} holds a pack of other data or settings (differs in {', '.join(changed)}): "
-                                 "choose another folder, or delete that one to pack again")
+                raise ValueError(
+                    f"{out_dir} holds a pack of other data or settings (differs in {', '.join(changed)}): "
+                    "choose another folder, or delete that one to pack again"
+                )
         missing = [j for j, name in enumerate(names) if not (out_dir / name).is_file()]
         if old is not None and old.get("complete") and not missing:
             return old
@@ -149,7 +172,7 @@ def pack(ds: ImageDataset, out_dir: "str | os.PathLike", shard_size: int, prefix
         done = sum(shards[j]["examples"] for j in range(len(names)) if j not in todo)
         with tqdm(total=n, initial=done, unit="img", desc=f"pack {prefix}", disable=not progress) as bar:
             for j in missing:
-                rows = order[starts[j]:starts[j] + int(shard_size)]
+                rows = order[starts[j] : starts[j] + int(shard_size)]
 
                 def write(f: Any, rows: np.ndarray = rows) -> None:
                     # mtime fixed: the same data and settings give the same bytes
@@ -181,7 +204,7 @@ def source_config(source: str, overrides: Sequence[str] = (), multilabel: bool =
         base = {"source": source}
     else:
         raise ValueError(f"unknown source {source!r}: give a data config YAML or one of {', '.join(SOURCES)}")
-    items = [o[len("data."):] if o.startswith("data.") else o for o in overrides]
+    items = [o[len("data.") :] if o.startswith("data.") else o for o in overrides]
     if multilabel:
         items.append("multilabel=true")
     cfg = load_config(DataConfig, None, items, base=dict(base))
@@ -190,29 +213,60 @@ def source_config(source: str, overrides: Sequence[str] = (), multilabel: bool =
     return cfg
 
 
-def _plan_index(ds: ImageDataset, prefix: str, shard_size: int, order_seed: Optional[int], order: np.ndarray,
-                starts: "list[int]", names: "list[str]", digits: int, source: Optional[dict],
-                label_noise: Optional[dict]) -> "tuple[dict, list[dict], dict]":
+def _plan_index(
+    ds: ImageDataset,
+    prefix: str,
+    shard_size: int,
+    order_seed: Optional[int],
+    order: np.ndarray,
+    starts: "list[int]",
+    names: "list[str]",
+    digits: int,
+    source: Optional[dict],
+    label_noise: Optional[dict],
+) -> "tuple[dict, list[dict], dict]":
     """The plan written before any shard (what a resumed pack must match), the shards' entries and the final index."""
     n = len(ds)
     k = ds.num_classes
     sizes = np.diff(ds.labels.offsets) if ds.multilabel else np.ones(n, dtype=np.int64)
     flat = ds.labels.ids if ds.multilabel else ds.labels
     plan = {
-        "format": INDEX_FORMAT, "prefix": prefix, "shard_size": int(shard_size), "order_seed": order_seed,
-        "num_examples": n, "num_classes": k, "class_names": list(ds.class_names), "multilabel": ds.multilabel,
-        "labels_sha256": _labels_digest(ds), "key_digits": digits, "label_noise": label_noise,
+        "format": INDEX_FORMAT,
+        "prefix": prefix,
+        "shard_size": int(shard_size),
+        "order_seed": order_seed,
+        "num_examples": n,
+        "num_classes": k,
+        "class_names": list(ds.class_names),
+        "multilabel": ds.multilabel,
+        "labels_sha256": _labels_digest(ds),
+        "key_digits": digits,
+        "label_noise": label_noise,
         "source": {"description": ds.description, **(source or {})},
     }
     shards = []
     for name, lo in zip(names, starts):
-        rows = order[lo:lo + int(shard_size)]
-        shards.append({"name": name, "examples": int(len(rows)), "labels": int(sizes[rows].sum()),
-                       "labels_sha256": labels_digest([_label_ids(ds, int(i)).tolist() for i in rows])})
-    index = {**plan, "complete": True, "shards": shards,
-             "label_counts": np.bincount(np.asarray(flat, dtype=np.int64), minlength=k).astype(int).tolist(),
-             "labels_per_example": {"min": int(sizes.min()), "mean": float(sizes.mean()), "max": int(sizes.max()),
-                                    "without_labels": int((sizes == 0).sum())}}
+        rows = order[lo : lo + int(shard_size)]
+        shards.append(
+            {
+                "name": name,
+                "examples": int(len(rows)),
+                "labels": int(sizes[rows].sum()),
+                "labels_sha256": labels_digest([_label_ids(ds, int(i)).tolist() for i in rows]),
+            }
+        )
+    index = {
+        **plan,
+        "complete": True,
+        "shards": shards,
+        "label_counts": np.bincount(np.asarray(flat, dtype=np.int64), minlength=k).astype(int).tolist(),
+        "labels_per_example": {
+            "min": int(sizes.min()),
+            "mean": float(sizes.mean()),
+            "max": int(sizes.max()),
+            "without_labels": int((sizes == 0).sum()),
+        },
+    }
     return plan, shards, index
 
 
@@ -245,11 +299,15 @@ def _check_pack_folder(out_dir: Path, names: "list[str]", overwrite: bool) -> No
     try:
         old = read_index(path) if path.is_file() else None
     except ValueError as e:
-        raise ValueError(f"{out_dir} holds an {INDEX_NAME} this command did not write ({e}): choose another "
-                         "folder") from e
+        raise ValueError(
+            f"{out_dir} holds an {INDEX_NAME} this command did not write ({e}): choose another folder"
+        ) from e
     strays = sorted(p.name for p in out_dir.glob("*.tar")) if old is None and out_dir.is_dir() else []
     if strays:
-        raise ValueError(f"{out_dir} holds tar files without an {INDEX_NAME} ({', '.join(strays[:3])}...): not "
-                         "a pack this command wrote; choose an empty folder, or delete those files")
-    check_output_folder(out_dir, old is not None, (INDEX_NAME, *names), overwrite, "harness data pack",
-                        "OUT folder (or --split)")
+        raise ValueError(
+            f"{out_dir} holds tar files without an {INDEX_NAME} ({', '.join(strays[:3])}...): not "
+            "a pack this command wrote; choose an empty folder, or delete those files"
+        )
+    check_output_folder(
+        out_dir, old is not None, (INDEX_NAME, *names), overwrite, "harness data pack", "OUT folder (or --split)"
+    )

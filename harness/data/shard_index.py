@@ -81,8 +81,10 @@ def read_index(location: "str | Path") -> dict:
     except ValueError as e:
         raise ValueError(f"{location} is not valid JSON ({e}); pack the data again with harness data pack") from e
     if not isinstance(index, dict) or index.get("format") != INDEX_FORMAT:
-        raise ValueError(f"{location} is not a shard index of this harness (format {INDEX_FORMAT!r}); pack the data "
-                         "with harness data pack")
+        raise ValueError(
+            f"{location} is not a shard index of this harness (format {INDEX_FORMAT!r}); pack the data "
+            "with harness data pack"
+        )
     return index
 
 
@@ -102,34 +104,47 @@ def _check_names(index: dict, location: Any, folder: Optional[Path] = None) -> N
             if folder is not None and not (folder / name).resolve().is_relative_to(folder.resolve()):
                 raise ValueError("a link that leads out of the pack folder")
         except ValueError:
-            raise ValueError(f"{location} lists a shard named {quote(str(name), 80)!r}: a pack lists only plain .tar "
-                             f"file names inside its own folder ({folder or 'beside the index'}); pack the data again "
-                             "with harness data pack") from None
+            raise ValueError(
+                f"{location} lists a shard named {quote(str(name), 80)!r}: a pack lists only plain .tar "
+                f"file names inside its own folder ({folder or 'beside the index'}); pack the data again "
+                "with harness data pack"
+            ) from None
 
 
 def _check_index(index: dict, location: Any, folder: Optional[Path] = None) -> dict:
     """A complete index whose counts agree with each other and whose shard names stay in the pack folder."""
     if not index.get("complete"):
-        raise ValueError(f"packing into {location} was interrupted: run the same harness data pack command again "
-                         "(it writes only the missing shards)")
+        raise ValueError(
+            f"packing into {location} was interrupted: run the same harness data pack command again "
+            "(it writes only the missing shards)"
+        )
     for key in ("shards", "class_names", "multilabel", "num_examples"):
         if key not in index:
             raise ValueError(f"{location} lacks {key!r}; pack the data again with harness data pack")
     try:
         counts = [int(s["examples"]) for s in index["shards"]]
         k, n = len(index["class_names"]), int(index["num_examples"])
-        problems = [what for what, bad in (
-            (f"num_examples {n} is not the sum of the shards' {sum(counts)}", n != sum(counts)),
-            (f"num_classes {index.get('num_classes')} but {k} class names", index.get("num_classes", k) != k),
-            (f"{len(index.get('label_counts') or [])} label counts for {k} classes",
-             "label_counts" in index and len(index["label_counts"]) != k),
-            ("a shard with a negative count", any(c < 0 for c in counts)),
-            ("no shards", not counts)) if bad]
+        problems = [
+            what
+            for what, bad in (
+                (f"num_examples {n} is not the sum of the shards' {sum(counts)}", n != sum(counts)),
+                (f"num_classes {index.get('num_classes')} but {k} class names", index.get("num_classes", k) != k),
+                (
+                    f"{len(index.get('label_counts') or [])} label counts for {k} classes",
+                    "label_counts" in index and len(index["label_counts"]) != k,
+                ),
+                ("a shard with a negative count", any(c < 0 for c in counts)),
+                ("no shards", not counts),
+            )
+            if bad
+        ]
     except (TypeError, ValueError, KeyError):
         problems = ["its shard list or counts are malformed"]
     if problems:
-        raise ValueError(f"{location} is inconsistent ({'; '.join(problems)}): it was changed after packing; pack the "
-                         "data again with harness data pack")
+        raise ValueError(
+            f"{location} is inconsistent ({'; '.join(problems)}): it was changed after packing; pack the "
+            "data again with harness data pack"
+        )
     _check_names(index, location, folder)
     return index
 
@@ -164,30 +179,38 @@ def shard_files(path: str, split: Optional[str] = None) -> "tuple[list[str], lis
         where = first.rsplit("/", 1)[0] if "/" in first else "."
         location = f"{where}/{INDEX_NAME}"
         if not _is_url(location) and not Path(location).is_file():
-            raise FileNotFoundError(f"no {INDEX_NAME} beside the shards of {path!r} (looked for {location}): pack them "
-                                    "with harness data pack, which writes it")
+            raise FileNotFoundError(
+                f"no {INDEX_NAME} beside the shards of {path!r} (looked for {location}): pack them "
+                "with harness data pack, which writes it"
+            )
         index = _check_index(read_index(location), location)
         counts_by_name = {s["name"]: int(s["examples"]) for s in index["shards"]}
         unknown = [u for u in urls if u.rsplit("/", 1)[-1] not in counts_by_name]
         if unknown:
-            raise ValueError(f"shard {unknown[0]} is not listed in {location}; the pattern must name shards of that "
-                             "pack")
+            raise ValueError(
+                f"shard {unknown[0]} is not listed in {location}; the pattern must name shards of that pack"
+            )
         return urls, [counts_by_name[u.rsplit("/", 1)[-1]] for u in urls], index
     root = Path(path).expanduser()
     if not root.is_dir():
-        raise FileNotFoundError(f"shard folder {str(root)!r} does not exist; set data.path to the folder that "
-                                "harness data pack wrote")
+        raise FileNotFoundError(
+            f"shard folder {str(root)!r} does not exist; set data.path to the folder that harness data pack wrote"
+        )
     folder = root / split if split and (root / split / INDEX_NAME).is_file() else root
     if not (folder / INDEX_NAME).is_file():
         where = f"{root / split} or {root}" if split else str(root)
-        raise FileNotFoundError(f"no {INDEX_NAME} in {where}: pack the data there first (harness data pack SOURCE "
-                                f"{root}{' --split ' + split if split else ''})")
+        raise FileNotFoundError(
+            f"no {INDEX_NAME} in {where}: pack the data there first (harness data pack SOURCE "
+            f"{root}{' --split ' + split if split else ''})"
+        )
     index = _check_index(read_index(folder / INDEX_NAME), folder / INDEX_NAME, folder)
     urls = [str(folder / s["name"]) for s in index["shards"]]
     for u in urls:
         if not Path(u).is_file():
-            raise FileNotFoundError(f"shard {u} listed in {folder / INDEX_NAME} is missing; run the same harness data "
-                                    "pack command again to write it")
+            raise FileNotFoundError(
+                f"shard {u} listed in {folder / INDEX_NAME} is missing; run the same harness data "
+                "pack command again to write it"
+            )
     return urls, [int(s["examples"]) for s in index["shards"]], index
 
 
@@ -232,19 +255,27 @@ def read_shards(src: Any, expected: "dict[str, tuple[Optional[int], Optional[str
                 for sample in group_by_keys(tar_file_expander([{"url": url, "stream": stream}])):
                     key = str(sample.get("__key__", ""))
                     if "/" in key or ".." in key:
-                        raise ValueError(f"shard {url} has a member named {quote(key, 80)!r}.*: member names with '/' "
-                                         "or '..' are refused (a shard's members are KEY.EXT, e.g. 000123.png); pack "
-                                         "the data again with harness data pack")
+                        raise ValueError(
+                            f"shard {url} has a member named {quote(key, 80)!r}.*: member names with '/' "
+                            "or '..' are refused (a shard's members are KEY.EXT, e.g. 000123.png); pack "
+                            "the data again with harness data pack"
+                        )
                     n += 1
                     labels.append(_label_set(sample))
                     yield sample
         except (tarfile.TarError, OSError, EOFError, zlib.error) as e:
-            raise ValueError(f"shard {url} cannot be read as a tar file ({type(e).__name__}): it is damaged or is "
-                             "not a shard; pack the data again with harness data pack") from None
+            raise ValueError(
+                f"shard {url} cannot be read as a tar file ({type(e).__name__}): it is damaged or is "
+                "not a shard; pack the data again with harness data pack"
+            ) from None
         count, digest = expected.get(url, (None, None))
         if count is not None and n != count:
-            raise ValueError(f"shard {url} holds {n} examples where its index says {count}: the shard or its index "
-                             "was changed after packing; pack the data again with harness data pack")
+            raise ValueError(
+                f"shard {url} holds {n} examples where its index says {count}: the shard or its index "
+                "was changed after packing; pack the data again with harness data pack"
+            )
         if digest is not None and None not in labels and labels_digest(labels) != digest:
-            raise ValueError(f"the labels of shard {url} do not match the labels_sha256 its index records: the shard "
-                             "or its index was changed after packing; pack the data again with harness data pack")
+            raise ValueError(
+                f"the labels of shard {url} do not match the labels_sha256 its index records: the shard "
+                "or its index was changed after packing; pack the data again with harness data pack"
+            )

@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any, Callable, Iterator, Optional, Sequence
 
 import numpy as np
@@ -48,9 +47,16 @@ import torch
 from harness.data.config import DataConfig
 from harness.data.loading import mix_seeds
 from harness.data.shard_index import (  # noqa: F401 (the index's names, read here and by the packer)
-    INDEX_FORMAT, INDEX_NAME, labels_digest, read_index, read_shards, shard_files, shard_name,
+    INDEX_FORMAT,
+    INDEX_NAME,
+    labels_digest,
+    read_index,
+    read_shards,
+    shard_files,
+    shard_name,
 )
 from harness.io import check_location, quote
+
 
 def _wds() -> Any:
     """The ``webdataset`` module, imported on first use (the ``shards`` extra: :func:`harness.extras.require`)."""
@@ -68,8 +74,9 @@ def _slots(n_shards: int, world_size: int, workers: int) -> "list[list[list[int]
     return [[list(range(n_shards))[r::world_size][w::workers] for w in range(workers)] for r in range(world_size)]
 
 
-def batch_limits(counts: Sequence[int], world_size: int, workers: int, batch_size: int,
-                 multiple: int = 1) -> "list[list[int]]":
+def batch_limits(
+    counts: Sequence[int], world_size: int, workers: int, batch_size: int, multiple: int = 1
+) -> "list[list[int]]":
     """Examples each (rank, worker) slot yields per epoch so that every rank makes the same number of whole batches.
 
     Each worker batches its own stream (``torch.utils.data.DataLoader`` with an iterable dataset), so a slot
@@ -83,14 +90,18 @@ def batch_limits(counts: Sequence[int], world_size: int, workers: int, batch_siz
     Raises:
         ValueError: some rank cannot make ``multiple`` whole batches.
     """
-    batches = [[sum(counts[i] for i in slot) // batch_size for slot in rank] for rank in
-               _slots(len(counts), world_size, workers)]
+    batches = [
+        [sum(counts[i] for i in slot) // batch_size for slot in rank]
+        for rank in _slots(len(counts), world_size, workers)
+    ]
     multiple = max(1, int(multiple))
     target = min(sum(b) for b in batches) // multiple * multiple
     if target == 0:
-        raise ValueError(f"with {len(counts)} shards of {sum(counts)} examples over {world_size} rank(s) x {workers} "
-                         f"worker(s), some rank cannot fill {multiple} batch(es) of {batch_size}: lower the batch "
-                         "size, the gradient accumulation steps or the number of workers, or pack smaller shards")
+        raise ValueError(
+            f"with {len(counts)} shards of {sum(counts)} examples over {world_size} rank(s) x {workers} "
+            f"worker(s), some rank cannot fill {multiple} batch(es) of {batch_size}: lower the batch "
+            "size, the gradient accumulation steps or the number of workers, or pack smaller shards"
+        )
     for b in batches:
         while sum(b) > target:
             b[int(np.argmax(b))] -= 1
@@ -120,8 +131,10 @@ def resume_point(per_worker: Sequence[int], n: int) -> "tuple[int, int]":
     """
     per_worker = [int(c) for c in per_worker]
     if not 0 <= n <= sum(per_worker):
-        raise ValueError(f"cannot skip {n} batches of an epoch of {sum(per_worker)}: the checkpoint does not match "
-                         "this data (resume with the pack, batch size, ranks and workers it was written with)")
+        raise ValueError(
+            f"cannot skip {n} batches of an epoch of {sum(per_worker)}: the checkpoint does not match "
+            "this data (resume with the pack, batch size, ranks and workers it was written with)"
+        )
     lo, hi = 0, max(per_worker, default=0)  # the largest number of whole rounds r with sum(min(c, r)) <= n
     while lo < hi:
         mid = (lo + hi + 1) // 2
@@ -178,12 +191,25 @@ class ShardDataset(torch.utils.data.IterableDataset):
             with ``/`` or ``..``, a shard that is not a tar file.
     """
 
-    def __init__(self, urls: Sequence[str], num_classes: int, multilabel: bool,
-                 counts: Optional[Sequence[int]] = None, transform: Optional[Callable] = None, seed: int = 0,
-                 shuffle: bool = True, shuffle_buffer: int = 1000, batch_size: Optional[int] = None,
-                 drop_last: bool = False, rank: Optional[int] = None, world_size: Optional[int] = None,
-                 num_workers: int = 0, class_names: Optional[Sequence[str]] = None, batch_multiple: int = 1,
-                 digests: Optional[Sequence[Optional[str]]] = None) -> None:
+    def __init__(
+        self,
+        urls: Sequence[str],
+        num_classes: int,
+        multilabel: bool,
+        counts: Optional[Sequence[int]] = None,
+        transform: Optional[Callable] = None,
+        seed: int = 0,
+        shuffle: bool = True,
+        shuffle_buffer: int = 1000,
+        batch_size: Optional[int] = None,
+        drop_last: bool = False,
+        rank: Optional[int] = None,
+        world_size: Optional[int] = None,
+        num_workers: int = 0,
+        class_names: Optional[Sequence[str]] = None,
+        batch_multiple: int = 1,
+        digests: Optional[Sequence[Optional[str]]] = None,
+    ) -> None:
         self.urls = [check_location(str(u), "shard") for u in urls]
         if not self.urls:
             raise ValueError("no shards to read: give at least one shard path or URL")
@@ -202,17 +228,26 @@ class ShardDataset(torch.utils.data.IterableDataset):
         self.workers = max(1, int(num_workers))
         slots = world_size * self.workers
         if len(self.urls) < slots:
-            raise ValueError(f"{len(self.urls)} shard(s) cannot be split across {world_size} rank(s) x {self.workers} "
-                             f"loader worker(s) = {slots} readers without some reading none: pack at least {slots} "
-                             "shards (a smaller --shard-size), or use fewer workers (data.num_workers)")
+            raise ValueError(
+                f"{len(self.urls)} shard(s) cannot be split across {world_size} rank(s) x {self.workers} "
+                f"loader worker(s) = {slots} readers without some reading none: pack at least {slots} "
+                "shards (a smaller --shard-size), or use fewer workers (data.num_workers)"
+            )
         self.num_classes, self.multilabel = int(num_classes), bool(multilabel)
         self.class_names = list(class_names) if class_names else [str(c) for c in range(self.num_classes)]
         self.counts = None if counts is None else [int(c) for c in counts]
         if digests is not None and len(digests) != len(self.urls):
             raise ValueError(f"{len(digests)} label digests for {len(self.urls)} shards: give one per shard (or None)")
-        self.expected = {u: (None if self.counts is None else self.counts[i], None if digests is None else digests[i])
-                         for i, u in enumerate(self.urls)}
-        self.transform, self.seed, self.shuffle, self.shuffle_buffer = transform, int(seed), shuffle, int(shuffle_buffer)
+        self.expected = {
+            u: (None if self.counts is None else self.counts[i], None if digests is None else digests[i])
+            for i, u in enumerate(self.urls)
+        }
+        self.transform, self.seed, self.shuffle, self.shuffle_buffer = (
+            transform,
+            int(seed),
+            shuffle,
+            int(shuffle_buffer),
+        )
         self.rank, self.world_size, self.epoch = int(rank), int(world_size), 0
         self.limits, self.batch_size, self.skip, self.discard = None, batch_size, [0] * self.workers, 0
         if drop_last:
@@ -249,15 +284,20 @@ class ShardDataset(torch.utils.data.IterableDataset):
             return sum(self.limits[self.rank])
         if self.counts is None:
             raise TypeError("the length of these shards is unknown: give their counts (index.json)")
-        return sum(self.counts[i] for w in range(self.workers)
-                   for i in _slots(len(self.urls), self.world_size, self.workers)[self.rank][w])
+        return sum(
+            self.counts[i]
+            for w in range(self.workers)
+            for i in _slots(len(self.urls), self.world_size, self.workers)[self.rank][w]
+        )
 
     def __iter__(self) -> Iterator["tuple[Any, Any, Any]"]:
         wds = _wds()
         _, _, worker, workers = wds.utils.pytorch_worker_info()
         if workers != self.workers:
-            raise ValueError(f"this shard dataset was built for {self.workers} loader worker(s) but runs in {workers}: "
-                             f"build it with num_workers={workers if workers > 1 else 0}")
+            raise ValueError(
+                f"this shard dataset was built for {self.workers} loader worker(s) but runs in {workers}: "
+                f"build it with num_workers={workers if workers > 1 else 0}"
+            )
         urls = self.slot(worker)
         positions = _slots(len(self.urls), self.world_size, self.workers)[self.rank][worker]
         rng = random.Random(mix_seeds(self.seed, self.epoch, self.rank, worker))
@@ -282,8 +322,9 @@ class ShardDataset(torch.utils.data.IterableDataset):
         limit = None if self.limits is None else self.limits[self.rank][worker]
         if limit is not None and skip >= limit:
             return  # this worker's batches of the epoch are all done
-        expected = limit if limit is not None else (None if self.counts is None else
-                                                    sum(self.counts[i] for i in positions))
+        expected = (
+            limit if limit is not None else (None if self.counts is None else sum(self.counts[i] for i in positions))
+        )
         pipeline, taken = iter(wds.DataPipeline(*stages)), 0
         while limit is None or dropped[0] + taken < limit:  # stop at the limit without decoding one more
             try:
@@ -294,9 +335,11 @@ class ShardDataset(torch.utils.data.IterableDataset):
             yield example
         seen = dropped[0] + taken  # examples of this worker's stream, the dropped ones included
         if expected is not None and seen != expected:
-            raise ValueError(f"rank {self.rank} worker {worker} read {seen} examples from {len(urls)} shard(s) "
-                             f"({', '.join(urls[:2])}...) where the index says {expected}: a shard is truncated or "
-                             "was replaced; pack the data again")
+            raise ValueError(
+                f"rank {self.rank} worker {worker} read {seen} examples from {len(urls)} shard(s) "
+                f"({', '.join(urls[:2])}...) where the index says {expected}: a shard is truncated or "
+                "was replaced; pack the data again"
+            )
 
     def _example(self, sample: dict) -> "tuple[Any, Any, Any]":
         key, url = sample.get("__key__", "?"), sample.get("__url__", "?")
@@ -305,24 +348,32 @@ class ShardDataset(torch.utils.data.IterableDataset):
             raise ValueError(f"example {key!r} of {url} has no image (.jpg or .png member); repack the data")
         label = sample.get("json") if "cls" not in sample else {"label": sample["cls"]}
         if not isinstance(label, dict) or not ("labels" in label or "label" in label):
-            raise ValueError(f"example {key!r} of {url} has no label: a .cls member, or .json with \"label\" or "
-                             "\"labels\"; repack the data")
+            raise ValueError(
+                f'example {key!r} of {url} has no label: a .cls member, or .json with "label" or '
+                '"labels"; repack the data'
+            )
         ids = [int(c) for c in (label["labels"] if "labels" in label else [label["label"]])]
         bad = [c for c in ids if not 0 <= c < self.num_classes]
         if bad:
-            raise ValueError(f"example {key!r} of {url} has label {bad[0]} outside [0, {self.num_classes}); repack "
-                             "the data or fix its index")
+            raise ValueError(
+                f"example {key!r} of {url} has label {bad[0]} outside [0, {self.num_classes}); repack "
+                "the data or fix its index"
+            )
         if self.multilabel:
             target: Any = np.zeros(self.num_classes, dtype=np.float32)
             target[ids] = 1.0
         elif len(ids) == 1:
             target = ids[0]
         else:
-            raise ValueError(f"example {key!r} of {url} has the label set {ids} in single-label shards; read them "
-                             "with multilabel=True")
+            raise ValueError(
+                f"example {key!r} of {url} has the label set {ids} in single-label shards; read them "
+                "with multilabel=True"
+            )
         if not key.isdigit():  # a row number lines the predictions up with the source (and batches as a tensor)
-            raise ValueError(f"example {quote(key, 80)!r} of {url}: its key is not a row number (a shard's members are "
-                             "ROW.EXT, e.g. 000123.png); pack the data with harness data pack")
+            raise ValueError(
+                f"example {quote(key, 80)!r} of {url}: its key is not a row number (a shard's members are "
+                "ROW.EXT, e.g. 000123.png); pack the data with harness data pack"
+            )
         index = int(key)
         if self.transform is None:
             return image, target, index
@@ -332,9 +383,16 @@ class ShardDataset(torch.utils.data.IterableDataset):
             return self.transform(image), target, index
 
 
-def shard_loader(cfg: DataConfig, split: str, train: bool, seed: int = 0, batch_size: Optional[int] = None,
-                 rank: Optional[int] = None, world_size: Optional[int] = None, batch_multiple: int = 1
-                 ) -> "tuple[ShardLoader, ShardDataset]":
+def shard_loader(
+    cfg: DataConfig,
+    split: str,
+    train: bool,
+    seed: int = 0,
+    batch_size: Optional[int] = None,
+    rank: Optional[int] = None,
+    world_size: Optional[int] = None,
+    batch_multiple: int = 1,
+) -> "tuple[ShardLoader, ShardDataset]":
     """The loader of one split of ``data.source=shards``: the transforms of :func:`harness.data.batched.make_loader`'s
     per-image path, ``cfg.num_workers`` workers, batches of ``(x [B, 3, S, S], target [B] or [B, K], index [B])``;
     targets are multi-hot ``[B, K]`` float32 when the index holds label sets or ``cfg.multilabel`` is set (single
@@ -354,8 +412,10 @@ def shard_loader(cfg: DataConfig, split: str, train: bool, seed: int = 0, batch_
     from harness.data.transforms import eval_transform, train_transform
 
     if cfg.limit_train or cfg.limit_eval:
-        raise ValueError("data.limit_train / data.limit_eval do not apply to shards: pack the examples you want "
-                         "(e.g. harness data pack SOURCE OUT limit_train=N)")
+        raise ValueError(
+            "data.limit_train / data.limit_eval do not apply to shards: pack the examples you want "
+            "(e.g. harness data pack SOURCE OUT limit_train=N)"
+        )
     urls, counts, index = shard_files(str(cfg.path or ""), split)
     k = len(index["class_names"])
     if cfg.num_classes and cfg.num_classes != k:
@@ -365,14 +425,33 @@ def shard_loader(cfg: DataConfig, split: str, train: bool, seed: int = 0, batch_
         transform = train_transform(cfg.image_size, cfg.crop_scale, cfg.hflip, cfg.crop_padding)
     else:
         transform = eval_transform(cfg.image_size, cfg.eval_resize)
-    ds = ShardDataset(urls, k, bool(index["multilabel"] or cfg.multilabel), counts, transform, seed, shuffle=train,
-                      shuffle_buffer=cfg.shuffle_buffer, batch_size=bs, drop_last=train, rank=rank,
-                      world_size=world_size, num_workers=cfg.num_workers, class_names=index["class_names"],
-                      batch_multiple=batch_multiple, digests=[s.get("labels_sha256") for s in index["shards"]])
-    loader = ShardLoader(ds, batch_size=bs, drop_last=train, num_workers=cfg.num_workers,
-                                         pin_memory=torch.cuda.is_available(),
-                                         # its own generator: starting an epoch draws nothing from the global RNG
-                                         generator=torch.Generator().manual_seed(seed))
+    ds = ShardDataset(
+        urls,
+        k,
+        bool(index["multilabel"] or cfg.multilabel),
+        counts,
+        transform,
+        seed,
+        shuffle=train,
+        shuffle_buffer=cfg.shuffle_buffer,
+        batch_size=bs,
+        drop_last=train,
+        rank=rank,
+        world_size=world_size,
+        num_workers=cfg.num_workers,
+        class_names=index["class_names"],
+        batch_multiple=batch_multiple,
+        digests=[s.get("labels_sha256") for s in index["shards"]],
+    )
+    loader = ShardLoader(
+        ds,
+        batch_size=bs,
+        drop_last=train,
+        num_workers=cfg.num_workers,
+        pin_memory=torch.cuda.is_available(),
+        # its own generator: starting an epoch draws nothing from the global RNG
+        generator=torch.Generator().manual_seed(seed),
+    )
     return loader, ds
 
 
@@ -412,11 +491,19 @@ class ShardSplit:
         """The same split with single labels read as one-label sets (multi-hot ``[K]`` targets, the sigmoid link)."""
         return replace(self, multilabel=True, description=f"{self.description}, one-hot")
 
-    def loader(self, train: bool, seed: int, rank: int = 0, world_size: int = 1, batch_multiple: int = 1
-               ) -> "tuple[ShardLoader, ShardDataset]":
+    def loader(
+        self, train: bool, seed: int, rank: int = 0, world_size: int = 1, batch_multiple: int = 1
+    ) -> "tuple[ShardLoader, ShardDataset]":
         """:func:`shard_loader` of this split for rank ``rank`` of ``world_size``."""
-        return shard_loader(replace(self.cfg, multilabel=self.multilabel), self.split, train, seed, rank=rank,
-                            world_size=world_size, batch_multiple=batch_multiple)
+        return shard_loader(
+            replace(self.cfg, multilabel=self.multilabel),
+            self.split,
+            train,
+            seed,
+            rank=rank,
+            world_size=world_size,
+            batch_multiple=batch_multiple,
+        )
 
 
 def shard_split(cfg: DataConfig, split: str) -> ShardSplit:
@@ -431,9 +518,15 @@ def shard_split(cfg: DataConfig, split: str) -> ShardSplit:
     urls, _, index = shard_files(str(cfg.path or ""), split)
     k = len(index["class_names"])
     if cfg.num_classes and cfg.num_classes != k:
-        raise ValueError(f"data.num_classes={cfg.num_classes} but the shards' index of {split!r} names {k} classes; "
-                         "unset it")
+        raise ValueError(
+            f"data.num_classes={cfg.num_classes} but the shards' index of {split!r} names {k} classes; unset it"
+        )
     where = urls[0].rsplit("/", 1)[0] if "/" in urls[0] else "."
     source = index.get("source", {}).get("description", "unknown source")
-    return ShardSplit(cfg, split, index, bool(index["multilabel"] or cfg.multilabel),
-                      f"{source}, packed as {len(urls)} shard(s) in {where}")
+    return ShardSplit(
+        cfg,
+        split,
+        index,
+        bool(index["multilabel"] or cfg.multilabel),
+        f"{source}, packed as {len(urls)} shard(s) in {where}",
+    )

@@ -45,12 +45,19 @@ def build_split(cfg: DataConfig, split: str) -> ImageDataset:
         FileNotFoundError: the data is not where the config says (the message names the setting).
     """
     if cfg.source in STREAM_SOURCES:
-        raise ValueError(f"data.source={cfg.source!r} is read as a stream, not by index: read it with "
-                         "harness.data.shards.shard_loader (or pack a source the harness reads by index)")
+        raise ValueError(
+            f"data.source={cfg.source!r} is read as a stream, not by index: read it with "
+            "harness.data.shards.shard_loader (or pack a source the harness reads by index)"
+        )
     if cfg.source not in SOURCES:
         raise ValueError(f"unknown data source {cfg.source!r}: use one of {', '.join(SOURCES)}")
-    reader = {"digits": _digits, "cifar10n": _cifar10n, "image_folder": _image_folder, "tfds": _tfds,
-              "manifest": _manifest}[cfg.source]
+    reader = {
+        "digits": _digits,
+        "cifar10n": _cifar10n,
+        "image_folder": _image_folder,
+        "tfds": _tfds,
+        "manifest": _manifest,
+    }[cfg.source]
     ds = reader(cfg, split)
     limit = cfg.limit_train if split == cfg.train_split else cfg.limit_eval
     return ds.head(limit) if limit and limit < len(ds) else ds
@@ -80,8 +87,12 @@ def _digits(cfg: DataConfig, split: str) -> ImageDataset:
     lo, hi = (int(round(f * len(order))) for f in DIGITS_SPLITS[split])
     idx = order[lo:hi]
     pixels = np.clip(d.images[idx] * (255.0 / 16.0), 0, 255).astype(np.uint8)
-    return ImageDataset(ArrayImages(pixels), d.target[idx].astype(np.int64),
-                        [str(c) for c in range(10)], f"scikit-learn digits, {split} split ({len(idx)} images 8x8)")
+    return ImageDataset(
+        ArrayImages(pixels),
+        d.target[idx].astype(np.int64),
+        [str(c) for c in range(10)],
+        f"scikit-learn digits, {split} split ({len(idx)} images 8x8)",
+    )
 
 
 # ---------------------------------------------------------------------------------------- cifar10n
@@ -136,17 +147,23 @@ def _cifar10n(cfg: DataConfig, split: str) -> ImageDataset:
             what = "multi-label: the set of the three annotators' labels"
         else:
             if cfg.label_set not in CIFAR10N_LABEL_SETS:
-                raise ValueError(f"unknown cifar10n label_set {cfg.label_set!r}: use one of "
-                                 f"{', '.join(CIFAR10N_LABEL_SETS)}")
+                raise ValueError(
+                    f"unknown cifar10n label_set {cfg.label_set!r}: use one of {', '.join(CIFAR10N_LABEL_SETS)}"
+                )
             key = {"random1": "random_label1", "random2": "random_label2", "random3": "random_label3"}.get(
-                cfg.label_set, f"{cfg.label_set}_label")
+                cfg.label_set, f"{cfg.label_set}_label"
+            )
             targets = labels[key].astype(np.int64)
             what = f"{cfg.label_set} labels ({(targets != labels['clean_label']).mean():.2%} differ from clean)"
         rows = cifar10n_rows(split)
         members = [members[i] for i in rows]
         targets = targets.take(rows) if isinstance(targets, LabelSets) else targets[rows]
-        return ImageDataset(_ZipImages(zpath, members), targets, classes,
-                            f"CIFAR-10N {split} ({len(rows)} of the 50,000 training images), {what}")
+        return ImageDataset(
+            _ZipImages(zpath, members),
+            targets,
+            classes,
+            f"CIFAR-10N {split} ({len(rows)} of the 50,000 training images), {what}",
+        )
     if split == "test":
         with zipfile.ZipFile(zpath) as z:
             names = sorted(n for n in z.namelist() if n.startswith("test/") and n.endswith(".jpg"))
@@ -185,8 +202,12 @@ def _image_folder(cfg: DataConfig, split: str) -> ImageDataset:
         raise FileNotFoundError(f"no split folder {str(root / split)!r}; expected <data.path>/<split>/<class>/...")
     folder = ImageFolder(str(root / split))
     paths = [p for p, _ in folder.samples]
-    return ImageDataset(FileImages(paths), np.asarray(folder.targets, dtype=np.int64), folder.classes,
-                        f"image folder {root / split} ({len(paths)} images)")
+    return ImageDataset(
+        FileImages(paths),
+        np.asarray(folder.targets, dtype=np.int64),
+        folder.classes,
+        f"image folder {root / split} ({len(paths)} images)",
+    )
 
 
 # -------------------------------------------------------------------------------------------- tfds
@@ -203,8 +224,13 @@ def _tfds_labels(tfds: Any, cfg: DataConfig, split: str, source: Any) -> np.ndar
     """All labels of a split, reading records without decoding their images where TFDS allows it."""
     try:
         with contextlib.redirect_stdout(io.StringIO()):  # TFDS prints a banner when TensorFlow is absent
-            fast = tfds.data_source(cfg.name, split=split, data_dir=cfg.path, download=False,
-                                    decoders={cfg.image_key: tfds.decode.SkipDecoding()})
+            fast = tfds.data_source(
+                cfg.name,
+                split=split,
+                data_dir=cfg.path,
+                download=False,
+                decoders={cfg.image_key: tfds.decode.SkipDecoding()},
+            )
             return np.asarray([fast[i][cfg.label_key] for i in range(len(fast))], dtype=np.int64).reshape(-1)
     except Exception:  # SkipDecoding is not available everywhere (TFDS mocks need TensorFlow for it)
         return np.asarray([source[i][cfg.label_key] for i in range(len(source))], dtype=np.int64).reshape(-1)
@@ -225,14 +251,19 @@ def _tfds(cfg: DataConfig, split: str) -> ImageDataset:
         raise FileNotFoundError(
             f"TFDS dataset {cfg.name!r} split {split!r} is not prepared under data_dir {cfg.path!r} ({e}); "
             "prepare it with `pip install -e .[prepare]` and tfds.builder(name, data_dir=...).download_and_prepare("
-            "file_format='array_record')") from e
+            "file_format='array_record')"
+        ) from e
     feature = source.dataset_info.features[cfg.label_key]
     names = list(getattr(feature, "names", []) or [])
     labels = _tfds_labels(tfds, cfg, split, source)
     k = cfg.num_classes or len(names) or int(labels.max()) + 1
     names = names or [str(c) for c in range(k)]
-    return ImageDataset(_TfdsImages(source, cfg.image_key), labels.astype(np.int64), names,
-                        f"TFDS {cfg.name} {split} ({len(labels)} examples)")
+    return ImageDataset(
+        _TfdsImages(source, cfg.image_key),
+        labels.astype(np.int64),
+        names,
+        f"TFDS {cfg.name} {split} ({len(labels)} examples)",
+    )
 
 
 # ---------------------------------------------------------------------------------------- manifest
@@ -253,8 +284,7 @@ def _manifest_rows(root: Path, split: str) -> "Iterator[tuple[int, str, list[int
                         rec = json.loads(line)
                         yield n, str(rec["path"]), [int(v) for v in rec["labels"]]
                     except (ValueError, KeyError, TypeError) as e:
-                        raise ValueError(f"{jsonl} line {n}: expected {{\"path\": ..., \"labels\": [ids]}} "
-                                         f"({e})") from e
+                        raise ValueError(f'{jsonl} line {n}: expected {{"path": ..., "labels": [ids]}} ({e})') from e
     elif csv_file.is_file():
         with open(csv_file, newline="", encoding="utf-8") as f:
             for n, rec in enumerate(csv.reader(f), 1):
@@ -303,9 +333,11 @@ def _manifest(cfg: DataConfig, split: str) -> ImageDataset:
         if not cfg.allow_outside_root:
             real = resolve(path)
             if real != inside and not real.startswith(inside.rstrip(os.sep) + os.sep):
-                raise ValueError(f"{root / split}: image path {path!r} (entry {entry}) lies outside the manifest "
-                                 f"folder {str(root)!r}; move the images under it, or set data.allow_outside_root=true "
-                                 "if the list is yours and meant to point elsewhere")
+                raise ValueError(
+                    f"{root / split}: image path {path!r} (entry {entry}) lies outside the manifest "
+                    f"folder {str(root)!r}; move the images under it, or set data.allow_outside_root=true "
+                    "if the list is yours and meant to point elsewhere"
+                )
         data += path.encode()
         ends.append(len(data))
         ids.extend(labels)
@@ -316,8 +348,13 @@ def _manifest(cfg: DataConfig, split: str) -> ImageDataset:
     # numpy views of the buffers (no copy)
     flat = np.frombuffer(ids, dtype=np.int64) if len(ids) else np.zeros(0, dtype=np.int64)
     k = cfg.num_classes or len(names) or (int(flat.max()) + 1 if len(flat) else 0)
-    paths = Strings(np.frombuffer(data, dtype=np.uint8) if data else np.zeros(0, np.uint8),
-                    np.frombuffer(ends, dtype=np.int64))
+    paths = Strings(
+        np.frombuffer(data, dtype=np.uint8) if data else np.zeros(0, np.uint8), np.frombuffer(ends, dtype=np.int64)
+    )
     labels = LabelSets(flat, np.cumsum(np.frombuffer(sizes, dtype=np.int64)))
-    return ImageDataset(FileImages(paths, root), labels, names or [str(c) for c in range(k)],
-                        f"manifest {root} {split} ({n} images, {k} classes)")
+    return ImageDataset(
+        FileImages(paths, root),
+        labels,
+        names or [str(c) for c in range(k)],
+        f"manifest {root} {split} ({n} images, {k} classes)",
+    )

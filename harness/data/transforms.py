@@ -8,13 +8,19 @@ from typing import Optional
 import torch
 from torchvision.transforms import v2
 
+#: the mean and std (per channel, of [0, 1] pixels) of the harness's own loaders: pixels map to [-1, 1]
+HARNESS_NORMALISATION = (0.5, 0.5, 0.5)
+
 
 def _to_unit_range() -> "list":
-    return [v2.ToImage(), v2.ToDtype(torch.float32, scale=True), v2.Normalize([0.5] * 3, [0.5] * 3)]
+    return [
+        v2.ToImage(),
+        v2.ToDtype(torch.float32, scale=True),
+        v2.Normalize(list(HARNESS_NORMALISATION), list(HARNESS_NORMALISATION)),
+    ]
 
 
-def train_transform(image_size: int, crop_scale: float = 0.08, hflip: bool = True, crop_padding: int = 0
-                    ) -> v2.Compose:
+def train_transform(image_size: int, crop_scale: float = 0.08, hflip: bool = True, crop_padding: int = 0) -> v2.Compose:
     """RandomResizedCrop(image_size, scale=(crop_scale, 1)) [+ horizontal flip] -> float [-1, 1] ``[3, S, S]``.
 
     ``crop_scale`` = 0.08 is the inception crop; raise it for small images (e.g. 0.35 at 32 px) and

@@ -14,12 +14,31 @@ other seeds are trained at it. The evaluation split is never used to choose anyt
 """
 
 from harness.experiment.config import (
-    EXPERIMENTS, BudgetSection, ConditionSection, DownstreamSection, Experiment, FrontierSection, MultilabelSection,
-    find_experiment, load_experiment,
+    EXPERIMENTS,
+    BudgetSection,
+    ConditionSection,
+    DownstreamSection,
+    Experiment,
+    FrontierSection,
+    MultilabelSection,
+    find_experiment,
+    load_experiment,
 )
 from harness.experiment.plan import validate_experiment
 from harness.experiment.stages import records_dir, run_experiment, sync_records
 
-__all__ = ["EXPERIMENTS", "BudgetSection", "ConditionSection", "DownstreamSection", "Experiment", "FrontierSection",
-           "MultilabelSection", "find_experiment", "load_experiment", "validate_experiment", "records_dir",
-           "run_experiment", "sync_records"]
+__all__ = [
+    "EXPERIMENTS",
+    "BudgetSection",
+    "ConditionSection",
+    "DownstreamSection",
+    "Experiment",
+    "FrontierSection",
+    "MultilabelSection",
+    "find_experiment",
+    "load_experiment",
+    "validate_experiment",
+    "records_dir",
+    "run_experiment",
+    "sync_records",
+]

@@ -148,7 +148,7 @@ class TransferSection:
         primary: the methods of the primary family (each against ``reference``).
         secondary: further comparisons, method -> its reference (e.g. ``het_e30: hom_e30``), in the secondary family.
         data: the CIFAR-10N folder the tasks are built from; ``task_seed``, ``test_size``, ``sizes`` (train800, val200):
-            their draw (:func:`harness.tasks_cifar.build_cifar_tasks`).
+            their draw (:func:`harness.tasks.cifar.build_cifar_tasks`).
         ood: built-in tasks of the out-of-domain group (the digits DEMO tasks).
         preset, settings: the downstream recipe (:data:`harness.downstream.config.PRESETS` and overrides).
     """

@@ -12,7 +12,7 @@ from harness.experiment.plan import _derived, _first_wave, _Plan
 def _second_wave(plan: _Plan, methods: dict, seeds: list) -> "list[tuple[str, int]]":
     """(method, seed) of the runs :func:`harness.experiment.plan._choose_temperatures` adds once each grid
     method's τ is chosen: every seed when the grid runs had their own schedule, else all but the first."""
-    return [(m, seed) for m in methods if m in plan.grid for seed in seeds[0 if plan.grid_overrides else 1:]]
+    return [(m, seed) for m in methods if m in plan.grid for seed in seeds[0 if plan.grid_overrides else 1 :]]
 
 
 def planned_jobs(exp: Experiment, plans: "dict[str, _Plan]") -> int:
@@ -33,16 +33,24 @@ def planned_jobs(exp: Experiment, plans: "dict[str, _Plan]") -> int:
     main = plans["main"]
     second = _second_wave(main, exp.methods, exp.seeds)
     jobs = len(_first_wave(main, exp.methods, exp.seeds)) + len(second)
-    trial = replace(main, configs=dict(main.configs), chosen={**main.chosen, **{m: min(g) for m, g in main.grid.items()
-                                                                               if g}})
+    trial = replace(
+        main, configs=dict(main.configs), chosen={**main.chosen, **{m: min(g) for m, g in main.grid.items() if g}}
+    )
     for m, seed in second:
         folder = trial.folder(m, trial.chosen[m], seed)
         trial.configs.setdefault(folder, trial.final(m, seed, folder))
     study = set(trial.configs)
-    more = {_derived(trial, m, f"budget_{m}_e{int(e)}", [f"train.epochs={int(e)}", f"train.eval_every={int(e)}"])
-            for m in exp.budget.methods for e in exp.budget.epochs}
-    more |= {_derived(trial, m, f"{name}_{m}_s{sd}", list(c.upstream_overrides), sd)
-             for name, c in exp.conditions.items() for m in c.methods for sd in c.seeds}
+    more = {
+        _derived(trial, m, f"budget_{m}_e{int(e)}", [f"train.epochs={int(e)}", f"train.eval_every={int(e)}"])
+        for m in exp.budget.methods
+        for e in exp.budget.epochs
+    }
+    more |= {
+        _derived(trial, m, f"{name}_{m}_s{sd}", list(c.upstream_overrides), sd)
+        for name, c in exp.conditions.items()
+        for m in c.methods
+        for sd in c.seeds
+    }
     jobs += len(more - study)
     ml = plans.get("multilabel")
     if ml is not None:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from harness.experiment.config import Experiment, _noisy, _upstream_config_path
-
+from harness.heads.variants import has_factors
 
 #: the most processes ``workers`` may start (each trains with cores / workers threads; more only queue)
 MAX_WORKERS = 256
@@ -65,8 +65,16 @@ class _Plan:
         return self.make(method, head, seed, folder, [*own, *extra])
 
 
-def _plan(exp: Experiment, root: Path, prefix: str, methods: dict, seeds: list, grid: list, overrides: list,
-          grid_overrides: "list[str]" = ()) -> _Plan:
+def _plan(
+    exp: Experiment,
+    root: Path,
+    prefix: str,
+    methods: dict,
+    seeds: list,
+    grid: list,
+    overrides: list,
+    grid_overrides: "list[str]" = (),
+) -> _Plan:
     """Every config of a study, validated (nothing is run or written)."""
     from harness.config import load_config
     from harness.io import path_under
@@ -76,17 +84,33 @@ def _plan(exp: Experiment, root: Path, prefix: str, methods: dict, seeds: list, 
     own = {m: list(h.get("overrides", [])) for m, h in methods.items()}  # a method's own training settings
     tunes = {m: _tune(m, h, grid) for m, h in methods.items() if h.get("tune") is not None}
     methods = {m: {k: v for k, v in h.items() if k not in ("overrides", "tune")} for m, h in methods.items()}
-    plan = _Plan(heads={m: dict(h) for m, h in methods.items()}, seeds=list(seeds), grid_overrides=list(grid_overrides),
-                 tuned={m: key for m, (key, _) in tunes.items()})
+    plan = _Plan(
+        heads={m: dict(h) for m, h in methods.items()},
+        seeds=list(seeds),
+        grid_overrides=list(grid_overrides),
+        tuned={m: key for m, (key, _) in tunes.items()},
+    )
 
     def config(method: str, head: dict, seed: int, folder: str, extra: "list[str]" = ()) -> Any:
-        cfg = load_config(UpstreamConfig, base, [*exp.upstream_overrides, *overrides, *own.get(method, []), *extra,
-                                                 f"name={exp.name}_{prefix}{folder}", f"seed={seed}",
-                                                 f"output_dir={path_under(root, 'upstream', prefix + folder)}"])
+        cfg = load_config(
+            UpstreamConfig,
+            base,
+            [
+                *exp.upstream_overrides,
+                *overrides,
+                *own.get(method, []),
+                *extra,
+                f"name={exp.name}_{prefix}{folder}",
+                f"seed={seed}",
+                f"output_dir={path_under(root, 'upstream', prefix + folder)}",
+            ],
+        )
         given = _head_overrides([*exp.upstream_overrides, *overrides, *own.get(method, []), *extra])
         if "temperature" in given and grid and _noisy(methods[method]):
-            raise ValueError(f"method {method!r}: model.head.temperature={given['temperature']} in the overrides would "
-                             "replace the τ the temperature_grid chooses: drop one of them")
+            raise ValueError(
+                f"method {method!r}: model.head.temperature={given['temperature']} in the overrides would "
+                "replace the τ the temperature_grid chooses: drop one of them"
+            )
         cfg.model.head = {**head, **given}  # the method's head, with the head keys of the overrides over it
         try:
             validate(cfg)
@@ -94,8 +118,10 @@ def _plan(exp: Experiment, root: Path, prefix: str, methods: dict, seeds: list, 
             raise ValueError(f"method {method!r}: {e}") from e
         if cfg.data.heldout_split is None and (grid and _noisy(head) or method in tunes):
             what = "tune" if method in tunes else "temperature_grid"
-            raise ValueError(f"{what} needs a held-out split to choose on: set data.heldout_split in {base.name} or "
-                             "upstream_overrides")
+            raise ValueError(
+                f"{what} needs a held-out split to choose on: set data.heldout_split in {base.name} or "
+                "upstream_overrides"
+            )
         return cfg
 
     plan.make = config
@@ -122,8 +148,10 @@ def check_grid_values(values: "list[float]", key: str) -> None:
     for v in values:
         name = f"{float(v):g}"
         if name in seen:
-            raise ValueError(f"{key}: {seen[name]!r} and {v!r} name the same run folder ({name}), so one would never be "
-                             "trained: give values that differ in their first 6 significant digits")
+            raise ValueError(
+                f"{key}: {seen[name]!r} and {v!r} name the same run folder ({name}), so one would never be "
+                "trained: give values that differ in their first 6 significant digits"
+            )
         seen[name] = float(v)
 
 
@@ -136,18 +164,27 @@ def _tune(method: str, head: dict, grid: list) -> "tuple[str, list[float]]":
     if not isinstance(tune, dict) or set(tune) != {"key", "values"}:
         raise ValueError(f"method {method!r}: tune takes a key and its values, {example}")
     key, values = str(tune["key"]), tune["values"]
-    if not isinstance(values, (list, tuple)) or not values or any(
-            isinstance(v, bool) or not isinstance(v, (int, float)) for v in values) or len(set(values)) != len(values):
+    if (
+        not isinstance(values, (list, tuple))
+        or not values
+        or any(isinstance(v, bool) or not isinstance(v, (int, float)) for v in values)
+        or len(set(values)) != len(values)
+    ):
         raise ValueError(f"method {method!r}: tune.values must be distinct numbers, {example}")
     if not re.fullmatch(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)+", key):
-        raise ValueError(f"method {method!r}: tune.key {quote(key, 60)} is not a config setting (dotted names such as "
-                         "train.label_smoothing; it also names the run folders)")
+        raise ValueError(
+            f"method {method!r}: tune.key {quote(key, 60)} is not a config setting (dotted names such as "
+            "train.label_smoothing; it also names the run folders)"
+        )
     if key == "model.head" or key.startswith("model.head."):
-        raise ValueError(f"method {method!r}: tune.key {key!r} is a head option; a head's τ is tuned by "
-                         "temperature_grid and tune takes a training setting such as train.label_smoothing")
+        raise ValueError(
+            f"method {method!r}: tune.key {key!r} is a head option; a head's τ is tuned by "
+            "temperature_grid and tune takes a training setting such as train.label_smoothing"
+        )
     if grid and _noisy(head):
-        raise ValueError(f"method {method!r} has noise, so temperature_grid tunes its τ: one grid per method, "
-                         "drop its tune")
+        raise ValueError(
+            f"method {method!r} has noise, so temperature_grid tunes its τ: one grid per method, drop its tune"
+        )
     check_grid_values(values, f"method {method!r}: tune.values")
     return key, [float(v) for v in values]
 
@@ -158,8 +195,11 @@ def _head_overrides(overrides: "list[str]") -> dict:
     sets each run's head from its method, so these are put over it (they would otherwise be lost)."""
     from omegaconf import OmegaConf
 
-    picked = [o for o in overrides if o.split("=", 1)[0].strip() == "model.head"
-              or o.split("=", 1)[0].strip().startswith("model.head.")]
+    picked = [
+        o
+        for o in overrides
+        if o.split("=", 1)[0].strip() == "model.head" or o.split("=", 1)[0].strip().startswith("model.head.")
+    ]
     if not picked:
         return {}
     merged = OmegaConf.merge(*(OmegaConf.from_dotlist([o]) for o in picked))
@@ -199,8 +239,10 @@ def validate_experiment(exp: Experiment) -> "dict[str, _Plan]":
     from harness.io import check_location, check_writable, path_under, quote
 
     if exp.transfer is not None:
-        raise ValueError(f"experiment {exp.name!r} is a transfer study of committed models (its `transfer:` section): "
-                         "run it with `harness run` or harness.experiment.transfer.run_transfer")
+        raise ValueError(
+            f"experiment {exp.name!r} is a transfer study of committed models (its `transfer:` section): "
+            "run it with `harness run` or harness.experiment.transfer.run_transfer"
+        )
 
     for key in ("runs_root", "results_root", "upstream_config"):
         check_location(getattr(exp, key), key)
@@ -212,13 +254,16 @@ def validate_experiment(exp: Experiment) -> "dict[str, _Plan]":
         raise ValueError("seeds is empty: give at least one seed, e.g. seeds: [0]")
     all_seeds = [*exp.seeds, *exp.multilabel.seeds, *(s for c in exp.conditions.values() for s in c.seeds)]
     if any(int(seed) != seed or not 0 <= seed < 2**32 for seed in all_seeds):
-        raise ValueError(f"seeds must be whole numbers in [0, 2**32 - 1] (numpy's seed range), got "
-                         f"{quote(str(all_seeds), 120)}")
+        raise ValueError(
+            f"seeds must be whole numbers in [0, 2**32 - 1] (numpy's seed range), got {quote(str(all_seeds), 120)}"
+        )
     if len(set(exp.seeds)) != len(exp.seeds):
         raise ValueError(f"seeds {exp.seeds} repeat a seed: give distinct seeds")
     if not 1 <= exp.workers <= MAX_WORKERS:
-        raise ValueError(f"workers must be between 1 and {MAX_WORKERS} (one process each, {os.cpu_count()} CPU core(s) "
-                         f"here), got {quote(str(exp.workers), 40)}")
+        raise ValueError(
+            f"workers must be between 1 and {MAX_WORKERS} (one process each, {os.cpu_count()} CPU core(s) "
+            f"here), got {quote(str(exp.workers), 40)}"
+        )
     unknown = [m for m in exp.evaluate_methods if m not in exp.methods]
     if unknown:
         raise ValueError(f"evaluate_methods {', '.join(unknown)} not among the methods {', '.join(exp.methods)}")
@@ -230,20 +275,26 @@ def validate_experiment(exp: Experiment) -> "dict[str, _Plan]":
     check_grid_values(exp.temperature_grid, "temperature_grid")
     check_grid_values(exp.multilabel.temperature_grid, "multilabel.temperature_grid")
     if exp.grid_overrides and not exp.temperature_grid and not any(h.get("tune") for h in exp.methods.values()):
-        raise ValueError("grid_overrides without a temperature_grid (or a method's tune) have nothing to apply to: "
-                         "drop them or add a grid")
+        raise ValueError(
+            "grid_overrides without a temperature_grid (or a method's tune) have nothing to apply to: "
+            "drop them or add a grid"
+        )
     if exp.grid_extensions < 0:
         raise ValueError(f"grid_extensions must be >= 0, got {exp.grid_extensions}")
-    for section, names in (("budget", exp.budget.methods), ("frontier", exp.frontier.names() if exp.frontier.schedules
-                                                             else [])):
+    for section, names in (
+        ("budget", exp.budget.methods),
+        ("frontier", exp.frontier.names() if exp.frontier.schedules else []),
+    ):
         unknown = [m for m in names if m not in exp.methods]
         if unknown:
             raise ValueError(f"{section} method(s) {', '.join(unknown)} not among the methods {', '.join(exp.methods)}")
     for cname, cond in exp.conditions.items():
         unknown = [m for m in cond.methods if m not in exp.methods]
         if unknown or not cond.methods or not cond.seeds:
-            raise ValueError(f"condition {cname!r}: methods must be some of {', '.join(exp.methods)} and seeds non-empty "
-                             f"(got methods {cond.methods}, seeds {cond.seeds})")
+            raise ValueError(
+                f"condition {cname!r}: methods must be some of {', '.join(exp.methods)} and seeds non-empty "
+                f"(got methods {cond.methods}, seeds {cond.seeds})"
+            )
     if exp.budget.methods and (not exp.budget.epochs or any(int(e) != e or e < 1 for e in exp.budget.epochs)):
         raise ValueError(f"budget.epochs must be a non-empty list of whole numbers >= 1, got {exp.budget.epochs}")
     root = path_under(exp.runs_root, exp.name)
@@ -253,8 +304,10 @@ def validate_experiment(exp: Experiment) -> "dict[str, _Plan]":
 
         cfgs = list(plans["main"].configs.values())
         if any(cfg.model.head.get("link", "softmax") != "softmax" for cfg in cfgs):
-            raise ValueError("shift: the main study's methods must use the softmax link (shift evaluation covers "
-                             "single-label models); drop the shift section or the sigmoid method")
+            raise ValueError(
+                "shift: the main study's methods must use the softmax link (shift evaluation covers "
+                "single-label models); drop the shift section or the sigmoid method"
+            )
         try:
             check_settings(exp.shift, cfgs[0].data)
         except ValueError as e:
@@ -263,12 +316,14 @@ def validate_experiment(exp: Experiment) -> "dict[str, _Plan]":
     if ml.methods:
         if not ml.seeds:
             raise ValueError("multilabel.seeds is empty: give at least one seed")
-        plans["multilabel"] = _plan(exp, root, "multilabel_", ml.methods, ml.seeds, ml.temperature_grid,
-                                    ml.upstream_overrides)
+        plans["multilabel"] = _plan(
+            exp, root, "multilabel_", ml.methods, ml.seeds, ml.temperature_grid, ml.upstream_overrides
+        )
         for folder, cfg in plans["multilabel"].configs.items():
             if cfg.model.head.get("link") != "sigmoid":
-                raise ValueError(f"multilabel study run {folder}: set link: sigmoid in its head (label sets need "
-                                 "the sigmoid link)")
+                raise ValueError(
+                    f"multilabel study run {folder}: set link: sigmoid in its head (label sets need the sigmoid link)"
+                )
     fr = exp.frontier
     if fr.schedules:  # checked here; built at the chosen τ once it is known (frontier_plan)
         for overrides in fr.schedules.values():
@@ -276,10 +331,17 @@ def validate_experiment(exp: Experiment) -> "dict[str, _Plan]":
                 plans["main"].make(method, plans["main"].heads[method], exp.seeds[0], "check", list(overrides))
     for cond in exp.conditions.values():
         for method in cond.methods:
-            plans["main"].make(method, plans["main"].heads[method], cond.seeds[0], "check", list(cond.upstream_overrides))
+            plans["main"].make(
+                method, plans["main"].heads[method], cond.seeds[0], "check", list(cond.upstream_overrides)
+            )
     for e in exp.budget.epochs if exp.budget.methods else []:
-        plans["main"].make(exp.budget.methods[0], plans["main"].heads[exp.budget.methods[0]], exp.seeds[0], "check",
-                           [f"train.epochs={e}", f"train.eval_every={e}"])
+        plans["main"].make(
+            exp.budget.methods[0],
+            plans["main"].heads[exp.budget.methods[0]],
+            exp.seeds[0],
+            "check",
+            [f"train.epochs={e}", f"train.eval_every={e}"],
+        )
     _check_classes(plans)
     _check_downstream(exp, PRESETS, SweepSettings)
     for what, folder in (("runs_root", exp.runs_root), ("results_root", exp.results_root)):
@@ -295,8 +357,11 @@ def _check_names(exp: Experiment) -> None:
     from harness.io import check_name
 
     check_name(exp.name, "experiment name")
-    for section, names in (("method", exp.methods), ("multilabel method", exp.multilabel.methods),
-                           ("condition", exp.conditions)):
+    for section, names in (
+        ("method", exp.methods),
+        ("multilabel method", exp.multilabel.methods),
+        ("condition", exp.conditions),
+    ):
         for n in names:
             check_name(n, f"{section} name")
     for name, cond in exp.conditions.items():
@@ -316,21 +381,30 @@ def _check_classes(plans: "dict[str, _Plan]") -> None:
         k = len(build_split(first.data, first.data.eval_split).class_names)
         for folder, cfg in plan.configs.items():
             if cfg.model.num_classes and cfg.model.num_classes != k:
-                raise ValueError(f"run {folder}: model.num_classes={cfg.model.num_classes} but the data has {k} "
-                                 "classes; leave model.num_classes unset")
+                raise ValueError(
+                    f"run {folder}: model.num_classes={cfg.model.num_classes} but the data has {k} "
+                    "classes; leave model.num_classes unset"
+                )
             head = cfg.model.head
             r = head.get("num_factors")
-            if (r is not None and head.get("covariance", "low_rank") in ("low_rank", "parameter_efficient")
-                    and head.get("noise_space", "logits") == "logits" and int(r) > k):
-                raise ValueError(f"run {folder}: model.head.num_factors={r} exceeds the {k} classes of the data "
-                                 f"(noise on the logits has rank at most K): use num_factors <= {k}")
+            if (
+                r is not None
+                and has_factors(head.get("covariance", "low_rank"))
+                and head.get("noise_space", "logits") == "logits"
+                and int(r) > k
+            ):
+                raise ValueError(
+                    f"run {folder}: model.head.num_factors={r} exceeds the {k} classes of the data "
+                    f"(noise on the logits has rank at most K): use num_factors <= {k}"
+                )
 
 
 def _check_downstream(exp: Experiment, presets: dict, settings_type: Any) -> None:
     """The downstream settings, device, task names and all four splits of every task (their data)."""
     if not exp.downstream.tasks:
         return
-    from harness.downstream.sweep import check_device, check_tasks, expand_tasks
+    from harness.tasks.taskset import check_tasks, expand_tasks
+    from harness.training.precision import check_device
 
     if exp.downstream.preset not in presets:
         raise ValueError(f"unknown downstream.preset {exp.downstream.preset!r}: use one of {', '.join(presets)}")
@@ -347,8 +421,11 @@ def _check_downstream(exp: Experiment, presets: dict, settings_type: Any) -> Non
 
 def _first_wave(plan: _Plan, methods: dict, seeds: list) -> "list[str]":
     """Runs that need no choice: every seed of the methods without a grid, every τ of the grids."""
-    return [f for m in methods for f in (list(plan.grid[m].values()) if m in plan.grid else
-                                           [f"{m}_s{seed}" for seed in seeds])]
+    return [
+        f
+        for m in methods
+        for f in (list(plan.grid[m].values()) if m in plan.grid else [f"{m}_s{seed}" for seed in seeds])
+    ]
 
 
 def _heldout(plan: _Plan, method: str) -> "tuple[dict[float, dict], str]":
@@ -394,10 +471,19 @@ def _choose_temperatures(plan: _Plan, methods: dict, seeds: list) -> "tuple[list
         held, key = _heldout(plan, method)
         best = _best_tau(plan, method, (held, key))
         for tau in sorted(plan.grid[method]):
-            rows.append({"method": method, "parameter": plan.parameter(method), "value": tau, "heldout": held[tau],
-                         "chosen": tau == best, "run": plan.configs[plan.grid[method][tau]].output_dir, "key": key})
+            rows.append(
+                {
+                    "method": method,
+                    "parameter": plan.parameter(method),
+                    "value": tau,
+                    "heldout": held[tau],
+                    "chosen": tau == best,
+                    "run": plan.configs[plan.grid[method][tau]].output_dir,
+                    "key": key,
+                }
+            )
         plan.chosen[method] = best
-        for seed in seeds[0 if plan.grid_overrides else 1:]:
+        for seed in seeds[0 if plan.grid_overrides else 1 :]:
             folder = plan.folder(method, best, seed)
             if folder not in plan.configs:
                 plan.configs[folder] = plan.final(method, seed, folder)
@@ -412,8 +498,9 @@ def _study_runs(plan: _Plan, methods: dict, seeds: list) -> "dict[str, list[Path
         if m in plan.grid:
             best = plan.chosen[m]
             own = plan.grid_overrides
-            folders = ([] if own else [plan.grid[m][best]]) + [plan.folder(m, best, seed)
-                                                               for seed in seeds[0 if own else 1:]]
+            folders = ([] if own else [plan.grid[m][best]]) + [
+                plan.folder(m, best, seed) for seed in seeds[0 if own else 1 :]
+            ]
         else:
             folders = [f"{m}_s{seed}" for seed in seeds]
         runs[m] = [Path(plan.configs[f].output_dir) for f in folders]

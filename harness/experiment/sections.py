@@ -24,8 +24,14 @@ def _merge(into: dict, part: dict) -> dict:
     return into
 
 
-def time_section(times: "dict[str, dict[str, float]]", grids: "dict[str, list[dict]]", stages: "dict[str, float]",
-                 elapsed: float, sessions: int, workers: int) -> dict:
+def time_section(
+    times: "dict[str, dict[str, float]]",
+    grids: "dict[str, list[dict]]",
+    stages: "dict[str, float]",
+    elapsed: float,
+    sessions: int,
+    workers: int,
+) -> dict:
     """Wall time: the experiment's elapsed minutes over all its sessions (without the frontier runs),
     and per stage: each study's upstream runs (each run's own total over its sessions, from its
     metrics.json), of which the τ-grid runs not kept, then ensembles and downstream (this session)."""
@@ -37,28 +43,58 @@ def time_section(times: "dict[str, dict[str, float]]", grids: "dict[str, list[di
         if not per or study not in labels:
             continue
         dropped = sum(per.get(Path(r["run"]).name, 0.0) for r in grids.get(study, []) if not r["chosen"])
-        rows.append([f"{labels[study]}: {len(per)} runs", f"{sum(per.values()) / 60:.1f}",
-                     f"of which {dropped / 60:.1f} in τ-grid runs not kept" if dropped else ""])
+        rows.append(
+            [
+                f"{labels[study]}: {len(per)} runs",
+                f"{sum(per.values()) / 60:.1f}",
+                f"of which {dropped / 60:.1f} in τ-grid runs not kept" if dropped else "",
+            ]
+        )
         total += sum(per.values())
     for k, v in stages.items():
         rows.append([k, f"{v / 60:.1f}", "this session" + (": its jobs' own time, summed" if k != "ensembles" else "")])
         total += v
     m = machine()
     rows.append(["sum of the above", f"{total / 60:.1f}", f"{workers} job(s) at a time"])
-    rows.append(["elapsed, start to report (the experiment's wall time)", f"{elapsed:.1f}",
-                 f"{sessions} session(s); {m.get('cpu')}, {m.get('cores')} cores"])
+    rows.append(
+        [
+            "elapsed, start to report (the experiment's wall time)",
+            f"{elapsed:.1f}",
+            f"{sessions} session(s); {m.get('cpu')}, {m.get('cores')} cores",
+        ]
+    )
     if times.get("frontier"):
-        rows.append([f"frontier: {len(times['frontier'])} runs (diagnostic, not in the total)",
-                     f"{sum(times['frontier'].values()) / 60:.1f}", ""])
-    return {"tables": [("Wall time per stage (minutes; upstream runs: each run's own time, summed over its sessions; "
-                        "shift and downstream: their jobs' own time; jobs run side by side and overlap, so the sum "
-                        "exceeds the elapsed time)",
-                        ["stage", "minutes", "note"], rows)],
-            "text": [f"Wall time: {elapsed:.1f} minutes from start to report ({sessions} session(s), {workers} "
-                     f"job(s) at a time) on {m.get('cpu')} with {m.get('cores')} cores, frontier runs excluded."],
-            "json": {"wall_minutes": {"elapsed": elapsed, "sessions": sessions, "sum_of_stages": total / 60,
-                                      "runs": {s: {k: v / 60 for k, v in per.items()} for s, per in times.items()},
-                                      "stages": {k: v / 60 for k, v in stages.items()}}}}
+        rows.append(
+            [
+                f"frontier: {len(times['frontier'])} runs (diagnostic, not in the total)",
+                f"{sum(times['frontier'].values()) / 60:.1f}",
+                "",
+            ]
+        )
+    return {
+        "tables": [
+            (
+                "Wall time per stage (minutes; upstream runs: each run's own time, summed over its sessions; "
+                "shift and downstream: their jobs' own time; jobs run side by side and overlap, so the sum "
+                "exceeds the elapsed time)",
+                ["stage", "minutes", "note"],
+                rows,
+            )
+        ],
+        "text": [
+            f"Wall time: {elapsed:.1f} minutes from start to report ({sessions} session(s), {workers} "
+            f"job(s) at a time) on {m.get('cpu')} with {m.get('cores')} cores, frontier runs excluded."
+        ],
+        "json": {
+            "wall_minutes": {
+                "elapsed": elapsed,
+                "sessions": sessions,
+                "sum_of_stages": total / 60,
+                "runs": {s: {k: v / 60 for k, v in per.items()} for s, per in times.items()},
+                "stages": {k: v / 60 for k, v in stages.items()},
+            }
+        },
+    }
 
 
 def temperature_section(rows: "list[dict]", title: str) -> dict:
@@ -66,13 +102,33 @@ def temperature_section(rows: "list[dict]", title: str) -> dict:
     ``train.label_smoothing``) and the choice (never the test split)."""
     key = rows[0]["key"]
     acc = "top1" if key == "nll" else "prec@1"
-    table = [[r["method"], r["parameter"], f"{r['value']:g}", f"{r['heldout'][key]:.4f}",
-              f"{100 * r['heldout'][acc]:.2f}%", "chosen" if r["chosen"] else ""] for r in rows]
-    text = [f"{title}: " + "; ".join(f"{r['method']} {r['parameter']} = {r['value']:g}" for r in rows if r["chosen"])
-            + f" (lowest held-out {key}, first seed; the test split was not used)."]
-    return {"tables": [(f"{title} (held-out split, noisy labels; first seed)",
-                        ["method", "setting", "value", f"held-out {key}", f"held-out {acc}", ""], table)],
-            "text": text, "json": {"grid": rows}}
+    table = [
+        [
+            r["method"],
+            r["parameter"],
+            f"{r['value']:g}",
+            f"{r['heldout'][key]:.4f}",
+            f"{100 * r['heldout'][acc]:.2f}%",
+            "chosen" if r["chosen"] else "",
+        ]
+        for r in rows
+    ]
+    text = [
+        f"{title}: "
+        + "; ".join(f"{r['method']} {r['parameter']} = {r['value']:g}" for r in rows if r["chosen"])
+        + f" (lowest held-out {key}, first seed; the test split was not used)."
+    ]
+    return {
+        "tables": [
+            (
+                f"{title} (held-out split, noisy labels; first seed)",
+                ["method", "setting", "value", f"held-out {key}", f"held-out {acc}", ""],
+                table,
+            )
+        ],
+        "text": text,
+        "json": {"grid": rows},
+    }
 
 
 def paired_differences(runs: "dict[str, list[Path]]", keys: "tuple[str, ...]", reference: str = "hom") -> "list[dict]":
@@ -104,14 +160,24 @@ def _num(v: float, k: str, pct: "set[str]", sign: bool = False) -> str:
 
 
 def _ci(r: dict, k: str, pct: "set[str]", sign: bool = True) -> str:
-    return f"{_num(r['mean' if 'mean' in r else 'diff'], k, pct, sign)} [{_num(r['lo'], k, pct, sign)}, " \
-           f"{_num(r['hi'], k, pct, sign)}]"
+    return (
+        f"{_num(r['mean' if 'mean' in r else 'diff'], k, pct, sign)} [{_num(r['lo'], k, pct, sign)}, "
+        f"{_num(r['hi'], k, pct, sign)}]"
+    )
 
 
 def _diff_table(rows: "list[dict]", pct: "set[str]") -> "list[list[str]]":
-    return [[r["method"], r["metric"], ", ".join(_num(v, r["metric"], pct, True) for v in r["diffs"]),
-             _ci(r, r["metric"], pct), "n/a" if r["p"] is None else f"{r['p']:.3f}", r["verdict"]]
-            for r in rows]
+    return [
+        [
+            r["method"],
+            r["metric"],
+            ", ".join(_num(v, r["metric"], pct, True) for v in r["diffs"]),
+            _ci(r, r["metric"], pct),
+            "n/a" if r["p"] is None else f"{r['p']:.3f}",
+            r["verdict"],
+        ]
+        for r in rows
+    ]
 
 
 _DIFF_HEADER = ["method", "metric", "per seed", "mean [95% t-interval]", "paired t-test p", "verdict"]
@@ -139,19 +205,24 @@ def condition_record(name: str, description: str, overrides: "list[str]", run_di
     line = f"Condition {name}: {description or 'no description'}; upstream overrides: {', '.join(overrides) or 'none'}."
     if "permutation" in drawn and len(names) == len(drawn["permutation"]):
         drawn["permutation_names"] = {names[c]: names[p] for c, p in enumerate(drawn["permutation"])}
-        line += (" π (class c's noise row moved to class π(c)): "
-                 + ", ".join(f"{a}→{b}" for a, b in drawn["permutation_names"].items()) + ".")
+        line += (
+            " π (class c's noise row moved to class π(c)): "
+            + ", ".join(f"{a}→{b}" for a, b in drawn["permutation_names"].items())
+            + "."
+        )
     if "realised_rate" in drawn:
         line += f" Labels changed in its first run's training set: {100 * drawn['realised_rate']:.1f}%."
     return {"description": description, "upstream_overrides": list(overrides), "label_noise": drawn}, line
 
 
-_HOW_TO_READ = ("How to read the comparisons: the summary's verdicts come from one interval over seeds and images "
-                "together (training randomness and the test sample), Holm-adjusted within their family. Below, the "
-                "seed-level intervals (seed i of a method against seed i of hom, test images fixed; with n seeds the "
-                "t-interval has n − 1 degrees of freedom) and the image-level intervals (images resampled, models "
-                "fixed: they describe these trained models, not the method) show the two parts separately; their "
-                "better/worse words are unadjusted.")
+_HOW_TO_READ = (
+    "How to read the comparisons: the summary's verdicts come from one interval over seeds and images "
+    "together (training randomness and the test sample), Holm-adjusted within their family. Below, the "
+    "seed-level intervals (seed i of a method against seed i of hom, test images fixed; with n seeds the "
+    "t-interval has n − 1 degrees of freedom) and the image-level intervals (images resampled, models "
+    "fixed: they describe these trained models, not the method) show the two parts separately; their "
+    "better/worse words are unadjusted."
+)
 
 
 _PAPER = "The paper (ImageNet, Table 1) finds het and diag better than hom on top-1 and NLL."
@@ -176,21 +247,35 @@ def _comparison(runs: "dict[str, list[Path]]", ensembles: "list[Path]") -> dict:
         s = seed_summary({k: [_metrics(d)["metrics"][k] for d in dirs] for k in keys})
         se = test_sampling_se(preds[m]) if single else {}
         summary[m] = {"seeds": s, "test_sampling_se": se}
-        rows.append([m, str(len(dirs))] + [_ci(s[k], k, pct, False) for k in keys]
-                    + [" / ".join(_num(s[k]["std"], k, pct) for k in keys)]
-                    + ([" / ".join(_num(se[k], k, pct) for k in keys)] if single else []))
-    out["tables"].append((f"Per method (single models): mean over seeds with its 95% t-interval; seed std (training "
-                          "randomness) and test-sampling standard error (bootstrap over evaluation images, models "
-                          f"fixed); {acc_key} in points",
-                          ["method", "seeds", *(f"{k} mean [95% CI]" for k in keys), "seed std (" + " / ".join(keys)
-                           + ")"] + (["test-sampling SE (" + " / ".join(keys) + ")"] if single else []), rows))
+        rows.append(
+            [m, str(len(dirs))]
+            + [_ci(s[k], k, pct, False) for k in keys]
+            + [" / ".join(_num(s[k]["std"], k, pct) for k in keys)]
+            + ([" / ".join(_num(se[k], k, pct) for k in keys)] if single else [])
+        )
+    out["tables"].append(
+        (
+            f"Per method (single models): mean over seeds with its 95% t-interval; seed std (training "
+            "randomness) and test-sampling standard error (bootstrap over evaluation images, models "
+            f"fixed); {acc_key} in points",
+            ["method", "seeds", *(f"{k} mean [95% CI]" for k in keys), "seed std (" + " / ".join(keys) + ")"]
+            + (["test-sampling SE (" + " / ".join(keys) + ")"] if single else []),
+            rows,
+        )
+    )
     out["json"]["method_intervals"] = summary
     if "hom" not in runs or len(runs) < 2:
         return out
     out["text"].append(_HOW_TO_READ)
     seed_rows = paired_differences(runs, keys)
-    out["tables"].append(("Paired differences against hom, seed level (method − hom, seed i against seed i; 95% "
-                          f"t-interval over seeds; {acc_key} in points)", _DIFF_HEADER, _diff_table(seed_rows, pct)))
+    out["tables"].append(
+        (
+            "Paired differences against hom, seed level (method − hom, seed i against seed i; 95% "
+            f"t-interval over seeds; {acc_key} in points)",
+            _DIFF_HEADER,
+            _diff_table(seed_rows, pct),
+        )
+    )
     out["json"]["paired_differences"] = seed_rows
     image: "dict[str, dict]" = {}
     if single:
@@ -200,20 +285,30 @@ def _comparison(runs: "dict[str, list[Path]]", ensembles: "list[Path]") -> dict:
             for k, r in image[m].items():
                 mc = "; ".join(f"{x['n10']}/{x['n01']} p={x['p']:.3g}" for x in r.get("mcnemar", []))
                 img_rows.append([m, k, _ci(r, k, pct), mc, r["verdict"]])
-        out["tables"].append(("Paired differences against hom, image level (difference of the seed-averaged metric, "
-                              "models fixed; 95% paired bootstrap interval over evaluation images, 1,000 resamples; "
-                              "McNemar's exact test per seed pair: images only the method gets right / only hom "
-                              f"gets right; {acc_key} in points)",
-                              ["method", "metric", "difference [95% CI]", "McNemar per seed", "verdict"], img_rows))
+        out["tables"].append(
+            (
+                "Paired differences against hom, image level (difference of the seed-averaged metric, "
+                "models fixed; 95% paired bootstrap interval over evaluation images, 1,000 resamples; "
+                "McNemar's exact test per seed pair: images only the method gets right / only hom "
+                f"gets right; {acc_key} in points)",
+                ["method", "metric", "difference [95% CI]", "McNemar per seed", "verdict"],
+                img_rows,
+            )
+        )
         out["json"]["image_level_differences"] = image
     for method in [m for m in runs if m != "hom"]:
         r = {x["metric"]: x for x in seed_rows if x["method"] == method}
         parts = [f"{k} {_ci(r[k], k, pct)} → {r[k]['verdict']}" for k in keys]
-        text = (f"{method} vs hom over {r[acc_key]['n']} paired seeds, test images fixed (95% t-intervals, "
-                "unadjusted): " + "; ".join(parts) + ".")
+        text = (
+            f"{method} vs hom over {r[acc_key]['n']} paired seeds, test images fixed (95% t-intervals, "
+            "unadjusted): " + "; ".join(parts) + "."
+        )
         if method in image:
-            text += " For these trained models (images resampled, 95% bootstrap, unadjusted): " + "; ".join(
-                f"{k} {_ci(image[method][k], k, pct)} → {image[method][k]['verdict']}" for k in keys) + "."
+            text += (
+                " For these trained models (images resampled, 95% bootstrap, unadjusted): "
+                + "; ".join(f"{k} {_ci(image[method][k], k, pct)} → {image[method][k]['verdict']}" for k in keys)
+                + "."
+            )
         out["text"].append(text)
     out["text"].append(_PAPER)
     ens = {json.loads((e / "ensemble.json").read_text())["method"]: e for e in ensembles}
@@ -227,19 +322,29 @@ def _comparison(runs: "dict[str, list[Path]]", ensembles: "list[Path]") -> dict:
             for k, x in r.items():
                 mc = "; ".join(f"{y['n10']}/{y['n01']} p={y['p']:.3g}" for y in x.get("mcnemar", []))
                 ens_rows.append([f"{e.name} − {ens['hom'].name}", k, _ci(x, k, pct), mc, x["verdict"]])
-            out["text"].append(f"Ensemble {e.name} vs {ens['hom'].name}, for these trained models (images resampled, "
-                               "95% bootstrap, unadjusted): " + "; ".join(
-                f"{k} {_ci(r[k], k, pct)} → {r[k]['verdict']}" for k in keys) + ".")
-        out["tables"].append(("Ensemble against ensemble, image level (95% paired bootstrap over evaluation images; "
-                              f"McNemar's exact test; {acc_key} in points)",
-                              ["ensembles", "metric", "difference [95% CI]", "McNemar", "verdict"], ens_rows))
+            out["text"].append(
+                f"Ensemble {e.name} vs {ens['hom'].name}, for these trained models (images resampled, "
+                "95% bootstrap, unadjusted): "
+                + "; ".join(f"{k} {_ci(r[k], k, pct)} → {r[k]['verdict']}" for k in keys)
+                + "."
+            )
+        out["tables"].append(
+            (
+                "Ensemble against ensemble, image level (95% paired bootstrap over evaluation images; "
+                f"McNemar's exact test; {acc_key} in points)",
+                ["ensembles", "metric", "difference [95% CI]", "McNemar", "verdict"],
+                ens_rows,
+            )
+        )
         out["json"]["ensemble_differences"] = ens_json
     for e in ensembles:
         spec = json.loads((e / "ensemble.json").read_text())["summary"]
         en, mean = spec["ensemble"], spec["member_mean"]
-        out["text"].append(f"{e.name}: ensemble {acc_key} {100 * en[acc_key]:.2f}% vs members' mean "
-                           f"{100 * mean[acc_key]:.2f}%, NLL {spec['ensemble_nll']:.4f} vs Gibbs cross-entropy "
-                           f"{spec['gibbs_ce']:.4f} (the ensemble NLL can never exceed it; one ensemble, so no interval).")
+        out["text"].append(
+            f"{e.name}: ensemble {acc_key} {100 * en[acc_key]:.2f}% vs members' mean "
+            f"{100 * mean[acc_key]:.2f}%, NLL {spec['ensemble_nll']:.4f} vs Gibbs cross-entropy "
+            f"{spec['gibbs_ce']:.4f} (the ensemble NLL can never exceed it; one ensemble, so no interval)."
+        )
     return out
 
 
@@ -255,33 +360,54 @@ def multilabel_section(runs: "dict[str, list[Path]]", grid_rows: "list[dict]") -
         for k in keys:
             v = np.array([m[k] for m in ms])
             scale = 100 if k in pct else 1
-            cells.append(f"{scale * v.mean():.{2 if k in pct else 4}f} ± {scale * (v.std(ddof=1) if len(v) > 1 else 0):.{2 if k in pct else 4}f}")
+            cells.append(
+                f"{scale * v.mean():.{2 if k in pct else 4}f} ± {scale * (v.std(ddof=1) if len(v) > 1 else 0):.{2 if k in pct else 4}f}"
+            )
         rows.append(cells)
     data = _metrics(next(iter(runs.values()))[0])
-    title = (f"Multi-label study: sigmoid heads trained on {data['train_data']}; evaluated on {data['eval_data']} "
-             "(mean ± std over seeds; prec@1, mAP and AP in %)")
-    out = {"tables": [(title, ["method", "seeds", "prec@1", "macro mAP", "micro AP", "sigmoid NLL", "top-label ECE"],
-                       rows)], "text": [], "json": {"multilabel_study": {m: [str(d) for d in ds] for m, ds in runs.items()}}}
+    title = (
+        f"Multi-label study: sigmoid heads trained on {data['train_data']}; evaluated on {data['eval_data']} "
+        "(mean ± std over seeds; prec@1, mAP and AP in %)"
+    )
+    out = {
+        "tables": [
+            (title, ["method", "seeds", "prec@1", "macro mAP", "micro AP", "sigmoid NLL", "top-label ECE"], rows)
+        ],
+        "text": [],
+        "json": {"multilabel_study": {m: [str(d) for d in ds] for m, ds in runs.items()}},
+    }
     if grid_rows:
         _merge(out, temperature_section(grid_rows, "Multi-label study: τ chosen on the held-out split"))
     else:
-        fixed = sorted({f"{m} τ = {_head(ds[0]).get('temperature', 1.0):g}" for m, ds in runs.items()
-                        if _noisy(_head(ds[0]))})
+        fixed = sorted(
+            {f"{m} τ = {_head(ds[0]).get('temperature', 1.0):g}" for m, ds in runs.items() if _noisy(_head(ds[0]))}
+        )
         if fixed:
-            out["text"].append("Multi-label study: τ untuned (" + ", ".join(fixed) + ", fixed in the experiment file, "
-                               "not chosen on the held-out split as the main study's τ is).")
+            out["text"].append(
+                "Multi-label study: τ untuned (" + ", ".join(fixed) + ", fixed in the experiment file, "
+                "not chosen on the held-out split as the main study's τ is)."
+            )
     ref = next((m for m in runs if not _noisy(_head(runs[m][0]))), None)
     if ref is not None and len(runs) > 1:
         diffs = paired_differences(runs, ("prec@1", "macro_map", "sigmoid_nll"), reference=ref)
-        out["tables"].append((f"Multi-label study: paired differences against {ref}, seed level (95% t-interval; points "
-                              "for prec@1 and mAP)", _DIFF_HEADER, _diff_table(diffs, pct)))
+        out["tables"].append(
+            (
+                f"Multi-label study: paired differences against {ref}, seed level (95% t-interval; points "
+                "for prec@1 and mAP)",
+                _DIFF_HEADER,
+                _diff_table(diffs, pct),
+            )
+        )
         out["json"]["multilabel_paired_differences"] = diffs
         for method in [m for m in runs if m != ref]:
             r = {x["metric"]: x for x in diffs if x["method"] == method}
             out["text"].append(
-                f"Multi-label: {method} vs {ref} over {r['prec@1']['n']} paired seeds (95% t-intervals): " + "; ".join(
-                    f"{k} {_ci(r[k], k, pct)} → {r[k]['verdict']}"
-                    for k in ("prec@1", "macro_map", "sigmoid_nll")) + ".")
+                f"Multi-label: {method} vs {ref} over {r['prec@1']['n']} paired seeds (95% t-intervals): "
+                + "; ".join(
+                    f"{k} {_ci(r[k], k, pct)} → {r[k]['verdict']}" for k in ("prec@1", "macro_map", "sigmoid_nll")
+                )
+                + "."
+            )
     return out
 
 
@@ -291,8 +417,9 @@ def _head(run_dir: Path) -> dict:
     return run_head(run_dir)
 
 
-def downstream_section(runs: "dict[str, list[Path]]", per_run: "dict[Path, dict]",
-                       ensembles: "Optional[dict[str, dict]]" = None) -> dict:
+def downstream_section(
+    runs: "dict[str, list[Path]]", per_run: "dict[Path, dict]", ensembles: "Optional[dict[str, dict]]" = None
+) -> dict:
     """The shape of the paper's Table 6: per task, the test accuracy of each method (mean ± std over
     the upstream seeds of that method, each the mean over its fine-tuning seeds), then group means
     and the mean over tasks; the calibration of the fine-tunes; and, per method with 2 or more upstream seeds,
@@ -303,8 +430,11 @@ def downstream_section(runs: "dict[str, list[Path]]", per_run: "dict[Path, dict]
     groups = list(first["groups"])
 
     def cell(values: "list[float]") -> str:
-        return f"{100 * np.mean(values):.2f} ± {100 * np.std(values, ddof=1):.2f}" if len(values) > 1 else \
-            f"{100 * values[0]:.2f}"
+        return (
+            f"{100 * np.mean(values):.2f} ± {100 * np.std(values, ddof=1):.2f}"
+            if len(values) > 1
+            else f"{100 * values[0]:.2f}"
+        )
 
     rows, summary = [], {}
     for t in tasks:
@@ -316,20 +446,26 @@ def downstream_section(runs: "dict[str, list[Path]]", per_run: "dict[Path, dict]
         rows.append([f"mean ({g})", g] + [cell(vals[m]) for m in methods])
     vals = {m: [per_run[d]["mean_over_tasks"] for d in runs[m]] for m in methods}
     rows.append(["mean over tasks", "all"] + [cell(vals[m]) for m in methods])
-    title = ("Downstream transfer (layout of the paper's Table 6): test top-1 after fine-tuning a fresh "
-             "homoscedastic head, mean ± std over upstream seeds")
-    out = {"tables": [(title, ["task", "group", *methods], rows)],
-           "json": {"downstream": {"per_task": summary, "mean_over_tasks": {m: float(np.mean(v)) for m, v in
-                                                                            vals.items()}}}}
+    title = (
+        "Downstream transfer (layout of the paper's Table 6): test top-1 after fine-tuning a fresh "
+        "homoscedastic head, mean ± std over upstream seeds"
+    )
+    out = {
+        "tables": [(title, ["task", "group", *methods], rows)],
+        "json": {
+            "downstream": {"per_task": summary, "mean_over_tasks": {m: float(np.mean(v)) for m, v in vals.items()}}
+        },
+    }
     if all(per_run[d].get("uncertainty", {}).get("tasks") for dirs in runs.values() for d in dirs):
         table, calib = _downstream_calibration(runs, per_run, methods, tasks)
         out["tables"].append(table)
         out["json"]["downstream"]["calibration"] = calib
     if ensembles:
         out["tables"].append(_downstream_ensembles(ensembles, tasks))
-        out["json"]["downstream"]["ensembles"] = {m: {t: {"ensemble": e["tasks"][t]["ensemble"]["mean"],
-                                                          "members": e["tasks"][t]["members"]} for t in tasks}
-                                                  for m, e in ensembles.items()}
+        out["json"]["downstream"]["ensembles"] = {
+            m: {t: {"ensemble": e["tasks"][t]["ensemble"]["mean"], "members": e["tasks"][t]["members"]} for t in tasks}
+            for m, e in ensembles.items()
+        }
     return out
 
 
@@ -341,20 +477,28 @@ def _downstream_ensembles(ensembles: "dict[str, dict]", tasks: "list[str]") -> t
         row = [t]
         for e in ensembles.values():
             ens, mem = e["tasks"][t]["ensemble"]["mean"], e["tasks"][t]["members"]
-            row += [f"{100 * ens['top1']:.2f} ({100 * mem['top1']:.2f})", f"{ens['nll']:.4f} ({mem['nll']:.4f})",
-                    f"{ens['ece']:.4f} ({mem['ece']:.4f})"]
+            row += [
+                f"{100 * ens['top1']:.2f} ({100 * mem['top1']:.2f})",
+                f"{ens['nll']:.4f} ({mem['nll']:.4f})",
+                f"{ens['ece']:.4f} ({mem['ece']:.4f})",
+            ]
         rows.append(row)
-    header = ["task"] + [f"{m} ×{len(e['members'])} {what}" for m, e in ensembles.items()
-                         for what in ("top-1 %", "NLL", "ECE")]
-    title = ("Downstream ensembles across upstream seeds: test metrics of the ensemble of one fine-tune per upstream "
-             "model (probabilities averaged; mean over fine-tuning seeds), the members' mean in brackets")
+    header = ["task"] + [
+        f"{m} ×{len(e['members'])} {what}" for m, e in ensembles.items() for what in ("top-1 %", "NLL", "ECE")
+    ]
+    title = (
+        "Downstream ensembles across upstream seeds: test metrics of the ensemble of one fine-tune per upstream "
+        "model (probabilities averaged; mean over fine-tuning seeds), the members' mean in brackets"
+    )
     return title, header, rows
 
 
-def _downstream_calibration(runs: "dict[str, list[Path]]", per_run: "dict[Path, dict]", methods: "list[str]",
-                            tasks: "list[str]") -> "tuple[tuple, dict]":
+def _downstream_calibration(
+    runs: "dict[str, list[Path]]", per_run: "dict[Path, dict]", methods: "list[str]", tasks: "list[str]"
+) -> "tuple[tuple, dict]":
     """Per task: each method's test NLL and ECE of the fine-tunes, and the ECE after temperature scaling (T fit on
     val200; see :func:`harness.downstream.table.uncertainty_table`), mean ± std over its upstream seeds."""
+
     def cell(values: "list[float]") -> str:
         return f"{np.mean(values):.4f} ± {np.std(values, ddof=1):.4f}" if len(values) > 1 else f"{values[0]:.4f}"
 
@@ -366,10 +510,15 @@ def _downstream_calibration(runs: "dict[str, list[Path]]", per_run: "dict[Path, 
             nll, ece = [v["mean"]["nll"] for v in u], [v["mean"]["ece"] for v in u]
             ts = [v["scaled"]["mean"]["ece"] for v in u if v.get("scaled")]
             row += [cell(nll), cell(ece), cell(ts) if len(ts) == len(u) else "-"]
-            calib[t][m] = {"nll": float(np.mean(nll)), "ece": float(np.mean(ece)),
-                           "ece_after_temperature": float(np.mean(ts)) if len(ts) == len(u) else None}
+            calib[t][m] = {
+                "nll": float(np.mean(nll)),
+                "ece": float(np.mean(ece)),
+                "ece_after_temperature": float(np.mean(ts)) if len(ts) == len(u) else None,
+            }
         rows.append(row)
     header = ["task"] + [f"{m} {what}" for m in methods for what in ("NLL", "ECE", "ECE after T")]
-    title = ("Downstream calibration: test NLL and ECE of the fine-tunes (mean over fine-tuning seeds), and ECE "
-             "after temperature scaling fit on val200; mean ± std over upstream seeds")
+    title = (
+        "Downstream calibration: test NLL and ECE of the fine-tunes (mean over fine-tuning seeds), and ECE "
+        "after temperature scaling fit on val200; mean ± std over upstream seeds"
+    )
     return (title, header, rows), calib

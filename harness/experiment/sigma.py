@@ -19,6 +19,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from harness.experiment.config import Experiment, SinglePairSection
+from harness.heads.variants import has_factors
 
 #: the pre-registered threshold: Σ tracks a noise matrix when |ρ| >= this with p < P_TRACK in every seed
 RHO_TRACK, P_TRACK = 0.5, 0.01
@@ -27,11 +28,12 @@ RHO_TRACK, P_TRACK = 0.5, 0.01
 def _has_sigma(run_dir: Path) -> bool:
     from harness.runs import run_head
 
-    return run_head(run_dir).get("covariance", "low_rank") in ("low_rank", "parameter_efficient")
+    return has_factors(run_head(run_dir).get("covariance", "low_rank"))
 
 
-def model_rows(groups: "dict[str, list[Path]]", human: np.ndarray,
-               progress: Callable[[str], None] = lambda s: None) -> "list[dict]":
+def model_rows(
+    groups: "dict[str, list[Path]]", human: np.ndarray, progress: Callable[[str], None] = lambda s: None
+) -> "list[dict]":
     """Per model of ``groups`` (label -> run folders; those without a low-rank Σ are skipped): the Mantel
     tests of its per-pair noise against its own training noise and against ``human`` ``[K, K]``; ``progress`` gets
     one line per model (each predicts the whole evaluation split)."""
@@ -39,8 +41,7 @@ def model_rows(groups: "dict[str, list[Path]]", human: np.ndarray,
     from harness.uncertainty.covariance import transition_test
 
     rows = []
-    todo = [(label, d) for label, dirs in groups.items() for d in dirs
-            if (d / "model.pt").is_file() and _has_sigma(d)]
+    todo = [(label, d) for label, dirs in groups.items() for d in dirs if (d / "model.pt").is_file() and _has_sigma(d)]
     for i, (label, d) in enumerate(todo, 1):
         progress(f"[covariance] what Σ follows: {d.name} ({i} of {len(todo)})")
         result = covariance_analysis(d, None, None)
@@ -48,10 +49,17 @@ def model_rows(groups: "dict[str, list[Path]]", human: np.ndarray,
         if not pairs:
             continue
         own = noise_transition(d)
-        tests = {"own": result.get("transition_test") if own is not None else None,
-                 "human": transition_test(human, pairs)}
-        row = {"group": label, "run": d.name, "seed": int(d.name.rsplit("_s", 1)[-1]) if "_s" in d.name else None,
-               "pairs": [list(p) for p in pairs], "own_noise": None if own is None else np.asarray(own).tolist()}
+        tests = {
+            "own": result.get("transition_test") if own is not None else None,
+            "human": transition_test(human, pairs),
+        }
+        row = {
+            "group": label,
+            "run": d.name,
+            "seed": int(d.name.rsplit("_s", 1)[-1]) if "_s" in d.name else None,
+            "pairs": [list(p) for p in pairs],
+            "own_noise": None if own is None else np.asarray(own).tolist(),
+        }
         for which, t in tests.items():
             for stat in ("correlation", "var_diff"):
                 row[f"{which}_{stat}"] = None if t is None else {"rho": t[stat]["rho"], "p": t[stat]["p_value"]}
@@ -76,22 +84,28 @@ def readout(rows: "list[dict]", permuted: str, clean: str) -> "list[str]":
     out = []
     if b:
         k = sum(_tracks(r["own_correlation"]) for r in b)
-        out.append(f"Pre-registered criterion 1 ({permuted}: |ρ| ≥ {RHO_TRACK} and p < {P_TRACK} against its own "
-                   f"permuted noise, signed correlation): holds in {k} of {len(b)} seed(s) ("
-                   + ", ".join(f"seed {r['seed']} {_cell(r['own_correlation'])}" for r in b) + ").")
+        out.append(
+            f"Pre-registered criterion 1 ({permuted}: |ρ| ≥ {RHO_TRACK} and p < {P_TRACK} against its own "
+            f"permuted noise, signed correlation): holds in {k} of {len(b)} seed(s) ("
+            + ", ".join(f"seed {r['seed']} {_cell(r['own_correlation'])}" for r in b)
+            + ")."
+        )
     if a and b:
         ha = [r["human_correlation"]["rho"] for r in a]
         hb = [r["human_correlation"]["rho"] for r in b]
-        out.append(f"Association with the human noise (signed correlation ρ): {permuted} mean {np.mean(hb):+.2f} "
-                   f"(n = {len(hb)}) against {clean} mean {np.mean(ha):+.2f} (n = {len(ha)}); "
-                   + ("at or below the clean-label level." if np.mean(hb) <= np.mean(ha) else
-                      "above the clean-label level."))
+        out.append(
+            f"Association with the human noise (signed correlation ρ): {permuted} mean {np.mean(hb):+.2f} "
+            f"(n = {len(hb)}) against {clean} mean {np.mean(ha):+.2f} (n = {len(ha)}); "
+            + ("at or below the clean-label level." if np.mean(hb) <= np.mean(ha) else "above the clean-label level.")
+        )
         k = sum(_tracks(r["own_correlation"]) for r in b)
         if k == len(b) and np.mean(hb) <= np.mean(ha):
             out.append("Read-out: Σ follows the label noise (both pre-registered conditions hold).")
         elif k == 0 and np.mean(hb) >= np.mean(ha):
-            out.append("Read-out: Σ looks like the clean-label Σ under permuted noise: it encodes visual similarity "
-                       "more than the label noise (criterion 1 fails in every seed).")
+            out.append(
+                "Read-out: Σ looks like the clean-label Σ under permuted noise: it encodes visual similarity "
+                "more than the label noise (criterion 1 fails in every seed)."
+            )
         else:
             out.append("Read-out: mixed; neither pre-registered pattern holds in full.")
     if not a or not b:
@@ -136,30 +150,42 @@ def secondary_analyses(rows: "list[dict]", human: np.ndarray, permuted: str, cla
 
     Returns ``{"placebo": [...], "partial": [...], "did": {...}, "readout": sentence}`` (empty without rows of both
     conditions)."""
-    b = sorted((r for r in rows if r["group"] == permuted and r.get("own_noise") is not None),
-               key=lambda r: r["seed"])
+    b = sorted((r for r in rows if r["group"] == permuted and r.get("own_noise") is not None), key=lambda r: r["seed"])
     c = {r["seed"]: r for r in rows if r["group"] == class_conditional}
     if not b:
         return {}
     k = len(human)
     t_perm, h = _mass(b[0]["own_noise"]), _mass(human)
-    placebo = [{"group": r["group"], "seed": r["seed"], **_test("mantel", t_perm, _matrix(r["pairs"], 3, k))}
-               for r in rows if r["group"].startswith("main") or r["group"] == class_conditional]
-    partial = [{"seed": r["seed"], "own_given_human": _test("partial", _matrix(r["pairs"], 3, k), t_perm, h),
-                "human_given_own": _test("partial", _matrix(r["pairs"], 3, k), h, t_perm)} for r in b]
+    placebo = [
+        {"group": r["group"], "seed": r["seed"], **_test("mantel", t_perm, _matrix(r["pairs"], 3, k))}
+        for r in rows
+        if r["group"].startswith("main") or r["group"] == class_conditional
+    ]
+    partial = [
+        {
+            "seed": r["seed"],
+            "own_given_human": _test("partial", _matrix(r["pairs"], 3, k), t_perm, h),
+            "human_given_own": _test("partial", _matrix(r["pairs"], 3, k), h, t_perm),
+        }
+        for r in b
+    ]
     did: dict = {}
     paired = [(r, c[r["seed"]]) for r in b if r["seed"] in c]
     for stat, col, log in (("correlation", 3, False), ("log_var_diff", 2, True)):
         from harness.uncertainty.covariance import without_class_effects
 
-        diffs = [without_class_effects(_matrix(x["pairs"], col, k, log) - _matrix(y["pairs"], col, k, log))
-                 for x, y in paired]
+        diffs = [
+            without_class_effects(_matrix(x["pairs"], col, k, log) - _matrix(y["pairs"], col, k, log))
+            for x, y in paired
+        ]
         if diffs:
-            did[stat] = {"per_seed": [{"seed": x["seed"], **_test("partial", dd, t_perm, h)}
-                                      for (x, _), dd in zip(paired, diffs)],
-                         "seed_mean": _test("partial", np.mean(diffs, axis=0), t_perm, h)}
-    return {"placebo": placebo, "partial": partial, "did": did,
-            "readout": _secondary_readout(placebo, partial, did)}
+            did[stat] = {
+                "per_seed": [
+                    {"seed": x["seed"], **_test("partial", dd, t_perm, h)} for (x, _), dd in zip(paired, diffs)
+                ],
+                "seed_mean": _test("partial", np.mean(diffs, axis=0), t_perm, h),
+            }
+    return {"placebo": placebo, "partial": partial, "did": did, "readout": _secondary_readout(placebo, partial, did)}
 
 
 def _secondary_readout(placebo: "list[dict]", partial: "list[dict]", did: dict) -> str:
@@ -167,83 +193,158 @@ def _secondary_readout(placebo: "list[dict]", partial: "list[dict]", did: dict) 
     own = [x["own_given_human"] for x in partial]
     hum = [x["human_given_own"] for x in partial]
     sig = lambda xs: sum(x["p"] < 0.05 for x in xs)  # noqa: E731
-    parts = [f"Given the human pair mass, the permuted condition's Σ tracks its own noise in {sig(own)} of {len(own)} "
-             f"seed(s) (partial ρ {min(x['rho'] for x in own):+.2f} to {max(x['rho'] for x in own):+.2f}); given its "
-             f"own noise, it tracks the human pairs in {sig(hum)} of {len(hum)} (partial ρ "
-             f"{min(x['rho'] for x in hum):+.2f} to {max(x['rho'] for x in hum):+.2f})"]
+    parts = [
+        f"Given the human pair mass, the permuted condition's Σ tracks its own noise in {sig(own)} of {len(own)} "
+        f"seed(s) (partial ρ {min(x['rho'] for x in own):+.2f} to {max(x['rho'] for x in own):+.2f}); given its "
+        f"own noise, it tracks the human pairs in {sig(hum)} of {len(hum)} (partial ρ "
+        f"{min(x['rho'] for x in hum):+.2f} to {max(x['rho'] for x in hum):+.2f})"
+    ]
     if placebo:
-        parts.append(f"models that never saw T_perm give ρ {min(x['rho'] for x in placebo):+.2f} to "
-                     f"{max(x['rho'] for x in placebo):+.2f} against it (placebo)")
+        parts.append(
+            f"models that never saw T_perm give ρ {min(x['rho'] for x in placebo):+.2f} to "
+            f"{max(x['rho'] for x in placebo):+.2f} against it (placebo)"
+        )
     for stat, d in did.items():
         m = d["seed_mean"]
-        parts.append(f"the seed-paired permuted − class-conditional shift in {stat.replace('_', ' ')}, class effects "
-                     f"and the human mass removed, follows T_perm with ρ {m['rho']:+.2f} (p {m['p']:.2g})")
+        parts.append(
+            f"the seed-paired permuted − class-conditional shift in {stat.replace('_', ' ')}, class effects "
+            f"and the human mass removed, follows T_perm with ρ {m['rho']:+.2f} (p {m['p']:.2g})"
+        )
     shift = did.get("correlation", {}).get("seed_mean")
-    second = ("" if not shift or shift["p"] >= 0.05 else
-              f" (a {'swap' if shift['rho'] < 0 else 'sharing'}-type shift: T_perm's pairs move "
-              f"{'apart' if shift['rho'] < 0 else 'together'})")
-    support = ("so Σ encodes the similarity of the classes people confuse, which label noise switches on, and where "
-               f"the noise sits moves it only at second order{second}" if sig(hum) == len(hum) and sig(own) < len(own) else
-               "so the permuted noise's own pairs are visible in Σ beyond the human pairs" if sig(own) == len(own)
-               else "so neither reading is supported by every seed")
+    second = (
+        ""
+        if not shift or shift["p"] >= 0.05
+        else f" (a {'swap' if shift['rho'] < 0 else 'sharing'}-type shift: T_perm's pairs move "
+        f"{'apart' if shift['rho'] < 0 else 'together'})"
+    )
+    support = (
+        "so Σ encodes the similarity of the classes people confuse, which label noise switches on, and where "
+        f"the noise sits moves it only at second order{second}"
+        if sig(hum) == len(hum) and sig(own) < len(own)
+        else "so the permuted noise's own pairs are visible in Σ beyond the human pairs"
+        if sig(own) == len(own)
+        else "so neither reading is supported by every seed"
+    )
     return "; ".join(parts) + f": {support}."
 
 
-def sigma_section(groups: "dict[str, list[Path]]", human: np.ndarray, permuted: str = "", clean: str = "",
-                  progress: Callable[[str], None] = lambda s: None, class_conditional: str = "") -> dict:
+def sigma_section(
+    groups: "dict[str, list[Path]]",
+    human: np.ndarray,
+    permuted: str = "",
+    clean: str = "",
+    progress: Callable[[str], None] = lambda s: None,
+    class_conditional: str = "",
+) -> dict:
     """The table (one row per model: ρ and two-sided Mantel p of the signed correlation and of Var(u_a − u_b)
     against its own noise and the human noise) and the read-out sentences; ``progress`` as :func:`model_rows`."""
     rows = model_rows(groups, human, progress)
     if not rows:
         return {}
-    table = [[r["group"], str(r["seed"]), _cell(r["own_correlation"]), _cell(r["own_var_diff"]),
-              _cell(r["human_correlation"]), _cell(r["human_var_diff"])] for r in rows]
+    table = [
+        [
+            r["group"],
+            str(r["seed"]),
+            _cell(r["own_correlation"]),
+            _cell(r["own_var_diff"]),
+            _cell(r["human_correlation"]),
+            _cell(r["human_var_diff"]),
+        ]
+        for r in rows
+    ]
     text = []
     signs = [r["human_correlation"]["rho"] for r in rows if r["group"].startswith("main")]
     if signs:
         word = "share noise" if np.mean(signs) > 0 else "swap (their utilities move apart)"
-        text.append(f"Main study: against the human noise the signed correlation's ρ is {min(signs):+.2f} to "
-                    f"{max(signs):+.2f} over {len(signs)} models: pairs the annotators confuse {word} in Σ "
-                    "(the sign of ρ; two-sided Mantel p in the table).")
+        text.append(
+            f"Main study: against the human noise the signed correlation's ρ is {min(signs):+.2f} to "
+            f"{max(signs):+.2f} over {len(signs)} models: pairs the annotators confuse {word} in Σ "
+            "(the sign of ρ; two-sided Mantel p in the table)."
+        )
     if permuted and clean:
         text += readout(rows, permuted, clean)
     extra = secondary_analyses(rows, human, permuted, class_conditional) if permuted and class_conditional else {}
     tables = [] if not extra else _secondary_tables(extra)
     if extra:
-        text.append("Secondary analyses (declared 2026-11-27, after the conditions' runs, so exploratory): "
-                    + extra["readout"])
-    title = ("What Σ follows: Spearman ρ (two-sided Mantel p, class labels permuted) of the noise's pair mass "
-             "T_ab + T_ba against the signed mean correlation of u_a, u_b (primary) and Var(u_a − u_b), per model, "
-             "against its own training noise and against the human noise (CIFAR-10N worse)")
-    return {"tables": [(title, ["condition", "seed", "own noise: correlation", "own noise: Var(u_a − u_b)",
-                                "human noise: correlation", "human noise: Var(u_a − u_b)"], table)] + tables,
-            "text": text, "json": {"sigma_follows": {"rows": rows, "rho_track": RHO_TRACK, "p_track": P_TRACK,
-                                                     "secondary": extra}}}
+        text.append(
+            "Secondary analyses (declared 2026-11-27, after the conditions' runs, so exploratory): " + extra["readout"]
+        )
+    title = (
+        "What Σ follows: Spearman ρ (two-sided Mantel p, class labels permuted) of the noise's pair mass "
+        "T_ab + T_ba against the signed mean correlation of u_a, u_b (primary) and Var(u_a − u_b), per model, "
+        "against its own training noise and against the human noise (CIFAR-10N worse)"
+    )
+    return {
+        "tables": [
+            (
+                title,
+                [
+                    "condition",
+                    "seed",
+                    "own noise: correlation",
+                    "own noise: Var(u_a − u_b)",
+                    "human noise: correlation",
+                    "human noise: Var(u_a − u_b)",
+                ],
+                table,
+            )
+        ]
+        + tables,
+        "text": text,
+        "json": {"sigma_follows": {"rows": rows, "rho_track": RHO_TRACK, "p_track": P_TRACK, "secondary": extra}},
+    }
 
 
 def _secondary_tables(extra: dict) -> list:
     rows = [["placebo: " + x["group"], str(x["seed"]), "T_perm's pair mass", _cell(x)] for x in extra["placebo"]]
-    rows += [["partial: permuted", str(x["seed"]), "own noise | human mass", _cell(x["own_given_human"])]
-             for x in extra["partial"]]
-    rows += [["partial: permuted", str(x["seed"]), "human mass | own noise", _cell(x["human_given_own"])]
-             for x in extra["partial"]]
+    rows += [
+        ["partial: permuted", str(x["seed"]), "own noise | human mass", _cell(x["own_given_human"])]
+        for x in extra["partial"]
+    ]
+    rows += [
+        ["partial: permuted", str(x["seed"]), "human mass | own noise", _cell(x["human_given_own"])]
+        for x in extra["partial"]
+    ]
     for stat, d in extra["did"].items():
-        rows += [[f"permuted − class-conditional, {stat}", str(x["seed"]), "T_perm | human mass (class effects removed)",
-                  _cell(x)] for x in d["per_seed"]]
-        rows.append([f"permuted − class-conditional, {stat}", "mean", "T_perm | human mass (class effects removed)",
-                     _cell(d["seed_mean"])])
-    return [("What Σ follows, declared secondary analyses: Spearman ρ (partial where marked; two-sided Mantel p, "
-             "class labels permuted) of the signed correlation of u_a, u_b (or the shift in it)",
-             ["analysis", "seed", "against", "ρ (p)"], rows)]
+        rows += [
+            [
+                f"permuted − class-conditional, {stat}",
+                str(x["seed"]),
+                "T_perm | human mass (class effects removed)",
+                _cell(x),
+            ]
+            for x in d["per_seed"]
+        ]
+        rows.append(
+            [
+                f"permuted − class-conditional, {stat}",
+                "mean",
+                "T_perm | human mass (class effects removed)",
+                _cell(d["seed_mean"]),
+            ]
+        )
+    return [
+        (
+            "What Σ follows, declared secondary analyses: Spearman ρ (partial where marked; two-sided Mantel p, "
+            "class labels permuted) of the signed correlation of u_a, u_b (or the shift in it)",
+            ["analysis", "seed", "against", "ρ (p)"],
+            rows,
+        )
+    ]
 
 
-def experiment_sigma(exp: Experiment, runs: "dict[str, list[Path]]", conditions: dict, main: Any,
-                     progress: Callable[[str], None] = lambda s: None) -> dict:
+def experiment_sigma(
+    exp: Experiment,
+    runs: "dict[str, list[Path]]",
+    conditions: dict,
+    main: Any,
+    progress: Callable[[str], None] = lambda s: None,
+) -> dict:
     """The section of :mod:`harness.experiment.sigma`: every het model of the main study and of the read-out's
     conditions against its own noise and the main study's (human) noise, and the pre-registered read-out."""
     from harness.runs import noise_transition
 
-    noisy = [m for m in runs if exp.methods[m].get("covariance", "low_rank") in ("low_rank", "parameter_efficient")]
+    noisy = [m for m in runs if has_factors(exp.methods[m].get("covariance", "low_rank"))]
     human = noise_transition(runs[noisy[0]][0]) if noisy else None
     if human is None:
         return {}
@@ -255,32 +356,41 @@ def experiment_sigma(exp: Experiment, runs: "dict[str, list[Path]]", conditions:
             groups[f"{name} {m}"] = [d for d in dirs if (d / "metrics.json").is_file()]
     r = exp.sigma_readout
     het = next((m for m in noisy if exp.methods[m].get("covariance") == "low_rank"), noisy[0])
-    out = sigma_section(groups, human, f"{r['permuted']} {het}" if "permuted" in r else "",
-                        f"{r['clean']} {het}" if "clean" in r else "", progress,
-                        f"{r['class_conditional']} {het}" if "class_conditional" in r else "")
+    out = sigma_section(
+        groups,
+        human,
+        f"{r['permuted']} {het}" if "permuted" in r else "",
+        f"{r['clean']} {het}" if "clean" in r else "",
+        progress,
+        f"{r['class_conditional']} {het}" if "class_conditional" in r else "",
+    )
     if exp.single_pair and out:
         from harness.uncertainty.predictions import Predictions
 
         names = Predictions.load(runs[noisy[0]][0]).class_names
         rows = out["json"]["sigma_follows"]["rows"]
         lead = single_pair_section(single_pair_analysis(rows, exp.single_pair, names))
-        out = {"tables": lead.get("tables", []) + out["tables"], "text": lead["text"] + out["text"],
-               "json": {**out["json"], **lead["json"]}, "figures": lead.get("figures", []) + out.get("figures", [])}
+        out = {
+            "tables": lead.get("tables", []) + out["tables"],
+            "text": lead["text"] + out["text"],
+            "json": {**out["json"], **lead["json"]},
+            "figures": lead.get("figures", []) + out.get("figures", []),
+        }
     return out
 
 
-def seeds_for_power(sd_delta: float, effect: float, margin: float, alpha: float = 0.05, power: float = 0.8,
-                    max_seeds: int = 64) -> int:
+def seeds_for_power(
+    sd_delta: float, effect: float, margin: float, alpha: float = 0.05, power: float = 0.8, max_seeds: int = 64
+) -> int:
     """The fewest seeds per arm n (n >= 3) at which, with per-seed Δ of standard deviation ``sd_delta``, the
     two-sided paired t test at ``alpha`` detects |Δ| = ``effect`` with probability >= ``power`` and the
     equivalence test (TOST, margin ``margin``) succeeds at Δ = 0 with probability >= ``power``
-    (:func:`harness.uncertainty.stats.paired_t_power`, :func:`~harness.uncertainty.stats.tost_power`);
+    (:func:`harness.uncertainty.power.paired_t_power`, :func:`~harness.uncertainty.power.tost_power`);
     ``max_seeds`` + 1 when no n up to ``max_seeds`` reaches it."""
-    from harness.uncertainty.stats import paired_t_power, tost_power
+    from harness.uncertainty.power import paired_t_power, tost_power
 
     for n in range(3, max_seeds + 1):
-        if (paired_t_power(sd_delta, n, effect, alpha) >= power
-                and tost_power(sd_delta, n, margin, alpha) >= power):
+        if paired_t_power(sd_delta, n, effect, alpha) >= power and tost_power(sd_delta, n, margin, alpha) >= power:
             return n
     return max_seeds + 1
 
@@ -294,19 +404,28 @@ def single_pair_plan(design: SinglePairSection, sensitivity: "Optional[dict[str,
     ``design.spread_from``), SD(Δ) = 2σ. Returns ``{"sd_pair", "sd_delta", "seeds", "t_power", "tost_power"}``
     at the seeds :func:`seeds_for_power` gives, and under ``"sensitivity"`` the same powers at those seeds for
     each spread of ``sensitivity`` (name -> σ), e.g. the clean-label condition's."""
-    from harness.uncertainty.stats import paired_t_power, tost_power
+    from harness.uncertainty.power import paired_t_power, tost_power
 
     if not design.spread:
         raise ValueError("single_pair.spread is empty: record the per-pair seed spread of single_pair.spread_from")
     sd_pair = max(design.spread.values())
     sd_delta = 2.0 * sd_pair
     n = seeds_for_power(sd_delta, design.effect, design.margin, design.alpha, design.power)
-    out = {"sd_pair": sd_pair, "sd_delta": sd_delta, "seeds": n,
-           "t_power": paired_t_power(sd_delta, n, design.effect, design.alpha),
-           "tost_power": tost_power(sd_delta, n, design.margin, design.alpha)}
-    out["sensitivity"] = {name: {"sd_pair": sd, "t_power": paired_t_power(2 * sd, n, design.effect, design.alpha),
-                                 "tost_power": tost_power(2 * sd, n, design.margin, design.alpha)}
-                          for name, sd in (sensitivity or {}).items()}
+    out = {
+        "sd_pair": sd_pair,
+        "sd_delta": sd_delta,
+        "seeds": n,
+        "t_power": paired_t_power(sd_delta, n, design.effect, design.alpha),
+        "tost_power": tost_power(sd_delta, n, design.margin, design.alpha),
+    }
+    out["sensitivity"] = {
+        name: {
+            "sd_pair": sd,
+            "t_power": paired_t_power(2 * sd, n, design.effect, design.alpha),
+            "tost_power": tost_power(2 * sd, n, design.margin, design.alpha),
+        }
+        for name, sd in (sensitivity or {}).items()
+    }
     return out
 
 
@@ -318,7 +437,7 @@ def pilot_seeds(deltas: "list[float]", design: SinglePairSection) -> int:
     clinical trials", Stat. Med. 9(1-2):65-72."""
     if len(deltas) < max(2, design.pilot_seeds):
         raise ValueError(f"the pilot needs {design.pilot_seeds} seed-paired Δ, got {len(deltas)}")
-    sd = float(np.std(np.asarray(deltas[:design.pilot_seeds], dtype=float), ddof=1))
+    sd = float(np.std(np.asarray(deltas[: design.pilot_seeds], dtype=float), ddof=1))
     need = seeds_for_power(sd, design.effect, design.margin, design.alpha, design.power, design.max_seeds)
     return int(min(design.max_seeds, max(design.planned_seeds, need)))
 
@@ -367,13 +486,21 @@ def single_pair_analysis(rows: "list[dict]", design: SinglePairSection, class_na
     for s in seeds:
         (p1_d1, p2_d1), (p1_d2, p2_d2) = values(arm[d1][s], 3), values(arm[d2][s], 3)
         (q1_d1, q2_d1), (q1_d2, q2_d2) = values(arm[d1][s], 2), values(arm[d2][s], 2)
-        per_seed.append({"seed": s, "s1_d1": p1_d1, "s1_d2": p1_d2, "s2_d1": p2_d1, "s2_d2": p2_d2,
-                         "delta": (p1_d1 - p1_d2) - (p2_d1 - p2_d2),
-                         "delta_secondary": (q1_d1 - q1_d2) - (q2_d1 - q2_d2)})
+        per_seed.append(
+            {
+                "seed": s,
+                "s1_d1": p1_d1,
+                "s1_d2": p1_d2,
+                "s2_d1": p2_d1,
+                "s2_d2": p2_d2,
+                "delta": (p1_d1 - p1_d2) - (p2_d1 - p2_d2),
+                "delta_secondary": (q1_d1 - q1_d2) - (q2_d1 - q2_d2),
+            }
+        )
     planned = design.planned_seeds
     out: dict = {"seed_pairs": len(seeds), "planned": planned, "arms": [d1, d2], "pairs": design.pairs}
     if len(seeds) >= design.pilot_seeds >= 2:
-        deltas = [x["delta"] for x in per_seed[:design.pilot_seeds]]
+        deltas = [x["delta"] for x in per_seed[: design.pilot_seeds]]
         planned = pilot_seeds(deltas, design)
         out["pilot"] = {"seeds": design.pilot_seeds, "sd_delta": float(np.std(deltas, ddof=1)), "planned": planned}
     out["planned"] = planned
@@ -390,18 +517,29 @@ def single_pair_analysis(rows: "list[dict]", design: SinglePairSection, class_na
         t90 = float(sps.t.ppf(1 - design.alpha, n - 1))
         p_t = float(sps.ttest_1samp(x, 0.0).pvalue)
         p_tost = float(max(sps.t.sf((mean + design.margin) / se, n - 1), sps.t.cdf((mean - design.margin) / se, n - 1)))
-        out[name] = {"mean": mean, "sd": sd, "n": n, "lo": mean - t95 * se, "hi": mean + t95 * se, "p": p_t,
-                     "tost_lo": mean - t90 * se, "tost_hi": mean + t90 * se, "p_tost": p_tost,
-                     "equivalent": p_tost < design.alpha}
+        out[name] = {
+            "mean": mean,
+            "sd": sd,
+            "n": n,
+            "lo": mean - t95 * se,
+            "hi": mean + t95 * se,
+            "p": p_t,
+            "tost_lo": mean - t90 * se,
+            "tost_hi": mean + t90 * se,
+            "p_tost": p_tost,
+            "equivalent": p_tost < design.alpha,
+        }
     r = out["primary"]
     if r["p"] < design.alpha:
-        out["readout"] = ("Σ shares noise on the pair the noise affects" if r["mean"] > 0 else
-                          "Σ represents it as a swap")
+        out["readout"] = (
+            "Σ shares noise on the pair the noise affects" if r["mean"] > 0 else "Σ represents it as a swap"
+        )
     elif r["equivalent"]:
         out["readout"] = "Σ encodes the similarity that noise switches on, not where the noise sits"
     else:
-        out["readout"] = (f"inconclusive at this power: Δ = {r['mean']:+.3f} [{r['lo']:+.3f}, {r['hi']:+.3f}] "
-                          f"(n = {r['n']})")
+        out["readout"] = (
+            f"inconclusive at this power: Δ = {r['mean']:+.3f} [{r['lo']:+.3f}, {r['hi']:+.3f}] (n = {r['n']})"
+        )
     return out
 
 
@@ -423,26 +561,64 @@ def single_pair_png(result: dict) -> bytes:
 
 def single_pair_section(result: dict) -> dict:
     """The report's lead of the Σ section: the single-pair design's table, sentence and figure (or its status)."""
-    head = (f"What Σ learns, the crossed single-pair design ({' vs '.join(result['arms'])}; pairs "
-            f"{' and '.join('/'.join(p) for p in result['pairs'])}; pre-registered): ")
+    head = (
+        f"What Σ learns, the crossed single-pair design ({' vs '.join(result['arms'])}; pairs "
+        f"{' and '.join('/'.join(p) for p in result['pairs'])}; pre-registered): "
+    )
     pilot = result.get("pilot")
-    pilot_text = (f" Internal pilot ({pilot['seeds']} seed pairs): SD(Δ) = {pilot['sd_delta']:.3f}, "
-                  f"seeds per arm planned: {pilot['planned']}." if pilot else "")
+    pilot_text = (
+        f" Internal pilot ({pilot['seeds']} seed pairs): SD(Δ) = {pilot['sd_delta']:.3f}, "
+        f"seeds per arm planned: {pilot['planned']}."
+        if pilot
+        else ""
+    )
     if result["status"] != "complete":
         return {"text": [head + result["status"] + "." + pilot_text], "json": {"single_pair": result}}
     p, s = result["primary"], result["secondary"]
-    rows = [[str(x["seed"]), f"{x['s1_d1']:+.3f}", f"{x['s1_d2']:+.3f}", f"{x['s2_d1']:+.3f}", f"{x['s2_d2']:+.3f}",
-             f"{x['delta']:+.3f}", f"{x['delta_secondary']:+.3f}"] for x in result["per_seed"]]
-    text = [head + f"Δ = {p['mean']:+.3f} [{p['lo']:+.3f}, {p['hi']:+.3f}] (95%, paired t p {p['p']:.3g}; TOST 90% "
-            f"[{p['tost_lo']:+.3f}, {p['tost_hi']:+.3f}], p {p['p_tost']:.3g}; n = {p['n']} seed pairs). Read-out "
-            f"(pre-registered): {result['readout']}. Secondary (log Var(u_a − u_b)): {s['mean']:+.3f} "
-            f"[{s['lo']:+.3f}, {s['hi']:+.3f}], p {s['p']:.3g}." + pilot_text]
+    rows = [
+        [
+            str(x["seed"]),
+            f"{x['s1_d1']:+.3f}",
+            f"{x['s1_d2']:+.3f}",
+            f"{x['s2_d1']:+.3f}",
+            f"{x['s2_d2']:+.3f}",
+            f"{x['delta']:+.3f}",
+            f"{x['delta_secondary']:+.3f}",
+        ]
+        for x in result["per_seed"]
+    ]
+    text = [
+        head + f"Δ = {p['mean']:+.3f} [{p['lo']:+.3f}, {p['hi']:+.3f}] (95%, paired t p {p['p']:.3g}; TOST 90% "
+        f"[{p['tost_lo']:+.3f}, {p['tost_hi']:+.3f}], p {p['p_tost']:.3g}; n = {p['n']} seed pairs). Read-out "
+        f"(pre-registered): {result['readout']}. Secondary (log Var(u_a − u_b)): {s['mean']:+.3f} "
+        f"[{s['lo']:+.3f}, {s['hi']:+.3f}], p {s['p']:.3g}." + pilot_text
+    ]
     arms = result["arms"]
     a, b = ("/".join(q) for q in result["pairs"])
-    return {"tables": [("The single-pair design per seed: mean signed correlation of u_a, u_b per pair and arm, Δ and "
-                        "its secondary (log Var(u_a − u_b))",
-                        ["seed", f"{a} in {arms[0]}", f"{a} in {arms[1]}", f"{b} in {arms[0]}", f"{b} in {arms[1]}",
-                         "Δ", "Δ (log Var)"], rows)],
-            "text": text, "json": {"single_pair": result},
-            "figures": [("The single-pair design: each pair's mean correlation in both arms (a line per seed)",
-                         "single_pair.png", single_pair_png(result))]}
+    return {
+        "tables": [
+            (
+                "The single-pair design per seed: mean signed correlation of u_a, u_b per pair and arm, Δ and "
+                "its secondary (log Var(u_a − u_b))",
+                [
+                    "seed",
+                    f"{a} in {arms[0]}",
+                    f"{a} in {arms[1]}",
+                    f"{b} in {arms[0]}",
+                    f"{b} in {arms[1]}",
+                    "Δ",
+                    "Δ (log Var)",
+                ],
+                rows,
+            )
+        ],
+        "text": text,
+        "json": {"single_pair": result},
+        "figures": [
+            (
+                "The single-pair design: each pair's mean correlation in both arms (a line per seed)",
+                "single_pair.png",
+                single_pair_png(result),
+            )
+        ],
+    }

@@ -10,20 +10,37 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from harness.experiment.budget import (
-    STEP_COST_FILE, budget_section, frontier_runs, frontier_section, step_cost_section, step_costs,
+    STEP_COST_FILE,
+    budget_section,
+    frontier_runs,
+    frontier_section,
+    step_cost_section,
+    step_costs,
 )
 from harness.experiment.config import Experiment, _upstream_config_path
 from harness.experiment.jobs import planned_jobs
 from harness.experiment.plan import (
-    _choose_temperatures, _derived, _extend_grids, _first_wave, _metrics, _Plan, _study_runs, frontier_plan,
+    _choose_temperatures,
+    _derived,
+    _extend_grids,
+    _first_wave,
+    _metrics,
+    _Plan,
+    _study_runs,
+    frontier_plan,
     validate_experiment,
 )
 from harness.experiment.sections import (
-    _merge, comparison_section, condition_record, downstream_section, multilabel_section, temperature_section,
+    _merge,
+    comparison_section,
+    condition_record,
+    downstream_section,
+    multilabel_section,
+    temperature_section,
     time_section,
 )
 from harness.experiment.sigma import experiment_sigma
-from harness.experiment.verdicts import report_summary
+from harness.experiment.summary import report_summary
 from harness.io import RunLock, path_under
 
 
@@ -59,8 +76,9 @@ def _train_one(cfg: Any) -> str:
     return str(run(cfg, progress=False))
 
 
-def _train(workers: Any, configs: "list[Any]",
-           then: Callable[[Any], Optional[Callable[[Any], None]]] = lambda cfg: None) -> None:
+def _train(
+    workers: Any, configs: "list[Any]", then: Callable[[Any], Optional[Callable[[Any], None]]] = lambda cfg: None
+) -> None:
     """Queue upstream runs on ``workers`` (trained, finished, or skipped when done); ``then(cfg)``
     gives each run's callback."""
     for cfg in configs:
@@ -85,15 +103,18 @@ def run_experiment(exp: Experiment, progress: Callable[[str], None] = print, tra
     Raises:
         ValueError: a bad experiment (see :func:`validate_experiment`), or any stage's own errors.
     """
-    from harness.workers import Workers
-
     from harness.experiment.verdicts import validate_primary
+    from harness.workers import Workers
 
     plans = validate_experiment(exp)
     validate_primary(exp)
-    with RunLock(exp.runs_root, name=EXPERIMENT_LOCK, clean=False,
-                 what="one harness run at a time uses a runs_root: wait for it to finish or stop it, or give this "
-                      "experiment its own runs_root=..."):
+    with RunLock(
+        exp.runs_root,
+        name=EXPERIMENT_LOCK,
+        clean=False,
+        what="one harness run at a time uses a runs_root: wait for it to finish or stop it, or give this "
+        "experiment its own runs_root=...",
+    ):
         root = path_under(exp.runs_root, exp.name)
         root.mkdir(parents=True, exist_ok=True)
         if exp.records:
@@ -104,10 +125,15 @@ def run_experiment(exp: Experiment, progress: Callable[[str], None] = print, tra
         with Workers(exp.workers) as workers:
             if train:  # the progress lines count over the whole plan (without training: the finished runs queued)
                 workers.expect(planned_jobs(exp, plans))
-                kinds = ["upstream runs", *(["shift predictions"] if exp.shift else []),
-                         *(["transfers"] if exp.downstream.tasks else [])]
-                progress(f"[plan] {workers.counts()[1]} jobs ({', '.join(kinds)})" + (
-                    f" on {exp.workers} processes with {workers.threads} thread(s) each" if exp.workers > 1 else ""))
+                kinds = [
+                    "upstream runs",
+                    *(["shift predictions"] if exp.shift else []),
+                    *(["transfers"] if exp.downstream.tasks else []),
+                ]
+                progress(
+                    f"[plan] {workers.counts()[1]} jobs ({', '.join(kinds)})"
+                    + (f" on {exp.workers} processes with {workers.threads} thread(s) each" if exp.workers > 1 else "")
+                )
             return _run_stages(exp, plans, root, clock, workers, progress, train)
 
 
@@ -165,9 +191,13 @@ def sync_records_locked(exp: Experiment) -> "tuple[int, int]":
     Raises:
         ValueError: another process holds the lock, or a record does not verify.
     """
-    with RunLock(exp.runs_root, name=EXPERIMENT_LOCK, clean=False,
-                 what="a harness run is using this runs_root: sync the records when it has finished (it records "
-                      "its runs as they finish)"):
+    with RunLock(
+        exp.runs_root,
+        name=EXPERIMENT_LOCK,
+        clean=False,
+        what="a harness run is using this runs_root: sync the records when it has finished (it records "
+        "its runs as they finish)",
+    ):
         return sync_records(exp, restore=True), sync_records(exp)
 
 
@@ -191,16 +221,30 @@ class _Study:
     left_out: "list[str]" = field(default_factory=list)
 
 
-def _run_stages(exp: Experiment, plans: "dict[str, _Plan]", root: Path, clock: _Clock, workers: Any,
-                progress: Callable[[str], None], train: bool = True) -> Path:
+def _run_stages(
+    exp: Experiment,
+    plans: "dict[str, _Plan]",
+    root: Path,
+    clock: _Clock,
+    workers: Any,
+    progress: Callable[[str], None],
+    train: bool = True,
+) -> Path:
     """The upstream waves, the evaluation (ensembles, shift, transfer) and the report, in that order."""
     study = _upstream_stage(exp, plans, root, clock, workers, progress, train)
     ensembles, stages = _evaluation_stage(exp, root, workers, study, progress)
     return _report_stage(exp, plans, root, clock, workers, study, ensembles, stages, progress, train)
 
 
-def _upstream_stage(exp: Experiment, plans: "dict[str, _Plan]", root: Path, clock: _Clock, workers: Any,
-                    progress: Callable[[str], None], train: bool) -> _Study:
+def _upstream_stage(
+    exp: Experiment,
+    plans: "dict[str, _Plan]",
+    root: Path,
+    clock: _Clock,
+    workers: Any,
+    progress: Callable[[str], None],
+    train: bool,
+) -> _Study:
     """Queue every upstream run (priority: the main study, then the conditions and budget curves, then the
     multi-label study, then the frontier), with each final run's shift predictions and transfer behind it."""
     from harness.downstream.config import PRESETS, SweepSettings
@@ -208,16 +252,23 @@ def _upstream_stage(exp: Experiment, plans: "dict[str, _Plan]", root: Path, cloc
 
     left_out: "list[str]" = []
 
-    def queue(configs: "list[Any]", then: Callable[[Any], Any] = lambda cfg: None) -> None:  # train=False: finished only
+    def queue(
+        configs: "list[Any]", then: Callable[[Any], Any] = lambda cfg: None
+    ) -> None:  # train=False: finished only
         left_out.extend(Path(c.output_dir).name for c in configs if not train and not _finished(c))
         _train(workers, [c for c in configs if train or _finished(c)], then)
 
-    settings = (SweepSettings(**{**PRESETS[exp.downstream.preset], **exp.downstream.settings})
-                if exp.downstream.tasks else None)
+    settings = (
+        SweepSettings(**{**PRESETS[exp.downstream.preset], **exp.downstream.settings}) if exp.downstream.tasks else None
+    )
     main = plans["main"]
     # final run folder -> its method: the methods without a grid now, every method once the grids have chosen
-    final = {str(Path(main.configs[f"{m}_s{seed}"].output_dir)): m for m in exp.methods if m not in main.grid
-             for seed in exp.seeds}
+    final = {
+        str(Path(main.configs[f"{m}_s{seed}"].output_dir)): m
+        for m in exp.methods
+        if m not in main.grid
+        for seed in exp.seeds
+    }
     ml = exp.multilabel
     evaluated = set(exp.evaluate_methods or exp.methods)
 
@@ -227,8 +278,17 @@ def _upstream_stage(exp: Experiment, plans: "dict[str, _Plan]", root: Path, cloc
         if exp.shift is not None:
             workers.submit("shift", d.name, predict_run, (d, exp.shift))
         if settings is not None:
-            workers.submit("downstream", d.name, _transfer_one, (str(d / "model.pt"), list(exp.downstream.tasks),
-                                                                 str(path_under(root, "downstream", d.name)), settings))
+            workers.submit(
+                "downstream",
+                d.name,
+                _transfer_one,
+                (
+                    str(d / "model.pt"),
+                    list(exp.downstream.tasks),
+                    str(path_under(root, "downstream", d.name)),
+                    settings,
+                ),
+            )
 
     def then(cfg: Any) -> "Optional[Callable[[Any], None]]":
         return (lambda _: follow_up(Path(cfg.output_dir))) if str(Path(cfg.output_dir)) in final else None
@@ -256,20 +316,43 @@ def _upstream_stage(exp: Experiment, plans: "dict[str, _Plan]", root: Path, cloc
             follow_up(runs[method][0])
     queue([main.configs[f] for f in second], then)
     queued = set(main.configs)  # the main study's runs, all queued by now
-    budget = {m: {int(e): _derived(main, m, f"budget_{m}_e{int(e)}", [f"train.epochs={int(e)}",
-                                                                      f"train.eval_every={int(e)}"])
-                  for e in exp.budget.epochs} for m in exp.budget.methods}
+    budget = {
+        m: {
+            int(e): _derived(main, m, f"budget_{m}_e{int(e)}", [f"train.epochs={int(e)}", f"train.eval_every={int(e)}"])
+            for e in exp.budget.epochs
+        }
+        for m in exp.budget.methods
+    }
     # a condition's run that equals a planned one (e.g. a budget run) is that run, trained once
-    conditions = {name: {m: [_derived(main, m, f"{name}_{m}_s{sd}", list(c.upstream_overrides), sd) for sd in c.seeds]
-                         for m in c.methods} for name, c in exp.conditions.items()}
+    conditions = {
+        name: {
+            m: [_derived(main, m, f"{name}_{m}_s{sd}", list(c.upstream_overrides), sd) for sd in c.seeds]
+            for m in c.methods
+        }
+        for name, c in exp.conditions.items()
+    }
     # seed-major, then by each condition's method order, then by condition: every condition's first seed of
     # its first method before any second one (an interrupted study has something to say about every condition)
     lists = [list(per.values()) for per in conditions.values()]
     depth = max((len(fs) for per in lists for fs in per), default=0), max((len(per) for per in lists), default=0)
-    queue([main.configs[f] for f in dict.fromkeys([
-        *(per[j][i] for i in range(depth[0]) for j in range(depth[1]) for per in lists
-          if j < len(per) and i < len(per[j])),
-        *(f for per in budget.values() for f in per.values())]) if f not in queued])
+    queue(
+        [
+            main.configs[f]
+            for f in dict.fromkeys(
+                [
+                    *(
+                        per[j][i]
+                        for i in range(depth[0])
+                        for j in range(depth[1])
+                        for per in lists
+                        if j < len(per) and i < len(per[j])
+                    ),
+                    *(f for per in budget.values() for f in per.values()),
+                ]
+            )
+            if f not in queued
+        ]
+    )
     ml_plan, ml_grid = plans.get("multilabel"), []
     if ml_plan is not None:
         queue([ml_plan.configs[f] for f in _first_wave(ml_plan, ml.methods, ml.seeds)])
@@ -287,15 +370,18 @@ def _upstream_stage(exp: Experiment, plans: "dict[str, _Plan]", root: Path, cloc
     workers.close()
     missing = [d.name for dirs in runs.values() for d in dirs if not (d / "metrics.json").is_file()]
     if missing:  # only without training: a trained study has every run
-        raise ValueError(f"the main study is not finished ({', '.join(missing)} missing): run harness run without "
-                         "--no-train to train them")
+        raise ValueError(
+            f"the main study is not finished ({', '.join(missing)} missing): run harness run without "
+            "--no-train to train them"
+        )
 
     ml_runs = {} if ml_plan is None else _study_runs(ml_plan, exp.multilabel.methods, exp.multilabel.seeds)
     return _Study(runs, grid_rows, budget, conditions, ml_runs, ml_grid, settings, left_out)
 
 
-def _evaluation_stage(exp: Experiment, root: Path, workers: Any, study: _Study,
-                      progress: Callable[[str], None]) -> "tuple[list[Path], dict[str, float]]":
+def _evaluation_stage(
+    exp: Experiment, root: Path, workers: Any, study: _Study, progress: Callable[[str], None]
+) -> "tuple[list[Path], dict[str, float]]":
     """The ensembles of each method's first seeds, and the ensembles' shifted predictions (averages of their
     members'); returns the ensemble folders and the seconds per stage."""
     from harness.runs import build_ensemble
@@ -325,57 +411,93 @@ def _evaluation_stage(exp: Experiment, root: Path, workers: Any, study: _Study,
     return ensembles, stages
 
 
-def _report_stage(exp: Experiment, plans: "dict[str, _Plan]", root: Path, clock: _Clock, workers: Any, study: _Study,
-                  ensembles: "list[Path]", stages: "dict[str, float]", progress: Callable[[str], None],
-                  train: bool) -> Path:
+def _report_stage(
+    exp: Experiment,
+    plans: "dict[str, _Plan]",
+    root: Path,
+    clock: _Clock,
+    workers: Any,
+    study: _Study,
+    ensembles: "list[Path]",
+    stages: "dict[str, float]",
+    progress: Callable[[str], None],
+    train: bool,
+) -> Path:
     """Every section of the report, then the report itself (:func:`harness.report.build.build`)."""
     from harness.report.build import build
 
     runs, main, settings, conditions = study.runs, plans["main"], study.settings, study.conditions
-    grid_rows, ml_runs, ml_grid, budget, left_out = (study.grid_rows, study.ml_runs, study.ml_grid, study.budget,
-                                                       study.left_out)
+    grid_rows, ml_runs, ml_grid, budget, left_out = (
+        study.grid_rows,
+        study.ml_runs,
+        study.ml_grid,
+        study.budget,
+        study.left_out,
+    )
     extra: dict = {"tables": [], "text": [], "json": {}}
     if settings is not None:
         moved = {m: dirs for m, dirs in runs.items() if m in (exp.evaluate_methods or exp.methods)}
         per_run = {d: workers.results[("downstream", d.name)] for dirs in moved.values() for d in dirs}
         from harness.downstream.ensembles import upstream_ensemble
 
-        across = {m: upstream_ensemble([path_under(root, "downstream", d.name) for d in dirs])
-                  for m, dirs in moved.items() if len(dirs) > 1}
+        across = {
+            m: upstream_ensemble([path_under(root, "downstream", d.name) for d in dirs])
+            for m, dirs in moved.items()
+            if len(dirs) > 1
+        }
         _merge(extra, downstream_section(moved, per_run, across))
 
     progress("[report]")
     base = _upstream_config_path(exp.upstream_config)
-    extra["text"].append(f"Experiment: {exp.description or exp.name}. Schedule: upstream config {base.name} with "
-                         f"{' '.join(exp.upstream_overrides) or 'no overrides'}; seeds {list(exp.seeds)}; methods "
-                         + "; ".join(f"{m} {dict(h)}" for m, h in exp.methods.items()) + ".")
+    extra["text"].append(
+        f"Experiment: {exp.description or exp.name}. Schedule: upstream config {base.name} with "
+        f"{' '.join(exp.upstream_overrides) or 'no overrides'}; seeds {list(exp.seeds)}; methods "
+        + "; ".join(f"{m} {dict(h)}" for m, h in exp.methods.items())
+        + "."
+    )
     first = main.configs[Path(runs[next(iter(runs))][0]).name]
     precisions = sorted({str(_metrics(d).get("mixed_precision")) for dirs in runs.values() for d in dirs})
-    extra["json"]["schedule"] = {"upstream_config": base.name, "upstream_overrides": list(exp.upstream_overrides),
-                                 "epochs": first.train.epochs, "backbone": first.model.backbone,
-                                 "batch_size": first.data.batch_size, "grid_overrides": list(exp.grid_overrides),
-                                 "mixed_precision": precisions}
+    extra["json"]["schedule"] = {
+        "upstream_config": base.name,
+        "upstream_overrides": list(exp.upstream_overrides),
+        "epochs": first.train.epochs,
+        "backbone": first.model.backbone,
+        "batch_size": first.data.batch_size,
+        "grid_overrides": list(exp.grid_overrides),
+        "mixed_precision": precisions,
+    }
     if len(precisions) > 1:
-        extra["text"].append(f"Note: the study's runs used different precisions ({', '.join(precisions)}; train."
-                             "mixed_precision=auto follows each machine's CPU): part of any difference may come from it.")
+        extra["text"].append(
+            f"Note: the study's runs used different precisions ({', '.join(precisions)}; train."
+            "mixed_precision=auto follows each machine's CPU): part of any difference may come from it."
+        )
     if grid_rows:
-        _merge(extra, temperature_section(grid_rows, " and ".join(dict.fromkeys(r["parameter"] for r in grid_rows))
-                                          + " chosen on the held-out split"))
+        _merge(
+            extra,
+            temperature_section(
+                grid_rows,
+                " and ".join(dict.fromkeys(r["parameter"] for r in grid_rows)) + " chosen on the held-out split",
+            ),
+        )
     _merge(extra, comparison_section(runs, ensembles))
     if not train:  # a condition reports the seeds it has
-        conditions = {name: {m: kept for m, fs in per.items()
-                             if (kept := [f for f in fs if _finished(main.configs[f])])}
-                      for name, per in conditions.items()}
+        conditions = {
+            name: {m: kept for m, fs in per.items() if (kept := [f for f in fs if _finished(main.configs[f])])}
+            for name, per in conditions.items()
+        }
         if left_out:
-            extra["text"].append(f"Built without training (harness run --no-train): {len(set(left_out))} planned run(s) "
-                                 "not finished yet are left out: " + ", ".join(sorted(set(left_out))) + ".")
+            extra["text"].append(
+                f"Built without training (harness run --no-train): {len(set(left_out))} planned run(s) "
+                "not finished yet are left out: " + ", ".join(sorted(set(left_out))) + "."
+            )
     for name, per in conditions.items():
         if not per:
             continue
         cond = exp.conditions[name]
         dirs = {m: [Path(main.configs[f].output_dir) for f in fs] for m, fs in per.items()}
-        part = comparison_section(dirs, [], label=f"Condition {name} "
-                                                  f"({cond.description or ' '.join(cond.upstream_overrides)})")
+        part = comparison_section(
+            dirs, [], label=f"Condition {name} ({cond.description or ' '.join(cond.upstream_overrides)})"
+        )
         own = sorted({str(_metrics(d).get("mixed_precision")) for ds in dirs.values() for d in ds})
         record, line = condition_record(name, cond.description, cond.upstream_overrides, next(iter(dirs.values()))[0])
         extra["text"] += [line] + [n for n in [precision_note(f"condition {name}", own, precisions)] if n]
@@ -398,8 +520,10 @@ def _report_stage(exp: Experiment, plans: "dict[str, _Plan]", root: Path, clock:
                 costed.setdefault(m, []).extend(d for _, d in pairs)
         tic = time.perf_counter()
         costs = step_costs(costed, root / STEP_COST_FILE, progress=progress)
-        progress(f"[step cost] {'reused' if costs['measurement']['reused'] else 'measured'} "
-                 f"({time.perf_counter() - tic:.0f} s)")
+        progress(
+            f"[step cost] {'reused' if costs['measurement']['reused'] else 'measured'} "
+            f"({time.perf_counter() - tic:.0f} s)"
+        )
         _merge(extra, step_cost_section(costs))
     if curves:
         plans["budget"] = _Plan(configs={f: c for f, c in main.configs.items() if f.startswith("budget_")})
@@ -411,11 +535,21 @@ def _report_stage(exp: Experiment, plans: "dict[str, _Plan]", root: Path, clock:
     times = {study: _run_times(plan) for study, plan in plans.items()}
     clock.tick()
     elapsed = clock.minutes()
-    _merge(extra, time_section(times, {"main": grid_rows, "multilabel": ml_grid}, stages, elapsed,
-                               len(clock.sessions), exp.workers))
+    _merge(
+        extra,
+        time_section(
+            times, {"main": grid_rows, "multilabel": ml_grid}, stages, elapsed, len(clock.sessions), exp.workers
+        ),
+    )
     tic = time.perf_counter()
-    out = build([d for dirs in runs.values() for d in dirs] + ensembles, exp.name, exp.results_root,
-                covariance=exp.covariance, extra=extra, progress=progress)
+    out = build(
+        [d for dirs in runs.values() for d in dirs] + ensembles,
+        exp.name,
+        exp.results_root,
+        covariance=exp.covariance,
+        extra=extra,
+        progress=progress,
+    )
     progress(f"[report] {out} ({time.perf_counter() - tic:.0f} s)")
     return out
 
@@ -430,9 +564,11 @@ def precision_note(what: str, own: "list[str]", main: "list[str]") -> Optional[s
     def words(ps: "list[str]") -> str:
         return " and ".join(name.get(p, p) for p in ps)
 
-    return (f"Note: {what}'s runs trained in {words(own)}, the main study's in {words(main)} "
-            "(train.mixed_precision=auto follows each machine's CPU): a difference between them may partly come "
-            "from it.")
+    return (
+        f"Note: {what}'s runs trained in {words(own)}, the main study's in {words(main)} "
+        "(train.mixed_precision=auto follows each machine's CPU): a difference between them may partly come "
+        "from it."
+    )
 
 
 def _run_times(plan: "Optional[_Plan]") -> "dict[str, float]":
@@ -445,4 +581,3 @@ def _run_times(plan: "Optional[_Plan]") -> "dict[str, float]":
         if f.is_file():
             out[folder] = float(json.loads(f.read_text()).get("wall_seconds") or 0.0)
     return out
-

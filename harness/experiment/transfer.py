@@ -3,7 +3,7 @@
 better with a fresh homoscedastic head.
 
 Nothing upstream is trained: each model named in ``transfer.methods`` is restored from the upstream experiment's
-records (verified against their hashes). The tasks are built once by :func:`harness.tasks_cifar.build_cifar_tasks`
+records (verified against their hashes). The tasks are built once by :func:`harness.tasks.cifar.build_cifar_tasks`
 (VTAB-1k form, training lists from the upstream held-out split, test lists from the test split) and the built-in
 digits DEMO tasks join them as an out-of-domain group. Every model is transferred through the same sweep as
 ``harness downstream`` (:func:`harness.downstream.sweep.sweep`: selection on val200, final fit on train800val200,
@@ -23,8 +23,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from harness.downstream.demo import DEMO_TASKS
 from harness.experiment.config import TransferSection
+from harness.tasks.demo import DEMO_TASKS
 
 
 def validate_transfer(t: TransferSection) -> None:
@@ -37,17 +37,22 @@ def validate_transfer(t: TransferSection) -> None:
     from harness.downstream.config import PRESETS
 
     if not t.upstream or not t.methods:
-        raise ValueError("transfer.upstream and transfer.methods are required: name the experiment whose records hold "
-                         "the models and the record names of each method")
+        raise ValueError(
+            "transfer.upstream and transfer.methods are required: name the experiment whose records hold "
+            "the models and the record names of each method"
+        )
     pairs = [(m, t.reference) for m in t.primary] + list(t.secondary.items())
     for m, ref in pairs:
         for name in (m, ref):
             if name not in t.methods:
-                raise ValueError(f"transfer: {name!r} is compared but is not in transfer.methods "
-                                 f"({', '.join(t.methods)})")
+                raise ValueError(
+                    f"transfer: {name!r} is compared but is not in transfer.methods ({', '.join(t.methods)})"
+                )
         if len(t.methods[m]) != len(t.methods[ref]):
-            raise ValueError(f"transfer: {m} has {len(t.methods[m])} records and {ref} {len(t.methods[ref])}; "
-                             "pair them seed by seed (one record per upstream seed each)")
+            raise ValueError(
+                f"transfer: {m} has {len(t.methods[m])} records and {ref} {len(t.methods[ref])}; "
+                "pair them seed by seed (one record per upstream seed each)"
+            )
     unknown = [n for n in t.ood if n not in DEMO_TASKS]
     if unknown:
         raise ValueError(f"transfer.ood: unknown task(s) {unknown}; use some of {', '.join(DEMO_TASKS)}")
@@ -66,20 +71,24 @@ def _correct(folder: Path, task: str) -> np.ndarray:
     return np.mean([p.logits.argmax(1) == p.targets for p in preds], axis=0)
 
 
-def score_interval(a: "list[dict[str, np.ndarray]]", b: "list[dict[str, np.ndarray]]", tasks: "list[str]",
-                   higher_is_better: bool = True) -> dict:
+def score_interval(
+    a: "list[dict[str, np.ndarray]]",
+    b: "list[dict[str, np.ndarray]]",
+    tasks: "list[str]",
+    higher_is_better: bool = True,
+) -> dict:
     """The difference a − b of the mean test top-1 over ``tasks`` (the VTAB-1k score), one interval over upstream
     seeds and test images.
 
     ``a[s][task]`` is upstream seed s's ``[N_task]`` per-image correctness (mean over fine-tuning seeds). The score is
     Σ_t (1/T) mean_i c_ti, a weighted mean of per-image values: each image of task t gets weight N/(T N_t) (N the
     images of all tasks), so the plain mean of the weighted per-image differences over all N images is the score
-    difference, and :func:`harness.uncertainty.stats.anova_interval` applies to the ``[n, N]`` table of them
+    difference, and :func:`harness.uncertainty.method.anova_interval` applies to the ``[n, N]`` table of them
     (seeds paired by position; the image effect is each test image's, shared by the seeds).
 
     Raises: ValueError for no seeds or a task missing on a side (the message names it).
     """
-    from harness.uncertainty.stats import anova_interval
+    from harness.uncertainty.method import anova_interval
 
     n = min(len(a), len(b))
     if n == 0:
@@ -102,8 +111,17 @@ def _rows(t: TransferSection, correct: "dict[str, list[dict]]", groups: "dict[st
         out = []
         for scope, tasks in scopes.items():
             r = score_interval(correct[method], correct[ref], tasks)
-            out.append(_row(study, f"{method} − {ref}", method, "top1", scope, r["n_seeds"],
-                            {**r, "verdict_df_n1": r.get("verdict_df_n1")}))
+            out.append(
+                _row(
+                    study,
+                    f"{method} − {ref}",
+                    method,
+                    "top1",
+                    scope,
+                    r["n_seeds"],
+                    {**r, "verdict_df_n1": r.get("verdict_df_n1")},
+                )
+            )
         return out
 
     primary = [x for m in t.primary for x in rows(m, t.reference, "transfer", {"score": every})]
@@ -122,8 +140,10 @@ def _restore(t: TransferSection, results_root: Path, runs: Path, progress: Calla
     for name in dict.fromkeys(r for rs in t.methods.values() for r in rs):
         rec, run = records / name, runs / "upstream" / name
         if not (rec / "model.pt").is_file():
-            raise FileNotFoundError(f"transfer: no record {rec} with a model.pt; the upstream experiment "
-                                    f"{t.upstream!r} must have finished that run (harness run {t.upstream})")
+            raise FileNotFoundError(
+                f"transfer: no record {rec} with a model.pt; the upstream experiment "
+                f"{t.upstream!r} must have finished that run (harness run {t.upstream})"
+            )
         if restore_record(rec, run):
             progress(f"[transfer] restored {name} from {rec}")
         out[name] = run
@@ -132,15 +152,16 @@ def _restore(t: TransferSection, results_root: Path, runs: Path, progress: Calla
 
 def _tasks(t: TransferSection, runs: Path, progress: Callable[[str], None]) -> "tuple[list[str], dict]":
     """The task lines and groups: the CIFAR tasks (built into ``runs/tasks`` on first use) and the OOD tasks."""
-    from harness.tasks_cifar import build_cifar_tasks
+    from harness.tasks.cifar import build_cifar_tasks
 
     root = runs / "tasks"
     summary_file = root / "cifar_tasks.json"
     if summary_file.is_file():
         summary = json.loads(summary_file.read_text())
     else:
-        summary = build_cifar_tasks(t.data, root, seed=t.task_seed, test_size=t.test_size, progress=progress,
-                                    sizes=tuple(t.sizes))
+        summary = build_cifar_tasks(
+            t.data, root, seed=t.task_seed, test_size=t.test_size, progress=progress, sizes=tuple(t.sizes)
+        )
     specs = [task["spec"] for task in summary["tasks"].values()]
     groups = {g: list(ts) for g, ts in summary["groups"].items() if g != "ood"}
     groups["ood"] = list(t.ood)
@@ -164,17 +185,27 @@ def run_transfer(exp: Any, progress: Callable[[str], None] = print) -> Path:
     validate_transfer(t)
     runs = Path(exp.runs_root) / exp.name
     settings = SweepSettings(**{**PRESETS[t.preset], **t.settings})
-    with RunLock(exp.runs_root, name=EXPERIMENT_LOCK, clean=False,
-                 what="one harness run at a time uses a runs_root: wait for it to finish or stop it"):
+    with RunLock(
+        exp.runs_root,
+        name=EXPERIMENT_LOCK,
+        clean=False,
+        what="one harness run at a time uses a runs_root: wait for it to finish or stop it",
+    ):
         models = _restore(t, Path(exp.results_root), runs, progress)
         specs, groups = _tasks(t, runs, progress)
-        progress(f"[transfer] {len(models)} upstream models x {len(specs)} tasks ({t.preset} recipe), "
-                 f"{exp.workers} at a time")
+        progress(
+            f"[transfer] {len(models)} upstream models x {len(specs)} tasks ({t.preset} recipe), "
+            f"{exp.workers} at a time"
+        )
         with Workers(exp.workers) as workers:
             workers.expect(len(models))
             for name, run in models.items():
-                workers.submit("downstream", name, _transfer_one,
-                               (str(run / "model.pt"), specs, str(runs / "downstream" / name), settings))
+                workers.submit(
+                    "downstream",
+                    name,
+                    _transfer_one,
+                    (str(run / "model.pt"), specs, str(runs / "downstream" / name), settings),
+                )
             workers.wait(progress)
         return write_report(exp, {n: runs / "downstream" / n for n in models}, groups, settings)
 
@@ -196,56 +227,84 @@ def write_report(exp: Any, folders: "dict[str, Path]", groups: "dict[str, list[s
         return float(np.mean([per[x] for x in ts]))
 
     def cell(vals: "list[float]") -> str:
-        return f"{100 * np.mean(vals):.2f} ± {100 * np.std(vals, ddof=1):.2f}" if len(vals) > 1 else \
-            f"{100 * vals[0]:.2f}"
+        return (
+            f"{100 * np.mean(vals):.2f} ± {100 * np.std(vals, ddof=1):.2f}" if len(vals) > 1 else f"{100 * vals[0]:.2f}"
+        )
 
     table = [["score (all tasks)"] + [cell([score(a, tasks) for a in acc[m]]) for m in t.methods]]
     table += [[f"mean ({g})"] + [cell([score(a, ts) for a in acc[m]]) for m in t.methods] for g, ts in groups.items()]
     table += [[task] + [cell([a[task] for a in acc[m]]) for m in t.methods] for task in tasks]
 
     def verdict_line(r: dict) -> str:
-        return (f"| {r['comparison']} | {r['split']} | {100 * r['mean']:+.2f} [{100 * r['lo']:+.2f}, {100 * r['hi']:+.2f}] "
-                f"| {_p(r['p'])} | {_p(r['p_holm'])} | {_p(r.get('p_holm_df_n1'))} | {r['verdict']}"
-                f"{', fragile' if r.get('fragile') else ''} |")
+        return (
+            f"| {r['comparison']} | {r['split']} | {100 * r['mean']:+.2f} [{100 * r['lo']:+.2f}, {100 * r['hi']:+.2f}] "
+            f"| {_p(r['p'])} | {_p(r['p_holm'])} | {_p(r.get('p_holm_df_n1'))} | {r['verdict']}"
+            f"{', fragile' if r.get('fragile') else ''} |"
+        )
 
-    bottom = "; ".join(f"{r['comparison']} {100 * r['mean']:+.2f} points [{100 * r['lo']:+.2f}, {100 * r['hi']:+.2f}]: "
-                       f"{r['verdict']}" for r in primary)
+    bottom = "; ".join(
+        f"{r['comparison']} {100 * r['mean']:+.2f} points [{100 * r['lo']:+.2f}, {100 * r['hi']:+.2f}]: {r['verdict']}"
+        for r in primary
+    )
     ep = exp.primary
-    lines = [f"# Report: {exp.name}", "",
-             f"**Bottom line** (primary endpoint: the mean test top-1 over {len(tasks)} tasks, declared {ep.declared}, "
-             f"before any transfer run; one 95% interval over upstream seeds and test images, Holm over "
-             f"{len(primary)}): {bottom}. The paper (Table 6, JFT ResNet-50s on VTAB-1k): PE-HET +0.88 points over hom "
-             "and +0.22 over diagonal, p < 0.05.", "",
-             "Contents: [Table 6 layout](#table-6-layout) · [Verdicts](#verdicts) · [Protocol](#protocol)", "",
-             "## Table 6 layout", "",
-             f"Test top-1 (%) after fine-tuning a fresh homoscedastic head, mean ± std over upstream seeds (each the mean "
-             f"over its fine-tuning seeds).", "",
-             "| | " + " | ".join(t.methods) + " |", "|---|" + "---|" * len(t.methods)]
+    lines = [
+        f"# Report: {exp.name}",
+        "",
+        f"**Bottom line** (primary endpoint: the mean test top-1 over {len(tasks)} tasks, declared {ep.declared}, "
+        f"before any transfer run; one 95% interval over upstream seeds and test images, Holm over "
+        f"{len(primary)}): {bottom}. The paper (Table 6, JFT ResNet-50s on VTAB-1k): PE-HET +0.88 points over hom "
+        "and +0.22 over diagonal, p < 0.05.",
+        "",
+        "Contents: [Table 6 layout](#table-6-layout) · [Verdicts](#verdicts) · [Protocol](#protocol)",
+        "",
+        "## Table 6 layout",
+        "",
+        "Test top-1 (%) after fine-tuning a fresh homoscedastic head, mean ± std over upstream seeds (each the mean "
+        "over its fine-tuning seeds).",
+        "",
+        "| | " + " | ".join(t.methods) + " |",
+        "|---|" + "---|" * len(t.methods),
+    ]
     lines += ["| " + " | ".join(r) + " |" for r in table]
-    lines += ["", "## Verdicts", "",
-              "| comparison | scope | difference, points [95% CI] | p | Holm p | Holm p at df = n − 1 | verdict |",
-              "|---|---|---|---|---|---|---|"]
+    lines += [
+        "",
+        "## Verdicts",
+        "",
+        "| comparison | scope | difference, points [95% CI] | p | Holm p | Holm p at df = n − 1 | verdict |",
+        "|---|---|---|---|---|---|---|",
+    ]
     lines += [verdict_line(r) for r in primary]
-    lines += ["", f"Secondary family ({len(secondary)} comparisons, Holm together; alpha {ALPHA}):", "",
-              "| comparison | scope | difference, points [95% CI] | p | Holm p | Holm p at df = n − 1 | verdict |",
-              "|---|---|---|---|---|---|---|"]
+    lines += [
+        "",
+        f"Secondary family ({len(secondary)} comparisons, Holm together; alpha {ALPHA}):",
+        "",
+        "| comparison | scope | difference, points [95% CI] | p | Holm p | Holm p at df = n − 1 | verdict |",
+        "|---|---|---|---|---|---|---|",
+    ]
     lines += [verdict_line(r) for r in secondary]
-    protocol = (f"Upstream: the {t.upstream} experiment's committed models (records: "
-                + "; ".join(f"{m}: {', '.join(rs)}" for m, rs in t.methods.items())
-                + f"). Transfer recipe: {settings.preset} (lrs {settings.lrs}, steps {settings.steps}, batch "
-                f"{settings.batch_size}, {settings.seeds} fine-tuning seed(s), resolution {settings.resolution}), "
-                "selection on val200, final fit on train800val200, the same for every model. Differences from the paper: "
-                "a 32 px ResNet-10 pretrained on 45,000 CIFAR-10N images (not a ResNet-50 on JFT-300M); tasks built "
-                "from CIFAR-10 and digits in VTAB-1k form (not the 19 VTAB-1k datasets); a CPU-sized recipe, not the "
-                "BiT-HyperRule's 500-20k steps at 224-384 px.")
+    protocol = (
+        f"Upstream: the {t.upstream} experiment's committed models (records: "
+        + "; ".join(f"{m}: {', '.join(rs)}" for m, rs in t.methods.items())
+        + f"). Transfer recipe: {settings.preset} (lrs {settings.lrs}, steps {settings.steps}, batch "
+        f"{settings.batch_size}, {settings.seeds} fine-tuning seed(s), resolution {settings.resolution}), "
+        "selection on val200, final fit on train800val200, the same for every model. Differences from the paper: "
+        "a 32 px ResNet-10 pretrained on 45,000 CIFAR-10N images (not a ResNet-50 on JFT-300M); tasks built "
+        "from CIFAR-10 and digits in VTAB-1k form (not the 19 VTAB-1k datasets); a CPU-sized recipe, not the "
+        "BiT-HyperRule's 500-20k steps at 224-384 px."
+    )
     lines += ["", "## Protocol", "", protocol, ""]
     out = Path(exp.results_root) / exp.name
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out / "report.md", "\n".join(lines) + "\n")
-    report = {"schema": "harness.transfer/1", "name": exp.name, "description": exp.description,
-              "primary_endpoint": {"declared": {"metric": "score", "date": ep.declared}, "comparisons": primary},
-              "secondary_family": {"size": len(secondary), "adjustment": "holm", "comparisons": secondary},
-              "per_model": {m: dict(zip(t.methods[m], a)) for m, a in acc.items()}, "groups": groups,
-              "protocol": protocol}
+    report = {
+        "schema": "harness.transfer/1",
+        "name": exp.name,
+        "description": exp.description,
+        "primary_endpoint": {"declared": {"metric": "score", "date": ep.declared}, "comparisons": primary},
+        "secondary_family": {"size": len(secondary), "adjustment": "holm", "comparisons": secondary},
+        "per_model": {m: dict(zip(t.methods[m], a)) for m, a in acc.items()},
+        "groups": groups,
+        "protocol": protocol,
+    }
     atomic_write_text(out / "report.json", json.dumps(report, indent=1, default=float))
     return out

@@ -14,7 +14,7 @@ better or worse only when its raw 95% interval excludes 0 *and* its Holm-adjuste
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
 import numpy as np
 
@@ -42,8 +42,9 @@ def split_name(split: str) -> str:
     return "held-out, noisy labels" if split == "heldout" else "test"
 
 
-def method_rows(study: str, runs: "dict[str, list[Path]]", keys: "tuple[str, ...]", split: str,
-                reference: str = "hom") -> "list[dict]":
+def method_rows(
+    study: str, runs: "dict[str, list[Path]]", keys: "tuple[str, ...]", split: str, reference: str = "hom"
+) -> "list[dict]":
     """Each method of ``runs`` against ``reference`` on ``split`` (``heldout`` or ``eval``), one row per
     metric of ``keys``, from the interval over seeds and images
     (:func:`harness.uncertainty.compare.method_level`; seeds paired by position)."""
@@ -67,14 +68,29 @@ def _row(study: str, comparison: str, method: str, key: str, split: str, n: int,
     """A verdict row from :func:`harness.uncertainty.compare.method_level`'s interval ``r``: the method
     interval with its robustness (the same test at df = n − 1) and the models-fixed interval it contains."""
     f = r["models_fixed"]
-    return {"study": study, "comparison": comparison, "method": method, "metric": key, "split": split,
-            "scope": SCOPE_METHOD if n > 1 else SCOPE_MODELS, "n_seeds": n, "mean": r["mean"], "lo": r["lo"],
-            "hi": r["hi"], "p": r.get("p"), "df": r.get("df"), "p_df_n1": r.get("p_df_n1"),
-            "verdict_raw_df_n1": r.get("verdict_df_n1"),
-            "seed_floored": r.get("seed_floored"), "mc_error": r.get("mc_error"),
-            "n_images_boot": r.get("n_images_boot"), "interval": r.get("method", ""), "verdict_raw": r["verdict"],
-            "models_fixed": {"lo": f["lo"], "hi": f["hi"], "p": f["p"]},
-            "contains_models_fixed": bool(r["lo"] <= f["lo"] + 1e-12 and f["hi"] <= r["hi"] + 1e-12)}
+    return {
+        "study": study,
+        "comparison": comparison,
+        "method": method,
+        "metric": key,
+        "split": split,
+        "scope": SCOPE_METHOD if n > 1 else SCOPE_MODELS,
+        "n_seeds": n,
+        "mean": r["mean"],
+        "lo": r["lo"],
+        "hi": r["hi"],
+        "p": r.get("p"),
+        "df": r.get("df"),
+        "p_df_n1": r.get("p_df_n1"),
+        "verdict_raw_df_n1": r.get("verdict_df_n1"),
+        "seed_floored": r.get("seed_floored"),
+        "mc_error": r.get("mc_error"),
+        "n_images_boot": r.get("n_images_boot"),
+        "interval": r.get("method", ""),
+        "verdict_raw": r["verdict"],
+        "models_fixed": {"lo": f["lo"], "hi": f["hi"], "p": f["p"]},
+        "contains_models_fixed": bool(r["lo"] <= f["lo"] + 1e-12 and f["hi"] <= r["hi"] + 1e-12),
+    }
 
 
 def ensemble_rows(ensembles: "dict[str, Path]", keys: "tuple[str, ...]", reference: str = "hom") -> "list[dict]":
@@ -91,20 +107,47 @@ def ensemble_rows(ensembles: "dict[str, Path]", keys: "tuple[str, ...]", referen
             continue
         r = image_level([Predictions.load(e)], [Predictions.load(ensembles[reference])], keys=keys)
         for key, x in r.items():
-            rows.append({"study": "ensembles", "comparison": f"{e.name} − {ensembles[reference].name}",
-                         "method": method, "metric": key, "split": "eval", "scope": SCOPE_MODELS, "n_seeds": 1,
-                         "mean": x["diff"], "lo": x["lo"], "hi": x["hi"], "p": x["p"], "interval": x["interval"],
-                         "verdict_raw": x["verdict"]})
+            rows.append(
+                {
+                    "study": "ensembles",
+                    "comparison": f"{e.name} − {ensembles[reference].name}",
+                    "method": method,
+                    "metric": key,
+                    "split": "eval",
+                    "scope": SCOPE_MODELS,
+                    "n_seeds": 1,
+                    "mean": x["diff"],
+                    "lo": x["lo"],
+                    "hi": x["hi"],
+                    "p": x["p"],
+                    "interval": x["interval"],
+                    "verdict_raw": x["verdict"],
+                }
+            )
     return rows
 
 
 def seed_rows(study: str, diffs: "list[dict]", reference: str = "hom") -> "list[dict]":
     """Rows from seed-level paired differences (:func:`harness.experiment.sections.paired_differences`), for
     metrics without per-image parts (the multi-label study): the test images are held fixed."""
-    return [{"study": study, "comparison": f"{d['method']} − {reference}", "method": d["method"], "metric": d["metric"],
-             "split": "eval", "scope": SCOPE_SEEDS, "n_seeds": d["n"], "mean": d["mean"], "lo": d["lo"],
-             "hi": d["hi"], "p": d["p"], "interval": "paired t over seeds", "verdict_raw": d["verdict"]}
-            for d in diffs]
+    return [
+        {
+            "study": study,
+            "comparison": f"{d['method']} − {reference}",
+            "method": d["method"],
+            "metric": d["metric"],
+            "split": "eval",
+            "scope": SCOPE_SEEDS,
+            "n_seeds": d["n"],
+            "mean": d["mean"],
+            "lo": d["lo"],
+            "hi": d["hi"],
+            "p": d["p"],
+            "interval": "paired t over seeds",
+            "verdict_raw": d["verdict"],
+        }
+        for d in diffs
+    ]
 
 
 def adjust(rows: "list[dict]", family: str = "method") -> "list[dict]":
@@ -168,31 +211,59 @@ def row_cells(r: dict) -> "list[str]":
     covers, p, Holm-adjusted p, the same at df = n − 1, verdict (points for percentage metrics; "fragile" where the
     verdict changes at df = n − 1)."""
     unit = " (points)" if r["metric"] in M.METRICS and M.METRICS[r["metric"]].percent else ""
-    robust = (f"{_p(r['p_holm_df_n1'])}" + (" (fragile)" if r.get("fragile") else "")
-              if r.get("p_holm_df_n1") is not None else "—")
-    return [r["study"], r["comparison"], f"{r['metric']}{unit}, {split_name(r['split'])}",
-            f"{_num(r['mean'], r['metric'])} [{_num(r['lo'], r['metric'])}, {_num(r['hi'], r['metric'])}]",
-            f"{r['scope']}, n = {r['n_seeds']}", _p(r.get("p")), _p(r.get("p_holm")), robust,
-            r["verdict"] + (", fragile" if r.get("fragile") else "")
-            + (f", {'replicated' if r['replication'] == 'replicated' else 'not replicated'}" if r.get("replication")
-               else "")]
+    robust = (
+        f"{_p(r['p_holm_df_n1'])}" + (" (fragile)" if r.get("fragile") else "")
+        if r.get("p_holm_df_n1") is not None
+        else "—"
+    )
+    return [
+        r["study"],
+        r["comparison"],
+        f"{r['metric']}{unit}, {split_name(r['split'])}",
+        f"{_num(r['mean'], r['metric'])} [{_num(r['lo'], r['metric'])}, {_num(r['hi'], r['metric'])}]",
+        f"{r['scope']}, n = {r['n_seeds']}",
+        _p(r.get("p")),
+        _p(r.get("p_holm")),
+        robust,
+        r["verdict"]
+        + (", fragile" if r.get("fragile") else "")
+        + (
+            f", {'replicated' if r['replication'] == 'replicated' else 'not replicated'}"
+            if r.get("replication")
+            else ""
+        ),
+    ]
 
 
-HEADER = ["family / study", "comparison", "metric, split", "difference [95% CI]", "interval covers", "p",
-          "Holm p", "Holm p at df = n − 1", "verdict"]
+HEADER = [
+    "family / study",
+    "comparison",
+    "metric, split",
+    "difference [95% CI]",
+    "interval covers",
+    "p",
+    "Holm p",
+    "Holm p at df = n − 1",
+    "verdict",
+]
 
 
 def oracle_methods(exp: Experiment) -> "list[str]":
     """Methods given the true noise (``train.loss=forward`` uses the known transition matrix T): controls that
     know what the others must learn, reported as oracles."""
-    return [m for m, h in exp.methods.items() if any(str(o).replace(" ", "") == "train.loss=forward"
-                                                   for o in (h.get("overrides") or []))]
+    return [
+        m
+        for m, h in exp.methods.items()
+        if any(str(o).replace(" ", "") == "train.loss=forward" for o in (h.get("overrides") or []))
+    ]
 
 
 def _word(r: dict) -> str:
     what = f"{r['metric']} ({split_name(r['split'])})"
-    return (f"{r['comparison']} on {what}: {r['verdict']}, {_num(r['mean'], r['metric'])} "
-            f"[{_num(r['lo'], r['metric'])}, {_num(r['hi'], r['metric'])}], Holm p {_p(r.get('p_holm'))}")
+    return (
+        f"{r['comparison']} on {what}: {r['verdict']}, {_num(r['mean'], r['metric'])} "
+        f"[{_num(r['lo'], r['metric'])}, {_num(r['hi'], r['metric'])}], Holm p {_p(r.get('p_holm'))}"
+    )
 
 
 def declaration(exp: Experiment) -> str:
@@ -202,12 +273,14 @@ def declaration(exp: Experiment) -> str:
     pro = [s for s in ep.prospective_for]
     if "main" in pro:
         return f"{when}, before the runs"
-    return (f"{when}, after the main study's runs: retrospective for the main study's rows"
-            + (f", prospective for condition(s) {', '.join(pro)} only" if pro else ""))
+    return f"{when}, after the main study's runs: retrospective for the main study's rows" + (
+        f", prospective for condition(s) {', '.join(pro)} only" if pro else ""
+    )
 
 
-def findings(primary: "list[dict]", secondary: "list[dict]", oracles: "list[str]",
-             declared: str = "declared before the runs") -> "list[str]":
+def findings(
+    primary: "list[dict]", secondary: "list[dict]", oracles: "list[str]", declared: str = "declared before the runs"
+) -> "list[str]":
     """One sentence per fact, each computed from the rows of the summary."""
     out = []
     if primary:
@@ -215,23 +288,41 @@ def findings(primary: "list[dict]", secondary: "list[dict]", oracles: "list[str]
     kept = [r for r in secondary if r["verdict"] in ("better", "worse")]
     lost = [r for r in secondary if r["verdict"] == "no detectable difference after Holm"]
     fragile = [r for r in primary + secondary if r.get("fragile")]
-    out.append(f"Secondary family (method level): {len(secondary)} comparisons, Holm-adjusted together; {len(kept)} "
-               f"keep a better/worse verdict" + (f", {len(lost)} lose it (raw interval excludes 0, adjusted p ≥ 0.05)"
-                                                if lost else "") + ".")
+    out.append(
+        f"Secondary family (method level): {len(secondary)} comparisons, Holm-adjusted together; {len(kept)} "
+        f"keep a better/worse verdict"
+        + (f", {len(lost)} lose it (raw interval excludes 0, adjusted p ≥ 0.05)" if lost else "")
+        + "."
+    )
     if fragile:
-        out.append("Fragile verdicts (the verdict changes when the same test uses df = n − 1 instead of "
-                   "Satterthwaite's df): " + "; ".join(f"{r['study']}: {r['comparison']} {r['metric']} "
-                                                       f"({split_name(r['split'])})" for r in fragile) + ".")
-    top1 = [r for r in secondary if r["study"] == "main" and r["metric"] == "top1" and r["split"] == "eval"
-            and r["method"] not in oracles]
+        out.append(
+            "Fragile verdicts (the verdict changes when the same test uses df = n − 1 instead of "
+            "Satterthwaite's df): "
+            + "; ".join(f"{r['study']}: {r['comparison']} {r['metric']} ({split_name(r['split'])})" for r in fragile)
+            + "."
+        )
+    top1 = [
+        r
+        for r in secondary
+        if r["study"] == "main" and r["metric"] == "top1" and r["split"] == "eval" and r["method"] not in oracles
+    ]
     if top1 and not any(r["verdict"] == "better" for r in top1):
-        out.append("Clean-test top-1: no method's gain over hom is established at the main study's schedule ("
-                   + "; ".join(f"{r['comparison']} {_num(r['mean'], 'top1')} points [{_num(r['lo'], 'top1')}, "
-                               f"{_num(r['hi'], 'top1')}], {r['verdict']}" for r in top1) + ").")
+        out.append(
+            "Clean-test top-1: no method's gain over hom is established at the main study's schedule ("
+            + "; ".join(
+                f"{r['comparison']} {_num(r['mean'], 'top1')} points [{_num(r['lo'], 'top1')}, "
+                f"{_num(r['hi'], 'top1')}], {r['verdict']}"
+                for r in top1
+            )
+            + ")."
+        )
     exploratory = sorted({r["study"] for r in secondary if r.get("exploratory")})
     if exploratory:
-        out.append("Exploratory (chosen after seeing results, so not confirmatory): " + "; ".join(
-            f"{st} ({next(r['exploratory'] for r in secondary if r['study'] == st)})" for st in exploratory) + ".")
+        out.append(
+            "Exploratory (chosen after seeing results, so not confirmatory): "
+            + "; ".join(f"{st} ({next(r['exploratory'] for r in secondary if r['study'] == st)})" for st in exploratory)
+            + "."
+        )
     for o in oracles:
         by_metric: "dict[tuple, list[dict]]" = {}
         for r in primary + secondary:
@@ -245,23 +336,33 @@ def findings(primary: "list[dict]", secondary: "list[dict]", oracles: "list[str]
             hib = M.METRICS[metric].higher_is_better if metric in M.METRICS else True
             best = all((mine["mean"] > r["mean"]) if hib else (mine["mean"] < r["mean"]) for r in others)
             if best and mine["verdict"] in ("better",):
-                out.append(f"The oracle control {o} (given the true transition matrix T, which the other methods "
-                           f"must learn) is ahead of every method on {metric} ({split_name(split)}): "
-                           f"{o} − hom {_num(mine['mean'], metric)} against at most "
-                           f"{_num(max(r['mean'] for r in others) if hib else min(r['mean'] for r in others), metric)}"
-                           " for the others.")
-        noisy = [r for r in primary + secondary
-                 if r["method"] == o and r["split"] == "heldout" and r["verdict"] == "worse"]
+                out.append(
+                    f"The oracle control {o} (given the true transition matrix T, which the other methods "
+                    f"must learn) is ahead of every method on {metric} ({split_name(split)}): "
+                    f"{o} − hom {_num(mine['mean'], metric)} against at most "
+                    f"{_num(max(r['mean'] for r in others) if hib else min(r['mean'] for r in others), metric)}"
+                    " for the others."
+                )
+        noisy = [
+            r for r in primary + secondary if r["method"] == o and r["split"] == "heldout" and r["verdict"] == "worse"
+        ]
         if noisy:
             shown = ", ".join(f"{r['study']}: {_num(r['mean'], r['metric'])} {r['metric']}" for r in noisy)
-            out.append(f"{o} is scored on what it outputs, its estimate of the clean label (forward correction applies "
-                       f"T inside the loss only), so against the noisy held-out labels it is worse than hom ({shown}): "
-                       "that measures how far clean and noisy labels differ, not how well it learned the noise.")
+            out.append(
+                f"{o} is scored on what it outputs, its estimate of the clean label (forward correction applies "
+                f"T inside the loss only), so against the noisy held-out labels it is worse than hom ({shown}): "
+                "that measures how far clean and noisy labels differ, not how well it learned the noise."
+            )
     return out
 
 
-def summary_section(primary: "list[dict]", secondary: "list[dict]", exp: Experiment,
-                    fixed: "Optional[list[dict]]" = None, oracle_rows: "Optional[list[dict]]" = None) -> dict:
+def summary_section(
+    primary: "list[dict]",
+    secondary: "list[dict]",
+    exp: Experiment,
+    fixed: "Optional[list[dict]]" = None,
+    oracle_rows: "Optional[list[dict]]" = None,
+) -> dict:
     """The report's opening: one table (the primary endpoint per method against hom, the oracle's row outside the
     family, then the secondary verdicts that survive Holm), the findings sentences, the whole secondary family in a
     table below, and the descriptive family of models-fixed rows (ensembles: "for these trained models")."""
@@ -269,36 +370,75 @@ def summary_section(primary: "list[dict]", secondary: "list[dict]", exp: Experim
     kept = [r for r in secondary if r["verdict"] in ("better", "worse")]
     ep = exp.primary
     declared = declaration(exp)
-    title = (f"Summary: primary endpoint {ep.metric} on the {split_name(ep.split)} split ({declared}; "
-             f"{len(primary)} comparison(s), Holm among them), then the {len(kept)} of {len(secondary)} "
-             "secondary verdicts that survive Holm's adjustment")
+    title = (
+        f"Summary: primary endpoint {ep.metric} on the {split_name(ep.split)} split ({declared}; "
+        f"{len(primary)} comparison(s), Holm among them), then the {len(kept)} of {len(secondary)} "
+        "secondary verdicts that survive Holm's adjustment"
+    )
 
     def label(r: dict, head: str) -> str:
         return f"{head}, exploratory: {r['study']}" if r.get("exploratory") else f"{head}: {r['study']}"
 
-    rows = ([["primary", *row_cells(r)[1:]] for r in primary]
-            + [["oracle (outside the family)", *row_cells(r)[1:]] for r in oracle_rows]
-            + [[label(r, "secondary"), *row_cells(r)[1:]] for r in kept])
+    rows = (
+        [["primary", *row_cells(r)[1:]] for r in primary]
+        + [["oracle (outside the family)", *row_cells(r)[1:]] for r in oracle_rows]
+        + [[label(r, "secondary"), *row_cells(r)[1:]] for r in kept]
+    )
     text = findings(primary, secondary, oracle_methods(exp), declared)
     fixed_kept = [r for r in fixed if r["verdict"] in ("better", "worse")]
     if fixed:
-        text.append(f"Models-fixed family (descriptive, \"for these trained models\"; ensembles: {len(fixed)} "
-                    f"comparisons, unfloored p, Holm-adjusted together): {len(fixed_kept)} better/worse.")
-    tables = [(f"Secondary family ({len(secondary)} comparisons, method level): raw 95% intervals, p and Holm-adjusted "
-               "p, and the same at df = n − 1", HEADER, [row_cells(r) for r in secondary])]
+        text.append(
+            f'Models-fixed family (descriptive, "for these trained models"; ensembles: {len(fixed)} '
+            f"comparisons, unfloored p, Holm-adjusted together): {len(fixed_kept)} better/worse."
+        )
+    tables = [
+        (
+            f"Secondary family ({len(secondary)} comparisons, method level): raw 95% intervals, p and Holm-adjusted "
+            "p, and the same at df = n − 1",
+            HEADER,
+            [row_cells(r) for r in secondary],
+        )
+    ]
     if fixed:
-        tables.append((f"Models-fixed family ({len(fixed)} comparisons, descriptive: for these trained models, images "
-                       "resampled; p without a floor, Holm-adjusted together)", HEADER, [row_cells(r) for r in fixed]))
-    return {"summary": {"title": title, "header": HEADER, "rows": rows, "findings": text},
-            "tables": tables,
-            "json": {"primary_endpoint": {"declared": {"metric": ep.metric, "split": ep.split, "date": ep.declared,
-                                                       "prospective_for": list(ep.prospective_for),
-                                                       "statement": declared},
-                                          "comparisons": primary, "oracle_rows": oracle_rows},
-                     "secondary_family": {"size": len(secondary), "adjustment": "holm", "alpha": ALPHA,
-                                          "comparisons": secondary, "surviving": len(kept)},
-                     "models_fixed_family": {"size": len(fixed), "adjustment": "holm", "alpha": ALPHA,
-                                             "comparisons": fixed, "surviving": len(fixed_kept)}}}
+        tables.append(
+            (
+                f"Models-fixed family ({len(fixed)} comparisons, descriptive: for these trained models, images "
+                "resampled; p without a floor, Holm-adjusted together)",
+                HEADER,
+                [row_cells(r) for r in fixed],
+            )
+        )
+    return {
+        "summary": {"title": title, "header": HEADER, "rows": rows, "findings": text},
+        "tables": tables,
+        "json": {
+            "primary_endpoint": {
+                "declared": {
+                    "metric": ep.metric,
+                    "split": ep.split,
+                    "date": ep.declared,
+                    "prospective_for": list(ep.prospective_for),
+                    "statement": declared,
+                },
+                "comparisons": primary,
+                "oracle_rows": oracle_rows,
+            },
+            "secondary_family": {
+                "size": len(secondary),
+                "adjustment": "holm",
+                "alpha": ALPHA,
+                "comparisons": secondary,
+                "surviving": len(kept),
+            },
+            "models_fixed_family": {
+                "size": len(fixed),
+                "adjustment": "holm",
+                "alpha": ALPHA,
+                "comparisons": fixed,
+                "surviving": len(fixed_kept),
+            },
+        },
+    }
 
 
 def validate_primary(exp: Experiment) -> None:
@@ -310,184 +450,12 @@ def validate_primary(exp: Experiment) -> None:
     from harness.uncertainty.compare import IMAGE_KEYS
 
     if exp.primary.metric not in IMAGE_KEYS:
-        raise ValueError(f"primary.metric={exp.primary.metric!r}: the primary endpoint is compared over seeds and "
-                         f"images, which needs a per-image metric: use one of {', '.join(IMAGE_KEYS)}")
+        raise ValueError(
+            f"primary.metric={exp.primary.metric!r}: the primary endpoint is compared over seeds and "
+            f"images, which needs a per-image metric: use one of {', '.join(IMAGE_KEYS)}"
+        )
     if exp.primary.split not in ("heldout", "eval"):
-        raise ValueError(f"primary.split={exp.primary.split!r}: use heldout (the held-out split, noisy labels) or "
-                         "eval (the evaluation split)")
-
-
-def experiment_verdicts(exp: Experiment, runs: "dict[str, list[Path]]", ensembles: "list[Path]",
-                        conditions: "dict[str, dict[str, list[Path]]]",
-                        multilabel_diffs: "Optional[list[dict]]" = None, multilabel_reference: str = "hom") -> dict:
-    """The summary section of an experiment (:func:`summary_section`): the primary family (each method of the
-    main study against hom on the declared endpoint, oracles outside it), the secondary family (the main study on
-    the test split, every condition with hom on the primary endpoint and the test split, the human − class-
-    conditional difference of het's gain, the multi-label study's seed-level differences) and the models-fixed
-    family (ensembles), each Holm-adjusted on its own."""
-    import json
-
-    keys = ("top1", "nll", "ece")
-    ep = exp.primary
-    oracles = oracle_methods(exp)
-    noisy_main = {m: d for m, d in runs.items() if m not in oracles}
-    primary = adjust(method_rows("main", noisy_main, (ep.metric,), ep.split), "primary")
-    oracle_rows = [r for r in method_rows("main", runs, (ep.metric,), ep.split) if r["method"] in oracles]
-    for r in oracle_rows:
-        r.update(p_holm=None, verdict=r["verdict_raw"] + " (oracle, unadjusted)", family="oracle", fragile=False)
-    secondary = method_rows("main", runs, tuple(k for k in keys if (k, "eval") != (ep.metric, ep.split)), "eval")
-    for name, per in conditions.items():
-        study = f"condition {name}"
-        rows = method_rows(study, per, (ep.metric,), ep.split) + method_rows(study, per, keys, "eval")
-        reason = exp.conditions[name].exploratory if name in exp.conditions else ""
-        for r in rows:
-            r["exploratory"] = reason
-        secondary += rows
-    premise = human_minus_condition(exp, runs, conditions)
-    secondary += premise
-    secondary += seed_rows("multi-label", multilabel_diffs or [], multilabel_reference)
-    ens = {json.loads((e / "ensemble.json").read_text())["method"]: e for e in ensembles}
-    fixed = adjust(ensemble_rows(ens, keys), "models fixed")
-    secondary = adjust(secondary)
-    replicated = mark_replication(exp, primary + secondary + fixed)
-    out = summary_section(primary, secondary, exp, fixed, oracle_rows)
-    out["summary"]["findings"] += replicated
-    out["summary"]["findings"] += effect_sizes(primary, runs, ens, ep) + premise_sentence(premise, primary, secondary, ep)
-    out["summary"]["findings"].append(_confidence_note([d for dirs in runs.values() for d in dirs]))
-    return out
-
-
-def _key(r: dict) -> tuple:
-    return r["study"], r["comparison"], r["metric"], r["split"]
-
-
-def mark_replication(exp: Experiment, rows: "list[dict]") -> "list[str]":
-    """Each better/worse verdict of ``rows`` marked ``replication``: "replicated" when the replication experiment's
-    report (``exp.replication``) gives the same row the same verdict, else "fragile"; a sentence with the counts.
-    Nothing when the experiment names no replication or its report is not there yet."""
-    import json
-
-    path = Path(exp.results_root) / exp.replication / "report.json"
-    if not exp.replication or not path.is_file():
-        return []
-    rep = json.loads(path.read_text())
-    theirs = {_key(r): r["verdict"] for part in ("primary_endpoint", "secondary_family", "models_fixed_family")
-              for r in rep.get(part, {}).get("comparisons", [])}
-    strong = [r for r in rows if r["verdict"] in ("better", "worse")]
-    for r in strong:
-        r["replication"] = "replicated" if theirs.get(_key(r)) == r["verdict"] else "fragile"
-        r["replication_verdict"] = theirs.get(_key(r))
-    changed = sum(1 for r in rows if _key(r) in theirs and _strong(theirs[_key(r)]) != _strong(r["verdict"]))
-    fragile = [r for r in strong if r["replication"] == "fragile"]
-    from harness.experiment.config import load_experiment
-
-    return [f"Replication ({exp.replication}: {load_experiment(exp.replication).description}): "
-            f"{len(strong) - len(fragile)} of {len(strong)} better/worse verdicts replicated"
-            + (", fragile: " + "; ".join(f"{r['study']}: {r['comparison']} {r['metric']} ({split_name(r['split'])}) "
-                                         f"{r['verdict']} → {r['replication_verdict'] or 'no such row'}" for r in fragile)
-               if fragile else "") + f"; {changed} of {sum(_key(r) in theirs for r in rows)} verdict labels differ."]
-
-
-def human_minus_condition(exp: Experiment, runs: "dict[str, list[Path]]",
-                          conditions: "dict[str, dict[str, list[Path]]]") -> "list[dict]":
-    """The pre-registered secondary "is het's gain larger for human (image-dependent) noise than for class-conditional
-    noise with the same T?": per seed s and held-out image i, (het − hom) in the main study minus (het − hom) in
-    the ``sigma_readout.class_conditional`` condition, on the primary endpoint, one interval over seeds and images
-    (:func:`harness.uncertainty.stats.anova_interval`; the two studies' held-out images are the same, their labels
-    carry each study's own noise). Negative (NLL) means a larger gain on human noise, the paper's premise."""
-    from harness.uncertainty.compare import HIGHER_IS_BETTER, parts, per_image_difference
-    from harness.uncertainty.stats import anova_interval
-
-    name = exp.sigma_readout.get("class_conditional")
-    per = conditions.get(name or "", {})
-    het = next((m for m, h in exp.methods.items() if h.get("covariance") == "low_rank"), None)
-    ep = exp.primary
-    if het is None or ep.metric == "ece" or not {het, "hom"} <= set(per) or not {het, "hom"} <= set(runs):
-        return []
-    sides = [[_preds(dirs, ep.split) for dirs in (group[het], group["hom"])] for group in (runs, per)]
-    n = min(len(x) for side in sides for x in side)
-    if n == 0 or any(not np.array_equal(sides[0][0][0].index, x[0].index) for x in sides[1]):
-        return []
-    d = np.stack([per_image_difference(ep.metric, parts(sides[0][0][s]), parts(sides[0][1][s]))
-                  - per_image_difference(ep.metric, parts(sides[1][0][s]), parts(sides[1][1][s])) for s in range(n)])
-    r = anova_interval(d, higher_is_better=HIGHER_IS_BETTER[ep.metric])
-    return [_row(f"human − {name}", f"({het} − hom) human noise − ({het} − hom) {name}", het, ep.metric, ep.split, n,
-                 {**r, "verdict_df_n1": r.get("verdict_df_n1")})]
-
-
-def premise_sentence(premise: "list[dict]", primary: "list[dict]", secondary: "list[dict]", ep: Any) -> "list[str]":
-    """The pre-registered secondary on the paper's premise, worded against it, with the study whose het − hom point
-    gain on the primary endpoint is largest."""
-    if not premise:
-        return []
-    r = premise[0]
-    het = r["method"]
-    gains = [x for x in primary + secondary if x["method"] == het and x["comparison"] == f"{het} − hom"
-             and (x["metric"], x["split"]) == (ep.metric, ep.split) and not x.get("exploratory")]
-    hib = M.METRICS[ep.metric].higher_is_better if ep.metric in M.METRICS else True
-    best = (max if hib else min)(gains, key=lambda x: x["mean"]) if gains else None
-    word = {"better": "supported", "worse": "contradicted"}.get(r["verdict"], "not established")
-    return [f"The paper's premise (HET gains more under image-dependent human noise than under class-conditional noise "
-            f"with the same T): {het}'s gain on human noise minus its gain in {r['study'].split(' − ', 1)[1]}, "
-            f"{_num(r['mean'], r['metric'])} [{_num(r['lo'], r['metric'])}, {_num(r['hi'], r['metric'])}], p "
-            f"{_p(r['p'])}, Holm p {_p(r.get('p_holm'))}: {word} here"
-            + (f"; among the confirmatory studies the largest point gain is in {best['study']} "
-               f"({_num(best['mean'], best['metric'])})" if best else "")
-            + "."]
-
-
-def effect_sizes(primary: "list[dict]", runs: "dict[str, list[Path]]", ensembles: "dict[str, Path]",
-                 ep: Any) -> "list[str]":
-    """The primary differences relative to hom's metric and to what a hom ensemble gains over its members on the
-    same split (the yardstick a practitioner has)."""
-    from harness.uncertainty.compare import metric_stat, parts
-
-    if not primary or "hom" not in runs or ep.metric == "ece":
-        return []
-    stat = metric_stat(ep.metric, 1)
-    homs = _preds(runs["hom"], ep.split)
-    if not homs:
-        return []
-    hom_mean = float(np.mean([stat(*parts(p)) for p in homs]))
-    text = ", ".join(f"{r['comparison']} {_num(r['mean'], r['metric'])} ({100 * r['mean'] / hom_mean:+.1f}% of hom's "
-                     f"{_num(hom_mean, r['metric'], False)})" for r in primary)
-    out = f"Effect sizes on the primary endpoint: {text}"
-    if "hom" in ensembles:
-        ens = _preds([ensembles["hom"]], ep.split)
-        if ens:
-            gain = stat(*parts(ens[0])) - hom_mean
-            out += (f"; the hom ensemble ({ensembles['hom'].name}) gains {_num(gain, ep.metric)} over its members' "
-                    "mean on the same split, so each method's difference is " + ", ".join(
-                        f"{r['method']} {r['mean'] / gain:.2f}x" for r in primary) + " the ensemble's gain"
-                    if gain else "")
-    return [out + "."]
-
-
-def _confidence_note(dirs: "list[Path]") -> str:
-    """How many single models are under-confident on the test labels (mean top-label confidence below
-    top-1): when all are, a lower test ECE means a sharper model, not one calibrated to the labels it learned."""
-    under = 0
-    for p in _preds(dirs, "eval"):
-        conf, correct = M.top_label(p.log_probs(), np.asarray(p.targets, dtype=np.int64))
-        under += int(conf.mean() < correct.mean())
-    text = (f"On the test labels {under} of {len(dirs)} single models are under-confident (mean top-label "
-            "confidence below top-1)")
-    return text + (": there a lower ECE measures sharpness against these labels, not calibration to the noisy "
-                   "labels the models were trained to predict." if under == len(dirs) else ".")
-
-
-def report_summary(exp: Experiment, runs: "dict[str, list[Path]]", ensembles: "list[Path]", conditions: dict, main: Any,
-             ml_runs: "dict[str, list[Path]]", extra: dict) -> dict:
-    """The verdicts that open an experiment's report: the summary table goes to ``extra["summary"]``, the secondary
-    family's table and JSON are returned to merge. ``main`` is the main study's plan (its ``configs`` by run folder),
-    ``conditions`` the runs of each condition by method, ``ml_runs`` the multi-label study's runs by method."""
-    with_hom = {name: {m: [Path(main.configs[f].output_dir) for f in fs] for m, fs in per.items()}
-                for name, per in conditions.items() if "hom" in per and len(per) > 1}
-    ml_diffs = extra.get("json", {}).get("multilabel_paired_differences") if ml_runs else None
-    ref = next((m for m in ml_runs if exp.multilabel.methods[m].get("covariance", "low_rank") == "none"), "hom")
-    part = experiment_verdicts(exp, runs, ensembles, with_hom, ml_diffs, ref)
-    extra["summary"] = part.pop("summary")
-    if exp.preregistration:
-        part["text"] = [f"Pre-registration (the experiment file's `preregistration`; each part says when it was written "
-                        f"and for which runs): {exp.preregistration}"]
-    return part
+        raise ValueError(
+            f"primary.split={exp.primary.split!r}: use heldout (the held-out split, noisy labels) or "
+            "eval (the evaluation split)"
+        )

@@ -4,7 +4,8 @@
 - :mod:`~harness.heads.sampling`: the chunked Monte Carlo average of the tempered softmax / sigmoid
   (:mod:`~harness.heads.linear_space`: its eager chunk kernels; :mod:`~harness.heads.planning`: a call's noise
   and chunks);
-- :mod:`~harness.heads.options`: the options, layer names, initialisation and closed-form parameter counts;
+- :mod:`~harness.heads.options`: the registry of covariance variants (:data:`VARIANTS`), the options, layer names,
+  initialisation and closed-form parameter counts;
 - :mod:`~harness.heads.edward2`: constructors with edward2's argument names;
 - :mod:`~harness.heads.noise`: the noise (seeded generators in eager mode, counter-based inside ``torch.compile``);
 - :mod:`~harness.heads.hetify`: :func:`hetify`, a model's classifier replaced by a HET head in one call.
@@ -14,10 +15,37 @@ from harness.heads.edward2 import MCSigmoidDenseFA, MCSoftmaxDenseFA
 from harness.heads.het import HeteroscedasticHead
 from harness.heads.hetify import hetify
 from harness.heads.options import (
-    COVARIANCES, INPUT_DEPENDENT_NOISE_LAYERS, LINKS, MIN_SCALE, NOISE_LAYERS, NOISE_SPACES, count_head_parameters,
+    COVARIANCES,
+    DEFAULT_NUM_FACTORS,
+    INPUT_DEPENDENT_NOISE_LAYERS,
+    LINKS,
+    MIN_SCALE,
+    NOISE_LAYERS,
+    NOISE_SPACES,
+    TRANSFER_HEADS,
+    TRANSFER_NUM_FACTORS,
+    VARIANTS,
+    CovarianceVariant,
+    count_head_parameters,
+    has_factors,
 )
 
 __all__ = [
-    "HeteroscedasticHead", "hetify", "MCSoftmaxDenseFA", "MCSigmoidDenseFA", "count_head_parameters",
-    "COVARIANCES", "LINKS", "NOISE_SPACES", "NOISE_LAYERS", "INPUT_DEPENDENT_NOISE_LAYERS", "MIN_SCALE",
+    "HeteroscedasticHead",
+    "hetify",
+    "MCSoftmaxDenseFA",
+    "MCSigmoidDenseFA",
+    "count_head_parameters",
+    "VARIANTS",
+    "CovarianceVariant",
+    "has_factors",
+    "TRANSFER_HEADS",
+    "COVARIANCES",
+    "DEFAULT_NUM_FACTORS",
+    "TRANSFER_NUM_FACTORS",
+    "LINKS",
+    "NOISE_SPACES",
+    "NOISE_LAYERS",
+    "INPUT_DEPENDENT_NOISE_LAYERS",
+    "MIN_SCALE",
 ]

@@ -10,8 +10,13 @@ import torch
 from torch import Tensor
 
 
-def noise_factors(covariance: str, scale: Tensor, factors: Optional[Tensor], hom_factors: Optional[Tensor],
-                  shared_scalar: bool = False) -> "tuple[Tensor, Optional[Tensor]]":
+def noise_factors(
+    covariance: str,
+    scale: Tensor,
+    factors: Optional[Tensor],
+    hom_factors: Optional[Tensor],
+    shared_scalar: bool = False,
+) -> "tuple[Tensor, Optional[Tensor]]":
     """The factors of the noise covariance in the noise space W: Σ_W(x) = F Fᵀ + diag(d²) (paper Eq. 7).
 
     Args:
@@ -36,9 +41,15 @@ def noise_factors(covariance: str, scale: Tensor, factors: Optional[Tensor], hom
     return f, scale
 
 
-def covariance_block(factors: Tensor, d: Optional[Tensor], num_classes: int, rows: Optional[Tensor] = None,
-                     cols: Optional[Tensor] = None, projection: Optional[Tensor] = None,
-                     max_elements: int = 1 << 27) -> Tensor:
+def covariance_block(
+    factors: Tensor,
+    d: Optional[Tensor],
+    num_classes: int,
+    rows: Optional[Tensor] = None,
+    cols: Optional[Tensor] = None,
+    projection: Optional[Tensor] = None,
+    max_elements: int = 1 << 27,
+) -> Tensor:
     """Block ``Σ(x)[rows][:, cols]`` of the logit covariance, ``[N, len(rows), len(cols)]``, from the factors.
 
     Σ(x) = F Fᵀ + diag(d²) (HET; paper Eq. 7); HET-XL: L (F Fᵀ + diag(d²)) Lᵀ with L = ``projection``,

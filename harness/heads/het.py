@@ -26,11 +26,26 @@ from torch import Tensor, nn
 
 from harness.heads.covariance import covariance_block, noise_factors
 from harness.heads.options import (
-    COVARIANCES, DEFAULT_NUM_FACTORS, DEFAULT_TEMPERATURE_BOUNDS, DIAG_NOISES, INITS, LINKS,
-    MAX_DENSE_COVARIANCE_ELEMENTS, MIN_SCALE, NOISE_SPACES, _choice, _whole, init_parameters,
+    COVARIANCES,
+    DEFAULT_NUM_FACTORS,
+    DEFAULT_TEMPERATURE_BOUNDS,
+    DIAG_NOISES,
+    INITS,
+    LINKS,
+    MAX_DENSE_COVARIANCE_ELEMENTS,
+    MIN_SCALE,
+    NOISE_SPACES,
+    _choice,
+    _whole,
+    has_factors,
+    init_parameters,
 )
 from harness.heads.sampling import (
-    NoiseLayout, chunk_logits, log_average_to_logits, monte_carlo_log_average, plan_noise,
+    NoiseLayout,
+    chunk_logits,
+    log_average_to_logits,
+    monte_carlo_log_average,
+    plan_noise,
 )
 
 
@@ -109,9 +124,14 @@ class HeteroscedasticHead(nn.Module):
         cov_init_scale: Optional[float] = None,
     ) -> None:
         super().__init__()
-        for name, value in (("in_features", in_features), ("num_classes", num_classes), ("num_factors", num_factors),
-                            ("train_mc_samples", train_mc_samples), ("eval_mc_samples", eval_mc_samples),
-                            ("mc_chunk_size", mc_chunk_size)):
+        for name, value in (
+            ("in_features", in_features),
+            ("num_classes", num_classes),
+            ("num_factors", num_factors),
+            ("train_mc_samples", train_mc_samples),
+            ("eval_mc_samples", eval_mc_samples),
+            ("mc_chunk_size", mc_chunk_size),
+        ):
             _whole(name, value)
         if in_features < 1 or num_classes < 1:
             raise ValueError(f"in_features and num_classes must be >= 1, got {in_features} and {num_classes}")
@@ -123,7 +143,7 @@ class HeteroscedasticHead(nn.Module):
         _choice("init", init, INITS)
         width = self.in_features if self.noise_space == "pre_logits" else self.num_classes
         self.noise_width = width
-        if self.covariance_type in ("low_rank", "parameter_efficient"):
+        if has_factors(self.covariance_type):
             if num_factors is None:
                 num_factors = min(DEFAULT_NUM_FACTORS, width)
             if not (1 <= int(num_factors) <= width):
@@ -175,11 +195,15 @@ class HeteroscedasticHead(nn.Module):
         init_parameters(self, init, cov_init_scale)
 
     def extra_repr(self) -> str:
-        s = (f"in_features={self.in_features}, num_classes={self.num_classes}, covariance={self.covariance_type!r}, "
-             f"link={self.link!r}")
+        s = (
+            f"in_features={self.in_features}, num_classes={self.num_classes}, covariance={self.covariance_type!r}, "
+            f"link={self.link!r}"
+        )
         if self.covariance_type != "none":
-            s += (f", num_factors={self.num_factors}, noise_space={self.noise_space!r}, "
-                  f"train_mc_samples={self.train_mc_samples}, eval_mc_samples={self.eval_mc_samples}")
+            s += (
+                f", num_factors={self.num_factors}, noise_space={self.noise_space!r}, "
+                f"train_mc_samples={self.train_mc_samples}, eval_mc_samples={self.eval_mc_samples}"
+            )
         return s
 
     # ------------------------------------------------------------------ parameters of the latent
@@ -211,8 +235,11 @@ class HeteroscedasticHead(nn.Module):
         factors (V [N,W,R] or v [N,W]), hom_factors V [W,R], projection [K,W]."""
         mu = self.loc(h)
         params: "dict[str, Optional[Tensor]]" = {
-            "mu": mu, "scale": F.softplus(self.diag(h)) + MIN_SCALE,
-            "factors": None, "hom_factors": None, "projection": None,
+            "mu": mu,
+            "scale": F.softplus(self.diag(h)) + MIN_SCALE,
+            "factors": None,
+            "hom_factors": None,
+            "projection": None,
         }
         if self.covariance_type == "low_rank":
             params["factors"] = self.scale(h).view(h.shape[0], self.noise_width, self.num_factors)
@@ -256,7 +283,7 @@ class HeteroscedasticHead(nn.Module):
 
         W = K for HET, D for HET-XL. Raises ValueError for ``covariance`` none/diagonal.
         """
-        if self.covariance_type not in ("low_rank", "parameter_efficient"):
+        if not has_factors(self.covariance_type):
             raise ValueError(f"covariance={self.covariance_type!r} has no factors")
         with torch.autocast(x.device.type, enabled=False):
             p = self._noise_parameters(self._features(x))
@@ -294,8 +321,13 @@ class HeteroscedasticHead(nn.Module):
 
     def _covariance_factors(self, h: Tensor) -> "tuple[Tensor, Optional[Tensor]]":
         p = self._noise_parameters(h)
-        return noise_factors(self.covariance_type, p["scale"], p["factors"], p["hom_factors"],
-                             shared_scalar=self.diag_noise == "shared_scalar")
+        return noise_factors(
+            self.covariance_type,
+            p["scale"],
+            p["factors"],
+            p["hom_factors"],
+            shared_scalar=self.diag_noise == "shared_scalar",
+        )
 
     def covariance(
         self,
@@ -412,12 +444,17 @@ class HeteroscedasticHead(nn.Module):
                 out = monte_carlo_log_average(layout, noise, temperature=self.temperature, key=key, **p)
             else:  # bank noise is shared, so row blocks need no slicing of the noise
                 blocks = [
-                    monte_carlo_log_average(layout, noise, temperature=self.temperature, **{
-                        k: v[i:i + row_block] if k in ("mu", "scale", "factors") and v is not None else v
-                        for k, v in p.items()})
+                    monte_carlo_log_average(
+                        layout,
+                        noise,
+                        temperature=self.temperature,
+                        **{
+                            k: v[i : i + row_block] if k in ("mu", "scale", "factors") and v is not None else v
+                            for k, v in p.items()
+                        },
+                    )
                     for i in range(0, n, row_block)
                 ]
-                out = (torch.cat(blocks) if self.link == "softmax"
-                       else tuple(torch.cat(part) for part in zip(*blocks)))
+                out = torch.cat(blocks) if self.link == "softmax" else tuple(torch.cat(part) for part in zip(*blocks))
             logits = log_average_to_logits(out, self.link, self.clip_eps)
         return logits.reshape(*lead, self.num_classes)

@@ -23,8 +23,9 @@ def _classifiers(model: nn.Module) -> "list[nn.Linear]":
         return layers
     linears = [m for m in model.modules() if isinstance(m, nn.Linear)]
     if not linears:
-        raise ValueError(f"{type(model).__name__} has no nn.Linear to replace and no get_classifier(): "
-                         "nothing to hetify")
+        raise ValueError(
+            f"{type(model).__name__} has no nn.Linear to replace and no get_classifier(): nothing to hetify"
+        )
     return linears[-1:]
 
 

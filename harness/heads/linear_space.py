@@ -112,8 +112,9 @@ def rows_out_of_range(outs: "tuple[Tensor, ...]") -> Optional[Tensor]:
     return bad.nonzero().squeeze(1)
 
 
-def grad_coefficients(link: str, shifted: "tuple[Tensor, ...]", grads: "tuple[Tensor, ...]",
-                      skip: Optional[Tensor]) -> "tuple[Tensor, ...]":
+def grad_coefficients(
+    link: str, shifted: "tuple[Tensor, ...]", grads: "tuple[Tensor, ...]", skip: Optional[Tensor]
+) -> "tuple[Tensor, ...]":
     """The ``[N, K]`` coefficients of :func:`chunk_grad` (a for softmax, c for sigmoid; see the module docstring).
 
     Args:

@@ -159,8 +159,8 @@ def counter_normals(key: Tensor, samples: Tensor, rows: int, columns: Tensor, dt
     col = columns.view(1, 1, -1) * 2
     h1 = mix32(base ^ col)
     h2 = mix32(base ^ (col + 1))
-    u1 = ((h1 >> 8).to(dtype) + 0.5) * (2.0 ** -24)
-    u2 = (h2 >> 8).to(dtype) * (2.0 ** -24)
+    u1 = ((h1 >> 8).to(dtype) + 0.5) * (2.0**-24)
+    u2 = (h2 >> 8).to(dtype) * (2.0**-24)
     return torch.sqrt(-2.0 * torch.log(u1)) * torch.cos((2.0 * math.pi) * u2)
 
 

@@ -12,7 +12,16 @@ from typing import Optional, Sequence
 
 from torch import nn
 
-COVARIANCES = ("none", "diagonal", "low_rank", "parameter_efficient")
+from harness.heads.variants import (  # noqa: F401 -- the registry's names, read here by the head's options
+    COVARIANCES,
+    DEFAULT_NUM_FACTORS,
+    TRANSFER_HEADS,
+    TRANSFER_NUM_FACTORS,
+    VARIANTS,
+    CovarianceVariant,
+    has_factors,
+)
+
 #: the layers whose output depends on the input and sets the noise: d(x), V(x) (low-rank), v(x) (PE)
 INPUT_DEPENDENT_NOISE_LAYERS = ("diag", "scale", "scale_het")
 #: every layer that produces the noise covariance (the PE head adds its homoscedastic factor matrix V)
@@ -23,8 +32,6 @@ DIAG_NOISES = ("independent", "shared_scalar")
 INITS = ("keras", "flax", "torch")
 #: d(x) = softplus(.) + MIN_SCALE (``MIN_SCALE_MONTE_CARLO`` of edward2 ``edward2/tensorflow/layers/heteroscedastic.py``).
 MIN_SCALE = 1e-3
-#: rank used when ``num_factors`` is not given (paper Sec. 4, ImageNet).
-DEFAULT_NUM_FACTORS = 15
 #: default bounds of a learned temperature (the defaults of edward2 ``edward2/tensorflow/layers/heteroscedastic.py``).
 DEFAULT_TEMPERATURE_BOUNDS = (0.3, 3.0)
 #: ``covariance()`` refuses to build more elements than this unless ``max_elements`` is raised.
@@ -48,7 +55,6 @@ def _whole(name: str, value: object) -> None:
     """
     if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Integral)):
         raise ValueError(f"{name} must be a whole number, got {value!r} ({type(value).__name__}): give an integer")
-
 
 
 def init_parameters(module: nn.Module, init: str, cov_init_scale: Optional[float]) -> None:
@@ -78,8 +84,13 @@ def init_parameters(module: nn.Module, init: str, cov_init_scale: Optional[float
 
 
 def count_head_parameters(
-    in_features: int, num_classes: int, covariance: str, num_factors: int = 0, noise_space: str = "logits",
-    learn_temperature: bool = False, pe_noise_bias: bool = True,
+    in_features: int,
+    num_classes: int,
+    covariance: str,
+    num_factors: int = 0,
+    noise_space: str = "logits",
+    learn_temperature: bool = False,
+    pe_noise_bias: bool = True,
 ) -> int:
     """Closed-form parameter count of a head (from the layer shapes; the paper's ResNet-152 counts, Table 1 and Appendix E, are tested).
 

@@ -76,6 +76,14 @@ def plan_noise(head, h: Tensor, s: int, seed: Optional[int]) -> "tuple":
         row_block = max(1, AUTO_CHUNK_ELEMENTS // (chunk * width))
     else:
         chunk = auto_chunk_size(h.shape[0], width, s, FRESH_CHUNK_ELEMENTS)
-    noise = seeded_noise(seed, h.shape[0], head.noise_width, head.num_factors, shared=shared, diag_scalar=scalar,
-                         device=h.device, dtype=h.dtype)
+    noise = seeded_noise(
+        seed,
+        h.shape[0],
+        head.noise_width,
+        head.num_factors,
+        shared=shared,
+        diag_scalar=scalar,
+        device=h.device,
+        dtype=h.dtype,
+    )
     return noise, min(chunk, s), row_block, None

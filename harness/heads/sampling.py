@@ -37,15 +37,29 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from harness.heads.linear_space import (
-    Workspace, chunk_grad, chunk_sums, grad_coefficients, rows_out_of_range, split_chunks,
+    Workspace,
+    chunk_grad,
+    chunk_sums,
+    grad_coefficients,
+    rows_out_of_range,
+    split_chunks,
 )
 from harness.heads.noise import CounterNoise, NoiseFn, fill_standard_normal, seeded_noise
 from harness.heads.planning import AUTO_CHUNK_ELEMENTS, FRESH_CHUNK_ELEMENTS, auto_chunk_size, plan_noise
 
 __all__ = [
-    "AUTO_CHUNK_ELEMENTS", "FRESH_CHUNK_ELEMENTS", "NoiseLayout", "auto_chunk_size", "chunk_logits",
-    "monte_carlo_log_average", "log_average_to_logits", "plan_noise", "seeded_noise", "fill_standard_normal",
-    "CounterNoise", "NoiseFn",
+    "AUTO_CHUNK_ELEMENTS",
+    "FRESH_CHUNK_ELEMENTS",
+    "NoiseLayout",
+    "auto_chunk_size",
+    "chunk_logits",
+    "monte_carlo_log_average",
+    "log_average_to_logits",
+    "plan_noise",
+    "seeded_noise",
+    "fill_standard_normal",
+    "CounterNoise",
+    "NoiseFn",
 ]
 
 _GRAD_NAMES = ("mu", "scale", "factors", "hom", "proj")
@@ -88,8 +102,9 @@ def _samples(kind, eps_factors, eps_diag, mu, scale, factors, hom_factors, proje
         rows = factors.shape[0]
         target = target.baddbmm_(eps_factors.expand(rows, -1, -1), factors.transpose(1, 2))
     elif kind == "parameter_efficient":
-        hom_noise = torch.matmul(eps_factors, hom_factors.t(),
-                                 out=_buffer(ws, "hom_noise", (eps_factors.shape[0], c, w), mu))
+        hom_noise = torch.matmul(
+            eps_factors, hom_factors.t(), out=_buffer(ws, "hom_noise", (eps_factors.shape[0], c, w), mu)
+        )
         target = target.addcmul_(factors.unsqueeze(1), hom_noise)
     if projection is None:
         return target, None, hom_noise
@@ -156,12 +171,17 @@ def _chunk_grad(link: str, z: Tensor, shifted_outs: "tuple[Tensor, ...]", grads:
         return gw.sub_(log_p.exp_().mul_(gw.sum(dim=-1, keepdim=True)))
     log_var = F.logsigmoid(z).add_(F.logsigmoid(-z))  # log σ(1-σ)
     del z
-    return (torch.sub(log_var, shifted_outs[0].unsqueeze(1)).exp_().mul_(grads[0].unsqueeze(1))
-            .sub_(log_var.sub_(shifted_outs[1].unsqueeze(1)).exp_().mul_(grads[1].unsqueeze(1))))
+    return (
+        torch.sub(log_var, shifted_outs[0].unsqueeze(1))
+        .exp_()
+        .mul_(grads[0].unsqueeze(1))
+        .sub_(log_var.sub_(shifted_outs[1].unsqueeze(1)).exp_().mul_(grads[1].unsqueeze(1)))
+    )
 
 
-def _chunk_backward(layout: NoiseLayout, eps_f, eps_d, params, shifted, grads, need, valid=None,
-                    coeffs=None, ws=None) -> dict:
+def _chunk_backward(
+    layout: NoiseLayout, eps_f, eps_d, params, shifted, grads, need, valid=None, coeffs=None, ws=None
+) -> dict:
     """This chunk's contribution to the gradients of the (folded) inputs named in ``need``.
 
     ``params`` = (mu, scale, factors, hom, proj); returns ``{name: tensor}`` for the names needed.
@@ -227,6 +247,7 @@ def _forward_sums(layout: NoiseLayout, noise, key, params) -> "tuple[Tensor, ...
     """log Σ_s of the per-sample log-probabilities ``[N, K]`` (one, or two for sigmoid), chunk by chunk."""
     mu, scale, factors, hom, proj = params
     if isinstance(noise, CounterNoise):  # in-graph loop: the same body for every chunk
+
         def body(i, *acc):
             samples, valid = _sample_indices(layout, i)
             eps = noise.draw(key, samples, mu.shape[0], mu.dtype)
@@ -234,8 +255,10 @@ def _forward_sums(layout: NoiseLayout, noise, key, params) -> "tuple[Tensor, ...
             return (i + layout.chunk_size, *[torch.logaddexp(a, b) for a, b in zip(acc, stats)])
 
         n_out = 1 if layout.link == "softmax" else 2
-        init = (torch.zeros((), dtype=torch.int64, device=mu.device),
-                *[torch.full_like(mu, -math.inf) for _ in range(n_out)])
+        init = (
+            torch.zeros((), dtype=torch.int64, device=mu.device),
+            *[torch.full_like(mu, -math.inf) for _ in range(n_out)],
+        )
         return _loop(layout, body, init)
     acc: "Optional[list[Tensor]]" = None
     for start in range(0, layout.num_samples, layout.chunk_size):
@@ -275,8 +298,10 @@ def _rows(params: tuple, idx: Tensor) -> tuple:
 
 def _rows_noise(noise: NoiseFn, idx: Tensor) -> NoiseFn:
     """The noise of rows ``idx`` only (noise shared by the rows, leading dim 1, is left whole)."""
+
     def rows(start: int, length: int) -> "tuple[Optional[Tensor], Tensor]":
         return tuple(e if e is None or e.shape[0] == 1 else e[idx] for e in noise(start, length))
+
     return rows
 
 
@@ -289,6 +314,7 @@ def _forward_eager(layout: NoiseLayout, noise: NoiseFn, params: tuple) -> "tuple
     """log Σ_s of the per-sample probabilities ``[N, K]`` (one, or two for sigmoid), summed in linear space
     (:mod:`~harness.heads.linear_space`); rows out of its range are recomputed in log space
     (:func:`_forward_sums`). Returns the outputs and those rows' indices ``[M]`` (None: none)."""
+
     def work(starts: "list[int]") -> "list[Tensor]":
         acc: "Optional[list[Tensor]]" = None
         ws = Workspace()
@@ -311,8 +337,9 @@ def _forward_eager(layout: NoiseLayout, noise: NoiseFn, params: tuple) -> "tuple
     return outs, bad
 
 
-def _backward_eager(layout: NoiseLayout, noise: NoiseFn, params: tuple, shifted, grads, need,
-                    bad: Optional[Tensor]) -> dict:
+def _backward_eager(
+    layout: NoiseLayout, noise: NoiseFn, params: tuple, shifted, grads, need, bad: Optional[Tensor]
+) -> dict:
     """:func:`_backward_sums` with d loss / d z formed in linear space, except for the rows ``bad`` (those
     :func:`_forward_eager` recomputed in log space), whose gradients come from the log-space kernels."""
     coeffs = grad_coefficients(layout.link, shifted, grads, bad)
@@ -322,8 +349,7 @@ def _backward_eager(layout: NoiseLayout, noise: NoiseFn, params: tuple, shifted,
         ws = Workspace()
         for start in starts:
             eps = _draw(noise, start, min(layout.chunk_size, layout.num_samples - start), ws)
-            for name, part in _chunk_backward(layout, *eps, params, shifted, grads, need, coeffs=coeffs,
-                                              ws=ws).items():
+            for name, part in _chunk_backward(layout, *eps, params, shifted, grads, need, coeffs=coeffs, ws=ws).items():
                 out[name] = part if name not in out else out[name].add_(part)
         return out
 
@@ -333,8 +359,15 @@ def _backward_eager(layout: NoiseLayout, noise: NoiseFn, params: tuple, shifted,
         for name, grad in part.items():
             total[name] = grad if name not in total else total[name].add_(grad)
     if bad is not None:
-        exact = _backward_sums(layout, _rows_noise(noise, bad), None, _rows(params, bad),
-                               tuple(s[bad] for s in shifted), tuple(g[bad] for g in grads), need)
+        exact = _backward_sums(
+            layout,
+            _rows_noise(noise, bad),
+            None,
+            _rows(params, bad),
+            tuple(s[bad] for s in shifted),
+            tuple(g[bad] for g in grads),
+            need,
+        )
         for name, part in exact.items():  # the linear-space part of these rows is 0 (coefficients 0)
             total[name] = total[name].index_add_(0, bad, part) if name in _GRAD_NAMES[:3] else total[name] + part
     return total
@@ -373,8 +406,13 @@ class _ChunkedMonteCarlo(torch.autograd.Function):
         log_s = math.log(layout.num_samples)
         shifted = tuple(o + log_s for o in outs)
         n_mu, n_scale, n_factors, n_hom, n_proj, n_tau = ctx.needs_input_grad[3:]
-        wanted = (n_mu or n_tau, n_scale or n_tau, (n_factors or n_tau) and factors is not None,
-                  n_hom and layout.kind == "parameter_efficient", n_proj and proj is not None)
+        wanted = (
+            n_mu or n_tau,
+            n_scale or n_tau,
+            (n_factors or n_tau) and factors is not None,
+            n_hom and layout.kind == "parameter_efficient",
+            n_proj and proj is not None,
+        )
         need = {name for name, w in zip(_GRAD_NAMES, wanted) if w}
         params = (mu, scale, factors, hom, proj)
         if isinstance(ctx.noise, CounterNoise):

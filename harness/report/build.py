@@ -14,6 +14,7 @@ from typing import Callable, Optional, Sequence
 
 import numpy as np
 
+from harness.heads.variants import has_factors
 from harness.io import atomic_write_bytes, atomic_write_text, json_dumps
 from harness.progress import Steps
 from harness.provenance import provenance
@@ -21,8 +22,16 @@ from harness.report.figures import ranks_png, reliability_png
 from harness.report.render import calibration_note, fmt, html_page, main_columns, markdown
 from harness.report.shift import section
 from harness.runs import (
-    check_model_classes, clean_heldout, covariance_analysis, ensemble_spec, heldout_description, load_heldout, run_config, run_head,
-    run_method, run_summary,
+    check_model_classes,
+    clean_heldout,
+    covariance_analysis,
+    ensemble_spec,
+    heldout_description,
+    load_heldout,
+    run_config,
+    run_head,
+    run_method,
+    run_summary,
 )
 from harness.uncertainty import metrics as M
 from harness.uncertainty.calibration import fit_temperature, scale
@@ -54,9 +63,17 @@ def _run_entry(run_dir: Path) -> Entry:
     head = run_head(run_dir)
     meta = run_summary(run_dir)
     method = run_method(run_dir)
-    return Entry(f"{method} seed {cfg.get('seed', '?')}", method, "single",
-                 command=meta.get("command", ""), preds=Predictions.load(run_dir), heldout=load_heldout(run_dir),
-                 data=meta.get("eval_data", ""), head=head, run_dir=run_dir)
+    return Entry(
+        f"{method} seed {cfg.get('seed', '?')}",
+        method,
+        "single",
+        command=meta.get("command", ""),
+        preds=Predictions.load(run_dir),
+        heldout=load_heldout(run_dir),
+        data=meta.get("eval_data", ""),
+        head=head,
+        run_dir=run_dir,
+    )
 
 
 def load_entry(path: "str | Path") -> Entry:
@@ -70,13 +87,25 @@ def load_entry(path: "str | Path") -> Entry:
     if spec is not None:
         first = Path(spec["members"][0])
         head = run_head(first)
-        return Entry(f"{spec['method']} ensemble of {len(spec['members'])}", spec["method"], "ensemble",
-                     command=spec.get("command", ""), preds=Predictions.load(path), heldout=load_heldout(path),
-                     members=spec["members"], summary=spec["summary"], data=spec["data"], head=head, run_dir=first)
+        return Entry(
+            f"{spec['method']} ensemble of {len(spec['members'])}",
+            spec["method"],
+            "ensemble",
+            command=spec.get("command", ""),
+            preds=Predictions.load(path),
+            heldout=load_heldout(path),
+            members=spec["members"],
+            summary=spec["summary"],
+            data=spec["data"],
+            head=head,
+            run_dir=first,
+        )
     if (path / "config.yaml").is_file() and (path / "predictions.npz").is_file():
         return _run_entry(path)
-    raise FileNotFoundError(f"{str(path)!r} is neither a finished run folder (config.yaml + predictions.npz) nor an "
-                            "ensemble folder (ensemble.json); run harness upstream / harness ensemble first")
+    raise FileNotFoundError(
+        f"{str(path)!r} is neither a finished run folder (config.yaml + predictions.npz) nor an "
+        "ensemble folder (ensemble.json); run harness upstream / harness ensemble first"
+    )
 
 
 def _covariance_section(entries: "list[Entry]", top: int) -> Optional[dict]:
@@ -87,15 +116,22 @@ def _covariance_section(entries: "list[Entry]", top: int) -> Optional[dict]:
     het = _covariance_model(entries)
     if het is None:
         return None
-    hom = next((e for e in entries if e.head.get("covariance") == "none" and e.kind == "single"
-                and np.array_equal(e.preds.index, het.preds.index)), None)
+    hom = next(
+        (
+            e
+            for e in entries
+            if e.head.get("covariance") == "none"
+            and e.kind == "single"
+            and np.array_equal(e.preds.index, het.preds.index)
+        ),
+        None,
+    )
     return covariance_analysis(het.run_dir, hom.run_dir if hom else None, hom.preds if hom else None, top)
 
 
 def _covariance_model(entries: "list[Entry]") -> Optional[Entry]:
     """The entry whose model.pt the covariance analysis reads (:func:`_covariance_section`), if any."""
-    het = next((e for e in entries if e.head.get("covariance", "low_rank") in ("low_rank", "parameter_efficient")
-                and e.run_dir), None)
+    het = next((e for e in entries if has_factors(e.head.get("covariance", "low_rank")) and e.run_dir), None)
     return het if het is not None and (het.run_dir / "model.pt").is_file() else None
 
 
@@ -124,12 +160,16 @@ def report_folder(out_root: "str | Path", name: str, overwrite: bool = False) ->
     if ours:
         return out
     if not overwrite and any(p.name not in REPORT_EXTRAS for p in out.iterdir()):
-        raise ValueError(f"{out} exists and holds files no report wrote: choose another --name or --out-root, or "
-                         "give --overwrite (a report then writes beside them and never replaces one)")
+        raise ValueError(
+            f"{out} exists and holds files no report wrote: choose another --name or --out-root, or "
+            "give --overwrite (a report then writes beside them and never replaces one)"
+        )
     taken = [n for n in REPORT_FILES if (out / n).exists()]
     if taken:
-        raise ValueError(f"{out} holds {', '.join(taken)} that no report wrote: even with --overwrite they are not "
-                         "replaced; move them, or choose another --name or --out-root")
+        raise ValueError(
+            f"{out} holds {', '.join(taken)} that no report wrote: even with --overwrite they are not "
+            "replaced; move them, or choose another --name or --out-root"
+        )
     return out
 
 
@@ -137,31 +177,54 @@ def _entry_json(e: Entry, multilabel: bool) -> dict:
     """An entry's part of ``report.json``: its metrics, temperature scaling and calibration against both label
     sets (with a held-out split), per-class top-1 and, for an ensemble, its summary."""
     m = e.preds.metrics()
-    item = {"label": e.label, "method": e.method, "kind": e.kind, "source": e.preds.source, "metrics": m,
-            "members": e.members, "command": e.command}
+    item = {
+        "label": e.label,
+        "method": e.method,
+        "kind": e.kind,
+        "source": e.preds.source,
+        "metrics": m,
+        "members": e.members,
+        "command": e.command,
+    }
     if e.heldout is not None:
-        cal = (label_calibration(e.preds, e.heldout, clean_heldout(e.heldout, e.run_dir))
-               if not multilabel and e.run_dir is not None else None)
+        cal = (
+            label_calibration(e.preds, e.heldout, clean_heldout(e.heldout, e.run_dir))
+            if not multilabel and e.run_dir is not None
+            else None
+        )
         t = cal["fit_noisy"]["temperature"] if cal else fit_temperature(e.heldout)  # the same fit, done once
-        item["temperature_scaling"] = {"temperature": t, "after": scale(e.preds, t).metrics(),
-                                       "fitted_on": "held-out split"}
+        item["temperature_scaling"] = {
+            "temperature": t,
+            "after": scale(e.preds, t).metrics(),
+            "fitted_on": "held-out split",
+        }
         if cal:
             item["calibration"] = cal
             item["temperature_scaling"]["fitted_on"] = (
-                "held-out split, noisy labels" if cal["noisy_labels_differ"] else "held-out split")
+                "held-out split, noisy labels" if cal["noisy_labels_differ"] else "held-out split"
+            )
     if not multilabel:
-        item["per_class_top1"] = {"test": per_class_accuracy(e.preds).tolist(),
-                                  "heldout": per_class_accuracy(e.heldout).tolist() if e.heldout is not None
-                                  else None}
+        item["per_class_top1"] = {
+            "test": per_class_accuracy(e.preds).tolist(),
+            "heldout": per_class_accuracy(e.heldout).tolist() if e.heldout is not None else None,
+        }
     if e.summary is not None:
         item["ensemble"] = {k: v for k, v in e.summary.items() if k not in ("members",)}
         item["ensemble"]["member_metrics"] = e.summary["members"]
     return item
 
 
-def build(paths: Sequence["str | Path"], name: str, out_root: "str | Path" = "results", covariance: bool = True,
-          top_pairs: int = 10, extra: Optional[dict] = None, shift: bool = True, overwrite: bool = False,
-          progress: Optional[Callable[[str], None]] = None) -> Path:
+def build(
+    paths: Sequence["str | Path"],
+    name: str,
+    out_root: "str | Path" = "results",
+    covariance: bool = True,
+    top_pairs: int = 10,
+    extra: Optional[dict] = None,
+    shift: bool = True,
+    overwrite: bool = False,
+    progress: Optional[Callable[[str], None]] = None,
+) -> Path:
     """Write ``<out_root>/<name>/report.{md,html,json}`` and figures for the given run/ensemble folders;
     ``progress`` gets a line per step and the entries done and time left (:class:`harness.progress.Steps`).
 
@@ -183,8 +246,10 @@ def build(paths: Sequence["str | Path"], name: str, out_root: "str | Path" = "re
     ref = entries[0].preds
     for e in entries[1:]:
         if e.preds.class_names != ref.class_names or not np.array_equal(e.preds.index, ref.index):
-            raise ValueError(f"{e.label} ({e.preds.source}) was evaluated on other data or classes than "
-                             f"{entries[0].label}; report runs of one experiment together")
+            raise ValueError(
+                f"{e.label} ({e.preds.source}) was evaluated on other data or classes than "
+                f"{entries[0].label}; report runs of one experiment together"
+            )
     het = _covariance_model(entries) if covariance else None
     if het is not None:  # a model.pt of another class count: refused before anything is written
         check_model_classes(het.run_dir / "model.pt", len(het.preds.class_names), f"{het.run_dir}/predictions.npz")
@@ -202,8 +267,9 @@ def build(paths: Sequence["str | Path"], name: str, out_root: "str | Path" = "re
         if e.summary is not None:
             std = e.summary["member_std"]
             mean = e.summary["member_mean"]
-            cells.append("members: " + ", ".join(f"{lbl} {fmt(mean[k], pct)} ± {fmt(std[k], pct)}"
-                                                 for lbl, k, pct in cols[:3]))
+            cells.append(
+                "members: " + ", ".join(f"{lbl} {fmt(mean[k], pct)} ± {fmt(std[k], pct)}" for lbl, k, pct in cols[:3])
+            )
         else:
             cells.append("")
         rows.append(cells)
@@ -232,18 +298,31 @@ def build(paths: Sequence["str | Path"], name: str, out_root: "str | Path" = "re
         atomic_write_bytes(out / fname, image)
     heldout_data = heldout_description(entries[0].run_dir) if entries[0].run_dir and entries[0].heldout else None
     notes = list(extra.get("text", [])) + calibration_note(json_entries)
-    report = {"schema": SCHEMA, "name": name, "provenance": prov, "summary": extra.get("summary"),
-              "data": entries[0].data,
-              "heldout_data": heldout_data, **extra.get("json", {}),
-              "extra_tables": [list(t) for t in extra.get("tables", [])], "notes": notes,
-              "num_examples": int(len(ref.index)), "num_classes": len(ref.class_names), "multilabel": multilabel,
-              "class_names": list(ref.class_names),
-              "macro_map_skipped_classes": skipped,
-              "entries": json_entries, "covariance": cov, "shift": shift_part["json"] if shift_part else None,
-              "figures": {"reliability": [f for _, f, _ in figures],
-                          "covariance_ranks": "covariance_ranks.png" if cov_png else None,
-                          "shift": [f for _, f, _ in shift_part["figures"]] if shift_part else [],
-                          **({"extra": [f for _, f, _ in extra["figures"]]} if extra.get("figures") else {})}}
+    report = {
+        "schema": SCHEMA,
+        "name": name,
+        "provenance": prov,
+        "summary": extra.get("summary"),
+        "data": entries[0].data,
+        "heldout_data": heldout_data,
+        **extra.get("json", {}),
+        "extra_tables": [list(t) for t in extra.get("tables", [])],
+        "notes": notes,
+        "num_examples": int(len(ref.index)),
+        "num_classes": len(ref.class_names),
+        "multilabel": multilabel,
+        "class_names": list(ref.class_names),
+        "macro_map_skipped_classes": skipped,
+        "entries": json_entries,
+        "covariance": cov,
+        "shift": shift_part["json"] if shift_part else None,
+        "figures": {
+            "reliability": [f for _, f, _ in figures],
+            "covariance_ranks": "covariance_ranks.png" if cov_png else None,
+            "shift": [f for _, f, _ in shift_part["figures"]] if shift_part else [],
+            **({"extra": [f for _, f, _ in extra["figures"]]} if extra.get("figures") else {}),
+        },
+    }
     steps.step(f"writing {out / 'report.md'}, report.html and report.json")
     atomic_write_text(out / "report.json", json_dumps(report, indent=1))
     more = list(extra.get("figures", []))

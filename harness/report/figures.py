@@ -70,11 +70,22 @@ def confidence_reliability_figure(conf: np.ndarray, correct: np.ndarray, title: 
     x, acc, cf = centers[filled], bins["accuracy"][filled], bins["confidence"][filled]
     fig, (ax, hx) = plt.subplots(2, 1, figsize=(4.2, 6.0), gridspec_kw={"height_ratios": [3, 1.2]}, sharex=True)
     ax.bar(x, acc, width=width, color="#4c72b0", label=ACCURACY_LABEL)
-    for sel, color, hatch, label in ((cf > acc, "#c44e52", "///", OVER_LABEL),
-                                     (cf < acc, "#2ca02c", "\\\\\\", UNDER_LABEL)):
+    for sel, color, hatch, label in (
+        (cf > acc, "#c44e52", "///", OVER_LABEL),
+        (cf < acc, "#2ca02c", "\\\\\\", UNDER_LABEL),
+    ):
         if sel.any():
-            ax.bar(x[sel], (cf - acc)[sel], bottom=acc[sel], width=width, fill=False, edgecolor=color, hatch=hatch,
-                   linewidth=1.2, label=label)
+            ax.bar(
+                x[sel],
+                (cf - acc)[sel],
+                bottom=acc[sel],
+                width=width,
+                fill=False,
+                edgecolor=color,
+                hatch=hatch,
+                linewidth=1.2,
+                label=label,
+            )
     ax.plot([0, 1], [0, 1], "k--", lw=1, label="perfect calibration (confidence = accuracy)")
     ax.set_ylim(0, 1)
     ax.set_ylabel("accuracy")
@@ -133,17 +144,25 @@ def severity_figure(groups: "list[dict]", severities: "list[int]", corruptions: 
                 vals = [float(np.mean([m["results"]["sets"][n][key] for m in g["members"]])) for n in names]
                 data.append([100 * v if pct else v for v in vals])
                 pos.append(si + (gi - (len(groups) - 1) / 2) * width)
-            ax.boxplot(data, positions=pos, widths=width * 0.85, patch_artist=True, showfliers=True,
-                       boxprops={"facecolor": colors[gi % 10], "alpha": 0.75}, medianprops={"color": "k"},
-                       flierprops={"markersize": 3})
+            ax.boxplot(
+                data,
+                positions=pos,
+                widths=width * 0.85,
+                patch_artist=True,
+                showfliers=True,
+                boxprops={"facecolor": colors[gi % 10], "alpha": 0.75},
+                medianprops={"color": "k"},
+                flierprops={"markersize": 3},
+            )
         ax.set_ylabel(label + (" (%)" if pct else ""))
         ax.grid(axis="y", alpha=0.3)
     axes[-1].set_xticks(range(len(severities) + 1))
     axes[-1].set_xticklabels(["clean"] + [str(s) for s in severities])
     axes[-1].set_xlabel("corruption severity (boxes span the corruptions)")
     handles = [plt.Rectangle((0, 0), 1, 1, facecolor=colors[i % 10], alpha=0.75) for i in range(len(groups))]
-    fig.legend(handles, [g["name"] for g in groups], loc="lower center", ncol=min(4, len(groups)), fontsize=8,
-               frameon=False)
+    fig.legend(
+        handles, [g["name"] for g in groups], loc="lower center", ncol=min(4, len(groups)), fontsize=8, frameon=False
+    )
     fig.tight_layout(rect=(0, 0.03 + 0.025 * ((len(groups) + 3) // 4), 1, 1))
     return fig
 

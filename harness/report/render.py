@@ -29,16 +29,44 @@ def main_columns(multilabel: bool) -> "list[tuple[str, str, bool]]":
 
 def _tables(report: dict, rows, cols) -> "list[tuple[str, list[str], list[list[str]]]]":
     """(title, header, rows) of every table, shared by the Markdown and HTML writers."""
-    tables = [("Results (layout of the paper's Table 7)" + (f" on the evaluation split: {report['data']}" if report.get("data") else ""),
-               ["method", "kind"] + [c for c, _, _ in cols] + ["ensemble members (mean ± std)"], rows)]
+    tables = [
+        (
+            "Results (layout of the paper's Table 7)"
+            + (f" on the evaluation split: {report['data']}" if report.get("data") else ""),
+            ["method", "kind"] + [c for c, _, _ in cols] + ["ensemble members (mean ± std)"],
+            rows,
+        )
+    ]
     ens = [e for e in report["entries"] if "ensemble" in e]
     if ens:
-        tables.append(("Ensembles", ["ensemble", "size", "Gibbs CE", "ensemble NLL", "gain", "disagreement",
-                                     "disagreement / error", "mean KL to ensemble"],
-                       [[e["label"], str(e["ensemble"]["size"]), fmt(e["ensemble"]["gibbs_ce"]),
-                         fmt(e["ensemble"]["ensemble_nll"]), fmt(e["ensemble"]["ensemble_gain"]),
-                         fmt(e["ensemble"]["disagreement"]), fmt(e["ensemble"]["disagreement_over_error"]),
-                         fmt(e["ensemble"]["mean_kl_to_ensemble"])] for e in ens]))
+        tables.append(
+            (
+                "Ensembles",
+                [
+                    "ensemble",
+                    "size",
+                    "Gibbs CE",
+                    "ensemble NLL",
+                    "gain",
+                    "disagreement",
+                    "disagreement / error",
+                    "mean KL to ensemble",
+                ],
+                [
+                    [
+                        e["label"],
+                        str(e["ensemble"]["size"]),
+                        fmt(e["ensemble"]["gibbs_ce"]),
+                        fmt(e["ensemble"]["ensemble_nll"]),
+                        fmt(e["ensemble"]["ensemble_gain"]),
+                        fmt(e["ensemble"]["disagreement"]),
+                        fmt(e["ensemble"]["disagreement_over_error"]),
+                        fmt(e["ensemble"]["mean_kl_to_ensemble"]),
+                    ]
+                    for e in ens
+                ],
+            )
+        )
     cal = [e for e in report["entries"] if "calibration" in e]
     ts = [e for e in report["entries"] if "temperature_scaling" in e and "calibration" not in e]
     if cal:
@@ -47,28 +75,52 @@ def _tables(report: dict, rows, cols) -> "list[tuple[str, list[str], list[list[s
         tables.append(_per_class_table(report))
     if ts:
         nll_key = "sigmoid_nll" if report["multilabel"] else "nll"
-        tables.append(("Post-hoc temperature scaling (fitted on the held-out split)",
-                       ["method", "T", "NLL before", "NLL after", "ECE before", "ECE after"],
-                       [[e["label"], f"{e['temperature_scaling']['temperature']:.3f}", fmt(e["metrics"][nll_key]),
-                         fmt(e["temperature_scaling"]["after"][nll_key]), fmt(e["metrics"]["ece"]),
-                         fmt(e["temperature_scaling"]["after"]["ece"])] for e in ts]))
+        tables.append(
+            (
+                "Post-hoc temperature scaling (fitted on the held-out split)",
+                ["method", "T", "NLL before", "NLL after", "ECE before", "ECE after"],
+                [
+                    [
+                        e["label"],
+                        f"{e['temperature_scaling']['temperature']:.3f}",
+                        fmt(e["metrics"][nll_key]),
+                        fmt(e["temperature_scaling"]["after"][nll_key]),
+                        fmt(e["metrics"]["ece"]),
+                        fmt(e["temperature_scaling"]["after"]["ece"]),
+                    ]
+                    for e in ts
+                ],
+            )
+        )
     tables += [tuple(t) for t in report.get("extra_tables", [])]
     cov = report["covariance"]
     if cov:
-        tables.append((f"Covariance analysis (paper Table 4): top class pairs by |Σ̄_ab|, the average covariance "
-                       f"Σ̄ = (1/N) Σ_x Σ(x) over N = {cov['num_examples']} examples, model {cov['het_run']}; "
-                       + _tempered_text(cov),
-                       ["class a", "class b", "covariance Σ̄_ab", "correlation Σ̄_ab / sqrt(Σ̄_aa Σ̄_bb)"],
-                       [[p["class_a"], p["class_b"], f"{p['covariance']:.4f}", f"{p['correlation']:.3f}"]
-                        for p in cov["top_pairs"]]))
+        tables.append(
+            (
+                f"Covariance analysis (paper Table 4): top class pairs by |Σ̄_ab|, the average covariance "
+                f"Σ̄ = (1/N) Σ_x Σ(x) over N = {cov['num_examples']} examples, model {cov['het_run']}; "
+                + _tempered_text(cov),
+                ["class a", "class b", "covariance Σ̄_ab", "correlation Σ̄_ab / sqrt(Σ̄_aa Σ̄_bb)"],
+                [
+                    [p["class_a"], p["class_b"], f"{p['covariance']:.4f}", f"{p['correlation']:.3f}"]
+                    for p in cov["top_pairs"]
+                ],
+            )
+        )
     return tables
 
 
 def calibration_note(entries: "list[dict]") -> "list[str]":
     """Why temperature scaling fit on noisy held-out labels and on clean ones disagree, from the
     numbers (single models; nothing when the held-out labels are clean)."""
-    cal = [e["calibration"] for e in entries if e.get("calibration") and e["kind"] == "single"
-           and e["calibration"]["noisy_labels_differ"] and e["calibration"]["fit_clean"]]
+    cal = [
+        e["calibration"]
+        for e in entries
+        if e.get("calibration")
+        and e["kind"] == "single"
+        and e["calibration"]["noisy_labels_differ"]
+        and e["calibration"]["fit_clean"]
+    ]
     if not cal:
         return []
     t_noisy = float(np.mean([c["fit_noisy"]["temperature"] for c in cal]))
@@ -76,13 +128,15 @@ def calibration_note(entries: "list[dict]") -> "list[str]":
     d_noisy = float(np.mean([c["fit_noisy"]["test_clean"]["nll"] - c["test_clean"]["nll"] for c in cal]))
     d_clean = float(np.mean([c["fit_clean"]["test_clean"]["nll"] - c["test_clean"]["nll"] for c in cal]))
     share = float(np.mean([c["noisy_labels_differ"] for c in cal]))
-    return [f"Calibration against the right labels: these models estimate p(noisy label | x). Fit on the noisy "
-            f"held-out labels ({100 * share:.1f}% differ from clean), temperature scaling gives T = {t_noisy:.3f} on "
-            f"average over the {len(cal)} single models, and fit on the same images' clean labels (the oracle) "
-            f"T = {t_clean:.3f}: a temperature that is right for the noisy labels is "
-            f"{'flatter' if t_noisy > t_clean else 'sharper'} than the one that is right for clean labels, so on "
-            f"the clean evaluation labels it changes NLL by {d_noisy:+.4f} on average where the oracle changes it "
-            f"by {d_clean:+.4f}."]
+    return [
+        f"Calibration against the right labels: these models estimate p(noisy label | x). Fit on the noisy "
+        f"held-out labels ({100 * share:.1f}% differ from clean), temperature scaling gives T = {t_noisy:.3f} on "
+        f"average over the {len(cal)} single models, and fit on the same images' clean labels (the oracle) "
+        f"T = {t_clean:.3f}: a temperature that is right for the noisy labels is "
+        f"{'flatter' if t_noisy > t_clean else 'sharper'} than the one that is right for clean labels, so on "
+        f"the clean evaluation labels it changes NLL by {d_noisy:+.4f} on average where the oracle changes it "
+        f"by {d_clean:+.4f}."
+    ]
 
 
 def _heldout_labels(report: dict, cal: "list[dict]") -> str:
@@ -90,34 +144,74 @@ def _heldout_labels(report: dict, cal: "list[dict]") -> str:
     what = report.get("heldout_data") or "held-out split"
     if differ[0] is None:
         return f"{what}, labels as trained on"
-    return (f"{what}, noisy labels ({100 * differ[0]:.1f}% differ from clean)" if differ[0] > 0
-            else f"{what}, clean labels (the label noise touched only the training split)")
+    return (
+        f"{what}, noisy labels ({100 * differ[0]:.1f}% differ from clean)"
+        if differ[0] > 0
+        else f"{what}, clean labels (the label noise touched only the training split)"
+    )
 
 
 def _calibration_tables(report: dict, cal: "list[dict]") -> "list[tuple[str, list[str], list[list[str]]]]":
     """Metrics on both label sets, and temperature scaling fit on noisy vs clean held-out labels."""
     held = _heldout_labels(report, cal)
-    rows = [[e["label"]] + [fmt(e["calibration"]["heldout_noisy"][k], k == "top1") for k in ("top1", "nll", "ece", "brier")]
-            + [fmt(e["calibration"]["test_clean"][k], k == "top1") for k in ("top1", "nll", "ece", "brier")]
-            for e in cal]
-    both = (f"Calibration against both label sets: held-out = {held}; eval = {report['data']}",
-            ["entry", "held-out top-1", "held-out NLL", "held-out ECE", "held-out Brier", "eval top-1", "eval NLL",
-             "eval ECE", "eval Brier"], rows)
+    rows = [
+        [e["label"]]
+        + [fmt(e["calibration"]["heldout_noisy"][k], k == "top1") for k in ("top1", "nll", "ece", "brier")]
+        + [fmt(e["calibration"]["test_clean"][k], k == "top1") for k in ("top1", "nll", "ece", "brier")]
+        for e in cal
+    ]
+    both = (
+        f"Calibration against both label sets: held-out = {held}; eval = {report['data']}",
+        [
+            "entry",
+            "held-out top-1",
+            "held-out NLL",
+            "held-out ECE",
+            "held-out Brier",
+            "eval top-1",
+            "eval NLL",
+            "eval ECE",
+            "eval Brier",
+        ],
+        rows,
+    )
     ts_rows = []
     for e in cal:
         c = e["calibration"]
         fn, fc = c["fit_noisy"], c["fit_clean"]
-        ts_rows.append([e["label"], f"{fn['temperature']:.3f}", fmt(c["test_clean"]["nll"]),
-                        fmt(fn["test_clean"]["nll"]), fmt(c["test_clean"]["ece"]),
-                        fmt(fn["test_clean"]["ece"]), fmt(c["heldout_noisy"]["nll"]),
-                        fmt(fn["heldout_noisy"]["nll"]),
-                        f"{fc['temperature']:.3f}" if fc else "n/a", fmt(fc["test_clean"]["nll"]) if fc else "n/a",
-                        fmt(fc["test_clean"]["ece"]) if fc else "n/a"])
-    ts = (f"Post-hoc temperature scaling fit on the held-out labels ({held}; what a user has) and, as an oracle, on "
-          "the same held-out images' clean labels; applied to the evaluation split and to the held-out split",
-          ["entry", "T (held-out labels)", "eval NLL before", "eval NLL after", "eval ECE before", "eval ECE after",
-           "held-out NLL before", "held-out NLL after", "T (oracle: clean held-out labels)", "eval NLL after oracle",
-           "eval ECE after oracle"], ts_rows)
+        ts_rows.append(
+            [
+                e["label"],
+                f"{fn['temperature']:.3f}",
+                fmt(c["test_clean"]["nll"]),
+                fmt(fn["test_clean"]["nll"]),
+                fmt(c["test_clean"]["ece"]),
+                fmt(fn["test_clean"]["ece"]),
+                fmt(c["heldout_noisy"]["nll"]),
+                fmt(fn["heldout_noisy"]["nll"]),
+                f"{fc['temperature']:.3f}" if fc else "n/a",
+                fmt(fc["test_clean"]["nll"]) if fc else "n/a",
+                fmt(fc["test_clean"]["ece"]) if fc else "n/a",
+            ]
+        )
+    ts = (
+        f"Post-hoc temperature scaling fit on the held-out labels ({held}; what a user has) and, as an oracle, on "
+        "the same held-out images' clean labels; applied to the evaluation split and to the held-out split",
+        [
+            "entry",
+            "T (held-out labels)",
+            "eval NLL before",
+            "eval NLL after",
+            "eval ECE before",
+            "eval ECE after",
+            "held-out NLL before",
+            "held-out NLL after",
+            "T (oracle: clean held-out labels)",
+            "eval NLL after oracle",
+            "eval ECE after oracle",
+        ],
+        ts_rows,
+    )
     return [both, ts]
 
 
@@ -136,8 +230,12 @@ def _per_class_table(report: dict) -> "tuple[str, list[str], list[list[str]]]":
             cols.append(np.nanmean([i["heldout"] for i in items], axis=0))
             header.append(f"{m} held-out")
     rows = [[names[c]] + [fmt(col[c], True) for col in cols] for c in range(len(names))]
-    return (f"Top-1 per class (single models, mean over seeds; %): eval = {report['data']}; held-out = "
-            f"{report.get('heldout_data') or 'held-out split'} with its labels as trained on", header, rows)
+    return (
+        f"Top-1 per class (single models, mean over seeds; %): eval = {report['data']}; held-out = "
+        f"{report.get('heldout_data') or 'held-out split'} with its labels as trained on",
+        header,
+        rows,
+    )
 
 
 def _tempered_text(cov: dict) -> str:
@@ -146,8 +244,10 @@ def _tempered_text(cov: dict) -> str:
     tau_text = f"τ = {tau:.3g}" if tau is not None else "τ"
     if cov.get("tempered"):
         return f"Σ is tempered: divided by τ² ({tau_text}), the covariance of the logits the softmax sees."
-    return (f"Σ is not tempered: the latent noise covariance of the logits before the division by the temperature "
-            f"({tau_text}; the softmax sees Σ/τ²). Correlations do not depend on τ.")
+    return (
+        f"Σ is not tempered: the latent noise covariance of the logits before the division by the temperature "
+        f"({tau_text}; the softmax sees Σ/τ²). Correlations do not depend on τ."
+    )
 
 
 def _transition_text(cov: Optional[dict], names: "list[str]") -> str:
@@ -164,23 +264,33 @@ def _transition_text(cov: Optional[dict], names: "list[str]") -> str:
     rank = {(p["a"], p["b"]): i + 1 for i, p in enumerate(by_corr)}
     p_text = lambda r: f"two-sided Mantel p = {r['p_value']:.4f}"  # noqa: E731
     if corr["p_value"] < 0.05:
-        finding = (" On these numbers, pairs whose labels the noise exchanges more often share noise in Σ (their "
-                   "utilities move together, ρ > 0)." if corr["rho"] > 0 else
-                   " On these numbers, pairs whose labels the noise exchanges more often get noise that moves their "
-                   "utilities apart (ρ < 0).")
+        finding = (
+            " On these numbers, pairs whose labels the noise exchanges more often share noise in Σ (their "
+            "utilities move together, ρ > 0)."
+            if corr["rho"] > 0
+            else " On these numbers, pairs whose labels the noise exchanges more often get noise that moves their "
+            "utilities apart (ρ < 0)."
+        )
     else:
         finding = " On these numbers there is no detectable association at the 5% level."
-    return (f"Does Σ follow the label noise? Over the {test['n_pairs']} class pairs, the primary statistic ({primary}): "
-            "Spearman ρ between the noise's pair mass T_ab + T_ba (T[c, j] = P(noisy label j | clean class c), "
-            "measured on the training images) and the het model's signed mean correlation of u_a and u_b over the "
-            f"evaluation images of classes a and b is ρ = {corr['rho']:+.3f} ({p_text(corr)}; class labels permuted, "
-            f"{test['n_resamples']} permutations). Secondary: Var(u_a − u_b) ρ = {var['rho']:+.3f} ({p_text(var)})"
-            + (f"; mean |correlation| ρ = {absc['rho']:+.3f} ({p_text(absc)})" if absc else "")
-            + ". The pairs with the most transition mass: "
-            + ", ".join(f"{names[p['a']]}/{names[p['b']]} ({100 * p['transition']:.1f}%, correlation rank "
-                        f"{rank[(p['a'], p['b'])]} of {test['n_pairs']})" for p in top) + "." + finding
-            + " Whether this is label noise or visual similarity is what conditions that move the noise onto other "
-              "classes decide (see the Σ section where the experiment has them).")
+    return (
+        f"Does Σ follow the label noise? Over the {test['n_pairs']} class pairs, the primary statistic ({primary}): "
+        "Spearman ρ between the noise's pair mass T_ab + T_ba (T[c, j] = P(noisy label j | clean class c), "
+        "measured on the training images) and the het model's signed mean correlation of u_a and u_b over the "
+        f"evaluation images of classes a and b is ρ = {corr['rho']:+.3f} ({p_text(corr)}; class labels permuted, "
+        f"{test['n_resamples']} permutations). Secondary: Var(u_a − u_b) ρ = {var['rho']:+.3f} ({p_text(var)})"
+        + (f"; mean |correlation| ρ = {absc['rho']:+.3f} ({p_text(absc)})" if absc else "")
+        + ". The pairs with the most transition mass: "
+        + ", ".join(
+            f"{names[p['a']]}/{names[p['b']]} ({100 * p['transition']:.1f}%, correlation rank "
+            f"{rank[(p['a'], p['b'])]} of {test['n_pairs']})"
+            for p in top
+        )
+        + "."
+        + finding
+        + " Whether this is label noise or visual similarity is what conditions that move the noise onto other "
+        "classes decide (see the Σ section where the experiment has them)."
+    )
 
 
 def _pairs_text(cov: Optional[dict], confusable: "list[list[str]]", names: "Optional[list[str]]" = None) -> str:
@@ -191,33 +301,43 @@ def _pairs_text(cov: Optional[dict], confusable: "list[list[str]]", names: "Opti
     known = {frozenset(p) for p in confusable}
     top = [(p["class_a"], p["class_b"]) for p in cov["top_pairs"][:5]]
     hits = [f"{a}/{b}" for a, b in top if frozenset((a, b)) in known]
-    return (f"Of the top 5 covariance pairs ({', '.join(f'{a}/{b}' for a, b in top)}), {len(hits)} "
-            f"{'is' if len(hits) == 1 else 'are'} among the pairs people are known to confuse "
-            f"({', '.join('/'.join(p) for p in confusable)})" + (f": {', '.join(hits)}." if hits else ".")
-            + (" " + trans if trans else ""))
+    return (
+        f"Of the top 5 covariance pairs ({', '.join(f'{a}/{b}' for a, b in top)}), {len(hits)} "
+        f"{'is' if len(hits) == 1 else 'are'} among the pairs people are known to confuse "
+        f"({', '.join('/'.join(p) for p in confusable)})"
+        + (f": {', '.join(hits)}." if hits else ".")
+        + (" " + trans if trans else "")
+    )
 
 
 def _cov_text(cov: Optional[dict]) -> str:
     if not cov or not cov.get("ranks"):
         return ""
-    return (f"Figure 2: over the {cov['num_het_right_hom_wrong']} examples the het model ({cov['het_run']}) gets "
-            f"right and the hom model ({cov['hom_run']}) wrong, the classes j other than the true class c are ranked "
-            "by |Σ_cj(x)| of that example's own covariance Σ(x) (per example, not the average Σ̄ of the table; "
-            "ranks do not depend on τ). The hom prediction is the class with the largest "
-            f"|covariance| with the true class in {100 * cov['share_rank_1']:.1f}% of cases (uniform: "
-            f"{100 * cov['uniform_share_rank_1']:.1f}%); mean rank {cov['mean_rank']:.2f} of "
-            f"{cov['num_classes'] - 1} (uniform: {cov['uniform_mean_rank']:.2f})." + _mean_rank_text(cov))
+    return (
+        f"Figure 2: over the {cov['num_het_right_hom_wrong']} examples the het model ({cov['het_run']}) gets "
+        f"right and the hom model ({cov['hom_run']}) wrong, the classes j other than the true class c are ranked "
+        "by |Σ_cj(x)| of that example's own covariance Σ(x) (per example, not the average Σ̄ of the table; "
+        "ranks do not depend on τ). The hom prediction is the class with the largest "
+        f"|covariance| with the true class in {100 * cov['share_rank_1']:.1f}% of cases (uniform: "
+        f"{100 * cov['uniform_share_rank_1']:.1f}%); mean rank {cov['mean_rank']:.2f} of "
+        f"{cov['num_classes'] - 1} (uniform: {cov['uniform_mean_rank']:.2f})." + _mean_rank_text(cov)
+    )
 
 
 def _mean_rank_text(cov: dict) -> str:
     """The Figure 2 baseline: the same ranks from the mean logits μ(x) alone."""
     if "mean_logit_share_rank_1" not in cov:
         return ""
-    return (" Baseline without the covariance: ranked by the het model's mean logits μ_j(x) instead, the hom "
-            f"prediction is first in {100 * cov['mean_logit_share_rank_1']:.1f}% of cases (mean rank "
-            f"{cov['mean_logit_mean_rank']:.2f}); " + (
-                "the covariance ranks it first more often than μ alone." if cov["share_rank_1"] >
-                cov["mean_logit_share_rank_1"] else "the covariance does not rank it first more often than μ alone."))
+    return (
+        " Baseline without the covariance: ranked by the het model's mean logits μ_j(x) instead, the hom "
+        f"prediction is first in {100 * cov['mean_logit_share_rank_1']:.1f}% of cases (mean rank "
+        f"{cov['mean_logit_mean_rank']:.2f}); "
+        + (
+            "the covariance ranks it first more often than μ alone."
+            if cov["share_rank_1"] > cov["mean_logit_share_rank_1"]
+            else "the covariance does not rank it first more often than μ alone."
+        )
+    )
 
 
 _MD_SPECIAL = str.maketrans({c: "\\" + c for c in "\\|*_`[]"})
@@ -233,34 +353,47 @@ def md_cell(text: object) -> str:
 def _label_rule_text(report: dict) -> str:
     if not report.get("multilabel"):
         return ""
-    return (" Multi-label metrics, temperature fitting and reliability diagrams drop examples without a positive "
-            f"label; macro mAP leaves out {report.get('macro_map_skipped_classes')} of the {report.get('num_classes')} "
-            "classes (those without a positive label in the evaluation data).")
+    return (
+        " Multi-label metrics, temperature fitting and reliability diagrams drop examples without a positive "
+        f"label; macro mAP leaves out {report.get('macro_map_skipped_classes')} of the {report.get('num_classes')} "
+        "classes (those without a positive label in the evaluation data)."
+    )
 
 
 def md_table(title: str, header, body, level: str = "##") -> "list[str]":
     """A titled Markdown table, as lines."""
-    return ([f"{level} {md_cell(title)}", "", "| " + " | ".join(map(md_cell, header)) + " |", "|" + "---|" * len(header)]
-            + ["| " + " | ".join(map(md_cell, r)) + " |" for r in body] + [""])
+    return (
+        [f"{level} {md_cell(title)}", "", "| " + " | ".join(map(md_cell, header)) + " |", "|" + "---|" * len(header)]
+        + ["| " + " | ".join(map(md_cell, r)) + " |" for r in body]
+        + [""]
+    )
 
 
 def html_table(title: str, header, body, tag: str = "h2") -> str:
     """A titled HTML table."""
-    return (f"<{tag}>{html.escape(title)}</{tag}><table><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in header)
-            + "</tr>" + "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in body)
-            + "</table>")
+    return (
+        f"<{tag}>{html.escape(title)}</{tag}><table><tr>"
+        + "".join(f"<th>{html.escape(h)}</th>" for h in header)
+        + "</tr>"
+        + "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in body)
+        + "</table>"
+    )
 
 
-def markdown(report: dict, rows, cols, figures, has_ranks: bool, shift: Optional[dict] = None,
-              more: Sequence = ()) -> str:
+def markdown(
+    report: dict, rows, cols, figures, has_ranks: bool, shift: Optional[dict] = None, more: Sequence = ()
+) -> str:
     lines = [markdown_header(f"Report: {report['name']}", report["provenance"])]
     summary = report.get("summary")
     if summary:  # the verdicts first: one table, then the sentences derived from its rows
         lines += md_table(summary["title"], summary["header"], summary["rows"])
         lines += [md_cell(t) + "\n" for t in summary["findings"]]
-    lines += [f"Evaluation data: {report['data']} ({report['num_examples']} examples, {report['num_classes']} classes).",
-             "ECE: 15 equal-width bins on the top-label confidence. NLL of the MC-averaged probability for het "
-             "models; ensembles average member probabilities." + _label_rule_text(report), ""]
+    lines += [
+        f"Evaluation data: {report['data']} ({report['num_examples']} examples, {report['num_classes']} classes).",
+        "ECE: 15 equal-width bins on the top-label confidence. NLL of the MC-averaged probability for het "
+        "models; ensembles average member probabilities." + _label_rule_text(report),
+        "",
+    ]
     lines += [n + "\n" for n in report.get("notes", [])]
     for title, header, body in _tables(report, rows, cols):
         lines += md_table(title, header, body)
@@ -269,16 +402,25 @@ def markdown(report: dict, rows, cols, figures, has_ranks: bool, shift: Optional
     if pairs:
         lines += [md_cell(pairs), ""]
     if has_ranks:
-        lines += ["## Covariance ranks (paper Figure 2)", "", md_cell(_cov_text(report["covariance"])), "",
-                  "![ranks](covariance_ranks.png)", ""]
+        lines += [
+            "## Covariance ranks (paper Figure 2)",
+            "",
+            md_cell(_cov_text(report["covariance"])),
+            "",
+            "![ranks](covariance_ranks.png)",
+            "",
+        ]
     if shift:
         lines += [f"## {md_cell(shift['title'])}", ""] + [md_cell(t) + "\n" for t in shift["text"]]
         for title, header, body in shift["tables"]:
             lines += md_table(title, header, body, "###")
         lines += [f"![{md_cell(caption)}]({f})\n" for caption, f, _ in shift["figures"]]
     lines += ["## Reliability diagrams", ""] + [f"![{label}]({f})" for label, f, _ in figures] + [""]
-    lines += ["## How each entry was made", ""] + [f"- {e['label']} ({e['source']}): `{e['command'] or 'unknown'}`"
-                                                   for e in report["entries"]] + [""]
+    lines += (
+        ["## How each entry was made", ""]
+        + [f"- {e['label']} ({e['source']}): `{e['command'] or 'unknown'}`" for e in report["entries"]]
+        + [""]
+    )
     return "\n".join(lines)
 
 
@@ -287,43 +429,55 @@ def _html_summary(summary: Optional[dict]) -> "list[str]":
     if not summary:
         return []
     return [html_table(summary["title"], summary["header"], summary["rows"])] + [
-        f"<p>{html.escape(t)}</p>" for t in summary["findings"]]
+        f"<p>{html.escape(t)}</p>" for t in summary["findings"]
+    ]
 
 
 def html_figure(data: bytes, caption: str) -> str:
     """A PNG (bytes) embedded as a captioned HTML figure."""
-    return (f'<figure><img alt="{html.escape(caption)}" src="data:image/png;base64,'
-            f'{base64.b64encode(data).decode()}"><figcaption>{html.escape(caption)}</figcaption></figure>')
+    return (
+        f'<figure><img alt="{html.escape(caption)}" src="data:image/png;base64,'
+        f'{base64.b64encode(data).decode()}"><figcaption>{html.escape(caption)}</figcaption></figure>'
+    )
 
 
 def html_header(title: str, prov: dict) -> str:
     """The title and provenance paragraph (command, date, machine, versions) of an HTML page."""
     m = prov["machine"]
-    return (f"<h1>{html.escape(title)}</h1>"
-            f"<p>Written by <code>{html.escape(prov['command'])}</code> on {html.escape(prov['date'])}.<br>"
-            f"Machine: {html.escape(str(m.get('cpu')))}, {m.get('cores')} cores"
-            f"{', GPU ' + html.escape(m['gpu']) if 'gpu' in m else ''}.<br>Versions: "
-            f"{html.escape(', '.join(f'{k} {v}' for k, v in prov['versions'].items()))}.</p>")
+    return (
+        f"<h1>{html.escape(title)}</h1>"
+        f"<p>Written by <code>{html.escape(prov['command'])}</code> on {html.escape(prov['date'])}.<br>"
+        f"Machine: {html.escape(str(m.get('cpu')))}, {m.get('cores')} cores"
+        f"{', GPU ' + html.escape(m['gpu']) if 'gpu' in m else ''}.<br>Versions: "
+        f"{html.escape(', '.join(f'{k} {v}' for k, v in prov['versions'].items()))}.</p>"
+    )
 
 
 def html_document(title: str, parts: Sequence[str]) -> str:
     """A whole HTML page: the report style and ``parts`` (HTML fragments) in order."""
-    style = ("body{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#222}"
-             "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #bbb;padding:4px 8px;"
-             "font-size:14px}th{background:#eee}.grid{display:flex;flex-wrap:wrap;gap:12px}"
-             "figure{margin:0}figcaption{font-size:12px;text-align:center}")
-    return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
-            f"<style>{style}</style></head><body>{''.join(parts)}</body></html>\n")
+    style = (
+        "body{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#222}"
+        "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #bbb;padding:4px 8px;"
+        "font-size:14px}th{background:#eee}.grid{display:flex;flex-wrap:wrap;gap:12px}"
+        "figure{margin:0}figcaption{font-size:12px;text-align:center}"
+    )
+    return (
+        f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+        f"<style>{style}</style></head><body>{''.join(parts)}</body></html>\n"
+    )
 
 
-def html_page(report: dict, rows, cols, figures, cov_png: Optional[bytes], shift: Optional[dict] = None,
-          more: Sequence = ()) -> str:
+def html_page(
+    report: dict, rows, cols, figures, cov_png: Optional[bytes], shift: Optional[dict] = None, more: Sequence = ()
+) -> str:
     img = html_figure
-    parts = [html_header(f"Report: {report['name']}", report["provenance"]),
-             *_html_summary(report.get("summary")),
-             f"<p>Evaluation data: {html.escape(report['data'])} ({report['num_examples']} examples, "
-             f"{report['num_classes']} classes). ECE: 15 equal-width bins on the top-label confidence."
-             f"{html.escape(_label_rule_text(report))}</p>"]
+    parts = [
+        html_header(f"Report: {report['name']}", report["provenance"]),
+        *_html_summary(report.get("summary")),
+        f"<p>Evaluation data: {html.escape(report['data'])} ({report['num_examples']} examples, "
+        f"{report['num_classes']} classes). ECE: 15 equal-width bins on the top-label confidence."
+        f"{html.escape(_label_rule_text(report))}</p>",
+    ]
     parts += [f"<p>{html.escape(n)}</p>" for n in report.get("notes", [])]
     parts += [html_table(title, header, body) for title, header, body in _tables(report, rows, cols)]
     parts += [img(data, caption) for caption, _, data in more]
@@ -331,18 +485,28 @@ def html_page(report: dict, rows, cols, figures, cov_png: Optional[bytes], shift
     if pairs:
         parts.append(f"<p>{html.escape(pairs)}</p>")
     if cov_png is not None:
-        parts.append(f"<h2>Covariance ranks (paper Figure 2)</h2><p>{html.escape(_cov_text(report['covariance']))}</p>"
-                     + img(cov_png, "Figure 2 ranks"))
+        parts.append(
+            f"<h2>Covariance ranks (paper Figure 2)</h2><p>{html.escape(_cov_text(report['covariance']))}</p>"
+            + img(cov_png, "Figure 2 ranks")
+        )
     if shift:
-        parts.append(f"<h2>{html.escape(shift['title'])}</h2>"
-                     + "".join(f"<p>{html.escape(t)}</p>" for t in shift["text"]))
+        parts.append(
+            f"<h2>{html.escape(shift['title'])}</h2>" + "".join(f"<p>{html.escape(t)}</p>" for t in shift["text"])
+        )
         parts += [html_table(title, header, body, "h3") for title, header, body in shift["tables"]]
         parts += [img(data, caption) for caption, _, data in shift["figures"]]
-    parts.append("<h2>Reliability diagrams</h2><div class='grid'>" + "".join(img(p, label) for label, _, p in figures)
-                 + "</div>")
-    parts.append("<h2>How each entry was made</h2><ul>" + "".join(
-        f"<li>{html.escape(e['label'])} ({html.escape(e['source'])}): <code>{html.escape(e['command'] or 'unknown')}"
-        "</code></li>" for e in report["entries"]) + "</ul>")
+    parts.append(
+        "<h2>Reliability diagrams</h2><div class='grid'>" + "".join(img(p, label) for label, _, p in figures) + "</div>"
+    )
+    parts.append(
+        "<h2>How each entry was made</h2><ul>"
+        + "".join(
+            f"<li>{html.escape(e['label'])} ({html.escape(e['source'])}): <code>{html.escape(e['command'] or 'unknown')}"
+            "</code></li>"
+            for e in report["entries"]
+        )
+        + "</ul>"
+    )
     return html_document(report["name"], parts)
 
 
@@ -353,10 +517,12 @@ BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stab
 MAX_SCREENSHOT_HEIGHT = 60_000
 
 #: appended to a copy of the page by :func:`page_height`: the document's height, put in the DOM once it has loaded
-_MEASURE = ("<script>window.addEventListener('load', () => { const m = document.createElement('meta'); "
-            "m.name = 'harness-page-height'; m.content = String(Math.ceil(Math.max("
-            "document.documentElement.scrollHeight, document.body ? document.body.scrollHeight : 0))); "
-            "document.head.appendChild(m); });</script>")
+_MEASURE = (
+    "<script>window.addEventListener('load', () => { const m = document.createElement('meta'); "
+    "m.name = 'harness-page-height'; m.content = String(Math.ceil(Math.max("
+    "document.documentElement.scrollHeight, document.body ? document.body.scrollHeight : 0))); "
+    "document.head.appendChild(m); });</script>"
+)
 
 
 def _chromium(args: "list[str]", what: str) -> "subprocess.CompletedProcess":
@@ -375,10 +541,25 @@ def _chromium(args: "list[str]", what: str) -> "subprocess.CompletedProcess":
         raise FileNotFoundError("no Chromium found for the screenshot; install it (apt-get install chromium)")
     with tempfile.TemporaryDirectory() as profile:
         try:
-            return subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-                                   "--no-first-run", "--disable-background-networking", "--disable-component-update",
-                                   "--disable-sync", f"--user-data-dir={profile}", "--hide-scrollbars", *args],
-                                  capture_output=True, text=True, timeout=180)
+            return subprocess.run(
+                [
+                    browser,
+                    "--headless",
+                    "--no-sandbox",
+                    "--disable-gpu",
+                    "--disable-quic",
+                    "--no-first-run",
+                    "--disable-background-networking",
+                    "--disable-component-update",
+                    "--disable-sync",
+                    f"--user-data-dir={profile}",
+                    "--hide-scrollbars",
+                    *args,
+                ],
+                capture_output=True,
+                text=True,
+                timeout=180,
+            )
         except subprocess.TimeoutExpired as e:
             raise RuntimeError(f"Chromium took over 180 s to {what}") from e
 
@@ -406,13 +587,15 @@ def page_height(html_path: "str | Path", width: int = 1200) -> int:
         proc = _chromium([f"--window-size={width},1000", "--dump-dom", copy.as_uri()], "lay out the page")
     found = re.search(r'name="harness-page-height" content="(\d+)"', proc.stdout)
     if found is None:
-        raise RuntimeError(f"Chromium reported no height for {html_path} (exit {proc.returncode}): "
-                           f"{proc.stderr[-1000:]}")
+        raise RuntimeError(
+            f"Chromium reported no height for {html_path} (exit {proc.returncode}): {proc.stderr[-1000:]}"
+        )
     return int(found.group(1))
 
 
-def screenshot(html_path: "str | Path", png_path: "str | Path", width: int = 1200,
-               height: "Optional[int]" = None) -> Path:
+def screenshot(
+    html_path: "str | Path", png_path: "str | Path", width: int = 1200, height: "Optional[int]" = None
+) -> Path:
     """Render ``html_path`` in headless Chromium and save a PNG screenshot ``width`` pixels wide (a check that
     the page opens and draws its figures): the whole page (its height measured first, :func:`page_height`;
     at most :data:`MAX_SCREENSHOT_HEIGHT`), or its top ``height`` pixels.
@@ -425,8 +608,10 @@ def screenshot(html_path: "str | Path", png_path: "str | Path", width: int = 120
     if height is None:
         height = min(page_height(html_path, width), MAX_SCREENSHOT_HEIGHT)
     png_path.unlink(missing_ok=True)  # a stale image is not taken for this one
-    proc = _chromium([f"--screenshot={png_path}", f"--window-size={width},{height}",
-                      Path(html_path).resolve().as_uri()], "take the screenshot")
+    proc = _chromium(
+        [f"--screenshot={png_path}", f"--window-size={width},{height}", Path(html_path).resolve().as_uri()],
+        "take the screenshot",
+    )
     if not png_path.is_file() or png_path.stat().st_size == 0:
         raise RuntimeError(f"Chromium wrote no screenshot (exit {proc.returncode}): {proc.stderr[-1000:]}")
     return png_path

@@ -24,7 +24,11 @@ from harness.shift.results import CLEAN, METRICS, add_pooled_curves, entry_resul
 from harness.uncertainty import metrics as M
 from harness.uncertainty import ood as O
 
-SCORE_NAMES = {"one_minus_max_prob": "1 − max probability", "entropy": "entropy", "mutual_information": "mutual information"}
+SCORE_NAMES = {
+    "one_minus_max_prob": "1 − max probability",
+    "entropy": "entropy",
+    "mutual_information": "mutual information",
+}
 
 
 def _groups(items: "list[dict]") -> "list[dict]":
@@ -61,8 +65,11 @@ def _mean(group: dict, key: str, names: "list[str]") -> "list[float]":
 
 def _summary_table(groups: "list[dict]", pairs: "list[tuple[str, int]]") -> "list[list[str]]":
     corrupted = [f"{c}-{s}" for c, s in pairs]
-    return [[g["name"]] + [_cell(_mean(g, key, names), M.METRICS[key].percent) for key in METRICS
-                           for names in ([CLEAN], corrupted)] for g in groups]
+    return [
+        [g["name"]]
+        + [_cell(_mean(g, key, names), M.METRICS[key].percent) for key in METRICS for names in ([CLEAN], corrupted)]
+        for g in groups
+    ]
 
 
 def _findings(groups: "list[dict]", corruptions: "list[str]", worst: int) -> "list[str]":
@@ -71,9 +78,11 @@ def _findings(groups: "list[dict]", corruptions: "list[str]", worst: int) -> "li
     for g in groups:
         at = {k: float(np.mean(_mean(g, k, [f"{c}-{worst}" for c in corruptions]))) for k in ("top1", "nll", "ece")}
         clean = {k: float(np.mean(_mean(g, k, [CLEAN]))) for k in ("top1", "nll", "ece")}
-        out.append(f"{g['name']}: top-1 {100 * clean['top1']:.2f}% clean, {100 * at['top1']:.2f}% at severity {worst} "
-                   f"(mean over corruptions); NLL {clean['nll']:.4f} → {at['nll']:.4f}; ECE {clean['ece']:.4f} → "
-                   f"{at['ece']:.4f}.")
+        out.append(
+            f"{g['name']}: top-1 {100 * clean['top1']:.2f}% clean, {100 * at['top1']:.2f}% at severity {worst} "
+            f"(mean over corruptions); NLL {clean['nll']:.4f} → {at['nll']:.4f}; ECE {clean['ece']:.4f} → "
+            f"{at['ece']:.4f}."
+        )
     return out
 
 
@@ -84,9 +93,10 @@ def _ood_table(groups: "list[dict]", ood_names: "list[str]") -> "list[list[str]]
             for score in O.SCORES:
                 vals = [m["results"]["ood"][name].get(score) for m in g["members"]]
                 if all(v is not None for v in vals):
-                    rows.append([g["name"], name, SCORE_NAMES[score]] + [_cell([v[k] for v in vals], True)
-                                                                         for k in ("auroc", "aupr_in", "aupr_out",
-                                                                                   "fpr95")])
+                    rows.append(
+                        [g["name"], name, SCORE_NAMES[score]]
+                        + [_cell([v[k] for v in vals], True) for k in ("auroc", "aupr_in", "aupr_out", "fpr95")]
+                    )
     return rows
 
 
@@ -113,12 +123,17 @@ def section(items: Sequence["tuple[str, str, str, str | Path]"]) -> Optional[dic
     ref = results[0]["results"]
     for it in results[1:]:
         if not np.array_equal(it["results"]["index"], ref["index"]):
-            raise ValueError(f"{it['label']} ({it['folder']}) was evaluated under shift on other examples than "
-                             f"{results[0]['label']}: run harness shift on all of them with the same settings")
+            raise ValueError(
+                f"{it['label']} ({it['folder']}) was evaluated under shift on other examples than "
+                f"{results[0]['label']}: run harness shift on all of them with the same settings"
+            )
     names = [n for n in ref["sets"] if all(n in it["results"]["sets"] for it in results)]
     severities = sorted({severity(n) for n in names if n != CLEAN})
-    corruptions = [c for c in dict.fromkeys(n.rsplit("-", 1)[0] for n in names if n != CLEAN)
-                   if all(f"{c}-{s}" in names for s in severities)]
+    corruptions = [
+        c
+        for c in dict.fromkeys(n.rsplit("-", 1)[0] for n in names if n != CLEAN)
+        if all(f"{c}-{s}" in names for s in severities)
+    ]
     if not corruptions:  # no corruption was evaluated at every severity by every entry
         severities = []
     pairs = [(c, s) for c in corruptions for s in severities]
@@ -127,42 +142,101 @@ def section(items: Sequence["tuple[str, str, str, str | Path]"]) -> Optional[dic
     spec, settings = ref["spec"], ref["spec"].get("settings", {})
     groups = _groups(results)
     subset = "all of them" if not settings.get("examples") else f"a fixed random subset, seed {settings.get('seed')}"
-    what = (f"Distribution shift, from the shift predictions saved in each folder (shift/): {spec['examples']} "
-            f"images of the evaluation split ({spec['eval_data']}; {subset}), the same images in every set; "
-            + (describe(pairs) if pairs else "no corrupted sets")
-            + (f"; OOD sets: {', '.join(ood_names)} (as many images as the clean subset)" if ood_names else "")
-            + ". Single models: mean ± std over seeds."
-            + (f" Not evaluated under shift (no shift predictions): {', '.join(missing)}." if missing else ""))
+    what = (
+        f"Distribution shift, from the shift predictions saved in each folder (shift/): {spec['examples']} "
+        f"images of the evaluation split ({spec['eval_data']}; {subset}), the same images in every set; "
+        + (describe(pairs) if pairs else "no corrupted sets")
+        + (f"; OOD sets: {', '.join(ood_names)} (as many images as the clean subset)" if ood_names else "")
+        + ". Single models: mean ± std over seeds."
+        + (f" Not evaluated under shift (no shift predictions): {', '.join(missing)}." if missing else "")
+    )
     text, tables, figures = [what], [], []
     if pairs:
-        tables.append((f"Corrupted sets: clean subset and mean over all {len(pairs)} corrupted sets "
-                       f"({len(corruptions)} corruptions x {len(severities)} severities; the ImageNet-C-style summary)",
-                       ["method", "top-1 clean", "top-1 corrupted", "NLL clean", "NLL corrupted", "ECE clean",
-                        "ECE corrupted"], _summary_table(groups, pairs)))
-        figures.append(("Top-1, NLL and ECE against corruption severity; each box spans the corruptions (layout of "
-                        "Ovadia et al. 2019, Fig. 2)", "shift_severity.png",
-                        png(severity_figure(groups, severities, corruptions))))
+        tables.append(
+            (
+                f"Corrupted sets: clean subset and mean over all {len(pairs)} corrupted sets "
+                f"({len(corruptions)} corruptions x {len(severities)} severities; the ImageNet-C-style summary)",
+                [
+                    "method",
+                    "top-1 clean",
+                    "top-1 corrupted",
+                    "NLL clean",
+                    "NLL corrupted",
+                    "ECE clean",
+                    "ECE corrupted",
+                ],
+                _summary_table(groups, pairs),
+            )
+        )
+        figures.append(
+            (
+                "Top-1, NLL and ECE against corruption severity; each box spans the corruptions (layout of "
+                "Ovadia et al. 2019, Fig. 2)",
+                "shift_severity.png",
+                png(severity_figure(groups, severities, corruptions)),
+            )
+        )
         text += _findings(groups, corruptions, severities[-1])
-    tables.append(("Selective prediction by maximum probability: AURC, the area under the risk-coverage curve (lower "
-                   "is better; per severity: mean over corruptions)", ["method", "clean"]
-                   + [f"severity {s}" for s in severities],
-                   [[g["name"]] + [_cell(_mean(g, "aurc", sets), False)
-                                   for sets in [[CLEAN]] + [[f"{c}-{s}" for c in corruptions] for s in severities]]
-                    for g in groups]))
-    figures.append(("Risk-coverage curves, accepting the most confident first (single models: mean curve over seeds)",
-                    "shift_risk_coverage.png", png(risk_coverage_figure(groups))))
+    tables.append(
+        (
+            "Selective prediction by maximum probability: AURC, the area under the risk-coverage curve (lower "
+            "is better; per severity: mean over corruptions)",
+            ["method", "clean"] + [f"severity {s}" for s in severities],
+            [
+                [g["name"]]
+                + [
+                    _cell(_mean(g, "aurc", sets), False)
+                    for sets in [[CLEAN]] + [[f"{c}-{s}" for c in corruptions] for s in severities]
+                ]
+                for g in groups
+            ],
+        )
+    )
+    figures.append(
+        (
+            "Risk-coverage curves, accepting the most confident first (single models: mean curve over seeds)",
+            "shift_risk_coverage.png",
+            png(risk_coverage_figure(groups)),
+        )
+    )
     if ood_names:
-        tables.append(("Out-of-distribution detection against the clean subset (AUROC, AUPR: higher is better; FPR at "
-                       "95% TPR: lower is better; mutual information for models with MC samples or members)",
-                       ["method", "OOD set", "score", "AUROC", "AUPR-in", "AUPR-out", "FPR at 95% TPR"],
-                       _ood_table(groups, ood_names)))
-    out_json = {"settings": settings, "examples": spec["examples"], "eval_data": spec["eval_data"],
-                "corruptions": corruptions, "severities": severities, "ood_sets": ood_names,
-                "package": spec.get("key", {}).get("package"), "description": what, "not_evaluated": missing,
-                "entries": [{"label": it["label"], "method": it["method"], "kind": it["kind"], "folder": it["folder"],
-                             "sets": it["results"]["sets"], "mean_corrupted": it["results"]["mean_corrupted"],
-                             "by_severity": {str(k): v for k, v in it["results"]["by_severity"].items()},
-                             "ood": it["results"]["ood"]} for it in results],
-                "figures": [f for _, f, _ in figures]}
-    return {"title": "Distribution shift: corruptions, out-of-distribution detection, selective prediction",
-            "text": text, "tables": tables, "figures": figures, "json": out_json}
+        tables.append(
+            (
+                "Out-of-distribution detection against the clean subset (AUROC, AUPR: higher is better; FPR at "
+                "95% TPR: lower is better; mutual information for models with MC samples or members)",
+                ["method", "OOD set", "score", "AUROC", "AUPR-in", "AUPR-out", "FPR at 95% TPR"],
+                _ood_table(groups, ood_names),
+            )
+        )
+    out_json = {
+        "settings": settings,
+        "examples": spec["examples"],
+        "eval_data": spec["eval_data"],
+        "corruptions": corruptions,
+        "severities": severities,
+        "ood_sets": ood_names,
+        "package": spec.get("key", {}).get("package"),
+        "description": what,
+        "not_evaluated": missing,
+        "entries": [
+            {
+                "label": it["label"],
+                "method": it["method"],
+                "kind": it["kind"],
+                "folder": it["folder"],
+                "sets": it["results"]["sets"],
+                "mean_corrupted": it["results"]["mean_corrupted"],
+                "by_severity": {str(k): v for k, v in it["results"]["by_severity"].items()},
+                "ood": it["results"]["ood"],
+            }
+            for it in results
+        ],
+        "figures": [f for _, f, _ in figures],
+    }
+    return {
+        "title": "Distribution shift: corruptions, out-of-distribution detection, selective prediction",
+        "text": text,
+        "tables": tables,
+        "figures": figures,
+        "json": out_json,
+    }

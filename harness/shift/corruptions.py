@@ -97,15 +97,19 @@ def resolve(corruptions: Sequence[str], severities: Sequence[int]) -> "list[tupl
         expanded = standard_corruptions() if item == "all" else fam.get(item, [item])
         for c in expanded:
             if c not in standard_corruptions():
-                raise ValueError(f"unknown corruption {item!r}: use all, a family ({', '.join(FAMILIES)}) or one of "
-                                 f"{', '.join(standard_corruptions())}")
+                raise ValueError(
+                    f"unknown corruption {item!r}: use all, a family ({', '.join(FAMILIES)}) or one of "
+                    f"{', '.join(standard_corruptions())}"
+                )
             if c not in names:
                 names.append(c)
     levels: "list[int]" = []
     for s in severities:
         if isinstance(s, bool) or not isinstance(s, (int, np.integer)) or int(s) not in SEVERITIES:
-            raise ValueError(f"corruption severity {s!r} is not one of 1, 2, 3, 4, 5 (Hendrycks & Dietterich's "
-                             "levels): give severities between 1 and 5, e.g. 1,3,5")
+            raise ValueError(
+                f"corruption severity {s!r} is not one of 1, 2, 3, 4, 5 (Hendrycks & Dietterich's "
+                "levels): give severities between 1 and 5, e.g. 1,3,5"
+            )
         if int(s) not in levels:
             levels.append(int(s))
     if names and not levels:
@@ -130,9 +134,11 @@ def _check_images(images: np.ndarray) -> None:
     if images.dtype != np.uint8 or images.ndim != 4 or images.shape[-1] != 3:
         raise ValueError(f"expected uint8 RGB images [N, H, W, 3], got {images.dtype} {images.shape}")
     if min(images.shape[1:3]) < MIN_SIDE:
-        raise ValueError(f"images of {images.shape[1]}x{images.shape[2]} px are too small to corrupt: the corruptions "
-                         f"(Hendrycks & Dietterich, as implemented by {PACKAGE}) need at least {MIN_SIDE}x{MIN_SIDE} "
-                         f"px; evaluate at data.image_size >= {MIN_SIDE}")
+        raise ValueError(
+            f"images of {images.shape[1]}x{images.shape[2]} px are too small to corrupt: the corruptions "
+            f"(Hendrycks & Dietterich, as implemented by {PACKAGE}) need at least {MIN_SIDE}x{MIN_SIDE} "
+            f"px; evaluate at data.image_size >= {MIN_SIDE}"
+        )
 
 
 def corrupt_images(images: np.ndarray, corruption: str, severity: int, seeds: np.ndarray) -> np.ndarray:
@@ -167,8 +173,14 @@ def corrupt_images(images: np.ndarray, corruption: str, severity: int, seeds: np
     return out
 
 
-def cache_path(images: np.ndarray, index: np.ndarray, corruption: str, severity: int, seed: int,
-               cache_dir: "str | os.PathLike | None" = None) -> Path:
+def cache_path(
+    images: np.ndarray,
+    index: np.ndarray,
+    corruption: str,
+    severity: int,
+    seed: int,
+    cache_dir: "str | os.PathLike | None" = None,
+) -> Path:
     """Where :func:`corrupted` keeps a set: ``<cache>/corrupted/<corruption>-<severity>-<key>.npz``."""
     from harness.data.cache import default_cache_dir
 
@@ -180,8 +192,14 @@ def cache_path(images: np.ndarray, index: np.ndarray, corruption: str, severity:
     return Path(cache_dir or default_cache_dir()) / "corrupted" / name
 
 
-def corrupted(images: np.ndarray, index: np.ndarray, corruption: str, severity: int, seed: int = 0,
-              cache_dir: "str | os.PathLike | None" = None) -> np.ndarray:
+def corrupted(
+    images: np.ndarray,
+    index: np.ndarray,
+    corruption: str,
+    severity: int,
+    seed: int = 0,
+    cache_dir: "str | os.PathLike | None" = None,
+) -> np.ndarray:
     """A corrupted copy of ``images``, from the cache or generated now and cached (atomically).
 
     Args:
@@ -220,7 +238,13 @@ def describe(sets: "Sequence[tuple[str, int]]", n: Optional[int] = None) -> str:
     """One line naming the corruption sets (for reports)."""
     names = list(dict.fromkeys(c for c, _ in sets))
     levels = sorted({s for _, s in sets})
-    what = "all 15 standard corruptions" if set(names) == set(standard_corruptions()) else \
-        f"{len(names)} of the 15 standard corruptions ({', '.join(names)})"
-    return (f"{what} at severities {', '.join(map(str, levels))}" + (f", {n} images each" if n else "")
-            + f"; Hendrycks & Dietterich (2019) definitions as implemented by {package_version()}")
+    what = (
+        "all 15 standard corruptions"
+        if set(names) == set(standard_corruptions())
+        else f"{len(names)} of the 15 standard corruptions ({', '.join(names)})"
+    )
+    return (
+        f"{what} at severities {', '.join(map(str, levels))}"
+        + (f", {n} images each" if n else "")
+        + f"; Hendrycks & Dietterich (2019) definitions as implemented by {package_version()}"
+    )

@@ -21,8 +21,9 @@ def _spec_key(spec: dict) -> str:
     return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def _predict(model: Any, images: np.ndarray, batch_size: int, bf16: bool, channels_last: bool, device: str = "cpu"
-             ) -> "tuple[np.ndarray, Optional[np.ndarray]]":
+def _predict(
+    model: Any, images: np.ndarray, batch_size: int, bf16: bool, channels_last: bool, device: str = "cpu"
+) -> "tuple[np.ndarray, Optional[np.ndarray]]":
     """Logits ``[n, K]`` (the head's output, as in the run's predictions) and, for heads with noise,
     the mean entropy ``[n]`` of the softmax of each of the head's MC samples (:meth:`sample_logits`,
     the samples its output averages; in row blocks of about 4M sampled logits)."""
@@ -38,14 +39,14 @@ def _predict(model: Any, images: np.ndarray, batch_size: int, bf16: bool, channe
     logits, ent = [], []
     with torch.no_grad():
         for start in range(0, len(images), batch_size):
-            x = center_crop(torch.from_numpy(np.ascontiguousarray(images[start:start + batch_size])), size, size)
+            x = center_crop(torch.from_numpy(np.ascontiguousarray(images[start : start + batch_size])), size, size)
             with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
                 feats = model.pre_logits(x.to(device).contiguous(memory_format=fmt))
             logits.append(head(feats).float().cpu().numpy())
             if noisy:
                 rows = max(1, (1 << 22) // (head.eval_mc_samples * head.num_classes))
                 for r in range(0, len(feats), rows):
-                    lp = torch.log_softmax(head.sample_logits(feats[r:r + rows]).double(), dim=-1)  # [rows, S, K]
+                    lp = torch.log_softmax(head.sample_logits(feats[r : r + rows]).double(), dim=-1)  # [rows, S, K]
                     ent.append(expected_entropy(lp.transpose(0, 1).cpu().numpy()))
     return np.concatenate(logits).astype(np.float64), (np.concatenate(ent) if noisy else None)
 
@@ -62,22 +63,33 @@ def _check_run(run_dir: Path, settings: ShiftSettings, overwrite: bool = False) 
 
     cfg = run_config(run_dir)
     if not (run_dir / "model.pt").is_file():
-        raise FileNotFoundError(f"{str(run_dir)!r} has no model.pt: shift predictions come from a run's final model; "
-                                "pass a finished run folder (harness upstream writes model.pt when it ends)")
+        raise FileNotFoundError(
+            f"{str(run_dir)!r} has no model.pt: shift predictions come from a run's final model; "
+            "pass a finished run folder (harness upstream writes model.pt when it ends)"
+        )
     head_cfg = (cfg.get("model") or {}).get("head") or {}
     if head_cfg.get("link", "softmax") != "softmax":
-        raise ValueError(f"{run_dir} is a multi-label (sigmoid) model: shift and OOD evaluation covers single-label "
-                         "softmax models; leave this run out")
+        raise ValueError(
+            f"{run_dir} is a multi-label (sigmoid) model: shift and OOD evaluation covers single-label "
+            "softmax models; leave this run out"
+        )
     out = run_dir / "shift"
     if out.is_dir() and not (out / "shift.json").is_file() and any(out.iterdir()) and not overwrite:
-        raise ValueError(f"{out} exists and holds files harness shift did not write (no shift.json): move them, or "
-                         "give --overwrite (only the shift sets' own files are written there)")
+        raise ValueError(
+            f"{out} exists and holds files harness shift did not write (no shift.json): move them, or "
+            "give --overwrite (only the shift sets' own files are written there)"
+        )
     data = data_config(run_dir)
     return cfg, data, check_settings(settings, data)
 
 
-def predict_run(run_dir: "str | Path", settings: ShiftSettings, progress: Callable[[str], None] = lambda s: None,
-                device: str = "cpu", overwrite: bool = False) -> dict:
+def predict_run(
+    run_dir: "str | Path",
+    settings: ShiftSettings,
+    progress: Callable[[str], None] = lambda s: None,
+    device: str = "cpu",
+    overwrite: bool = False,
+) -> dict:
     """Write the shifted and OOD predictions of one run (see the module docstring); return its
     ``shift.json``. Sets already done with the same model, data and settings are kept.
 
@@ -92,9 +104,9 @@ def predict_run(run_dir: "str | Path", settings: ShiftSettings, progress: Callab
     from harness.data.sources import build_split
     from harness.io import atomic_write_text, json_dumps
     from harness.models import load_model
-    from harness.precision import resolve as resolve_precision
     from harness.provenance import provenance
     from harness.shift.corruptions import corrupted, package_version
+    from harness.training.precision import resolve as resolve_precision
     from harness.uncertainty.predictions import Predictions
 
     run_dir = Path(run_dir)
@@ -102,9 +114,15 @@ def predict_run(run_dir: "str | Path", settings: ShiftSettings, progress: Callab
     split = settings.split or data.eval_split
     base = build_split(data, split)
     rows = subset_rows(len(base), settings.examples, settings.seed)
-    key = {"model": file_digest(run_dir / "model.pt"), "split": split, "data": base.description,
-           "rows": hashlib.sha256(rows.tobytes()).hexdigest()[:16], "view": [data.image_size, data.eval_resize],
-           "seed": settings.seed, "package": package_version()}
+    key = {
+        "model": file_digest(run_dir / "model.pt"),
+        "split": split,
+        "data": base.description,
+        "rows": hashlib.sha256(rows.tobytes()).hexdigest()[:16],
+        "view": [data.image_size, data.eval_resize],
+        "seed": settings.seed,
+        "package": package_version(),
+    }
     out = run_dir / "shift"
     spec = read_json(out / "shift.json")
     if spec is not None and spec.get("key") != key:
@@ -114,26 +132,40 @@ def predict_run(run_dir: "str | Path", settings: ShiftSettings, progress: Callab
 
     done = dict(spec.get("sets", {})) if spec else {}
     todo = [(n, s) for n, s in sets if done.get(n) != _spec_key(s) or not (out / n / "predictions.npz").is_file()]
-    record = {"schema": SCHEMA, "kind": "run", "key": key, "settings": asdict(settings), "examples": int(len(rows)),
-              "eval_data": base.description, "class_names": list(base.class_names), **provenance()}
+    record = {
+        "schema": SCHEMA,
+        "kind": "run",
+        "key": key,
+        "settings": asdict(settings),
+        "examples": int(len(rows)),
+        "eval_data": base.description,
+        "class_names": list(base.class_names),
+        **provenance(),
+    }
 
     def write_spec() -> None:
-        atomic_write_text(out / "shift.json", json_dumps({**record, "sets": done, "order": [n for n, _ in sets]},
-                                                         indent=1))
+        atomic_write_text(
+            out / "shift.json", json_dumps({**record, "sets": done, "order": [n for n, _ in sets]}, indent=1)
+        )
 
     if not todo:
         write_spec()
         return {**record, "sets": done}
     clean = views(base, data, rows)
     targets = base.targets()[rows]
-    ood = {name: ood_images(s["name"], s["data"], data, len(rows), settings.seed)  # read before the model loads
-           for name, s in todo if s["kind"] == "ood"}
+    ood = {
+        name: ood_images(s["name"], s["data"], data, len(rows), settings.seed)  # read before the model loads
+        for name, s in todo
+        if s["kind"] == "ood"
+    }
     train = cfg.get("train") or {}
     model = load_model(run_dir / "model.pt").eval().to(device)
     if model.head.num_classes != len(base.class_names):
-        raise ValueError(f"{run_dir / 'model.pt'} has {model.head.num_classes} classes but the run's data "
-                         f"({base.description}) has {len(base.class_names)}: the model.pt is not this run's; put the "
-                         "run's own model.pt back (or rerun harness upstream)")
+        raise ValueError(
+            f"{run_dir / 'model.pt'} has {model.head.num_classes} classes but the run's data "
+            f"({base.description}) has {len(base.class_names)}: the model.pt is not this run's; put the "
+            "run's own model.pt back (or rerun harness upstream)"
+        )
     if train.get("channels_last"):
         model = model.to(memory_format=torch.channels_last)
     # the precision the run trained in (metrics.json), else its setting resolved on this machine
@@ -149,8 +181,9 @@ def predict_run(run_dir: "str | Path", settings: ShiftSettings, progress: Callab
             images, index = ood[name]
             y = np.full(len(index), -1, dtype=np.int64)
         logits, ent = _predict(model, images, data.eval_batch_size, bf16, bool(train.get("channels_last")), device)
-        preds = Predictions(logits, np.asarray(y), np.asarray(index), list(base.class_names), "softmax",
-                            str(out / name))
+        preds = Predictions(
+            logits, np.asarray(y), np.asarray(index), list(base.class_names), "softmax", str(out / name)
+        )
         save_set(path_under(out, name), preds, ent)
         done[name] = _spec_key(s)
         write_spec()
@@ -179,17 +212,24 @@ def average_ensemble(ens_dir: "str | Path", progress: Callable[[str], None] = la
     for m in members:
         spec = read_json(m / "shift" / "shift.json")
         if spec is None:
-            raise FileNotFoundError(f"ensemble member {m} has no shift predictions: run harness shift on it (or on "
-                                    "the ensemble folder, which evaluates its members first)")
+            raise FileNotFoundError(
+                f"ensemble member {m} has no shift predictions: run harness shift on it (or on "
+                "the ensemble folder, which evaluates its members first)"
+            )
         specs.append(spec)
     ref = specs[0]
     for m, s in zip(members[1:], specs[1:]):
         for k in ("split", "data", "rows", "seed", "view", "package"):
             if s["key"][k] != ref["key"][k]:
-                raise ValueError(f"ensemble member {m} was evaluated under shift with another {k} ({s['key'][k]} vs "
-                                 f"{ref['key'][k]}): run harness shift on all members with the same settings")
-    names = [n for n in ref.get("order", ref["sets"])
-             if n in ref["sets"] and all(s["sets"].get(n) == ref["sets"][n] for s in specs)]
+                raise ValueError(
+                    f"ensemble member {m} was evaluated under shift with another {k} ({s['key'][k]} vs "
+                    f"{ref['key'][k]}): run harness shift on all members with the same settings"
+                )
+    names = [
+        n
+        for n in ref.get("order", ref["sets"])
+        if n in ref["sets"] and all(s["sets"].get(n) == ref["sets"][n] for s in specs)
+    ]
     out = ens_dir / "shift"
     done = {}
     for name in names:
@@ -198,10 +238,19 @@ def average_ensemble(ens_dir: "str | Path", progress: Callable[[str], None] = la
         mean_ent = expected_entropy([p.log_probs() for p in preds])
         save_set(path_under(out, name), ens, mean_ent)
         done[name] = ref["sets"][name]
-    record = {"schema": SCHEMA, "kind": "ensemble", "members": [str(m) for m in members],
-              "key": {k: ref["key"][k] for k in ("split", "data", "rows", "seed", "view", "package")},
-              "settings": ref["settings"], "examples": ref["examples"], "eval_data": ref["eval_data"],
-              "class_names": ref["class_names"], "sets": done, "order": names, **provenance()}
+    record = {
+        "schema": SCHEMA,
+        "kind": "ensemble",
+        "members": [str(m) for m in members],
+        "key": {k: ref["key"][k] for k in ("split", "data", "rows", "seed", "view", "package")},
+        "settings": ref["settings"],
+        "examples": ref["examples"],
+        "eval_data": ref["eval_data"],
+        "class_names": ref["class_names"],
+        "sets": done,
+        "order": names,
+        **provenance(),
+    }
     atomic_write_text(out / "shift.json", json_dumps(record, indent=1))
     progress(f"[shift] {ens_dir.name}: {len(names)} sets averaged over {len(members)} members")
     return record
@@ -217,8 +266,13 @@ def ensemble_sets(ens_dir: "str | Path") -> Optional[dict]:
     return None
 
 
-def predict_folders(folders: Sequence["str | Path"], settings: ShiftSettings, progress: Callable[[str], None] = print,
-                    device: str = "cpu", overwrite: bool = False) -> "list[dict]":
+def predict_folders(
+    folders: Sequence["str | Path"],
+    settings: ShiftSettings,
+    progress: Callable[[str], None] = print,
+    device: str = "cpu",
+    overwrite: bool = False,
+) -> "list[dict]":
     """``harness shift``: predict every run folder (one model in memory at a time), then average every
     ensemble folder (its members are predicted first when needed). Returns each folder's shift.json.
 
@@ -237,9 +291,11 @@ def predict_folders(folders: Sequence["str | Path"], settings: ShiftSettings, pr
             if f.resolve() not in {r.resolve() for r in runs}:
                 runs.append(f)
         else:
-            raise FileNotFoundError(f"{str(f)!r} is neither a run folder (config.yaml, model.pt) nor an ensemble "
-                                    "folder (ensemble.json); pass folders written by harness upstream or harness "
-                                    "ensemble")
+            raise FileNotFoundError(
+                f"{str(f)!r} is neither a run folder (config.yaml, model.pt) nor an ensemble "
+                "folder (ensemble.json); pass folders written by harness upstream or harness "
+                "ensemble"
+            )
     for r in runs:  # every folder is checked before the first (slow) prediction
         _check_run(r, settings, overwrite)
     results = {r: predict_run(r, settings, progress, device, overwrite) for r in runs}

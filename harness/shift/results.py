@@ -72,8 +72,9 @@ def entry_results(folder: "str | Path") -> Optional[dict]:
     for name, (preds, ent) in sets.items():
         if name.startswith(OOD_PREFIX):
             score_out = O.uncertainty_scores(preds.log_probs(), ent)
-            res["ood"][name[len(OOD_PREFIX):]] = {k: O.ood_metrics(score_in[k], score_out[k]) for k in score_in
-                                                  if k in score_out}
+            res["ood"][name[len(OOD_PREFIX) :]] = {
+                k: O.ood_metrics(score_in[k], score_out[k]) for k in score_in if k in score_out
+            }
     return res
 
 
@@ -84,4 +85,6 @@ def add_pooled_curves(results: "list[dict]", pairs: Sequence["tuple[str, int]"])
         return
     for r in results:
         sel = [r["selective"][f"{c}-{s}"] for c, s in pairs]
-        r["curves"]["corrupted"] = O.risk_coverage(np.concatenate([c for c, _ in sel]), np.concatenate([k for _, k in sel]))
+        r["curves"]["corrupted"] = O.risk_coverage(
+            np.concatenate([c for c, _ in sel]), np.concatenate([k for _, k in sel])
+        )

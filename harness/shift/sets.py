@@ -37,8 +37,9 @@ def views(base: Any, data: Any, rows: np.ndarray) -> np.ndarray:
     if pixels is not None:
         out = []
         for start in range(0, len(rows), 1024):
-            x = center_crop(torch.from_numpy(np.ascontiguousarray(pixels[rows[start:start + 1024]])), size,
-                            data.eval_resize)
+            x = center_crop(
+                torch.from_numpy(np.ascontiguousarray(pixels[rows[start : start + 1024]])), size, data.eval_resize
+            )
             out.append((x * 0.5 + 0.5).mul_(255).round_().clamp_(0, 255).to(torch.uint8).permute(0, 2, 3, 1).numpy())
         return np.concatenate(out)
     from torchvision.transforms import v2
@@ -72,8 +73,9 @@ def synthetic_ood(kind: str, n: int, size: int, seed: int = 0) -> np.ndarray:
             from harness.extras import require
 
             binary_blobs = require("skimage.data", "the blobs OOD set").binary_blobs
-            mask = binary_blobs(length=size, blob_size_fraction=0.2, n_dim=2, volume_fraction=0.5,
-                                rng=int(rng.integers(2**31)))[..., None]
+            mask = binary_blobs(
+                length=size, blob_size_fraction=0.2, n_dim=2, volume_fraction=0.5, rng=int(rng.integers(2**31))
+            )[..., None]
             fg, bg = rng.random(3), rng.random(3)
             img = np.where(mask, fg, bg)
         out[i] = np.round(img * 255)
@@ -96,8 +98,10 @@ def ood_images(name: str, keys: "Dict[str, str]", run_data: Any, n: int, seed: i
     try:
         base = build_split(cfg, split)
     except FileNotFoundError as e:
-        raise FileNotFoundError(f"OOD set {name!r} (source {cfg.source}, split {split!r}): {e}; point the OOD set's "
-                                "path and split at images") from e
+        raise FileNotFoundError(
+            f"OOD set {name!r} (source {cfg.source}, split {split!r}): {e}; point the OOD set's "
+            "path and split at images"
+        ) from e
     if not len(base):
         raise ValueError(f"OOD set {name!r} ({base.description}) has no images: point it at a split with images")
     rows = subset_rows(len(base), n, seed)

@@ -46,19 +46,25 @@ def parse_ood(spec: str) -> "tuple[str, Dict[str, str]]":
     name, _, rest = str(spec).partition(":")
     name = name.strip()
     if not name:
-        raise ValueError(f"OOD set {spec!r}: give a name (a plain word), e.g. gaussian, blobs or "
-                         "svhn:source=tfds,name=svhn_cropped,path=/data/tfds,split=test")
+        raise ValueError(
+            f"OOD set {spec!r}: give a name (a plain word), e.g. gaussian, blobs or "
+            "svhn:source=tfds,name=svhn_cropped,path=/data/tfds,split=test"
+        )
     check_name(name, "OOD set name")
     keys: "Dict[str, str]" = {}
     for pair in filter(None, (p.strip() for p in rest.split(","))):
         k, eq, v = pair.partition("=")
         if not (k.strip() and eq):
-            raise ValueError(f"OOD set {spec!r}: {pair!r} is not key=value; write e.g. "
-                             f"{name}:source=image_folder,path=/data/ood,split=test")
+            raise ValueError(
+                f"OOD set {spec!r}: {pair!r} is not key=value; write e.g. "
+                f"{name}:source=image_folder,path=/data/ood,split=test"
+            )
         keys[k.strip()] = v.strip()
     if not keys and name not in BUILT_IN_OOD:
-        raise ValueError(f"unknown built-in OOD set {name!r}: use {' or '.join(BUILT_IN_OOD)}, or give a data source, "
-                         f"e.g. {name}:source=image_folder,path=/data/{name},split=test")
+        raise ValueError(
+            f"unknown built-in OOD set {name!r}: use {' or '.join(BUILT_IN_OOD)}, or give a data source, "
+            f"e.g. {name}:source=image_folder,path=/data/{name},split=test"
+        )
     return name, keys
 
 
@@ -75,8 +81,10 @@ def ood_data(keys: "Dict[str, str]", run_data: Any) -> "tuple[Any, str]":
     split = keys.pop("split", "test")
     for k in ("image_size", "eval_resize"):
         if k in keys and str(keys[k]) != str(getattr(run_data, k)):
-            raise ValueError(f"OOD set {k}={keys[k]} differs from the model's data.{k}={getattr(run_data, k)}: OOD "
-                             f"images are shown to the model at its own input size; drop {k} from the OOD set")
+            raise ValueError(
+                f"OOD set {k}={keys[k]} differs from the model's data.{k}={getattr(run_data, k)}: OOD "
+                f"images are shown to the model at its own input size; drop {k} from the OOD set"
+            )
     view = {"image_size": run_data.image_size, "eval_resize": run_data.eval_resize, "loader": run_data.loader}
     if "source" not in keys:
         raise ValueError(f"OOD set keys {sorted(keys)}: name the data source, e.g. source=image_folder,path=/data/ood")
@@ -103,8 +111,10 @@ def check_settings(settings: ShiftSettings, data: Any = None) -> "list[tuple[str
     pairs = resolve(settings.corruptions, settings.severities)
     image_size = None if data is None else data.image_size
     if pairs and image_size is not None and image_size < MIN_SIDE:
-        raise ValueError(f"data.image_size {image_size} is below the {MIN_SIDE} px the corruptions need: evaluate "
-                         f"corruptions at data.image_size >= {MIN_SIDE}, or set corruptions: []")
+        raise ValueError(
+            f"data.image_size {image_size} is below the {MIN_SIDE} px the corruptions need: evaluate "
+            f"corruptions at data.image_size >= {MIN_SIDE}, or set corruptions: []"
+        )
     sets: "list[tuple[str, Any]]" = [(CLEAN, {"kind": "clean"})]
     sets += [(set_name(c, s), {"kind": "corruption", "corruption": c, "severity": s}) for c, s in pairs]
     seen = set()

@@ -47,25 +47,34 @@ def as_array(x: Any) -> np.ndarray:
 
 
 def no_examples(what: str) -> ValueError:
-    return ValueError(f"{what} has no examples (N = 0): there is nothing to score; check that the evaluation "
-                      "split is not empty")
+    return ValueError(
+        f"{what} has no examples (N = 0): there is nothing to score; check that the evaluation split is not empty"
+    )
 
 
 def check_labels(labels: Any, n: int, num_classes: int) -> np.ndarray:
     """``[N]`` int64 class indices in ``[0, K)``, one per row of the scores."""
     y = as_array(labels)
     if y.ndim != 1:
-        raise ValueError(f"labels must be a 1-D array of class indices [N], got shape {y.shape}; multi-hot "
-                         "targets [N, K] go to the multi-label metrics (prec_at_1, sigmoid_nll, ...)")
+        raise ValueError(
+            f"labels must be a 1-D array of class indices [N], got shape {y.shape}; multi-hot "
+            "targets [N, K] go to the multi-label metrics (prec_at_1, sigmoid_nll, ...)"
+        )
     if y.dtype.kind not in "iu":
-        raise ValueError(f"labels must be integer class indices, got dtype {y.dtype}; cast whole-number labels "
-                         "with labels.astype(int) (soft or multi-hot targets need the multi-label metrics)")
+        raise ValueError(
+            f"labels must be integer class indices, got dtype {y.dtype}; cast whole-number labels "
+            "with labels.astype(int) (soft or multi-hot targets need the multi-label metrics)"
+        )
     if len(y) != n:
-        raise ValueError(f"{len(y)} labels for {n} rows of predictions: give exactly one label per example, in "
-                         "the same order as the prediction rows")
+        raise ValueError(
+            f"{len(y)} labels for {n} rows of predictions: give exactly one label per example, in "
+            "the same order as the prediction rows"
+        )
     if y.min() < 0 or y.max() >= num_classes:
-        raise ValueError(f"labels must lie in [0, {num_classes}), got range [{y.min()}, {y.max()}]; "
-                         "check the label set or the model's num_classes")
+        raise ValueError(
+            f"labels must lie in [0, {num_classes}), got range [{y.min()}, {y.max()}]; "
+            "check the label set or the model's num_classes"
+        )
     return y.astype(np.int64, copy=False)
 
 
@@ -104,20 +113,26 @@ def check_log_probs(log_probs: Any, labels: Any) -> "tuple[np.ndarray, np.ndarra
     sums = row_prob_sums(lp)
     nan = np.isnan(sums)
     if nan.any():
-        raise ValueError(f"log_probs holds NaN in {int(nan.sum())} of {len(sums)} rows (first: row "
-                         f"{int(np.argmax(nan))}); NaN predictions are not scored: find where the model or the "
-                         "preprocessing produced them (a diverged run, a division by zero)")
+        raise ValueError(
+            f"log_probs holds NaN in {int(nan.sum())} of {len(sums)} rows (first: row "
+            f"{int(np.argmax(nan))}); NaN predictions are not scored: find where the model or the "
+            "preprocessing produced them (a diverged run, a division by zero)"
+        )
     off = np.abs(sums - 1.0) > NORM_TOL
     if off.any():
         r = int(np.argmax(off))
         if sums[r] > 1:
             hint = "these look like raw logits: pass harness.uncertainty.metrics.log_softmax(logits)"
         else:
-            hint = ("their probabilities sum to less than 1: are classes missing from the columns? Renormalise with "
-                    "harness.uncertainty.metrics.log_softmax only if that is intended")
-        raise ValueError(f"log_probs must be normalised log-probabilities (each row's probabilities sum to 1), but "
-                         f"{int(off.sum())} of {len(sums)} rows do not (first: row {r}, Σ_k p_k = {sums[r]:.4g}); "
-                         f"{hint}")
+            hint = (
+                "their probabilities sum to less than 1: are classes missing from the columns? Renormalise with "
+                "harness.uncertainty.metrics.log_softmax only if that is intended"
+            )
+        raise ValueError(
+            f"log_probs must be normalised log-probabilities (each row's probabilities sum to 1), but "
+            f"{int(off.sum())} of {len(sums)} rows do not (first: row {r}, Σ_k p_k = {sums[r]:.4g}); "
+            f"{hint}"
+        )
     return lp, y
 
 
@@ -133,14 +148,17 @@ def check_forecasts(confidence: Any, correct: Any, num_bins: int) -> "tuple[np.n
     bad = ~((conf >= 0) & (conf <= 1))  # NaN is bad too
     if bad.any():
         i = int(np.argmax(bad))
-        raise ValueError(f"confidence must be probabilities in [0, 1], but {int(bad.sum())} of {len(conf)} are not "
-                         f"(first: [{i}] = {conf[i]}); pass the top-label probability max_k p_k (exp of a "
-                         "log-probability, sigmoid of a logit), not a logit or a NaN")
+        raise ValueError(
+            f"confidence must be probabilities in [0, 1], but {int(bad.sum())} of {len(conf)} are not "
+            f"(first: [{i}] = {conf[i]}); pass the top-label probability max_k p_k (exp of a "
+            "log-probability, sigmoid of a logit), not a logit or a NaN"
+        )
     bad = ~((corr == 0) | (corr == 1))
     if bad.any():
         i = int(np.argmax(bad))
-        raise ValueError(f"correct must be 0/1 (or bool) per example, got {corr[i]} at [{i}]; pass "
-                         "(prediction == label)")
+        raise ValueError(
+            f"correct must be 0/1 (or bool) per example, got {corr[i]} at [{i}]; pass (prediction == label)"
+        )
     return conf, corr
 
 
@@ -149,20 +167,26 @@ def check_multilabel(logits: Any, targets: Any) -> "tuple[np.ndarray, np.ndarray
     before the row rule."""
     z, t = as_float64(logits), as_array(targets)
     if z.ndim != 2 or z.shape != t.shape:
-        raise ValueError(f"logits {z.shape} and multi-hot targets {t.shape} must have the same [N, K] shape; "
-                         "single-label class indices [N] go to the single-label metrics (or one-hot them with "
-                         "np.eye(K)[labels])")
+        raise ValueError(
+            f"logits {z.shape} and multi-hot targets {t.shape} must have the same [N, K] shape; "
+            "single-label class indices [N] go to the single-label metrics (or one-hot them with "
+            "np.eye(K)[labels])"
+        )
     if z.shape[0] == 0:
         raise no_examples("logits")
     nan = rows_any(z, np.isnan)
     if nan.any():
-        raise ValueError(f"logits hold NaN in {int(nan.sum())} of {len(z)} rows (first: row {int(np.argmax(nan))}); "
-                         "NaN predictions are not scored: find where the model produced them")
+        raise ValueError(
+            f"logits hold NaN in {int(nan.sum())} of {len(z)} rows (first: row {int(np.argmax(nan))}); "
+            "NaN predictions are not scored: find where the model produced them"
+        )
     bad = rows_any(t, lambda c: ~((c == 0) | (c == 1)))  # NaN is bad too
     if bad.any():
         i = int(np.argmax(bad))
         j = int(np.argmax(~((t[i] == 0) | (t[i] == 1))))
-        raise ValueError(f"multi-label targets must be multi-hot 0/1 values, got {t[i, j]} at [{i}, {j}] "
-                         f"({int(bad.sum())} row(s) hold such values); soft labels are not supported: threshold "
-                         "them, or give class indices [N] to the single-label metrics")
+        raise ValueError(
+            f"multi-label targets must be multi-hot 0/1 values, got {t[i, j]} at [{i}, {j}] "
+            f"({int(bad.sum())} row(s) hold such values); soft labels are not supported: threshold "
+            "them, or give class indices [N] to the single-label metrics"
+        )
     return z, t

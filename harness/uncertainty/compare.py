@@ -10,7 +10,7 @@ Two sources of variation are kept apart:
   test on per-image correctness for each seed pair.
 
 :func:`method_level` combines both into one interval for the method (new seeds and new images;
-:func:`harness.uncertainty.stats.method_interval`); :func:`image_level` describes the trained models.
+:func:`harness.uncertainty.method.method_interval`); :func:`image_level` describes the trained models.
 Verdict words come from the interval only (:func:`harness.uncertainty.stats.verdict`): "better" or
 "worse" when the 95% interval excludes 0, otherwise "no detectable difference at n = ...". Every
 interval result carries a two-sided p-value ``p`` (for a family adjustment, :func:`stats.holm`).
@@ -22,8 +22,8 @@ from typing import Sequence
 
 import numpy as np
 
+from harness.uncertainty import method, stats
 from harness.uncertainty import metrics as M
-from harness.uncertainty import stats
 from harness.uncertainty.predictions import Predictions
 
 #: metric -> True when higher is better (from :data:`harness.uncertainty.metrics.METRICS`)
@@ -43,6 +43,7 @@ def parts(p: Predictions) -> "tuple[np.ndarray, np.ndarray, np.ndarray]":
 def metric_stat(key: str, k: int):
     """``stat(*arrays)``: the mean over ``k`` seeds of metric ``key`` from per-example parts
     (arrays are the seeds' (confidence, correctness, nll) triples, flattened)."""
+
     def one(conf: np.ndarray, correct: np.ndarray, nll: np.ndarray) -> float:
         if key == "top1":
             return float(correct.mean())
@@ -51,7 +52,7 @@ def metric_stat(key: str, k: int):
         return M.calibration_error(conf, correct)
 
     def stat(*arrays: np.ndarray) -> float:
-        return float(np.mean([one(*arrays[3 * i:3 * i + 3]) for i in range(k)]))
+        return float(np.mean([one(*arrays[3 * i : 3 * i + 3]) for i in range(k)]))
 
     return stat
 
@@ -62,8 +63,10 @@ def _check_same_examples(a: Sequence[Predictions], b: Sequence[Predictions]) -> 
     ref = a[0].index
     for p in [*a, *b]:
         if not np.array_equal(p.index, ref) or not np.array_equal(p.targets, a[0].targets):
-            raise ValueError(f"{p.source} was evaluated on other examples or labels than {a[0].source}: image-level "
-                             "comparisons need both methods on the same evaluation set")
+            raise ValueError(
+                f"{p.source} was evaluated on other examples or labels than {a[0].source}: image-level "
+                "comparisons need both methods on the same evaluation set"
+            )
 
 
 def seed_summary(values: "dict[str, Sequence[float]]") -> "dict[str, dict]":
@@ -71,13 +74,16 @@ def seed_summary(values: "dict[str, Sequence[float]]") -> "dict[str, dict]":
     return {k: stats.t_interval(v) for k, v in values.items()}
 
 
-def test_sampling_se(preds: Sequence[Predictions], keys: Sequence[str] = IMAGE_KEYS, n_boot: int = 500,
-                     seed: int = 0) -> "dict[str, float]":
+def test_sampling_se(
+    preds: Sequence[Predictions], keys: Sequence[str] = IMAGE_KEYS, n_boot: int = 500, seed: int = 0
+) -> "dict[str, float]":
     """Per metric, the bootstrap standard error over evaluation images of each model's metric,
     averaged over the models (seeds): the part of the spread that comes from the test sample."""
     per_model = [parts(p) for p in preds]
-    return {key: float(np.mean([stats.bootstrap_std(metric_stat(key, 1), x, n_boot=n_boot, seed=seed)
-                                for x in per_model])) for key in keys}
+    return {
+        key: float(np.mean([stats.bootstrap_std(metric_stat(key, 1), x, n_boot=n_boot, seed=seed) for x in per_model]))
+        for key in keys
+    }
 
 
 def seed_level(a: "dict[str, Sequence[float]]", b: "dict[str, Sequence[float]]") -> "dict[str, dict]":
@@ -101,7 +107,7 @@ def per_image_difference(key: str, x: tuple, y: tuple) -> np.ndarray:
 
 
 def _ece_interval(pa: list, pb: list, n_boot: int, seed: int, max_boot: int) -> dict:
-    """:func:`harness.uncertainty.stats.method_interval` of the ECE difference, with B doubled (new resamples
+    """:func:`harness.uncertainty.method.method_interval` of the ECE difference, with B doubled (new resamples
     appended) until the Monte-Carlo error of the half-width is below a tenth of it or B reaches ``max_boot``."""
     n, stat = len(pa), metric_stat("ece", 1)
     per_seed = [stat(*x) - stat(*y) for x, y in zip(pa, pb)]
@@ -110,23 +116,29 @@ def _ece_interval(pa: list, pb: list, n_boot: int, seed: int, max_boot: int) -> 
         rep = stats.bootstrap_replicates(stat, [*pa, *pb], n_boot=n_boot if not b else b, seed=seed + len(reps))
         reps.append(rep[:n] - rep[n:])
         b = sum(r.shape[1] for r in reps)
-        r = stats.method_interval(per_seed, np.concatenate(reps, axis=1), higher_is_better=HIGHER_IS_BETTER["ece"])
+        r = method.method_interval(per_seed, np.concatenate(reps, axis=1), higher_is_better=HIGHER_IS_BETTER["ece"])
         if not r["mc_error"] > 0.1 * (r["hi"] - r["mean"]) or 2 * b > max_boot:
             return {**r, "per_seed": per_seed}
 
 
-def method_level(a: Sequence[Predictions], b: Sequence[Predictions], keys: Sequence[str] = IMAGE_KEYS,
-                 n_boot: int = 2000, seed: int = 0, max_boot: int = 32000) -> "dict[str, dict]":
+def method_level(
+    a: Sequence[Predictions],
+    b: Sequence[Predictions],
+    keys: Sequence[str] = IMAGE_KEYS,
+    n_boot: int = 2000,
+    seed: int = 0,
+    max_boot: int = 32000,
+) -> "dict[str, dict]":
     """Per metric, one 95% interval of the method difference a − b over training seeds and evaluation images
     together, with its two-sided p, its verdict, the same test at df = n − 1 and whether the two disagree
     (``fragile``), and the interval with the models fixed (``models_fixed``, "for these trained models"), which it
     always contains.
 
     - ``top1`` and ``nll`` are means of per-image values: the exact two-way ANOVA of the per-image differences,
-      seed s of a against seed s of b (:func:`harness.uncertainty.stats.anova_interval`; the seed mean square
+      seed s of a against seed s of b (:func:`harness.uncertainty.method.anova_interval`; the seed mean square
       floored at the interaction's); ``models_fixed`` is the paired t interval of the seed-averaged per-image
       differences (unfloored p).
-    - ``ece`` is not: a two-level bootstrap (:func:`harness.uncertainty.stats.method_interval`, per-seed
+    - ``ece`` is not: a two-level bootstrap (:func:`harness.uncertainty.method.method_interval`, per-seed
       differences on shared image resamples, the seed term floored at the interaction's share), starting at
       ``n_boot`` replicates and doubling until the Monte-Carlo error of the half-width (``mc_error``) is below a
       tenth of it, or ``max_boot``; ``models_fixed`` is the normal interval of the seed-averaged replicates.
@@ -141,7 +153,7 @@ def method_level(a: Sequence[Predictions], b: Sequence[Predictions], keys: Seque
 
     Returns:
         ``{key: interval + {"per_seed": [n] differences, "n_images": N}}`` (the keys of
-        :func:`~harness.uncertainty.stats.anova_interval` or :func:`~harness.uncertainty.stats.method_interval`).
+        :func:`~harness.uncertainty.method.anova_interval` or :func:`~harness.uncertainty.method.method_interval`).
 
     Raises:
         ValueError: different evaluation examples or labels, no model on a side, an unknown key.
@@ -159,13 +171,18 @@ def method_level(a: Sequence[Predictions], b: Sequence[Predictions], keys: Seque
             r = _ece_interval(pa, pb, n_boot, seed, max_boot)
         else:
             d = np.stack([per_image_difference(key, x, y) for x, y in zip(pa, pb)])
-            r = {**stats.anova_interval(d, higher_is_better=HIGHER_IS_BETTER[key]), "per_seed": d.mean(1).tolist()}
+            r = {**method.anova_interval(d, higher_is_better=HIGHER_IS_BETTER[key]), "per_seed": d.mean(1).tolist()}
         out[key] = {**r, "n_images": len(pa[0][0])}
     return out
 
 
-def image_level(a: Sequence[Predictions], b: Sequence[Predictions], keys: Sequence[str] = IMAGE_KEYS,
-                n_boot: int = 2000, seed: int = 0) -> "dict[str, dict]":
+def image_level(
+    a: Sequence[Predictions],
+    b: Sequence[Predictions],
+    keys: Sequence[str] = IMAGE_KEYS,
+    n_boot: int = 2000,
+    seed: int = 0,
+) -> "dict[str, dict]":
     """Per metric, with the models fixed ("for these trained models"): the difference in the seed-averaged metric
     (a's seeds averaged minus b's) with its 95% interval, unfloored two-sided p and verdict, exactly
     :func:`method_level`'s ``models_fixed`` (one definition); for ``top1`` also McNemar's exact test of each seed
@@ -186,8 +203,15 @@ def image_level(a: Sequence[Predictions], b: Sequence[Predictions], keys: Sequen
     out = {}
     for key, r in full.items():
         f = r["models_fixed"]
-        x = {"diff": f["diff"], "lo": f["lo"], "hi": f["hi"], "std": f["se"], "p": f["p"], "verdict": f["verdict"],
-             "interval": "normal interval of the image bootstrap" if key == "ece" else "paired t over images"}
+        x = {
+            "diff": f["diff"],
+            "lo": f["lo"],
+            "hi": f["hi"],
+            "std": f["se"],
+            "p": f["p"],
+            "verdict": f["verdict"],
+            "interval": "normal interval of the image bootstrap" if key == "ece" else "paired t over images",
+        }
         if key == "top1":
             pa, pb = [parts(p) for p in list(a)[:n]], [parts(p) for p in list(b)[:n]]
             x["mcnemar"] = [stats.mcnemar_exact(u[1], v[1]) for u, v in zip(pa, pb)]

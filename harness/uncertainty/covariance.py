@@ -60,7 +60,7 @@ class CovarianceAccumulator:
             self.sum.diagonal().add_(d.to(self.sum).square().sum(0))
         flat = factors.transpose(0, 1).reshape(factors.shape[1], -1)  # [W, B*R]
         for r0 in range(0, flat.shape[0], self.block):
-            self.sum[r0:r0 + self.block] += flat[r0:r0 + self.block] @ flat.T
+            self.sum[r0 : r0 + self.block] += flat[r0 : r0 + self.block] @ flat.T
         self.count += features.shape[0]
 
     def mean(self, tempered: bool = False) -> np.ndarray:
@@ -88,7 +88,7 @@ def top_pairs(sigma: np.ndarray, class_names: Sequence[str], k: int = 10, block:
     n = sigma.shape[0]
     cand: "list[tuple[float, int, int]]" = []
     for r0 in range(0, n, block):
-        rows = np.abs(sigma[r0:r0 + block])
+        rows = np.abs(sigma[r0 : r0 + block])
         ii, jj = np.indices(rows.shape)
         ii = ii + r0
         mask = jj > ii
@@ -104,13 +104,26 @@ def top_pairs(sigma: np.ndarray, class_names: Sequence[str], k: int = 10, block:
         scale = float(np.sqrt(var[i] * var[j]))
         return float(sigma[i, j]) / scale if scale > 0 else float("nan")
 
-    return [{"class_a": class_names[i], "class_b": class_names[j], "covariance": float(sigma[i, j]),
-             "correlation": corr(i, j)} for _, i, j in cand[:k]]
+    return [
+        {
+            "class_a": class_names[i],
+            "class_b": class_names[j],
+            "covariance": float(sigma[i, j]),
+            "correlation": corr(i, j),
+        }
+        for _, i, j in cand[:k]
+    ]
 
 
 @torch.no_grad()
-def confusion_ranks(head: "HeteroscedasticHead", batches: Iterable, het_logits: np.ndarray, hom_logits: np.ndarray,
-                    index: np.ndarray, by: str = "covariance") -> np.ndarray:
+def confusion_ranks(
+    head: "HeteroscedasticHead",
+    batches: Iterable,
+    het_logits: np.ndarray,
+    hom_logits: np.ndarray,
+    index: np.ndarray,
+    by: str = "covariance",
+) -> np.ndarray:
     """Figure 2: ranks (1 = the most covarying class) of the hom model's wrong prediction among the
     classes j != c sorted by |Σ_cj(x)|, over examples with het right and hom wrong.
 
@@ -137,9 +150,9 @@ def confusion_ranks(head: "HeteroscedasticHead", batches: Iterable, het_logits: 
             if not het_right or wrong == c:
                 continue
             if by == "mean":
-                row = head.mean_logits(feats[b:b + 1])[0].double().cpu().numpy()
+                row = head.mean_logits(feats[b : b + 1])[0].double().cpu().numpy()
             else:
-                row = head.covariance(feats[b:b + 1], rows=torch.tensor([c])).abs()[0, 0].cpu().numpy()
+                row = head.covariance(feats[b : b + 1], rows=torch.tensor([c])).abs()[0, 0].cpu().numpy()
             row[c] = -np.inf
             ranks.append(1 + int((row > row[wrong]).sum()))
     return np.asarray(ranks, dtype=np.int64)
@@ -192,16 +205,17 @@ def _square(x: np.ndarray, name: str) -> np.ndarray:
         raise ValueError(f"{name} must be a square K x K matrix, got shape {m.shape}")
     off = ~np.eye(len(m), dtype=bool)
     if not np.all(np.isfinite(m[off])):
-        raise ValueError(f"{name} holds NaN/inf off the diagonal; every class pair needs a value (the diagonal is "
-                         "ignored)")
+        raise ValueError(
+            f"{name} holds NaN/inf off the diagonal; every class pair needs a value (the diagonal is ignored)"
+        )
     if not np.allclose(m[off], m.T[off], rtol=1e-9, atol=1e-12):
-        raise ValueError(f"{name} is not symmetric; pass one value per unordered pair, e.g. T + T.T for a "
-                         "transition matrix T")
+        raise ValueError(
+            f"{name} is not symmetric; pass one value per unordered pair, e.g. T + T.T for a transition matrix T"
+        )
     return m
 
 
-def mantel(x: np.ndarray, y: np.ndarray, n_perm: int = 9999, seed: int = 0,
-           alternative: str = "two-sided") -> dict:
+def mantel(x: np.ndarray, y: np.ndarray, n_perm: int = 9999, seed: int = 0, alternative: str = "two-sided") -> dict:
     """Mantel test of two symmetric K x K matrices, on ranks: Spearman ρ between their upper-triangle
     entries (the K(K − 1)/2 class pairs; diagonals ignored), against the null distribution obtained by
     permuting the class labels of one matrix, rows and columns together (``y[π][:, π]``), which keeps the
@@ -282,8 +296,14 @@ def _permutation_test(vx: np.ndarray, vy: np.ndarray, k: int, n_perm: int, seed:
         else:
             count += int(np.sum(r <= observed + 1e-12))
     p = count / total if exact else (1 + count) / (1 + total)
-    return {"rho": observed, "p_value": float(p), "n_perm": total, "exact": exact, "alternative": alternative,
-            "n_pairs": len(iu)}
+    return {
+        "rho": observed,
+        "p_value": float(p),
+        "n_perm": total,
+        "exact": exact,
+        "alternative": alternative,
+        "n_pairs": len(iu),
+    }
 
 
 def partial_mantel(x: np.ndarray, y: np.ndarray, z: np.ndarray, n_perm: int = 9999, seed: int = 0) -> dict:
@@ -337,8 +357,7 @@ def without_class_effects(values: np.ndarray) -> np.ndarray:
     return out + out.T
 
 
-def transition_test(transition: np.ndarray, pair_noise: "list[tuple]", n_resamples: int = 9999,
-                    seed: int = 0) -> dict:
+def transition_test(transition: np.ndarray, pair_noise: "list[tuple]", n_resamples: int = 9999, seed: int = 0) -> dict:
     """Does the het model's noise follow the label noise? Over the class pairs, the Spearman ρ between
     the symmetric transition mass T_ab + T_ba (T[c, j] = P(noisy j | clean c), estimated on the training
     images) and each statistic of :class:`PairNoise`, with a two-sided :func:`mantel` test (class labels
@@ -369,14 +388,21 @@ def transition_test(transition: np.ndarray, pair_noise: "list[tuple]", n_resampl
         raise ValueError(f"transition must be a square K x K matrix, got shape {t.shape}")
     k = len(t)
     if any(not 0 <= p[0] < p[1] < k for p in pair_noise):
-        raise ValueError(f"pair_noise holds pairs outside 0 <= a < b < K = {k}; pass PairNoise.pairs() of a "
-                         "model over the transition's classes")
+        raise ValueError(
+            f"pair_noise holds pairs outside 0 <= a < b < K = {k}; pass PairNoise.pairs() of a "
+            "model over the transition's classes"
+        )
     mass = np.array([t[p[0], p[1]] + t[p[1], p[0]] for p in pair_noise])
     names = PairNoise.STATISTICS
-    out: dict = {"pairs": [{"a": p[0], "b": p[1], "transition": float(m), **dict(zip(names, p[2:]))}
-                           for p, m in zip(pair_noise, mass)],
-                 "primary": "correlation", "secondary": ["var_diff", "abs_correlation"], "alternative": "two-sided",
-                 "n_resamples": n_resamples}
+    out: dict = {
+        "pairs": [
+            {"a": p[0], "b": p[1], "transition": float(m), **dict(zip(names, p[2:]))} for p, m in zip(pair_noise, mass)
+        ],
+        "primary": "correlation",
+        "secondary": ["var_diff", "abs_correlation"],
+        "alternative": "two-sided",
+        "n_resamples": n_resamples,
+    }
     have = {(p[0], p[1]) for p in pair_noise}
     classes = sorted({c for p in have for c in p})
     dropped = {c for a in classes for b in classes if a < b and (a, b) not in have for c in (a, b)}
@@ -400,9 +426,16 @@ def transition_test(transition: np.ndarray, pair_noise: "list[tuple]", n_resampl
     return out
 
 
-def analyse(head: "HeteroscedasticHead", batches: Iterable, class_names: Sequence[str], top: int = 10,
-            het_logits: Optional[np.ndarray] = None, hom_logits: Optional[np.ndarray] = None,
-            index: Optional[np.ndarray] = None, tempered: bool = False) -> dict:
+def analyse(
+    head: "HeteroscedasticHead",
+    batches: Iterable,
+    class_names: Sequence[str],
+    top: int = 10,
+    het_logits: Optional[np.ndarray] = None,
+    hom_logits: Optional[np.ndarray] = None,
+    index: Optional[np.ndarray] = None,
+    tempered: bool = False,
+) -> dict:
     """Table 4 and (given both models' logits) Figure 2 in one pass over ``batches``.
 
     Table 4 uses the average Σ̄ = (1/N) Σ_x Σ(x) (divided by τ² when ``tempered``); Figure 2 ranks
@@ -423,13 +456,21 @@ def analyse(head: "HeteroscedasticHead", batches: Iterable, class_names: Sequenc
             pairs.update(head, feats, targets)
         if want_ranks:
             ranks += confusion_ranks(head, [(feats, targets, idx)], het_logits, hom_logits, index).tolist()
-            mean_ranks += confusion_ranks(head, [(feats, targets, idx)], het_logits, hom_logits, index, by="mean").tolist()
+            mean_ranks += confusion_ranks(
+                head, [(feats, targets, idx)], het_logits, hom_logits, index, by="mean"
+            ).tolist()
     sigma = acc.mean(tempered)
-    return {"num_examples": acc.count, "top_pairs": top_pairs(sigma, class_names, top),
-            "ranks": ranks if want_ranks else None, "mean_logit_ranks": mean_ranks if want_ranks else None,
-            "num_het_right_hom_wrong": len(ranks) if want_ranks else None,
-            "pair_noise": pairs.pairs() if pairs is not None and pairs.count.sum() else None,
-            "num_classes": len(class_names), "tempered": tempered, "temperature": float(head.temperature)}
+    return {
+        "num_examples": acc.count,
+        "top_pairs": top_pairs(sigma, class_names, top),
+        "ranks": ranks if want_ranks else None,
+        "mean_logit_ranks": mean_ranks if want_ranks else None,
+        "num_het_right_hom_wrong": len(ranks) if want_ranks else None,
+        "pair_noise": pairs.pairs() if pairs is not None and pairs.count.sum() else None,
+        "num_classes": len(class_names),
+        "tempered": tempered,
+        "temperature": float(head.temperature),
+    }
 
 
 def rank_summary(ranks: Sequence[int], mean_logit_ranks: Sequence[int], num_classes: int) -> dict:
@@ -438,6 +479,11 @@ def rank_summary(ranks: Sequence[int], mean_logit_ranks: Sequence[int], num_clas
     classes gives (share 1/(K − 1), mean K/2)."""
     r, mu = np.asarray(ranks), np.asarray(mean_logit_ranks)
     others = num_classes - 1
-    return {"share_rank_1": float((r == 1).mean()), "uniform_share_rank_1": 1.0 / others,
-            "mean_rank": float(r.mean()), "uniform_mean_rank": (others + 1) / 2,
-            "mean_logit_share_rank_1": float((mu == 1).mean()), "mean_logit_mean_rank": float(mu.mean())}
+    return {
+        "share_rank_1": float((r == 1).mean()),
+        "uniform_share_rank_1": 1.0 / others,
+        "mean_rank": float(r.mean()),
+        "uniform_mean_rank": (others + 1) / 2,
+        "mean_logit_share_rank_1": float((mu == 1).mean()),
+        "mean_logit_mean_rank": float(mu.mean()),
+    }

@@ -50,23 +50,31 @@ def check_compatible(members: Sequence[Predictions]) -> None:
         what = None
         if m.class_names != ref.class_names:
             i = _first_difference(m.class_names, ref.class_names)
-            what = (f"class {i} is {_at(m.class_names, i)} vs {_at(ref.class_names, i)} ({len(m.class_names)} vs "
-                    f"{len(ref.class_names)} classes; different label space)")
+            what = (
+                f"class {i} is {_at(m.class_names, i)} vs {_at(ref.class_names, i)} ({len(m.class_names)} vs "
+                f"{len(ref.class_names)} classes; different label space)"
+            )
         elif m.link != ref.link:
             what = f"link {m.link!r} vs {ref.link!r}"
         elif not np.array_equal(m.index, ref.index):
             i = _first_difference(m.index, ref.index)
-            what = (f"at position {i} the example index is {_at(m.index, i)} vs {_at(ref.index, i)} ({len(m.index)} "
-                    f"vs {len(ref.index)} evaluation examples; different evaluation data)")
+            what = (
+                f"at position {i} the example index is {_at(m.index, i)} vs {_at(ref.index, i)} ({len(m.index)} "
+                f"vs {len(ref.index)} evaluation examples; different evaluation data)"
+            )
         elif m.targets.shape != ref.targets.shape:
             what = f"targets of shape {m.targets.shape} vs {ref.targets.shape} (different evaluation data or labels)"
         elif not np.array_equal(m.targets, ref.targets):
             i = int(np.argmax((m.targets != ref.targets).reshape(len(ref.targets), -1).any(axis=1)))
-            what = (f"example index {int(ref.index[i])} has target {_at(m.targets, i)} vs {_at(ref.targets, i)} "
-                    "(different evaluation data or labels)")
+            what = (
+                f"example index {int(ref.index[i])} has target {_at(m.targets, i)} vs {_at(ref.targets, i)} "
+                "(different evaluation data or labels)"
+            )
         if what:
-            raise ValueError(f"member {m.source} does not match {ref.source}: {what}; ensemble only models "
-                             "evaluated on the same split of the same data")
+            raise ValueError(
+                f"member {m.source} does not match {ref.source}: {what}; ensemble only models "
+                "evaluated on the same split of the same data"
+            )
 
 
 def average(members: Sequence[Predictions], source: str = "ensemble") -> Predictions:
@@ -124,10 +132,16 @@ def summarize(members: Sequence[Predictions]) -> dict:
     ens_metrics = ens.metrics()
     error = 1.0 - ens_metrics.get("top1", ens_metrics.get("prec@1", 0.0))
     return {
-        "size": len(members), "sources": [m.source for m in members], "members": per,
+        "size": len(members),
+        "sources": [m.source for m in members],
+        "members": per,
         "member_mean": {k: float(np.mean([p[k] for p in per])) for k in keys},
         "member_std": {k: float(np.std([p[k] for p in per], ddof=1)) if len(per) > 1 else 0.0 for k in keys},
-        "ensemble": ens_metrics, "gibbs_ce": gibbs, "ensemble_nll": ens_nll, "ensemble_gain": gibbs - ens_nll,
-        "disagreement": disagreement, "disagreement_over_error": disagreement / error if error > 0 else float("nan"),
+        "ensemble": ens_metrics,
+        "gibbs_ce": gibbs,
+        "ensemble_nll": ens_nll,
+        "ensemble_gain": gibbs - ens_nll,
+        "disagreement": disagreement,
+        "disagreement_over_error": disagreement / error if error > 0 else float("nan"),
         "mean_kl_to_ensemble": _mean_kl_to_ensemble(members, ens),
     }

@@ -38,19 +38,26 @@ def label_calibration(test: Predictions, heldout: Predictions, heldout_clean: Op
         labels that differ from clean (None without clean labels), "fit_noisy": {"temperature",
         "test_clean", "heldout_noisy"}, "fit_clean": {...} or None}``; metrics are :data:`KEYS`.
     """
+
     def scored(p: Predictions) -> dict:
         m = p.metrics()
         return {k: m[k] for k in KEYS}
 
-    out = {"heldout_noisy": scored(heldout), "test_clean": scored(test), "noisy_labels_differ": None,
-           "fit_clean": None}
+    out = {"heldout_noisy": scored(heldout), "test_clean": scored(test), "noisy_labels_differ": None, "fit_clean": None}
     t = fit_temperature(heldout)
-    out["fit_noisy"] = {"temperature": t, "test_clean": scored(scale(test, t)), "heldout_noisy": scored(scale(heldout, t))}
+    out["fit_noisy"] = {
+        "temperature": t,
+        "test_clean": scored(scale(test, t)),
+        "heldout_noisy": scored(scale(heldout, t)),
+    }
     if heldout_clean is not None:
         out["noisy_labels_differ"] = float((heldout_clean.targets != heldout.targets).mean())
         tc = fit_temperature(heldout_clean)
-        out["fit_clean"] = {"temperature": tc, "test_clean": scored(scale(test, tc)),
-                            "heldout_noisy": scored(scale(heldout, tc))}
+        out["fit_clean"] = {
+            "temperature": tc,
+            "test_clean": scored(scale(test, tc)),
+            "heldout_noisy": scored(scale(heldout, tc)),
+        }
     return out
 
 

@@ -42,13 +42,20 @@ class Metric:
 
 #: every metric this module computes, by the name its suites return
 METRICS = {
-    "top1": Metric("top-1", True, True), "top5": Metric("top-5", True, True), "nll": Metric("NLL", False, False),
-    "brier": Metric("Brier", False, False), "ece": Metric("ECE", False, False), "mce": Metric("MCE", False, False),
-    "adaptive_ece": Metric("adaptive ECE", False, False), "prec@1": Metric("prec@1", True, True),
-    "sigmoid_nll": Metric("sigmoid NLL", False, False), "micro_ap": Metric("micro-AP", True, True),
+    "top1": Metric("top-1", True, True),
+    "top5": Metric("top-5", True, True),
+    "nll": Metric("NLL", False, False),
+    "brier": Metric("Brier", False, False),
+    "ece": Metric("ECE", False, False),
+    "mce": Metric("MCE", False, False),
+    "adaptive_ece": Metric("adaptive ECE", False, False),
+    "prec@1": Metric("prec@1", True, True),
+    "sigmoid_nll": Metric("sigmoid NLL", False, False),
+    "micro_ap": Metric("micro-AP", True, True),
     "macro_map": Metric("macro mAP", True, True),
     # computed by their own functions, not by the suites (so existing reports keep their columns)
-    "classwise_ece": Metric("classwise ECE", False, False), "rms_ce": Metric("RMS calibration error", False, False),
+    "classwise_ece": Metric("classwise ECE", False, False),
+    "rms_ce": Metric("RMS calibration error", False, False),
 }
 
 
@@ -82,8 +89,10 @@ def labelled_examples(logits: Any, targets: Any) -> "tuple[np.ndarray, np.ndarra
     z, t = check_multilabel(logits, targets)
     keep = t.any(axis=1)
     if not keep.any():
-        raise ValueError(f"none of the {len(t)} examples has a positive label; multi-label metrics drop examples "
-                         "without one, so nothing is left to score: check the targets (all-zero rows)")
+        raise ValueError(
+            f"none of the {len(t)} examples has a positive label; multi-label metrics drop examples "
+            "without one, so nothing is left to score: check the targets (all-zero rows)"
+        )
     return (z, t) if keep.all() else (z[keep], t[keep])
 
 
@@ -192,7 +201,7 @@ def _calibration_error(conf: np.ndarray, corr: np.ndarray, num_bins: int, adapti
     if reduce == "max":
         return float(gaps.max())
     weights = bins["count"][filled] / bins["count"].sum()
-    return float(np.sqrt((weights * gaps ** 2).sum())) if reduce == "rms" else float((weights * gaps).sum())
+    return float(np.sqrt((weights * gaps**2).sum())) if reduce == "rms" else float((weights * gaps).sum())
 
 
 def calibration_error(confidence: Any, correct: Any, num_bins: int = NUM_BINS) -> float:
@@ -295,8 +304,14 @@ def classwise_ece(log_probs: Any, labels: Any, num_bins: int = NUM_BINS) -> floa
     lp, y = check_log_probs(log_probs, labels)
     probs = np.minimum(np.exp(lp), 1.0)
     check_forecasts(probs[:, 0], (y == 0).astype(np.float64), num_bins)
-    return float(np.mean([_calibration_error(probs[:, j], (y == j).astype(np.float64), num_bins, False, "mean")
-                          for j in range(probs.shape[1])]))
+    return float(
+        np.mean(
+            [
+                _calibration_error(probs[:, j], (y == j).astype(np.float64), num_bins, False, "mean")
+                for j in range(probs.shape[1])
+            ]
+        )
+    )
 
 
 # ---------------------------------------------------------------------------------- multi-label
@@ -412,7 +427,10 @@ def classification_metrics(log_probs: Any, labels: Any, num_bins: int = NUM_BINS
     lp, y = check_log_probs(log_probs, labels)
     conf, corr = check_forecasts(*_top_label(lp, y), num_bins)
     return {
-        "top1": _accuracy(lp, y, 1), "top5": _accuracy(lp, y, 5), "nll": _nll(lp, y), "brier": _brier(lp, y),
+        "top1": _accuracy(lp, y, 1),
+        "top5": _accuracy(lp, y, 5),
+        "nll": _nll(lp, y),
+        "brier": _brier(lp, y),
         "ece": _calibration_error(conf, corr, num_bins, False, "mean"),
         "mce": _calibration_error(conf, corr, num_bins, False, "max"),
         "adaptive_ece": _calibration_error(conf, corr, num_bins, True, "mean"),
@@ -430,7 +448,9 @@ def multilabel_metrics(logits: Any, targets: Any, num_bins: int = NUM_BINS) -> "
     z, t = labelled_examples(logits, targets)
     conf, corr = check_forecasts(*_multilabel_top_label(z, t), num_bins)
     return {
-        "prec@1": _prec_at_1(z, t), "sigmoid_nll": _sigmoid_nll(z, t),
-        "micro_ap": _average_precision(z.ravel(), t.ravel()), "macro_map": _macro_map(z, t)[0],
+        "prec@1": _prec_at_1(z, t),
+        "sigmoid_nll": _sigmoid_nll(z, t),
+        "micro_ap": _average_precision(z.ravel(), t.ravel()),
+        "macro_map": _macro_map(z, t)[0],
         "ece": _calibration_error(conf, corr, num_bins, False, "mean"),
     }

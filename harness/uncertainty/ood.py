@@ -89,8 +89,10 @@ def uncertainty_scores(log_probs: Any, mean_entropy: Optional[Any] = None) -> "d
 def _scores(score_in: Any, score_out: Any) -> "tuple[np.ndarray, np.ndarray]":
     a, b = np.asarray(score_in, dtype=np.float64).ravel(), np.asarray(score_out, dtype=np.float64).ravel()
     if not len(a) or not len(b):
-        raise ValueError(f"OOD detection needs in-distribution and OOD examples, got {len(a)} and {len(b)}: give a "
-                         "non-empty OOD split")
+        raise ValueError(
+            f"OOD detection needs in-distribution and OOD examples, got {len(a)} and {len(b)}: give a "
+            "non-empty OOD split"
+        )
     if not (np.isfinite(a).all() and np.isfinite(b).all()):
         raise ValueError("OOD scores must be finite (NaN or inf in the predictions' scores)")
     return a, b
@@ -126,10 +128,12 @@ def ood_metrics(score_in: Any, score_out: Any) -> "dict[str, float]":
     a, b = _scores(score_in, score_out)
     is_out = np.r_[np.zeros(len(a)), np.ones(len(b))]
     s = np.r_[a, b]
-    return {"auroc": float(roc_auc_score(is_out, s)),
-            "aupr_in": float(average_precision_score(1 - is_out, -s)),
-            "aupr_out": float(average_precision_score(is_out, s)),
-            "fpr95": fpr_at_tpr(a, b)}
+    return {
+        "auroc": float(roc_auc_score(is_out, s)),
+        "aupr_in": float(average_precision_score(1 - is_out, -s)),
+        "aupr_out": float(average_precision_score(is_out, s)),
+        "fpr95": fpr_at_tpr(a, b),
+    }
 
 
 def risk_coverage(confidence: Any, correct: Any) -> "tuple[np.ndarray, np.ndarray]":

@@ -53,31 +53,49 @@ class Predictions:
         path = Path(path)
         file = path / "predictions.npz" if path.is_dir() else path
         if not file.is_file():
-            raise FileNotFoundError(f"no predictions at {str(file)!r}; pass a finished run folder (it writes "
-                                    "predictions.npz) or an ensemble folder")
+            raise FileNotFoundError(
+                f"no predictions at {str(file)!r}; pass a finished run folder (it writes "
+                "predictions.npz) or an ensemble folder"
+            )
         try:
             with np.load(file, allow_pickle=False) as z:
-                logits, targets, index, names, link = (z["logits"], z["targets"], z["index"], z["class_names"],
-                                                       str(z["link"]))
+                logits, targets, index, names, link = (
+                    z["logits"],
+                    z["targets"],
+                    z["index"],
+                    z["class_names"],
+                    str(z["link"]),
+                )
         except (KeyError, ValueError, OSError, EOFError, zipfile.BadZipFile) as e:  # BadZipFile: a truncated file
-            raise ValueError(f"{file} is not a predictions file ({type(e).__name__}: {str(e)[:200]}); write it with "
-                             "Predictions.save (a run writes it when it ends)") from e
+            raise ValueError(
+                f"{file} is not a predictions file ({type(e).__name__}: {str(e)[:200]}); write it with "
+                "Predictions.save (a run writes it when it ends)"
+            ) from e
         n = len(index)
         if logits.ndim != 2 or logits.shape != (n, len(names)) or len(targets) != n or index.ndim != 1:
-            raise ValueError(f"{file} is inconsistent: logits {logits.shape}, targets {targets.shape}, index {index.shape}, "
-                             f"{len(names)} class names (logits must be [N, K] for N examples and K classes); the file "
-                             "is damaged or was not written by the harness: re-predict the run (harness ensemble "
-                             "--from-checkpoints, or rerun it)")
+            raise ValueError(
+                f"{file} is inconsistent: logits {logits.shape}, targets {targets.shape}, index {index.shape}, "
+                f"{len(names)} class names (logits must be [N, K] for N examples and K classes); the file "
+                "is damaged or was not written by the harness: re-predict the run (harness ensemble "
+                "--from-checkpoints, or rerun it)"
+            )
         order = np.argsort(index, kind="stable")
-        return cls(logits.astype(np.float64)[order], targets[order], index[order], [str(c) for c in names], link,
-                   str(path))
+        return cls(
+            logits.astype(np.float64)[order], targets[order], index[order], [str(c) for c in names], link, str(path)
+        )
 
     def save(self, path: "str | Path") -> None:
         """Write ``predictions.npz`` atomically (logits as float32)."""
         buf = io.BytesIO()
-        np.savez(buf, logits=self.logits.astype(np.float32), targets=self.targets, index=self.index,
-                 class_names=np.array(self.class_names), link=np.array(self.link),
-                 multilabel=np.array(self.multilabel))
+        np.savez(
+            buf,
+            logits=self.logits.astype(np.float32),
+            targets=self.targets,
+            index=self.index,
+            class_names=np.array(self.class_names),
+            link=np.array(self.link),
+            multilabel=np.array(self.multilabel),
+        )
         atomic_write_bytes(path, buf.getvalue())
 
     def log_probs(self) -> np.ndarray:

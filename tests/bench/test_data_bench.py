@@ -24,18 +24,50 @@ def test_synthetic_data_is_a_manifest_of_readable_pngs(tmp_path):
 
 def test_bench_data_writes_the_table_with_command_cpu_and_versions(tmp_path):
     out = tmp_path / "data.md"
-    res = CliRunner().invoke(main, ["bench", "data", "--size", "300", "--size", "600", "--batch-size", "32",
-                                    "--batches", "3", "--warmup", "1", "--steps", "1", "--shard-size", "100",
-                                    "--repeats", "1",
-                                    "--work-dir", str(tmp_path / "work"), "--out", str(out)])
+    res = CliRunner().invoke(
+        main,
+        [
+            "bench",
+            "data",
+            "--size",
+            "300",
+            "--size",
+            "600",
+            "--batch-size",
+            "32",
+            "--batches",
+            "3",
+            "--warmup",
+            "1",
+            "--steps",
+            "1",
+            "--shard-size",
+            "100",
+            "--repeats",
+            "1",
+            "--work-dir",
+            str(tmp_path / "work"),
+            "--out",
+            str(out),
+        ],
+    )
     assert res.exit_code == 0, res.output
     text = out.read_text()
     assert "Written by `" in text and "CPU (`lscpu`)" in text and "torch " in text
     s = json.loads(out.with_suffix(".json").read_text())
-    assert [(c["examples"], c["source"]) for c in s["cases"]] == [(300, "manifest"), (300, "shards"),
-                                                                  (600, "manifest"), (600, "shards")]
-    assert all(c["images"] == 3 * 32 and c["images_per_sec"] > 0 and c["peak_rss"] > c["rss_growth"] >= 0
-               and len(c["rounds"]) == 1 for c in s["cases"])
+    assert [(c["examples"], c["source"]) for c in s["cases"]] == [
+        (300, "manifest"),
+        (300, "shards"),
+        (600, "manifest"),
+        (600, "shards"),
+    ]
+    assert all(
+        c["images"] == 3 * 32
+        and c["images_per_sec"] > 0
+        and c["peak_rss"] > c["rss_growth"] >= 0
+        and len(c["rounds"]) == 1
+        for c in s["cases"]
+    )
     assert [p["shards"] for p in s["preparation"]] == [3, 6] and s["training_step"]["images_per_sec"] > 0
     assert "| 600 | shards |" in text and not list((tmp_path / "work").iterdir())  # the data is deleted
     res = CliRunner().invoke(main, ["bench", "data", "--size", "10", "--out", str(out)])

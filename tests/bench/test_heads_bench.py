@@ -32,15 +32,43 @@ def test_report_states_targets_breakdown_and_compiled_rows(tmp_path):
     base = dict(B=64, D=2048, K=1000, R=15, load_before=2.0, load_after=2.5)
     rows = [
         {**base, "variant": "low_rank", "link": "softmax", "S": 10, "ours": _m(100, 100), "naive": _m(90, 100)},
-        {**base, "variant": "low_rank", "link": "softmax", "S": 1000, "ours": _m(700, 120), "naive": _m(1300, 1200),
-         "compiled": _m(500, 110, compile_s=90.0),
-         "breakdown": _m(700, 0, forward=300, dense=150, dense_forward=50, noise=100)},
-        {**base, "variant": "hetxl_pe", "link": "sigmoid", "S": 1000, "ours": _m(7000, 100), "naive": _m(8000, 2000),
-         "compiled": _m(6500, 100, compile_s=120.0)},
-        {**base, "variant": "hetxl_pe", "link": "softmax", "S": 1000, "ours": _m(7500, 100), "naive": _m(9000, 2000),
-         "breakdown": _m(7500, 0, forward=3000, dense=200, dense_forward=70, noise=300, gemm=2000)},
-        {**base, "variant": "pe", "link": "softmax", "S": 1000, "K": 21843, "ours": _m(4e4, 700),
-         "naive": {"skipped": "needs about 31 GiB"}},
+        {
+            **base,
+            "variant": "low_rank",
+            "link": "softmax",
+            "S": 1000,
+            "ours": _m(700, 120),
+            "naive": _m(1300, 1200),
+            "compiled": _m(500, 110, compile_s=90.0),
+            "breakdown": _m(700, 0, forward=300, dense=150, dense_forward=50, noise=100),
+        },
+        {
+            **base,
+            "variant": "hetxl_pe",
+            "link": "sigmoid",
+            "S": 1000,
+            "ours": _m(7000, 100),
+            "naive": _m(8000, 2000),
+            "compiled": _m(6500, 100, compile_s=120.0),
+        },
+        {
+            **base,
+            "variant": "hetxl_pe",
+            "link": "softmax",
+            "S": 1000,
+            "ours": _m(7500, 100),
+            "naive": _m(9000, 2000),
+            "breakdown": _m(7500, 0, forward=3000, dense=200, dense_forward=70, noise=300, gemm=2000),
+        },
+        {
+            **base,
+            "variant": "pe",
+            "link": "softmax",
+            "S": 1000,
+            "K": 21843,
+            "ours": _m(4e4, 700),
+            "naive": {"skipped": "needs about 31 GiB"},
+        },
     ]
     out = tmp_path / "heads.md"
     write_report(rows, "cpu", out, ((2.0, 2.1, 2.2), (2.5, 2.4, 2.3)))
@@ -56,8 +84,10 @@ def test_report_states_targets_breakdown_and_compiled_rows(tmp_path):
     # HET-XL's GEMM floor, from the breakdown (200 + 2·300 + 3·2000 = 6800 ms flat; 200 + 300 + 2·2000 = 4500 kept)
     assert "| one GEMM [B·S, D] x [D, K]: the logits of every sample | 2000.0 |" in text
     assert "memory flat in S: dense + two draws + three GEMMs" in text and "| 6800.0 |" in text and "| 4500.0 |" in text
-    assert ("its speed-up over naive is at most 1.32x here (naive / floor), and 2.00x if it kept every sample's "
-            "logits and noise") in text
+    assert (
+        "its speed-up over naive is at most 1.32x here (naive / floor), and 2.00x if it kept every sample's "
+        "logits and noise"
+    ) in text
     assert "- hetxl_pe sigmoid: speed-up 1.14x eager, 1.23x compiled (target >= 2x: **not met**; at most 1.18x" in text
     assert "- hetxl_pe softmax: speed-up 1.20x eager (target >= 2x: **not met**; at most 1.32x" in text
     assert "needs about 31 GiB" in text and "Load average" in text and "torch CPU capability" in text

@@ -30,8 +30,9 @@ def fake_cifar10n(root, n_train=40, n_test=20, seed=0):
             z.writestr(p, buf.getvalue())
     noisy = {f"{k}_label": (clean + rng.integers(0, 2, n_train)) % 10 for k in ("aggre", "worse")}
     noisy.update({f"random_label{i}": (clean + rng.integers(0, 2, n_train)) % 10 for i in (1, 2, 3)})
-    np.savez(root / "cifar10n_labels.npz", clean_label=clean, train_path=np.array(paths), classes=np.array(CLASSES),
-             **noisy)
+    np.savez(
+        root / "cifar10n_labels.npz", clean_label=clean, train_path=np.array(paths), classes=np.array(CLASSES), **noisy
+    )
     return root
 
 
@@ -61,7 +62,7 @@ def test_translation_is_an_exact_crop_of_the_zero_padded_image():
     padded = torch.nn.functional.pad(pixels.permute(0, 3, 1, 2).float() / 255, (2, 2, 2, 2))
     for i in range(64):
         x0, y0 = (int(v) for v in p["boxes"][i, :2])
-        want = padded[i, :, y0:y0 + 8, x0:x0 + 8]
+        want = padded[i, :, y0 : y0 + 8, x0 : x0 + 8]
         want = want.flip(-1) if p["flip"][i] else want
         torch.testing.assert_close(out[i], want * 2 - 1)
     assert p["flip"].mean() == pytest.approx(0.5, abs=0.2) and {0, 4} <= set(p["boxes"][:, 0].astype(int).tolist())

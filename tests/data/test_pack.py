@@ -83,20 +83,24 @@ def test_pack_of_a_config_with_label_noise_packs_the_noisy_labels_a_run_trains_o
     got = {i: y for _, y, i in ShardDataset(urls, 10, False, counts, shuffle=False)}
     assert [got[i] for i in range(len(clean))] == noisy.tolist() != clean.labels.tolist()
     # the held-out split from the noise's second stream (as harness.upstream.train draws it); the evaluation split clean
-    result = CliRunner().invoke(main, ["data", "pack", str(config), str(tmp_path / "p"), "--shard-size", "400",
-                                       "--split", "test"])
+    result = CliRunner().invoke(
+        main, ["data", "pack", str(config), str(tmp_path / "p"), "--shard-size", "400", "--split", "test"]
+    )
     assert result.exit_code == 0 and _index(tmp_path / "p" / "test")["label_noise"] is None
-    result = CliRunner().invoke(main, ["data", "pack", str(config), str(tmp_path / "p"), "--shard-size", "400",
-                                       "--split", "val"])
+    result = CliRunner().invoke(
+        main, ["data", "pack", str(config), str(tmp_path / "p"), "--shard-size", "400", "--split", "val"]
+    )
     held = build_split(DataConfig(source="digits"), "val").labels
     assert result.exit_code == 0 and _index(tmp_path / "p" / "val")["label_noise"]["realised_rate"] > 0.2
     urls, counts, _ = shard_files(str(tmp_path / "p"), "val")
     got = {i: y for _, y, i in ShardDataset(urls, 10, False, counts, shuffle=False)}
-    assert [got[i] for i in range(len(held))] == inject_label_noise(held, 10, kind="pair_flip", rate=0.3, seed=0,
-                                                                    stream=1)[0].tolist()
+    assert [got[i] for i in range(len(held))] == inject_label_noise(
+        held, 10, kind="pair_flip", rate=0.3, seed=0, stream=1
+    )[0].tolist()
     # data.label_noise=null: no noise, the clean labels
-    result = CliRunner().invoke(main, ["data", "pack", str(config), str(tmp_path / "c"), "data.label_noise=null",
-                                       "--shard-size", "300"])
+    result = CliRunner().invoke(
+        main, ["data", "pack", str(config), str(tmp_path / "c"), "data.label_noise=null", "--shard-size", "300"]
+    )
     assert result.exit_code == 0, result.output
     urls, counts, _ = shard_files(str(tmp_path / "c"), "train")
     got = {i: y for _, y, i in ShardDataset(urls, 10, False, counts, shuffle=False)}

@@ -85,8 +85,18 @@ def test_drop_last_gives_every_rank_the_same_number_of_whole_batches(tmp_path):
     assert batch_limits(counts, 2, 2, 2) == [[4, 4], [4, 4]]
     seen, batches = [], []
     for rank in (0, 1):
-        ds = ShardDataset(urls, 3, False, counts, eval_transform(8), rank=rank, world_size=2, num_workers=2,
-                          batch_size=2, drop_last=True)
+        ds = ShardDataset(
+            urls,
+            3,
+            False,
+            counts,
+            eval_transform(8),
+            rank=rank,
+            world_size=2,
+            num_workers=2,
+            batch_size=2,
+            drop_last=True,
+        )
         loader = torch.utils.data.DataLoader(ds, batch_size=2, drop_last=True, num_workers=2)
         got = [b[2].tolist() for b in loader]
         assert all(len(b) == 2 for b in got) and len(got) == len(loader)
@@ -112,8 +122,18 @@ def test_a_stream_resumed_after_n_batches_is_the_rest_of_the_uninterrupted_one(t
     epoch: the same examples, order and augmentation."""
     _, out, _ = _packed(tmp_path, 3)
     urls, counts, _ = shard_files(str(out))
-    ds = ShardDataset(urls, 3, False, counts, train_transform(8, 0.5, True), seed=4, shuffle_buffer=5, batch_size=2,
-                      drop_last=True, num_workers=workers)
+    ds = ShardDataset(
+        urls,
+        3,
+        False,
+        counts,
+        train_transform(8, 0.5, True),
+        seed=4,
+        shuffle_buffer=5,
+        batch_size=2,
+        drop_last=True,
+        num_workers=workers,
+    )
     loader = ShardLoader(ds, batch_size=2, drop_last=True, num_workers=workers)
     ds.use_epoch(2)
     full = list(loader)
@@ -199,11 +219,19 @@ def test_bad_input_names_the_fix(tmp_path):
 
 
 def test_cli_pack_and_the_shard_loader(tmp_path):
-    result = CliRunner().invoke(main, ["data", "pack", "digits", str(tmp_path), "--shard-size", "100", "--split",
-                                       "val"])
+    result = CliRunner().invoke(
+        main, ["data", "pack", "digits", str(tmp_path), "--shard-size", "100", "--split", "val"]
+    )
     assert result.exit_code == 0, result.output
-    cfg = DataConfig(source="shards", path=str(tmp_path), image_size=8, batch_size=32, eval_batch_size=100,
-                     hflip=False, crop_scale=0.5)
+    cfg = DataConfig(
+        source="shards",
+        path=str(tmp_path),
+        image_size=8,
+        batch_size=32,
+        eval_batch_size=100,
+        hflip=False,
+        crop_scale=0.5,
+    )
     loader, ds = shard_loader(cfg, "val", train=False)
     batches = list(loader)
     assert batches[0][0].shape == (100, 3, 8, 8) and batches[0][0].min() >= -1 and batches[0][0].max() <= 1
@@ -227,8 +255,9 @@ def _edit_index(folder: Path, change) -> None:
     (folder / "index.json").write_text(json.dumps(index))
 
 
-@pytest.mark.parametrize("name", ["../other/test-000000.tar", "../../etc/passwd", "/etc/passwd", "sub/train-000000.tar",
-                                  "train-000000.txt"])
+@pytest.mark.parametrize(
+    "name", ["../other/test-000000.tar", "../../etc/passwd", "/etc/passwd", "sub/train-000000.tar", "train-000000.txt"]
+)
 def test_a_shard_name_that_is_not_a_plain_tar_file_in_the_pack_folder_is_refused(tmp_path, name):
     """Audit K08b, K08, K09: index.json names were used unchecked (a run trained on the test split, exit 0)."""
     _, out, _ = _packed(tmp_path, 5)
@@ -281,8 +310,14 @@ def test_a_shard_holding_other_counts_or_labels_than_its_index_is_named(tmp_path
     urls, counts, idx = shard_files(str(out))
     with pytest.raises(ValueError, match=r"shard .*train-000001\.tar holds 5 examples where its index says 4"):
         _read(urls, counts, shuffle=False, digests=[s["labels_sha256"] for s in idx["shards"]])
-    _edit_index(out, lambda i: (i["shards"][1].update(examples=5), i.update(num_examples=24),
-                                i["shards"][2].update(labels_sha256="0" * 64)))
+    _edit_index(
+        out,
+        lambda i: (
+            i["shards"][1].update(examples=5),
+            i.update(num_examples=24),
+            i["shards"][2].update(labels_sha256="0" * 64),
+        ),
+    )
     urls, counts, idx = shard_files(str(out))
     with pytest.raises(ValueError, match=r"the labels of shard .*train-000002\.tar do not match the labels_sha256"):
         _read(urls, counts, shuffle=False, digests=[s["labels_sha256"] for s in idx["shards"]])
@@ -306,7 +341,7 @@ def test_a_tar_member_name_with_a_slash_or_dots_is_refused_naming_the_shard(tmp_
     key = tarfile.open(first).getnames()[0].split(".")[0]
     _retar(first, lambda n: n.replace(key, bad) if n.startswith(key) else n)
     urls, counts, _ = shard_files(str(out))
-    with pytest.raises(ValueError, match=rf"shard .*train-000000\.tar has a member named .*member names with '/' or"):
+    with pytest.raises(ValueError, match=r"shard .*train-000000\.tar has a member named .*member names with '/' or"):
         _read(urls, counts, shuffle=False)
     assert not list(tmp_path.parent.glob("escaped*"))
 

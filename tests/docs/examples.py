@@ -52,8 +52,12 @@ SMALL = {
         "upstream_overrides=[train.epochs=1,train.eval_every=1,data.limit_train=256,data.limit_eval=128]",
         "methods={hom: {covariance: none}, het: {covariance: low_rank, num_factors: 4, train_mc_samples: 10, "
         "eval_mc_samples: 10}}",
-        "conditions={}", "downstream.tasks=[demo_count]", "downstream.settings.steps=[4]",
-        "shift.corruptions=[fog]", "shift.severities=[1]", "shift.ood=[gaussian]",
+        "conditions={}",
+        "downstream.tasks=[demo_count]",
+        "downstream.settings.steps=[4]",
+        "shift.corruptions=[fog]",
+        "shift.severities=[1]",
+        "shift.ood=[gaussian]",
     ],
 }
 
@@ -93,7 +97,7 @@ def blocks(text: str) -> "list[Block]":
         body = []
         i += 1
         while i < len(lines) and not lines[i].strip().startswith(fence):
-            body.append(lines[i][len(indent):] if lines[i].startswith(indent) else lines[i])
+            body.append(lines[i][len(indent) :] if lines[i].startswith(indent) else lines[i])
             i += 1
         if i == len(lines):
             raise ValueError(f"line {start + 1}: a {fence} fence is never closed")
@@ -102,8 +106,9 @@ def blocks(text: str) -> "list[Block]":
         if lang in ("sh", "shell"):
             lang = "bash"
         if lang not in RUN + SHOWN:
-            raise ValueError(f"line {start + 1}: language {lang!r} is neither run ({', '.join(RUN)}) nor shown "
-                             f"({', '.join(SHOWN)})")
+            raise ValueError(
+                f"line {start + 1}: language {lang!r} is neither run ({', '.join(RUN)}) nor shown ({', '.join(SHOWN)})"
+            )
         out.append(Block(lang, "\n".join(body) + "\n", start + 1, marker.group(1) if marker else None))
         i += 1
     return out
@@ -129,8 +134,9 @@ def command_lines(code: str) -> "list[str]":
 def expand(line: str, cwd: Path) -> "list[str]":
     """The words bash makes of one command line (quotes, braces, ``~``, ``$VAR``, globs, comments), without
     running it."""
-    done = subprocess.run(["bash", "-c", f'printf "%s\\0" {line}'], cwd=cwd, capture_output=True, text=True,
-                          check=False)
+    done = subprocess.run(
+        ["bash", "-c", f'printf "%s\\0" {line}'], cwd=cwd, capture_output=True, text=True, check=False
+    )
     if done.returncode:
         raise ValueError(f"bash cannot parse {line!r}: {done.stderr.strip()}")
     return done.stdout.split("\0")[:-1]
@@ -152,7 +158,7 @@ def run_command(line: str, cwd: Path) -> None:
         key, _, value = words.pop(0).partition("=")
         env[key] = value
     if words and words[0] == "harness":
-        argv = words[1:] + next((extra for key, extra in SMALL.items() if tuple(words[:len(key)]) == key), [])
+        argv = words[1:] + next((extra for key, extra in SMALL.items() if tuple(words[: len(key)]) == key), [])
         saved = {k: os.environ.get(k) for k in env}
         os.environ.update(env)
         try:
@@ -164,8 +170,13 @@ def run_command(line: str, cwd: Path) -> None:
                 else:
                     os.environ[k] = v
         return
-    done = subprocess.run(["bash", "-c", "set -euo pipefail\n" + line], cwd=cwd, text=True, capture_output=True,
-                          env={**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"})
+    done = subprocess.run(
+        ["bash", "-c", "set -euo pipefail\n" + line],
+        cwd=cwd,
+        text=True,
+        capture_output=True,
+        env={**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"},
+    )
     sys.stdout.write(done.stdout[-4000:])
     sys.stdout.write(done.stderr[-4000:])
     if done.returncode:

@@ -18,8 +18,12 @@ MAX_NOT_RUN = 16
 
 
 def _run(workdir: Path, *pages: Path, timeout: int = 1800) -> "subprocess.CompletedProcess":
-    return subprocess.run([sys.executable, str(RUNNER), *map(str, pages), "--workdir", str(workdir)],
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, str(RUNNER), *map(str, pages), "--workdir", str(workdir)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def test_every_block_is_run_or_marked_with_a_reason():
@@ -36,8 +40,10 @@ def test_every_block_is_run_or_marked_with_a_reason():
 
 
 def test_the_parser_reads_markers_languages_and_continuations():
-    page = ("text\n\n<!-- not-run: needs a GPU -->\n```bash\naccelerate launch x\n```\n\n```python\nprint(1)\n```\n"
-            "```bash\nharness upstream --config c.yaml \\\n    train.epochs=1  # small\n# a comment\nls\n```\n")
+    page = (
+        "text\n\n<!-- not-run: needs a GPU -->\n```bash\naccelerate launch x\n```\n\n```python\nprint(1)\n```\n"
+        "```bash\nharness upstream --config c.yaml \\\n    train.epochs=1  # small\n# a comment\nls\n```\n"
+    )
     gpu, py, sh = E.blocks(page)
     assert (gpu.not_run, gpu.runs, py.runs, sh.runs) == ("needs a GPU", False, True, True)
     assert E.command_lines(sh.code) == ["harness upstream --config c.yaml train.epochs=1  # small", "ls"]
@@ -51,10 +57,12 @@ def test_a_wrong_path_or_flag_fails(tmp_path):
     """The acceptance check: an example naming a folder that the harness does not write, or a flag that does not
     exist, fails the test (the old README's runs/upstream/digits_het_s0 did)."""
     page = tmp_path / "page.md"
-    page.write_text("```bash\nharness report runs/upstream/digits_het_s0 --name x\n```\n\n"
-                    "```bash\nharness upstream --configg upstream/configs/digits_het.yaml\n```\n\n"
-                    "```python\nfrom harness.uncertainty import metrics as M\nM.no_such_metric\n```\n\n"
-                    "```bash\nharness --version\n```\n")
+    page.write_text(
+        "```bash\nharness report runs/upstream/digits_het_s0 --name x\n```\n\n"
+        "```bash\nharness upstream --configg upstream/configs/digits_het.yaml\n```\n\n"
+        "```python\nfrom harness.uncertainty import metrics as M\nM.no_such_metric\n```\n\n"
+        "```bash\nharness --version\n```\n"
+    )
     done = _run(tmp_path / "work", page, timeout=600)
     assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
     failed = done.stdout.split("FAILED BLOCKS:")[1]

@@ -1,4 +1,4 @@
-"""`harness fewshot` (harness.downstream.fewshot): tasks, draws, features, fewshot.json / fewshot.md, bad input."""
+"""`harness fewshot` (harness.downstream.fewshot, on harness.tasks.probe): tasks, draws, features, fewshot.json / fewshot.md, bad input."""
 
 import json
 import re
@@ -10,6 +10,7 @@ from click.testing import CliRunner
 from safetensors.torch import save_file
 
 import harness.downstream.fewshot as F
+import harness.tasks.probe as P
 from harness.cli import main
 from harness.models import build_model, save_model
 
@@ -27,12 +28,29 @@ def test_a_timm_model_with_a_weights_file_end_to_end(tmp_path):
     weights = tmp_path / "W.safetensors"
     save_file({k: v.contiguous() for k, v in timm.create_model("resnet18").state_dict().items()}, str(weights))
     # 3 classes, each one image of its own (label i % 3, image i % 3): 10 per class in train800val200
-    folder = task_folder(tmp_path, "shapes", k=3, sizes={"train800": 20, "val200": 10, "train800val200": 30,
-                                                        "test": 12})
+    folder = task_folder(
+        tmp_path, "shapes", k=3, sizes={"train800": 20, "val200": 10, "train800val200": 30, "test": 12}
+    )
     out = tmp_path / "out"
-    res = CliRunner().invoke(main, ["fewshot", "--model", "timm:resnet18", "--weights", str(weights), "--tasks",
-                                    f"shapes={folder}:3", "--shots", "1,5", "--resolution", "32", "--out", str(out)],
-                             catch_exceptions=False)
+    res = CliRunner().invoke(
+        main,
+        [
+            "fewshot",
+            "--model",
+            "timm:resnet18",
+            "--weights",
+            str(weights),
+            "--tasks",
+            f"shapes={folder}:3",
+            "--shots",
+            "1,5",
+            "--resolution",
+            "32",
+            "--out",
+            str(out),
+        ],
+        catch_exceptions=False,
+    )
     assert res.exit_code == 0, res.output
     result = json.loads((out / "fewshot.json").read_text())
     assert result["source"]["source"] == "timm:resnet18" and result["source"]["weights"] == str(weights.resolve())
@@ -49,8 +67,10 @@ def test_a_timm_model_with_a_weights_file_end_to_end(tmp_path):
 
 def test_a_harness_model_on_a_demo_task_beats_chance_and_is_reproducible(tmp_path):
     torch.manual_seed(0)
-    ckpt = save_model(build_model({"backbone": "test_resnet", "num_classes": 10, "head": {"covariance": "none"}}),
-                      tmp_path / "run" / "model.pt")
+    ckpt = save_model(
+        build_model({"backbone": "test_resnet", "num_classes": 10, "head": {"covariance": "none"}}),
+        tmp_path / "run" / "model.pt",
+    )
     kwargs = dict(shots=[1, 10], resolution=16, progress=lambda line: None)
     a = F.fewshot(str(ckpt), ["demo_digit"], tmp_path / "a", **kwargs)
     b = F.fewshot(str(ckpt), ["demo_digit"], tmp_path / "b", **kwargs)
@@ -61,14 +81,14 @@ def test_a_harness_model_on_a_demo_task_beats_chance_and_is_reproducible(tmp_pat
 
 
 def test_prepare_tasks_draws_from_train800val200_only_what_is_used():
-    (p,) = F.prepare_tasks(["demo_rotation"], [2, 4], heldout=3)
+    (p,) = P.prepare_tasks(["demo_rotation"], [2, 4], heldout=3)
     assert p.pool_size == 1000 and len(p.pool) == 4 * (4 + 3) and len(p.test) == 500
     for s, (shot, held) in p.draws.items():
         assert np.bincount(p.pool.labels[shot]).tolist() == [s] * 4 and not set(shot) & set(held)
         assert np.bincount(p.pool.labels[held]).tolist() == [3] * 4
     assert p.data == [{"format": "demo"}]
-    (same,) = F.prepare_tasks(["demo_rotation"], [2, 4], heldout=3)
-    (other,) = F.prepare_tasks(["demo_rotation"], [2, 4], seed=1, heldout=3)
+    (same,) = P.prepare_tasks(["demo_rotation"], [2, 4], heldout=3)
+    (other,) = P.prepare_tasks(["demo_rotation"], [2, 4], seed=1, heldout=3)
     assert np.array_equal(same.pool.pixels(), p.pool.pixels()) and np.array_equal(same.draws[4][0], p.draws[4][0])
     assert not np.array_equal(other.pool.pixels(), p.pool.pixels())  # another seed draws other examples
 
@@ -76,23 +96,32 @@ def test_prepare_tasks_draws_from_train800val200_only_what_is_used():
 @pytest.fixture
 def no_features(monkeypatch):
     """Bad input must be refused before any feature is extracted."""
+
     def refuse(*a, **k):
         raise AssertionError("features were extracted")
 
-    monkeypatch.setattr(F, "extract_features", refuse)
+    monkeypatch.setattr(P, "extract_features", refuse)
 
 
-@pytest.mark.parametrize("args,message", [
-    (["--tasks", "demo_nope"], "unknown"),
-    (["--tasks", "demo_digit", "--shots", "0"], r"--shots must be whole numbers >= 1"),
-    (["--tasks", "demo_digit", "--shots", "abc"], r"--shots 'abc': expected comma-separated whole numbers"),
-    (["--tasks", "demo_digit", "--shots", "1,200"], r"task demo_digit train800val200: 200 shots need at least 201 per "
-                                                    r"class .* ask for at most \d+ shots \(--shots\)"),
-    (["--tasks", "demo_digit", "--resolution", "16,32"], r"--resolution\) must be SIZE or RESIZE,CROP"),
-])
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--tasks", "demo_nope"], "unknown"),
+        (["--tasks", "demo_digit", "--shots", "0"], r"--shots must be whole numbers >= 1"),
+        (["--tasks", "demo_digit", "--shots", "abc"], r"--shots 'abc': expected comma-separated whole numbers"),
+        (
+            ["--tasks", "demo_digit", "--shots", "1,200"],
+            r"task demo_digit train800val200: 200 shots need at least 201 per "
+            r"class .* ask for at most \d+ shots \(--shots\)",
+        ),
+        (["--tasks", "demo_digit", "--resolution", "16,32"], r"--resolution\) must be SIZE or RESIZE,CROP"),
+    ],
+)
 def test_bad_input_is_refused_before_any_feature_is_extracted(tmp_path, no_features, args, message):
-    ckpt = save_model(build_model({"backbone": "test_resnet", "num_classes": 10, "head": {"covariance": "none"}}),
-                      tmp_path / "run" / "model.pt")
+    ckpt = save_model(
+        build_model({"backbone": "test_resnet", "num_classes": 10, "head": {"covariance": "none"}}),
+        tmp_path / "run" / "model.pt",
+    )
     res = _cli("--model", str(ckpt), "--out", str(tmp_path / "out"), *args)
     assert res.exit_code != 0
     assert re.search(message, res.output.replace("\n", " ")), res.output
@@ -100,8 +129,10 @@ def test_bad_input_is_refused_before_any_feature_is_extracted(tmp_path, no_featu
 
 
 def test_missing_data_and_small_classes_of_a_folder_task_are_named(tmp_path, no_features):
-    ckpt = save_model(build_model({"backbone": "test_resnet", "num_classes": 3, "head": {"covariance": "none"}}),
-                      tmp_path / "run" / "model.pt")
+    ckpt = save_model(
+        build_model({"backbone": "test_resnet", "num_classes": 3, "head": {"covariance": "none"}}),
+        tmp_path / "run" / "model.pt",
+    )
     missing = _cli("--model", str(ckpt), "--tasks", f"birds={tmp_path / 'nowhere'}:3", "--out", str(tmp_path / "o"))
     assert missing.exit_code != 0 and "nowhere" in missing.output and "does not exist" in missing.output
     folder = task_folder(tmp_path, "birds", k=3)  # 30 examples in train800val200: 10 per class
@@ -114,15 +145,28 @@ def test_missing_data_and_small_classes_of_a_folder_task_are_named(tmp_path, no_
 
 def test_progress_from_the_model_load_and_the_result_in_mlflow(tmp_path, mlflow_store):
     mlflow, store_uri = mlflow_store
-    ckpt = save_model(build_model({"backbone": "test_resnet", "num_classes": 10, "head": {"covariance": "none"}}),
-                      tmp_path / "run" / "model.pt")
+    ckpt = save_model(
+        build_model({"backbone": "test_resnet", "num_classes": 10, "head": {"covariance": "none"}}),
+        tmp_path / "run" / "model.pt",
+    )
     lines = []
-    result = F.fewshot(str(ckpt), ["demo_digit", "demo_count"], tmp_path / "out", shots=[1, 5], resolution=16,
-                       progress=lines.append, log_with=["mlflow"])
-    assert lines[:3] == [f"[fewshot] loading the model {ckpt}", "[fewshot] reading demo_digit (task 1/2): "
-                         "train800val200 and test", "[fewshot] reading demo_count (task 2/2): train800val200 and test"]
-    assert re.fullmatch(r"\[fewshot\] demo_digit \(task 1/2\): features of \d+ drawn and 500 test images at 16 px",
-                        lines[3])
+    result = F.fewshot(
+        str(ckpt),
+        ["demo_digit", "demo_count"],
+        tmp_path / "out",
+        shots=[1, 5],
+        resolution=16,
+        progress=lines.append,
+        log_with=["mlflow"],
+    )
+    assert lines[:3] == [
+        f"[fewshot] loading the model {ckpt}",
+        "[fewshot] reading demo_digit (task 1/2): train800val200 and test",
+        "[fewshot] reading demo_count (task 2/2): train800val200 and test",
+    ]
+    assert re.fullmatch(
+        r"\[fewshot\] demo_digit \(task 1/2\): features of \d+ drawn and 500 test images at 16 px", lines[3]
+    )
     assert lines[4].startswith("[fewshot] demo_digit ") and "5-shot" in lines[4] and len(lines) == 7
     client = mlflow.tracking.MlflowClient(store_uri)
     (logged,) = client.search_runs([client.get_experiment_by_name("harness-fewshot").experiment_id])

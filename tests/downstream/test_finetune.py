@@ -4,18 +4,32 @@ import numpy as np
 import pytest
 import torch
 
-from harness.downstream.demo import DEMO_TASKS, demo_split
 from harness.downstream.finetune import (
-    FinetuneConfig, bit_hyperrule_supports, bit_resolution, finetune, lr_schedule, mixup_alpha, resolved_steps,
+    FinetuneConfig,
+    bit_hyperrule_supports,
+    finetune,
+    lr_schedule,
+    mixup_alpha,
+    resolved_steps,
     transfer_model,
 )
 from harness.models import build_model, save_model
+from harness.tasks.demo import DEMO_TASKS, demo_split
+from harness.tasks.views import bit_resolution
 
 
 def test_staircase_ta_cosine_schedules_and_resolution_rule():
     f = lr_schedule(500)  # the VTAB sweep's staircase
-    assert [round(f(s), 6) for s in (0, 99, 100, 199, 200, 300, 400, 499)] == [0.01, 1.0, 1.0, 1.0, 0.1, 0.01,
-                                                                                0.001, 0.001]
+    assert [round(f(s), 6) for s in (0, 99, 100, 199, 200, 300, 400, 499)] == [
+        0.01,
+        1.0,
+        1.0,
+        1.0,
+        0.1,
+        0.01,
+        0.001,
+        0.001,
+    ]
     assert bit_resolution((32, 32)) == (160, 128) and bit_resolution((96, 96)) == (512, 480)
     ta = lr_schedule(1000, "ta")
     assert [round(ta(s), 6) for s in (0, 79, 80, 299, 300, 600, 900)] == [0.0125, 1.0, 1.0, 1.0, 0.1, 0.01, 0.001]
@@ -29,14 +43,20 @@ def test_staircase_ta_cosine_schedules_and_resolution_rule():
 # Learning rates of big_transfer's bit_hyperrule.get_lr(step, dataset_size) (base lr 0.003), worked out by
 # hand from its schedule: warm-up base * step / warm-up, then /10 after each decay step, stop at the total.
 BIT_HYPERRULE_LR = {
-    1_000: (500, {0: 0.0, 50: 0.0015, 100: 0.003, 200: 0.003, 201: 3e-4, 300: 3e-4, 301: 3e-5, 400: 3e-5,
-                  401: 3e-6, 499: 3e-6}),
+    1_000: (
+        500,
+        {0: 0.0, 50: 0.0015, 100: 0.003, 200: 0.003, 201: 3e-4, 300: 3e-4, 301: 3e-5, 400: 3e-5, 401: 3e-6, 499: 3e-6},
+    ),
     19_999: (500, {99: 0.00297, 401: 3e-6}),
-    20_000: (10_000, {0: 0.0, 250: 0.0015, 500: 0.003, 3000: 0.003, 3001: 3e-4, 6001: 3e-5, 9000: 3e-5, 9001: 3e-6,
-                      9999: 3e-6}),
+    20_000: (
+        10_000,
+        {0: 0.0, 250: 0.0015, 500: 0.003, 3000: 0.003, 3001: 3e-4, 6001: 3e-5, 9000: 3e-5, 9001: 3e-6, 9999: 3e-6},
+    ),
     499_999: (10_000, {499: 0.002994, 9001: 3e-6}),
-    500_000: (20_000, {0: 0.0, 500: 0.003, 6000: 0.003, 6001: 3e-4, 12001: 3e-5, 18000: 3e-5, 18001: 3e-6,
-                       19999: 3e-6}),
+    500_000: (
+        20_000,
+        {0: 0.0, 500: 0.003, 6000: 0.003, 6001: 3e-4, 12001: 3e-5, 18000: 3e-5, 18001: 3e-6, 19999: 3e-6},
+    ),
 }
 
 
@@ -77,8 +97,13 @@ def test_mixup_draws_one_lambda_per_optimiser_step(tmp_path, monkeypatch):
 
 
 def test_transfer_drops_the_whole_het_head(tmp_path):
-    up = build_model(dict(backbone="test_resnet", num_classes=10,
-                          head=dict(covariance="low_rank", num_factors=3, learn_temperature=True)))
+    up = build_model(
+        dict(
+            backbone="test_resnet",
+            num_classes=10,
+            head=dict(covariance="low_rank", num_factors=3, learn_temperature=True),
+        )
+    )
     path = save_model(up, tmp_path / "up.pt")
     model = transfer_model(str(path), 4)
     assert model.head.covariance_type == "none" and not hasattr(model.head, "scale")
@@ -104,8 +129,9 @@ def test_forced_mixup_trains(tmp_path):
     up = build_model(dict(backbone="test_resnet", num_classes=10, head=dict(covariance="none")))
     path = save_model(up, tmp_path / "up.pt")
     task = DEMO_TASKS["demo_rotation"]
-    cfg = FinetuneConfig(lr=0.05, steps=5, batch_size=32, micro_batch=32, resolution=(32, 32), mixup_alpha=0.2,
-                         schedule="cosine")
+    cfg = FinetuneConfig(
+        lr=0.05, steps=5, batch_size=32, micro_batch=32, resolution=(32, 32), mixup_alpha=0.2, schedule="cosine"
+    )
     acc, _ = finetune(str(path), demo_split(task, "val200"), demo_split(task, "test"), cfg)
     assert 0.0 <= acc <= 1.0
 
@@ -113,16 +139,16 @@ def test_forced_mixup_trains(tmp_path):
 def test_demo_views_match_the_pil_path_and_channels_last_fine_tunes_alike(tmp_path, monkeypatch):
     """Demo images are augmented a whole batch at a time: the same views as the per-image PIL path (up
     to its uint8 rounding); NHWC activations train the same model up to float rounding."""
-    from harness.downstream.finetune import _views
     from harness.data.dataset import ImageDataset
+    from harness.tasks.views import task_views
 
     task = DEMO_TASKS["demo_position"]  # 24 px images, upsampled to 32
     train, test = demo_split(task, "val200"), demo_split(task, "test")
     for resize, size in ((32, 32), (40, 32)):  # no crop: resized to the crop size by both paths
-        batched = [next(iter(_views(train, True, False, False, resize, size, 16, seed=3)[0])) for _ in range(2)]
+        batched = [next(iter(task_views(train, True, False, False, resize, size, 16, seed=3)[0])) for _ in range(2)]
         with monkeypatch.context() as m:
             m.setattr(ImageDataset, "pixels", lambda self, cache_dir=None: None)
-            pil = next(iter(_views(train, True, False, False, resize, size, 16, seed=3)[0]))
+            pil = next(iter(task_views(train, True, False, False, resize, size, 16, seed=3)[0]))
         assert torch.equal(batched[0][2], pil[2]) and torch.equal(batched[0][0], batched[1][0])  # same, seeded
         assert (batched[0][0] - pil[0]).abs().max() < 0.01 and batched[0][0].shape == (16, 3, size, size)
 
@@ -130,8 +156,9 @@ def test_demo_views_match_the_pil_path_and_channels_last_fine_tunes_alike(tmp_pa
     path = save_model(up, tmp_path / "up.pt")
     cfg = FinetuneConfig(lr=0.02, steps=3, batch_size=32, micro_batch=32, resolution=(32, 32), schedule="cosine")
     _, base = finetune(str(path), train, test, cfg, flip=False, crop=False)
-    _, nhwc = finetune(str(path), train, test, FinetuneConfig(**{**cfg.__dict__, "channels_last": True}),
-                       flip=False, crop=False)
+    _, nhwc = finetune(
+        str(path), train, test, FinetuneConfig(**{**cfg.__dict__, "channels_last": True}), flip=False, crop=False
+    )
     scale = abs(base.logits).max()
     assert scale > 0.01  # trained away from the zero-initialised head
     np.testing.assert_allclose(nhwc.logits, base.logits, atol=0.01 * scale)  # measured: 5e-5 to 3e-4 of the scale

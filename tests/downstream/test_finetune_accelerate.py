@@ -8,12 +8,19 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from harness.downstream.demo import DEMO_TASKS, demo_split
 from harness.downstream.finetune import (
-    FinetuneConfig, _views, bit_resolution, finetune, head_options, lr_schedule, mixup_alpha, predict, resolved_steps,
+    FinetuneConfig,
+    finetune,
+    head_options,
+    lr_schedule,
+    mixup_alpha,
+    predict,
+    resolved_steps,
     transfer_model,
 )
 from harness.models import build_model, save_model
+from harness.tasks.demo import DEMO_TASKS, demo_split
+from harness.tasks.views import bit_resolution, task_views
 
 #: the largest difference in test accuracy allowed between the two loops: one example of the 500 test images (they
 #: agree exactly when every floating-point operation runs in the same order, which is what is measured here)
@@ -25,13 +32,14 @@ def _plain_finetune(upstream, train, test, cfg, flip=True, crop=True):
     loss.backward(), torch's clip, a step every accum micro-batches, one mixup lambda per step."""
     steps = resolved_steps(cfg, len(train))
     torch.manual_seed(cfg.seed)
-    head = head_options(cfg.head, train.num_classes, cfg.temperature, cfg.num_factors, cfg.train_mc_samples,
-                        cfg.eval_mc_samples)
+    head = head_options(
+        cfg.head, train.num_classes, cfg.temperature, cfg.num_factors, cfg.train_mc_samples, cfg.eval_mc_samples
+    )
     model = transfer_model(upstream, train.num_classes, head).to(cfg.device)
     resize, size = cfg.resolution or bit_resolution(train[0][0].size)
     micro = min(cfg.micro_batch, cfg.batch_size)
     accum = max(1, math.ceil(cfg.batch_size / micro))
-    loader, ds, sampler = _views(train, True, flip, crop, resize, size, micro, cfg.seed)
+    loader, ds, sampler = task_views(train, True, flip, crop, resize, size, micro, cfg.seed)
     opt = torch.optim.SGD(model.parameters(), lr=cfg.effective_lr, momentum=0.9, weight_decay=0.0)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_schedule(steps, cfg.schedule, len(train)))
     alpha = mixup_alpha(len(train), cfg.mixup_alpha)
@@ -63,7 +71,7 @@ def _plain_finetune(upstream, train, test, cfg, flip=True, crop=True):
             if step >= steps:
                 break
         epoch += 1
-    preds = predict(model, test, _views(test, False, flip, crop, resize, size, cfg.eval_batch_size, cfg.seed)[0])
+    preds = predict(model, test, task_views(test, False, flip, crop, resize, size, cfg.eval_batch_size, cfg.seed)[0])
     return float((preds.logits.argmax(1) == preds.targets).mean()), preds
 
 
@@ -73,16 +81,42 @@ def upstream(tmp_path_factory):
     return str(save_model(model, tmp_path_factory.mktemp("up") / "model.pt"))
 
 
-@pytest.mark.parametrize("task, cfg", [
-    # the demo preset's shape (micro-batch = batch, no mixup), a few steps
-    ("demo_digit", FinetuneConfig(lr=0.05, steps=6, batch_size=32, micro_batch=32, resolution=(16, 16))),
-    # gradient accumulation over 3 micro-batches (the last one short), mixup, clipping, the cosine schedule
-    ("demo_rotation", FinetuneConfig(lr=0.02, steps=4, batch_size=30, micro_batch=10, resolution=(16, 16),
-                                     mixup_alpha=0.2, clip_grad_norm=0.5, schedule="cosine", seed=3)),
-    # a noisy (HET) transfer head: its training noise drawn from the same generator state
-    ("demo_count", FinetuneConfig(lr=0.05, steps=3, batch_size=16, micro_batch=8, resolution=(16, 16), head="het",
-                                  train_mc_samples=4, eval_mc_samples=8)),
-])
+@pytest.mark.parametrize(
+    "task, cfg",
+    [
+        # the demo preset's shape (micro-batch = batch, no mixup), a few steps
+        ("demo_digit", FinetuneConfig(lr=0.05, steps=6, batch_size=32, micro_batch=32, resolution=(16, 16))),
+        # gradient accumulation over 3 micro-batches (the last one short), mixup, clipping, the cosine schedule
+        (
+            "demo_rotation",
+            FinetuneConfig(
+                lr=0.02,
+                steps=4,
+                batch_size=30,
+                micro_batch=10,
+                resolution=(16, 16),
+                mixup_alpha=0.2,
+                clip_grad_norm=0.5,
+                schedule="cosine",
+                seed=3,
+            ),
+        ),
+        # a noisy (HET) transfer head: its training noise drawn from the same generator state
+        (
+            "demo_count",
+            FinetuneConfig(
+                lr=0.05,
+                steps=3,
+                batch_size=16,
+                micro_batch=8,
+                resolution=(16, 16),
+                head="het",
+                train_mc_samples=4,
+                eval_mc_samples=8,
+            ),
+        ),
+    ],
+)
 def test_accelerate_loop_gives_the_plain_loops_accuracy_on_demo_tasks(upstream, task, cfg):
     t = DEMO_TASKS[task]
     train, test = demo_split(t, "val200"), demo_split(t, "test")

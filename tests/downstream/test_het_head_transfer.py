@@ -12,16 +12,28 @@ import torch
 from click.testing import CliRunner
 
 import harness.downstream.finetune as ft
-from harness.downstream.config import DEFAULT_TEMPERATURES, SweepSettings
-from harness.downstream.demo import DEMO_TASKS, demo_split
-from harness.downstream.sweep import _key, append_record, read_records, sweep
 from harness.cli import main
+from harness.downstream.config import DEFAULT_TEMPERATURES, SweepSettings
+from harness.downstream.sweep import _key, append_record, read_records, sweep
 from harness.heads import HeteroscedasticHead
 from harness.models import build_model, save_model
+from harness.tasks.demo import DEMO_TASKS, demo_split
 
 TINY = dict(lrs=[0.05], steps=[10], seeds=1, batch_size=32, micro_batch=32, resolution=[32, 32])
-CLI_TINY = ["--lrs", "0.05", "--steps", "10", "--seeds", "1", "--batch-size", "32", "--micro-batch", "32",
-            "--resolution", "32,32"]
+CLI_TINY = [
+    "--lrs",
+    "0.05",
+    "--steps",
+    "10",
+    "--seeds",
+    "1",
+    "--batch-size",
+    "32",
+    "--micro-batch",
+    "32",
+    "--resolution",
+    "32,32",
+]
 
 
 @pytest.fixture(scope="module")
@@ -49,8 +61,23 @@ def het_sweep(upstream, tmp_path_factory):
     capture = _Capture()
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(ft, "transfer_model", capture)
-        res = CliRunner().invoke(main, ["downstream", "--upstream", upstream, "--tasks", "demo_rotation", *CLI_TINY,
-                                        "--head", "het", "--temperatures", "0.5,2", "--out", str(out)])
+        res = CliRunner().invoke(
+            main,
+            [
+                "downstream",
+                "--upstream",
+                upstream,
+                "--tasks",
+                "demo_rotation",
+                *CLI_TINY,
+                "--head",
+                "het",
+                "--temperatures",
+                "0.5,2",
+                "--out",
+                str(out),
+            ],
+        )
     assert res.exit_code == 0, res.output
     return out, capture.runs, res.output
 
@@ -85,8 +112,13 @@ def test_het_sweep_chooses_tau_on_val200_and_fine_tunes_a_het_head(het_sweep, up
     # a rerun resumes every run from its τ key: nothing is trained again
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr("harness.downstream.sweep.run_one", pytest.fail)  # no run is trained again
-        again = sweep(upstream, ["demo_rotation"], out, SweepSettings(**TINY, head="het", temperatures=[0.5, 2]),
-                      progress=lambda line: None)
+        again = sweep(
+            upstream,
+            ["demo_rotation"],
+            out,
+            SweepSettings(**TINY, head="het", temperatures=[0.5, 2]),
+            progress=lambda line: None,
+        )
     assert again["tasks"] == vtab["tasks"]
 
 
@@ -108,8 +140,16 @@ def test_het_predictions_are_mc_averaged_probabilities(het_sweep, upstream, monk
 
     monkeypatch.setattr(ft, "predict", capture)
     task = DEMO_TASKS["demo_rotation"]
-    cfg = ft.FinetuneConfig(lr=0.05, steps=4, batch_size=32, micro_batch=32, resolution=(32, 32), head="het",
-                            temperature=1.5, eval_mc_samples=200)
+    cfg = ft.FinetuneConfig(
+        lr=0.05,
+        steps=4,
+        batch_size=32,
+        micro_batch=32,
+        resolution=(32, 32),
+        head="het",
+        temperature=1.5,
+        eval_mc_samples=200,
+    )
     ft.finetune(upstream, demo_split(task, "train800"), demo_split(task, "val200"), cfg, task.flip, task.crop)
     model, preds = seen["model"], seen["preds"]
     assert float(model.head.temperature) == 1.5 and model.head.eval_mc_samples == 200
@@ -148,13 +188,28 @@ def _run_lines(lines: "list[str]") -> "list[str]":
 def test_noisy_selection_breaks_accuracy_ties_by_val200_nll(upstream, tmp_path):
     settings = SweepSettings(**TINY, head="diag", temperatures=[0.5, 1, 2])
     store = tmp_path / "runs.jsonl"
-    fake = {"demo_rotation": {0.5: (0.5, 1.2), 1.0: (0.4, 0.3), 2.0: (0.5, 0.9)},  # tie at 0.5: lower NLL (τ 2)
-            "demo_position": {0.5: (0.3, 2.0), 1.0: (0.6, 2.5), 2.0: (0.3, 1.0)}}  # accuracy first (τ 1)
+    fake = {
+        "demo_rotation": {0.5: (0.5, 1.2), 1.0: (0.4, 0.3), 2.0: (0.5, 0.9)},  # tie at 0.5: lower NLL (τ 2)
+        "demo_position": {0.5: (0.3, 2.0), 1.0: (0.6, 2.5), 2.0: (0.3, 1.0)},
+    }  # accuracy first (τ 1)
     for task, by_tau in fake.items():
         for tau, (acc, nll) in by_tau.items():
-            append_record(store, {"key": _key(task, "select", 0.05, 10, 0, tau), "task": task, "phase": "select",
-                                  "lr": 0.05, "steps": 10, "seed": 0, "split": "val200", "accuracy": acc, "nll": nll,
-                                  "head": "diag", "temperature": tau})
+            append_record(
+                store,
+                {
+                    "key": _key(task, "select", 0.05, 10, 0, tau),
+                    "task": task,
+                    "phase": "select",
+                    "lr": 0.05,
+                    "steps": 10,
+                    "seed": 0,
+                    "split": "val200",
+                    "accuracy": acc,
+                    "nll": nll,
+                    "head": "diag",
+                    "temperature": tau,
+                },
+            )
     lines = []
     result = sweep(upstream, list(fake), tmp_path, settings, progress=lines.append)
     runs = _run_lines(lines)
@@ -166,21 +221,38 @@ def test_noisy_selection_breaks_accuracy_ties_by_val200_nll(upstream, tmp_path):
 def test_hom_sweep_keys_and_records_are_those_of_older_sweeps(upstream, tmp_path):
     assert _key("dtd", "final", 0.001, None, 2) == "dtd|final|lr=0.001|steps=rule|seed=2"
     settings = SweepSettings(lrs=[0.05], steps=[5, 10], seeds=1, batch_size=32, micro_batch=32, resolution=[32, 32])
-    old = {k: v for k, v in asdict(settings).items()
-           if k not in ("head", "temperatures", "num_factors", "train_mc_samples", "eval_mc_samples")}
+    old = {
+        k: v
+        for k, v in asdict(settings).items()
+        if k not in ("head", "temperatures", "num_factors", "train_mc_samples", "eval_mc_samples")
+    }
     (tmp_path / "sweep.json").write_text(json.dumps({"upstream": str(Path(upstream).resolve()), "settings": old}))
     for steps, acc in ((5, 0.3), (10, 0.6)):  # selection records as an older version wrote them: no NLL, no τ
-        append_record(tmp_path / "runs.jsonl", {
-            "key": f"demo_digit|select|lr=0.05|steps={steps}|seed=0", "task": "demo_digit", "group": "demo",
-            "phase": "select", "lr": 0.05, "steps": steps, "seed": 0, "split": "val200", "accuracy": acc,
-            "data": [{"format": "demo"}]})
+        append_record(
+            tmp_path / "runs.jsonl",
+            {
+                "key": f"demo_digit|select|lr=0.05|steps={steps}|seed=0",
+                "task": "demo_digit",
+                "group": "demo",
+                "phase": "select",
+                "lr": 0.05,
+                "steps": steps,
+                "seed": 0,
+                "split": "val200",
+                "accuracy": acc,
+                "data": [{"format": "demo"}],
+            },
+        )
     lines = []
     result = sweep(upstream, ["demo_digit"], tmp_path, settings, progress=lines.append)
     runs = _run_lines(lines)
     assert len(runs) == 1 and "final" in runs[0] and "tau" not in runs[0]  # the old records were reused
     records = read_records(tmp_path / "runs.jsonl")
-    assert set(records) == {"demo_digit|select|lr=0.05|steps=5|seed=0", "demo_digit|select|lr=0.05|steps=10|seed=0",
-                            "demo_digit|final|lr=0.05|steps=10|seed=0"}
+    assert set(records) == {
+        "demo_digit|select|lr=0.05|steps=5|seed=0",
+        "demo_digit|select|lr=0.05|steps=10|seed=0",
+        "demo_digit|final|lr=0.05|steps=10|seed=0",
+    }
     assert not {"temperature", "head"} & set(records["demo_digit|final|lr=0.05|steps=10|seed=0"])
     assert "temperature" not in result["tasks"]["demo_digit"] and result["recipe"]["head"] == "hom"
     assert "temperatures" not in result["recipe"] and "chosen_temperatures" not in result["recipe"]
@@ -188,19 +260,22 @@ def test_hom_sweep_keys_and_records_are_those_of_older_sweeps(upstream, tmp_path
     assert "Fresh zero-initialised linear head; SGD" in md and "Table 6 protocol" not in md
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    (dict(head="hetero"), "unknown head 'hetero' \\(--head\\): use one of hom, diag, het, pe"),
-    (dict(head="HET"), "unknown head 'HET'"),
-    (dict(head="het", temperatures=[0.0, 1.0]), "positive finite numbers"),
-    (dict(head="het", temperatures=[1.0, float("nan")]), "positive finite numbers"),
-    (dict(head="pe", temperatures=[]), "non-empty list"),
-    (dict(head="het", temperatures=[1, 1.0]), "repeat a value"),
-    (dict(head="diag", temperatures="1,2"), "non-empty list"),
-    (dict(temperatures=[1.0]), "only apply to a noisy head: add --head diag, het or pe"),
-    (dict(num_factors=3), "num_factors only apply to a noisy head"),
-    (dict(head="het", num_factors=0), "num_factors must be a whole number >= 1"),
-    (dict(head="het", eval_mc_samples=2.5), "eval_mc_samples must be a whole number >= 1"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(head="hetero"), "unknown head 'hetero' \\(--head\\): use one of hom, diag, het, pe"),
+        (dict(head="HET"), "unknown head 'HET'"),
+        (dict(head="het", temperatures=[0.0, 1.0]), "positive finite numbers"),
+        (dict(head="het", temperatures=[1.0, float("nan")]), "positive finite numbers"),
+        (dict(head="pe", temperatures=[]), "non-empty list"),
+        (dict(head="het", temperatures=[1, 1.0]), "repeat a value"),
+        (dict(head="diag", temperatures="1,2"), "non-empty list"),
+        (dict(temperatures=[1.0]), "only apply to a noisy head: add --head diag, het or pe"),
+        (dict(num_factors=3), "num_factors only apply to a noisy head"),
+        (dict(head="het", num_factors=0), "num_factors must be a whole number >= 1"),
+        (dict(head="het", eval_mc_samples=2.5), "eval_mc_samples must be a whole number >= 1"),
+    ],
+)
 def test_bad_head_settings_name_the_fix(kwargs, match):
     with pytest.raises(ValueError, match=match):
         SweepSettings(**TINY, **kwargs)
@@ -208,12 +283,26 @@ def test_bad_head_settings_name_the_fix(kwargs, match):
 
 def test_bad_head_on_the_command_line_fails_before_any_run(upstream, tmp_path, monkeypatch):
     monkeypatch.setattr("harness.downstream.sweep.run_one", pytest.fail)
-    for extra, match in ((["--head", "bogus"], "unknown head 'bogus'"),
-                         (["--head", "het", "--temperatures", "0.5,-1"], "positive finite numbers"),
-                         (["--head", "het", "--temperatures", "warm"], "--temperatures 'warm': expected"),
-                         (["--temperatures", "1,2"], "only apply to a noisy head")):
-        res = CliRunner().invoke(main, ["downstream", "--upstream", upstream, "--tasks", "demo_digit", *CLI_TINY,
-                                        *extra, "--out", str(tmp_path / "out")])
+    for extra, match in (
+        (["--head", "bogus"], "unknown head 'bogus'"),
+        (["--head", "het", "--temperatures", "0.5,-1"], "positive finite numbers"),
+        (["--head", "het", "--temperatures", "warm"], "--temperatures 'warm': expected"),
+        (["--temperatures", "1,2"], "only apply to a noisy head"),
+    ):
+        res = CliRunner().invoke(
+            main,
+            [
+                "downstream",
+                "--upstream",
+                upstream,
+                "--tasks",
+                "demo_digit",
+                *CLI_TINY,
+                *extra,
+                "--out",
+                str(tmp_path / "out"),
+            ],
+        )
         assert res.exit_code != 0 and match in res.output, res.output
         assert not (tmp_path / "out").exists()
     with pytest.raises(ValueError, match="unknown head 'xl'"):

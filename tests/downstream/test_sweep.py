@@ -11,21 +11,32 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from harness.cli import main
 from harness.downstream.config import SweepSettings
 from harness.downstream.sweep import read_records, sweep
-from harness.cli import main
 from harness.models import build_model, save_model
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = SweepSettings(lrs=[0.01, 0.05], steps=[10, 20], seeds=2, batch_size=32, micro_batch=32, resolution=[32, 32])
-CLI_TINY = ["--lrs", "0.01,0.05", "--steps", "10,20", "--seeds", "2", "--batch-size", "32", "--micro-batch", "32",
-            "--resolution", "32,32"]
+CLI_TINY = [
+    "--lrs",
+    "0.01,0.05",
+    "--steps",
+    "10,20",
+    "--seeds",
+    "2",
+    "--batch-size",
+    "32",
+    "--micro-batch",
+    "32",
+    "--resolution",
+    "32,32",
+]
 
 
 @pytest.fixture(scope="module")
 def upstream(tmp_path_factory):
-    model = build_model(dict(backbone="test_resnet", num_classes=10,
-                             head=dict(covariance="low_rank", num_factors=3)))
+    model = build_model(dict(backbone="test_resnet", num_classes=10, head=dict(covariance="low_rank", num_factors=3)))
     return str(save_model(model, tmp_path_factory.mktemp("up") / "model.pt"))
 
 
@@ -50,8 +61,19 @@ def test_demo_sweep_selects_retrains_and_writes_the_table(upstream, tmp_path):
 
 
 def test_killed_sweep_reruns_only_the_remaining_runs(upstream, tmp_path):
-    args = [sys.executable, "-m", "harness.cli", "downstream", "--upstream", upstream, "--tasks", "demo_digit",
-            *CLI_TINY, "--out", str(tmp_path / "killed")]
+    args = [
+        sys.executable,
+        "-m",
+        "harness.cli",
+        "downstream",
+        "--upstream",
+        upstream,
+        "--tasks",
+        "demo_digit",
+        *CLI_TINY,
+        "--out",
+        str(tmp_path / "killed"),
+    ]
     proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     store = tmp_path / "killed" / "runs.jsonl"
     deadline = time.time() + 300
@@ -63,8 +85,10 @@ def test_killed_sweep_reruns_only_the_remaining_runs(upstream, tmp_path):
     assert 2 <= len(done_before) < 6
     with open(store, "a") as f:
         f.write('{"key": "torn')  # a line cut by the kill
-    res = CliRunner().invoke(main, ["downstream", "--upstream", upstream, "--tasks", "demo_digit", *CLI_TINY,
-                                    "--out", str(tmp_path / "killed")])
+    res = CliRunner().invoke(
+        main,
+        ["downstream", "--upstream", upstream, "--tasks", "demo_digit", *CLI_TINY, "--out", str(tmp_path / "killed")],
+    )
     assert res.exit_code == 0, res.output
     assert res.output.count("accuracy") == 6 - len(done_before)  # only the remaining runs
     full = sweep(upstream, ["demo_digit"], tmp_path / "full", TINY, progress=lambda s: None)
@@ -91,8 +115,12 @@ def test_bad_input(upstream, tmp_path):
         sweep(upstream, ["dtd"], tmp_path / "f", SweepSettings(data_format="folder"))
     with pytest.raises(FileNotFoundError, match="not prepared under data_dir"):
         sweep(upstream, ["dtd"], tmp_path / "t", SweepSettings(data_dir=str(tmp_path / "no_tfds")))
-    sweep(upstream, ["demo_digit"], tmp_path / "x", SweepSettings(lrs=[0.05], steps=[5], seeds=1, batch_size=32,
-                                                                micro_batch=32, resolution=[32, 32]))
+    sweep(
+        upstream,
+        ["demo_digit"],
+        tmp_path / "x",
+        SweepSettings(lrs=[0.05], steps=[5], seeds=1, batch_size=32, micro_batch=32, resolution=[32, 32]),
+    )
     with pytest.raises(ValueError, match="another upstream checkpoint or settings"):
         sweep(upstream, ["demo_digit"], tmp_path / "x", TINY)
     (tmp_path / "bad.pt").write_bytes(b"not a checkpoint")
@@ -118,9 +146,28 @@ def test_custom_task_from_a_folder_and_one_line(upstream, tmp_path):
         Image.fromarray(rng.integers(0, 255, (16, 16, 3), dtype=np.uint8)).save(folder / "img" / f"{i}.png")
     for split, n in (("train800", 40), ("val200", 10), ("train800val200", 50), ("test", 12)):
         (folder / f"{split}.txt").write_text("".join(f"img/{i % 3}.png {i % 5}\n" for i in range(n)))
-    res = CliRunner().invoke(main, ["downstream", "--upstream", upstream, "--tasks", f"birds={folder}:5",
-                                    "--lrs", "0.05", "--steps", "3", "--batch-size", "16", "--micro-batch", "8",
-                                    "--resolution", "32,32", "--out", str(tmp_path / "out")])
+    res = CliRunner().invoke(
+        main,
+        [
+            "downstream",
+            "--upstream",
+            upstream,
+            "--tasks",
+            f"birds={folder}:5",
+            "--lrs",
+            "0.05",
+            "--steps",
+            "3",
+            "--batch-size",
+            "16",
+            "--micro-batch",
+            "8",
+            "--resolution",
+            "32,32",
+            "--out",
+            str(tmp_path / "out"),
+        ],
+    )
     assert res.exit_code == 0, res.output
     table = json.loads((tmp_path / "out" / "vtab.json").read_text())
     assert table["tasks"]["birds"]["group"] == "custom" and table["groups"]["custom"]["tasks"] == 1
@@ -149,8 +196,26 @@ def _custom_folder(root, sizes=(("train800", 40), ("val200", 10), ("train800val2
 
 
 def test_vtab_md_names_the_preset_actually_used(upstream, tmp_path):
-    res = CliRunner().invoke(main, ["downstream", "--upstream", upstream, "--tasks", "demo_rotation", "--preset",
-                                    "demo", "--lrs", "0.05", "--steps", "3", "--seeds", "1", "--out", str(tmp_path)])
+    res = CliRunner().invoke(
+        main,
+        [
+            "downstream",
+            "--upstream",
+            upstream,
+            "--tasks",
+            "demo_rotation",
+            "--preset",
+            "demo",
+            "--lrs",
+            "0.05",
+            "--steps",
+            "3",
+            "--seeds",
+            "1",
+            "--out",
+            str(tmp_path),
+        ],
+    )
     assert res.exit_code == 0, res.output
     md = (tmp_path / "vtab.md").read_text()
     assert "Recipe: preset `demo`, CPU-sized settings" in md and "Changed from the preset: lrs, steps, seeds." in md
@@ -164,17 +229,26 @@ def test_presets_vtab_sweep_and_bit_hyperrule(upstream, tmp_path, monkeypatch):
     from harness.downstream.config import PRESETS
 
     assert asdict(SweepSettings()) == asdict(SweepSettings(**PRESETS["vtab_sweep"]))  # the default: the VTAB sweep
-    assert (SweepSettings().lrs, SweepSettings().steps, SweepSettings().schedule) == ([0.001, 0.01], [500, 2500],
-                                                                                        "staircase")
+    assert (SweepSettings().lrs, SweepSettings().steps, SweepSettings().schedule) == (
+        [0.001, 0.01],
+        [500, 2500],
+        "staircase",
+    )
     bit = SweepSettings(**PRESETS["bit_hyperrule"])
-    assert (bit.lrs, bit.steps, bit.batch_size, bit.lr_batch, bit.schedule) == ([0.003], [None], 512, 512,
-                                                                                "bit_hyperrule")
+    assert (bit.lrs, bit.steps, bit.batch_size, bit.lr_batch, bit.schedule) == (
+        [0.003],
+        [None],
+        512,
+        512,
+        "bit_hyperrule",
+    )
     with pytest.raises(ValueError, match="preset 'bit' was renamed.*vtab_sweep.*bit_hyperrule"):
         PRESETS["bit"]
     # the rule's 500 steps shrunk to 5 so the run takes seconds; everything else is the preset's
     monkeypatch.setattr(finetune, "bit_hyperrule_supports", lambda n: (1, 2, 3, 4, 5))
-    settings = SweepSettings(**{**PRESETS["bit_hyperrule"], "batch_size": 16, "micro_batch": 16,
-                                "resolution": [32, 32]})
+    settings = SweepSettings(
+        **{**PRESETS["bit_hyperrule"], "batch_size": 16, "micro_batch": 16, "resolution": [32, 32]}
+    )
     result = sweep(upstream, ["demo_count"], tmp_path, settings, progress=lambda s: None)
     records = list(read_records(tmp_path / "runs.jsonl").values())
     # nothing to select; then one fine-tune on train800 scored on val200, which only fits the temperature
@@ -201,10 +275,17 @@ def test_every_split_is_checked_before_the_first_run(upstream, tmp_path):
     for lines, error, match in [
         (["images/a.png 1"] * 1879, ValueError, "dtd test has 1879 examples in .*test.txt, VTAB-1k expects 1880"),
         (["images/a.png 1"] * 1879 + ["images/b.png 1"], ValueError, r"b.png \(listed in .*test.txt line 1880\)"),
-        (["images/a.png 1"] * 1879 + ["images/c.png 1"], FileNotFoundError, "1 of 1880 images listed in .*test.txt do "
-                                                                             "not exist"),
-        (["images/a.png 1"] * 1879 + ["images/a.png 47"], ValueError, r"test.txt line 1880: label 47; labels must lie "
-                                                                       r"in \[0, 47\)"),
+        (
+            ["images/a.png 1"] * 1879 + ["images/c.png 1"],
+            FileNotFoundError,
+            "1 of 1880 images listed in .*test.txt do not exist",
+        ),
+        (
+            ["images/a.png 1"] * 1879 + ["images/a.png 47"],
+            ValueError,
+            r"test.txt line 1880: label 47; labels must lie "
+            r"in \[0, 47\)",
+        ),
     ]:
         test_list.write_text("\n".join(lines) + "\n")
         with pytest.raises(error, match=match):
@@ -213,35 +294,58 @@ def test_every_split_is_checked_before_the_first_run(upstream, tmp_path):
 
 
 def test_custom_tasks_can_turn_flip_and_crop_off(upstream, tmp_path, monkeypatch):
-    from harness.downstream import finetune
-    from harness.downstream.sweep import custom_spec, custom_task
+    from harness.tasks import views
+    from harness.tasks.taskset import custom_spec, custom_task
 
     folder = _custom_folder(tmp_path / "counts")
     task = custom_task(f"counts={folder}:5:no-flip:no-crop")
-    assert (task.flip, task.crop, task.num_classes) == (False, False, 5) and custom_spec(task) == \
-        f"counts={folder}:5:no-flip:no-crop"
+    assert (task.flip, task.crop, task.num_classes) == (False, False, 5) and custom_spec(
+        task
+    ) == f"counts={folder}:5:no-flip:no-crop"
     assert (custom_task(f"c={folder}:5:no-crop").flip, custom_task(f"c={folder}:5").crop) == (True, True)
-    seen, build = [], finetune.transforms
-    monkeypatch.setattr(finetune, "transforms",
-                        lambda flip, crop, *a: seen.append((flip, crop)) or build(flip, crop, *a))
+    seen, build = [], views.transforms
+    monkeypatch.setattr(views, "transforms", lambda flip, crop, *a: seen.append((flip, crop)) or build(flip, crop, *a))
     for spec, want in ((f"counts={folder}:5:no-flip:no-crop", (False, False)), (f"birds={folder}:5", (True, True))):
-        res = CliRunner().invoke(main, ["downstream", "--upstream", upstream, "--tasks", spec, "--lrs", "0.05",
-                                        "--steps", "1", "--batch-size", "8", "--micro-batch", "8", "--resolution",
-                                        "32,24", "--out", str(tmp_path / "out" / spec.split("=")[0])])
+        res = CliRunner().invoke(
+            main,
+            [
+                "downstream",
+                "--upstream",
+                upstream,
+                "--tasks",
+                spec,
+                "--lrs",
+                "0.05",
+                "--steps",
+                "1",
+                "--batch-size",
+                "8",
+                "--micro-batch",
+                "8",
+                "--resolution",
+                "32,24",
+                "--out",
+                str(tmp_path / "out" / spec.split("=")[0]),
+            ],
+        )
         assert res.exit_code == 0, res.output
         assert seen and set(seen) == {want}
         seen.clear()
 
 
 def test_custom_task_names_are_unique_and_not_taken(tmp_path):
-    from harness.downstream.sweep import expand_tasks
+    from harness.tasks.taskset import expand_tasks
 
     folder = _custom_folder(tmp_path / "c")
     assert len(expand_tasks([f"c={folder}:5", f"c={folder}:5"])) == 1  # the same task twice
     with pytest.raises(ValueError, match="two custom tasks are named 'c'"):
         expand_tasks([f"c={folder}:5", f"c={tmp_path}:3"])
-    for name, taken in (("dtd", "the VTAB-1k task dtd"), ("Pets", "the VTAB-1k task oxford_iiit_pet"),
-                        ("natural", "a task group"), ("demo_count", "a demo task")):
+    for name, taken in (
+        ("dtd", "the VTAB-1k task dtd"),
+        ("Pets", "the VTAB-1k task oxford_iiit_pet"),
+        ("natural", "a task group"),
+        ("demo_count", "a demo task"),
+    ):
         with pytest.raises(ValueError, match=f"custom task name '{name}' is already {taken}: .* my_{name}="):
             expand_tasks([f"{name}={folder}:5"])
     with pytest.raises(ValueError, match="custom task name .* must be a plain name"):
@@ -250,8 +354,11 @@ def test_custom_task_names_are_unique_and_not_taken(tmp_path):
 
 def test_custom_label_range_error_names_the_task_line(upstream, tmp_path):
     folder = _custom_folder(tmp_path / "birds", k=7)
-    with pytest.raises(ValueError, match=r"train800.txt line 6: label 5; labels must lie in \[0, 5\) .* say so in its "
-                                         f"task line: birds={folder}:7"):
+    with pytest.raises(
+        ValueError,
+        match=r"train800.txt line 6: label 5; labels must lie in \[0, 5\) .* say so in its "
+        f"task line: birds={folder}:7",
+    ):
         sweep(upstream, [f"birds={folder}:5"], tmp_path / "out", TINY)
 
 
@@ -269,11 +376,17 @@ def test_a_missing_gpu_is_reported_before_any_work(upstream, tmp_path):
 def test_a_sweep_folder_written_before_the_new_settings_still_resumes(upstream, tmp_path):
     settings = SweepSettings(lrs=[0.05], steps=[2], seeds=1, batch_size=16, micro_batch=16, resolution=[32, 32])
     old = {k: v for k, v in asdict(settings).items() if k not in ("allow_outside_paths", "preset")}
-    tmp_path.joinpath("sweep.json").write_text(json.dumps({"upstream": str(Path(upstream).resolve()),
-                                                           "settings": {**old, "schedule": "bit"}}))
+    tmp_path.joinpath("sweep.json").write_text(
+        json.dumps({"upstream": str(Path(upstream).resolve()), "settings": {**old, "schedule": "bit"}})
+    )
     sweep(upstream, ["demo_digit"], tmp_path, settings, progress=lambda s: None)
     # how runs execute (memory format, device) may change on resume; the recipe may not
-    sweep(upstream, ["demo_digit"], tmp_path, SweepSettings(**{**asdict(settings), "channels_last": True}),
-          progress=lambda s: None)
+    sweep(
+        upstream,
+        ["demo_digit"],
+        tmp_path,
+        SweepSettings(**{**asdict(settings), "channels_last": True}),
+        progress=lambda s: None,
+    )
     with pytest.raises(ValueError, match="another upstream checkpoint or settings"):
         sweep(upstream, ["demo_digit"], tmp_path, SweepSettings(**{**asdict(settings), "lrs": [0.01]}))

@@ -45,8 +45,13 @@ def upstream(tmp_path_factory):
 def test_two_processes_split_the_runs_and_write_the_single_process_table(upstream, tmp_path, debug_launcher_port):
     """accelerate's debug_launcher starts 2 CPU processes (gloo), as `accelerate launch --cpu --num_processes 2`
     would; run from a fresh interpreter (forking a process whose OpenMP threads ran can hang)."""
-    out = subprocess.run([sys.executable, "-c", TWO_PROCESSES, upstream, str(tmp_path / "two")], cwd=ROOT,
-                         capture_output=True, text=True, timeout=900)
+    out = subprocess.run(
+        [sys.executable, "-c", TWO_PROCESSES, upstream, str(tmp_path / "two")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     records = read_records(tmp_path / "two" / "runs.jsonl")
     lines = (tmp_path / "two" / "runs.jsonl").read_text().splitlines()
@@ -82,9 +87,32 @@ def test_progress_from_the_model_load_to_each_run_with_what_is_left(upstream, tm
 def test_a_sweep_logged_to_mlflow_and_tensorboard(upstream, tmp_path, mlflow_store):
     mlflow, store_uri = mlflow_store
     out = tmp_path / "sweep"
-    res = CliRunner().invoke(main, ["downstream", "--upstream", upstream, "--tasks", "demo_count", "--lrs", "0.05",
-                                    "--steps", "4", "--seeds", "1", "--batch-size", "32", "--micro-batch", "32",
-                                    "--resolution", "16,16", "--out", str(out), "--log-with", "mlflow,tensorboard"])
+    res = CliRunner().invoke(
+        main,
+        [
+            "downstream",
+            "--upstream",
+            upstream,
+            "--tasks",
+            "demo_count",
+            "--lrs",
+            "0.05",
+            "--steps",
+            "4",
+            "--seeds",
+            "1",
+            "--batch-size",
+            "32",
+            "--micro-batch",
+            "32",
+            "--resolution",
+            "16,16",
+            "--out",
+            str(out),
+            "--log-with",
+            "mlflow,tensorboard",
+        ],
+    )
     assert res.exit_code == 0, res.output
     client = mlflow.tracking.MlflowClient(store_uri)
     (logged,) = client.search_runs([client.get_experiment_by_name("harness-downstream").experiment_id])
@@ -97,6 +125,18 @@ def test_a_sweep_logged_to_mlflow_and_tensorboard(upstream, tmp_path, mlflow_sto
     assert "select/demo_count/lr0.05_steps4/accuracy" in logged.data.metrics  # the val200 fine-tune
     assert {"vtab.md", "vtab.json"} <= {a.path for a in client.list_artifacts(logged.info.run_id)}
     assert any((out / "tb").rglob("events.out.tfevents.*"))
-    bad = CliRunner().invoke(main, ["downstream", "--upstream", upstream, "--tasks", "demo_count", "--out",
-                                    str(tmp_path / "bad"), "--log-with", "mlfow"])
+    bad = CliRunner().invoke(
+        main,
+        [
+            "downstream",
+            "--upstream",
+            upstream,
+            "--tasks",
+            "demo_count",
+            "--out",
+            str(tmp_path / "bad"),
+            "--log-with",
+            "mlfow",
+        ],
+    )
     assert bad.exit_code != 0 and "unknown tracker(s) 'mlfow'" in bad.output and not (tmp_path / "bad").exists()

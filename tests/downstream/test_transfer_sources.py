@@ -23,14 +23,42 @@ def test_a_timm_model_with_a_weights_file_runs_the_sweep_end_to_end(tmp_path, so
 
     torch.manual_seed(0)
     weights = tmp_path / "W.safetensors"
-    net = (timm.create_model("resnet18", pretrained=False) if source.startswith("timm")
-           else torchvision.models.get_model("resnet18", weights=None))
+    net = (
+        timm.create_model("resnet18", pretrained=False)
+        if source.startswith("timm")
+        else torchvision.models.get_model("resnet18", weights=None)
+    )
     save_file({k: v.contiguous() for k, v in net.state_dict().items()}, str(weights))
-    folder = task_folder(tmp_path, "shapes", k=10, sizes={"train800": 20, "val200": 10, "train800val200": 30,
-                                                         "test": 12})
-    args = ["downstream", "--upstream", source, "--weights", str(weights), "--tasks", f"shapes={folder}:10",
-            "--data-format", "folder", "--preset", "demo", "--lrs", "0.01", "--steps", "2", "--seeds", "2",
-            "--batch-size", "8", "--micro-batch", "8", "--resolution", "32,32", "--out", str(tmp_path / "out")]
+    folder = task_folder(
+        tmp_path, "shapes", k=10, sizes={"train800": 20, "val200": 10, "train800val200": 30, "test": 12}
+    )
+    args = [
+        "downstream",
+        "--upstream",
+        source,
+        "--weights",
+        str(weights),
+        "--tasks",
+        f"shapes={folder}:10",
+        "--data-format",
+        "folder",
+        "--preset",
+        "demo",
+        "--lrs",
+        "0.01",
+        "--steps",
+        "2",
+        "--seeds",
+        "2",
+        "--batch-size",
+        "8",
+        "--micro-batch",
+        "8",
+        "--resolution",
+        "32,32",
+        "--out",
+        str(tmp_path / "out"),
+    ]
     res = CliRunner().invoke(main, args, catch_exceptions=False)
     assert res.exit_code == 0, res.output
     vtab = json.loads((tmp_path / "out" / "vtab.json").read_text())
@@ -65,8 +93,20 @@ def test_a_timm_model_with_a_weights_file_runs_the_sweep_end_to_end(tmp_path, so
 
 def test_a_timm_model_without_weights_offline_is_refused_before_any_work(tmp_path):
     folder = task_folder(tmp_path, "shapes", k=5)
-    res = CliRunner().invoke(main, ["downstream", "--upstream", "timm:resnet18", "--tasks", f"shapes={folder}:5",
-                                    "--data-format", "folder", "--out", str(tmp_path / "out")])
+    res = CliRunner().invoke(
+        main,
+        [
+            "downstream",
+            "--upstream",
+            "timm:resnet18",
+            "--tasks",
+            f"shapes={folder}:5",
+            "--data-format",
+            "folder",
+            "--out",
+            str(tmp_path / "out"),
+        ],
+    )
     assert res.exit_code != 0 and "--weights FILE" in res.output and not (tmp_path / "out").exists()
 
 
@@ -75,13 +115,16 @@ def test_the_views_resize_with_the_models_interpolation():
     from PIL import Image
     from torchvision.transforms import v2
 
-    from harness.downstream.finetune import transforms
+    from harness.tasks.views import transforms
 
     img = Image.fromarray(np.random.default_rng(0).integers(0, 256, (20, 20, 3), dtype=np.uint8))
     for mode in ("bilinear", "bicubic"):
         _, evaluate = transforms(False, False, 40, 32, mode)
-        ref = v2.functional.to_dtype(v2.functional.to_image(
-            v2.functional.resize(img, [32, 32], v2.InterpolationMode(mode), antialias=True)), torch.float32, scale=True)
+        ref = v2.functional.to_dtype(
+            v2.functional.to_image(v2.functional.resize(img, [32, 32], v2.InterpolationMode(mode), antialias=True)),
+            torch.float32,
+            scale=True,
+        )
         assert torch.allclose(evaluate(img), (ref - 0.5) / 0.5, atol=1e-5)
     bilinear, bicubic = (transforms(False, False, 40, 32, m)[1](img) for m in ("bilinear", "bicubic"))
     assert not torch.allclose(bilinear, bicubic, atol=1e-3)
@@ -96,8 +139,10 @@ def test_the_sweep_writes_an_html_page_with_a_reliability_diagram_per_group(tmp_
     from harness.downstream.sweep import sweep
     from harness.models import build_model, save_model
 
-    up = save_model(build_model(dict(backbone="test_resnet", num_classes=10, head=dict(covariance="none"))),
-                    tmp_path / "up" / "model.pt")
+    up = save_model(
+        build_model(dict(backbone="test_resnet", num_classes=10, head=dict(covariance="none"))),
+        tmp_path / "up" / "model.pt",
+    )
     settings = SweepSettings(lrs=[0.05], steps=[2], seeds=2, batch_size=32, micro_batch=32, resolution=[32, 32])
     sweep(str(up), ["demo_digit", "demo_rotation"], tmp_path / "out", settings, progress=lambda s: None)
     page = (tmp_path / "out" / "vtab.html").read_text()
@@ -107,4 +152,6 @@ def test_the_sweep_writes_an_html_page_with_a_reliability_diagram_per_group(tmp_
     assert png.startswith(b"\x89PNG")
     vtab = json.loads((tmp_path / "out" / "vtab.json").read_text())
     n = sum(len(Predictions.load(tmp_path / "out" / p).targets) for ps in vtab["predictions"].values() for p in ps)
-    assert f"2 task(s), {n} test predictions" in page and "![demo: 2 task(s)" in (tmp_path / "out" / "vtab.md").read_text()
+    assert (
+        f"2 task(s), {n} test predictions" in page and "![demo: 2 task(s)" in (tmp_path / "out" / "vtab.md").read_text()
+    )

@@ -8,10 +8,10 @@ import pytest
 import torch
 from click.testing import CliRunner
 
+from harness.cli import main
 from harness.downstream.config import SweepSettings
 from harness.downstream.ensembles import upstream_ensemble
 from harness.downstream.sweep import sweep
-from harness.cli import main
 from harness.models import build_model, save_model
 from harness.uncertainty import metrics as M
 from harness.uncertainty.predictions import Predictions
@@ -46,7 +46,9 @@ def test_the_ensemble_averages_one_fine_tune_per_upstream_model_for_each_fine_tu
         assert task["ensemble"]["per_seed"][s]["top1"] == pytest.approx(np.mean(probs.argmax(1) == members[0].targets))
     assert task["ensemble"]["mean"]["nll"] == pytest.approx(np.mean([r["nll"] for r in task["ensemble"]["per_seed"]]))
     # the members' mean is the mean of the three sweeps' own per-seed metrics
-    own = [json.loads((d / "vtab.json").read_text())["uncertainty"]["tasks"]["demo_digit"]["mean"]["nll"] for d in sweeps]
+    own = [
+        json.loads((d / "vtab.json").read_text())["uncertainty"]["tasks"]["demo_digit"]["mean"]["nll"] for d in sweeps
+    ]
     assert task["members"]["nll"] == pytest.approx(np.mean(own))
     assert result["groups"]["demo"]["tasks"] == 1
 
@@ -75,5 +77,7 @@ def test_bad_ensembles_across_sweeps_are_refused(sweeps, tmp_path):
         upstream_ensemble([sweeps[0], other])
     # a sweep folder mixed with a run folder, through the CLI
     up = save_model(build_model(dict(backbone="test_resnet", num_classes=10)), tmp_path / "up" / "model.pt")
-    res = CliRunner().invoke(main, ["ensemble", "--members", str(sweeps[0]), str(up.parent), "--out", str(tmp_path / "x")])
+    res = CliRunner().invoke(
+        main, ["ensemble", "--members", str(sweeps[0]), str(up.parent), "--out", str(tmp_path / "x")]
+    )
     assert res.exit_code != 0 and "only sweeps, or only run folders" in res.output

@@ -10,10 +10,10 @@ import pytest
 from PIL import Image
 
 from harness.downstream.config import SweepSettings
-from harness.downstream.data import tfds_split
 from harness.downstream.sweep import sweep
-from harness.downstream.tasks import TASKS
 from harness.models import build_model, save_model
+from harness.tasks.catalogue import TASKS
+from harness.tasks.readers import tfds_split
 
 tfds = pytest.importorskip("tensorflow_datasets")
 MOCK_FULL = 50  # size of an unsliced mock split (the real test splits are far larger)
@@ -67,15 +67,17 @@ def mock_tfds():
 
 @pytest.fixture(scope="module")
 def upstream(tmp_path_factory):
-    model = build_model(dict(backbone="test_resnet", num_classes=10,
-                             head=dict(covariance="parameter_efficient", num_factors=2)))
+    model = build_model(
+        dict(backbone="test_resnet", num_classes=10, head=dict(covariance="parameter_efficient", num_factors=2))
+    )
     return str(save_model(model, tmp_path_factory.mktemp("up") / "model.pt"))
 
 
 @pytest.mark.filterwarnings("ignore:TFDS has no version oxford_iiit_pet")  # recorded: see the test below
 def test_every_task_through_tfds_mock_data(mock_tfds, upstream, tmp_path):
-    result = sweep(upstream, ["vtab1k"], tmp_path, SweepSettings(**TINY, check_test_size=False),
-                   progress=lambda s: None)
+    result = sweep(
+        upstream, ["vtab1k"], tmp_path, SweepSettings(**TINY, check_test_size=False), progress=lambda s: None
+    )
     assert len(result["tasks"]) == 19 and result["vtab1k_score"] is not None
     assert set(result["groups"]) == {"natural", "specialized", "structured"}
     assert result["vtab1k_score"] == pytest.approx(np.mean([v["mean"] for v in result["tasks"].values()]))
@@ -103,11 +105,14 @@ def test_folder_format_tasks_written_here(upstream, tmp_path):
     for folder, k in tasks.items():
         (root / folder / "images").mkdir(parents=True)
         for i in range(4):
-            Image.fromarray(rng.integers(0, 255, (20, 20, 3), dtype=np.uint8)).save(root / folder / "images" / f"{i}.png")
+            Image.fromarray(rng.integers(0, 255, (20, 20, 3), dtype=np.uint8)).save(
+                root / folder / "images" / f"{i}.png"
+            )
         sizes = {"train800": 800, "val200": 200, "train800val200": 1000, "test": 60}
         for split, n in sizes.items():
             (root / folder / f"{split}.txt").write_text(
-                "".join(f"images/{i % 4}.png {rng.integers(0, k)}\n" for i in range(n)))
+                "".join(f"images/{i % 4}.png {rng.integers(0, k)}\n" for i in range(n))
+            )
     settings = SweepSettings(**TINY, data_format="folder", data_dir=str(root), check_test_size=False)
     result = sweep(upstream, ["dtd", "kitti_dist"], tmp_path / "out", settings, progress=lambda s: None)
     assert set(result["tasks"]) == {"dtd", "kitti_dist"} and result["vtab1k_score"] is None
@@ -115,15 +120,25 @@ def test_folder_format_tasks_written_here(upstream, tmp_path):
 
 def test_the_tfds_version_read_is_recorded_in_runs_and_tables(mock_tfds, upstream, tmp_path):
     with pytest.warns(UserWarning, match=r"no version oxford_iiit_pet:3\.\*\.\*"):
-        result = sweep(upstream, ["pets", "kitti_dist", "dtd"], tmp_path, SweepSettings(**TINY, check_test_size=False),
-                       progress=lambda s: None)
+        result = sweep(
+            upstream,
+            ["pets", "kitti_dist", "dtd"],
+            tmp_path,
+            SweepSettings(**TINY, check_test_size=False),
+            progress=lambda s: None,
+        )
     read = {t: {(d["name"], d["version"], d["fallback"]) for d in v["data"]} for t, v in result["tasks"].items()}
-    assert read == {"oxford_iiit_pet": {("oxford_iiit_pet", "4.0.0", True)},  # the installed TFDS has no 3.x
-                    "kitti_dist": {("kitti", "3.2.0", False)},  # pinned exactly: not 3.3.0
-                    "dtd": {("dtd", "3.0.1", False)}}
+    assert read == {
+        "oxford_iiit_pet": {("oxford_iiit_pet", "4.0.0", True)},  # the installed TFDS has no 3.x
+        "kitti_dist": {("kitti", "3.2.0", False)},  # pinned exactly: not 3.3.0
+        "dtd": {("dtd", "3.0.1", False)},
+    }
     records = [json.loads(line) for line in (tmp_path / "runs.jsonl").read_text().splitlines()]
     assert {(r["task"], d["version"]) for r in records for d in r["data"]} == {
-        ("oxford_iiit_pet", "4.0.0"), ("kitti_dist", "3.2.0"), ("dtd", "3.0.1")}
+        ("oxford_iiit_pet", "4.0.0"),
+        ("kitti_dist", "3.2.0"),
+        ("dtd", "3.0.1"),
+    }
     assert json.loads((tmp_path / "vtab.json").read_text())["tasks"]["kitti_dist"]["data"][0]["pinned"] == "kitti:3.2.0"
     md = (tmp_path / "vtab.md").read_text()
     assert "TFDS oxford_iiit_pet 4.0.0 (pinned oxford_iiit_pet:3.*.* not available)" in md

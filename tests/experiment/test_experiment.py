@@ -65,8 +65,9 @@ def test_experiment_runs_every_stage_and_resumes(tmp_path):
     assert fixed["size"] == 3 and {r["study"] for r in fixed["comparisons"]} == {"ensembles"}
     # downstream calibration: each method's NLL is the mean over its upstream runs' sweeps
     calib = report["downstream"]["calibration"]["demo_count"]
-    sweeps = [json.loads((tmp_path / "runs" / "tiny" / "downstream" / f"hom_s{s}" / "vtab.json").read_text())
-              for s in (0, 1)]
+    sweeps = [
+        json.loads((tmp_path / "runs" / "tiny" / "downstream" / f"hom_s{s}" / "vtab.json").read_text()) for s in (0, 1)
+    ]
     nll = [v["uncertainty"]["tasks"]["demo_count"]["mean"]["nll"] for v in sweeps]
     assert calib["hom"]["nll"] == pytest.approx(sum(nll) / 2) and "Downstream calibration" in md
     # the ensemble across the two upstream seeds of each method, one fine-tune of each
@@ -74,7 +75,8 @@ def test_experiment_runs_every_stage_and_resumes(tmp_path):
 
     ens = upstream_ensemble([tmp_path / "runs" / "tiny" / "downstream" / f"het_s{s}" for s in (0, 1)])
     assert report["downstream"]["ensembles"]["het"]["demo_count"]["ensemble"] == pytest.approx(
-        ens["tasks"]["demo_count"]["ensemble"]["mean"])
+        ens["tasks"]["demo_count"]["ensemble"]["mean"]
+    )
     assert "Downstream ensembles across upstream seeds" in md
     first = tmp_path / "runs" / "tiny" / "upstream" / "hom_s0" / "metrics.json"
     stamp = first.stat().st_mtime_ns
@@ -85,8 +87,12 @@ def test_experiment_runs_every_stage_and_resumes(tmp_path):
 def test_killed_run_finishes_without_redoing_finished_stages(tmp_path):
     path = _write(tmp_path)
     first = tmp_path / "runs" / "tiny" / "upstream" / "hom_s0" / "metrics.json"
-    proc = subprocess.Popen([sys.executable, "-m", "harness.cli", "run", str(path)], cwd=ROOT,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "harness.cli", "run", str(path)],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.time() + 300
     while time.time() < deadline and not first.is_file():
         time.sleep(0.2)
@@ -137,8 +143,11 @@ def test_temperature_is_chosen_on_the_heldout_split_and_the_multilabel_study_is_
     report = json.loads((out / "report.json").read_text())
     grid = report["grid"]
     assert [(r["method"], r["parameter"], r["value"]) for r in grid] == [
-        ("het", "τ", 0.5), ("het", "τ", 2.0),
-        ("ls", "train.label_smoothing", 0.05), ("ls", "train.label_smoothing", 0.3)]
+        ("het", "τ", 0.5),
+        ("het", "τ", 2.0),
+        ("ls", "train.label_smoothing", 0.05),
+        ("ls", "train.label_smoothing", 0.3),
+    ]
     up = tmp_path / "runs" / "grid" / "upstream"
     picks = {}
     for method, tag, values in (("het", "t", (0.5, 2.0)), ("ls", "label_smoothing", (0.05, 0.3))):
@@ -156,11 +165,22 @@ def test_temperature_is_chosen_on_the_heldout_split_and_the_multilabel_study_is_
     md = (out / "report.md").read_text()
     assert f"ls train.label_smoothing = {picks['ls']:g}" in md and f"het τ = {picks['het']:g}" in md
     labels = [e["label"] for e in report["entries"]]
-    assert labels == ["hom seed 0", "hom seed 1", "het seed 0", "het seed 1", "hom-ls seed 0", "hom-ls seed 1",
-                      "hom ensemble of 2", "het ensemble of 2", "hom-ls ensemble of 2"]
+    assert labels == [
+        "hom seed 0",
+        "hom seed 1",
+        "het seed 0",
+        "het seed 1",
+        "hom-ls seed 0",
+        "hom-ls seed 1",
+        "hom ensemble of 2",
+        "het ensemble of 2",
+        "hom-ls ensemble of 2",
+    ]
     diffs = {(d["method"], d["metric"]): d for d in report["paired_differences"]}
     hom = [json.loads((up / f"hom_s{s}" / "metrics.json").read_text())["metrics"]["top1"] for s in (0, 1)]
-    het = [json.loads((up / f"het_t{chosen[0]:g}_s{s}" / "metrics.json").read_text())["metrics"]["top1"] for s in (0, 1)]
+    het = [
+        json.loads((up / f"het_t{chosen[0]:g}_s{s}" / "metrics.json").read_text())["metrics"]["top1"] for s in (0, 1)
+    ]
     assert diffs[("het", "top1")]["diffs"] == pytest.approx([a - b for a, b in zip(het, hom)])
     assert set(report["multilabel_study"]) == {"hom", "pe"}
     assert {d["method"] for d in report["multilabel_paired_differences"]} == {"pe"}
@@ -172,7 +192,8 @@ def test_temperature_is_chosen_on_the_heldout_split_and_the_multilabel_study_is_
     assert frontier["this study's schedule (chosen)"]["run"].endswith("hom_s0") and "Frontier" in md
     # CPU-minutes at one side-by-side step rate: twice the epochs, twice the cost, whatever the wall clock said
     assert frontier["2 epochs"]["cpu_minutes"] == pytest.approx(
-        2 * frontier["this study's schedule (chosen)"]["cpu_minutes"], rel=1e-12)
+        2 * frontier["this study's schedule (chosen)"]["cpu_minutes"], rel=1e-12
+    )
     assert set(report["step_cost"]["measurement"]["configs"]) == {"hom"} and "side-by-side" in md
     # every final run is transferred (the chosen τ's first-seed run too, started once τ was chosen), no other
     transferred = {d.name for d in (tmp_path / "runs" / "grid" / "downstream").iterdir()}

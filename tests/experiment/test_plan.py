@@ -64,13 +64,16 @@ def _cfg(run: Path) -> dict:
     return json.loads((run / "run.json").read_text())["config"]
 
 
-@pytest.mark.parametrize("change,match", [
-    (lambda e: replace(e, temperature_grid=[]), "grid_overrides"),
-    (lambda e: replace(e, budget=BudgetSection(methods=["hom", "pe"], epochs=[1])), "budget method.*pe"),
-    (lambda e: replace(e, conditions={"odd": ConditionSection(methods=["hom", "nope"])}), "condition 'odd'"),
-    (lambda e: replace(e, evaluate_methods=["nope"]), "evaluate_methods nope"),
-    (lambda e: replace(e, frontier=replace(e.frontier, methods=["nope"])), "frontier method.*nope"),
-])
+@pytest.mark.parametrize(
+    "change,match",
+    [
+        (lambda e: replace(e, temperature_grid=[]), "grid_overrides"),
+        (lambda e: replace(e, budget=BudgetSection(methods=["hom", "pe"], epochs=[1])), "budget method.*pe"),
+        (lambda e: replace(e, conditions={"odd": ConditionSection(methods=["hom", "nope"])}), "condition 'odd'"),
+        (lambda e: replace(e, evaluate_methods=["nope"]), "evaluate_methods nope"),
+        (lambda e: replace(e, frontier=replace(e.frontier, methods=["nope"])), "frontier method.*nope"),
+    ],
+)
 def test_bad_experiments_are_refused_before_any_run_folder(tmp_path, change, match):
     exp = change(_exp(tmp_path))
     with pytest.raises(ValueError, match=match):
@@ -117,16 +120,20 @@ def test_head_overrides_reach_the_runs_config_over_the_methods_head(tmp_path):
     head = plan["main"].configs["het_s0"].model.head
     assert head["temperature"] == 0.25 and head["num_factors"] == 2 and head["covariance"] == "low_rank"
     assert "temperature: 0.25" in to_yaml(plan["main"].configs["het_s0"])  # what the run writes as its config.yaml
-    own = "{het: {covariance: low_rank, num_factors: 2, train_mc_samples: 5, eval_mc_samples: 5, " \
-          "overrides: [model.head.num_factors=7]}}"
+    own = (
+        "{het: {covariance: low_rank, num_factors: 2, train_mc_samples: 5, eval_mc_samples: 5, "
+        "overrides: [model.head.num_factors=7]}}"
+    )
     assert validate_experiment(_tiny(tmp_path, own))["main"].configs["het_s0"].model.head["num_factors"] == 7
     assert not (tmp_path / "runs").exists()
 
 
 def test_a_methods_tune_grid_plans_its_setting_and_bad_tunes_are_refused(tmp_path):
     """Issue 28, item 8: label smoothing's ε chosen on the held-out split like a noisy head's τ."""
-    ls = "{ls: {covariance: none, overrides: [train.loss=label_smoothing], tune: {key: train.label_smoothing, " \
-         "values: [0.05, 0.2]}}}"
+    ls = (
+        "{ls: {covariance: none, overrides: [train.loss=label_smoothing], tune: {key: train.label_smoothing, "
+        "values: [0.05, 0.2]}}}"
+    )
     plan = validate_experiment(_tiny(tmp_path, ls, "upstream_overrides=[data.heldout_split=val]"))["main"]
     assert plan.grid == {"ls": {0.05: "ls_label_smoothing0.05_s0", 0.2: "ls_label_smoothing0.2_s0"}}
     assert [plan.configs[f].train.label_smoothing for f in plan.grid["ls"].values()] == [0.05, 0.2]
@@ -134,21 +141,29 @@ def test_a_methods_tune_grid_plans_its_setting_and_bad_tunes_are_refused(tmp_pat
     plan.chosen["ls"] = 0.2
     assert plan.final("ls", 1, "x").train.label_smoothing == 0.2
     assert plan.folder("ls", 0.2, 1) == "ls_label_smoothing0.2_s1"
-    bad = [("tune: {key: train.label_smoothing}", "tune takes a key and its values"),
-           ("tune: {key: train.label_smoothing, values: []}", "tune.values must be distinct numbers"),
-           ("tune: {key: model.head.temperature, values: [0.5]}", "is a head option"),
-           ("tune: {key: train.label_smoothing, values: [0.1, 1.5]}", r"train\.label_smoothing must be in \(0, 1\)"),
-           ("tune: {key: 'train./../x', values: [0.1]}", "is not a config setting")]
+    bad = [
+        ("tune: {key: train.label_smoothing}", "tune takes a key and its values"),
+        ("tune: {key: train.label_smoothing, values: []}", "tune.values must be distinct numbers"),
+        ("tune: {key: model.head.temperature, values: [0.5]}", "is a head option"),
+        ("tune: {key: train.label_smoothing, values: [0.1, 1.5]}", r"train\.label_smoothing must be in \(0, 1\)"),
+        ("tune: {key: 'train./../x', values: [0.1]}", "is not a config setting"),
+    ]
     for tune, message in bad:
         with pytest.raises(ValueError, match=message):
-            validate_experiment(_tiny(tmp_path, "{ls: {covariance: none, overrides: [train.loss=label_smoothing], "
-                                      + tune + "}}", "upstream_overrides=[data.heldout_split=val]"))
+            validate_experiment(
+                _tiny(
+                    tmp_path,
+                    "{ls: {covariance: none, overrides: [train.loss=label_smoothing], " + tune + "}}",
+                    "upstream_overrides=[data.heldout_split=val]",
+                )
+            )
     with pytest.raises(ValueError, match="tune needs a held-out split"):
         validate_experiment(_tiny(tmp_path, ls, "upstream_overrides=[data.heldout_split=null]"))
     het = "{het: {covariance: low_rank, num_factors: 2, tune: {key: train.lr, values: [0.1]}}}"
     with pytest.raises(ValueError, match="temperature_grid tunes its τ: one grid per method"):
-        validate_experiment(_tiny(tmp_path, het, "temperature_grid=[0.5,1.0]",
-                                  "upstream_overrides=[data.heldout_split=val]"))
+        validate_experiment(
+            _tiny(tmp_path, het, "temperature_grid=[0.5,1.0]", "upstream_overrides=[data.heldout_split=val]")
+        )
 
 
 def test_a_head_override_the_head_does_not_take_is_refused_like_harness_upstream_refuses_it(tmp_path):
@@ -156,9 +171,15 @@ def test_a_head_override_the_head_does_not_take_is_refused_like_harness_upstream
     with pytest.raises(ValueError, match=r"method 'hom': unknown head option\(s\) model\.head\.bogus"):
         validate_experiment(_tiny(tmp_path, "{hom: {covariance: none}}", "upstream_overrides=[model.head.bogus=1]"))
     with pytest.raises(ValueError, match=r"model\.head\.temperature=0\.25 in the overrides would replace the τ"):
-        validate_experiment(_tiny(tmp_path, "{het: {covariance: low_rank, num_factors: 2}}",
-                                  "upstream_overrides=[model.head.temperature=0.25]", "temperature_grid=[0.5,1.0]",
-                                  "upstream_overrides=[model.head.temperature=0.25,data.heldout_split=val]"))
+        validate_experiment(
+            _tiny(
+                tmp_path,
+                "{het: {covariance: low_rank, num_factors: 2}}",
+                "upstream_overrides=[model.head.temperature=0.25]",
+                "temperature_grid=[0.5,1.0]",
+                "upstream_overrides=[model.head.temperature=0.25,data.heldout_split=val]",
+            )
+        )
 
 
 def test_experiment_plan_end_to_end_and_restore_from_records(tmp_path, monkeypatch):
@@ -200,8 +221,9 @@ def test_experiment_plan_end_to_end_and_restore_from_records(tmp_path, monkeypat
     assert budget["crossings"]["het"]["diffs"]["1"] == pytest.approx(het_e1 - hom_e1)
     # their x axis: each run's recorded steps at one side-by-side step rate, one measured step per method
     for m, ps in budget["points"].items():
-        assert [p["cpu_minutes"] / p["steps"] for p in ps] == pytest.approx([ps[0]["cpu_minutes"] / ps[0]["steps"]] * 2,
-                                                                            rel=1e-12)
+        assert [p["cpu_minutes"] / p["steps"] for p in ps] == pytest.approx(
+            [ps[0]["cpu_minutes"] / ps[0]["steps"]] * 2, rel=1e-12
+        )
     cost = report["step_cost"]
     assert set(cost["measurement"]["configs"]) == {"hom", "het"} and cost["reference"] == "hom"
     assert (tmp_path / "runs" / "plan" / "step_cost.json").is_file() and "side-by-side rate" in budget["axis"]
@@ -237,7 +259,9 @@ def test_experiment_plan_end_to_end_and_restore_from_records(tmp_path, monkeypat
     # a condition's run identical to a budget run is that run: seed 0 of "short" is budget_hom_e1
     assert not (up / "short_hom_s0").exists() and _epochs(up / "short_hom_s1") == 1
     short = report["conditions"]["short"]["method_intervals"]["hom"]["seeds"]["top1"]
-    e1 = [json.loads((up / r / "metrics.json").read_text())["metrics"]["top1"] for r in ("budget_hom_e1", "short_hom_s1")]
+    e1 = [
+        json.loads((up / r / "metrics.json").read_text())["metrics"]["top1"] for r in ("budget_hom_e1", "short_hom_s1")
+    ]
     assert short["mean"] == pytest.approx(sum(e1) / 2)
 
     # --- the main comparison
@@ -252,7 +276,8 @@ def test_experiment_plan_end_to_end_and_restore_from_records(tmp_path, monkeypat
     assert len(report["image_level_differences"]["fwd"]["top1"]["mcnemar"]) == 2
     assert set(report["method_intervals"]) == {"hom", "het", "fwd"}
     assert report["method_intervals"]["hom"]["seeds"]["top1"]["mean"] == pytest.approx(
-        sum(json.loads((up / f"hom_s{s}" / "metrics.json").read_text())["metrics"]["top1"] for s in (0, 1)) / 2)
+        sum(json.loads((up / f"hom_s{s}" / "metrics.json").read_text())["metrics"]["top1"] for s in (0, 1)) / 2
+    )
     labels = [e["label"] for e in report["entries"]]
     assert "hom-fwd seed 0" in labels and "hom-fwd seed 1" in labels and "hom-fwd ensemble of 2" in labels
     # ensembles are told apart by their training loss too: fwd's is not mistaken for hom's
@@ -322,8 +347,14 @@ def _planned_cifar10n() -> dict:
                 configs[f"{name}_{m}_s{seed}"] = main.configs[folder]
     configs.update(frontier_plan(main, exp).configs)
     ml = exp.multilabel
-    configs.update({f"multilabel_{f}": c for f, c in _plan(exp, root, "multilabel_", ml.methods, ml.seeds,
-                                                           ml.temperature_grid, ml.upstream_overrides).configs.items()})
+    configs.update(
+        {
+            f"multilabel_{f}": c
+            for f, c in _plan(
+                exp, root, "multilabel_", ml.methods, ml.seeds, ml.temperature_grid, ml.upstream_overrides
+            ).configs.items()
+        }
+    )
     return configs
 
 

@@ -41,19 +41,26 @@ def _wait(condition, seconds: float) -> bool:
 @pytest.mark.skipif(sys.platform != "linux", reason="kill -9 and /proc semantics of Linux")
 def test_workers_die_within_seconds_of_a_kill_9_of_their_parent(tmp_path):
     (tmp_path / "workers.py").write_text(WORKERS)
-    parent = subprocess.Popen([sys.executable, str(tmp_path / "workers.py")], cwd=tmp_path, stdout=subprocess.PIPE,
-                              text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    parent = subprocess.Popen(
+        [sys.executable, str(tmp_path / "workers.py")],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     try:
         assert parent.stdout.readline().strip() == "submitted"
         proc = psutil.Process(parent.pid)
         # the pool's two workers (spawn also starts a resource tracker, which is not a worker)
-        assert _wait(lambda: len([c for c in proc.children() if "resource_tracker" not in " ".join(c.cmdline())]) >= 2,
-                     120), "the workers did not start"
+        assert _wait(
+            lambda: len([c for c in proc.children() if "resource_tracker" not in " ".join(c.cmdline())]) >= 2, 120
+        ), "the workers did not start"
         workers = [c for c in proc.children() if "resource_tracker" not in " ".join(c.cmdline())]
         os.kill(parent.pid, signal.SIGKILL)
         parent.wait(10)
-        assert _wait(lambda: not any(w.is_running() and w.status() != psutil.STATUS_ZOMBIE for w in workers), 10), \
+        assert _wait(lambda: not any(w.is_running() and w.status() != psutil.STATUS_ZOMBIE for w in workers), 10), (
             f"workers {[w.pid for w in workers]} outlived their killed parent"
+        )
     finally:
         if parent.poll() is None:
             parent.kill()
@@ -64,8 +71,14 @@ def test_workers_die_within_seconds_of_a_kill_9_of_their_parent(tmp_path):
 
 def test_a_second_harness_run_in_one_runs_root_is_refused_at_once_naming_the_first(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    cmd = [sys.executable, "-c", "from harness.cli import main; main()", "run", f"runs_root={tmp_path / 'runs'}",
-           f"results_root={tmp_path / 'results'}"]
+    cmd = [
+        sys.executable,
+        "-c",
+        "from harness.cli import main; main()",
+        "run",
+        f"runs_root={tmp_path / 'runs'}",
+        f"results_root={tmp_path / 'results'}",
+    ]
     first = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     try:
         lock = tmp_path / "runs" / ".harness-run.lock.pid"

@@ -74,7 +74,8 @@ def test_save_record_copies_exactly_the_record_files_compressed(finished, tmp_pa
     (other / "heldout_predictions.npz").unlink()
     assert save_record(other, tmp_path / "rec2") is True
     assert sorted(p.name for p in (tmp_path / "rec2").iterdir()) == sorted(
-        set(RECORD_FILES) - {"heldout_predictions.npz"} | {HASHES_FILE})
+        set(RECORD_FILES) - {"heldout_predictions.npz"} | {HASHES_FILE}
+    )
 
 
 def test_save_record_is_a_no_op_the_second_time_and_rewrites_a_changed_run(finished, tmp_path):
@@ -198,15 +199,21 @@ def test_a_tampered_record_is_refused_and_restores_nothing(finished, tmp_path):
     rec = tmp_path / "rec"
     assert save_record(_copy(finished, tmp_path / "run"), rec)
     _reverse_logits(rec / "predictions.npz")
-    with pytest.raises(ValueError, match=r"predictions\.npz does not match the SHA-256 written with the record.*git "
-                                         r"checkout -- .*rec"):
+    with pytest.raises(
+        ValueError,
+        match=r"predictions\.npz does not match the SHA-256 written with the record.*git "
+        r"checkout -- .*rec",
+    ):
         restore_record(rec, tmp_path / "restored")
     assert not (tmp_path / "restored").exists()
     # audit 2026-11-27: predictions and metrics changed together and record.json deleted were "verified by metrics
     # alone" and blessed with fresh hashes; a record without hashes is now never used
     (rec / HASHES_FILE).unlink()
-    with pytest.raises(ValueError, match=r"record\.json is missing, so its files cannot be checked.*harness run "
-                                         r"EXPERIMENT --sync-records"):
+    with pytest.raises(
+        ValueError,
+        match=r"record\.json is missing, so its files cannot be checked.*harness run "
+        r"EXPERIMENT --sync-records",
+    ):
         restore_record(rec, tmp_path / "restored")
     assert not (tmp_path / "restored").exists() and not (rec / HASHES_FILE).exists()
 
@@ -245,10 +252,16 @@ def test_a_record_restores_into_another_runs_root_and_counts_as_done(tmp_path, m
     monkeypatch.setattr(T, "_train", lambda *a, **k: pytest.fail("a restored run was trained again"))
     assert Path(T.run(_config(other), progress=False)) == other
     # a record of another config than the plan's is refused before anything is written
-    with pytest.raises(ValueError, match=r"(?s)holds a run of another config than this experiment plans for run:"
-                                         r".*epochs: 2"):
-        restore_record(tmp_path / "rec", tmp_path / "c" / "run", expected=to_yaml(_config(tmp_path / "c" / "run",
-                                                                                          "train.epochs=2")))
+    with pytest.raises(
+        ValueError,
+        match=r"(?s)holds a run of another config than this experiment plans for run:"
+        r".*epochs: 2",
+    ):
+        restore_record(
+            tmp_path / "rec",
+            tmp_path / "c" / "run",
+            expected=to_yaml(_config(tmp_path / "c" / "run", "train.epochs=2")),
+        )
     assert not (tmp_path / "c").exists()
 
 

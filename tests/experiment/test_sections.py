@@ -19,8 +19,11 @@ def test_a_condition_records_its_overrides_and_the_permutation_its_runs_drew(tmp
     record, line = condition_record("b", "permuted pair flips", overrides, tmp_path)
     assert record["upstream_overrides"] == overrides and record["description"] == "permuted pair flips"
     assert record["label_noise"]["permutation"] == [2, 0, 1]
-    assert record["label_noise"]["permutation_names"] == {"airplane": "bird", "automobile": "airplane",
-                                                          "bird": "automobile"}
+    assert record["label_noise"]["permutation_names"] == {
+        "airplane": "bird",
+        "automobile": "airplane",
+        "bird": "automobile",
+    }
     assert "airplane→bird, automobile→airplane, bird→automobile" in line
     assert f"{100 * noise['realised_rate']:.1f}%" in line and 20 < 100 * noise["realised_rate"] < 40
 

@@ -8,7 +8,7 @@ from scipy import stats as sps
 from harness.experiment import load_experiment
 from harness.experiment.config import SinglePairSection
 from harness.experiment.sigma import pilot_seeds, seeds_for_power, single_pair_analysis, single_pair_plan
-from harness.uncertainty.stats import paired_t_power, tost_power
+from harness.uncertainty.power import paired_t_power, tost_power
 
 
 def _simulate(sd, n, mean, margin, alpha=0.05, reps=20000, seed=0):
@@ -46,8 +46,8 @@ def test_the_registered_plan_is_its_own_calculation():
 
 def test_the_pilot_only_raises_the_seeds_within_the_cap():
     d = SinglePairSection(spread={"x": 0.05}, planned_seeds=9, pilot_seeds=5, max_seeds=16)
-    assert pilot_seeds([0.0, 0.01, -0.01, 0.02, -0.02], d) == 9            # small spread: the plan stands
-    assert pilot_seeds([0.3, -0.3, 0.2, -0.2, 0.0], d) == 16               # large spread: capped
+    assert pilot_seeds([0.0, 0.01, -0.01, 0.02, -0.02], d) == 9  # small spread: the plan stands
+    assert pilot_seeds([0.3, -0.3, 0.2, -0.2, 0.0], d) == 16  # large spread: capped
     with pytest.raises(ValueError, match="pilot needs 5"):
         pilot_seeds([0.1, 0.2], d)
 
@@ -61,8 +61,17 @@ def _rows(deltas, seeds, noise_sd=0.0, seed=0):
     for s, d in zip(seeds, deltas):
         for arm, (ac, at) in (("d1_airplane_cat", (d / 2, 0.0)), ("d2_automobile_truck", (0.0, d / 2))):
             corr = {(0, 3): -0.5 + ac, (1, 9): 0.8 + at}
-            pairs = [[a, b, 2.0 + rng.normal(0, noise_sd) ** 2 + abs(corr.get((a, b), 0.1)),
-                      corr.get((a, b), 0.1), abs(corr.get((a, b), 0.1))] for a in range(10) for b in range(a + 1, 10)]
+            pairs = [
+                [
+                    a,
+                    b,
+                    2.0 + rng.normal(0, noise_sd) ** 2 + abs(corr.get((a, b), 0.1)),
+                    corr.get((a, b), 0.1),
+                    abs(corr.get((a, b), 0.1)),
+                ]
+                for a in range(10)
+                for b in range(a + 1, 10)
+            ]
             rows.append({"group": f"{arm} het", "seed": s, "pairs": pairs})
     return rows
 
@@ -76,8 +85,12 @@ def test_single_pair_analysis_computes_delta_and_each_declared_readout():
     rng = np.random.default_rng(1)
     share = single_pair_analysis(_rows(0.3 + rng.normal(0, 0.05, len(seeds)), seeds), design, NAMES)
     assert share["status"] == "complete" and len(share["per_seed"]) == len(seeds)
-    assert share["per_seed"][0]["delta"] == pytest.approx(share["per_seed"][0]["s1_d1"] - share["per_seed"][0]["s1_d2"]
-                                                          - share["per_seed"][0]["s2_d1"] + share["per_seed"][0]["s2_d2"])
+    assert share["per_seed"][0]["delta"] == pytest.approx(
+        share["per_seed"][0]["s1_d1"]
+        - share["per_seed"][0]["s1_d2"]
+        - share["per_seed"][0]["s2_d1"]
+        + share["per_seed"][0]["s2_d2"]
+    )
     assert share["readout"] == "Σ shares noise on the pair the noise affects"
     swap = single_pair_analysis(_rows(-0.3 + rng.normal(0, 0.05, len(seeds)), seeds), design, NAMES)
     assert swap["readout"] == "Σ represents it as a swap"

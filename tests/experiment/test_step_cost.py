@@ -15,24 +15,54 @@ from harness.experiment.plan import _Plan
 from harness.upstream.config import UpstreamConfig
 
 BASE = Path(__file__).resolve().parents[2] / "upstream" / "configs" / "digits_base.yaml"
-HEADS = {"hom": ["model.head.covariance=none"],
-         "het": ["model.head.covariance=low_rank", "model.head.num_factors=2", "model.head.train_mc_samples=4"]}
+HEADS = {
+    "hom": ["model.head.covariance=none"],
+    "het": ["model.head.covariance=low_rank", "model.head.num_factors=2", "model.head.train_mc_samples=4"],
+}
 FAST = {"steps": 2, "warmup": 1, "rounds": 2}
 
 
-def _run(root: Path, name: str, method: str, epochs: int, steps_per_epoch: int = 7, wall: float = 60.0,
-         extra: "tuple[str, ...]" = ()) -> Path:
+def _run(
+    root: Path,
+    name: str,
+    method: str,
+    epochs: int,
+    steps_per_epoch: int = 7,
+    wall: float = 60.0,
+    extra: "tuple[str, ...]" = (),
+) -> Path:
     """A finished run folder as harness.upstream.train leaves it, as far as the sections read it."""
     d = root / name
-    cfg = load_config(UpstreamConfig, BASE, ["data.batch_size=8", "data.image_size=16", f"train.epochs={epochs}",
-                                             f"output_dir={d}", *HEADS[method], *extra])
+    cfg = load_config(
+        UpstreamConfig,
+        BASE,
+        [
+            "data.batch_size=8",
+            "data.image_size=16",
+            f"train.epochs={epochs}",
+            f"output_dir={d}",
+            *HEADS[method],
+            *extra,
+        ],
+    )
     d.mkdir(parents=True)
-    (d / "run.json").write_text(json.dumps({"config": to_dict(cfg), "class_names": [str(i) for i in range(10)],
-                                            "num_processes": 1}))
+    (d / "run.json").write_text(
+        json.dumps({"config": to_dict(cfg), "class_names": [str(i) for i in range(10)], "num_processes": 1})
+    )
     metrics = {"top1": 0.5 + epochs / 100, "nll": 1.5 - epochs / 100, "ece": 0.1}
-    (d / "metrics.json").write_text(json.dumps({
-        "metrics": metrics, "heldout_metrics": metrics, "epochs": epochs, "steps": epochs * steps_per_epoch,
-        "wall_seconds": wall, "threads": 1, "mixed_precision": "no"}))
+    (d / "metrics.json").write_text(
+        json.dumps(
+            {
+                "metrics": metrics,
+                "heldout_metrics": metrics,
+                "epochs": epochs,
+                "steps": epochs * steps_per_epoch,
+                "wall_seconds": wall,
+                "threads": 1,
+                "mixed_precision": "no",
+            }
+        )
+    )
     return d
 
 

@@ -12,7 +12,7 @@ from harness.cli import main
 from harness.experiment import load_experiment
 from harness.experiment.config import TransferSection
 from harness.experiment.transfer import score_interval, validate_transfer
-from harness.uncertainty.stats import anova_interval
+from harness.uncertainty.method import anova_interval
 
 REPO = Path(__file__).resolve().parents[2]
 DATA = REPO.parent / "shared" / "data" / "cifar10n"
@@ -51,7 +51,8 @@ def test_a_tiny_transfer_study_runs_end_to_end_from_the_committed_records(tmp_pa
         "transfer:\n  upstream: cifar10n\n"
         "  methods: {hom: [hom_s0, hom_s1], het: [het_t1.3_s0, het_t1.3_s1]}\n  primary: [het]\n"
         f"  data: {DATA}\n  sizes: [24, 8]\n  test_size: 24\n  ood: [demo_rotation]\n"
-        "  settings: {lrs: [0.01], steps: [2], seeds: 1, batch_size: 8, micro_batch: 8}\n")
+        "  settings: {lrs: [0.01], steps: [2], seeds: 1, batch_size: 8, micro_batch: 8}\n"
+    )
     records = tmp_path / "results" / "cifar10n" / "records"
     records.mkdir(parents=True)
     for name in ("hom_s0", "hom_s1", "het_t1.3_s0", "het_t1.3_s1"):  # the committed records, linked

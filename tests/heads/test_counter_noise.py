@@ -9,8 +9,9 @@ from harness.heads.noise import CounterNoise, counter_key, counter_normals
 
 
 def _draw(key=7, samples=2000, rows=3, cols=50, start=0):
-    return counter_normals(torch.tensor(key), torch.arange(start, start + samples), rows,
-                           torch.arange(cols), torch.float64)
+    return counter_normals(
+        torch.tensor(key), torch.arange(start, start + samples), rows, torch.arange(cols), torch.float64
+    )
 
 
 def test_counter_normals_are_standard_normal():
@@ -43,7 +44,8 @@ def test_counter_noise_depends_on_its_indices_only():
     assert a[1].shape == (1, 4, 6) and a[0].shape == (1, 4, 2)
     assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
     per_row = CounterNoise(shared=False, width=6, num_factors=0, diag_scalar=True).draw(
-        torch.tensor(5), torch.arange(4), 3, torch.float32)
+        torch.tensor(5), torch.arange(4), 3, torch.float32
+    )
     assert per_row[0] is None and per_row[1].shape == (3, 4, 1) and not torch.equal(per_row[1][0], per_row[1][1])
 
 

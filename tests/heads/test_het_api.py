@@ -7,24 +7,30 @@ import torch
 import torch.nn.functional as F
 
 from harness.heads import HeteroscedasticHead, MCSigmoidDenseFA, MCSoftmaxDenseFA, count_head_parameters
+from harness.heads.variants import COVARIANCES, VARIANTS
+
+FACTORED = tuple(n for n, v in VARIANTS.items() if v.has_factors)
 
 
-@pytest.mark.parametrize("kwargs,needle", [
-    (dict(covariance="full"), "unknown covariance 'full': use one of"),
-    (dict(link="probit"), "unknown link 'probit'"),
-    (dict(noise_space="latent"), "unknown noise_space"),
-    (dict(covariance="low_rank", num_factors=11), "num_factors must be an integer in [1, 10]"),
-    (dict(covariance="parameter_efficient", num_factors=0), "num_factors must be an integer in [1, 10]"),
-    (dict(covariance="low_rank", num_factors=9, noise_space="pre_logits"), "[1, 8] = [1, D (in_features)]"),
-    (dict(temperature=0.0), "temperature must be a finite float > 0"),
-    (dict(temperature=-1.0), "temperature must be a finite float > 0"),
-    (dict(learn_temperature=True, temperature_bounds=(2.0, 1.0)), "0 < lower < upper"),
-    (dict(train_mc_samples=0), "train_mc_samples must be >= 1"),
-    (dict(eval_mc_samples=-3), "eval_mc_samples must be >= 1"),
-    (dict(mc_chunk_size=0), "mc_chunk_size must be >= 1"),
-    (dict(clip_eps=0.7), "clip_eps must be in (0, 0.5)"),
-    (dict(diag_noise="rank1"), "unknown diag_noise"),
-])
+@pytest.mark.parametrize(
+    "kwargs,needle",
+    [
+        (dict(covariance="full"), "unknown covariance 'full': use one of"),
+        (dict(link="probit"), "unknown link 'probit'"),
+        (dict(noise_space="latent"), "unknown noise_space"),
+        (dict(covariance="low_rank", num_factors=11), "num_factors must be an integer in [1, 10]"),
+        (dict(covariance="parameter_efficient", num_factors=0), "num_factors must be an integer in [1, 10]"),
+        (dict(covariance="low_rank", num_factors=9, noise_space="pre_logits"), "[1, 8] = [1, D (in_features)]"),
+        (dict(temperature=0.0), "temperature must be a finite float > 0"),
+        (dict(temperature=-1.0), "temperature must be a finite float > 0"),
+        (dict(learn_temperature=True, temperature_bounds=(2.0, 1.0)), "0 < lower < upper"),
+        (dict(train_mc_samples=0), "train_mc_samples must be >= 1"),
+        (dict(eval_mc_samples=-3), "eval_mc_samples must be >= 1"),
+        (dict(mc_chunk_size=0), "mc_chunk_size must be >= 1"),
+        (dict(clip_eps=0.7), "clip_eps must be in (0, 0.5)"),
+        (dict(diag_noise="rank1"), "unknown diag_noise"),
+    ],
+)
 def test_bad_options_raise_value_error_naming_the_fix(kwargs, needle):
     kwargs = {"covariance": "diagonal", **kwargs}
     with pytest.raises(ValueError) as e:
@@ -79,12 +85,26 @@ def test_large_covariance_is_refused_unless_asked_for_in_blocks():
 
 
 def test_reference_constructors_map_to_the_same_model():
-    h = MCSoftmaxDenseFA(num_classes=10, num_factors=3, temperature=1.5, parameter_efficient=True,
-                         train_mc_samples=7, test_mc_samples=9, share_samples_across_batch=True,
-                         tune_temperature=True, temperature_lower_bound=0.05, temperature_upper_bound=5.0,
-                         in_features=16)
+    h = MCSoftmaxDenseFA(
+        num_classes=10,
+        num_factors=3,
+        temperature=1.5,
+        parameter_efficient=True,
+        train_mc_samples=7,
+        test_mc_samples=9,
+        share_samples_across_batch=True,
+        tune_temperature=True,
+        temperature_lower_bound=0.05,
+        temperature_upper_bound=5.0,
+        in_features=16,
+    )
     assert (h.covariance_type, h.link, h.num_factors, h.train_mc_samples, h.eval_mc_samples) == (
-        "parameter_efficient", "softmax", 3, 7, 9)
+        "parameter_efficient",
+        "softmax",
+        3,
+        7,
+        9,
+    )
     assert h.share_samples_across_batch and h.learn_temperature and h.temperature_bounds == (0.05, 5.0)
     assert MCSoftmaxDenseFA(10, 0, in_features=16).covariance_type == "diagonal"
     assert MCSoftmaxDenseFA(10, 4, in_features=16, latent_dim=16).noise_space == "pre_logits"
@@ -96,17 +116,23 @@ def test_reference_constructors_map_to_the_same_model():
         MCSoftmaxDenseFA(10, 3, in_features=16, latent_dim=8)
 
 
-@pytest.mark.parametrize("cov,space,learn,bias", list(itertools.product(
-    ("none", "diagonal", "low_rank", "parameter_efficient"), ("logits", "pre_logits"), (False, True), (False, True))))
+@pytest.mark.parametrize(
+    "cov,space,learn,bias", list(itertools.product(COVARIANCES, ("logits", "pre_logits"), (False, True), (False, True)))
+)
 def test_parameter_count_formulas(cov, space, learn, bias):
     d, k, r = 12, 7, 3
-    head = HeteroscedasticHead(d, k, covariance=cov, num_factors=r, noise_space=space, learn_temperature=learn,
-                               pe_noise_bias=bias)
+    head = HeteroscedasticHead(
+        d, k, covariance=cov, num_factors=r, noise_space=space, learn_temperature=learn, pe_noise_bias=bias
+    )
     n = sum(p.numel() for p in head.parameters())
     assert n == count_head_parameters(d, k, cov, r, space, learn, bias)
     w = d if space == "pre_logits" else k
-    extra = {"none": 0, "diagonal": (d + 1) * w, "low_rank": (d + 1) * w * (r + 1),
-             "parameter_efficient": 2 * (d + 1) * w + (r + (1 if bias else 0)) * w}[cov]
+    extra = {
+        "none": 0,
+        "diagonal": (d + 1) * w,
+        "low_rank": (d + 1) * w * (r + 1),
+        "parameter_efficient": 2 * (d + 1) * w + (r + (1 if bias else 0)) * w,
+    }[cov]
     assert n - (d + 1) * k - int(learn) == extra
 
 
@@ -117,7 +143,7 @@ def test_published_parameter_figures():
     det21k = count_head_parameters(2048, 21843, "none")
     assert count_head_parameters(2048, 21843, "parameter_efficient", 50) - det21k == 90_626_607
     assert count_head_parameters(2048, 21843, "low_rank", 50) - det21k == 2_282_571_657
-    for cov in ("low_rank", "parameter_efficient"):
+    for cov in FACTORED:
         het = count_head_parameters(2048, 29593, cov, 50) - count_head_parameters(2048, 29593, "none")
         xl = count_head_parameters(2048, 29593, cov, 50, "pre_logits") - count_head_parameters(2048, 29593, "none")
         assert het / xl == pytest.approx(29593 / 2048, rel=1e-12)
@@ -179,13 +205,13 @@ def test_seeded_evaluation_does_not_depend_on_batch_size_or_position(kw, link, c
     (grad_full,) = torch.autograd.grad((full * torch.linspace(-1, 1, 10)).sum(), x)
     tol = dict(atol=1e-5, rtol=1e-5)
     for i in (0, 123, 499):
-        torch.testing.assert_close(head(x[i:i + 1]), full[i:i + 1], **tol)
+        torch.testing.assert_close(head(x[i : i + 1]), full[i : i + 1], **tol)
     for j in (0, 250, 493):
-        xs = x[j:j + 7].detach().requires_grad_(True)
+        xs = x[j : j + 7].detach().requires_grad_(True)
         out = head(xs)
-        torch.testing.assert_close(out, full[j:j + 7], **tol)
+        torch.testing.assert_close(out, full[j : j + 7], **tol)
         (g,) = torch.autograd.grad((out * torch.linspace(-1, 1, 10)).sum(), xs)
-        torch.testing.assert_close(g, grad_full[j:j + 7], **tol)
+        torch.testing.assert_close(g, grad_full[j : j + 7], **tol)
     perm = torch.randperm(500)
     torch.testing.assert_close(head(x[perm]), full[perm], **tol)
     if link == "sigmoid":

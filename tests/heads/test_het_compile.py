@@ -8,14 +8,21 @@ import torch.nn.functional as F
 from harness.heads import HeteroscedasticHead
 from harness.heads.noise import CounterNoise, counter_key
 from harness.heads.sampling import NoiseLayout, chunk_logits, monte_carlo_log_average
+from harness.heads.variants import VARIANTS
 
-COVARIANCES = [  # every covariance type; between them both links, both noise spaces and the scalar diagonal
-    dict(covariance="none"),
-    dict(covariance="diagonal", diag_noise="shared_scalar", link="sigmoid"),
-    dict(covariance="low_rank", num_factors=2),
-    dict(covariance="parameter_efficient", num_factors=2, noise_space="pre_logits", link="sigmoid"),
+NOISY = tuple(n for n, v in VARIANTS.items() if v.input_dependent)
+
+#: options beyond the registry's defaults, so that between them the cases cover both links, both noise spaces and
+#: the scalar diagonal; a variant added to the registry is compiled with its defaults
+EXTRA = {
+    "diagonal": dict(diag_noise="shared_scalar", link="sigmoid"),
+    "parameter_efficient": dict(noise_space="pre_logits", link="sigmoid"),
+}
+CASES = [
+    dict(covariance=name, **({"num_factors": 2} if v.has_factors else {}), **EXTRA.get(name, {}))
+    for name, v in VARIANTS.items()
 ]
-IDS = ["none", "diagonal", "low_rank", "hetxl_pe"]
+IDS = list(VARIANTS)
 
 
 def _head(**kw):
@@ -29,7 +36,7 @@ def _loss(head, out):
     return F.binary_cross_entropy_with_logits(out, (torch.arange(out.numel()).view_as(out) % 3 == 0).float())
 
 
-@pytest.mark.parametrize("kw", COVARIANCES, ids=IDS)
+@pytest.mark.parametrize("kw", CASES, ids=IDS)
 def test_no_graph_break_in_training_or_evaluation(kw):
     head, x = _head(**kw), torch.randn(4, 6)
     for training in (True, False):
@@ -53,7 +60,7 @@ def _materialised(head, x):
     return torch.log(q) - torch.log1p(-q)
 
 
-@pytest.mark.parametrize("kw", COVARIANCES, ids=IDS)
+@pytest.mark.parametrize("kw", CASES, ids=IDS)
 def test_fullgraph_compile_trains_a_step_and_evaluates(kw):
     """fullgraph=True through AOTAutograd (forward and backward graphs): a finite loss, a finite nonzero
     gradient for every parameter, the step changes the head, fresh noise follows torch.manual_seed;
@@ -83,15 +90,20 @@ def test_fullgraph_compile_trains_a_step_and_evaluates(kw):
             torch.testing.assert_close(a, _materialised(head, x), atol=1e-5, rtol=1e-5)
 
 
-KINDS = ("diagonal", "low_rank", "parameter_efficient")
+KINDS = NOISY  # every variant with noise, from the registry
 
 
 def _inputs(kind, pre_logits, n=3, k=4, d=5, r=2):
     g = torch.Generator().manual_seed(0)
     w = d if pre_logits else k
-    t = dict(mu=torch.randn(n, k, generator=g), scale=torch.rand(n, w, generator=g) + 0.1, factors=None,
-             hom_factors=None, projection=torch.randn(k, w, generator=g) if pre_logits else None,
-             temperature=torch.tensor(0.7))
+    t = dict(
+        mu=torch.randn(n, k, generator=g),
+        scale=torch.rand(n, w, generator=g) + 0.1,
+        factors=None,
+        hom_factors=None,
+        projection=torch.randn(k, w, generator=g) if pre_logits else None,
+        temperature=torch.tensor(0.7),
+    )
     if kind == "low_rank":
         t["factors"] = torch.randn(n, w, r, generator=g)
     elif kind == "parameter_efficient":
@@ -129,8 +141,9 @@ def test_in_graph_loop_keeps_autograd_memory_flat_in_samples():
 
         t, w = _inputs("low_rank", False, n=8, k=20)
         with torch.autograd.graph.saved_tensors_hooks(pack, lambda x: x):
-            monte_carlo_log_average(NoiseLayout("low_rank", "softmax", s, 4), CounterNoise(False, w, 2, False),
-                                    key=torch.tensor(3), **t)
+            monte_carlo_log_average(
+                NoiseLayout("low_rank", "softmax", s, 4), CounterNoise(False, w, 2, False), key=torch.tensor(3), **t
+            )
         return sum(total)
 
     assert saved_bytes(1000) == saved_bytes(10) < 8 * 20 * 10 * 8 * 3

@@ -9,6 +9,9 @@ import torch.nn.functional as F
 from scipy import stats
 
 from harness.heads import MIN_SCALE, HeteroscedasticHead
+from harness.heads.variants import VARIANTS
+
+FACTORED = tuple(n for n, v in VARIANTS.items() if v.has_factors)
 
 VARIANTS = [
     dict(covariance="diagonal"),
@@ -86,12 +89,12 @@ def test_factor_variants_reduce_to_diagonal_bit_identically(link):
     base = make_head(covariance="diagonal", link=link, eval_mc_samples=64)
     x = torch.randn(5, 6, dtype=torch.float64)
     want = base(x)
-    for cov in ("low_rank", "parameter_efficient"):
+    for cov in FACTORED:
         head = make_head(covariance=cov, num_factors=3, link=link, eval_mc_samples=64)
         head.loc.load_state_dict(base.loc.state_dict())
         head.diag.load_state_dict(base.diag.state_dict())
         with torch.no_grad():
-            for p in (head.scale.parameters() if cov == "low_rank" else head.scale_hom.parameters()):
+            for p in head.scale.parameters() if cov == "low_rank" else head.scale_hom.parameters():
                 p.zero_()
         assert torch.equal(head(x), want), cov
 
@@ -172,8 +175,7 @@ def test_log_space_average_equals_log_of_mean(kw):
 @pytest.mark.parametrize("link", ("softmax", "sigmoid"))
 def test_clip_eps_reproduces_reference_formula(link):
     s, eps = 200, 1e-7
-    head = make_head(covariance="low_rank", num_factors=2, link=link, eval_mc_samples=s, mc_chunk_size=s,
-                     clip_eps=eps)
+    head = make_head(covariance="low_rank", num_factors=2, link=link, eval_mc_samples=s, mc_chunk_size=s, clip_eps=eps)
     with torch.no_grad():
         head.loc.bias.copy_(torch.tensor([0.0, -40.0, 25.0, 3.0]))  # some p̄ far below eps / above 1 - eps
     x = torch.randn(4, 6, dtype=torch.float64)
@@ -200,8 +202,13 @@ def test_huge_temperature_gives_uniform(link):
 
 # 10 ------------------------------------------------------------------------------------------------
 def test_learned_temperature_bounds_gradient_and_update():
-    head = make_head(covariance="low_rank", num_factors=2, learn_temperature=True, temperature_bounds=(0.05, 5.0),
-                     train_mc_samples=50).train()
+    head = make_head(
+        covariance="low_rank",
+        num_factors=2,
+        learn_temperature=True,
+        temperature_bounds=(0.05, 5.0),
+        train_mc_samples=50,
+    ).train()
     assert head.temperature.item() == pytest.approx(2.525)
     for t in (-50.0, 0.0, 50.0):
         with torch.no_grad():
@@ -228,8 +235,11 @@ def test_every_parameter_gets_a_finite_nonzero_gradient(kw, link):
         head.zero_grad()
         x = torch.randn(8, 6, dtype=torch.float64) * scale
         out = head(x)
-        loss = (F.cross_entropy(out, torch.arange(8) % 4) if link == "softmax"
-                else F.binary_cross_entropy_with_logits(out, (torch.rand(8, 4) > 0.5).double()))
+        loss = (
+            F.cross_entropy(out, torch.arange(8) % 4)
+            if link == "softmax"
+            else F.binary_cross_entropy_with_logits(out, (torch.rand(8, 4) > 0.5).double())
+        )
         loss.backward()
         assert torch.isfinite(loss)
         for name, p in head.named_parameters():
@@ -262,7 +272,7 @@ def test_mc_error_falls_as_one_over_sqrt_samples():
 
 
 # 15 ------------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("cov", ("low_rank", "parameter_efficient"))
+@pytest.mark.parametrize("cov", FACTORED)
 def test_class_permutation_equivariance(cov):
     head = make_head(covariance=cov, num_factors=2, eval_mc_samples=40_000)
     perm = torch.tensor([2, 0, 3, 1])
@@ -291,13 +301,18 @@ def test_loss_identities(kw):
     soft = make_head(eval_mc_samples=s, mc_chunk_size=s, **kw)
     p = torch.softmax(soft.sample_logits(x, seed=1), -1).mean(1)
     y = torch.arange(6) % 4
-    torch.testing.assert_close(F.cross_entropy(soft(x, seed=1), y, reduction="none"),
-                               -torch.log(p[torch.arange(6), y]), atol=1e-6, rtol=1e-6)
+    torch.testing.assert_close(
+        F.cross_entropy(soft(x, seed=1), y, reduction="none"), -torch.log(p[torch.arange(6), y]), atol=1e-6, rtol=1e-6
+    )
     sig = make_head(link="sigmoid", eval_mc_samples=s, mc_chunk_size=s, **kw)
     p = torch.sigmoid(sig.sample_logits(x, seed=1)).mean(1)
     t = (torch.rand(6, 4, dtype=torch.float64) > 0.5).double()
-    torch.testing.assert_close(F.binary_cross_entropy_with_logits(sig(x, seed=1), t, reduction="none"),
-                               -(t * torch.log(p) + (1 - t) * torch.log1p(-p)), atol=1e-6, rtol=1e-6)
+    torch.testing.assert_close(
+        F.binary_cross_entropy_with_logits(sig(x, seed=1), t, reduction="none"),
+        -(t * torch.log(p) + (1 - t) * torch.log1p(-p)),
+        atol=1e-6,
+        rtol=1e-6,
+    )
 
 
 # 18a -----------------------------------------------------------------------------------------------
@@ -329,10 +344,15 @@ def test_mixed_precision_head_runs_in_float32(kw):
     torch.testing.assert_close(out_bf16_in, head(x.bfloat16().float()), atol=1e-6, rtol=0)
 
 
-@pytest.mark.parametrize("kw,name", [(dict(num_factors=2.7), "num_factors"), (dict(train_mc_samples=1.9),
-                                                                              "train_mc_samples"),
-                                     (dict(eval_mc_samples=True), "eval_mc_samples"), (dict(mc_chunk_size=8.0),
-                                                                                      "mc_chunk_size")])
+@pytest.mark.parametrize(
+    "kw,name",
+    [
+        (dict(num_factors=2.7), "num_factors"),
+        (dict(train_mc_samples=1.9), "train_mc_samples"),
+        (dict(eval_mc_samples=True), "eval_mc_samples"),
+        (dict(mc_chunk_size=8.0), "mc_chunk_size"),
+    ],
+)
 def test_sizes_must_be_whole_numbers_not_truncated(kw, name):
     """Audit 2026-11-27: num_factors=2.7 became 2 and train_mc_samples=1.9 became 1 without a word."""
     import numpy as np

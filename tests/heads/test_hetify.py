@@ -39,18 +39,22 @@ def test_without_get_classifier_the_last_linear_is_replaced():
 
 
 def test_distilled_timm_model_gets_both_heads_replaced():
-    model = timm.create_model("deit_tiny_distilled_patch16_224", num_classes=3, pretrained=False, img_size=32,
-                              patch_size=16)
+    model = timm.create_model(
+        "deit_tiny_distilled_patch16_224", num_classes=3, pretrained=False, img_size=32, patch_size=16
+    )
     hetify(model, covariance="diagonal", eval_mc_samples=2)
     assert all(isinstance(h, HeteroscedasticHead) for h in model.get_classifier())
     assert model.eval()(torch.randn(1, 3, 32, 32)).shape == (1, 3)
 
 
-@pytest.mark.parametrize("model,options,needle", [
-    (nn.Sequential(nn.Conv2d(3, 4, 1), nn.ReLU()), {}, "no nn.Linear"),
-    (timm.create_model("resnet18", num_classes=0, pretrained=False), {}, "reset_classifier"),
-    (nn.Linear(3, 2), {"num_classes": 5}, "drop num_classes="),
-])
+@pytest.mark.parametrize(
+    "model,options,needle",
+    [
+        (nn.Sequential(nn.Conv2d(3, 4, 1), nn.ReLU()), {}, "no nn.Linear"),
+        (timm.create_model("resnet18", num_classes=0, pretrained=False), {}, "reset_classifier"),
+        (nn.Linear(3, 2), {"num_classes": 5}, "drop num_classes="),
+    ],
+)
 def test_what_cannot_be_hetified_is_refused_naming_the_fix(model, options, needle):
     with pytest.raises(ValueError, match=needle):
         hetify(model, **options)

@@ -9,8 +9,11 @@ import torch
 import torch.nn.functional as F
 
 from harness.heads.sampling import NoiseLayout, chunk_logits, monte_carlo_log_average, seeded_noise
+from harness.heads.variants import VARIANTS
 
-KINDS = ("diagonal", "low_rank", "parameter_efficient")
+NOISY = tuple(n for n, v in VARIANTS.items() if v.input_dependent)
+
+KINDS = NOISY  # every variant with noise, from the registry
 
 
 def _inputs(kind, n=3, k=4, d=5, r=2, pre_logits=False, dtype=torch.float64, seed=0):
@@ -19,7 +22,8 @@ def _inputs(kind, n=3, k=4, d=5, r=2, pre_logits=False, dtype=torch.float64, see
     t = dict(
         mu=torch.randn(n, k, generator=g, dtype=dtype),
         scale=torch.rand(n, w, generator=g, dtype=dtype) + 0.1,
-        factors=None, hom_factors=None,
+        factors=None,
+        hom_factors=None,
         projection=torch.randn(k, w, generator=g, dtype=dtype) if pre_logits else None,
         temperature=torch.tensor(0.7, dtype=dtype),
     )
@@ -34,13 +38,23 @@ def _inputs(kind, n=3, k=4, d=5, r=2, pre_logits=False, dtype=torch.float64, see
     return t, w
 
 
-@pytest.mark.parametrize("kind,link,pre_logits,shared,scalar",
-                         list(itertools.product(KINDS, ("softmax", "sigmoid"), (False, True), (False, True), (False, True))))
+@pytest.mark.parametrize(
+    "kind,link,pre_logits,shared,scalar",
+    list(itertools.product(KINDS, ("softmax", "sigmoid"), (False, True), (False, True), (False, True))),
+)
 def test_gradcheck_all_variants(kind, link, pre_logits, shared, scalar):
     """Analytic backward (with noise regeneration) equals finite differences, for every input."""
     t, w = _inputs(kind, pre_logits=pre_logits)
-    noise = seeded_noise(3, 3, w, 0 if kind == "diagonal" else 2, shared=shared, diag_scalar=scalar,
-                         device=torch.device("cpu"), dtype=torch.float64)
+    noise = seeded_noise(
+        3,
+        3,
+        w,
+        0 if kind == "diagonal" else 2,
+        shared=shared,
+        diag_scalar=scalar,
+        device=torch.device("cpu"),
+        dtype=torch.float64,
+    )
     layout = NoiseLayout(kind, link, 7, 3)
     names = list(t)
 
@@ -65,13 +79,14 @@ def test_chunked_equals_unchunked(kind, link, pre_logits):
     eps_r, eps_w = _full_noise(n, s, w, r)
 
     def noise(start, length):
-        return (eps_r[:, start:start + length] if kind != "diagonal" else None), eps_w[:, start:start + length]
+        return (eps_r[:, start : start + length] if kind != "diagonal" else None), eps_w[:, start : start + length]
 
     def run(chunk):
         out = monte_carlo_log_average(NoiseLayout(kind, link, s, chunk), noise, **t)
         out = out if link == "softmax" else out[0] - out[1]
-        grads = torch.autograd.grad((out * torch.linspace(-1, 1, out.numel()).view_as(out)).sum(),
-                                    [v for v in t.values() if v is not None])
+        grads = torch.autograd.grad(
+            (out * torch.linspace(-1, 1, out.numel()).view_as(out)).sum(), [v for v in t.values() if v is not None]
+        )
         return out.detach(), grads
 
     # one pass = the direct formula on the materialised [N, S, K] samples
@@ -81,8 +96,9 @@ def test_chunked_equals_unchunked(kind, link, pre_logits):
     else:
         p = torch.sigmoid(z).mean(1)
         direct = torch.log(p) - torch.log1p(-p)
-    direct_grads = torch.autograd.grad((direct * torch.linspace(-1, 1, direct.numel()).view_as(direct)).sum(),
-                                       [v for v in t.values() if v is not None])
+    direct_grads = torch.autograd.grad(
+        (direct * torch.linspace(-1, 1, direct.numel()).view_as(direct)).sum(), [v for v in t.values() if v is not None]
+    )
     for chunk in (7, s):
         out, grads = run(chunk)
         torch.testing.assert_close(out, direct.detach(), atol=1e-6, rtol=1e-6)
@@ -92,6 +108,7 @@ def test_chunked_equals_unchunked(kind, link, pre_logits):
 
 def test_saved_memory_does_not_grow_with_samples():
     """Autograd keeps only the inputs and [N, K] outputs: the same bytes for S = 10 and S = 1000."""
+
     def saved_bytes(s):
         total = []
 
@@ -100,7 +117,9 @@ def test_saved_memory_does_not_grow_with_samples():
             return x
 
         t, w = _inputs("low_rank", n=8, k=20, d=5, r=3, dtype=torch.float32)
-        noise = seeded_noise(0, 8, w, 3, shared=False, diag_scalar=False, device=torch.device("cpu"), dtype=torch.float32)
+        noise = seeded_noise(
+            0, 8, w, 3, shared=False, diag_scalar=False, device=torch.device("cpu"), dtype=torch.float32
+        )
         with torch.autograd.graph.saved_tensors_hooks(pack, lambda x: x):
             monte_carlo_log_average(NoiseLayout("low_rank", "softmax", s, 4), noise, **t)
         return sum(total)
@@ -118,9 +137,12 @@ def test_noise_is_regenerated_identically():
 
 def test_shared_noise_does_not_depend_on_the_row_count():
     """The eval noise bank of the head relies on this: shared noise is a function of (seed, chunk)."""
+
     def draw(rows):
-        return seeded_noise(5, rows, 7, 2, shared=True, diag_scalar=False, device=torch.device("cpu"),
-                            dtype=torch.float32)(30, 20)
+        return seeded_noise(
+            5, rows, 7, 2, shared=True, diag_scalar=False, device=torch.device("cpu"), dtype=torch.float32
+        )(30, 20)
+
     a, b = draw(1), draw(500)
     assert a[1].shape == (1, 20, 7) and torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
 
@@ -138,7 +160,7 @@ def test_rows_beyond_the_linear_range_are_exact_in_float32(kind, link):
     eps_r, eps_w = _full_noise(n, s, w, r)
 
     def noise(start, length):
-        return (eps_r[:, start:start + length] if kind != "diagonal" else None), eps_w[:, start:start + length]
+        return (eps_r[:, start : start + length] if kind != "diagonal" else None), eps_w[:, start : start + length]
 
     def weighted(out):
         out = out if link == "softmax" else torch.cat(out, -1)
@@ -165,15 +187,16 @@ def test_chunks_split_over_threads_are_deterministic_and_match_one_thread(link):
     give bit-identical values and gradients, equal to one thread's loop up to the order of the sums."""
     threads = torch.get_num_threads()
     t, w = _inputs("low_rank", 4, 6, 5, 3, dtype=torch.float32)
-    noise = seeded_noise(9, 4, w, 3, shared=False, diag_scalar=False, device=torch.device("cpu"),
-                         dtype=torch.float32)
+    noise = seeded_noise(9, 4, w, 3, shared=False, diag_scalar=False, device=torch.device("cpu"), dtype=torch.float32)
     leaves = [v for v in t.values() if v is not None]
 
     def run():
         out = monte_carlo_log_average(NoiseLayout("low_rank", link, 50, 7), noise, **t)
         out = out if link == "softmax" else out[0] - out[1]
-        return (out.detach(), *torch.autograd.grad((out * torch.linspace(-1, 1, out.numel()).view_as(out)).sum(),
-                                                   leaves))
+        return (
+            out.detach(),
+            *torch.autograd.grad((out * torch.linspace(-1, 1, out.numel()).view_as(out)).sum(), leaves),
+        )
 
     try:
         torch.set_num_threads(2)

@@ -38,7 +38,9 @@ def test_reliability_diagram_reads_correctly_for_over_and_under_confidence():
         ax = fig.axes[0]
         acc = sorted(_bars(ax, F.ACCURACY_LABEL), key=lambda b: b[0])
         assert [(round(x, 4), bottom, round(top, 6)) for x, bottom, top, _ in acc] == [
-            (round(8.5 / 15, 4), 0.0, 1.0), (round(13.5 / 15, 4), 0.0, 0.5)]  # accuracy bars untouched
+            (round(8.5 / 15, 4), 0.0, 1.0),
+            (round(13.5 / 15, 4), 0.0, 0.5),
+        ]  # accuracy bars untouched
         ((x_over, lo, hi, over),) = _bars(ax, F.OVER_LABEL)
         assert x_over == pytest.approx(13.5 / 15) and lo == pytest.approx(0.5) and hi == pytest.approx(0.9)
         ((x_under, lo, hi, under),) = _bars(ax, F.UNDER_LABEL)
@@ -60,8 +62,9 @@ def test_multilabel_reliability_diagram_follows_the_row_rule():
     t = (rng.random((60, 4)) < 0.4).astype(float)
     t[t.sum(1) == 0, 0] = 1
     z = rng.normal(size=(60, 4)) + 2 * t
-    extra = Predictions(np.r_[z, rng.normal(size=(20, 4))], np.r_[t, np.zeros((20, 4))], np.arange(80),
-                        list("abcd"), "sigmoid")
+    extra = Predictions(
+        np.r_[z, rng.normal(size=(20, 4))], np.r_[t, np.zeros((20, 4))], np.arange(80), list("abcd"), "sigmoid"
+    )
     counts = []
     for p in (Predictions(z, t, np.arange(60), list("abcd"), "sigmoid"), extra):
         fig = F.reliability_figure(p, "x")
@@ -76,7 +79,7 @@ def test_markdown_cells_are_escaped_and_names_checked(tmp_path):
     extra = {"tables": [("Classes", ["name", "note"], [[n, "ok"] for n in names])]}
     out = B.build(runs, "escaped", tmp_path / "results", covariance=False, extra=extra)
     md = (out / "report.md").read_text()
-    table = md[md.index("## Classes"):].split("\n\n")[1].splitlines()
+    table = md[md.index("## Classes") :].split("\n\n")[1].splitlines()
     for line in table:  # every row has exactly 2 cells: unescaped pipes only at the borders
         assert len(re.split(r"(?<!\\)\|", line)) == 4, line
     assert "a\\|b" in md and "&lt;script&gt;" in md and "<script>" not in md and "x\\_y\\*z" in md
@@ -97,10 +100,21 @@ def test_md_cell_keeps_text_literal():
 
 
 def _cov(tempered):
-    return {"num_examples": 359, "het_run": "runs/het", "hom_run": "runs/hom", "tempered": tempered,
-            "temperature": 1.5, "num_classes": 10, "num_het_right_hom_wrong": 12, "ranks": [1, 2],
-            "share_rank_1": 0.5, "uniform_share_rank_1": 1 / 9, "mean_rank": 1.5, "uniform_mean_rank": 5.0,
-            "top_pairs": [{"class_a": "3", "class_b": "8", "covariance": -0.2, "correlation": -0.4}]}
+    return {
+        "num_examples": 359,
+        "het_run": "runs/het",
+        "hom_run": "runs/hom",
+        "tempered": tempered,
+        "temperature": 1.5,
+        "num_classes": 10,
+        "num_het_right_hom_wrong": 12,
+        "ranks": [1, 2],
+        "share_rank_1": 0.5,
+        "uniform_share_rank_1": 1 / 9,
+        "mean_rank": 1.5,
+        "uniform_mean_rank": 5.0,
+        "top_pairs": [{"class_a": "3", "class_b": "8", "covariance": -0.2, "correlation": -0.4}],
+    }
 
 
 @pytest.mark.parametrize("tempered", [False, True])
@@ -123,7 +137,8 @@ def test_multilabel_report_states_the_row_rule_and_skipped_classes(tmp_path):
     for s in (0, 1):
         run = tmp_path / f"m{s}"
         Predictions(rng.normal(size=(50, 4)) + 2 * t, t, np.arange(50), list("abcd"), "sigmoid").save(
-            run / "predictions.npz")
+            run / "predictions.npz"
+        )
         atomic_write_text(run / "config.yaml", f"seed: {s}\nmodel:\n  head:\n    covariance: none\n    link: sigmoid\n")
     out = B.build([tmp_path / "m0", tmp_path / "m1"], "ml", tmp_path / "results", covariance=False)
     assert json.loads((out / "report.json").read_text())["macro_map_skipped_classes"] == 1

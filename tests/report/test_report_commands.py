@@ -23,9 +23,17 @@ def digits_runs(tmp_path_factory):
     dirs = {}
     for method in ("hom", "het"):
         for seed in (0, 1):
-            cfg = load_config(UpstreamConfig, CONFIGS / f"digits_{method}.yaml", [
-                "train.epochs=2", "model.head.train_mc_samples=8", "model.head.eval_mc_samples=16",
-                f"seed={seed}", f"output_dir={root / f'{method}_s{seed}'}"])
+            cfg = load_config(
+                UpstreamConfig,
+                CONFIGS / f"digits_{method}.yaml",
+                [
+                    "train.epochs=2",
+                    "model.head.train_mc_samples=8",
+                    "model.head.eval_mc_samples=16",
+                    f"seed={seed}",
+                    f"output_dir={root / f'{method}_s{seed}'}",
+                ],
+            )
             dirs[(method, seed)] = run(cfg, progress=False)
     return root, dirs
 
@@ -34,22 +42,53 @@ def test_ensemble_and_report_commands(digits_runs, tmp_path):
     root, dirs = digits_runs
     runner = CliRunner()
     for method in ("hom", "het"):
-        res = runner.invoke(main, ["ensemble", "--members", str(dirs[(method, 0)]), str(dirs[(method, 1)]),
-                                   "--out", str(root / f"{method}_ens")])
+        res = runner.invoke(
+            main,
+            [
+                "ensemble",
+                "--members",
+                str(dirs[(method, 0)]),
+                str(dirs[(method, 1)]),
+                "--out",
+                str(root / f"{method}_ens"),
+            ],
+        )
         assert res.exit_code == 0, res.output
         assert "Gibbs CE" in res.output
     spec = json.loads((root / "het_ens" / "ensemble.json").read_text())
     assert spec["method"] == "het" and spec["summary"]["size"] == 2
     assert (root / "het_ens" / "heldout_predictions.npz").is_file()
     # re-predicting from the checkpoints gives the saved predictions
-    res = runner.invoke(main, ["ensemble", "--members", str(dirs[("het", 0)]), str(dirs[("het", 1)]),
-                               "--from-checkpoints", "--out", str(tmp_path / "ckpt_ens")])
+    res = runner.invoke(
+        main,
+        [
+            "ensemble",
+            "--members",
+            str(dirs[("het", 0)]),
+            str(dirs[("het", 1)]),
+            "--from-checkpoints",
+            "--out",
+            str(tmp_path / "ckpt_ens"),
+        ],
+    )
     assert res.exit_code == 0, res.output
-    np.testing.assert_allclose(Predictions.load(tmp_path / "ckpt_ens").logits,
-                               Predictions.load(root / "het_ens").logits, atol=1e-4)
+    np.testing.assert_allclose(
+        Predictions.load(tmp_path / "ckpt_ens").logits, Predictions.load(root / "het_ens").logits, atol=1e-4
+    )
 
-    res = runner.invoke(main, ["report", *(str(d) for d in dirs.values()), str(root / "hom_ens"),
-                               str(root / "het_ens"), "--name", "digits_test", "--out-root", str(tmp_path)])
+    res = runner.invoke(
+        main,
+        [
+            "report",
+            *(str(d) for d in dirs.values()),
+            str(root / "hom_ens"),
+            str(root / "het_ens"),
+            "--name",
+            "digits_test",
+            "--out-root",
+            str(tmp_path),
+        ],
+    )
     assert res.exit_code == 0, res.output
     out = tmp_path / "digits_test"
     report = json.loads((out / "report.json").read_text())
@@ -76,16 +115,28 @@ def test_report_refuses_runs_on_different_data(digits_runs, tmp_path):
     Predictions(p.logits[:100], p.targets[:100], p.index[:100], p.class_names, p.link).save(other / "predictions.npz")
     res = CliRunner().invoke(main, ["report", str(dirs[("hom", 0)]), str(other), "--out-root", str(tmp_path)])
     assert res.exit_code != 0 and "other data" in res.output
-    res = CliRunner().invoke(main, ["ensemble", "--members", str(dirs[("hom", 0)]), str(other), "--out",
-                                    str(tmp_path / "e")])
+    res = CliRunner().invoke(
+        main, ["ensemble", "--members", str(dirs[("hom", 0)]), str(other), "--out", str(tmp_path / "e")]
+    )
     assert res.exit_code != 0 and "different evaluation data" in res.output
 
 
 @pytest.mark.skipif(shutil.which("chromium") is None, reason="headless Chromium not installed")
 def test_report_html_renders_in_headless_chromium(digits_runs, tmp_path):
     root, dirs = digits_runs
-    res = CliRunner().invoke(main, ["report", str(dirs[("hom", 0)]), str(dirs[("het", 0)]), "--name", "r",
-                                    "--out-root", str(tmp_path), "--screenshot"])
+    res = CliRunner().invoke(
+        main,
+        [
+            "report",
+            str(dirs[("hom", 0)]),
+            str(dirs[("het", 0)]),
+            "--name",
+            "r",
+            "--out-root",
+            str(tmp_path),
+            "--screenshot",
+        ],
+    )
     assert res.exit_code == 0, res.output
     from PIL import Image
 

@@ -10,8 +10,17 @@ def _images(n=6, size=32, seed=0):
     return (np.random.default_rng(seed).random((n, size, size, 3)) * 255).astype(np.uint8)
 
 
-@pytest.mark.parametrize("corruption,severity", [("gaussian_noise", 5), ("impulse_noise", 2), ("glass_blur", 2),
-                                                 ("motion_blur", 4), ("frost", 3), ("elastic_transform", 1)])
+@pytest.mark.parametrize(
+    "corruption,severity",
+    [
+        ("gaussian_noise", 5),
+        ("impulse_noise", 2),
+        ("glass_blur", 2),
+        ("motion_blur", 4),
+        ("frost", 3),
+        ("elastic_transform", 1),
+    ],
+)
 def test_corruption_of_an_example_depends_only_on_its_seed(corruption, severity):
     imgs, index = _images(), np.arange(10, 16)
     seeds = C.example_seeds(0, corruption, severity, index)
@@ -58,8 +67,17 @@ def test_names_families_and_severities():
     assert C.families()["noise"] == ["gaussian_noise", "shot_noise", "impulse_noise"]
     assert len(C.resolve(["all"], [1, 2, 3, 4, 5])) == 75
     assert C.resolve(["blur", "defocus_blur", "frost"], [5, 1, 5]) == [
-        ("defocus_blur", 5), ("defocus_blur", 1), ("glass_blur", 5), ("glass_blur", 1), ("motion_blur", 5),
-        ("motion_blur", 1), ("zoom_blur", 5), ("zoom_blur", 1), ("frost", 5), ("frost", 1)]
+        ("defocus_blur", 5),
+        ("defocus_blur", 1),
+        ("glass_blur", 5),
+        ("glass_blur", 1),
+        ("motion_blur", 5),
+        ("motion_blur", 1),
+        ("zoom_blur", 5),
+        ("zoom_blur", 1),
+        ("frost", 5),
+        ("frost", 1),
+    ]
     assert C.resolve(["none"], []) == []
     with pytest.raises(ValueError, match="unknown corruption 'fros'"):
         C.resolve(["fros"], [1])

@@ -33,7 +33,8 @@ def test_views_and_ood_sets_from_image_folder_and_tfds(tmp_path):
         (tmp_path / "folder" / split / "a").mkdir(parents=True)
         for i in range(5 if size else 0):
             Image.fromarray((rng.random(size + (3,)) * 255).astype(np.uint8)).save(
-                tmp_path / "folder" / split / "a" / f"{i}.png")
+                tmp_path / "folder" / split / "a" / f"{i}.png"
+            )
     run_data = DataConfig(source="digits", image_size=32, eval_resize=32)
     imgs, index = ood_images("f", {"source": "image_folder", "path": str(tmp_path / "folder")}, run_data, 3, 0)
     assert imgs.shape == (3, 32, 32, 3) and imgs.dtype == np.uint8 and len(index) == 3
@@ -64,8 +65,16 @@ def test_cifar10n_views_are_the_decoded_images():
 def test_settings_are_checked_before_any_work():
     data = DataConfig(image_size=32)
     sets = check_settings(ShiftSettings(corruptions=["noise"], severities=[1, 5], ood=["gaussian"]), data)
-    assert [n for n, _ in sets] == ["clean", "gaussian_noise-1", "gaussian_noise-5", "shot_noise-1", "shot_noise-5",
-                                    "impulse_noise-1", "impulse_noise-5", "ood-gaussian"]
+    assert [n for n, _ in sets] == [
+        "clean",
+        "gaussian_noise-1",
+        "gaussian_noise-5",
+        "shot_noise-1",
+        "shot_noise-5",
+        "impulse_noise-1",
+        "impulse_noise-5",
+        "ood-gaussian",
+    ]
     with pytest.raises(ValueError, match="below the 32 px"):
         check_settings(ShiftSettings(corruptions=["frost"]), DataConfig(image_size=16))
     with pytest.raises(ValueError, match="unknown built-in OOD set 'svhn'"):
@@ -84,9 +93,17 @@ def digits_runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("shift")
     dirs = {}
     for method in ("hom", "het"):
-        cfg = load_config(UpstreamConfig, CONFIGS / f"digits_{method}.yaml", [
-            "train.epochs=3", "model.head.train_mc_samples=8", "model.head.eval_mc_samples=16",
-            f"output_dir={root / method}", f"data.cache_dir={root / 'cache'}"])
+        cfg = load_config(
+            UpstreamConfig,
+            CONFIGS / f"digits_{method}.yaml",
+            [
+                "train.epochs=3",
+                "model.head.train_mc_samples=8",
+                "model.head.eval_mc_samples=16",
+                f"output_dir={root / method}",
+                f"data.cache_dir={root / 'cache'}",
+            ],
+        )
         dirs[method] = run(cfg, progress=False)
     return root, dirs
 
@@ -142,8 +159,9 @@ def test_ensembles_average_the_members_sets_and_the_report_shows_them(digits_run
     np.testing.assert_allclose(mean_ent, np.mean([O.entropy(p.log_probs()) for p, _ in members], axis=0))
     assert (O.mutual_information(got.log_probs(), mean_ent) >= 0).all()
 
-    res = CliRunner().invoke(main, ["report", str(dirs["hom"]), str(dirs["het"]), str(ens), "--name", "r",
-                                    "--out-root", str(tmp_path)])
+    res = CliRunner().invoke(
+        main, ["report", str(dirs["hom"]), str(dirs["het"]), str(ens), "--name", "r", "--out-root", str(tmp_path)]
+    )
     assert res.exit_code == 0, res.output
     report = json.loads((tmp_path / "r" / "report.json").read_text())
     shift = report["shift"]
@@ -153,15 +171,18 @@ def test_ensembles_average_the_members_sets_and_the_report_shows_them(digits_run
     assert set(het["ood"]["blobs"]) == {"one_minus_max_prob", "entropy", "mutual_information"}
     assert set(shift["entries"][0]["ood"]["blobs"]) == {"one_minus_max_prob", "entropy"}  # hom: no components
     assert het["sets"]["gaussian_noise-5"]["top1"] == pytest.approx(
-        load_set(dirs["het"] / "shift" / "gaussian_noise-5")[0].metrics()["top1"])
+        load_set(dirs["het"] / "shift" / "gaussian_noise-5")[0].metrics()["top1"]
+    )
     md, page = (tmp_path / "r" / "report.md").read_text(), (tmp_path / "r" / "report.html").read_text()
     for f in report["figures"]["shift"]:
         assert (tmp_path / "r" / f).is_file() and f"]({f})" in md
     assert "## Distribution shift" in md and "AURC" in md and "FPR at 95% TPR" in md
     assert page.count("data:image/png;base64,") == len(report["figures"]["reliability"]) + len(
-        report["figures"]["shift"]) + (1 if report["figures"]["covariance_ranks"] else 0)
-    res = CliRunner().invoke(main, ["report", str(dirs["hom"]), "--name", "n", "--out-root", str(tmp_path),
-                                    "--no-shift"])
+        report["figures"]["shift"]
+    ) + (1 if report["figures"]["covariance_ranks"] else 0)
+    res = CliRunner().invoke(
+        main, ["report", str(dirs["hom"]), "--name", "n", "--out-root", str(tmp_path), "--no-shift"]
+    )
     assert res.exit_code == 0 and json.loads((tmp_path / "n" / "report.json").read_text())["shift"] is None
 
 
@@ -203,8 +224,22 @@ def test_shift_command_on_run_and_ensemble_folders(digits_runs, tmp_path):
     for d, c in zip(dirs.values(), copies):
         shutil.copytree(d, c, ignore=shutil.ignore_patterns("shift", "checkpoints", "tb"))
     build_ensemble(copies, tmp_path / "ens")
-    res = CliRunner().invoke(main, ["shift", "--members", str(tmp_path / "ens"), "--corruptions", "gaussian_noise",
-                                    "--severities", "5", "--examples", "40", "--ood", "blobs"])
+    res = CliRunner().invoke(
+        main,
+        [
+            "shift",
+            "--members",
+            str(tmp_path / "ens"),
+            "--corruptions",
+            "gaussian_noise",
+            "--severities",
+            "5",
+            "--examples",
+            "40",
+            "--ood",
+            "blobs",
+        ],
+    )
     assert res.exit_code == 0, res.output
     assert "corrupted mean top1" in res.output and "blobs AUROC" in res.output
     spec = json.loads((tmp_path / "ens" / "shift" / "shift.json").read_text())
@@ -250,8 +285,10 @@ def test_harness_run_evaluates_every_model_and_ensemble_under_shift(tmp_path):
     assert report["shift"]["examples"] == 60 and report["shift"]["ood_sets"] == ["blobs"]
     assert "shift" in report["wall_minutes"]["stages"]
     sets = ["clean", "gaussian_noise-2", "gaussian_noise-5", "contrast-2", "contrast-5", "ood-blobs"]
-    for folder in [*(tmp_path / "runs" / "tiny_shift" / "upstream").iterdir(),
-                   *(tmp_path / "runs" / "tiny_shift" / "ensembles").iterdir()]:
+    for folder in [
+        *(tmp_path / "runs" / "tiny_shift" / "upstream").iterdir(),
+        *(tmp_path / "runs" / "tiny_shift" / "ensembles").iterdir(),
+    ]:
         assert json.loads((folder / "shift" / "shift.json").read_text())["order"] == sets, folder
     assert len(list((tmp_path / "cache" / "corrupted").iterdir())) == 4  # one cached copy per set, shared
     md = (out / "report.md").read_text()

@@ -15,9 +15,19 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from harness.heads.variants import COVARIANCES
+
 CORE_ONLY = os.environ.get("HARNESS_CORE_ONLY") == "1"
-OPTIONAL = ("tensorflow_datasets", "imagecorruptions", "tensorboard", "skimage", "netcal", "webdataset", "submitit",
-            "torchmetrics")
+OPTIONAL = (
+    "tensorflow_datasets",
+    "imagecorruptions",
+    "tensorboard",
+    "skimage",
+    "netcal",
+    "webdataset",
+    "submitit",
+    "torchmetrics",
+)
 CONFIGS = Path(__file__).resolve().parents[2] / "upstream" / "configs"
 
 
@@ -38,7 +48,7 @@ def test_the_core_install_holds_no_optional_stack():
     assert "site-packages" in harness.upstream.__file__ and "site-packages" in harness.downstream.__file__
 
 
-@pytest.mark.parametrize("covariance", ["none", "diagonal", "low_rank", "parameter_efficient"])
+@pytest.mark.parametrize("covariance", COVARIANCES)
 def test_the_head_trains_and_evaluates(covariance):
     from harness.heads import HeteroscedasticHead
 
@@ -82,15 +92,22 @@ def test_upstream_training_and_a_report(tmp_path, monkeypatch):
     from harness.cli import main
 
     monkeypatch.chdir(tmp_path)
-    quick = ["train.epochs=1", "data.limit_train=128", "data.limit_eval=64", "model.head.train_mc_samples=4",
-             "model.head.eval_mc_samples=4", "output_dir=runs/het"]
-    result = CliRunner().invoke(main, ["upstream", "--config", str(CONFIGS / "digits_het.yaml"), "--no-progress",
-                                       *quick])
+    quick = [
+        "train.epochs=1",
+        "data.limit_train=128",
+        "data.limit_eval=64",
+        "model.head.train_mc_samples=4",
+        "model.head.eval_mc_samples=4",
+        "output_dir=runs/het",
+    ]
+    result = CliRunner().invoke(
+        main, ["upstream", "--config", str(CONFIGS / "digits_het.yaml"), "--no-progress", *quick]
+    )
     assert result.exit_code == 0, result.output
     metrics = json.loads((tmp_path / "runs" / "het" / "metrics.json").read_text())["metrics"]
     assert 0 <= metrics["ece"] <= 1 and np.isfinite(metrics["nll"])
     if CORE_ONLY:
-        assert "tensorboard is not installed" in result.output.lower() and 'het-harness[track]' in result.output
+        assert "tensorboard is not installed" in result.output.lower() and "het-harness[track]" in result.output
     result = CliRunner().invoke(main, ["report", "runs/het", "--name", "smoke", "--no-shift"])
     assert result.exit_code == 0, result.output
     assert (tmp_path / "results" / "smoke" / "report.html").stat().st_size > 10_000  # figures embedded

@@ -7,6 +7,7 @@ import pytest
 from scipy import stats as sps
 
 from harness.uncertainty import compare as C
+from harness.uncertainty import method as MI
 from harness.uncertainty import metrics as M
 from harness.uncertainty import stats as S
 from harness.uncertainty.predictions import Predictions
@@ -88,7 +89,8 @@ def test_image_level_differences_equal_seed_averaged_metrics_computed_directly(m
     assert r["top1"]["diff"] == pytest.approx(direct_top1, abs=1e-12)
     assert r["nll"]["diff"] == pytest.approx(direct_nll, abs=1e-9)
     direct_ece = np.mean([M.ece(p.log_probs(), p.targets) for p in strong]) - np.mean(
-        [M.ece(p.log_probs(), p.targets) for p in weak])
+        [M.ece(p.log_probs(), p.targets) for p in weak]
+    )
     assert r["ece"]["diff"] == pytest.approx(direct_ece, abs=1e-12)
     # McNemar pairs seed i with seed i, counting the discordant images directly
     for x, a, b in zip(r["top1"]["mcnemar"], strong, weak):
@@ -205,7 +207,7 @@ def test_method_level_mean_is_the_image_level_difference_and_contains_it(models)
     for key in C.IMAGE_KEYS:
         assert r[key]["mean"] == pytest.approx(img[key]["diff"], abs=1e-12), key
         assert r[key]["n_seeds"] == 2 and r[key]["n_images"] == N
-        assert r[key]["method"] == S.METHOD_SEEDS_IMAGES
+        assert r[key]["method"] == MI.METHOD_SEEDS_IMAGES
         # image_level is method_level's models-fixed interval (one definition), and the method interval holds it
         fixed = r[key]["models_fixed"]
         for k, v in (("diff", "diff"), ("lo", "lo"), ("hi", "hi"), ("se", "std"), ("p", "p")):
@@ -219,7 +221,7 @@ def test_method_level_mean_is_the_image_level_difference_and_contains_it(models)
     d = np.stack([C.parts(a)[2] - C.parts(b)[2] for a, b in zip(strong, weak)])
     ref = sps.ttest_1samp(d.mean(0), 0.0)
     assert (img["nll"]["lo"], img["nll"]["hi"]) == pytest.approx(tuple(ref.confidence_interval(0.95)), rel=1e-9)
-    assert r["nll"]["se"] == pytest.approx(S.anova_interval(d)["se"], rel=1e-12)
+    assert r["nll"]["se"] == pytest.approx(MI.anova_interval(d)["se"], rel=1e-12)
     # ECE: the two-level bootstrap, its Monte-Carlo error below a tenth of the half-width
     assert r["ece"]["mc_error"] < 0.1 * (r["ece"]["hi"] - r["ece"]["mean"]) and r["ece"]["n_images_boot"] >= 200
 
@@ -240,9 +242,10 @@ def test_method_level_with_one_seed_is_the_image_level_interval(models):
     r = C.method_level(strong[:1], weak, n_boot=200)  # min(1, 2) = 1 seed pair
     img = C.image_level(strong[:1], weak[:1], n_boot=200)
     for key in C.IMAGE_KEYS:
-        assert r[key]["method"] == S.METHOD_IMAGES_ONLY
-        assert (r[key]["lo"], r[key]["hi"], r[key]["p"]) == pytest.approx((img[key]["lo"], img[key]["hi"],
-                                                                           img[key]["p"]), rel=1e-12)
+        assert r[key]["method"] == MI.METHOD_IMAGES_ONLY
+        assert (r[key]["lo"], r[key]["hi"], r[key]["p"]) == pytest.approx(
+            (img[key]["lo"], img[key]["hi"], img[key]["p"]), rel=1e-12
+        )
         assert r[key]["verdict"].startswith(img[key]["verdict"])
 
 

@@ -8,10 +8,16 @@ from harness.heads import HeteroscedasticHead
 from harness.uncertainty.covariance import CovarianceAccumulator, confusion_ranks, top_pairs
 
 
-@pytest.mark.parametrize("kw", [dict(covariance="low_rank", num_factors=2), dict(covariance="diagonal"),
-                                dict(covariance="parameter_efficient", num_factors=2),
-                                dict(covariance="low_rank", num_factors=2, noise_space="pre_logits"),
-                                dict(covariance="low_rank", num_factors=2, diag_noise="shared_scalar")])
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(covariance="low_rank", num_factors=2),
+        dict(covariance="diagonal"),
+        dict(covariance="parameter_efficient", num_factors=2),
+        dict(covariance="low_rank", num_factors=2, noise_space="pre_logits"),
+        dict(covariance="low_rank", num_factors=2, diag_noise="shared_scalar"),
+    ],
+)
 def test_average_covariance_equals_the_dense_mean(kw):
     torch.manual_seed(0)
     head = HeteroscedasticHead(5, 7, **kw)

@@ -35,8 +35,11 @@ def test_mantel_equals_the_brute_force_permutation_distribution(k, seed):
     rho, perm = _brute_force(x, y)
     perm = np.array(perm)
     assert len(perm) == math.factorial(k)
-    want = {"two-sided": np.mean(np.abs(perm) >= abs(rho) - 1e-12), "greater": np.mean(perm >= rho - 1e-12),
-            "less": np.mean(perm <= rho + 1e-12)}
+    want = {
+        "two-sided": np.mean(np.abs(perm) >= abs(rho) - 1e-12),
+        "greater": np.mean(perm >= rho - 1e-12),
+        "less": np.mean(perm <= rho + 1e-12),
+    }
     for alternative, p in want.items():
         r = mantel(x, y, n_perm=9999, alternative=alternative)
         assert r["exact"] and r["n_perm"] == math.factorial(k) and r["n_pairs"] == k * (k - 1) // 2
@@ -94,18 +97,29 @@ def test_mantel_identical_matrices_and_the_alternatives():
     assert mantel(x, -x, alternative="greater")["p_value"] == pytest.approx(1.0)
 
 
-@pytest.mark.parametrize("x,y,kw,match", [
-    (np.zeros((4, 3)), np.zeros((4, 3)), {}, "square"),
-    (np.eye(4), np.eye(5), {}, "same K"),
-    (np.ones((2, 2)), np.ones((2, 2)), {}, "at least 3"),
-    (np.arange(16.0).reshape(4, 4), np.arange(16.0).reshape(4, 4), {}, "symmetric"),
-    (np.full((4, 4), np.nan), np.ones((4, 4)), {}, "NaN"),
-    (np.ones((4, 4)), np.add.outer(np.arange(4.0), np.arange(4.0)), {}, "same value"),
-    (np.add.outer(np.arange(4.0), np.arange(4.0)), np.add.outer(np.arange(4.0), np.arange(4.0)),
-     {"alternative": "two_sided"}, "alternative"),
-    (np.add.outer(np.arange(4.0), np.arange(4.0)), np.add.outer(np.arange(4.0), np.arange(4.0)),
-     {"n_perm": 0}, "n_perm"),
-])
+@pytest.mark.parametrize(
+    "x,y,kw,match",
+    [
+        (np.zeros((4, 3)), np.zeros((4, 3)), {}, "square"),
+        (np.eye(4), np.eye(5), {}, "same K"),
+        (np.ones((2, 2)), np.ones((2, 2)), {}, "at least 3"),
+        (np.arange(16.0).reshape(4, 4), np.arange(16.0).reshape(4, 4), {}, "symmetric"),
+        (np.full((4, 4), np.nan), np.ones((4, 4)), {}, "NaN"),
+        (np.ones((4, 4)), np.add.outer(np.arange(4.0), np.arange(4.0)), {}, "same value"),
+        (
+            np.add.outer(np.arange(4.0), np.arange(4.0)),
+            np.add.outer(np.arange(4.0), np.arange(4.0)),
+            {"alternative": "two_sided"},
+            "alternative",
+        ),
+        (
+            np.add.outer(np.arange(4.0), np.arange(4.0)),
+            np.add.outer(np.arange(4.0), np.arange(4.0)),
+            {"n_perm": 0},
+            "n_perm",
+        ),
+    ],
+)
 def test_mantel_bad_input(x, y, kw, match):
     with pytest.raises(ValueError, match=match):
         mantel(x, y, **kw)

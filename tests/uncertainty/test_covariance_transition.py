@@ -21,7 +21,7 @@ def _sigma_dense(head: HeteroscedasticHead, x: torch.Tensor) -> np.ndarray:
     """Σ(x) = V Vᵀ + diag(d²) per example ``[N, K, K]``, from the head's latent parameters."""
     p = head.latent_parameters(x)
     v, d = p["V"].detach().numpy(), p["d"].detach().numpy()
-    return np.einsum("nkr,njr->nkj", v, v) + np.stack([np.diag(row ** 2) for row in d])
+    return np.einsum("nkr,njr->nkj", v, v) + np.stack([np.diag(row**2) for row in d])
 
 
 def test_pair_noise_equals_a_direct_per_example_computation():

@@ -81,8 +81,6 @@ def test_mismatch_messages_name_the_first_difference():
         check_compatible([ref, preds(names, targets=np.array([0, 1, 2, 2, 1, 2]), source="m")])
 
 
-
-
 def test_an_interrupted_build_is_finished_and_other_writers_files_are_kept(tmp_path):
     a, b, c = (make_run(tmp_path / n, s, heldout=True) for n, s in (("a", 0), ("b", 1), ("c", 2)))
     out = tmp_path / "ens"

@@ -13,15 +13,23 @@ def _preds(seed, n=300, k=6, link="softmax", sharp=2.0, source=None):
     rng = np.random.default_rng(seed)
     targets = rng.integers(0, k, n) if link == "softmax" else (rng.random((n, k)) < 0.3).astype(np.float32)
     logits = rng.normal(size=(n, k)) * sharp
-    return Predictions(logits, targets, np.arange(n), [f"c{i}" for i in range(k)], link,
-                       source or f"m{seed}")
+    return Predictions(logits, targets, np.arange(n), [f"c{i}" for i in range(k)], link, source or f"m{seed}")
 
 
 def _members(link, m=4):
     base = _preds(0, link=link)
     rng = np.random.default_rng(1)
-    return [Predictions(base.logits + rng.normal(size=base.logits.shape) * 1.5, base.targets, base.index,
-                        base.class_names, link, f"m{i}") for i in range(m)]
+    return [
+        Predictions(
+            base.logits + rng.normal(size=base.logits.shape) * 1.5,
+            base.targets,
+            base.index,
+            base.class_names,
+            link,
+            f"m{i}",
+        )
+        for i in range(m)
+    ]
 
 
 @pytest.mark.parametrize("link", ("softmax", "sigmoid"))
@@ -41,8 +49,17 @@ def test_ensemble_of_identical_members_equals_the_member(link):
 def test_ensemble_nll_never_exceeds_mean_member_nll(link, seed):
     rng = np.random.default_rng(seed)
     base = _preds(seed, link=link)
-    members = [Predictions(base.logits + rng.normal(size=base.logits.shape) * 3, base.targets, base.index,
-                           base.class_names, link, f"m{i}") for i in range(int(rng.integers(2, 6)))]
+    members = [
+        Predictions(
+            base.logits + rng.normal(size=base.logits.shape) * 3,
+            base.targets,
+            base.index,
+            base.class_names,
+            link,
+            f"m{i}",
+        )
+        for i in range(int(rng.integers(2, 6)))
+    ]
     s = summarize(members)
     assert s["ensemble_nll"] <= s["gibbs_ce"] + 1e-12
     assert s["gibbs_ce"] == pytest.approx(np.mean([m.nll() for m in members]))
@@ -88,8 +105,13 @@ def test_temperature_fitting_follows_the_multilabel_row_rule():
     t[t.sum(1) == 0, 0] = 1
     z = (rng.normal(size=(400, 6)) + 2 * t - 1) * 3
     base = fit_temperature(Predictions(z, t, np.arange(400), list("abcdef"), "sigmoid"))
-    extra = Predictions(np.r_[z, rng.normal(size=(200, 6)) * 3], np.r_[t, np.zeros((200, 6), np.float32)],
-                        np.arange(600), list("abcdef"), "sigmoid")
+    extra = Predictions(
+        np.r_[z, rng.normal(size=(200, 6)) * 3],
+        np.r_[t, np.zeros((200, 6), np.float32)],
+        np.arange(600),
+        list("abcdef"),
+        "sigmoid",
+    )
     assert fit_temperature(extra) == pytest.approx(base, rel=1e-6)
     with pytest.raises(ValueError, match="none of the 3 examples has a positive label"):
         fit_temperature(Predictions(z[:3], np.zeros((3, 6)), np.arange(3), list("abcdef"), "sigmoid"))

@@ -110,8 +110,9 @@ def digits_run(tmp_path_factory):
     from harness.upstream.train import run
 
     out = tmp_path_factory.mktemp("labels") / "run"
-    cfg = load_config(UpstreamConfig, CONFIGS / "digits_base.yaml",
-                      ["train.epochs=1", "data.limit_train=128", f"output_dir={out}"])
+    cfg = load_config(
+        UpstreamConfig, CONFIGS / "digits_base.yaml", ["train.epochs=1", "data.limit_train=128", f"output_dir={out}"]
+    )
     cfg.model.head = {"covariance": "none"}
     return run(cfg, progress=False)
 
@@ -123,7 +124,7 @@ def _clean_val_labels() -> np.ndarray:
     d = load_digits()
     order = np.random.default_rng(0).permutation(len(d.target))
     n = len(order)
-    return d.target[order[int(round(0.6 * n)):int(round(0.8 * n))]]
+    return d.target[order[int(round(0.6 * n)) : int(round(0.8 * n))]]
 
 
 def test_clean_heldout_gives_the_clean_val_labels_by_index(digits_run):
@@ -134,8 +135,7 @@ def test_clean_heldout_gives_the_clean_val_labels_by_index(digits_run):
     assert held is not None and len(held.index) == len(clean)
     # labels that are not the clean ones (as a noisy held-out split would have), in a shuffled order
     order = np.random.default_rng(0).permutation(len(held.index))
-    noisy = replace(held, logits=held.logits[order], index=held.index[order],
-                    targets=(held.targets[order] + 1) % 10)
+    noisy = replace(held, logits=held.logits[order], index=held.index[order], targets=(held.targets[order] + 1) % 10)
     out = clean_heldout(noisy, digits_run)
     assert np.array_equal(out.targets, clean[noisy.index])
     assert np.array_equal(out.index, noisy.index) and np.array_equal(out.logits, noisy.logits)

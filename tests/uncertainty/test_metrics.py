@@ -20,8 +20,12 @@ def _adversarial_cases():
         exact = np.log(np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.5, 0.5, 0.0], [1.0, 0.0, 0.0]]))
     one_class = _random_case(50, 5, 1)[0]
     two = _random_case(80, 2, 2, sharp=3.0)[0]
-    return [(ties, np.array([0, 1, 2, 3, 0, 1])), (exact, np.array([0, 1, 0, 0])),
-            (one_class, np.zeros(50, dtype=int)), (two, np.random.default_rng(3).integers(0, 2, 80))]
+    return [
+        (ties, np.array([0, 1, 2, 3, 0, 1])),
+        (exact, np.array([0, 1, 0, 0])),
+        (one_class, np.zeros(50, dtype=int)),
+        (two, np.random.default_rng(3).integers(0, 2, 80)),
+    ]
 
 
 CASES = [_random_case(500, 10, s, sharp) for s, sharp in ((0, 1.0), (1, 4.0))] + _adversarial_cases()
@@ -122,8 +126,7 @@ def test_multilabel_metrics_against_scikit_learn(seed):
     correct = t[rows][np.arange(rows.sum()), z[rows].argmax(1)]
     from netcal.metrics import ECE
 
-    assert M.multilabel_top_label_ece(z, t) == pytest.approx(ECE(bins=15).measure(conf, correct.astype(int)),
-                                                             abs=1e-6)
+    assert M.multilabel_top_label_ece(z, t) == pytest.approx(ECE(bins=15).measure(conf, correct.astype(int)), abs=1e-6)
 
 
 def test_multilabel_rule_examples_without_positives_change_no_metric():
@@ -135,8 +138,13 @@ def test_multilabel_rule_examples_without_positives_change_no_metric():
     z_extra, t_extra = np.r_[z, rng.normal(size=(40, 9)) * 3], np.r_[t, np.zeros((40, 9))]
     base = M.multilabel_metrics(z, t)
     assert M.multilabel_metrics(z_extra, t_extra) == pytest.approx(base, abs=1e-12)
-    for name, fn in (("prec@1", M.prec_at_1), ("sigmoid_nll", M.sigmoid_nll), ("micro_ap", M.micro_ap),
-                     ("macro_map", M.macro_map), ("ece", M.multilabel_top_label_ece)):
+    for name, fn in (
+        ("prec@1", M.prec_at_1),
+        ("sigmoid_nll", M.sigmoid_nll),
+        ("micro_ap", M.micro_ap),
+        ("macro_map", M.macro_map),
+        ("ece", M.multilabel_top_label_ece),
+    ):
         assert fn(z_extra, t_extra) == pytest.approx(base[name], abs=1e-12), name
     conf, correct = M.multilabel_top_label(z_extra, t_extra)
     assert len(conf) == len(correct) == 150
@@ -148,10 +156,28 @@ Y = np.random.default_rng(1).integers(0, 4, 20)
 Z = np.random.default_rng(2).normal(size=(20, 4))
 T = np.eye(4)[Y]
 CONF, CORR = M.top_label(LP, Y)
-SINGLE = [M.accuracy, M.nll, M.brier, M.top_label, M.ece, M.mce, M.adaptive_ece, M.classification_metrics,
-          M.classwise_ece, M.rms_calibration_error]
-MULTI = [M.prec_at_1, M.sigmoid_nll, M.micro_ap, M.macro_map, M.multilabel_top_label, M.multilabel_top_label_ece,
-         M.multilabel_metrics, M.labelled_examples]
+SINGLE = [
+    M.accuracy,
+    M.nll,
+    M.brier,
+    M.top_label,
+    M.ece,
+    M.mce,
+    M.adaptive_ece,
+    M.classification_metrics,
+    M.classwise_ece,
+    M.rms_calibration_error,
+]
+MULTI = [
+    M.prec_at_1,
+    M.sigmoid_nll,
+    M.micro_ap,
+    M.macro_map,
+    M.multilabel_top_label,
+    M.multilabel_top_label_ece,
+    M.multilabel_metrics,
+    M.labelled_examples,
+]
 FORECASTS = [M.calibration_error, M.reliability_bins]
 
 
@@ -263,8 +289,10 @@ def test_classwise_ece_is_the_mean_binary_ece_of_torchmetrics_over_classes(seed,
 
     lp, y = _random_probs(500, k, seed, sharp)
     probs = torch.from_numpy(np.exp(lp))
-    per_class = [float(BinaryCalibrationError(n_bins=15, norm="l1")(probs[:, j], torch.from_numpy((y == j).astype(int))))
-                 for j in range(k)]
+    per_class = [
+        float(BinaryCalibrationError(n_bins=15, norm="l1")(probs[:, j], torch.from_numpy((y == j).astype(int))))
+        for j in range(k)
+    ]
     assert M.classwise_ece(lp, y) == pytest.approx(np.mean(per_class), abs=1e-6)
 
 

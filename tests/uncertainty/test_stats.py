@@ -186,18 +186,21 @@ def test_bootstrap_chunking_and_speed():
 # --- verdict -----------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("lo,hi,higher,n,expected", [
-    (0.01, 0.03, True, None, "better"),
-    (-0.03, -0.01, True, None, "worse"),
-    (0.01, 0.03, False, 5, "worse"),  # NLL / ECE up: worse
-    (-0.03, -0.01, False, 5, "better"),
-    (-0.01, 0.03, True, None, "no detectable difference"),
-    (-0.01, 0.03, False, 10, "no detectable difference at n = 10"),
-    (0.0, 0.03, True, 3, "no detectable difference at n = 3"),  # touching 0 is not excluding it
-    (-0.03, 0.0, False, None, "no detectable difference"),
-    (math.nan, math.nan, True, 1, "no detectable difference at n = 1"),
-    (math.nan, 0.5, False, None, "no detectable difference"),
-])
+@pytest.mark.parametrize(
+    "lo,hi,higher,n,expected",
+    [
+        (0.01, 0.03, True, None, "better"),
+        (-0.03, -0.01, True, None, "worse"),
+        (0.01, 0.03, False, 5, "worse"),  # NLL / ECE up: worse
+        (-0.03, -0.01, False, 5, "better"),
+        (-0.01, 0.03, True, None, "no detectable difference"),
+        (-0.01, 0.03, False, 10, "no detectable difference at n = 10"),
+        (0.0, 0.03, True, 3, "no detectable difference at n = 3"),  # touching 0 is not excluding it
+        (-0.03, 0.0, False, None, "no detectable difference"),
+        (math.nan, math.nan, True, 1, "no detectable difference at n = 1"),
+        (math.nan, 0.5, False, None, "no detectable difference"),
+    ],
+)
 def test_verdict(lo, hi, higher, n, expected):
     assert S.verdict(lo, hi, higher, n=n) == expected
 
@@ -214,36 +217,39 @@ _B = np.array([True, False, True])
 _X = np.array([0.1, 0.2, 0.3])
 
 
-@pytest.mark.parametrize("call,match", [
-    (lambda: S.t_interval([]), "empty"),
-    (lambda: S.t_interval([0.1, math.nan]), "NaN"),
-    (lambda: S.t_interval([[0.1, 0.2]]), "1-D"),
-    (lambda: S.t_interval([0.1, 0.2], confidence=0.0), "confidence"),
-    (lambda: S.t_interval([0.1, 0.2], confidence=1.0), "confidence"),
-    (lambda: S.t_interval([0.1, 0.2], confidence=95), "confidence"),
-    (lambda: S.t_interval([0.1, 0.2], confidence=math.nan), "confidence"),
-    (lambda: S.paired_difference([], []), "empty"),
-    (lambda: S.paired_difference([0.1, 0.2], [0.1]), "same order"),
-    (lambda: S.paired_difference([0.1, 0.2], [0.1, math.nan]), "NaN"),
-    (lambda: S.paired_difference([0.1, 0.2], [0.1, 0.3], confidence=-0.5), "confidence"),
-    (lambda: S.mcnemar_exact([], []), "empty"),
-    (lambda: S.mcnemar_exact(_B, _B[:2]), "same examples"),
-    (lambda: S.mcnemar_exact(np.array([1, 0, 1]), _B), "boolean"),
-    (lambda: S.mcnemar_exact(_B, np.array([1.0, 0.0, 1.0])), "boolean"),
-    (lambda: S.mcnemar_exact(_B, np.array([1.0, math.nan, 1.0])), "NaN"),
-    (lambda: S.paired_bootstrap(_mean, (np.array([]),), (np.array([]),)), "no examples"),
-    (lambda: S.paired_bootstrap(_mean, (), (_X,)), "empty tuple"),
-    (lambda: S.paired_bootstrap(_mean, (_X,), (_X[:2],)), "same examples"),
-    (lambda: S.paired_bootstrap(_ece, (_X, _X[:2]), (_X, _X)), "lengths"),
-    (lambda: S.paired_bootstrap(_mean, (np.array([0.1, math.nan]),), (_X[:2],)), "NaN"),
-    (lambda: S.paired_bootstrap(_mean, (_X,), (_X,), confidence=1.5), "confidence"),
-    (lambda: S.paired_bootstrap(_mean, (_X,), (_X,), n_boot=1), "n_boot"),
-    (lambda: S.paired_bootstrap(lambda x: math.nan, (_X,), (_X,)), "finite"),
-    (lambda: S.bootstrap_std(_mean, (np.array([]),)), "no examples"),
-    (lambda: S.bootstrap_std(_ece, (_X, _X[:1])), "lengths"),
-    (lambda: S.bootstrap_std(_mean, (np.array([math.nan, 1.0]),)), "NaN"),
-    (lambda: S.verdict(0.2, 0.1, True), "in order"),
-])
+@pytest.mark.parametrize(
+    "call,match",
+    [
+        (lambda: S.t_interval([]), "empty"),
+        (lambda: S.t_interval([0.1, math.nan]), "NaN"),
+        (lambda: S.t_interval([[0.1, 0.2]]), "1-D"),
+        (lambda: S.t_interval([0.1, 0.2], confidence=0.0), "confidence"),
+        (lambda: S.t_interval([0.1, 0.2], confidence=1.0), "confidence"),
+        (lambda: S.t_interval([0.1, 0.2], confidence=95), "confidence"),
+        (lambda: S.t_interval([0.1, 0.2], confidence=math.nan), "confidence"),
+        (lambda: S.paired_difference([], []), "empty"),
+        (lambda: S.paired_difference([0.1, 0.2], [0.1]), "same order"),
+        (lambda: S.paired_difference([0.1, 0.2], [0.1, math.nan]), "NaN"),
+        (lambda: S.paired_difference([0.1, 0.2], [0.1, 0.3], confidence=-0.5), "confidence"),
+        (lambda: S.mcnemar_exact([], []), "empty"),
+        (lambda: S.mcnemar_exact(_B, _B[:2]), "same examples"),
+        (lambda: S.mcnemar_exact(np.array([1, 0, 1]), _B), "boolean"),
+        (lambda: S.mcnemar_exact(_B, np.array([1.0, 0.0, 1.0])), "boolean"),
+        (lambda: S.mcnemar_exact(_B, np.array([1.0, math.nan, 1.0])), "NaN"),
+        (lambda: S.paired_bootstrap(_mean, (np.array([]),), (np.array([]),)), "no examples"),
+        (lambda: S.paired_bootstrap(_mean, (), (_X,)), "empty tuple"),
+        (lambda: S.paired_bootstrap(_mean, (_X,), (_X[:2],)), "same examples"),
+        (lambda: S.paired_bootstrap(_ece, (_X, _X[:2]), (_X, _X)), "lengths"),
+        (lambda: S.paired_bootstrap(_mean, (np.array([0.1, math.nan]),), (_X[:2],)), "NaN"),
+        (lambda: S.paired_bootstrap(_mean, (_X,), (_X,), confidence=1.5), "confidence"),
+        (lambda: S.paired_bootstrap(_mean, (_X,), (_X,), n_boot=1), "n_boot"),
+        (lambda: S.paired_bootstrap(lambda x: math.nan, (_X,), (_X,)), "finite"),
+        (lambda: S.bootstrap_std(_mean, (np.array([]),)), "no examples"),
+        (lambda: S.bootstrap_std(_ece, (_X, _X[:1])), "lengths"),
+        (lambda: S.bootstrap_std(_mean, (np.array([math.nan, 1.0]),)), "NaN"),
+        (lambda: S.verdict(0.2, 0.1, True), "in order"),
+    ],
+)
 def test_bad_input_raises(call, match):
     with pytest.raises(ValueError, match=match):
         call()

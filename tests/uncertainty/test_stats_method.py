@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
+from harness.uncertainty import method as M
 from harness.uncertainty import stats as S
 
 # --- anova_interval: the exact two-way ANOVA of per-image differences -----------------------------------------
@@ -30,17 +31,17 @@ def test_anova_interval_by_hand_when_the_seeds_vary():
     d = 0.1 + rng.normal(0, 0.05, (3, 1)) + rng.normal(0, 0.3, (1, 200)) + rng.normal(0, 0.2, (3, 200))
     ms_seed, ms_img, ms_res = _mean_squares(d.tolist())
     assert ms_seed > ms_res  # not floored
-    r = S.anova_interval(d, higher_is_better=True)
+    r = M.anova_interval(d, higher_is_better=True)
     total = ms_seed + ms_img - ms_res
     se = math.sqrt(total / 600)
-    df = total ** 2 / (ms_seed ** 2 / 2 + ms_img ** 2 / 199 + ms_res ** 2 / (2 * 199))
+    df = total**2 / (ms_seed**2 / 2 + ms_img**2 / 199 + ms_res**2 / (2 * 199))
     assert (r["ms_seed"], r["ms_image"], r["ms_resid"]) == pytest.approx((ms_seed, ms_img, ms_res), rel=1e-10)
     assert r["se"] == pytest.approx(se, rel=1e-10) and r["df"] == pytest.approx(min(df, 199), rel=1e-10)
     half = sps.t.ppf(0.975, r["df"]) * se
     assert (r["lo"], r["hi"]) == pytest.approx((d.mean() - half, d.mean() + half), rel=1e-10)
     assert r["p"] == pytest.approx(2 * sps.t.sf(abs(d.mean()) / se, r["df"]), rel=1e-8)
     assert r["p_df_n1"] == pytest.approx(2 * sps.t.sf(abs(d.mean()) / se, 2), rel=1e-8)
-    assert not r["seed_floored"] and r["method"] == S.METHOD_SEEDS_IMAGES
+    assert not r["seed_floored"] and r["method"] == M.METHOD_SEEDS_IMAGES
 
 
 def test_anova_interval_floored_is_the_paired_t_over_images_of_the_seed_averaged_differences():
@@ -49,7 +50,7 @@ def test_anova_interval_floored_is_the_paired_t_over_images_of_the_seed_averaged
     rng = np.random.default_rng(1)
     d = rng.choice([-1.0, 0.0, 1.0], p=[0.05, 0.9, 0.05], size=(3, 5000))
     d -= d.mean(1, keepdims=True) - d.mean()  # identical seed means: MS_seed = 0
-    r = S.anova_interval(d, higher_is_better=True)
+    r = M.anova_interval(d, higher_is_better=True)
     ref = sps.ttest_1samp(d.mean(0), 0.0)
     assert r["seed_floored"] and r["df"] == 4999
     assert (r["lo"], r["hi"]) == pytest.approx(tuple(ref.confidence_interval(0.95)), rel=1e-9)
@@ -66,23 +67,23 @@ def test_the_method_interval_always_contains_the_models_fixed_interval():
         d = rng.normal(0, sa, (n, 1)) + rng.normal(0, sb, (1, N)) + rng.normal(0, se, (n, N))
         if k % 3 == 0:
             d = np.sign(d) * (np.abs(d) > 0.3)
-        r = S.anova_interval(d)
+        r = M.anova_interval(d)
         f = r["models_fixed"]
         assert r["lo"] <= f["lo"] + 1e-12 and f["hi"] <= r["hi"] + 1e-12, (k, r, f)
         # the bootstrap path (ECE) keeps the same invariant on replicates of the same table
         idx = rng.integers(0, N, (300, N))
         rep = np.stack([d[s][idx].mean(1) for s in range(n)])
-        b = S.method_interval(d.mean(1), rep)
+        b = M.method_interval(d.mean(1), rep)
         assert b["lo"] <= b["models_fixed"]["lo"] + 1e-12 and b["models_fixed"]["hi"] <= b["hi"] + 1e-12, k
 
 
 def test_anova_interval_with_one_seed_is_the_models_fixed_interval():
     d = np.random.default_rng(3).normal(0.01, 0.2, (1, 1000))
-    r = S.anova_interval(d, higher_is_better=True)
-    assert r["method"] == S.METHOD_IMAGES_ONLY and "fragile" not in r
+    r = M.anova_interval(d, higher_is_better=True)
+    assert r["method"] == M.METHOD_IMAGES_ONLY and "fragile" not in r
     assert (r["lo"], r["hi"]) == (r["models_fixed"]["lo"], r["models_fixed"]["hi"])
     with pytest.raises(ValueError, match=r"\[n, N\]"):
-        S.anova_interval(np.zeros(10))
+        M.anova_interval(np.zeros(10))
 
 
 # --- method_interval: the two-level bootstrap (ECE) ------------------------------------------------------------
@@ -92,12 +93,12 @@ def test_method_interval_by_hand():
     rng = np.random.default_rng(0)
     per_seed = np.array([0.02, 0.01, 0.03])  # var (ddof 1) 1e-4
     rep = per_seed[:, None] + rng.normal(0, 0.004, (1, 2000)) + rng.normal(0, 0.001, (3, 2000))
-    r = S.method_interval(per_seed, rep, higher_is_better=True)
+    r = M.method_interval(per_seed, rep, higher_is_better=True)
     per_var = rep.var(axis=1, ddof=1).mean()
     shared = (3 * rep.mean(0).var(ddof=1) - per_var) / 2
     seed_term = max(1e-4, per_var - shared) / 3
     se = math.sqrt(seed_term + shared)
-    df = se ** 4 / (seed_term ** 2 / 2)
+    df = se**4 / (seed_term**2 / 2)
     assert r["se"] == pytest.approx(se, rel=1e-12) and r["df"] == pytest.approx(df, rel=1e-12)
     assert r["p"] == pytest.approx(2 * sps.t.sf(0.02 / se, df), rel=1e-9) and not r["seed_floored"]
     assert r["n_images_boot"] == 2000 and 0 < r["mc_error"] < 0.1 * (r["hi"] - r["mean"])
@@ -107,13 +108,13 @@ def test_method_interval_by_hand():
 def test_method_interval_floors_seeds_that_agree_too_well():
     rng = np.random.default_rng(1)
     rep = rng.normal(0, 0.01, (3, 2000))  # interaction only: each seed's image spread is its own
-    r = S.method_interval([0.05, 0.05, 0.05], rep, higher_is_better=True)
+    r = M.method_interval([0.05, 0.05, 0.05], rep, higher_is_better=True)
     assert r["seed_floored"] and r["df"] == math.inf
     assert r["se"] >= r["models_fixed"]["se"] * (1 - 1e-12)
 
 
 def test_method_interval_of_a_model_against_itself():
-    r = S.method_interval([0.0, 0.0, 0.0], np.zeros((3, 50)), higher_is_better=True)
+    r = M.method_interval([0.0, 0.0, 0.0], np.zeros((3, 50)), higher_is_better=True)
     assert r["lo"] == r["hi"] == r["se"] == 0.0 and r["p"] == 1.0
     assert r["verdict"] == "no detectable difference at n = 3"
 
@@ -122,20 +123,23 @@ def test_the_models_fixed_p_has_no_floor():
     """A difference 9 standard errors from 0 gets p about 2e-19, not 2/(B + 1): Holm over 33 comparisons passes
     it (the bootstrap p's floor of 0.002 never could: its first step needs 0.05/33 = 0.0015)."""
     rep = np.random.default_rng(4).normal(0.09, 0.01, (1, 1000))
-    r = S.method_interval([0.09], rep, higher_is_better=True)
+    r = M.method_interval([0.09], rep, higher_is_better=True)
     assert r["models_fixed"]["p"] < 1e-15
     assert S.holm([r["models_fixed"]["p"]] + [0.5] * 32)["reject"][0]
 
 
-@pytest.mark.parametrize("call,match", [
-    (lambda: S.method_interval([], np.zeros(10)), "empty"),
-    (lambda: S.method_interval([0.1, math.nan], np.zeros(10)), "NaN"),
-    (lambda: S.method_interval([0.1, 0.2], np.zeros((2, 1))), "B >= 2"),
-    (lambda: S.method_interval([0.1, 0.2], np.zeros((3, 10))), r"\[2, B\]"),
-    (lambda: S.method_interval([0.1, 0.2], np.zeros((2, 2, 10))), "shape"),
-    (lambda: S.method_interval([0.1, 0.2], np.array([[0.0, math.inf], [0.0, 0.0]])), "NaN/inf"),
-    (lambda: S.method_interval([0.1, 0.2], np.zeros((2, 10)), confidence=1.0), "confidence"),
-])
+@pytest.mark.parametrize(
+    "call,match",
+    [
+        (lambda: M.method_interval([], np.zeros(10)), "empty"),
+        (lambda: M.method_interval([0.1, math.nan], np.zeros(10)), "NaN"),
+        (lambda: M.method_interval([0.1, 0.2], np.zeros((2, 1))), "B >= 2"),
+        (lambda: M.method_interval([0.1, 0.2], np.zeros((3, 10))), r"\[2, B\]"),
+        (lambda: M.method_interval([0.1, 0.2], np.zeros((2, 2, 10))), "shape"),
+        (lambda: M.method_interval([0.1, 0.2], np.array([[0.0, math.inf], [0.0, 0.0]])), "NaN/inf"),
+        (lambda: M.method_interval([0.1, 0.2], np.zeros((2, 10)), confidence=1.0), "confidence"),
+    ],
+)
 def test_method_interval_bad_input(call, match):
     with pytest.raises(ValueError, match=match):
         call()
@@ -201,13 +205,16 @@ def test_holm_properties_on_random_families():
         assert r["reject"] == rule.tolist()
 
 
-@pytest.mark.parametrize("p,alpha,match", [
-    ([0.1, None], 0.05, r"\[0, 1\]"),
-    ([0.1, 1.2], 0.05, r"\[0, 1\]"),
-    ([[0.1, 0.2]], 0.05, "1-D"),
-    ([0.1], 0.0, "alpha"),
-    ([0.1], 1.5, "alpha"),
-])
+@pytest.mark.parametrize(
+    "p,alpha,match",
+    [
+        ([0.1, None], 0.05, r"\[0, 1\]"),
+        ([0.1, 1.2], 0.05, r"\[0, 1\]"),
+        ([[0.1, 0.2]], 0.05, "1-D"),
+        ([0.1], 0.0, "alpha"),
+        ([0.1], 1.5, "alpha"),
+    ],
+)
 def test_holm_bad_input(p, alpha, match):
     with pytest.raises(ValueError, match=match):
         S.holm(p, alpha)

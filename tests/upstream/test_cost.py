@@ -18,17 +18,20 @@ def _cfg(*overrides: str) -> UpstreamConfig:
 
 
 def test_step_seconds_positive_medians_interleaved_and_ratios_to_the_first():
-    configs = {"hom": _cfg("model.head.covariance=none"),
-               "het": _cfg("model.head.covariance=low_rank", "model.head.num_factors=2", "model.head.train_mc_samples=4"),
-               "fwd": _cfg("model.head.covariance=none", "train.loss=forward"),
-               "sigmoid": _cfg("model.head.covariance=none", "model.head.link=sigmoid")}
+    configs = {
+        "hom": _cfg("model.head.covariance=none"),
+        "het": _cfg("model.head.covariance=low_rank", "model.head.num_factors=2", "model.head.train_mc_samples=4"),
+        "fwd": _cfg("model.head.covariance=none", "train.loss=forward"),
+        "sigmoid": _cfg("model.head.covariance=none", "model.head.link=sigmoid"),
+    }
     threads, rng = torch.get_num_threads(), torch.get_rng_state()
     out = C.step_seconds(configs, steps=2, warmup=1, rounds=2, num_classes=10, precision="no")
     assert list(out["configs"]) == list(configs) and out["first"] == "hom"
     for name, c in out["configs"].items():
         assert c["median_seconds"] > 0 and len(c["seconds"]) == 2 and all(len(b) == 2 for b in c["seconds"])
-        assert c["ratio_to_first"] == pytest.approx([a / b for a, b in zip(
-            c["round_medians"], out["configs"]["hom"]["round_medians"])])
+        assert c["ratio_to_first"] == pytest.approx(
+            [a / b for a, b in zip(c["round_medians"], out["configs"]["hom"]["round_medians"])]
+        )
         assert c["key"]["threads"] == 1 and c["key"]["precision"] == "no"
     assert out["configs"]["hom"]["ratio_to_first"] == [1.0, 1.0]
     assert out["sequence"] == [[r, n] for r in range(2) for n in configs]  # round r: every config in turn
@@ -50,9 +53,13 @@ def test_step_key_ignores_the_schedule_and_names_what_changes_the_step():
     key = C.step_key(_cfg(), 10, "no")
     assert C.step_key(_cfg("train.epochs=3", "optim.lr=0.2", "seed=4"), 10, "no") == key
     assert C.step_key(_cfg("model.head.temperature=2.0", "model.head.eval_mc_samples=7"), 10, "no") == key
-    for other in (C.step_key(_cfg("data.batch_size=16"), 10, "no"), C.step_key(_cfg(), 10, "bf16"),
-                  C.step_key(_cfg(), 10, "no", threads=2), C.step_key(_cfg("model.head.link=sigmoid"), 10, "no"),
-                  C.step_key(_cfg("model.backbone=resnet10_32px_w16"), 10, "no")):
+    for other in (
+        C.step_key(_cfg("data.batch_size=16"), 10, "no"),
+        C.step_key(_cfg(), 10, "bf16"),
+        C.step_key(_cfg(), 10, "no", threads=2),
+        C.step_key(_cfg("model.head.link=sigmoid"), 10, "no"),
+        C.step_key(_cfg("model.backbone=resnet10_32px_w16"), 10, "no"),
+    ):
         assert C.key_text(other) != C.key_text(key)
     with pytest.raises(ValueError, match="precision"):
         C.step_key(_cfg(), 10, "auto")

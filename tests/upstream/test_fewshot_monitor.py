@@ -10,8 +10,16 @@ from harness.upstream.config import UpstreamConfig, validate
 from harness.upstream.train import run
 
 CONFIGS = Path(__file__).resolve().parents[2] / "upstream" / "configs"
-TINY = ["train.epochs=2", "model.head.train_mc_samples=8", "model.head.eval_mc_samples=8", "train.log_every=1",
-        "train.checkpoint_every=2", "data.limit_train=256", "data.limit_eval=64", "data.heldout_split=null"]
+TINY = [
+    "train.epochs=2",
+    "model.head.train_mc_samples=8",
+    "model.head.eval_mc_samples=8",
+    "train.log_every=1",
+    "train.checkpoint_every=2",
+    "data.limit_train=256",
+    "data.limit_eval=64",
+    "data.heldout_split=null",
+]
 MONITOR = ["train.fewshot_every=1", "train.fewshot_tasks=[demo_digit]", "train.fewshot_shots=[1,5]"]
 
 
@@ -39,8 +47,12 @@ def test_the_monitor_logs_every_epoch_survives_a_kill_and_leaves_training_unchan
     assert [json.loads(line)["epoch"] for line in lines] == [1, 1]
     monitored = run(cfg, progress=False)
     records = [json.loads(line) for line in (monitored / "fewshot.jsonl").read_text().splitlines()]
-    assert [(r["epoch"], r["task"], r["shots"]) for r in records] == [(1, "demo_digit", 1), (1, "demo_digit", 5),
-                                                                      (2, "demo_digit", 1), (2, "demo_digit", 5)]
+    assert [(r["epoch"], r["task"], r["shots"]) for r in records] == [
+        (1, "demo_digit", 1),
+        (1, "demo_digit", 5),
+        (2, "demo_digit", 1),
+        (2, "demo_digit", 5),
+    ]
     for r in records:
         assert 0.0 <= r["prec@1"] <= 1.0 and r["num_train"] == 10 * r["shots"] and r["num_test"] == 500
         assert r["num_heldout"] == 100 and r["resolution"] == 32 and r["lam"] > 0
@@ -48,21 +60,27 @@ def test_the_monitor_logs_every_epoch_survives_a_kill_and_leaves_training_unchan
     scalars = _scalars(monitored)
     assert {s for s, _ in scalars["fewshot/demo_digit/5shot"]} == {records[1]["step"], records[3]["step"]}
     assert sorted(v for _, v in scalars["fewshot/demo_digit/1shot"]) == pytest.approx(
-        sorted(r["prec@1"] for r in records if r["shots"] == 1))
+        sorted(r["prec@1"] for r in records if r["shots"] == 1)
+    )
     # the monitor neither draws from the training RNG nor changes the model: training is that of the plain run
     a, b = (json.loads((d / "metrics.json").read_text()) for d in (plain, monitored))
     assert a["metrics"] == b["metrics"] and a["history"] == b["history"]
     assert not (plain / "fewshot.jsonl").exists()
 
 
-@pytest.mark.parametrize("overrides,message", [
-    (["train.fewshot_every=-1", "train.fewshot_tasks=[demo_digit]"], "train.fewshot_every must be a whole number"),
-    (["train.fewshot_every=2"], r"train.fewshot_every=2 needs train.fewshot_tasks"),
-    (["train.fewshot_tasks=[demo_digit]"], "train.fewshot_tasks is set but train.fewshot_every is 0"),
-    (["train.fewshot_every=1", "train.fewshot_tasks=[demo_nope]"], "train.fewshot_tasks: unknown"),
-    (["train.fewshot_every=1", "train.fewshot_tasks=[demo_digit]", "train.fewshot_shots=[0,5]"],
-     r"train.fewshot_shots must be whole numbers >= 1"),
-])
+@pytest.mark.parametrize(
+    "overrides,message",
+    [
+        (["train.fewshot_every=-1", "train.fewshot_tasks=[demo_digit]"], "train.fewshot_every must be a whole number"),
+        (["train.fewshot_every=2"], r"train.fewshot_every=2 needs train.fewshot_tasks"),
+        (["train.fewshot_tasks=[demo_digit]"], "train.fewshot_tasks is set but train.fewshot_every is 0"),
+        (["train.fewshot_every=1", "train.fewshot_tasks=[demo_nope]"], "train.fewshot_tasks: unknown"),
+        (
+            ["train.fewshot_every=1", "train.fewshot_tasks=[demo_digit]", "train.fewshot_shots=[0,5]"],
+            r"train.fewshot_shots must be whole numbers >= 1",
+        ),
+    ],
+)
 def test_bad_monitor_settings_are_refused_by_validate(tmp_path, overrides, message):
     with pytest.raises(ValueError, match=message):
         validate(_cfg(tmp_path / "run", *overrides))

@@ -25,9 +25,17 @@ from harness.upstream.train import run
 CONFIG = Path(__file__).resolve().parents[2] / "upstream" / "configs" / "digits_hom.yaml"
 #: a tiny run: the homoscedastic head (no per-process noise), GroupNorm instead of BatchNorm (no per-process batch
 #: statistics), 300 training examples, 24 steps (2.7 epochs at a global batch of 32), an evaluation every 8 steps
-COMMON = ["model.head.covariance=none", "model.backbone_kwargs.norm_layer=groupnorm1", "data.heldout_split=null",
-          "data.limit_train=300", "data.limit_eval=200", "train.steps=24", "train.eval_every_steps=8",
-          "optim.warmup_epochs=0", "train.log_every=4"]
+COMMON = [
+    "model.head.covariance=none",
+    "model.backbone_kwargs.norm_layer=groupnorm1",
+    "data.heldout_split=null",
+    "data.limit_train=300",
+    "data.limit_eval=200",
+    "train.steps=24",
+    "train.eval_every_steps=8",
+    "optim.warmup_epochs=0",
+    "train.log_every=4",
+]
 #: the largest difference allowed between 2 processes at batch 16 each and 1 process at batch 32, in every final
 #: metric and in every logit of the final model: measured 0 (metrics) and 6e-7 (logits); one process at batch 16
 #: differs from the batch-32 run by 0.18 in NLL and 0.96 in logits (also measured), so a process that missed the
@@ -51,9 +59,23 @@ def _final(run_dir: Path) -> "tuple[dict, np.ndarray]":
 def two_processes(tmp_path_factory) -> Path:
     """An uninterrupted run of 2 CPU processes at batch 16 each, submitted through the command line."""
     out = tmp_path_factory.mktemp("launch") / "two"
-    result = CliRunner().invoke(main, ["upstream", "--config", str(CONFIG), "--executor", "submitit-local",
-                                       "--tasks-per-node", str(WORLD), "--slurm", "timeout_min=30", *COMMON,
-                                       "data.batch_size=16", f"output_dir={out}"])
+    result = CliRunner().invoke(
+        main,
+        [
+            "upstream",
+            "--config",
+            str(CONFIG),
+            "--executor",
+            "submitit-local",
+            "--tasks-per-node",
+            str(WORLD),
+            "--slurm",
+            "timeout_min=30",
+            *COMMON,
+            "data.batch_size=16",
+            f"output_dir={out}",
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert f"run folder: {out}" in result.output and "(done, 2 process(es))" in result.output
     return out
@@ -94,7 +116,7 @@ def test_each_process_sees_its_own_examples_and_together_the_single_process_batc
     for epoch in (0, 1):
         sampler.use_epoch(epoch)
         order = list(sampler)
-        single = [order[k * 32:(k + 1) * 32] for k in range(n // 32)]  # one process, batch 32, drop_last
+        single = [order[k * 32 : (k + 1) * 32] for k in range(n // 32)]  # one process, batch 32, drop_last
         ranks = [r[3][epoch] for r in results]
         assert [len(b) for b in ranks[0]] == [16] * len(single) == [len(b) for b in ranks[1]]
         seen = [i for b in ranks[0] + ranks[1] for i in b]
@@ -120,8 +142,9 @@ def test_a_preempted_job_is_requeued_and_ends_as_the_uninterrupted_run(two_proce
     save the state at the next step, submitit requeues the job, the new tasks resume at that step, and the final
     metrics, history and logits equal the uninterrupted run's exactly."""
     out = tmp_path / "preempted"
-    job = submit(_cfg(out, "data.batch_size=16"), "submitit-local", Resources(tasks_per_node=WORLD),
-                 {"timeout_min": 30})
+    job = submit(
+        _cfg(out, "data.batch_size=16"), "submitit-local", Resources(tasks_per_node=WORLD), {"timeout_min": 30}
+    )
     deadline = time.monotonic() + 600
     while not (out / "checkpoints" / "last.pt").exists():  # saved at the evaluation of step 8
         assert job.state == "RUNNING" and time.monotonic() < deadline, job.state
@@ -148,11 +171,24 @@ def test_a_slurm_job_asks_for_the_nodes_gpus_and_preemption_signal(tmp_path):
 
     cfg = _cfg(tmp_path / "run")
     with mocked_slurm():
-        job = submit(cfg, "slurm", Resources(nodes=2, gpus_per_node=4), {"slurm_partition": "gpu"},
-                     max_timeouts=5, folder=tmp_path / "jobs")
+        job = submit(
+            cfg,
+            "slurm",
+            Resources(nodes=2, gpus_per_node=4),
+            {"slurm_partition": "gpu"},
+            max_timeouts=5,
+            folder=tmp_path / "jobs",
+        )
     sbatch = job.paths.submission_file.read_text()
-    for line in ("--nodes=2", "--ntasks-per-node=4", "--gpus-per-node=4", "--partition=gpu", "--time=1440",
-                 f"--signal={submitit.JobEnvironment.USR_SIG}@90", f"--job-name={cfg.name}"):
+    for line in (
+        "--nodes=2",
+        "--ntasks-per-node=4",
+        "--gpus-per-node=4",
+        "--partition=gpu",
+        "--time=1440",
+        f"--signal={submitit.JobEnvironment.USR_SIG}@90",
+        f"--job-name={cfg.name}",
+    ):
         assert f"#SBATCH {line}\n" in sbatch, line
     delayed = DelayedSubmission.load(job.paths.submitted_pickle)
     task = delayed.function
@@ -172,14 +208,26 @@ def test_a_slurm_task_exports_its_rank_world_size_and_master(monkeypatch):
         for key in DIST:  # set, then deleted: teardown restores each key as it was (absent included)
             monkeypatch.setenv(key, "")
             monkeypatch.delenv(key)
-        for key, value in {"SUBMITIT_EXECUTOR": "slurm", "SLURM_JOB_ID": "4242", "SLURM_NTASKS": "8",
-                           "SLURM_JOB_NUM_NODES": "2", "SLURM_NODEID": str(node), "SLURM_PROCID": str(procid),
-                           "SLURM_LOCALID": str(local), "SLURM_JOB_NODELIST": "gpu[07-08]"}.items():
+        for key, value in {
+            "SUBMITIT_EXECUTOR": "slurm",
+            "SLURM_JOB_ID": "4242",
+            "SLURM_NTASKS": "8",
+            "SLURM_JOB_NUM_NODES": "2",
+            "SLURM_NODEID": str(node),
+            "SLURM_PROCID": str(procid),
+            "SLURM_LOCALID": str(local),
+            "SLURM_JOB_NODELIST": "gpu[07-08]",
+        }.items():
             monkeypatch.setenv(key, value)
         env = export_distributed_env(gpus_per_node=4)
         assert {k: os.environ.get(k) for k in DIST[:1] + DIST[2:]} == {
-            "MASTER_ADDR": "gpu07", "RANK": str(procid), "WORLD_SIZE": "8", "LOCAL_RANK": str(local),
-            "LOCAL_WORLD_SIZE": "4", "ACCELERATE_USE_CPU": None}
+            "MASTER_ADDR": "gpu07",
+            "RANK": str(procid),
+            "WORLD_SIZE": "8",
+            "LOCAL_RANK": str(local),
+            "LOCAL_WORLD_SIZE": "4",
+            "ACCELERATE_USE_CPU": None,
+        }
         assert (env.rank, env.world_size, env.local_rank) == (procid, 8, local)
         ports.append(int(os.environ["MASTER_PORT"]))
     assert ports[0] == ports[1] and 20000 <= ports[0] <= 60000  # every task meets at one port, from the job id
@@ -187,19 +235,25 @@ def test_a_slurm_task_exports_its_rank_world_size_and_master(monkeypatch):
     assert os.environ["ACCELERATE_USE_CPU"] == "true"  # CPU processes: accelerate forms a gloo group
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--nodes", "2"], "--executor slurm"),
-    (["--tasks-per-node", "2"], "--executor submitit-local"),
-    (["--executor", "submitit-local", "--nodes", "2"], "runs on this machine only: use --nodes 1"),
-    (["--executor", "slurm", "--gpus-per-node", "4", "--tasks-per-node", "2"], "one process per GPU"),
-    (["--executor", "slurm", "--nodes", "0"], "--nodes must be a whole number >= 1"),
-    (["--executor", "submitit-local", "--slurm", "timeout_min"], "expected key=value"),
-    (["--executor", "submitit-local", "--slurm", "nodes=2"], "give the processes with --nodes"),
-    (["--executor", "submitit-local", "--slurm", "color=blue"], "--slurm color=blue"),
-    (["--executor", "submitit-local", "train.epochs=0"], "train.epochs must be >= 1"),
-    pytest.param(["--executor", "slurm"], "Submit from a machine of the cluster",
-                 marks=pytest.mark.skipif(shutil.which("srun") is not None, reason="a SLURM machine")),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--nodes", "2"], "--executor slurm"),
+        (["--tasks-per-node", "2"], "--executor submitit-local"),
+        (["--executor", "submitit-local", "--nodes", "2"], "runs on this machine only: use --nodes 1"),
+        (["--executor", "slurm", "--gpus-per-node", "4", "--tasks-per-node", "2"], "one process per GPU"),
+        (["--executor", "slurm", "--nodes", "0"], "--nodes must be a whole number >= 1"),
+        (["--executor", "submitit-local", "--slurm", "timeout_min"], "expected key=value"),
+        (["--executor", "submitit-local", "--slurm", "nodes=2"], "give the processes with --nodes"),
+        (["--executor", "submitit-local", "--slurm", "color=blue"], "--slurm color=blue"),
+        (["--executor", "submitit-local", "train.epochs=0"], "train.epochs must be >= 1"),
+        pytest.param(
+            ["--executor", "slurm"],
+            "Submit from a machine of the cluster",
+            marks=pytest.mark.skipif(shutil.which("srun") is not None, reason="a SLURM machine"),
+        ),
+    ],
+)
 def test_bad_launches_are_refused_before_anything_is_submitted(tmp_path, args, message):
     result = CliRunner().invoke(main, ["upstream", "--config", str(CONFIG), *args, f"output_dir={tmp_path / 'run'}"])
     assert result.exit_code != 0 and message in result.output, result.output
@@ -211,8 +265,19 @@ def test_gpus_this_machine_lacks_are_refused(tmp_path):
     import torch
 
     have = torch.cuda.device_count()
-    result = CliRunner().invoke(main, ["upstream", "--config", str(CONFIG), "--executor", "submitit-local",
-                                       "--gpus-per-node", str(have + 1), f"output_dir={tmp_path / 'run'}"])
+    result = CliRunner().invoke(
+        main,
+        [
+            "upstream",
+            "--config",
+            str(CONFIG),
+            "--executor",
+            "submitit-local",
+            "--gpus-per-node",
+            str(have + 1),
+            f"output_dir={tmp_path / 'run'}",
+        ],
+    )
     assert result.exit_code != 0 and f"this machine has {have} GPU(s)" in result.output, result.output
 
 

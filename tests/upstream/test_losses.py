@@ -16,8 +16,14 @@ from harness.upstream.config import UpstreamConfig, validate
 from harness.upstream.train import forward_corrected_nll, run, training_loss
 
 CONFIGS = Path(__file__).resolve().parents[2] / "upstream" / "configs"
-SHORT = ["train.epochs=1", "data.limit_train=128", "data.limit_eval=64", "data.heldout_split=null",
-         "model.head.train_mc_samples=8", "model.head.eval_mc_samples=8"]
+SHORT = [
+    "train.epochs=1",
+    "data.limit_train=128",
+    "data.limit_eval=64",
+    "data.heldout_split=null",
+    "model.head.train_mc_samples=8",
+    "model.head.eval_mc_samples=8",
+]
 
 
 def _log(t) -> torch.Tensor:
@@ -108,8 +114,9 @@ def test_validate_refuses_bad_loss_settings(tmp_path):
     validate(_cfg(tmp_path, "train.loss=forward", "data.label_noise.kind=input_dependent"))
 
 
-@pytest.mark.parametrize("loss,noise", [("label_smoothing", "pair_flip"), ("forward", "pair_flip"),
-                                        ("forward", "input_dependent")])
+@pytest.mark.parametrize(
+    "loss,noise", [("label_smoothing", "pair_flip"), ("forward", "pair_flip"), ("forward", "input_dependent")]
+)
 def test_short_digits_run_records_its_loss(tmp_path, loss, noise):
     run_dir = run(_cfg(tmp_path, f"train.loss={loss}", f"data.label_noise.kind={noise}"), progress=False)
     summary, meta = (json.loads((run_dir / f).read_text()) for f in ("metrics.json", "run.json"))

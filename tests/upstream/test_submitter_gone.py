@@ -17,9 +17,21 @@ from harness.cli import main  # noqa: E402
 from harness.upstream.launch import SubmitterWatch  # noqa: E402
 
 CONFIG = Path(__file__).resolve().parents[2] / "upstream" / "configs" / "digits_hom.yaml"
-ARGS = ["upstream", "--no-progress", "--config", str(CONFIG), "--executor", "submitit-local", "data.limit_train=256",
-        "data.limit_eval=100", "data.heldout_split=null", "optim.warmup_epochs=0", "train.steps=150",
-        "train.eval_every_steps=1000", "train.checkpoint_every=1000"]
+ARGS = [
+    "upstream",
+    "--no-progress",
+    "--config",
+    str(CONFIG),
+    "--executor",
+    "submitit-local",
+    "data.limit_train=256",
+    "data.limit_eval=100",
+    "data.heldout_split=null",
+    "optim.warmup_epochs=0",
+    "train.steps=150",
+    "train.eval_every_steps=1000",
+    "train.checkpoint_every=1000",
+]
 
 
 def test_the_watch_sees_its_submitter_go():
@@ -45,8 +57,13 @@ def _wait(condition, seconds: float) -> bool:
 
 def test_a_job_whose_submitter_is_killed_stops_with_its_state_saved_and_the_rerun_resumes(tmp_path):
     out = tmp_path / "run"
-    submitter = subprocess.Popen([sys.executable, "-m", "harness.cli", *ARGS, f"output_dir={out}"], cwd=tmp_path,
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    submitter = subprocess.Popen(
+        [sys.executable, "-m", "harness.cli", *ARGS, f"output_dir={out}"],
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     try:
         assert _wait(lambda: (out / "run.json").is_file(), 240), "the job did not start"
         time.sleep(2)  # training

@@ -25,15 +25,24 @@ def quick(tmp_path, name="digits_het.yaml", *extra):
     return load_config(UpstreamConfig, CONFIGS / name, [*QUICK, f"output_dir={tmp_path / 'run'}", *extra])
 
 
-@pytest.mark.parametrize("path", sorted(p for p in CONFIGS.glob("*.yaml") if "_base" not in p.name),
-                         ids=lambda p: p.stem)
+@pytest.mark.parametrize(
+    "path", sorted(p for p in CONFIGS.glob("*.yaml") if "_base" not in p.name), ids=lambda p: p.stem
+)
 def test_every_config_loads_builds_and_states_its_command(path):
     text = path.read_text()
     assert "Command:" in text and path.stem in text
     cfg = load_config(UpstreamConfig, path)
     assert cfg.name == path.stem
-    k = cfg.model.num_classes or {"digits": 10, "cifar10n": 10, "image_folder": 1000, "manifest": 18291,
-                                  "tfds": 21843 if cfg.data.name == "imagenet21k" else 1000}[cfg.data.source]
+    k = (
+        cfg.model.num_classes
+        or {
+            "digits": 10,
+            "cifar10n": 10,
+            "image_folder": 1000,
+            "manifest": 18291,
+            "tfds": 21843 if cfg.data.name == "imagenet21k" else 1000,
+        }[cfg.data.source]
+    )
     model = build_model(ModelConfig(cfg.model.backbone, k, dict(cfg.model.head), dict(cfg.model.backbone_kwargs)))
     opt = build_optimizer(model, cfg.optim)
     assert sum(p.numel() for g in opt.param_groups for p in g["params"]) == sum(p.numel() for p in model.parameters())
@@ -42,8 +51,13 @@ def test_every_config_loads_builds_and_states_its_command(path):
 
 
 def test_param_groups_give_covariance_kernels_their_own_decay():
-    model = build_model(dict(backbone="test_resnet", num_classes=10,
-                             head=dict(covariance="parameter_efficient", num_factors=3, learn_temperature=True)))
+    model = build_model(
+        dict(
+            backbone="test_resnet",
+            num_classes=10,
+            head=dict(covariance="parameter_efficient", num_factors=3, learn_temperature=True),
+        )
+    )
     groups = {g["name"]: g for g in param_groups(model, 3e-3, 1e-2)}
     cov = {id(p) for p in groups["covariance_kernels"]["params"]}
     head = model.head
@@ -82,8 +96,16 @@ def test_schedules():
 def test_digits_run_writes_checkpoint_metrics_predictions(tmp_path):
     cfg = quick(tmp_path)
     run_dir = run(cfg, progress=False)
-    for f in ("config.yaml", "run.json", "metrics.json", "metrics.jsonl", "model.pt", "predictions.npz",
-              "checkpoints/last.pt", "checkpoints/best.pt"):
+    for f in (
+        "config.yaml",
+        "run.json",
+        "metrics.json",
+        "metrics.jsonl",
+        "model.pt",
+        "predictions.npz",
+        "checkpoints/last.pt",
+        "checkpoints/best.pt",
+    ):
         assert (run_dir / f).is_file(), f
     summary = json.loads((run_dir / "metrics.json").read_text())
     assert set(summary["metrics"]) >= {"top1", "top5", "nll", "ece"} and summary["epochs"] == 2
@@ -141,9 +163,22 @@ def test_kill_while_writing_a_checkpoint_resumes_to_identical_final_metrics(tmp_
     extra = ["train.checkpoint_every=4", "train.eval_every=1"]
     a = run(quick(tmp_path / "a", "digits_het.yaml", *extra), progress=False)
     b_cfg = quick(tmp_path / "b", "digits_het.yaml", *extra)
-    proc = subprocess.run([sys.executable, "-c", KILL_DURING_CHECKPOINT, "3", str(CONFIGS / "digits_het.yaml"),
-                           *QUICK, *extra, f"output_dir={b_cfg.output_dir}"],
-                          cwd=CONFIGS.parents[1], capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            KILL_DURING_CHECKPOINT,
+            "3",
+            str(CONFIGS / "digits_het.yaml"),
+            *QUICK,
+            *extra,
+            f"output_dir={b_cfg.output_dir}",
+        ],
+        cwd=CONFIGS.parents[1],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == -9, proc.stderr[-2000:]
     state = torch.load(Path(b_cfg.output_dir) / "checkpoints" / "last.pt", weights_only=True)
     assert state["step"] == 8  # the 2nd checkpoint; the 3rd was being written when the process died
@@ -189,48 +224,108 @@ def test_manifest_multilabel_run(tmp_path):
     rng = np.random.default_rng(0)
     for split, n in (("train", 48), ("val", 16)):
         paths = _write_images(data / f"img_{split}", n)
-        lines = [json.dumps({"path": p, "labels": sorted(set(rng.integers(0, 6, rng.integers(1, 3)).tolist()))})
-                 for p in paths]
+        lines = [
+            json.dumps({"path": p, "labels": sorted(set(rng.integers(0, 6, rng.integers(1, 3)).tolist()))})
+            for p in paths
+        ]
         (data / f"{split}.jsonl").write_text("\n".join(lines))
     (data / "classes.txt").write_text("\n".join(f"c{i}" for i in range(6)))
-    cfg = load_config(UpstreamConfig, None, [
-        f"output_dir={tmp_path / 'run'}", "data.source=manifest", f"data.path={data}", "data.eval_split=val",
-        "data.batch_size=16", "data.image_size=16", "train.epochs=1", "train.best_metric=prec@1",
-        "model.head.link=sigmoid", "model.head.covariance=parameter_efficient", "model.head.num_factors=2",
-        "model.head.train_mc_samples=4", "model.head.eval_mc_samples=4", "model.head_bias_init=-3"])
+    cfg = load_config(
+        UpstreamConfig,
+        None,
+        [
+            f"output_dir={tmp_path / 'run'}",
+            "data.source=manifest",
+            f"data.path={data}",
+            "data.eval_split=val",
+            "data.batch_size=16",
+            "data.image_size=16",
+            "train.epochs=1",
+            "train.best_metric=prec@1",
+            "model.head.link=sigmoid",
+            "model.head.covariance=parameter_efficient",
+            "model.head.num_factors=2",
+            "model.head.train_mc_samples=4",
+            "model.head.eval_mc_samples=4",
+            "model.head_bias_init=-3",
+        ],
+    )
     run_dir = run(cfg, progress=False)
     pred = np.load(run_dir / "predictions.npz")
     assert pred["targets"].shape == (16, 6) and set(np.unique(pred["targets"])) <= {0.0, 1.0}
     with pytest.raises(ValueError, match="needs the sigmoid link"):
-        run(load_config(UpstreamConfig, None, [f"output_dir={tmp_path / 'run2'}", "data.source=manifest",
-                                               f"data.path={data}", "data.eval_split=val", "data.batch_size=16"]),
-            progress=False)
+        run(
+            load_config(
+                UpstreamConfig,
+                None,
+                [
+                    f"output_dir={tmp_path / 'run2'}",
+                    "data.source=manifest",
+                    f"data.path={data}",
+                    "data.eval_split=val",
+                    "data.batch_size=16",
+                ],
+            ),
+            progress=False,
+        )
 
 
 def test_cli_runs_upstream_and_reports_bad_input(tmp_path):
-    res = CliRunner().invoke(main, ["upstream", "--config", str(CONFIGS / "digits_hom.yaml"), "--no-progress",
-                                    *QUICK, "train.epochs=1", f"output_dir={tmp_path / 'cli'}"])
+    res = CliRunner().invoke(
+        main,
+        [
+            "upstream",
+            "--config",
+            str(CONFIGS / "digits_hom.yaml"),
+            "--no-progress",
+            *QUICK,
+            "train.epochs=1",
+            f"output_dir={tmp_path / 'cli'}",
+        ],
+    )
     assert res.exit_code == 0, res.output
     assert (tmp_path / "cli" / "metrics.json").is_file()
     res = CliRunner().invoke(main, ["upstream", "--config", str(CONFIGS / "digits_hom.yaml"), "optim.lrr=1"])
     assert res.exit_code != 0 and "lrr" in res.output
-    res = CliRunner().invoke(main, ["upstream", "--config", str(CONFIGS / "digits_hom.yaml"),
-                                    "model.backbone=resnet_5O", f"output_dir={tmp_path / 'bad'}"])
+    res = CliRunner().invoke(
+        main,
+        [
+            "upstream",
+            "--config",
+            str(CONFIGS / "digits_hom.yaml"),
+            "model.backbone=resnet_5O",
+            f"output_dir={tmp_path / 'bad'}",
+        ],
+    )
     assert res.exit_code != 0 and "unknown backbone" in res.output
     res = CliRunner().invoke(main, ["upstream", "--config", str(tmp_path / "missing.yaml")])
     assert res.exit_code != 0
 
 
-@pytest.mark.skipif(not (CONFIGS.parents[2] / "shared" / "data" / "cifar10n" / "cifar10_jpeg.zip").is_file(),
-                    reason="../shared/data/cifar10n not present")
+@pytest.mark.skipif(
+    not (CONFIGS.parents[2] / "shared" / "data" / "cifar10n" / "cifar10_jpeg.zip").is_file(),
+    reason="../shared/data/cifar10n not present",
+)
 def test_cifar10n_worse_labels_short_schedule(tmp_path):
     """Issue acceptance: a CIFAR-10N run on the worse labels completes a short CPU schedule and
     reports clean-test accuracy, NLL and ECE."""
     root = CONFIGS.parents[2] / "shared" / "data" / "cifar10n"
-    cfg = load_config(UpstreamConfig, CONFIGS / "cifar10n_het.yaml", [
-        f"data.path={root}", f"output_dir={tmp_path / 'c10n'}", "model.backbone=test_resnet", "train.epochs=1",
-        "data.limit_train=512", "data.limit_eval=256", "data.num_workers=0", "data.batch_size=64",
-        "model.head.train_mc_samples=8", "model.head.eval_mc_samples=16"])
+    cfg = load_config(
+        UpstreamConfig,
+        CONFIGS / "cifar10n_het.yaml",
+        [
+            f"data.path={root}",
+            f"output_dir={tmp_path / 'c10n'}",
+            "model.backbone=test_resnet",
+            "train.epochs=1",
+            "data.limit_train=512",
+            "data.limit_eval=256",
+            "data.num_workers=0",
+            "data.batch_size=64",
+            "model.head.train_mc_samples=8",
+            "model.head.eval_mc_samples=16",
+        ],
+    )
     summary = json.loads((run(cfg, progress=False) / "metrics.json").read_text())
     assert {"top1", "nll", "ece"} <= set(summary["metrics"])
     assert "worse labels" in summary["train_data"] and "clean" in summary["eval_data"]
@@ -260,8 +355,13 @@ def test_two_process_data_parallel_run_gathers_each_example_once(tmp_path, debug
     import subprocess
     import sys
 
-    subprocess.run([sys.executable, "-c", TWO_PROCESSES, str(tmp_path / "ddp")], cwd=CONFIGS.parents[1],
-                   check=True, capture_output=True, timeout=600)
+    subprocess.run(
+        [sys.executable, "-c", TWO_PROCESSES, str(tmp_path / "ddp")],
+        cwd=CONFIGS.parents[1],
+        check=True,
+        capture_output=True,
+        timeout=600,
+    )
     summary = json.loads((tmp_path / "ddp" / "metrics.json").read_text())
     assert summary["steps"] == 2 * (1078 // 64 // 2)  # each process takes half of every epoch's batches
     pred = np.load(tmp_path / "ddp" / "predictions.npz")
@@ -274,21 +374,34 @@ def test_module_entry_point_for_accelerate_launch():
     import subprocess
     import sys
 
-    out = subprocess.run([sys.executable, "-m", "harness.upstream", "--help"], capture_output=True, text=True, check=True,
-                         cwd=CONFIGS.parents[1])
+    out = subprocess.run(
+        [sys.executable, "-m", "harness.upstream", "--help"],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=CONFIGS.parents[1],
+    )
     assert "--config" in out.stdout and "accelerate launch" in out.stdout
 
 
 def test_bf16_mixed_precision_and_gradient_accumulation(tmp_path):
-    cfg = quick(tmp_path, "digits_het.yaml", "train.epochs=1", "train.mixed_precision=bf16",
-                "train.grad_accum_steps=2", "optim.clip_grad_norm=1.0", "data.limit_train=256", "data.limit_eval=64")
+    cfg = quick(
+        tmp_path,
+        "digits_het.yaml",
+        "train.epochs=1",
+        "train.mixed_precision=bf16",
+        "train.grad_accum_steps=2",
+        "optim.clip_grad_norm=1.0",
+        "data.limit_train=256",
+        "data.limit_eval=64",
+    )
     summary = json.loads((run(cfg, progress=False) / "metrics.json").read_text())
     assert summary["steps"] == 256 // 64 // 2  # optimiser steps: two batches of 64 each
     assert np.isfinite(summary["metrics"]["nll"])
 
 
 def test_auto_precision_is_bf16_only_where_native_and_is_recorded(tmp_path, monkeypatch):
-    from harness import precision
+    from harness.training import precision
 
     for native, want in ((True, "bf16"), (False, "no")):
         monkeypatch.setattr(precision, "native_bf16", lambda device_type="cpu", native=native: native)
@@ -306,12 +419,17 @@ def test_auto_precision_is_bf16_only_where_native_and_is_recorded(tmp_path, monk
 
 def _bf16_dtypes() -> dict:
     """The dtypes a bf16 model prepared by accelerate computes in, on a CPU; run in a fresh process (accelerate
-    holds one mixed precision per process: harness.upstream.loop)."""
+    holds one mixed precision per process: harness.training.loop)."""
     from accelerate import Accelerator
 
     accelerator = Accelerator(mixed_precision="bf16", cpu=True)
-    model = build_model(dict(backbone="resnet10_32px_w32", num_classes=10,
-                             head=dict(covariance="low_rank", num_factors=3, train_mc_samples=4)))
+    model = build_model(
+        dict(
+            backbone="resnet10_32px_w32",
+            num_classes=10,
+            head=dict(covariance="low_rank", num_factors=3, train_mc_samples=4),
+        )
+    )
     model = accelerator.prepare(model.to(memory_format=torch.channels_last))
     seen = {}
     model.backbone.conv1.register_forward_hook(lambda m, i, o: seen.update(conv=o.dtype))
@@ -319,13 +437,14 @@ def _bf16_dtypes() -> dict:
     out = model(torch.randn(4, 3, 32, 32).contiguous(memory_format=torch.channels_last))
     out.logsumexp(-1).sum().backward()
     seen["out"] = out.dtype
-    seen["fp32 parameters and gradients"] = all(p.dtype == torch.float32 and p.grad.dtype == torch.float32
-                                                for p in model.parameters())
+    seen["fp32 parameters and gradients"] = all(
+        p.dtype == torch.float32 and p.grad.dtype == torch.float32 for p in model.parameters()
+    )
     return seen
 
 
 def test_bf16_on_cpu_runs_the_backbone_in_bf16_and_the_head_in_fp32():
-    from harness.upstream.loop import in_fresh_process
+    from harness.training.loop import in_fresh_process
 
     seen = in_fresh_process(_bf16_dtypes)
     assert seen["conv"] == torch.bfloat16 and seen["head"] == torch.float32 and seen["out"] == torch.float32
@@ -349,7 +468,9 @@ def test_non_finite_evaluation_stops_the_run_and_json_stays_valid(tmp_path):
         predict_loader(HalfNaN(), loader, Accelerator(cpu=True), multilabel=False)
     text = json_dumps({"nll": float("nan"), "top1": [1.0, float("inf")]})
     assert json.loads(text, parse_constant=lambda c: pytest.fail(f"non-standard JSON token {c}")) == {
-        "nll": None, "top1": [1.0, None]}
+        "nll": None,
+        "top1": [1.0, None],
+    }
 
 
 def test_run_lock_removes_orphaned_temporaries_of_killed_writes(tmp_path):
@@ -374,8 +495,13 @@ def test_pretraining_a_het_head_on_a_pretrained_timm_backbone_records_its_prepro
 
     timm_net = timm.create_model("resnet10t", num_classes=0)
     torch.save(timm_net.state_dict(), tmp_path / "w.pth")
-    cfg = quick(tmp_path, "digits_het.yaml", "train.epochs=1", "model.backbone=timm:resnet10t",
-                f"model.pretrained_file={tmp_path / 'w.pth'}")
+    cfg = quick(
+        tmp_path,
+        "digits_het.yaml",
+        "train.epochs=1",
+        "model.backbone=timm:resnet10t",
+        f"model.pretrained_file={tmp_path / 'w.pth'}",
+    )
     model = load_model(run(cfg, progress=False) / "model.pt")
     assert model.config.preprocessing["mean"] == pytest.approx([0.485, 0.456, 0.406]) and model.renormalise
     assert model.head.covariance_type == "low_rank"
@@ -384,8 +510,15 @@ def test_pretraining_a_het_head_on_a_pretrained_timm_backbone_records_its_prepro
 def test_a_step_schedule_trains_exactly_its_steps_evaluates_every_n_steps_and_resumes_mid_epoch(tmp_path):
     """train.steps (the JFT configs' unit): exactly that many optimiser steps, the last epoch partial; evaluation
     every train.eval_every_steps and at epoch ends; a run killed between evaluations resumes to the same history."""
-    extra = ["train.steps=20", "train.eval_every_steps=6", "train.checkpoint_every=4", "optim.warmup_steps=5",
-             "optim.warmup_epochs=0", "optim.schedule=cosine", "optim.decay_epochs=[]"]
+    extra = [
+        "train.steps=20",
+        "train.eval_every_steps=6",
+        "train.checkpoint_every=4",
+        "optim.warmup_steps=5",
+        "optim.warmup_epochs=0",
+        "optim.schedule=cosine",
+        "optim.decay_epochs=[]",
+    ]
     a = run(quick(tmp_path / "a", "digits_het.yaml", *extra), progress=False)
     ma = json.loads((a / "metrics.json").read_text())
     assert ma["steps"] == 20 and [h["step"] for h in ma["history"]] == [6, 12, 16, 18, 20]  # 16 steps an epoch
@@ -407,10 +540,12 @@ def test_step_schedules_of_the_learning_rate_and_their_checks():
     step = lr_multiplier(OptimSection(lr=1.0, schedule="step", decay_steps=[10, 15]), 16, 99, 20)
     assert [step(s) for s in (9, 10, 15)] == pytest.approx([1.0, 0.1, 0.01])
     base = load_config(UpstreamConfig, CONFIGS / "digits_hom.yaml")
-    for overrides, message in ((["train.steps=0"], "train.steps must be"),
-                               (["optim.warmup_steps=5", "optim.warmup_epochs=1"], "both set"),
-                               (["optim.decay_steps=[5]", "optim.decay_epochs=[1]"], "both set"),
-                               (["train.eval_every_steps=-1"], "train.eval_every_steps must be >= 0")):
+    for overrides, message in (
+        (["train.steps=0"], "train.steps must be"),
+        (["optim.warmup_steps=5", "optim.warmup_epochs=1"], "both set"),
+        (["optim.decay_steps=[5]", "optim.decay_epochs=[1]"], "both set"),
+        (["train.eval_every_steps=-1"], "train.eval_every_steps must be >= 0"),
+    ):
         with pytest.raises(ValueError, match=message):
             validate(load_config(UpstreamConfig, CONFIGS / "digits_hom.yaml", overrides))
     validate(base)

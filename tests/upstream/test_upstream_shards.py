@@ -19,8 +19,12 @@ from harness.upstream.train import run
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = ROOT / "upstream" / "configs" / "digits_het.yaml"
-QUICK = ["model.head.train_mc_samples=8", "model.head.eval_mc_samples=8", "train.log_every=5",
-         "data.label_noise.kind=none"]
+QUICK = [
+    "model.head.train_mc_samples=8",
+    "model.head.eval_mc_samples=8",
+    "train.log_every=5",
+    "data.label_noise.kind=none",
+]
 
 
 @pytest.fixture(scope="module")
@@ -33,8 +37,9 @@ def digits_shards(tmp_path_factory) -> Path:
 
 
 def config(shards: Path, out: Path, *extra: str) -> UpstreamConfig:
-    return load_config(UpstreamConfig, CONFIG, [*QUICK, "data.source=shards", f"data.path={shards}",
-                                                f"output_dir={out}", *extra])
+    return load_config(
+        UpstreamConfig, CONFIG, [*QUICK, "data.source=shards", f"data.path={shards}", f"output_dir={out}", *extra]
+    )
 
 
 @pytest.mark.parametrize("workers", [0, 2])
@@ -44,9 +49,18 @@ def test_interrupted_shard_run_resumes_to_identical_final_metrics(digits_shards,
     workers exactly. Stopped mid-epoch 2 between evaluations and resumed, the run's history and final metrics
     equal those of the run that was not stopped."""
     per_epoch = {0: 8, 2: 7}[workers]
-    extra = ["train.steps=11", "train.eval_every_steps=4", "train.checkpoint_every=3", "optim.warmup_steps=3",
-             "optim.warmup_epochs=0", f"data.num_workers={workers}", "data.shuffle_buffer=50", "data.batch_size=128",
-             "data.image_size=16", "data.eval_resize=16"]
+    extra = [
+        "train.steps=11",
+        "train.eval_every_steps=4",
+        "train.checkpoint_every=3",
+        "optim.warmup_steps=3",
+        "optim.warmup_epochs=0",
+        f"data.num_workers={workers}",
+        "data.shuffle_buffer=50",
+        "data.batch_size=128",
+        "data.image_size=16",
+        "data.eval_resize=16",
+    ]
     a = run(config(digits_shards, tmp_path / "a", *extra), progress=False)
     ma = json.loads((a / "metrics.json").read_text())
     assert ma["steps"] == 11 and [h["step"] for h in ma["history"]] == {0: [4, 8, 11], 2: [4, 7, 8, 11]}[workers]
@@ -68,8 +82,10 @@ def test_resume_with_another_layout_is_refused(digits_shards, tmp_path):
     cfg = config(digits_shards, tmp_path / "r", "train.epochs=1", "train.checkpoint_every=2")
     run(cfg, progress=False, stop_after_steps=2)
     with pytest.raises(ValueError, match="different config"):  # another worker count: the config differs
-        run(config(digits_shards, tmp_path / "r", "train.epochs=1", "train.checkpoint_every=2",
-                   "data.num_workers=1"), progress=False)
+        run(
+            config(digits_shards, tmp_path / "r", "train.epochs=1", "train.checkpoint_every=2", "data.num_workers=1"),
+            progress=False,
+        )
     path = tmp_path / "r" / "checkpoints" / "last.pt"
     state = torch.load(path, weights_only=True)
     torch.save({**state, "stream": {"world_size": 2, "num_workers": 0}}, path)  # as if written by 2 processes
@@ -79,9 +95,13 @@ def test_resume_with_another_layout_is_refused(digits_shards, tmp_path):
 
 def test_validation_of_shard_settings(digits_shards, tmp_path):
     validate(config(digits_shards, tmp_path))
-    for extra, message in ((["data.loader=array"], "data.loader=auto"), (["data.limit_train=10"], "do not apply"),
-                           (["data.label_noise.kind=symmetric", "data.label_noise.rate=0.1"], "label_noise"),
-                           (["data.path=null"], "needs data.path"), (["data.source=shard"], "shards")):
+    for extra, message in (
+        (["data.loader=array"], "data.loader=auto"),
+        (["data.limit_train=10"], "do not apply"),
+        (["data.label_noise.kind=symmetric", "data.label_noise.rate=0.1"], "label_noise"),
+        (["data.path=null"], "needs data.path"),
+        (["data.source=shard"], "shards"),
+    ):
         with pytest.raises(ValueError, match=message):
             validate(config(digits_shards, tmp_path, *extra))
     with pytest.raises(FileNotFoundError, match="no index.json"):  # a split that was not packed: before training
@@ -107,12 +127,18 @@ debug_launcher(partial(main, sys.argv[1], sys.argv[2]), num_processes=2)
 """
 
 
-def test_two_processes_read_their_own_shards_and_evaluate_every_example_once(digits_shards, tmp_path,
-                                                                            debug_launcher_port):
+def test_two_processes_read_their_own_shards_and_evaluate_every_example_once(
+    digits_shards, tmp_path, debug_launcher_port
+):
     """2 CPU processes (gloo DDP) on shards: as many batches on each (the schedule's steps from the index), the
     test split's 4 shards unevenly split (ranks hold 200 and 159 examples) and every example evaluated once."""
-    subprocess.run([sys.executable, "-c", TWO_PROCESSES, str(digits_shards), str(tmp_path / "ddp")], cwd=ROOT,
-                   check=True, capture_output=True, timeout=600)
+    subprocess.run(
+        [sys.executable, "-c", TWO_PROCESSES, str(digits_shards), str(tmp_path / "ddp")],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+        timeout=600,
+    )
     summary = json.loads((tmp_path / "ddp" / "metrics.json").read_text())
     assert summary["steps"] == 7  # rank 0: shards 0, 2, ..., 10 (578 examples, 9 batches of 64); rank 1: 500 (7)
     pred = np.load(tmp_path / "ddp" / "predictions.npz")

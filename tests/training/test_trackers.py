@@ -10,16 +10,22 @@ import pytest
 import yaml
 
 from harness.config import load_config, to_dict, to_yaml
+from harness.training.trackers import available, check_names, flat_params, parse_log_with
 from harness.upstream.config import UpstreamConfig, validate
-from harness.upstream.trackers import available, check_names, flat_params, parse_log_with
 from harness.upstream.train import _check_existing, _same_config, run
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = ROOT / "upstream" / "configs"
 RECORDS = ROOT / "results" / "cifar10n" / "records"
 #: a tiny digits run: 2 optimiser steps of 64 images, evaluated on 64
-TINY = ["train.epochs=1", "data.limit_train=128", "data.limit_eval=64", "model.head.train_mc_samples=4",
-        "model.head.eval_mc_samples=4", "train.log_every=1"]
+TINY = [
+    "train.epochs=1",
+    "data.limit_train=128",
+    "data.limit_eval=64",
+    "model.head.train_mc_samples=4",
+    "model.head.eval_mc_samples=4",
+    "train.log_every=1",
+]
 
 
 def _tiny(tmp_path, *extra):
@@ -49,7 +55,7 @@ def test_tracker_names_are_checked_before_any_work(tmp_path):
         validate(_tiny(tmp_path, "train.log_with=[tensorbord]"))
     with pytest.raises(ValueError, match="names a tracker twice"):
         check_names(["mlflow", "mlflow"])
-    with pytest.raises(ValueError, match="aim, not installed here: pip install \"het-harness\\[track\\]\""):
+    with pytest.raises(ValueError, match='aim, not installed here: pip install "het-harness\\[track\\]"'):
         available(["aim"], "train.log_with")
     with pytest.raises(ValueError, match="not installed"):
         run(_tiny(tmp_path, "train.log_with=[aim]"), progress=False)

@@ -1,4 +1,4 @@
-"""The training-loop idiom both stages share (harness.upstream.loop): it computes what the plain PyTorch loop
+"""The training-loop idiom both stages share (harness.training.loop): it computes what the plain PyTorch loop
 computes in fp32, accelerate's one precision per process, and runs of another precision in a fresh process."""
 
 import ast
@@ -10,8 +10,8 @@ import torch
 import torch.nn.functional as F
 
 from harness.config import load_config
+from harness.training.loop import PrecisionHeld, accumulate_step, held_precision, in_fresh_process, make_accelerator
 from harness.upstream.config import UpstreamConfig
-from harness.upstream.loop import PrecisionHeld, accumulate_step, held_precision, in_fresh_process, make_accelerator
 from harness.upstream.train import run
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -67,9 +67,18 @@ def test_a_run_of_another_precision_trains_in_a_fresh_process(tmp_path):
     """accelerate holds fp32 here; a bf16 run is trained in a fresh process, and this one keeps fp32."""
     _fp32_process_state()
     make_accelerator("no")
-    cfg = load_config(UpstreamConfig, ROOT / "upstream" / "configs" / "digits_hom.yaml",
-                      ["train.epochs=1", "data.limit_train=128", "data.limit_eval=64", "train.mixed_precision=bf16",
-                       "train.log_with=[]", f"output_dir={tmp_path / 'bf16'}"])
+    cfg = load_config(
+        UpstreamConfig,
+        ROOT / "upstream" / "configs" / "digits_hom.yaml",
+        [
+            "train.epochs=1",
+            "data.limit_train=128",
+            "data.limit_eval=64",
+            "train.mixed_precision=bf16",
+            "train.log_with=[]",
+            f"output_dir={tmp_path / 'bf16'}",
+        ],
+    )
     run_dir = run(cfg, progress=False)
     assert json.loads((run_dir / "metrics.json").read_text())["mixed_precision"] == "bf16"
     assert held_precision() == ("no", "cpu")

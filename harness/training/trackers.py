@@ -36,6 +36,9 @@ from typing import Any, Callable, Optional, Sequence
 NAMES = ("tensorboard", "mlflow", "wandb", "aim", "comet_ml", "clearml", "dvclive", "swanlab", "trackio")
 #: the default of ``train.log_with`` and ``--log-with``
 DEFAULT = ("tensorboard",)
+#: the folders trackers write inside a run or sweep folder (``tb``: TensorBoard; ``wandb``: W&B without
+#: ``WANDB_DIR``): the one list the stages' output-folder checks read
+FOLDERS = ("tb", "wandb")
 INSTALL = 'pip install "het-harness[track]" (in a checkout: pip install -e ".[track]")'
 
 
@@ -59,8 +62,10 @@ def check_names(names: Sequence[str], key: str = "--log-with") -> "list[str]":
     names = [str(n) for n in names]
     unknown = [n for n in names if n not in NAMES]
     if unknown:
-        raise ValueError(f"{key}: unknown tracker(s) {', '.join(map(repr, unknown))}: use {', '.join(NAMES)} "
-                         f"(accelerate's trackers), or an empty list for none")
+        raise ValueError(
+            f"{key}: unknown tracker(s) {', '.join(map(repr, unknown))}: use {', '.join(NAMES)} "
+            f"(accelerate's trackers), or an empty list for none"
+        )
     if len(set(names)) != len(names):
         raise ValueError(f"{key} names a tracker twice: {names}")
     return names
@@ -85,8 +90,10 @@ def available(names: Sequence[str], key: str = "--log-with", note: Callable[[str
         note(f"TensorBoard is not installed: no training curves ({key}=[] silences this; {INSTALL})")
         return []
     if missing:
-        raise ValueError(f"{key} names {', '.join(missing)}, not installed here: {INSTALL}, or leave "
-                         f"{'it' if len(missing) == 1 else 'them'} out of {key}")
+        raise ValueError(
+            f"{key} names {', '.join(missing)}, not installed here: {INSTALL}, or leave "
+            f"{'it' if len(missing) == 1 else 'them'} out of {key}"
+        )
     return names
 
 
@@ -155,10 +162,14 @@ def _guarded(base: type) -> type:
                 if getattr(self, "_harness_off", False):
                     return None  # reported once already
                 self._harness_off = True
-                print(f"[tracking] {getattr(self, 'name', base.__name__)} failed in {name} ({type(e).__name__}: "
-                      f"{str(e)[:200]}); it is turned off and the run goes on: its metrics stay in the run folder",
-                      file=sys.stderr, flush=True)
+                print(
+                    f"[tracking] {getattr(self, 'name', base.__name__)} failed in {name} ({type(e).__name__}: "
+                    f"{str(e)[:200]}); it is turned off and the run goes on: its metrics stay in the run folder",
+                    file=sys.stderr,
+                    flush=True,
+                )
                 return None
+
         call.__name__ = name
         return call
 
@@ -176,7 +187,7 @@ def build(names: Sequence[str], project: str, run_name: str, logging_dir: "str |
     out = []
     for name in names:
         if name == "tensorboard":
-            out.append(_guarded(TensorBoardTracker)("tb", str(logging_dir)))
+            out.append(_guarded(TensorBoardTracker)(FOLDERS[0], str(logging_dir)))
         elif name == "mlflow":
             out.append(_guarded(_mlflow_tracker(MLflowTracker))(experiment_name=project, run_name=run_name))
         elif name == "wandb":
@@ -188,8 +199,9 @@ def build(names: Sequence[str], project: str, run_name: str, logging_dir: "str |
     return out
 
 
-def log_report(trackers: Sequence[Any], files: Sequence["str | Path"] = (),
-               tables: "Optional[dict[str, tuple[list, list]]]" = None) -> None:
+def log_report(
+    trackers: Sequence[Any], files: Sequence["str | Path"] = (), tables: "Optional[dict[str, tuple[list, list]]]" = None
+) -> None:
     """The final report to each tracker that keeps such things: ``files`` as artefacts (MLflow
     ``log_artifact``; W&B ``run.save``, offline too, as ``<folder name>/<file>``), ``tables``
     (``{name: (columns, rows)}``) as W&B tables, and Markdown files as TensorBoard text. Main process only
@@ -222,8 +234,9 @@ class Tracking:
         config: the whole resolved config (nested), logged flattened as parameters.
     """
 
-    def __init__(self, names: Sequence[str], project: str, run_name: str, logging_dir: "str | Path",
-                 config: dict) -> None:
+    def __init__(
+        self, names: Sequence[str], project: str, run_name: str, logging_dir: "str | Path", config: dict
+    ) -> None:
         self.trackers = build(names, project, run_name, logging_dir)
         self.config = flat_params(config)
 
@@ -238,8 +251,11 @@ class Tracking:
         for t in self.trackers:
             t.log(values, step=step)
 
-    def report(self, files: Sequence["str | Path"] = (), tables: "Optional[dict[str, tuple[list, list]]]" = None,
-               ) -> None:
+    def report(
+        self,
+        files: Sequence["str | Path"] = (),
+        tables: "Optional[dict[str, tuple[list, list]]]" = None,
+    ) -> None:
         log_report(self.trackers, files, tables)
 
     def __exit__(self, *exc: Any) -> None:

@@ -129,8 +129,12 @@ class Task:
         if name not in SPLITS:
             raise ValueError(f"unknown VTAB-1k split {name!r}: use one of {', '.join(SPLITS)}")
         train800 = f"{self.train}[:800]"
-        return {"train800": [train800], "val200": [self.val200], "train800val200": [train800, self.val200],
-                "test": [self.test]}[name]
+        return {
+            "train800": [train800],
+            "val200": [self.val200],
+            "train800val200": [train800, self.val200],
+            "test": [self.test],
+        }[name]
 
     def expected_size(self, name: str) -> Optional[int]:
         """800 / 200 / 1000 / the test size (None where unverified)."""
@@ -142,40 +146,176 @@ def _t(name, group, tfds, version, k, val200, test, test_size, label="label", **
     return Task(name, group, tfds, version, k, fn, val200, test, test_size, **kw)
 
 
-TASKS: "dict[str, Task]" = {t.name: t for t in [
-    _t("caltech101", "natural", "caltech101:3.*.*", "3.0.1", 102, "train[2754:2954]", "test", 6084),
-    _t("cifar100", "natural", "cifar100:3.*.*", "3.0.2", 100, "train[45000:45200]", "test", 10000,
-       aliases=("cifar", "cifar-100")),
-    _t("dtd", "natural", "dtd:3.*.*", "3.0.1", 47, "validation[:200]", "test", 1880),
-    _t("oxford_flowers102", "natural", "oxford_flowers102:2.*.*", "2.1.1", 102, "validation[:200]", "test", 6149,
-       aliases=("flowers102", "flowers")),
-    _t("oxford_iiit_pet", "natural", "oxford_iiit_pet:3.*.*", "3.2.0", 37, "train[2944:3144]", "test", 3669,
-       aliases=("pets", "oxford_pet")),
-    _t("sun397", "natural", "sun397/tfds:4.*.*", "4.0.0", 397, "validation[:200]", "test", 21750),
-    _t("svhn", "natural", "svhn_cropped:3.*.*", "3.0.0", 10, "train[65931:66131]", "test", 26032, flip=False,
-       aliases=("svhn_cropped",)),
-    _t("patch_camelyon", "specialized", "patch_camelyon:2.*.*", "2.0.0", 2, "validation[:200]", "test", 32768,
-       aliases=("camelyon", "pcam")),
-    _t("eurosat", "specialized", "eurosat/rgb:2.*.*", "2.0.0", 10, "train[16200:16400]", "train[21600:]", 5400),
-    _t("resisc45", "specialized", "resisc45:3.*.*", "3.0.0", 45, "train[18900:19100]", "train[25200:]", 6300),
-    _t("diabetic_retinopathy", "specialized", "diabetic_retinopathy_detection/btgraham-300:3.*.*", "3.0.0", 5,
-       "validation[:200]", "test", 42670, aliases=("retinopathy", "diabetic_retinopathy_detection")),
-    _t("clevr_count", "structured", "clevr:3.*.*", "3.1.0", 8, "train[63000:63200]", "validation", 15000,
-       label=clevr_count, crop=False, aliases=("clevr_count_all", "clevr(task=count_all)")),
-    _t("clevr_dist", "structured", "clevr:3.*.*", "3.1.0", 6, "train[63000:63200]", "validation", 15000,
-       label=clevr_distance, crop=False, aliases=("clevr_closest_object_distance",)),
-    _t("dmlab", "structured", "dmlab:2.0.1", "2.0.1", 6, "validation[:200]", "test", 22735),
-    _t("kitti_dist", "structured", KITTI_TFDS, "3.2.0", 4, "validation[:200]", "test", 711, label=kitti_distance,
-       crop=False, aliases=("kitti", "kitti_closest_vehicle_distance")),
-    _t("dsprites_loc", "structured", "dsprites:2.*.*", "2.0.0", 16, "train[589824:590024]", "train[663552:]", 73728,
-       label=dsprites_x_position, flip=False, crop=False, aliases=("dsprites_location", "dsprites_xpos")),
-    _t("dsprites_ori", "structured", "dsprites:2.*.*", "2.0.0", 16, "train[589824:590024]", "train[663552:]",
-       73728, label=dsprites_orientation, flip=False, crop=False, aliases=("dsprites_orientation",)),
-    _t("smallnorb_azi", "structured", "smallnorb:2.*.*", "2.0.0", 18, "test[:200]", "test[50%:]", 12150,
-       label="label_azimuth", flip=False, aliases=("smallnorb_azimuth", "snorb_azim")),
-    _t("smallnorb_ele", "structured", "smallnorb:2.*.*", "2.0.0", 9, "test[:200]", "test[50%:]", 12150,
-       label="label_elevation", aliases=("smallnorb_elevation", "snorb_elev")),
-]}
+TASKS: "dict[str, Task]" = {
+    t.name: t
+    for t in [
+        _t("caltech101", "natural", "caltech101:3.*.*", "3.0.1", 102, "train[2754:2954]", "test", 6084),
+        _t(
+            "cifar100",
+            "natural",
+            "cifar100:3.*.*",
+            "3.0.2",
+            100,
+            "train[45000:45200]",
+            "test",
+            10000,
+            aliases=("cifar", "cifar-100"),
+        ),
+        _t("dtd", "natural", "dtd:3.*.*", "3.0.1", 47, "validation[:200]", "test", 1880),
+        _t(
+            "oxford_flowers102",
+            "natural",
+            "oxford_flowers102:2.*.*",
+            "2.1.1",
+            102,
+            "validation[:200]",
+            "test",
+            6149,
+            aliases=("flowers102", "flowers"),
+        ),
+        _t(
+            "oxford_iiit_pet",
+            "natural",
+            "oxford_iiit_pet:3.*.*",
+            "3.2.0",
+            37,
+            "train[2944:3144]",
+            "test",
+            3669,
+            aliases=("pets", "oxford_pet"),
+        ),
+        _t("sun397", "natural", "sun397/tfds:4.*.*", "4.0.0", 397, "validation[:200]", "test", 21750),
+        _t(
+            "svhn",
+            "natural",
+            "svhn_cropped:3.*.*",
+            "3.0.0",
+            10,
+            "train[65931:66131]",
+            "test",
+            26032,
+            flip=False,
+            aliases=("svhn_cropped",),
+        ),
+        _t(
+            "patch_camelyon",
+            "specialized",
+            "patch_camelyon:2.*.*",
+            "2.0.0",
+            2,
+            "validation[:200]",
+            "test",
+            32768,
+            aliases=("camelyon", "pcam"),
+        ),
+        _t("eurosat", "specialized", "eurosat/rgb:2.*.*", "2.0.0", 10, "train[16200:16400]", "train[21600:]", 5400),
+        _t("resisc45", "specialized", "resisc45:3.*.*", "3.0.0", 45, "train[18900:19100]", "train[25200:]", 6300),
+        _t(
+            "diabetic_retinopathy",
+            "specialized",
+            "diabetic_retinopathy_detection/btgraham-300:3.*.*",
+            "3.0.0",
+            5,
+            "validation[:200]",
+            "test",
+            42670,
+            aliases=("retinopathy", "diabetic_retinopathy_detection"),
+        ),
+        _t(
+            "clevr_count",
+            "structured",
+            "clevr:3.*.*",
+            "3.1.0",
+            8,
+            "train[63000:63200]",
+            "validation",
+            15000,
+            label=clevr_count,
+            crop=False,
+            aliases=("clevr_count_all", "clevr(task=count_all)"),
+        ),
+        _t(
+            "clevr_dist",
+            "structured",
+            "clevr:3.*.*",
+            "3.1.0",
+            6,
+            "train[63000:63200]",
+            "validation",
+            15000,
+            label=clevr_distance,
+            crop=False,
+            aliases=("clevr_closest_object_distance",),
+        ),
+        _t("dmlab", "structured", "dmlab:2.0.1", "2.0.1", 6, "validation[:200]", "test", 22735),
+        _t(
+            "kitti_dist",
+            "structured",
+            KITTI_TFDS,
+            "3.2.0",
+            4,
+            "validation[:200]",
+            "test",
+            711,
+            label=kitti_distance,
+            crop=False,
+            aliases=("kitti", "kitti_closest_vehicle_distance"),
+        ),
+        _t(
+            "dsprites_loc",
+            "structured",
+            "dsprites:2.*.*",
+            "2.0.0",
+            16,
+            "train[589824:590024]",
+            "train[663552:]",
+            73728,
+            label=dsprites_x_position,
+            flip=False,
+            crop=False,
+            aliases=("dsprites_location", "dsprites_xpos"),
+        ),
+        _t(
+            "dsprites_ori",
+            "structured",
+            "dsprites:2.*.*",
+            "2.0.0",
+            16,
+            "train[589824:590024]",
+            "train[663552:]",
+            73728,
+            label=dsprites_orientation,
+            flip=False,
+            crop=False,
+            aliases=("dsprites_orientation",),
+        ),
+        _t(
+            "smallnorb_azi",
+            "structured",
+            "smallnorb:2.*.*",
+            "2.0.0",
+            18,
+            "test[:200]",
+            "test[50%:]",
+            12150,
+            label="label_azimuth",
+            flip=False,
+            aliases=("smallnorb_azimuth", "snorb_azim"),
+        ),
+        _t(
+            "smallnorb_ele",
+            "structured",
+            "smallnorb:2.*.*",
+            "2.0.0",
+            9,
+            "test[:200]",
+            "test[50%:]",
+            12150,
+            label="label_elevation",
+            aliases=("smallnorb_elevation", "snorb_elev"),
+        ),
+    ]
+}
 
 _ALIASES = {a.lower(): t.name for t in TASKS.values() for a in (t.name, *t.aliases)}
 
@@ -188,8 +328,10 @@ def get_task(name: str) -> Task:
     """
     key = _ALIASES.get(name.lower())
     if key is None:
-        raise ValueError(f"unknown VTAB-1k task {name!r}: use one of {', '.join(TASKS)} (or natural, specialized, "
-                         "structured, vtab1k)")
+        raise ValueError(
+            f"unknown VTAB-1k task {name!r}: use one of {', '.join(TASKS)} (or natural, specialized, "
+            "structured, vtab1k)"
+        )
     return TASKS[key]
 
 

@@ -1,19 +1,50 @@
-"""The tasks a sweep (and ``harness fewshot``) takes: VTAB-1k names and groups, the demo suite, custom task lines
-``NAME=FOLDER:K``; their splits, read from the configured source; and the checks of the data and the device made
-before any run. Re-exported by :mod:`harness.downstream.sweep`."""
+"""The tasks a sweep, ``harness fewshot`` and the upstream few-shot monitor take: VTAB-1k names and groups, the demo
+suite, custom task lines ``NAME=FOLDER:K``; where their data is read from (:class:`TaskData`); their splits, read
+from that source; and the checks of the data made before any run."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
-from harness.downstream.config import SweepSettings
-from harness.downstream.demo import DEMO_TASKS, demo_split
-from harness.downstream.tasks import GROUPS, SPLITS, Task, get_task, resolve_tasks
 from harness.io import check_name
-
+from harness.tasks.catalogue import GROUPS, SPLITS, Task, get_task, resolve_tasks
+from harness.tasks.demo import DEMO_TASKS, demo_split
 
 CUSTOM_FLAGS = ("no-flip", "no-crop")
+DATA_FORMATS = ("tfds", "folder")
+
+
+@dataclass
+class TaskData:
+    """Where the tasks' data is read from: the settings every task reader takes (the sweep's
+    :class:`harness.downstream.config.SweepSettings` extends them).
+
+    Attributes:
+        data_format: ``tfds`` or ``folder`` for VTAB tasks (demo tasks are generated; custom tasks are folders).
+        data_dir: TFDS data_dir or the folder-format root (one folder per task).
+        check_test_size: refuse a test split whose size differs from the task's (train800, val200 and
+            train800val200 are always checked).
+        allow_outside_paths: accept folder-format list paths outside their task folder (``../``, absolute paths);
+            off by default, so a list cannot make the harness read other files.
+
+    Raises:
+        ValueError: an unknown ``data_format`` (the message names ``--data-format`` and the choices).
+    """
+
+    data_format: str = "tfds"
+    data_dir: Optional[str] = None
+    check_test_size: bool = True
+    allow_outside_paths: bool = False
+
+    def __post_init__(self) -> None:
+        if self.data_format not in DATA_FORMATS:
+            raise ValueError(
+                f"unknown data format {self.data_format!r} (--data-format): use one of {', '.join(DATA_FORMATS)}"
+            )
+
+
 _RESERVED = {"vtab1k", "vtab", "all", "demo", *GROUPS}
 
 
@@ -35,18 +66,33 @@ def custom_task(spec: str) -> Task:
         flags.add(flag)
     folder, _, k = rest.rpartition(":")
     if not (name and folder and k.isdigit() and int(k) > 0):
-        raise ValueError(f"custom task {spec!r} must look like NAME=FOLDER:NUM_CLASSES[:no-flip][:no-crop], e.g. "
-                         "birds=/data/birds:200")
+        raise ValueError(
+            f"custom task {spec!r} must look like NAME=FOLDER:NUM_CLASSES[:no-flip][:no-crop], e.g. "
+            "birds=/data/birds:200"
+        )
     check_name(name, "custom task name")  # it names result files
     try:
         taken = f"the VTAB-1k task {get_task(name).name}"
     except ValueError:
         taken = "a task group" if name.lower() in _RESERVED else ("a demo task" if name in DEMO_TASKS else None)
     if taken:
-        raise ValueError(f"custom task name {name!r} is already {taken}: give the custom task another name, e.g. "
-                         f"my_{name}={rest}")
-    return Task(name, "custom", f"folder:{folder}", "-", int(k), _no_tfds_label, "val200", "test", None,
-                train="train800", flip="no-flip" not in flags, crop="no-crop" not in flags)
+        raise ValueError(
+            f"custom task name {name!r} is already {taken}: give the custom task another name, e.g. my_{name}={rest}"
+        )
+    return Task(
+        name,
+        "custom",
+        f"folder:{folder}",
+        "-",
+        int(k),
+        _no_tfds_label,
+        "val200",
+        "test",
+        None,
+        train="train800",
+        flip="no-flip" not in flags,
+        crop="no-crop" not in flags,
+    )
 
 
 def custom_spec(task: Task) -> str:
@@ -83,16 +129,18 @@ def expand_tasks(names: Sequence[str]) -> "list[Task]":
             picks = resolve_tasks([n])
         for t in picks:
             if t.group == "custom" and custom.setdefault(t.name.lower(), t) != t:
-                raise ValueError(f"two custom tasks are named {t.name!r} ({custom_spec(custom[t.name.lower()])} and "
-                                 f"{custom_spec(t)}): give each its own name")
+                raise ValueError(
+                    f"two custom tasks are named {t.name!r} ({custom_spec(custom[t.name.lower()])} and "
+                    f"{custom_spec(t)}): give each its own name"
+                )
         out += [t for t in picks if t not in out]
     return out
 
 
-def load_split(task: Task, split: str, settings: SweepSettings):
+def load_split(task: Task, split: str, settings: TaskData):
     """The task's split from the configured reader (demo tasks: generated); ``dataset.source`` says
     what was read."""
-    from harness.downstream.data import folder_split, tfds_split
+    from harness.tasks.readers import folder_split, tfds_split
 
     if task.group == "demo":
         ds = demo_split(task, split)
@@ -110,8 +158,7 @@ def load_split(task: Task, split: str, settings: SweepSettings):
     return tfds_split(task, split, settings.data_dir, validate)
 
 
-def check_tasks(tasks: Sequence[Task], settings: SweepSettings,
-                progress: Optional[Callable[[str], None]] = None) -> None:
+def check_tasks(tasks: Sequence[Task], settings: TaskData, progress: Optional[Callable[[str], None]] = None) -> None:
     """Check all four splits of every task before any run: folder lists (two columns, integer labels
     in [0, K), paths inside the task folder, VTAB-1k sizes including the test split unless
     ``check_test_size`` is off), that every listed image exists and a sample decode; TFDS splits
@@ -121,7 +168,7 @@ def check_tasks(tasks: Sequence[Task], settings: SweepSettings,
     Raises:
         ValueError / FileNotFoundError: the first problem found, naming the file (and line) and the fix.
     """
-    from harness.downstream.data import check_split, check_tfds_split
+    from harness.tasks.readers import check_split, check_tfds_split
 
     for i, t in enumerate(tasks, 1):
         if t.group == "demo":
@@ -133,31 +180,3 @@ def check_tasks(tasks: Sequence[Task], settings: SweepSettings,
                 check_tfds_split(t, split, settings.data_dir, settings.check_test_size or split != "test")
             else:
                 check_split(load_split(t, split, settings))
-
-
-def check_device(device: str) -> None:
-    """Refuse a device this machine cannot run on (before any work).
-
-    Raises:
-        ValueError: not ``cpu`` / ``cuda`` / ``cuda:N``; CUDA asked for without a usable GPU, or a GPU
-            index beyond the GPUs visible (the message names the fix).
-    """
-    import torch
-
-    try:
-        dev = torch.device(device)
-    except (RuntimeError, ValueError) as e:
-        raise ValueError(f"unknown device {device!r} (--device): use cpu, cuda or cuda:N") from e
-    if dev.type == "cpu":
-        return
-    if dev.type != "cuda":
-        raise ValueError(f"device {device!r} (--device): fine-tuning runs on cpu, cuda or cuda:N")
-    if not torch.cuda.is_available():
-        build = f"a CUDA {torch.version.cuda} build" if torch.version.cuda else "a CPU-only build"
-        raise ValueError(f"--device {device}: no CUDA GPU is usable on this machine (torch.cuda.is_available() is "
-                         f"False; torch {torch.__version__} is {build}); use --device cpu, or run where nvidia-smi "
-                         "shows a GPU (and CUDA_VISIBLE_DEVICES does not hide it)")
-    if dev.index is not None and dev.index >= torch.cuda.device_count():
-        raise ValueError(f"--device {device}: only {torch.cuda.device_count()} GPU(s) are visible; use cuda:0 .. "
-                         f"cuda:{torch.cuda.device_count() - 1}")
-

@@ -1,8 +1,8 @@
-"""harness.precision: which CPUs compute bf16 natively, read from their flags."""
+"""harness.training.precision: which CPUs compute bf16 natively, read from their flags."""
 
 import pytest
 
-from harness.precision import cpu_flags, native_bf16, resolve
+from harness.training.precision import cpu_flags, native_bf16, resolve
 
 ZEN3 = "processor\t: 0\nvendor_id\t: AuthenticAMD\nflags\t\t: fpu sse sse2 avx avx2 fma sha_ni vaes\n"
 ZEN4 = "processor\t: 0\nflags\t\t: fpu avx2 avx512f avx512bw avx512_bf16 avx512_vnni\n"
@@ -11,8 +11,10 @@ ICELAKE = "flags\t\t: fpu avx2 avx512f avx512bw avx512_vnni\n"  # plain AVX512: 
 GRAVITON3 = "processor\t: 0\nFeatures\t: fp asimd sve bf16 i8mm\nCPU implementer\t: 0x41\n"
 
 
-@pytest.mark.parametrize("text, native", [(ZEN3, False), (ZEN4, True), (SAPPHIRE_RAPIDS, True), (ICELAKE, False),
-                                          (GRAVITON3, True), ("", False)])
+@pytest.mark.parametrize(
+    "text, native",
+    [(ZEN3, False), (ZEN4, True), (SAPPHIRE_RAPIDS, True), (ICELAKE, False), (GRAVITON3, True), ("", False)],
+)
 def test_bf16_is_native_only_with_the_instructions_that_compute_it(text, native):
     assert native_bf16("cpu", cpuinfo=text) is native
 

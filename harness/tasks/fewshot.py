@@ -37,7 +37,7 @@ BIAS_FEATURE = 100.0
 #: added to the shots' per-feature standard deviation before dividing (big_vision's whitening)
 STD_EPS = 1e-5
 #: the λ grid: 2^k for k = -10 .. 19 (the grid of big_vision's earlier few-shot evaluator and uncertainty-baselines')
-L2_GRID = tuple(2.0 ** k for k in range(-10, 20))
+L2_GRID = tuple(2.0**k for k in range(-10, 20))
 #: held-out examples per class drawn beside the shots to choose λ (fewer where a class has fewer left, at least 1)
 HELDOUT_PER_CLASS = 10
 
@@ -48,15 +48,18 @@ def _float_matrix(a: Any, what: str) -> torch.Tensor:
     if t.ndim != 2 or t.shape[0] == 0 or t.shape[1] == 0:
         raise ValueError(f"{what} must be a non-empty 2-D array [N, D], got shape {tuple(t.shape)}")
     if not torch.isfinite(t).all():
-        raise ValueError(f"{what} holds NaN or infinite values ({int((~torch.isfinite(t)).sum())} of {t.numel()}): "
-                         "the model's features diverged, or the input images are broken; check the model")
+        raise ValueError(
+            f"{what} holds NaN or infinite values ({int((~torch.isfinite(t)).sum())} of {t.numel()}): "
+            "the model's features diverged, or the input images are broken; check the model"
+        )
     return t
 
 
 def _lams(lams: "float | Iterable[float]") -> "list[float]":
     values = [lams] if isinstance(lams, (int, float)) else list(lams)
-    if not values or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
-                             for v in values):
+    if not values or not all(
+        isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0 for v in values
+    ):
         raise ValueError(f"the l2 strength λ must be a finite number > 0 (or a non-empty list of them), got {lams!r}")
     return [float(v) for v in values]
 
@@ -106,14 +109,18 @@ def _labels(labels: Any, num_classes: int, n: "int | None", what: str) -> np.nda
         raise ValueError(f"num_classes must be a whole number >= 2, got {num_classes!r}")
     y = np.asarray(labels)
     if y.ndim != 1 or (n is not None and len(y) != n):
-        raise ValueError(f"{what} must be a 1-D array of {n if n is not None else 'N'} class indices, got shape "
-                         f"{y.shape}")
+        raise ValueError(
+            f"{what} must be a 1-D array of {n if n is not None else 'N'} class indices, got shape {y.shape}"
+        )
     if y.size and not np.issubdtype(y.dtype, np.integer):
-        raise ValueError(f"{what} must be integer class indices, got dtype {y.dtype}: pass the labels, not one-hot "
-                         "rows or probabilities")
+        raise ValueError(
+            f"{what} must be integer class indices, got dtype {y.dtype}: pass the labels, not one-hot "
+            "rows or probabilities"
+        )
     if y.size and (y.min() < 0 or y.max() >= num_classes):
-        raise ValueError(f"{what} must lie in [0, {num_classes}), got [{y.min()}, {y.max()}]: give the task's number "
-                         "of classes")
+        raise ValueError(
+            f"{what} must lie in [0, {num_classes}), got [{y.min()}, {y.max()}]: give the task's number of classes"
+        )
     return y.astype(np.int64)
 
 
@@ -139,8 +146,10 @@ class LinearProbe:
         """``[N, K]`` scores (the regression's estimate of the ±1 targets) for ``[N, D]`` features."""
         x = _float_matrix(features, "features").numpy()
         if x.shape[1] != self.weight.shape[0]:
-            raise ValueError(f"features have {x.shape[1]} dimensions and the probe was fit on {self.weight.shape[0]}: "
-                             "use features of the same model")
+            raise ValueError(
+                f"features have {x.shape[1]} dimensions and the probe was fit on {self.weight.shape[0]}: "
+                "use features of the same model"
+            )
         return x @ self.weight + self.bias
 
     def predict(self, features: Any) -> np.ndarray:
@@ -190,9 +199,14 @@ def check_shots(shots: Any, what: str = "shots") -> "list[int]":
     return sorted({int(s) for s in values})
 
 
-def draw_shots(labels: Any, num_classes: int, shots: Sequence[int], seed: int = 0,
-               heldout: int = HELDOUT_PER_CLASS, where: str = "the training pool"
-               ) -> "dict[int, tuple[np.ndarray, np.ndarray]]":
+def draw_shots(
+    labels: Any,
+    num_classes: int,
+    shots: Sequence[int],
+    seed: int = 0,
+    heldout: int = HELDOUT_PER_CLASS,
+    where: str = "the training pool",
+) -> "dict[int, tuple[np.ndarray, np.ndarray]]":
     """For each shot count s, ``s`` training examples per class and, disjoint from them, up to ``heldout`` more per
     class to choose λ on: indices into ``labels``.
 
@@ -223,22 +237,33 @@ def draw_shots(labels: Any, num_classes: int, shots: Sequence[int], seed: int = 
     smallest = int(counts.argmin())
     if counts[smallest] < shots[-1] + 1:
         n = int(counts[smallest])
-        fix = (f"ask for at most {n - 1} shots" if n >= 2 else
-               "few-shot evaluation needs at least 2 examples of every class (1 shot, 1 held out)")
-        raise ValueError(f"class {smallest} has {n} example{'s' if n != 1 else ''} in {where}: {shots[-1]} shots need "
-                         f"at least {shots[-1] + 1} per class ({shots[-1]} to fit, at least 1 held out to choose λ); "
-                         f"{fix}")
+        fix = (
+            f"ask for at most {n - 1} shots"
+            if n >= 2
+            else "few-shot evaluation needs at least 2 examples of every class (1 shot, 1 held out)"
+        )
+        raise ValueError(
+            f"class {smallest} has {n} example{'s' if n != 1 else ''} in {where}: {shots[-1]} shots need "
+            f"at least {shots[-1] + 1} per class ({shots[-1]} to fit, at least 1 held out to choose λ); "
+            f"{fix}"
+        )
     rng = np.random.default_rng(seed)
     orders = [rng.permutation(np.flatnonzero(y == c)) for c in range(num_classes)]
     out = {}
     for s in shots:
-        out[s] = (np.concatenate([o[:s] for o in orders]), np.concatenate([o[s:s + heldout] for o in orders]))
+        out[s] = (np.concatenate([o[:s] for o in orders]), np.concatenate([o[s : s + heldout] for o in orders]))
     return out
 
 
-def fewshot_scores(pool_features: Any, pool_labels: Any, draws: "Mapping[int, tuple[np.ndarray, np.ndarray]]",
-                   test_features: Any, test_labels: Any, num_classes: int,
-                   grid: Sequence[float] = L2_GRID) -> "dict[int, dict]":
+def fewshot_scores(
+    pool_features: Any,
+    pool_labels: Any,
+    draws: "Mapping[int, tuple[np.ndarray, np.ndarray]]",
+    test_features: Any,
+    test_labels: Any,
+    num_classes: int,
+    grid: Sequence[float] = L2_GRID,
+) -> "dict[int, dict]":
     """Few-shot accuracy for each shot count: λ chosen on the held-out draw, the probe fit on the shots with it,
     scored on the test examples.
 
@@ -267,8 +292,10 @@ def fewshot_scores(pool_features: Any, pool_labels: Any, draws: "Mapping[int, tu
     tx = _float_matrix(test_features, "test features").numpy()
     ty = _labels(test_labels, num_classes, tx.shape[0], "test labels")
     if tx.shape[1] != px.shape[1]:
-        raise ValueError(f"test features have {tx.shape[1]} dimensions and pool features {px.shape[1]}: extract both "
-                         "with the same model")
+        raise ValueError(
+            f"test features have {tx.shape[1]} dimensions and pool features {px.shape[1]}: extract both "
+            "with the same model"
+        )
     grid = _lams(grid)
     out = {}
     for shots, (train_idx, held_idx) in sorted(draws.items()):
@@ -279,18 +306,25 @@ def fewshot_scores(pool_features: Any, pool_labels: Any, draws: "Mapping[int, tu
         ranked = []
         for p in probes:
             s = p.scores(px[held_idx])
-            ranked.append((float((s.argmax(axis=1) == py[held_idx]).mean()), -float(((s - held_targets) ** 2).mean()),
-                           p.lam, p))
+            ranked.append(
+                (float((s.argmax(axis=1) == py[held_idx]).mean()), -float(((s - held_targets) ** 2).mean()), p.lam, p)
+            )
         acc, _, lam, best = max(ranked, key=lambda r: r[:3])
-        out[int(shots)] = {"prec@1": float((best.predict(tx) == ty).mean()), "lam": lam, "heldout_prec@1": acc,
-                           "num_train": int(len(train_idx)), "num_heldout": int(len(held_idx)),
-                           "num_test": int(len(ty))}
+        out[int(shots)] = {
+            "prec@1": float((best.predict(tx) == ty).mean()),
+            "lam": lam,
+            "heldout_prec@1": acc,
+            "num_train": int(len(train_idx)),
+            "num_heldout": int(len(held_idx)),
+            "num_test": int(len(ty)),
+        }
     return out
 
 
 @torch.no_grad()
-def extract_features(model: torch.nn.Module, loader: Iterable, device: "str | torch.device" = "cpu"
-                     ) -> "tuple[np.ndarray, np.ndarray, np.ndarray]":
+def extract_features(
+    model: torch.nn.Module, loader: Iterable, device: "str | torch.device" = "cpu"
+) -> "tuple[np.ndarray, np.ndarray, np.ndarray]":
     """Frozen pre-logit features of ``model`` (a :class:`harness.models.Classifier`: its
     :meth:`~harness.models.Classifier.pre_logits`, the pooled backbone output; the head is not used) in eval mode,
     in float32, the model's training mode restored afterwards.
@@ -308,8 +342,10 @@ def extract_features(model: torch.nn.Module, loader: Iterable, device: "str | to
         ValueError: an empty loader.
     """
     if not callable(getattr(model, "pre_logits", None)):
-        raise TypeError(f"{type(model).__name__} has no pre_logits(x): pass a harness.models.Classifier "
-                        "(harness.sources.load_source loads one from any source)")
+        raise TypeError(
+            f"{type(model).__name__} has no pre_logits(x): pass a harness.models.Classifier "
+            "(harness.sources.load_source loads one from any source)"
+        )
     was_training = model.training
     model.eval()
     feats, labels, index = [], [], []

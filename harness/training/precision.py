@@ -64,16 +64,51 @@ def device_type() -> str:
     return "cpu"
 
 
-def resolve(setting: str, device_type: str = "cpu") -> str:
-    """The precision to use for ``train.mixed_precision`` = ``setting`` on ``device_type``: ``auto``
-    becomes ``bf16`` where :func:`native_bf16` holds, else ``no`` (fp32); other values are returned
-    as they are.
+def resolve(setting: str, device_type: str = "cpu", key: "str | None" = None) -> str:
+    """The precision to use for ``setting`` (``train.mixed_precision``, ``--mixed-precision``) on ``device_type``:
+    ``auto`` becomes ``bf16`` where :func:`native_bf16` holds, else ``no`` (fp32); other values are returned as they
+    are. The one home of the precision rules of every stage; ``key`` names the setting in messages.
 
     Raises:
-        ValueError: a value outside ``no``, ``fp16``, ``bf16``, ``auto``.
+        ValueError: a value outside ``no``, ``fp16``, ``bf16``, ``auto``; ``fp16`` on a CPU (autocast has no fp16
+            training path there and accelerate silently trains in fp32: use bf16 or no).
     """
     if setting not in CHOICES:
-        raise ValueError(f"unknown mixed precision {setting!r}: use one of {', '.join(CHOICES)}")
+        where = f" ({key})" if key else ""
+        raise ValueError(f"unknown mixed precision {setting!r}{where}: use one of {', '.join(CHOICES)}")
+    if setting == "fp16" and device_type == "cpu":
+        raise ValueError(
+            f"{key or 'mixed precision'}=fp16 does not run on a CPU (accelerate silently trains in fp32 there): use bf16 or no on CPUs"
+        )
     if setting == "auto":
         return "bf16" if native_bf16(device_type) else "no"
     return setting
+
+
+def check_device(device: str) -> None:
+    """Refuse a device this machine cannot run on (before any work).
+
+    Raises:
+        ValueError: not ``cpu`` / ``cuda`` / ``cuda:N``; CUDA asked for without a usable GPU, or a GPU
+            index beyond the GPUs visible (the message names the fix).
+    """
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, ValueError) as e:
+        raise ValueError(f"unknown device {device!r} (--device): use cpu, cuda or cuda:N") from e
+    if dev.type == "cpu":
+        return
+    if dev.type != "cuda":
+        raise ValueError(f"device {device!r} (--device): fine-tuning runs on cpu, cuda or cuda:N")
+    if not torch.cuda.is_available():
+        build = f"a CUDA {torch.version.cuda} build" if torch.version.cuda else "a CPU-only build"
+        raise ValueError(
+            f"--device {device}: no CUDA GPU is usable on this machine (torch.cuda.is_available() is "
+            f"False; torch {torch.__version__} is {build}); use --device cpu, or run where nvidia-smi "
+            "shows a GPU (and CUDA_VISIBLE_DEVICES does not hide it)"
+        )
+    if dev.index is not None and dev.index >= torch.cuda.device_count():
+        raise ValueError(
+            f"--device {device}: only {torch.cuda.device_count()} GPU(s) are visible; use cuda:0 .. "
+            f"cuda:{torch.cuda.device_count() - 1}"
+        )

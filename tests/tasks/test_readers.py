@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from harness.downstream.data import check_split, folder_split, tfds_split
-from harness.downstream.tasks import get_task
+from harness.tasks.catalogue import get_task
+from harness.tasks.readers import check_split, folder_split, tfds_split
 
 
 def _write_task(root, folder, sizes, num_classes=47):
@@ -39,8 +39,11 @@ def test_folder_format_errors_name_the_fix(tmp_path):
     with pytest.raises(FileNotFoundError, match="test.txt is missing"):
         folder_split(task, "test", tmp_path)
     (tmp_path / "dtd" / "val200.txt").write_text("images/a.jpg 3\n" * 150 + "images/a.jpg 99\n" * 50)
-    with pytest.raises(ValueError, match=r"val200.txt line 151: label 99; labels must lie in \[0, 47\) .* not a dtd "
-                                         "split: regenerate it"):
+    with pytest.raises(
+        ValueError,
+        match=r"val200.txt line 151: label 99; labels must lie in \[0, 47\) .* not a dtd "
+        "split: regenerate it",
+    ):
         folder_split(task, "val200", tmp_path)
     (tmp_path / "dtd" / "val200.txt").write_text("images/a.jpg\n")
     with pytest.raises(ValueError, match="expected 'relative/path label'"):
@@ -82,14 +85,17 @@ def test_corrupt_and_missing_images_are_named(tmp_path):
     for bad in ("cut.jpg", "text.png"):
         listing.write_text("images/a.jpg 0\n" * 199 + f"images/{bad} 0\n")
         ds = folder_split(get_task("dtd"), "val200", tmp_path)
-        with pytest.raises(ValueError, match=f"images/{bad} \\(listed in .*val200.txt line 200\\)' .*replace or "
-                                             "remove that file"):
+        with pytest.raises(
+            ValueError, match=f"images/{bad} \\(listed in .*val200.txt line 200\\)' .*replace or remove that file"
+        ):
             ds[199]
         with pytest.raises(ValueError, match=f"images/{bad} \\(listed in .*val200.txt line 200"):
             check_split(ds)  # the sample includes the last image
     listing.write_text("images/a.jpg 0\n" * 198 + "images/gone.jpg 0\nimages/gone2.jpg 1\n")
-    with pytest.raises(FileNotFoundError, match="2 of 200 images listed in .*val200.txt do not exist: .*gone.jpg "
-                                                "\\(listed in .* line 199\\)"):
+    with pytest.raises(
+        FileNotFoundError,
+        match="2 of 200 images listed in .*val200.txt do not exist: .*gone.jpg \\(listed in .* line 199\\)",
+    ):
         check_split(folder_split(get_task("dtd"), "val200", tmp_path))
 
 
@@ -111,8 +117,11 @@ def test_tfds_version_actually_read_is_recorded_and_a_missing_pin_warned():
         dtd = tfds_split(get_task("dtd"), "val200", None, validate=False)
         assert dtd.source["name"] == "dtd" and dtd.source["version"] == "3.0.1" and not dtd.source["fallback"]
         # installed TFDS has only oxford_iiit_pet 4.0.0: read it, but say so and record it
-        with pytest.warns(UserWarning, match=r"no version oxford_iiit_pet:3\.\*\.\* .* reading oxford_iiit_pet "
-                                             r"4\.0\.0"):
+        with pytest.warns(
+            UserWarning,
+            match=r"no version oxford_iiit_pet:3\.\*\.\* .* reading oxford_iiit_pet "
+            r"4\.0\.0",
+        ):
             pets = tfds_split(get_task("pets"), "val200", None, validate=False)
         assert pets.source["version"] == "4.0.0" and pets.source["fallback"]
         assert pets.source["pinned"] == "oxford_iiit_pet:3.*.*"

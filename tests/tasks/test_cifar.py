@@ -1,4 +1,4 @@
-"""``harness data tasks-cifar`` (:mod:`harness.tasks_cifar`): CIFAR transfer tasks in the VTAB-1k folder format.
+"""``harness data tasks-cifar`` (:mod:`harness.tasks.cifar`): CIFAR transfer tasks in the VTAB-1k folder format.
 
 The tasks are built from a small synthetic stand-in of the cifar10n folder, made once per module:
 
@@ -27,9 +27,9 @@ from PIL import Image
 
 from harness.cli import main
 from harness.data.sources import cifar10n_rows
-from harness.downstream.data import check_split, folder_split
-from harness.downstream.taskset import custom_task
-from harness.tasks_cifar import CIFAR_TASKS, build_cifar_tasks
+from harness.tasks.cifar import CIFAR_TASKS, build_cifar_tasks
+from harness.tasks.readers import check_split, folder_split
+from harness.tasks.taskset import custom_task
 
 CLASSES = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]
 TEST_PER_CLASS = 30
@@ -53,9 +53,17 @@ def data(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("cifar10n")
     labels = np.arange(50_000) % 10
     paths = np.array([f"train/{CLASSES[y]}/{i:05d}.jpg" for i, y in enumerate(labels)])
-    np.savez(root / "cifar10n_labels.npz", clean_label=labels, aggre_label=labels, worse_label=labels,
-             random_label1=labels, random_label2=labels, random_label3=labels, train_path=paths,
-             classes=np.array(CLASSES))
+    np.savez(
+        root / "cifar10n_labels.npz",
+        clean_label=labels,
+        aggre_label=labels,
+        worse_label=labels,
+        random_label1=labels,
+        random_label2=labels,
+        random_label3=labels,
+        train_path=paths,
+        classes=np.array(CLASSES),
+    )
     with zipfile.ZipFile(root / "cifar10_jpeg.zip", "w", zipfile.ZIP_STORED) as z:
         for i in cifar10n_rows("val5k"):  # train45k members are absent on purpose
             z.writestr(str(paths[i]), _jpeg(_colour("train", int(i))))
@@ -81,9 +89,11 @@ def _lists(folder: Path) -> dict:
 
 def test_summary_lists_the_groups_and_sizes(built):
     out, summary = built
-    assert summary["groups"] == {"natural": ["cifar10"],
-                                 "structured": ["cifar_rotation", "cifar_location", "cifar_count"],
-                                 "ood": ["demo_digit", "demo_rotation", "demo_position", "demo_count"]}
+    assert summary["groups"] == {
+        "natural": ["cifar10"],
+        "structured": ["cifar_rotation", "cifar_location", "cifar_count"],
+        "ood": ["demo_digit", "demo_rotation", "demo_position", "demo_count"],
+    }
     assert sum(len(v) for v in summary["groups"].values()) >= 7
     for task, (group, k, _, _) in CIFAR_TASKS.items():
         info = summary["tasks"][task]
@@ -152,8 +162,11 @@ def test_folders_load_with_the_project_reader(built, task):
 
 
 def _digest(folder: Path) -> dict:
-    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(folder.rglob("*")) if p.is_file() and p.name != "cifar_tasks.json"}
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and p.name != "cifar_tasks.json"
+    }
 
 
 def test_same_seed_same_files_other_seed_other_lists(built, data, tmp_path):
@@ -184,7 +197,7 @@ def test_refuses_to_write_over_task_folders_and_bad_sizes(built, data, tmp_path)
 
 
 def test_cli_builds_the_tasks_and_reports_errors(data, tmp_path, monkeypatch):
-    import harness.tasks_cifar as module
+    import harness.tasks.cifar as module
 
     monkeypatch.setattr(module, "build_cifar_tasks", functools.partial(module.build_cifar_tasks, sizes=(8, 2)))
     args = ["data", "tasks-cifar", "--data", str(data), "--out", str(tmp_path / "out"), "--test-size", "12"]

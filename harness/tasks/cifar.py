@@ -16,13 +16,13 @@ Tasks (all images 8-bit RGB PNG, lossless):
 - ``cifar_count`` (structured, 4 classes, 128x128): 1 to 4 images pasted in distinct cells of a 4x4 grid on a
   black canvas, label = count - 1.
 
-The structured tasks are built the way :mod:`harness.downstream.demo` builds its digits tasks (label drawn
+The structured tasks are built the way :mod:`harness.tasks.demo` builds its digits tasks (label drawn
 uniformly, same grids), from CIFAR images; the four digits demo tasks stay built in and are only listed in
 the summary's ``groups`` (``ood``). Within a task no source image is used twice, so train800, val200 and
 test share no image (not even as a part of a composite).
 
 Each task folder holds ``{train800,val200,train800val200,test}.txt`` (``relative/path label`` lines, read by
-:func:`harness.downstream.data.folder_split`), the PNGs under ``train800/``, ``val200/``, ``test/``, and
+:func:`harness.tasks.readers.folder_split`), the PNGs under ``train800/``, ``val200/``, ``test/``, and
 ``sources.json``: for every PNG the source images it was made from (``split`` ``train``: the index in the
 50,000 CIFAR-10 training images, always in ``val5k``; ``test``: the index in the sorted test members) and
 their zip members. Read a task with the custom task line in the summary (``NAME=FOLDER:K[:no-flip][:no-crop]``).
@@ -39,10 +39,14 @@ from typing import Callable, Iterator, Optional, Sequence
 import numpy as np
 from PIL import Image
 
-#: task -> (group, K, random flips allowed, random crops allowed): flags as in harness.downstream.demo
-CIFAR_TASKS = {"cifar10": ("natural", 10, True, True), "cifar_rotation": ("structured", 4, False, True),
-               "cifar_location": ("structured", 9, False, False), "cifar_count": ("structured", 4, True, False)}
-#: the out-of-domain group: the built-in digits demo tasks (harness.downstream.demo), not rebuilt here
+#: task -> (group, K, random flips allowed, random crops allowed): flags as in harness.tasks.demo
+CIFAR_TASKS = {
+    "cifar10": ("natural", 10, True, True),
+    "cifar_rotation": ("structured", 4, False, True),
+    "cifar_location": ("structured", 9, False, False),
+    "cifar_count": ("structured", 4, True, False),
+}
+#: the out-of-domain group: the built-in digits demo tasks (harness.tasks.demo), not rebuilt here
 OOD_TASKS = ("demo_digit", "demo_rotation", "demo_position", "demo_count")
 #: source images one example may use at most (cifar_count), which bounds the split sizes
 MOST_PER_EXAMPLE = 4
@@ -60,8 +64,13 @@ def _balanced(labels: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarra
     return rng.permutation(order[np.argsort(rank[order], kind="stable")][:n])
 
 
-def _example(task: str, rng: np.random.Generator, take: Callable[[int], "list[int]"],
-             pixels: Callable[[int], np.ndarray], labels: np.ndarray) -> "tuple[np.ndarray, int, list[int]]":
+def _example(
+    task: str,
+    rng: np.random.Generator,
+    take: Callable[[int], "list[int]"],
+    pixels: Callable[[int], np.ndarray],
+    labels: np.ndarray,
+) -> "tuple[np.ndarray, int, list[int]]":
     """One example of ``task``: (``[H, W, 3]`` uint8 image, label, positions of the source images used)."""
     if task == "cifar10":
         (i,) = take(1)
@@ -73,14 +82,14 @@ def _example(task: str, rng: np.random.Generator, take: Callable[[int], "list[in
         cell, (i,) = int(rng.integers(9)), take(1)
         canvas = np.zeros((3 * SIDE, 3 * SIDE, 3), np.uint8)
         r, c = divmod(cell, 3)
-        canvas[SIDE * r:SIDE * (r + 1), SIDE * c:SIDE * (c + 1)] = pixels(i)
+        canvas[SIDE * r : SIDE * (r + 1), SIDE * c : SIDE * (c + 1)] = pixels(i)
         return canvas, cell, [i]
     count = int(rng.integers(1, MOST_PER_EXAMPLE + 1))
     used = take(count)
     canvas = np.zeros((4 * SIDE, 4 * SIDE, 3), np.uint8)
     for slot, i in zip(rng.permutation(16)[:count], used):  # 4x4 grid of non-overlapping slots
         r, c = divmod(int(slot), 4)
-        canvas[SIDE * r:SIDE * (r + 1), SIDE * c:SIDE * (c + 1)] = pixels(i)
+        canvas[SIDE * r : SIDE * (r + 1), SIDE * c : SIDE * (c + 1)] = pixels(i)
     return canvas, count - 1, used
 
 
@@ -94,17 +103,23 @@ class _Part:
     def pixels(self, i: int) -> np.ndarray:
         img = np.asarray(self.ds[int(i)][0])
         if img.shape != (SIDE, SIDE, 3):
-            raise ValueError(f"{self.ds.image_name(int(i))} is {img.shape[1]}x{img.shape[0]}, not a 32x32 CIFAR image; "
-                             "pass the cifar10n folder as --data")
+            raise ValueError(
+                f"{self.ds.image_name(int(i))} is {img.shape[1]}x{img.shape[0]}, not a 32x32 CIFAR image; "
+                "pass the cifar10n folder as --data"
+            )
         return img
 
     def source(self, used: "list[int]") -> dict:
-        return {"split": self.name, "index": [int(self.index[i]) for i in used],
-                "member": [self.members[i] for i in used]}
+        return {
+            "split": self.name,
+            "index": [int(self.index[i]) for i in used],
+            "member": [self.members[i] for i in used],
+        }
 
 
-def _examples(task: str, seed: int, fit: _Part, test: _Part, sizes: "tuple[int, int]", test_size: int
-              ) -> "Iterator[tuple[str, str, np.ndarray, int, dict]]":
+def _examples(
+    task: str, seed: int, fit: _Part, test: _Part, sizes: "tuple[int, int]", test_size: int
+) -> "Iterator[tuple[str, str, np.ndarray, int, dict]]":
     """``(split, relative path, image, label, sources)`` of every example of ``task``, seeded by (seed, task)."""
     rng = np.random.default_rng([seed, list(CIFAR_TASKS).index(task)])
     for part, splits in ((fit, (("train800", sizes[0]), ("val200", sizes[1]))), (test, (("test", test_size),))):
@@ -120,8 +135,14 @@ def _examples(task: str, seed: int, fit: _Part, test: _Part, sizes: "tuple[int, 
                 yield split, f"{split}/{j:05d}.png", img, y, part.source(used)
 
 
-def build_cifar_tasks(data_path: "str | os.PathLike", out: "str | os.PathLike", seed: int = 0, test_size: int = 2000,
-                      progress: Optional[Callable[[str], None]] = print, sizes: "Sequence[int]" = (800, 200)) -> dict:
+def build_cifar_tasks(
+    data_path: "str | os.PathLike",
+    out: "str | os.PathLike",
+    seed: int = 0,
+    test_size: int = 2000,
+    progress: Optional[Callable[[str], None]] = print,
+    sizes: "Sequence[int]" = (800, 200),
+) -> dict:
     """Write the CIFAR transfer tasks (:data:`CIFAR_TASKS`) under ``out``, one VTAB-1k folder each.
 
     Training images (train800, val200; train800val200 is their union, in that order) come from the upstream
@@ -158,18 +179,24 @@ def build_cifar_tasks(data_path: "str | os.PathLike", out: "str | os.PathLike", 
         raise ValueError(f"--out {out} is a file: pass a folder")
     taken = [t for t in CIFAR_TASKS if (out / t).exists() and (not (out / t).is_dir() or any((out / t).iterdir()))]
     if taken:
-        raise ValueError(f"{out} already holds {', '.join(str(out / t) for t in taken)}: pass a new --out folder, or "
-                         "delete those task folders to rebuild them")
+        raise ValueError(
+            f"{out} already holds {', '.join(str(out / t) for t in taken)}: pass a new --out folder, or "
+            "delete those task folders to rebuild them"
+        )
     cfg = DataConfig(source="cifar10n", path=str(data_path), label_set="clean")
     fit = _Part(build_split(cfg, "val5k"), cifar10n_rows("val5k"), "train")
     test_ds = build_split(cfg, "test")
     test = _Part(test_ds, np.arange(len(test_ds)), "test")
     if min(train, val) < 1 or (train + val) * MOST_PER_EXAMPLE > len(fit.index):
-        raise ValueError(f"sizes {train}, {val}: each must be >= 1 and their sum at most {len(fit.index) // 4} "
-                         f"(cifar_count uses up to {MOST_PER_EXAMPLE} of the {len(fit.index)} val5k images an example)")
+        raise ValueError(
+            f"sizes {train}, {val}: each must be >= 1 and their sum at most {len(fit.index) // 4} "
+            f"(cifar_count uses up to {MOST_PER_EXAMPLE} of the {len(fit.index)} val5k images an example)"
+        )
     if not 1 <= test_size <= len(test.index) // MOST_PER_EXAMPLE:
-        raise ValueError(f"test_size {test_size} must lie in [1, {len(test.index) // MOST_PER_EXAMPLE}] (cifar_count "
-                         f"uses up to {MOST_PER_EXAMPLE} of the {len(test.index)} test images an example)")
+        raise ValueError(
+            f"test_size {test_size} must lie in [1, {len(test.index) // MOST_PER_EXAMPLE}] (cifar_count "
+            f"uses up to {MOST_PER_EXAMPLE} of the {len(test.index)} test images an example)"
+        )
 
     out.mkdir(parents=True, exist_ok=True)
     steps = Steps(progress, "tasks-cifar", len(CIFAR_TASKS))
@@ -181,8 +208,9 @@ def build_cifar_tasks(data_path: "str | os.PathLike", out: "str | os.PathLike", 
         try:
             lists: "dict[str, list[str]]" = {"train800": [], "val200": [], "test": []}
             sources: dict = {}
-            for split, rel, img, y, src in steps.count(_examples(task, seed, fit, test, (train, val), test_size),
-                                                       total, unit="images"):
+            for split, rel, img, y, src in steps.count(
+                _examples(task, seed, fit, test, (train, val), test_size), total, unit="images"
+            ):
                 (tmp / split).mkdir(exist_ok=True)
                 Image.fromarray(img).save(tmp / rel, format="PNG")
                 lists[split].append(f"{rel} {y}")
@@ -190,9 +218,20 @@ def build_cifar_tasks(data_path: "str | os.PathLike", out: "str | os.PathLike", 
             lists["train800val200"] = lists["train800"] + lists["val200"]
             for split, lines in lists.items():
                 atomic_write_text(tmp / f"{split}.txt", "\n".join(lines) + "\n")
-            atomic_write_text(tmp / "sources.json", json_dumps(
-                {"task": task, "seed": seed, "data": str(data_path), "train_source": "cifar10n val5k (clean labels)",
-                 "test_source": "CIFAR-10 test", "images": sources}, indent=1))
+            atomic_write_text(
+                tmp / "sources.json",
+                json_dumps(
+                    {
+                        "task": task,
+                        "seed": seed,
+                        "data": str(data_path),
+                        "train_source": "cifar10n val5k (clean labels)",
+                        "test_source": "CIFAR-10 test",
+                        "images": sources,
+                    },
+                    indent=1,
+                ),
+            )
             if (out / task).exists():
                 (out / task).rmdir()  # empty (checked above)
             os.replace(tmp, out / task)
@@ -200,8 +239,12 @@ def build_cifar_tasks(data_path: "str | os.PathLike", out: "str | os.PathLike", 
             shutil.rmtree(tmp, ignore_errors=True)
             raise
         spec = f"{task}={(out / task).absolute()}:{k}" + ("" if flip else ":no-flip") + ("" if crop else ":no-crop")
-        summary["tasks"][task] = {"group": group, "num_classes": k, "spec": spec,
-                                  "sizes": {s: len(lists[s]) for s in SPLITS}}
+        summary["tasks"][task] = {
+            "group": group,
+            "num_classes": k,
+            "spec": spec,
+            "sizes": {s: len(lists[s]) for s in SPLITS},
+        }
     summary["groups"] = {g: [t for t, v in CIFAR_TASKS.items() if v[0] == g] for g in ("natural", "structured")}
     summary["groups"]["ood"] = list(OOD_TASKS)
     atomic_write_text(out / "cifar_tasks.json", json_dumps(summary, indent=1))

@@ -1,12 +1,19 @@
-"""harness.fewshot: the closed-form ridge solver, the big_vision probe, the draws and the choice of λ."""
+"""harness.tasks.fewshot: the closed-form ridge solver, the big_vision probe, the draws and the choice of λ."""
 
 import numpy as np
 import pytest
 import torch
 from sklearn.linear_model import Ridge
 
-from harness.fewshot import (
-    BIAS_FEATURE, L2_GRID, STD_EPS, draw_shots, extract_features, fewshot_scores, fit_probes, ridge_solve,
+from harness.tasks.fewshot import (
+    BIAS_FEATURE,
+    L2_GRID,
+    STD_EPS,
+    draw_shots,
+    extract_features,
+    fewshot_scores,
+    fit_probes,
+    ridge_solve,
 )
 
 
@@ -15,7 +22,7 @@ def test_ridge_solve_matches_least_squares_on_the_augmented_system(n, d):
     """W(λ) solves min ||XW - Y||² + λ||W||², i.e. the least-squares problem [X; √λ I] W = [Y; 0]."""
     rng = np.random.default_rng(0)
     x, y = rng.normal(size=(n, d)), rng.normal(size=(n, 3))
-    lams = [2.0 ** -6, 0.7, 2.0 ** 5]
+    lams = [2.0**-6, 0.7, 2.0**5]
     ws = ridge_solve(x, y, lams)
     assert ws.shape == (3, d, 3)
     for lam, w in zip(lams, ws):
@@ -126,8 +133,10 @@ def test_bad_input_is_named():
         fit_probes(x, [0.0, 1.0, 2.0, 0.0], 3, 1.0)
     with pytest.raises(ValueError, match="shots must be whole numbers >= 1"):
         draw_shots([0, 1, 0, 1], 2, [0])
-    with pytest.raises(ValueError, match="class 1 has 3 examples in pool X: 5 shots need at least 6 per class .*"
-                                         "ask for at most 2 shots"):
+    with pytest.raises(
+        ValueError,
+        match="class 1 has 3 examples in pool X: 5 shots need at least 6 per class .*ask for at most 2 shots",
+    ):
         draw_shots([0] * 9 + [1] * 3, 2, [1, 5], where="pool X")
     with pytest.raises(ValueError, match="class 1 has 1 example in .* needs at least 2 examples of every class"):
         draw_shots([0, 0, 0, 1], 2, [1])

@@ -33,8 +33,8 @@ from typing import Any, Optional, Sequence
 import numpy as np
 from PIL import Image
 
-from harness.downstream.tasks import SPLITS, Task
 from harness.data.dataset import ImageDataset
+from harness.tasks.catalogue import SPLITS, Task
 
 #: TFDS examples decoded per split by :func:`check_tfds_split` (evenly spaced, first and last included)
 TFDS_SAMPLE = 8
@@ -77,12 +77,15 @@ def check_size(task: Task, split: str, n: int, where: str) -> None:
     """Raise ValueError unless ``n`` is the split's VTAB-1k size (when known)."""
     want = task.expected_size(split)
     if want is not None and n != want:
-        raise ValueError(f"{task.name} {split} has {n} examples in {where}, VTAB-1k expects {want}; regenerate the "
-                         "split (TFDS version pinned in harness.downstream.tasks) or point data_dir/root at the right data")
+        raise ValueError(
+            f"{task.name} {split} has {n} examples in {where}, VTAB-1k expects {want}; regenerate the "
+            "split (TFDS version pinned in harness.tasks.catalogue) or point data_dir/root at the right data"
+        )
 
 
-def check_labels(task: Task, labels: np.ndarray, where: str, lines: Optional[Sequence[int]] = None,
-                 first: int = 0) -> None:
+def check_labels(
+    task: Task, labels: np.ndarray, where: str, lines: Optional[Sequence[int]] = None, first: int = 0
+) -> None:
     """Raise ValueError unless every label lies in [0, K) of ``task``; the message names the fix.
 
     Args:
@@ -110,10 +113,12 @@ def check_labels(task: Task, labels: np.ndarray, where: str, lines: Optional[Seq
     elif task.group == "custom":
         fix = "class labels count from 0: fix the negative labels in the list"
     elif lines is None:
-        fix = f"this is not the data task {task.name} expects: prepare TFDS {task.tfds} (see harness.downstream.tasks)"
+        fix = f"this is not the data task {task.name} expects: prepare TFDS {task.tfds} (see harness.tasks.catalogue)"
     else:
-        fix = (f"{task.name} has {k} classes in VTAB-1k, so this list is not a {task.name} split: regenerate it "
-               "with the VTAB-1k export, or point --data-dir at the right root")
+        fix = (
+            f"{task.name} has {k} classes in VTAB-1k, so this list is not a {task.name} split: regenerate it "
+            "with the VTAB-1k export, or point --data-dir at the right root"
+        )
     raise ValueError(f"{head}; {fix}")
 
 
@@ -122,7 +127,8 @@ def _not_prepared(task: Task, data_dir: Optional[str], e: BaseException) -> File
     return FileNotFoundError(
         f"TFDS {task.tfds} for task {task.name} is not prepared under data_dir {data_dir!r} ({type(e).__name__}: "
         f"{e}); prepare it with `pip install -e .[prepare]` then tfds.builder('{task.tfds}', data_dir=...)"
-        ".download_and_prepare(file_format='array_record')")
+        ".download_and_prepare(file_format='array_record')"
+    )
 
 
 def _tfds_builder(task: Task, data_dir: Optional[str]) -> "tuple[Any, dict]":
@@ -144,13 +150,22 @@ def _tfds_builder(task: Task, data_dir: Optional[str]) -> "tuple[Any, dict]":
         except Exception as e2:
             raise _not_prepared(task, data_dir, e2) from e2
         fallback = True
-        warnings.warn(f"TFDS has no version {task.tfds} for task {task.name} ({e}); reading {base} "
-                      f"{builder.version} instead, which may hold other examples than VTAB-1k's: prepare the pinned "
-                      "version (with a TFDS release that has it) to match the benchmark", stacklevel=2)
+        warnings.warn(
+            f"TFDS has no version {task.tfds} for task {task.name} ({e}); reading {base} "
+            f"{builder.version} instead, which may hold other examples than VTAB-1k's: prepare the pinned "
+            "version (with a TFDS release that has it) to match the benchmark",
+            stacklevel=2,
+        )
     except Exception as e:  # unknown name, unreadable dataset_info.json, ...
         raise _not_prepared(task, data_dir, e) from e
-    return builder, {"format": "tfds", "name": base, "version": str(builder.version), "pinned": task.tfds,
-                     "fallback": fallback, "library": tfds.__version__}
+    return builder, {
+        "format": "tfds",
+        "name": base,
+        "version": str(builder.version),
+        "pinned": task.tfds,
+        "fallback": fallback,
+        "library": tfds.__version__,
+    }
 
 
 def _tfds_sources(task: Task, split: str, data_dir: Optional[str]) -> "tuple[list, dict]":
@@ -188,8 +203,12 @@ def tfds_split(task: Task, split: str, data_dir: Optional[str], validate: bool =
     where = _tfds_where(task, split, source)
     labels = np.asarray([task.label(_example(s, j)) for s in sources for j in range(len(s))], dtype=np.int64)
     check_labels(task, labels, where)
-    ds = ImageDataset(_TfdsTaskImages(sources, "image", task.tfds.startswith("dsprites")), labels,
-                      [str(c) for c in range(task.num_classes)], f"VTAB-1k {task.name} {split} ({where})")
+    ds = ImageDataset(
+        _TfdsTaskImages(sources, "image", task.tfds.startswith("dsprites")),
+        labels,
+        [str(c) for c in range(task.num_classes)],
+        f"VTAB-1k {task.name} {split} ({where})",
+    )
     ds.source = source
     if validate:
         check_size(task, split, len(ds), f"TFDS data_dir {data_dir}")
@@ -226,8 +245,10 @@ def check_tfds_split(task: Task, split: str, data_dir: Optional[str], check_size
             label = task.label(_example(sources[s], i - images.starts[s]))
             images(i).convert("RGB")
         except Exception as e:
-            raise ValueError(f"{where} example {i} cannot be decoded ({type(e).__name__}: {e}); the prepared data "
-                             f"is damaged: prepare {task.tfds} again") from e
+            raise ValueError(
+                f"{where} example {i} cannot be decoded ({type(e).__name__}: {e}); the prepared data "
+                f"is damaged: prepare {task.tfds} again"
+            ) from e
         check_labels(task, np.asarray([label]), where, first=i)
     return source
 
@@ -241,8 +262,9 @@ def task_folder(task: Task, root: "str | Path") -> Path:
     """
     root = Path(root)
     if not root.is_dir():
-        raise FileNotFoundError(f"VTAB-1k folder root {str(root)!r} does not exist; pass --data-dir <root> "
-                                "holding one folder per task")
+        raise FileNotFoundError(
+            f"VTAB-1k folder root {str(root)!r} does not exist; pass --data-dir <root> holding one folder per task"
+        )
     names = [task.name, *task.aliases]
     folder = next((root / n for n in names if (root / n).is_dir()), None)
     if folder is None:
@@ -263,7 +285,9 @@ def read_list(listing: Path, allow_outside: bool = False) -> "tuple[list[str], n
             unless ``allow_outside``.
     """
     if not listing.is_file():
-        raise FileNotFoundError(f"{listing} is missing; the folder format needs train800/val200/train800val200/test.txt")
+        raise FileNotFoundError(
+            f"{listing} is missing; the folder format needs train800/val200/train800val200/test.txt"
+        )
     folder = listing.parent
     paths, labels, lines = [], [], []
     for n, line in enumerate(listing.read_text().splitlines(), 1):
@@ -271,25 +295,37 @@ def read_list(listing: Path, allow_outside: bool = False) -> "tuple[list[str], n
         if not parts:
             continue
         if len(parts) != 2:
-            raise ValueError(f"{listing} line {n}: expected 'relative/path label' (2 columns), got {len(parts)}: "
-                             f"{line!r}; a path cannot hold spaces in this format (rename the file)")
+            raise ValueError(
+                f"{listing} line {n}: expected 'relative/path label' (2 columns), got {len(parts)}: "
+                f"{line!r}; a path cannot hold spaces in this format (rename the file)"
+            )
         rel, label = parts
         try:
             labels.append(int(label))
         except ValueError:
-            raise ValueError(f"{listing} line {n}: label {label!r} is not an integer class index: {line!r}; the "
-                             "second column is the class, 0 to K-1") from None
+            raise ValueError(
+                f"{listing} line {n}: label {label!r} is not an integer class index: {line!r}; the "
+                "second column is the class, 0 to K-1"
+            ) from None
         if not allow_outside and (os.path.isabs(rel) or os.path.normpath(rel).split(os.sep)[0] == os.pardir):
-            raise ValueError(f"{listing} line {n}: path {rel!r} leaves the task folder {folder}; list images by "
-                             "their path inside it (images/x.jpg), or allow paths outside it with "
-                             "--allow-outside-paths (SweepSettings.allow_outside_paths=True) if you trust the list")
+            raise ValueError(
+                f"{listing} line {n}: path {rel!r} leaves the task folder {folder}; list images by "
+                "their path inside it (images/x.jpg), or allow paths outside it with "
+                "--allow-outside-paths (SweepSettings.allow_outside_paths=True) if you trust the list"
+            )
         paths.append(str(folder / rel))
         lines.append(n)
     return paths, np.asarray(labels, dtype=np.int64), lines
 
 
-def folder_split(task: Task, split: str, root: "str | Path", validate: bool = True,
-                 folder: "Optional[Path]" = None, allow_outside: bool = False) -> ImageDataset:
+def folder_split(
+    task: Task,
+    split: str,
+    root: "str | Path",
+    validate: bool = True,
+    folder: "Optional[Path]" = None,
+    allow_outside: bool = False,
+) -> ImageDataset:
     """``split`` of ``task`` read from ``<root>/<task or alias>/<split>.txt`` (or ``<folder>/<split>.txt``).
 
     Args:
@@ -309,8 +345,12 @@ def folder_split(task: Task, split: str, root: "str | Path", validate: bool = Tr
     listing = folder / f"{split}.txt"
     paths, labels, lines = read_list(listing, allow_outside)
     check_labels(task, labels, str(listing), lines)
-    ds = ImageDataset(ListedImages(paths, listing, lines), labels, [str(c) for c in range(task.num_classes)],
-                      f"VTAB-1k {task.name} {split} ({listing})")
+    ds = ImageDataset(
+        ListedImages(paths, listing, lines),
+        labels,
+        [str(c) for c in range(task.num_classes)],
+        f"VTAB-1k {task.name} {split} ({listing})",
+    )
     ds.source = {"format": "folder", "list": str(listing)}
     if validate:
         check_size(task, split, len(ds), str(listing))
@@ -330,7 +370,9 @@ def check_split(ds: ImageDataset) -> None:
         missing = [i for i, p in enumerate(images.paths) if not os.path.isfile(p)]
         if missing:
             shown = "; ".join(images.name(i) for i in missing[:3])
-            raise FileNotFoundError(f"{len(missing)} of {len(images.paths)} images listed in {images.listing} do not "
-                                    f"exist: {shown}{' ...' if len(missing) > 3 else ''}; fix the paths (relative "
-                                    f"to {images.listing.parent}) or restore the files")
+            raise FileNotFoundError(
+                f"{len(missing)} of {len(images.paths)} images listed in {images.listing} do not "
+                f"exist: {shown}{' ...' if len(missing) > 3 else ''}; fix the paths (relative "
+                f"to {images.listing.parent}) or restore the files"
+            )
     ds.check_images()

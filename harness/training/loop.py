@@ -49,15 +49,20 @@ def held_precision() -> "Optional[tuple[str, str]]":
     return str(state.mixed_precision), state.device.type
 
 
-def make_accelerator(precision: str, grad_accum_steps: int = 1, log_with: Optional[list] = None,
-                     project_dir: Optional[str] = None, cpu: bool = False) -> Any:
+def make_accelerator(
+    precision: str,
+    grad_accum_steps: int = 1,
+    log_with: Optional[list] = None,
+    project_dir: Optional[str] = None,
+    cpu: bool = False,
+) -> Any:
     """An ``accelerate.Accelerator`` with ``mixed_precision=precision`` and ``gradient_accumulation_steps``.
 
     Args:
-        precision: ``no``, ``bf16`` or ``fp16`` (resolved already: :func:`harness.precision.resolve`).
+        precision: ``no``, ``bf16`` or ``fp16`` (resolved already: :func:`harness.training.precision.resolve`).
         grad_accum_steps: micro-batches per optimiser step (:func:`accumulate_step` counts them; a data loader
             that accelerate did not prepare never forces a sync at its end).
-        log_with: trackers (names or ``accelerate.tracking.GeneralTracker`` objects; :mod:`harness.upstream.trackers`).
+        log_with: trackers (names or ``accelerate.tracking.GeneralTracker`` objects; :mod:`harness.training.trackers`).
         project_dir: where trackers that need a folder write.
         cpu: train on the CPU even where a GPU is visible.
 
@@ -69,15 +74,28 @@ def make_accelerator(precision: str, grad_accum_steps: int = 1, log_with: Option
 
     held = held_precision()
     if held is not None and (held[0] != precision or (cpu and held[1] != "cpu")):
-        raise PrecisionHeld(f"accelerate holds mixed precision {held[0]!r} on {held[1]} in this process and the run "
-                            f"asks for {precision!r}{' on cpu' if cpu else ''}: it trains in a fresh process")
-    return Accelerator(mixed_precision=precision, gradient_accumulation_steps=grad_accum_steps, log_with=log_with,
-                       project_dir=project_dir, cpu=cpu)
+        raise PrecisionHeld(
+            f"accelerate holds mixed precision {held[0]!r} on {held[1]} in this process and the run "
+            f"asks for {precision!r}{' on cpu' if cpu else ''}: it trains in a fresh process"
+        )
+    return Accelerator(
+        mixed_precision=precision,
+        gradient_accumulation_steps=grad_accum_steps,
+        log_with=log_with,
+        project_dir=project_dir,
+        cpu=cpu,
+    )
 
 
-def accumulate_step(accelerator: Any, model: torch.nn.Module, optimizer: Any, forward: Callable[[], torch.Tensor],
-                    loss_of: Callable[[torch.Tensor], torch.Tensor], clip_grad_norm: Optional[float] = None,
-                    non_finite: Optional[Callable[[float], Exception]] = None) -> "tuple[torch.Tensor, bool]":
+def accumulate_step(
+    accelerator: Any,
+    model: torch.nn.Module,
+    optimizer: Any,
+    forward: Callable[[], torch.Tensor],
+    loss_of: Callable[[torch.Tensor], torch.Tensor],
+    clip_grad_norm: Optional[float] = None,
+    non_finite: Optional[Callable[[float], Exception]] = None,
+) -> "tuple[torch.Tensor, bool]":
     """One micro-batch: forward under autocast, the loss in fp32, backward, and on the micro-batch that completes
     an optimiser step the clip and the step (see the module docstring for the idiom).
 
@@ -119,6 +137,7 @@ def in_fresh_process(fn: Callable, *args: Any) -> Any:
     import concurrent.futures as cf
     import multiprocessing as mp
 
-    with cf.ProcessPoolExecutor(1, mp_context=mp.get_context("spawn"), initializer=torch.set_num_threads,
-                                initargs=(torch.get_num_threads(),)) as pool:
+    with cf.ProcessPoolExecutor(
+        1, mp_context=mp.get_context("spawn"), initializer=torch.set_num_threads, initargs=(torch.get_num_threads(),)
+    ) as pool:
         return pool.submit(fn, *args).result()

@@ -1,0 +1,4 @@
+"""Training services every stage shares: the accelerate loop (:mod:`harness.training.loop`), the trackers
+(:mod:`harness.training.trackers`) and the precision and device rules (:mod:`harness.training.precision`).
+
+``harness upstream`` and ``harness downstream`` both train through these modules and never import each other."""
