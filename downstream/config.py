@@ -19,7 +19,7 @@ import numpy as np
 from harness.downstream.finetune import HEADS, SCHEDULES
 from harness.heads.variants import TRANSFER_NUM_FACTORS
 from harness.tasks.taskset import TaskData
-from harness.training.precision import CHOICES as PRECISIONS
+from harness.training.precision import canonical
 
 #: the largest τ a noisy transfer head takes (larger ones flatten every prediction to uniform; the references'
 #: grids stop at 5)
@@ -154,10 +154,7 @@ class SweepSettings(TaskData):
         )
         super().__post_init__()  # the data settings (TaskData)
         PRESETS[self.preset]  # noqa: B018 -- an unknown name raises its ValueError
-        _require(
-            self.mixed_precision in PRECISIONS,
-            f"unknown mixed precision {self.mixed_precision!r} (--mixed-precision): use one of {', '.join(PRECISIONS)}",
-        )
+        self.mixed_precision = canonical(self.mixed_precision, "--mixed-precision")  # Lightning's aliases too
         self._check_head()
 
     def _check_head(self) -> None:

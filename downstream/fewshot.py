@@ -21,6 +21,7 @@ from harness.downstream.table import _data_text, _model_text
 from harness.io import atomic_write_text, check_output_folder, check_writable, json_dumps, read_json
 from harness.tasks.fewshot import HELDOUT_PER_CLASS, L2_GRID, check_shots
 from harness.tasks.probe import POOL_SPLIT, TEST_SPLIT, evaluate_tasks, prepare_tasks
+from harness.tasks.taskset import expand_tasks
 from harness.training.precision import check_device
 from harness.training.trackers import available
 
@@ -106,6 +107,7 @@ def fewshot(
     ours = (read_json(Path(out) / "fewshot.json") or {}).get("schema") == SCHEMA
     check_output_folder(out, ours, ("fewshot.json", "fewshot.md"), overwrite, "harness fewshot", "--out")
     log_with = available(list(log_with), "--log-with", progress)
+    expand_tasks(tasks)  # task names before the model: a typo costs no load
     record = upstream_record(source, weights, random_init)
     progress(f"[fewshot] loading the model {source}")
     model = load_source(source, weights, random_init).to(settings.device)

@@ -36,6 +36,7 @@ import torch.nn.functional as F
 from harness.data.dataset import ImageDataset
 from harness.heads.variants import TRANSFER_HEADS, TRANSFER_NUM_FACTORS, has_factors
 from harness.models import Classifier, load_model, replace_head
+from harness.progress import Countdown
 from harness.sources import load_source
 from harness.tasks.views import bit_resolution, task_views
 from harness.uncertainty.predictions import Predictions
@@ -249,8 +250,10 @@ def finetune(
     cfg: FinetuneConfig,
     flip: bool = True,
     crop: bool = True,
+    progress: Optional[Callable[[str], None]] = None,
 ) -> "tuple[float, Predictions]":
     """Fine-tune a transferred copy of ``upstream`` on ``train``; return (top-1 on ``test``, predictions).
+    ``progress`` gets a line (steps done, steps per second, time left) at most every 15 s while it trains.
 
     Runs :func:`resolved_steps` optimiser steps of ``cfg.batch_size`` examples (``cfg.micro_batch`` per
     forward pass, gradients accumulated), each with one mixup lambda when mixup is on. The fresh head is
@@ -288,7 +291,8 @@ def finetune(
     except PrecisionHeld:
         from harness.training.loop import in_fresh_process
 
-        return in_fresh_process(finetune, upstream, train, test, cfg, flip, crop)
+        # a line printer that pickles: the fresh process's lines go to this process's output
+        return in_fresh_process(finetune, upstream, train, test, cfg, flip, crop, print if progress else None)
     if accelerator.num_processes > 1:  # a process of `accelerate launch` splitting a sweep: its own device
         device = accelerator.device
     torch.manual_seed(cfg.seed)
@@ -314,6 +318,7 @@ def finetune(
         cfg.clip_grad_norm,
         device,
         memory_format,
+        Countdown(progress, steps),
     )
     preds = predict(
         model,
@@ -338,6 +343,7 @@ def _train_steps(
     clip_grad_norm: Optional[float],
     device: Any,
     memory_format: torch.memory_format,
+    countdown: Optional[Countdown] = None,
 ) -> None:
     """``steps`` optimiser steps of ``accum`` micro-batches each (:func:`harness.training.loop.accumulate_step`),
     epoch after epoch of ``views`` (``(loader, dataset, sampler)`` of :func:`harness.tasks.views.task_views`); with mixup (``alpha`` > 0)
@@ -389,6 +395,8 @@ def _train_steps(
                 continue
             sched.step()
             step += 1
+            if countdown is not None:
+                countdown.tick(step)
             if step >= steps:
                 break
         epoch += 1

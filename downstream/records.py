@@ -7,14 +7,15 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 from harness.downstream.config import SweepSettings
 from harness.tasks.taskset import find_task, load_split
 
 
-def run_one(spec: dict) -> dict:
-    """One fine-tuning run (picklable: runs in-process or in a submitit job). Returns its record:
+def run_one(spec: dict, progress: Optional[Callable[[str], None]] = None) -> dict:
+    """One fine-tuning run (picklable: runs in-process or in a submitit job); ``progress`` gets its step lines
+    (:func:`harness.downstream.finetune.finetune`). Returns its record:
     task, phase, lr, steps actually run, seed, split scored, accuracy, NLL (nats, mean over the split) and
     ``data`` (what was read); with a noisy head also ``head`` and ``temperature`` (the spec's τ)."""
     from harness.downstream.finetune import FinetuneConfig, finetune, resolved_steps
@@ -42,7 +43,7 @@ def run_one(spec: dict) -> dict:
         **({} if spec.get("temperature") is None else {"temperature": spec["temperature"]}),
     )
     train, evaluation = load_split(task, train_split, settings), load_split(task, eval_split, settings)
-    acc, preds = finetune(spec["upstream"], train, evaluation, cfg, task.flip, task.crop)
+    acc, preds = finetune(spec["upstream"], train, evaluation, cfg, task.flip, task.crop, progress)
     if spec.get("predictions"):
         preds.save(spec["predictions"])
     data = [train.source] + ([evaluation.source] if evaluation.source != train.source else [])

@@ -60,25 +60,41 @@ def _same_sweep(old: dict, new: dict) -> bool:
 
 
 def upstream_record(upstream: str, weights: "Optional[str | Path]" = None, random_init: bool = False) -> "str | dict":
-    """What a sweep records and its runs load (:func:`harness.models.load_source`): a harness ``model.pt`` as its
-    resolved path; ``timm:NAME`` or ``torchvision:NAME`` as ``{source, weights (resolved path), sha256 of the
-    weights, random_init}``.
+    """What a sweep records and its runs load (:func:`harness.sources.load_source`, the one loader of every model
+    source): a harness ``model.pt`` as its resolved path; an export folder (bare, or spelled ``local-dir:PATH``) as
+    ``{source: "local-dir:<resolved folder>", weights: None, sha256 of its model.safetensors, random_init}``;
+    ``hf-hub:ORG/NAME`` as ``{source, ...}``; ``timm:NAME`` or ``torchvision:NAME`` as ``{source, weights (resolved
+    path), sha256 of the weights, random_init}``.
 
     Raises:
-        FileNotFoundError: no such ``model.pt`` or weights file.
+        FileNotFoundError: no such ``model.pt``, folder or weights file (the message lists every spelling).
     """
-    from harness.weights import TIMM_PREFIX, TORCHVISION_PREFIX
+    from harness.data.cache import file_digest
+    from harness.weights import HF_HUB_PREFIX, LOCAL_DIR_PREFIX, TIMM_PREFIX, TORCHVISION_PREFIX
 
-    if not str(upstream).startswith((TIMM_PREFIX, TORCHVISION_PREFIX)):
+    text = str(upstream)
+    if text.startswith(HF_HUB_PREFIX):
+        return {"source": text, "weights": None, "sha256": None, "random_init": bool(random_init)}
+    folder = Path(text[len(LOCAL_DIR_PREFIX) :] if text.startswith(LOCAL_DIR_PREFIX) else text)
+    if text.startswith(LOCAL_DIR_PREFIX) or folder.is_dir():
+        if not folder.is_dir():
+            raise FileNotFoundError(f"no folder at {str(folder)!r} ({text}): give the folder save_pretrained wrote")
+        held = folder / "model.safetensors"
+        return {
+            "source": LOCAL_DIR_PREFIX + str(folder.resolve()),
+            "weights": None,
+            "sha256": file_digest(held) if held.is_file() else None,
+            "random_init": bool(random_init),
+        }
+    if not text.startswith((TIMM_PREFIX, TORCHVISION_PREFIX)):
         if not Path(upstream).is_file():
             raise FileNotFoundError(
-                f"no upstream checkpoint at {upstream!r}; pass the model.pt of an upstream run, "
-                "or timm:NAME with --weights FILE"
+                f"no upstream checkpoint at {upstream!r}; give a harness model.pt, a folder save_pretrained wrote "
+                "(or local-dir:PATH, hf-hub:ORG/NAME), or timm:NAME / torchvision:NAME with --weights FILE"
             )
         return str(Path(upstream).resolve())
     if weights is not None and not Path(weights).is_file():
         raise FileNotFoundError(f"no weights file at {str(weights)!r} (--weights)")
-    from harness.data.cache import file_digest
 
     return {
         "source": str(upstream),
@@ -137,13 +153,13 @@ def sweep(
         check_device(settings.device)
     log_with = available(list(log_with), "--log-with", progress)
     procs = processes(settings.device) if executor == "local" else Processes()
+    chosen = expand_tasks(tasks)  # task names before the model: a typo costs no load
     record = upstream_record(upstream, weights, random_init)
     from harness.sources import load_source
 
     progress(f"[downstream] loading the model {upstream}")
     # fails early: not a checkpoint, an unknown backbone, unfit weights; only its preprocessing is kept in memory
     preprocessing = dict(load_source(upstream, weights, random_init).config.preprocessing)
-    chosen = expand_tasks(tasks)
     out = Path(out)
     header = {"upstream": record, "settings": asdict(settings)}
     meta = out / "sweep.json"
@@ -199,7 +215,8 @@ class _Runner:
         self.progress(f"[downstream] {what}: {len(todo)} of {len(specs)} run(s) to do{share}")
         tic = time.perf_counter()
         for i, s in enumerate(mine, 1):
-            rec = run_one(s)
+            name = f"{s['task']} {s['phase']} lr={s['lr']:g}"
+            rec = run_one(s, lambda line, name=name, i=i: self.progress(f"[downstream] {i}/{len(mine)} {name}: {line}"))
             self._record(rec)
             tau = "" if rec.get("temperature") is None else f" tau={rec['temperature']:g}"
             left = (time.perf_counter() - tic) / i * (len(mine) - i)

@@ -338,7 +338,7 @@ def write_table(result: dict, out: Path) -> None:
     and ``vtab.json``, with the command, machine, versions, the model, the recipe and the data read; atomic writes."""
     import html
 
-    from harness.report.render import html_document, html_figure, html_header, html_table
+    from harness.report.page import html_document, html_figure, html_header, html_table
 
     prov = provenance()
     paragraphs = []

@@ -12,6 +12,8 @@ missing package is reported as the command that installs it, not as a bare ``Imp
 | ``shards`` | webdataset | ``harness data pack``, ``data.source=shards`` |
 | ``track`` | tensorboard (and the other trackers) | training curves of ``harness upstream`` |
 | ``slurm`` | submitit | ``--executor submitit-local`` and ``--executor slurm`` |
+| ``metrics`` | torchmetrics | the streaming metrics (:mod:`harness.uncertainty.streaming`) |
+| ``calibrate`` | netcal | ``harness report --calibrators`` (binning, isotonic, BBQ, beta, vector scaling) |
 | ``prepare`` | tensorflow | preparing TFDS data sets (reading them needs no TensorFlow) |
 """
 
@@ -31,6 +33,8 @@ EXTRAS = {
     "webdataset": ("shards", "webdataset"),
     "tensorboard": ("track", "tensorboard"),
     "submitit": ("slurm", "submitit"),
+    "torchmetrics": ("metrics", "torchmetrics"),
+    "netcal": ("calibrate", "netcal"),
     "tensorflow": ("prepare", "tensorflow"),
 }
 

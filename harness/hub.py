@@ -3,10 +3,16 @@
 :meth:`harness.models.Classifier.save_pretrained` and read by ``Classifier.from_pretrained`` (both through
 huggingface_hub's ``ModelHubMixin``, which also gives ``push_to_hub``).
 
-Layout (``config.json``): timm's keys (``architecture``, ``num_classes``, ``num_features``, ``pretrained_cfg`` with the
-input normalisation the backbone expects, ``model_args``, ``label_names``) and a ``harness`` section: the format, the
-weights' layout, the :class:`~harness.models.ModelConfig` (head options and τ, preprocessing), ``trained_on`` (the
-data) and ``metrics``. Weights (``model.safetensors``), one of two layouts:
+Layout (``config.json``): timm's keys (``architecture``, ``num_classes``, ``num_features``, ``pretrained_cfg``,
+``model_args``, ``label_names``) and a ``harness`` section: the format, the weights' layout, the
+:class:`~harness.models.ModelConfig` (head options and τ, preprocessing), ``trained_on`` (the data) and ``metrics``.
+``pretrained_cfg`` states one normalisation, the input the exported model expects, so transforms built from it
+alone (timm's ``resolve_data_config(pretrained_cfg=...)`` and ``create_transform``) feed it correctly: for the
+``timm`` layout, the plain timm model's (the backbone's own mean and std); for ``het_head``, the
+:class:`~harness.models.Classifier`'s that ``from_pretrained`` builds (mean = std = 0.5: pixels to [-1, 1]; the
+backbone's own statistics stay in the model config's ``preprocessing``, applied inside the model). Its ``classifier``
+names the classifier's weights in the file (the timm layout), and is left out where no such weights exist.
+Weights (``model.safetensors``), one of two layouts:
 
 - ``timm``, for a homoscedastic head on a timm backbone: exactly the plain timm model's state dict (the backbone, and
   the head's linear layer, divided by τ, as timm's classifier, under every name of ``pretrained_cfg['classifier']``),
@@ -90,6 +96,12 @@ model = timm.create_model("local-dir:PATH", pretrained=True)  # or "hf-hub:{{ re
 ```
 {% endif %}
 Method: heteroscedastic classification (HET), Collier et al., CVPR 2021, arXiv:2105.10305.
+
+## Citation
+
+```bibtex
+{{ citation }}
+```
 """
 
 
@@ -196,20 +208,33 @@ def _same_in_timm(model: torch.nn.Module, state: dict) -> bool:
     return bool(torch.allclose(ours.log_softmax(-1), theirs.log_softmax(-1), rtol=1e-4, atol=1e-4))
 
 
+def input_normalisation(model: torch.nn.Module, layout: str) -> "tuple[list[float], list[float]]":
+    """``(mean, std)`` (per channel, of [0, 1] pixels) of the input the export of ``model`` in ``layout`` expects:
+    the plain timm model's for ``timm`` (the backbone's own, from the model config's ``preprocessing``), the
+    :class:`~harness.models.Classifier`'s for ``het_head`` (the harness's [-1, 1]; the model renormalises to its
+    backbone's own statistics inside)."""
+    from harness.data.transforms import HARNESS_NORMALISATION
+
+    prep = model.config.preprocessing if layout == "timm" else {}
+    return list(prep.get("mean", HARNESS_NORMALISATION)), list(prep.get("std", HARNESS_NORMALISATION))
+
+
 def export_config(model: torch.nn.Module, layout: str, folded: Optional[float]) -> dict:
-    """``config.json`` of an export (module docstring)."""
+    """``config.json`` of an export (module docstring): ``pretrained_cfg`` with the one normalisation the exported
+    model expects (:func:`input_normalisation`), the backbone's ``classifier`` key dropped unless the file holds
+    those weights (the timm layout)."""
     from timm.models import filter_pretrained_cfg
 
-    from harness.data.transforms import HARNESS_NORMALISATION
     from harness.weights import classifier_names
 
     prep = model.config.preprocessing
     cfg = filter_pretrained_cfg(dict(getattr(model.backbone, "pretrained_cfg", None) or {}), remove_source=True)
-    for key in ("architecture", "tag", "label_names", "label_descriptions", "label_offset"):
+    for key in ("architecture", "tag", "label_names", "label_descriptions", "label_offset", "classifier"):
         cfg.pop(key, None)
+    mean, std = input_normalisation(model, layout)
     cfg.update(
-        mean=list(prep.get("mean", HARNESS_NORMALISATION)),
-        std=list(prep.get("std", HARNESS_NORMALISATION)),
+        mean=mean,
+        std=std,
         interpolation=prep.get("interpolation", cfg.get("interpolation", "bilinear")),
         crop_pct=prep.get("crop_pct", cfg.get("crop_pct", 1.0)),
         num_classes=model.num_classes,
@@ -372,21 +397,25 @@ def model_card(model: torch.nn.Module, **kwargs: Any):
     model is, its head, τ, data and metrics, how to load it); ``kwargs`` go to the template (``repo_id``)."""
     from huggingface_hub import ModelCard, ModelCardData
 
+    from harness.card import CITATION, card_results, size_facts
+
     cfg, info = model.config, model.card_info
     head = cfg.head or {}
     timm_layout = info.get("layout") == "timm"
+    mean, std = input_normalisation(model, "timm" if timm_layout else "het_head")
+    inside = ""
+    if not timm_layout and getattr(model, "renormalise", False):
+        inside = f" (the backbone's own, {cfg.preprocessing['mean']}, {cfg.preprocessing['std']}, applied inside)"
     data = info.get("trained_on") or {}
     facts = [
         ("backbone", f"`{cfg.backbone}`"),
         ("classes", cfg.num_classes),
         ("head", f"{head.get('covariance', 'low_rank')} covariance, {head.get('link', 'softmax')} link"),
         ("temperature τ", head.get("temperature", 1.0)),
-        (
-            "input normalisation (mean, std)",
-            f"{cfg.preprocessing.get('mean', [0.5] * 3)}, {cfg.preprocessing.get('std', [0.5] * 3)}",
-        ),
+        ("input normalisation (mean, std; config.json's pretrained_cfg)", f"{mean}, {std}{inside}"),
         ("trained on", ", ".join(f"{k} {v}" for k, v in data.items() if v not in (None, {}, "")) or "not recorded"),
         ("loads in plain timm", "yes" if timm_layout else "no (a heteroscedastic head: use the harness)"),
+        *size_facts(model),
     ]
     metrics = [
         (k, f"{v:.4f}" if isinstance(v, float) else v)
@@ -399,6 +428,7 @@ def model_card(model: torch.nn.Module, **kwargs: Any):
         pipeline_tag="image-classification",
         tags=["image-classification", "heteroscedastic", "het-harness", "model_hub_mixin"]
         + (["timm"] if timm_layout else []),
+        **card_results(model),
     )
     kind = head.get("covariance", "low_rank")
     title = f"{cfg.backbone} with a " + (
@@ -420,6 +450,7 @@ def model_card(model: torch.nn.Module, **kwargs: Any):
         facts=facts,
         metrics=metrics,
         timm_layout=timm_layout,
+        citation=CITATION,
         **kwargs,
     )
     return ModelCard(_signed(str(card)))

@@ -63,3 +63,31 @@ class Steps:
                 left = (now - tic) / done * (total - done)
                 self.say(f"  {done}/{total} {unit}, about {duration(left)} left")
         self.say(f"  {done}/{total} {unit} in {duration(time.perf_counter() - tic)}")
+
+
+class Countdown:
+    """Progress inside one long loop: ``done/total unit, rate/s, about T left`` at most every ``every`` seconds (the
+    first line after ``every`` seconds too), for loops whose units are counted by hand (optimiser steps).
+
+    Args:
+        progress: where the lines go; None: nowhere.
+        total: the units of the whole loop.
+        unit: what a unit is called in the lines (``steps``).
+        every: the least seconds between two lines.
+    """
+
+    def __init__(
+        self, progress: Optional[Callable[[str], None]], total: int, unit: str = "steps", every: float = 15.0
+    ) -> None:
+        self.progress, self.total, self.unit, self.every = progress, total, unit, every
+        self.started = self.last = time.perf_counter()
+
+    def tick(self, done: int) -> None:
+        """``done`` units are done: say so if ``every`` seconds have passed since the last line."""
+        now = time.perf_counter()
+        if self.progress is None or now - self.last < self.every or done >= self.total or done <= 0:
+            return
+        self.last = now
+        rate = done / (now - self.started)
+        left = (self.total - done) / rate
+        self.progress(f"{done}/{self.total} {self.unit}, {rate:.2f}/s, about {duration(left)} left")

@@ -106,11 +106,13 @@ def machine() -> "dict[str, str]":
 
 
 def provenance() -> dict:
-    """``{command, date, machine, versions}`` to store beside a result."""
+    """``{command, date, machine, cpu_details, versions}`` to store beside a result (``cpu_details``: ``lscpu``'s
+    model, family and bf16 support, :func:`cpu_details`, so that two results say whether one CPU made both)."""
     return {
         "command": command_line(),
         "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "machine": machine(),
+        "cpu_details": cpu_details(),
         "versions": package_versions(),
     }
 

@@ -93,3 +93,24 @@ def upstream_wrong_pretrained_file(tmp):
 
     torch.save(timm.create_model("resnet10t", num_classes=0).state_dict(), tmp / "other.pth")
     _run(tmp, f"model.pretrained_file={tmp / 'other.pth'}")
+
+
+@bad_input(
+    "downstream",
+    "--upstream local-dir:<a folder that does not exist>",
+    click.ClickException,
+    r"no folder at .*nope.* give the folder save_pretrained wrote",
+)
+def downstream_local_dir_missing(tmp):
+    downstream("--upstream", f"local-dir:{tmp / 'nope'}", "--tasks", "demo_digit", "--out", str(tmp / "out"))
+
+
+@bad_input(
+    "downstream",
+    "--upstream NAME that is no file, folder or source (the message lists every spelling)",
+    click.ClickException,
+    r"no upstream checkpoint at 'nope.pt'; give a harness model.pt, a folder "
+    r"save_pretrained wrote \(or local-dir:PATH, hf-hub:ORG/NAME\)",
+)
+def downstream_unknown_source(tmp):
+    downstream("--upstream", "nope.pt", "--tasks", "demo_digit", "--out", str(tmp / "out"))

@@ -67,7 +67,11 @@ bad_settings(
         ("train.best_metric=accuracy (not computed)", "train.best_metric=accuracy", r"not computed.*top1"),
         ("model.head.foo=1 (unknown head option)", "model.head.foo=1", r"unknown head option.*model.head.foo"),
         ("model.head.covariance=full", "model.head.covariance=full", r"model.head:.*covariance"),
-        ("train.mixed_precision=fp8", "train.mixed_precision=fp8", r"unknown train.mixed_precision"),
+        (
+            "train.mixed_precision=fp8",
+            "train.mixed_precision=fp8",
+            r"unknown mixed precision 'fp8' \(train.mixed_precision\)",
+        ),
         ("train.mixed_precision=fp16 on a CPU", "train.mixed_precision=fp16", r"fp16 does not run on a CPU.*bf16"),
         ("data.loader=fast", "data.loader=fast", r"unknown data.loader"),
         ("optim.schedule=poly", "optim.schedule=poly", r"unknown optim.schedule"),

@@ -4,6 +4,7 @@ bad-input catalogue (``bad_inputs*.py``) beside this file."""
 
 import os
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -49,3 +50,45 @@ def debug_launcher_port():
     a time on this machine, whichever pytest worker or session runs it."""
     with FileLock(PORT_LOCK):
         yield
+
+
+class _FileProgress:
+    """Per-file progress of a pytest-xdist run, on the controller: when a test file's last test has run, a line
+    ``[files 12/160, 8.3 min] tests/x/test_y.py: 23 tests in 14 s``, so a person watching sees the suite move
+    (the dots say nothing of which files are left). Registered by :func:`pytest_configure_node`'s controller
+    hooks below; nothing changes in a run without xdist."""
+
+    def __init__(self, config) -> None:
+        self.config, self.totals, self.done, self.first, self.files_done = config, {}, {}, {}, 0
+        self.started = time.monotonic()
+
+    @pytest.hookimpl
+    def pytest_xdist_node_collection_finished(self, node, ids):
+        if not self.totals:  # every worker collects the same tests
+            for nodeid in ids:
+                path = nodeid.split("::")[0]
+                self.totals[path] = self.totals.get(path, 0) + 1
+
+    @pytest.hookimpl
+    def pytest_runtest_logreport(self, report):
+        if report.when != "teardown":
+            return
+        path = report.nodeid.split("::")[0]
+        self.first.setdefault(path, time.monotonic())
+        self.done[path] = self.done.get(path, 0) + 1
+        if self.totals and self.done[path] == self.totals.get(path):
+            self.files_done += 1
+            writer = self.config.pluginmanager.get_plugin("terminalreporter")
+            if writer is not None:
+                took = time.monotonic() - self.first[path]
+                elapsed = (time.monotonic() - self.started) / 60
+                writer.write_line(
+                    f"[files {self.files_done}/{len(self.totals)}, {elapsed:.1f} min] {path}: "
+                    f"{self.done[path]} tests in {took:.0f} s"
+                )
+
+
+def pytest_sessionstart(session):
+    config = session.config
+    if config.pluginmanager.hasplugin("dsession") and not hasattr(config, "workerinput"):
+        config.pluginmanager.register(_FileProgress(config), "harness-file-progress")

@@ -258,3 +258,83 @@ def test_an_edited_model_card_is_never_deleted_by_a_second_save(tmp_path):
     with pytest.raises(ValueError, match=r"README\.md was edited after save_pretrained wrote it .*never replaced"):
         model.save_pretrained(tmp_path / "out")
     assert "Keep this." in card.read_text()
+
+
+@pytest.mark.parametrize("covariance", ["low_rank", "none"], ids=["het_head", "timm"])
+def test_transforms_built_from_config_json_alone_feed_the_exported_model(tmp_path, covariance):
+    """Issue 43: config.json's pretrained_cfg states the one normalisation the exported model expects. A model on
+    ImageNet statistics (it renormalises the harness's [-1, 1] inside) is exported; timm's resolve_data_config +
+    create_transform on config.json alone, applied to a PIL image, give the model the logits that
+    Classifier.from_pretrained gives on that image at the same crop normalised to [-1, 1], within 1e-5: the het_head
+    export through the harness, the timm export through plain timm. No stale classifier key (the resnet's fc)."""
+    import numpy as np
+    import timm
+    from PIL import Image
+    from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD, create_transform, resolve_data_config
+    from torchvision import transforms
+
+    torch.manual_seed(0)
+    prep = dict(
+        mean=list(IMAGENET_DEFAULT_MEAN), std=list(IMAGENET_DEFAULT_STD), interpolation="bicubic", crop_pct=0.875
+    )
+    head = dict(covariance=covariance, **({"num_factors": 2, "eval_mc_samples": 16} if covariance != "none" else {}))
+    model = build_model(dict(backbone="resnet10_32px_w16", num_classes=5, head=head, preprocessing=prep))
+    with torch.no_grad():
+        model.train()(torch.randn(8, 3, 32, 32))  # BatchNorm statistics that are not the defaults
+    assert model.renormalise
+    model.eval().save_pretrained(tmp_path / "out", trained_on={"source": "digits", "image_size": 32})
+    config = json.loads((tmp_path / "out" / "config.json").read_text())
+    pcfg = config["pretrained_cfg"]
+    assert config["harness"]["layout"] == ("het_head" if covariance != "none" else "timm")
+    assert pcfg.get("classifier") == (None if covariance != "none" else "fc")
+
+    image = Image.fromarray(np.random.default_rng(0).integers(0, 256, (45, 40, 3), dtype=np.uint8))
+    from_config = create_transform(**resolve_data_config(pretrained_cfg=pcfg))
+    assert isinstance(from_config.transforms[-1], transforms.Normalize)
+    unit_range = transforms.Compose([*from_config.transforms[:-1], transforms.Normalize([0.5] * 3, [0.5] * 3)])
+    again = Classifier.from_pretrained(tmp_path / "out")
+    reader = again if covariance != "none" else timm.create_model(f"local-dir:{tmp_path / 'out'}", pretrained=True)
+    with torch.no_grad():
+        want = again(unit_range(image)[None])
+        got = reader.eval()(from_config(image)[None])
+    assert got.shape == (1, 5)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    if covariance != "none":  # the exported config and the loaded model's agree
+        assert pcfg["mean"] == list(again.pretrained_cfg["mean"]) == [0.5] * 3
+
+
+def test_the_card_holds_model_index_results_datasets_size_and_citation(tmp_path):
+    """Issue 44 item 3: the card's metadata has the hub's model-index results (huggingface_hub reads them back as
+    EvalResult) and datasets; its table the parameter count and the GMACs of one image (torch's FlopCounterMode,
+    the MC samples included); and the HET paper's BibTeX."""
+    from huggingface_hub import ModelCard
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from harness.card import count_macs
+
+    model = _model("low_rank", num_factors=2, eval_mc_samples=16)
+    trained_on = {"source": "digits", "eval_split": "test", "heldout_split": "val", "image_size": 32}
+    metrics = {"top1": 0.875, "nll": 0.41, "heldout_top1": 0.8, "note": "not a number"}
+    model.save_pretrained(tmp_path / "out", trained_on=trained_on, metrics=metrics)
+    card = ModelCard.load(tmp_path / "out" / "README.md")
+    assert card.data.datasets == ["digits"] and card.data.model_name == "resnet10_32px_w16 (low_rank head)"
+    got = {(r.metric_type, r.dataset_split): r.metric_value for r in card.data.eval_results}
+    assert got == {("accuracy", "test"): 0.875, ("nll", "test"): 0.41, ("accuracy", "val"): 0.8}
+    assert all(r.task_type == "image-classification" and r.dataset_name == "digits" for r in card.data.eval_results)
+    text = (tmp_path / "out" / "README.md").read_text()
+    n = sum(p.numel() for p in model.parameters())
+    assert f"| parameters | {n:,} ({n / 1e6:.2f} M) |" in text
+    state = torch.random.get_rng_state()
+    macs = count_macs(model)
+    assert torch.equal(state, torch.random.get_rng_state()) and not model.training  # nothing drawn, mode kept
+    with FlopCounterMode(display=False) as counter, torch.no_grad():
+        model(torch.zeros(1, 3, 32, 32))
+    assert macs == pytest.approx(counter.get_total_flops() / 2e9) and macs > 0
+    assert f"| GMACs per 32x32 image | {macs:.4g} (torch FlopCounterMode" in text
+    more = _model("low_rank", num_factors=2, eval_mc_samples=64)
+    assert count_macs(more, (3, 32, 32)) > macs  # the head's MC samples are counted
+    assert "```bibtex\n@inproceedings{collier2021correlated," in text and "eprint    = {2105.10305}" in text
+    # no data recorded: no model-index (the hub needs a dataset for it), the card still loads
+    _model("none").save_pretrained(tmp_path / "bare")
+    bare = ModelCard.load(tmp_path / "bare" / "README.md")
+    assert bare.data.eval_results is None and "| parameters |" in bare.text

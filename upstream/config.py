@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
 from harness.data.config import DataConfig
-from harness.training.precision import CHOICES as PRECISION_CHOICES
+from harness.training.precision import canonical as canonical_precision
 
 
 @dataclass
@@ -123,6 +123,9 @@ class TrainSection:
             "het-harness[track]"``); ``[]``: none. Each gets the whole resolved config as parameters, the
             metrics of every evaluation and the final metrics (:mod:`harness.training.trackers`). Not part of a
             run's identity: a run resumes, or counts as done, whatever trackers log it.
+        log_model: at the end of the run, export the model with ``save_pretrained`` to ``pretrained/`` in the run
+            folder and log that folder to the trackers that keep files (MLflow artefacts, W&B files; Lightning's
+            ``log_model=True``; :func:`harness.training.trackers.log_model`). Not part of a run's identity either.
     """
 
     epochs: int = 10
@@ -142,6 +145,7 @@ class TrainSection:
     fewshot_shots: List[int] = field(default_factory=lambda: [1, 5, 10, 25])
     fewshot_every_steps: int = 0
     log_with: List[str] = field(default_factory=lambda: ["tensorboard"])
+    log_model: bool = False
 
 
 @dataclass
@@ -166,7 +170,6 @@ class UpstreamConfig:
         return self.output_dir or f"runs/upstream/{self.name}"
 
 
-MIXED_PRECISION = PRECISION_CHOICES
 #: the largest ``data.image_size`` accepted (ImageNet-scale models train at 224-512 px; a bigger value is a typo
 #: that would only fail when the first batch is allocated)
 MAX_IMAGE_SIZE = 1024
@@ -238,10 +241,7 @@ def validate(cfg: UpstreamConfig) -> None:
     }.items():
         if value < 0:
             raise ValueError(f"{key} must be >= 0 (0 = {'all' if 'limit' in key else 'none'}), got {value}")
-    if t.mixed_precision not in MIXED_PRECISION:
-        raise ValueError(
-            f"unknown train.mixed_precision {t.mixed_precision!r}: use one of {', '.join(MIXED_PRECISION)}"
-        )
+    canonical_precision(t.mixed_precision, "train.mixed_precision")  # CHOICES and Lightning's aliases (bf16-mixed)
     if d.source not in SOURCES + STREAM_SOURCES:
         raise ValueError(f"unknown data source {d.source!r}: use one of {', '.join(SOURCES + STREAM_SOURCES)}")
     if d.loader not in LOADERS:

@@ -1,27 +1,35 @@
 """The final outputs of an upstream run (step 7 of :func:`harness.upstream.train.run`): predictions on the
 evaluation split and on ``data.heldout_split``, ``model.pt``, ``predictions.npz``, ``heldout_predictions.npz`` and
-``metrics.json`` (whose presence marks the run complete), and the final report to the trackers."""
+``metrics.json`` (whose presence marks the run complete; its ``eval_noise`` names the Monte Carlo noise the
+metrics were evaluated with, :func:`harness.heads.het.eval_noise`), and the final report to the trackers."""
 
 from __future__ import annotations
 
+import sys
 import time
+from pathlib import Path
+from typing import Any, Optional, Sequence
 
 import torch
 
+from harness.heads.het import eval_noise
 from harness.io import atomic_write_text, json_dumps
 from harness.models import save_model
 from harness.provenance import provenance
-from harness.training.trackers import log_report
+from harness.training.trackers import log_model, log_report
 from harness.uncertainty.predictions import Predictions
 from harness.upstream.evaluation import predict_loader
 from harness.upstream.parts import Training
 from harness.upstream.rundata import heldout_loader
 
+#: the folder of a run that holds its ``save_pretrained`` export (``train.log_model``)
+MODEL_FOLDER = "pretrained"
+
 
 def write_outputs(t: Training) -> None:
     """Predict on the evaluation split (and the held-out split, if set), then (main process) write the final
-    files, log the final metrics (``final/<metric>``, ``final/heldout/<metric>``) and the files to the trackers, and
-    end the trackers."""
+    files, log the final metrics (``final/<metric>``, ``final/heldout/<metric>``) and the files to the trackers, with
+    ``train.log_model`` export the model and log its folder to them (:func:`export_model`), and end the trackers."""
     cfg, accelerator, d, p = t.cfg, t.accelerator, t.data, t.p
     result, arrays = predict_loader(t.model, d.eval_loader, accelerator, d.multilabel, t.memory_format, d.stream)
     heldout, heldout_result = None, None
@@ -58,6 +66,7 @@ def write_outputs(t: Training) -> None:
             "train_data": d.train.description,
             "label_noise": d.noise_info,
             "loss": d.loss_info,
+            "eval_noise": eval_noise(final),  # the definition of the evaluation's MC noise (None: no noise)
             **provenance(),
         }
         atomic_write_text(run_dir / "metrics.json", json_dumps(summary, indent=1))
@@ -75,4 +84,28 @@ def write_outputs(t: Training) -> None:
                 )
             },
         )
+        if cfg.train.log_model:
+            export_model(run_dir, accelerator.trackers)
     accelerator.end_training()
+
+
+def export_model(run_dir: Path, trackers: Sequence[Any]) -> Optional[Path]:
+    """``train.log_model``: the finished run exported with ``save_pretrained`` (:func:`harness.runs.export_run`: the
+    weights, ``config.json`` with its data and final metrics, the model card) to ``<run_dir>/pretrained``, and that
+    folder logged to ``trackers`` (:func:`harness.training.trackers.log_model`). The run is complete before this
+    step (``metrics.json`` is written), so an export that fails is reported on stderr and the run still ends
+    normally; returns the folder, or None after such a failure."""
+    from harness.runs import export_run
+
+    try:
+        folder = export_run(run_dir, run_dir / MODEL_FOLDER)
+    except (ValueError, OSError) as e:
+        print(
+            f"[log_model] the model of {run_dir} was not exported ({type(e).__name__}: {str(e)[:300]}); the run is "
+            "complete: export it with harness.runs.export_run",
+            file=sys.stderr,
+            flush=True,
+        )
+        return None
+    log_model(trackers, folder)
+    return folder

@@ -45,7 +45,7 @@ from harness.upstream.config import UpstreamConfig, validate
 from harness.upstream.epochs import Preempted, train_epochs
 from harness.upstream.evaluation import LOWER_IS_BETTER, TrainingDiverged, fewshot_tasks, predict_loader
 from harness.upstream.losses import forward_corrected_nll, training_loss
-from harness.upstream.outputs import write_outputs
+from harness.upstream.outputs import MODEL_FOLDER, write_outputs
 from harness.upstream.parts import build_training
 from harness.upstream.rundata import _noisy_heldout, read_run_data
 
@@ -65,7 +65,7 @@ __all__ = [
 
 #: settings that say where a run's curves go, not what it trains: left out when a saved ``config.yaml`` is compared
 #: with the requested one (:func:`_same_config`), so a run resumes, or counts as done, whichever trackers log it
-NOT_IDENTITY = ("train.log_with",)
+NOT_IDENTITY = ("train.log_with", "train.log_model")
 #: the MLflow experiment / W&B project of upstream runs (unless MLFLOW_EXPERIMENT_NAME / WANDB_PROJECT name one)
 PROJECT = "harness-upstream"
 
@@ -104,7 +104,7 @@ _same_config = same_config  # its name before it was public
 
 #: what harness upstream writes in a run folder: with --overwrite, a folder holding files of others may hold none of
 #: these (``submitit``: the job folder of ``--executor``, made when the job is submitted; ``tb``, ``wandb``: the
-#: trackers' folders, made when the run starts)
+#: trackers' folders, made when the run starts; ``pretrained``: the export of ``train.log_model``)
 RUN_FILES = (
     "config.yaml",
     "run.json",
@@ -117,6 +117,7 @@ RUN_FILES = (
     "checkpoints",
     *TRACKER_FOLDERS,
     "submitit",
+    MODEL_FOLDER,
 )
 
 

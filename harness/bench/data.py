@@ -293,22 +293,7 @@ def run(
                     f"{r['peak_rss'] / MiB:.0f} MiB (+{r['rss_growth'] / MiB:.1f}), {r['images_per_sec']:.0f} "
                     "images/s"
                 )
-        for source, rs in rounds.items():
-            speeds = [r["images_per_sec"] for r in rs]
-            cases.append(
-                {
-                    "examples": n,
-                    "source": source,
-                    "rounds": rs,
-                    "images": rs[0]["images"],
-                    "images_per_sec": statistics.median(speeds),
-                    "images_per_sec_range": [min(speeds), max(speeds)],
-                    "images_per_cpu_second": statistics.median(r["images_per_cpu_second"] for r in rs),
-                    "open_seconds": statistics.median(r["open_seconds"] for r in rs),
-                    "peak_rss": max(r["peak_rss"] for r in rs),
-                    "rss_growth": max(r["rss_growth"] for r in rs),
-                }
-            )
+        cases += [_case(n, source, rs) for source, rs in rounds.items()]
         prep.append(
             {
                 "examples": n,
@@ -357,6 +342,23 @@ def run(
     if out is not None:
         _write(Path(out), summary)
     return summary
+
+
+def _case(n: int, source: str, rs: "list[dict]") -> dict:
+    """One size and source over its rounds: medians of the speeds and times, the largest memory figures."""
+    speeds = [r["images_per_sec"] for r in rs]
+    return {
+        "examples": n,
+        "source": source,
+        "rounds": rs,
+        "images": rs[0]["images"],
+        "images_per_sec": statistics.median(speeds),
+        "images_per_sec_range": [min(speeds), max(speeds)],
+        "images_per_cpu_second": statistics.median(r["images_per_cpu_second"] for r in rs),
+        "open_seconds": statistics.median(r["open_seconds"] for r in rs),
+        "peak_rss": max(r["peak_rss"] for r in rs),
+        "rss_growth": max(r["rss_growth"] for r in rs),
+    }
 
 
 def _write(out: Path, s: dict) -> None:

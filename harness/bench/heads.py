@@ -1,4 +1,5 @@
-"""``harness bench heads``: forward+backward time and peak memory of every head variant, eager and compiled.
+"""``harness bench heads``: forward+backward time and peak memory of every head variant, eager and compiled, and
+the time of the eager head's seeded evaluation (forward in ``eval()`` mode, no gradients).
 
 Each implementation of a case runs in its own process (so one's freed memory cannot hide another's
 peak), and the processes of a case take turns step by step (round robin), so a change of load on a
@@ -139,6 +140,16 @@ def _steps(
         head.zero_grad(set_to_none=True)
         x.grad = None
 
+    def evaluate() -> None:  # a seeded evaluation (the default eval_seed), no gradients
+        head.eval()
+        try:
+            with torch.no_grad():
+                head(x)
+        finally:
+            head.train()
+
+    if impl in ("ours", "before"):
+        return {"step": step, "eval": evaluate}
     if impl != "breakdown":
         return {"step": step}
 
@@ -213,7 +224,7 @@ def _measure(case: Case, impls: "list[str]", device: str, repeats: int, before_s
         parts = ["step", "forward", "dense", "dense_forward", "noise"] + (
             ["gemm"] if case.variant.startswith("hetxl") else []
         )
-        names = {impl: parts if impl == "breakdown" else ["step"] for impl in impls}
+        names = {impl: parts if impl == "breakdown" else list(steps_of(impl)) for impl in impls}
         for _ in range(repeats):
             for impl in impls:
                 for name in names[impl]:
@@ -231,7 +242,15 @@ def _measure(case: Case, impls: "list[str]", device: str, repeats: int, before_s
     for res in out.values():
         res.update({name: 1000 * statistics.median(ts) for name, ts in res.pop("times").items()})
         res["ms"] = res.pop("step")
+        if "eval" in res:
+            res["eval_ms"] = res.pop("eval")
     return out
+
+
+def steps_of(impl: str) -> "tuple[str, ...]":
+    """The timed functions of an implementation besides the breakdown's: the training step (forward + backward, in
+    ``train()`` mode), and for the eager heads (ours, before) a seeded evaluation (``eval()`` mode, no gradients)."""
+    return ("step", "eval") if impl in ("ours", "before") else ("step",)
 
 
 def default_grid(quick: bool = False, main_only: bool = False) -> "list[Case]":
@@ -312,6 +331,7 @@ def run(
             f"{case.variant:9s} {case.link:7s} B={case.B:<3d} K={case.K:<6d} S={case.S:<5d} "
             + "  ".join(
                 f"{impl} {row[impl]['ms']:.0f} ms {row[impl]['peak_mib']:.0f} MiB"
+                + (f" (eval {row[impl]['eval_ms']:.0f} ms)" if "eval_ms" in row[impl] else "")
                 for impl in impls
                 if impl != "breakdown"
             )

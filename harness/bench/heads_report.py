@@ -190,10 +190,14 @@ def _before_after(rows: "list[dict]") -> "list[str]":
     lines = []
     for r in rs:
         (sb, _), (sa, _) = _ratio(r, "before"), _ratio(r, "ours")
+        b_eval, a_eval = r["before"].get("eval_ms"), r["ours"].get("eval_ms")
+        eval_ratio = "-" if b_eval is None or a_eval is None else f"{a_eval / b_eval:.2f}"
         lines.append(
             f"| {r['variant']} | {r['link']} | {r['S']} | {_f(r['before'])} | {_f(r['ours'])} | "
             f"{_f(r.get('naive'))} | {r['ours']['ms'] / r['before']['ms']:.2f} | "
             f"{'-' if sb is None else f'{sb:.2f}x'} | {'-' if sa is None else f'{sa:.2f}x'} | "
+            f"{_f(r['before'], 'eval_ms') if b_eval is not None else '-'} | "
+            f"{_f(r['ours'], 'eval_ms') if a_eval is not None else '-'} | {eval_ratio} | "
             f"{_f(r['before'], 'peak_mib')} | {_f(r['ours'], 'peak_mib')} | "
             f"{_f(r.get('naive'), 'peak_mib')} |"
         )
@@ -208,12 +212,16 @@ def _before_after(rows: "list[dict]") -> "list[str]":
             "after / before",
             "speed-up before",
             "speed-up after",
+            "before eval ms",
+            "after eval ms",
+            "eval after / before",
             "before MiB",
             "after MiB",
             "naive MiB",
         ],
         lines,
-        "Before / after (the head of `--before`, this head and naive, side by side in one run)",
+        "Before / after (the head of `--before`, this head and naive, side by side in one run; *eval*: the eager "
+        "head's seeded evaluation, forward in `eval()` mode without gradients)",
     )
 
 

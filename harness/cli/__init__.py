@@ -50,14 +50,23 @@ for _command in (ensemble, import_cmd, report, shift, downstream, fewshot, bench
     help="Only save the records of finished runs (and restore missing run folders from records); "
     "train nothing. For an experiment with records: true.",
 )
-def run_cmd(experiment, overrides, no_train, sync_records) -> None:
+@click.option(
+    "--reference",
+    is_flag=True,
+    help="Write the report into the reference folder (reference_root, results/: the committed reports) instead of "
+    "<runs_root>/results/: the project's own regeneration of its reference results.",
+)
+def run_cmd(experiment, overrides, no_train, sync_records, reference) -> None:
     """The main job: pretrain every method and seed, ensemble, transfer, and write one report.
 
     EXPERIMENT is a YAML path or a built-in name (default: digits, the embedded data). OVERRIDES are
     key=value pairs, e.g. seeds=[0,1] (`harness run seeds=[0,1]` overrides the default). Rerunning
-    after an interruption redoes only what is missing.
+    after an interruption redoes only what is missing. The report goes to <runs_root>/results/<name>/ (runs/results/
+    digits/ by default), never over the committed reference in results/ (unless --reference), and is compared with
+    that reference: which verdicts agree, which differ, the largest metric differences (comparison.md).
     """
     from harness.experiment import load_experiment, run_experiment
+    from harness.experiment.config import Experiment
     from harness.upstream.train import TrainingDiverged
 
     if experiment and "=" in experiment and not Path(experiment).exists():  # `harness run key=value`: the default
@@ -65,6 +74,12 @@ def run_cmd(experiment, overrides, no_train, sync_records) -> None:
 
     try:
         exp = load_experiment(experiment, overrides)
+        if reference:
+            exp.results_root = exp.reference_root
+        elif exp.results_root == Experiment().results_root and not any(
+            o.startswith("results_root=") for o in overrides
+        ):
+            exp.results_root = str(Path(exp.runs_root) / "results")  # the user's results, beside their runs
         if sync_records:
             from harness.experiment import records_dir
             from harness.experiment.stages import sync_records_locked
@@ -78,9 +93,12 @@ def run_cmd(experiment, overrides, no_train, sync_records) -> None:
             out = run_transfer(exp, progress=click.echo)
         else:
             out = run_experiment(exp, progress=click.echo, train=not no_train)
+        click.echo(f"report: {out / 'report.md'} and {out / 'report.html'}")
+        from harness.experiment.reference import compare_with_reference
+
+        compare_with_reference(out, Path(exp.reference_root) / exp.name, click.echo)
     except (ValueError, OSError, TrainingDiverged) as e:
         raise click.ClickException(str(e)) from e
-    click.echo(f"report: {out / 'report.md'} and {out / 'report.html'}")
 
 
 @main.command()

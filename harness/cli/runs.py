@@ -170,12 +170,18 @@ def import_cmd(source, weights, random_init, data_file, out, device, overwrite, 
     is_flag=True,
     help="Write into an existing folder that holds other files (a report replaces only its own files).",
 )
-def report(paths, name, out_root, no_covariance, no_shift, top_pairs, screenshot, overwrite) -> None:
+@click.option(
+    "--calibrators",
+    default="",
+    help="Post-hoc calibrators fitted on each entry's held-out split, comma-separated: temperature, vector, "
+    "dirichlet, histogram, isotonic, bbq, beta (netcal: the calibrate extra); their NLL/ECE rows with intervals.",
+)
+def report(paths, name, out_root, no_covariance, no_shift, top_pairs, screenshot, overwrite, calibrators) -> None:
     """Markdown, HTML and JSON report of run and ensemble folders (Table 7 layout, calibration,
     reliability diagrams, covariance analysis; distribution shift where harness shift has run)."""
+    from harness.report.browser import png_size
+    from harness.report.browser import screenshot as take_screenshot
     from harness.report.build import build
-    from harness.report.render import png_size
-    from harness.report.render import screenshot as take_screenshot
 
     try:
         out = build(
@@ -187,6 +193,7 @@ def report(paths, name, out_root, no_covariance, no_shift, top_pairs, screenshot
             shift=not no_shift,
             overwrite=overwrite,
             progress=click.echo,
+            calibrators=[c for c in calibrators.split(",") if c.strip()],
         )
         click.echo(f"wrote {out / 'report.md'}, {out / 'report.html'}, {out / 'report.json'}")
         if screenshot:

@@ -304,6 +304,79 @@ def bench_shards(
     click.echo(f"wrote {out}")
 
 
+def _device_finetune(upstream: str, train, test, settings: dict) -> float:
+    """The transfer part's fine-tune: ``harness downstream``'s own, with ``FinetuneConfig(**settings)``; its top-1.
+    (Module level, so that it reaches a fresh process; the library never imports a stage, so the command hands
+    it to :func:`harness.bench.device.run`.)"""
+    from harness.downstream.finetune import FinetuneConfig, finetune
+
+    return finetune(upstream, train, test, FinetuneConfig(**settings))[0]
+
+
+@bench.command("device")
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Every part end to end on the CPU at tiny sizes (seconds): checks the code, not the device.",
+)
+@click.option(
+    "--full",
+    is_flag=True,
+    help="Also the optional part, beyond the first part's 4 minutes on a GPU: every head case compiled in fp32 "
+    "and bf16, and the plain loop compiled.",
+)
+@click.option(
+    "--part",
+    "parts",
+    type=click.Choice(["correctness", "transfer", "head", "train"]),
+    multiple=True,
+    help="Only these parts (repeatable; default: all, in the order correctness, transfer, head, train).",
+)
+@click.option(
+    "--device",
+    type=click.Choice(["auto", "cpu", "cuda"]),
+    default="auto",
+    show_default=True,
+    help="auto: CUDA where torch sees a GPU, else the CPU (with a note); the CPU for --dry-run.",
+)
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Folder to write device.md and device.json in (default: results/bench; with --dry-run a new temporary "
+    "folder, and never results/bench).",
+)
+def bench_device(dry_run: bool, full: bool, parts: "tuple[str, ...]", device: str, out: "Path | None") -> None:
+    """Check the harness on the accelerator torch sees: the head vs the naive [B,S,K] one, ResNet-50 training
+    throughput (hom, het, a plain PyTorch loop; eager and compiled), the downstream fine-tune step rate and
+    correctness (determinism, resume, device vs CPU evaluation); at most 4 minutes on one H100."""
+    import tempfile
+
+    from harness.bench import device as device_bench
+
+    committed = Path("results/bench")
+    if out is None:
+        out = Path(tempfile.mkdtemp(prefix="harness-device-dry-")) if dry_run else committed
+    elif dry_run and out.resolve() == committed.resolve():
+        raise click.UsageError(
+            f"--dry-run would overwrite the measured {committed}/device.md: give another --out (or none: a "
+            "temporary folder)"
+        )
+    try:
+        device_bench.run(
+            out,
+            dry_run=dry_run,
+            full=full,
+            parts=parts or device_bench.PARTS,
+            device=device,
+            finetune=_device_finetune,
+            progress=click.echo,
+        )
+    except ValueError as e:
+        raise click.UsageError(str(e)) from e
+    click.echo(f"wrote {out / 'device.md'} and {out / 'device.json'}")
+
+
 @click.group(cls=_Main)
 def data() -> None:
     """Data preparation: sources converted for streaming."""

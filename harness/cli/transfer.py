@@ -8,6 +8,7 @@ import click
 
 from harness.cli.options import _model_source, _source_folder
 from harness.heads.variants import TRANSFER_HEADS, TRANSFER_NUM_FACTORS, VARIANTS
+from harness.training.precision import ACCEPTED
 from harness.training.slurm import slurm_parameters
 from harness.training.trackers import FOLDERS as TRACKER_FOLDERS
 
@@ -135,7 +136,7 @@ def _check_sweep_out(out: Path, overwrite: bool) -> None:
 @click.option("--slurm", "slurm_opts", multiple=True, help="SLURM parameter key=value (slurm_partition=gpu ...).")
 @click.option(
     "--mixed-precision",
-    type=click.Choice(["no", "auto", "bf16", "fp16"]),
+    type=click.Choice(ACCEPTED),
     default="no",
     show_default=True,
     help="no: fp32; auto: bf16 where the device computes it natively (GPUs with bf16, CPUs with AVX512-BF16 "

@@ -105,7 +105,7 @@ class ConditionSection:
 
 @dataclass
 class SinglePairSection:
-    """The crossed single-pair design of what Σ learns (:func:`harness.experiment.sigma.single_pair_plan`):
+    """The crossed single-pair design of what Σ learns (:func:`harness.experiment.single_pair.single_pair_plan`):
     two conditions that put the same amount of noise on one class pair each, the pairs crossed, so that a
     pair's visual similarity cancels in the difference-in-differences Δ.
 
@@ -218,7 +218,11 @@ class Experiment:
             as ``<condition>_<method>_s<seed>``.
         downstream: transfer settings; ``tasks: []`` skips the stage.
         covariance: run the covariance analysis in the report.
-        runs_root, results_root: where the run folders and the report go.
+        runs_root, results_root: where the run folders and the report go (``harness run`` writes the report to
+            ``<runs_root>/results`` unless it is given ``results_root=`` or ``--reference``).
+        reference_root: where the committed reference reports and records are (``results``): ``harness run``
+            compares its report with ``<reference_root>/<name>/report.json`` and restores runs from the records
+            there; ``harness run --reference`` writes the report there (the project's own regeneration).
         confusable_pairs: class pairs people are known to confuse (e.g. cat/dog); the report says how
             many of the top covariance pairs are among them.
         workers: jobs (upstream runs, shift predictions, transfers) run at once, each in its own
@@ -263,6 +267,7 @@ class Experiment:
     covariance: bool = True
     runs_root: str = "runs"
     results_root: str = "results"
+    reference_root: str = "results"
     description: str = ""
     confusable_pairs: List[List[str]] = field(default_factory=list)
     workers: int = 1

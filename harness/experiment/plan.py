@@ -519,3 +519,8 @@ def frontier_plan(main: _Plan, exp: Experiment) -> _Plan:
 
 def _metrics(d: Path) -> dict:
     return json.loads((d / "metrics.json").read_text())
+
+
+def _finished(cfg: Any) -> bool:
+    """Whether the run of upstream config ``cfg`` has finished (its ``metrics.json`` is written)."""
+    return (Path(cfg.output_dir) / "metrics.json").is_file()

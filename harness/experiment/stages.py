@@ -9,39 +9,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from harness.experiment.budget import (
-    STEP_COST_FILE,
-    budget_section,
-    frontier_runs,
-    frontier_section,
-    step_cost_section,
-    step_costs,
-)
-from harness.experiment.config import Experiment, _upstream_config_path
+from harness.experiment.config import Experiment
 from harness.experiment.jobs import planned_jobs
 from harness.experiment.plan import (
     _choose_temperatures,
     _derived,
     _extend_grids,
+    _finished,
     _first_wave,
-    _metrics,
     _Plan,
     _study_runs,
     frontier_plan,
     validate_experiment,
 )
-from harness.experiment.sections import (
-    _merge,
-    comparison_section,
-    condition_record,
-    downstream_section,
-    multilabel_section,
-    temperature_section,
-    time_section,
-)
-from harness.experiment.sigma import experiment_sigma
-from harness.experiment.summary import report_summary
+from harness.experiment.report_stage import report_stage
 from harness.io import RunLock, path_under
+from harness.upstream.train import same_config
 
 
 class _Clock:
@@ -137,25 +120,9 @@ def run_experiment(exp: Experiment, progress: Callable[[str], None] = print, tra
             return _run_stages(exp, plans, root, clock, workers, progress, train)
 
 
-def same_config(saved: str, planned: str) -> bool:
-    """Whether a recorded run's ``config.yaml`` is the planned one: the same text, or the same once the settings
-    added since it was written take their defaults (as :mod:`harness.upstream.train` compares a run folder's)."""
-    if saved == planned:
-        return True
-    from omegaconf import OmegaConf
-    from omegaconf.errors import OmegaConfBaseException
-
-    from harness.upstream.config import UpstreamConfig
-
-    try:
-        filled = OmegaConf.merge(OmegaConf.structured(UpstreamConfig), OmegaConf.create(saved))
-    except (OmegaConfBaseException, ValueError):
-        return False
-    return OmegaConf.to_yaml(filled, resolve=True) == planned
-
-
 def records_dir(exp: Experiment) -> Path:
-    """Where the experiment keeps its runs' compact records."""
+    """Where the experiment keeps its runs' compact records (beside its report, ``<results_root>/<name>/records``;
+    a restore also reads the reference's, ``<reference_root>/<name>/records``)."""
     return path_under(exp.results_root, exp.name, "records")
 
 
@@ -174,9 +141,11 @@ def sync_records(exp: Experiment, restore: bool = False, plans: "Optional[dict[s
     from harness.records import restore_record, save_record, verify_record
 
     up, rec = path_under(exp.runs_root, exp.name, "upstream"), records_dir(exp)
-    if restore:
+    if restore:  # from this run's records, then from the reference's (the committed ones) for runs it lacks
         planned = {Path(c.output_dir).name: to_yaml(c) for p in (plans or {}).values() for c in p.configs.values()}
-        todo = [r for r in sorted(rec.glob("*")) if r.is_dir() and not (up / r.name / "metrics.json").is_file()]
+        ref = path_under(exp.reference_root, exp.name, "records")
+        found = {r.name: r for folder in (ref, rec) if folder.is_dir() for r in sorted(folder.glob("*")) if r.is_dir()}
+        todo = [r for r in found.values() if not (up / r.name / "metrics.json").is_file()]
         for r in todo:  # every record checked before any is restored
             verify_record(r)
         return sum(restore_record(r, path_under(up, r.name), planned.get(r.name), same_config) for r in todo)
@@ -199,10 +168,6 @@ def sync_records_locked(exp: Experiment) -> "tuple[int, int]":
         "its runs as they finish)",
     ):
         return sync_records(exp, restore=True), sync_records(exp)
-
-
-def _finished(cfg: Any) -> bool:
-    return (Path(cfg.output_dir) / "metrics.json").is_file()
 
 
 @dataclass
@@ -233,7 +198,7 @@ def _run_stages(
     """The upstream waves, the evaluation (ensembles, shift, transfer) and the report, in that order."""
     study = _upstream_stage(exp, plans, root, clock, workers, progress, train)
     ensembles, stages = _evaluation_stage(exp, root, workers, study, progress)
-    return _report_stage(exp, plans, root, clock, workers, study, ensembles, stages, progress, train)
+    return report_stage(exp, plans, root, clock, workers, study, ensembles, stages, progress, train)
 
 
 def _upstream_stage(
@@ -316,43 +281,8 @@ def _upstream_stage(
             follow_up(runs[method][0])
     queue([main.configs[f] for f in second], then)
     queued = set(main.configs)  # the main study's runs, all queued by now
-    budget = {
-        m: {
-            int(e): _derived(main, m, f"budget_{m}_e{int(e)}", [f"train.epochs={int(e)}", f"train.eval_every={int(e)}"])
-            for e in exp.budget.epochs
-        }
-        for m in exp.budget.methods
-    }
-    # a condition's run that equals a planned one (e.g. a budget run) is that run, trained once
-    conditions = {
-        name: {
-            m: [_derived(main, m, f"{name}_{m}_s{sd}", list(c.upstream_overrides), sd) for sd in c.seeds]
-            for m in c.methods
-        }
-        for name, c in exp.conditions.items()
-    }
-    # seed-major, then by each condition's method order, then by condition: every condition's first seed of
-    # its first method before any second one (an interrupted study has something to say about every condition)
-    lists = [list(per.values()) for per in conditions.values()]
-    depth = max((len(fs) for per in lists for fs in per), default=0), max((len(per) for per in lists), default=0)
-    queue(
-        [
-            main.configs[f]
-            for f in dict.fromkeys(
-                [
-                    *(
-                        per[j][i]
-                        for i in range(depth[0])
-                        for j in range(depth[1])
-                        for per in lists
-                        if j < len(per) and i < len(per[j])
-                    ),
-                    *(f for per in budget.values() for f in per.values()),
-                ]
-            )
-            if f not in queued
-        ]
-    )
+    budget, conditions = _budget_and_conditions(exp, main)
+    queue([main.configs[f] for f in _interleaved(conditions, budget) if f not in queued])
     ml_plan, ml_grid = plans.get("multilabel"), []
     if ml_plan is not None:
         queue([ml_plan.configs[f] for f in _first_wave(ml_plan, ml.methods, ml.seeds)])
@@ -377,6 +307,39 @@ def _upstream_stage(
 
     ml_runs = {} if ml_plan is None else _study_runs(ml_plan, exp.multilabel.methods, exp.multilabel.seeds)
     return _Study(runs, grid_rows, budget, conditions, ml_runs, ml_grid, settings, left_out)
+
+
+def _budget_and_conditions(exp: Experiment, main: _Plan) -> "tuple[dict, dict]":
+    """The budget curves' runs (``{method: {epochs: folder}}``) and each condition's runs (``{condition: {method:
+    [folder per seed]}}``), added to the main plan; a condition's run that equals a planned one (e.g. a budget run)
+    is that run, trained once."""
+    budget = {
+        m: {
+            int(e): _derived(main, m, f"budget_{m}_e{int(e)}", [f"train.epochs={int(e)}", f"train.eval_every={int(e)}"])
+            for e in exp.budget.epochs
+        }
+        for m in exp.budget.methods
+    }
+    conditions = {
+        name: {
+            m: [_derived(main, m, f"{name}_{m}_s{sd}", list(c.upstream_overrides), sd) for sd in c.seeds]
+            for m in c.methods
+        }
+        for name, c in exp.conditions.items()
+    }
+    return budget, conditions
+
+
+def _interleaved(conditions: dict, budget: dict) -> "list[str]":
+    """The conditions' run folders seed-major, then by each condition's method order, then by condition (every
+    condition's first seed of its first method before any second one: an interrupted study has something to say
+    about every condition), then the budget runs; each folder once."""
+    lists = [list(per.values()) for per in conditions.values()]
+    depth = max((len(fs) for per in lists for fs in per), default=0), max((len(per) for per in lists), default=0)
+    order = [
+        per[j][i] for i in range(depth[0]) for j in range(depth[1]) for per in lists if j < len(per) and i < len(per[j])
+    ]
+    return list(dict.fromkeys([*order, *(f for per in budget.values() for f in per.values())]))
 
 
 def _evaluation_stage(
@@ -409,175 +372,3 @@ def _evaluation_stage(
         stages["shift"] = stages.get("shift", 0.0) + time.perf_counter() - tic
 
     return ensembles, stages
-
-
-def _report_stage(
-    exp: Experiment,
-    plans: "dict[str, _Plan]",
-    root: Path,
-    clock: _Clock,
-    workers: Any,
-    study: _Study,
-    ensembles: "list[Path]",
-    stages: "dict[str, float]",
-    progress: Callable[[str], None],
-    train: bool,
-) -> Path:
-    """Every section of the report, then the report itself (:func:`harness.report.build.build`)."""
-    from harness.report.build import build
-
-    runs, main, settings, conditions = study.runs, plans["main"], study.settings, study.conditions
-    grid_rows, ml_runs, ml_grid, budget, left_out = (
-        study.grid_rows,
-        study.ml_runs,
-        study.ml_grid,
-        study.budget,
-        study.left_out,
-    )
-    extra: dict = {"tables": [], "text": [], "json": {}}
-    if settings is not None:
-        moved = {m: dirs for m, dirs in runs.items() if m in (exp.evaluate_methods or exp.methods)}
-        per_run = {d: workers.results[("downstream", d.name)] for dirs in moved.values() for d in dirs}
-        from harness.downstream.ensembles import upstream_ensemble
-
-        across = {
-            m: upstream_ensemble([path_under(root, "downstream", d.name) for d in dirs])
-            for m, dirs in moved.items()
-            if len(dirs) > 1
-        }
-        _merge(extra, downstream_section(moved, per_run, across))
-
-    progress("[report]")
-    base = _upstream_config_path(exp.upstream_config)
-    extra["text"].append(
-        f"Experiment: {exp.description or exp.name}. Schedule: upstream config {base.name} with "
-        f"{' '.join(exp.upstream_overrides) or 'no overrides'}; seeds {list(exp.seeds)}; methods "
-        + "; ".join(f"{m} {dict(h)}" for m, h in exp.methods.items())
-        + "."
-    )
-    first = main.configs[Path(runs[next(iter(runs))][0]).name]
-    precisions = sorted({str(_metrics(d).get("mixed_precision")) for dirs in runs.values() for d in dirs})
-    extra["json"]["schedule"] = {
-        "upstream_config": base.name,
-        "upstream_overrides": list(exp.upstream_overrides),
-        "epochs": first.train.epochs,
-        "backbone": first.model.backbone,
-        "batch_size": first.data.batch_size,
-        "grid_overrides": list(exp.grid_overrides),
-        "mixed_precision": precisions,
-    }
-    if len(precisions) > 1:
-        extra["text"].append(
-            f"Note: the study's runs used different precisions ({', '.join(precisions)}; train."
-            "mixed_precision=auto follows each machine's CPU): part of any difference may come from it."
-        )
-    if grid_rows:
-        _merge(
-            extra,
-            temperature_section(
-                grid_rows,
-                " and ".join(dict.fromkeys(r["parameter"] for r in grid_rows)) + " chosen on the held-out split",
-            ),
-        )
-    _merge(extra, comparison_section(runs, ensembles))
-    if not train:  # a condition reports the seeds it has
-        conditions = {
-            name: {m: kept for m, fs in per.items() if (kept := [f for f in fs if _finished(main.configs[f])])}
-            for name, per in conditions.items()
-        }
-        if left_out:
-            extra["text"].append(
-                f"Built without training (harness run --no-train): {len(set(left_out))} planned run(s) "
-                "not finished yet are left out: " + ", ".join(sorted(set(left_out))) + "."
-            )
-    for name, per in conditions.items():
-        if not per:
-            continue
-        cond = exp.conditions[name]
-        dirs = {m: [Path(main.configs[f].output_dir) for f in fs] for m, fs in per.items()}
-        part = comparison_section(
-            dirs, [], label=f"Condition {name} ({cond.description or ' '.join(cond.upstream_overrides)})"
-        )
-        own = sorted({str(_metrics(d).get("mixed_precision")) for ds in dirs.values() for d in ds})
-        record, line = condition_record(name, cond.description, cond.upstream_overrides, next(iter(dirs.values()))[0])
-        extra["text"] += [line] + [n for n in [precision_note(f"condition {name}", own, precisions)] if n]
-        extra["json"].setdefault("conditions", {})[name] = {**record, **part.pop("json"), "mixed_precision": own}
-        _merge(extra, part)
-    if ml_runs:
-        _merge(extra, multilabel_section(ml_runs, ml_grid))
-    _merge(extra, report_summary(exp, runs, ensembles, conditions, main, ml_runs, extra))
-    if exp.covariance and exp.sigma_readout:
-        tic = time.perf_counter()
-        _merge(extra, experiment_sigma(exp, runs, conditions, main, progress))
-        progress(f"[covariance] what Σ follows ({time.perf_counter() - tic:.0f} s)")
-    curves = {m: {e: Path(main.configs[f].output_dir) for e, f in per.items()} for m, per in budget.items() if per}
-    if curves or "frontier" in plans:  # their x axis: every run's steps at one side-by-side step rate
-        costed: "dict[str, list[Path]]" = {}
-        for m, per in curves.items():
-            costed.setdefault(m, []).extend(per.values())
-        if "frontier" in plans:
-            for m, pairs in frontier_runs(plans["frontier"], runs, exp).items():
-                costed.setdefault(m, []).extend(d for _, d in pairs)
-        tic = time.perf_counter()
-        costs = step_costs(costed, root / STEP_COST_FILE, progress=progress)
-        progress(
-            f"[step cost] {'reused' if costs['measurement']['reused'] else 'measured'} "
-            f"({time.perf_counter() - tic:.0f} s)"
-        )
-        _merge(extra, step_cost_section(costs))
-    if curves:
-        plans["budget"] = _Plan(configs={f: c for f, c in main.configs.items() if f.startswith("budget_")})
-        grids = {m: [Path(main.configs[f].output_dir) for f in main.grid.get(m, {}).values()] for m in curves}
-        _merge(extra, budget_section(curves, costs, grids))
-    if "frontier" in plans:
-        _merge(extra, frontier_section(plans["frontier"], runs, exp, costs))
-    extra["json"]["confusable_pairs"] = [list(p) for p in exp.confusable_pairs]
-    times = {study: _run_times(plan) for study, plan in plans.items()}
-    clock.tick()
-    elapsed = clock.minutes()
-    _merge(
-        extra,
-        time_section(
-            times, {"main": grid_rows, "multilabel": ml_grid}, stages, elapsed, len(clock.sessions), exp.workers
-        ),
-    )
-    tic = time.perf_counter()
-    out = build(
-        [d for dirs in runs.values() for d in dirs] + ensembles,
-        exp.name,
-        exp.results_root,
-        covariance=exp.covariance,
-        extra=extra,
-        progress=progress,
-    )
-    progress(f"[report] {out} ({time.perf_counter() - tic:.0f} s)")
-    return out
-
-
-def precision_note(what: str, own: "list[str]", main: "list[str]") -> Optional[str]:
-    """The report's note when a part of a study (``what``, e.g. ``condition b``) trained in other mixed precisions
-    (``own``, from its runs' metrics.json) than the main study (``main``); None when they are the same."""
-    if sorted(own) == sorted(main):
-        return None
-    name = {"no": "fp32"}  # accelerate's mixed_precision "no"
-
-    def words(ps: "list[str]") -> str:
-        return " and ".join(name.get(p, p) for p in ps)
-
-    return (
-        f"Note: {what}'s runs trained in {words(own)}, the main study's in {words(main)} "
-        "(train.mixed_precision=auto follows each machine's CPU): a difference between them may partly come "
-        "from it."
-    )
-
-
-def _run_times(plan: "Optional[_Plan]") -> "dict[str, float]":
-    """Wall seconds of every finished run of a study (from its metrics.json: all its sessions)."""
-    if plan is None:
-        return {}
-    out = {}
-    for folder, cfg in plan.configs.items():
-        f = Path(cfg.output_dir) / "metrics.json"
-        if f.is_file():
-            out[folder] = float(json.loads(f.read_text()).get("wall_seconds") or 0.0)
-    return out

@@ -86,7 +86,8 @@ def mark_replication(exp: Experiment, rows: "list[dict]") -> "list[str]":
     Nothing when the experiment names no replication or its report is not there yet."""
     import json
 
-    path = Path(exp.results_root) / exp.replication / "report.json"
+    own = Path(exp.results_root) / exp.replication / "report.json"  # this machine's replication, else the reference's
+    path = own if own.is_file() else Path(exp.reference_root) / exp.replication / "report.json"
     if not exp.replication or not path.is_file():
         return []
     rep = json.loads(path.read_text())

@@ -131,14 +131,15 @@ def _rows(t: TransferSection, correct: "dict[str, list[dict]]", groups: "dict[st
     return adjust(primary, "primary"), adjust(secondary)
 
 
-def _restore(t: TransferSection, results_root: Path, runs: Path, progress: Callable[[str], None]) -> "dict[str, Path]":
-    """Each record of ``t.methods`` restored (verified) into ``runs/upstream/<record>``; record -> run folder."""
+def _restore(t: TransferSection, roots: "list[Path]", runs: Path, progress: Callable[[str], None]) -> "dict[str, Path]":
+    """Each record of ``t.methods`` restored (verified) into ``runs/upstream/<record>``, found in the first of
+    ``roots`` (this run's results, then the reference's) that holds it; record -> run folder."""
     from harness.records import restore_record
 
-    records = results_root / t.upstream / "records"
     out = {}
     for name in dict.fromkeys(r for rs in t.methods.values() for r in rs):
-        rec, run = records / name, runs / "upstream" / name
+        held = [root / t.upstream / "records" / name for root in roots]
+        rec, run = next((r for r in held if (r / "model.pt").is_file()), held[-1]), runs / "upstream" / name
         if not (rec / "model.pt").is_file():
             raise FileNotFoundError(
                 f"transfer: no record {rec} with a model.pt; the upstream experiment "
@@ -191,7 +192,7 @@ def run_transfer(exp: Any, progress: Callable[[str], None] = print) -> Path:
         clean=False,
         what="one harness run at a time uses a runs_root: wait for it to finish or stop it",
     ):
-        models = _restore(t, Path(exp.results_root), runs, progress)
+        models = _restore(t, [Path(exp.results_root), Path(exp.reference_root)], runs, progress)
         specs, groups = _tasks(t, runs, progress)
         progress(
             f"[transfer] {len(models)} upstream models x {len(specs)} tasks ({t.preset} recipe), "

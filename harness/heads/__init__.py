@@ -13,7 +13,7 @@
 
 from harness.heads.edward2 import MCSigmoidDenseFA, MCSoftmaxDenseFA
 from harness.heads.het import HeteroscedasticHead
-from harness.heads.hetify import hetify
+from harness.heads.hetify import HeteroscedasticConvHead, hetify
 from harness.heads.options import (
     COVARIANCES,
     DEFAULT_NUM_FACTORS,
@@ -32,6 +32,7 @@ from harness.heads.options import (
 
 __all__ = [
     "HeteroscedasticHead",
+    "HeteroscedasticConvHead",
     "hetify",
     "MCSoftmaxDenseFA",
     "MCSigmoidDenseFA",

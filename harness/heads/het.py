@@ -25,6 +25,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from harness.heads.covariance import covariance_block, noise_factors
+from harness.heads.noise import EVAL_NOISE
 from harness.heads.options import (
     COVARIANCES,
     DEFAULT_NUM_FACTORS,
@@ -79,7 +80,10 @@ class HeteroscedasticHead(nn.Module):
             identical. Each row's estimate p̄ is still unbiased with the same MC variance as with
             independent noise (its S samples are i.i.d. draws of u(x)); only the MC errors of
             different rows are correlated, so averages of metrics over rows carry a common MC
-            error instead of averaging it out. None: fresh noise from torch's global RNG each
+            error instead of averaging it out. The bank is the counter-based noise
+            (:data:`~harness.heads.noise.EVAL_NOISE`) eager and under ``torch.compile`` alike, so
+            both give the same outputs up to float rounding (:attr:`noise_definition`).
+            None: fresh noise from torch's global RNG each
             call, drawn as in training (independent per row unless
             ``share_samples_across_batch``). Training always draws fresh noise from the global
             RNG, independent per row (the paper's estimator; ``torch.manual_seed`` reproduces a run).
@@ -165,6 +169,9 @@ class HeteroscedasticHead(nn.Module):
         self.train_mc_samples, self.eval_mc_samples = int(train_mc_samples), int(eval_mc_samples)
         self.share_samples_across_batch = bool(share_samples_across_batch)
         self.mc_chunk_size = None if mc_chunk_size is None else int(mc_chunk_size)
+        _whole("eval_seed", eval_seed)
+        if eval_seed is not None and eval_seed < 0:
+            raise ValueError(f"eval_seed must be >= 0, or None for fresh noise each call, got {eval_seed!r}")
         self.eval_seed = eval_seed
         self.clip_eps = clip_eps
         self.pe_noise_bias = bool(pe_noise_bias)
@@ -173,8 +180,10 @@ class HeteroscedasticHead(nn.Module):
         self.learn_temperature = bool(learn_temperature)
         lo, hi = (float(b) for b in temperature_bounds)
         if self.learn_temperature:
-            if not (0.0 < lo < hi):
-                raise ValueError(f"temperature_bounds must satisfy 0 < lower < upper, got ({lo}, {hi})")
+            if not (0.0 < lo < hi and math.isfinite(hi)):  # an infinite bound gives τ = inf: uniform predictions
+                raise ValueError(
+                    f"temperature_bounds must be finite with 0 < lower < upper, got ({lo}, {hi}); e.g. (0.3, 3.0)"
+                )
             self.temperature_bounds = (lo, hi)
             self.temperature_logit = nn.Parameter(torch.zeros(()))
         else:
@@ -205,6 +214,16 @@ class HeteroscedasticHead(nn.Module):
                 f"train_mc_samples={self.train_mc_samples}, eval_mc_samples={self.eval_mc_samples}"
             )
         return s
+
+    @property
+    def noise_definition(self) -> Optional[str]:
+        """The noise of this head's outputs in ``eval()`` mode, as results record it (``metrics.json``'s
+        ``eval_noise``): :data:`~harness.heads.noise.EVAL_NOISE` (``"counter/1"``) for a seeded evaluation
+        (``eval_seed`` set), the same eager and compiled; ``"fresh"`` with ``eval_seed=None`` (torch's global
+        RNG, a new draw each call: not reproducible from the result); None for ``covariance="none"`` (no noise)."""
+        if self.covariance_type == "none":
+            return None
+        return EVAL_NOISE if self.eval_seed is not None else "fresh"
 
     # ------------------------------------------------------------------ parameters of the latent
     @property
@@ -458,3 +477,12 @@ class HeteroscedasticHead(nn.Module):
                 out = torch.cat(blocks) if self.link == "softmax" else tuple(torch.cat(part) for part in zip(*blocks))
             logits = log_average_to_logits(out, self.link, self.clip_eps)
         return logits.reshape(*lead, self.num_classes)
+
+
+def eval_noise(model: nn.Module) -> Optional[str]:
+    """The evaluation noise of every :class:`HeteroscedasticHead` in ``model`` (its own modules included), as
+    results record it (``metrics.json``'s ``eval_noise``): their :attr:`~HeteroscedasticHead.noise_definition`,
+    the distinct ones joined by ``", "``; None when no head draws noise (homoscedastic heads, or none at all)."""
+    found = {m.noise_definition for m in model.modules() if isinstance(m, HeteroscedasticHead)}
+    found.discard(None)
+    return ", ".join(sorted(found)) or None

@@ -10,7 +10,7 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from harness.heads.noise import CounterNoise, counter_key, seeded_noise
+from harness.heads.noise import CounterNoise, counter_bank, counter_key, seeded_noise
 from harness.heads.options import BANK_ROWS
 
 __all__ = ["AUTO_CHUNK_ELEMENTS", "FRESH_CHUNK_ELEMENTS", "auto_chunk_size", "plan_noise"]
@@ -46,11 +46,16 @@ def plan_noise(head, h: Tensor, s: int, seed: Optional[int]) -> "tuple":
     Inside ``torch.compile`` the noise is :class:`~harness.heads.noise.CounterNoise` keyed by a
     tensor (drawn in the graph from the global RNG, or made from the seed): an element's noise
     depends on its indices only, so the bank needs neither a fixed chunk size nor row blocks.
+    The eager bank is that same counter-based noise (:func:`~harness.heads.noise.counter_bank`, drawn
+    once and kept), so eager and compiled seeded evaluation average the same samples
+    (:data:`~harness.heads.noise.EVAL_NOISE`); fresh noise (training, ``eval_seed=None``) stays
+    torch's generators in eager.
 
     Returns:
-        ``(noise, chunk, row_block, key)``: a :func:`~harness.heads.noise.seeded_noise` function
-        (eager) or a :class:`~harness.heads.noise.CounterNoise` (compiling), samples per chunk
-        (<= S), rows per block (None: all rows at once), and the counter key (None in eager).
+        ``(noise, chunk, row_block, key)``: a noise function (eager: :func:`~harness.heads.noise.counter_bank`
+        for the bank, else :func:`~harness.heads.noise.seeded_noise`) or a
+        :class:`~harness.heads.noise.CounterNoise` (compiling), samples per chunk (<= S), rows per block
+        (None: all rows at once), and the counter key (None in eager).
     """
     bank = not head.training and (seed is not None or head.eval_seed is not None)
     if bank and seed is None:
@@ -76,6 +81,17 @@ def plan_noise(head, h: Tensor, s: int, seed: Optional[int]) -> "tuple":
         row_block = max(1, AUTO_CHUNK_ELEMENTS // (chunk * width))
     else:
         chunk = auto_chunk_size(h.shape[0], width, s, FRESH_CHUNK_ELEMENTS)
+    if bank:
+        noise = counter_bank(
+            seed,
+            head.noise_width,
+            head.num_factors,
+            diag_scalar=scalar,
+            num_samples=s,
+            device=h.device,
+            dtype=h.dtype,
+        )
+        return noise, min(chunk, s), row_block, None
     noise = seeded_noise(
         seed,
         h.shape[0],

@@ -18,7 +18,8 @@ Memory does not grow with S: samples are processed ``chunk_size`` at a time with
 log-sum-exp, and the backward pass regenerates each chunk's noise from its seed and recomputes
 the chunk (activation recomputation), so only ``[N, chunk, max(K, W)]`` tensors are alive at once.
 
-Two drivers: a Python loop over chunks with noise from torch's generators (eager), which sums the
+Two drivers: a Python loop over chunks with noise from torch's generators (eager; a seeded evaluation
+takes the counter-based bank of :func:`~harness.heads.noise.counter_bank` instead), which sums the
 probabilities in linear space (:mod:`~harness.heads.linear_space`: about half the passes over a chunk,
 its buffers reused chunk after chunk) and redoes in log space only the rows out of that range; and,
 inside ``torch.compile``, a ``torch.while_loop`` over chunks with the counter-based noise of

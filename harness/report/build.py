@@ -18,8 +18,10 @@ from harness.heads.variants import has_factors
 from harness.io import atomic_write_bytes, atomic_write_text, json_dumps
 from harness.progress import Steps
 from harness.provenance import provenance
+from harness.report import calibrators as calibrator_section
 from harness.report.figures import ranks_png, reliability_png
-from harness.report.render import calibration_note, fmt, html_page, main_columns, markdown
+from harness.report.page import html_page
+from harness.report.render import calibration_note, fmt, main_columns, markdown
 from harness.report.shift import section
 from harness.runs import (
     check_model_classes,
@@ -136,7 +138,7 @@ def _covariance_model(entries: "list[Entry]") -> Optional[Entry]:
 
 
 #: what a report folder may hold besides the report: the experiment's records of its runs
-REPORT_EXTRAS = ("records",)
+REPORT_EXTRAS = ("records", "comparison.md")
 #: the files every report writes (a file of these names that no report wrote is never replaced)
 REPORT_FILES = ("report.md", "report.html", "report.json")
 
@@ -224,6 +226,7 @@ def build(
     shift: bool = True,
     overwrite: bool = False,
     progress: Optional[Callable[[str], None]] = None,
+    calibrators: Sequence[str] = (),
 ) -> Path:
     """Write ``<out_root>/<name>/report.{md,html,json}`` and figures for the given run/ensemble folders;
     ``progress`` gets a line per step and the entries done and time left (:class:`harness.progress.Steps`).
@@ -231,16 +234,19 @@ def build(
     ``extra`` adds sections: ``{"tables": [(title, header, rows)], "text": [str], "json": {...}}``
     (the experiment runner puts the downstream table there). With ``shift``, entries that hold shift
     predictions (``harness shift``) get the distribution-shift section of :mod:`harness.report.shift`
-    (its figures, tables and text; ``report.json`` key ``shift``).
+    (its figures, tables and text; ``report.json`` key ``shift``). ``calibrators`` (names of
+    :data:`harness.uncertainty.calibrators.CALIBRATORS`) adds their NLL/ECE rows with intervals
+    (:mod:`harness.report.calibrators`; ``report.json`` key ``calibrators``).
 
     Raises:
         FileNotFoundError: a path is neither a run nor an ensemble folder.
         ValueError: a report name that is not a plain folder name, or a folder that holds files no report
             wrote, without ``overwrite`` (:func:`report_folder`); entries
-            with different label spaces or evaluation data.
+            with different label spaces or evaluation data; an unknown calibrator, netcal missing, or
+            ``calibrators`` for multi-label entries.
     """
     out = report_folder(out_root, name, overwrite)
-    steps = Steps(progress, "report", 3 + bool(covariance) + bool(shift))
+    steps = Steps(progress, "report", 3 + bool(covariance) + bool(shift) + bool(calibrators))
     steps.step(f"reading {len(paths)} folder(s)")
     entries = [load_entry(p) for p in paths]
     ref = entries[0].preds
@@ -253,6 +259,7 @@ def build(
     het = _covariance_model(entries) if covariance else None
     if het is not None:  # a model.pt of another class count: refused before anything is written
         check_model_classes(het.run_dir / "model.pt", len(het.preds.class_names), f"{het.run_dir}/predictions.npz")
+    calibrators = calibrator_section.check(calibrators, entries)  # names, netcal and the link: before any work
     out.mkdir(parents=True, exist_ok=True)
     prov = provenance()
     multilabel = ref.multilabel
@@ -293,7 +300,8 @@ def build(
         for _, fname, image in (shift_part or {}).get("figures", []):
             atomic_write_bytes(out / fname, image)
 
-    extra = extra or {}
+    part = calibrator_section.section(entries, calibrators, steps) if calibrators else None
+    extra = calibrator_section.merge(extra, part)
     for _, fname, image in extra.get("figures", []):
         atomic_write_bytes(out / fname, image)
     heldout_data = heldout_description(entries[0].run_dir) if entries[0].run_dir and entries[0].heldout else None

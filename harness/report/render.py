@@ -1,12 +1,9 @@
 """Rendering a report: its tables, sentences, Markdown and self-contained HTML (figures embedded), and a
-headless-browser screenshot of the HTML. Numbers arrive computed (:mod:`harness.report.build`)."""
+(the headless-browser screenshot is :mod:`harness.report.browser`). Numbers arrive computed (:mod:`harness.report.build`)."""
 
 from __future__ import annotations
 
-import base64
 import html
-import subprocess
-from pathlib import Path
 from typing import Optional, Sequence
 
 import numpy as np
@@ -360,34 +357,84 @@ def _label_rule_text(report: dict) -> str:
     )
 
 
+#: the longest section heading (characters); a longer title becomes a short heading and, below it, the whole title
+MAX_HEADING = 60
+
+
+def heading(title: str) -> "tuple[str, Optional[str]]":
+    """``(short heading, caption or None)`` of a section title: a title up to :data:`MAX_HEADING` characters is its
+    own heading; a longer one is cut at its first ``:``, `` (``, ``;`` or ``,`` that leaves 12 to 60 characters (else at
+    the last word that fits, with an ellipsis), and the whole title is the caption below the heading."""
+    if len(title) <= MAX_HEADING:
+        return title, None
+    cuts = [i for sep in (": ", " (", "; ", ", ", " − ", " - ") for i in [title.find(sep)] if 12 <= i <= MAX_HEADING]
+    if cuts:
+        return title[: min(cuts)], title
+    return title[: MAX_HEADING - 1].rsplit(" ", 1)[0] + "…", title
+
+
+def anchor(text: str) -> str:
+    """The anchor of a heading as GitHub and this page's HTML write it: lower case, spaces to hyphens, other
+    punctuation dropped."""
+    keep = "".join(c for c in text.lower() if c.isalnum() or c in " -_")
+    return "-".join(keep.split())
+
+
+def contents(titles: "Sequence[str]") -> "list[str]":
+    """A Markdown table of contents: one link per section heading (:func:`heading` of each title)."""
+    return [
+        "**Contents**: " + " · ".join(f"[{md_cell(h)}](#{anchor(h)})" for h in map(lambda t: heading(t)[0], titles))
+    ]
+
+
 def md_table(title: str, header, body, level: str = "##") -> "list[str]":
-    """A titled Markdown table, as lines."""
+    """A titled Markdown table, as lines: a short heading (:func:`heading`), the whole title in italics below it
+    when it was cut, then the table."""
+    short, caption = heading(title)
     return (
-        [f"{level} {md_cell(title)}", "", "| " + " | ".join(map(md_cell, header)) + " |", "|" + "---|" * len(header)]
+        [f"{level} {md_cell(short)}", ""]
+        + ([f"*{md_cell(caption)}*", ""] if caption else [])
+        + ["| " + " | ".join(map(md_cell, header)) + " |", "|" + "---|" * len(header)]
         + ["| " + " | ".join(map(md_cell, r)) + " |" for r in body]
         + [""]
     )
 
 
-def html_table(title: str, header, body, tag: str = "h2") -> str:
-    """A titled HTML table."""
-    return (
-        f"<{tag}>{html.escape(title)}</{tag}><table><tr>"
-        + "".join(f"<th>{html.escape(h)}</th>" for h in header)
-        + "</tr>"
-        + "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in body)
-        + "</table>"
-    )
+def bottom_line(report: dict) -> Optional[str]:
+    """One sentence above everything: the primary endpoint's verdicts (each method against the reference, with
+    "fragile" where the verdict's df = n − 1 test or its replication disagrees); None without a primary endpoint."""
+    rows = report.get("primary_endpoint", {}).get("comparisons") or []
+    if not rows:
+        return None
+    first = rows[0]
+    what = f"{first['metric']}, {first['split']}"
+    said = [
+        f"{r['comparison']} {r['verdict']}"
+        + (" (fragile)" if r.get("fragile") or r.get("replication") == "fragile" else "")
+        for r in rows
+    ]
+    return f"Bottom line (primary endpoint, {what}): " + "; ".join(said) + "."
+
+
+def _section_titles(report: dict, rows, cols, has_ranks: bool, shift: Optional[dict]) -> "list[str]":
+    titles = [t for t, _, _ in _tables(report, rows, cols)]
+    titles += ["Covariance ranks (paper Figure 2)"] if has_ranks else []
+    titles += [shift["title"]] if shift else []
+    return titles + ["Reliability diagrams", "How each entry was made"]
 
 
 def markdown(
     report: dict, rows, cols, figures, has_ranks: bool, shift: Optional[dict] = None, more: Sequence = ()
 ) -> str:
     lines = [markdown_header(f"Report: {report['name']}", report["provenance"])]
+    line = bottom_line(report)
+    if line:
+        lines += [f"**{md_cell(line)}**", ""]
     summary = report.get("summary")
     if summary:  # the verdicts first: one table, then the sentences derived from its rows
         lines += md_table(summary["title"], summary["header"], summary["rows"])
         lines += [md_cell(t) + "\n" for t in summary["findings"]]
+    lines += contents(_section_titles(report, rows, cols, has_ranks, shift)) + [""]
     lines += [
         f"Evaluation data: {report['data']} ({report['num_examples']} examples, {report['num_classes']} classes).",
         "ECE: 15 equal-width bins on the top-label confidence. NLL of the MC-averaged probability for het "
@@ -411,7 +458,9 @@ def markdown(
             "",
         ]
     if shift:
-        lines += [f"## {md_cell(shift['title'])}", ""] + [md_cell(t) + "\n" for t in shift["text"]]
+        lines += [f"## {md_cell(heading(shift['title'])[0])}", "", f"*{md_cell(shift['title'])}*", ""] + [
+            md_cell(t) + "\n" for t in shift["text"]
+        ]
         for title, header, body in shift["tables"]:
             lines += md_table(title, header, body, "###")
         lines += [f"![{md_cell(caption)}]({f})\n" for caption, f, _ in shift["figures"]]
@@ -422,207 +471,3 @@ def markdown(
         + [""]
     )
     return "\n".join(lines)
-
-
-def _html_summary(summary: Optional[dict]) -> "list[str]":
-    """The verdicts that open a report: its table and findings, as HTML fragments (none without a summary)."""
-    if not summary:
-        return []
-    return [html_table(summary["title"], summary["header"], summary["rows"])] + [
-        f"<p>{html.escape(t)}</p>" for t in summary["findings"]
-    ]
-
-
-def html_figure(data: bytes, caption: str) -> str:
-    """A PNG (bytes) embedded as a captioned HTML figure."""
-    return (
-        f'<figure><img alt="{html.escape(caption)}" src="data:image/png;base64,'
-        f'{base64.b64encode(data).decode()}"><figcaption>{html.escape(caption)}</figcaption></figure>'
-    )
-
-
-def html_header(title: str, prov: dict) -> str:
-    """The title and provenance paragraph (command, date, machine, versions) of an HTML page."""
-    m = prov["machine"]
-    return (
-        f"<h1>{html.escape(title)}</h1>"
-        f"<p>Written by <code>{html.escape(prov['command'])}</code> on {html.escape(prov['date'])}.<br>"
-        f"Machine: {html.escape(str(m.get('cpu')))}, {m.get('cores')} cores"
-        f"{', GPU ' + html.escape(m['gpu']) if 'gpu' in m else ''}.<br>Versions: "
-        f"{html.escape(', '.join(f'{k} {v}' for k, v in prov['versions'].items()))}.</p>"
-    )
-
-
-def html_document(title: str, parts: Sequence[str]) -> str:
-    """A whole HTML page: the report style and ``parts`` (HTML fragments) in order."""
-    style = (
-        "body{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#222}"
-        "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #bbb;padding:4px 8px;"
-        "font-size:14px}th{background:#eee}.grid{display:flex;flex-wrap:wrap;gap:12px}"
-        "figure{margin:0}figcaption{font-size:12px;text-align:center}"
-    )
-    return (
-        f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
-        f"<style>{style}</style></head><body>{''.join(parts)}</body></html>\n"
-    )
-
-
-def html_page(
-    report: dict, rows, cols, figures, cov_png: Optional[bytes], shift: Optional[dict] = None, more: Sequence = ()
-) -> str:
-    img = html_figure
-    parts = [
-        html_header(f"Report: {report['name']}", report["provenance"]),
-        *_html_summary(report.get("summary")),
-        f"<p>Evaluation data: {html.escape(report['data'])} ({report['num_examples']} examples, "
-        f"{report['num_classes']} classes). ECE: 15 equal-width bins on the top-label confidence."
-        f"{html.escape(_label_rule_text(report))}</p>",
-    ]
-    parts += [f"<p>{html.escape(n)}</p>" for n in report.get("notes", [])]
-    parts += [html_table(title, header, body) for title, header, body in _tables(report, rows, cols)]
-    parts += [img(data, caption) for caption, _, data in more]
-    pairs = _pairs_text(report["covariance"], report.get("confusable_pairs", []), report.get("class_names"))
-    if pairs:
-        parts.append(f"<p>{html.escape(pairs)}</p>")
-    if cov_png is not None:
-        parts.append(
-            f"<h2>Covariance ranks (paper Figure 2)</h2><p>{html.escape(_cov_text(report['covariance']))}</p>"
-            + img(cov_png, "Figure 2 ranks")
-        )
-    if shift:
-        parts.append(
-            f"<h2>{html.escape(shift['title'])}</h2>" + "".join(f"<p>{html.escape(t)}</p>" for t in shift["text"])
-        )
-        parts += [html_table(title, header, body, "h3") for title, header, body in shift["tables"]]
-        parts += [img(data, caption) for caption, _, data in shift["figures"]]
-    parts.append(
-        "<h2>Reliability diagrams</h2><div class='grid'>" + "".join(img(p, label) for label, _, p in figures) + "</div>"
-    )
-    parts.append(
-        "<h2>How each entry was made</h2><ul>"
-        + "".join(
-            f"<li>{html.escape(e['label'])} ({html.escape(e['source'])}): <code>{html.escape(e['command'] or 'unknown')}"
-            "</code></li>"
-            for e in report["entries"]
-        )
-        + "</ul>"
-    )
-    return html_document(report["name"], parts)
-
-
-BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
-
-
-#: the tallest screenshot taken (pixels): a page taller than this is cut here (1200 x 60000 RGBA is 288 MB)
-MAX_SCREENSHOT_HEIGHT = 60_000
-
-#: appended to a copy of the page by :func:`page_height`: the document's height, put in the DOM once it has loaded
-_MEASURE = (
-    "<script>window.addEventListener('load', () => { const m = document.createElement('meta'); "
-    "m.name = 'harness-page-height'; m.content = String(Math.ceil(Math.max("
-    "document.documentElement.scrollHeight, document.body ? document.body.scrollHeight : 0))); "
-    "document.head.appendChild(m); });</script>"
-)
-
-
-def _chromium(args: "list[str]", what: str) -> "subprocess.CompletedProcess":
-    """Run headless Chromium with ``args`` (after its fixed options) in a fresh profile; returns the finished
-    process (its output as text).
-
-    Raises:
-        FileNotFoundError: no Chromium on PATH (``apt-get install chromium``).
-        RuntimeError: the browser timed out (180 s); ``what`` names the step in the message.
-    """
-    import shutil
-    import tempfile
-
-    browser = next((shutil.which(b) for b in BROWSERS if shutil.which(b)), None)
-    if browser is None:
-        raise FileNotFoundError("no Chromium found for the screenshot; install it (apt-get install chromium)")
-    with tempfile.TemporaryDirectory() as profile:
-        try:
-            return subprocess.run(
-                [
-                    browser,
-                    "--headless",
-                    "--no-sandbox",
-                    "--disable-gpu",
-                    "--disable-quic",
-                    "--no-first-run",
-                    "--disable-background-networking",
-                    "--disable-component-update",
-                    "--disable-sync",
-                    f"--user-data-dir={profile}",
-                    "--hide-scrollbars",
-                    *args,
-                ],
-                capture_output=True,
-                text=True,
-                timeout=180,
-            )
-        except subprocess.TimeoutExpired as e:
-            raise RuntimeError(f"Chromium took over 180 s to {what}") from e
-
-
-def page_height(html_path: "str | Path", width: int = 1200) -> int:
-    """The height in CSS pixels of ``html_path`` laid out ``width`` pixels wide (its ``scrollHeight``): a copy
-    of the page with a script that records it is opened once in headless Chromium (``--dump-dom``).
-
-    Raises:
-        FileNotFoundError: no Chromium on PATH.
-        RuntimeError: the browser reported no height.
-    """
-    import re
-    import tempfile
-
-    html_path = Path(html_path).resolve()
-    text = html_path.read_text(errors="replace")
-    base = f'<base href="{html_path.parent.as_uri()}/">'  # the copy's relative links point beside the page
-    text = re.sub(r"(<head[^>]*>)", lambda m: m.group(1) + base, text, count=1, flags=re.I)
-    end = text.lower().rfind("</body>")
-    text = text[:end] + _MEASURE + text[end:] if end >= 0 else text + _MEASURE
-    with tempfile.TemporaryDirectory() as tmp:
-        copy = Path(tmp) / "measure.html"
-        copy.write_text(text)
-        proc = _chromium([f"--window-size={width},1000", "--dump-dom", copy.as_uri()], "lay out the page")
-    found = re.search(r'name="harness-page-height" content="(\d+)"', proc.stdout)
-    if found is None:
-        raise RuntimeError(
-            f"Chromium reported no height for {html_path} (exit {proc.returncode}): {proc.stderr[-1000:]}"
-        )
-    return int(found.group(1))
-
-
-def screenshot(
-    html_path: "str | Path", png_path: "str | Path", width: int = 1200, height: "Optional[int]" = None
-) -> Path:
-    """Render ``html_path`` in headless Chromium and save a PNG screenshot ``width`` pixels wide (a check that
-    the page opens and draws its figures): the whole page (its height measured first, :func:`page_height`;
-    at most :data:`MAX_SCREENSHOT_HEIGHT`), or its top ``height`` pixels.
-
-    Raises:
-        FileNotFoundError: no Chromium on PATH (``apt-get install chromium``).
-        RuntimeError: the browser failed or wrote no image.
-    """
-    png_path = Path(png_path).resolve()
-    if height is None:
-        height = min(page_height(html_path, width), MAX_SCREENSHOT_HEIGHT)
-    png_path.unlink(missing_ok=True)  # a stale image is not taken for this one
-    proc = _chromium(
-        [f"--screenshot={png_path}", f"--window-size={width},{height}", Path(html_path).resolve().as_uri()],
-        "take the screenshot",
-    )
-    if not png_path.is_file() or png_path.stat().st_size == 0:
-        raise RuntimeError(f"Chromium wrote no screenshot (exit {proc.returncode}): {proc.stderr[-1000:]}")
-    return png_path
-
-
-def png_size(path: "str | Path") -> "tuple[int, int]":
-    """(width, height) in pixels of a PNG file, from its header."""
-    import struct
-
-    with open(path, "rb") as f:
-        head = f.read(24)
-    if head[:8] != b"\x89PNG\r\n\x1a\n":
-        raise ValueError(f"{path} is not a PNG file")
-    return struct.unpack(">II", head[16:24])

@@ -111,13 +111,7 @@ def section(items: Sequence["tuple[str, str, str, str | Path]"]) -> Optional[dic
     Raises:
         ValueError: entries evaluated under shift on different examples.
     """
-    results, missing = [], []
-    for label, method, kind, folder in items:
-        r = entry_results(folder)
-        if r is None:
-            missing.append(label)
-        else:
-            results.append({"label": label, "method": method, "kind": kind, "folder": str(folder), "results": r})
+    results, missing = _gather(items)
     if not results:
         return None
     ref = results[0]["results"]
@@ -208,7 +202,41 @@ def section(items: Sequence["tuple[str, str, str, str | Path]"]) -> Optional[dic
                 _ood_table(groups, ood_names),
             )
         )
-    out_json = {
+    out_json = _record(results, spec, settings, corruptions, severities, ood_names, what, missing, figures)
+    return {
+        "title": "Distribution shift: corruptions, out-of-distribution detection, selective prediction",
+        "text": text,
+        "tables": tables,
+        "figures": figures,
+        "json": out_json,
+    }
+
+
+def _gather(items: Sequence["tuple[str, str, str, str | Path]"]) -> "tuple[list[dict], list[str]]":
+    """The entries with shift predictions (label, method, kind, folder, results) and the labels of those without."""
+    results, missing = [], []
+    for label, method, kind, folder in items:
+        r = entry_results(folder)
+        if r is None:
+            missing.append(label)
+        else:
+            results.append({"label": label, "method": method, "kind": kind, "folder": str(folder), "results": r})
+    return results, missing
+
+
+def _record(
+    results: "list[dict]",
+    spec: dict,
+    settings: dict,
+    corruptions: "list[str]",
+    severities: "list[int]",
+    ood_names: "list[str]",
+    what: str,
+    missing: "list[str]",
+    figures: list,
+) -> dict:
+    """The section's ``report.json`` record: the settings, the sets and every entry's numbers."""
+    return {
         "settings": settings,
         "examples": spec["examples"],
         "eval_data": spec["eval_data"],
@@ -232,11 +260,4 @@ def section(items: Sequence["tuple[str, str, str, str | Path]"]) -> Optional[dic
             for it in results
         ],
         "figures": [f for _, f, _ in figures],
-    }
-    return {
-        "title": "Distribution shift: corruptions, out-of-distribution detection, selective prediction",
-        "text": text,
-        "tables": tables,
-        "figures": figures,
-        "json": out_json,
     }

@@ -105,6 +105,23 @@ def _no_tfds_label(example) -> int:
     raise ValueError("custom tasks are read from their folder, not from TFDS")
 
 
+def unknown_task_message(name: str) -> str:
+    """What an unknown task name is told: the closest names of every kind (VTAB-1k tasks and aliases, groups, the
+    demo tasks) and the forms a task can take."""
+    import difflib
+
+    from harness.tasks.catalogue import _ALIASES, TASKS
+
+    known = [*TASKS, *_ALIASES, *GROUPS, "vtab1k", "demo", *DEMO_TASKS]
+    close = difflib.get_close_matches(name.lower(), list(dict.fromkeys(k.lower() for k in known)), n=3, cutoff=0.6)
+    hint = f"did you mean {' or '.join(close)}? " if close else ""
+    return (
+        f"unknown task {name!r}: {hint}a task is a VTAB-1k task ({', '.join(TASKS)}), a group ("
+        f"{', '.join(GROUPS)}, vtab1k), a demo task ({', '.join(DEMO_TASKS)}, or demo for all four), or your own "
+        "folder as NAME=FOLDER:NUM_CLASSES (the VTAB tutorial, section Tasks)"
+    )
+
+
 def find_task(name: str) -> Task:
     """A VTAB-1k task, a demo task, or a custom task line (``NAME=FOLDER:NUM_CLASSES``)."""
     if "=" in name:
@@ -126,7 +143,10 @@ def expand_tasks(names: Sequence[str]) -> "list[Task]":
         elif "=" in n or n in DEMO_TASKS:
             picks = [find_task(n)]
         else:
-            picks = resolve_tasks([n])
+            try:
+                picks = resolve_tasks([n])
+            except ValueError:
+                raise ValueError(unknown_task_message(n)) from None
         for t in picks:
             if t.group == "custom" and custom.setdefault(t.name.lower(), t) != t:
                 raise ValueError(

@@ -5,6 +5,10 @@ bf16 autocast is fast only where the hardware computes bf16: on a CPU with AVX51
 them (AVX2 only, e.g. AMD EPYC Zen 3) oneDNN emulates bf16 and a training step of a 32 px ResNet
 ran 10-50x *slower* than in fp32 (``harness bench upstream`` measures both on the machine at
 hand). ``auto`` therefore means bf16 where it is native and fp32 elsewhere.
+
+Lightning's spellings of its ``Trainer(precision=...)`` are accepted as aliases (:data:`ALIASES`, read by
+:func:`canonical`): ``bf16-mixed`` is ``bf16``, ``16-mixed`` (and the legacy ``16``) is ``fp16``, ``32-true`` and
+``32`` are ``no``.
 """
 
 from __future__ import annotations
@@ -12,6 +16,12 @@ from __future__ import annotations
 import torch
 
 CHOICES = ("no", "fp16", "bf16", "auto")
+
+#: Lightning's names of the mixed precisions (``Trainer(precision=...)``) -> the setting they mean here
+ALIASES = {"bf16-mixed": "bf16", "16-mixed": "fp16", "16": "fp16", "32-true": "no", "32": "no"}
+
+#: every value a mixed precision setting accepts: :data:`CHOICES`, then :data:`ALIASES`
+ACCEPTED = CHOICES + tuple(ALIASES)
 
 
 #: CPU flags (``/proc/cpuinfo``) of the instructions that compute bf16: AVX512-BF16 and AMX on x86, BF16 on Arm
@@ -64,18 +74,44 @@ def device_type() -> str:
     return "cpu"
 
 
-def resolve(setting: str, device_type: str = "cpu", key: "str | None" = None) -> str:
-    """The precision to use for ``setting`` (``train.mixed_precision``, ``--mixed-precision``) on ``device_type``:
-    ``auto`` becomes ``bf16`` where :func:`native_bf16` holds, else ``no`` (fp32); other values are returned as they
-    are. The one home of the precision rules of every stage; ``key`` names the setting in messages.
+def canonical(setting: "str | int", key: "str | None" = None) -> str:
+    """The setting among :data:`CHOICES` that ``setting`` names: itself, or the one a Lightning alias
+    (:data:`ALIASES`) stands for; a whole number (``32`` read from YAML) is read as its string. ``key`` names the
+    setting in messages. :func:`resolve` calls it; a validator of a mixed precision setting calls it and keeps what
+    it returns, so records and run names hold the canonical setting.
 
     Raises:
-        ValueError: a value outside ``no``, ``fp16``, ``bf16``, ``auto``; ``fp16`` on a CPU (autocast has no fp16
+        ValueError: a value outside :data:`ACCEPTED`; Lightning's ``bf16-true`` / ``16-true`` / ``64-true`` (the
+            whole model cast, not autocast) say so and name the mixed setting to use.
+    """
+    name = str(setting) if isinstance(setting, int) and not isinstance(setting, bool) else setting
+    if name in CHOICES:
+        return name
+    if isinstance(name, str) and name in ALIASES:
+        return ALIASES[name]
+    where = f" ({key})" if key else ""
+    if name in ("bf16-true", "16-true", "64-true", "transformer-engine", "transformer-engine-float16"):
+        raise ValueError(
+            f"mixed precision {setting!r}{where} is Lightning's whole-model cast, which this harness does not "
+            "train in: use bf16 or fp16 (autocast; Lightning's bf16-mixed / 16-mixed), or no"
+        )
+    raise ValueError(
+        f"unknown mixed precision {setting!r}{where}: use one of {', '.join(CHOICES)} "
+        f"(or Lightning's {', '.join(ALIASES)})"
+    )
+
+
+def resolve(setting: str, device_type: str = "cpu", key: "str | None" = None) -> str:
+    """The precision to use for ``setting`` (``train.mixed_precision``, ``--mixed-precision``) on ``device_type``:
+    a Lightning alias becomes its setting (:func:`canonical`); ``auto`` becomes ``bf16`` where :func:`native_bf16`
+    holds, else ``no`` (fp32); other values are returned as they are. The one home of the precision rules of every
+    stage; ``key`` names the setting in messages.
+
+    Raises:
+        ValueError: a value outside :data:`ACCEPTED` (:func:`canonical`); ``fp16`` on a CPU (autocast has no fp16
             training path there and accelerate silently trains in fp32: use bf16 or no).
     """
-    if setting not in CHOICES:
-        where = f" ({key})" if key else ""
-        raise ValueError(f"unknown mixed precision {setting!r}{where}: use one of {', '.join(CHOICES)}")
+    setting = canonical(setting, key)
     if setting == "fp16" and device_type == "cpu":
         raise ValueError(
             f"{key or 'mixed precision'}=fp16 does not run on a CPU (accelerate silently trains in fp32 there): use bf16 or no on CPUs"

@@ -11,7 +11,8 @@ Every command logs, to every tracker named:
   :func:`mlflow_key`);
 - its final report: the metrics (``final/<metric>``), and the files (``metrics.json``, ``vtab.md``, ...) as
   artefacts where the tracker keeps files (MLflow ``log_artifact``, W&B ``run.save``), the tables as W&B tables
-  and the Markdown as TensorBoard text (:func:`log_report`).
+  and the Markdown as TensorBoard text (:func:`log_report`);
+- with ``train.log_model`` (upstream), the run's ``save_pretrained`` folder as artefacts (:func:`log_model`).
 
 Names (:data:`NAMES`) are accelerate's ``LoggerType`` values: ``tensorboard`` (the default; writes ``tb/`` in the
 run or output folder), ``mlflow`` (``MLFLOW_TRACKING_URI``, e.g. ``file:/path/mlruns``; experiment
@@ -71,6 +72,41 @@ def check_names(names: Sequence[str], key: str = "--log-with") -> "list[str]":
     return names
 
 
+#: the URI schemes of MLflow's tracking stores (a plain path is a file store too)
+MLFLOW_SCHEMES = ("file", "sqlite", "postgresql", "mysql", "mssql", "http", "https", "databricks", "databricks-uc")
+
+
+def check_tracking_uri(uri: Optional[str] = None) -> None:
+    """``MLFLOW_TRACKING_URI`` (default: the environment's) checked as every other location: one of MLflow's store
+    schemes (:data:`MLFLOW_SCHEMES`) or a local path, and a local store never inside a harness run or sweep folder
+    (MLflow would fill it with its own files).
+
+    Raises:
+        ValueError: another scheme (``pipe:``, ``s3:``...), or a store inside a run folder (``run.json``) or a sweep
+            folder (``sweep.json``), naming the variable, the value and the fix.
+    """
+    from urllib.parse import unquote, urlparse
+
+    uri = os.environ.get("MLFLOW_TRACKING_URI") if uri is None else uri
+    if not uri:
+        return
+    scheme = urlparse(uri).scheme.lower().split("+")[0]
+    if scheme and len(scheme) > 1 and scheme not in MLFLOW_SCHEMES:
+        raise ValueError(
+            f"MLFLOW_TRACKING_URI {uri[:80]!r} is a {scheme}: URI, not an MLflow store: give a folder (./mlruns), a "
+            f"file: URI, a database (sqlite:///mlflow.db) or a tracking server (http://host:5000)"
+        )
+    if scheme not in ("", "file") and len(scheme) > 1:
+        return
+    path = Path(unquote(urlparse(uri).path) if scheme == "file" else uri).expanduser().resolve()
+    for folder in (path, *path.parents):
+        if (folder / "run.json").is_file() or (folder / "sweep.json").is_file():
+            raise ValueError(
+                f"MLFLOW_TRACKING_URI {uri[:80]!r} is inside the harness folder {folder}, which MLflow would fill "
+                "with its own files: give the store a folder of its own, e.g. MLFLOW_TRACKING_URI=./mlruns"
+            )
+
+
 def available(names: Sequence[str], key: str = "--log-with", note: Callable[[str], None] = print) -> "list[str]":
     """The trackers of ``names`` to start: all of them, each installed.
 
@@ -79,11 +115,14 @@ def available(names: Sequence[str], key: str = "--log-with", note: Callable[[str
     what is computed).
 
     Raises:
-        ValueError: an unknown name, or a named tracker that is not installed (the message names the install).
+        ValueError: an unknown name, or a named tracker that is not installed (the message names the install); an
+            MLflow tracking URI that is no MLflow store or lies in a harness folder (:func:`check_tracking_uri`).
     """
     from accelerate.tracking import get_available_trackers
 
     names = check_names(names, key)
+    if "mlflow" in names:
+        check_tracking_uri()
     have = {str(t) for t in get_available_trackers()}
     missing = [n for n in names if n not in have]
     if missing and tuple(names) == DEFAULT:
@@ -143,7 +182,16 @@ def _mlflow_tracker(base: type) -> type:
 
 
 #: the tracker methods that talk to a tracking service or store (accelerate's GeneralTracker and its subclasses)
-_GUARDED = ("start", "store_init_configuration", "log", "log_images", "log_table", "log_artifact", "finish")
+_GUARDED = (
+    "start",
+    "store_init_configuration",
+    "log",
+    "log_images",
+    "log_table",
+    "log_artifact",
+    "log_artifacts",
+    "finish",
+)
 
 
 def _guarded(base: type) -> type:
@@ -220,6 +268,29 @@ def log_report(
             text = {f"report/{Path(f).name}": Path(f).read_text() for f in files if str(f).endswith(".md")}
             if text:
                 tracker.log(text)
+
+
+def log_model(trackers: Sequence[Any], folder: "str | Path") -> None:
+    """A model folder (a run's ``save_pretrained`` export: ``model.safetensors``, ``config.json``, ``README.md``) to
+    each tracker that keeps files, as Lightning's ``log_model=True`` logs checkpoints: MLflow ``log_artifacts`` under
+    the folder's name (``<run artefacts>/pretrained/...``); W&B ``run.save`` of each file, offline too, as
+    ``<folder name>/<file>`` in the run's files. Other trackers keep no files and get nothing. Main process only
+    (accelerate's trackers check it themselves); an MLflow failure is reported and turned off like any other
+    (:func:`_guarded`).
+
+    Raises:
+        FileNotFoundError: ``folder`` is not a folder.
+    """
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise FileNotFoundError(f"no model folder at {folder}: export the model first (save_pretrained)")
+    for tracker in trackers:
+        name = getattr(tracker, "name", "")
+        if name == "mlflow":
+            tracker.log_artifacts(str(folder), artifact_path=folder.name)
+        elif name == "wandb" and getattr(tracker, "run", None) is not None:
+            for f in sorted(p for p in folder.iterdir() if p.is_file()):
+                tracker.run.save(str(f), base_path=str(folder.resolve().parent), policy="now")
 
 
 class Tracking:

@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from harness.uncertainty import metrics as M
+import harness.uncertainty.metrics as M
 from harness.uncertainty.predictions import Predictions
 
 

@@ -18,7 +18,7 @@ from typing import Sequence
 
 import numpy as np
 
-from harness.uncertainty import metrics as M
+import harness.uncertainty.metrics as M
 from harness.uncertainty.predictions import Predictions
 
 __all__ = ["average", "check_compatible", "summarize"]

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
+import harness.uncertainty.metrics as M
 from harness.io import atomic_write_bytes
-from harness.uncertainty import metrics as M
 
 
 @dataclass

@@ -162,3 +162,20 @@ def test_demo_views_match_the_pil_path_and_channels_last_fine_tunes_alike(tmp_pa
     scale = abs(base.logits).max()
     assert scale > 0.01  # trained away from the zero-initialised head
     np.testing.assert_allclose(nhwc.logits, base.logits, atol=0.01 * scale)  # measured: 5e-5 to 3e-4 of the scale
+
+
+def test_a_fine_tune_says_its_steps_rate_and_time_left(tmp_path, monkeypatch):
+    """A person is watching: inside a fine-tune, a line with the steps done, the rate and the time left (every 15 s
+    in use; every tick here)."""
+    import harness.downstream.finetune as FT
+    from harness.progress import Countdown
+
+    monkeypatch.setattr(FT, "Countdown", lambda progress, total: Countdown(progress, total, every=0.0))
+    up = build_model(dict(backbone="test_resnet", num_classes=10, head=dict(covariance="none")))
+    path = save_model(up, tmp_path / "up.pt")
+    task = DEMO_TASKS["demo_digit"]
+    cfg = FinetuneConfig(lr=0.05, steps=4, batch_size=16, micro_batch=16, resolution=(16, 16))
+    lines: "list[str]" = []
+    finetune(str(path), demo_split(task, "val200"), demo_split(task, "test"), cfg, progress=lines.append)
+    assert [line.split(",")[0] for line in lines] == ["1/4 steps", "2/4 steps", "3/4 steps"]
+    assert all("/s, about " in line and line.endswith(" left") for line in lines)

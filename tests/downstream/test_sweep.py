@@ -105,7 +105,7 @@ def test_submitit_local_executor_runs_real_processes(upstream, tmp_path):
 
 
 def test_bad_input(upstream, tmp_path):
-    with pytest.raises(ValueError, match="unknown VTAB-1k task 'cifar1000'"):
+    with pytest.raises(ValueError, match="unknown task 'cifar1000': did you mean cifar100"):
         sweep(upstream, ["cifar1000"], tmp_path, TINY)
     with pytest.raises(FileNotFoundError, match="no upstream checkpoint"):
         sweep(str(tmp_path / "nope.pt"), ["demo_digit"], tmp_path, TINY)
@@ -390,3 +390,15 @@ def test_a_sweep_folder_written_before_the_new_settings_still_resumes(upstream, 
     )
     with pytest.raises(ValueError, match="another upstream checkpoint or settings"):
         sweep(upstream, ["demo_digit"], tmp_path, SweepSettings(**{**asdict(settings), "lrs": [0.01]}))
+
+
+def test_a_wrong_task_name_is_refused_before_the_model_loads_with_every_kind_of_task(tmp_path, monkeypatch):
+    """``--tasks demo_digits``: refused at once (no model load), naming the closest task and every kind of task."""
+    import harness.sources
+
+    monkeypatch.setattr(harness.sources, "load_source", pytest.fail)  # a load would fail the test
+    with pytest.raises(ValueError) as e:
+        sweep(str(tmp_path / "never-read.pt"), ["demo_digits"], tmp_path / "out", TINY)
+    text = str(e.value)
+    assert "did you mean demo_digit?" in text and "NAME=FOLDER:NUM_CLASSES" in text and "dtd" in text
+    assert not (tmp_path / "out").exists()

@@ -155,3 +155,26 @@ def test_the_sweep_writes_an_html_page_with_a_reliability_diagram_per_group(tmp_
     assert (
         f"2 task(s), {n} test predictions" in page and "![demo: 2 task(s)" in (tmp_path / "out" / "vtab.md").read_text()
     )
+
+
+@pytest.mark.parametrize("spelling", ["local-dir:{}", "{}"])
+def test_an_export_folder_is_one_source_for_downstream_and_fewshot(tmp_path, spelling):
+    """One spelling of a model source for every command: a save_pretrained folder, bare or as local-dir:PATH,
+    transfers and probes as a model.pt does (audit: refused with advice about model.pt)."""
+    from harness.models import build_model
+
+    torch.manual_seed(0)
+    folder = tmp_path / "export"
+    build_model({"backbone": "test_resnet", "num_classes": 10, "head": {"covariance": "none"}}).save_pretrained(folder)
+    source = spelling.format(folder)
+    args = ["--tasks", "demo_digit", "--preset", "demo", "--steps", "2", "--lrs", "0.01", "--seeds", "1"]
+    res = CliRunner().invoke(main, ["downstream", "--upstream", source, *args, "--out", str(tmp_path / "o")])
+    assert res.exit_code == 0, res.output
+    sweep = json.loads((tmp_path / "o" / "sweep.json").read_text())
+    assert sweep["upstream"]["source"] == f"local-dir:{folder.resolve()}" and len(sweep["upstream"]["sha256"]) == 64
+    res = CliRunner().invoke(
+        main, ["fewshot", "--model", source, "--tasks", "demo_digit", "--shots", "1", "--out", str(tmp_path / "f")]
+    )
+    assert res.exit_code == 0, res.output
+    missing = CliRunner().invoke(main, ["downstream", "--upstream", "local-dir:" + str(tmp_path / "nope"), *args])
+    assert missing.exit_code != 0 and "no folder at" in missing.output

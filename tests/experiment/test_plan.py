@@ -376,7 +376,7 @@ def test_planning_cifar10n_gives_the_configs_of_its_committed_records():
 
 
 def test_a_part_of_a_study_in_another_precision_is_noted():
-    from harness.experiment.stages import precision_note
+    from harness.experiment.report_stage import precision_note
 
     assert precision_note("condition b", ["no"], ["no"]) is None
     note = precision_note("condition b", ["no"], ["bf16"])

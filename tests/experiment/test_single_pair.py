@@ -7,7 +7,7 @@ from scipy import stats as sps
 
 from harness.experiment import load_experiment
 from harness.experiment.config import SinglePairSection
-from harness.experiment.sigma import pilot_seeds, seeds_for_power, single_pair_analysis, single_pair_plan
+from harness.experiment.single_pair import pilot_seeds, seeds_for_power, single_pair_analysis, single_pair_plan
 from harness.uncertainty.power import paired_t_power, tost_power
 
 

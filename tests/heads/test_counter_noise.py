@@ -53,3 +53,26 @@ def test_counter_noise_depends_on_its_indices_only():
 def test_counter_key_is_a_32_bit_key_that_separates_seeds(seed):
     key = counter_key(seed)
     assert 0 <= key < 2**32 and key != counter_key(seed + 1)
+
+
+def test_the_eager_evaluation_bank_is_the_counter_noise_kept_or_drawn_per_call(monkeypatch):
+    """Issue 43: the eager bank (kept, or drawn chunk by chunk when over the cache's size) holds exactly the
+    counter-based noise of the eval seed, so a seeded evaluation is the same whether its bank was kept or not."""
+    from harness.heads import HeteroscedasticHead
+    from harness.heads import noise as noise_module
+
+    torch.manual_seed(0)
+    head = HeteroscedasticHead(6, 5, covariance="low_rank", num_factors=2, eval_mc_samples=30).eval()
+    x = torch.randn(4, 6)
+    noise_module.clear_bank_cache()
+    with torch.no_grad():
+        kept = head(x)
+        assert torch.equal(head(x), kept)
+        monkeypatch.setattr(noise_module, "BANK_CACHE_BYTES", 16)  # over the cache's size: drawn per chunk
+        noise_module.clear_bank_cache()
+        assert torch.equal(head(x), kept)
+    bank = noise_module.counter_bank(
+        0, 5, 2, diag_scalar=False, num_samples=30, device=torch.device("cpu"), dtype=torch.float32
+    )
+    want = CounterNoise(True, 5, 2, False).draw(torch.tensor(counter_key(0)), torch.arange(10, 17), 1, torch.float32)
+    assert all(torch.equal(a, b) for a, b in zip(bank(10, 7), want))

@@ -86,6 +86,11 @@ def test_markdown_cells_are_escaped_and_names_checked(tmp_path):
     assert "back\\\\slash" in md
     page = (out / "report.html").read_text()
     assert "&lt;script&gt;" in page and "<td>a|b</td>" in page
+    # navigable: the contents, then the first figure, before the long tables; each link reaches a heading
+    assert page.index("<nav>") < page.index("<figure") < page.index("<table", page.index("<nav>"))
+    for target in re.findall(r"<a href='#([^']+)'>", page):
+        assert f"id='{target}'" in page, target
+    assert "**Contents**: " in md and "<details><summary>" in page
 
     for bad in ("a/b", "..", "", "a\\b"):
         with pytest.raises(ValueError, match="must be a plain name"):

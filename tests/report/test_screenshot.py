@@ -17,7 +17,7 @@ PAGE = """<!doctype html><html><head><meta charset="utf-8"><title>tall</title>
 def test_the_screenshot_covers_the_whole_page(tmp_path):
     from PIL import Image
 
-    from harness.report.render import page_height, png_size, screenshot
+    from harness.report.browser import page_height, png_size, screenshot
 
     Image.new("RGB", (100, 100), (0, 0, 255)).save(tmp_path / "blue.png")
     (tmp_path / "page.html").write_text(PAGE.format(img="blue.png"))
@@ -33,7 +33,7 @@ def test_the_screenshot_covers_the_whole_page(tmp_path):
 
 
 def test_png_size_refuses_other_files(tmp_path):
-    from harness.report.render import png_size
+    from harness.report.browser import png_size
 
     (tmp_path / "x.png").write_bytes(b"GIF89a" + bytes(30))
     with pytest.raises(ValueError, match="not a PNG"):

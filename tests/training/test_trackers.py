@@ -172,3 +172,35 @@ def test_a_tracker_that_fails_mid_run_never_ends_the_run(tmp_path, mlflow_store,
     err = capsys.readouterr().err
     assert err.count("[tracking] mlflow failed in log (OSError: the MLflow store was removed); it is turned off") == 1
     assert len(calls) == 2  # not called again once turned off
+
+
+def test_log_model_puts_the_pretrained_folder_in_mlflow_and_wandb_offline(tmp_path, mlflow_store, monkeypatch, request):
+    """Issue 44 item 3, the acceptance test: after a run with train.log_model=true, an MLflow file store and a W&B
+    offline run each hold the model folder save_pretrained wrote (pretrained/: weights, config.json, card), and the
+    folder from MLflow loads as the run's model; log_model is not part of the run's identity."""
+    import torch
+
+    from harness.models import Classifier, load_model
+
+    wandb = pytest.importorskip("wandb")
+    request.addfinalizer(wandb.teardown)
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_DIR", str(tmp_path / "wandb_dir"))
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    (tmp_path / "wandb_dir").mkdir()
+    mlflow, store_uri = mlflow_store
+    run_dir = run(_tiny(tmp_path, "train.log_with=[mlflow,wandb]", "train.log_model=true"), progress=False)
+    files = {"model.safetensors", "config.json", "README.md"}
+    assert {p.name for p in (run_dir / "pretrained").iterdir()} == files
+    client = mlflow.tracking.MlflowClient(store_uri)
+    (logged,) = client.search_runs([client.get_experiment_by_name("harness-upstream").experiment_id])
+    assert {a.path for a in client.list_artifacts(logged.info.run_id, "pretrained")} == {
+        f"pretrained/{f}" for f in files
+    }
+    local = client.download_artifacts(logged.info.run_id, "pretrained", str(tmp_path))
+    x = torch.randn(2, 3, 32, 32, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        assert torch.equal(Classifier.from_pretrained(local)(x), load_model(run_dir / "model.pt").eval()(x))
+    (offline,) = (tmp_path / "wandb_dir" / "wandb").glob("offline-run-*")
+    assert all((offline / "files" / "pretrained" / f).is_file() for f in files)
+    assert _check_existing(run_dir, to_yaml(_tiny(tmp_path, "train.log_with=[]"))) == "done"

@@ -111,6 +111,7 @@ def test_digits_run_writes_checkpoint_metrics_predictions(tmp_path):
     assert set(summary["metrics"]) >= {"top1", "top5", "nll", "ece"} and summary["epochs"] == 2
     assert summary["label_noise"]["kind"] == "pair_flip" and 0.2 < summary["label_noise"]["realised_rate"] < 0.4
     assert "command" in summary and "torch" in summary["versions"]
+    assert summary["eval_noise"] == "counter/1"  # the seeded evaluation's noise, eager or compiled (issue 43)
     pred = np.load(run_dir / "predictions.npz")
     assert pred["logits"].shape == (359, 10) and pred["targets"].shape == (359,)
     assert sorted(pred["index"].tolist()) == list(range(359))

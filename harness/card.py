@@ -1,0 +1,115 @@
+"""What a model card states beyond the model's own config (:func:`harness.hub.model_card`): its size (parameter count
+and GMACs of one image), the Hugging Face hub's metadata for its results (``model-index`` through huggingface_hub's
+``EvalResult``, and ``datasets``) and the citation of the method. Like :mod:`harness.hub`, it reads a model through
+its attributes (``config``, ``card_info``, ``backbone``) and never imports the model class."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+
+#: the card's citation block: the HET paper (README.md, "How to cite")
+CITATION = """@inproceedings{collier2021correlated,
+  title     = {Correlated Input-Dependent Label Noise in Large-Scale Image Classification},
+  author    = {Collier, Mark and Mustafa, Basil and Kokiopoulou, Efi and Jenatton, Rodolphe and Berent, Jesse},
+  booktitle = {Proceedings of the IEEE/CVF Conference on Computer Vision and Pattern Recognition (CVPR)},
+  year      = {2021},
+  eprint    = {2105.10305},
+  archivePrefix = {arXiv}
+}"""
+
+
+def input_size(model: torch.nn.Module) -> "tuple[int, int, int]":
+    """``(C, H, W)`` of one input image: the training data's ``image_size`` (``card_info['trained_on']``), else the
+    backbone's ``pretrained_cfg['input_size']``, else (3, 224, 224)."""
+    size = (model.card_info.get("trained_on") or {}).get("image_size")
+    if isinstance(size, int) and size > 0:
+        return (3, size, size)
+    cfg = getattr(model.backbone, "pretrained_cfg", None) or {}
+    return tuple(int(v) for v in (cfg.get("input_size") or (3, 224, 224)))
+
+
+def count_macs(model: torch.nn.Module, size: "Optional[tuple[int, int, int]]" = None) -> Optional[float]:
+    """Multiply-accumulates of one forward pass of one image ``[1, *size]`` (default :func:`input_size`) in eval
+    mode, in GMACs (10⁹): torch's ``torch.utils.flop_counter.FlopCounterMode``, which counts matrix multiplications
+    and convolutions at 2 FLOPs per multiply-accumulate (and no element-wise op), halved. The HET head's Monte Carlo
+    samples at evaluation (``eval_mc_samples``) are part of the pass. The random streams and the modules' training
+    flags are left as they were. None where the forward pass fails (a ``RuntimeError``: an input size the backbone
+    does not take)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    size = size or input_size(model)
+    device = next((p.device for p in model.parameters()), torch.device("cpu"))
+    modes = {m: m.training for m in model.modules()}
+    counter = FlopCounterMode(display=False)
+    try:
+        with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []), torch.no_grad(), counter:
+            model.eval()(torch.zeros(1, *size, device=device))
+    except RuntimeError:
+        return None
+    finally:
+        for m, mode in modes.items():
+            m.training = mode
+    return counter.get_total_flops() / 2 / 1e9
+
+
+def size_facts(model: torch.nn.Module) -> "list[tuple[str, str]]":
+    """The card's rows on model size: the parameter count (every parameter, trainable or not) and the GMACs of one
+    image (:func:`count_macs`)."""
+    n = sum(p.numel() for p in model.parameters())
+    c, h, w = input_size(model)
+    macs = count_macs(model, (c, h, w))
+    return [
+        ("parameters", f"{n:,} ({n / 1e6:.2f} M)"),
+        (
+            f"GMACs per {h}x{w} image",
+            "not measured" if macs is None else f"{macs:.4g} (torch FlopCounterMode; matmuls and convolutions)",
+        ),
+    ]
+
+
+#: metric of ``card_info['metrics']`` -> (model-index ``metric.type``, ``metric.name``); others keep their own name
+EVAL_METRICS = {
+    "top1": ("accuracy", "top-1 accuracy"),
+    "nll": ("nll", "negative log-likelihood (nats)"),
+    "ece": ("ece", "expected calibration error (15 bins)"),
+    "brier": ("brier", "Brier score"),
+}
+
+
+def card_results(model: torch.nn.Module) -> dict:
+    """``ModelCardData`` arguments of the hub's metadata: ``datasets`` (the training data's ``name`` or ``source``)
+    and, with metrics recorded, ``eval_results`` (huggingface_hub ``EvalResult``, the card's ``model-index``): each
+    numeric metric on the evaluation split (``heldout_<metric>`` on the held-out split), task
+    ``image-classification``, and the ``model_name`` the hub asks for beside them. Empty without the data."""
+    from huggingface_hub import EvalResult
+
+    data = model.card_info.get("trained_on") or {}
+    dataset = data.get("name") or data.get("source")
+    if not dataset:
+        return {}
+    results = []
+    for key, value in (model.card_info.get("metrics") or {}).items():
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            continue
+        held = key.startswith("heldout_")
+        metric = key[len("heldout_") :] if held else key
+        kind, label = EVAL_METRICS.get(metric, (metric, metric))
+        split = data.get("heldout_split" if held else "eval_split")
+        results.append(
+            EvalResult(
+                task_type="image-classification",
+                dataset_type=str(dataset),
+                dataset_name=str(dataset),
+                dataset_split=str(split) if split else None,
+                metric_type=kind,
+                metric_name=f"{label}, held-out split" if held else label,
+                metric_value=float(value),
+            )
+        )
+    out: dict = {"datasets": [str(dataset)]}
+    if results:
+        head = (model.config.head or {}).get("covariance", "low_rank")
+        out.update(eval_results=results, model_name=f"{model.config.backbone} ({head} head)")
+    return out
