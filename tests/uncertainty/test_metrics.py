@@ -271,6 +271,7 @@ def _random_probs(n, k, seed, sharp):
 def test_rms_calibration_error_equals_torchmetrics_l2(seed, k, sharp, bins):
     """RMS-CE against torchmetrics' MulticlassCalibrationError(norm='l2') (equal-width bins), and ECE against its l1."""
     import torch
+
     MulticlassCalibrationError = pytest.importorskip("torchmetrics.classification").MulticlassCalibrationError
 
     lp, y = _random_probs(600, k, seed, sharp)
@@ -285,6 +286,7 @@ def test_classwise_ece_is_the_mean_binary_ece_of_torchmetrics_over_classes(seed,
     """Kull et al.'s definition: the ECE of p_j as a forecast of y == j, averaged over classes; each class's term is
     torchmetrics' BinaryCalibrationError(norm='l1') on (p_j, y == j)."""
     import torch
+
     BinaryCalibrationError = pytest.importorskip("torchmetrics.classification").BinaryCalibrationError
 
     lp, y = _random_probs(500, k, seed, sharp)
