@@ -6,6 +6,13 @@ from pathlib import Path
 
 import click
 
+#: ``--overwrite`` of the commands that write into an ``--out`` folder beside files of others (one text for all)
+overwrite_option = click.option(
+    "--overwrite",
+    is_flag=True,
+    help="Write into an --out that holds other files, beside them (a file it did not write is never replaced).",
+)
+
 
 def _model_source(flag: str, dest: str, what: str, said_in: str):
     """The options that name a model from any source (harness.sources.load_source): ``flag`` (a ``model.pt``,

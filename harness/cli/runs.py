@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from harness.cli.options import _model_source
+from harness.cli.options import _model_source, overwrite_option
 
 
 @click.command()
@@ -122,11 +122,7 @@ def ensemble(members, more, out, name, from_checkpoints, eval_data, device, over
 )
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True, help="The new run folder.")
 @click.option("--device", default="cpu", show_default=True)
-@click.option(
-    "--overwrite",
-    is_flag=True,
-    help="Write into an --out that holds other files, beside them (a file it did not write is never replaced).",
-)
+@overwrite_option
 @click.argument("overrides", nargs=-1, type=click.UNPROCESSED)
 def import_cmd(source, weights, random_init, data_file, out, device, overwrite, overrides) -> None:
     """A run folder for a model trained elsewhere (a timm or torchvision state dict with its classifier, or a

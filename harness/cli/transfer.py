@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from harness.cli.options import _model_source, _source_folder
+from harness.cli.options import _model_source, _source_folder, overwrite_option
 from harness.heads.variants import TRANSFER_HEADS, TRANSFER_NUM_FACTORS, VARIANTS
 from harness.training.precision import ACCEPTED
 from harness.training.slurm import slurm_parameters
@@ -120,11 +120,7 @@ def _check_sweep_out(out: Path, overwrite: bool) -> None:
     default=None,
     help="Output folder (default results/downstream/<upstream run name>).",
 )
-@click.option(
-    "--overwrite",
-    is_flag=True,
-    help="Write into an --out that holds other files, beside them (a file it did not write is never replaced).",
-)
+@overwrite_option
 @click.option(
     "--executor",
     type=click.Choice(["local", "submitit-local", "slurm"]),
@@ -283,11 +279,7 @@ def downstream(
     default=None,
     help="Output folder (default results/fewshot/<model name>).",
 )
-@click.option(
-    "--overwrite",
-    is_flag=True,
-    help="Write into an --out that holds other files, beside them (a file it did not write is never replaced).",
-)
+@overwrite_option
 @click.option(
     "--log-with",
     default="tensorboard",
