@@ -39,8 +39,10 @@ def test_the_registered_plan_is_its_own_calculation():
     assert design.planned_seeds == plan["seeds"]
     assert plan["sd_delta"] == pytest.approx(2 * max(design.spread.values()))
     exp = load_experiment("cifar10n")
-    for arm in design.arms:  # every arm has its planned seeds, paired across arms
-        assert exp.conditions[arm].seeds == list(range(design.planned_seeds))
+    for arm in design.arms:  # every arm has the planned seeds (or the pilot's raise, within the cap), paired
+        n = len(exp.conditions[arm].seeds)
+        assert exp.conditions[arm].seeds == list(range(n))
+        assert design.planned_seeds <= n <= design.max_seeds
         assert "train.mixed_precision='no'" in exp.conditions[arm].upstream_overrides
 
 
