@@ -26,6 +26,7 @@ from harness.config import load_config
 from harness.data.config import DataConfig
 from harness.data.dataset import ImageDataset, LabelSets
 from harness.data.sources import build_split
+from harness.heads.variants import VARIANTS
 from harness.io import atomic_write_text, check_writable, read_json
 from harness.provenance import provenance
 from harness.records import RECORD_FILES, restore_record, save_record  # noqa: F401 (read with the run folders)
@@ -35,8 +36,6 @@ from harness.uncertainty.predictions import Predictions
 if TYPE_CHECKING:
     from harness.models import Classifier
     from harness.progress import Steps
-
-METHOD_NAMES = {"none": "hom", "diagonal": "diag", "low_rank": "het", "parameter_efficient": "pe"}
 
 
 def load_heldout(run_dir: "str | Path") -> Optional[Predictions]:
@@ -91,9 +90,10 @@ def run_summary(run_dir: "str | Path") -> dict:
 
 
 def method_name(head: dict) -> str:
-    """``hom``, ``diag``, ``het``, ``pe``; ``hetxl``/``hetxl-pe`` for pre-logit noise; ``-sigmoid`` suffix."""
+    """The variant's short name (:attr:`~harness.heads.variants.CovarianceVariant.transfer_name`: ``hom``, ``diag``,
+    ``het``, ``pe``); ``hetxl``/``hetxl-pe`` for pre-logit noise; ``-sigmoid`` suffix."""
     cov = head.get("covariance", "low_rank")
-    name = METHOD_NAMES.get(cov, cov)
+    name = VARIANTS[cov].transfer_name if cov in VARIANTS else cov
     if head.get("noise_space") == "pre_logits" and cov != "none":
         name = "hetxl" if cov == "low_rank" else f"hetxl-{name}"
     return name + ("-sigmoid" if head.get("link") == "sigmoid" else "")

@@ -77,7 +77,7 @@ def graph() -> "dict[str, list[tuple[str, list[str]]]]":
 
 def test_the_graph_is_read(graph):
     assert len(graph) > 30
-    assert ("harness.heads", ["NOISE_LAYERS"]) in graph["harness.upstream.optim"]  # from X import names
+    assert ("harness.heads.variants", ["noise_layers"]) in graph["harness.upstream.optim"]  # from X import names
     assert "harness.uncertainty.metrics" in {
         m for m, _ in graph["harness.upstream.evaluation"]
     }  # from package import module

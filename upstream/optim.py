@@ -13,11 +13,13 @@ import math
 import torch
 from torch import nn
 
-from harness.heads import NOISE_LAYERS
+from harness.heads.variants import noise_layers
 from harness.upstream.config import OPTIMIZERS, SCHEDULES, OptimSection
 
-#: parameter-name prefixes of the layers that produce the noise covariance (HET head)
-COVARIANCE_LAYERS = tuple(f"head.{name}." for name in NOISE_LAYERS)
+
+def _covariance_parameter(name: str) -> bool:
+    """A parameter of a layer that produces the noise covariance (the HET head's, over every registered variant)."""
+    return any(name == f"head.{n}" or name.startswith(f"head.{n}.") for n in noise_layers())
 
 
 def param_groups(model: nn.Module, weight_decay: float, cov_weight_decay: float) -> "list[dict]":
@@ -29,7 +31,7 @@ def param_groups(model: nn.Module, weight_decay: float, cov_weight_decay: float)
             continue
         if p.ndim < 2:
             none.append(p)
-        elif name.startswith(COVARIANCE_LAYERS):
+        elif _covariance_parameter(name):
             cov.append(p)
         else:
             other.append(p)

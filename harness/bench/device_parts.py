@@ -147,7 +147,7 @@ def _head_impls(c: dict, s: Sizes, dev: torch.device, bf16: bool, compiled: bool
         impls["compiled"] = step(torch.compile(head, fullgraph=True, backend=s.backend))
     need = Case("hetxl" if c["noise_space"] == "pre_logits" else "het", s.B, c["K"], s.R, s.S, s.D).naive_bytes()
     room = torch.cuda.mem_get_info(dev)[0] * 0.8 if dev.type == "cuda" else 8 * 2**30
-    if c["covariance"] not in ("diagonal", "low_rank", "parameter_efficient"):
+    if VARIANTS[c["covariance"]].form is None:
         skipped["naive"] = "no noise: nothing to sample"
     elif need > room:
         skipped["naive"] = f"needs about {need / 2**30:.0f} GiB"

@@ -4,8 +4,8 @@
 - :mod:`~harness.heads.sampling`: the chunked Monte Carlo average of the tempered softmax / sigmoid
   (:mod:`~harness.heads.linear_space`: its eager chunk kernels; :mod:`~harness.heads.planning`: a call's noise
   and chunks);
-- :mod:`~harness.heads.options`: the registry of covariance variants (:data:`VARIANTS`), the options, layer names,
-  initialisation and closed-form parameter counts;
+- :mod:`~harness.heads.variants`: the registry of covariance variants (:data:`VARIANTS`, :func:`register_variant`);
+- :mod:`~harness.heads.options`: the options, layer names, initialisation and closed-form parameter counts;
 - :mod:`~harness.heads.edward2`: constructors with edward2's argument names;
 - :mod:`~harness.heads.noise`: the noise (seeded generators in eager mode, counter-based inside ``torch.compile``);
 - :mod:`~harness.heads.hetify`: :func:`hetify`, a model's classifier replaced by a HET head in one call.
@@ -29,6 +29,7 @@ from harness.heads.options import (
     count_head_parameters,
     has_factors,
 )
+from harness.heads.variants import register_variant
 
 __all__ = [
     "HeteroscedasticHead",
@@ -39,6 +40,7 @@ __all__ = [
     "count_head_parameters",
     "VARIANTS",
     "CovarianceVariant",
+    "register_variant",
     "has_factors",
     "TRANSFER_HEADS",
     "COVARIANCES",

@@ -11,7 +11,7 @@ from torch import Tensor
 
 
 def noise_factors(
-    covariance: str,
+    form: Optional[str],
     scale: Tensor,
     factors: Optional[Tensor],
     hom_factors: Optional[Tensor],
@@ -20,7 +20,8 @@ def noise_factors(
     """The factors of the noise covariance in the noise space W: Σ_W(x) = F Fᵀ + diag(d²) (paper Eq. 7).
 
     Args:
-        covariance: ``"diagonal" | "low_rank" | "parameter_efficient"``.
+        form: the variant's noise form (:data:`~harness.heads.variants.FORMS`): ``"diagonal" | "low_rank" |
+            "parameter_efficient"``.
         scale: d(x) ``[N, W]``, the diagonal standard deviations.
         factors: V(x) ``[N, W, R]`` (``low_rank``), v(x) ``[N, W]`` (``parameter_efficient``), else None.
         hom_factors: V ``[W, R]`` of ``parameter_efficient`` (else None).
@@ -30,9 +31,9 @@ def noise_factors(
     Returns:
         ``(F [N, W, R'], d [N, W] or None)`` with R' = R (``low_rank``: V(x); PE: diag(v(x))·V) or 0 (diagonal).
     """
-    if covariance == "low_rank":
+    if form == "low_rank":
         f = factors
-    elif covariance == "parameter_efficient":
+    elif form == "parameter_efficient":
         f = factors.unsqueeze(-1) * hom_factors
     else:
         f = scale.new_zeros(scale.shape[0], scale.shape[1], 0)

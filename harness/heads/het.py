@@ -5,7 +5,7 @@ utilities u(x) ~ N(μ(x), Σ(x)) with Σ(x) = V(x)V(x)ᵀ + diag(d(x)²) (paper 
 returns logits whose softmax / sigmoid is the Monte Carlo averaged tempered probability, so the
 usual ``F.cross_entropy`` / ``F.binary_cross_entropy_with_logits`` is the NLL of that average.
 
-Variants (``covariance``):
+Variants (``covariance``; the registry :data:`~harness.heads.variants.VARIANTS` holds each one's layers):
     ``"none"``                 homoscedastic baseline, exactly a linear layer (logits μ(x)/τ);
     ``"diagonal"``             Σ = diag(d²) (Collier et al. 2020);
     ``"low_rank"``             V(x) from a D -> W·R layer (the paper's full HET);
@@ -27,7 +27,6 @@ from torch import Tensor, nn
 from harness.heads.covariance import covariance_block, noise_factors
 from harness.heads.noise import EVAL_NOISE
 from harness.heads.options import (
-    COVARIANCES,
     DEFAULT_NUM_FACTORS,
     DEFAULT_TEMPERATURE_BOUNDS,
     DIAG_NOISES,
@@ -38,7 +37,6 @@ from harness.heads.options import (
     NOISE_SPACES,
     _choice,
     _whole,
-    has_factors,
     init_parameters,
 )
 from harness.heads.sampling import (
@@ -48,6 +46,7 @@ from harness.heads.sampling import (
     monte_carlo_log_average,
     plan_noise,
 )
+from harness.heads.variants import VARIANTS, CovarianceVariant
 
 
 class HeteroscedasticHead(nn.Module):
@@ -56,7 +55,8 @@ class HeteroscedasticHead(nn.Module):
     Args:
         in_features: D, width of the input features.
         num_classes: K, number of classes (softmax) or outputs (sigmoid).
-        covariance: ``"none" | "diagonal" | "low_rank" | "parameter_efficient"``.
+        covariance: ``"none" | "diagonal" | "low_rank" | "parameter_efficient"``, or a variant added with
+            :func:`~harness.heads.variants.register_variant`.
         link: ``"softmax"`` (multiclass) or ``"sigmoid"`` (multilabel).
         num_factors: R, rank of the low-rank part of ``low_rank`` and ``parameter_efficient``,
             1 <= R <= W (W = K, or D for HET-XL); None: min(15, W), the paper's ImageNet rank.
@@ -140,14 +140,15 @@ class HeteroscedasticHead(nn.Module):
         if in_features < 1 or num_classes < 1:
             raise ValueError(f"in_features and num_classes must be >= 1, got {in_features} and {num_classes}")
         self.in_features, self.num_classes = int(in_features), int(num_classes)
-        self.covariance_type = _choice("covariance", covariance, COVARIANCES)
+        self.covariance_type = _choice("covariance", covariance, VARIANTS)
+        self.noise_form = self.variant.form  # the sampler's noise form (None: no noise)
         self.link = _choice("link", link, LINKS)
         self.noise_space = _choice("noise_space", noise_space, NOISE_SPACES)
         self.diag_noise = _choice("diag_noise", diag_noise, DIAG_NOISES)
         _choice("init", init, INITS)
         width = self.in_features if self.noise_space == "pre_logits" else self.num_classes
         self.noise_width = width
-        if has_factors(self.covariance_type):
+        if self.variant.has_factors:
             if num_factors is None:
                 num_factors = min(DEFAULT_NUM_FACTORS, width)
             if not (1 <= int(num_factors) <= width):
@@ -192,15 +193,12 @@ class HeteroscedasticHead(nn.Module):
             self.temperature_bounds = (lo, hi)
             self.register_buffer("fixed_temperature", torch.tensor(float(temperature)))
 
-        # layers (names follow edward2: loc, diag, scale, scale_het, scale_hom)
+        # layers (names follow edward2: loc, diag, then the variant's own: scale, scale_het, scale_hom)
         self.loc = nn.Linear(self.in_features, self.num_classes)
-        if self.covariance_type != "none":
+        if self.noise_form is not None:
             self.diag = nn.Linear(self.in_features, width)
-        if self.covariance_type == "low_rank":
-            self.scale = nn.Linear(self.in_features, width * self.num_factors)
-        elif self.covariance_type == "parameter_efficient":
-            self.scale_het = nn.Linear(self.in_features, width)
-            self.scale_hom = nn.Linear(self.num_factors, width, bias=self.pe_noise_bias)
+        for name, layer in self.variant.build(self).items():
+            setattr(self, name, layer)
         init_parameters(self, init, cov_init_scale)
 
     def extra_repr(self) -> str:
@@ -208,7 +206,7 @@ class HeteroscedasticHead(nn.Module):
             f"in_features={self.in_features}, num_classes={self.num_classes}, covariance={self.covariance_type!r}, "
             f"link={self.link!r}"
         )
-        if self.covariance_type != "none":
+        if self.noise_form is not None:
             s += (
                 f", num_factors={self.num_factors}, noise_space={self.noise_space!r}, "
                 f"train_mc_samples={self.train_mc_samples}, eval_mc_samples={self.eval_mc_samples}"
@@ -216,12 +214,18 @@ class HeteroscedasticHead(nn.Module):
         return s
 
     @property
+    def variant(self) -> CovarianceVariant:
+        """The registry row of this head's ``covariance`` (:data:`~harness.heads.variants.VARIANTS`): its layers and
+        the tensors it hands the sampler. Looked up, not stored, so that the head pickles."""
+        return VARIANTS[self.covariance_type]
+
+    @property
     def noise_definition(self) -> Optional[str]:
         """The noise of this head's outputs in ``eval()`` mode, as results record it (``metrics.json``'s
         ``eval_noise``): :data:`~harness.heads.noise.EVAL_NOISE` (``"counter/1"``) for a seeded evaluation
         (``eval_seed`` set), the same eager and compiled; ``"fresh"`` with ``eval_seed=None`` (torch's global
         RNG, a new draw each call: not reproducible from the result); None for ``covariance="none"`` (no noise)."""
-        if self.covariance_type == "none":
+        if self.noise_form is None:
             return None
         return EVAL_NOISE if self.eval_seed is not None else "fresh"
 
@@ -252,26 +256,16 @@ class HeteroscedasticHead(nn.Module):
     def _noise_parameters(self, h: Tensor) -> "dict[str, Optional[Tensor]]":
         """Parameters of the noise for features ``h`` ``[N, D]``: mu [N,K], scale d [N,W],
         factors (V [N,W,R] or v [N,W]), hom_factors V [W,R], projection [K,W]."""
-        mu = self.loc(h)
-        params: "dict[str, Optional[Tensor]]" = {
+        mu, t = self.loc(h), self.variant.tensors(self, h)
+        if t.mean_shift is not None:  # a shift of the noise's mean moves μ (through the class weights for HET-XL)
+            mu = mu + (t.mean_shift @ self.loc.weight.t() if self.noise_space == "pre_logits" else t.mean_shift)
+        return {
             "mu": mu,
             "scale": F.softplus(self.diag(h)) + MIN_SCALE,
-            "factors": None,
-            "hom_factors": None,
-            "projection": None,
+            "factors": t.factors,
+            "hom_factors": t.hom_factors,
+            "projection": self.loc.weight if self.noise_space == "pre_logits" else None,
         }
-        if self.covariance_type == "low_rank":
-            params["factors"] = self.scale(h).view(h.shape[0], self.noise_width, self.num_factors)
-        elif self.covariance_type == "parameter_efficient":
-            v = self.scale_het(h)
-            params["factors"], params["hom_factors"] = v, self.scale_hom.weight
-            if self.scale_hom.bias is not None:
-                # v ⊙ (V ε + b) = v ⊙ V ε + v ⊙ b: the bias is a (learned) shift of the mean.
-                shift = v * self.scale_hom.bias
-                params["mu"] = mu + (shift @ self.loc.weight.t() if self.noise_space == "pre_logits" else shift)
-        if self.noise_space == "pre_logits":
-            params["projection"] = self.loc.weight
-        return params
 
     def latent_parameters(self, x: Tensor) -> "dict[str, Tensor]":
         """The parameters of u(x) for input ``[..., D]`` flattened to N rows (the reference's ``return_locs`` / scale outputs).
@@ -287,14 +281,9 @@ class HeteroscedasticHead(nn.Module):
         h = self._features(x)
         with torch.autocast(h.device.type, enabled=False):
             out = {"mu": self.loc(h), "tau": self.temperature}
-            if self.covariance_type != "none":
+            if self.noise_form is not None:
                 out["d"] = F.softplus(self.diag(h)) + MIN_SCALE
-            if self.covariance_type == "low_rank":
-                out["V"] = self.scale(h).view(h.shape[0], self.noise_width, self.num_factors)
-            elif self.covariance_type == "parameter_efficient":
-                out["v"], out["V"] = self.scale_het(h), self.scale_hom.weight
-                if self.scale_hom.bias is not None:
-                    out["b_V"] = self.scale_hom.bias
+                out.update(self.variant.tensors(self, h).latent)
         return out
 
     def factor_loadings(self, x: Tensor) -> Tensor:
@@ -302,17 +291,15 @@ class HeteroscedasticHead(nn.Module):
 
         W = K for HET, D for HET-XL. Raises ValueError for ``covariance`` none/diagonal.
         """
-        if not has_factors(self.covariance_type):
+        if not self.variant.has_factors:
             raise ValueError(f"covariance={self.covariance_type!r} has no factors")
         with torch.autocast(x.device.type, enabled=False):
             p = self._noise_parameters(self._features(x))
-        if self.covariance_type == "low_rank":
-            return p["factors"]
-        return p["factors"].unsqueeze(-1) * p["hom_factors"]
+        return noise_factors(self.noise_form, p["scale"], p["factors"], p["hom_factors"])[0]
 
     def diagonal_scale(self, x: Tensor) -> Tensor:
         """d(x) = softplus(diag(x)) + 1e-3, ``[N, W]``: standard deviations of the diagonal noise."""
-        if self.covariance_type == "none":
+        if self.noise_form is None:
             raise ValueError("covariance='none' has no noise")
         with torch.autocast(x.device.type, enabled=False):
             return F.softplus(self.diag(self._features(x))) + MIN_SCALE
@@ -332,7 +319,7 @@ class HeteroscedasticHead(nn.Module):
         Raises:
             ValueError: covariance='none'.
         """
-        if self.covariance_type == "none":
+        if self.noise_form is None:
             raise ValueError("covariance='none' has no noise covariance")
         h = self._features(x)
         with torch.autocast(h.device.type, enabled=False):
@@ -341,7 +328,7 @@ class HeteroscedasticHead(nn.Module):
     def _covariance_factors(self, h: Tensor) -> "tuple[Tensor, Optional[Tensor]]":
         p = self._noise_parameters(h)
         return noise_factors(
-            self.covariance_type,
+            self.noise_form,
             p["scale"],
             p["factors"],
             p["hom_factors"],
@@ -373,7 +360,7 @@ class HeteroscedasticHead(nn.Module):
         Raises:
             ValueError: covariance='none', or the block exceeds ``max_elements``.
         """
-        if self.covariance_type == "none":
+        if self.noise_form is None:
             raise ValueError("covariance='none' has no noise covariance")
         h = self._features(x)
         with torch.autocast(h.device.type, enabled=False):
@@ -406,7 +393,7 @@ class HeteroscedasticHead(nn.Module):
         h = self._features(x)
         s = self._mc_samples(mc_samples)
         with torch.autocast(h.device.type, enabled=False):
-            if self.covariance_type == "none":
+            if self.noise_form is None:
                 z = (self.loc(h) / self.temperature).unsqueeze(1).expand(-1, s, -1)
             else:
                 p = self._noise_parameters(h)
@@ -417,7 +404,7 @@ class HeteroscedasticHead(nn.Module):
                 else:
                     parts = [noise(start, min(chunk, s - start)) for start in range(0, s, chunk)]
                     eps = [None if parts[0][i] is None else torch.cat([q[i] for q in parts], dim=1) for i in (0, 1)]
-                z = chunk_logits(self.covariance_type, *eps, temperature=self.temperature, **p)
+                z = chunk_logits(self.noise_form, *eps, temperature=self.temperature, **p)
         return z.reshape(*x.shape[:-1], s, self.num_classes)
 
     def forward(self, x: Tensor, mc_samples: Optional[int] = None, seed: Optional[int] = None) -> Tensor:
@@ -449,14 +436,14 @@ class HeteroscedasticHead(nn.Module):
         lead = x.shape[:-1]
         h = self._features(x)
         with torch.autocast(h.device.type, enabled=False):
-            if self.covariance_type == "none":
+            if self.noise_form is None:
                 logits = self.loc(h)
                 if self.learn_temperature or torch.compiler.is_compiling() or float(self.fixed_temperature) != 1.0:
                     logits = logits / self.temperature
                 return logits.reshape(*lead, self.num_classes)
             s = self._mc_samples(mc_samples)
             noise, chunk, row_block, key = self._plan(h, s, seed)
-            layout = NoiseLayout(self.covariance_type, self.link, s, chunk)
+            layout = NoiseLayout(self.noise_form, self.link, s, chunk)
             p = self._noise_parameters(h)
             n = h.shape[0]
             if row_block is None or row_block >= n:

@@ -1,7 +1,8 @@
 """The options of a heteroscedastic head, their defaults, the layers they create and how those are initialised.
 
 Layer names follow edward2 (``edward2/tensorflow/layers/heteroscedastic.py``): ``loc`` (μ), ``diag``
-(d(x)), ``scale`` (V(x), low rank), ``scale_het`` / ``scale_hom`` (v(x) and V of the parameter-efficient head).
+(d(x)), and each variant's own (:data:`~harness.heads.variants.VARIANTS`: ``scale`` for V(x), low rank;
+``scale_het`` / ``scale_hom`` for v(x) and V of the parameter-efficient head).
 """
 
 from __future__ import annotations
@@ -20,12 +21,15 @@ from harness.heads.variants import (  # noqa: F401 -- the registry's names, read
     VARIANTS,
     CovarianceVariant,
     has_factors,
+    noise_layers,
+    variant,
 )
 
-#: the layers whose output depends on the input and sets the noise: d(x), V(x) (low-rank), v(x) (PE)
-INPUT_DEPENDENT_NOISE_LAYERS = ("diag", "scale", "scale_het")
-#: every layer that produces the noise covariance (the PE head adds its homoscedastic factor matrix V)
-NOISE_LAYERS = (*INPUT_DEPENDENT_NOISE_LAYERS, "scale_hom")
+#: the built-in variants' layers whose output depends on the input and sets the noise: d(x), V(x) (low-rank), v(x)
+#: (PE); :func:`~harness.heads.variants.noise_layers` gives them over every registered variant
+INPUT_DEPENDENT_NOISE_LAYERS = noise_layers(input_dependent_only=True)
+#: every built-in layer that produces the noise covariance (the PE head adds its homoscedastic factor matrix V)
+NOISE_LAYERS = noise_layers()
 LINKS = ("softmax", "sigmoid")
 NOISE_SPACES = ("logits", "pre_logits")
 DIAG_NOISES = ("independent", "shared_scalar")
@@ -69,7 +73,7 @@ def init_parameters(module: nn.Module, init: str, cov_init_scale: Optional[float
         raise ValueError("cov_init_scale must be > 0 and is only used with init='flax'")
     if init == "torch":
         return
-    cov_layers = {id(getattr(module, n)) for n in INPUT_DEPENDENT_NOISE_LAYERS if hasattr(module, n)}
+    cov_layers = {id(getattr(module, n)) for n in noise_layers(input_dependent_only=True) if hasattr(module, n)}
     for layer in module.modules():
         if not isinstance(layer, nn.Linear):
             continue
@@ -94,19 +98,17 @@ def count_head_parameters(
 ) -> int:
     """Closed-form parameter count of a head (from the layer shapes; the paper's ResNet-152 counts, Table 1 and Appendix E, are tested).
 
-    With D in, K out, R factors, W = K (HET) or D (HET-XL):
-    none (D+1)K; diagonal (D+1)K + (D+1)W; low_rank (D+1)K + (D+1)WR + (D+1)W;
-    parameter_efficient (D+1)K + (R+1)W + 2(D+1)W (RW without the PE bias); +1 for a learned τ.
+    With D in, K out, R factors, W = K (HET) or D (HET-XL): (D+1)K for μ, (D+1)W for d(x) in every noisy head,
+    and the variant's own layers (:attr:`~harness.heads.variants.CovarianceVariant.count`): low_rank (D+1)WR;
+    parameter_efficient (D+1)W + (R+1)W (RW without the PE bias); +1 for a learned τ.
+
+    Raises:
+        ValueError: an unknown covariance.
     """
+    v = variant(covariance)
     d1, k = in_features + 1, num_classes
     w = in_features if noise_space == "pre_logits" else num_classes
     n = d1 * k
-    if covariance == "diagonal":
-        n += d1 * w
-    elif covariance == "low_rank":
-        n += d1 * w * num_factors + d1 * w
-    elif covariance == "parameter_efficient":
-        n += (num_factors + (1 if pe_noise_bias else 0)) * w + 2 * d1 * w
-    elif covariance != "none":
-        _choice("covariance", covariance, COVARIANCES)
+    if v.form is not None:
+        n += d1 * w + v.count(d1, w, num_factors, pe_noise_bias)
     return n + (1 if learn_temperature else 0)

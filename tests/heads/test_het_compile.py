@@ -8,9 +8,7 @@ import torch.nn.functional as F
 from harness.heads import HeteroscedasticHead
 from harness.heads.noise import CounterNoise, counter_key
 from harness.heads.sampling import NoiseLayout, chunk_logits, monte_carlo_log_average
-from harness.heads.variants import VARIANTS
-
-NOISY = tuple(n for n, v in VARIANTS.items() if v.input_dependent)
+from harness.heads.variants import FORMS, VARIANTS
 
 #: options beyond the registry's defaults, so that between them the cases cover both links, both noise spaces and
 #: the scalar diagonal; a variant added to the registry is compiled with its defaults
@@ -53,7 +51,7 @@ def _materialised(head, x):
     p = head._noise_parameters(head._features(x))
     noise = CounterNoise(True, head.noise_width, head.num_factors, head.diag_noise == "shared_scalar")
     eps = noise.draw(torch.tensor(counter_key(head.eval_seed)), torch.arange(7), x.shape[0], torch.float32)
-    return _log_average(head.link, chunk_logits(head.covariance_type, *eps, temperature=head.temperature, **p))
+    return _log_average(head.link, chunk_logits(head.noise_form, *eps, temperature=head.temperature, **p))
 
 
 def _log_average(link, z):
@@ -118,7 +116,7 @@ def test_compiled_and_eager_evaluation_give_the_same_outputs(kw, chunk):
     assert head.noise_definition == (None if head.covariance_type == "none" else "counter/1")
 
 
-KINDS = NOISY  # every variant with noise, from the registry
+KINDS = FORMS  # every noise form the sampler draws (a variant is one of them: the registry's `form`)
 
 
 def _inputs(kind, pre_logits, n=3, k=4, d=5, r=2):

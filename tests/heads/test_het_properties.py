@@ -9,22 +9,33 @@ import torch.nn.functional as F
 from scipy import stats
 
 from harness.heads import MIN_SCALE, HeteroscedasticHead
-from harness.heads.variants import VARIANTS
+from harness.heads.variants import COVARIANCES, VARIANTS
 
 FACTORED = tuple(n for n, v in VARIANTS.items() if v.has_factors)
 
-VARIANTS = [
-    dict(covariance="diagonal"),
-    dict(covariance="low_rank", num_factors=2),
-    dict(covariance="parameter_efficient", num_factors=2),
-    dict(covariance="low_rank", num_factors=2, noise_space="pre_logits"),
-    dict(covariance="parameter_efficient", num_factors=2, noise_space="pre_logits"),
-]
+#: every variant with noise, from the registry (R = 2 where it has factors), then the factored ones with their noise
+#: on the pre-logits (HET-XL)
+CASES = [dict(covariance=n, **({"num_factors": 2} if v.has_factors else {})) for n, v in VARIANTS.items() if v.form]
+CASES += [dict(c, noise_space="pre_logits") for c in CASES if "num_factors" in c]
+FACTORED_CASES = [c for c in CASES if "num_factors" in c and "noise_space" not in c]
+
+
+def case_id(kw: dict) -> str:
+    return "-".join(str(v) for k, v in kw.items() if k != "num_factors")
 
 
 def make_head(d=6, k=4, **kw):
     torch.manual_seed(0)
     return HeteroscedasticHead(d, k, **kw).double().eval()
+
+
+def zero_factor_layers(head):
+    """Zero every parameter of the variant's own layers (the registry's ``layers``): V = 0, the diagonal head."""
+    with torch.no_grad():
+        for name in head.variant.layers:
+            layer = getattr(head, name)
+            for p in layer.parameters() if isinstance(layer, torch.nn.Module) else [layer]:
+                p.zero_()
 
 
 def inverse_softplus(y):
@@ -44,7 +55,7 @@ def set_latent(head, mu, d, V=None):
 
 
 # 1 -------------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("kw", VARIANTS)
+@pytest.mark.parametrize("kw", CASES, ids=case_id)
 @pytest.mark.parametrize("shared", (False, True))
 def test_shapes_and_normalisation(kw, shared):
     for link in ("softmax", "sigmoid"):
@@ -62,16 +73,13 @@ def test_shapes_and_normalisation(kw, shared):
 
 
 # 2 -------------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("kw", VARIANTS[1:3])
+@pytest.mark.parametrize("kw", FACTORED_CASES, ids=case_id)
 @pytest.mark.parametrize("tau", (0.5, 1.0, 2.0))
 @pytest.mark.parametrize("link", ("softmax", "sigmoid"))
 def test_zero_noise_limit(kw, tau, link):
     head = make_head(link=link, temperature=tau, eval_mc_samples=20_000, **kw)
+    zero_factor_layers(head)
     with torch.no_grad():
-        layer = head.scale if kw["covariance"] == "low_rank" else head.scale_hom
-        layer.weight.zero_()
-        if layer.bias is not None:
-            layer.bias.zero_()
         head.diag.weight.zero_()
         head.diag.bias.fill_(-30.0)
     x = torch.randn(5, 6, dtype=torch.float64)
@@ -93,9 +101,7 @@ def test_factor_variants_reduce_to_diagonal_bit_identically(link):
         head = make_head(covariance=cov, num_factors=3, link=link, eval_mc_samples=64)
         head.loc.load_state_dict(base.loc.state_dict())
         head.diag.load_state_dict(base.diag.state_dict())
-        with torch.no_grad():
-            for p in head.scale.parameters() if cov == "low_rank" else head.scale_hom.parameters():
-                p.zero_()
+        zero_factor_layers(head)
         assert torch.equal(head(x), want), cov
 
 
@@ -135,7 +141,9 @@ def test_small_temperature_multiclass_matches_exact_gaussian_probability():
 
 
 # 7, 18b --------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("kw", VARIANTS + [dict(covariance="low_rank", num_factors=2, diag_noise="shared_scalar")])
+@pytest.mark.parametrize(
+    "kw", CASES + [dict(covariance="low_rank", num_factors=2, diag_noise="shared_scalar")], ids=case_id
+)
 def test_empirical_noise_covariance_equals_reconstructed_sigma(kw):
     head = make_head(**kw)
     x = torch.randn(2, 6, dtype=torch.float64)
@@ -163,7 +171,7 @@ def test_independent_diagonal_noise_is_not_rank_one():
 
 
 # 8 -------------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("kw", VARIANTS)
+@pytest.mark.parametrize("kw", CASES, ids=case_id)
 def test_log_space_average_equals_log_of_mean(kw):
     s = 300
     head = make_head(eval_mc_samples=s, mc_chunk_size=s, **kw)
@@ -227,7 +235,7 @@ def test_learned_temperature_bounds_gradient_and_update():
 
 
 # 11 ------------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("kw", VARIANTS)
+@pytest.mark.parametrize("kw", CASES, ids=case_id)
 @pytest.mark.parametrize("link", ("softmax", "sigmoid"))
 def test_every_parameter_gets_a_finite_nonzero_gradient(kw, link):
     head = make_head(link=link, learn_temperature=True, train_mc_samples=20, **kw).train()
@@ -272,7 +280,7 @@ def test_mc_error_falls_as_one_over_sqrt_samples():
 
 
 # 15 ------------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("cov", FACTORED)
+@pytest.mark.parametrize("cov", [n for n in COVARIANCES if VARIANTS[n].has_factors])  # the built-ins' layer layouts
 def test_class_permutation_equivariance(cov):
     head = make_head(covariance=cov, num_factors=2, eval_mc_samples=40_000)
     perm = torch.tensor([2, 0, 3, 1])
@@ -294,7 +302,7 @@ def test_class_permutation_equivariance(cov):
 
 
 # 16 ------------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("kw", VARIANTS)
+@pytest.mark.parametrize("kw", CASES, ids=case_id)
 def test_loss_identities(kw):
     s = 500
     x = torch.randn(6, 6, dtype=torch.float64)
@@ -330,7 +338,7 @@ def test_hetxl_with_identity_class_weights_equals_het():
 
 
 # 20 ------------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("kw", VARIANTS)
+@pytest.mark.parametrize("kw", CASES, ids=case_id)
 def test_mixed_precision_head_runs_in_float32(kw):
     torch.manual_seed(0)
     head = HeteroscedasticHead(6, 4, eval_mc_samples=100, **kw).eval()

@@ -9,11 +9,9 @@ import torch
 import torch.nn.functional as F
 
 from harness.heads.sampling import NoiseLayout, chunk_logits, monte_carlo_log_average, seeded_noise
-from harness.heads.variants import VARIANTS
+from harness.heads.variants import FORMS
 
-NOISY = tuple(n for n, v in VARIANTS.items() if v.input_dependent)
-
-KINDS = NOISY  # every variant with noise, from the registry
+KINDS = FORMS  # every noise form the sampler draws (a variant is one of them: the registry's `form`)
 
 
 def _inputs(kind, n=3, k=4, d=5, r=2, pre_logits=False, dtype=torch.float64, seed=0):
