@@ -24,7 +24,6 @@ any number of steps (warm-up 20%, x0.1 at 40/60/80%), the schedule of the VTAB s
 
 from __future__ import annotations
 
-import contextlib
 import math
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
@@ -39,6 +38,7 @@ from harness.models import Classifier, load_model, replace_head
 from harness.progress import Countdown
 from harness.sources import load_source
 from harness.tasks.views import bit_resolution, task_views
+from harness.training.predict import predict_logits
 from harness.uncertainty.predictions import Predictions
 
 
@@ -402,7 +402,6 @@ def _train_steps(
         epoch += 1
 
 
-@torch.no_grad()
 def predict(
     model: Classifier,
     data: ImageDataset,
@@ -420,18 +419,11 @@ def predict(
     metrics, ensembles and temperature scaling of :mod:`harness.uncertainty` treat it as upstream's het runs.
     ``autocast``: the mixed-precision context of the run (``accelerator.autocast``), or none (fp32).
     """
-    model.eval()
-    logits, targets, index = [], [], []
-    for x, y, idx in loader:
-        with (autocast or contextlib.nullcontext)():
-            out = model(x.to(device, memory_format=memory_format))
-        logits.append(out.float().cpu().numpy())
-        targets.append(np.asarray(y))
-        index.append(np.asarray(idx))
+    out = predict_logits(model, loader, autocast, device, memory_format)
     return Predictions(
-        np.concatenate(logits).astype(np.float64),
-        np.concatenate(targets),
-        np.concatenate(index),
+        out["logits"].astype(np.float64),
+        out["targets"],
+        out["index"],
         data.class_names,
         "softmax",
         data.description,

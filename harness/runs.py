@@ -30,6 +30,7 @@ from harness.heads.variants import VARIANTS
 from harness.io import atomic_write_text, check_writable, read_json
 from harness.provenance import provenance
 from harness.records import RECORD_FILES, restore_record, save_record  # noqa: F401 (read with the run folders)
+from harness.training.predict import predict_logits
 from harness.uncertainty.ensembles import average, check_compatible, summarize
 from harness.uncertainty.predictions import Predictions
 
@@ -200,18 +201,14 @@ def predict_model(
             f"({base.description}) has {len(base.class_names)}: the model is not one of this data's; "
             "pass the run's own model.pt (or data with that many classes)"
         )
-    logits, targets, index = [], [], []
-    batches = eval_batches(model, data, device=device, base=base)
+    batches = eval_batches(model, data, device=device, base=base)  # pre-logit features: the head predicts
     if steps is not None:
         batches = steps.count(batches, len(base), size=lambda batch: len(batch[1]), unit="images")
-    for feats, y, idx in batches:
-        logits.append(model.head(feats).float().cpu().numpy())
-        targets.append(y)
-        index.append(idx)
+    out = predict_logits(model.head, batches)
     return Predictions(
-        np.concatenate(logits).astype(np.float64),
-        np.concatenate(targets),
-        np.concatenate(index),
+        out["logits"].astype(np.float64),
+        out["targets"],
+        out["index"],
         base.class_names,
         model.head.link,
         source,

@@ -11,6 +11,7 @@ import torch
 
 from harness.io import atomic_write_text, json_dumps
 from harness.models import save_model
+from harness.training.predict import predict_logits
 from harness.uncertainty import metrics as M
 from harness.upstream.config import UpstreamConfig
 from harness.upstream.parts import Training
@@ -44,17 +45,13 @@ def predict_loader(
     """
     model.eval()
     net = accelerator.unwrap_model(model) if stream else model  # keeps accelerate's autocast wrapper
-    outs: "dict[str, list]" = {"logits": [], "targets": [], "index": []}
-    with torch.no_grad():
-        for x, y, idx in loader:
-            x = x.to(accelerator.device) if stream else x
-            logits = net(x.contiguous(memory_format=memory_format)).float()
-            if not stream:
-                logits, y, idx = accelerator.gather_for_metrics((logits, y, idx))
-            outs["logits"].append(logits.cpu())
-            outs["targets"].append(y.cpu())
-            outs["index"].append(idx.cpu())
-    arrays = {k: torch.cat(v).numpy() for k, v in outs.items()}
+    arrays = predict_logits(
+        net,
+        loader,
+        device=accelerator.device if stream else None,
+        memory_format=memory_format,
+        gather=None if stream else accelerator.gather_for_metrics,
+    )
     if stream:
         from accelerate.utils import gather_object
 
