@@ -16,8 +16,7 @@ from typing import Optional
 
 import numpy as np
 
-from harness.downstream.finetune import HEADS, SCHEDULES
-from harness.heads.variants import TRANSFER_NUM_FACTORS
+from harness.downstream.finetune import HEADS, SCHEDULES, TransferTraining
 from harness.tasks.taskset import TaskData
 from harness.training.precision import canonical
 
@@ -32,7 +31,7 @@ DEFAULT_TEMPERATURES = (0.5, 1.0, 2.0, 3.0)
 #: settings that only a noisy head uses, with their defaults: R (uncertainty-baselines' CIFAR num_factors 6, the
 #: upstream het / pe methods' rank; min(R, K) per task) and the MC samples of the upstream experiments (100 in
 #: training, 1,000 in evaluation: harness/experiments/cifar10n.yaml gives the timings and the paper's Appendix D).
-NOISY_HEAD_DEFAULTS = {"num_factors": TRANSFER_NUM_FACTORS, "train_mc_samples": 100, "eval_mc_samples": 1000}
+NOISY_HEAD_DEFAULTS = {k: getattr(TransferTraining, k) for k in ("num_factors", "train_mc_samples", "eval_mc_samples")}
 
 
 def _require(ok: bool, message: str) -> None:
@@ -45,15 +44,16 @@ def _is_int(v) -> bool:
 
 
 @dataclass
-class SweepSettings(TaskData):
+class SweepSettings(TransferTraining, TaskData):
     """Grid and fine-tuning settings shared by every task (the same sweep for all, as VTAB requires).
 
     Attributes:
         lrs, steps: the grid (default {0.001, 0.01} x {500, 2500}: the VTAB sweep); a steps entry of
             None (``bit_hyperrule`` schedule only) means the BiT-HyperRule's 500 / 10k / 20k steps.
         seeds: final runs per task (mean and std over them).
-        batch_size, micro_batch, resolution, clip_grad_norm, device, channels_last: see
-            :class:`harness.downstream.finetune.FinetuneConfig` (``resolution`` = (resize, crop)).
+        batch_size, micro_batch, resolution, clip_grad_norm, device, schedule, lr_batch, channels_last, head,
+            num_factors, train_mc_samples, eval_mc_samples, mixed_precision: what each fine-tune trains with, one
+            default each (:class:`harness.downstream.finetune.TransferTraining`); as a sweep reads them below.
         data_format, data_dir, check_test_size, allow_outside_paths: where the tasks' data is read from
             (:class:`harness.tasks.taskset.TaskData`).
         schedule: ``staircase``, ``bit_hyperrule``, ``ta`` or ``cosine`` (see
@@ -79,21 +79,8 @@ class SweepSettings(TaskData):
     lrs: "list[float]" = field(default_factory=lambda: [0.001, 0.01])
     steps: "list[Optional[int]]" = field(default_factory=lambda: [500, 2500])
     seeds: int = 1
-    batch_size: int = 512
-    micro_batch: int = 64
-    resolution: "Optional[list[int]]" = None
-    clip_grad_norm: Optional[float] = None
-    device: str = "cpu"
-    schedule: str = "staircase"
-    lr_batch: Optional[int] = None
-    channels_last: bool = False
     preset: str = "vtab_sweep"
-    head: str = "hom"
     temperatures: "Optional[list[float]]" = None
-    num_factors: int = NOISY_HEAD_DEFAULTS["num_factors"]
-    train_mc_samples: int = NOISY_HEAD_DEFAULTS["train_mc_samples"]
-    eval_mc_samples: int = NOISY_HEAD_DEFAULTS["eval_mc_samples"]
-    mixed_precision: str = "no"
 
     def __post_init__(self) -> None:
         if self.schedule == "bit":

@@ -25,8 +25,8 @@ any number of steps (warm-up 20%, x0.1 at 40/60/80%), the schedule of the VTAB s
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from dataclasses import dataclass, fields
+from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 import torch
@@ -43,36 +43,67 @@ from harness.uncertainty.predictions import Predictions
 
 
 @dataclass
-class FinetuneConfig:
-    """One fine-tuning run.
+class TransferTraining:
+    """The training settings of a fine-tune that a sweep hands on unchanged: one definition and one default each,
+    inherited by :class:`FinetuneConfig` and :class:`harness.downstream.config.SweepSettings`.
 
     Attributes:
-        lr: learning rate for ``batch_size`` examples per step.
-        steps: optimiser steps; None with the ``bit_hyperrule`` schedule: set by the training-set size
-            (:func:`bit_hyperrule_supports`).
         batch_size: examples per optimiser step (512 in BiT).
         micro_batch: examples per forward pass (gradient accumulation fills ``batch_size``).
         resolution: (resize, crop) override of the BiT resolution rule, e.g. (32, 32) for tiny demos.
-        seed: initialisation of the data order, augmentation and head.
         clip_grad_norm: None, or a global gradient-norm clip.
         device: ``cpu`` or ``cuda``.
         schedule: ``bit_hyperrule`` (the published BiT-HyperRule), ``staircase`` (its shape scaled to
             ``steps``: warm-up 20%, x0.1 at 40/60/80%), ``ta`` (task_adaptation defaults: warm-up 8%,
             x0.1 at 30/60/90%; 80/300/600/900 of its 1000 steps) or ``cosine`` (warm-up 5%, cosine to
             0, as big_vision transfer configs).
-        mixup_alpha: None applies the BiT rule (0.1 from 20k training examples, else no mixup);
-            a number forces it (0 = off).
-        lr_batch: if set, ``lr`` is the rate for that batch size and scales linearly to
+        lr_batch: if set, the learning rate is the rate for that batch size and scales linearly to
             ``batch_size`` (BiT: 0.003 at 512, so 0.00075 at 128).
         channels_last: NHWC activations (faster convolutions on CPUs and tensor cores; the same
             result up to float rounding).
         head: the fresh head, a key of :data:`HEADS`: ``hom`` (the paper's linear head) or the noisy
             ``diag`` / ``het`` / ``pe``.
-        temperature, num_factors, train_mc_samples, eval_mc_samples: the noisy head's τ, rank R (used as
-            min(R, K) for ``het`` / ``pe``) and Monte Carlo samples (:func:`head_options`); ignored by ``hom``.
+        num_factors, train_mc_samples, eval_mc_samples: a noisy head's rank R (used as min(R, K) for ``het`` /
+            ``pe``; uncertainty-baselines' CIFAR num_factors 6) and Monte Carlo samples in training / evaluation
+            (100 / 1,000, as the upstream experiments: harness/experiments/cifar10n.yaml gives the timings and the
+            paper's Appendix D); ignored by ``hom``.
         mixed_precision: ``no`` (fp32, the default), ``bf16``, ``fp16`` (GPUs only) or ``auto``: bf16 where the
-            device computes it natively, else fp32 (:func:`harness.training.precision.resolve`; on a CPU without AVX512-BF16
-            or AMX, bf16 is emulated and many times slower).
+            device computes it natively, else fp32 (:func:`harness.training.precision.resolve`; on a CPU without
+            AVX512-BF16 or AMX, bf16 is emulated and many times slower).
+    """
+
+    batch_size: int = 512
+    micro_batch: int = 64
+    resolution: "Optional[Sequence[int]]" = None
+    clip_grad_norm: Optional[float] = None
+    device: str = "cpu"
+    schedule: str = "staircase"
+    lr_batch: Optional[int] = None
+    channels_last: bool = False
+    head: str = "hom"
+    num_factors: int = TRANSFER_NUM_FACTORS
+    train_mc_samples: int = 100
+    eval_mc_samples: int = 1000
+    mixed_precision: str = "no"
+
+    def training_fields(self) -> "dict[str, Any]":
+        """The :class:`TransferTraining` fields of these settings, by name (what a sweep passes to each fine-tune)."""
+        return {f.name: getattr(self, f.name) for f in fields(TransferTraining)}
+
+
+@dataclass
+class FinetuneConfig(TransferTraining):
+    """One fine-tuning run: the :class:`TransferTraining` settings and its own.
+
+    Attributes:
+        lr: learning rate for ``batch_size`` examples per step.
+        steps: optimiser steps; None with the ``bit_hyperrule`` schedule: set by the training-set size
+            (:func:`bit_hyperrule_supports`).
+        seed: initialisation of the data order, augmentation and head.
+        eval_batch_size: examples per forward pass in evaluation.
+        mixup_alpha: None applies the BiT rule (0.1 from 20k training examples, else no mixup);
+            a number forces it (0 = off).
+        temperature: the noisy head's τ (:func:`head_options`); ignored by ``hom``.
     """
 
     @property
@@ -81,23 +112,10 @@ class FinetuneConfig:
 
     lr: float = 0.003
     steps: Optional[int] = 500
-    batch_size: int = 512
-    micro_batch: int = 64
-    resolution: Optional["tuple[int, int]"] = None
     seed: int = 0
-    clip_grad_norm: Optional[float] = None
-    device: str = "cpu"
     eval_batch_size: int = 256
-    schedule: str = "staircase"
     mixup_alpha: Optional[float] = None
-    lr_batch: Optional[int] = None
-    channels_last: bool = False
-    head: str = "hom"
     temperature: float = 1.0
-    num_factors: int = 6
-    train_mc_samples: int = 100
-    eval_mc_samples: int = 1000
-    mixed_precision: str = "no"
 
 
 #: the fresh heads of a transfer: name -> covariance of :class:`harness.heads.HeteroscedasticHead`, from the registry

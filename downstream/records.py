@@ -24,22 +24,10 @@ def run_one(spec: dict, progress: Optional[Callable[[str], None]] = None) -> dic
     task = find_task(spec.get("task_spec", spec["task"]))
     train_split, eval_split = ("train800", "val200") if spec["phase"] == "select" else ("train800val200", "test")
     cfg = FinetuneConfig(
+        **{**settings.training_fields(), "resolution": tuple(settings.resolution) if settings.resolution else None},
         lr=spec["lr"],
         steps=spec["steps"],
-        batch_size=settings.batch_size,
-        micro_batch=settings.micro_batch,
         seed=spec["seed"],
-        device=settings.device,
-        clip_grad_norm=settings.clip_grad_norm,
-        schedule=settings.schedule,
-        lr_batch=settings.lr_batch,
-        channels_last=settings.channels_last,
-        resolution=tuple(settings.resolution) if settings.resolution else None,
-        head=settings.head,
-        num_factors=settings.num_factors,
-        train_mc_samples=settings.train_mc_samples,
-        eval_mc_samples=settings.eval_mc_samples,
-        mixed_precision=settings.mixed_precision,
         **({} if spec.get("temperature") is None else {"temperature": spec["temperature"]}),
     )
     train, evaluation = load_split(task, train_split, settings), load_split(task, eval_split, settings)
