@@ -413,7 +413,10 @@ class HeteroscedasticHead(nn.Module):
         Softmax link: logits = log p̄ (so softmax(logits) = p̄ and cross-entropy = -log p̄_y).
         Sigmoid link: logits = log p̄ - log(1 - p̄) (so sigmoid(logits) = p̄ and BCE-with-logits is
         the Bernoulli NLL of p̄). ``covariance="none"``: μ(x)/τ, exactly a linear layer at τ = 1.
-        Computed in float32 (autocast disabled) whatever the surrounding precision.
+        Computed and returned in float32 whatever the surrounding precision, except that under ``torch.autocast``
+        a HET-XL head (``noise_space="pre_logits"``) runs its projection products in the autocast dtype
+        (:attr:`~harness.heads.sampling.NoiseLayout.product_dtype`; the bound on the difference is in
+        docs/guide/head.md, "Mixed precision", and tested).
 
         In ``eval()`` mode with a seed (``seed`` or ``eval_seed``, the default) all rows share one
         noise bank chunked independently of the batch size, so a row's output depends only on its
@@ -435,6 +438,7 @@ class HeteroscedasticHead(nn.Module):
         """
         lead = x.shape[:-1]
         h = self._features(x)
+        low = _autocast_dtype(h.device.type) if self.noise_space == "pre_logits" else None
         with torch.autocast(h.device.type, enabled=False):
             if self.noise_form is None:
                 logits = self.loc(h)
@@ -443,7 +447,7 @@ class HeteroscedasticHead(nn.Module):
                 return logits.reshape(*lead, self.num_classes)
             s = self._mc_samples(mc_samples)
             noise, chunk, row_block, key = self._plan(h, s, seed)
-            layout = NoiseLayout(self.noise_form, self.link, s, chunk)
+            layout = NoiseLayout(self.noise_form, self.link, s, chunk, low)
             p = self._noise_parameters(h)
             n = h.shape[0]
             if row_block is None or row_block >= n:
@@ -464,6 +468,11 @@ class HeteroscedasticHead(nn.Module):
                 out = torch.cat(blocks) if self.link == "softmax" else tuple(torch.cat(part) for part in zip(*blocks))
             logits = log_average_to_logits(out, self.link, self.clip_eps)
         return logits.reshape(*lead, self.num_classes)
+
+
+def _autocast_dtype(device_type: str) -> Optional[torch.dtype]:
+    """The dtype of the enclosing ``torch.autocast`` on ``device_type`` (bf16 or fp16), or None outside one."""
+    return torch.get_autocast_dtype(device_type) if torch.is_autocast_enabled(device_type) else None
 
 
 def eval_noise(model: nn.Module) -> Optional[str]:

@@ -75,22 +75,33 @@ class NoiseLayout:
         link: ``"softmax"`` or ``"sigmoid"``.
         num_samples: S, Monte Carlo samples.
         chunk_size: samples processed at once.
+        product_dtype: the dtype of HET-XL's projection products, the ``[N·C, W] x [W, K]`` of each chunk forward
+            and its two transposes backward (the head passes the autocast dtype under ``torch.autocast``: bf16 or
+            fp16); None keeps them in the inputs' dtype. The noise, the per-sample probabilities, their sums
+            and the outputs stay in the inputs' dtype (fp32) either way.
     """
 
     kind: str
     link: str
     num_samples: int
     chunk_size: int
+    product_dtype: Optional[torch.dtype] = None
 
 
 def _buffer(ws: "Optional[Workspace]", name: str, shape, like: Tensor) -> Optional[Tensor]:
     return None if ws is None else ws.get(name, shape, like)
 
 
-def _samples(kind, eps_factors, eps_diag, mu, scale, factors, hom_factors, projection, ws=None):
+def _product(a: Tensor, b: Tensor, low: Optional[torch.dtype]) -> Tensor:
+    """``a @ b``, computed in ``low`` (bf16, fp16) when given and returned in ``a``'s dtype."""
+    return torch.matmul(a, b) if low is None else torch.matmul(a.to(low), b.to(low)).to(a.dtype)
+
+
+def _samples(kind, eps_factors, eps_diag, mu, scale, factors, hom_factors, projection, ws=None, low=None):
     """Untempered samples ``μ + P n`` ``[N, C, K]``, plus the noise ``n`` ``[N, C, W]`` (HET-XL only)
     and the PE product ``V ε_R`` ``[N|1, C, W]``, which the backward pass reuses. With a
-    :class:`~harness.heads.linear_space.Workspace` ``ws`` they are its buffers "z", "noise" and "hom_noise"."""
+    :class:`~harness.heads.linear_space.Workspace` ``ws`` they are its buffers "z", "noise" and "hom_noise".
+    ``low``: the dtype of HET-XL's product ``n Pᵀ`` (:attr:`NoiseLayout.product_dtype`), or None."""
     hom_noise = None
     n, c, w = mu.shape[0], eps_diag.shape[1], scale.shape[1]
     if projection is None:  # HET: μ + d ⊙ ε (+ factor part), fused
@@ -110,7 +121,12 @@ def _samples(kind, eps_factors, eps_diag, mu, scale, factors, hom_factors, proje
     if projection is None:
         return target, None, hom_noise
     noise = target
-    z = torch.matmul(noise, projection.t(), out=_buffer(ws, "z", (n, c, projection.shape[0]), mu))
+    shape = (n, c, projection.shape[0])
+    if low is None:
+        z = torch.matmul(noise, projection.t(), out=_buffer(ws, "z", shape, mu))
+    else:  # the product in the autocast dtype, its result back in fp32 for the sums
+        product = torch.matmul(noise.to(low), projection.to(low).t())
+        z = product.to(mu.dtype) if ws is None else _buffer(ws, "z", shape, mu).copy_(product)
     return z.add_(mu.unsqueeze(1)), noise, hom_noise
 
 
@@ -191,7 +207,8 @@ def _chunk_backward(
     log-space weights of :func:`_chunk_grad`).
     """
     mu, scale, factors, hom, proj = params
-    sample = list(_samples(layout.kind, eps_f, eps_d, mu, scale, factors, hom, proj, ws))
+    low = layout.product_dtype
+    sample = list(_samples(layout.kind, eps_f, eps_d, mu, scale, factors, hom, proj, ws, low))
     noise_w, hom_noise = sample[1:]
     if coeffs is None:  # d loss / d z  [N, C, K]; z freed inside
         gz = _chunk_grad(layout.link, sample.pop(0), shifted, grads)
@@ -203,8 +220,13 @@ def _chunk_backward(
     if "mu" in need:
         out["mu"] = gz.sum(dim=1)
     if "proj" in need:
-        out["proj"] = gz.reshape(-1, gz.shape[-1]).t() @ noise_w.reshape(-1, noise_w.shape[-1])
-    gn = gz if proj is None else torch.matmul(gz, proj, out=_buffer(ws, "gn", (*gz.shape[:2], proj.shape[1]), gz))
+        out["proj"] = _product(gz.reshape(-1, gz.shape[-1]).t(), noise_w.reshape(-1, noise_w.shape[-1]), low)
+    if proj is None:
+        gn = gz
+    elif low is None:
+        gn = torch.matmul(gz, proj, out=_buffer(ws, "gn", (*gz.shape[:2], proj.shape[1]), gz))
+    else:
+        gn = _product(gz, proj, low)
     del gz
     if layout.kind == "low_rank" and "factors" in need:
         # (εᵀ gn)ᵀ: the long K dim contiguous in the product, ~1.8x faster than gnᵀ ε on the bench's CPU
@@ -252,7 +274,8 @@ def _forward_sums(layout: NoiseLayout, noise, key, params) -> "tuple[Tensor, ...
         def body(i, *acc):
             samples, valid = _sample_indices(layout, i)
             eps = noise.draw(key, samples, mu.shape[0], mu.dtype)
-            stats = _chunk_stats(layout.link, _samples(layout.kind, *eps, *params)[0], valid)
+            z = _samples(layout.kind, *eps, *params, low=layout.product_dtype)[0]
+            stats = _chunk_stats(layout.link, z, valid)
             return (i + layout.chunk_size, *[torch.logaddexp(a, b) for a, b in zip(acc, stats)])
 
         n_out = 1 if layout.link == "softmax" else 2
@@ -264,7 +287,8 @@ def _forward_sums(layout: NoiseLayout, noise, key, params) -> "tuple[Tensor, ...
     acc: "Optional[list[Tensor]]" = None
     for start in range(0, layout.num_samples, layout.chunk_size):
         length = min(layout.chunk_size, layout.num_samples - start)
-        stats = _chunk_stats(layout.link, _samples(layout.kind, *noise(start, length), *params)[0])
+        z = _samples(layout.kind, *noise(start, length), *params, low=layout.product_dtype)[0]
+        stats = _chunk_stats(layout.link, z)
         acc = list(stats) if acc is None else [torch.logaddexp(a, b) for a, b in zip(acc, stats)]
     return tuple(acc)
 
@@ -321,7 +345,7 @@ def _forward_eager(layout: NoiseLayout, noise: NoiseFn, params: tuple) -> "tuple
         ws = Workspace()
         for start in starts:
             eps = _draw(noise, start, min(layout.chunk_size, layout.num_samples - start), ws)
-            sums = chunk_sums(layout.link, _samples(layout.kind, *eps, *params, ws)[0], ws)
+            sums = chunk_sums(layout.link, _samples(layout.kind, *eps, *params, ws, layout.product_dtype)[0], ws)
             acc = list(sums) if acc is None else [a.add_(b) for a, b in zip(acc, sums)]
         return acc
 
