@@ -48,6 +48,7 @@ class Case:
     S: int
     D: int = 2048
     link: str = "softmax"
+    precision: str = "fp32"  # fp32 | bf16 (every implementation of the case under torch.autocast in bf16)
 
     def head_kwargs(self) -> dict:
         cov = {
@@ -133,17 +134,23 @@ def _steps(
     model = torch.compile(head, fullgraph=True) if impl == "compiled" else head
 
     def loss(logits):
+        logits = logits.float()
         return F.cross_entropy(logits, y) if case.link == "softmax" else F.binary_cross_entropy_with_logits(logits, t)
 
+    def autocast():  # the case's precision, for every implementation alike
+        return torch.autocast(dev.type, dtype=torch.bfloat16, enabled=case.precision == "bf16")
+
     def step() -> None:
-        loss(naive_log_probs(head, x, case.S) if impl == "naive" else model(x)).backward()
+        with autocast():
+            out = naive_log_probs(head, x, case.S) if impl == "naive" else model(x)
+        loss(out).backward()
         head.zero_grad(set_to_none=True)
         x.grad = None
 
     def evaluate() -> None:  # a seeded evaluation (the default eval_seed), no gradients
         head.eval()
         try:
-            with torch.no_grad():
+            with torch.no_grad(), autocast():
                 head(x)
         finally:
             head.train()
@@ -168,14 +175,15 @@ def _steps(
         fill_standard_normal(torch.empty(case.B, case.S, head.noise_width, device=dev), gens)
 
     def forward() -> None:
-        head(x)
+        with autocast():
+            head(x)
 
     out = {"step": step, "forward": forward, "dense": dense(True), "dense_forward": dense(False), "noise": noise}
     if head.noise_space == "pre_logits":  # HET-XL: the GEMM of all samples' logits, [B·S, D] x [D, K]
         pre = torch.randn(case.B * case.S, case.D, device=dev)
 
         def gemm() -> None:
-            with torch.no_grad():
+            with torch.no_grad(), autocast():
                 head.loc(pre)
 
         out["gemm"] = gemm
@@ -240,6 +248,7 @@ def _measure(case: Case, impls: "list[str]", device: str, repeats: int, before_s
             if proc.is_alive():
                 proc.kill()
     for res in out.values():
+        res["rounds_ms"] = [1000 * t for t in res["times"]["step"]]  # one step per round, the rounds interleaved
         res.update({name: 1000 * statistics.median(ts) for name, ts in res.pop("times").items()})
         res["ms"] = res.pop("step")
         if "eval" in res:
@@ -254,13 +263,19 @@ def steps_of(impl: str) -> "tuple[str, ...]":
 
 
 def default_grid(quick: bool = False, main_only: bool = False) -> "list[Case]":
-    """Every variant and link at S=1000 (K=1000, R=15), low rank at S=10 and 100, K=21,843 PE R=50
-    (``main_only``: the S=1000, K=1000 cases and low rank at S=10, for the targets; ``quick``: a tiny grid)."""
+    """Every variant and link at S=1000 (K=1000, R=15), in fp32 and under bf16 autocast, low rank at S=10 and 100,
+    K=21,843 PE R=50 (``main_only``: the S=1000, K=1000 cases and low rank at S=10, for the targets; ``quick``: a
+    tiny grid)."""
     if quick:
-        return [Case("low_rank", 8, 50, 5, 10, D=64), Case("hetxl_pe", 8, 50, 5, 100, D=64, link="sigmoid")]
+        return [
+            Case("low_rank", 8, 50, 5, 10, D=64),
+            Case("hetxl_pe", 8, 50, 5, 100, D=64, link="sigmoid"),
+            Case("hetxl_pe", 8, 50, 5, 100, D=64, link="sigmoid", precision="bf16"),
+        ]
     grid = [Case("low_rank", 64, 1000, 15, s) for s in ((10,) if main_only else (10, 100))]
     grid += [
-        Case(v, 64, 1000, 15, 1000, link=link)
+        Case(v, 64, 1000, 15, 1000, link=link, precision=precision)
+        for precision in ("fp32", "bf16")
         for link in ("softmax", "sigmoid")
         for v in ("low_rank", "diagonal", "pe", "hetxl_pe")
     ]
@@ -271,9 +286,10 @@ def default_grid(quick: bool = False, main_only: bool = False) -> "list[Case]":
 
 def _impls(case: Case, compiled: bool, naive_budget_gib: float, before: bool) -> "tuple[list[str], dict]":
     impls, skipped = ["ours"], {}
-    if before and case.variant != "hom" and ((case.K, case.S) == (1000, 1000) or case.D == 64):
+    fp32 = case.precision == "fp32"
+    if before and fp32 and case.variant != "hom" and ((case.K, case.S) == (1000, 1000) or case.D == 64):
         impls.insert(0, "before")  # the cases of the targets (and the quick grid's)
-    if compiled and (case.variant, case.link, case.K, case.S) == ("low_rank", "softmax", 1000, 1000):
+    if compiled and fp32 and (case.variant, case.link, case.K, case.S) == ("low_rank", "softmax", 1000, 1000):
         impls.append("compiled")  # the main case only: compiling takes minutes per variant on a CPU
     if case.variant != "hom":
         if case.naive_bytes() > naive_budget_gib * 2**30:
@@ -281,7 +297,7 @@ def _impls(case: Case, compiled: bool, naive_budget_gib: float, before: bool) ->
         else:
             impls.append("naive")
     target = (case.link, case.K, case.S) == ("softmax", 1000, 1000) and case.variant in ("low_rank", "hetxl_pe")
-    if target or case.D == 64:
+    if target or (case.D == 64 and fp32):
         impls.append("breakdown")  # the main case, HET-XL's GEMM floor (and the quick grid's)
     return impls, skipped
 
@@ -328,7 +344,7 @@ def run(
         row["load_after"] = os.getloadavg()[0]
         rows.append(row)
         progress(
-            f"{case.variant:9s} {case.link:7s} B={case.B:<3d} K={case.K:<6d} S={case.S:<5d} "
+            f"{case.variant:9s} {case.link:7s} {case.precision} B={case.B:<3d} K={case.K:<6d} S={case.S:<5d} "
             + "  ".join(
                 f"{impl} {row[impl]['ms']:.0f} ms {row[impl]['peak_mib']:.0f} MiB"
                 + (f" (eval {row[impl]['eval_ms']:.0f} ms)" if "eval_ms" in row[impl] else "")
