@@ -8,6 +8,10 @@ Conventions (docs/development.md):
   ``toml``, ``bibtex``, ``markdown`` and ``console`` are shown, not run (outputs, file contents).
 - A block that cannot run here (it needs a GPU, a cluster, a download, or it is the install or the whole
   test suite) is preceded by ``<!-- not-run: REASON -->`` on the line before its fence; keep these few.
+- A block whose output the page states ("Expect ...", a ``# value`` comment) is followed, on the lines after its
+  closing fence, by ``<!-- expect: REGEX -->`` markers: each regular expression must be found (``re.search``,
+  multiline) in what the block printed, stdout and stderr, or the block fails. A paragraph starting "Expect"
+  right after a run block needs at least one marker (:func:`unchecked_expectations`).
 - The pages run in order (README.md, then the site's navigation) in one working folder holding a copy of
   ``upstream/configs/`` (commands name ``upstream/configs/digits_het.yaml`` as from the checkout's root), so
   ``runs/`` and ``results/`` go there and a tutorial can use the runs of the Quickstart's ``harness run``.
@@ -40,6 +44,7 @@ ROOT = Path(__file__).resolve().parents[2]
 RUN = ("python", "bash")
 SHOWN = ("text", "yaml", "json", "toml", "bibtex", "markdown", "console")
 NOT_RUN = re.compile(r"^<!--\s*not-run:\s*(.*?)\s*-->\s*$")
+EXPECT = re.compile(r"^<!--\s*expect:\s*(.*?)\s*-->\s*$")
 FENCE = re.compile(r"^(\s*)(`{3,}|~{3,})\s*([\w+-]*)")
 
 #: small settings appended to a documented command (matched on its first words) so the whole docs test
@@ -70,6 +75,8 @@ class Block:
     code: str
     line: int
     not_run: Optional[str] = None
+    expect: "tuple[str, ...]" = ()  # the regular expressions its output must match (``<!-- expect: ... -->``)
+    after: str = ""  # the first line of prose after the block (and its markers)
 
     @property
     def runs(self) -> bool:
@@ -109,9 +116,40 @@ def blocks(text: str) -> "list[Block]":
             raise ValueError(
                 f"line {start + 1}: language {lang!r} is neither run ({', '.join(RUN)}) nor shown ({', '.join(SHOWN)})"
             )
-        out.append(Block(lang, "\n".join(body) + "\n", start + 1, marker.group(1) if marker else None))
+        expect, j = [], i + 1
+        while j < len(lines) and (not lines[j].strip() or EXPECT.match(lines[j].strip())):
+            if lines[j].strip():
+                expect.append(EXPECT.match(lines[j].strip()).group(1))
+            j += 1
+        after = lines[j].strip() if j < len(lines) else ""
+        code = "\n".join(body) + "\n"
+        out.append(Block(lang, code, start + 1, marker.group(1) if marker else None, tuple(expect), after))
         i += 1
     return out
+
+
+def unchecked_expectations(text: str) -> "list[int]":
+    """The first lines of the run blocks followed by a paragraph starting "Expect" but by no expect marker."""
+    return [b.line for b in blocks(text) if b.runs and b.after.startswith("Expect") and not b.expect]
+
+
+class _Tee:
+    """A stream that writes to ``stream`` and keeps a copy (a block's output, for its expect markers)."""
+
+    def __init__(self, stream) -> None:
+        self.stream, self.parts = stream, []
+
+    def write(self, text: "str | bytes") -> int:
+        if isinstance(text, bytes):  # click writes bytes to a stream it takes for binary
+            text = text.decode(errors="replace")
+        self.parts.append(text)
+        return self.stream.write(text)
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+    def __getattr__(self, name):
+        return getattr(self.stream, name)
 
 
 def command_lines(code: str) -> "list[str]":
@@ -238,6 +276,8 @@ def run_page(page: Path, workdir: Path) -> "list[str]":
             continue
         t0 = time.perf_counter()
         print(f"--- {name}:{b.line} ({b.lang})", flush=True)
+        out, err = sys.stdout, sys.stderr
+        sys.stdout, sys.stderr = _Tee(out), _Tee(err)
         try:
             if b.lang == "python":
                 exec(compile(b.code, f"{name}:{b.line}", "exec"), namespace)
@@ -248,9 +288,16 @@ def run_page(page: Path, workdir: Path) -> "list[str]":
                         run_command(line, workdir)
                     except Exception as e:
                         raise RuntimeError(f"{line}\n    -> {e}") from e
+            printed = "".join(sys.stdout.parts + sys.stderr.parts)
+            printed = "\n".join(x for x in printed.splitlines() if not x.startswith("$ "))  # not the commands
+            missed = [x for x in b.expect if not re.search(x, printed, flags=re.M)]
+            if missed:
+                raise AssertionError(f"the output does not show what the page states: {missed}")
         except Exception as e:  # noqa: BLE001: every failure is reported with its block
             traceback.print_exc()
             failures.append(f"{name}:{b.line} ({b.lang}): {type(e).__name__}: {str(e)[:600]}")
+        finally:
+            sys.stdout, sys.stderr = out, err
         print(f"    {time.perf_counter() - t0:.1f} s", flush=True)
     return failures
 

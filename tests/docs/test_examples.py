@@ -37,6 +37,24 @@ def test_every_block_is_run_or_marked_with_a_reason():
     assert all(b.not_run.strip() for b in not_run), "a not-run marker without its reason"
     assert len(not_run) <= MAX_NOT_RUN, f"{len(not_run)} blocks are not run: run them with small settings"
     assert sum(b.runs for b in blocks) >= 40
+    unchecked = {str(p.relative_to(E.ROOT)): E.unchecked_expectations(p.read_text()) for p in pages}
+    assert not any(unchecked.values()), f"blocks whose 'Expect ...' has no <!-- expect: --> marker: {unchecked}"
+    assert sum(len(b.expect) for b in blocks) >= 8  # the pages' stated outputs, checked
+
+
+def test_a_stated_expectation_is_checked(tmp_path):
+    """A block whose output differs from what the page says fails; the right statement passes."""
+    page = tmp_path / "page.md"
+    page.write_text(
+        "```python\nprint(f'ECE {0.0836:.4f}')\n```\n<!-- expect: ^ECE 0\\.08\\d\\d$ -->\n\nExpect `ECE 0.08..`.\n\n"
+        "```python\nprint('NLL 0.45')\n```\n<!-- expect: NLL 0\\.3 -->\n\nExpect `NLL 0.3`.\n"
+    )
+    assert E.unchecked_expectations("```python\nprint(1)\n```\n\nExpect `1`.\n") == [1]
+    assert [b.expect for b in E.blocks(page.read_text())] == [("^ECE 0\\.08\\d\\d$",), ("NLL 0\\.3",)]
+    done = _run(tmp_path / "work", page, timeout=300)
+    failed = done.stdout.split("FAILED BLOCKS:")[1]
+    assert done.returncode == 1 and "page.md:8 (python)" in failed and "does not show what the page states" in failed
+    assert "page.md:1 " not in failed
 
 
 def test_the_parser_reads_markers_languages_and_continuations():
