@@ -7,7 +7,7 @@ harness loop in four settings, each adding one step to the one before:
 1. today's default: fp32, the per-image PIL loader (decode + transform every image, 2 workers);
 2. the array loader (decoded once, cached; whole-batch augmentation as tensor ops);
 3. ``train.mixed_precision=auto``: bf16 autocast for the backbone where the CPU computes bf16
-   natively (the head stays fp32), fp32 elsewhere (:mod:`harness.training.precision`);
+   natively (the HET head on the logits stays fp32), fp32 elsewhere (:mod:`harness.training.precision`);
 4. channels_last activations;
 5. two runs side by side, one thread each (as ``harness run`` trains with ``workers: 2``): the
    images/s of both together;
