@@ -340,16 +340,23 @@ def test_hetxl_with_identity_class_weights_equals_het():
 # 20 ------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("kw", CASES, ids=case_id)
 def test_mixed_precision_head_runs_in_float32(kw):
+    """Under autocast the output is fp32; with noise on the logits nothing changes at all, and HET-XL (whose
+    projection products follow autocast) stays close (its documented bound: tests/heads/test_head_autocast.py)."""
     torch.manual_seed(0)
     head = HeteroscedasticHead(6, 4, eval_mc_samples=100, **kw).eval()
     x = torch.randn(5, 6)
-    ref = head(x)
-    with torch.autocast("cpu", dtype=torch.bfloat16):
-        out = head(x)
-        out_bf16_in = head(x.bfloat16())
+    with torch.no_grad():
+        ref = head(x)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            out = head(x)
+            out_bf16_in = head(x.bfloat16())
+            out_rounded = head(x.bfloat16().float())
     assert out.dtype == torch.float32 and out_bf16_in.dtype == torch.float32
-    torch.testing.assert_close(out, ref, atol=1e-3, rtol=0)
-    torch.testing.assert_close(out_bf16_in, head(x.bfloat16().float()), atol=1e-6, rtol=0)
+    if kw.get("noise_space") == "pre_logits":
+        torch.testing.assert_close(out, ref, atol=0.05, rtol=0)
+    else:
+        assert torch.equal(out, ref)
+    assert torch.equal(out_bf16_in, out_rounded)  # a bf16 input is read as the fp32 number it holds
 
 
 @pytest.mark.parametrize(

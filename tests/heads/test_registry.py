@@ -23,7 +23,9 @@ PARAMETRISED = (
 
 def test_a_toy_variant_registered_in_a_test_runs_through_the_parametrised_tests():
     env = dict(os.environ, PYTHONPATH=str(ROOT / "tests" / "plugins"))
-    args = [sys.executable, "-m", "pytest", "-p", "toy_variant", "-p", "no:cacheprovider", "-rA", "-k", "toy"]
+    # the harness this process imported (installed, or the editable checkout), not the checkout put first on the path
+    args = [sys.executable, "-m", "pytest", "-p", "toy_variant", "-p", "no:cacheprovider", "-o", "pythonpath="]
+    args += ["-rA", "-k", "toy"]
     r = subprocess.run([*args, *PARAMETRISED], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
     passed = re.findall(r"^PASSED (\S+?)::", r.stdout, flags=re.M)
