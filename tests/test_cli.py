@@ -22,9 +22,13 @@ def test_bench_heads_quick_writes_table_with_provenance(tmp_path):
     res = CliRunner().invoke(main, ["bench", "heads", "--quick", "--repeats", "1", "--out", str(out)])
     assert res.exit_code == 0, res.output
     text = out.read_text()
-    assert "Written by `" in text and "torch " in text and "| low_rank | 8 | 64 | 50 | 5 | 10 |" in text
+    assert "Written by `" in text and "torch " in text and "| low_rank | fp32 | 8 | 64 | 50 | 5 | 10 |" in text
     rows = json.loads(out.with_suffix(".json").read_text())["rows"]
     assert {r["variant"] for r in rows} == {"low_rank", "hetxl_pe"}
+    assert {r["precision"] for r in rows} == {
+        "fp32",
+        "bf16",
+    } and "| hetxl_pe | bf16 | 8 | 64 | 50 | 5 | 100 | sigmoid |" in text
     assert all(r["ours"]["ms"] > 0 and r["naive"]["ms"] > 0 for r in rows)
 
 
@@ -48,7 +52,9 @@ def test_bench_heads_before_times_the_head_of_the_given_tree(tmp_path):
     )
     assert res.exit_code == 0, res.output
     rows = json.loads(out.with_suffix(".json").read_text())["rows"]
-    assert all(r["before"]["ms"] >= 100 > r["ours"]["ms"] for r in rows)
+    fp32 = [r for r in rows if r["precision"] == "fp32"]  # the before head is timed in fp32 only
+    assert fp32 and all(r["before"]["ms"] >= 100 > r["ours"]["ms"] for r in fp32)
+    assert all("before" not in r for r in rows if r["precision"] == "bf16")
     assert "## Before / after" in out.read_text() and "| low_rank | softmax | 10 |" in out.read_text()
     res = CliRunner().invoke(main, ["bench", "heads", "--quick", "--out", str(out), "--before", str(tmp_path)])
     assert res.exit_code != 0 and "holds no harness/heads/" in res.output
