@@ -51,8 +51,7 @@ class SweepSettings(TransferTraining, TaskData):
         lrs, steps: the grid (default {0.001, 0.01} x {500, 2500}: the VTAB sweep); a steps entry of
             None (``bit_hyperrule`` schedule only) means the BiT-HyperRule's 500 / 10k / 20k steps.
         seeds: final runs per task (mean and std over them).
-        batch_size, micro_batch, resolution, clip_grad_norm, device, schedule, lr_batch, channels_last, head,
-            num_factors, train_mc_samples, eval_mc_samples, mixed_precision: what each fine-tune trains with, one
+        batch_size, micro_batch, resolution, clip_grad_norm, device, schedule, lr_batch, channels_last, head, num_factors, train_mc_samples, eval_mc_samples, mixed_precision: what each fine-tune trains with, one
             default each (:class:`harness.downstream.finetune.TransferTraining`); as a sweep reads them below.
         data_format, data_dir, check_test_size, allow_outside_paths: where the tasks' data is read from
             (:class:`harness.tasks.taskset.TaskData`).

@@ -293,7 +293,7 @@ def run_page(page: Path, workdir: Path) -> "list[str]":
             missed = [x for x in b.expect if not re.search(x, printed, flags=re.M)]
             if missed:
                 raise AssertionError(f"the output does not show what the page states: {missed}")
-        except Exception as e:  # noqa: BLE001: every failure is reported with its block
+        except Exception as e:  # noqa: BLE001 -- every failure is reported with its block
             traceback.print_exc()
             failures.append(f"{name}:{b.line} ({b.lang}): {type(e).__name__}: {str(e)[:600]}")
         finally:
