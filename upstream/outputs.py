@@ -31,22 +31,12 @@ def write_outputs(t: Training) -> None:
     files, log the final metrics (``final/<metric>``, ``final/heldout/<metric>``) and the files to the trackers, with
     ``train.log_model`` export the model and log its folder to them (:func:`export_model`), and end the trackers."""
     cfg, accelerator, d, p = t.cfg, t.accelerator, t.data, t.p
-    result, arrays = predict_loader(t.model, d.eval_loader, accelerator, d.multilabel, t.memory_format, d.stream)
-    heldout, heldout_result = None, None
-    if cfg.data.heldout_split:
-        held_loader = heldout_loader(cfg, d, accelerator)
-        heldout_result, heldout = predict_loader(
-            t.model, held_loader, accelerator, d.multilabel, t.memory_format, d.stream
-        )
+    result, arrays, heldout_result, heldout = final_predictions(t)
     if t.main:
         run_dir = t.run_dir
         final = accelerator.unwrap_model(t.model)
         save_model(final, run_dir / "model.pt", extra={"epochs": p.epoch, "metrics": result})
-        for name, out in (("predictions.npz", arrays), ("heldout_predictions.npz", heldout)):
-            if out is not None:
-                Predictions(
-                    out["logits"], out["targets"], out["index"], list(d.train.class_names), d.link, str(run_dir)
-                ).save(run_dir / name)
+        save_predictions(t, arrays, heldout)
         timing = p.timing
         summary = {
             "name": cfg.name,
@@ -87,6 +77,32 @@ def write_outputs(t: Training) -> None:
         if cfg.train.log_model:
             export_model(run_dir, accelerator.trackers)
     accelerator.end_training()
+
+
+def final_predictions(t: Training) -> "tuple[dict, dict, Optional[dict], Optional[dict]]":
+    """The final evaluation of ``t.model``: ``(metrics, arrays, heldout metrics, heldout arrays)`` on the evaluation
+    split and on ``data.heldout_split`` (both None without one), as :func:`predict_loader` gives them. Training's
+    last step and the re-evaluation of a finished run (:mod:`harness.upstream.reevaluate`) both read it."""
+    cfg, accelerator, d = t.cfg, t.accelerator, t.data
+    result, arrays = predict_loader(t.model, d.eval_loader, accelerator, d.multilabel, t.memory_format, d.stream)
+    heldout, heldout_result = None, None
+    if cfg.data.heldout_split:
+        held_loader = heldout_loader(cfg, d, accelerator)
+        heldout_result, heldout = predict_loader(
+            t.model, held_loader, accelerator, d.multilabel, t.memory_format, d.stream
+        )
+    return result, arrays, heldout_result, heldout
+
+
+def save_predictions(t: Training, arrays: dict, heldout: Optional[dict]) -> None:
+    """Write ``predictions.npz`` (and ``heldout_predictions.npz`` when ``heldout`` is given) in ``t.run_dir``
+    (:class:`harness.uncertainty.predictions.Predictions`, atomically)."""
+    d = t.data
+    for name, out in (("predictions.npz", arrays), ("heldout_predictions.npz", heldout)):
+        if out is not None:
+            Predictions(
+                out["logits"], out["targets"], out["index"], list(d.train.class_names), d.link, str(t.run_dir)
+            ).save(t.run_dir / name)
 
 
 def export_model(run_dir: Path, trackers: Sequence[Any]) -> Optional[Path]:

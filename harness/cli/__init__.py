@@ -56,7 +56,13 @@ for _command in (ensemble, import_cmd, report, shift, downstream, fewshot, bench
     help="Write the report into the reference folder (reference_root, results/: the committed reports) instead of "
     "<runs_root>/results/: the project's own regeneration of its reference results.",
 )
-def run_cmd(experiment, overrides, no_train, sync_records, reference) -> None:
+@click.option(
+    "--reevaluate",
+    is_flag=True,
+    help="First re-evaluate the finished runs whose metrics were evaluated with another Monte Carlo noise than this "
+    "version draws (from their model.pt, no training; their records are written again).",
+)
+def run_cmd(experiment, overrides, no_train, sync_records, reference, reevaluate) -> None:
     """The main job: pretrain every method and seed, ensemble, transfer, and write one report.
 
     EXPERIMENT is a YAML path or a built-in name (default: digits, the embedded data). OVERRIDES are
@@ -92,7 +98,7 @@ def run_cmd(experiment, overrides, no_train, sync_records, reference) -> None:
 
             out = run_transfer(exp, progress=click.echo)
         else:
-            out = run_experiment(exp, progress=click.echo, train=not no_train)
+            out = run_experiment(exp, progress=click.echo, train=not no_train, reevaluate=reevaluate)
         click.echo(f"report: {out / 'report.md'} and {out / 'report.html'}")
         from harness.experiment.reference import compare_with_reference
 

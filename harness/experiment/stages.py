@@ -78,10 +78,14 @@ def _transfer_one(model: str, tasks: "list[str]", out: str, settings: Any) -> di
 EXPERIMENT_LOCK = ".harness-run.lock"
 
 
-def run_experiment(exp: Experiment, progress: Callable[[str], None] = print, train: bool = True) -> Path:
+def run_experiment(
+    exp: Experiment, progress: Callable[[str], None] = print, train: bool = True, reevaluate: bool = False
+) -> Path:
     """Run (or finish) every stage of ``exp``; return the report folder. With ``train=False`` no upstream run
     is trained: the report is built from the runs that have finished (restored from records where missing),
-    and a condition reports the seeds it has (the report lists the runs left out).
+    and a condition reports the seeds it has (the report lists the runs left out). Finished runs evaluated with
+    another Monte Carlo noise than this version draws are named; with ``reevaluate`` they are re-evaluated first
+    (:func:`harness.upstream.reevaluate.reevaluate`, no training) and recorded again.
 
     Raises:
         ValueError: a bad experiment (see :func:`validate_experiment`), or any stage's own errors.
@@ -106,6 +110,7 @@ def run_experiment(exp: Experiment, progress: Callable[[str], None] = print, tra
                 progress(f"[records] restored {restored} finished run(s) from {records_dir(exp)}")
         clock = _Clock(root / "sessions.json")
         with Workers(exp.workers) as workers:
+            _reevaluate_stage(exp, root, workers, progress, reevaluate)
             if train:  # the progress lines count over the whole plan (without training: the finished runs queued)
                 workers.expect(planned_jobs(exp, plans))
                 kinds = [
@@ -118,6 +123,31 @@ def run_experiment(exp: Experiment, progress: Callable[[str], None] = print, tra
                     + (f" on {exp.workers} processes with {workers.threads} thread(s) each" if exp.workers > 1 else "")
                 )
             return _run_stages(exp, plans, root, clock, workers, progress, train)
+
+
+def _reevaluate_stage(exp: Experiment, root: Path, workers: Any, progress: Callable[[str], None], run: bool) -> None:
+    """The finished upstream runs whose metrics were evaluated with another Monte Carlo noise than this version
+    draws (:func:`harness.upstream.reevaluate.needs_reevaluation`): named, or with ``run`` re-evaluated (one job
+    each) and recorded again."""
+    from harness.upstream.reevaluate import needs_reevaluation, reevaluate
+
+    up = path_under(root, "upstream")
+    stale = [d for d in sorted(up.glob("*")) if d.is_dir() and needs_reevaluation(d)] if up.is_dir() else []
+    if not stale:
+        return
+    names = ", ".join(d.name for d in stale[:6]) + (f" and {len(stale) - 6} more" if len(stale) > 6 else "")
+    if not run:
+        progress(
+            f"[reevaluate] {len(stale)} finished run(s) were evaluated with another Monte Carlo noise than this "
+            f"version draws ({names}): their metrics are not comparable with new runs'; harness run --reevaluate "
+            "re-evaluates them from their model.pt (no training)"
+        )
+        return
+    workers.expect(len(stale))
+    for d in stale:
+        workers.submit("reevaluate", d.name, reevaluate, (str(d),))
+    workers.wait(progress, lambda: sync_records(exp) if exp.records else None, stages={"reevaluate"})
+    progress(f"[reevaluate] {len(stale)} run(s) re-evaluated with this version's noise ({names})")
 
 
 def records_dir(exp: Experiment) -> Path:

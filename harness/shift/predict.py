@@ -91,7 +91,7 @@ def predict_run(
     overwrite: bool = False,
 ) -> dict:
     """Write the shifted and OOD predictions of one run (see the module docstring); return its
-    ``shift.json``. Sets already done with the same model, data and settings are kept.
+    ``shift.json``. Sets already done with the same model, evaluation noise, data and settings are kept.
 
     Raises:
         FileNotFoundError: not a run folder, or no ``model.pt`` (an unfinished run).
@@ -102,6 +102,7 @@ def predict_run(
 
     from harness.data.cache import file_digest
     from harness.data.sources import build_split
+    from harness.heads.het import eval_noise
     from harness.io import atomic_write_text, json_dumps
     from harness.models import load_model
     from harness.provenance import provenance
@@ -114,8 +115,10 @@ def predict_run(
     split = settings.split or data.eval_split
     base = build_split(data, split)
     rows = subset_rows(len(base), settings.examples, settings.seed)
+    model = load_model(run_dir / "model.pt").eval()
     key = {
         "model": file_digest(run_dir / "model.pt"),
+        "eval_noise": eval_noise(model),  # predictions made with another Monte Carlo noise are made again
         "split": split,
         "data": base.description,
         "rows": hashlib.sha256(rows.tobytes()).hexdigest()[:16],
@@ -154,12 +157,14 @@ def predict_run(
     clean = views(base, data, rows)
     targets = base.targets()[rows]
     ood = {
-        name: ood_images(s["name"], s["data"], data, len(rows), settings.seed)  # read before the model loads
+        name: ood_images(
+            s["name"], s["data"], data, len(rows), settings.seed
+        )  # read (and refused if bad) before any prediction
         for name, s in todo
         if s["kind"] == "ood"
     }
     train = cfg.get("train") or {}
-    model = load_model(run_dir / "model.pt").eval().to(device)
+    model = model.to(device)
     if model.head.num_classes != len(base.class_names):
         raise ValueError(
             f"{run_dir / 'model.pt'} has {model.head.num_classes} classes but the run's data "
