@@ -883,6 +883,42 @@ bad_settings(
             r"model\.head\.temperature=1e-30 is below 0\.01: the logits are divided by τ",
         ),
         ("seed=4294967296 (2**32)", "seed=4294967296", r"seed must be a whole number in \[0, 2\*\*32 - 1\]"),
+        (
+            "optim.warmup_steps=1000 with train.epochs=1: mixed units (audit 2026-11-27 item 5)",
+            "optim.warmup_epochs=0 optim.warmup_steps=1000",
+            r"optim\.warmup_steps=1000 counts optimiser steps but the training is counted in epochs \(train\.epochs=1\)"
+            r": give it as optim\.warmup_epochs, or the training's length as train\.steps",
+        ),
+        (
+            "optim.decay_steps=[100000] with train.epochs=1: mixed units (audit 2026-11-27 item 5)",
+            "optim.schedule=step optim.decay_steps=[100000]",
+            r"optim\.decay_steps=\[100000\] counts optimiser steps but the training is counted in epochs",
+        ),
+        (
+            "optim.decay_epochs=[1] with train.steps=5: mixed units",
+            "optim.warmup_epochs=0 train.steps=5 optim.schedule=step optim.decay_epochs=[1]",
+            r"optim\.decay_epochs=\[1\.0\] counts epochs but the training is counted in optimiser steps",
+        ),
+        (
+            "data.eval_resize=-1: distorted evaluation images (audit 2026-11-27 item 5)",
+            "data.eval_resize=-1",
+            r"data\.eval_resize=-1 must be at least data\.image_size=\d+ .*or null for data\.image_size / 0\.875",
+        ),
+        (
+            "data.eval_resize below data.image_size",
+            "data.image_size=32 data.eval_resize=16",
+            r"data\.eval_resize=16 must be at least data\.image_size=32",
+        ),
+        (
+            "model.head.temperature=inf: text, not infinity (audit 2026-11-27 item 9)",
+            "model.head.temperature=inf",
+            r"model\.head: temperature must be a number, got 'inf' \(str\): .*\.inf is infinity and inf is text",
+        ),
+        (
+            "model.head.learn_temperature=2 (a number for a switch)",
+            "model.head.learn_temperature=2",
+            r"model\.head: learn_temperature must be true or false, got 2 \(int\)",
+        ),
     ],
     CLI_ERROR,
 )

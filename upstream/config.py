@@ -263,6 +263,12 @@ def validate(cfg: UpstreamConfig) -> None:
             f"data.image_size={d.image_size} exceeds {MAX_IMAGE_SIZE} px: a batch of {d.batch_size} such "
             f"images would not fit in memory; use the model's input size (e.g. 32, 224)"
         )
+    if d.eval_resize is not None and not d.image_size <= d.eval_resize <= MAX_IMAGE_SIZE:
+        raise ValueError(
+            f"data.eval_resize={d.eval_resize} must be at least data.image_size={d.image_size} (the evaluation "
+            f"resizes the shorter side to it, then centre-crops data.image_size) and at most {MAX_IMAGE_SIZE}: "
+            f"give a size in [{d.image_size}, {MAX_IMAGE_SIZE}], or null for data.image_size / 0.875"
+        )
     accepted = set(inspect.signature(HeteroscedasticHead.__init__).parameters) - {"self", "in_features", "num_classes"}
     unknown = sorted(set(cfg.model.head) - accepted)
     if unknown:
@@ -396,9 +402,28 @@ def _validate_optim(o: OptimSection) -> None:
 
 
 def _validate_schedule(o: OptimSection, t: TrainSection) -> None:
-    """A warm-up that ends and decay points that come within the training (see :func:`validate`): in the unit both
-    are given in (``train.steps`` with ``optim.warmup_steps`` / ``decay_steps``; ``train.epochs`` with
-    ``optim.warmup_epochs`` / ``decay_epochs``); other pairs need the data's steps per epoch and are left to the run."""
+    """The warm-up and decay points in the unit the training's length is given in (``train.steps`` with
+    ``optim.warmup_steps`` / ``decay_steps``; ``train.epochs`` with ``optim.warmup_epochs`` / ``decay_epochs``: a
+    mixed pair would need the data's steps per epoch, and an audit found 1000 warm-up steps in a 1-epoch run
+    accepted), a warm-up that ends and decay points within the training (see :func:`validate`)."""
+    if t.steps is not None:  # the schedule's points in the unit the training's length is given in
+        length, unit, other, other_length = f"train.steps={t.steps}", "optimiser steps", "epochs", "train.epochs"
+        mixed = [
+            ("optim.warmup_epochs", o.warmup_epochs, "optim.warmup_steps"),
+            ("optim.decay_epochs", o.decay_epochs, "optim.decay_steps"),
+        ]
+    else:
+        length, unit, other, other_length = f"train.epochs={t.epochs}", "epochs", "optimiser steps", "train.steps"
+        mixed = [
+            ("optim.warmup_steps", o.warmup_steps, "optim.warmup_epochs"),
+            ("optim.decay_steps", o.decay_steps, "optim.decay_epochs"),
+        ]
+    for key, value, alternative in mixed:
+        if value:
+            raise ValueError(
+                f"{key}={value} counts {other} but the training is counted in {unit} ({length}): give it as "
+                f"{alternative}, or the training's length as {other_length}"
+            )
     if t.steps is not None:
         total, unit, warmup = t.steps, "train.steps", ("optim.warmup_steps", o.warmup_steps or 0)
         points = [("optim.decay_steps", b) for b in o.decay_steps]

@@ -36,7 +36,7 @@ from harness.heads.options import (
     MIN_SCALE,
     NOISE_SPACES,
     _choice,
-    _whole,
+    check_option_types,
     init_parameters,
 )
 from harness.heads.sampling import (
@@ -127,16 +127,8 @@ class HeteroscedasticHead(nn.Module):
         init: str = "keras",
         cov_init_scale: Optional[float] = None,
     ) -> None:
+        check_option_types(HeteroscedasticHead.__init__, {k: v for k, v in locals().items() if k != "self"})
         super().__init__()
-        for name, value in (
-            ("in_features", in_features),
-            ("num_classes", num_classes),
-            ("num_factors", num_factors),
-            ("train_mc_samples", train_mc_samples),
-            ("eval_mc_samples", eval_mc_samples),
-            ("mc_chunk_size", mc_chunk_size),
-        ):
-            _whole(name, value)
         if in_features < 1 or num_classes < 1:
             raise ValueError(f"in_features and num_classes must be >= 1, got {in_features} and {num_classes}")
         self.in_features, self.num_classes = int(in_features), int(num_classes)
@@ -170,7 +162,6 @@ class HeteroscedasticHead(nn.Module):
         self.train_mc_samples, self.eval_mc_samples = int(train_mc_samples), int(eval_mc_samples)
         self.share_samples_across_batch = bool(share_samples_across_batch)
         self.mc_chunk_size = None if mc_chunk_size is None else int(mc_chunk_size)
-        _whole("eval_seed", eval_seed)
         if eval_seed is not None and eval_seed < 0:
             raise ValueError(f"eval_seed must be >= 0, or None for fresh noise each call, got {eval_seed!r}")
         self.eval_seed = eval_seed

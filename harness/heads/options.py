@@ -7,9 +7,11 @@ Layer names follow edward2 (``edward2/tensorflow/layers/heteroscedastic.py``): `
 
 from __future__ import annotations
 
+import collections.abc
 import math
 import numbers
-from typing import Optional, Sequence
+import typing
+from typing import Callable, Optional, Sequence
 
 from torch import nn
 
@@ -51,14 +53,55 @@ def _choice(name: str, value: str, allowed: Sequence[str]) -> str:
     return value
 
 
-def _whole(name: str, value: object) -> None:
-    """A size (a count of features, classes, factors or samples) must be a whole number; None is allowed where the
-    head has a default. ``2.7`` would be truncated to 2 and ``True`` read as 1, silently.
+def _kind(hint: object) -> "tuple[str, bool]":
+    """(the kind a head option's annotation asks for: ``int``, ``float``, ``bool``, ``str`` or ``floats``; whether
+    None is allowed) from ``Optional[int]``, ``float``, ``Sequence[float]``..."""
+    args = [a for a in typing.get_args(hint) if a is not type(None)]
+    optional = type(None) in typing.get_args(hint)
+    if optional and len(args) == 1:
+        return _kind(args[0])[0], True
+    if typing.get_origin(hint) in (collections.abc.Sequence, list, tuple):
+        return "floats", False
+    return getattr(hint, "__name__", str(hint)), False
 
-    Raises: ValueError naming the option, the value and the fix.
+
+_WHAT = {
+    "int": "a whole number",
+    "float": "a number",
+    "bool": "true or false",
+    "str": "a name",
+    "floats": "a list of numbers",
+}
+
+
+def check_option_types(signature_of: Callable, values: "dict[str, object]") -> None:
+    """Each of ``values`` (a head's arguments) of the type its annotation in ``signature_of`` gives, before any value
+    is compared or converted: ``2.7`` is no count, ``True`` no number, ``"inf"`` (YAML reads ``inf`` as text,
+    ``.inf`` as infinity) no temperature, ``"yes"`` no switch.
+
+    Raises: ValueError naming the option, the value, its type and what it must be.
     """
-    if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Integral)):
-        raise ValueError(f"{name} must be a whole number, got {value!r} ({type(value).__name__}): give an integer")
+    hints = typing.get_type_hints(signature_of)
+    for name, value in values.items():
+        if name not in hints or value is None and _kind(hints[name])[1]:
+            continue
+        kind, _ = _kind(hints[name])
+        number = isinstance(value, numbers.Real) and not isinstance(value, bool)
+        ok = {
+            "int": isinstance(value, numbers.Integral) and not isinstance(value, bool),
+            "float": number,
+            "bool": isinstance(value, bool),
+            "str": isinstance(value, str),
+            "floats": isinstance(value, (list, tuple))
+            and all(isinstance(v, numbers.Real) and not isinstance(v, bool) for v in value),
+        }.get(kind, True)
+        if not ok:
+            fix = "give an integer" if kind == "int" else f"give {_WHAT[kind]}"
+            if isinstance(value, str) and value.strip().lstrip("+-").lower() in ("inf", "infinity", "nan"):
+                fix += " (in YAML .inf is infinity and inf is text; a head needs finite values here)"
+            if _kind(hints[name])[1]:
+                fix += " (or None: the default)"
+            raise ValueError(f"{name} must be {_WHAT[kind]}, got {value!r} ({type(value).__name__}): {fix}")
 
 
 def init_parameters(module: nn.Module, init: str, cov_init_scale: Optional[float]) -> None:
