@@ -41,7 +41,9 @@ $PY -c 'import torch, harness.cli; print(f"[device-check] torch {torch.__version
 # 2. the check (CUBLAS_WORKSPACE_CONFIG: deterministic cuBLAS for the correctness part; no hub: nothing is reachable)
 export CUBLAS_WORKSPACE_CONFIG=${CUBLAS_WORKSPACE_CONFIG:-:4096:8} HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1
 status=0
-timeout "${DEVICE_CHECK_TIMEOUT:-540}" $PY -m harness.cli bench device --out "$DEST" "$@" || status=$?
+PACK=()  # the loader part's CIFAR-10 shards, packed beforehand into the carried folder (docs/development.md)
+if [ -d "$WHEELS/cifar10-pack/train" ]; then PACK=(--pack "$WHEELS/cifar10-pack"); fi
+timeout "${DEVICE_CHECK_TIMEOUT:-540}" $PY -m harness.cli bench device --out "$DEST" "${PACK[@]}" "$@" || status=$?
 
 # 3. the results beside the committed ones too, when they were written elsewhere ($OUT: the device tool collects it)
 if [ "$DEST" != results/bench ] && [ -f "$DEST/device.md" ] && [[ " $* " != *" --dry-run "* ]]; then

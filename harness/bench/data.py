@@ -115,9 +115,26 @@ def _max_rss() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
-def _measure_loader(source: str, path: str, batch_size: int, image_size: int, warmup: int, batches: int) -> dict:
-    """Open the split and time its training loader (in a fresh process; see the module docstring)."""
-    import torch  # noqa: F401  (imported before the baseline, as the loaders import it)
+def measure_loader(
+    source: str,
+    path: str,
+    batch_size: int,
+    image_size: int,
+    warmup: int,
+    batches: int,
+    num_workers: int = 0,
+    device: str = "cpu",
+) -> dict:
+    """Open the ``train`` split of ``path`` (``data.source=source``) and time its training loader (see the module
+    docstring): ``warmup`` batches, then ``batches`` batches, each moved to ``device`` (CUDA: pinned, non-blocking,
+    synchronised at the end), with ``num_workers`` loader processes. Also the device bench's loader part
+    (:func:`harness.bench.device_parts.measure_loader`).
+
+    Returns:
+        ``{open_seconds, images, seconds, images_per_sec, cpu_seconds, images_per_cpu_second, peak_rss (bytes),
+        rss_growth (bytes), batches_per_epoch}``; the CPU times are this process's only (not its loader workers').
+    """
+    import torch  # imported before the baseline, as the loaders import it
 
     from harness.data.batched import make_loader
     from harness.data.config import DataConfig
@@ -133,7 +150,7 @@ def _measure_loader(source: str, path: str, batch_size: int, image_size: int, wa
         crop_padding=4,
         hflip=True,
         loader="pil",
-        num_workers=0,
+        num_workers=num_workers,
     )
     tic = time.perf_counter()
     if source == "shards":
@@ -153,12 +170,16 @@ def _measure_loader(source: str, path: str, batch_size: int, image_size: int, wa
             yield from loader
             epoch += 1
 
-    it = stream()
+    it, cuda = stream(), device.startswith("cuda")
     for _ in range(warmup):
-        next(it)
+        next(it)[0].to(device)
     images, tic, cpu = 0, time.perf_counter(), time.process_time()
     for _ in range(batches):
-        images += next(it)[0].shape[0]
+        x = next(it)[0]
+        x = (x.pin_memory() if cuda else x).to(device, non_blocking=cuda)
+        images += x.shape[0]
+    if cuda:
+        torch.cuda.synchronize()
     seconds, cpu = time.perf_counter() - tic, time.process_time() - cpu
     peak = _max_rss()
     return {
@@ -286,7 +307,7 @@ def run(
         for i in range(repeats):
             for source in SOURCES:
                 path = str(root / ("shards" if source == "shards" else "manifest"))
-                r = _in_fresh_process(_measure_loader, source, path, batch_size, image_size, warmup, batches)
+                r = _in_fresh_process(measure_loader, source, path, batch_size, image_size, warmup, batches)
                 rounds[source].append(r)
                 progress(
                     f"N={n} {source:8s} round {i + 1}/{repeats}: open {r['open_seconds']:.1f} s, peak RSS "

@@ -18,6 +18,9 @@ four: at most 4 minutes, plus ~10 s of start-up; :mod:`harness.bench.device_part
   step of both stages) for a hom and a het (low rank, R = 15, S = 1000, τ = 1.5: the paper's ImageNet ResNet-50)
   ResNet-50 at 224 px, batch 128, synthetic data, bf16, channels_last, eager and compiled (~90 s of compiling,
   the backbone's kernels shared through inductor's cache), against a plain PyTorch loop (timm ``resnet50``, SGD).
+- ``loader`` (~10 s): images/s of the real data path, a shard pack (``--pack``: a few thousand CIFAR-10 images
+  packed by ``harness data pack`` and carried with the working tree) decoded and augmented as in training by
+  ``loader_workers`` processes and moved to the device, beside the het training step's images/s.
 
 A compile that the time left would not fit is skipped and says so (``RESERVE``). ``--full`` (no time limit; ~5
 minutes more) compiles every head case in both precisions and the plain loop. ``--dry-run`` runs everything on the
@@ -43,6 +46,7 @@ from harness.bench.device_parts import (
     guard,
     measure_correctness,
     measure_head,
+    measure_loader,
     measure_train,
     measure_transfer,
 )
@@ -50,11 +54,11 @@ from harness.io import atomic_write_text, json_dumps
 from harness.provenance import machine_load, markdown_header, provenance
 
 #: the parts, in the order they run
-PARTS = ("correctness", "transfer", "head", "train")
+PARTS = ("correctness", "transfer", "head", "train", "loader")
 #: the sizes on a GPU (the defaults of :class:`~harness.bench.device_parts.Sizes`)
 GPU = Sizes()
 #: the sizes of ``--dry-run``: the CPU in seconds (timm's ``test_resnet``, 32 px; the compiler's ``eager`` backend)
-DRY = Sizes(2, 16, 10, 3, 4, 50, 5, 2, "test_resnet", 32, 2, 1, 2, 1, 16, 8, (1, 3), 32, 2, 4, 2, "eager", None)
+DRY = Sizes(2, 16, 10, 3, 4, 50, 5, 2, "test_resnet", 32, 2, 1, 2, 1, 16, 8, (1, 3), 32, 2, 4, 2, "eager", None, 0, 2)
 
 
 def pick_device(dry_run: bool, device: str = "auto") -> "tuple[torch.device, str]":
@@ -82,6 +86,7 @@ def run(
     device: str = "auto",
     finetune: Optional[Callable] = None,
     progress: Callable[[str], None] = print,
+    pack: Optional[str] = None,
 ) -> dict:
     """Run the parts and write ``out/device.md`` and ``out/device.json`` (rewritten after each part, so a run cut
     short leaves what it measured).
@@ -93,6 +98,7 @@ def run(
         parts: a subset of :data:`PARTS`, run in that order.
         finetune: ``(upstream_path, train, test, settings) -> top-1`` (the downstream stage's fine-tune), for the
             ``transfer`` part.
+        pack: the shard pack the ``loader`` part reads (None: the digits training split, packed for the check).
 
     Returns:
         The JSON written: ``{provenance, device, note, sizes, seconds, head, train, transfer, correctness}``.
@@ -111,7 +117,7 @@ def run(
     try:
         acc = make_accelerator("bf16", cpu=dev.type == "cpu")
     except PrecisionHeld:  # this process's accelerate holds another precision: a fresh process holds bf16
-        return in_fresh_process(run, out, dry_run, full, parts, device, finetune, progress)
+        return in_fresh_process(run, out, dry_run, full, parts, device, finetune, progress, pack)
     s, clock = DRY if dry_run else GPU, Clock(None if dry_run or full else GPU.budget_s)
     progress(f"[device] {note}; parts {', '.join(p for p in PARTS if p in parts)}{' + full' if full else ''}")
     result = {"device": str(dev), "note": note, "full": full, "sizes": asdict(s), "seconds": {}}
@@ -121,6 +127,7 @@ def run(
         "transfer": lambda: measure_transfer(s, dev, finetune, progress),
         "head": lambda: measure_head(s, dev, full, clock, progress),
         "train": lambda: measure_train(s, dev, full, clock, progress, acc),
+        "loader": lambda: measure_loader(s, dev, pack, progress),
     }
     threads = torch.get_num_threads()
     try:
@@ -199,8 +206,30 @@ def _train_md(rows: "list[dict]") -> "list[str]":
     return lines
 
 
+def _loader_md(res: dict) -> "list[str]":
+    """The loader part beside the training step it feeds (the het step, eager: images/s of both)."""
+    r = res["loader"]
+    lines = ["", "## Loader: shards decoded and augmented as in training, moved to the device", ""]
+    if "error" in r:
+        return lines + [r["error"]]
+    het = next(
+        (t.get("median") for t in res.get("train") or [] if t.get("setting") == "het" and not t["compiled"]), None
+    )
+    lines.append(
+        f"{r['pack']}: **{r['images_per_sec']:.0f} images/s** with {r['workers']} loader worker(s), batches of "
+        f"{r['batch']} ({r['images']} images in {r['seconds']:.1f} s)"
+        + (
+            f"; the het training step takes {het:.0f} images/s, so the loader could feed "
+            f"{r['images_per_sec'] / het:.2f}x the step (above 1: the loader keeps up)."
+            if het
+            else "."
+        )
+    )
+    return lines
+
+
 def _other_md(res: dict) -> "list[str]":
-    lines = []
+    lines = _loader_md(res) if "loader" in res else []
     if "transfer" in res:
         t = res["transfer"]
         lines += ["", "## Transfer: `harness downstream` fine-tune step rate (bf16, channels_last)", ""]

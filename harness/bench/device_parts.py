@@ -41,7 +41,8 @@ class Sizes:
     ``batch`` images, K classes, het at R and S; ``warmup`` steps, then ``rounds`` rounds of ``block`` steps.
     Transfer: ``ft_resolution`` px, ``ft_batch`` images a step, runs of ``ft_steps`` = (n1, n2) steps. Correctness:
     ``c_image`` px, ``c_batch`` images, ``c_steps`` steps, ``eval_batch`` images evaluated. ``backend``:
-    ``torch.compile``'s; ``budget_s``: the first part's seconds (None: no limit)."""
+    ``torch.compile``'s; ``budget_s``: the first part's seconds (None: no limit). Loader: ``loader_workers``
+    processes, ``loader_batches`` batches of ``batch`` images timed."""
 
     B: int = 64
     D: int = 2048
@@ -66,6 +67,8 @@ class Sizes:
     eval_batch: int = 8
     backend: str = "inductor"
     budget_s: Optional[float] = 240.0
+    loader_workers: int = 8
+    loader_batches: int = 30
 
 
 class Clock:
@@ -313,6 +316,33 @@ def measure_train(s: Sizes, dev: torch.device, full: bool, clock: Clock, progres
         if row.get("images_per_s"):
             row["median"] = statistics.median(row["images_per_s"])
     return rows
+
+
+# ------------------------------------------------------------------ loader
+def measure_loader(s: Sizes, dev: torch.device, pack: Optional[str], progress: Callable) -> dict:
+    """The real data path feeding the device: the training split of the shard pack ``pack`` (``harness data pack``;
+    for the GPU check a few thousand CIFAR-10 images, carried with the working tree), decoded and augmented as in
+    training (32 px, pad-4 crop, flip) by ``loader_workers`` processes, batches of ``batch`` moved to the device
+    (:func:`harness.bench.data.measure_loader`); None: the digits training split packed here, in a temporary folder.
+
+    Returns:
+        ``{pack, workers, batch, images_per_sec, ...}`` (the keys of :func:`harness.bench.data.measure_loader`).
+    """
+    from harness.bench.data import measure_loader as loader_rate
+
+    with tempfile.TemporaryDirectory() as tmp:
+        what = pack
+        if pack is None:
+            from harness.data.config import DataConfig
+            from harness.data.pack import pack as write_pack
+            from harness.data.sources import build_split
+
+            split = build_split(DataConfig(source="digits"), "train")
+            write_pack(split, Path(tmp) / "train", max(1, len(split) // 4), prefix="train", progress=False)
+            pack, what = tmp, f"the digits training split ({len(split)} images), packed for this check"
+        progress(f"[device] loader: {what}, {s.loader_workers} worker(s), batches of {s.batch}")
+        out = loader_rate("shards", str(pack), s.batch, 32, 2, s.loader_batches, s.loader_workers, str(dev))
+    return {"pack": what, "workers": s.loader_workers, "batch": s.batch, **out}
 
 
 # ------------------------------------------------------------------ transfer

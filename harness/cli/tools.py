@@ -328,9 +328,16 @@ def _device_finetune(upstream: str, train, test, settings: dict) -> float:
 @click.option(
     "--part",
     "parts",
-    type=click.Choice(["correctness", "transfer", "head", "train"]),
+    type=click.Choice(["correctness", "transfer", "head", "train", "loader"]),
     multiple=True,
-    help="Only these parts (repeatable; default: all, in the order correctness, transfer, head, train).",
+    help="Only these parts (repeatable; default: all, in the order correctness, transfer, head, train, loader).",
+)
+@click.option(
+    "--pack",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    default=None,
+    help="The shard pack the loader part reads (a folder `harness data pack` wrote, with a train split; default: "
+    "the digits training split, packed for the check).",
 )
 @click.option(
     "--device",
@@ -346,10 +353,13 @@ def _device_finetune(upstream: str, train, test, settings: dict) -> float:
     help="Folder to write device.md and device.json in (default: results/bench; with --dry-run a new temporary "
     "folder, and never results/bench).",
 )
-def bench_device(dry_run: bool, full: bool, parts: "tuple[str, ...]", device: str, out: "Path | None") -> None:
+def bench_device(
+    dry_run: bool, full: bool, parts: "tuple[str, ...]", pack: "Path | None", device: str, out: "Path | None"
+) -> None:
     """Check the harness on the accelerator torch sees: the head vs the naive [B,S,K] one, ResNet-50 training
-    throughput (hom, het, a plain PyTorch loop; eager and compiled), the downstream fine-tune step rate and
-    correctness (determinism, resume, device vs CPU evaluation); at most 4 minutes on one H100."""
+    throughput (hom, het, a plain PyTorch loop; eager and compiled), the downstream fine-tune step rate,
+    correctness (determinism, resume, device vs CPU evaluation) and the shard loader's rate; at most 4 minutes on
+    one H100."""
     import tempfile
 
     from harness.bench import device as device_bench
@@ -371,6 +381,7 @@ def bench_device(dry_run: bool, full: bool, parts: "tuple[str, ...]", device: st
             device=device,
             finetune=_device_finetune,
             progress=click.echo,
+            pack=None if pack is None else str(pack),
         )
     except ValueError as e:
         raise click.UsageError(str(e)) from e

@@ -3,8 +3,10 @@ rows; bad input is refused before any work. The dry run takes about 15 s on 2 bu
 
 import json
 from dataclasses import asdict
+from pathlib import Path
 
 import pytest
+import torch
 from click.testing import CliRunner
 
 from harness.bench import device
@@ -24,7 +26,7 @@ def test_dry_run_writes_every_part_with_provenance(dry_run):
     out, result = dry_run
     text = (out / "device.md").read_text()
     assert "Written by `" in text and "torch " in text and "dry run at tiny sizes" in text
-    for heading in ("## Head", "## Training throughput", "## Transfer", "## Correctness on the device"):
+    for heading in ("## Head", "## Training throughput", "## Loader", "## Transfer", "## Correctness on the device"):
         assert heading in text
     assert "| het ÷ hom (the paper's cost claim) |" in text and "not yet run" not in text
     assert set(result["seconds"]) == {*device.PARTS, "total"} and result["device"] == "cpu"
@@ -51,6 +53,33 @@ def test_dry_run_training_transfer_and_correctness_rows(dry_run):
     checks = result["correctness"]
     assert len(checks) == 4 and all(c["ok"] for c in checks), checks
     assert checks[0]["losses"][0] == checks[0]["losses"][1] == checks[1]["losses"][1]
+
+
+def test_dry_run_loader_row_reads_a_pack_and_compares_it_with_the_step(dry_run):
+    out, result = dry_run
+    r = result["loader"]
+    assert r["images"] == device.DRY.loader_batches * device.DRY.batch and r["images_per_sec"] > 0
+    assert "digits training split" in r["pack"] and r["workers"] == device.DRY.loader_workers
+    assert "so the loader could feed" in (out / "device.md").read_text()
+
+
+CIFAR = Path(__file__).resolve().parents[3] / "shared" / "data" / "cifar10n"
+
+
+@pytest.mark.skipif(not CIFAR.is_dir(), reason="no ../shared/data/cifar10n")
+def test_loader_part_reads_cifar_images_packed_by_harness_data_pack(tmp_path):
+    """The GPU check's pack (docs/development.md): CIFAR-10 JPEGs packed as shards, read by the loader part."""
+    pack = tmp_path / "pack"
+    res = CliRunner().invoke(
+        main,
+        ["data", "pack", "cifar10n", str(pack), f"path={CIFAR}", "limit_train=256", "--shard-size", "64"],
+    )
+    assert res.exit_code == 0, res.output
+    from harness.bench.device_parts import measure_loader
+
+    r = measure_loader(device.DRY, torch.device("cpu"), str(pack), lambda s: None)
+    assert r["pack"] == str(pack) and r["images"] == device.DRY.loader_batches * device.DRY.batch
+    assert r["batches_per_epoch"] == 256 // device.DRY.batch
 
 
 def test_bad_input_is_refused_before_any_work(tmp_path, monkeypatch):
