@@ -14,11 +14,20 @@ BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stab
 #: the tallest screenshot taken (pixels): a page taller than this is cut here (1200 x 60000 RGBA is 288 MB)
 MAX_SCREENSHOT_HEIGHT = 60_000
 
-#: appended to a copy of the page by :func:`page_height`: the document's height, put in the DOM once it has loaded
+#: appended to a copy of the page by :func:`layout`: once the page has loaded, its layout as JSON in a meta tag (the
+#: document's height; each table's width and right edge against the viewport's width, with its first header cell; the
+#: top of the first image or inline SVG figure; whether a ``<nav>`` is there)
 _MEASURE = (
-    "<script>window.addEventListener('load', () => { const m = document.createElement('meta'); "
-    "m.name = 'harness-page-height'; m.content = String(Math.ceil(Math.max("
-    "document.documentElement.scrollHeight, document.body ? document.body.scrollHeight : 0))); "
+    "<script>window.addEventListener('load', () => { const d = document.documentElement; "
+    "const tables = [...document.querySelectorAll('table')].map((t) => { const r = t.getBoundingClientRect(); "
+    "const h = t.querySelector('th, td'); const box = t.parentElement ? t.parentElement.clientWidth : d.clientWidth; "
+    "return {width: Math.ceil(Math.max(r.width, t.scrollWidth)), right: Math.ceil(r.right + scrollX), box: box, "
+    "first: h ? h.textContent.trim().slice(0, 60) : ''}; }); "
+    "const fig = document.querySelector('img, svg, figure'); "
+    "const out = {height: Math.ceil(Math.max(d.scrollHeight, document.body ? document.body.scrollHeight : 0)), "
+    "viewport: d.clientWidth, tables: tables, nav: !!document.querySelector('nav'), "
+    "first_figure: fig ? Math.floor(fig.getBoundingClientRect().top + scrollY) : null}; "
+    "const m = document.createElement('meta'); m.name = 'harness-layout'; m.content = JSON.stringify(out); "
     "document.head.appendChild(m); });</script>"
 )
 
@@ -62,14 +71,22 @@ def _chromium(args: "list[str]", what: str) -> "subprocess.CompletedProcess":
             raise RuntimeError(f"Chromium took over 180 s to {what}") from e
 
 
-def page_height(html_path: "str | Path", width: int = 1200) -> int:
-    """The height in CSS pixels of ``html_path`` laid out ``width`` pixels wide (its ``scrollHeight``): a copy
-    of the page with a script that records it is opened once in headless Chromium (``--dump-dom``).
+def layout(html_path: "str | Path", width: int = 1280, height: int = 1000) -> dict:
+    """How ``html_path`` lays out in a ``width`` x ``height`` window of headless Chromium (a copy of the page with a
+    script that records it, opened once with ``--dump-dom``; its relative links resolve beside the page).
+
+    Returns:
+        ``{height, viewport, tables, nav, first_figure}``: the document's height and the viewport's width (CSS
+        pixels); per table ``{width, right, box, first}`` (its width, its right edge on the page, the width of the
+        element that holds it, its first cell's text);
+        whether the page has a ``<nav>``; the top of its first image or SVG (None: none).
 
     Raises:
         FileNotFoundError: no Chromium on PATH.
-        RuntimeError: the browser reported no height.
+        RuntimeError: the browser reported nothing.
     """
+    import html
+    import json
     import re
     import tempfile
 
@@ -82,13 +99,33 @@ def page_height(html_path: "str | Path", width: int = 1200) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         copy = Path(tmp) / "measure.html"
         copy.write_text(text)
-        proc = _chromium([f"--window-size={width},1000", "--dump-dom", copy.as_uri()], "lay out the page")
-    found = re.search(r'name="harness-page-height" content="(\d+)"', proc.stdout)
+        proc = _chromium([f"--window-size={width},{height}", "--dump-dom", copy.as_uri()], "lay out the page")
+    found = re.search(r'name="harness-layout" content="([^"]*)"', proc.stdout)
     if found is None:
         raise RuntimeError(
-            f"Chromium reported no height for {html_path} (exit {proc.returncode}): {proc.stderr[-1000:]}"
+            f"Chromium reported no layout for {html_path} (exit {proc.returncode}): {proc.stderr[-1000:]}"
         )
-    return int(found.group(1))
+    return json.loads(html.unescape(found.group(1)))
+
+
+def page_height(html_path: "str | Path", width: int = 1200) -> int:
+    """The height in CSS pixels of ``html_path`` laid out ``width`` pixels wide (its ``scrollHeight``,
+    :func:`layout`).
+
+    Raises:
+        FileNotFoundError: no Chromium on PATH.
+        RuntimeError: the browser reported no height.
+    """
+    return int(layout(html_path, width)["height"])
+
+
+def overflowing_tables(html_path: "str | Path", width: int = 1280) -> "list[dict]":
+    """The tables of ``html_path`` that do not fit a ``width``-pixel window (:func:`layout`): wider than the viewport
+    or than the element that holds them (a table in a scrolling box scrolls), or reaching past the viewport's right
+    edge; ``[]`` when every table fits."""
+    found = layout(html_path, width)
+    view = found["viewport"]
+    return [t for t in found["tables"] if max(t["width"] - t["box"], t["width"] - view, t["right"] - view) > 1]
 
 
 def screenshot(

@@ -145,3 +145,8 @@ def test_report_html_renders_in_headless_chromium(digits_runs, tmp_path):
     # the whole page: taller than the old 2,400 px cut, and the page's last section drawn near its bottom
     assert img.shape[0] > 2400 and (img[-300:] < 128).any(), img.shape
     assert f"x{img.shape[0]} px)" in res.output
+    from harness.report.browser import layout, overflowing_tables
+
+    page = layout(tmp_path / "r" / "report.html", 1280, 900)  # issue 45: a report to navigate on a 1280 x 900 screen
+    assert page["nav"] and page["first_figure"] is not None and page["first_figure"] < 3 * 900, page
+    assert overflowing_tables(tmp_path / "r" / "report.html", 1280) == []

@@ -38,3 +38,23 @@ def test_png_size_refuses_other_files(tmp_path):
     (tmp_path / "x.png").write_bytes(b"GIF89a" + bytes(30))
     with pytest.raises(ValueError, match="not a PNG"):
         png_size(tmp_path / "x.png")
+
+
+def test_layout_finds_tables_wider_than_the_window_and_the_first_figure(tmp_path):
+    from PIL import Image
+
+    from harness.report.browser import layout, overflowing_tables
+
+    Image.new("RGB", (10, 10)).save(tmp_path / "f.png")
+    cells = "".join(f"<td>cell{i}</td>" for i in range(8))
+    wide = "".join(f"<td>{'w' * 40}{i}</td>" for i in range(40))  # unbreakable words: about 12,000 px
+    (tmp_path / "p.html").write_text(
+        "<!doctype html><html><head></head><body style='margin: 0'><nav>contents</nav>"
+        f"<table><tr>{cells}</tr></table><div style='height: 1500px'></div><img src='f.png'>"
+        f"<div style='overflow-x: auto'><table><tr>{wide}</tr></table></div></body></html>"
+    )
+    found = layout(tmp_path / "p.html", 1280, 900)
+    assert found["nav"] and found["viewport"] == 1280 and len(found["tables"]) == 2
+    assert 1500 <= found["first_figure"] < 1600  # the image after the 1,500 px block
+    over = overflowing_tables(tmp_path / "p.html", 1280)
+    assert [t["first"] for t in over] == ["w" * 40 + "0"] and over[0]["width"] > 5000  # the wide one, scrolled or not
