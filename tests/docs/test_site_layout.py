@@ -50,3 +50,11 @@ def test_the_committed_reports_fit_and_show_a_figure_within_three_screens(report
     page = layout(path, 1280, 900)
     assert page["nav"] and page["first_figure"] is not None and page["first_figure"] < 3 * 900, page
     assert overflowing_tables(path, 1280) == []
+
+
+def test_the_header_names_the_installed_version_and_links_the_changelog(site):
+    from importlib.metadata import version
+
+    home = (site / "index.html").read_text()
+    assert f"het-harness {version('het-harness')}" in home and 'href="changelog/"' in home
+    assert "All notable changes" in (site / "changelog" / "index.html").read_text()  # CHANGELOG.md, included
