@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
 from harness.data.config import DataConfig
+from harness.rules import check_rules, setting
 from harness.training.precision import canonical as canonical_precision
 
 
@@ -61,21 +62,21 @@ class OptimSection:
         clip_grad_norm: global gradient-norm clip; None = off.
     """
 
-    name: str = "sgd"
-    lr: float = 0.1
-    momentum: float = 0.9
+    name: str = setting("sgd", choices=OPTIMIZERS)
+    lr: float = setting(0.1, low=0, low_open=True)
+    momentum: float = setting(0.9, low=0, high=1, high_open=True)
     nesterov: bool = False
-    betas: List[float] = field(default_factory=lambda: [0.9, 0.999])
-    weight_decay: float = 1e-4
-    cov_weight_decay: Optional[float] = None
-    schedule: str = "step"
-    warmup_epochs: float = 0.0
-    decay_epochs: List[float] = field(default_factory=list)
-    decay_factor: float = 0.1
-    warmup_steps: Optional[int] = None
-    decay_steps: List[int] = field(default_factory=list)
-    min_lr: float = 0.0
-    clip_grad_norm: Optional[float] = None
+    betas: List[float] = setting(default_factory=lambda: [0.9, 0.999], low=0, high=1, high_open=True)
+    weight_decay: float = setting(1e-4, low=0)
+    cov_weight_decay: Optional[float] = setting(None, low=0, note="or null: the same as optim.weight_decay")
+    schedule: str = setting("step", choices=SCHEDULES)
+    warmup_epochs: float = setting(0.0, low=0, note="0 = none")
+    decay_epochs: List[float] = setting(default_factory=list, low=0)
+    decay_factor: float = setting(0.1, low=0, low_open=True, high=1)
+    warmup_steps: Optional[int] = setting(None, low=0, whole=True, note="or null: optim.warmup_epochs counts")
+    decay_steps: List[int] = setting(default_factory=list, low=0, whole=True)
+    min_lr: float = setting(0.0, low=0)
+    clip_grad_norm: Optional[float] = setting(None, low=0, low_open=True, note="or null: no clipping")
 
 
 @dataclass
@@ -128,22 +129,24 @@ class TrainSection:
             ``log_model=True``; :func:`harness.training.trackers.log_model`). Not part of a run's identity either.
     """
 
-    epochs: int = 10
-    steps: Optional[int] = None
+    epochs: int = setting(10, low=1)
+    steps: Optional[int] = setting(
+        None, low=1, whole=True, text="a whole number of optimiser steps >= 1", note="or null: train.epochs counts"
+    )
     mixed_precision: str = "no"
     channels_last: bool = False
-    grad_accum_steps: int = 1
-    eval_every: int = 1
-    eval_every_steps: int = 0
-    log_every: int = 20
-    checkpoint_every: int = 0
+    grad_accum_steps: int = setting(1, low=1)
+    eval_every: int = setting(1, low=1)
+    eval_every_steps: int = setting(0, low=0, note="0 = none")
+    log_every: int = setting(20, low=1)
+    checkpoint_every: int = setting(0, low=0, note="0 = none")
     best_metric: str = "nll"
     loss: str = "nll"
     label_smoothing: float = 0.1
     fewshot_every: Optional[int] = 0
     fewshot_tasks: List[str] = field(default_factory=list)
     fewshot_shots: List[int] = field(default_factory=lambda: [1, 5, 10, 25])
-    fewshot_every_steps: int = 0
+    fewshot_every_steps: int = setting(0, low=0, note="0 = none")
     log_with: List[str] = field(default_factory=lambda: ["tensorboard"])
     log_model: bool = False
 
@@ -159,7 +162,9 @@ class UpstreamConfig:
     """
 
     name: str = "run"
-    seed: int = 0
+    seed: int = setting(
+        0, low=0, high=2**32 - 1, whole=True, text="a whole number in [0, 2**32 - 1]", note="numpy's seed range"
+    )
     output_dir: Optional[str] = None
     model: ModelSection = field(default_factory=ModelSection)
     data: DataConfig = field(default_factory=DataConfig)
@@ -204,60 +209,19 @@ def validate(cfg: UpstreamConfig) -> None:
     """
     import inspect
 
-    from harness.data.batched import LOADERS
-    from harness.data.config import SOURCES, STREAM_SOURCES
+    from harness.data.config import STREAM_SOURCES
     from harness.heads import HeteroscedasticHead
     from harness.io import check_location
 
     t, d, o = cfg.train, cfg.data, cfg.optim
     check_location(cfg.output_dir, "output_dir")
     check_location(cfg.model.pretrained_file, "model.pretrained_file")
-    positive = {
-        "train.epochs": t.epochs,
-        "train.eval_every": t.eval_every,
-        "train.log_every": t.log_every,
-        "train.grad_accum_steps": t.grad_accum_steps,
-        "data.batch_size": d.batch_size,
-        "data.eval_batch_size": d.eval_batch_size,
-        "data.image_size": d.image_size,
-    }
-    for key, value in positive.items():
-        if value < 1:
-            raise ValueError(f"{key} must be >= 1, got {value}")
-    if t.steps is not None and (isinstance(t.steps, bool) or not isinstance(t.steps, int) or t.steps < 1):
-        raise ValueError(
-            f"train.steps must be a whole number of optimiser steps >= 1 (or null: train.epochs counts), "
-            f"got {t.steps!r}"
-        )
-    for key, value in {
-        "train.checkpoint_every": t.checkpoint_every,
-        "train.eval_every_steps": t.eval_every_steps,
-        "train.fewshot_every_steps": t.fewshot_every_steps,
-        "data.limit_train": d.limit_train,
-        "data.limit_eval": d.limit_eval,
-        "data.num_workers": d.num_workers,
-        "data.crop_padding": d.crop_padding,
-        "optim.warmup_epochs": o.warmup_epochs,
-    }.items():
-        if value < 0:
-            raise ValueError(f"{key} must be >= 0 (0 = {'all' if 'limit' in key else 'none'}), got {value}")
+    check_rules(cfg)  # every range and name declared beside its field (harness.rules), in one message format
     canonical_precision(t.mixed_precision, "train.mixed_precision")  # CHOICES and Lightning's aliases (bf16-mixed)
-    if d.source not in SOURCES + STREAM_SOURCES:
-        raise ValueError(f"unknown data source {d.source!r}: use one of {', '.join(SOURCES + STREAM_SOURCES)}")
-    if d.loader not in LOADERS:
-        raise ValueError(f"unknown data.loader {d.loader!r}: use one of {', '.join(LOADERS)}")
     if d.source in STREAM_SOURCES:
         _validate_shards(d)
-    if not 0.0 < d.crop_scale <= 1.0:
-        raise ValueError(f"data.crop_scale must be in (0, 1], got {d.crop_scale}")
-    if o.name not in OPTIMIZERS:
-        raise ValueError(f"unknown optim.name {o.name!r}: use one of {', '.join(OPTIMIZERS)}")
-    if o.schedule not in SCHEDULES:
-        raise ValueError(f"unknown optim.schedule {o.schedule!r}: use one of {', '.join(SCHEDULES)}")
     _validate_optim(o)
     _validate_schedule(o, t)
-    if not 0 <= cfg.seed < 2**32:
-        raise ValueError(f"seed must be a whole number in [0, 2**32 - 1] (numpy's seed range), got {cfg.seed}")
     if d.image_size > MAX_IMAGE_SIZE:
         raise ValueError(
             f"data.image_size={d.image_size} exceeds {MAX_IMAGE_SIZE} px: a batch of {d.batch_size} such "
@@ -360,43 +324,11 @@ def _validate_fewshot(t: TrainSection) -> None:
 
 
 def _validate_optim(o: OptimSection) -> None:
-    """Ranges of the optimiser settings (see :func:`validate`)."""
-    import math
-
-    checks = [
-        ("optim.lr", o.lr, "> 0", lambda v: v > 0),
-        ("optim.weight_decay", o.weight_decay, ">= 0", lambda v: v >= 0),
-        ("optim.decay_factor", o.decay_factor, "in (0, 1]", lambda v: 0 < v <= 1),
-        ("optim.min_lr", o.min_lr, ">= 0", lambda v: v >= 0),
-        ("optim.momentum", o.momentum, "in [0, 1)", lambda v: 0 <= v < 1),
-    ]
-    if o.cov_weight_decay is not None:
-        checks.append(
-            (
-                "optim.cov_weight_decay",
-                o.cov_weight_decay,
-                ">= 0 (or null: the same as optim.weight_decay)",
-                lambda v: v >= 0,
-            )
-        )
-    if o.clip_grad_norm is not None:
-        checks.append(("optim.clip_grad_norm", o.clip_grad_norm, "> 0 (or null: no clipping)", lambda v: v > 0))
-    for key, value, rule, ok in checks:
-        if not (isinstance(value, (int, float)) and math.isfinite(value) and ok(value)):
-            raise ValueError(f"{key} must be {rule}, got {value}")
-    if len(o.betas) != 2 or not all(0 <= b < 1 for b in o.betas):
+    """The optimiser's cross-field rules (its ranges are declared on :class:`OptimSection`; see :func:`validate`)."""
+    if len(o.betas) != 2:
         raise ValueError(f"optim.betas must be two numbers in [0, 1), got {o.betas}")
-    if any(e < 0 for e in o.decay_epochs):
-        raise ValueError(f"optim.decay_epochs must be >= 0, got {o.decay_epochs}")
-    if o.warmup_steps is not None and (not isinstance(o.warmup_steps, int) or o.warmup_steps < 0):
-        raise ValueError(
-            f"optim.warmup_steps must be a whole number >= 0 (or null: optim.warmup_epochs counts), got "
-            f"{o.warmup_steps!r}"
-        )
     if o.warmup_steps is not None and o.warmup_epochs:
         raise ValueError("optim.warmup_steps and optim.warmup_epochs are both set: give the warm-up in one unit")
-    if any(not isinstance(s, int) or s < 0 for s in o.decay_steps):
-        raise ValueError(f"optim.decay_steps must be whole numbers >= 0, got {o.decay_steps}")
     if o.decay_steps and o.decay_epochs:
         raise ValueError("optim.decay_steps and optim.decay_epochs are both set: give the decay points in one unit")
 

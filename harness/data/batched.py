@@ -36,6 +36,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from harness.data.config import LOADERS
 from harness.data.dataset import ImageDataset
 from harness.data.loading import mix_seeds
 
@@ -269,9 +270,6 @@ def batch_loader(
 def _whole_batch(batch: Any) -> Any:
     """The collate function of :func:`batch_loader`: ``__getitems__`` already made the batch."""
     return batch
-
-
-LOADERS = ("auto", "array", "pil")
 
 
 def make_loader(

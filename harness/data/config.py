@@ -8,9 +8,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
+from harness.rules import setting
+
 SOURCES = ("digits", "cifar10n", "image_folder", "tfds", "manifest")
 #: sources read as a stream (no random access): WebDataset tar shards, :mod:`harness.data.shards`
 STREAM_SOURCES = ("shards",)
+#: how a split is decoded and augmented (``data.loader``; :mod:`harness.data.batched`)
+LOADERS = ("auto", "array", "pil")
 
 
 @dataclass
@@ -52,7 +56,7 @@ class DataConfig:
             order shuffled only).
     """
 
-    source: str = "digits"
+    source: str = setting("digits", choices=SOURCES + STREAM_SOURCES)
     path: Optional[str] = None
     name: Optional[str] = None
     train_split: str = "train"
@@ -64,19 +68,19 @@ class DataConfig:
     image_key: str = "image"
     label_key: str = "label"
     label_noise: Optional[dict] = field(default_factory=dict)
-    image_size: int = 32
+    image_size: int = setting(32, low=1)
     eval_resize: Optional[int] = None
-    crop_scale: float = 0.08
+    crop_scale: float = setting(0.08, low=0, low_open=True, high=1)
     hflip: bool = True
-    crop_padding: int = 0
-    loader: str = "auto"
+    crop_padding: int = setting(0, low=0, note="0 = none")
+    loader: str = setting("auto", choices=LOADERS)
     cache_dir: Optional[str] = None
     allow_outside_root: bool = False
-    batch_size: int = 64
-    eval_batch_size: int = 256
-    num_workers: int = 0
-    limit_train: int = 0
-    limit_eval: int = 0
+    batch_size: int = setting(64, low=1)
+    eval_batch_size: int = setting(256, low=1)
+    num_workers: int = setting(0, low=0, note="0 = none")
+    limit_train: int = setting(0, low=0, note="0 = all")
+    limit_eval: int = setting(0, low=0, note="0 = all")
     shuffle_buffer: int = 1000
 
     def __post_init__(self) -> None:

@@ -466,6 +466,17 @@ def _autocast_dtype(device_type: str) -> Optional[torch.dtype]:
     return torch.get_autocast_dtype(device_type) if torch.is_autocast_enabled(device_type) else None
 
 
+def noise_definition_of(head_options: dict) -> Optional[str]:
+    """The :attr:`~HeteroscedasticHead.noise_definition` a head built with ``head_options`` (a run config's
+    ``model.head``) has, without its model: a small stand-in head is built with them.
+
+    Raises:
+        ValueError: options the head refuses.
+    """
+    k = max(2, int(head_options.get("num_factors") or 2))
+    return HeteroscedasticHead(max(8, k), k, **head_options).noise_definition
+
+
 def eval_noise(model: nn.Module) -> Optional[str]:
     """The evaluation noise of every :class:`HeteroscedasticHead` in ``model`` (its own modules included), as
     results record it (``metrics.json``'s ``eval_noise``): their :attr:`~HeteroscedasticHead.noise_definition`,

@@ -102,7 +102,7 @@ def predict_run(
 
     from harness.data.cache import file_digest
     from harness.data.sources import build_split
-    from harness.heads.het import eval_noise
+    from harness.heads.het import noise_definition_of
     from harness.io import atomic_write_text, json_dumps
     from harness.models import load_model
     from harness.provenance import provenance
@@ -115,10 +115,11 @@ def predict_run(
     split = settings.split or data.eval_split
     base = build_split(data, split)
     rows = subset_rows(len(base), settings.examples, settings.seed)
-    model = load_model(run_dir / "model.pt").eval()
     key = {
         "model": file_digest(run_dir / "model.pt"),
-        "eval_noise": eval_noise(model),  # predictions made with another Monte Carlo noise are made again
+        # predictions made with another Monte Carlo noise are made again (the head's, from the run's config: the
+        # model itself loads after the data, so that bad data is refused first)
+        "eval_noise": noise_definition_of(dict((cfg.get("model") or {}).get("head") or {})),
         "split": split,
         "data": base.description,
         "rows": hashlib.sha256(rows.tobytes()).hexdigest()[:16],
@@ -159,12 +160,12 @@ def predict_run(
     ood = {
         name: ood_images(
             s["name"], s["data"], data, len(rows), settings.seed
-        )  # read (and refused if bad) before any prediction
+        )  # read before the model loads
         for name, s in todo
         if s["kind"] == "ood"
     }
     train = cfg.get("train") or {}
-    model = model.to(device)
+    model = load_model(run_dir / "model.pt").eval().to(device)
     if model.head.num_classes != len(base.class_names):
         raise ValueError(
             f"{run_dir / 'model.pt'} has {model.head.num_classes} classes but the run's data "

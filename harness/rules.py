@@ -1,0 +1,93 @@
+"""Rules declared beside each field of a config schema, checked in one place, with one message format.
+
+A schema field that takes a range or a set of names declares it with :func:`setting` (a ``dataclasses.field`` whose
+metadata holds a :class:`Rule`); :func:`check_rules` walks a config (its nested dataclasses too) and refuses the first
+value that breaks its rule, before any work::
+
+    epochs: int = setting(10, low=1)
+    crop_scale: float = setting(0.08, low=0, low_open=True, high=1)
+    loader: str = setting("auto", choices=("auto", "array", "pil"))
+
+The message is always ``<key> must be <rule>, got <value>`` (with the rule's note and fix when it has them), e.g.
+``train.epochs must be >= 1, got 0``. Numbers must be finite (NaN and infinity break every range); a list's rule
+applies to each element. Rules that relate two settings (the schedule's unit, resize >= crop) stay in the stage's
+``validate``, which runs :func:`check_rules` first.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import numbers
+from dataclasses import dataclass
+from typing import Any, Optional
+
+
+@dataclass(frozen=True)
+class Rule:
+    """The values a setting takes: a range (``low``/``high``, open or closed ends; a whole number with ``whole``) or
+    one of ``choices``; ``text`` replaces the generated description; ``note`` follows it in brackets (what None or 0
+    means); ``fix`` follows the value (what to do)."""
+
+    low: Optional[float] = None
+    low_open: bool = False
+    high: Optional[float] = None
+    high_open: bool = False
+    whole: bool = False
+    choices: "tuple[str, ...]" = ()
+    text: str = ""
+    note: str = ""
+    fix: str = ""
+
+    def describe(self) -> str:
+        if self.text:
+            what = self.text
+        elif self.choices:
+            what = "one of " + ", ".join(self.choices)
+        else:
+            lo, hi = self.low, self.high
+            what = "a whole number " if self.whole else ""
+            if lo is not None and hi is not None:
+                what += f"in {'(' if self.low_open else '['}{lo:g}, {hi:g}{')' if self.high_open else ']'}"
+            elif lo is not None:
+                what += f"{'>' if self.low_open else '>='} {lo:g}"
+            elif hi is not None:
+                what += f"{'<' if self.high_open else '<='} {hi:g}"
+        return what + (f" ({self.note})" if self.note else "")
+
+    def holds(self, value: Any) -> bool:
+        if self.choices:
+            return value in self.choices
+        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
+            return False
+        if self.whole and not isinstance(value, numbers.Integral):
+            return False
+        lo, hi = self.low, self.high
+        return (lo is None or (value > lo if self.low_open else value >= lo)) and (
+            hi is None or (value < hi if self.high_open else value <= hi)
+        )
+
+
+def setting(default: Any = dataclasses.MISSING, *, default_factory: Any = dataclasses.MISSING, **rule: Any) -> Any:
+    """A dataclass field with its :class:`Rule` (keyword arguments) in its metadata."""
+    return dataclasses.field(default=default, default_factory=default_factory, metadata={"rule": Rule(**rule)})
+
+
+def check_rules(config: Any, prefix: str = "") -> None:
+    """Check every declared rule of ``config`` (a dataclass instance; nested ones under ``<field>.``); None passes
+    (a field that takes None says so in its type).
+
+    Raises:
+        ValueError: ``<key> must be <rule>, got <value>[: <fix>]`` for the first value that breaks its rule.
+    """
+    for f in dataclasses.fields(config):
+        value, key = getattr(config, f.name), prefix + f.name
+        if dataclasses.is_dataclass(value):
+            check_rules(value, key + ".")
+            continue
+        rule = f.metadata.get("rule")
+        if rule is None or value is None:
+            continue
+        items = list(value) if isinstance(value, (list, tuple)) else [value]
+        if not all(rule.holds(v) for v in items):
+            raise ValueError(f"{key} must be {rule.describe()}, got {value!r}" + (f": {rule.fix}" if rule.fix else ""))

@@ -1,0 +1,70 @@
+"""harness.rules: a rule declared beside a field, checked in one place with one message format (issue 42 item 1)."""
+
+from dataclasses import dataclass, field
+from typing import List, Optional
+
+import pytest
+
+from harness.rules import Rule, check_rules, setting
+
+
+@dataclass
+class Inner:
+    rate: float = setting(0.5, low=0, low_open=True, high=1)
+    names: List[str] = setting(default_factory=lambda: ["a"], choices=("a", "b"))
+
+
+@dataclass
+class Outer:
+    epochs: int = setting(3, low=1)
+    steps: Optional[int] = setting(None, low=1, whole=True, note="or null: epochs count")
+    sizes: List[int] = setting(default_factory=lambda: [1, 2], low=1, whole=True)
+    inner: Inner = field(default_factory=Inner)
+    free: float = 7.0  # no rule: never checked
+
+
+def test_every_declared_rule_is_checked_with_its_key_value_and_rule():
+    check_rules(Outer())  # the defaults hold
+    cases = [
+        (Outer(epochs=0), r"^epochs must be >= 1, got 0$"),
+        (Outer(steps=2.5), r"^steps must be a whole number >= 1 \(or null: epochs count\), got 2\.5$"),
+        (Outer(sizes=[1, 0]), r"^sizes must be a whole number >= 1, got \[1, 0\]$"),
+        (Outer(inner=Inner(rate=0.0)), r"^inner\.rate must be in \(0, 1\], got 0\.0$"),
+        (Outer(inner=Inner(rate=float("nan"))), r"^inner\.rate must be in \(0, 1\], got nan$"),
+        (Outer(inner=Inner(names=["c"])), r"^inner\.names must be one of a, b, got \['c'\]$"),
+    ]
+    for config, message in cases:
+        with pytest.raises(ValueError, match=message):
+            check_rules(config)
+    check_rules(Outer(steps=None, free=float("inf")))  # None passes where the type takes it; unruled fields pass
+
+
+def test_numbers_are_finite_and_never_booleans():
+    rule = Rule(low=0)
+    assert rule.holds(0) and rule.holds(2.5)
+    assert not any(rule.holds(v) for v in (float("inf"), float("nan"), True, "1", -1))
+    assert Rule(low=0, high=1, high_open=True).describe() == "in [0, 1)"
+    assert Rule(choices=("x",), fix="say x").describe() == "one of x"
+
+
+def test_the_upstream_schema_declares_its_ranges():
+    """The upstream config's ranges live on its fields: validate reads them (a field without a rule is a choice)."""
+    import dataclasses
+
+    from harness.data.config import DataConfig
+    from harness.upstream.config import OptimSection, TrainSection
+
+    declared = {
+        f"{cls.__name__}.{f.name}"
+        for cls in (DataConfig, OptimSection, TrainSection)
+        for f in dataclasses.fields(cls)
+        if "rule" in f.metadata
+    }
+    for key in (
+        "TrainSection.epochs",
+        "OptimSection.lr",
+        "OptimSection.schedule",
+        "DataConfig.loader",
+        "DataConfig.source",
+    ):
+        assert key in declared
