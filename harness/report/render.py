@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import html
+import re
 from typing import Optional, Sequence
 
 import numpy as np
@@ -358,19 +359,28 @@ def _label_rule_text(report: dict) -> str:
 
 
 #: the longest section heading (characters); a longer title becomes a short heading and, below it, the whole title
-MAX_HEADING = 60
+MAX_HEADING = 72
 
 
 def heading(title: str) -> "tuple[str, Optional[str]]":
     """``(short heading, caption or None)`` of a section title: a title up to :data:`MAX_HEADING` characters is its
-    own heading; a longer one is cut at its first ``:``, `` (``, ``;`` or ``,`` that leaves 12 to 60 characters (else at
-    the last word that fits, with an ellipsis), and the whole title is the caption below the heading."""
+    own heading; a longer one loses its bracketed asides (``Condition e30 (30 epochs): Paired differences, seed level
+    (method − hom ...)`` becomes ``Condition e30: Paired differences, seed level``, so that the sections of one
+    condition keep distinct headings), and if still too long is cut at its last ``:``, ``;``, ``,`` or dash that
+    leaves 12 to :data:`MAX_HEADING` characters (else at the last word that fits, with an ellipsis); the whole title is
+    the caption below the heading."""
     if len(title) <= MAX_HEADING:
         return title, None
-    cuts = [i for sep in (": ", " (", "; ", ", ", " − ", " - ") for i in [title.find(sep)] if 12 <= i <= MAX_HEADING]
+    plain, before = title, None
+    while plain != before:  # innermost brackets first, until none is left
+        before, plain = plain, re.sub(r"\s*\([^()]*\)", "", plain)
+    plain = " ".join(plain.split())
+    if 12 <= len(plain) <= MAX_HEADING:
+        return plain, title
+    cuts = [m.start() for m in re.finditer(r": |; |, | − | - ", plain) if 12 <= m.start() <= MAX_HEADING]
     if cuts:
-        return title[: min(cuts)], title
-    return title[: MAX_HEADING - 1].rsplit(" ", 1)[0] + "…", title
+        return plain[: max(cuts)], title
+    return plain[: MAX_HEADING - 1].rsplit(" ", 1)[0] + "…", title
 
 
 def anchor(text: str) -> str:
