@@ -54,6 +54,7 @@ def _chromium(args: "list[str]", what: str) -> "subprocess.CompletedProcess":
                     "--headless",
                     "--no-sandbox",
                     "--disable-gpu",
+                    "--disable-dev-shm-usage",
                     "--disable-quic",
                     "--no-first-run",
                     "--disable-background-networking",
