@@ -25,6 +25,7 @@ task and configuration).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from dataclasses import asdict
@@ -34,7 +35,7 @@ from typing import Any, Callable, Optional, Sequence
 from harness.downstream.config import SweepSettings, recipe
 from harness.downstream.records import _execute, _key, append_record, read_records, run_one  # noqa: F401
 from harness.downstream.table import table, uncertainty_table, write_table
-from harness.io import atomic_write_text, path_under
+from harness.io import RunLock, atomic_write_text, path_under
 from harness.progress import duration
 from harness.tasks.catalogue import Task
 from harness.tasks.taskset import check_tasks, custom_spec, expand_tasks
@@ -169,16 +170,20 @@ def sweep(
             "elsewhere (--out; runs_root for harness run) or delete that folder to start it over"
         )
     check_tasks(chosen, settings, lambda line: progress(f"[downstream] {line}"))
-    if procs.main:
-        (out / "predictions").mkdir(parents=True, exist_ok=True)
-        atomic_write_text(meta, json.dumps(header, indent=1))
-    procs.wait()
-    with SweepLog(log_with if procs.main else (), out, header, [t.name for t in chosen]) as log:
-        runner = _Runner(out, executor, slurm or {}, progress, procs, log)
-        result = _phases(chosen, settings, header, out, preprocessing, runner)
+    # one sweep at a time in a folder: its main process holds the folder's lock, which on entry also removes the
+    # temporaries a killed write left (in the folder and in predictions/, e.g. an orphan .sweep.json.<random>.tmp)
+    lock = RunLock(out, subfolders=("predictions",)) if procs.main else contextlib.nullcontext()
+    with lock:
         if procs.main:
-            write_table(result, out)
-            log.table(result, out)
+            (out / "predictions").mkdir(parents=True, exist_ok=True)
+            atomic_write_text(meta, json.dumps(header, indent=1))
+        procs.wait()
+        with SweepLog(log_with if procs.main else (), out, header, [t.name for t in chosen]) as log:
+            runner = _Runner(out, executor, slurm or {}, progress, procs, log)
+            result = _phases(chosen, settings, header, out, preprocessing, runner)
+            if procs.main:
+                write_table(result, out)
+                log.table(result, out)
     return result
 
 

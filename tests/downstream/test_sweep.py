@@ -380,6 +380,10 @@ def test_a_sweep_folder_written_before_the_new_settings_still_resumes(upstream, 
         json.dumps({"upstream": str(Path(upstream).resolve()), "settings": {**old, "schedule": "bit"}})
     )
     sweep(upstream, ["demo_digit"], tmp_path, settings, progress=lambda s: None)
+    # a write killed mid-way leaves its temporary: the resumed sweep removes it (audit 2026-11-27 item 9)
+    orphans = [tmp_path / ".sweep.json.abcd1234.tmp", tmp_path / "predictions" / ".demo_digit_seed0.npz.efgh5678.tmp"]
+    for orphan in orphans:
+        orphan.write_text("partial")
     # how runs execute (memory format, device) may change on resume; the recipe may not
     sweep(
         upstream,
@@ -388,6 +392,7 @@ def test_a_sweep_folder_written_before_the_new_settings_still_resumes(upstream, 
         SweepSettings(**{**asdict(settings), "channels_last": True}),
         progress=lambda s: None,
     )
+    assert not any(o.exists() for o in orphans)
     with pytest.raises(ValueError, match="another upstream checkpoint or settings"):
         sweep(upstream, ["demo_digit"], tmp_path, SweepSettings(**{**asdict(settings), "lrs": [0.01]}))
 
