@@ -915,6 +915,11 @@ bad_settings(
             r"model\.head: temperature must be a number, got 'inf' \(str\): .*\.inf is infinity and inf is text",
         ),
         (
+            "model.head_bias_init=nan (audit 2026-11-27 item 9: NaN that passed validation)",
+            "model.head_bias_init=nan",
+            r"model\.head_bias_init must be a finite number \(or null: the layer's own\), got nan",
+        ),
+        (
             "model.head.learn_temperature=2 (a number for a switch)",
             "model.head.learn_temperature=2",
             r"model\.head: learn_temperature must be true or false, got 2 \(int\)",

@@ -32,9 +32,9 @@ class ModelSection:
     backbone: str = "test_resnet"
     head: Dict[str, Any] = field(default_factory=dict)
     backbone_kwargs: Dict[str, Any] = field(default_factory=dict)
-    num_classes: Optional[int] = None
+    num_classes: Optional[int] = setting(None, low=1, whole=True, note="or null: from the data")
     pretrained_file: Optional[str] = None
-    head_bias_init: Optional[float] = None
+    head_bias_init: Optional[float] = setting(None, text="a finite number", note="or null: the layer's own")
 
 
 #: optimisers and learning-rate schedules of the upstream stage (built in :mod:`harness.upstream.optim`)
