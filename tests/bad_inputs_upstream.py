@@ -74,7 +74,11 @@ bad_settings(
         ),
         ("train.mixed_precision=fp16 on a CPU", "train.mixed_precision=fp16", r"fp16 does not run on a CPU.*bf16"),
         ("data.loader=fast", "data.loader=fast", r"data\.loader must be one of auto, array, pil, got .fast."),
-        ("optim.schedule=poly", "optim.schedule=poly", r"optim\.schedule must be one of step, cosine, constant, got .poly."),
+        (
+            "optim.schedule=poly",
+            "optim.schedule=poly",
+            r"optim\.schedule must be one of step, cosine, constant, got .poly.",
+        ),
     ],
 )
 

@@ -158,9 +158,7 @@ def predict_run(
     clean = views(base, data, rows)
     targets = base.targets()[rows]
     ood = {
-        name: ood_images(
-            s["name"], s["data"], data, len(rows), settings.seed
-        )  # read before the model loads
+        name: ood_images(s["name"], s["data"], data, len(rows), settings.seed)  # read before the model loads
         for name, s in todo
         if s["kind"] == "ood"
     }
