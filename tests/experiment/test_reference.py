@@ -39,7 +39,7 @@ def test_harness_run_writes_under_runs_and_compares_with_the_reference(tmp_path,
 
     seen = {}
 
-    def fake_run(exp, progress=print, train=True):  # the experiment's stages are tested elsewhere
+    def fake_run(exp, progress=print, train=True, reevaluate=False):  # the stages are tested elsewhere
         seen["results_root"] = exp.results_root
         out = Path(exp.results_root) / exp.name
         out.mkdir(parents=True)
