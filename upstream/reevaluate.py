@@ -21,16 +21,17 @@ from typing import Optional
 
 
 def current_noise(run_dir: "str | Path") -> Optional[str]:
-    """The evaluation noise this version draws for the model of ``run_dir/model.pt``
-    (:func:`harness.heads.het.eval_noise`: None for a model without noise).
+    """The evaluation noise this version draws for the run's head (:func:`harness.heads.het.noise_definition_of` of
+    its ``config.yaml``'s ``model.head``, as the shift predictions key it; None for a head without noise), read
+    without loading ``model.pt``.
 
     Raises:
-        FileNotFoundError, ValueError: no readable ``model.pt`` (:func:`harness.models.load_model`).
+        FileNotFoundError: no ``config.yaml``. ValueError: head options the head refuses.
     """
-    from harness.heads.het import eval_noise
-    from harness.models import load_model
+    from harness.heads.het import noise_definition_of
+    from harness.runs import run_config
 
-    return eval_noise(load_model(Path(run_dir) / "model.pt"))
+    return noise_definition_of(dict((run_config(run_dir).get("model") or {}).get("head") or {}))
 
 
 def needs_reevaluation(run_dir: "str | Path") -> bool:
