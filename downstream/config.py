@@ -16,7 +16,8 @@ from typing import Optional
 
 import numpy as np
 
-from harness.downstream.finetune import HEADS, SCHEDULES, TransferTraining
+from harness.downstream.finetune import HEADS, TransferTraining
+from harness.downstream.schedules import SCHEDULES
 from harness.tasks.taskset import TaskData
 from harness.training.precision import canonical
 

@@ -18,7 +18,8 @@ def run_one(spec: dict, progress: Optional[Callable[[str], None]] = None) -> dic
     (:func:`harness.downstream.finetune.finetune`). Returns its record:
     task, phase, lr, steps actually run, seed, split scored, accuracy, NLL (nats, mean over the split) and
     ``data`` (what was read); with a noisy head also ``head`` and ``temperature`` (the spec's τ)."""
-    from harness.downstream.finetune import FinetuneConfig, finetune, resolved_steps
+    from harness.downstream.finetune import FinetuneConfig, finetune
+    from harness.downstream.schedules import resolved_steps
 
     settings = SweepSettings(**spec["settings"])
     task = find_task(spec.get("task_spec", spec["task"]))

@@ -15,7 +15,7 @@ from harness.io import atomic_write_bytes, atomic_write_text
 from harness.provenance import markdown_header, provenance
 from harness.tasks.catalogue import GROUPS, TASKS, Task
 
-#: the schedules of :data:`harness.downstream.finetune.SCHEDULES` as ``vtab.md`` describes them
+#: the schedules of :data:`harness.downstream.schedules.SCHEDULES` as ``vtab.md`` describes them
 SCHEDULE_TEXT = {
     "staircase": "linear warm-up over 20% of the steps, x0.1 at 40/60/80%",
     "bit_hyperrule": "the BiT-HyperRule's: warm-up from 0 over 100 (500) steps, x0.1 after steps 200/300/400 "

@@ -1,13 +1,17 @@
-"""What a model card states beyond the model's own config (:func:`harness.hub.model_card`): its size (parameter count
-and GMACs of one image), the Hugging Face hub's metadata for its results (``model-index`` through huggingface_hub's
-``EvalResult``, and ``datasets``) and the citation of the method. Like :mod:`harness.hub`, it reads a model through
-its attributes (``config``, ``card_info``, ``backbone``) and never imports the model class."""
+"""The model card ``README.md`` of an export (:func:`model_card`, from :data:`CARD_TEMPLATE`; written by
+:meth:`harness.models.Classifier.save_pretrained` beside :mod:`harness.hub`'s files and signed with its digest line):
+what the model is, its head, τ, data and metrics, how to load it, and what it states beyond the model's own config:
+its size (parameter count and GMACs of one image), the Hugging Face hub's metadata for its results (``model-index``
+through huggingface_hub's ``EvalResult``, and ``datasets``) and the citation of the method. Like :mod:`harness.hub`,
+it reads a model through its attributes (``config``, ``card_info``, ``backbone``) and never imports the model class."""
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 
 import torch
+
+from harness.hub import _signed, input_normalisation
 
 #: the card's citation block: the HET paper (README.md, "How to cite")
 CITATION = """@inproceedings{collier2021correlated,
@@ -18,6 +22,51 @@ CITATION = """@inproceedings{collier2021correlated,
   eprint    = {2105.10305},
   archivePrefix = {arXiv}
 }"""
+
+CARD_TEMPLATE = """---
+{{ card_data }}
+---
+
+# {{ title }}
+
+{{ summary }}
+
+| | |
+|---|---|
+{% for key, value in facts %}| {{ key }} | {{ value }} |
+{% endfor %}
+{% if metrics %}
+## Metrics
+
+| metric | value |
+|---|---|
+{% for key, value in metrics %}| {{ key }} | {{ value }} |
+{% endfor %}{% endif %}
+## Use
+
+```python
+from harness.models import Classifier
+
+model = Classifier.from_pretrained("{{ repo_id | default('ORG/NAME', true) }}")  # or the folder
+logits = model(images)  # images [B, 3, H, W] normalised to [-1, 1] ((pixels - 0.5) / 0.5)
+```
+{% if timm_layout %}
+In plain timm (no harness needed; inputs normalised with the `pretrained_cfg` mean and std):
+
+```python
+import timm
+
+model = timm.create_model("local-dir:PATH", pretrained=True)  # or "hf-hub:{{ repo_id | default('ORG/NAME', true) }}"
+```
+{% endif %}
+Method: heteroscedastic classification (HET), Collier et al., CVPR 2021, arXiv:2105.10305.
+
+## Citation
+
+```bibtex
+{{ citation }}
+```
+"""
 
 
 def input_size(model: torch.nn.Module) -> "tuple[int, int, int]":
@@ -113,3 +162,65 @@ def card_results(model: torch.nn.Module) -> dict:
         head = (model.config.head or {}).get("covariance", "low_rank")
         out.update(eval_results=results, model_name=f"{model.config.backbone} ({head} head)")
     return out
+
+
+def model_card(model: torch.nn.Module, **kwargs: Any):
+    """The model card of an export: huggingface_hub's ``ModelCard.from_template`` on :data:`CARD_TEMPLATE` (what the
+    model is, its head, τ, data and metrics, how to load it); ``kwargs`` go to the template (``repo_id``)."""
+    from huggingface_hub import ModelCard, ModelCardData
+
+    cfg, info = model.config, model.card_info
+    head = cfg.head or {}
+    timm_layout = info.get("layout") == "timm"
+    mean, std = input_normalisation(model, "timm" if timm_layout else "het_head")
+    inside = ""
+    if not timm_layout and getattr(model, "renormalise", False):
+        inside = f" (the backbone's own, {cfg.preprocessing['mean']}, {cfg.preprocessing['std']}, applied inside)"
+    data = info.get("trained_on") or {}
+    facts = [
+        ("backbone", f"`{cfg.backbone}`"),
+        ("classes", cfg.num_classes),
+        ("head", f"{head.get('covariance', 'low_rank')} covariance, {head.get('link', 'softmax')} link"),
+        ("temperature τ", head.get("temperature", 1.0)),
+        ("input normalisation (mean, std; config.json's pretrained_cfg)", f"{mean}, {std}{inside}"),
+        ("trained on", ", ".join(f"{k} {v}" for k, v in data.items() if v not in (None, {}, "")) or "not recorded"),
+        ("loads in plain timm", "yes" if timm_layout else "no (a heteroscedastic head: use the harness)"),
+        *size_facts(model),
+    ]
+    metrics = [
+        (k, f"{v:.4f}" if isinstance(v, float) else v)
+        for k, v in (info.get("metrics") or {}).items()
+        if isinstance(v, (int, float, str))
+    ]
+    card_data = ModelCardData(
+        library_name="timm" if timm_layout else "het-harness",
+        license="apache-2.0",
+        pipeline_tag="image-classification",
+        tags=["image-classification", "heteroscedastic", "het-harness", "model_hub_mixin"]
+        + (["timm"] if timm_layout else []),
+        **card_results(model),
+    )
+    kind = head.get("covariance", "low_rank")
+    title = f"{cfg.backbone} with a " + (
+        "homoscedastic (linear) head" if kind == "none" else f"{kind} heteroscedastic head"
+    )
+    summary = (
+        f"A {cfg.num_classes}-class image classifier exported by het-harness: a `{cfg.backbone}` backbone and a "
+        + (
+            "homoscedastic (linear) head, stored as the plain timm model."
+            if timm_layout
+            else "heteroscedastic output head (Monte Carlo average of a tempered softmax over correlated logit noise)."
+        )
+    )
+    card = ModelCard.from_template(
+        card_data,
+        template_str=CARD_TEMPLATE,
+        title=title,
+        summary=summary,
+        facts=facts,
+        metrics=metrics,
+        timm_layout=timm_layout,
+        citation=CITATION,
+        **kwargs,
+    )
+    return ModelCard(_signed(str(card)))

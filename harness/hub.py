@@ -5,7 +5,7 @@ huggingface_hub's ``ModelHubMixin``, which also gives ``push_to_hub``).
 
 Layout (``config.json``): timm's keys (``architecture``, ``num_classes``, ``num_features``, ``pretrained_cfg``,
 ``model_args``, ``label_names``) and a ``harness`` section: the format, the weights' layout, the
-:class:`~harness.models.ModelConfig` (head options and τ, preprocessing), ``trained_on`` (the data) and ``metrics``.
+:class:`~harness.model_config.ModelConfig` (head options and τ, preprocessing), ``trained_on`` (the data) and ``metrics``.
 ``pretrained_cfg`` states one normalisation, the input the exported model expects, so transforms built from it
 alone (timm's ``resolve_data_config(pretrained_cfg=...)`` and ``create_transform``) feed it correctly: for the
 ``timm`` layout, the plain timm model's (the backbone's own mean and std); for ``het_head``, the
@@ -25,8 +25,9 @@ Weights (``model.safetensors``), one of two layouts:
 This module is the format, as timm's ``_hub.py`` is: it writes a model's tensors and ``config.json`` and reads them
 back (:func:`read_export`: the config and the state dict, safetensors only, finite values); it never imports the
 model class, which builds itself from what was read (``Classifier.from_pretrained``, its config checked as a
-``model.pt``'s is by :func:`harness.models.check_stored_config`). :func:`harness.runs.export_run` exports a run
-folder with its data and metrics.
+``model.pt``'s is by :func:`harness.model_config.check_stored_config`). It keeps the card's digest line
+(:data:`CARD_MARK`: an edited card is never replaced); the card itself is :func:`harness.card.model_card`'s.
+:func:`harness.runs.export_run` exports a run folder with its data and metrics.
 """
 
 from __future__ import annotations
@@ -58,51 +59,6 @@ DATA_KEYS = (
     "label_noise",
     "image_size",
 )
-
-CARD_TEMPLATE = """---
-{{ card_data }}
----
-
-# {{ title }}
-
-{{ summary }}
-
-| | |
-|---|---|
-{% for key, value in facts %}| {{ key }} | {{ value }} |
-{% endfor %}
-{% if metrics %}
-## Metrics
-
-| metric | value |
-|---|---|
-{% for key, value in metrics %}| {{ key }} | {{ value }} |
-{% endfor %}{% endif %}
-## Use
-
-```python
-from harness.models import Classifier
-
-model = Classifier.from_pretrained("{{ repo_id | default('ORG/NAME', true) }}")  # or the folder
-logits = model(images)  # images [B, 3, H, W] normalised to [-1, 1] ((pixels - 0.5) / 0.5)
-```
-{% if timm_layout %}
-In plain timm (no harness needed; inputs normalised with the `pretrained_cfg` mean and std):
-
-```python
-import timm
-
-model = timm.create_model("local-dir:PATH", pretrained=True)  # or "hf-hub:{{ repo_id | default('ORG/NAME', true) }}"
-```
-{% endif %}
-Method: heteroscedastic classification (HET), Collier et al., CVPR 2021, arXiv:2105.10305.
-
-## Citation
-
-```bibtex
-{{ citation }}
-```
-"""
 
 
 def prepare_folder(folder: "str | os.PathLike") -> Path:
@@ -390,70 +346,6 @@ def split_state(export: Export, classifier: "Sequence[str]") -> "tuple[dict, dic
         {k: v for k, v in state.items() if not k.startswith(HEAD_PREFIX)},
         {k[len(HEAD_PREFIX) :]: v for k, v in state.items() if k.startswith(HEAD_PREFIX)},
     )
-
-
-def model_card(model: torch.nn.Module, **kwargs: Any):
-    """The model card of an export: huggingface_hub's ``ModelCard.from_template`` on :data:`CARD_TEMPLATE` (what the
-    model is, its head, τ, data and metrics, how to load it); ``kwargs`` go to the template (``repo_id``)."""
-    from huggingface_hub import ModelCard, ModelCardData
-
-    from harness.card import CITATION, card_results, size_facts
-
-    cfg, info = model.config, model.card_info
-    head = cfg.head or {}
-    timm_layout = info.get("layout") == "timm"
-    mean, std = input_normalisation(model, "timm" if timm_layout else "het_head")
-    inside = ""
-    if not timm_layout and getattr(model, "renormalise", False):
-        inside = f" (the backbone's own, {cfg.preprocessing['mean']}, {cfg.preprocessing['std']}, applied inside)"
-    data = info.get("trained_on") or {}
-    facts = [
-        ("backbone", f"`{cfg.backbone}`"),
-        ("classes", cfg.num_classes),
-        ("head", f"{head.get('covariance', 'low_rank')} covariance, {head.get('link', 'softmax')} link"),
-        ("temperature τ", head.get("temperature", 1.0)),
-        ("input normalisation (mean, std; config.json's pretrained_cfg)", f"{mean}, {std}{inside}"),
-        ("trained on", ", ".join(f"{k} {v}" for k, v in data.items() if v not in (None, {}, "")) or "not recorded"),
-        ("loads in plain timm", "yes" if timm_layout else "no (a heteroscedastic head: use the harness)"),
-        *size_facts(model),
-    ]
-    metrics = [
-        (k, f"{v:.4f}" if isinstance(v, float) else v)
-        for k, v in (info.get("metrics") or {}).items()
-        if isinstance(v, (int, float, str))
-    ]
-    card_data = ModelCardData(
-        library_name="timm" if timm_layout else "het-harness",
-        license="apache-2.0",
-        pipeline_tag="image-classification",
-        tags=["image-classification", "heteroscedastic", "het-harness", "model_hub_mixin"]
-        + (["timm"] if timm_layout else []),
-        **card_results(model),
-    )
-    kind = head.get("covariance", "low_rank")
-    title = f"{cfg.backbone} with a " + (
-        "homoscedastic (linear) head" if kind == "none" else f"{kind} heteroscedastic head"
-    )
-    summary = (
-        f"A {cfg.num_classes}-class image classifier exported by het-harness: a `{cfg.backbone}` backbone and a "
-        + (
-            "homoscedastic (linear) head, stored as the plain timm model."
-            if timm_layout
-            else "heteroscedastic output head (Monte Carlo average of a tempered softmax over correlated logit noise)."
-        )
-    )
-    card = ModelCard.from_template(
-        card_data,
-        template_str=CARD_TEMPLATE,
-        title=title,
-        summary=summary,
-        facts=facts,
-        metrics=metrics,
-        timm_layout=timm_layout,
-        citation=CITATION,
-        **kwargs,
-    )
-    return ModelCard(_signed(str(card)))
 
 
 #: the last line of a card save_pretrained wrote: the SHA-256 of the text above it, so that a card edited since (the

@@ -1,7 +1,8 @@
 """Classifiers = a timm backbone (``num_classes=0``) + a :class:`~harness.heads.HeteroscedasticHead`.
 
-A model carries its :class:`ModelConfig`, and a checkpoint stores that config beside the weights,
-so :func:`load_model` rebuilds the exact architecture with no other input. The config also records the
+A model carries its :class:`ModelConfig` (:mod:`harness.model_config`, with the check of one read from a file),
+and a checkpoint stores that config beside the weights, so :func:`load_model` rebuilds the exact architecture with no
+other input. The config also records the
 input normalisation the backbone was trained with (its ``preprocessing``); the model applies it to the
 harness's images, so a backbone trained on ImageNet statistics sees them whatever loader fed it.
 :func:`harness.sources.load_source` gives a model from any source: a harness ``model.pt``, a folder written by
@@ -14,9 +15,7 @@ harness's images, so a backbone trained on ImageNet statistics sees them whateve
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
@@ -24,11 +23,12 @@ import torch
 from huggingface_hub import ModelHubMixin
 from torch import Tensor, nn
 
-from harness import hub
+from harness import card, hub
 from harness.backbone_sources import create_backbone, source_backbone
 from harness.data.transforms import HARNESS_NORMALISATION
 from harness.heads import HeteroscedasticHead
 from harness.io import atomic_torch_save
+from harness.model_config import ModelConfig, check_stored_config
 from harness.weights import (  # noqa: F401 -- TIMM_PREFIX, TORCHVISION_PREFIX: part of this module's API
     TIMM_PREFIX,
     TORCHVISION_PREFIX,
@@ -43,47 +43,6 @@ from harness.weights import (  # noqa: F401 -- TIMM_PREFIX, TORCHVISION_PREFIX: 
 )
 
 CHECKPOINT_FORMAT = "harness.model/1"
-#: what a model's ``preprocessing`` records (from timm's ``resolve_model_data_config``)
-PREPROCESSING_KEYS = ("mean", "std", "interpolation", "crop_pct")
-#: the only string-valued ``backbone_kwargs`` a checkpoint may store (names of timm layers and pooling, never a
-#: path); every other stored backbone option must be a number, a boolean, None or a list of numbers
-STORED_STRING_KWARGS = ("global_pool", "act_layer", "norm_layer", "stem_type", "block_type", "conv_layer")
-
-
-@dataclass
-class ModelConfig:
-    """Everything needed to rebuild a classifier.
-
-    Attributes:
-        backbone: a timm model name (``timm.list_models()``), e.g. ``"resnetv2_50x1_bit"``.
-        num_classes: K.
-        head: keyword arguments of :class:`HeteroscedasticHead` (``covariance``, ``link``,
-            ``num_factors``, ``temperature``, ...). Empty means the default HET head.
-        backbone_kwargs: extra keyword arguments of ``timm.create_model`` (``in_chans``,
-            ``drop_rate``, ``img_size``, ...).
-        preprocessing: the backbone's input normalisation, from its timm ``pretrained_cfg``
-            (``timm.data.resolve_model_data_config``): ``mean`` and ``std`` (3 floats each, of [0, 1] pixels),
-            ``interpolation`` and ``crop_pct`` as recorded there. Empty for models the harness trained
-            (pixels mapped to [-1, 1]: mean = std = 0.5).
-    """
-
-    backbone: str
-    num_classes: int
-    head: dict = field(default_factory=dict)
-    backbone_kwargs: dict = field(default_factory=dict)
-    preprocessing: dict = field(default_factory=dict)
-
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "ModelConfig":
-        unknown = set(d) - {f.name for f in dataclasses.fields(cls)}
-        if unknown:
-            raise ValueError(
-                f"unknown model config keys {sorted(unknown)}; expected backbone, num_classes, head, backbone_kwargs"
-            )
-        return cls(**{k: (dict(v) if isinstance(v, dict) else v) for k, v in d.items()})
 
 
 class Classifier(
@@ -285,8 +244,8 @@ class Classifier(
         return model.to(map_location).eval()
 
     def generate_model_card(self, *args: Any, **kwargs: Any):
-        """The model card (``README.md``): huggingface_hub's ``ModelCard`` from :data:`harness.hub.CARD_TEMPLATE`."""
-        return hub.model_card(self, **kwargs)
+        """The model card (``README.md``): huggingface_hub's ``ModelCard`` from :data:`harness.card.CARD_TEMPLATE`."""
+        return card.model_card(self, **kwargs)
 
 
 def fresh_head(width: int, num_classes: int, head_cfg: dict) -> HeteroscedasticHead:
@@ -360,71 +319,6 @@ def save_model(model: Classifier, path: "str | os.PathLike", extra: Optional[dic
         "extra": extra or {},
     }
     return atomic_torch_save(payload, path)
-
-
-def check_stored_config(config: Any, source: str) -> dict:
-    """A model config read from a file, checked so that it cannot make loading open another file: only the
-    keys of :class:`ModelConfig`, a backbone name, an integer K, head options of :class:`HeteroscedasticHead`, and
-    backbone options that are numbers, booleans, None, lists of numbers, or for :data:`STORED_STRING_KWARGS` a short
-    name (no ``checkpoint_path``, ``pretrained_cfg_overlay``, ``file`` or other path).
-
-    Raises:
-        ValueError: naming the offending key (its value quoted briefly) and ``source``.
-    """
-    import inspect
-
-    from harness.io import quote
-
-    def bad(what: str) -> ValueError:
-        return ValueError(
-            f"{source}: the stored model config {what}; a checkpoint may not name files or options "
-            "that load them. Rebuild it with harness.models.save_model"
-        )
-
-    if not isinstance(config, dict) or set(config) - {f.name for f in dataclasses.fields(ModelConfig)}:
-        raise bad(f"has keys {quote(str(sorted(config) if isinstance(config, dict) else type(config).__name__))}")
-    if not isinstance(config.get("backbone"), str) or not isinstance(config.get("num_classes"), int):
-        raise bad("needs a backbone name and an integer num_classes")
-    head_keys = set(inspect.signature(HeteroscedasticHead.__init__).parameters) - {"self", "in_features", "num_classes"}
-    unknown = sorted(set(config.get("head") or {}) - head_keys)
-    if unknown:
-        raise bad(f"has unknown head options {quote(str(unknown))}")
-    prep = config.get("preprocessing") or {}
-    if set(prep) - set(PREPROCESSING_KEYS) or not all(
-        isinstance(v, (int, float))
-        or (isinstance(v, str) and v.isidentifier() and len(v) < 32)
-        or (isinstance(v, (list, tuple)) and all(isinstance(x, (int, float)) for x in v))
-        for v in prep.values()
-    ):
-        raise bad(f"has preprocessing {quote(repr(prep), 120)}")
-    for key in ("mean", "std"):  # values, not only types: a std of 0 makes every logit non-finite
-        v = prep.get(key)
-        if v is not None and not (
-            isinstance(v, (list, tuple))
-            and len(v) == 3
-            and all(math.isfinite(x) and (x > 0 if key == "std" else True) for x in v)
-        ):
-            raise ValueError(
-                f"{source}: preprocessing.{key} = {quote(repr(v), 80)} must be 3 finite numbers (one per "
-                f"channel{', each > 0' if key == 'std' else ''}, of [0, 1] pixels); give the config the "
-                "model was saved with"
-            )
-    crop = prep.get("crop_pct")
-    if crop is not None and not (isinstance(crop, (int, float)) and 0 < crop <= 1):
-        raise ValueError(
-            f"{source}: preprocessing.crop_pct = {quote(repr(crop), 40)} must lie in (0, 1]; give the "
-            "config the model was saved with"
-        )
-    for key, value in (config.get("backbone_kwargs") or {}).items():
-        plain = (
-            value is None
-            or isinstance(value, (bool, int, float))
-            or (isinstance(value, (list, tuple)) and all(isinstance(v, (int, float)) for v in value))
-        )
-        named = key in STORED_STRING_KWARGS and isinstance(value, str) and value.isidentifier() and len(value) < 64
-        if not (plain or named):
-            raise bad(f"sets backbone_kwargs.{key} = {quote(repr(value), 80)}")
-    return config
 
 
 def read_checkpoint(path: "str | os.PathLike") -> dict:

@@ -1,9 +1,10 @@
-"""Run and ensemble folders: the one place that reads and writes them (their shift sets: :mod:`harness.shift.store`).
+"""Run and ensemble folders: the one place that reads them (their shift sets: :mod:`harness.shift.store`; an
+ensemble folder is written by :mod:`harness.ensemble_folder`).
 
 A run folder is what ``harness upstream`` (or a downstream fine-tune) writes: ``config.yaml``,
 ``model.pt``, ``predictions.npz`` (and ``heldout_predictions.npz`` with ``data.heldout_split``),
-``metrics.json``, ``run.json``. An ensemble folder (:func:`build_ensemble`, ``harness ensemble``) holds
-``predictions.npz`` (and ``heldout_predictions.npz``) and, last, ``ensemble.json``.
+``metrics.json``, ``run.json``. An ensemble folder (:func:`harness.ensemble_folder.build_ensemble`,
+``harness ensemble``) holds ``predictions.npz`` (and ``heldout_predictions.npz``) and, last, ``ensemble.json``.
 
 Layering: :mod:`harness.uncertainty` (computations on predictions) <- this module <- :mod:`harness.shift`,
 :mod:`harness.report`, the stages. Model and loader modules (timm, torchvision) are imported inside the
@@ -12,11 +13,10 @@ functions that re-predict, so reading predictions stays light.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Optional
 
 import numpy as np
 import torch
@@ -27,11 +27,9 @@ from harness.data.config import DataConfig
 from harness.data.dataset import ImageDataset, LabelSets
 from harness.data.sources import build_split
 from harness.heads.variants import VARIANTS
-from harness.io import atomic_write_text, check_writable, read_json
-from harness.provenance import provenance
+from harness.io import read_json
 from harness.records import RECORD_FILES, restore_record, save_record  # noqa: F401 (read with the run folders)
 from harness.training.predict import predict_logits
-from harness.uncertainty.ensembles import average, check_compatible, summarize
 from harness.uncertainty.predictions import Predictions
 
 if TYPE_CHECKING:
@@ -229,145 +227,6 @@ def predict_checkpoint(
 
     model = load_model(Path(run_dir) / "model.pt")
     return predict_model(model, data or data_config(run_dir), split, device, str(Path(run_dir) / "model.pt"))
-
-
-# ------------------------------------------------------------------ ensemble folders
-def _check_distinct(members: "list[Path]") -> None:
-    """The same run folder (after resolving links and relative paths) may not be given twice."""
-    seen: "dict[Path, Path]" = {}
-    for m in members:
-        key = m.resolve()
-        if key in seen:
-            raise ValueError(
-                f"member {str(m)!r} is given twice (also as {str(seen[key])!r}); an ensemble counts "
-                "each model once: remove the repeat"
-            )
-        seen[key] = m
-
-
-def _check_distinct_predictions(preds: "list[Predictions]") -> None:
-    """Two members with bit-identical logits are one model twice (a copied run folder, the same seed)."""
-    seen: "dict[str, Predictions]" = {}
-    for p in preds:
-        key = hashlib.sha1(np.ascontiguousarray(p.logits).tobytes()).hexdigest()
-        if key in seen:
-            raise ValueError(
-                f"members {seen[key].source} and {p.source} have identical predictions: the same model "
-                "twice (a copied run folder, or the same seed and config); ensemble distinct runs"
-            )
-        seen[key] = p
-
-
-#: the files an ensemble folder holds, ``ensemble.json`` (written last) marking it as complete
-ENSEMBLE_FILES = ("predictions.npz", "heldout_predictions.npz", "ensemble.json")
-#: written first into an ensemble folder, so a build killed before ``ensemble.json`` is still known as ours
-ENSEMBLE_MARKER = ".harness-ensemble"
-
-
-def check_ensemble_out(out: "str | Path", overwrite: bool = False) -> Path:
-    """``out`` may take an ensemble: it is new, empty, or an ensemble folder (``ensemble.json``, or the
-    :data:`ENSEMBLE_MARKER` of a build that was interrupted); with
-    ``overwrite``, any folder that is not a run folder and holds none of :data:`ENSEMBLE_FILES` written by someone
-    else (an ensemble never replaces or deletes files it did not write). Checked before any work.
-
-    Raises:
-        ValueError: a run folder, or a folder another writer owns (the message names ``--overwrite`` where it helps).
-    """
-    out = Path(out)
-    ours = (out / "ensemble.json").is_file() or (out / ENSEMBLE_MARKER).is_file()
-    if not out.is_dir() or ours or not any(out.iterdir()):
-        return out
-    if (out / "config.yaml").is_file() or (out / "model.pt").is_file():
-        raise ValueError(
-            f"--out {out} is a run folder: an ensemble there would replace the run's predictions; choose another --out"
-        )
-    if not overwrite:
-        raise ValueError(
-            f"--out {out} exists and holds files no ensemble wrote (no ensemble.json): choose another "
-            "--out, or give --overwrite to add the ensemble's files beside them"
-        )
-    taken = [n for n in ENSEMBLE_FILES if (out / n).exists()]
-    if taken:
-        raise ValueError(
-            f"--out {out} holds {', '.join(taken)} that no ensemble wrote: even with --overwrite an "
-            "ensemble does not replace them; choose another --out"
-        )
-    return out
-
-
-def build_ensemble(
-    members: Sequence["str | Path"],
-    out: "str | Path",
-    from_checkpoints: bool = False,
-    repredict: Optional[Callable[[Path], Predictions]] = None,
-    overwrite: bool = False,
-) -> dict:
-    """Ensemble run folders and write ``out/predictions.npz``, ``out/heldout_predictions.npz`` (when
-    every member has held-out predictions) and, last, ``out/ensemble.json``; a previous ensemble's
-    held-out predictions in ``out`` are removed (its ``shift/`` sets no longer match the members and are
-    redone by :func:`harness.shift.predict.average_ensemble`). ``out`` is checked by :func:`check_ensemble_out`.
-
-    Every member is read and checked before anything is written: on any error ``out`` is left as it
-    was (no partial ensemble folder).
-
-    Args:
-        members: run folders, each given once.
-        from_checkpoints: re-predict with each member's ``model.pt`` (one model in memory at a
-            time) through ``repredict(run_dir) -> Predictions`` instead of reading saved predictions.
-
-    Raises:
-        ValueError: fewer than 2 members; a member given twice or two members with identical
-            predictions; members (or their held-out predictions) that differ in label space, link or
-            evaluation data; ``from_checkpoints`` without ``repredict``; an ``out`` that is a run folder, holds
-            files another writer made (:func:`check_ensemble_out`) or cannot be written.
-        FileNotFoundError: a member is not a finished run folder.
-    """
-    members = [Path(m) for m in members]
-    if len(members) < 2:
-        raise ValueError(f"an ensemble needs at least 2 members, got {len(members)}; give two or more run folders")
-    if from_checkpoints and repredict is None:
-        raise ValueError("from_checkpoints=True needs repredict(run_dir) -> Predictions")
-    _check_distinct(members)
-    out = Path(out)
-    if any(out.resolve() == m.resolve() for m in members):
-        raise ValueError(
-            f"the ensemble folder {str(out)!r} is one of the members: writing there would replace the "
-            "member's predictions; choose another --out"
-        )
-    out = check_ensemble_out(out, overwrite)
-    check_writable(out, f"--out {out}", "--out ...")
-    methods = sorted({run_method(m) for m in members})  # every member is a run folder, before any re-prediction
-    preds = [repredict(m) if from_checkpoints else Predictions.load(m) for m in members]
-    check_compatible(preds)
-    _check_distinct_predictions(preds)
-    held = [load_heldout(m) for m in members]
-    held = held if all(h is not None for h in held) else None
-    if held is not None:
-        check_compatible([replace(h, source=f"{h.source} (held-out)") for h in held])
-    summary = summarize(preds)
-    spec = {
-        "schema": "harness.ensemble/1",
-        "method": "+".join(methods),
-        "members": [str(m.resolve()) for m in members],
-        "from_checkpoints": from_checkpoints,
-        "data": run_summary(members[0]).get("eval_data", ""),
-        "summary": summary,
-        **provenance(),
-    }
-    text = json.dumps(spec, indent=1)
-
-    # everything is read and checked: write, the marker of the folder's owner first, ensemble.json last
-    ours = (out / "ensemble.json").is_file() or (out / ENSEMBLE_MARKER).is_file()
-    atomic_write_text(
-        out / ENSEMBLE_MARKER, "harness.ensemble/1: this folder's ensemble files are written by harness ensemble\n"
-    )
-    average(preds, str(out)).save(out / "predictions.npz")
-    if held is not None:
-        average(held, str(out)).save(out / "heldout_predictions.npz")
-    elif (out / "heldout_predictions.npz").is_file() and ours:
-        (out / "heldout_predictions.npz").unlink()  # a previous ensemble's, not this one's
-    atomic_write_text(out / "ensemble.json", text)
-    return spec
 
 
 # ------------------------------------------------------------------ analyses of a run folder

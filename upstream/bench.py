@@ -182,6 +182,78 @@ def _timed(fn: Callable) -> float:
     return time.perf_counter() - tic
 
 
+def _throughput(
+    settings: "dict[str, list[str]]",
+    base: "list[str]",
+    images: int,
+    repeats: int,
+    native: bool,
+    work_dir: Path,
+    progress: Callable[[str], None],
+) -> "dict[str, list[float]]":
+    """Part 1: ``repeats`` rounds of every setting's training images/s (one epoch over ``images`` images, each run in
+    a fresh process), two fast runs side by side, the bare loop, and on a CPU without ``native`` bf16 the bf16
+    forced on (on fewer images). Returns each measurement's images/s, round by round."""
+    pair = "+ 2 runs side by side, 1 thread each"
+    speed: "dict[str, list[float]]" = {name: [] for name in [*settings, pair, "bare loop (default setting)"]}
+    throughput = [f"data.limit_train={images}", "data.limit_eval=16", "train.epochs=1"]
+    if not native:  # auto means fp32 here: measure what bf16 would cost, on fewer images
+        speed[FORCED_BF16] = []
+        few = [f"data.limit_train={max(256, images // 16)}", "data.limit_eval=16", "train.epochs=1"]
+    for r in range(repeats):
+        if not native:
+            summary = _in_fresh_process(
+                _harness,
+                base + ["data.loader=array", "train.mixed_precision=bf16"] + few,
+                str(work_dir / f"bf16_{r}_{time.time_ns()}"),
+            )
+            speed[FORCED_BF16].append(summary["train_images_per_sec"])
+            progress(f"round {r + 1}/{repeats} {FORCED_BF16:28s} {speed[FORCED_BF16][-1]:7.1f} images/s")
+        for name, ov in settings.items():
+            summary = _in_fresh_process(_harness, ov + throughput, str(work_dir / f"speed_{r}_{time.time_ns()}"))
+            speed[name].append(summary["train_images_per_sec"])
+            progress(f"round {r + 1}/{repeats} {name:28s} {speed[name][-1]:7.1f} images/s")
+        speed[pair].append(
+            _side_by_side(
+                settings[STEPS[-1][0]] + throughput, [str(work_dir / f"pair{i}_{r}_{time.time_ns()}") for i in (0, 1)]
+            )
+        )
+        progress(f"round {r + 1}/{repeats} {pair:28s} {speed[pair][-1]:7.1f} images/s")
+        speed["bare loop (default setting)"].append(_in_fresh_process(_bare, settings[STEPS[0][0]] + throughput))
+        progress(f"round {r + 1}/{repeats} {'bare loop':28s} {speed['bare loop (default setting)'][-1]:7.1f} images/s")
+    return speed
+
+
+def _accuracy(
+    settings: "dict[str, list[str]]", epochs: int, native: bool, work_dir: Path, progress: Callable[[str], None]
+) -> "dict[str, dict]":
+    """Part 2: one short run of each setting (``epochs`` over ``train45k``, each in a fresh process): clean test
+    top-1, NLL, training and wall minutes; without ``native`` bf16, ``auto`` is the array-loader run once more."""
+    accuracy: "dict[str, dict]" = {}
+    short = [
+        "data.train_split=train45k",
+        f"train.epochs={epochs}",
+        f"train.eval_every={epochs}",
+        "optim.warmup_epochs=0.5",
+    ]
+    for name, ov in settings.items():
+        if name == STEPS[2][0] and not native:  # auto is fp32 here: the array-loader run, once more
+            accuracy[name] = {**accuracy[STEPS[1][0]], "same_as": STEPS[1][0]}
+            continue
+        tic = time.perf_counter()
+        summary = _in_fresh_process(_harness, ov + short, str(work_dir / f"accuracy_{time.time_ns()}"))
+        wall = time.perf_counter() - tic
+        train_min = summary["train_seconds"] / 60
+        accuracy[name] = {
+            "top1": summary["metrics"]["top1"],
+            "nll": summary["metrics"]["nll"],
+            "train_minutes": train_min,
+            "wall_minutes": wall / 60,
+        }
+        progress(f"accuracy {name:28s} top-1 {summary['metrics']['top1']:.4f} in {train_min:.1f} min of training")
+    return accuracy
+
+
 def run(
     images: int = 6400,
     repeats: int = 3,
@@ -217,58 +289,9 @@ def run(
         str(work_dir / f"warmup_{time.time_ns()}"),
     )
 
-    pair = "+ 2 runs side by side, 1 thread each"
-    speed: "dict[str, list[float]]" = {name: [] for name in [*settings, pair, "bare loop (default setting)"]}
-    throughput = [f"data.limit_train={images}", "data.limit_eval=16", "train.epochs=1"]
     native = native_bf16("cpu")
-    if not native:  # auto means fp32 here: measure what bf16 would cost, on fewer images
-        speed[FORCED_BF16] = []
-        few = [f"data.limit_train={max(256, images // 16)}", "data.limit_eval=16", "train.epochs=1"]
-    for r in range(repeats):
-        if not native:
-            summary = _in_fresh_process(
-                _harness,
-                base + ["data.loader=array", "train.mixed_precision=bf16"] + few,
-                str(work_dir / f"bf16_{r}_{time.time_ns()}"),
-            )
-            speed[FORCED_BF16].append(summary["train_images_per_sec"])
-            progress(f"round {r + 1}/{repeats} {FORCED_BF16:28s} {speed[FORCED_BF16][-1]:7.1f} images/s")
-        for name, ov in settings.items():
-            summary = _in_fresh_process(_harness, ov + throughput, str(work_dir / f"speed_{r}_{time.time_ns()}"))
-            speed[name].append(summary["train_images_per_sec"])
-            progress(f"round {r + 1}/{repeats} {name:28s} {speed[name][-1]:7.1f} images/s")
-        speed[pair].append(
-            _side_by_side(
-                settings[STEPS[-1][0]] + throughput, [str(work_dir / f"pair{i}_{r}_{time.time_ns()}") for i in (0, 1)]
-            )
-        )
-        progress(f"round {r + 1}/{repeats} {pair:28s} {speed[pair][-1]:7.1f} images/s")
-        speed["bare loop (default setting)"].append(_in_fresh_process(_bare, settings[STEPS[0][0]] + throughput))
-        progress(f"round {r + 1}/{repeats} {'bare loop':28s} {speed['bare loop (default setting)'][-1]:7.1f} images/s")
-
-    accuracy: "dict[str, dict]" = {}
-    if epochs:
-        short = [
-            "data.train_split=train45k",
-            f"train.epochs={epochs}",
-            f"train.eval_every={epochs}",
-            "optim.warmup_epochs=0.5",
-        ]
-        for name, ov in settings.items():
-            if name == STEPS[2][0] and not native:  # auto is fp32 here: the array-loader run, once more
-                accuracy[name] = {**accuracy[STEPS[1][0]], "same_as": STEPS[1][0]}
-                continue
-            tic = time.perf_counter()
-            summary = _in_fresh_process(_harness, ov + short, str(work_dir / f"accuracy_{time.time_ns()}"))
-            wall = time.perf_counter() - tic
-            train_min = summary["train_seconds"] / 60
-            accuracy[name] = {
-                "top1": summary["metrics"]["top1"],
-                "nll": summary["metrics"]["nll"],
-                "train_minutes": train_min,
-                "wall_minutes": wall / 60,
-            }
-            progress(f"accuracy {name:28s} top-1 {summary['metrics']['top1']:.4f} in {train_min:.1f} min of training")
+    speed = _throughput(settings, base, images, repeats, native, work_dir, progress)
+    accuracy = _accuracy(settings, epochs, native, work_dir, progress) if epochs else {}
 
     summary = {
         "images": images,

@@ -97,6 +97,57 @@ def _check(cmd: "list[str]") -> None:
         raise RuntimeError(f"{shlex.join(cmd)} failed ({done.returncode}):\n{(done.stdout + done.stderr)[-2000:]}")
 
 
+def _pack(
+    config: Path, data_path: Path, shards: Path, shard_size: int, progress: Callable[[str], None]
+) -> "tuple[list[list[str]], Optional[float], dict]":
+    """Pack every split into ``shards`` (:func:`pack_commands`; a finished pack is kept).
+
+    Returns:
+        ``(commands, seconds, index)``: the pack commands, the seconds they took (None where every split was
+        packed already: a kept pack's time is not measured), and each split's ``index.json``.
+    """
+    measured = not all((read_json(shards / s / "index.json") or {}).get("complete") for s in SPLITS)
+    if not measured:
+        progress(f"{shards} holds the finished packs: their packing time is not measured again (delete it to)")
+    tic = time.perf_counter()
+    packs = pack_commands(config, data_path, shards, shard_size)
+    for cmd in packs:
+        _check(cmd)
+    seconds = time.perf_counter() - tic
+    index = {s: json.loads((shards / s / "index.json").read_text()) for s in SPLITS}
+    counts = ", ".join(f"{s}: {len(i['shards'])} shards" for s, i in index.items())
+    progress(f"packed {counts} in {seconds:.0f} s")
+    return packs, seconds if measured else None, index
+
+
+def _read_run(path: str, seed: int, cmd: "list[str]", run_dir: Path, tic: float) -> dict:
+    """One finished run as the comparison reads it: its metrics (``metrics.json``), its command, the session's
+    minutes (since ``tic``, a ``time.perf_counter()`` reading), and per test example whether it was right
+    (``correct``) and its ``index`` (``predictions.npz``)."""
+    m = json.loads((run_dir / "metrics.json").read_text())
+    pred = np.load(run_dir / "predictions.npz")
+    correct = pred["logits"].argmax(1) == pred["targets"]
+    return {
+        "path": path,
+        "seed": seed,
+        "command": shown(cmd),
+        "run_dir": str(run_dir),
+        "top1": m["metrics"]["top1"],
+        "nll": m["metrics"]["nll"],
+        "ece": m["metrics"]["ece"],
+        "heldout_top1": (m.get("heldout_metrics") or {}).get("top1"),
+        "steps": m["steps"],
+        "train_minutes": m["train_seconds"] / 60,
+        "wall_minutes": m["wall_seconds"] / 60,
+        "images_per_sec": m["train_images_per_sec"],
+        "mixed_precision": m["mixed_precision"],
+        "train_data": m["train_data"],
+        "session_minutes": (time.perf_counter() - tic) / 60,
+        "correct": correct,
+        "index": pred["index"],
+    }
+
+
 def run(
     seeds: Sequence[int] = (0, 1),
     epochs: int = 2,
@@ -136,17 +187,7 @@ def run(
     load = machine_load()
     work_dir = Path(work_dir)
     shards = work_dir / "shards"
-    pack_measured = not all((read_json(shards / s / "index.json") or {}).get("complete") for s in SPLITS)
-    if not pack_measured:
-        progress(f"{shards} holds the finished packs: their packing time is not measured again (delete it to)")
-    tic = time.perf_counter()
-    packs = pack_commands(Path(config), data_path, shards, shard_size)
-    for cmd in packs:
-        _check(cmd)
-    pack_seconds = time.perf_counter() - tic
-    index = {s: json.loads((shards / s / "index.json").read_text()) for s in SPLITS}
-    counts = ", ".join(f"{s}: {len(i['shards'])} shards" for s, i in index.items())
-    progress(f"packed {counts} in {pack_seconds:.0f} s")
+    packs, pack_seconds, index = _pack(Path(config), data_path, shards, shard_size, progress)
     runs = []
     for seed in seeds:
         for path in PATHS:
@@ -154,33 +195,10 @@ def run(
             cmd = run_command(path, seed, Path(config), data_path, shards, epochs, num_workers, run_dir)
             tic = time.perf_counter()
             _check(cmd)
-            m = json.loads((run_dir / "metrics.json").read_text())
-            pred = np.load(run_dir / "predictions.npz")
-            correct = pred["logits"].argmax(1) == pred["targets"]
-            runs.append(
-                {
-                    "path": path,
-                    "seed": seed,
-                    "command": shown(cmd),
-                    "run_dir": str(run_dir),
-                    "top1": m["metrics"]["top1"],
-                    "nll": m["metrics"]["nll"],
-                    "ece": m["metrics"]["ece"],
-                    "heldout_top1": (m.get("heldout_metrics") or {}).get("top1"),
-                    "steps": m["steps"],
-                    "train_minutes": m["train_seconds"] / 60,
-                    "wall_minutes": m["wall_seconds"] / 60,
-                    "images_per_sec": m["train_images_per_sec"],
-                    "mixed_precision": m["mixed_precision"],
-                    "train_data": m["train_data"],
-                    "session_minutes": (time.perf_counter() - tic) / 60,
-                    "correct": correct,
-                    "index": pred["index"],
-                }
-            )
+            runs.append(_read_run(path, seed, cmd, run_dir, tic))
             progress(
-                f"{path} seed {seed}: clean test top-1 {m['metrics']['top1']:.4f} "
-                f"({m['train_seconds'] / 60:.1f} min of training)"
+                f"{path} seed {seed}: clean test top-1 {runs[-1]['top1']:.4f} "
+                f"({runs[-1]['train_minutes']:.1f} min of training)"
             )
     summary = {
         "seeds": list(seeds),
@@ -190,7 +208,7 @@ def run(
         "shard_size": shard_size,
         "num_workers": num_workers,
         "pack_commands": [shown(c) for c in packs],
-        "pack_seconds": pack_seconds if pack_measured else None,
+        "pack_seconds": pack_seconds,
         "shards": {s: len(i["shards"]) for s, i in index.items()},
         "load": {"start": load, "end": machine_load()},
         **compare(runs),

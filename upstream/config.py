@@ -186,13 +186,15 @@ ARRAY_SOURCES = ("digits", "cifar10n")
 
 def metric_names(link: str) -> "tuple[str, ...]":
     """The evaluation metrics a run computes: the single-label suite (softmax link) or the
-    multi-label one (sigmoid link), as :mod:`harness.uncertainty.metrics` names them."""
+    multi-label one (sigmoid link), as :mod:`harness.uncertainty.metrics` and
+    :mod:`harness.uncertainty.multilabel` name them."""
     import numpy as np
 
     from harness.uncertainty import metrics as M
+    from harness.uncertainty.multilabel import multilabel_metrics
 
     if link == "sigmoid":
-        return tuple(M.multilabel_metrics(np.array([[2.0, -2.0], [-2.0, 2.0]]), np.eye(2)))
+        return tuple(multilabel_metrics(np.array([[2.0, -2.0], [-2.0, 2.0]]), np.eye(2)))
     return tuple(M.classification_metrics(M.log_softmax(np.array([[2.0, -2.0], [-2.0, 2.0]])), np.array([0, 1])))
 
 

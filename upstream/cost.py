@@ -7,7 +7,7 @@ its training step (forward, the training loss, backward, optimiser step) on a ra
 config's shape, all the configs in one process, interleaved: round r times every config in turn.
 Load that changes between rounds slows every config of the round alike, so the per-round ratio to
 the first config holds even when the seconds do not. A run's cost is then its number of steps times
-the step's median seconds (:func:`harness.experiment.budget.step_costs`).
+the step's median seconds (:func:`harness.experiment.step_cost.step_costs`).
 
 Not timed: data loading (the array loader decodes the images once and augments whole batches as
 tensor ops; it costs the same for every config of one batch shape, so timing it too would move every
@@ -178,6 +178,80 @@ def _per(value: PerConfig, name: str, default: Any) -> Any:
     return value
 
 
+def _spec(
+    configs: "Mapping[str, UpstreamConfig]", num_classes: PerConfig, precision: PerConfig, threads: PerConfig
+) -> "dict[str, tuple[UpstreamConfig, int, str, int]]":
+    """name -> (config, K, precision, threads) of each config, the defaults of :func:`step_seconds` filled in.
+
+    Raises:
+        ValueError: K unknown (no ``num_classes`` given and ``cfg.model.num_classes`` None).
+    """
+    from harness.training.precision import device_type
+    from harness.training.precision import resolve as resolve_precision
+
+    spec = {}
+    for name, cfg in configs.items():
+        k = _per(num_classes, name, cfg.model.num_classes)
+        if k is None:
+            raise ValueError(f"{name}: the number of classes is unknown (model.num_classes is None): pass num_classes")
+        p = _per(precision, name, None) or resolve_precision(cfg.train.mixed_precision, device_type())
+        spec[name] = (cfg, int(k), p, int(_per(threads, name, 1)))
+    return spec
+
+
+def _interleaved(
+    spec: "dict[str, tuple[UpstreamConfig, int, str, int]]",
+    steps: int,
+    warmup: int,
+    rounds: int,
+    block_seconds: float,
+    progress: Callable[[str], None],
+) -> "tuple[dict[str, list[list[float]]], list[list], str]":
+    """Build every config's :class:`_Setup` (torch seeded 0, the caller's RNG untouched), then ``rounds`` rounds of one
+    :func:`_block` per config in turn, each at its thread count (the caller's restored afterwards).
+
+    Returns:
+        ``(times, sequence, device)``: per config its blocks of step seconds, round by round; the ``[round, name]``
+        blocks in the order they ran; the device the steps ran on.
+    """
+    before_threads = torch.get_num_threads()
+    times: "dict[str, list[list[float]]]" = {name: [] for name in spec}
+    sequence = []
+    try:
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(0)
+            setups = {name: _Setup(cfg, k, p) for name, (cfg, k, p, _) in spec.items()}
+            for r in range(rounds):
+                for name, setup in setups.items():
+                    torch.set_num_threads(spec[name][3])
+                    block = _block(setup, steps, warmup, block_seconds)
+                    times[name].append(block)
+                    sequence.append([r, name])
+                    progress(f"[step cost] round {r + 1}/{rounds} {name}: {statistics.median(block):.4f} s/step")
+            device = str(next(iter(setups.values())).x.device)
+    finally:
+        torch.set_num_threads(before_threads)
+    return times, sequence, device
+
+
+def _per_config(times: "dict[str, list[list[float]]]", keys: "dict[str, dict]", first: str) -> "dict[str, Any]":
+    """Each config's entry of :func:`step_seconds`'s ``configs``: its key, medians (overall and per round), the
+    per-round ratios to the ``first`` config's median of the same round and their median, and every timed step."""
+    out: "dict[str, Any]" = {}
+    for name, blocks in times.items():
+        medians = [statistics.median(b) for b in blocks]
+        ratios = [m / f for m, f in zip(medians, (statistics.median(b) for b in times[first]))]
+        out[name] = {
+            "key": keys[name],
+            "median_seconds": statistics.median([t for b in blocks for t in b]),
+            "round_medians": medians,
+            "ratio_to_first": ratios,
+            "ratio_median": statistics.median(ratios),
+            "seconds": blocks,
+        }
+    return out
+
+
 def step_seconds(
     configs: "Mapping[str, UpstreamConfig]",
     steps: int = STEPS,
@@ -232,54 +306,20 @@ def step_seconds(
     """
     from harness.provenance import cpu_details, cpu_model, machine_load
     from harness.training.precision import device_type, native_bf16
-    from harness.training.precision import resolve as resolve_precision
 
     if not configs:
         raise ValueError("no configs to measure")
     if steps < 1 or rounds < 1 or warmup < 0:
         raise ValueError(f"steps and rounds must be >= 1 and warmup >= 0, got {steps}, {rounds}, {warmup}")
-    spec = {}
-    for name, cfg in configs.items():
-        k = _per(num_classes, name, cfg.model.num_classes)
-        if k is None:
-            raise ValueError(f"{name}: the number of classes is unknown (model.num_classes is None): pass num_classes")
-        p = _per(precision, name, None) or resolve_precision(cfg.train.mixed_precision, device_type())
-        spec[name] = (cfg, int(k), p, int(_per(threads, name, 1)))
+    spec = _spec(configs, num_classes, precision, threads)
     keys = {name: step_key(*s) for name, s in spec.items()}
-    before_threads, start = torch.get_num_threads(), machine_load()
-    times: "dict[str, list[list[float]]]" = {name: [] for name in configs}
-    sequence = []
-    try:
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(0)
-            setups = {name: _Setup(cfg, k, p) for name, (cfg, k, p, _) in spec.items()}
-            for r in range(rounds):
-                for name, setup in setups.items():
-                    torch.set_num_threads(spec[name][3])
-                    block = _block(setup, steps, warmup, block_seconds)
-                    times[name].append(block)
-                    sequence.append([r, name])
-                    progress(f"[step cost] round {r + 1}/{rounds} {name}: {statistics.median(block):.4f} s/step")
-            device = str(next(iter(setups.values())).x.device)
-    finally:
-        torch.set_num_threads(before_threads)
+    start = machine_load()
+    times, sequence, device = _interleaved(spec, steps, warmup, rounds, block_seconds, progress)
     first = next(iter(configs))
-    out: "dict[str, Any]" = {}
-    for name, blocks in times.items():
-        medians = [statistics.median(b) for b in blocks]
-        ratios = [m / f for m, f in zip(medians, (statistics.median(b) for b in times[first]))]
-        out[name] = {
-            "key": keys[name],
-            "median_seconds": statistics.median([t for b in blocks for t in b]),
-            "round_medians": medians,
-            "ratio_to_first": ratios,
-            "ratio_median": statistics.median(ratios),
-            "seconds": blocks,
-        }
     import datetime as _dt
 
     return {
-        "configs": out,
+        "configs": _per_config(times, keys, first),
         "first": first,
         "steps": steps,
         "warmup": warmup,

@@ -13,6 +13,7 @@ from harness.io import atomic_write_text, json_dumps
 from harness.models import save_model
 from harness.training.predict import predict_logits
 from harness.uncertainty import metrics as M
+from harness.uncertainty.multilabel import multilabel_metrics
 from harness.upstream.config import UpstreamConfig
 from harness.upstream.parts import Training
 
@@ -65,7 +66,7 @@ def predict_loader(
             "lower optim.lr or set optim.clip_grad_norm (the last checkpoint is intact)"
         )
     if multilabel:
-        result = M.multilabel_metrics(arrays["logits"], arrays["targets"])
+        result = multilabel_metrics(arrays["logits"], arrays["targets"])
     else:
         result = M.classification_metrics(M.log_softmax(arrays["logits"]), arrays["targets"])
     return result, arrays

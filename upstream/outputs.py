@@ -1,7 +1,7 @@
 """The final outputs of an upstream run (step 7 of :func:`harness.upstream.train.run`): predictions on the
 evaluation split and on ``data.heldout_split``, ``model.pt``, ``predictions.npz``, ``heldout_predictions.npz`` and
 ``metrics.json`` (whose presence marks the run complete; its ``eval_noise`` names the Monte Carlo noise the
-metrics were evaluated with, :func:`harness.heads.het.eval_noise`), and the final report to the trackers."""
+metrics were evaluated with, :func:`harness.heads.noise_record.eval_noise`), and the final report to the trackers."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any, Optional, Sequence
 
 import torch
 
-from harness.heads.het import eval_noise
+from harness.heads.noise_record import eval_noise
 from harness.io import atomic_write_text, json_dumps
 from harness.models import save_model
 from harness.provenance import provenance

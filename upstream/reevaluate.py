@@ -1,7 +1,7 @@
 """Re-evaluating a finished upstream run with this version's evaluation noise, without training it again.
 
 A HET head's evaluation draws Monte Carlo noise, and ``metrics.json`` records which (``eval_noise``,
-:func:`harness.heads.het.eval_noise`). When that definition changes (``counter/1`` replaced the seeded
+:func:`harness.heads.noise_record.eval_noise`). When that definition changes (``counter/1`` replaced the seeded
 generators of earlier versions), results evaluated before are not comparable with new ones. :func:`reevaluate`
 brings a finished run up to date from its own ``model.pt`` and ``config.yaml``: the same data, loaders, mixed
 precision and memory format as the run's last step (:func:`harness.upstream.outputs.final_predictions`, the one
@@ -21,14 +21,14 @@ from typing import Optional
 
 
 def current_noise(run_dir: "str | Path") -> Optional[str]:
-    """The evaluation noise this version draws for the run's head (:func:`harness.heads.het.noise_definition_of` of
-    its ``config.yaml``'s ``model.head``, as the shift predictions key it; None for a head without noise), read
-    without loading ``model.pt``.
+    """The evaluation noise this version draws for the run's head
+    (:func:`harness.heads.noise_record.noise_definition_of` of its ``config.yaml``'s ``model.head``, as the shift
+    predictions key it; None for a head without noise), read without loading ``model.pt``.
 
     Raises:
         FileNotFoundError: no ``config.yaml``. ValueError: head options the head refuses.
     """
-    from harness.heads.het import noise_definition_of
+    from harness.heads.noise_record import noise_definition_of
     from harness.runs import run_config
 
     return noise_definition_of(dict((run_config(run_dir).get("model") or {}).get("head") or {}))
@@ -99,7 +99,7 @@ def _reevaluate(run_dir: Path, cfg, precision: str) -> dict:
     import torch
     from accelerate.utils import set_seed
 
-    from harness.heads.het import eval_noise
+    from harness.heads.noise_record import eval_noise
     from harness.io import atomic_write_text, json_dumps, read_json
     from harness.models import load_model
     from harness.provenance import provenance

@@ -16,7 +16,7 @@ from harness.data.batched import make_loader
 from harness.data.config import STREAM_SOURCES
 from harness.data.dataset import LabelSets
 from harness.data.noise import inject_label_noise
-from harness.data.shards import shard_split
+from harness.data.packed_split import shard_split
 from harness.data.sources import build_split
 from harness.upstream.config import UpstreamConfig
 from harness.upstream.losses import loss_setup
@@ -28,7 +28,7 @@ class RunData:
 
     Attributes:
         stream: the splits are shard streams (``data.source=shards``), read by each process in its own part.
-        read_split: the reader of a split (:func:`harness.data.shards.shard_split` or
+        read_split: the reader of a split (:func:`harness.data.packed_split.shard_split` or
             :func:`harness.data.sources.build_split`).
         train, eval: the training split (its labels noisy where ``data.label_noise`` says so) and the evaluation
             split, one-hot where a sigmoid head trains on single labels.

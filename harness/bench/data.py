@@ -1,9 +1,9 @@
 """``harness bench data``: memory and throughput of the data path against the data set's size.
 
-For each size N, N synthetic examples are written: 32x32 PNG images (a pool of 1,000 random images, written
-byte for byte N times over, 1,000 files a folder), 10 classes, a ``train.jsonl`` manifest listing them
-(``data.source=manifest``); then the same split is packed as WebDataset shards by
-:func:`harness.data.pack.pack` (``data.source=shards``). Each source is then measured in a fresh process
+For each size N, N synthetic examples are written (:mod:`harness.bench.synthetic_data`): 32x32 PNG images (a
+pool of 1,000 random images, written byte for byte N times over, 1,000 files a folder), 10 classes, a
+``train.jsonl`` manifest listing them (``data.source=manifest``); then the same split is packed as WebDataset
+shards by :func:`harness.data.pack.pack` (``data.source=shards``). Each source is then measured in a fresh process
 (``spawn``), its loader in that process (no loader workers, so one process holds everything):
 
 - the time to open the split (manifest: read the list and check every path stays in its folder, plus the
@@ -23,14 +23,12 @@ Beside them, in a fresh process too, the training step of the default small mode
 ``mixed_precision: auto`` takes on this CPU, channels_last, SGD) on random 32 px inputs of the same batch size:
 a loader faster than the step keeps the model busy. On a machine shared with other work wall-clock rates follow
 the others' load; the CPU-second rates compare the cost of an image in the loader and in the step. The generated data lives under ``work_dir`` and is deleted
-after each size.
+after each size. The tables: :mod:`harness.bench.data_report`.
 """
 
 from __future__ import annotations
 
 import concurrent.futures as cf
-import io
-import json
 import multiprocessing as mp
 import shutil
 import statistics
@@ -38,74 +36,12 @@ import time
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
-import numpy as np
-
-from harness.io import atomic_write_text
-from harness.provenance import cpu_details, load_note, machine_load, markdown_header, provenance
+from harness.bench.data_report import MiB, write_report
+from harness.bench.synthetic_data import NUM_CLASSES, SOURCES, make_data, pack_data
+from harness.provenance import cpu_details, machine_load
 
 SIZES = (10_000, 100_000, 1_000_000)
-SOURCES = ("manifest", "shards")
 MODEL_CONFIG = Path(__file__).resolve().parents[2] / "upstream" / "configs" / "cifar10n_het.yaml"
-NUM_CLASSES = 10
-POOL = 1_000
-PER_FOLDER = 1_000
-MiB = 2**20
-
-
-def make_data(root: Path, n: int, image_size: int = 32, seed: int = 0) -> dict:
-    """Write ``n`` examples under ``root``: ``img/<folder>/<i>.png`` and ``train.jsonl`` (``{"path", "labels"}``).
-
-    Image i is image ``i % 1000`` of a pool of random ``image_size`` x ``image_size`` RGB PNGs, its label that
-    image's number mod 10.
-
-    Returns:
-        ``{"seconds", "image_bytes"}``: the time taken and the bytes of all image files.
-
-    Raises:
-        ValueError: ``n`` < 1.
-    """
-    from PIL import Image
-
-    if n < 1:
-        raise ValueError(f"the number of examples must be >= 1, got {n}")
-    tic = time.perf_counter()
-    rng = np.random.default_rng(seed)
-    pool = []
-    for _ in range(POOL):
-        buf = io.BytesIO()
-        Image.fromarray(rng.integers(0, 256, (image_size, image_size, 3), dtype=np.uint8)).save(buf, "PNG")
-        pool.append(buf.getvalue())
-    root.mkdir(parents=True, exist_ok=True)
-    total = 0
-    with open(root / "train.jsonl", "w") as manifest:
-        for i in range(n):
-            folder = f"img/{i // PER_FOLDER:05d}"
-            if i % PER_FOLDER == 0:
-                (root / folder).mkdir(parents=True, exist_ok=True)
-            data = pool[i % POOL]
-            (root / folder / f"{i:07d}.png").write_bytes(data)
-            total += len(data)
-            manifest.write(json.dumps({"path": f"{folder}/{i:07d}.png", "labels": [i % POOL % NUM_CLASSES]}) + "\n")
-    (root / "classes.txt").write_text("".join(f"c{c}\n" for c in range(NUM_CLASSES)))
-    return {"seconds": time.perf_counter() - tic, "image_bytes": total}
-
-
-def _pack(manifest_dir: str, out: str, shard_size: int) -> dict:
-    """Pack the manifest's train split into shards (in a fresh process): ``{"seconds", "shards", "shard_bytes"}``."""
-    from harness.data.config import DataConfig
-    from harness.data.pack import pack
-    from harness.data.sources import build_split
-
-    tic = time.perf_counter()
-    index = pack(
-        build_split(DataConfig(source="manifest", path=manifest_dir), "train"),
-        Path(out) / "train",
-        shard_size,
-        prefix="train",
-        progress=False,
-    )
-    size = sum(p.stat().st_size for p in (Path(out) / "train").glob("*.tar"))
-    return {"seconds": time.perf_counter() - tic, "shards": len(index["shards"]), "shard_bytes": size}
 
 
 def _max_rss() -> int:
@@ -297,53 +233,17 @@ def run(
             skipped.append(n)
             progress(f"N={n}: not started, past the time budget of {max_minutes} min")
             continue
-        tic = time.perf_counter()
         root = work / f"n{n}"
-        made = make_data(root / "manifest", n, image_size)
-        progress(f"N={n}: wrote images and manifest in {made['seconds']:.0f} s")
-        packed = _in_fresh_process(_pack, str(root / "manifest"), str(root / "shards"), shard_size)
-        progress(f"N={n}: packed {packed['shards']} shard(s) in {packed['seconds']:.0f} s")
-        rounds: "dict[str, list[dict]]" = {source: [] for source in SOURCES}
-        for i in range(repeats):
-            for source in SOURCES:
-                path = str(root / ("shards" if source == "shards" else "manifest"))
-                r = _in_fresh_process(measure_loader, source, path, batch_size, image_size, warmup, batches)
-                rounds[source].append(r)
-                progress(
-                    f"N={n} {source:8s} round {i + 1}/{repeats}: open {r['open_seconds']:.1f} s, peak RSS "
-                    f"{r['peak_rss'] / MiB:.0f} MiB (+{r['rss_growth'] / MiB:.1f}), {r['images_per_sec']:.0f} "
-                    "images/s"
-                )
-        cases += [_case(n, source, rs) for source, rs in rounds.items()]
-        prep.append(
-            {
-                "examples": n,
-                "write_seconds": made["seconds"],
-                "image_bytes": made["image_bytes"],
-                "pack_seconds": packed["seconds"],
-                "shards": packed["shards"],
-                "shard_bytes": packed["shard_bytes"],
-                "wall_seconds": time.perf_counter() - tic,
-            }
+        size_cases, size_prep = _measure_size(
+            n, root, batch_size, image_size, warmup, batches, shard_size, repeats, progress
         )
+        cases += size_cases
+        prep.append(size_prep)
         if not keep:
             shutil.rmtree(root, ignore_errors=True)
     if not keep and not work_dir:
         shutil.rmtree(work, ignore_errors=True)
-    step_rounds = []
-    for i in range(repeats):
-        step_rounds.append(_in_fresh_process(_measure_step, batch_size, image_size, 3, steps))
-        r = step_rounds[-1]
-        progress(
-            f"training step ({r['model']}, {r['precision']}) round {i + 1}/{repeats}: "
-            f"{r['images_per_sec']:.0f} images/s, {r['images_per_cpu_second']:.0f} per CPU-second"
-        )
-    step = {
-        **step_rounds[0],
-        "rounds": step_rounds,
-        "images_per_sec": statistics.median(r["images_per_sec"] for r in step_rounds),
-        "images_per_cpu_second": statistics.median(r["images_per_cpu_second"] for r in step_rounds),
-    }
+    step = _measure_steps(batch_size, image_size, steps, repeats, progress)
     summary = {
         "sizes": sizes,
         "skipped": skipped,
@@ -361,8 +261,74 @@ def run(
         "load": {"start": load, "end": machine_load()},
     }
     if out is not None:
-        _write(Path(out), summary)
+        write_report(Path(out), summary)
     return summary
+
+
+def _measure_size(
+    n: int,
+    root: Path,
+    batch_size: int,
+    image_size: int,
+    warmup: int,
+    batches: int,
+    shard_size: int,
+    repeats: int,
+    progress: Callable[[str], None],
+) -> "tuple[list[dict], dict]":
+    """One size N: write the synthetic split under ``root`` (:func:`~harness.bench.synthetic_data.make_data`), pack
+    it (in a fresh process), then measure each source's loader ``repeats`` times, the sources in turn, each
+    measurement in a fresh process.
+
+    Returns:
+        ``(cases, preparation)``: one :func:`_case` per source, and the times and bytes of writing and packing.
+    """
+    tic = time.perf_counter()
+    made = make_data(root / "manifest", n, image_size)
+    progress(f"N={n}: wrote images and manifest in {made['seconds']:.0f} s")
+    packed = _in_fresh_process(pack_data, str(root / "manifest"), str(root / "shards"), shard_size)
+    progress(f"N={n}: packed {packed['shards']} shard(s) in {packed['seconds']:.0f} s")
+    rounds: "dict[str, list[dict]]" = {source: [] for source in SOURCES}
+    for i in range(repeats):
+        for source in SOURCES:
+            path = str(root / ("shards" if source == "shards" else "manifest"))
+            r = _in_fresh_process(measure_loader, source, path, batch_size, image_size, warmup, batches)
+            rounds[source].append(r)
+            progress(
+                f"N={n} {source:8s} round {i + 1}/{repeats}: open {r['open_seconds']:.1f} s, peak RSS "
+                f"{r['peak_rss'] / MiB:.0f} MiB (+{r['rss_growth'] / MiB:.1f}), {r['images_per_sec']:.0f} "
+                "images/s"
+            )
+    cases = [_case(n, source, rs) for source, rs in rounds.items()]
+    prep = {
+        "examples": n,
+        "write_seconds": made["seconds"],
+        "image_bytes": made["image_bytes"],
+        "pack_seconds": packed["seconds"],
+        "shards": packed["shards"],
+        "shard_bytes": packed["shard_bytes"],
+        "wall_seconds": time.perf_counter() - tic,
+    }
+    return cases, prep
+
+
+def _measure_steps(batch_size: int, image_size: int, steps: int, repeats: int, progress: Callable[[str], None]) -> dict:
+    """The training step of the default small model, ``repeats`` times, each in a fresh process (after 3 warm-up
+    steps): the first round's settings, every round, and the medians of the rates."""
+    step_rounds = []
+    for i in range(repeats):
+        step_rounds.append(_in_fresh_process(_measure_step, batch_size, image_size, 3, steps))
+        r = step_rounds[-1]
+        progress(
+            f"training step ({r['model']}, {r['precision']}) round {i + 1}/{repeats}: "
+            f"{r['images_per_sec']:.0f} images/s, {r['images_per_cpu_second']:.0f} per CPU-second"
+        )
+    return {
+        **step_rounds[0],
+        "rounds": step_rounds,
+        "images_per_sec": statistics.median(r["images_per_sec"] for r in step_rounds),
+        "images_per_cpu_second": statistics.median(r["images_per_cpu_second"] for r in step_rounds),
+    }
 
 
 def _case(n: int, source: str, rs: "list[dict]") -> dict:
@@ -380,79 +346,3 @@ def _case(n: int, source: str, rs: "list[dict]") -> dict:
         "peak_rss": max(r["peak_rss"] for r in rs),
         "rss_growth": max(r["rss_growth"] for r in rs),
     }
-
-
-def _write(out: Path, s: dict) -> None:
-    prov = provenance()
-    step = s["training_step"]
-    lines = [
-        markdown_header("Data path: memory and loader throughput against the data set's size", prov),
-        f"CPU (`lscpu`): {s['cpu'] or 'lscpu not available'}. " + load_note(s["load"]["start"], s["load"]["end"]),
-        "",
-        f"Synthetic split: N examples, {s['image_size']}x{s['image_size']} PNG images (a pool of {POOL} random "
-        f"images written N times over, {PER_FOLDER} files a folder), {NUM_CLASSES} classes, listed in a "
-        f"`train.jsonl` manifest (`data.source=manifest`) and packed by `harness.data.pack.pack` into shards "
-        f"of {s['shard_size']} (`data.source=shards`). Each source measured in a fresh process with its "
-        f"training loader in that process (no loader workers): the per-image path (PIL decode, pad-4 crop + "
-        f"flip to {s['image_size']} px, seeded shuffle; shards: a shuffle buffer of 1,000), batches of "
-        f"{s['batch_size']}, {s['batches']} batches timed after {s['warmup']}; {s['repeats']} measurements of "
-        "each, the two sources in turn. Peak RSS: `ru_maxrss` of the process (the largest of the "
-        "measurements); growth: over its peak after its imports (what opening the split and reading batches "
-        "add). Open: median seconds to open the split.",
-        "",
-        "| examples | source | open (s) | peak RSS (MiB) | RSS growth (MiB) | loader images/s (median, range) "
-        "| images per CPU-second (median) |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for c in s["cases"]:
-        lo, hi = c["images_per_sec_range"]
-        lines.append(
-            f"| {c['examples']:,} | {c['source']} | {c['open_seconds']:.2f} | {c['peak_rss'] / MiB:.0f} | "
-            f"{c['rss_growth'] / MiB:.1f} | {c['images_per_sec']:.0f} ({lo:.0f}-{hi:.0f}) | "
-            f"{c['images_per_cpu_second']:.0f} |"
-        )
-    measured = sorted({c["examples"] for c in s["cases"]})
-    if len(measured) > 1:
-        lo, hi = measured[0], measured[-1]
-        lines += [""]
-        for source in SOURCES:
-            by = {c["examples"]: c for c in s["cases"] if c["source"] == source}
-            per = (by[hi]["rss_growth"] - by[lo]["rss_growth"]) / (hi - lo)
-            lines.append(
-                f"- {source}: RSS growth from {lo:,} to {hi:,} examples: "
-                f"{(by[hi]['rss_growth'] - by[lo]['rss_growth']) / MiB:+.1f} MiB, {per:.0f} bytes an example."
-            )
-    if s["skipped"]:
-        lines += ["", f"Not measured: N = {', '.join(f'{n:,}' for n in s['skipped'])} (past the time budget)."]
-    lines += [
-        "",
-        "Preparing the data (not part of a training run):",
-        "",
-        "| examples | write images + manifest (s) | image bytes (MiB) | pack shards (s) | shards | shard bytes (MiB) |",
-        "|---|---|---|---|---|---|",
-    ]
-    for p in s["preparation"]:
-        lines.append(
-            f"| {p['examples']:,} | {p['write_seconds']:.0f} | {p['image_bytes'] / MiB:.0f} | "
-            f"{p['pack_seconds']:.0f} | {p['shards']} | {p['shard_bytes'] / MiB:.0f} |"
-        )
-    slowest = min((c["images_per_sec"] for c in s["cases"]), default=float("nan"))  # of the medians
-    cheapest = min((c["images_per_cpu_second"] for c in s["cases"]), default=float("nan"))
-    each = ", ".join(f"{r['images_per_sec']:.0f}" for r in step["rounds"])
-    lines += [
-        "",
-        f"Training step of the default small model (`{step['model']}` with the head of "
-        f"`cifar10n_het.yaml`: {json.dumps(step['head'])}; precision {step['precision']} as "
-        f"`mixed_precision: auto` takes it here, channels_last, SGD; batch {step['batch_size']} of random "
-        f"{s['image_size']} px inputs, {step['steps']} steps timed after 3, {step['threads']} threads; "
-        f"{len(step['rounds'])} measurements): **{step['images_per_sec']:.0f} images/s** (median; each: "
-        f"{each}), **{step['images_per_cpu_second']:.0f} images per CPU-second**.",
-        "",
-        f"The slowest loader above (median) gives {slowest:.0f} images/s, "
-        f"{slowest / step['images_per_sec']:.1f}x the step's median rate; per CPU-second the costliest gives "
-        f"{cheapest:.0f} images, {cheapest / step['images_per_cpu_second']:.1f}x the step: decoding and "
-        f"augmenting an image takes {100 * step['images_per_cpu_second'] / cheapest:.0f}% of the CPU time the "
-        "step spends on it, in one process (a run's loader workers run beside the step).",
-    ]
-    atomic_write_text(out, "\n".join(lines) + "\n")
-    atomic_write_text(out.with_suffix(".json"), json.dumps({"provenance": prov, **s}, indent=1))

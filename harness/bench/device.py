@@ -2,7 +2,8 @@
 each figure measured side by side with its baseline in this one process, written to ``device.md`` + ``device.json``.
 
 Parts, in the order they run, with the estimated seconds on one H100 at :data:`GPU` sizes (the first part, all
-four: at most 4 minutes, plus ~10 s of start-up; :mod:`harness.bench.device_parts` measures):
+four: at most 4 minutes, plus ~10 s of start-up; :mod:`harness.bench.device_parts` measures, the correctness part
+:mod:`harness.bench.device_checks`):
 
 - ``correctness`` (~15 s): a few seeded training steps of a het ResNet-50 twice under
   ``torch.use_deterministic_algorithms(True)`` (``CUBLAS_WORKSPACE_CONFIG=:4096:8`` on CUDA) give identical losses,
@@ -37,14 +38,11 @@ from typing import Callable, Optional
 
 import torch
 
+from harness.bench.device_checks import FLOAT_ATOL, MC_Z, NONDET_RTOL, measure_correctness
 from harness.bench.device_parts import (
-    FLOAT_ATOL,
-    MC_Z,
-    NONDET_RTOL,
     Clock,
     Sizes,
     guard,
-    measure_correctness,
     measure_head,
     measure_loader,
     measure_train,

@@ -8,8 +8,9 @@ from pathlib import Path
 import click
 
 from harness.cli.group import RESUMES, _Main
+from harness.cli.preparation import data
 from harness.cli.runs import ensemble, import_cmd, report, shift
-from harness.cli.tools import bench, data
+from harness.cli.tools import bench
 from harness.cli.transfer import downstream, fewshot
 
 __all__ = ["RESUMES", "main"]
@@ -42,7 +43,8 @@ for _command in (ensemble, import_cmd, report, shift, downstream, fewshot, bench
     "--no-train",
     is_flag=True,
     help="Train nothing: build the report from the runs that have finished (restored from records where "
-    "missing); conditions report the seeds they have, and the report lists the runs left out.",
+    "missing); conditions report the seeds they have, and the report lists the runs left out. A transfer study "
+    "fine-tunes nothing and reports the methods whose transfers have finished.",
 )
 @click.option(
     "--sync-records",
@@ -96,7 +98,7 @@ def run_cmd(experiment, overrides, no_train, sync_records, reference, reevaluate
         if exp.transfer is not None:  # a transfer study of committed models: nothing upstream to train
             from harness.experiment.transfer import run_transfer
 
-            out = run_transfer(exp, progress=click.echo)
+            out = run_transfer(exp, progress=click.echo, train=not no_train)
         else:
             out = run_experiment(exp, progress=click.echo, train=not no_train, reevaluate=reevaluate)
         click.echo(f"report: {out / 'report.md'} and {out / 'report.html'}")

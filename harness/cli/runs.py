@@ -47,8 +47,9 @@ def ensemble(members, more, out, name, from_checkpoints, eval_data, device, over
     ensemble gain, disagreement and KL to the ensemble. Given the folders of downstream sweeps (harness downstream
     --out, one per upstream model), the ensemble across those upstream models on every transfer task."""
     from harness.downstream.ensembles import ENSEMBLE_FILES, is_sweep, write_upstream_ensemble
+    from harness.ensemble_folder import build_ensemble
     from harness.io import path_under
-    from harness.runs import build_ensemble, data_from_file, predict_checkpoint
+    from harness.runs import data_from_file, predict_checkpoint
     from harness.shift.predict import ensemble_sets
 
     members = list(members) + list(more)

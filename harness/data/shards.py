@@ -8,9 +8,10 @@ JFT-style; ``{"label": id}`` is read too). The keys :func:`harness.data.pack.pac
 split, zero-padded, so predictions made on shards line up with the source.
 
 Writing is :mod:`harness.data.pack` (``harness data pack``); the index, its shard names and opening shards (local
-files and ``file:``/``http(s):`` URLs, never through a shell) are :mod:`harness.data.shard_index`; this module reads
-the stream. Every shard read to its end is compared with its index entry (examples, labels' digest), and member
-names with ``/`` or ``..`` are refused.
+files and ``file:``/``http(s):`` URLs, never through a shell) are :mod:`harness.data.shard_index`; which shards each
+rank and worker reads, and where a resume starts, is :mod:`harness.data.shard_plan`; a packed split as a training
+run sees it is :mod:`harness.data.packed_split`; this module reads the stream. Every shard read to its end is
+compared with its index entry (examples, labels' digest), and member names with ``/`` or ``..`` are refused.
 
 Reading (:class:`ShardDataset`, :func:`shard_loader`): every shard goes to exactly one (rank, worker) slot,
 ``shards[rank::world_size][worker::num_workers]`` in the index's order (the assignment of webdataset's
@@ -38,7 +39,6 @@ Reading (:class:`ShardDataset`, :func:`shard_loader`): every shard goes to exact
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterator, Optional, Sequence
 
 import numpy as np
@@ -55,6 +55,7 @@ from harness.data.shard_index import (  # noqa: F401 (the index's names, read he
     shard_files,
     shard_name,
 )
+from harness.data.shard_plan import _slots, batch_limits, resume_point
 from harness.io import check_location, quote
 
 
@@ -67,79 +68,6 @@ def _wds() -> Any:
 
 #: the image members a reader takes, in this order of preference
 IMAGE_EXTENSIONS = ("jpg", "jpeg", "png", "ppm", "pgm", "pbm", "webp", "bmp", "tif", "tiff")
-
-
-def _slots(n_shards: int, world_size: int, workers: int) -> "list[list[list[int]]]":
-    """``slots[r][w]``: the shards (positions in the index's order) of worker w of rank r."""
-    return [[list(range(n_shards))[r::world_size][w::workers] for w in range(workers)] for r in range(world_size)]
-
-
-def batch_limits(
-    counts: Sequence[int], world_size: int, workers: int, batch_size: int, multiple: int = 1
-) -> "list[list[int]]":
-    """Examples each (rank, worker) slot yields per epoch so that every rank makes the same number of whole batches.
-
-    Each worker batches its own stream (``torch.utils.data.DataLoader`` with an iterable dataset), so a slot
-    yields a multiple of ``batch_size``: slot (r, w) holding n examples can give n // batch_size batches; every
-    rank gets T = the smallest of the ranks' sums rounded down to a multiple of ``multiple`` (the gradient
-    accumulation steps, so that an epoch ends on an optimiser step), taken from its fullest workers first.
-
-    Returns:
-        ``limits[r][w]``: examples (a multiple of ``batch_size``).
-
-    Raises:
-        ValueError: some rank cannot make ``multiple`` whole batches.
-    """
-    batches = [
-        [sum(counts[i] for i in slot) // batch_size for slot in rank]
-        for rank in _slots(len(counts), world_size, workers)
-    ]
-    multiple = max(1, int(multiple))
-    target = min(sum(b) for b in batches) // multiple * multiple
-    if target == 0:
-        raise ValueError(
-            f"with {len(counts)} shards of {sum(counts)} examples over {world_size} rank(s) x {workers} "
-            f"worker(s), some rank cannot fill {multiple} batch(es) of {batch_size}: lower the batch "
-            "size, the gradient accumulation steps or the number of workers, or pack smaller shards"
-        )
-    for b in batches:
-        while sum(b) > target:
-            b[int(np.argmax(b))] -= 1
-    return [[v * batch_size for v in b] for b in batches]
-
-
-def resume_point(per_worker: Sequence[int], n: int) -> "tuple[int, int]":
-    """Where the first ``n`` batches of a ``DataLoader`` over an iterable dataset end, in rounds of its workers.
-
-    ``torch.utils.data.DataLoader`` (``in_order=True``, its default) hands out batch requests to its workers in
-    turn (worker 0, 1, ..., K-1, 0, ...), passing over workers whose iterable dataset has ended, and returns the
-    batches in request order; so batch j of worker w comes in round j, and the loader's stream is round 0 of every
-    worker, then round 1 of every worker that has a second batch, and so on; a new iterator starts at worker 0.
-
-    Args:
-        per_worker: ``[K]`` batches each worker yields this epoch (one entry with 0 loader workers).
-        n: batches already taken from the loader, 0 <= n <= sum(per_worker).
-
-    Returns:
-        ``(rounds, rest)``: the first ``n`` batches are every worker's first ``min(c_w, rounds)`` batches and then
-        ``rest`` batches of round ``rounds`` (0 <= rest < the workers that have a batch in that round). A loader
-        whose workers skip their first ``min(c_w, rounds)`` batches starts at round ``rounds``, worker 0: drop
-        its first ``rest`` batches and it continues as the uninterrupted stream.
-
-    Raises:
-        ValueError: ``n`` outside [0, sum(per_worker)].
-    """
-    per_worker = [int(c) for c in per_worker]
-    if not 0 <= n <= sum(per_worker):
-        raise ValueError(
-            f"cannot skip {n} batches of an epoch of {sum(per_worker)}: the checkpoint does not match "
-            "this data (resume with the pack, batch size, ranks and workers it was written with)"
-        )
-    lo, hi = 0, max(per_worker, default=0)  # the largest number of whole rounds r with sum(min(c, r)) <= n
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        lo, hi = (mid, hi) if sum(min(c, mid) for c in per_worker) <= n else (lo, mid - 1)
-    return lo, n - sum(min(c, lo) for c in per_worker)
 
 
 class ShardLoader(torch.utils.data.DataLoader):
@@ -453,80 +381,3 @@ def shard_loader(
         generator=torch.Generator().manual_seed(seed),
     )
     return loader, ds
-
-
-@dataclass(frozen=True)
-class ShardSplit:
-    """A packed split as a training run sees it before reading it: what its index says (the stand-in, for shards,
-    of :class:`harness.data.dataset.ImageDataset`'s ``description``, ``class_names``, ``num_classes``,
-    ``multilabel`` and ``len()``), and its loader. Built by :func:`shard_split`.
-
-    Attributes:
-        cfg: the data config (``source: shards``).
-        split: the split's name.
-        index: its ``index.json``.
-        multilabel: targets are multi-hot rows (label sets, or single labels read as one-hot sets).
-        description: one line for run metadata and reports.
-    """
-
-    cfg: DataConfig
-    split: str
-    index: dict
-    multilabel: bool
-    description: str
-
-    @property
-    def class_names(self) -> "list[str]":
-        return list(self.index["class_names"])
-
-    @property
-    def num_classes(self) -> int:
-        return len(self.index["class_names"])
-
-    def __len__(self) -> int:
-        """Examples in the split (all ranks together)."""
-        return int(self.index["num_examples"])
-
-    def one_hot(self) -> "ShardSplit":
-        """The same split with single labels read as one-label sets (multi-hot ``[K]`` targets, the sigmoid link)."""
-        return replace(self, multilabel=True, description=f"{self.description}, one-hot")
-
-    def loader(
-        self, train: bool, seed: int, rank: int = 0, world_size: int = 1, batch_multiple: int = 1
-    ) -> "tuple[ShardLoader, ShardDataset]":
-        """:func:`shard_loader` of this split for rank ``rank`` of ``world_size``."""
-        return shard_loader(
-            replace(self.cfg, multilabel=self.multilabel),
-            self.split,
-            train,
-            seed,
-            rank=rank,
-            world_size=world_size,
-            batch_multiple=batch_multiple,
-        )
-
-
-def shard_split(cfg: DataConfig, split: str) -> ShardSplit:
-    """The packed split ``split`` of ``cfg.path`` (``data.source=shards``), from its index; no shard is opened.
-
-    Raises:
-        FileNotFoundError, ValueError: as :func:`shard_files` (no pack of that split, an interrupted pack, a missing
-            shard, a malformed index); ``data.num_classes`` disagreeing with the index.
-        harness.extras.MissingExtra: webdataset is not installed (named before any work).
-    """
-    _wds()
-    urls, _, index = shard_files(str(cfg.path or ""), split)
-    k = len(index["class_names"])
-    if cfg.num_classes and cfg.num_classes != k:
-        raise ValueError(
-            f"data.num_classes={cfg.num_classes} but the shards' index of {split!r} names {k} classes; unset it"
-        )
-    where = urls[0].rsplit("/", 1)[0] if "/" in urls[0] else "."
-    source = index.get("source", {}).get("description", "unknown source")
-    return ShardSplit(
-        cfg,
-        split,
-        index,
-        bool(index["multilabel"] or cfg.multilabel),
-        f"{source}, packed as {len(urls)} shard(s) in {where}",
-    )

@@ -24,8 +24,8 @@ from harness.experiment.config import (
     find_experiment,
     load_experiment,
 )
-from harness.experiment.plan import validate_experiment
 from harness.experiment.stages import records_dir, run_experiment, sync_records
+from harness.experiment.validate import validate_experiment
 
 __all__ = [
     "EXPERIMENTS",

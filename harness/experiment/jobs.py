@@ -28,7 +28,7 @@ def planned_jobs(exp: Experiment, plans: "dict[str, _Plan]") -> int:
 
     Args:
         exp: the experiment.
-        plans: its plans from :func:`harness.experiment.plan.validate_experiment` (``main``, ``multilabel``).
+        plans: its plans from :func:`harness.experiment.validate.validate_experiment` (``main``, ``multilabel``).
     """
     main = plans["main"]
     second = _second_wave(main, exp.methods, exp.seeds)

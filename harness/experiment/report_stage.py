@@ -10,19 +10,12 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from harness.experiment.budget import (
-    STEP_COST_FILE,
-    budget_section,
-    frontier_runs,
-    frontier_section,
-    step_cost_section,
-    step_costs,
-)
+from harness.experiment.budget import budget_section, frontier_runs, frontier_section
+from harness.experiment.comparison import comparison_section
 from harness.experiment.config import Experiment, _upstream_config_path
 from harness.experiment.plan import _finished, _metrics, _Plan
 from harness.experiment.sections import (
     _merge,
-    comparison_section,
     condition_record,
     downstream_section,
     multilabel_section,
@@ -30,6 +23,7 @@ from harness.experiment.sections import (
     time_section,
 )
 from harness.experiment.sigma import experiment_sigma
+from harness.experiment.step_cost import STEP_COST_FILE, step_cost_section, step_costs
 from harness.experiment.summary import report_summary
 from harness.io import path_under
 

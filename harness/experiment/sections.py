@@ -1,6 +1,7 @@
-"""The report sections an experiment adds, computed from its run folders: comparisons with
-intervals and verdicts, the τ grid, multi-label study, downstream table, wall time. Budget curves and
-the frontier, with their cost axis, are :mod:`harness.experiment.budget`."""
+"""The report sections an experiment adds, computed from its run folders: the τ grid, what a condition changed,
+the multi-label study, the downstream table, wall time. The comparisons with intervals and verdicts are
+:mod:`harness.experiment.comparison`; budget curves and the frontier are :mod:`harness.experiment.budget`, their
+cost axis :mod:`harness.experiment.step_cost`."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Optional
 
 import numpy as np
 
+from harness.experiment.comparison import _DIFF_HEADER, _ci, _diff_table, paired_differences
 from harness.experiment.config import _noisy
 from harness.experiment.plan import _metrics
 from harness.uncertainty import metrics as M
@@ -131,70 +133,6 @@ def temperature_section(rows: "list[dict]", title: str) -> dict:
     }
 
 
-def paired_differences(runs: "dict[str, list[Path]]", keys: "tuple[str, ...]", reference: str = "hom") -> "list[dict]":
-    """Seed level: per method and metric, the per-seed differences against ``reference`` (same seed
-    index) with their mean, 95% t-interval, paired t-test and verdict
-    (:func:`harness.uncertainty.compare.seed_level`).
-
-    Returns:
-        One dict per (method, metric): ``diffs``, ``mean``, ``std``, ``lo``, ``hi``, ``n``,
-        ``p`` (paired t-test; None with < 2 seeds), ``verdict``.
-    """
-    from harness.uncertainty.compare import seed_level
-
-    ref = {k: [_metrics(d)["metrics"][k] for d in runs[reference]] for k in keys}
-    out = []
-    for method, dirs in runs.items():
-        if method == reference:
-            continue
-        mine = {k: [_metrics(d)["metrics"][k] for d in dirs] for k in keys}
-        for k, r in seed_level(mine, ref).items():
-            out.append({"method": method, "metric": k, **r})
-    return out
-
-
-def _num(v: float, k: str, pct: "set[str]", sign: bool = False) -> str:
-    if v is None or not np.isfinite(v):
-        return "n/a"
-    return f"{100 * v:{'+' if sign else ''}.2f}" if k in pct else f"{v:{'+' if sign else ''}.4f}"
-
-
-def _ci(r: dict, k: str, pct: "set[str]", sign: bool = True) -> str:
-    return (
-        f"{_num(r['mean' if 'mean' in r else 'diff'], k, pct, sign)} [{_num(r['lo'], k, pct, sign)}, "
-        f"{_num(r['hi'], k, pct, sign)}]"
-    )
-
-
-def _diff_table(rows: "list[dict]", pct: "set[str]") -> "list[list[str]]":
-    return [
-        [
-            r["method"],
-            r["metric"],
-            ", ".join(_num(v, r["metric"], pct, True) for v in r["diffs"]),
-            _ci(r, r["metric"], pct),
-            "n/a" if r["p"] is None else f"{r['p']:.3f}",
-            r["verdict"],
-        ]
-        for r in rows
-    ]
-
-
-_DIFF_HEADER = ["method", "metric", "per seed", "mean [95% t-interval]", "paired t-test p", "verdict"]
-
-
-def comparison_section(runs: "dict[str, list[Path]]", ensembles: "list[Path]", label: str = "") -> dict:
-    """Every method against hom, seed level and image level, the per-method intervals that separate
-    seed variance from test-sampling variance, and ensemble against ensemble; verdicts from the 95%
-    intervals only (:mod:`harness.uncertainty.compare`), sentences computed from the numbers.
-    ``label`` prefixes every title and sentence (a condition other than the main study's)."""
-    out = _comparison(runs, ensembles)
-    if label:
-        out["tables"] = [(f"{label}: {t}", h, r) for t, h, r in out["tables"]]
-        out["text"] = [f"{label}: {t}" for t in out["text"] if not t.startswith(_GENERIC)]
-    return out
-
-
 def condition_record(name: str, description: str, overrides: "list[str]", run_dir: Path) -> "tuple[dict, str]":
     """What a condition changed, for ``report.json`` (``conditions.<name>``) and one report line: its description,
     its ``upstream_overrides`` and the label noise its first run drew (``run.json``'s ``label_noise``: kind, rate,
@@ -213,139 +151,6 @@ def condition_record(name: str, description: str, overrides: "list[str]", run_di
     if "realised_rate" in drawn:
         line += f" Labels changed in its first run's training set: {100 * drawn['realised_rate']:.1f}%."
     return {"description": description, "upstream_overrides": list(overrides), "label_noise": drawn}, line
-
-
-_HOW_TO_READ = (
-    "How to read the comparisons: the summary's verdicts come from one interval over seeds and images "
-    "together (training randomness and the test sample), Holm-adjusted within their family. Below, the "
-    "seed-level intervals (seed i of a method against seed i of hom, test images fixed; with n seeds the "
-    "t-interval has n − 1 degrees of freedom) and the image-level intervals (images resampled, models "
-    "fixed: they describe these trained models, not the method) show the two parts separately; their "
-    "better/worse words are unadjusted."
-)
-
-
-_PAPER = "The paper (ImageNet, Table 1) finds het and diag better than hom on top-1 and NLL."
-
-
-_GENERIC = (_HOW_TO_READ[:20], _PAPER[:20])
-
-
-def _comparison(runs: "dict[str, list[Path]]", ensembles: "list[Path]") -> dict:
-    from harness.uncertainty.compare import image_level, seed_summary, test_sampling_se
-    from harness.uncertainty.predictions import Predictions
-
-    out: dict = {"tables": [], "text": [], "json": {}}
-    acc_key = "top1" if "top1" in _metrics(next(iter(runs.values()))[0])["metrics"] else "prec@1"
-    nll_key = "nll" if acc_key == "top1" else "sigmoid_nll"
-    keys = (acc_key, nll_key, "ece")
-    pct = {k for k in keys if M.METRICS[k].percent}
-    single = acc_key == "top1"
-    preds = {m: [Predictions.load(d) for d in dirs] for m, dirs in runs.items()} if single else {}
-    rows, summary = [], {}
-    for m, dirs in runs.items():
-        s = seed_summary({k: [_metrics(d)["metrics"][k] for d in dirs] for k in keys})
-        se = test_sampling_se(preds[m]) if single else {}
-        summary[m] = {"seeds": s, "test_sampling_se": se}
-        rows.append(
-            [m, str(len(dirs))]
-            + [_ci(s[k], k, pct, False) for k in keys]
-            + [" / ".join(_num(s[k]["std"], k, pct) for k in keys)]
-            + ([" / ".join(_num(se[k], k, pct) for k in keys)] if single else [])
-        )
-    out["tables"].append(
-        (
-            f"Per method (single models): mean over seeds with its 95% t-interval; seed std (training "
-            "randomness) and test-sampling standard error (bootstrap over evaluation images, models "
-            f"fixed); {acc_key} in points",
-            ["method", "seeds", *(f"{k} mean [95% CI]" for k in keys), "seed std (" + " / ".join(keys) + ")"]
-            + (["test-sampling SE (" + " / ".join(keys) + ")"] if single else []),
-            rows,
-        )
-    )
-    out["json"]["method_intervals"] = summary
-    if "hom" not in runs or len(runs) < 2:
-        return out
-    out["text"].append(_HOW_TO_READ)
-    seed_rows = paired_differences(runs, keys)
-    out["tables"].append(
-        (
-            "Paired differences against hom, seed level (method − hom, seed i against seed i; 95% "
-            f"t-interval over seeds; {acc_key} in points)",
-            _DIFF_HEADER,
-            _diff_table(seed_rows, pct),
-        )
-    )
-    out["json"]["paired_differences"] = seed_rows
-    image: "dict[str, dict]" = {}
-    if single:
-        img_rows = []
-        for m in [m for m in runs if m != "hom"]:
-            image[m] = image_level(preds[m], preds["hom"])
-            for k, r in image[m].items():
-                mc = "; ".join(f"{x['n10']}/{x['n01']} p={x['p']:.3g}" for x in r.get("mcnemar", []))
-                img_rows.append([m, k, _ci(r, k, pct), mc, r["verdict"]])
-        out["tables"].append(
-            (
-                "Paired differences against hom, image level (difference of the seed-averaged metric, "
-                "models fixed; 95% paired bootstrap interval over evaluation images, 1,000 resamples; "
-                "McNemar's exact test per seed pair: images only the method gets right / only hom "
-                f"gets right; {acc_key} in points)",
-                ["method", "metric", "difference [95% CI]", "McNemar per seed", "verdict"],
-                img_rows,
-            )
-        )
-        out["json"]["image_level_differences"] = image
-    for method in [m for m in runs if m != "hom"]:
-        r = {x["metric"]: x for x in seed_rows if x["method"] == method}
-        parts = [f"{k} {_ci(r[k], k, pct)} → {r[k]['verdict']}" for k in keys]
-        text = (
-            f"{method} vs hom over {r[acc_key]['n']} paired seeds, test images fixed (95% t-intervals, "
-            "unadjusted): " + "; ".join(parts) + "."
-        )
-        if method in image:
-            text += (
-                " For these trained models (images resampled, 95% bootstrap, unadjusted): "
-                + "; ".join(f"{k} {_ci(image[method][k], k, pct)} → {image[method][k]['verdict']}" for k in keys)
-                + "."
-            )
-        out["text"].append(text)
-    out["text"].append(_PAPER)
-    ens = {json.loads((e / "ensemble.json").read_text())["method"]: e for e in ensembles}
-    if single and "hom" in ens and len(ens) > 1:
-        ens_rows, ens_json = [], {}
-        for m, e in ens.items():
-            if m == "hom":
-                continue
-            r = image_level([Predictions.load(e)], [Predictions.load(ens["hom"])])
-            ens_json[m] = r
-            for k, x in r.items():
-                mc = "; ".join(f"{y['n10']}/{y['n01']} p={y['p']:.3g}" for y in x.get("mcnemar", []))
-                ens_rows.append([f"{e.name} − {ens['hom'].name}", k, _ci(x, k, pct), mc, x["verdict"]])
-            out["text"].append(
-                f"Ensemble {e.name} vs {ens['hom'].name}, for these trained models (images resampled, "
-                "95% bootstrap, unadjusted): "
-                + "; ".join(f"{k} {_ci(r[k], k, pct)} → {r[k]['verdict']}" for k in keys)
-                + "."
-            )
-        out["tables"].append(
-            (
-                "Ensemble against ensemble, image level (95% paired bootstrap over evaluation images; "
-                f"McNemar's exact test; {acc_key} in points)",
-                ["ensembles", "metric", "difference [95% CI]", "McNemar", "verdict"],
-                ens_rows,
-            )
-        )
-        out["json"]["ensemble_differences"] = ens_json
-    for e in ensembles:
-        spec = json.loads((e / "ensemble.json").read_text())["summary"]
-        en, mean = spec["ensemble"], spec["member_mean"]
-        out["text"].append(
-            f"{e.name}: ensemble {acc_key} {100 * en[acc_key]:.2f}% vs members' mean "
-            f"{100 * mean[acc_key]:.2f}%, NLL {spec['ensemble_nll']:.4f} vs Gibbs cross-entropy "
-            f"{spec['gibbs_ce']:.4f} (the ensemble NLL can never exceed it; one ensemble, so no interval)."
-        )
-    return out
 
 
 def multilabel_section(runs: "dict[str, list[Path]]", grid_rows: "list[dict]") -> dict:

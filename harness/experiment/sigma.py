@@ -129,7 +129,7 @@ def _mass(t: "list | np.ndarray") -> np.ndarray:
 
 
 def _test(kind: str, *mats: np.ndarray) -> dict:
-    from harness.uncertainty.covariance import mantel, partial_mantel
+    from harness.uncertainty.mantel import mantel, partial_mantel
 
     r = mantel(*mats) if kind == "mantel" else partial_mantel(*mats)
     return {"rho": r["rho"], "p": r["p_value"]}
@@ -141,12 +141,12 @@ def secondary_analyses(rows: "list[dict]", human: np.ndarray, permuted: str, cla
 
     - **placebo**: models that never saw the permuted noise T_perm (the main study's het models and the
       class-conditional condition's) against T_perm's pair mass: what the test gives without the noise;
-    - **partial Mantel** for the permuted condition's models (:func:`harness.uncertainty.covariance.partial_mantel`):
+    - **partial Mantel** for the permuted condition's models (:func:`harness.uncertainty.mantel.partial_mantel`):
       their signed correlation against their own noise given the human pair mass, and against the human pair mass
       given their own noise;
     - **difference in differences**: seed-paired permuted − class-conditional (both trained on 40% noise of the same
       T, placed on other pairs), per statistic (signed correlation, log Var(u_a − u_b)), class effects removed
-      (:func:`~harness.uncertainty.covariance.without_class_effects`), against T_perm's pair mass given the human
+      (:func:`~harness.uncertainty.mantel.without_class_effects`), against T_perm's pair mass given the human
       mass (partial Mantel), per seed and for the seed mean.
 
     Returns ``{"placebo": [...], "partial": [...], "did": {...}, "readout": sentence}`` (empty without rows of both
@@ -173,7 +173,7 @@ def secondary_analyses(rows: "list[dict]", human: np.ndarray, permuted: str, cla
     did: dict = {}
     paired = [(r, c[r["seed"]]) for r in b if r["seed"] in c]
     for stat, col, log in (("correlation", 3, False), ("log_var_diff", 2, True)):
-        from harness.uncertainty.covariance import without_class_effects
+        from harness.uncertainty.mantel import without_class_effects
 
         diffs = [
             without_class_effects(_matrix(x["pairs"], col, k, log) - _matrix(y["pairs"], col, k, log))

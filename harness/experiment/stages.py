@@ -12,17 +12,18 @@ from typing import Any, Callable, Optional
 from harness.experiment.config import Experiment
 from harness.experiment.jobs import planned_jobs
 from harness.experiment.plan import (
+    _budget_and_conditions,
     _choose_temperatures,
-    _derived,
     _extend_grids,
     _finished,
     _first_wave,
+    _interleaved,
     _Plan,
     _study_runs,
     frontier_plan,
-    validate_experiment,
 )
 from harness.experiment.report_stage import report_stage
+from harness.experiment.validate import validate_experiment
 from harness.io import RunLock, path_under
 from harness.upstream.train import same_config
 
@@ -69,9 +70,19 @@ def _train(
 
 
 def _transfer_one(model: str, tasks: "list[str]", out: str, settings: Any) -> dict:
+    """One upstream model's transfer sweep (in a worker process): its progress lines (each fine-tuning run as it
+    ends, with the time left; a long run's steps every 15 s) printed with the model's name,
+    ``[downstream hom_s0] 3/48 ...``."""
     from harness.downstream.sweep import sweep
 
-    return sweep(model, tasks, out, settings, progress=lambda s: None)
+    name = Path(out).name
+    return sweep(
+        model,
+        tasks,
+        out,
+        settings,
+        progress=lambda s: print(s.replace("[downstream]", f"[downstream {name}]", 1), flush=True),
+    )
 
 
 #: the lock file in ``runs_root`` that one ``harness run`` holds from its checks to its report
@@ -243,7 +254,6 @@ def _upstream_stage(
     """Queue every upstream run (priority: the main study, then the conditions and budget curves, then the
     multi-label study, then the frontier), with each final run's shift predictions and transfer behind it."""
     from harness.downstream.config import PRESETS, SweepSettings
-    from harness.shift.predict import predict_run
 
     left_out: "list[str]" = []
 
@@ -268,22 +278,8 @@ def _upstream_stage(
     evaluated = set(exp.evaluate_methods or exp.methods)
 
     def follow_up(d: Path) -> None:  # a final run of the main study: shift predictions and transfer
-        if final.get(str(d)) not in evaluated:
-            return
-        if exp.shift is not None:
-            workers.submit("shift", d.name, predict_run, (d, exp.shift))
-        if settings is not None:
-            workers.submit(
-                "downstream",
-                d.name,
-                _transfer_one,
-                (
-                    str(d / "model.pt"),
-                    list(exp.downstream.tasks),
-                    str(path_under(root, "downstream", d.name)),
-                    settings,
-                ),
-            )
+        if final.get(str(d)) in evaluated:
+            _evaluate_run(exp, root, workers, settings, d)
 
     def then(cfg: Any) -> "Optional[Callable[[Any], None]]":
         return (lambda _: follow_up(Path(cfg.output_dir))) if str(Path(cfg.output_dir)) in final else None
@@ -296,13 +292,7 @@ def _upstream_stage(
     # priority: the main study, then the budget curves, then the multi-label study, then the frontier
     queue([main.configs[f] for f in _first_wave(main, exp.methods, exp.seeds)], then)
     workers.wait(progress, tick, stages={"upstream"})
-    more = _extend_grids(main, exp.temperature_grid, exp.grid_extensions)
-    while more:  # the best τ lay on the grid's edge: try past it
-        progress(f"[τ grid] extended: {', '.join(more)}")
-        workers.expect(len(more) if train else 0)
-        queue([main.configs[f] for f in more])
-        workers.wait(progress, tick, stages={"upstream"})
-        more = _extend_grids(main, exp.temperature_grid, exp.grid_extensions)
+    _extend_main_grids(exp, main, workers, progress, queue, tick, train)
     second, grid_rows = _choose_temperatures(main, exp.methods, exp.seeds)
     runs = _study_runs(main, exp.methods, exp.seeds)
     final = {str(d): m for m, dirs in runs.items() for d in dirs}
@@ -322,12 +312,77 @@ def _upstream_stage(
         queue([ml_plan.configs[f] for f in folders])
     workers.wait(progress, tick)
     if exp.frontier.schedules:  # diagnostics: their time is not the experiment's
-        plans["frontier"] = frontier_plan(main, exp)
-        tic = time.perf_counter()
-        queue(list(plans["frontier"].configs.values()))
-        workers.wait(progress, lambda: sync_records(exp) if exp.records else None)
-        clock.exclude(time.perf_counter() - tic)
+        _frontier_stage(exp, plans, clock, workers, progress, queue)
     workers.close()
+    _check_main_finished(runs)
+    ml_runs = {} if ml_plan is None else _study_runs(ml_plan, exp.multilabel.methods, exp.multilabel.seeds)
+    return _Study(runs, grid_rows, budget, conditions, ml_runs, ml_grid, settings, left_out)
+
+
+def _evaluate_run(exp: Experiment, root: Path, workers: Any, settings: Any, d: Path) -> None:
+    """Queue what follows a final run ``d`` of the main study: its shift predictions (with a ``shift`` section) and
+    its transfer (with downstream tasks; ``settings``: their :class:`harness.downstream.config.SweepSettings`)."""
+    from harness.shift.predict import predict_run
+
+    if exp.shift is not None:
+        workers.submit("shift", d.name, predict_run, (d, exp.shift))
+    if settings is not None:
+        workers.submit(
+            "downstream",
+            d.name,
+            _transfer_one,
+            (
+                str(d / "model.pt"),
+                list(exp.downstream.tasks),
+                str(path_under(root, "downstream", d.name)),
+                settings,
+            ),
+        )
+
+
+def _extend_main_grids(
+    exp: Experiment,
+    main: _Plan,
+    workers: Any,
+    progress: Callable[[str], None],
+    queue: Callable[[list], None],
+    tick: Callable[[], None],
+    train: bool,
+) -> None:
+    """While the best τ of a grid of the main study lies on its edge, queue the runs past it
+    (:func:`harness.experiment.plan._extend_grids`, at most ``grid_extensions`` per method) and wait for them."""
+    more = _extend_grids(main, exp.temperature_grid, exp.grid_extensions)
+    while more:  # the best τ lay on the grid's edge: try past it
+        progress(f"[τ grid] extended: {', '.join(more)}")
+        workers.expect(len(more) if train else 0)
+        queue([main.configs[f] for f in more])
+        workers.wait(progress, tick, stages={"upstream"})
+        more = _extend_grids(main, exp.temperature_grid, exp.grid_extensions)
+
+
+def _frontier_stage(
+    exp: Experiment,
+    plans: "dict[str, _Plan]",
+    clock: _Clock,
+    workers: Any,
+    progress: Callable[[str], None],
+    queue: Callable[[list], None],
+) -> None:
+    """The frontier's runs (:func:`harness.experiment.plan.frontier_plan`, added to ``plans``), queued and waited
+    for; diagnostics, so their time is left out of the experiment's clock."""
+    plans["frontier"] = frontier_plan(plans["main"], exp)
+    tic = time.perf_counter()
+    queue(list(plans["frontier"].configs.values()))
+    workers.wait(progress, lambda: sync_records(exp) if exp.records else None)
+    clock.exclude(time.perf_counter() - tic)
+
+
+def _check_main_finished(runs: "dict[str, list[Path]]") -> None:
+    """Every run of the main study has finished (only without training can one be missing).
+
+    Raises:
+        ValueError: naming the missing runs.
+    """
     missing = [d.name for dirs in runs.values() for d in dirs if not (d / "metrics.json").is_file()]
     if missing:  # only without training: a trained study has every run
         raise ValueError(
@@ -335,49 +390,13 @@ def _upstream_stage(
             "--no-train to train them"
         )
 
-    ml_runs = {} if ml_plan is None else _study_runs(ml_plan, exp.multilabel.methods, exp.multilabel.seeds)
-    return _Study(runs, grid_rows, budget, conditions, ml_runs, ml_grid, settings, left_out)
-
-
-def _budget_and_conditions(exp: Experiment, main: _Plan) -> "tuple[dict, dict]":
-    """The budget curves' runs (``{method: {epochs: folder}}``) and each condition's runs (``{condition: {method:
-    [folder per seed]}}``), added to the main plan; a condition's run that equals a planned one (e.g. a budget run)
-    is that run, trained once."""
-    budget = {
-        m: {
-            int(e): _derived(main, m, f"budget_{m}_e{int(e)}", [f"train.epochs={int(e)}", f"train.eval_every={int(e)}"])
-            for e in exp.budget.epochs
-        }
-        for m in exp.budget.methods
-    }
-    conditions = {
-        name: {
-            m: [_derived(main, m, f"{name}_{m}_s{sd}", list(c.upstream_overrides), sd) for sd in c.seeds]
-            for m in c.methods
-        }
-        for name, c in exp.conditions.items()
-    }
-    return budget, conditions
-
-
-def _interleaved(conditions: dict, budget: dict) -> "list[str]":
-    """The conditions' run folders seed-major, then by each condition's method order, then by condition (every
-    condition's first seed of its first method before any second one: an interrupted study has something to say
-    about every condition), then the budget runs; each folder once."""
-    lists = [list(per.values()) for per in conditions.values()]
-    depth = max((len(fs) for per in lists for fs in per), default=0), max((len(per) for per in lists), default=0)
-    order = [
-        per[j][i] for i in range(depth[0]) for j in range(depth[1]) for per in lists if j < len(per) and i < len(per[j])
-    ]
-    return list(dict.fromkeys([*order, *(f for per in budget.values() for f in per.values())]))
-
 
 def _evaluation_stage(
     exp: Experiment, root: Path, workers: Any, study: _Study, progress: Callable[[str], None]
 ) -> "tuple[list[Path], dict[str, float]]":
     """The ensembles of each method's first seeds, and the ensembles' shifted predictions (averages of their
     members'); returns the ensemble folders and the seconds per stage."""
-    from harness.runs import build_ensemble
+    from harness.ensemble_folder import build_ensemble
     from harness.shift.predict import average_ensemble
 
     stages: "dict[str, float]" = {}

@@ -12,6 +12,7 @@ from typing import Any, Optional
 import numpy as np
 
 from harness.experiment.config import Experiment
+from harness.experiment.summary_table import summary_section
 from harness.experiment.verdicts import (
     _num,
     _p,
@@ -24,7 +25,6 @@ from harness.experiment.verdicts import (
     oracle_methods,
     seed_rows,
     split_name,
-    summary_section,
 )
 from harness.uncertainty import metrics as M
 

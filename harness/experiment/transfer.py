@@ -12,12 +12,15 @@ the test split chooses nothing), the same recipe for every model, ``workers`` at
 The primary endpoint (declared in the experiment file before any transfer run) is the VTAB-1k-style score, the mean
 test top-1 over the tasks, each method against the reference, with one interval over upstream seeds and test
 images (:func:`score_interval`), Holm over the primary comparisons; per-group scores and the other comparisons form
-the secondary family (Holm together).
+the secondary family (Holm together). NLL and ECE per task (of each transfer's ensemble over its fine-tuning seeds)
+form a third, exploratory family, added after the transfer runs had started and reported as such
+(:func:`calibration_rows`).
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -131,6 +134,37 @@ def _rows(t: TransferSection, correct: "dict[str, list[dict]]", groups: "dict[st
     return adjust(primary, "primary"), adjust(secondary)
 
 
+def _ensemble(folder: Path, task: str) -> Any:
+    """One transfer's test predictions of ``task``: the ensemble (mean probability) of its fine-tuning seeds, as the
+    sweep's own per-task ensemble (:func:`harness.uncertainty.ensembles.average`)."""
+    from harness.uncertainty.ensembles import average
+    from harness.uncertainty.predictions import Predictions
+
+    files = sorted((folder / "predictions").glob(f"{task}_seed*.npz"))
+    if not files:
+        raise FileNotFoundError(f"no test predictions of {task} in {folder / 'predictions'}; rerun the study")
+    return average([Predictions.load(f) for f in files], source=f"{folder.name}/{task}")
+
+
+def calibration_rows(t: TransferSection, folders: "dict[str, Path]", tasks: "list[str]") -> "list[dict]":
+    """The exploratory family: NLL and ECE on each task's test list, each primary method against the reference,
+    each transfer taken as the ensemble of its fine-tuning seeds (:func:`_ensemble`), upstream seeds paired by
+    position; one interval over upstream seeds and test images per row
+    (:func:`harness.uncertainty.compare.method_level`: the two-way ANOVA for NLL, the two-level bootstrap for ECE),
+    Holm over the family. Lower is better for both."""
+    from harness.experiment.verdicts import _row, adjust
+    from harness.uncertainty.compare import method_level
+
+    rows = []
+    for task in tasks:
+        ref = [_ensemble(folders[r], task) for r in t.methods[t.reference]]
+        for m in t.primary:
+            found = method_level([_ensemble(folders[r], task) for r in t.methods[m]], ref, keys=("nll", "ece"))
+            for key, r in found.items():
+                rows.append(_row("transfer", f"{m} − {t.reference}", m, key, task, r["n_seeds"], r))
+    return adjust(rows, "exploratory")
+
+
 def _restore(t: TransferSection, roots: "list[Path]", runs: Path, progress: Callable[[str], None]) -> "dict[str, Path]":
     """Each record of ``t.methods`` restored (verified) into ``runs/upstream/<record>``, found in the first of
     ``roots`` (this run's results, then the reference's) that holds it; record -> run folder."""
@@ -169,9 +203,35 @@ def _tasks(t: TransferSection, runs: Path, progress: Callable[[str], None]) -> "
     return specs + list(t.ood), groups
 
 
-def run_transfer(exp: Any, progress: Callable[[str], None] = print) -> Path:
+def finished_section(t: TransferSection, folders: "dict[str, Path]") -> "tuple[TransferSection, list[str]]":
+    """The study restricted to the methods whose every transfer has finished (its sweep wrote ``vtab.json``), with
+    the comparisons that wait for the others (``"a − b"``).
+
+    Raises:
+        ValueError: no transfer of the reference method has finished (nothing to compare yet).
+    """
+    done = {m for m, recs in t.methods.items() if all((folders[r] / "vtab.json").is_file() for r in recs)}
+    if t.reference not in done:
+        raise ValueError(
+            f"the transfers of the reference method {t.reference!r} have not all finished: nothing to compare yet; "
+            "run the study without --no-train to run them"
+        )
+    wanted = [(m, t.reference) for m in t.primary] + list(t.secondary.items())
+    pending = [f"{a} − {b}" for a, b in wanted if a not in done or b not in done]
+    section = replace(
+        t,
+        methods={m: recs for m, recs in t.methods.items() if m in done},
+        primary=[m for m in t.primary if m in done],
+        secondary={a: b for a, b in t.secondary.items() if a in done and b in done},
+    )
+    return section, pending
+
+
+def run_transfer(exp: Any, progress: Callable[[str], None] = print, train: bool = True) -> Path:
     """Run (or finish) the transfer study of ``exp.transfer`` and write ``<results_root>/<name>/report.{md,json}``;
-    returns the report folder. A rerun transfers only what is missing (each sweep resumes itself).
+    returns the report folder. A rerun transfers only what is missing (each sweep resumes itself). With ``train``
+    False nothing is fine-tuned: the report holds the methods whose transfers have finished
+    (:func:`finished_section`) and names the comparisons still pending.
 
     Raises:
         ValueError: a bad study (:func:`validate_transfer`), or the sweep's own errors (checked before its runs).
@@ -194,35 +254,55 @@ def run_transfer(exp: Any, progress: Callable[[str], None] = print) -> Path:
     ):
         models = _restore(t, [Path(exp.results_root), Path(exp.reference_root)], runs, progress)
         specs, groups = _tasks(t, runs, progress)
-        progress(
-            f"[transfer] {len(models)} upstream models x {len(specs)} tasks ({t.preset} recipe), "
-            f"{exp.workers} at a time"
-        )
-        with Workers(exp.workers) as workers:
-            workers.expect(len(models))
-            for name, run in models.items():
-                workers.submit(
-                    "downstream",
-                    name,
-                    _transfer_one,
-                    (str(run / "model.pt"), specs, str(runs / "downstream" / name), settings),
-                )
-            workers.wait(progress)
-        return write_report(exp, {n: runs / "downstream" / n for n in models}, groups, settings)
+        if train:
+            progress(
+                f"[transfer] {len(models)} upstream models x {len(specs)} tasks ({t.preset} recipe), "
+                f"{exp.workers} at a time"
+            )
+            with Workers(exp.workers) as workers:
+                workers.expect(len(models))
+                for name, run in models.items():
+                    workers.submit(
+                        "downstream",
+                        name,
+                        _transfer_one,
+                        (str(run / "model.pt"), specs, str(runs / "downstream" / name), settings),
+                    )
+                workers.wait(progress)
+        folders = {n: runs / "downstream" / n for n in models}
+        section, pending = finished_section(t, folders)
+        if pending:
+            progress(f"[transfer] pending (transfers not finished): {', '.join(pending)}")
+        return write_report(exp, folders, groups, settings, section, pending)
 
 
-def write_report(exp: Any, folders: "dict[str, Path]", groups: "dict[str, list[str]]", settings: Any) -> Path:
-    """The study's report from the finished transfers: the bottom line, a table in the layout of the paper's Table 6
-    (score ± standard deviation over upstream seeds per method, per group and task), the primary and secondary
-    verdicts, and the protocol differences from the paper. Written atomically as report.md and report.json."""
-    from harness.experiment.verdicts import ALPHA, _p
-    from harness.io import atomic_write_text
+def _calibration_lines(rows: "list[dict]") -> "list[str]":
+    """The report's exploratory section: the rows of :func:`calibration_rows` as a table."""
+    from harness.experiment.verdicts import _p
 
-    t = exp.transfer
+    lines = [
+        "",
+        "## NLL and ECE per task",
+        "",
+        f"Exploratory ({len(rows)} comparisons, Holm together; added after the transfer runs had started, so "
+        "not part of the declared families): NLL and ECE on each task's test list of each transfer's ensemble over "
+        "its fine-tuning seeds; difference method − reference (lower is better), one 95% interval over upstream "
+        "seeds and test images.",
+        "",
+        "| comparison | task | metric | difference [95% CI] | p | Holm p | verdict |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    return lines + [
+        f"| {r['comparison']} | {r['split']} | {r['metric']} | {r['mean']:+.4f} [{r['lo']:+.4f}, {r['hi']:+.4f}] "
+        f"| {_p(r['p'])} | {_p(r['p_holm'])} | {r['verdict']}{', fragile' if r.get('fragile') else ''} |"
+        for r in rows
+    ]
+
+
+def _table6(acc: "dict[str, list[dict]]", methods: "list[str]", groups: "dict[str, list[str]]") -> "list[list[str]]":
+    """The rows of the Table 6 layout: the score over every task, each group's mean and each task, a cell per
+    method of test top-1 (%) mean ± standard deviation over upstream seeds (``acc[method][seed][task]``)."""
     tasks = [x for ts in groups.values() for x in ts]
-    correct = {m: [{task: _correct(folders[r], task) for task in tasks} for r in recs] for m, recs in t.methods.items()}
-    primary, secondary = _rows(t, correct, groups)
-    acc = {m: [{task: float(c[task].mean()) for task in tasks} for c in cs] for m, cs in correct.items()}
 
     def score(per: dict, ts: "list[str]") -> float:
         return float(np.mean([per[x] for x in ts]))
@@ -232,9 +312,61 @@ def write_report(exp: Any, folders: "dict[str, Path]", groups: "dict[str, list[s
             f"{100 * np.mean(vals):.2f} ± {100 * np.std(vals, ddof=1):.2f}" if len(vals) > 1 else f"{100 * vals[0]:.2f}"
         )
 
-    table = [["score (all tasks)"] + [cell([score(a, tasks) for a in acc[m]]) for m in t.methods]]
-    table += [[f"mean ({g})"] + [cell([score(a, ts) for a in acc[m]]) for m in t.methods] for g, ts in groups.items()]
-    table += [[task] + [cell([a[task] for a in acc[m]]) for m in t.methods] for task in tasks]
+    table = [["score (all tasks)"] + [cell([score(a, tasks) for a in acc[m]]) for m in methods]]
+    table += [[f"mean ({g})"] + [cell([score(a, ts) for a in acc[m]]) for m in methods] for g, ts in groups.items()]
+    return table + [[task] + [cell([a[task] for a in acc[m]]) for m in methods] for task in tasks]
+
+
+def _protocol(t: TransferSection, settings: Any) -> str:
+    """The report's protocol paragraph: the upstream records, the recipe, and the differences from the paper."""
+    return (
+        f"Upstream: the {t.upstream} experiment's committed models (records: "
+        + "; ".join(f"{m}: {', '.join(rs)}" for m, rs in t.methods.items())
+        + f"). Transfer recipe: {settings.preset} (lrs {settings.lrs}, steps {settings.steps}, batch "
+        f"{settings.batch_size}, {settings.seeds} fine-tuning seed(s), resolution {settings.resolution}), "
+        "selection on val200, final fit on train800val200, the same for every model. Differences from the paper: "
+        "a 32 px ResNet-10 pretrained on 45,000 CIFAR-10N images (not a ResNet-50 on JFT-300M); tasks built "
+        "from CIFAR-10 and digits in VTAB-1k form (not the 19 VTAB-1k datasets); a CPU-sized recipe, not the "
+        "BiT-HyperRule's 500-20k steps at 224-384 px."
+    )
+
+
+def _pending_lines(pending: "list[str] | tuple", primary: list, secondary: list) -> "list[str]":
+    """The partial report's warning: which comparisons wait for unfinished transfers, and what that does to Holm."""
+    if not pending:
+        return []
+    return [
+        "",
+        f"**Partial report** (`harness run --no-train` before every transfer finished): pending {', '.join(pending)}. "
+        f"Each family's Holm adjustment is over the comparisons present ({len(primary)} primary, {len(secondary)} "
+        "secondary), so its adjusted p-values can only grow when the rest are in; rerunning the study without "
+        "`--no-train` finishes the transfers and rewrites this report.",
+    ]
+
+
+def write_report(
+    exp: Any,
+    folders: "dict[str, Path]",
+    groups: "dict[str, list[str]]",
+    settings: Any,
+    section: "TransferSection | None" = None,
+    pending: "list[str] | tuple" = (),
+) -> Path:
+    """The study's report from the finished transfers: the bottom line, a table in the layout of the paper's Table 6
+    (score ± standard deviation over upstream seeds per method, per group and task), the primary and secondary
+    verdicts, and the protocol differences from the paper. Written atomically as report.md and report.json.
+    ``section``: the study as far as it has finished (:func:`finished_section`; default ``exp.transfer``), with the
+    ``pending`` comparisons named at the top."""
+    from harness.experiment.verdicts import ALPHA, _p
+    from harness.io import atomic_write_text
+
+    t = section or exp.transfer
+    tasks = [x for ts in groups.values() for x in ts]
+    correct = {m: [{task: _correct(folders[r], task) for task in tasks} for r in recs] for m, recs in t.methods.items()}
+    primary, secondary = _rows(t, correct, groups)
+    acc = {m: [{task: float(c[task].mean()) for task in tasks} for c in cs] for m, cs in correct.items()}
+
+    table = _table6(acc, list(t.methods), groups)
 
     def verdict_line(r: dict) -> str:
         return (
@@ -255,8 +387,10 @@ def write_report(exp: Any, folders: "dict[str, Path]", groups: "dict[str, list[s
         f"before any transfer run; one 95% interval over upstream seeds and test images, Holm over "
         f"{len(primary)}): {bottom}. The paper (Table 6, JFT ResNet-50s on VTAB-1k): PE-HET +0.88 points over hom "
         "and +0.22 over diagonal, p < 0.05.",
+        *_pending_lines(pending, primary, secondary),
         "",
-        "Contents: [Table 6 layout](#table-6-layout) · [Verdicts](#verdicts) · [Protocol](#protocol)",
+        "Contents: [Table 6 layout](#table-6-layout) · [Verdicts](#verdicts) · "
+        "[NLL and ECE per task](#nll-and-ece-per-task) · [Protocol](#protocol)",
         "",
         "## Table 6 layout",
         "",
@@ -283,16 +417,9 @@ def write_report(exp: Any, folders: "dict[str, Path]", groups: "dict[str, list[s
         "|---|---|---|---|---|---|---|",
     ]
     lines += [verdict_line(r) for r in secondary]
-    protocol = (
-        f"Upstream: the {t.upstream} experiment's committed models (records: "
-        + "; ".join(f"{m}: {', '.join(rs)}" for m, rs in t.methods.items())
-        + f"). Transfer recipe: {settings.preset} (lrs {settings.lrs}, steps {settings.steps}, batch "
-        f"{settings.batch_size}, {settings.seeds} fine-tuning seed(s), resolution {settings.resolution}), "
-        "selection on val200, final fit on train800val200, the same for every model. Differences from the paper: "
-        "a 32 px ResNet-10 pretrained on 45,000 CIFAR-10N images (not a ResNet-50 on JFT-300M); tasks built "
-        "from CIFAR-10 and digits in VTAB-1k form (not the 19 VTAB-1k datasets); a CPU-sized recipe, not the "
-        "BiT-HyperRule's 500-20k steps at 224-384 px."
-    )
+    calibration = calibration_rows(t, {r: folders[r] for rs in t.methods.values() for r in rs}, tasks)
+    lines += _calibration_lines(calibration)
+    protocol = _protocol(t, settings)
     lines += ["", "## Protocol", "", protocol, ""]
     out = Path(exp.results_root) / exp.name
     out.mkdir(parents=True, exist_ok=True)
@@ -303,6 +430,8 @@ def write_report(exp: Any, folders: "dict[str, Path]", groups: "dict[str, list[s
         "description": exp.description,
         "primary_endpoint": {"declared": {"metric": "score", "date": ep.declared}, "comparisons": primary},
         "secondary_family": {"size": len(secondary), "adjustment": "holm", "comparisons": secondary},
+        "exploratory_family": {"size": len(calibration), "adjustment": "holm", "comparisons": calibration},
+        "pending": list(pending),
         "per_model": {m: dict(zip(t.methods[m], a)) for m, a in acc.items()},
         "groups": groups,
         "protocol": protocol,

@@ -1,9 +1,11 @@
 """Heteroscedastic classification heads: HET (Collier et al., CVPR 2021) and HET-XL (Collier, Jenatton et al., ICLR 2023).
 
-- :mod:`~harness.heads.het`: :class:`HeteroscedasticHead`, the drop-in replacement of a final ``nn.Linear``;
+- :mod:`~harness.heads.het`: :class:`HeteroscedasticHead`, the drop-in replacement of a final ``nn.Linear``
+  (:mod:`~harness.heads.checks`: its value checks; :mod:`~harness.heads.noise_record`: the evaluation noise as
+  results record it);
 - :mod:`~harness.heads.sampling`: the chunked Monte Carlo average of the tempered softmax / sigmoid
-  (:mod:`~harness.heads.linear_space`: its eager chunk kernels; :mod:`~harness.heads.planning`: a call's noise
-  and chunks);
+  (:mod:`~harness.heads.chunk`: what one chunk of samples computes, in log space; :mod:`~harness.heads.linear_space`:
+  the eager chunk kernels in linear space; :mod:`~harness.heads.planning`: a call's noise and chunks);
 - :mod:`~harness.heads.variants`: the registry of covariance variants (:data:`VARIANTS`, :func:`register_variant`);
 - :mod:`~harness.heads.options`: the options, layer names, initialisation and closed-form parameter counts;
 - :mod:`~harness.heads.edward2`: constructors with edward2's argument names;

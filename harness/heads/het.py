@@ -17,17 +17,17 @@ the class weights shared with μ.
 
 from __future__ import annotations
 
-import math
 from typing import Optional, Sequence
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from harness.heads.checks import check_sampling_options, checked_temperature_bounds, resolved_num_factors
+from harness.heads.chunk import NoiseLayout, chunk_logits
 from harness.heads.covariance import covariance_block, noise_factors
 from harness.heads.noise import EVAL_NOISE
 from harness.heads.options import (
-    DEFAULT_NUM_FACTORS,
     DEFAULT_TEMPERATURE_BOUNDS,
     DIAG_NOISES,
     INITS,
@@ -39,13 +39,7 @@ from harness.heads.options import (
     check_option_types,
     init_parameters,
 )
-from harness.heads.sampling import (
-    NoiseLayout,
-    chunk_logits,
-    log_average_to_logits,
-    monte_carlo_log_average,
-    plan_noise,
-)
+from harness.heads.sampling import log_average_to_logits, monte_carlo_log_average, plan_noise
 from harness.heads.variants import VARIANTS, CovarianceVariant
 
 
@@ -140,48 +134,22 @@ class HeteroscedasticHead(nn.Module):
         _choice("init", init, INITS)
         width = self.in_features if self.noise_space == "pre_logits" else self.num_classes
         self.noise_width = width
-        if self.variant.has_factors:
-            if num_factors is None:
-                num_factors = min(DEFAULT_NUM_FACTORS, width)
-            if not (1 <= int(num_factors) <= width):
-                what = "D (in_features)" if self.noise_space == "pre_logits" else "K (num_classes)"
-                raise ValueError(
-                    f"num_factors must be an integer in [1, {width}] = [1, {what}] for covariance="
-                    f"{covariance!r}, got {num_factors}; use covariance='diagonal' for no factors"
-                )
-            self.num_factors = int(num_factors)
-        else:
-            self.num_factors = 0
-        for name, value in (("train_mc_samples", train_mc_samples), ("eval_mc_samples", eval_mc_samples)):
-            if int(value) < 1:
-                raise ValueError(f"{name} must be >= 1, got {value}")
-        if mc_chunk_size is not None and int(mc_chunk_size) < 1:
-            raise ValueError(f"mc_chunk_size must be >= 1 or None (automatic), got {mc_chunk_size}")
-        if clip_eps is not None and not (0.0 < clip_eps < 0.5):
-            raise ValueError(f"clip_eps must be in (0, 0.5) or None (exact log space), got {clip_eps}")
+        has_factors = self.variant.has_factors
+        self.num_factors = resolved_num_factors(covariance, num_factors, width, self.noise_space) if has_factors else 0
+        check_sampling_options(train_mc_samples, eval_mc_samples, mc_chunk_size, clip_eps, eval_seed)
         self.train_mc_samples, self.eval_mc_samples = int(train_mc_samples), int(eval_mc_samples)
         self.share_samples_across_batch = bool(share_samples_across_batch)
         self.mc_chunk_size = None if mc_chunk_size is None else int(mc_chunk_size)
-        if eval_seed is not None and eval_seed < 0:
-            raise ValueError(f"eval_seed must be >= 0, or None for fresh noise each call, got {eval_seed!r}")
         self.eval_seed = eval_seed
         self.clip_eps = clip_eps
         self.pe_noise_bias = bool(pe_noise_bias)
 
         # temperature
         self.learn_temperature = bool(learn_temperature)
-        lo, hi = (float(b) for b in temperature_bounds)
+        self.temperature_bounds = checked_temperature_bounds(self.learn_temperature, temperature, temperature_bounds)
         if self.learn_temperature:
-            if not (0.0 < lo < hi and math.isfinite(hi)):  # an infinite bound gives τ = inf: uniform predictions
-                raise ValueError(
-                    f"temperature_bounds must be finite with 0 < lower < upper, got ({lo}, {hi}); e.g. (0.3, 3.0)"
-                )
-            self.temperature_bounds = (lo, hi)
             self.temperature_logit = nn.Parameter(torch.zeros(()))
         else:
-            if not (temperature > 0 and math.isfinite(temperature)):
-                raise ValueError(f"temperature must be a finite float > 0, got {temperature}")
-            self.temperature_bounds = (lo, hi)
             self.register_buffer("fixed_temperature", torch.tensor(float(temperature)))
 
         # layers (names follow edward2: loc, diag, then the variant's own: scale, scale_het, scale_hom)
@@ -406,7 +374,7 @@ class HeteroscedasticHead(nn.Module):
         the Bernoulli NLL of p̄). ``covariance="none"``: μ(x)/τ, exactly a linear layer at τ = 1.
         Computed and returned in float32 whatever the surrounding precision, except that under ``torch.autocast``
         a HET-XL head (``noise_space="pre_logits"``) runs its projection products in the autocast dtype
-        (:attr:`~harness.heads.sampling.NoiseLayout.product_dtype`; the bound on the difference is in
+        (:attr:`~harness.heads.chunk.NoiseLayout.product_dtype`; the bound on the difference is in
         docs/guide/head.md, "Mixed precision", and tested).
 
         In ``eval()`` mode with a seed (``seed`` or ``eval_seed``, the default) all rows share one
@@ -464,23 +432,3 @@ class HeteroscedasticHead(nn.Module):
 def _autocast_dtype(device_type: str) -> Optional[torch.dtype]:
     """The dtype of the enclosing ``torch.autocast`` on ``device_type`` (bf16 or fp16), or None outside one."""
     return torch.get_autocast_dtype(device_type) if torch.is_autocast_enabled(device_type) else None
-
-
-def noise_definition_of(head_options: dict) -> Optional[str]:
-    """The :attr:`~HeteroscedasticHead.noise_definition` a head built with ``head_options`` (a run config's
-    ``model.head``) has, without its model: a small stand-in head is built with them.
-
-    Raises:
-        ValueError: options the head refuses.
-    """
-    k = max(2, int(head_options.get("num_factors") or 2))
-    return HeteroscedasticHead(max(8, k), k, **head_options).noise_definition
-
-
-def eval_noise(model: nn.Module) -> Optional[str]:
-    """The evaluation noise of every :class:`HeteroscedasticHead` in ``model`` (its own modules included), as
-    results record it (``metrics.json``'s ``eval_noise``): their :attr:`~HeteroscedasticHead.noise_definition`,
-    the distinct ones joined by ``", "``; None when no head draws noise (homoscedastic heads, or none at all)."""
-    found = {m.noise_definition for m in model.modules() if isinstance(m, HeteroscedasticHead)}
-    found.discard(None)
-    return ", ".join(sorted(found)) or None

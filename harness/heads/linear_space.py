@@ -1,6 +1,6 @@
 """The eager chunk kernels of the MC average in linear space: fewer passes over ``[N, C, K]`` than log space.
 
-The log-space kernels of :mod:`harness.heads.sampling` (a ``log_softmax`` and a ``logsumexp`` over the
+The log-space kernels of :mod:`harness.heads.chunk` (a ``log_softmax`` and a ``logsumexp`` over the
 samples, log-space weights in the backward pass) are exact for any p̄, but cost about twice the passes
 over each chunk. Here the forward pass sums the probabilities themselves,
 

@@ -35,9 +35,9 @@ from harness.runs import (
     run_method,
     run_summary,
 )
-from harness.uncertainty import metrics as M
 from harness.uncertainty.calibration import fit_temperature, scale
 from harness.uncertainty.labels import label_calibration, per_class_accuracy
+from harness.uncertainty.multilabel import macro_map
 from harness.uncertainty.predictions import Predictions
 
 SCHEMA = "harness.report/1"
@@ -216,6 +216,109 @@ def _entry_json(e: Entry, multilabel: bool) -> dict:
     return item
 
 
+def _check_same_data(entries: "list[Entry]") -> None:
+    """Every entry was evaluated on the first one's examples and classes.
+
+    Raises:
+        ValueError: naming the first entry that was not.
+    """
+    ref = entries[0].preds
+    for e in entries[1:]:
+        if e.preds.class_names != ref.class_names or not np.array_equal(e.preds.index, ref.index):
+            raise ValueError(
+                f"{e.label} ({e.preds.source}) was evaluated on other data or classes than "
+                f"{entries[0].label}; report runs of one experiment together"
+            )
+
+
+def _entry_rows(
+    entries: "list[Entry]", cols: "list[tuple[str, str, bool]]", multilabel: bool, out: Path, steps: Steps
+) -> "tuple[list[list[str]], list[dict], list[tuple[str, str, bytes]]]":
+    """Each entry's row of the main table (``cols``: :func:`~harness.report.render.main_columns`, and an ensemble's
+    members as mean ± std), its part of ``report.json`` (:func:`_entry_json`) and its reliability diagram, written to
+    ``out`` as ``reliability_<i>.png``: ``(rows, json entries, figures as (label, file name, PNG bytes))``; ``steps``
+    counts the entries done."""
+    rows, json_entries, figures = [], [], []
+    for e in steps.count(entries, len(entries), unit="entries"):
+        json_entries.append(_entry_json(e, multilabel))
+        m = json_entries[-1]["metrics"]
+        cells = [e.label, e.kind] + [fmt(m.get(k), pct) for _, k, pct in cols]
+        if e.summary is not None:
+            std = e.summary["member_std"]
+            mean = e.summary["member_mean"]
+            cells.append(
+                "members: " + ", ".join(f"{lbl} {fmt(mean[k], pct)} ± {fmt(std[k], pct)}" for lbl, k, pct in cols[:3])
+            )
+        else:
+            cells.append("")
+        rows.append(cells)
+        fname = f"reliability_{len(figures)}.png"
+        image = reliability_png(e.preds, e.label)
+        atomic_write_bytes(out / fname, image)
+        figures.append((e.label, fname, image))
+    return rows, json_entries, figures
+
+
+def _covariance_figure(cov: Optional[dict], out: Path) -> Optional[bytes]:
+    """Figure 2 of the covariance analysis ``cov`` (:func:`_covariance_section`), written as
+    ``out/covariance_ranks.png`` when it has ranks: its PNG bytes, else None."""
+    if not (cov and cov.get("ranks")):
+        return None
+    cov_png = ranks_png(cov["ranks"], cov["num_classes"], "Figure 2: het right, hom wrong")
+    atomic_write_bytes(out / "covariance_ranks.png", cov_png)
+    return cov_png
+
+
+def _figure_names(figures: list, cov_png: Optional[bytes], shift_part: Optional[dict], extra: dict) -> dict:
+    """``report.json``'s ``figures``: the file names of the figures the report wrote, by section."""
+    return {
+        "reliability": [f for _, f, _ in figures],
+        "covariance_ranks": "covariance_ranks.png" if cov_png else None,
+        "shift": [f for _, f, _ in shift_part["figures"]] if shift_part else [],
+        **({"extra": [f for _, f, _ in extra["figures"]]} if extra.get("figures") else {}),
+    }
+
+
+def _report_json(
+    name: str,
+    prov: dict,
+    entries: "list[Entry]",
+    json_entries: "list[dict]",
+    extra: dict,
+    skipped: Optional[int],
+    cov: Optional[dict],
+    shift_part: Optional[dict],
+    figures: dict,
+) -> dict:
+    """``report.json`` (schema :data:`SCHEMA`): the evaluation data, the entries' numbers (``json_entries``), the
+    notes (the extra sections' text, then :func:`~harness.report.render.calibration_note`), the extra sections' JSON
+    and tables, the covariance analysis, the shift section's record and the figures' file names (``figures``:
+    :func:`_figure_names`)."""
+    ref = entries[0].preds
+    heldout_data = heldout_description(entries[0].run_dir) if entries[0].run_dir and entries[0].heldout else None
+    notes = list(extra.get("text", [])) + calibration_note(json_entries)
+    return {
+        "schema": SCHEMA,
+        "name": name,
+        "provenance": prov,
+        "summary": extra.get("summary"),
+        "data": entries[0].data,
+        "heldout_data": heldout_data,
+        **extra.get("json", {}),
+        "extra_tables": [list(t) for t in extra.get("tables", [])],
+        "notes": notes,
+        "num_examples": int(len(ref.index)),
+        "num_classes": len(ref.class_names),
+        "multilabel": ref.multilabel,
+        "class_names": list(ref.class_names),
+        "macro_map_skipped_classes": skipped,
+        "entries": json_entries,
+        "covariance": cov,
+        "shift": shift_part["json"] if shift_part else None,
+        "figures": figures,
+    }
+
+
 def build(
     paths: Sequence["str | Path"],
     name: str,
@@ -249,13 +352,8 @@ def build(
     steps = Steps(progress, "report", 3 + bool(covariance) + bool(shift) + bool(calibrators))
     steps.step(f"reading {len(paths)} folder(s)")
     entries = [load_entry(p) for p in paths]
+    _check_same_data(entries)
     ref = entries[0].preds
-    for e in entries[1:]:
-        if e.preds.class_names != ref.class_names or not np.array_equal(e.preds.index, ref.index):
-            raise ValueError(
-                f"{e.label} ({e.preds.source}) was evaluated on other data or classes than "
-                f"{entries[0].label}; report runs of one experiment together"
-            )
     het = _covariance_model(entries) if covariance else None
     if het is not None:  # a model.pt of another class count: refused before anything is written
         check_model_classes(het.run_dir / "model.pt", len(het.preds.class_names), f"{het.run_dir}/predictions.npz")
@@ -263,35 +361,15 @@ def build(
     out.mkdir(parents=True, exist_ok=True)
     prov = provenance()
     multilabel = ref.multilabel
-    skipped = M.macro_map(ref.logits, ref.targets, return_skipped=True)[1] if multilabel else None
+    skipped = macro_map(ref.logits, ref.targets, return_skipped=True)[1] if multilabel else None
     cols = main_columns(multilabel)
-    rows, json_entries, figures = [], [], []
     steps.step(f"metrics, calibration and reliability diagrams of {len(entries)} entries")
-    for e in steps.count(entries, len(entries), unit="entries"):
-        json_entries.append(_entry_json(e, multilabel))
-        m = json_entries[-1]["metrics"]
-        cells = [e.label, e.kind] + [fmt(m.get(k), pct) for _, k, pct in cols]
-        if e.summary is not None:
-            std = e.summary["member_std"]
-            mean = e.summary["member_mean"]
-            cells.append(
-                "members: " + ", ".join(f"{lbl} {fmt(mean[k], pct)} ± {fmt(std[k], pct)}" for lbl, k, pct in cols[:3])
-            )
-        else:
-            cells.append("")
-        rows.append(cells)
-        fname = f"reliability_{len(figures)}.png"
-        image = reliability_png(e.preds, e.label)
-        atomic_write_bytes(out / fname, image)
-        figures.append((e.label, fname, image))
+    rows, json_entries, figures = _entry_rows(entries, cols, multilabel, out, steps)
 
     if covariance:
         steps.step("covariance analysis (the first het model against hom)")
     cov = _covariance_section(entries, top_pairs) if covariance else None
-    cov_png = None
-    if cov and cov.get("ranks"):
-        cov_png = ranks_png(cov["ranks"], cov["num_classes"], "Figure 2: het right, hom wrong")
-        atomic_write_bytes(out / "covariance_ranks.png", cov_png)
+    cov_png = _covariance_figure(cov, out)
 
     shift_part = None
     if shift:
@@ -304,33 +382,8 @@ def build(
     extra = calibrator_section.merge(extra, part)
     for _, fname, image in extra.get("figures", []):
         atomic_write_bytes(out / fname, image)
-    heldout_data = heldout_description(entries[0].run_dir) if entries[0].run_dir and entries[0].heldout else None
-    notes = list(extra.get("text", [])) + calibration_note(json_entries)
-    report = {
-        "schema": SCHEMA,
-        "name": name,
-        "provenance": prov,
-        "summary": extra.get("summary"),
-        "data": entries[0].data,
-        "heldout_data": heldout_data,
-        **extra.get("json", {}),
-        "extra_tables": [list(t) for t in extra.get("tables", [])],
-        "notes": notes,
-        "num_examples": int(len(ref.index)),
-        "num_classes": len(ref.class_names),
-        "multilabel": multilabel,
-        "class_names": list(ref.class_names),
-        "macro_map_skipped_classes": skipped,
-        "entries": json_entries,
-        "covariance": cov,
-        "shift": shift_part["json"] if shift_part else None,
-        "figures": {
-            "reliability": [f for _, f, _ in figures],
-            "covariance_ranks": "covariance_ranks.png" if cov_png else None,
-            "shift": [f for _, f, _ in shift_part["figures"]] if shift_part else [],
-            **({"extra": [f for _, f, _ in extra["figures"]]} if extra.get("figures") else {}),
-        },
-    }
+    figure_names = _figure_names(figures, cov_png, shift_part, extra)
+    report = _report_json(name, prov, entries, json_entries, extra, skipped, cov, shift_part, figure_names)
     steps.step(f"writing {out / 'report.md'}, report.html and report.json")
     atomic_write_text(out / "report.json", json_dumps(report, indent=1))
     more = list(extra.get("figures", []))

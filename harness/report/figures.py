@@ -10,6 +10,7 @@ import numpy as np
 from harness.shift.results import CLEAN
 from harness.shift.results import METRICS as SHIFT_METRICS
 from harness.uncertainty import metrics as M
+from harness.uncertainty.multilabel import multilabel_top_label
 from harness.uncertainty.predictions import Predictions
 
 ACCURACY_LABEL = "accuracy"
@@ -38,9 +39,9 @@ def png(fig: Any) -> bytes:
 
 def top_label(preds: Predictions) -> "tuple[np.ndarray, np.ndarray]":
     """The top-label confidence ``[N]`` and correctness ``[N]`` (bool) the reliability diagrams and ECE use;
-    multi-label predictions under the multi-label row rule of :mod:`harness.uncertainty.metrics`."""
+    multi-label predictions under the multi-label row rule of :mod:`harness.uncertainty.multilabel`."""
     if preds.multilabel:
-        return M.multilabel_top_label(preds.logits, preds.targets)
+        return multilabel_top_label(preds.logits, preds.targets)
     return M.top_label(preds.log_probs(), preds.targets)
 
 

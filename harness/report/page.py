@@ -1,6 +1,6 @@
 """The self-contained HTML of a report and of the other pages the harness writes (``vtab.html``): titled tables
 with anchors, embedded figures, the provenance header and the report's page (:func:`html_page`). The Markdown and
-the sentences are :mod:`harness.report.render`'s.
+the sentences are :mod:`harness.report.render`'s (the covariance analysis's: :mod:`harness.report.covariance_text`).
 """
 
 from __future__ import annotations
@@ -9,10 +9,9 @@ import base64
 import html
 from typing import Optional, Sequence
 
+from harness.report.covariance_text import _cov_text, _pairs_text
 from harness.report.render import (
-    _cov_text,
     _label_rule_text,
-    _pairs_text,
     _section_titles,
     _tables,
     anchor,

@@ -114,36 +114,13 @@ def section(items: Sequence["tuple[str, str, str, str | Path]"]) -> Optional[dic
     results, missing = _gather(items)
     if not results:
         return None
-    ref = results[0]["results"]
-    for it in results[1:]:
-        if not np.array_equal(it["results"]["index"], ref["index"]):
-            raise ValueError(
-                f"{it['label']} ({it['folder']}) was evaluated under shift on other examples than "
-                f"{results[0]['label']}: run harness shift on all of them with the same settings"
-            )
-    names = [n for n in ref["sets"] if all(n in it["results"]["sets"] for it in results)]
-    severities = sorted({severity(n) for n in names if n != CLEAN})
-    corruptions = [
-        c
-        for c in dict.fromkeys(n.rsplit("-", 1)[0] for n in names if n != CLEAN)
-        if all(f"{c}-{s}" in names for s in severities)
-    ]
-    if not corruptions:  # no corruption was evaluated at every severity by every entry
-        severities = []
+    corruptions, severities, ood_names = _shared_sets(results)
     pairs = [(c, s) for c in corruptions for s in severities]
     add_pooled_curves([it["results"] for it in results], pairs)  # over the sets every entry has, as in the tables
-    ood_names = [n for n in ref["ood"] if all(n in it["results"]["ood"] for it in results)]
+    ref = results[0]["results"]
     spec, settings = ref["spec"], ref["spec"].get("settings", {})
     groups = _groups(results)
-    subset = "all of them" if not settings.get("examples") else f"a fixed random subset, seed {settings.get('seed')}"
-    what = (
-        f"Distribution shift, from the shift predictions saved in each folder (shift/): {spec['examples']} "
-        f"images of the evaluation split ({spec['eval_data']}; {subset}), the same images in every set; "
-        + (describe(pairs) if pairs else "no corrupted sets")
-        + (f"; OOD sets: {', '.join(ood_names)} (as many images as the clean subset)" if ood_names else "")
-        + ". Single models: mean ± std over seeds."
-        + (f" Not evaluated under shift (no shift predictions): {', '.join(missing)}." if missing else "")
-    )
+    what = _description(spec, settings, pairs, ood_names, missing)
     text, tables, figures = [what], [], []
     if pairs:
         tables.append(
@@ -171,21 +148,7 @@ def section(items: Sequence["tuple[str, str, str, str | Path]"]) -> Optional[dic
             )
         )
         text += _findings(groups, corruptions, severities[-1])
-    tables.append(
-        (
-            "Selective prediction by maximum probability: AURC, the area under the risk-coverage curve (lower "
-            "is better; per severity: mean over corruptions)",
-            ["method", "clean"] + [f"severity {s}" for s in severities],
-            [
-                [g["name"]]
-                + [
-                    _cell(_mean(g, "aurc", sets), False)
-                    for sets in [[CLEAN]] + [[f"{c}-{s}" for c in corruptions] for s in severities]
-                ]
-                for g in groups
-            ],
-        )
-    )
+    tables.append(_aurc_table(groups, corruptions, severities))
     figures.append(
         (
             "Risk-coverage curves, accepting the most confident first (single models: mean curve over seeds)",
@@ -210,6 +173,69 @@ def section(items: Sequence["tuple[str, str, str, str | Path]"]) -> Optional[dic
         "figures": figures,
         "json": out_json,
     }
+
+
+def _shared_sets(results: "list[dict]") -> "tuple[list[str], list[int], list[str]]":
+    """``(corruptions, severities, OOD sets)`` that every entry was evaluated on: the corruptions that every entry has
+    at every severity (no severities without such a corruption), and the OOD sets every entry has.
+
+    Raises:
+        ValueError: entries evaluated under shift on different examples.
+    """
+    ref = results[0]["results"]
+    for it in results[1:]:
+        if not np.array_equal(it["results"]["index"], ref["index"]):
+            raise ValueError(
+                f"{it['label']} ({it['folder']}) was evaluated under shift on other examples than "
+                f"{results[0]['label']}: run harness shift on all of them with the same settings"
+            )
+    names = [n for n in ref["sets"] if all(n in it["results"]["sets"] for it in results)]
+    severities = sorted({severity(n) for n in names if n != CLEAN})
+    corruptions = [
+        c
+        for c in dict.fromkeys(n.rsplit("-", 1)[0] for n in names if n != CLEAN)
+        if all(f"{c}-{s}" in names for s in severities)
+    ]
+    if not corruptions:  # no corruption was evaluated at every severity by every entry
+        severities = []
+    ood_names = [n for n in ref["ood"] if all(n in it["results"]["ood"] for it in results)]
+    return corruptions, severities, ood_names
+
+
+def _description(
+    spec: dict, settings: dict, pairs: "list[tuple[str, int]]", ood_names: "list[str]", missing: "list[str]"
+) -> str:
+    """The section's first sentence: the images (how many, of which split, which subset), the corrupted sets
+    (:func:`harness.shift.corruptions.describe`) and OOD sets, and the entries without shift predictions."""
+    subset = "all of them" if not settings.get("examples") else f"a fixed random subset, seed {settings.get('seed')}"
+    return (
+        f"Distribution shift, from the shift predictions saved in each folder (shift/): {spec['examples']} "
+        f"images of the evaluation split ({spec['eval_data']}; {subset}), the same images in every set; "
+        + (describe(pairs) if pairs else "no corrupted sets")
+        + (f"; OOD sets: {', '.join(ood_names)} (as many images as the clean subset)" if ood_names else "")
+        + ". Single models: mean ± std over seeds."
+        + (f" Not evaluated under shift (no shift predictions): {', '.join(missing)}." if missing else "")
+    )
+
+
+def _aurc_table(
+    groups: "list[dict]", corruptions: "list[str]", severities: "list[int]"
+) -> "tuple[str, list[str], list[list[str]]]":
+    """The selective-prediction table: each group's AURC on the clean subset and, per severity, the mean over
+    corruptions."""
+    return (
+        "Selective prediction by maximum probability: AURC, the area under the risk-coverage curve (lower "
+        "is better; per severity: mean over corruptions)",
+        ["method", "clean"] + [f"severity {s}" for s in severities],
+        [
+            [g["name"]]
+            + [
+                _cell(_mean(g, "aurc", sets), False)
+                for sets in [[CLEAN]] + [[f"{c}-{s}" for c in corruptions] for s in severities]
+            ]
+            for g in groups
+        ],
+    )
 
 
 def _gather(items: Sequence["tuple[str, str, str, str | Path]"]) -> "tuple[list[dict], list[str]]":

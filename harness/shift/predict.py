@@ -83,6 +83,80 @@ def _check_run(run_dir: Path, settings: ShiftSettings, overwrite: bool = False) 
     return cfg, data, check_settings(settings, data)
 
 
+def _set_key(
+    run_dir: Path, cfg: dict, data: Any, description: str, split: str, rows: np.ndarray, settings: ShiftSettings
+) -> dict:
+    """What a run's shift sets were predicted from (``shift.json``'s ``key``; a changed one starts them over): the
+    ``model.pt``'s digest, the head's Monte Carlo noise, the split and data (``description``), the subset ``rows``,
+    the view, the seed and the corruption package's version."""
+    from harness.data.cache import file_digest
+    from harness.heads.noise_record import noise_definition_of
+    from harness.shift.corruptions import package_version
+
+    return {
+        "model": file_digest(run_dir / "model.pt"),
+        # predictions made with another Monte Carlo noise are made again (the head's, from the run's config: the
+        # model itself loads after the data, so that bad data is refused first)
+        "eval_noise": noise_definition_of(dict((cfg.get("model") or {}).get("head") or {})),
+        "split": split,
+        "data": description,
+        "rows": hashlib.sha256(rows.tobytes()).hexdigest()[:16],
+        "view": [data.image_size, data.eval_resize],
+        "seed": settings.seed,
+        "package": package_version(),
+    }
+
+
+def _load_run_model(run_dir: Path, train: dict, base: Any, device: str) -> "tuple[Any, bool]":
+    """``(model, bf16)``: the run's ``model.pt`` in eval mode on ``device`` (channels-last when the run trained so),
+    and whether to predict in bf16: the precision the run trained in (``metrics.json``), else its setting resolved on
+    this machine (CPU only).
+
+    Raises:
+        ValueError: a ``model.pt`` whose number of classes is not that of the run's data ``base``.
+    """
+    import torch
+
+    from harness.models import load_model
+    from harness.training.precision import resolve as resolve_precision
+
+    model = load_model(run_dir / "model.pt").eval().to(device)
+    if model.head.num_classes != len(base.class_names):
+        raise ValueError(
+            f"{run_dir / 'model.pt'} has {model.head.num_classes} classes but the run's data "
+            f"({base.description}) has {len(base.class_names)}: the model.pt is not this run's; put the "
+            "run's own model.pt back (or rerun harness upstream)"
+        )
+    if train.get("channels_last"):
+        model = model.to(memory_format=torch.channels_last)
+    # the precision the run trained in (metrics.json), else its setting resolved on this machine
+    used = run_summary(run_dir).get("mixed_precision")
+    bf16 = device == "cpu" and (used or resolve_precision(train.get("mixed_precision", "no"), "cpu")) == "bf16"
+    return model, bf16
+
+
+def _set_images(
+    s: dict,
+    ood: "Optional[tuple[np.ndarray, np.ndarray]]",
+    clean: np.ndarray,
+    rows: np.ndarray,
+    targets: np.ndarray,
+    seed: int,
+    cache_dir: Any,
+) -> "tuple[np.ndarray, np.ndarray, np.ndarray]":
+    """``(images, index, targets)`` of one set ``s``: the clean subset (``clean``, its ``rows`` and ``targets``), the
+    same images corrupted (:func:`harness.shift.corruptions.corrupted`, seeded with ``seed``, cached in
+    ``cache_dir``), or the OOD set's images and indices already read (``ood``), with targets -1."""
+    from harness.shift.corruptions import corrupted
+
+    if s["kind"] == "clean":
+        return clean, rows, targets
+    if s["kind"] == "corruption":
+        return corrupted(clean, rows, s["corruption"], s["severity"], seed, cache_dir), rows, targets
+    images, index = ood
+    return images, index, np.full(len(index), -1, dtype=np.int64)
+
+
 def predict_run(
     run_dir: "str | Path",
     settings: ShiftSettings,
@@ -98,16 +172,9 @@ def predict_run(
         ValueError: bad settings (:func:`check_settings`), a sigmoid (multi-label) model, or OOD
             data that cannot be read.
     """
-    import torch
-
-    from harness.data.cache import file_digest
     from harness.data.sources import build_split
-    from harness.heads.het import noise_definition_of
     from harness.io import atomic_write_text, json_dumps
-    from harness.models import load_model
     from harness.provenance import provenance
-    from harness.shift.corruptions import corrupted, package_version
-    from harness.training.precision import resolve as resolve_precision
     from harness.uncertainty.predictions import Predictions
 
     run_dir = Path(run_dir)
@@ -115,18 +182,7 @@ def predict_run(
     split = settings.split or data.eval_split
     base = build_split(data, split)
     rows = subset_rows(len(base), settings.examples, settings.seed)
-    key = {
-        "model": file_digest(run_dir / "model.pt"),
-        # predictions made with another Monte Carlo noise are made again (the head's, from the run's config: the
-        # model itself loads after the data, so that bad data is refused first)
-        "eval_noise": noise_definition_of(dict((cfg.get("model") or {}).get("head") or {})),
-        "split": split,
-        "data": base.description,
-        "rows": hashlib.sha256(rows.tobytes()).hexdigest()[:16],
-        "view": [data.image_size, data.eval_resize],
-        "seed": settings.seed,
-        "package": package_version(),
-    }
+    key = _set_key(run_dir, cfg, data, base.description, split, rows, settings)
     out = run_dir / "shift"
     spec = read_json(out / "shift.json")
     if spec is not None and spec.get("key") != key:
@@ -163,27 +219,9 @@ def predict_run(
         if s["kind"] == "ood"
     }
     train = cfg.get("train") or {}
-    model = load_model(run_dir / "model.pt").eval().to(device)
-    if model.head.num_classes != len(base.class_names):
-        raise ValueError(
-            f"{run_dir / 'model.pt'} has {model.head.num_classes} classes but the run's data "
-            f"({base.description}) has {len(base.class_names)}: the model.pt is not this run's; put the "
-            "run's own model.pt back (or rerun harness upstream)"
-        )
-    if train.get("channels_last"):
-        model = model.to(memory_format=torch.channels_last)
-    # the precision the run trained in (metrics.json), else its setting resolved on this machine
-    used = run_summary(run_dir).get("mixed_precision")
-    bf16 = device == "cpu" and (used or resolve_precision(train.get("mixed_precision", "no"), "cpu")) == "bf16"
+    model, bf16 = _load_run_model(run_dir, train, base, device)
     for n, (name, s) in enumerate(todo, 1):
-        if s["kind"] == "clean":
-            images, index, y = clean, rows, targets
-        elif s["kind"] == "corruption":
-            images = corrupted(clean, rows, s["corruption"], s["severity"], settings.seed, data.cache_dir)
-            index, y = rows, targets
-        else:
-            images, index = ood[name]
-            y = np.full(len(index), -1, dtype=np.int64)
+        images, index, y = _set_images(s, ood.get(name), clean, rows, targets, settings.seed, data.cache_dir)
         logits, ent = _predict(model, images, data.eval_batch_size, bf16, bool(train.get("channels_last")), device)
         preds = Predictions(
             logits, np.asarray(y), np.asarray(index), list(base.class_names), "softmax", str(out / name)

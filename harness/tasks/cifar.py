@@ -135,6 +135,69 @@ def _examples(
                 yield split, f"{split}/{j:05d}.png", img, y, part.source(used)
 
 
+def _check_sizes(fit: _Part, test: _Part, train: int, val: int, test_size: int) -> None:
+    """Refuse split sizes that the source images cannot fill without repeats (``cifar_count`` uses up to
+    :data:`MOST_PER_EXAMPLE` of them an example): ValueError."""
+    if min(train, val) < 1 or (train + val) * MOST_PER_EXAMPLE > len(fit.index):
+        raise ValueError(
+            f"sizes {train}, {val}: each must be >= 1 and their sum at most {len(fit.index) // 4} "
+            f"(cifar_count uses up to {MOST_PER_EXAMPLE} of the {len(fit.index)} val5k images an example)"
+        )
+    if not 1 <= test_size <= len(test.index) // MOST_PER_EXAMPLE:
+        raise ValueError(
+            f"test_size {test_size} must lie in [1, {len(test.index) // MOST_PER_EXAMPLE}] (cifar_count "
+            f"uses up to {MOST_PER_EXAMPLE} of the {len(test.index)} test images an example)"
+        )
+
+
+def _write_task(
+    out: Path,
+    task: str,
+    examples: "Iterator[tuple[str, str, np.ndarray, int, dict]]",
+    seed: int,
+    data_path: "str | os.PathLike",
+) -> "dict[str, list[str]]":
+    """Write the task folder ``out/<task>`` from its ``examples`` (:func:`_examples`): the PNGs, the split lists
+    (``train800val200`` the union of ``train800`` and ``val200``) and ``sources.json``, in a temporary folder renamed
+    to ``out/<task>`` once complete (an empty ``out/<task>`` is replaced; on any error the partial folder is
+    deleted). Returns the split lists' lines (``relative/path label``)."""
+    from harness.io import atomic_write_text, json_dumps
+
+    tmp = Path(tempfile.mkdtemp(prefix=f".{task}.", suffix=".partial", dir=out))  # renamed when complete
+    try:
+        lists: "dict[str, list[str]]" = {"train800": [], "val200": [], "test": []}
+        sources: dict = {}
+        for split, rel, img, y, src in examples:
+            (tmp / split).mkdir(exist_ok=True)
+            Image.fromarray(img).save(tmp / rel, format="PNG")
+            lists[split].append(f"{rel} {y}")
+            sources[rel] = src
+        lists["train800val200"] = lists["train800"] + lists["val200"]
+        for split, lines in lists.items():
+            atomic_write_text(tmp / f"{split}.txt", "\n".join(lines) + "\n")
+        atomic_write_text(
+            tmp / "sources.json",
+            json_dumps(
+                {
+                    "task": task,
+                    "seed": seed,
+                    "data": str(data_path),
+                    "train_source": "cifar10n val5k (clean labels)",
+                    "test_source": "CIFAR-10 test",
+                    "images": sources,
+                },
+                indent=1,
+            ),
+        )
+        if (out / task).exists():
+            (out / task).rmdir()  # empty (checked above)
+        os.replace(tmp, out / task)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return lists
+
+
 def build_cifar_tasks(
     data_path: "str | os.PathLike",
     out: "str | os.PathLike",
@@ -187,16 +250,7 @@ def build_cifar_tasks(
     fit = _Part(build_split(cfg, "val5k"), cifar10n_rows("val5k"), "train")
     test_ds = build_split(cfg, "test")
     test = _Part(test_ds, np.arange(len(test_ds)), "test")
-    if min(train, val) < 1 or (train + val) * MOST_PER_EXAMPLE > len(fit.index):
-        raise ValueError(
-            f"sizes {train}, {val}: each must be >= 1 and their sum at most {len(fit.index) // 4} "
-            f"(cifar_count uses up to {MOST_PER_EXAMPLE} of the {len(fit.index)} val5k images an example)"
-        )
-    if not 1 <= test_size <= len(test.index) // MOST_PER_EXAMPLE:
-        raise ValueError(
-            f"test_size {test_size} must lie in [1, {len(test.index) // MOST_PER_EXAMPLE}] (cifar_count "
-            f"uses up to {MOST_PER_EXAMPLE} of the {len(test.index)} test images an example)"
-        )
+    _check_sizes(fit, test, train, val, test_size)
 
     out.mkdir(parents=True, exist_ok=True)
     steps = Steps(progress, "tasks-cifar", len(CIFAR_TASKS))
@@ -204,40 +258,8 @@ def build_cifar_tasks(
     total = train + val + test_size
     for task, (group, k, flip, crop) in CIFAR_TASKS.items():
         steps.step(f"{task}: {total} images ({train} + {val} from val5k, {test_size} from test)")
-        tmp = Path(tempfile.mkdtemp(prefix=f".{task}.", suffix=".partial", dir=out))  # renamed when complete
-        try:
-            lists: "dict[str, list[str]]" = {"train800": [], "val200": [], "test": []}
-            sources: dict = {}
-            for split, rel, img, y, src in steps.count(
-                _examples(task, seed, fit, test, (train, val), test_size), total, unit="images"
-            ):
-                (tmp / split).mkdir(exist_ok=True)
-                Image.fromarray(img).save(tmp / rel, format="PNG")
-                lists[split].append(f"{rel} {y}")
-                sources[rel] = src
-            lists["train800val200"] = lists["train800"] + lists["val200"]
-            for split, lines in lists.items():
-                atomic_write_text(tmp / f"{split}.txt", "\n".join(lines) + "\n")
-            atomic_write_text(
-                tmp / "sources.json",
-                json_dumps(
-                    {
-                        "task": task,
-                        "seed": seed,
-                        "data": str(data_path),
-                        "train_source": "cifar10n val5k (clean labels)",
-                        "test_source": "CIFAR-10 test",
-                        "images": sources,
-                    },
-                    indent=1,
-                ),
-            )
-            if (out / task).exists():
-                (out / task).rmdir()  # empty (checked above)
-            os.replace(tmp, out / task)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
+        examples = _examples(task, seed, fit, test, (train, val), test_size)
+        lists = _write_task(out, task, steps.count(examples, total, unit="images"), seed, data_path)
         spec = f"{task}={(out / task).absolute()}:{k}" + ("" if flip else ":no-flip") + ("" if crop else ":no-crop")
         summary["tasks"][task] = {
             "group": group,

@@ -3,7 +3,8 @@
 The public API, importable from here (``from harness.uncertainty import ece, ECE``):
 
 - array metrics over whole ``[N, K]`` predictions (:mod:`~harness.uncertainty.metrics`): accuracy, NLL, Brier,
-  ECE, MCE, adaptive ECE, classwise ECE, RMS calibration error, the multi-label metrics and their suites;
+  ECE, MCE, adaptive ECE, classwise ECE, RMS calibration error and their suite; the multi-label metrics and theirs
+  (:mod:`~harness.uncertainty.multilabel`);
 - OOD detection and selective prediction (:mod:`~harness.uncertainty.ood`): uncertainty scores, FPR at 95% TPR,
   AUROC/AUPR, the risk-coverage curve and AURC;
 - streaming metrics (:mod:`~harness.uncertainty.streaming`): torchmetrics ``Metric`` classes that equal the array
@@ -35,18 +36,20 @@ from harness.uncertainty.metrics import (
     ece,
     log_sigmoid,
     log_softmax,
-    macro_map,
     mce,
+    nll,
+    reliability_bins,
+    rms_calibration_error,
+    top_label,
+)
+from harness.uncertainty.multilabel import (
+    macro_map,
     micro_ap,
     multilabel_metrics,
     multilabel_top_label,
     multilabel_top_label_ece,
-    nll,
     prec_at_1,
-    reliability_bins,
-    rms_calibration_error,
     sigmoid_nll,
-    top_label,
 )
 from harness.uncertainty.ood import (
     SCORES,
@@ -82,7 +85,7 @@ def _torchmetrics_installed() -> bool:
 
 
 __all__ = [
-    # array metrics (harness.uncertainty.metrics)
+    # array metrics (harness.uncertainty.metrics, harness.uncertainty.multilabel)
     "METRICS",
     "NUM_BINS",
     "accuracy",

@@ -10,6 +10,7 @@ from dataclasses import replace
 import numpy as np
 
 import harness.uncertainty.metrics as M
+from harness.uncertainty.multilabel import labelled_examples
 from harness.uncertainty.predictions import Predictions
 
 
@@ -18,7 +19,7 @@ def fit_temperature(preds: Predictions, bounds: "tuple[float, float]" = (1e-3, 1
     (Guo et al. 2017): bounded Brent search on log T within ``bounds`` (scipy's ``minimize_scalar``;
     the NLL is smooth in log T, so the 1-D search finds its minimum to about 1e-6 in log T). For
     sigmoid links, per-class BCE summed over classes, on the examples kept by the multi-label row
-    rule (:mod:`harness.uncertainty.metrics`: no positive label, dropped).
+    rule (:mod:`harness.uncertainty.multilabel`: no positive label, dropped).
 
     Het logits are log p̄ (or logit p̄); scaling them is the same post-hoc map as for any classifier.
 
@@ -29,7 +30,7 @@ def fit_temperature(preds: Predictions, bounds: "tuple[float, float]" = (1e-3, 1
 
     logits, targets = preds.logits, preds.targets
     if preds.multilabel:
-        logits, targets = M.labelled_examples(logits, targets)
+        logits, targets = labelled_examples(logits, targets)
     z = np.asarray(logits, dtype=np.float64)
     if preds.multilabel:
         y = np.asarray(targets, dtype=np.float64)

@@ -6,7 +6,8 @@ its inverse sigmoid), targets, example indices, class names and the link. Ensemb
 *probabilities* in log space (Lakshminarayanan et al., NeurIPS 2017; uncertainty-baselines ``baselines/jft/deep_ensemble.py``): softmax members
 ``log p = LSE_m log_softmax(l_m) - log M``; sigmoid members per class and outcome.
 
-Building an ensemble folder from run folders is :func:`harness.runs.build_ensemble`; this module only computes.
+Building an ensemble folder from run folders is :func:`harness.ensemble_folder.build_ensemble`; this module only
+computes.
 """
 
 from __future__ import annotations

@@ -16,6 +16,7 @@ import numpy as np
 
 import harness.uncertainty.metrics as M
 from harness.io import atomic_write_bytes
+from harness.uncertainty.multilabel import multilabel_metrics, sigmoid_nll
 
 
 @dataclass
@@ -103,11 +104,12 @@ class Predictions:
         return M.log_softmax(self.logits) if self.link == "softmax" else M.log_sigmoid(self.logits)
 
     def metrics(self) -> "dict[str, float]":
-        """The single-label or multi-label metric suite of :mod:`harness.uncertainty.metrics`."""
+        """The single-label metric suite (:mod:`harness.uncertainty.metrics`) or the multi-label one
+        (:mod:`harness.uncertainty.multilabel`)."""
         if self.multilabel:
-            return M.multilabel_metrics(self.logits, self.targets)
+            return multilabel_metrics(self.logits, self.targets)
         return M.classification_metrics(self.log_probs(), self.targets)
 
     def nll(self) -> float:
         """Mean NLL in nats (summed over classes for the sigmoid link)."""
-        return M.sigmoid_nll(self.logits, self.targets) if self.multilabel else M.nll(self.log_probs(), self.targets)
+        return sigmoid_nll(self.logits, self.targets) if self.multilabel else M.nll(self.log_probs(), self.targets)

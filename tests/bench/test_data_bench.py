@@ -3,10 +3,11 @@
 import json
 
 import numpy as np
+import pytest
 from click.testing import CliRunner
 from PIL import Image
 
-from harness.bench.data import make_data
+from harness.bench.synthetic_data import make_data
 from harness.cli import main
 from harness.data.config import DataConfig
 from harness.data.sources import build_split
@@ -22,6 +23,7 @@ def test_synthetic_data_is_a_manifest_of_readable_pngs(tmp_path):
     assert len(list((tmp_path / "img").iterdir())) == 2  # 1,000 files a folder
 
 
+@pytest.mark.slow
 def test_bench_data_writes_the_table_with_command_cpu_and_versions(tmp_path):
     out = tmp_path / "data.md"
     res = CliRunner().invoke(

@@ -13,7 +13,8 @@ from PIL import Image
 from harness.cli import main
 from harness.data.config import DataConfig
 from harness.data.pack import pack
-from harness.data.shards import ShardDataset, ShardLoader, batch_limits, resume_point, shard_files, shard_loader
+from harness.data.shard_plan import batch_limits, resume_point
+from harness.data.shards import ShardDataset, ShardLoader, shard_files, shard_loader
 from harness.data.sources import build_split
 from harness.data.transforms import eval_transform, train_transform
 

@@ -90,6 +90,7 @@ def test_a_wrong_path_or_flag_fails(tmp_path):
     assert "page.md:14" not in failed  # the good block ran
 
 
+@pytest.mark.slow
 def test_every_example_runs(tmp_path):
     """README.md and every docs page, in the site's order, in one working folder (the slow test: every command
     the pages show, with small settings)."""

@@ -4,15 +4,8 @@ import numpy as np
 import pytest
 import torch
 
-from harness.downstream.finetune import (
-    FinetuneConfig,
-    bit_hyperrule_supports,
-    finetune,
-    lr_schedule,
-    mixup_alpha,
-    resolved_steps,
-    transfer_model,
-)
+from harness.downstream.finetune import FinetuneConfig, finetune, transfer_model
+from harness.downstream.schedules import bit_hyperrule_supports, lr_schedule, mixup_alpha, resolved_steps
 from harness.models import build_model, save_model
 from harness.tasks.demo import DEMO_TASKS, demo_split
 from harness.tasks.views import bit_resolution

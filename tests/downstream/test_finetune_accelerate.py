@@ -8,16 +8,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from harness.downstream.finetune import (
-    FinetuneConfig,
-    finetune,
-    head_options,
-    lr_schedule,
-    mixup_alpha,
-    predict,
-    resolved_steps,
-    transfer_model,
-)
+from harness.downstream.finetune import FinetuneConfig, finetune, head_options, predict, transfer_model
+from harness.downstream.schedules import lr_schedule, mixup_alpha, resolved_steps
 from harness.models import build_model, save_model
 from harness.tasks.demo import DEMO_TASKS, demo_split
 from harness.tasks.views import bit_resolution, task_views

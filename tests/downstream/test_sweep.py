@@ -225,7 +225,7 @@ def test_vtab_md_names_the_preset_actually_used(upstream, tmp_path):
 
 
 def test_presets_vtab_sweep_and_bit_hyperrule(upstream, tmp_path, monkeypatch):
-    from harness.downstream import finetune
+    from harness.downstream import schedules
     from harness.downstream.config import PRESETS
 
     assert asdict(SweepSettings()) == asdict(SweepSettings(**PRESETS["vtab_sweep"]))  # the default: the VTAB sweep
@@ -245,7 +245,7 @@ def test_presets_vtab_sweep_and_bit_hyperrule(upstream, tmp_path, monkeypatch):
     with pytest.raises(ValueError, match="preset 'bit' was renamed.*vtab_sweep.*bit_hyperrule"):
         PRESETS["bit"]
     # the rule's 500 steps shrunk to 5 so the run takes seconds; everything else is the preset's
-    monkeypatch.setattr(finetune, "bit_hyperrule_supports", lambda n: (1, 2, 3, 4, 5))
+    monkeypatch.setattr(schedules, "bit_hyperrule_supports", lambda n: (1, 2, 3, 4, 5))
     settings = SweepSettings(
         **{**PRESETS["bit_hyperrule"], "batch_size": 16, "micro_batch": 16, "resolution": [32, 32]}
     )

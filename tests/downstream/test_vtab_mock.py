@@ -73,6 +73,7 @@ def upstream(tmp_path_factory):
     return str(save_model(model, tmp_path_factory.mktemp("up") / "model.pt"))
 
 
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore:TFDS has no version oxford_iiit_pet")  # recorded: see the test below
 def test_every_task_through_tfds_mock_data(mock_tfds, upstream, tmp_path):
     result = sweep(

@@ -136,6 +136,7 @@ results_root: {root}/results
 """
 
 
+@pytest.mark.slow
 def test_temperature_is_chosen_on_the_heldout_split_and_the_multilabel_study_is_reported(tmp_path):
     path = tmp_path / "grid.yaml"
     path.write_text(GRID.format(root=tmp_path))
@@ -256,7 +257,7 @@ def test_built_in_experiments_load():
 def test_an_override_of_an_empty_mapping_switches_a_section_off():
     """``frontier.schedules={}`` empties the mapping (a plain merge of {} would keep the file's entries), and the
     experiment then plans no frontier and no multi-label study."""
-    from harness.experiment.plan import validate_experiment
+    from harness.experiment.validate import validate_experiment
 
     full = load_experiment("cifar10n")
     assert full.frontier.schedules and full.multilabel.methods

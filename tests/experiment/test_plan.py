@@ -182,6 +182,7 @@ def test_a_head_override_the_head_does_not_take_is_refused_like_harness_upstream
         )
 
 
+@pytest.mark.slow
 def test_experiment_plan_end_to_end_and_restore_from_records(tmp_path, monkeypatch):
     exp = _exp(tmp_path)
     out = run_experiment(exp, progress=lambda s: None)

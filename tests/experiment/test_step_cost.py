@@ -1,5 +1,5 @@
 """The x axis of the budget curves and the frontier: each run's recorded steps at one side-by-side step rate
-(harness.experiment.budget.step_costs), cached in the experiment's runs folder, the recorded wall time beside it.
+(harness.experiment.step_cost.step_costs), cached in the experiment's runs folder, the recorded wall time beside it.
 Run folders are written by hand here (run.json, metrics.json), so no run is trained."""
 
 import json
@@ -10,8 +10,9 @@ import pytest
 import harness.upstream.cost as C
 from harness.config import load_config, to_dict
 from harness.experiment import Experiment, FrontierSection
-from harness.experiment.budget import budget_section, frontier_section, step_cost_section, step_costs
+from harness.experiment.budget import budget_section, frontier_section
 from harness.experiment.plan import _Plan
+from harness.experiment.step_cost import step_cost_section, step_costs
 from harness.upstream.config import UpstreamConfig
 
 BASE = Path(__file__).resolve().parents[2] / "upstream" / "configs" / "digits_base.yaml"

@@ -57,6 +57,10 @@ def test_a_tiny_transfer_study_runs_end_to_end_from_the_committed_records(tmp_pa
     records.mkdir(parents=True)
     for name in ("hom_s0", "hom_s1", "het_t1.3_s0", "het_t1.3_s1"):  # the committed records, linked
         (records / name).symlink_to(REPO / "results" / "cifar10n" / "records" / name)
+    # --no-train before any transfer: nothing to compare yet, said before any fine-tuning
+    res = CliRunner().invoke(main, ["run", str(exp), "--no-train"])
+    assert res.exit_code == 1 and "'hom' have not all finished" in res.output, res.output
+    assert not list((tmp_path / "runs" / "tiny_transfer" / "downstream").glob("*/predictions/*.npz"))
     res = CliRunner().invoke(main, ["run", str(exp)])
     assert res.exit_code == 0, res.output
     import json
@@ -67,11 +71,34 @@ def test_a_tiny_transfer_study_runs_end_to_end_from_the_committed_records(tmp_pa
     assert row["comparison"] == "het − hom" and row["n_seeds"] == 2 and row["lo"] <= row["mean"] <= row["hi"]
     assert set(report["groups"]) == {"natural", "structured", "ood"} and report["groups"]["ood"] == ["demo_rotation"]
     assert len(report["secondary_family"]["comparisons"]) == 3  # het − hom per group
+    # the exploratory family: NLL and ECE per task, het − hom, each transfer as its fine-tuning seeds' ensemble
+    explore = report["exploratory_family"]["comparisons"]
+    assert len(explore) == 5 * 2 and {r["metric"] for r in explore} == {"nll", "ece"}
+    assert all(r["contains_models_fixed"] and r["family"] == "exploratory" for r in explore)
+    from harness.uncertainty.ensembles import average
+    from harness.uncertainty.predictions import Predictions
+
+    def nll(model: str) -> float:
+        files = sorted((tmp_path / "runs" / "tiny_transfer" / "downstream" / model / "predictions").glob("cifar10_s*"))
+        return average([Predictions.load(f) for f in files]).nll()
+
+    (row,) = [r for r in explore if r["split"] == "cifar10" and r["metric"] == "nll"]
+    want = np.mean([nll(f"het_t1.3_s{s}") - nll(f"hom_s{s}") for s in (0, 1)])
+    assert row["mean"] == pytest.approx(want, rel=1e-9)
     md = (out / "report.md").read_text()
     assert md.index("**Bottom line**") < md.index("## Table 6 layout") < md.index("## Verdicts")
+    assert md.index("## Verdicts") < md.index("## NLL and ECE per task") < md.index("## Protocol")
     # a rerun fine-tunes nothing again (every sweep is complete): no prediction file is rewritten
     preds = sorted((tmp_path / "runs" / "tiny_transfer" / "downstream").glob("*/predictions/*.npz"))
     stamps = [p.stat().st_mtime_ns for p in preds]
     assert len(preds) == 4 * 5 * 2  # 4 models x 5 tasks (4 CIFAR + 1 OOD) x (one val200 selection, one final)
     assert CliRunner().invoke(main, ["run", str(exp)]).exit_code == 0
+    assert [p.stat().st_mtime_ns for p in preds] == stamps
+    # --no-train with one het transfer unfinished (no vtab.json yet): het waits, named in the report; nothing runs
+    (tmp_path / "runs" / "tiny_transfer" / "downstream" / "het_t1.3_s1" / "vtab.json").unlink()
+    res = CliRunner().invoke(main, ["run", str(exp), "--no-train"])
+    assert res.exit_code == 0, res.output
+    report = json.loads((out / "report.json").read_text())
+    assert report["pending"] == ["het − hom"] and report["primary_endpoint"]["comparisons"] == []
+    assert "**Partial report**" in (out / "report.md").read_text()
     assert [p.stat().st_mtime_ns for p in preds] == stamps

@@ -1,4 +1,5 @@
-"""harness.experiment.verdicts and harness.experiment.sigma: the summary's verdicts and the Σ read-out."""
+"""harness.experiment.verdicts, harness.experiment.summary_table and harness.experiment.sigma: the summary's verdicts
+and the Σ read-out."""
 
 from __future__ import annotations
 
@@ -6,7 +7,8 @@ import pytest
 
 from harness.experiment.config import Experiment
 from harness.experiment.sigma import readout
-from harness.experiment.verdicts import adjust, findings, oracle_methods, summary_section, validate_primary
+from harness.experiment.summary_table import findings, summary_section
+from harness.experiment.verdicts import adjust, oracle_methods, validate_primary
 
 
 def _row(method, metric, mean, lo, hi, p, verdict, study="main", split="heldout"):
@@ -47,7 +49,7 @@ def test_holm_keeps_a_verdict_only_when_the_adjusted_p_is_below_alpha():
 
 def test_a_p_value_is_never_printed_on_the_other_side_of_alpha():
     """The CIFAR-10N report printed Holm p 0.0496 as "0.050" beside "better"."""
-    from harness.experiment.verdicts import row_cells
+    from harness.experiment.summary_table import row_cells
 
     def printed(p):
         return row_cells({**_row("pe", "nll", -0.03, -0.05, -0.01, p, "better"), "p_holm": p, "verdict": ""})[6]

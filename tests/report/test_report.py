@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from harness.report import build as B
+from harness.report import covariance_text as CT
 from harness.report import figures as F
 from harness.report import render as RR
 from harness.uncertainty.predictions import Predictions
@@ -129,7 +130,7 @@ def test_covariance_table_says_what_sigma_and_the_correlation_are(tempered):
     assert header[3] == "correlation Σ̄_ab / sqrt(Σ̄_aa Σ̄_bb)"
     assert ("Σ is tempered: divided by τ² (τ = 1.5)" in title) == tempered
     assert ("Σ is not tempered" in title) == (not tempered)
-    text = RR._cov_text(report["covariance"])
+    text = CT._cov_text(report["covariance"])
     assert "that example's own covariance Σ(x)" in text and "not the average Σ̄" in text
 
 

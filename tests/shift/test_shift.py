@@ -13,7 +13,7 @@ from harness.cli import main
 from harness.config import load_config
 from harness.data.config import DataConfig
 from harness.data.sources import build_split
-from harness.runs import build_ensemble
+from harness.ensemble_folder import build_ensemble
 from harness.shift.predict import predict_run
 from harness.shift.sets import ood_images, synthetic_ood, views
 from harness.shift.settings import ShiftSettings, check_settings
@@ -87,24 +87,33 @@ def test_settings_are_checked_before_any_work():
 @pytest.fixture(scope="module")
 def digits_runs(tmp_path_factory):
     """A hom and a het digits model (3 epochs, about 60% top-1 on clean test images)."""
+    import torch
+
     from harness.upstream.config import UpstreamConfig
     from harness.upstream.train import run
 
     root = tmp_path_factory.mktemp("shift")
     dirs = {}
-    for method in ("hom", "het"):
-        cfg = load_config(
-            UpstreamConfig,
-            CONFIGS / f"digits_{method}.yaml",
-            [
-                "train.epochs=3",
-                "model.head.train_mc_samples=8",
-                "model.head.eval_mc_samples=16",
-                f"output_dir={root / method}",
-                f"data.cache_dir={root / 'cache'}",
-            ],
-        )
-        dirs[method] = run(cfg, progress=False)
+    # one torch thread, as under the suite's xdist workers (tests/conftest.py): the same models (and the same
+    # top-1) whether this file runs alone or in the suite; two threads sum in another order and train other models
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        for method in ("hom", "het"):
+            cfg = load_config(
+                UpstreamConfig,
+                CONFIGS / f"digits_{method}.yaml",
+                [
+                    "train.epochs=3",
+                    "model.head.train_mc_samples=8",
+                    "model.head.eval_mc_samples=16",
+                    f"output_dir={root / method}",
+                    f"data.cache_dir={root / 'cache'}",
+                ],
+            )
+            dirs[method] = run(cfg, progress=False)
+    finally:
+        torch.set_num_threads(threads)
     return root, dirs
 
 
@@ -271,6 +280,7 @@ results_root: {root}/results
 """
 
 
+@pytest.mark.slow
 def test_harness_run_evaluates_every_model_and_ensemble_under_shift(tmp_path):
     from harness.experiment import load_experiment, run_experiment
 

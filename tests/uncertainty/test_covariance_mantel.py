@@ -1,4 +1,4 @@
-"""harness.uncertainty.covariance.mantel against a brute-force enumeration of all class permutations, and why
+"""harness.uncertainty.mantel.mantel against a brute-force enumeration of all class permutations, and why
 class labels (not pairs) are permuted."""
 
 import itertools
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from harness.uncertainty.covariance import mantel
+from harness.uncertainty.mantel import mantel
 
 
 def _sym(rng: np.random.Generator, k: int, base: "np.ndarray | None" = None, noise: float = 1.0) -> np.ndarray:

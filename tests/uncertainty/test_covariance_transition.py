@@ -7,7 +7,8 @@ import torch
 from scipy import stats as sps
 
 from harness.heads import HeteroscedasticHead
-from harness.uncertainty.covariance import PairNoise, confusion_ranks, mantel, transition_test
+from harness.uncertainty.covariance import PairNoise, confusion_ranks, transition_test
+from harness.uncertainty.mantel import mantel
 
 K, D = 4, 6
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.runs import build_ensemble
+from harness.ensemble_folder import build_ensemble
 from harness.uncertainty.ensembles import average, check_compatible
 from harness.uncertainty.predictions import Predictions
 

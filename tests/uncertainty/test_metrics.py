@@ -5,6 +5,7 @@ import pytest
 from sklearn.metrics import average_precision_score, brier_score_loss, log_loss
 
 from harness.uncertainty import metrics as M
+from harness.uncertainty import multilabel as ML
 
 
 def _random_case(n, k, seed, sharp=1.0):
@@ -112,21 +113,21 @@ def test_multilabel_metrics_against_scikit_learn(seed):
     z[:, 3] = np.round(z[:, 3])  # ties
     rows = t.sum(1) > 0
     assert not rows.all()  # some examples without a positive label
-    assert M.micro_ap(z, t) == pytest.approx(average_precision_score(t[rows], z[rows], average="micro"), abs=1e-6)
+    assert ML.micro_ap(z, t) == pytest.approx(average_precision_score(t[rows], z[rows], average="micro"), abs=1e-6)
     keep = t.sum(0) > 0
     want = average_precision_score(t[rows][:, keep], z[rows][:, keep], average="macro")
-    assert M.macro_map(z, t) == pytest.approx(want, abs=1e-6)
-    value, skipped = M.macro_map(z, t, return_skipped=True)
+    assert ML.macro_map(z, t) == pytest.approx(want, abs=1e-6)
+    value, skipped = ML.macro_map(z, t, return_skipped=True)
     assert value == pytest.approx(want, abs=1e-6) and skipped == 1
     p = 1 / (1 + np.exp(-z))
     want = -(t * np.log(p) + (1 - t) * np.log(1 - p)).sum(1)[rows].mean()
-    assert M.sigmoid_nll(z, t) == pytest.approx(want, abs=1e-6)
-    assert M.prec_at_1(z, t) == pytest.approx(t[rows][np.arange(rows.sum()), z[rows].argmax(1)].mean())
+    assert ML.sigmoid_nll(z, t) == pytest.approx(want, abs=1e-6)
+    assert ML.prec_at_1(z, t) == pytest.approx(t[rows][np.arange(rows.sum()), z[rows].argmax(1)].mean())
     conf = p[rows].max(1)
     correct = t[rows][np.arange(rows.sum()), z[rows].argmax(1)]
     ECE = pytest.importorskip("netcal.metrics").ECE
 
-    assert M.multilabel_top_label_ece(z, t) == pytest.approx(ECE(bins=15).measure(conf, correct.astype(int)), abs=1e-6)
+    assert ML.multilabel_top_label_ece(z, t) == pytest.approx(ECE(bins=15).measure(conf, correct.astype(int)), abs=1e-6)
 
 
 def test_multilabel_rule_examples_without_positives_change_no_metric():
@@ -136,17 +137,17 @@ def test_multilabel_rule_examples_without_positives_change_no_metric():
     t[t.sum(1) == 0, 0] = 1  # every example labelled
     z = rng.normal(size=(150, 9)) + 2 * t
     z_extra, t_extra = np.r_[z, rng.normal(size=(40, 9)) * 3], np.r_[t, np.zeros((40, 9))]
-    base = M.multilabel_metrics(z, t)
-    assert M.multilabel_metrics(z_extra, t_extra) == pytest.approx(base, abs=1e-12)
+    base = ML.multilabel_metrics(z, t)
+    assert ML.multilabel_metrics(z_extra, t_extra) == pytest.approx(base, abs=1e-12)
     for name, fn in (
-        ("prec@1", M.prec_at_1),
-        ("sigmoid_nll", M.sigmoid_nll),
-        ("micro_ap", M.micro_ap),
-        ("macro_map", M.macro_map),
-        ("ece", M.multilabel_top_label_ece),
+        ("prec@1", ML.prec_at_1),
+        ("sigmoid_nll", ML.sigmoid_nll),
+        ("micro_ap", ML.micro_ap),
+        ("macro_map", ML.macro_map),
+        ("ece", ML.multilabel_top_label_ece),
     ):
         assert fn(z_extra, t_extra) == pytest.approx(base[name], abs=1e-12), name
-    conf, correct = M.multilabel_top_label(z_extra, t_extra)
+    conf, correct = ML.multilabel_top_label(z_extra, t_extra)
     assert len(conf) == len(correct) == 150
 
 
@@ -169,14 +170,14 @@ SINGLE = [
     M.rms_calibration_error,
 ]
 MULTI = [
-    M.prec_at_1,
-    M.sigmoid_nll,
-    M.micro_ap,
-    M.macro_map,
-    M.multilabel_top_label,
-    M.multilabel_top_label_ece,
-    M.multilabel_metrics,
-    M.labelled_examples,
+    ML.prec_at_1,
+    ML.sigmoid_nll,
+    ML.micro_ap,
+    ML.macro_map,
+    ML.multilabel_top_label,
+    ML.multilabel_top_label_ece,
+    ML.multilabel_metrics,
+    ML.labelled_examples,
 ]
 FORECASTS = [M.calibration_error, M.reliability_bins]
 
@@ -257,8 +258,8 @@ def test_valid_edge_inputs_are_still_scored():
     assert M.calibration_error(CONF, CORR.astype(bool)) == pytest.approx(M.ece(LP, Y))
     z = Z.copy()
     z[0, Y[0]], z[1, (Y[1] + 1) % 4] = np.inf, -np.inf  # certain forecasts
-    assert np.isfinite(list(M.multilabel_metrics(z, T).values())).all()
-    assert M.multilabel_metrics(Z, T.astype(bool)) == pytest.approx(M.multilabel_metrics(Z, T))
+    assert np.isfinite(list(ML.multilabel_metrics(z, T).values())).all()
+    assert ML.multilabel_metrics(Z, T.astype(bool)) == pytest.approx(ML.multilabel_metrics(Z, T))
 
 
 # ------------------------------------------------------------------ classwise ECE and RMS calibration error

@@ -137,6 +137,7 @@ def test_two_processes_match_one_process_with_the_same_global_batch(two_processe
     assert np.abs(logits2 - logits1).max() <= TOLERANCE
 
 
+@pytest.mark.slow
 def test_a_preempted_job_is_requeued_and_ends_as_the_uninterrupted_run(two_processes, tmp_path):
     """submitit's preemption signal to every task (as SLURM sends it) after the first evaluation: the processes
     save the state at the next step, submitit requeues the job, the new tasks resume at that step, and the final

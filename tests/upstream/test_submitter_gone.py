@@ -55,6 +55,7 @@ def _wait(condition, seconds: float) -> bool:
     return condition()
 
 
+@pytest.mark.slow
 def test_a_job_whose_submitter_is_killed_stops_with_its_state_saved_and_the_rerun_resumes(tmp_path):
     out = tmp_path / "run"
     submitter = subprocess.Popen(

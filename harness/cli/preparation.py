@@ -1,0 +1,103 @@
+"""The ``harness data`` tool group: data preparation, ``harness data pack`` (sources converted into WebDataset shards
+for streaming) and ``harness data tasks-cifar`` (VTAB-1k-style transfer tasks built from CIFAR-10)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from harness.cli.group import _Main
+
+
+@click.group(cls=_Main)
+def data() -> None:
+    """Data preparation: sources converted for streaming."""
+
+
+@data.command("pack", context_settings={"ignore_unknown_options": True})
+@click.argument("source")
+@click.argument("out", type=click.Path(file_okay=False, path_type=Path))
+@click.argument("overrides", nargs=-1, type=click.UNPROCESSED)
+@click.option("--shard-size", type=click.IntRange(1), required=True, help="Examples per shard.")
+@click.option("--split", default=None, help="Split to pack (default: the config's train split).")
+@click.option("--multilabel", is_flag=True, help="Label sets (cifar10n: the annotators' labels; else one-label sets).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the order of examples across shards.")
+@click.option("--in-order", is_flag=True, help="Keep the source's order (default: a seeded shuffle across shards).")
+@click.option(
+    "--overwrite",
+    is_flag=True,
+    help="Pack into a folder that holds other files, beside them (a file it did not write is never replaced).",
+)
+def data_pack(source, out, overrides, shard_size, split, multilabel, seed, in_order, overwrite) -> None:
+    """Pack a split into WebDataset tar shards: OUT/<split>/<split>-000000.tar ... and OUT/<split>/index.json.
+
+    SOURCE is a data config YAML (a run config's data section, or a data section alone) or a source name
+    (digits, cifar10n, image_folder, tfds, manifest); OVERRIDES are data settings as key=value, e.g.
+    path=../shared/data/cifar10n label_set=worse limit_train=1000. Rerun after an interruption, it writes
+    only the missing shards. Read the result with data.source=shards data.path=OUT. A config with data.label_noise
+    packs the noisy labels of the training (or held-out) split, drawn as a run draws them, and records the noise in
+    index.json (data.label_noise=null packs the clean labels).
+    """
+    from harness.config import to_dict
+    from harness.data.pack import noisy_split, pack, source_config
+    from harness.data.sources import build_split
+    from harness.io import path_under
+
+    try:
+        cfg = source_config(source, overrides, multilabel)
+        split = split or cfg.train_split
+        folder = path_under(out, split)
+        ds, noise = noisy_split(cfg, split, build_split(cfg, split))
+        if multilabel and not ds.multilabel:
+            from harness.data.dataset import LabelSets
+
+            ds = ds.with_labels(LabelSets.from_labels(ds.labels), f"{ds.description}, one-label sets")
+        index = pack(
+            ds,
+            folder,
+            shard_size,
+            prefix=split,
+            order_seed=None if in_order else seed,
+            source={"config": to_dict(cfg), "split": split},
+            label_noise=noise,
+            overwrite=overwrite,
+        )
+    except (ValueError, OSError) as e:
+        raise click.ClickException(str(e)) from e
+    click.echo(
+        f"{index['num_examples']} examples of {ds.description} in {len(index['shards'])} shard(s): "
+        f"{folder / index['shards'][0]['name']} ... and {folder / 'index.json'}"
+    )
+
+
+@data.command("tasks-cifar")
+@click.option(
+    "--data",
+    "data_path",
+    type=click.Path(file_okay=False, path_type=Path),
+    required=True,
+    help="The cifar10n folder (cifar10_jpeg.zip, cifar10n_labels.npz).",
+)
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    required=True,
+    help="Folder to write the task folders in (a task folder that exists must be empty).",
+)
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of every draw.")
+@click.option("--test-size", type=click.IntRange(1), default=2000, show_default=True, help="Test examples per task.")
+def data_tasks_cifar(data_path: Path, out: Path, seed: int, test_size: int) -> None:
+    """Build VTAB-1k-style transfer tasks from CIFAR-10 (cifar10, cifar_rotation, cifar_location, cifar_count):
+    training images from the upstream held-out split val5k, test images from the CIFAR-10 test split, written as
+    OUT/<task>/{train800,val200,train800val200,test}.txt and PNGs. Use them as custom tasks NAME=FOLDER:K (the lines
+    are printed and saved in OUT/cifar_tasks.json)."""
+    from harness.tasks.cifar import build_cifar_tasks
+
+    try:
+        summary = build_cifar_tasks(data_path, out, seed=seed, test_size=test_size, progress=click.echo)
+    except (ValueError, FileNotFoundError) as e:
+        raise click.ClickException(str(e)) from e
+    for name, task in summary["tasks"].items():
+        click.echo(f"{task['spec']}  ({task['group']}, {task['sizes']})")
+    click.echo(f"ood tasks (built in): {' '.join(summary['groups']['ood'])}; summary in {out / 'cifar_tasks.json'}")

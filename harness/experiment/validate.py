@@ -1,0 +1,233 @@
+"""Checking a whole experiment before any work: its settings (methods, seeds, workers, grids, the budget,
+frontier and condition sections), every upstream config of every study (each method, seed and τ, as
+:func:`harness.experiment.plan._plan` builds them), the shift and multi-label studies, the settings that need the
+data's number of classes, the downstream settings and the output folders."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from harness.experiment.config import Experiment
+from harness.experiment.plan import _Plan, _plan, check_grid_values
+from harness.heads.variants import has_factors
+
+#: the most processes ``workers`` may start (each trains with cores / workers threads; more only queue)
+MAX_WORKERS = 256
+
+
+def validate_experiment(exp: Experiment) -> "dict[str, _Plan]":
+    """Check the whole experiment before any work: methods, seeds, ensembles, every upstream config
+    (each method, seed and τ), the multi-label study and the downstream settings.
+
+    Returns:
+        The plans of the studies (``main``, and ``multilabel`` when it has methods).
+
+    Raises:
+        ValueError: the first problem found; the message names the setting and the fix.
+    """
+    from harness.downstream.config import PRESETS, SweepSettings
+    from harness.io import check_location, check_writable, path_under
+
+    if exp.transfer is not None:
+        raise ValueError(
+            f"experiment {exp.name!r} is a transfer study of committed models (its `transfer:` section): "
+            "run it with `harness run` or harness.experiment.transfer.run_transfer"
+        )
+
+    for key in ("runs_root", "results_root", "upstream_config"):
+        check_location(getattr(exp, key), key)
+
+    _check_methods_and_seeds(exp)
+    _check_grids_and_sections(exp)
+    root = path_under(exp.runs_root, exp.name)
+    plans = {"main": _plan(exp, root, "", exp.methods, exp.seeds, exp.temperature_grid, [], exp.grid_overrides)}
+    if exp.shift is not None:
+        _check_shift(exp, plans["main"])
+    ml = exp.multilabel
+    if ml.methods:
+        if not ml.seeds:
+            raise ValueError("multilabel.seeds is empty: give at least one seed")
+        plans["multilabel"] = _plan(
+            exp, root, "multilabel_", ml.methods, ml.seeds, ml.temperature_grid, ml.upstream_overrides
+        )
+        for folder, cfg in plans["multilabel"].configs.items():
+            if cfg.model.head.get("link") != "sigmoid":
+                raise ValueError(
+                    f"multilabel study run {folder}: set link: sigmoid in its head (label sets need the sigmoid link)"
+                )
+    _check_variant_configs(exp, plans["main"])
+    _check_classes(plans)
+    _check_downstream(exp, PRESETS, SweepSettings)
+    for what, folder in (("runs_root", exp.runs_root), ("results_root", exp.results_root)):
+        check_writable(folder, f"{what} {str(folder)!r}", f"{what}=...")
+    from harness.report.build import report_folder
+
+    report_folder(exp.results_root, exp.name)  # refuses a folder another writer owns, before any work
+    return plans
+
+
+def _check_methods_and_seeds(exp: Experiment) -> None:
+    """The methods and their names, the seeds (whole, in numpy's range, distinct), ``workers``,
+    ``evaluate_methods`` and the ensemble sizes."""
+    from harness.io import quote
+
+    if not exp.methods:
+        raise ValueError("the experiment names no methods: add e.g. methods: {hom: {covariance: none}}")
+    _check_names(exp)
+    if not exp.seeds:
+        raise ValueError("seeds is empty: give at least one seed, e.g. seeds: [0]")
+    all_seeds = [*exp.seeds, *exp.multilabel.seeds, *(s for c in exp.conditions.values() for s in c.seeds)]
+    if any(int(seed) != seed or not 0 <= seed < 2**32 for seed in all_seeds):
+        raise ValueError(
+            f"seeds must be whole numbers in [0, 2**32 - 1] (numpy's seed range), got {quote(str(all_seeds), 120)}"
+        )
+    if len(set(exp.seeds)) != len(exp.seeds):
+        raise ValueError(f"seeds {exp.seeds} repeat a seed: give distinct seeds")
+    if not 1 <= exp.workers <= MAX_WORKERS:
+        raise ValueError(
+            f"workers must be between 1 and {MAX_WORKERS} (one process each, {os.cpu_count()} CPU core(s) "
+            f"here), got {quote(str(exp.workers), 40)}"
+        )
+    unknown = [m for m in exp.evaluate_methods if m not in exp.methods]
+    if unknown:
+        raise ValueError(f"evaluate_methods {', '.join(unknown)} not among the methods {', '.join(exp.methods)}")
+    if any(n > len(exp.seeds) or n < 2 for n in exp.ensemble_sizes):
+        raise ValueError(f"ensemble sizes {exp.ensemble_sizes} must lie in [2, number of seeds = {len(exp.seeds)}]")
+
+
+def _check_grids_and_sections(exp: Experiment) -> None:
+    """The τ grids and their run folders, ``grid_overrides`` and ``grid_extensions``, the methods the budget,
+    frontier and conditions name, the conditions' seeds and the budget's epochs."""
+    for tau in [*exp.temperature_grid, *exp.multilabel.temperature_grid]:
+        if not tau > 0:
+            raise ValueError(f"temperature_grid values must be > 0, got {tau}")
+    check_grid_values(exp.temperature_grid, "temperature_grid")
+    check_grid_values(exp.multilabel.temperature_grid, "multilabel.temperature_grid")
+    if exp.grid_overrides and not exp.temperature_grid and not any(h.get("tune") for h in exp.methods.values()):
+        raise ValueError(
+            "grid_overrides without a temperature_grid (or a method's tune) have nothing to apply to: "
+            "drop them or add a grid"
+        )
+    if exp.grid_extensions < 0:
+        raise ValueError(f"grid_extensions must be >= 0, got {exp.grid_extensions}")
+    for section, names in (
+        ("budget", exp.budget.methods),
+        ("frontier", exp.frontier.names() if exp.frontier.schedules else []),
+    ):
+        unknown = [m for m in names if m not in exp.methods]
+        if unknown:
+            raise ValueError(f"{section} method(s) {', '.join(unknown)} not among the methods {', '.join(exp.methods)}")
+    for cname, cond in exp.conditions.items():
+        unknown = [m for m in cond.methods if m not in exp.methods]
+        if unknown or not cond.methods or not cond.seeds:
+            raise ValueError(
+                f"condition {cname!r}: methods must be some of {', '.join(exp.methods)} and seeds non-empty "
+                f"(got methods {cond.methods}, seeds {cond.seeds})"
+            )
+    if exp.budget.methods and (not exp.budget.epochs or any(int(e) != e or e < 1 for e in exp.budget.epochs)):
+        raise ValueError(f"budget.epochs must be a non-empty list of whole numbers >= 1, got {exp.budget.epochs}")
+
+
+def _check_shift(exp: Experiment, main: _Plan) -> None:
+    """The shift section against the main study's configs: softmax links only, and its settings for their data."""
+    from harness.shift.settings import check_settings
+
+    cfgs = list(main.configs.values())
+    if any(cfg.model.head.get("link", "softmax") != "softmax" for cfg in cfgs):
+        raise ValueError(
+            "shift: the main study's methods must use the softmax link (shift evaluation covers "
+            "single-label models); drop the shift section or the sigmoid method"
+        )
+    try:
+        check_settings(exp.shift, cfgs[0].data)
+    except ValueError as e:
+        raise ValueError(f"shift: {e}") from e
+
+
+def _check_variant_configs(exp: Experiment, main: _Plan) -> None:
+    """The configs of the main study's later runs, built at each method's given head: every frontier schedule's,
+    every condition's and one budget run's per epoch count."""
+    fr = exp.frontier
+    if fr.schedules:  # checked here; built at the chosen τ once it is known (frontier_plan)
+        for overrides in fr.schedules.values():
+            for method in fr.names():
+                main.make(method, main.heads[method], exp.seeds[0], "check", list(overrides))
+    for cond in exp.conditions.values():
+        for method in cond.methods:
+            main.make(method, main.heads[method], cond.seeds[0], "check", list(cond.upstream_overrides))
+    for e in exp.budget.epochs if exp.budget.methods else []:
+        main.make(
+            exp.budget.methods[0],
+            main.heads[exp.budget.methods[0]],
+            exp.seeds[0],
+            "check",
+            [f"train.epochs={e}", f"train.eval_every={e}"],
+        )
+
+
+def _check_names(exp: Experiment) -> None:
+    """Every name that becomes a folder name (:func:`harness.io.check_name`)."""
+    from harness.io import check_name
+
+    check_name(exp.name, "experiment name")
+    for section, names in (
+        ("method", exp.methods),
+        ("multilabel method", exp.multilabel.methods),
+        ("condition", exp.conditions),
+    ):
+        for n in names:
+            check_name(n, f"{section} name")
+    for name, cond in exp.conditions.items():
+        for m in cond.methods:
+            check_name(f"{name}_{m}", f"condition {name!r} run name")
+
+
+def _check_classes(plans: "dict[str, _Plan]") -> None:
+    """Settings that need the number of classes K of the data (read once per study from its evaluation split):
+    ``model.num_classes`` and the heads' ``num_factors`` (<= K for noise on the logits)."""
+    from harness.data.sources import build_split
+
+    for study, plan in plans.items():
+        if not plan.configs:
+            continue
+        first = next(iter(plan.configs.values()))
+        k = len(build_split(first.data, first.data.eval_split).class_names)
+        for folder, cfg in plan.configs.items():
+            if cfg.model.num_classes and cfg.model.num_classes != k:
+                raise ValueError(
+                    f"run {folder}: model.num_classes={cfg.model.num_classes} but the data has {k} "
+                    "classes; leave model.num_classes unset"
+                )
+            head = cfg.model.head
+            r = head.get("num_factors")
+            if (
+                r is not None
+                and has_factors(head.get("covariance", "low_rank"))
+                and head.get("noise_space", "logits") == "logits"
+                and int(r) > k
+            ):
+                raise ValueError(
+                    f"run {folder}: model.head.num_factors={r} exceeds the {k} classes of the data "
+                    f"(noise on the logits has rank at most K): use num_factors <= {k}"
+                )
+
+
+def _check_downstream(exp: Experiment, presets: dict, settings_type: Any) -> None:
+    """The downstream settings, device, task names and all four splits of every task (their data)."""
+    if not exp.downstream.tasks:
+        return
+    from harness.tasks.taskset import check_tasks, expand_tasks
+    from harness.training.precision import check_device
+
+    if exp.downstream.preset not in presets:
+        raise ValueError(f"unknown downstream.preset {exp.downstream.preset!r}: use one of {', '.join(presets)}")
+    try:
+        settings = settings_type(**{**presets[exp.downstream.preset], **exp.downstream.settings})
+    except TypeError as e:
+        raise ValueError(f"downstream.settings: {e}; see harness.downstream.config.SweepSettings for the keys") from e
+    try:
+        check_device(settings.device)
+        check_tasks(expand_tasks(exp.downstream.tasks), settings)
+    except (ValueError, FileNotFoundError) as e:
+        raise ValueError(f"downstream: {e}") from e

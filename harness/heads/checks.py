@@ -1,0 +1,75 @@
+"""The value checks of a :class:`~harness.heads.het.HeteroscedasticHead`'s arguments.
+
+The constructor checks their types first (:func:`~harness.heads.options.check_option_types`) and the named choices
+(covariance, link, noise space...) against their tables in :mod:`~harness.heads.options`; these check the numbers,
+in the order the constructor calls them, each with a ``ValueError`` that names the option and the fix.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Optional, Sequence
+
+from harness.heads.options import DEFAULT_NUM_FACTORS
+
+
+def resolved_num_factors(covariance: str, num_factors: Optional[int], width: int, noise_space: str) -> int:
+    """R of a variant with factors: ``num_factors``, or min(DEFAULT_NUM_FACTORS, W) (the paper's ImageNet rank)
+    when None; W = ``width``, K for HET and D for HET-XL (``noise_space="pre_logits"``).
+
+    Raises:
+        ValueError: R outside [1, W].
+    """
+    if num_factors is None:
+        num_factors = min(DEFAULT_NUM_FACTORS, width)
+    if not (1 <= int(num_factors) <= width):
+        what = "D (in_features)" if noise_space == "pre_logits" else "K (num_classes)"
+        raise ValueError(
+            f"num_factors must be an integer in [1, {width}] = [1, {what}] for covariance="
+            f"{covariance!r}, got {num_factors}; use covariance='diagonal' for no factors"
+        )
+    return int(num_factors)
+
+
+def check_sampling_options(
+    train_mc_samples: int,
+    eval_mc_samples: int,
+    mc_chunk_size: Optional[int],
+    clip_eps: Optional[float],
+    eval_seed: Optional[int],
+) -> None:
+    """The Monte Carlo options: S >= 1 in training and in evaluation, a chunk size >= 1 (None: automatic),
+    ``clip_eps`` in (0, 0.5) (None: exact log space), ``eval_seed`` >= 0 (None: fresh noise each call).
+
+    Raises:
+        ValueError: the first option out of range, named.
+    """
+    for name, value in (("train_mc_samples", train_mc_samples), ("eval_mc_samples", eval_mc_samples)):
+        if int(value) < 1:
+            raise ValueError(f"{name} must be >= 1, got {value}")
+    if mc_chunk_size is not None and int(mc_chunk_size) < 1:
+        raise ValueError(f"mc_chunk_size must be >= 1 or None (automatic), got {mc_chunk_size}")
+    if clip_eps is not None and not (0.0 < clip_eps < 0.5):
+        raise ValueError(f"clip_eps must be in (0, 0.5) or None (exact log space), got {clip_eps}")
+    if eval_seed is not None and eval_seed < 0:
+        raise ValueError(f"eval_seed must be >= 0, or None for fresh noise each call, got {eval_seed!r}")
+
+
+def checked_temperature_bounds(
+    learn_temperature: bool, temperature: float, temperature_bounds: Sequence[float]
+) -> "tuple[float, float]":
+    """``temperature_bounds`` as floats ``(lo, hi)``, once the temperature the head will use is checked: a learned
+    τ needs finite bounds with 0 < lo < hi, a fixed τ a finite ``temperature`` > 0.
+
+    Raises:
+        ValueError: bounds or temperature out of range.
+    """
+    lo, hi = (float(b) for b in temperature_bounds)
+    if learn_temperature:
+        if not (0.0 < lo < hi and math.isfinite(hi)):  # an infinite bound gives τ = inf: uniform predictions
+            raise ValueError(
+                f"temperature_bounds must be finite with 0 < lower < upper, got ({lo}, {hi}); e.g. (0.3, 3.0)"
+            )
+    elif not (temperature > 0 and math.isfinite(temperature)):
+        raise ValueError(f"temperature must be a finite float > 0, got {temperature}")
+    return lo, hi

@@ -1,0 +1,122 @@
+"""The config that rebuilds a classifier (:class:`ModelConfig`: backbone, K, head options, backbone options,
+input normalisation) and the check of one read from a file (:func:`check_stored_config`): what a ``model.pt``
+(:func:`harness.models.read_checkpoint`) or an export's ``config.json`` (``Classifier.from_pretrained``) stores may
+name layers and give numbers, never a path or an option that opens one. :mod:`harness.models` builds from it and
+imports both names.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness.heads import HeteroscedasticHead
+
+#: what a model's ``preprocessing`` records (from timm's ``resolve_model_data_config``)
+PREPROCESSING_KEYS = ("mean", "std", "interpolation", "crop_pct")
+#: the only string-valued ``backbone_kwargs`` a checkpoint may store (names of timm layers and pooling, never a
+#: path); every other stored backbone option must be a number, a boolean, None or a list of numbers
+STORED_STRING_KWARGS = ("global_pool", "act_layer", "norm_layer", "stem_type", "block_type", "conv_layer")
+
+
+@dataclass
+class ModelConfig:
+    """Everything needed to rebuild a classifier.
+
+    Attributes:
+        backbone: a timm model name (``timm.list_models()``), e.g. ``"resnetv2_50x1_bit"``.
+        num_classes: K.
+        head: keyword arguments of :class:`HeteroscedasticHead` (``covariance``, ``link``,
+            ``num_factors``, ``temperature``, ...). Empty means the default HET head.
+        backbone_kwargs: extra keyword arguments of ``timm.create_model`` (``in_chans``,
+            ``drop_rate``, ``img_size``, ...).
+        preprocessing: the backbone's input normalisation, from its timm ``pretrained_cfg``
+            (``timm.data.resolve_model_data_config``): ``mean`` and ``std`` (3 floats each, of [0, 1] pixels),
+            ``interpolation`` and ``crop_pct`` as recorded there. Empty for models the harness trained
+            (pixels mapped to [-1, 1]: mean = std = 0.5).
+    """
+
+    backbone: str
+    num_classes: int
+    head: dict = field(default_factory=dict)
+    backbone_kwargs: dict = field(default_factory=dict)
+    preprocessing: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "ModelConfig":
+        unknown = set(d) - {f.name for f in dataclasses.fields(cls)}
+        if unknown:
+            raise ValueError(
+                f"unknown model config keys {sorted(unknown)}; expected backbone, num_classes, head, backbone_kwargs"
+            )
+        return cls(**{k: (dict(v) if isinstance(v, dict) else v) for k, v in d.items()})
+
+
+def check_stored_config(config: Any, source: str) -> dict:
+    """A model config read from a file, checked so that it cannot make loading open another file: only the
+    keys of :class:`ModelConfig`, a backbone name, an integer K, head options of :class:`HeteroscedasticHead`, and
+    backbone options that are numbers, booleans, None, lists of numbers, or for :data:`STORED_STRING_KWARGS` a short
+    name (no ``checkpoint_path``, ``pretrained_cfg_overlay``, ``file`` or other path).
+
+    Raises:
+        ValueError: naming the offending key (its value quoted briefly) and ``source``.
+    """
+    import inspect
+
+    from harness.io import quote
+
+    def bad(what: str) -> ValueError:
+        return ValueError(
+            f"{source}: the stored model config {what}; a checkpoint may not name files or options "
+            "that load them. Rebuild it with harness.models.save_model"
+        )
+
+    if not isinstance(config, dict) or set(config) - {f.name for f in dataclasses.fields(ModelConfig)}:
+        raise bad(f"has keys {quote(str(sorted(config) if isinstance(config, dict) else type(config).__name__))}")
+    if not isinstance(config.get("backbone"), str) or not isinstance(config.get("num_classes"), int):
+        raise bad("needs a backbone name and an integer num_classes")
+    head_keys = set(inspect.signature(HeteroscedasticHead.__init__).parameters) - {"self", "in_features", "num_classes"}
+    unknown = sorted(set(config.get("head") or {}) - head_keys)
+    if unknown:
+        raise bad(f"has unknown head options {quote(str(unknown))}")
+    prep = config.get("preprocessing") or {}
+    if set(prep) - set(PREPROCESSING_KEYS) or not all(
+        isinstance(v, (int, float))
+        or (isinstance(v, str) and v.isidentifier() and len(v) < 32)
+        or (isinstance(v, (list, tuple)) and all(isinstance(x, (int, float)) for x in v))
+        for v in prep.values()
+    ):
+        raise bad(f"has preprocessing {quote(repr(prep), 120)}")
+    for key in ("mean", "std"):  # values, not only types: a std of 0 makes every logit non-finite
+        v = prep.get(key)
+        if v is not None and not (
+            isinstance(v, (list, tuple))
+            and len(v) == 3
+            and all(math.isfinite(x) and (x > 0 if key == "std" else True) for x in v)
+        ):
+            raise ValueError(
+                f"{source}: preprocessing.{key} = {quote(repr(v), 80)} must be 3 finite numbers (one per "
+                f"channel{', each > 0' if key == 'std' else ''}, of [0, 1] pixels); give the config the "
+                "model was saved with"
+            )
+    crop = prep.get("crop_pct")
+    if crop is not None and not (isinstance(crop, (int, float)) and 0 < crop <= 1):
+        raise ValueError(
+            f"{source}: preprocessing.crop_pct = {quote(repr(crop), 40)} must lie in (0, 1]; give the "
+            "config the model was saved with"
+        )
+    for key, value in (config.get("backbone_kwargs") or {}).items():
+        plain = (
+            value is None
+            or isinstance(value, (bool, int, float))
+            or (isinstance(value, (list, tuple)) and all(isinstance(v, (int, float)) for v in value))
+        )
+        named = key in STORED_STRING_KWARGS and isinstance(value, str) and value.isidentifier() and len(value) < 64
+        if not (plain or named):
+            raise bad(f"sets backbone_kwargs.{key} = {quote(repr(value), 80)}")
+    return config
