@@ -18,6 +18,7 @@ import numpy as np
 
 from harness.downstream.finetune import HEADS, TransferTraining
 from harness.downstream.schedules import SCHEDULES
+from harness.rules import setting
 from harness.tasks.taskset import TaskData
 from harness.training.precision import canonical
 
@@ -78,7 +79,7 @@ class SweepSettings(TransferTraining, TaskData):
 
     lrs: "list[float]" = field(default_factory=lambda: [0.001, 0.01])
     steps: "list[Optional[int]]" = field(default_factory=lambda: [500, 2500])
-    seeds: int = 1
+    seeds: int = setting(1, low=1, whole=True, note="--seeds")
     preset: str = "vtab_sweep"
     temperatures: "Optional[list[float]]" = None
 
@@ -115,13 +116,6 @@ class SweepSettings(TransferTraining, TaskData):
                 all(_is_int(v) and v >= 1 for v in self.steps),
                 f"steps (--steps, steps) must be whole numbers >= 1, e.g. 500,2500; got {self.steps!r}",
             )
-        for name, option in (("seeds", "--seeds"), ("batch_size", "--batch-size"), ("micro_batch", "--micro-batch")):
-            v = getattr(self, name)
-            _require(_is_int(v) and v >= 1, f"{name} ({option}) must be a whole number >= 1, got {v!r}")
-        _require(
-            self.lr_batch is None or (_is_int(self.lr_batch) and self.lr_batch >= 1),
-            f"lr_batch (--lr-batch) must be a whole number >= 1 or unset, got {self.lr_batch!r}",
-        )
         if self.resolution is not None:
             r = self.resolution
             _require(
@@ -130,16 +124,7 @@ class SweepSettings(TransferTraining, TaskData):
                 f"1 <= CROP <= RESIZE, e.g. 160,128; got {r!r}",
             )
             self.resolution = [int(v) for v in r]
-        _require(
-            self.clip_grad_norm is None
-            or (
-                isinstance(self.clip_grad_norm, (int, float))
-                and math.isfinite(self.clip_grad_norm)
-                and self.clip_grad_norm > 0
-            ),
-            f"clip_grad_norm must be a positive number or unset, got {self.clip_grad_norm!r}",
-        )
-        super().__post_init__()  # the data settings (TaskData)
+        super().__post_init__()  # the rules declared beside the fields, then the data settings (TaskData)
         PRESETS[self.preset]  # noqa: B018 -- an unknown name raises its ValueError
         self.mixed_precision = canonical(self.mixed_precision, "--mixed-precision")  # Lightning's aliases too
         self._check_head()
@@ -152,9 +137,6 @@ class SweepSettings(TransferTraining, TaskData):
             f"of {', '.join(HEADS)} (hom: the paper's homoscedastic transfer head; diag, het, pe: noisy heads "
             "named as the upstream methods)",
         )
-        for name in NOISY_HEAD_DEFAULTS:
-            v = getattr(self, name)
-            _require(_is_int(v) and v >= 1, f"{name} must be a whole number >= 1, got {v!r}")
         if self.head == "hom":
             _require(
                 self.temperatures is None,

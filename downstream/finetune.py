@@ -37,6 +37,7 @@ from harness.downstream.schedules import lr_schedule, mixup_alpha, resolved_step
 from harness.heads.variants import TRANSFER_HEADS, TRANSFER_NUM_FACTORS, has_factors
 from harness.models import Classifier, load_model, replace_head
 from harness.progress import Countdown
+from harness.rules import check_rules, setting
 from harness.sources import load_source
 from harness.tasks.views import bit_resolution, task_views
 from harness.training.predict import predict_logits
@@ -73,19 +74,27 @@ class TransferTraining:
             AVX512-BF16 or AMX, bf16 is emulated and many times slower).
     """
 
-    batch_size: int = 512
-    micro_batch: int = 64
+    batch_size: int = setting(512, low=1, whole=True, note="--batch-size")
+    micro_batch: int = setting(64, low=1, whole=True, note="--micro-batch")
     resolution: "Optional[Sequence[int]]" = None
-    clip_grad_norm: Optional[float] = None
+    clip_grad_norm: Optional[float] = setting(None, low=0, low_open=True, note="None: no clipping")
     device: str = "cpu"
     schedule: str = "staircase"
-    lr_batch: Optional[int] = None
+    lr_batch: Optional[int] = setting(None, low=1, whole=True, note="--lr-batch; None: the rates are per batch_size")
     channels_last: bool = False
     head: str = "hom"
-    num_factors: int = TRANSFER_NUM_FACTORS
-    train_mc_samples: int = 100
-    eval_mc_samples: int = 1000
+    num_factors: int = setting(TRANSFER_NUM_FACTORS, low=1, whole=True)
+    train_mc_samples: int = setting(100, low=1, whole=True)
+    eval_mc_samples: int = setting(1000, low=1, whole=True)
     mixed_precision: str = "no"
+
+    def __post_init__(self) -> None:
+        """The rules declared beside the fields (:func:`harness.rules.check_rules`), before any work; then the
+        checks of the classes this one is combined with (:class:`harness.tasks.taskset.TaskData` in a sweep)."""
+        check_rules(self)
+        after = getattr(super(), "__post_init__", None)
+        if after is not None:
+            after()
 
     def training_fields(self) -> "dict[str, Any]":
         """The :class:`TransferTraining` fields of these settings, by name (what a sweep passes to each fine-tune)."""
@@ -111,12 +120,12 @@ class FinetuneConfig(TransferTraining):
     def effective_lr(self) -> float:
         return self.lr * self.batch_size / self.lr_batch if self.lr_batch else self.lr
 
-    lr: float = 0.003
-    steps: Optional[int] = 500
-    seed: int = 0
-    eval_batch_size: int = 256
-    mixup_alpha: Optional[float] = None
-    temperature: float = 1.0
+    lr: float = setting(0.003, low=0, low_open=True)
+    steps: Optional[int] = setting(500, low=1, whole=True, note="None: the BiT-HyperRule's")
+    seed: int = setting(0, low=0, whole=True)
+    eval_batch_size: int = setting(256, low=1, whole=True)
+    mixup_alpha: Optional[float] = setting(None, low=0, note="None: the BiT rule; 0: off")
+    temperature: float = setting(1.0, low=0, low_open=True)
 
 
 #: the fresh heads of a transfer: name -> covariance of :class:`harness.heads.HeteroscedasticHead`, from the registry

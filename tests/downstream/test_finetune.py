@@ -172,3 +172,28 @@ def test_a_fine_tune_says_its_steps_rate_and_time_left(tmp_path, monkeypatch):
     finetune(str(path), demo_split(task, "val200"), demo_split(task, "test"), cfg, progress=lines.append)
     assert [line.split(",")[0] for line in lines] == ["1/4 steps", "2/4 steps", "3/4 steps"]
     assert all("/s, about " in line and line.endswith(" left") for line in lines)
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(micro_batch=0), r"micro_batch must be a whole number >= 1 \(--micro-batch\), got 0"),
+        (dict(lr=float("nan")), r"lr must be > 0, got nan"),
+        (dict(steps=2.5), r"steps must be a whole number >= 1 \(None: the BiT-HyperRule's\), got 2\.5"),
+        (dict(eval_batch_size=0), r"eval_batch_size must be a whole number >= 1, got 0"),
+        (dict(mixup_alpha=-0.1), r"mixup_alpha must be >= 0 \(None: the BiT rule; 0: off\), got -0\.1"),
+        (dict(temperature=0), r"temperature must be > 0, got 0"),
+        (dict(clip_grad_norm=float("inf")), r"clip_grad_norm must be > 0 \(None: no clipping\), got inf"),
+    ],
+)
+def test_a_finetune_config_is_checked_by_the_rules_beside_its_fields(kwargs, message):
+    """A fine-tune built from Python is refused before any work, by the rules its fields declare (harness.rules),
+    in the one message format; a sweep's settings share the fields and the rules."""
+    from harness.downstream.config import SweepSettings
+
+    with pytest.raises(ValueError, match=message):
+        FinetuneConfig(**kwargs)
+    with pytest.raises(ValueError, match=r"batch_size must be a whole number >= 1 \(--batch-size\), got inf"):
+        SweepSettings(batch_size=float("inf"))
+    with pytest.raises(ValueError, match=r"seeds must be a whole number >= 1 \(--seeds\), got 0"):
+        SweepSettings(seeds=0)
