@@ -1,5 +1,5 @@
-"""The transfer study (harness.experiment.transfer, `harness run cifar10n_transfer`): the score interval's weighting,
-the study's checks, and the whole path on a tiny setting (two committed CIFAR-10N models a method, small tasks built
+"""The transfer study (harness.experiment.transfer and transfer_report, `harness run cifar10n_transfer`): the score
+interval's weighting, the study's checks, and the whole path on a tiny setting (two committed CIFAR-10N models a method, small tasks built
 from the shared data, a few fine-tuning steps)."""
 
 from pathlib import Path
@@ -11,7 +11,8 @@ from click.testing import CliRunner
 from harness.cli import main
 from harness.experiment import load_experiment
 from harness.experiment.config import TransferSection
-from harness.experiment.transfer import score_interval, validate_transfer
+from harness.experiment.transfer import validate_transfer
+from harness.experiment.transfer_report import score_interval
 from harness.uncertainty.method import anova_interval
 
 REPO = Path(__file__).resolve().parents[2]
