@@ -101,7 +101,7 @@ def run_cmd(experiment, overrides, no_train, sync_records, reference, reevaluate
             out = run_transfer(exp, progress=click.echo, train=not no_train)
         else:
             out = run_experiment(exp, progress=click.echo, train=not no_train, reevaluate=reevaluate)
-        click.echo(f"report: {out / 'report.md'} and {out / 'report.html'}")
+        click.echo("report: " + " and ".join(str(out / f) for f in ("report.md", "report.html") if (out / f).is_file()))
         from harness.experiment.reference import compare_with_reference
 
         compare_with_reference(out, Path(exp.reference_root) / exp.name, click.echo)
