@@ -186,6 +186,30 @@ def _pending_lines(pending: "list[str] | tuple", primary: list, secondary: list)
     ]
 
 
+def _verdict_lines(primary: "list[dict]", secondary: "list[dict]") -> "list[str]":
+    """The report's verdict tables: the primary family, then the secondary (differences in points)."""
+    from harness.experiment.verdicts import ALPHA, _p
+
+    header = [
+        "| comparison | scope | difference, points [95% CI] | p | Holm p | Holm p at df = n − 1 | verdict |",
+        "|---|---|---|---|---|---|---|",
+    ]
+
+    def line(r: dict) -> str:
+        return (
+            f"| {r['comparison']} | {r['split']} | {100 * r['mean']:+.2f} [{100 * r['lo']:+.2f}, {100 * r['hi']:+.2f}] "
+            f"| {_p(r['p'])} | {_p(r['p_holm'])} | {_p(r.get('p_holm_df_n1'))} | {r['verdict']}"
+            f"{', fragile' if r.get('fragile') else ''} |"
+        )
+
+    return (
+        ["", "## Verdicts", "", *header]
+        + [line(r) for r in primary]
+        + ["", f"Secondary family ({len(secondary)} comparisons, Holm together; alpha {ALPHA}):", "", *header]
+        + [line(r) for r in secondary]
+    )
+
+
 def write_report(
     exp: Any,
     folders: "dict[str, Path]",
@@ -199,8 +223,8 @@ def write_report(
     verdicts, and the protocol differences from the paper. Written atomically as report.md and report.json.
     ``section``: the study as far as it has finished (:func:`finished_section`; default ``exp.transfer``), with the
     ``pending`` comparisons named at the top."""
-    from harness.experiment.verdicts import ALPHA, _p
     from harness.io import atomic_write_text
+    from harness.provenance import provenance
 
     t = section or exp.transfer
     tasks = [x for ts in groups.values() for x in ts]
@@ -209,13 +233,6 @@ def write_report(
     acc = {m: [{task: float(c[task].mean()) for task in tasks} for c in cs] for m, cs in correct.items()}
 
     table = _table6(acc, list(t.methods), groups)
-
-    def verdict_line(r: dict) -> str:
-        return (
-            f"| {r['comparison']} | {r['split']} | {100 * r['mean']:+.2f} [{100 * r['lo']:+.2f}, {100 * r['hi']:+.2f}] "
-            f"| {_p(r['p'])} | {_p(r['p_holm'])} | {_p(r.get('p_holm_df_n1'))} | {r['verdict']}"
-            f"{', fragile' if r.get('fragile') else ''} |"
-        )
 
     bottom = "; ".join(
         f"{r['comparison']} {100 * r['mean']:+.2f} points [{100 * r['lo']:+.2f}, {100 * r['hi']:+.2f}]: {r['verdict']}"
@@ -243,31 +260,22 @@ def write_report(
         "|---|" + "---|" * len(t.methods),
     ]
     lines += ["| " + " | ".join(r) + " |" for r in table]
-    lines += [
-        "",
-        "## Verdicts",
-        "",
-        "| comparison | scope | difference, points [95% CI] | p | Holm p | Holm p at df = n − 1 | verdict |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    lines += [verdict_line(r) for r in primary]
-    lines += [
-        "",
-        f"Secondary family ({len(secondary)} comparisons, Holm together; alpha {ALPHA}):",
-        "",
-        "| comparison | scope | difference, points [95% CI] | p | Holm p | Holm p at df = n − 1 | verdict |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    lines += [verdict_line(r) for r in secondary]
+    lines += _verdict_lines(primary, secondary)
     calibration = calibration_rows(t, {r: folders[r] for rs in t.methods.values() for r in rs}, tasks)
     lines += _calibration_lines(calibration)
     protocol = _protocol(t, settings)
-    lines += ["", "## Protocol", "", protocol, ""]
+    prov = provenance()
+    written = (
+        f"Written by `{prov['command']}` on {prov['date']} ({prov['cpu_details']}; torch "
+        f"{prov['versions'].get('torch', '?')})."
+    )
+    lines += ["", "## Protocol", "", protocol, "", written, ""]
     out = Path(exp.results_root) / exp.name
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out / "report.md", "\n".join(lines) + "\n")
     report = {
         "schema": "harness.transfer/1",
+        "provenance": prov,
         "name": exp.name,
         "description": exp.description,
         "primary_endpoint": {"declared": {"metric": "score", "date": ep.declared}, "comparisons": primary},
