@@ -16,15 +16,23 @@ import numpy as np
 from harness.experiment.config import TransferSection
 
 
-def _correct(folder: Path, task: str) -> np.ndarray:
-    """``[N]`` per-image test correctness of one transfer, averaged over its final fine-tuning seeds."""
+def _final_predictions(folder: Path, task: str) -> list:
+    """One transfer's test predictions of ``task``, one per final fine-tuning seed (``predictions/<task>_seed*.npz``).
+
+    Raises:
+        FileNotFoundError: none there (the message names the folder).
+    """
     from harness.uncertainty.predictions import Predictions
 
     files = sorted((folder / "predictions").glob(f"{task}_seed*.npz"))
     if not files:
         raise FileNotFoundError(f"no test predictions of {task} in {folder / 'predictions'}; rerun the study")
-    preds = [Predictions.load(f) for f in files]
-    return np.mean([p.logits.argmax(1) == p.targets for p in preds], axis=0)
+    return [Predictions.load(f) for f in files]
+
+
+def _correct(folder: Path, task: str) -> np.ndarray:
+    """``[N]`` per-image test correctness of one transfer, averaged over its final fine-tuning seeds."""
+    return np.mean([p.logits.argmax(1) == p.targets for p in _final_predictions(folder, task)], axis=0)
 
 
 def score_interval(
@@ -91,12 +99,8 @@ def _ensemble(folder: Path, task: str) -> Any:
     """One transfer's test predictions of ``task``: the ensemble (mean probability) of its fine-tuning seeds, as the
     sweep's own per-task ensemble (:func:`harness.uncertainty.ensembles.average`)."""
     from harness.uncertainty.ensembles import average
-    from harness.uncertainty.predictions import Predictions
 
-    files = sorted((folder / "predictions").glob(f"{task}_seed*.npz"))
-    if not files:
-        raise FileNotFoundError(f"no test predictions of {task} in {folder / 'predictions'}; rerun the study")
-    return average([Predictions.load(f) for f in files], source=f"{folder.name}/{task}")
+    return average(_final_predictions(folder, task), source=f"{folder.name}/{task}")
 
 
 def calibration_rows(t: TransferSection, folders: "dict[str, Path]", tasks: "list[str]") -> "list[dict]":
