@@ -19,6 +19,7 @@ from harness.downstream.config import SweepSettings
 from harness.downstream.sweep import upstream_record
 from harness.downstream.table import _data_text, _model_text
 from harness.io import atomic_write_text, check_output_folder, check_writable, json_dumps, read_json
+from harness.rules import SEED, Rule
 from harness.tasks.fewshot import HELDOUT_PER_CLASS, L2_GRID, check_shots
 from harness.tasks.probe import POOL_SPLIT, TEST_SPLIT, evaluate_tasks, prepare_tasks
 from harness.tasks.taskset import expand_tasks
@@ -98,8 +99,8 @@ def fewshot(
     from harness.sources import load_source
 
     shots = check_shots(shots, "--shots")
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < 2**32:
-        raise ValueError(f"--seed must be a whole number in [0, 2**32 - 1], got {seed!r}")
+    if not Rule(**SEED).holds(seed):
+        raise ValueError(f"--seed must be {Rule(**SEED).describe()}, got {seed!r}")
     size = _resolution(resolution)
     settings = settings or SweepSettings()
     check_device(settings.device)

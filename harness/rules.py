@@ -68,14 +68,18 @@ class Rule:
         )
 
 
+#: the rule of every seed (numpy's seed range): ``seed: int = setting(0, **SEED)``
+SEED = dict(low=0, high=2**32 - 1, whole=True, text="a whole number in [0, 2**32 - 1]", note="numpy's seed range")
+
+
 def setting(default: Any = dataclasses.MISSING, *, default_factory: Any = dataclasses.MISSING, **rule: Any) -> Any:
     """A dataclass field with its :class:`Rule` (keyword arguments) in its metadata."""
     return dataclasses.field(default=default, default_factory=default_factory, metadata={"rule": Rule(**rule)})
 
 
 def check_rules(config: Any, prefix: str = "") -> None:
-    """Check every declared rule of ``config`` (a dataclass instance; nested ones under ``<field>.``); None passes
-    (a field that takes None says so in its type).
+    """Check every declared rule of ``config`` (a dataclass instance; nested ones under ``<field>.``, those of a
+    dict under ``<field>.<key>.``); None passes (a field that takes None says so in its type).
 
     Raises:
         ValueError: ``<key> must be <rule>, got <value>[: <fix>]`` for the first value that breaks its rule.
@@ -84,6 +88,10 @@ def check_rules(config: Any, prefix: str = "") -> None:
         value, key = getattr(config, f.name), prefix + f.name
         if dataclasses.is_dataclass(value):
             check_rules(value, key + ".")
+            continue
+        if isinstance(value, dict) and value and all(dataclasses.is_dataclass(v) for v in value.values()):
+            for name, item in value.items():
+                check_rules(item, f"{key}.{name}.")
             continue
         rule = f.metadata.get("rule")
         if rule is None or value is None:

@@ -935,13 +935,17 @@ bad_settings(
     "`harness run` with {} (audit item 10)",
     lambda tmp, o: _experiment(tmp, o),
     [
-        ("workers=100000000000000000000 (Y03)", "workers=100000000000000000000", r"workers must be between 1 and 256"),
+        (
+            "workers=100000000000000000000 (Y03)",
+            "workers=100000000000000000000",
+            r"workers must be a whole number in \[1, 256\]",
+        ),
         (
             "seeds=[99999999999999999999] (Y04)",
             "seeds=[99999999999999999999]",
-            r"seeds must be whole numbers in \[0, 2\*\*32 - 1\]",
+            r"seeds must be a whole number in \[0, 2\*\*32 - 1\]",
         ),
-        ("seeds=[4294967296] (Y05)", "seeds=[4294967296]", r"seeds must be whole numbers in \[0, 2\*\*32 - 1\]"),
+        ("seeds=[4294967296] (Y05)", "seeds=[4294967296]", r"seeds must be a whole number in \[0, 2\*\*32 - 1\]"),
     ],
 )
 

@@ -365,7 +365,7 @@ bad_settings(
             r"override methods=\[\]: .*a list where a mapping is expected",
         ),
         ("seeds=[0,1 (an unclosed list)", "seeds=[0,1", r"override seeds=\[0,1: the value of seeds is not valid YAML"),
-        ("a negative seed", "seeds=[-1]", r"seeds must be whole numbers in \[0, 2\*\*32 - 1\]"),
+        ("a negative seed", "seeds=[-1]", r"seeds must be a whole number in \[0, 2\*\*32 - 1\]"),
         ("an unknown downstream task", "downstream.tasks=[cifar1000]", r"downstream: .*cifar1000"),
         ("optim.weight_decay=-1", "upstream_overrides=[optim.weight_decay=-1]", r"optim\.weight_decay must be >= 0"),
         (
@@ -389,7 +389,7 @@ bad_settings(
             "upstream_overrides=[data.image_size=100000]",
             r"data\.image_size=100000 exceeds 1024",
         ),
-        ("workers=0", "workers=0", r"workers must be between 1 and 256"),
+        ("workers=0", "workers=0", r"workers must be a whole number in \[1, 256\]"),
     ],
 )
 

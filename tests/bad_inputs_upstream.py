@@ -290,7 +290,11 @@ bad_settings(
         ("seeds=[] (no seeds)", "seeds=[]", r"seeds is empty"),
         ("downstream.preset=bogus", "downstream.preset=bogus", r"downstream.preset 'bogus'|unknown .*preset"),
         ("unknown downstream.settings key", "downstream.settings.lrz=[0.1]", r"downstream.settings:.*lrz"),
-        ("temperature_grid with τ = 0", "temperature_grid=[0.0,1.0]", r"temperature_grid values must be > 0"),
+        (
+            "temperature_grid with τ = 0",
+            "temperature_grid=[0.0,1.0]",
+            r"temperature_grid must be > 0, got \[0.0, 1.0\]",
+        ),
         (
             "temperature_grid values that print alike (audit 2026-11-27: trained once, 'chose' the untrained one)",
             "temperature_grid=[0.1,0.1000000001]",
@@ -302,7 +306,21 @@ bad_settings(
             r"method 'ls': tune\.values: 0\.1 and 0\.1000000001 name the same run folder",
         ),
         ("a method with an unknown head option", "methods.het.rank=4", r"method 'het': unknown head option.*rank"),
-        ("ensemble larger than the seeds", "ensemble_sizes=[5]", r"ensemble sizes \[5\] must lie in"),
+        (
+            "ensemble larger than the seeds",
+            "ensemble_sizes=[5]",
+            r"ensemble_sizes \[5\] must be at most the number of seeds \(3\)",
+        ),
+        (
+            "primary.split=test (not a split the comparisons read; a rule on the schema's field)",
+            "primary.split=test",
+            r"primary\.split must be one of heldout, eval \(.*\), got 'test'",
+        ),
+        (
+            "a condition's seed out of numpy's range (the dict of sections is checked by key)",
+            "conditions.input_dependent.seeds=[-1]",
+            r"conditions\.input_dependent\.seeds must be a whole number in \[0, 2\*\*32 - 1\]",
+        ),
     ],
 )
 

@@ -68,3 +68,36 @@ def test_the_upstream_schema_declares_its_ranges():
         "DataConfig.source",
     ):
         assert key in declared
+
+
+def test_the_experiment_schema_declares_its_rules_and_a_dict_of_sections_is_checked_by_key():
+    """The experiment file's ranges live on its fields (checked first by validate_experiment)."""
+    from harness.experiment.config import (
+        ConditionSection,
+        Experiment,
+        PrimaryEndpoint,
+        SinglePairSection,
+        TransferSection,
+    )
+
+    check_rules(Experiment(conditions={"noisy": ConditionSection()}, single_pair=SinglePairSection()))
+    cases = [
+        (Experiment(workers=0), r"^workers must be a whole number in \[1, 256\] \(.*\), got 0$"),
+        (
+            Experiment(seeds=[0, 2**32]),
+            r"^seeds must be a whole number in \[0, 2\*\*32 - 1\] .*, got \[0, 4294967296\]$",
+        ),
+        (Experiment(grid_extensions=-1), r"^grid_extensions must be a whole number >= 0, got -1$"),
+        (Experiment(ensemble_sizes=[1]), r"^ensemble_sizes must be a whole number >= 2 \(.*\), got \[1\]$"),
+        (
+            Experiment(conditions={"noisy": ConditionSection(seeds=[1.5])}),
+            r"^conditions\.noisy\.seeds must be a whole number in \[0, 2\*\*32 - 1\]",
+        ),
+        (Experiment(single_pair=SinglePairSection(alpha=1.0)), r"^single_pair\.alpha must be in \(0, 1\), got 1\.0$"),
+        (Experiment(transfer=TransferSection(sizes=[800, 0])), r"^transfer\.sizes must be a whole number >= 1"),
+        (Experiment(primary=PrimaryEndpoint(split="test")), r"^primary\.split must be one of heldout, eval"),
+        (Experiment(temperature_grid=[1.0, float("nan")]), r"^temperature_grid must be > 0, got \[1\.0, nan\]$"),
+    ]
+    for config, message in cases:
+        with pytest.raises(ValueError, match=message):
+            check_rules(config)

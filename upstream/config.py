@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
 from harness.data.config import DataConfig
-from harness.rules import check_rules, setting
+from harness.rules import SEED, check_rules, setting
 from harness.training.precision import canonical as canonical_precision
 
 
@@ -162,9 +162,7 @@ class UpstreamConfig:
     """
 
     name: str = "run"
-    seed: int = setting(
-        0, low=0, high=2**32 - 1, whole=True, text="a whole number in [0, 2**32 - 1]", note="numpy's seed range"
-    )
+    seed: int = setting(0, **SEED)
     output_dir: Optional[str] = None
     model: ModelSection = field(default_factory=ModelSection)
     data: DataConfig = field(default_factory=DataConfig)

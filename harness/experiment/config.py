@@ -7,9 +7,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
+from harness.rules import SEED, setting
 from harness.shift.settings import ShiftSettings
 
 EXPERIMENTS = Path(__file__).parent.parent / "experiments"
+#: the most processes ``workers`` may start (each trains with cores / workers threads; more only queue)
+MAX_WORKERS = 256
+#: a τ grid's values (the temperature of a softmax or sigmoid)
+TEMPERATURES = dict(low=0, low_open=True)
 
 
 @dataclass
@@ -37,8 +42,8 @@ class MultilabelSection:
 
     upstream_overrides: List[str] = field(default_factory=list)
     methods: Dict[str, Dict[str, Any]] = field(default_factory=dict)
-    seeds: List[int] = field(default_factory=list)
-    temperature_grid: List[float] = field(default_factory=list)
+    seeds: List[int] = setting(default_factory=list, **SEED)
+    temperature_grid: List[float] = setting(default_factory=list, **TEMPERATURES)
 
 
 @dataclass
@@ -78,7 +83,7 @@ class BudgetSection:
     """
 
     methods: List[str] = field(default_factory=list)
-    epochs: List[int] = field(default_factory=list)
+    epochs: List[int] = setting(default_factory=list, low=1, whole=True)
 
 
 @dataclass
@@ -99,7 +104,7 @@ class ConditionSection:
     description: str = ""
     upstream_overrides: List[str] = field(default_factory=list)
     methods: List[str] = field(default_factory=list)
-    seeds: List[int] = field(default_factory=lambda: [0])
+    seeds: List[int] = setting(default_factory=lambda: [0], **SEED)
     exploratory: str = ""
 
 
@@ -126,15 +131,15 @@ class SinglePairSection:
 
     arms: List[str] = field(default_factory=list)
     pairs: List[List[str]] = field(default_factory=list)
-    effect: float = 0.12
-    margin: float = 0.15
-    alpha: float = 0.05
-    power: float = 0.8
+    effect: float = setting(0.12, low=0, low_open=True)
+    margin: float = setting(0.15, low=0, low_open=True)
+    alpha: float = setting(0.05, low=0, low_open=True, high=1, high_open=True)
+    power: float = setting(0.8, low=0, low_open=True, high=1, high_open=True)
     spread_from: List[str] = field(default_factory=list)
     spread: Dict[str, float] = field(default_factory=dict)
-    planned_seeds: int = 0
-    pilot_seeds: int = 0
-    max_seeds: int = 0
+    planned_seeds: int = setting(0, low=0, whole=True)
+    pilot_seeds: int = setting(0, low=0, whole=True)
+    max_seeds: int = setting(0, low=0, whole=True)
 
 
 @dataclass
@@ -159,10 +164,10 @@ class TransferSection:
     primary: List[str] = field(default_factory=list)
     secondary: Dict[str, str] = field(default_factory=dict)
     data: str = "../shared/data/cifar10n"
-    task_seed: int = 0
-    test_size: int = 2000
+    task_seed: int = setting(0, **SEED)
+    test_size: int = setting(2000, low=1, whole=True)
     ood: List[str] = field(default_factory=list)
-    sizes: List[int] = field(default_factory=lambda: [800, 200])
+    sizes: List[int] = setting(default_factory=lambda: [800, 200], low=1, whole=True)
     preset: str = "demo"
     settings: Dict[str, Any] = field(default_factory=dict)
 
@@ -183,7 +188,9 @@ class PrimaryEndpoint:
     """
 
     metric: str = "nll"
-    split: str = "heldout"
+    split: str = setting(
+        "heldout", choices=("heldout", "eval"), note="the held-out split with its noisy labels, or the evaluation split"
+    )
     declared: str = ""
     prospective_for: List[str] = field(default_factory=list)
 
@@ -254,11 +261,11 @@ class Experiment:
     upstream_config: str = "digits_base.yaml"
     upstream_overrides: List[str] = field(default_factory=list)
     methods: Dict[str, Dict[str, Any]] = field(default_factory=dict)
-    seeds: List[int] = field(default_factory=lambda: [0])
-    temperature_grid: List[float] = field(default_factory=list)
+    seeds: List[int] = setting(default_factory=lambda: [0], **SEED)
+    temperature_grid: List[float] = setting(default_factory=list, **TEMPERATURES)
     grid_overrides: List[str] = field(default_factory=list)
-    grid_extensions: int = 0
-    ensemble_sizes: List[int] = field(default_factory=list)
+    grid_extensions: int = setting(0, low=0, whole=True)
+    ensemble_sizes: List[int] = setting(default_factory=list, low=2, whole=True, note="at most the number of seeds")
     multilabel: MultilabelSection = field(default_factory=MultilabelSection)
     frontier: FrontierSection = field(default_factory=FrontierSection)
     budget: BudgetSection = field(default_factory=BudgetSection)
@@ -270,7 +277,9 @@ class Experiment:
     reference_root: str = "results"
     description: str = ""
     confusable_pairs: List[List[str]] = field(default_factory=list)
-    workers: int = 1
+    workers: int = setting(
+        1, low=1, high=MAX_WORKERS, whole=True, note="one process each; more than the CPU cores only queue"
+    )
     shift: Optional[ShiftSettings] = None
     records: bool = False
     primary: PrimaryEndpoint = field(default_factory=PrimaryEndpoint)

@@ -5,19 +5,17 @@ data's number of classes, the downstream settings and the output folders."""
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from harness.experiment.config import Experiment
 from harness.experiment.plan import _Plan, _plan, check_grid_values
 from harness.heads.variants import has_factors
-
-#: the most processes ``workers`` may start (each trains with cores / workers threads; more only queue)
-MAX_WORKERS = 256
+from harness.rules import check_rules
 
 
 def validate_experiment(exp: Experiment) -> "dict[str, _Plan]":
-    """Check the whole experiment before any work: methods, seeds, ensembles, every upstream config
+    """Check the whole experiment before any work: the rules declared on its fields
+    (:mod:`harness.experiment.config`), then what relates them: methods, seeds, ensembles, every upstream config
     (each method, seed and τ), the multi-label study and the downstream settings.
 
     Returns:
@@ -35,6 +33,7 @@ def validate_experiment(exp: Experiment) -> "dict[str, _Plan]":
             "run it with `harness run` or harness.experiment.transfer.run_transfer"
         )
 
+    check_rules(exp)
     for key in ("runs_root", "results_root", "upstream_config"):
         check_location(getattr(exp, key), key)
 
@@ -68,40 +67,28 @@ def validate_experiment(exp: Experiment) -> "dict[str, _Plan]":
 
 
 def _check_methods_and_seeds(exp: Experiment) -> None:
-    """The methods and their names, the seeds (whole, in numpy's range, distinct), ``workers``,
-    ``evaluate_methods`` and the ensemble sizes."""
-    from harness.io import quote
-
+    """The methods and their names, the seeds (distinct), ``evaluate_methods`` and the ensemble sizes (at most the
+    seeds)."""
     if not exp.methods:
         raise ValueError("the experiment names no methods: add e.g. methods: {hom: {covariance: none}}")
     _check_names(exp)
     if not exp.seeds:
         raise ValueError("seeds is empty: give at least one seed, e.g. seeds: [0]")
-    all_seeds = [*exp.seeds, *exp.multilabel.seeds, *(s for c in exp.conditions.values() for s in c.seeds)]
-    if any(int(seed) != seed or not 0 <= seed < 2**32 for seed in all_seeds):
-        raise ValueError(
-            f"seeds must be whole numbers in [0, 2**32 - 1] (numpy's seed range), got {quote(str(all_seeds), 120)}"
-        )
     if len(set(exp.seeds)) != len(exp.seeds):
         raise ValueError(f"seeds {exp.seeds} repeat a seed: give distinct seeds")
-    if not 1 <= exp.workers <= MAX_WORKERS:
-        raise ValueError(
-            f"workers must be between 1 and {MAX_WORKERS} (one process each, {os.cpu_count()} CPU core(s) "
-            f"here), got {quote(str(exp.workers), 40)}"
-        )
     unknown = [m for m in exp.evaluate_methods if m not in exp.methods]
     if unknown:
         raise ValueError(f"evaluate_methods {', '.join(unknown)} not among the methods {', '.join(exp.methods)}")
-    if any(n > len(exp.seeds) or n < 2 for n in exp.ensemble_sizes):
-        raise ValueError(f"ensemble sizes {exp.ensemble_sizes} must lie in [2, number of seeds = {len(exp.seeds)}]")
+    if any(n > len(exp.seeds) for n in exp.ensemble_sizes):
+        raise ValueError(
+            f"ensemble_sizes {exp.ensemble_sizes} must be at most the number of seeds ({len(exp.seeds)}): "
+            "add seeds or drop the larger ensembles"
+        )
 
 
 def _check_grids_and_sections(exp: Experiment) -> None:
-    """The τ grids and their run folders, ``grid_overrides`` and ``grid_extensions``, the methods the budget,
-    frontier and conditions name, the conditions' seeds and the budget's epochs."""
-    for tau in [*exp.temperature_grid, *exp.multilabel.temperature_grid]:
-        if not tau > 0:
-            raise ValueError(f"temperature_grid values must be > 0, got {tau}")
+    """The τ grids' run folders, ``grid_overrides``, the methods the budget, frontier and conditions name, the
+    conditions' seeds and the budget's epochs (given when it has methods)."""
     check_grid_values(exp.temperature_grid, "temperature_grid")
     check_grid_values(exp.multilabel.temperature_grid, "multilabel.temperature_grid")
     if exp.grid_overrides and not exp.temperature_grid and not any(h.get("tune") for h in exp.methods.values()):
@@ -109,8 +96,6 @@ def _check_grids_and_sections(exp: Experiment) -> None:
             "grid_overrides without a temperature_grid (or a method's tune) have nothing to apply to: "
             "drop them or add a grid"
         )
-    if exp.grid_extensions < 0:
-        raise ValueError(f"grid_extensions must be >= 0, got {exp.grid_extensions}")
     for section, names in (
         ("budget", exp.budget.methods),
         ("frontier", exp.frontier.names() if exp.frontier.schedules else []),
@@ -125,8 +110,8 @@ def _check_grids_and_sections(exp: Experiment) -> None:
                 f"condition {cname!r}: methods must be some of {', '.join(exp.methods)} and seeds non-empty "
                 f"(got methods {cond.methods}, seeds {cond.seeds})"
             )
-    if exp.budget.methods and (not exp.budget.epochs or any(int(e) != e or e < 1 for e in exp.budget.epochs)):
-        raise ValueError(f"budget.epochs must be a non-empty list of whole numbers >= 1, got {exp.budget.epochs}")
+    if exp.budget.methods and not exp.budget.epochs:
+        raise ValueError("budget.epochs is empty but budget.methods is not: give the epoch counts, e.g. [3, 10]")
 
 
 def _check_shift(exp: Experiment, main: _Plan) -> None:

@@ -220,7 +220,7 @@ def validate_primary(exp: Experiment) -> None:
     """The declared primary endpoint is one the comparisons compute, checked before any work.
 
     Raises:
-        ValueError: an unknown metric or split, naming the choices.
+        ValueError: an unknown metric, naming the choices (the split has its rule on the field).
     """
     from harness.uncertainty.compare import IMAGE_KEYS
 
@@ -228,9 +228,4 @@ def validate_primary(exp: Experiment) -> None:
         raise ValueError(
             f"primary.metric={exp.primary.metric!r}: the primary endpoint is compared over seeds and "
             f"images, which needs a per-image metric: use one of {', '.join(IMAGE_KEYS)}"
-        )
-    if exp.primary.split not in ("heldout", "eval"):
-        raise ValueError(
-            f"primary.split={exp.primary.split!r}: use heldout (the held-out split, noisy labels) or "
-            "eval (the evaluation split)"
         )

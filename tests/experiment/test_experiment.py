@@ -237,7 +237,7 @@ def test_bad_experiments(tmp_path):
     with pytest.raises(FileNotFoundError, match="digits"):
         find_experiment("imagenet_everything")
     path = _write(tmp_path)
-    with pytest.raises(ValueError, match="ensemble sizes"):
+    with pytest.raises(ValueError, match="ensemble_sizes .* must be at most the number of seeds"):
         run_experiment(load_experiment(str(path), ("ensemble_sizes=[3]",)))
     empty = tmp_path / "empty.yaml"
     empty.write_text("name: empty\nseeds: [0]\n")
