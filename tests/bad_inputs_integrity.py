@@ -1129,7 +1129,7 @@ def _fewshot_user_files_overwrite(tmp):
     "fewshot",
     "harness fewshot --seed -1 (audit F09: the message named --shots)",
     CLI_ERROR,
-    r"--seed must be a whole number in \[0, 2\*\*32 - 1\], got -1",
+    r"--seed must be a whole number in \[0, 2\*\*32 - 1\] \(numpy.s seed range\), got -1",
 )
 def _fewshot_seed(tmp):
     from bad_inputs_safety import _model_pt
