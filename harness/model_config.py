@@ -8,17 +8,31 @@ imports both names.
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, List, Optional
 
 from harness.heads import HeteroscedasticHead
+from harness.rules import check_rules, setting
 
 #: what a model's ``preprocessing`` records (from timm's ``resolve_model_data_config``)
 PREPROCESSING_KEYS = ("mean", "std", "interpolation", "crop_pct")
 #: the only string-valued ``backbone_kwargs`` a checkpoint may store (names of timm layers and pooling, never a
 #: path); every other stored backbone option must be a number, a boolean, None or a list of numbers
 STORED_STRING_KWARGS = ("global_pool", "act_layer", "norm_layer", "stem_type", "block_type", "conv_layer")
+_SAVED_WITH = "give the config the model was saved with"
+
+
+@dataclass
+class Preprocessing:
+    """The values of a stored ``preprocessing`` (:data:`PREPROCESSING_KEYS`, each optional), with their rules: a std
+    of 0 would make every logit non-finite."""
+
+    mean: Optional[List[float]] = setting(None, size=3, note="one per channel, of [0, 1] pixels", fix=_SAVED_WITH)
+    std: Optional[List[float]] = setting(
+        None, size=3, low=0, low_open=True, note="one per channel, of [0, 1] pixels", fix=_SAVED_WITH
+    )
+    interpolation: Optional[str] = None
+    crop_pct: Optional[float] = setting(None, low=0, low_open=True, high=1, fix=_SAVED_WITH)
 
 
 @dataclass
@@ -39,7 +53,7 @@ class ModelConfig:
     """
 
     backbone: str
-    num_classes: int
+    num_classes: int = setting(low=1, whole=True, fix=_SAVED_WITH)
     head: dict = field(default_factory=dict)
     backbone_kwargs: dict = field(default_factory=dict)
     preprocessing: dict = field(default_factory=dict)
@@ -61,7 +75,9 @@ def check_stored_config(config: Any, source: str) -> dict:
     """A model config read from a file, checked so that it cannot make loading open another file: only the
     keys of :class:`ModelConfig`, a backbone name, an integer K, head options of :class:`HeteroscedasticHead`, and
     backbone options that are numbers, booleans, None, lists of numbers, or for :data:`STORED_STRING_KWARGS` a short
-    name (no ``checkpoint_path``, ``pretrained_cfg_overlay``, ``file`` or other path).
+    name (no ``checkpoint_path``, ``pretrained_cfg_overlay``, ``file`` or other path); then the values by the rules
+    declared on :class:`ModelConfig` and :class:`Preprocessing` (the head's options are checked by the head itself
+    when it is built).
 
     Raises:
         ValueError: naming the offending key (its value quoted briefly) and ``source``.
@@ -92,24 +108,11 @@ def check_stored_config(config: Any, source: str) -> dict:
         for v in prep.values()
     ):
         raise bad(f"has preprocessing {quote(repr(prep), 120)}")
-    for key in ("mean", "std"):  # values, not only types: a std of 0 makes every logit non-finite
-        v = prep.get(key)
-        if v is not None and not (
-            isinstance(v, (list, tuple))
-            and len(v) == 3
-            and all(math.isfinite(x) and (x > 0 if key == "std" else True) for x in v)
-        ):
-            raise ValueError(
-                f"{source}: preprocessing.{key} = {quote(repr(v), 80)} must be 3 finite numbers (one per "
-                f"channel{', each > 0' if key == 'std' else ''}, of [0, 1] pixels); give the config the "
-                "model was saved with"
-            )
-    crop = prep.get("crop_pct")
-    if crop is not None and not (isinstance(crop, (int, float)) and 0 < crop <= 1):
-        raise ValueError(
-            f"{source}: preprocessing.crop_pct = {quote(repr(crop), 40)} must lie in (0, 1]; give the "
-            "config the model was saved with"
-        )
+    try:
+        check_rules(ModelConfig(config["backbone"], config["num_classes"]))
+        check_rules(Preprocessing(**prep), "preprocessing.")
+    except ValueError as e:
+        raise ValueError(f"{source}: {quote(str(e), 300)}") from None
     for key, value in (config.get("backbone_kwargs") or {}).items():
         plain = (
             value is None

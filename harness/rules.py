@@ -26,8 +26,9 @@ from typing import Any, Optional
 @dataclass(frozen=True)
 class Rule:
     """The values a setting takes: a range (``low``/``high``, open or closed ends; a whole number with ``whole``) or
-    one of ``choices``; ``text`` replaces the generated description; ``note`` follows it in brackets (what None or 0
-    means); ``fix`` follows the value (what to do)."""
+    one of ``choices``; ``size``: a list of exactly that many values, each in the range; ``text`` replaces the
+    generated description; ``note`` follows it in brackets (what None or 0 means); ``fix`` follows the value (what to
+    do)."""
 
     low: Optional[float] = None
     low_open: bool = False
@@ -35,6 +36,7 @@ class Rule:
     high_open: bool = False
     whole: bool = False
     choices: "tuple[str, ...]" = ()
+    size: int = 0
     text: str = ""
     note: str = ""
     fix: str = ""
@@ -53,6 +55,8 @@ class Rule:
                 what += f"{'>' if self.low_open else '>='} {lo:g}"
             elif hi is not None:
                 what += f"{'<' if self.high_open else '<='} {hi:g}"
+        if self.size:
+            what = f"{self.size} numbers, each " + (what or "finite")
         return what + (f" ({self.note})" if self.note else "")
 
     def holds(self, value: Any) -> bool:
@@ -97,5 +101,6 @@ def check_rules(config: Any, prefix: str = "") -> None:
         if rule is None or value is None:
             continue
         items = list(value) if isinstance(value, (list, tuple)) else [value]
-        if not all(rule.holds(v) for v in items):
+        wrong_size = rule.size and not (isinstance(value, (list, tuple)) and len(value) == rule.size)
+        if wrong_size or not all(rule.holds(v) for v in items):
             raise ValueError(f"{key} must be {rule.describe()}, got {value!r}" + (f": {rule.fix}" if rule.fix else ""))

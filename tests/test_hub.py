@@ -224,15 +224,24 @@ def test_integer_typed_weights_are_refused_before_work_everywhere_they_load(tmp_
     [
         (
             lambda c: c["harness"]["model"].update(preprocessing={"mean": [0.5] * 3, "std": [0, 0, 0]}),
-            r"preprocessing\.std = \[0, 0, 0\] must be 3 finite numbers .*each > 0",
+            r"preprocessing\.std must be 3 numbers, each > 0 \(one per channel, of \[0, 1\] pixels\), got \[0, 0, 0\]",
         ),
         (
             lambda c: c["harness"]["model"]["head"].update(eval_mc_samples=2.5),
             r"eval_mc_samples must be a whole number, got 2\.5",
         ),
         (lambda c: c.update(label_names=["a", "b"]), r"label_names holds 2 name\(s\) for a model of 5 classes"),
+        (
+            lambda c: c["harness"]["model"].update(preprocessing={"mean": [0.5, 0.5]}),
+            r"preprocessing\.mean must be 3 numbers, each finite \(one per channel.*\), got \[0\.5, 0\.5\]",
+        ),
+        (
+            lambda c: c["harness"]["model"].update(preprocessing={"crop_pct": 1.5}),
+            r"preprocessing\.crop_pct must be in \(0, 1\], got 1\.5: give the config the model was saved with",
+        ),
+        (lambda c: c["harness"]["model"].update(num_classes=0), r"num_classes must be a whole number >= 1, got 0"),
     ],
-    ids=["std-zero", "fractional-samples", "label-count"],
+    ids=["std-zero", "fractional-samples", "label-count", "mean-two", "crop-over-one", "no-classes"],
 )
 def test_an_export_config_is_checked_for_values_not_only_paths(tmp_path, edit, match):
     """Audit 2026-11-27 item 8: std [0, 0, 0] loaded (every logit non-finite), eval_mc_samples 2.5 loaded as 2, 2

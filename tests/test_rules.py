@@ -101,3 +101,15 @@ def test_the_experiment_schema_declares_its_rules_and_a_dict_of_sections_is_chec
     for config, message in cases:
         with pytest.raises(ValueError, match=message):
             check_rules(config)
+
+
+def test_a_sized_rule_wants_exactly_that_many_values():
+    @dataclass
+    class Stats:
+        std: Optional[List[float]] = setting(None, size=3, low=0, low_open=True)
+
+    check_rules(Stats())
+    check_rules(Stats(std=[0.2, 0.3, 0.4]))
+    for bad in ([0.2, 0.3], [0.2, 0.3, 0.0], 0.5, [0.2, 0.3, float("inf")]):
+        with pytest.raises(ValueError, match=r"^std must be 3 numbers, each > 0, got "):
+            check_rules(Stats(std=bad))
