@@ -19,12 +19,15 @@ import hashlib
 import io
 import json
 import math
+import re
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, Dict, Optional
 
 import numpy as np
 
 from harness.io import atomic_write_bytes, atomic_write_text, quote, read_json
+from harness.rules import setting
 
 #: what a finished run's compact record keeps: enough to report on it and to count it as done (no
 #: checkpoints; the final model.pt is kept because the covariance analysis and shift predictions need it)
@@ -35,6 +38,29 @@ HASHES_FORMAT = "harness.record/1"
 #: metrics recomputed from a record's predictions must equal its metrics.json's to this relative tolerance
 #: (measured: at most 3e-15 over the 54 cifar10n records)
 METRICS_RTOL = 1e-9
+
+
+@dataclass
+class RecordHashes:
+    """The schema of a record's :data:`HASHES_FILE`: its format and the SHA-256 (64 hex digits) of each of its
+    files, every name one of :data:`RECORD_FILES`, ``predictions.npz`` among them."""
+
+    format: str = setting(HASHES_FORMAT, choices=(HASHES_FORMAT,))
+    files: Dict[str, str] = field(default_factory=dict)
+
+    def check(self) -> "RecordHashes":
+        """Raises ValueError: a rule broken (the message names the key and the value)."""
+        from harness.rules import check_rules
+
+        check_rules(self)
+        if not isinstance(self.files, dict) or "predictions.npz" not in self.files:
+            raise ValueError(f"files must name predictions.npz, got {quote(str(self.files), 80)}")
+        for name, digest in self.files.items():
+            if name not in RECORD_FILES:
+                raise ValueError(f"files names {quote(repr(name), 40)}: a record holds only {', '.join(RECORD_FILES)}")
+            if not (isinstance(digest, str) and re.fullmatch("[0-9a-f]{64}", digest)):
+                raise ValueError(f"files.{name} must be a SHA-256 of 64 hex digits, got {quote(repr(digest), 80)}")
+        return self
 
 
 def _sha256(path: Path) -> str:
@@ -57,8 +83,8 @@ def _with_output_dir(config_text: str, output_dir: str) -> str:
 
 
 def _write_hashes(record: Path) -> None:
-    files = {n: _sha256(record / n) for n in RECORD_FILES if (record / n).is_file()}
-    atomic_write_text(record / HASHES_FILE, json.dumps({"format": HASHES_FORMAT, "files": files}, indent=1) + "\n")
+    hashes = RecordHashes(files={n: _sha256(record / n) for n in RECORD_FILES if (record / n).is_file()}).check()
+    atomic_write_text(record / HASHES_FILE, json.dumps(asdict(hashes), indent=1) + "\n")
 
 
 def save_record(run_dir: "str | Path", dest: "str | Path") -> bool:
@@ -150,9 +176,10 @@ def verify_record(record: "str | Path") -> bool:
             "EXPERIMENT --sync-records, with the run in runs/), restore the record from version control, "
             "or delete the record folder to train the run again"
         )
-    files = hashes.get("files") if hashes.get("format") == HASHES_FORMAT else None
-    if not isinstance(files, dict) or "predictions.npz" not in files:
-        raise _refuse(record, f"{HASHES_FILE} is not a record's hash list")
+    try:
+        files = RecordHashes(**hashes).check().files
+    except (TypeError, ValueError) as e:
+        raise _refuse(record, f"{HASHES_FILE} is not a record's hash list ({quote(str(e), 200)})") from None
     unhashed = [n for n in RECORD_FILES if (record / n).is_file() and n not in files]
     if unhashed:
         raise _refuse(record, f"{', '.join(unhashed)} not in {HASHES_FILE}: a file the record holds must be hashed")

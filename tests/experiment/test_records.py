@@ -218,7 +218,9 @@ def test_a_tampered_record_is_refused_and_restores_nothing(finished, tmp_path):
     assert not (tmp_path / "restored").exists() and not (rec / HASHES_FILE).exists()
 
 
-@pytest.mark.parametrize("damage", ["truncate_predictions", "truncate_model", "drop_heldout_hash"])
+@pytest.mark.parametrize(
+    "damage", ["truncate_predictions", "truncate_model", "drop_heldout_hash", "short_digest", "unknown_file"]
+)
 def test_a_damaged_record_is_refused_before_anything_is_written(finished, tmp_path, damage):
     """Audit Q_rec2_trunc (a BadZipFile traceback after training), Q_rec2_truncmodel (found at the shift stage)."""
     rec = tmp_path / "rec"
@@ -231,9 +233,20 @@ def test_a_damaged_record_is_refused_before_anything_is_written(finished, tmp_pa
         data = (rec / "model.pt").read_bytes()
         (rec / "model.pt").write_bytes(data[: len(data) // 2])
         match = r"model\.pt does not match the SHA-256"
-    else:  # a record.json that leaves files out (audit 2026-11-27: one omitting model.pt let a damaged one through)
-        (rec / HASHES_FILE).write_text('{"format": "harness.record/1", "files": {"predictions.npz": "0"}}')
-        match = r"not in record\.json: a file the record holds must be hashed"
+    else:  # record.json against its schema (audit 2026-11-27: one omitting model.pt let a damaged one through)
+        hashes = json.loads((rec / HASHES_FILE).read_text())
+        if damage == "drop_heldout_hash":
+            hashes["files"] = {"predictions.npz": hashes["files"]["predictions.npz"]}
+            match = r"not in record\.json: a file the record holds must be hashed"
+        elif damage == "short_digest":
+            hashes["files"]["model.pt"] = "0"
+            match = r"record\.json is not a record's hash list \(files\.model\.pt must be a SHA-256 of 64 hex digits, got '0'\)"
+        else:
+            hashes["files"]["notes.txt"] = "0" * 64
+            match = (
+                r"record\.json is not a record's hash list \(files names 'notes\.txt': a record holds only config\.yaml"
+            )
+        (rec / HASHES_FILE).write_text(json.dumps(hashes))
     with pytest.raises(ValueError, match=match):
         restore_record(rec, tmp_path / "restored")
     assert not (tmp_path / "restored").exists()
