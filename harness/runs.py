@@ -69,12 +69,22 @@ def run_config(run_dir: "str | Path") -> dict:
     Raises:
         FileNotFoundError: the folder has no config.yaml (not a run folder).
     """
+    import copy
+
     path = Path(run_dir) / "config.yaml"
     if not path.is_file():
         raise FileNotFoundError(
             f"{str(run_dir)!r} is not a run folder (no config.yaml); pass the folder that harness upstream wrote"
         )
-    return OmegaConf.to_container(OmegaConf.load(path), resolve=True)
+    stat = path.stat()  # a report reads each run's config many times: parsed once per version of the file
+    key = (str(path.resolve()), stat.st_mtime_ns, stat.st_size)
+    if key not in _CONFIGS:
+        _CONFIGS[key] = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
+    return copy.deepcopy(_CONFIGS[key])
+
+
+#: parsed run configs by (path, modification time, size): :func:`run_config`'s cache
+_CONFIGS: "dict[tuple[str, int, int], dict]" = {}
 
 
 def run_head(run_dir: "str | Path") -> dict:

@@ -54,6 +54,17 @@ def metric_stat(key: str, k: int):
     def stat(*arrays: np.ndarray) -> float:
         return float(np.mean([one(*arrays[3 * i : 3 * i + 3]) for i in range(k)]))
 
+    def one_resampled(index: np.ndarray, conf: np.ndarray, correct: np.ndarray, nll: np.ndarray) -> np.ndarray:
+        if key == "top1":
+            return correct[index].mean(axis=1)
+        if key == "nll":
+            return nll[index].mean(axis=1)
+        return M.resampled_calibration_error(conf, correct.astype(np.float64), index)
+
+    def resampled(index: np.ndarray, *arrays: np.ndarray) -> np.ndarray:
+        return np.mean([one_resampled(index, *arrays[3 * i : 3 * i + 3]) for i in range(k)], axis=0)
+
+    stat.resampled = resampled  # the same statistic of many resamples at once (harness.uncertainty.stats)
     return stat
 
 

@@ -131,6 +131,11 @@ def brier(log_probs: Any, labels: Any) -> float:
     return _brier(*check_log_probs(log_probs, labels))
 
 
+def _equal_width_index(conf: np.ndarray, num_bins: int) -> np.ndarray:
+    """The equal-width bin of each confidence: floor(B·conf) clipped to [0, B-1] (conf = 1 in the last bin)."""
+    return np.clip(np.floor(conf * num_bins).astype(np.int64), 0, num_bins - 1)
+
+
 def _reliability_bins(conf: np.ndarray, corr: np.ndarray, num_bins: int, adaptive: bool) -> dict:
     n = len(conf)
     if adaptive:
@@ -141,7 +146,7 @@ def _reliability_bins(conf: np.ndarray, corr: np.ndarray, num_bins: int, adaptiv
             idx[g] = b
         edges = np.array([0.0] + [conf[g].max() if len(g) else np.nan for g in groups])
     else:
-        idx = np.clip(np.floor(conf * num_bins).astype(np.int64), 0, num_bins - 1)
+        idx = _equal_width_index(conf, num_bins)
         edges = np.linspace(0.0, 1.0, num_bins + 1)
     count = np.bincount(idx, minlength=num_bins).astype(np.float64)
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -189,6 +194,29 @@ def calibration_error(confidence: Any, correct: Any, num_bins: int = NUM_BINS) -
         ValueError: a bad input (module docstring).
     """
     return _calibration_error(*check_forecasts(confidence, correct, num_bins), num_bins, False, "mean")
+
+
+def resampled_calibration_error(
+    confidence: np.ndarray, correct: np.ndarray, index: np.ndarray, num_bins: int = NUM_BINS
+) -> np.ndarray:
+    """:func:`calibration_error` of many resamples at once (the bootstrap's inner loop): row r is the ECE of
+    ``confidence[index[r]]``, ``correct[index[r]]``, the same bins and sums as :func:`calibration_error`
+    (equal to it within 1e-12, tested).
+
+    Args: ``confidence`` ``[N]`` in [0, 1], ``correct`` ``[N]`` 0/1 (already checked), ``index`` ``[R, M]`` int
+        positions into them.
+
+    Returns: ``[R]`` float64.
+    """
+    rows, m = index.shape
+    bins = _equal_width_index(confidence, num_bins)[index] + num_bins * np.arange(rows)[:, None]
+    size = rows * num_bins
+    count = np.bincount(bins.ravel(), minlength=size).reshape(rows, num_bins).astype(np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean_conf = np.bincount(bins.ravel(), weights=confidence[index].ravel(), minlength=size).reshape(rows, -1)
+        acc = np.bincount(bins.ravel(), weights=correct[index].ravel(), minlength=size).reshape(rows, -1)
+        gaps = np.where(count > 0, np.abs(acc / count - mean_conf / count), 0.0)
+    return (count / m * gaps).sum(axis=1)
 
 
 def _top_label(lp: np.ndarray, y: np.ndarray) -> "tuple[np.ndarray, np.ndarray]":

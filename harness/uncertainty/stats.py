@@ -212,9 +212,14 @@ def _replicates(
         raise ValueError(f"n_boot must be an integer >= 2, got {n_boot!r}; 1000 is usual")
     rng, out = np.random.default_rng(seed), np.empty((len(groups), int(n_boot)))
     rows = max(1, _CHUNK_ELEMENTS // n)
+    resampled = getattr(stat, "resampled", None)  # stat of many resamples at once: resampled(index [R, N], *arrays)
     for start in range(0, n_boot, rows):
-        for j, idx in enumerate(rng.integers(0, n, size=(min(rows, n_boot - start), n))):
-            for g, arrs in enumerate(groups):
+        index = rng.integers(0, n, size=(min(rows, n_boot - start), n))
+        for g, arrs in enumerate(groups):
+            if resampled is not None:
+                out[g, start : start + len(index)] = resampled(index, *arrs)
+                continue
+            for j, idx in enumerate(index):
                 out[g, start + j] = stat(*(x[idx] for x in arrs))
     if not np.all(np.isfinite(out)):
         raise ValueError(

@@ -269,3 +269,30 @@ def test_image_level_p_has_no_floor_so_holm_can_pass_a_clear_ensemble_row(models
         assert z > 9 and r[key]["p"] < 1e-15, (key, z)
         assert S.holm([r[key]["p"]] + [0.5] * 32)["reject"][0], key
     assert C.image_level(weak, weak, keys=("ece",), n_boot=50)["ece"]["p"] == 1.0
+
+
+@pytest.mark.parametrize("key", C.IMAGE_KEYS)
+def test_the_bootstrap_of_a_metric_is_the_same_at_once_and_one_resample_at_a_time(key):
+    """Two ways to compute one number: metric_stat's ``resampled`` (every resample of a chunk at once, the report's
+    path) gives the replicates of the one-resample-at-a-time statistic, on the same index draws."""
+    rng = np.random.default_rng(3)
+    groups = []
+    for _ in range(2):  # two models, paired image by image
+        conf = np.concatenate([rng.uniform(0.1, 1.0, 300), [1.0, 0.0]])  # the bins' edges included
+        groups.append((conf, rng.uniform(size=302) < conf, rng.exponential(size=302)))
+    at_once = C.metric_stat(key, 2)
+    one_at_a_time = lambda *arrays: at_once(*arrays)  # noqa: E731 -- the same statistic without .resampled
+    both = [[x for g in groups for x in g], [x for g in groups[::-1] for x in g]]  # two groups of 2 seeds each
+    fast = S.bootstrap_replicates(at_once, both, n_boot=300, seed=5)
+    slow = S.bootstrap_replicates(one_at_a_time, both, n_boot=300, seed=5)
+    np.testing.assert_allclose(fast, slow, rtol=1e-12, atol=1e-15)
+    assert np.ptp(fast) > 0  # the resamples differ
+
+
+def test_resampled_calibration_error_is_calibration_error_of_each_resample():
+    rng = np.random.default_rng(0)
+    conf = rng.uniform(0, 1, 500)
+    correct = (rng.uniform(size=500) < conf).astype(np.float64)
+    index = rng.integers(0, 500, size=(40, 500))
+    want = [M.calibration_error(conf[i], correct[i]) for i in index]
+    np.testing.assert_allclose(M.resampled_calibration_error(conf, correct, index), want, rtol=1e-12, atol=1e-15)
