@@ -92,6 +92,13 @@ class TransferTraining:
         """The rules declared beside the fields (:func:`harness.rules.check_rules`), before any work; then the
         checks of the classes this one is combined with (:class:`harness.tasks.taskset.TaskData` in a sweep)."""
         check_rules(self)
+        if self.micro_batch < self.batch_size and self.batch_size % self.micro_batch:
+            fits = max(d for d in range(1, self.micro_batch + 1) if self.batch_size % d == 0)
+            raise ValueError(
+                f"batch_size={self.batch_size} is not a multiple of micro_batch={self.micro_batch}: a step "
+                f"accumulates whole micro-batches, so it would train {-(-self.batch_size // self.micro_batch)} x "
+                f"{self.micro_batch} examples; give a micro_batch that divides batch_size, e.g. {fits}"
+            )
         after = getattr(super(), "__post_init__", None)
         if after is not None:
             after()

@@ -40,6 +40,10 @@ def load_config(
         layers.append(OmegaConf.create(base))
     if path is not None:
         layers += _file_layers(Path(path))
+    if isinstance(overrides, str):  # a string would be read character by character
+        raise ValueError(
+            f"overrides must be a list of key=value settings, got the string {quote(repr(overrides))}: write [{overrides}]"
+        )
     bad = [o for o in overrides if "=" not in o]
     if bad:
         raise ValueError(f"overrides must look like key=value (e.g. optim.lr=0.05), got {quote(str(bad))}")
@@ -68,7 +72,7 @@ def load_config(
                 f"{schema.__name__} (a key that is not a setting name; the file's content is not shown): "
                 "is it a config file?"
             ) from None
-        raise ValueError(quote(f"invalid config{f' {path}' if path else ''}: {e}".replace("\n", "; "))) from e
+        raise ValueError(_setting_error(e, key, path, overrides)) from None
     except TypeError as e:  # a list where the schema has a mapping (or the reverse): name the layer that brings it
         where = f" {path}" if path else ""
         for i in range(1, len(layers)):
@@ -82,6 +86,30 @@ def load_config(
             f"invalid config{where}: {e} (a list where a mapping is expected, or the reverse; e.g. "
             "methods: {hom: {covariance: none}}, seeds: [0, 1])"
         ) from e
+
+
+#: OmegaConf's type names in a conversion error, and the fix to print for each
+_TYPE_FIXES = {
+    "Integer": "give a whole number, e.g. 3",
+    "Float": "give a number, e.g. 0.05",
+    "valid bool": "give true or false",
+    "ListConfig": "give a list, e.g. [0, 1]",
+}
+
+
+def _setting_error(e: Exception, key: str, path: "str | Path | None", overrides: Sequence[str]) -> str:
+    """The message of a setting OmegaConf refused: the key, where the value came from (the override that sets it,
+    else the file) and the fix for the expected type."""
+    first = str(e).splitlines()[0].strip()
+
+    def sets(override: str) -> bool:  # the override sets this key, or a key inside it, or it sets a key inside this one
+        k = override.split("=", 1)[0].strip()
+        return bool(key) and (k == key or key.startswith(k + ".") or k.startswith(key + ".") or key.startswith(k + "["))
+
+    given = [o for o in overrides if sets(o)]
+    where = f"override {given[-1]!r}" if given else (f"config {path}" if path else "the defaults")
+    fix = next((f for name, f in _TYPE_FIXES.items() if name in first), "")
+    return quote(f"invalid config ({where}): {key + ': ' if key else ''}{first}{'; ' + fix if fix else ''}", 400)
 
 
 @functools.lru_cache(maxsize=None)

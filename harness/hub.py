@@ -318,6 +318,14 @@ def read_export(model_id: str, **download: Any) -> Export:
             "by Classifier.save_pretrained (a plain timm folder loads with harness.sources.load_source("
             "'local-dir:PATH'))"
         )
+    folded, names = info.get("folded_temperature"), config.get("label_names")
+    if folded is not None and not (isinstance(folded, (int, float)) and 0 < folded < float("inf")):
+        raise ValueError(
+            f"{config_path}: harness.folded_temperature = {folded!r} must be null or a finite number > 0 (the τ "
+            "folded into the classifier); give the folder save_pretrained wrote, unchanged"
+        )
+    if names is not None and not (isinstance(names, list) and all(isinstance(n, str) for n in names)):
+        raise ValueError(f"{config_path}: label_names must be a list of class names (strings), got {names!r:.80}")
     state = read_state(weights_path, what=str(model_id))
     return Export(config, state, config_path, f"{weights_path} ({model_id})")
 

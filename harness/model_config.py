@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, List, Optional
 
 from harness.heads import HeteroscedasticHead
-from harness.rules import check_rules, setting
+from harness.rules import Rule, check_rules, setting
 
 #: what a model's ``preprocessing`` records (from timm's ``resolve_model_data_config``)
 PREPROCESSING_KEYS = ("mean", "std", "interpolation", "crop_pct")
@@ -20,6 +20,35 @@ PREPROCESSING_KEYS = ("mean", "std", "interpolation", "crop_pct")
 #: path); every other stored backbone option must be a number, a boolean, None or a list of numbers
 STORED_STRING_KWARGS = ("global_pool", "act_layer", "norm_layer", "stem_type", "block_type", "conv_layer")
 _SAVED_WITH = "give the config the model was saved with"
+#: the rules of the timm backbone options whose values matter to the model (every other number must be finite)
+BACKBONE_RULES = {
+    **{k: Rule(low=0, high=1, high_open=True) for k in ("drop_rate", "drop_path_rate", "drop_block_rate")},
+    **{k: Rule(low=0, high=1, high_open=True) for k in ("proj_drop_rate", "attn_drop_rate", "pos_drop_rate")},
+    "in_chans": Rule(low=1, whole=True),
+    "img_size": Rule(low=1, whole=True),
+}
+
+
+def check_backbone_kwargs(kwargs: Any, key: str) -> None:
+    """``timm.create_model`` options: a mapping whose numbers are finite, those of :data:`BACKBONE_RULES` within
+    their rule (a drop rate of NaN or 5, or 0 input channels, would fail inside torch after work started).
+
+    Raises:
+        ValueError: ``<key>.<option> must be <rule>, got <value>``.
+    """
+    import math
+
+    if not isinstance(kwargs, dict):
+        raise ValueError(f"{key} must be a mapping of timm.create_model options, got {type(kwargs).__name__}")
+    for name, value in kwargs.items():
+        rule = BACKBONE_RULES.get(name)
+        values = value if isinstance(value, (list, tuple)) else [value]
+        numbers = [v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
+        if (rule is not None and value is not None and not all(rule.holds(v) for v in values)) or not all(
+            math.isfinite(v) for v in numbers
+        ):
+            what = rule.describe() if rule is not None else "finite"
+            raise ValueError(f"{key}.{name} must be {what}, got {value!r}")
 
 
 @dataclass
@@ -31,7 +60,9 @@ class Preprocessing:
     std: Optional[List[float]] = setting(
         None, size=3, low=0, low_open=True, note="one per channel, of [0, 1] pixels", fix=_SAVED_WITH
     )
-    interpolation: Optional[str] = None
+    interpolation: Optional[str] = setting(
+        None, choices=("nearest", "nearest-exact", "bilinear", "bicubic", "box", "hamming", "lanczos"), fix=_SAVED_WITH
+    )  # torchvision's InterpolationMode names, which the evaluation views take
     crop_pct: Optional[float] = setting(None, low=0, low_open=True, high=1, fix=_SAVED_WITH)
 
 
@@ -96,6 +127,9 @@ def check_stored_config(config: Any, source: str) -> dict:
         raise bad(f"has keys {quote(str(sorted(config) if isinstance(config, dict) else type(config).__name__))}")
     if not isinstance(config.get("backbone"), str) or not isinstance(config.get("num_classes"), int):
         raise bad("needs a backbone name and an integer num_classes")
+    for key in ("head", "backbone_kwargs", "preprocessing"):
+        if config.get(key) is not None and not isinstance(config[key], dict):
+            raise bad(f"has {key} = {quote(repr(config.get(key)), 60)}, not a mapping of options")
     head_keys = set(inspect.signature(HeteroscedasticHead.__init__).parameters) - {"self", "in_features", "num_classes"}
     unknown = sorted(set(config.get("head") or {}) - head_keys)
     if unknown:
@@ -111,6 +145,7 @@ def check_stored_config(config: Any, source: str) -> dict:
     try:
         check_rules(ModelConfig(config["backbone"], config["num_classes"]))
         check_rules(Preprocessing(**prep), "preprocessing.")
+        check_backbone_kwargs(config.get("backbone_kwargs") or {}, "backbone_kwargs")
     except ValueError as e:
         raise ValueError(f"{source}: {quote(str(e), 300)}") from None
     for key, value in (config.get("backbone_kwargs") or {}).items():

@@ -194,6 +194,32 @@ class Classifier(
         hub.write_export(self, Path(save_directory))
 
     @classmethod
+    def from_pretrained(cls, pretrained_model_name_or_path: "str | Path", **kwargs: Any) -> "Classifier":
+        """huggingface_hub's ``from_pretrained`` (its keyword arguments pass through) with the harness's spellings of
+        an export: a folder, bare or ``local-dir:PATH``, or a hub repository, ``ORG/NAME`` or ``hf-hub:ORG/NAME``.
+
+        Raises:
+            ValueError: another source (a file such as ``model.pt``; ``timm:NAME``, ``torchvision:NAME``), naming the
+                loader that takes it; see also :meth:`_from_pretrained`.
+        """
+        from harness.weights import HF_HUB_PREFIX, LOCAL_DIR_PREFIX
+
+        name = str(pretrained_model_name_or_path)
+        if name.startswith((TIMM_PREFIX, TORCHVISION_PREFIX)):
+            raise ValueError(
+                f"{name!r} names a backbone, not a harness export: load it with "
+                f"harness.sources.load_source({name!r}); Classifier.from_pretrained takes a save_pretrained folder"
+            )
+        for prefix in (LOCAL_DIR_PREFIX, HF_HUB_PREFIX):
+            name = name[len(prefix) :] if name.startswith(prefix) else name
+        if Path(name).expanduser().is_file():
+            raise ValueError(
+                f"{name!r} is a file: Classifier.from_pretrained takes the folder save_pretrained wrote"
+                + ("; a harness model.pt loads with harness.models.load_model(path)" if name.endswith(".pt") else "")
+            )
+        return super().from_pretrained(name, **kwargs)
+
+    @classmethod
     def _from_pretrained(
         cls,
         *,
@@ -233,7 +259,7 @@ class Classifier(
             )
         if export.folded is not None:  # the timm layout: τ is in the classifier's weights
             spec.head = {**spec.head, "temperature": 1.0, "learn_temperature": False}
-        model = build_model(spec)
+        model = _build_stored(spec, export.config_path)
         body, head = hub.split_state(export, classifier_names(model.backbone))
         fix = "give the folder save_pretrained wrote, unchanged"
         load_weights(model.backbone, body, source=export.source, fix=fix)
@@ -283,6 +309,16 @@ def build_model(config: "ModelConfig | dict", pretrained_file: Optional[str] = N
     width = int(getattr(backbone, "head_hidden_size", None) or backbone.num_features)
     head = HeteroscedasticHead(width, config.num_classes, **config.head)
     return Classifier(backbone, head, config)
+
+
+def _build_stored(spec: ModelConfig, source: "str | os.PathLike") -> Classifier:
+    """:func:`build_model` of a config read from ``source``; a value the head or backbone refuses names the file."""
+    try:
+        return build_model(spec)
+    except (TypeError, ValueError) as e:
+        raise ValueError(
+            f"{source}: its stored model config does not build a model ({e}); give the file the model was saved with"
+        ) from None
 
 
 def replace_head(model: Classifier, num_classes: int, **head_kwargs: Any) -> Classifier:
@@ -356,7 +392,7 @@ def load_model(path: "str | os.PathLike", map_location: "str | torch.device" = "
             weights do not match the recorded architecture (names the missing/unexpected keys).
     """
     payload = read_checkpoint(path)
-    model = build_model(ModelConfig.from_dict(payload["config"]))
+    model = _build_stored(ModelConfig.from_dict(payload["config"]), path)
     load_weights(model, payload["state_dict"], source=str(path))
     return model.to(map_location)
 

@@ -169,6 +169,8 @@ def verify_record(record: "str | Path") -> bool:
     if metrics is None:
         raise _refuse(record, "metrics.json is missing or not JSON")
     hashes = read_json(record / HASHES_FILE)
+    if hashes is None and (record / HASHES_FILE).is_file():
+        raise _refuse(record, f"{HASHES_FILE} is not valid JSON (cut short or edited)")
     if hashes is None:
         raise ValueError(
             f"record {record}: {HASHES_FILE} is missing, so its files cannot be checked (a record without "

@@ -103,4 +103,9 @@ def check_rules(config: Any, prefix: str = "") -> None:
         items = list(value) if isinstance(value, (list, tuple)) else [value]
         wrong_size = rule.size and not (isinstance(value, (list, tuple)) and len(value) == rule.size)
         if wrong_size or not all(rule.holds(v) for v in items):
-            raise ValueError(f"{key} must be {rule.describe()}, got {value!r}" + (f": {rule.fix}" if rule.fix else ""))
+            infinite = any(isinstance(v, float) and not math.isfinite(v) for v in items)
+            raise ValueError(
+                f"{key} must be {rule.describe()}, got {value!r}"
+                + (" (numbers must be finite)" if infinite else "")
+                + (f": {rule.fix}" if rule.fix else "")
+            )

@@ -154,14 +154,19 @@ def data_config(run_dir: "str | Path", overrides: "tuple[str, ...]" = ()) -> Dat
 
 def data_from_file(path: "str | Path", overrides: "tuple[str, ...]" = ()) -> DataConfig:
     """The ``data`` section of a config file (an upstream config, with its ``base:`` chain) as a
-    :class:`DataConfig`, with ``key=value`` overrides (data keys).
+    :class:`DataConfig`, with ``key=value`` overrides (data keys, with or without the ``data.`` prefix), checked
+    by the rules declared on its fields.
 
     Raises:
         FileNotFoundError: no such file. ValueError: bad YAML or data settings.
     """
     from harness.config import read_settings
+    from harness.rules import check_rules
 
-    return load_config(DataConfig, None, list(overrides), base=read_settings(path).get("data", {}))
+    overrides = tuple(o[len("data.") :] if o.startswith("data.") else o for o in overrides)
+    cfg = load_config(DataConfig, None, list(overrides), base=read_settings(path).get("data", {}))
+    check_rules(cfg)
+    return cfg
 
 
 def eval_batches(

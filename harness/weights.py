@@ -267,9 +267,11 @@ def read_config_json(path: "str | os.PathLike") -> dict:
     """
     path = Path(path)
     if not path.is_file():
+        run = path.parent / "model.pt"  # a harness run folder: its model is the file
         raise FileNotFoundError(
             f"no config.json at {str(path)!r}: give a folder written by save_pretrained, or a timm "
             "model folder (config.json with its weights)"
+            + (f"; this folder holds a harness model.pt: give {str(run)!r} itself" if run.is_file() else "")
         )
     if path.stat().st_size > CONFIG_LIMIT:
         raise ValueError(f"{str(path)!r} is over {CONFIG_LIMIT} bytes: not a model's config.json")

@@ -184,7 +184,7 @@ def _experiment_corruption(tmp_path):
     "shift",
     "an experiment whose shift section has a negative examples count (harness run)",
     ValueError,
-    match=r"shift examples must be >= 0 \(0: the whole split\), got -5",
+    match=r"shift\.examples must be a whole number >= 0 \(0: the whole split\), got -5",
 )
 def _experiment_examples(tmp_path):
     from harness.experiment import load_experiment, validate_experiment

@@ -30,7 +30,10 @@ def test_every_declared_rule_is_checked_with_its_key_value_and_rule():
         (Outer(steps=2.5), r"^steps must be a whole number >= 1 \(or null: epochs count\), got 2\.5$"),
         (Outer(sizes=[1, 0]), r"^sizes must be a whole number >= 1, got \[1, 0\]$"),
         (Outer(inner=Inner(rate=0.0)), r"^inner\.rate must be in \(0, 1\], got 0\.0$"),
-        (Outer(inner=Inner(rate=float("nan"))), r"^inner\.rate must be in \(0, 1\], got nan$"),
+        (
+            Outer(inner=Inner(rate=float("nan"))),
+            r"^inner\.rate must be in \(0, 1\], got nan \(numbers must be finite\)$",
+        ),
         (Outer(inner=Inner(names=["c"])), r"^inner\.names must be one of a, b, got \['c'\]$"),
     ]
     for config, message in cases:
@@ -94,9 +97,15 @@ def test_the_experiment_schema_declares_its_rules_and_a_dict_of_sections_is_chec
             r"^conditions\.noisy\.seeds must be a whole number in \[0, 2\*\*32 - 1\]",
         ),
         (Experiment(single_pair=SinglePairSection(alpha=1.0)), r"^single_pair\.alpha must be in \(0, 1\), got 1\.0$"),
-        (Experiment(transfer=TransferSection(sizes=[800, 0])), r"^transfer\.sizes must be a whole number >= 1"),
+        (
+            Experiment(transfer=TransferSection(sizes=[800, 0])),
+            r"^transfer\.sizes must be 2 numbers, each a whole number >= 1 \(train, val\)",
+        ),
         (Experiment(primary=PrimaryEndpoint(split="test")), r"^primary\.split must be one of heldout, eval"),
-        (Experiment(temperature_grid=[1.0, float("nan")]), r"^temperature_grid must be > 0, got \[1\.0, nan\]$"),
+        (
+            Experiment(temperature_grid=[1.0, float("nan")]),
+            r"^temperature_grid must be > 0, got \[1\.0, nan\] \(numbers must be finite\)$",
+        ),
     ]
     for config, message in cases:
         with pytest.raises(ValueError, match=message):

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
 from harness.data.config import DataConfig
-from harness.rules import SEED, check_rules, setting
+from harness.rules import SEED, Rule, check_rules, setting
 from harness.training.precision import canonical as canonical_precision
 
 
@@ -240,6 +240,9 @@ def validate(cfg: UpstreamConfig) -> None:
             f"unknown head option(s) model.head.{', model.head.'.join(unknown)}: the head takes "
             f"{', '.join(sorted(accepted))}"
         )
+    from harness.model_config import check_backbone_kwargs
+
+    check_backbone_kwargs(cfg.model.backbone_kwargs, "model.backbone_kwargs")
     tau = cfg.model.head.get("temperature")
     if isinstance(tau, (int, float)) and 0 < tau < MIN_TEMPERATURE:
         raise ValueError(
@@ -331,6 +334,11 @@ def _validate_optim(o: OptimSection) -> None:
         raise ValueError("optim.warmup_steps and optim.warmup_epochs are both set: give the warm-up in one unit")
     if o.decay_steps and o.decay_epochs:
         raise ValueError("optim.decay_steps and optim.decay_epochs are both set: give the decay points in one unit")
+    if o.min_lr > o.lr:
+        raise ValueError(
+            f"optim.min_lr={o.min_lr:g} is above optim.lr={o.lr:g}: the cosine schedule would raise the learning "
+            "rate as it decays; give optim.min_lr <= optim.lr (0: decay to zero)"
+        )
 
 
 def _validate_schedule(o: OptimSection, t: TrainSection) -> None:
@@ -384,6 +392,8 @@ def _validate_noise_and_loss(cfg: UpstreamConfig, link: str) -> None:
 
     t, noise = cfg.train, dict(cfg.data.label_noise or {})
     kind = noise.get("kind", "none")
+    if noise.get("seed") is not None and not Rule(**SEED).holds(noise["seed"]):
+        raise ValueError(f"data.label_noise.seed must be {Rule(**SEED).describe()}, got {noise['seed']!r}")
     if noise:
         unknown = sorted(set(noise) - {"kind", "rate", "seed", "matrix", "permutation"})
         if unknown:

@@ -64,7 +64,7 @@ class DataConfig:
     heldout_split: Optional[str] = None
     label_set: str = "clean"
     multilabel: bool = False
-    num_classes: Optional[int] = None
+    num_classes: Optional[int] = setting(None, low=1, whole=True, note="or null: read from the data")
     image_key: str = "image"
     label_key: str = "label"
     label_noise: Optional[dict] = field(default_factory=dict)

@@ -167,7 +167,7 @@ class TransferSection:
     task_seed: int = setting(0, **SEED)
     test_size: int = setting(2000, low=1, whole=True)
     ood: List[str] = field(default_factory=list)
-    sizes: List[int] = setting(default_factory=lambda: [800, 200], low=1, whole=True)
+    sizes: List[int] = setting(default_factory=lambda: [800, 200], low=1, whole=True, size=2, note="train, val")
     preset: str = "demo"
     settings: Dict[str, Any] = field(default_factory=dict)
 

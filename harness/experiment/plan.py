@@ -77,6 +77,12 @@ def _plan(
     from harness.upstream.config import UpstreamConfig, validate
 
     base = _upstream_config_path(exp.upstream_config)
+    for m, h in methods.items():
+        if not isinstance(h.get("overrides", []), (list, tuple)):
+            raise ValueError(
+                f"methods.{m}.overrides must be a list of key=value settings, got {h['overrides']!r:.80}: "
+                f"write overrides: [{h['overrides']}]"
+            )
     own = {m: list(h.get("overrides", [])) for m, h in methods.items()}  # a method's own training settings
     tunes = {m: _tune(m, h, grid) for m, h in methods.items() if h.get("tune") is not None}
     methods = {m: {k: v for k, v in h.items() if k not in ("overrides", "tune")} for m, h in methods.items()}

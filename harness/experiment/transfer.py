@@ -136,9 +136,11 @@ def run_transfer(exp: Any, progress: Callable[[str], None] = print, train: bool 
     from harness.downstream.config import PRESETS, SweepSettings
     from harness.experiment.stages import EXPERIMENT_LOCK, _transfer_one
     from harness.io import RunLock
+    from harness.rules import check_rules
     from harness.workers import Workers
 
     t = exp.transfer
+    check_rules(exp)  # the rules declared on the experiment's fields, its transfer section's among them
     validate_transfer(t)
     runs = Path(exp.runs_root) / exp.name
     settings = SweepSettings(**{**PRESETS[t.preset], **t.settings})

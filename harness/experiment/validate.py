@@ -74,8 +74,14 @@ def _check_methods_and_seeds(exp: Experiment) -> None:
     _check_names(exp)
     if not exp.seeds:
         raise ValueError("seeds is empty: give at least one seed, e.g. seeds: [0]")
-    if len(set(exp.seeds)) != len(exp.seeds):
-        raise ValueError(f"seeds {exp.seeds} repeat a seed: give distinct seeds")
+    for key, seeds in (
+        ("seeds", exp.seeds),
+        ("multilabel.seeds", exp.multilabel.seeds),
+        *((f"conditions.{name}.seeds", c.seeds) for name, c in exp.conditions.items()),
+        ("ensemble_sizes", exp.ensemble_sizes),
+    ):
+        if len(set(seeds)) != len(seeds):
+            raise ValueError(f"{key} {seeds} repeats a value (it would be counted twice): give distinct values")
     unknown = [m for m in exp.evaluate_methods if m not in exp.methods]
     if unknown:
         raise ValueError(f"evaluate_methods {', '.join(unknown)} not among the methods {', '.join(exp.methods)}")
@@ -126,6 +132,10 @@ def _check_shift(exp: Experiment, main: _Plan) -> None:
         )
     try:
         check_settings(exp.shift, cfgs[0].data)
+        if exp.shift.split is not None:  # read now, not after the training
+            from harness.data.sources import build_split
+
+            build_split(cfgs[0].data, exp.shift.split)
     except ValueError as e:
         raise ValueError(f"shift: {e}") from e
 
@@ -166,6 +176,28 @@ def _check_names(exp: Experiment) -> None:
     for name, cond in exp.conditions.items():
         for m in cond.methods:
             check_name(f"{name}_{m}", f"condition {name!r} run name")
+    if exp.replication:
+        check_name(exp.replication, "replication (an experiment's name)")
+    studies = ["main", *exp.conditions]
+    named = [
+        ("primary.prospective_for", list(exp.primary.prospective_for), studies),
+        ("sigma_readout", list(exp.sigma_readout.values()), list(exp.conditions)),
+        ("single_pair.arms", list(exp.single_pair.arms) if exp.single_pair else [], list(exp.conditions)),
+    ]
+    for key, names, known in named:
+        unknown = [n for n in names if n not in known]
+        if unknown:
+            raise ValueError(
+                f"{key} names {', '.join(map(repr, unknown))}, which is not "
+                f"{'main or ' if 'main' in known else ''}a condition of this experiment "
+                f"({', '.join(exp.conditions) or 'it has none'}): name one of them"
+            )
+    readouts = ("permuted", "clean", "class_conditional")
+    if set(exp.sigma_readout) - set(readouts):
+        raise ValueError(f"sigma_readout takes the keys {', '.join(readouts)}, got {sorted(exp.sigma_readout)}")
+    bad_pairs = [p for p in exp.confusable_pairs if len(p) != 2]
+    if bad_pairs:
+        raise ValueError(f"confusable_pairs must be pairs of class names, e.g. [[cat, dog]], got {bad_pairs}")
 
 
 def _check_classes(plans: "dict[str, _Plan]") -> None:
@@ -211,6 +243,8 @@ def _check_downstream(exp: Experiment, presets: dict, settings_type: Any) -> Non
         settings = settings_type(**{**presets[exp.downstream.preset], **exp.downstream.settings})
     except TypeError as e:
         raise ValueError(f"downstream.settings: {e}; see harness.downstream.config.SweepSettings for the keys") from e
+    except ValueError as e:  # a declared rule: its key is one of downstream.settings
+        raise ValueError(f"downstream.settings.{e}") from None
     try:
         check_device(settings.device)
         check_tasks(expand_tasks(exp.downstream.tasks), settings)

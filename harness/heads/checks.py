@@ -64,6 +64,10 @@ def checked_temperature_bounds(
     Raises:
         ValueError: bounds or temperature out of range.
     """
+    if not (isinstance(temperature_bounds, (list, tuple)) and len(temperature_bounds) == 2):
+        raise ValueError(
+            f"temperature_bounds must be 2 numbers (lower, upper), got {temperature_bounds!r}; e.g. (0.3, 3.0)"
+        )
     lo, hi = (float(b) for b in temperature_bounds)
     if learn_temperature:
         if not (0.0 < lo < hi and math.isfinite(hi)):  # an infinite bound gives τ = inf: uniform predictions

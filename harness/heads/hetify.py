@@ -282,6 +282,11 @@ def hetify(
     Source: Collier et al., CVPR 2021, Sec. 3 (the HET layer replaces the final linear layer); the
     one-call form after probly's Het-Nets transform; timm's ``pretrained_cfg['classifier']`` convention.
     """
+    if not isinstance(model, nn.Module):
+        raise TypeError(
+            f"hetify takes a torch.nn.Module (the model whose classifier it replaces), got {type(model).__name__}; "
+            "build the model first, e.g. timm.create_model(name)"
+        )
     if "in_features" in head_options:
         raise ValueError("hetify takes in_features from the replaced layer: drop in_features= from the head options")
     if num_classes is not None and (

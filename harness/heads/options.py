@@ -112,8 +112,10 @@ def init_parameters(module: nn.Module, init: str, cov_init_scale: Optional[float
     Raises:
         ValueError: ``cov_init_scale`` given without ``init="flax"``, or not > 0.
     """
-    if cov_init_scale is not None and (init != "flax" or cov_init_scale <= 0):
-        raise ValueError("cov_init_scale must be > 0 and is only used with init='flax'")
+    if cov_init_scale is not None and (init != "flax" or not 0 < cov_init_scale < float("inf")):
+        raise ValueError(
+            f"cov_init_scale must be a finite number > 0 and is only used with init='flax', got {cov_init_scale!r}"
+        )
     if init == "torch":
         return
     cov_layers = {id(getattr(module, n)) for n in noise_layers(input_dependent_only=True) if hasattr(module, n)}

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
 from harness.io import check_name
+from harness.rules import SEED, check_rules, setting
 
 SCHEMA = "harness.shift/1"
 BUILT_IN_OOD = ("gaussian", "blobs")
@@ -31,8 +32,8 @@ class ShiftSettings:
 
     corruptions: List[str] = field(default_factory=lambda: ["all"])
     severities: List[int] = field(default_factory=lambda: [1, 2, 3, 4, 5])
-    examples: int = 0
-    seed: int = 0
+    examples: int = setting(0, low=0, whole=True, note="0: the whole split")
+    seed: int = setting(0, **SEED)
     ood: List[str] = field(default_factory=lambda: list(BUILT_IN_OOD))
     split: Optional[str] = None
 
@@ -106,8 +107,10 @@ def check_settings(settings: ShiftSettings, data: Any = None) -> "list[tuple[str
     """
     from harness.shift.corruptions import MIN_SIDE, resolve, set_name
 
-    if settings.examples < 0:
-        raise ValueError(f"shift examples must be >= 0 (0: the whole split), got {settings.examples}")
+    try:
+        check_rules(settings)
+    except ValueError as e:
+        raise ValueError(f"shift.{e}") from None
     pairs = resolve(settings.corruptions, settings.severities)
     image_size = None if data is None else data.image_size
     if pairs and image_size is not None and image_size < MIN_SIDE:

@@ -203,10 +203,13 @@ def resampled_calibration_error(
     ``confidence[index[r]]``, ``correct[index[r]]``, the same bins and sums as :func:`calibration_error`
     (equal to it within 1e-12, tested).
 
-    Args: ``confidence`` ``[N]`` in [0, 1], ``correct`` ``[N]`` 0/1 (already checked), ``index`` ``[R, M]`` int
-        positions into them.
+    Args:
+        confidence: ``[N]`` in [0, 1] (already checked).
+        correct: ``[N]`` 0/1 (already checked).
+        index: ``[R, M]`` int positions into them, one resample a row.
 
-    Returns: ``[R]`` float64.
+    Returns:
+        ``[R]`` float64.
     """
     rows, m = index.shape
     bins = _equal_width_index(confidence, num_bins)[index] + num_bins * np.arange(rows)[:, None]
