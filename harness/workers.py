@@ -4,7 +4,7 @@ that serves every stage of ``harness run``, each job timed, its result kept by (
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Iterable, Optional
 
 from harness.progress import duration
 
@@ -128,14 +128,18 @@ class Workers:
     ) -> None:
         """Queue ``fn(*args)`` (picklable) as job ``name`` of ``stage``; ``then(result)`` runs here when it
         has finished."""
-        import concurrent.futures as cf
-        import multiprocessing as mp
-        import os
-
         self._counts[stage] = self._counts.get(stage, 0) + 1
         if self.workers <= 1:
             self._queue.append((stage, name, fn, args, then))
             return
+        self._pending[_ignoring_ctrl_c(self._processes().submit, _timed, fn, args)] = (stage, name, then)
+
+    def _processes(self) -> Any:
+        """The pool of worker processes, started at its first use."""
+        import concurrent.futures as cf
+        import multiprocessing as mp
+        import os
+
         if self._pool is None:
             self._children = set(mp.active_children())
             self._pool = cf.ProcessPoolExecutor(
@@ -144,7 +148,20 @@ class Workers:
                 initializer=init_worker,
                 initargs=(self.threads, os.getpid()),
             )
-        self._pending[_ignoring_ctrl_c(self._pool.submit, _timed, fn, args)] = (stage, name, then)
+        return self._pool
+
+    def starmap(self, fn: Callable, args: "Iterable[tuple]") -> "list[Any]":
+        """``[fn(*a) for a in args]`` (picklable), in order, side by side in the worker processes when they have
+        started (else in this process: starting them would cost more than it saves); not counted as jobs (e.g. a
+        report's figures, drawn once the jobs are done).
+
+        Raises:
+            The first error of a call, after the calls before it have finished.
+        """
+        if self._pool is None:
+            return [fn(*a) for a in args]
+        futures = [_ignoring_ctrl_c(self._processes().submit, fn, *a) for a in args]
+        return [f.result() for f in futures]
 
     def wait(
         self,

@@ -45,6 +45,30 @@ def test_progress_counts_jobs_over_all_stages_against_the_announced_plan(n):
         assert status[-1] == "6/6 jobs done, 0 left]"
 
 
+def test_starmap_gives_the_calls_results_in_order_in_the_workers_once_they_run():
+    """The report's figures: drawn in the worker processes once they have started (the same bytes as here), in this
+    process before; neither counts as a job."""
+    import os
+
+    from harness.workers import Workers
+
+    with Workers(2) as w:
+        assert w.starmap(_square, [(i,) for i in range(5)]) == [0, 1, 4, 9, 16] and w._pool is None
+        w.submit("a", "a0", _square, (3,))
+        w.wait(lambda s: None)
+        pids = set(w.starmap(_pid, [()] * 6))
+        assert w.starmap(_square, [(i,) for i in range(7)]) == [i * i for i in range(7)]
+        assert os.getpid() not in pids and w.counts() == (1, 1)
+        with pytest.raises(ZeroDivisionError):
+            w.starmap(divmod, [(1, 1), (1, 0)])
+
+
+def _pid():
+    import os
+
+    return os.getpid()
+
+
 SCRIPT = """
 import sys, time
 from harness.workers import Workers

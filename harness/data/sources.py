@@ -76,20 +76,30 @@ def _need_path(cfg: DataConfig, what: str) -> Path:
 DIGITS_SPLITS = {"train": (0.0, 0.6), "val": (0.6, 0.8), "test": (0.8, 1.0), "all": (0.0, 1.0)}
 
 
-def _digits(cfg: DataConfig, split: str) -> ImageDataset:
-    """scikit-learn's 1,797 8x8 digits; fixed stratified-by-shuffle split 60/20/20 (train/val/test)."""
+@functools.lru_cache(maxsize=1)
+def _digits_arrays() -> "tuple[np.ndarray, np.ndarray]":
+    """scikit-learn's digits (images ``[1797, 8, 8]`` in 0-16, targets ``[1797]``), read once per process (an
+    experiment's checks and report read its splits many times); read-only, callers index copies."""
     from sklearn.datasets import load_digits
 
+    d = load_digits()
+    d.images.flags.writeable = False
+    d.target.flags.writeable = False
+    return d.images, d.target
+
+
+def _digits(cfg: DataConfig, split: str) -> ImageDataset:
+    """scikit-learn's 1,797 8x8 digits; fixed stratified-by-shuffle split 60/20/20 (train/val/test)."""
     if split not in DIGITS_SPLITS:
         raise ValueError(f"unknown digits split {split!r}: use one of {', '.join(DIGITS_SPLITS)}")
-    d = load_digits()
-    order = np.random.default_rng(0).permutation(len(d.target))  # the same split for every run
+    images, target = _digits_arrays()
+    order = np.random.default_rng(0).permutation(len(target))  # the same split for every run
     lo, hi = (int(round(f * len(order))) for f in DIGITS_SPLITS[split])
     idx = order[lo:hi]
-    pixels = np.clip(d.images[idx] * (255.0 / 16.0), 0, 255).astype(np.uint8)
+    pixels = np.clip(images[idx] * (255.0 / 16.0), 0, 255).astype(np.uint8)
     return ImageDataset(
         ArrayImages(pixels),
-        d.target[idx].astype(np.int64),
+        target[idx].astype(np.int64),
         [str(c) for c in range(10)],
         f"scikit-learn digits, {split} split ({len(idx)} images 8x8)",
     )

@@ -85,7 +85,15 @@ def report_stage(
     _merge(extra, time_section(times, grids, stages, clock.minutes(), len(clock.sessions), exp.workers))
     tic = time.perf_counter()
     dirs = [d for ds in runs.values() for d in ds] + ensembles
-    out = build(dirs, exp.name, exp.results_root, covariance=exp.covariance, extra=extra, progress=progress)
+    out = build(
+        dirs,
+        exp.name,
+        exp.results_root,
+        covariance=exp.covariance,
+        extra=extra,
+        progress=progress,
+        starmap=workers.starmap,
+    )
     progress(f"[report] {out} ({time.perf_counter() - tic:.0f} s)")
     return out
 

@@ -8,6 +8,7 @@ label sets, covariance analysis) or :mod:`harness.shift.results`; this package o
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional, Sequence
@@ -232,13 +233,20 @@ def _check_same_data(entries: "list[Entry]") -> None:
 
 
 def _entry_rows(
-    entries: "list[Entry]", cols: "list[tuple[str, str, bool]]", multilabel: bool, out: Path, steps: Steps
+    entries: "list[Entry]",
+    cols: "list[tuple[str, str, bool]]",
+    multilabel: bool,
+    out: Path,
+    steps: Steps,
+    starmap: Callable = itertools.starmap,
 ) -> "tuple[list[list[str]], list[dict], list[tuple[str, str, bytes]]]":
     """Each entry's row of the main table (``cols``: :func:`~harness.report.render.main_columns`, and an ensemble's
     members as mean ± std), its part of ``report.json`` (:func:`_entry_json`) and its reliability diagram, written to
     ``out`` as ``reliability_<i>.png``: ``(rows, json entries, figures as (label, file name, PNG bytes))``; ``steps``
-    counts the entries done."""
+    counts the entries done. ``starmap(fn, argument tuples)`` draws the diagrams (a pool's, to draw them side by
+    side)."""
     rows, json_entries, figures = [], [], []
+    images = iter(list(starmap(reliability_png, [(e.preds, e.label) for e in entries])))
     for e in steps.count(entries, len(entries), unit="entries"):
         json_entries.append(_entry_json(e, multilabel))
         m = json_entries[-1]["metrics"]
@@ -253,7 +261,7 @@ def _entry_rows(
             cells.append("")
         rows.append(cells)
         fname = f"reliability_{len(figures)}.png"
-        image = reliability_png(e.preds, e.label)
+        image = next(images)
         atomic_write_bytes(out / fname, image)
         figures.append((e.label, fname, image))
     return rows, json_entries, figures
@@ -330,9 +338,12 @@ def build(
     overwrite: bool = False,
     progress: Optional[Callable[[str], None]] = None,
     calibrators: Sequence[str] = (),
+    starmap: Callable = itertools.starmap,
 ) -> Path:
     """Write ``<out_root>/<name>/report.{md,html,json}`` and figures for the given run/ensemble folders;
-    ``progress`` gets a line per step and the entries done and time left (:class:`harness.progress.Steps`).
+    ``progress`` gets a line per step and the entries done and time left (:class:`harness.progress.Steps`);
+    ``starmap`` draws the reliability diagrams (``harness run`` passes its worker processes', which draw them side by
+    side; the figures are the same).
 
     ``extra`` adds sections: ``{"tables": [(title, header, rows)], "text": [str], "json": {...}}``
     (the experiment runner puts the downstream table there). With ``shift``, entries that hold shift
@@ -364,7 +375,7 @@ def build(
     skipped = macro_map(ref.logits, ref.targets, return_skipped=True)[1] if multilabel else None
     cols = main_columns(multilabel)
     steps.step(f"metrics, calibration and reliability diagrams of {len(entries)} entries")
-    rows, json_entries, figures = _entry_rows(entries, cols, multilabel, out, steps)
+    rows, json_entries, figures = _entry_rows(entries, cols, multilabel, out, steps, starmap)
 
     if covariance:
         steps.step("covariance analysis (the first het model against hom)")
