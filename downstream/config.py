@@ -18,13 +18,11 @@ import numpy as np
 
 from harness.downstream.finetune import HEADS, TransferTraining
 from harness.downstream.schedules import SCHEDULES
+from harness.heads.options import MAX_TEMPERATURE
 from harness.rules import setting
 from harness.tasks.taskset import TaskData
 from harness.training.precision import canonical
 
-#: the largest τ a noisy transfer head takes (larger ones flatten every prediction to uniform; the references'
-#: grids stop at 5)
-MAX_TEMPERATURE = 1000.0
 #: τ grid of a noisy transfer head when none is given. It brackets the temperatures the references settle on
 #: (uncertainty-baselines' CIFAR 1.3, the paper's ImageNet 0.9 and 1.5, Table 7's 1.5) with the ends of the
 #: upstream grid (harness/experiments/cifar10n.yaml: {0.5, 1, 1.3, 2, 3}); 1.3 is left out because each τ

@@ -47,14 +47,16 @@ class Rule:
         elif self.choices:
             what = "one of " + ", ".join(self.choices)
         else:
-            lo, hi = self.low, self.high
+            lo, hi = (
+                None if b is None else f"{int(b)}" if float(b).is_integer() else f"{b:g}" for b in (self.low, self.high)
+            )
             what = "a whole number " if self.whole else ""
             if lo is not None and hi is not None:
-                what += f"in {'(' if self.low_open else '['}{lo:g}, {hi:g}{')' if self.high_open else ']'}"
+                what += f"in {'(' if self.low_open else '['}{lo}, {hi}{')' if self.high_open else ']'}"
             elif lo is not None:
-                what += f"{'>' if self.low_open else '>='} {lo:g}"
+                what += f"{'>' if self.low_open else '>='} {lo}"
             elif hi is not None:
-                what += f"{'<' if self.high_open else '<='} {hi:g}"
+                what += f"{'<' if self.high_open else '<='} {hi}"
         if self.size:
             what = f"{self.size} numbers, each " + (what or "finite")
         return what + (f" ({self.note})" if self.note else "")

@@ -53,6 +53,21 @@ bad_settings(
             r"model\.backbone_kwargs\.in_chans must be a whole number >= 1, got 0",
         ),
         (
+            "model.head.num_factors=.nan (sweep: 'cannot convert float NaN to integer')",
+            "model.head.num_factors=.nan",
+            r"model\.head: num_factors must be a whole number >= 1 \(or null: the default\), got nan",
+        ),
+        (
+            "model.head.num_factors=0 (sweep: the advice named a stand-in K of 2)",
+            "model.head.num_factors=0",
+            r"model\.head: num_factors must be a whole number >= 1",
+        ),
+        (
+            "model.num_classes=10**12 (sweep: a storage-overflow RuntimeError)",
+            "model.num_classes=1000000000000",
+            r"model\.num_classes must be a whole number in \[1, 1000000\]",
+        ),
+        (
             "train.epochs=1.5 on the command line (U02: the base file was blamed)",
             "train.epochs=1.5",
             r"invalid config \(override 'train\.epochs=1\.5'\): train\.epochs: .* give a whole number",
@@ -106,7 +121,12 @@ bad_settings(
         (
             "temperature_grid=[.inf] (X30: the rule text did not say finite)",
             "temperature_grid=[.inf]",
-            r"temperature_grid must be > 0, got \[inf\] \(numbers must be finite\)",
+            r"temperature_grid must be in \(0, 1000\], got \[inf\] \(numbers must be finite\)",
+        ),
+        (
+            "temperature_grid=[1e12,1,2] (sweep: blamed a run folder's name)",
+            "temperature_grid=[1e12,1.0,2.0]",
+            r"temperature_grid must be in \(0, 1000\], got \[1000000000000\.0, 1\.0, 2\.0\]",
         ),
         (
             "seeds=0, not a list (X20: an AnyNode message)",
@@ -311,3 +331,25 @@ def _run_folder_source(tmp):
     run.mkdir()
     _model_pt(run / "model.pt")
     _cli("downstream", "--upstream", str(run), "--tasks", "demo_rotation", "--out", str(tmp / "out"))
+
+
+@bad_input(
+    "head",
+    "HeteroscedasticHead with temperature_bounds=(0, 3) and a fixed τ (sweep: accepted, unused)",
+    match=r"temperature_bounds must be finite with 0 < lower < upper <= 1000, got \(0\.0, 3\.0\)",
+)
+def _unused_bounds(tmp):
+    from harness.heads import HeteroscedasticHead
+
+    HeteroscedasticHead(8, 5, temperature_bounds=(0, 3))
+
+
+@bad_input(
+    "downstream",
+    "FinetuneConfig(resolution=[0, 32]) from Python (sweep: accepted; only the sweep's settings checked it)",
+    match=r"resolution must be 2 numbers, each a whole number >= 1 \(resize, crop\), got \[0, 32\]",
+)
+def _finetune_resolution(tmp):
+    from harness.downstream.finetune import FinetuneConfig
+
+    FinetuneConfig(resolution=[0, 32])

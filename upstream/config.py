@@ -32,7 +32,7 @@ class ModelSection:
     backbone: str = "test_resnet"
     head: Dict[str, Any] = field(default_factory=dict)
     backbone_kwargs: Dict[str, Any] = field(default_factory=dict)
-    num_classes: Optional[int] = setting(None, low=1, whole=True, note="or null: from the data")
+    num_classes: Optional[int] = setting(None, low=1, high=10**6, whole=True, note="or null: from the data")
     pretrained_file: Optional[str] = None
     head_bias_init: Optional[float] = setting(None, text="a finite number", note="or null: the layer's own")
 
@@ -145,7 +145,7 @@ class TrainSection:
     label_smoothing: float = 0.1
     fewshot_every: Optional[int] = 0
     fewshot_tasks: List[str] = field(default_factory=list)
-    fewshot_shots: List[int] = field(default_factory=lambda: [1, 5, 10, 25])
+    fewshot_shots: List[int] = setting(default_factory=lambda: [1, 5, 10, 25], low=1, whole=True)
     fewshot_every_steps: int = setting(0, low=0, note="0 = none")
     log_with: List[str] = field(default_factory=lambda: ["tensorboard"])
     log_model: bool = False
@@ -250,11 +250,7 @@ def validate(cfg: UpstreamConfig) -> None:
             f"their gradients grow by 1/τ and the training diverges at any usual optim.lr; the paper's τ "
             "lie in [0.15, 5] (choose one on held-out data with an experiment's temperature_grid)"
         )
-    try:  # the head's own checks of values (covariance, link, temperature...) on a stand-in size
-        k = cfg.model.num_classes or max(2, int(cfg.model.head.get("num_factors") or 2))
-        HeteroscedasticHead(max(8, k), k, **cfg.model.head)
-    except (TypeError, ValueError) as e:
-        raise ValueError(f"model.head: {e}") from e
+    _validate_head(cfg.model.head, cfg.model.num_classes)
     link = cfg.model.head.get("link", "softmax")
     names = metric_names(link)
     if t.best_metric not in names:
@@ -292,8 +288,6 @@ def _validate_shards(d: DataConfig) -> None:
             "data.label_noise is drawn over the labels of a split held in memory, which shards (read as "
             "a stream) are not: train on the source it was packed from, or unset data.label_noise"
         )
-    if d.shuffle_buffer < 0:
-        raise ValueError(f"data.shuffle_buffer must be >= 0 (0: shard order shuffled only), got {d.shuffle_buffer}")
 
 
 def _validate_fewshot(t: TrainSection) -> None:
@@ -324,6 +318,32 @@ def _validate_fewshot(t: TrainSection) -> None:
         expand_tasks(list(t.fewshot_tasks))
     except ValueError as e:
         raise ValueError(f"train.fewshot_tasks: {e}") from e
+
+
+def _validate_head(head: dict, k: Optional[int]) -> None:
+    """The head's options by the head's own checks (covariance, link, temperature, ...), on a stand-in of at most 64
+    classes (the sizes are the data's, checked when the model is built); R against a given K by the head's rule.
+
+    Raises:
+        ValueError: ``model.head: <the head's message>``.
+    """
+    from harness.heads import HeteroscedasticHead
+    from harness.heads.checks import resolved_num_factors
+    from harness.heads.variants import has_factors
+
+    options, r = dict(head), head.get("num_factors")
+    try:
+        if r is not None and not Rule(low=1, whole=True).holds(r):
+            raise ValueError(f"num_factors must be a whole number >= 1 (or null: the default), got {r!r}")
+        covariance = options.get("covariance", "low_rank")
+        if k and r is not None and options.get("noise_space", "logits") == "logits" and has_factors(covariance):
+            resolved_num_factors(covariance, r, k, "logits")  # R <= K, the head's own rule and message
+        standin = min(k or 64, 64)
+        if r is not None:
+            options["num_factors"] = min(r, standin)
+        HeteroscedasticHead(max(8, standin), standin, **options)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"model.head: {e}") from e
 
 
 def _validate_optim(o: OptimSection) -> None:

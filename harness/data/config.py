@@ -81,7 +81,7 @@ class DataConfig:
     num_workers: int = setting(0, low=0, note="0 = none")
     limit_train: int = setting(0, low=0, note="0 = all")
     limit_eval: int = setting(0, low=0, note="0 = all")
-    shuffle_buffer: int = 1000
+    shuffle_buffer: int = setting(1000, low=0, whole=True, note="0: shard order shuffled only")
 
     def __post_init__(self) -> None:
         """``label_noise: null`` means no noise (as ``{}``); ``path`` and ``cache_dir`` are local paths or

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
+from harness.heads.options import MAX_TEMPERATURE
 from harness.rules import SEED, setting
 from harness.shift.settings import ShiftSettings
 
@@ -14,7 +15,7 @@ EXPERIMENTS = Path(__file__).parent.parent / "experiments"
 #: the most processes ``workers`` may start (each trains with cores / workers threads; more only queue)
 MAX_WORKERS = 256
 #: a τ grid's values (the temperature of a softmax or sigmoid)
-TEMPERATURES = dict(low=0, low_open=True)
+TEMPERATURES = dict(low=0, low_open=True, high=MAX_TEMPERATURE)
 
 
 @dataclass
@@ -131,8 +132,8 @@ class SinglePairSection:
 
     arms: List[str] = field(default_factory=list)
     pairs: List[List[str]] = field(default_factory=list)
-    effect: float = setting(0.12, low=0, low_open=True)
-    margin: float = setting(0.15, low=0, low_open=True)
+    effect: float = setting(0.12, low=0, low_open=True, high=4, note="correlation units: |Δ| <= 4")
+    margin: float = setting(0.15, low=0, low_open=True, high=4, note="correlation units: |Δ| <= 4")
     alpha: float = setting(0.05, low=0, low_open=True, high=1, high_open=True)
     power: float = setting(0.8, low=0, low_open=True, high=1, high_open=True)
     spread_from: List[str] = field(default_factory=list)

@@ -195,6 +195,12 @@ def _check_names(exp: Experiment) -> None:
     readouts = ("permuted", "clean", "class_conditional")
     if set(exp.sigma_readout) - set(readouts):
         raise ValueError(f"sigma_readout takes the keys {', '.join(readouts)}, got {sorted(exp.sigma_readout)}")
+    spread = {k: v for k, v in (exp.single_pair.spread if exp.single_pair else {}).items() if not 0 < v <= 1}
+    if spread:
+        raise ValueError(
+            f"single_pair.spread {spread} must be in (0, 1] each (a seed standard deviation of a mean correlation): "
+            "give the spreads measured when the design was registered"
+        )
     bad_pairs = [p for p in exp.confusable_pairs if len(p) != 2]
     if bad_pairs:
         raise ValueError(f"confusable_pairs must be pairs of class names, e.g. [[cat, dog]], got {bad_pairs}")

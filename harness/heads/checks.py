@@ -7,10 +7,9 @@ in the order the constructor calls them, each with a ``ValueError`` that names t
 
 from __future__ import annotations
 
-import math
 from typing import Optional, Sequence
 
-from harness.heads.options import DEFAULT_NUM_FACTORS
+from harness.heads.options import DEFAULT_NUM_FACTORS, MAX_TEMPERATURE
 
 
 def resolved_num_factors(covariance: str, num_factors: Optional[int], width: int, noise_space: str) -> int:
@@ -69,11 +68,14 @@ def checked_temperature_bounds(
             f"temperature_bounds must be 2 numbers (lower, upper), got {temperature_bounds!r}; e.g. (0.3, 3.0)"
         )
     lo, hi = (float(b) for b in temperature_bounds)
-    if learn_temperature:
-        if not (0.0 < lo < hi and math.isfinite(hi)):  # an infinite bound gives τ = inf: uniform predictions
-            raise ValueError(
-                f"temperature_bounds must be finite with 0 < lower < upper, got ({lo}, {hi}); e.g. (0.3, 3.0)"
-            )
-    elif not (temperature > 0 and math.isfinite(temperature)):
-        raise ValueError(f"temperature must be a finite float > 0, got {temperature}")
+    if not (0.0 < lo < hi <= MAX_TEMPERATURE):  # checked whether learned or not: a bound is never meaningless
+        raise ValueError(
+            f"temperature_bounds must be finite with 0 < lower < upper <= {MAX_TEMPERATURE:g}, got ({lo}, {hi}); "
+            "e.g. (0.3, 3.0)"
+        )
+    if not learn_temperature and not (0 < temperature <= MAX_TEMPERATURE):
+        raise ValueError(
+            f"temperature must be a finite float > 0 (at most {MAX_TEMPERATURE:g}: larger ones flatten every "
+            f"prediction to uniform), got {temperature}"
+        )
     return lo, hi

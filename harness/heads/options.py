@@ -36,6 +36,9 @@ LINKS = ("softmax", "sigmoid")
 NOISE_SPACES = ("logits", "pre_logits")
 DIAG_NOISES = ("independent", "shared_scalar")
 INITS = ("keras", "flax", "torch")
+#: the largest temperature τ a head takes (larger ones flatten every prediction to uniform; the references' grids stop
+#: at 5): the head, an experiment's τ grids and the transfer heads read it
+MAX_TEMPERATURE = 1000.0
 #: d(x) = softplus(.) + MIN_SCALE (``MIN_SCALE_MONTE_CARLO`` of edward2 ``edward2/tensorflow/layers/heteroscedastic.py``).
 MIN_SCALE = 1e-3
 #: default bounds of a learned temperature (the defaults of edward2 ``edward2/tensorflow/layers/heteroscedastic.py``).
