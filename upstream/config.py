@@ -407,48 +407,13 @@ def _validate_schedule(o: OptimSection, t: TrainSection) -> None:
 
 
 def _validate_noise_and_loss(cfg: UpstreamConfig, link: str) -> None:
-    """``data.label_noise`` and ``train.loss`` / ``train.label_smoothing`` (see :func:`validate`)."""
-    from harness.data.noise import CLASS_CONDITIONAL, KINDS, transition_matrix
+    """``data.label_noise`` (:func:`harness.data.noise.check_noise_spec`) and ``train.loss`` /
+    ``train.label_smoothing`` (see :func:`validate`)."""
+    from harness.data.noise import check_noise_spec
 
     t, noise = cfg.train, dict(cfg.data.label_noise or {})
     kind = noise.get("kind", "none")
-    if noise.get("seed") is not None and not Rule(**SEED).holds(noise["seed"]):
-        raise ValueError(f"data.label_noise.seed must be {Rule(**SEED).describe()}, got {noise['seed']!r}")
-    if noise:
-        unknown = sorted(set(noise) - {"kind", "rate", "seed", "matrix", "permutation"})
-        if unknown:
-            raise ValueError(
-                f"unknown data.label_noise key(s) {', '.join(unknown)}: it takes kind, rate, seed, matrix, permutation"
-            )
-        if kind not in KINDS:
-            raise ValueError(f"unknown data.label_noise.kind {kind!r}: use one of {', '.join(KINDS)}")
-        if kind == "input_dependent":
-            if not 0.0 <= float(noise.get("rate", 0.0)) <= 1.0:
-                raise ValueError(f"data.label_noise.rate must be in [0, 1], got {noise.get('rate')}")
-            if noise.get("matrix") is not None or noise.get("permutation") is not None:
-                raise ValueError(
-                    "data.label_noise.kind=input_dependent takes no matrix or permutation: its flips "
-                    "follow the image; drop them or use kind=matrix"
-                )
-            if cfg.data.source not in ARRAY_SOURCES:
-                raise ValueError(
-                    f"data.label_noise.kind=input_dependent fits a classifier on the training images, "
-                    f"which source {cfg.data.source!r} does not hold in one array: use a source among "
-                    f"{', '.join(ARRAY_SOURCES)}, or a class-conditional kind "
-                    f"({', '.join(k for k in CLASS_CONDITIONAL if k != 'none')})"
-                )
-        else:  # the number of classes is not known yet: a matrix is checked against its own size
-            matrix = noise.get("matrix")
-            if kind == "matrix" and matrix is None:
-                raise ValueError(
-                    "data.label_noise.kind=matrix needs data.label_noise.matrix, a K x K row-stochastic matrix"
-                )
-            try:
-                perm = noise.get("permutation")
-                size = len(matrix) if kind == "matrix" else (len(perm) if perm is not None else 2)
-                transition_matrix(kind, size, float(noise.get("rate", 0.0)), matrix, perm)
-            except (TypeError, ValueError) as e:
-                raise ValueError(f"data.{e}" if str(e).startswith("label_noise") else f"data.label_noise: {e}") from e
+    check_noise_spec(noise, cfg.data.source, ARRAY_SOURCES)
     if t.loss not in LOSSES:
         raise ValueError(f"unknown train.loss {t.loss!r}: use one of {', '.join(LOSSES)}")
     if not 0.0 < t.label_smoothing < 1.0:

@@ -21,6 +21,54 @@ CLASS_CONDITIONAL = ("none", "symmetric", "pair_flip", "matrix")
 REFERENCE_C = 0.01
 
 
+def check_noise_spec(noise: dict, source: str, array_sources: Sequence[str]) -> None:
+    """A config's ``data.label_noise`` before any work: its keys, kind, seed and rate, and its transition matrix
+    checked against its own size (the number of classes is not known yet). ``input_dependent`` noise needs a
+    ``source`` among ``array_sources`` (those that hold their images in one array).
+
+    Raises:
+        ValueError: ``data.label_noise.<key> ...`` naming the fix.
+    """
+    from harness.rules import SEED, Rule
+
+    kind = noise.get("kind", "none")
+    if noise.get("seed") is not None and not Rule(**SEED).holds(noise["seed"]):
+        raise ValueError(f"data.label_noise.seed must be {Rule(**SEED).describe()}, got {noise['seed']!r}")
+    if not noise:
+        return
+    unknown = sorted(set(noise) - {"kind", "rate", "seed", "matrix", "permutation"})
+    if unknown:
+        raise ValueError(
+            f"unknown data.label_noise key(s) {', '.join(unknown)}: it takes kind, rate, seed, matrix, permutation"
+        )
+    if kind not in KINDS:
+        raise ValueError(f"unknown data.label_noise.kind {kind!r}: use one of {', '.join(KINDS)}")
+    if kind == "input_dependent":
+        if not 0.0 <= float(noise.get("rate", 0.0)) <= 1.0:
+            raise ValueError(f"data.label_noise.rate must be in [0, 1], got {noise.get('rate')}")
+        if noise.get("matrix") is not None or noise.get("permutation") is not None:
+            raise ValueError(
+                "data.label_noise.kind=input_dependent takes no matrix or permutation: its flips "
+                "follow the image; drop them or use kind=matrix"
+            )
+        if source not in array_sources:
+            raise ValueError(
+                "data.label_noise.kind=input_dependent fits a classifier on the training images, which source "
+                f"{source!r} does not hold in one array: use a source among {', '.join(array_sources)}, or a "
+                f"class-conditional kind ({', '.join(k for k in CLASS_CONDITIONAL if k != 'none')})"
+            )
+        return
+    matrix = noise.get("matrix")
+    if kind == "matrix" and matrix is None:
+        raise ValueError("data.label_noise.kind=matrix needs data.label_noise.matrix, a K x K row-stochastic matrix")
+    try:
+        perm = noise.get("permutation")
+        size = len(matrix) if kind == "matrix" else (len(perm) if perm is not None else 2)
+        transition_matrix(kind, size, float(noise.get("rate", 0.0)), matrix, perm)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"data.{e}" if str(e).startswith("label_noise") else f"data.label_noise: {e}") from e
+
+
 def transition_matrix(
     kind: str,
     num_classes: int,

@@ -77,7 +77,7 @@ def test_the_monitor_logs_every_epoch_survives_a_kill_and_leaves_training_unchan
         (["train.fewshot_every=1", "train.fewshot_tasks=[demo_nope]"], "train.fewshot_tasks: unknown"),
         (
             ["train.fewshot_every=1", "train.fewshot_tasks=[demo_digit]", "train.fewshot_shots=[0,5]"],
-            r"train.fewshot_shots must be whole numbers >= 1",
+            r"train.fewshot_shots must be a whole number >= 1, got \[0, 5\]",
         ),
     ],
 )
