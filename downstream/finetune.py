@@ -38,7 +38,7 @@ from harness.heads.options import MAX_TEMPERATURE
 from harness.heads.variants import TRANSFER_HEADS, TRANSFER_NUM_FACTORS, has_factors
 from harness.models import Classifier, load_model, replace_head
 from harness.progress import Countdown
-from harness.rules import check_rules, setting
+from harness.rules import SEED, check_rules, setting
 from harness.sources import load_source
 from harness.tasks.views import bit_resolution, task_views
 from harness.training.predict import predict_logits
@@ -130,7 +130,7 @@ class FinetuneConfig(TransferTraining):
 
     lr: float = setting(0.003, low=0, low_open=True)
     steps: Optional[int] = setting(500, low=1, whole=True, note="None: the BiT-HyperRule's")
-    seed: int = setting(0, low=0, whole=True)
+    seed: int = setting(0, **SEED)
     eval_batch_size: int = setting(256, low=1, whole=True)
     mixup_alpha: Optional[float] = setting(None, low=0, note="None: the BiT rule; 0: off")
     temperature: float = setting(1.0, low=0, low_open=True, high=MAX_TEMPERATURE)

@@ -129,6 +129,16 @@ bad_settings(
             r"temperature_grid must be in \(0, 1000\], got \[1000000000000\.0, 1\.0, 2\.0\]",
         ),
         (
+            "a frontier schedule with train.epochs=.nan (X03: the frontier was not named)",
+            "frontier.schedules={a: [train.epochs=.nan]}",
+            r"frontier\.schedules\.a: invalid config \(override 'train\.epochs=\.nan'\): train\.epochs: .*whole number",
+        ),
+        (
+            "a condition's optim.lr=-1 (the condition is named first)",
+            "conditions.input_dependent.upstream_overrides=[optim.lr=-1]",
+            r"conditions\.input_dependent: method 'hom': optim\.lr must be > 0, got -1",
+        ),
+        (
             "seeds=0, not a list (X20: an AnyNode message)",
             "seeds=0",
             r"invalid config \(override 'seeds=0'\): seeds: .*give a list, e\.g\. \[0, 1\]",

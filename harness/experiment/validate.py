@@ -144,13 +144,23 @@ def _check_variant_configs(exp: Experiment, main: _Plan) -> None:
     """The configs of the main study's later runs, built at each method's given head: every frontier schedule's,
     every condition's and one budget run's per epoch count."""
     fr = exp.frontier
-    if fr.schedules:  # checked here; built at the chosen τ once it is known (frontier_plan)
-        for overrides in fr.schedules.values():
-            for method in fr.names():
-                main.make(method, main.heads[method], exp.seeds[0], "check", list(overrides))
-    for cond in exp.conditions.values():
-        for method in cond.methods:
-            main.make(method, main.heads[method], cond.seeds[0], "check", list(cond.upstream_overrides))
+    variants = [  # the frontier's: checked here; built at the chosen τ once it is known (frontier_plan)
+        *(
+            (f"frontier.schedules.{name}", m, exp.seeds[0], list(o))
+            for name, o in fr.schedules.items()
+            for m in fr.names()
+        ),
+        *(
+            (f"conditions.{name}", m, c.seeds[0], list(c.upstream_overrides))
+            for name, c in exp.conditions.items()
+            for m in c.methods
+        ),
+    ]
+    for key, method, seed, overrides in variants:
+        try:
+            main.make(method, main.heads[method], seed, "check", overrides)
+        except ValueError as e:  # the section the settings come from, then the setting's own message
+            raise ValueError(f"{key}: {e}") from None
     for e in exp.budget.epochs if exp.budget.methods else []:
         main.make(
             exp.budget.methods[0],
