@@ -41,6 +41,7 @@ from typing import Any, Optional, Sequence
 import torch
 
 from harness.io import atomic_write_bytes, atomic_write_text, json_dumps, quote
+from harness.rules import Rule
 
 EXPORT_FORMAT = "harness.export/1"
 WEIGHTS_FILE, CONFIG_FILE, CARD_FILE = "model.safetensors", "config.json", "README.md"
@@ -319,7 +320,7 @@ def read_export(model_id: str, **download: Any) -> Export:
             "'local-dir:PATH'))"
         )
     folded, names = info.get("folded_temperature"), config.get("label_names")
-    if folded is not None and not (isinstance(folded, (int, float)) and 0 < folded < float("inf")):
+    if folded is not None and not Rule(low=0, low_open=True).holds(folded):
         raise ValueError(
             f"{config_path}: harness.folded_temperature = {folded!r} must be null or a finite number > 0 (the τ "
             "folded into the classifier); give the folder save_pretrained wrote, unchanged"

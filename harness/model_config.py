@@ -11,6 +11,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, List, Optional
 
+from torchvision.transforms import InterpolationMode
+
 from harness.heads import HeteroscedasticHead
 from harness.rules import Rule, check_rules, setting
 
@@ -22,8 +24,10 @@ STORED_STRING_KWARGS = ("global_pool", "act_layer", "norm_layer", "stem_type", "
 _SAVED_WITH = "give the config the model was saved with"
 #: the rules of the timm backbone options whose values matter to the model (every other number must be finite)
 BACKBONE_RULES = {
-    **{k: Rule(low=0, high=1, high_open=True) for k in ("drop_rate", "drop_path_rate", "drop_block_rate")},
-    **{k: Rule(low=0, high=1, high_open=True) for k in ("proj_drop_rate", "attn_drop_rate", "pos_drop_rate")},
+    **{
+        k: Rule(low=0, high=1, high_open=True)
+        for k in ("drop_rate", "drop_path_rate", "drop_block_rate", "proj_drop_rate", "attn_drop_rate", "pos_drop_rate")
+    },
     "in_chans": Rule(low=1, whole=True),
     "img_size": Rule(low=1, whole=True),
 }
@@ -61,8 +65,8 @@ class Preprocessing:
         None, size=3, low=0, low_open=True, note="one per channel, of [0, 1] pixels", fix=_SAVED_WITH
     )
     interpolation: Optional[str] = setting(
-        None, choices=("nearest", "nearest-exact", "bilinear", "bicubic", "box", "hamming", "lanczos"), fix=_SAVED_WITH
-    )  # torchvision's InterpolationMode names, which the evaluation views take
+        None, choices=tuple(m.value for m in InterpolationMode), fix=_SAVED_WITH
+    )  # torchvision's names, which the evaluation views take
     crop_pct: Optional[float] = setting(None, low=0, low_open=True, high=1, fix=_SAVED_WITH)
 
 

@@ -22,6 +22,9 @@ from harness.experiment.config import Experiment
 from harness.experiment.single_pair import single_pair_analysis, single_pair_section
 from harness.heads.variants import has_factors
 
+#: the keys of an experiment's ``sigma_readout``: the conditions whose het models decide what Σ follows
+READOUTS = ("permuted", "clean", "class_conditional")
+
 #: the pre-registered threshold: Σ tracks a noise matrix when |ρ| >= this with p < P_TRACK in every seed
 RHO_TRACK, P_TRACK = 0.5, 0.01
 

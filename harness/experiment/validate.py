@@ -72,6 +72,7 @@ def _check_methods_and_seeds(exp: Experiment) -> None:
     if not exp.methods:
         raise ValueError("the experiment names no methods: add e.g. methods: {hom: {covariance: none}}")
     _check_names(exp)
+    _check_references(exp)
     if not exp.seeds:
         raise ValueError("seeds is empty: give at least one seed, e.g. seeds: [0]")
     for key, seeds in (
@@ -188,6 +189,13 @@ def _check_names(exp: Experiment) -> None:
             check_name(f"{name}_{m}", f"condition {name!r} run name")
     if exp.replication:
         check_name(exp.replication, "replication (an experiment's name)")
+
+
+def _check_references(exp: Experiment) -> None:
+    """What one section says of another: the studies ``primary``, ``sigma_readout`` and ``single_pair`` name exist;
+    the read-out's keys; the single-pair spreads; ``confusable_pairs`` are pairs."""
+    from harness.experiment.sigma import READOUTS
+
     studies = ["main", *exp.conditions]
     named = [
         ("primary.prospective_for", list(exp.primary.prospective_for), studies),
@@ -202,9 +210,8 @@ def _check_names(exp: Experiment) -> None:
                 f"{'main or ' if 'main' in known else ''}a condition of this experiment "
                 f"({', '.join(exp.conditions) or 'it has none'}): name one of them"
             )
-    readouts = ("permuted", "clean", "class_conditional")
-    if set(exp.sigma_readout) - set(readouts):
-        raise ValueError(f"sigma_readout takes the keys {', '.join(readouts)}, got {sorted(exp.sigma_readout)}")
+    if set(exp.sigma_readout) - set(READOUTS):
+        raise ValueError(f"sigma_readout takes the keys {', '.join(READOUTS)}, got {sorted(exp.sigma_readout)}")
     spread = {k: v for k, v in (exp.single_pair.spread if exp.single_pair else {}).items() if not 0 < v <= 1}
     if spread:
         raise ValueError(
