@@ -71,6 +71,7 @@ def seeded_noise(
     diag_scalar: bool,
     device: torch.device,
     dtype: torch.dtype,
+    by_row: bool = False,
 ) -> NoiseFn:
     """Standard-normal noise for chunk ``(start, length)``, reproducible from ``(seed, start)`` (eager).
 
@@ -87,17 +88,21 @@ def seeded_noise(
             head's evaluation noise bank relies on this (``HeteroscedasticHead``, ``eval_seed``).
         diag_scalar: one scalar per sample for the diagonal term instead of W independent
             normals (the rank-1 "diagonal" of edward2 ``edward2/jax/nn/heteroscedastic_lib.py``).
+        by_row: each row's chunk from its own generators, seeded by ``(seed, start, row)``, for the row-by-row
+            driver of :mod:`harness.heads.rows` (with ``shared=False``): the function then also has
+            ``noise.row(row, start, length, ws=None)``, one row's ``[1, length, ...]`` tensors, and
+            ``noise(start, length)`` stacks every row's.
 
     Returns:
         ``noise(start, length, ws=None) -> (eps_factors [N|1, length, R] or None, eps_diag [N|1, length, W|1])``;
         with a :class:`~harness.heads.linear_space.Workspace` ``ws`` the draw fills its buffers ``"eps_f"``
-        and ``"eps_d"`` (the same values), overwritten by the next call with the same workspace.
+        and ``"eps_d"`` (the same values), overwritten by the next call with the same workspace (by row: ``ws``
+        is taken by ``noise.row`` only).
     """
     rows = 1 if shared else num_rows
     diag_width = 1 if diag_scalar else width
 
-    def noise(start: int, length: int, ws=None) -> "tuple[Optional[Tensor], Tensor]":
-        base = (seed * 1_000_003 + start) * 2
+    def draw(base: int, rows: int, length: int, ws) -> "tuple[Optional[Tensor], Tensor]":
         gens = [torch.Generator(device=device) for _ in range(2)]
         for part, gen in enumerate(gens):
             gen.manual_seed((base + part) % (1 << 63))
@@ -113,8 +118,23 @@ def seeded_noise(
             eps_factors.normal_(generator=gens[0])
         return eps_factors, eps_diag
 
-    noise.takes_workspace = True  # type: ignore[attr-defined]
-    return noise
+    if not by_row:
+
+        def noise(start: int, length: int, ws=None) -> "tuple[Optional[Tensor], Tensor]":
+            return draw((seed * 1_000_003 + start) * 2, rows, length, ws)
+
+        noise.takes_workspace = True  # type: ignore[attr-defined]
+        return noise
+
+    def row(index: int, start: int, length: int, ws=None) -> "tuple[Optional[Tensor], Tensor]":
+        return draw(((seed * 1_000_003 + start) * 1_000_033 + index + 1) * 2, 1, length, ws)
+
+    def stacked(start: int, length: int, ws=None) -> "tuple[Optional[Tensor], Tensor]":
+        parts = [row(index, start, length) for index in range(num_rows)]
+        return (None if num_factors == 0 else torch.cat([p[0] for p in parts])), torch.cat([p[1] for p in parts])
+
+    stacked.row = row  # type: ignore[attr-defined]
+    return stacked
 
 
 # ---------------------------------------------------------------------------------------------- counter-based

@@ -12,6 +12,7 @@ from torch import Tensor
 
 from harness.heads.noise import CounterNoise, counter_bank, counter_key, seeded_noise
 from harness.heads.options import BANK_ROWS
+from harness.heads.rows import MIN_SAMPLES
 
 __all__ = ["AUTO_CHUNK_ELEMENTS", "FRESH_CHUNK_ELEMENTS", "auto_chunk_size", "plan_noise"]
 
@@ -41,7 +42,9 @@ def plan_noise(head, h: Tensor, s: int, seed: Optional[int]) -> "tuple":
     chunk size the rows are processed in blocks of about AUTO_CHUNK_ELEMENTS / (chunk·width)
     rows, which keeps the memory of a chunk flat in the batch size as in training.
     Otherwise the noise is fresh (``seed`` if given, else drawn from torch's global RNG), per
-    row unless ``share_samples_across_batch``, with chunks of about FRESH_CHUNK_ELEMENTS.
+    row unless ``share_samples_across_batch``, with chunks of about FRESH_CHUNK_ELEMENTS; a HET-XL head whose
+    single row's chunk reaches :data:`~harness.heads.rows.MIN_SAMPLES` samples draws it row by row and is
+    computed row by row (:mod:`harness.heads.rows`: one product fewer in the backward pass).
 
     Inside ``torch.compile`` the noise is :class:`~harness.heads.noise.CounterNoise` keyed by a
     tensor (drawn in the graph from the global RNG, or made from the seed): an element's noise
@@ -81,6 +84,9 @@ def plan_noise(head, h: Tensor, s: int, seed: Optional[int]) -> "tuple":
         row_block = max(1, AUTO_CHUNK_ELEMENTS // (chunk * width))
     else:
         chunk = auto_chunk_size(h.shape[0], width, s, FRESH_CHUNK_ELEMENTS)
+    by_row = not (bank or shared or scalar) and _row_by_row(head, h.shape[0], width, s)
+    if by_row:
+        chunk = auto_chunk_size(1, width, s, FRESH_CHUNK_ELEMENTS)
     if bank:
         noise = counter_bank(
             seed,
@@ -101,5 +107,18 @@ def plan_noise(head, h: Tensor, s: int, seed: Optional[int]) -> "tuple":
         diag_scalar=scalar,
         device=h.device,
         dtype=h.dtype,
+        by_row=by_row,
     )
     return noise, min(chunk, s), row_block, None
+
+
+def _row_by_row(head, num_rows: int, width: int, s: int) -> bool:
+    """Whether a call with fresh, per-row noise goes row by row (:mod:`harness.heads.rows`): HET-XL (noise on the
+    pre-logits), the chunk size automatic, two rows or more, and one row's chunk at least
+    :data:`~harness.heads.rows.MIN_SAMPLES` samples long."""
+    return (
+        head.noise_space == "pre_logits"
+        and head.mc_chunk_size is None
+        and num_rows >= 2
+        and auto_chunk_size(1, width, s, FRESH_CHUNK_ELEMENTS) >= MIN_SAMPLES
+    )

@@ -40,6 +40,8 @@ from harness.heads.chunk import NoiseLayout, _chunk_backward, _chunk_stats, _sam
 from harness.heads.linear_space import Workspace, chunk_sums, grad_coefficients, rows_out_of_range, split_chunks
 from harness.heads.noise import CounterNoise, NoiseFn, fill_standard_normal, seeded_noise
 from harness.heads.planning import AUTO_CHUNK_ELEMENTS, FRESH_CHUNK_ELEMENTS, auto_chunk_size, plan_noise
+from harness.heads.rows import backward as rows_backward
+from harness.heads.rows import linear_sums as rows_linear_sums
 
 __all__ = [
     "AUTO_CHUNK_ELEMENTS",
@@ -136,12 +138,20 @@ def _rows(params: tuple, idx: Tensor) -> tuple:
 
 
 def _rows_noise(noise: NoiseFn, idx: Tensor) -> NoiseFn:
-    """The noise of rows ``idx`` only (noise shared by the rows, leading dim 1, is left whole)."""
+    """The noise of rows ``idx`` only (noise shared by the rows, leading dim 1, is left whole; noise drawn by row
+    is drawn for those rows only)."""
+    if hasattr(noise, "row"):
 
-    def rows(start: int, length: int) -> "tuple[Optional[Tensor], Tensor]":
+        def drawn(start: int, length: int) -> "tuple[Optional[Tensor], Tensor]":
+            parts = [noise.row(int(b), start, length) for b in idx]
+            return tuple(None if parts[0][i] is None else torch.cat([p[i] for p in parts]) for i in (0, 1))
+
+        return drawn
+
+    def subset(start: int, length: int) -> "tuple[Optional[Tensor], Tensor]":
         return tuple(e if e is None or e.shape[0] == 1 else e[idx] for e in noise(start, length))
 
-    return rows
+    return subset
 
 
 def _draw(noise: NoiseFn, start: int, length: int, ws: "Workspace") -> tuple:
@@ -163,17 +173,28 @@ def _forward_eager(layout: NoiseLayout, noise: NoiseFn, params: tuple) -> "tuple
             acc = list(sums) if acc is None else [a.add_(b) for a, b in zip(acc, sums)]
         return acc
 
-    parts = split_chunks(list(range(0, layout.num_samples, layout.chunk_size)), params[0].device, work)
-    acc = parts[0]
-    for part in parts[1:]:
-        acc = [a.add_(b) for a, b in zip(acc, part)]
+    if hasattr(noise, "row"):  # noise drawn row by row (HET-XL, long chunks): the row-by-row driver
+        acc = rows_linear_sums(layout, noise, params)
+    else:
+        parts = split_chunks(list(range(0, layout.num_samples, layout.chunk_size)), params[0].device, work)
+        acc = parts[0]
+        for part in parts[1:]:
+            acc = [a.add_(b) for a, b in zip(acc, part)]
     outs = tuple(a.log_() for a in acc)
     log_s = math.log(layout.num_samples)
     bad = rows_out_of_range(tuple(o - log_s for o in outs))
-    if bad is not None:
-        for out, exact in zip(outs, _forward_sums(layout, _rows_noise(noise, bad), None, _rows(params, bad))):
-            out.index_copy_(0, bad, exact)
+    for group in _groups(noise, bad):
+        for out, exact in zip(outs, _forward_sums(layout, _rows_noise(noise, group), None, _rows(params, group))):
+            out.index_copy_(0, group, exact)
     return outs, bad
+
+
+def _groups(noise: NoiseFn, bad: Optional[Tensor]) -> "list[Tensor]":
+    """The rows ``bad`` ``[M]`` in the groups the log-space kernels take at once: all together, or one by one for
+    noise drawn by row (whose chunks are long: M rows of them at once would be M times one chunk's memory)."""
+    if bad is None:
+        return []
+    return list(bad.split(1)) if hasattr(noise, "row") else [bad]
 
 
 def _backward_eager(
@@ -192,23 +213,25 @@ def _backward_eager(
                 out[name] = part if name not in out else out[name].add_(part)
         return out
 
-    starts = list(range(0, layout.num_samples, layout.chunk_size))
-    total: dict = {}
-    for part in split_chunks(starts, params[0].device, work):
-        for name, grad in part.items():
-            total[name] = grad if name not in total else total[name].add_(grad)
-    if bad is not None:
+    if hasattr(noise, "row"):
+        total = rows_backward(layout, noise, params, coeffs, need)
+    else:
+        total = {}
+        for part in split_chunks(list(range(0, layout.num_samples, layout.chunk_size)), params[0].device, work):
+            for name, grad in part.items():
+                total[name] = grad if name not in total else total[name].add_(grad)
+    for group in _groups(noise, bad):
         exact = _backward_sums(
             layout,
-            _rows_noise(noise, bad),
+            _rows_noise(noise, group),
             None,
-            _rows(params, bad),
-            tuple(s[bad] for s in shifted),
-            tuple(g[bad] for g in grads),
+            _rows(params, group),
+            tuple(s[group] for s in shifted),
+            tuple(g[group] for g in grads),
             need,
         )
         for name, part in exact.items():  # the linear-space part of these rows is 0 (coefficients 0)
-            total[name] = total[name].index_add_(0, bad, part) if name in _GRAD_NAMES[:3] else total[name] + part
+            total[name] = total[name].index_add_(0, group, part) if name in _GRAD_NAMES[:3] else total[name] + part
     return total
 
 
