@@ -98,7 +98,12 @@ def seeded_noise(
         with a :class:`~harness.heads.linear_space.Workspace` ``ws`` the draw fills its buffers ``"eps_f"``
         and ``"eps_d"`` (the same values), overwritten by the next call with the same workspace (by row: ``ws``
         is taken by ``noise.row`` only).
+
+    Raises:
+        ValueError: ``by_row`` with ``shared``.
     """
+    if by_row and shared:
+        raise ValueError("seeded_noise: by_row=True draws each row's own noise; it cannot be shared (shared=True)")
     rows = 1 if shared else num_rows
     diag_width = 1 if diag_scalar else width
 

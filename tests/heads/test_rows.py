@@ -103,6 +103,8 @@ def test_rows_are_independent_draws_and_reproducible():
     assert not torch.equal(noise.row(0, 0, 6)[1], a[1]) and not torch.equal(noise.row(1, 6, 6)[1], a[1])
     stacked = noise(0, 6)  # every row's, as sample_logits reads them
     assert stacked[1].shape == (3, 6, 4) and torch.equal(stacked[1][1:2], a[1])
+    with pytest.raises(ValueError, match="cannot be shared"):
+        seeded_noise(5, 3, 4, 2, shared=True, diag_scalar=False, device="cpu", dtype=torch.float32, by_row=True)
 
 
 def _plan(s, n=8, **options):
