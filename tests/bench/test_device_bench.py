@@ -2,6 +2,8 @@
 rows; bad input is refused before any work. The dry run takes about 15 s on 2 busy Zen 4 cores (one torch thread)."""
 
 import json
+import subprocess
+import sys
 from dataclasses import asdict
 from pathlib import Path
 
@@ -16,9 +18,12 @@ from harness.heads.variants import VARIANTS
 
 @pytest.fixture(scope="module")
 def dry_run(tmp_path_factory):
+    """In its own process: the dry run holds accelerate's precision at bf16, which would send later tests' runs of
+    another precision to fresh processes (where their monkeypatches do not reach)."""
     out = tmp_path_factory.mktemp("device")
-    res = CliRunner().invoke(main, ["bench", "device", "--dry-run", "--out", str(out)])
-    assert res.exit_code == 0, res.output
+    cmd = [sys.executable, "-m", "harness.cli", "bench", "device", "--dry-run", "--out", str(out)]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stdout + res.stderr
     return out, json.loads((out / "device.json").read_text())
 
 
