@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Optional, Sequence
 
-from harness.heads.options import DEFAULT_NUM_FACTORS, MAX_TEMPERATURE
+from harness.heads.options import DEFAULT_NUM_FACTORS, MAX_MC_SAMPLES, MAX_TEMPERATURE
+from harness.rules import SEED
 
 
 def resolved_num_factors(covariance: str, num_factors: Optional[int], width: int, noise_space: str) -> int:
@@ -37,28 +38,33 @@ def check_sampling_options(
     clip_eps: Optional[float],
     eval_seed: Optional[int],
 ) -> None:
-    """The Monte Carlo options: S >= 1 in training and in evaluation, a chunk size >= 1 (None: automatic),
-    ``clip_eps`` in (0, 0.5) (None: exact log space), ``eval_seed`` >= 0 (None: fresh noise each call).
+    """The Monte Carlo options: S in [1, :data:`~harness.heads.options.MAX_MC_SAMPLES`] in training and in evaluation,
+    a chunk size >= 1 (None: automatic), ``clip_eps`` in (0, 0.5) (None: exact log space), ``eval_seed`` a seed of
+    :data:`harness.rules.SEED`'s range (None: fresh noise each call).
 
     Raises:
         ValueError: the first option out of range, named.
     """
     for name, value in (("train_mc_samples", train_mc_samples), ("eval_mc_samples", eval_mc_samples)):
-        if int(value) < 1:
-            raise ValueError(f"{name} must be >= 1, got {value}")
+        if not 1 <= int(value) <= MAX_MC_SAMPLES:
+            raise ValueError(
+                f"{name} must be a whole number in [1, {MAX_MC_SAMPLES:,}], got {value} (the paper trains with 1000 "
+                "samples)"
+            )
     if mc_chunk_size is not None and int(mc_chunk_size) < 1:
         raise ValueError(f"mc_chunk_size must be >= 1 or None (automatic), got {mc_chunk_size}")
     if clip_eps is not None and not (0.0 < clip_eps < 0.5):
         raise ValueError(f"clip_eps must be in (0, 0.5) or None (exact log space), got {clip_eps}")
-    if eval_seed is not None and eval_seed < 0:
-        raise ValueError(f"eval_seed must be >= 0, or None for fresh noise each call, got {eval_seed!r}")
+    if eval_seed is not None and not SEED["low"] <= eval_seed <= SEED["high"]:
+        raise ValueError(f"eval_seed must be {SEED['text']}, or None for fresh noise each call, got {eval_seed!r}")
 
 
 def checked_temperature_bounds(
-    learn_temperature: bool, temperature: float, temperature_bounds: Sequence[float]
+    learn_temperature: bool, temperature: Optional[float], temperature_bounds: Sequence[float]
 ) -> "tuple[float, float]":
     """``temperature_bounds`` as floats ``(lo, hi)``, once the temperature the head will use is checked: a learned
-    τ needs finite bounds with 0 < lo < hi, a fixed τ a finite ``temperature`` > 0.
+    τ needs finite bounds with 0 < lo < hi and starts strictly inside them (at ``temperature``, or None: their
+    midpoint), a fixed τ a finite ``temperature`` > 0 (None: 1).
 
     Raises:
         ValueError: bounds or temperature out of range.
@@ -73,6 +79,14 @@ def checked_temperature_bounds(
             f"temperature_bounds must be finite with 0 < lower < upper <= {MAX_TEMPERATURE:g}, got ({lo}, {hi}); "
             "e.g. (0.3, 3.0)"
         )
+    if learn_temperature and temperature is not None and not lo < temperature < hi:
+        raise ValueError(
+            f"temperature={temperature} is where the learned τ starts: it must lie strictly inside "
+            f"temperature_bounds ({lo:g}, {hi:g}); give a start inside them, widen the bounds, or leave temperature "
+            "unset to start at their midpoint"
+        )
+    if temperature is None:
+        return lo, hi
     if not learn_temperature and not (0 < temperature <= MAX_TEMPERATURE):
         raise ValueError(
             f"temperature must be a finite float > 0 (at most {MAX_TEMPERATURE:g}: larger ones flatten every "

@@ -17,6 +17,7 @@ the class weights shared with μ.
 
 from __future__ import annotations
 
+import math
 from typing import Optional, Sequence
 
 import torch
@@ -33,6 +34,7 @@ from harness.heads.options import (
     INITS,
     LINKS,
     MAX_DENSE_COVARIANCE_ELEMENTS,
+    MAX_MC_SAMPLES,
     MIN_SCALE,
     NOISE_SPACES,
     _choice,
@@ -54,10 +56,11 @@ class HeteroscedasticHead(nn.Module):
         link: ``"softmax"`` (multiclass) or ``"sigmoid"`` (multilabel).
         num_factors: R, rank of the low-rank part of ``low_rank`` and ``parameter_efficient``,
             1 <= R <= W (W = K, or D for HET-XL); None: min(15, W), the paper's ImageNet rank.
-            Ignored by ``none`` and ``diagonal``.
-        temperature: fixed τ > 0 dividing the logit samples (paper Eq. 6).
-        learn_temperature: learn τ = lo + (hi - lo)·sigmoid(t), t initialised at 0, i.e. τ starts
-            at the midpoint of ``temperature_bounds`` (edward2 ``tune_temperature``; HET-XL).
+            Refused by ``none`` and ``diagonal``, which have no factors (leave it None there).
+        temperature: fixed τ > 0 dividing the logit samples (paper Eq. 6); None: 1. With
+            ``learn_temperature``, where the learned τ starts (strictly inside ``temperature_bounds``).
+        learn_temperature: learn τ = lo + (hi - lo)·sigmoid(t); t starts at 0, i.e. τ at the midpoint of
+            ``temperature_bounds`` (edward2 ``tune_temperature``; HET-XL), unless ``temperature`` is given.
         temperature_bounds: (lo, hi) with 0 < lo < hi, used when ``learn_temperature``.
         noise_space: ``"logits"`` (HET) or ``"pre_logits"`` (HET-XL).
         train_mc_samples, eval_mc_samples: S in training / evaluation mode (>= 1).
@@ -106,7 +109,7 @@ class HeteroscedasticHead(nn.Module):
         covariance: str = "low_rank",
         link: str = "softmax",
         num_factors: Optional[int] = None,
-        temperature: float = 1.0,
+        temperature: Optional[float] = None,
         learn_temperature: bool = False,
         temperature_bounds: Sequence[float] = DEFAULT_TEMPERATURE_BOUNDS,
         noise_space: str = "logits",
@@ -134,6 +137,11 @@ class HeteroscedasticHead(nn.Module):
         _choice("init", init, INITS)
         width = self.in_features if self.noise_space == "pre_logits" else self.num_classes
         self.noise_width = width
+        if not self.variant.has_factors and num_factors is not None:
+            raise ValueError(
+                f"num_factors={num_factors} is for a head with factors (low_rank, parameter_efficient); "
+                f"covariance={covariance!r} has none: leave num_factors unset (None), or choose covariance='low_rank'"
+            )
         has_factors = self.variant.has_factors
         self.num_factors = resolved_num_factors(covariance, num_factors, width, self.noise_space) if has_factors else 0
         check_sampling_options(train_mc_samples, eval_mc_samples, mc_chunk_size, clip_eps, eval_seed)
@@ -147,10 +155,12 @@ class HeteroscedasticHead(nn.Module):
         # temperature
         self.learn_temperature = bool(learn_temperature)
         self.temperature_bounds = checked_temperature_bounds(self.learn_temperature, temperature, temperature_bounds)
-        if self.learn_temperature:
-            self.temperature_logit = nn.Parameter(torch.zeros(()))
+        if self.learn_temperature:  # τ = lo + (hi - lo)·sigmoid(t): t = logit of where τ starts (0: the midpoint)
+            lo, hi = self.temperature_bounds
+            start = 0.0 if temperature is None else math.log((temperature - lo) / (hi - temperature))
+            self.temperature_logit = nn.Parameter(torch.tensor(start))
         else:
-            self.register_buffer("fixed_temperature", torch.tensor(float(temperature)))
+            self.register_buffer("fixed_temperature", torch.tensor(1.0 if temperature is None else float(temperature)))
 
         # layers (names follow edward2: loc, diag, then the variant's own: scale, scale_het, scale_hom)
         self.loc = nn.Linear(self.in_features, self.num_classes)
@@ -331,8 +341,8 @@ class HeteroscedasticHead(nn.Module):
     # ------------------------------------------------------------------ sampling
     def _mc_samples(self, mc_samples: Optional[int]) -> int:
         s = (self.train_mc_samples if self.training else self.eval_mc_samples) if mc_samples is None else mc_samples
-        if int(s) < 1:
-            raise ValueError(f"mc_samples must be >= 1, got {s}")
+        if not 1 <= int(s) <= MAX_MC_SAMPLES:
+            raise ValueError(f"mc_samples must be a whole number in [1, {MAX_MC_SAMPLES:,}], got {s}")
         return int(s)
 
     def _plan(self, h: Tensor, s: int, seed: Optional[int]) -> "tuple":

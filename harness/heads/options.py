@@ -39,6 +39,9 @@ INITS = ("keras", "flax", "torch")
 #: the largest temperature τ a head takes (larger ones flatten every prediction to uniform; the references' grids stop
 #: at 5): the head, an experiment's τ grids and the transfer heads read it
 MAX_TEMPERATURE = 1000.0
+#: the most Monte Carlo samples a head takes per call (the paper trains with 1000; 10^9 would run for days with no
+#: output)
+MAX_MC_SAMPLES = 1_000_000
 #: d(x) = softplus(.) + MIN_SCALE (``MIN_SCALE_MONTE_CARLO`` of edward2 ``edward2/tensorflow/layers/heteroscedastic.py``).
 MIN_SCALE = 1e-3
 #: default bounds of a learned temperature (the defaults of edward2 ``edward2/tensorflow/layers/heteroscedastic.py``).

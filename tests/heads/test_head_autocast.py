@@ -20,7 +20,7 @@ def _head(covariance, link, space="pre_logits", s=1000):
         128,
         50,
         covariance=covariance,
-        num_factors=6,
+        num_factors=6 if VARIANTS[covariance].has_factors else None,
         noise_space=space,
         link=link,
         train_mc_samples=s,
