@@ -19,7 +19,7 @@ import numpy as np
 from harness.downstream.finetune import HEADS, TransferTraining
 from harness.downstream.schedules import SCHEDULES
 from harness.heads.options import MAX_TEMPERATURE
-from harness.rules import setting
+from harness.rules import MAX_LEARNING_RATE, setting
 from harness.tasks.taskset import TaskData
 from harness.training.precision import canonical
 
@@ -92,10 +92,11 @@ class SweepSettings(TransferTraining, TaskData):
             isinstance(self.lrs, (list, tuple))
             and len(self.lrs) > 0
             and all(
-                isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0 for v in self.lrs
+                isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v <= MAX_LEARNING_RATE
+                for v in self.lrs
             ),
-            f"learning rates (--lrs, lrs) must be a non-empty list of positive numbers, e.g. 0.001,0.01; got "
-            f"{self.lrs!r}",
+            f"learning rates (--lrs, lrs) must be a non-empty list of positive numbers, at most {MAX_LEARNING_RATE:g} "
+            f"(the references' lie below 1), e.g. 0.001,0.01; got {self.lrs!r}",
         )
         rule = self.schedule == "bit_hyperrule"
         _require(

@@ -35,7 +35,7 @@ from typing import Any, Callable, Optional, Sequence
 from harness.downstream.config import SweepSettings, recipe
 from harness.downstream.records import _execute, _key, append_record, read_records, run_one  # noqa: F401
 from harness.downstream.table import table, uncertainty_table, write_table
-from harness.io import RunLock, atomic_write_text, path_under
+from harness.io import RunLock, atomic_write_text, path_under, read_json
 from harness.progress import duration
 from harness.tasks.catalogue import Task
 from harness.tasks.taskset import check_tasks, custom_spec, expand_tasks
@@ -164,7 +164,13 @@ def sweep(
     out = Path(out)
     header = {"upstream": record, "settings": asdict(settings)}
     meta = out / "sweep.json"
-    if meta.is_file() and not _same_sweep(json.loads(meta.read_text()), header):
+    stored = read_json(meta)
+    if meta.is_file() and not (isinstance(stored, dict) and isinstance(stored.get("settings"), dict)):
+        raise ValueError(
+            f"{meta} is not a sweep's record (not a JSON object with its settings): a sweep writes it; write this "
+            "one elsewhere (--out), or move that folder's files away"
+        )
+    if meta.is_file() and not _same_sweep(stored, header):
         raise ValueError(
             f"{out} holds a sweep of another upstream checkpoint or settings; write this one "
             "elsewhere (--out; runs_root for harness run) or delete that folder to start it over"

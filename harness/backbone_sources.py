@@ -30,6 +30,7 @@ from harness.weights import (
     check_finite,
     check_timm_name,
     load_weights,
+    local_dir,
     read_config_json,
     read_state,
     timm_preprocessing,
@@ -215,11 +216,12 @@ def hub_config(source: str, offline: Optional[bool] = None) -> "tuple[dict, Opti
     ``huggingface_hub.hf_hub_download``: downloaded, or from the cache only in offline mode).
 
     Raises:
-        ValueError: no such folder or repository, or no config.json (the message names the fix).
+        ValueError: no such folder or repository, an empty ``local-dir:`` path, or no config.json (the message names
+            the fix).
     """
     name = str(source)[len(TIMM_PREFIX) :] if str(source).startswith(TIMM_PREFIX) else str(source)
     if name.startswith(LOCAL_DIR_PREFIX):
-        folder = Path(name[len(LOCAL_DIR_PREFIX) :]).expanduser()
+        folder = local_dir(name)
         if not folder.is_dir():
             raise ValueError(
                 f"{source}: no folder {str(folder)!r}; give local-dir:PATH of a folder holding "

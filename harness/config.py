@@ -81,6 +81,12 @@ def load_config(
             except TypeError:
                 n_over = len(layers) - len(overrides)
                 where = f" override {quote(overrides[i - n_over])}" if i >= n_over else where
+                if i >= n_over and "[" in overrides[i - n_over].split("=", 1)[0]:  # an element past a list's end
+                    key = overrides[i - n_over].split("[", 1)[0].strip()
+                    raise ValueError(
+                        f"invalid config{where}: an index sets an element of a list that exists (index < its "
+                        f"length); to change the list's length give it whole: {key}=[v1,v2,...]"
+                    ) from None
                 break
         raise ValueError(
             f"invalid config{where}: {e} (a list where a mapping is expected, or the reverse; e.g. "
@@ -94,6 +100,8 @@ _TYPE_FIXES = {
     "Float": "give a number, e.g. 0.05",
     "valid bool": "give true or false",
     "ListConfig": "give a list, e.g. [0, 1]",
+    "Dict[": "give a mapping of settings, one by one (model.head.covariance=none) or whole (model.head={covariance: "
+    "none})",
 }
 
 

@@ -23,9 +23,10 @@ Weights (``model.safetensors``), one of two layouts:
   backbone's state dict and the head's under ``het_head.``; timm refuses it (unexpected keys), the harness reads it.
 
 This module is the format, as timm's ``_hub.py`` is: it writes a model's tensors and ``config.json`` and reads them
-back (:func:`read_export`: the config and the state dict, safetensors only, finite values); it never imports the
-model class, which builds itself from what was read (``Classifier.from_pretrained``, its config checked as a
-``model.pt``'s is by :func:`harness.model_config.check_stored_config`). It keeps the card's digest line
+back (:func:`read_export`: the config, checked whole by :func:`~harness.export_rules.check_export_config` before any weights are read, its
+model config as a ``model.pt``'s is by :func:`harness.model_config.check_stored_config`; the state dict, safetensors
+only, finite values); it never imports the model class, which builds itself from what was read
+(``Classifier.from_pretrained``). It keeps the card's digest line
 (:data:`CARD_MARK`: an edited card is never replaced); the card itself is :func:`harness.card.model_card`'s.
 :func:`harness.runs.export_run` exports a run folder with its data and metrics.
 """
@@ -40,26 +41,13 @@ from typing import Any, Optional, Sequence
 
 import torch
 
+from harness.export_rules import check_export_config, timm_name
 from harness.io import atomic_write_bytes, atomic_write_text, json_dumps, quote
-from harness.rules import Rule
 
 EXPORT_FORMAT = "harness.export/1"
 WEIGHTS_FILE, CONFIG_FILE, CARD_FILE = "model.safetensors", "config.json", "README.md"
 LAYOUTS = ("timm", "het_head")
 HEAD_PREFIX = "het_head."
-#: data settings recorded as ``trained_on`` (never paths: an export may be pushed to a public hub)
-DATA_KEYS = (
-    "source",
-    "name",
-    "train_split",
-    "eval_split",
-    "heldout_split",
-    "label_set",
-    "multilabel",
-    "num_classes",
-    "label_noise",
-    "image_size",
-)
 
 
 def prepare_folder(folder: "str | os.PathLike") -> Path:
@@ -131,10 +119,7 @@ def export_state(model: torch.nn.Module) -> "tuple[dict[str, torch.Tensor], str,
 
 def _architecture(model: torch.nn.Module) -> str:
     """The model's backbone name as timm's registry spells it (``timm:resnet18`` -> ``resnet18``)."""
-    from harness.weights import TIMM_PREFIX
-
-    name = model.config.backbone
-    return name[len(TIMM_PREFIX) :] if name.startswith(TIMM_PREFIX) else name
+    return timm_name(model.config.backbone)
 
 
 def _same_in_timm(model: torch.nn.Module, state: dict) -> bool:
@@ -200,7 +185,7 @@ def export_config(model: torch.nn.Module, layout: str, folded: Optional[float]) 
     names = classifier_names(model.backbone) if layout == "timm" else ()
     if names:
         cfg["classifier"] = names[0] if len(names) == 1 else list(names)
-    size = model.card_info.get("trained_on", {}).get("image_size")
+    size = (model.card_info.get("trained_on") or {}).get("image_size")
     if isinstance(size, int) and not cfg.get("fixed_input_size"):
         cfg["input_size"] = [int((cfg.get("input_size") or (3,))[0]), size, size]
         cfg.pop("test_input_size", None)
@@ -306,7 +291,8 @@ def read_export(model_id: str, **download: Any) -> Export:
 
     Raises:
         FileNotFoundError: no config.json or weights in the folder.
-        ValueError: not an export of this format; unreadable or non-finite weights.
+        ValueError: not an export of this format; a config.json that breaks the rules of
+            :func:`~harness.export_rules.check_export_config`; unreadable or non-finite weights.
     """
     from harness.weights import read_config_json, read_state
 
@@ -319,14 +305,7 @@ def read_export(model_id: str, **download: Any) -> Export:
             "by Classifier.save_pretrained (a plain timm folder loads with harness.sources.load_source("
             "'local-dir:PATH'))"
         )
-    folded, names = info.get("folded_temperature"), config.get("label_names")
-    if folded is not None and not Rule(low=0, low_open=True).holds(folded):
-        raise ValueError(
-            f"{config_path}: harness.folded_temperature = {folded!r} must be null or a finite number > 0 (the τ "
-            "folded into the classifier); give the folder save_pretrained wrote, unchanged"
-        )
-    if names is not None and not (isinstance(names, list) and all(isinstance(n, str) for n in names)):
-        raise ValueError(f"{config_path}: label_names must be a list of class names (strings), got {names!r:.80}")
+    check_export_config(config, config_path)
     state = read_state(weights_path, what=str(model_id))
     return Export(config, state, config_path, f"{weights_path} ({model_id})")
 

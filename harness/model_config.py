@@ -31,20 +31,37 @@ BACKBONE_RULES = {
     "in_chans": Rule(low=1, whole=True),
     "img_size": Rule(low=1, whole=True),
 }
+#: ``timm.create_model`` arguments the harness sets itself (a backbone is built with ``num_classes=0`` and its weights
+#: loaded from a source), each with what to give instead: as backbone options they would reach timm twice
+HARNESS_KWARGS = {
+    "model_name": "the backbone is named by the model's backbone",
+    "pretrained": "give pretrained weights with model.pretrained_file=FILE (harness upstream) or a source such as "
+    "timm:NAME with --weights FILE (harness downstream)",
+    "num_classes": "the classes are the model's num_classes (data.num_classes for harness upstream)",
+}
 
 
 def check_backbone_kwargs(kwargs: Any, key: str) -> None:
-    """``timm.create_model`` options: a mapping whose numbers are finite, those of :data:`BACKBONE_RULES` within
-    their rule (a drop rate of NaN or 5, or 0 input channels, would fail inside torch after work started).
+    """``timm.create_model`` options: a mapping without the arguments the harness sets itself
+    (:data:`HARNESS_KWARGS`), whose numbers are finite, those of :data:`BACKBONE_RULES` within their rule (a drop rate
+    of NaN or 5, or 0 input channels, would fail inside torch after work started).
 
     Raises:
-        ValueError: ``<key>.<option> must be <rule>, got <value>``.
+        ValueError: ``<key>.<option> must be <rule>, got <value>``; ``<key>.<option>`` set by the harness itself
+            (with what to give instead).
     """
     import math
+
+    from harness.io import quote
 
     if not isinstance(kwargs, dict):
         raise ValueError(f"{key} must be a mapping of timm.create_model options, got {type(kwargs).__name__}")
     for name, value in kwargs.items():
+        if name in HARNESS_KWARGS:
+            raise ValueError(
+                f"{key}.{name} = {quote(repr(value), 60)}: the harness sets {name} itself when it builds the "
+                f"backbone; drop {key}.{name}: {HARNESS_KWARGS[name]}"
+            )
         rule = BACKBONE_RULES.get(name)
         values = value if isinstance(value, (list, tuple)) else [value]
         numbers = [v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]

@@ -15,6 +15,7 @@ harness's images, so a backbone trained on ImageNet statistics sees them whateve
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 from pathlib import Path
 from typing import Any, Optional
@@ -23,12 +24,12 @@ import torch
 from huggingface_hub import ModelHubMixin
 from torch import Tensor, nn
 
-from harness import card, hub
+from harness import card, export_rules, hub
 from harness.backbone_sources import create_backbone, source_backbone
 from harness.data.transforms import HARNESS_NORMALISATION
 from harness.heads import HeteroscedasticHead
 from harness.io import atomic_torch_save
-from harness.model_config import ModelConfig, check_stored_config
+from harness.model_config import ModelConfig, check_backbone_kwargs, check_stored_config
 from harness.weights import (  # noqa: F401 -- TIMM_PREFIX, TORCHVISION_PREFIX: part of this module's API
     TIMM_PREFIX,
     TORCHVISION_PREFIX,
@@ -181,8 +182,19 @@ class Classifier(
                 :attr:`card_info`; ``metrics``: its evaluation metrics (``{"top1": 0.91, ...}``).
 
         Raises:
-            ValueError: a folder holding files other than an earlier export's; a feature extractor (no head).
+            ValueError: a folder holding files other than an earlier export's; a feature extractor (no head);
+                ``trained_on``, ``metrics`` or ``card_info['label_names']`` that break their rules
+                (:func:`harness.export_rules.check_card_info`), before anything is written.
         """
+        info = dict(self.card_info)
+        info.update({k: v for k, v in (("trained_on", trained_on), ("metrics", metrics)) if v is not None})
+        if isinstance(info.get("metrics"), dict):  # a NaN or infinity is written as null (not measured)
+            info["metrics"] = {
+                k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in info["metrics"].items()
+            }
+        export_rules.check_card_info(
+            info, self.num_classes, "save_pretrained", fix="give the data's settings and the metrics measured"
+        )
         for key, value in (("trained_on", trained_on), ("metrics", metrics)):
             if value is not None:
                 self.card_info[key] = dict(value)
@@ -200,9 +212,10 @@ class Classifier(
 
         Raises:
             ValueError: another source (a file such as ``model.pt``; ``timm:NAME``, ``torchvision:NAME``), naming the
-                loader that takes it; see also :meth:`_from_pretrained`.
+                loader that takes it; an empty ``local-dir:`` path; a folder whose config.json is not a JSON object
+                (before huggingface_hub reads it); see also :meth:`_from_pretrained`.
         """
-        from harness.weights import HF_HUB_PREFIX, LOCAL_DIR_PREFIX
+        from harness.weights import HF_HUB_PREFIX, LOCAL_DIR_PREFIX, local_dir, read_config_json
 
         name = str(pretrained_model_name_or_path)
         if name.startswith((TIMM_PREFIX, TORCHVISION_PREFIX)):
@@ -210,13 +223,18 @@ class Classifier(
                 f"{name!r} names a backbone, not a harness export: load it with "
                 f"harness.sources.load_source({name!r}); Classifier.from_pretrained takes a save_pretrained folder"
             )
+        if name.startswith(LOCAL_DIR_PREFIX):
+            local_dir(name)  # refuses an empty path
         for prefix in (LOCAL_DIR_PREFIX, HF_HUB_PREFIX):
             name = name[len(prefix) :] if name.startswith(prefix) else name
-        if Path(name).expanduser().is_file():
+        folder = Path(name).expanduser()
+        if folder.is_file():
             raise ValueError(
                 f"{name!r} is a file: Classifier.from_pretrained takes the folder save_pretrained wrote"
                 + ("; a harness model.pt loads with harness.models.load_model(path)" if name.endswith(".pt") else "")
             )
+        if (folder / hub.CONFIG_FILE).is_file():
+            read_config_json(folder / hub.CONFIG_FILE)  # huggingface_hub reads it first, and takes only an object
         return super().from_pretrained(name, **kwargs)
 
     @classmethod
@@ -233,13 +251,16 @@ class Classifier(
         **unused: Any,
     ) -> "Classifier":
         """huggingface_hub's hook behind ``Classifier.from_pretrained(folder_or_hub_id)``:
-        the files of :func:`harness.hub.read_export` (``config.json`` checked as a ``model.pt``'s config is, the
-        safetensors weights), built by :func:`build_model` and loaded strictly, in eval mode on ``map_location``.
+        the files of :func:`harness.hub.read_export` (``config.json`` checked by
+        :func:`harness.hub.check_export_config`, its model config as a ``model.pt``'s is; the safetensors weights),
+        built by :func:`build_model` (its ``num_features`` checked against the model's) and loaded strictly, in eval
+        mode on ``map_location``.
 
         Raises:
             FileNotFoundError: no config.json or weights in the folder.
-            ValueError: not an export of this format; a stored config that could open other files; unreadable or
-                non-finite weights; weights that do not fit (keys and shapes listed).
+            ValueError: not an export of this format; a stored config that could open other files; a config.json
+                whose keys break their rules or disagree with its harness section; unreadable or non-finite
+                weights; weights that do not fit (keys and shapes listed).
         """
         export = hub.read_export(
             model_id,
@@ -249,17 +270,11 @@ class Classifier(
             local_files_only=local_files_only,
             token=token,
         )
-        spec = ModelConfig.from_dict(check_stored_config(export.info.get("model"), str(export.config_path)))
-        names = export.config.get("label_names")
-        if names and (not isinstance(names, list) or len(names) != spec.num_classes):
-            raise ValueError(
-                f"{export.config_path}: label_names holds "
-                f"{len(names) if isinstance(names, list) else 'no list of'} name(s) for a model of "
-                f"{spec.num_classes} classes; give one name per class, or drop label_names"
-            )
+        spec = ModelConfig.from_dict(export.info["model"])  # checked by read_export (check_stored_config)
         if export.folded is not None:  # the timm layout: τ is in the classifier's weights
             spec.head = {**spec.head, "temperature": 1.0, "learn_temperature": False}
         model = _build_stored(spec, export.config_path)
+        export_rules.check_num_features(export, model.num_features)
         body, head = hub.split_state(export, classifier_names(model.backbone))
         fix = "give the folder save_pretrained wrote, unchanged"
         load_weights(model.backbone, body, source=export.source, fix=fix)
@@ -294,11 +309,13 @@ def build_model(config: "ModelConfig | dict", pretrained_file: Optional[str] = N
     pretrained backbone feeds it the normalisation its weights were trained with.
 
     Raises:
-        ValueError: unknown backbone, a missing ``pretrained_file``, weights that do not fit (keys and shapes
-            listed), or invalid head options (see :class:`HeteroscedasticHead`).
+        ValueError: unknown backbone, backbone options the harness sets itself or out of their rules
+            (:func:`harness.model_config.check_backbone_kwargs`), a missing ``pretrained_file``, weights that do not
+            fit (keys and shapes listed), or invalid head options (see :class:`HeteroscedasticHead`).
     """
     if isinstance(config, dict):
         config = ModelConfig.from_dict(config)
+    check_backbone_kwargs(config.backbone_kwargs, "backbone_kwargs")
     if pretrained_file is not None:
         if not Path(pretrained_file).is_file():
             raise ValueError(f"pretrained_file {pretrained_file!r} does not exist; give a local weights file")

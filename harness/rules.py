@@ -76,6 +76,12 @@ class Rule:
 
 #: the rule of every seed (numpy's seed range): ``seed: int = setting(0, **SEED)``
 SEED = dict(low=0, high=2**32 - 1, whole=True, text="a whole number in [0, 2**32 - 1]", note="numpy's seed range")
+#: the largest learning rate either stage takes (the references' lie below 1; larger ones diverge in the first steps)
+MAX_LEARNING_RATE = 100.0
+#: the rule of every learning rate: ``lr: float = setting(0.1, **LEARNING_RATE)``
+LEARNING_RATE = dict(low=0, low_open=True, high=MAX_LEARNING_RATE, note="the references' lie below 1")
+#: the rule of every weight decay (an L2 weight above 1 drives every weight to 0 within a few steps)
+WEIGHT_DECAY = dict(low=0, high=1, note="the references' lie in [1e-5, 0.1]")
 
 
 def setting(default: Any = dataclasses.MISSING, *, default_factory: Any = dataclasses.MISSING, **rule: Any) -> Any:

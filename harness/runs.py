@@ -335,14 +335,14 @@ def covariance_analysis(
 
 def export_run(run_dir: "str | Path", out: "str | Path", **kwargs: Any) -> Path:
     """Export a run folder's ``model.pt`` with ``save_pretrained``: ``trained_on`` from its ``config.yaml`` data
-    section (:data:`harness.hub.DATA_KEYS`, no paths), ``metrics`` from its ``metrics.json`` (and ``heldout_metrics`` as
+    section (:data:`harness.export_rules.DATA_KEYS`, no paths), ``metrics`` from its ``metrics.json`` (and ``heldout_metrics`` as
     ``heldout_<name>``), the class names of its ``run.json`` as timm's ``label_names``; ``kwargs`` as
     ``save_pretrained`` (``push_to_hub=True, repo_id=...``).
 
     Raises:
         FileNotFoundError: not a run folder. ValueError: see :meth:`harness.models.Classifier.save_pretrained`.
     """
-    from harness.hub import DATA_KEYS
+    from harness.export_rules import DATA_KEYS
     from harness.models import load_model
 
     run_dir = Path(run_dir)

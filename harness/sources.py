@@ -28,6 +28,7 @@ from harness.weights import (
     check_finite,
     check_timm_name,
     load_weights,
+    read_config_json,
     read_state,
     split_torchvision,
     timm_preprocessing,
@@ -63,6 +64,30 @@ def export_source(source: str, offline: Optional[bool] = None) -> Optional[str]:
     return str(folder) if name.startswith(LOCAL_DIR_PREFIX) else name[len(HF_HUB_PREFIX) :]
 
 
+def _load_model(source: str) -> "Classifier":
+    """:func:`harness.models.load_model` of a harness ``model.pt``.
+
+    Raises:
+        ValueError: a file of an export folder (its ``model.safetensors``, ``config.json`` or ``README.md``): the
+            export is the folder; see also :func:`harness.models.load_model`.
+    """
+    from harness.hub import CARD_FILE, CONFIG_FILE, WEIGHTS_FILE
+    from harness.models import load_model
+
+    path = Path(source)
+    if path.is_file() and path.name in (WEIGHTS_FILE, CONFIG_FILE, CARD_FILE):
+        try:
+            export = "harness" in read_config_json(path.parent / CONFIG_FILE)
+        except (OSError, ValueError):
+            export = False
+        if export:
+            raise ValueError(
+                f"{str(source)!r} is the {path.name} of a folder written by save_pretrained: give the folder "
+                f"itself, {str(path.parent)!r} (or local-dir:{path.parent})"
+            )
+    return load_model(source)
+
+
 def load_classifier(source: str, num_classes: int, weights: "Optional[str | os.PathLike]" = None) -> "Classifier":
     """A trained classifier for ``num_classes`` classes, its own output layer kept: a harness ``model.pt`` (or
     ``save_pretrained`` folder), or ``timm:NAME`` / ``torchvision:NAME`` built with ``num_classes`` outputs and loaded
@@ -73,13 +98,13 @@ def load_classifier(source: str, num_classes: int, weights: "Optional[str | os.P
 
     Raises:
         FileNotFoundError: no such ``model.pt`` or weights file.
-        ValueError: no ``weights`` for a timm / torchvision source; an unreadable weights file or one with NaN or
-            infinite values; weights that do not fit (the first missing and unexpected keys and the shapes that
-            differ); a model whose output layer is not a linear layer, or whose number of classes is not
-            ``num_classes``.
+        ValueError: no ``weights`` for a timm / torchvision source; a file of a ``save_pretrained`` folder given for
+            the folder; an unreadable weights file or one with NaN or infinite values; weights that do not fit (the
+            first missing and unexpected keys and the shapes that differ); a model whose output layer is not a
+            linear layer, or whose number of classes is not ``num_classes``.
     """
     from harness.heads import HeteroscedasticHead
-    from harness.models import Classifier, ModelConfig, load_model
+    from harness.models import Classifier, ModelConfig
 
     if not str(source).startswith((TIMM_PREFIX, TORCHVISION_PREFIX)):
         if weights is not None:
@@ -88,7 +113,7 @@ def load_classifier(source: str, num_classes: int, weights: "Optional[str | os.P
                 "model, which holds its own weights"
             )
         export = export_source(source)
-        model = Classifier.from_pretrained(export) if export else load_model(source)
+        model = Classifier.from_pretrained(export) if export else _load_model(source)
         check_finite(model.state_dict(), str(source))
         if model.config.num_classes != num_classes:
             raise ValueError(
@@ -183,9 +208,10 @@ def load_source(
         ValueError: an unknown timm name; no weights offline or none downloadable (the message names ``--weights``);
             an unreadable weights file or one with NaN values; weights that do not fit the architecture (the first
             missing and unexpected keys and the shapes that differ); ``weights`` given with a harness model or a
-            source that holds its own; ``num_classes`` < 1.
+            source that holds its own; a file of a ``save_pretrained`` folder given for the folder; an empty
+            ``local-dir:`` path; ``num_classes`` < 1.
     """
-    from harness.models import Classifier, ModelConfig, fresh_head, load_model, replace_head
+    from harness.models import Classifier, ModelConfig, fresh_head, replace_head
 
     if num_classes is not None and (
         isinstance(num_classes, bool) or int(num_classes) != num_classes or num_classes < 1
@@ -201,7 +227,9 @@ def load_source(
                 "model, which holds its own weights"
             )
         model = (
-            Classifier.from_pretrained(export, local_files_only=offline_mode(offline)) if export else load_model(source)
+            Classifier.from_pretrained(export, local_files_only=offline_mode(offline))
+            if export
+            else _load_model(source)
         )
         if num_classes is None or num_classes == model.config.num_classes:
             return model

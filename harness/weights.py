@@ -53,6 +53,9 @@ _SAFETENSORS_DTYPES = {
     "F32": "float32",
     "F16": "float16",
     "BF16": "bfloat16",
+    "F8_E4M3": "float8_e4m3fn",
+    "F8_E5M2": "float8_e5m2",
+    "C64": "complex64",
     "I64": "int64",
     "I32": "int32",
     "I16": "int16",
@@ -63,16 +66,19 @@ _SAFETENSORS_DTYPES = {
 
 
 def _kind(dtype: "torch.dtype | str") -> str:
-    """``float``, ``int`` or ``bool``: a tensor dtype's kind (a torch dtype, or its name such as ``float16``)."""
-    if isinstance(dtype, str):
-        return "float" if dtype.startswith(("float", "bfloat")) else ("bool" if dtype == "bool" else "int")
-    return "bool" if dtype == torch.bool else ("float" if dtype.is_floating_point or dtype.is_complex else "int")
+    """``float``, ``complex``, ``int`` or ``bool``: a tensor dtype's kind (a torch dtype, or its name such as
+    ``float16``; float8 is a float)."""
+    name = dtype if isinstance(dtype, str) else str(dtype).removeprefix("torch.")
+    if name.startswith(("float", "bfloat")):
+        return "float"
+    return "complex" if name.startswith("complex") else ("bool" if name == "bool" else "int")
 
 
 def check_dtypes(own: "dict[str, torch.Tensor]", given: "dict[str, torch.dtype | str]", source: str) -> None:
-    """The one rule for casting weights into a model: a tensor may change precision within its kind (fp16/bf16/fp64
-    into fp32 parameters is fine) but never its kind (integer weights into floating-point parameters would be
-    truncated numbers read as weights; floating values into an integer buffer would be truncated).
+    """The one rule for casting weights into a model: a tensor may change precision within its kind (fp8/fp16/bf16/
+    fp64 into fp32 parameters is fine) but never its kind (integer weights into floating-point parameters would be
+    truncated numbers read as weights; floating values into an integer buffer would be truncated; complex values
+    into real parameters would lose their imaginary part).
 
     Args: ``own`` the model's state dict; ``given`` key -> dtype of the weights (torch dtypes or safetensors codes).
     Raises: ValueError naming ``source``, the first tensors, their dtypes and the fix.
@@ -88,7 +94,7 @@ def check_dtypes(own: "dict[str, torch.Tensor]", given: "dict[str, torch.dtype |
         raise ValueError(
             f"weights in {source}: {len(bad)} tensor(s) of another kind than the model's ({quote(shown, 200)}"
             "): they would be cast silently; give the weights as saved by the training (floating-point "
-            "parameters), not an integer or quantised copy"
+            "parameters), not an integer or quantised copy (nor complex values)"
         )
 
 
@@ -227,6 +233,7 @@ def check_finite(state: "dict[str, torch.Tensor]", source: str) -> None:
     from harness.io import quote
 
     def finite(v: torch.Tensor) -> bool:  # a NaN or inf makes the sum non-finite; an overflowing sum is checked whole
+        v = v.float() if v.element_size() == 1 else v  # float8 has no sum on the CPU; float32 holds it exactly
         return bool(torch.isfinite(v.sum())) or bool(torch.isfinite(v).all())
 
     bad = [k for k, v in state.items() if v.is_floating_point() and not finite(v)]
@@ -259,12 +266,30 @@ def _drop_classifier(state: dict, model: nn.Module) -> dict:
     return {k: v for k, v in state.items() if k in own or not (prefixes and k.startswith(prefixes))}
 
 
+def local_dir(source: str) -> Path:
+    """The folder of a ``local-dir:PATH`` source (``~`` expanded).
+
+    Raises:
+        ValueError: nothing after ``local-dir:`` (the folder would be the working folder, by accident).
+    """
+    path = str(source).split(LOCAL_DIR_PREFIX, 1)[-1]
+    if not path.strip():
+        raise ValueError(
+            f"{source!r}: the path after {LOCAL_DIR_PREFIX} is empty: give the folder, e.g. "
+            f"{LOCAL_DIR_PREFIX}runs/digits/pretrained (a folder written by save_pretrained, or a timm model folder "
+            "holding config.json and its weights)"
+        )
+    return Path(path).expanduser()
+
+
 def read_config_json(path: "str | os.PathLike") -> dict:
     """A model folder's ``config.json`` (at most :data:`CONFIG_LIMIT` bytes), as a dict.
 
     Raises:
         FileNotFoundError: no such file. ValueError: too large, not JSON, or not an object.
     """
+    from harness.io import quote
+
     path = Path(path)
     if not path.is_file():
         run = path.parent / "model.pt"  # a harness run folder: its model is the file
@@ -282,7 +307,10 @@ def read_config_json(path: "str | os.PathLike") -> dict:
             f"{str(path)!r} is not valid JSON ({type(e).__name__}): give the config.json written with the model"
         ) from e
     if not isinstance(config, dict):
-        raise ValueError(f"{str(path)!r} is not a JSON object: give the config.json written with the model")
+        raise ValueError(
+            f"{str(path)!r} must be a JSON object (keys and values), got {quote(json.dumps(config), 40)}: give the "
+            "config.json written with the model"
+        )
     return config
 
 

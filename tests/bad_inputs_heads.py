@@ -23,7 +23,7 @@ bad_settings(
     [
         ("a fractional num_factors (audit: truncated to 2)", "num_factors=2.7", r"num_factors must be a whole number"),
         ("a fractional train_mc_samples", "train_mc_samples=1.9", r"train_mc_samples must be a whole number"),
-        ("no evaluation samples", "eval_mc_samples=0", r"eval_mc_samples must be >= 1"),
+        ("no evaluation samples", "eval_mc_samples=0", r"eval_mc_samples must be a whole number in \[1, 1,000,000\]"),
         ("more factors than classes", "num_factors=9", r"num_factors must be an integer in \[1, 5\]"),
         ("an unknown covariance", "covariance='full'", r"unknown covariance 'full': use one of"),
         ("an unknown link", "link='relu'", r"unknown link 'relu'"),
@@ -45,7 +45,7 @@ bad_settings(
         ("an unknown initialisation", "init='x'", r"unknown init 'x'"),
         ("cov_init_scale without init='flax'", "cov_init_scale=0.1", r"only used with init='flax'"),
         ("an MC chunk of 0", "mc_chunk_size=0", r"mc_chunk_size must be >= 1"),
-        ("a negative eval_seed", "eval_seed=-1", r"eval_seed must be >= 0"),
+        ("a negative eval_seed", "eval_seed=-1", r"eval_seed must be a whole number in \[0, 2\*\*32 - 1\]"),
         ("a fractional eval_seed", "eval_seed=1.5", r"eval_seed must be a whole number"),
         ("a negative clip_eps", "clip_eps=-1.0", r"clip_eps must be in \(0, 0.5\)"),
     ],

@@ -917,7 +917,7 @@ bad_settings(
         (
             "model.head_bias_init=nan (audit 2026-11-27 item 9: NaN that passed validation)",
             "model.head_bias_init=nan",
-            r"model\.head_bias_init must be a finite number \(or null: the layer's own\), got nan",
+            r"model\.head_bias_init must be in \[-100, 100\] \(or null: the layer's own.*\), got nan",
         ),
         (
             "model.head.learn_temperature=2 (a number for a switch)",

@@ -136,7 +136,7 @@ bad_settings(
         (
             "a condition's optim.lr=-1 (the condition is named first)",
             "conditions.input_dependent.upstream_overrides=[optim.lr=-1]",
-            r"conditions\.input_dependent: method 'hom': optim\.lr must be > 0, got -1",
+            r"conditions\.input_dependent: method 'hom': optim\.lr must be in \(0, 100\] .*, got -1",
         ),
         (
             "seeds=0, not a list (X20: an AnyNode message)",

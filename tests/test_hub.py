@@ -219,6 +219,28 @@ def test_integer_typed_weights_are_refused_before_work_everywhere_they_load(tmp_
     load_weights(model, half, "fp16 weights")  # within a kind: loads
 
 
+def test_float8_weights_load_exactly_and_complex_ones_are_refused(tmp_path):
+    """Audit 5 W_fp8 / W_complex_pth: float8 weights failed the finite check (no float8 sum on the CPU) and a timm
+    folder's F8 safetensors codes read as integers; complex weights lost their imaginary part without a word. float8
+    is a float (checked on an exact float32 copy); complex is a kind of its own (harness.weights.check_dtypes)."""
+    from safetensors.torch import load_file, save_file
+
+    from harness.backbone_sources import source_backbone
+    from harness.weights import load_weights
+
+    model = _model("none", backbone="timm:test_resnet")
+    model.save_pretrained(tmp_path / "out")
+    file = tmp_path / "out" / "model.safetensors"
+    fp8 = {k: v.to(torch.float8_e5m2) if v.is_floating_point() else v for k, v in load_file(str(file)).items()}
+    save_file(fp8, str(file))
+    loaded = Classifier.from_pretrained(tmp_path / "out")
+    assert torch.equal(loaded.backbone.state_dict()["conv1.0.weight"], fp8["conv1.0.weight"].float())
+    source_backbone(f"timm:local-dir:{tmp_path / 'out'}")  # the F8_E5M2 code is a float: loads
+    wide = {k: v.to(torch.complex64) if v.is_floating_point() else v for k, v in model.state_dict().items()}
+    with pytest.raises(ValueError, match=r"another kind than the model's \(.*is complex64, the model's is float32"):
+        load_weights(model, wide, "complex weights")
+
+
 @pytest.mark.parametrize(
     "edit,match",
     [
@@ -347,3 +369,25 @@ def test_the_card_holds_model_index_results_datasets_size_and_citation(tmp_path)
     _model("none").save_pretrained(tmp_path / "bare")
     bare = ModelCard.load(tmp_path / "bare" / "README.md")
     assert bare.data.eval_results is None and "| parameters |" in bare.text
+
+
+@pytest.mark.parametrize(
+    "backbone, kwargs",
+    [("torchvision:resnet18", {}), ("test_vit", {"img_size": 32}), ("resnet10_32px_w16", {"drop_rate": 0.1})],
+    ids=["torchvision", "vit", "backbone-options"],
+)
+def test_every_folder_save_pretrained_writes_passes_the_export_checks(tmp_path, backbone, kwargs):
+    """Audit 5 (E01-E28): config.json is checked beyond its harness section (timm's keys, pretrained_cfg, trained_on,
+    metrics); what save_pretrained writes always passes: another library's backbone, a fixed input size, backbone
+    options, class names, a NaN metric (written as null: not measured) and a note."""
+    torch.manual_seed(0)
+    model = build_model(dict(backbone=backbone, num_classes=3, head={"covariance": "none"}, backbone_kwargs=kwargs))
+    model.card_info["label_names"] = ["cat", "dog", "bird"]
+    trained_on = {"source": "digits", "eval_split": "test", "multilabel": False, "label_noise": {}, "image_size": 32}
+    metrics = {"top1": 0.5, "heldout_top5": 1.0, "nll": float("nan"), "note": "three classes"}
+    model.save_pretrained(tmp_path / "out", trained_on=trained_on, metrics=metrics)
+    again = Classifier.from_pretrained(tmp_path / "out")
+    assert again.card_info["metrics"] == {**metrics, "nll": None} and again.card_info["label_names"][2] == "bird"
+    with pytest.raises(ValueError, match=r"save_pretrained: trained_on\.image_size must be a whole number >= 1"):
+        model.save_pretrained(tmp_path / "again", trained_on={"image_size": 32.5})
+    assert not (tmp_path / "again").exists()

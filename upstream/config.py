@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
 from harness.data.config import DataConfig
-from harness.rules import SEED, Rule, check_rules, setting
+from harness.rules import LEARNING_RATE, SEED, WEIGHT_DECAY, Rule, check_rules, setting
 from harness.training.precision import canonical as canonical_precision
 
 
@@ -34,7 +34,9 @@ class ModelSection:
     backbone_kwargs: Dict[str, Any] = field(default_factory=dict)
     num_classes: Optional[int] = setting(None, low=1, high=10**6, whole=True, note="or null: from the data")
     pretrained_file: Optional[str] = None
-    head_bias_init: Optional[float] = setting(None, text="a finite number", note="or null: the layer's own")
+    head_bias_init: Optional[float] = setting(
+        None, low=-100, high=100, note="or null: the layer's own; a bias beyond ±100 saturates every probability"
+    )
 
 
 #: optimisers and learning-rate schedules of the upstream stage (built in :mod:`harness.upstream.optim`)
@@ -63,12 +65,14 @@ class OptimSection:
     """
 
     name: str = setting("sgd", choices=OPTIMIZERS)
-    lr: float = setting(0.1, low=0, low_open=True)
+    lr: float = setting(0.1, **LEARNING_RATE)
     momentum: float = setting(0.9, low=0, high=1, high_open=True)
     nesterov: bool = False
     betas: List[float] = setting(default_factory=lambda: [0.9, 0.999], low=0, high=1, high_open=True)
-    weight_decay: float = setting(1e-4, low=0)
-    cov_weight_decay: Optional[float] = setting(None, low=0, note="or null: the same as optim.weight_decay")
+    weight_decay: float = setting(1e-4, **WEIGHT_DECAY)
+    cov_weight_decay: Optional[float] = setting(
+        None, **{**WEIGHT_DECAY, "note": "or null: the same as optim.weight_decay"}
+    )
     schedule: str = setting("step", choices=SCHEDULES)
     warmup_epochs: float = setting(0.0, low=0, note="0 = none")
     decay_epochs: List[float] = setting(default_factory=list, low=0)

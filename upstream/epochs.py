@@ -12,7 +12,7 @@ from tqdm.auto import tqdm
 
 from harness.training.loop import accumulate_step
 from harness.upstream.checkpoint import save_state
-from harness.upstream.evaluation import TrainingDiverged, evaluate, monitor
+from harness.upstream.evaluation import DIVERGED_FIX, TrainingDiverged, evaluate, monitor
 from harness.upstream.losses import training_loss
 from harness.upstream.parts import Training
 
@@ -84,7 +84,7 @@ def _train_epoch(t: Training) -> bool:
             else "no checkpoint was written yet: the run starts over"
         )
         return TrainingDiverged(
-            f"loss is {value} at epoch {p.epoch}, step {p.step}; lower optim.lr or set optim.clip_grad_norm ({kept})"
+            f"loss is {value} at epoch {p.epoch}, step {p.step}; {DIVERGED_FIX} ({kept})"
         )
 
     for x, y, _ in bar:

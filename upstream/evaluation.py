@@ -24,6 +24,13 @@ class TrainingDiverged(RuntimeError):
     """The loss became NaN or infinite."""
 
 
+#: what a diverged run's message advises (the settings that make a training diverge)
+DIVERGED_FIX = (
+    "lower optim.lr or optim.weight_decay, or set optim.clip_grad_norm (a head started with large weights, "
+    "model.head.cov_init_scale or model.head_bias_init, diverges too)"
+)
+
+
 def predict_loader(
     model: torch.nn.Module,
     loader,
@@ -63,7 +70,7 @@ def predict_loader(
     if bad:
         raise TrainingDiverged(
             f"the evaluation gave non-finite logits for {bad} of {len(arrays['logits'])} examples; "
-            "lower optim.lr or set optim.clip_grad_norm (the last checkpoint is intact)"
+            f"{DIVERGED_FIX} (the last checkpoint is intact)"
         )
     if multilabel:
         result = multilabel_metrics(arrays["logits"], arrays["targets"])

@@ -161,6 +161,13 @@ def _check_sizes(cfg: UpstreamConfig, train_base: Any, num_classes: int, multila
             f"the training split has {len(train_base)} examples, fewer than data.batch_size="
             f"{cfg.data.batch_size}; lower the batch size"
         )
+    step = cfg.data.batch_size * cfg.train.grad_accum_steps
+    if len(train_base) < step:
+        raise ValueError(
+            f"one optimiser step takes train.grad_accum_steps x data.batch_size = {cfg.train.grad_accum_steps} x "
+            f"{cfg.data.batch_size} = {step} examples, more than the training split's {len(train_base)}: lower "
+            "train.grad_accum_steps"
+        )
 
 
 def _noisy_heldout(cfg: UpstreamConfig, held: Any) -> "tuple[Any, dict]":

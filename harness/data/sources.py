@@ -59,6 +59,11 @@ def build_split(cfg: DataConfig, split: str) -> ImageDataset:
         "manifest": _manifest,
     }[cfg.source]
     ds = reader(cfg, split)
+    if cfg.num_classes is not None and ds.num_classes != cfg.num_classes:  # manifest and tfds take it as K
+        raise ValueError(
+            f"data.num_classes={cfg.num_classes}, but the {cfg.source} data has {ds.num_classes} classes: unset it "
+            "(data.num_classes=null); it sets K for a manifest or a TFDS dataset whose labels do not show them all"
+        )
     limit = cfg.limit_train if split == cfg.train_split else cfg.limit_eval
     return ds.head(limit) if limit and limit < len(ds) else ds
 

@@ -30,6 +30,7 @@ class _Plan:
     grid_overrides: "list[str]" = field(default_factory=list)  # of the grid runs (own schedule when given)
     make: Optional[Callable[..., Any]] = None  # (method, head, seed, folder, extra overrides) -> config
     tuned: "dict[str, str]" = field(default_factory=dict)  # method -> the training setting its grid tunes (not τ)
+    whole: "set[str]" = field(default_factory=set)  # methods whose tuned setting is a whole number (train.epochs)
 
     def parameter(self, method: str) -> str:
         """What the grid of ``method`` tunes: ``"τ"`` or a training setting such as ``train.label_smoothing``."""
@@ -44,7 +45,8 @@ class _Plan:
     def setting(self, method: str, value: float) -> "tuple[dict, list[str]]":
         """(head options, overrides) of ``method`` at grid ``value``."""
         if method in self.tuned:
-            return dict(self.heads[method]), [f"{self.tuned[method]}={float(value)!r}"]
+            given = int(value) if method in self.whole else float(value)
+            return dict(self.heads[method]), [f"{self.tuned[method]}={given!r}"]
         return {**self.heads[method], "temperature": float(value)}, []
 
     def grid_run(self, method: str, value: float) -> str:
@@ -91,6 +93,7 @@ def _plan(
         seeds=list(seeds),
         grid_overrides=list(grid_overrides),
         tuned={m: key for m, (key, _) in tunes.items()},
+        whole={m for m, (key, _) in tunes.items() if _tuned_kind(m, key) is int},
     )
 
     def config(method: str, head: dict, seed: int, folder: str, extra: "list[str]" = ()) -> Any:
@@ -187,8 +190,41 @@ def _tune(method: str, head: dict, grid: list) -> "tuple[str, list[float]]":
         raise ValueError(
             f"method {method!r} has noise, so temperature_grid tunes its τ: one grid per method, drop its tune"
         )
+    if _tuned_kind(method, key) is int and any(float(v) != int(v) for v in values):
+        raise ValueError(
+            f"method {method!r}: {key} counts whole units, so tune.values must be whole numbers, got {values}"
+        )
     check_grid_values(values, f"method {method!r}: tune.values")
     return key, [float(v) for v in values]
+
+
+def _tuned_kind(method: str, key: str) -> type:
+    """``int`` or ``float``: the type of the upstream setting ``key`` a method's ``tune`` names.
+
+    Raises:
+        ValueError: ``key`` names no setting of the upstream config (the section's settings listed), or one that is
+            not a number.
+    """
+    import dataclasses
+    import typing
+
+    from harness.upstream.config import UpstreamConfig
+
+    kind: Any = UpstreamConfig
+    parts = key.split(".")
+    for i, part in enumerate(parts):
+        names = [f.name for f in dataclasses.fields(kind)] if dataclasses.is_dataclass(kind) else []
+        if part not in names:
+            section = ".".join(parts[:i])
+            has = f"{section} holds {', '.join(names)}" if names else f"{section} has no settings inside"
+            raise ValueError(f"method {method!r}: tune.key {key!r} is not a setting of the upstream config ({has})")
+        kind = typing.get_type_hints(kind)[part]
+    kinds = [a for a in typing.get_args(kind) if a is not type(None)] or [kind]
+    if kinds[0] not in (int, float) or kinds[0] is bool:
+        raise ValueError(
+            f"method {method!r}: tune.key {key!r} is not a number setting; tune takes one, e.g. {key.split('.')[0]}.NAME"
+        )
+    return kinds[0]
 
 
 def _head_overrides(overrides: "list[str]") -> dict:

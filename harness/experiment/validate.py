@@ -62,7 +62,8 @@ def validate_experiment(exp: Experiment) -> "dict[str, _Plan]":
         check_writable(folder, f"{what} {str(folder)!r}", f"{what}=...")
     from harness.report.build import report_folder
 
-    report_folder(exp.results_root, exp.name)  # refuses a folder another writer owns, before any work
+    # refuses a folder another writer owns, before any work
+    report_folder(exp.results_root, exp.name, overwrite=None, elsewhere="give the experiment another results_root=PATH")
     return plans
 
 

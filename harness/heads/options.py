@@ -71,6 +71,14 @@ def _kind(hint: object) -> "tuple[str, bool]":
     return getattr(hint, "__name__", str(hint)), False
 
 
+#: the named choices of the head's string options, listed in their type error's fix
+_NAMED = {
+    "covariance": tuple(VARIANTS),
+    "link": LINKS,
+    "noise_space": NOISE_SPACES,
+    "diag_noise": DIAG_NOISES,
+    "init": INITS,
+}
 _WHAT = {
     "int": "a whole number",
     "float": "a number",
@@ -103,6 +111,8 @@ def check_option_types(signature_of: Callable, values: "dict[str, object]") -> N
         }.get(kind, True)
         if not ok:
             fix = "give an integer" if kind == "int" else f"give {_WHAT[kind]}"
+            if name in _NAMED:
+                fix = f"give one of {', '.join(map(repr, _NAMED[name]))}"
             if isinstance(value, str) and value.strip().lstrip("+-").lower() in ("inf", "infinity", "nan"):
                 fix += " (in YAML .inf is infinity and inf is text; a head needs finite values here)"
             if _kind(hints[name])[1]:
@@ -116,11 +126,12 @@ def init_parameters(module: nn.Module, init: str, cov_init_scale: Optional[float
     reference) or ``"torch"`` (leave ``nn.Linear``'s defaults).
 
     Raises:
-        ValueError: ``cov_init_scale`` given without ``init="flax"``, or not > 0.
+        ValueError: ``cov_init_scale`` given without ``init="flax"``, or not in (0, 100].
     """
-    if cov_init_scale is not None and (init != "flax" or not 0 < cov_init_scale < float("inf")):
+    if cov_init_scale is not None and (init != "flax" or not 0 < cov_init_scale <= 100):
         raise ValueError(
-            f"cov_init_scale must be a finite number > 0 and is only used with init='flax', got {cov_init_scale!r}"
+            f"cov_init_scale must be a finite number > 0 (at most 100: the references use 0.01-1; larger ones give "
+            f"non-finite logits) and is only used with init='flax', got {cov_init_scale!r}"
         )
     if init == "torch":
         return

@@ -144,11 +144,18 @@ REPORT_EXTRAS = ("records", "comparison.md")
 REPORT_FILES = ("report.md", "report.html", "report.json")
 
 
-def report_folder(out_root: "str | Path", name: str, overwrite: bool = False) -> Path:
+def report_folder(
+    out_root: "str | Path",
+    name: str,
+    overwrite: Optional[bool] = False,
+    elsewhere: str = "choose another --name or --out-root",
+) -> Path:
     """``<out_root>/<name>``, checked before any work: ``name`` is a plain folder name
     (:func:`harness.io.check_name`), and an existing folder is one a report wrote (its ``report.json`` has this
     schema), holds only :data:`REPORT_EXTRAS`, or ``overwrite`` is given and none of :data:`REPORT_FILES` is there
-    (a report writes beside files of others and never replaces one).
+    (a report writes beside files of others and never replaces one). ``elsewhere``: how the caller's user chooses
+    another folder (the messages' fix); a caller with no ``--overwrite`` passes ``overwrite=None``, and the messages
+    do not offer it.
 
     Raises:
         ValueError: a bad name, a path leaving ``out_root``, or a folder that holds something else.
@@ -163,15 +170,17 @@ def report_folder(out_root: "str | Path", name: str, overwrite: bool = False) ->
     if ours:
         return out
     if not overwrite and any(p.name not in REPORT_EXTRAS for p in out.iterdir()):
-        raise ValueError(
-            f"{out} exists and holds files no report wrote: choose another --name or --out-root, or "
-            "give --overwrite (a report then writes beside them and never replaces one)"
+        offer = (
+            ""
+            if overwrite is None
+            else ", or give --overwrite (a report then writes beside them and never replaces one)"
         )
+        raise ValueError(f"{out} exists and holds files no report wrote: {elsewhere}{offer}")
     taken = [n for n in REPORT_FILES if (out / n).exists()]
     if taken:
         raise ValueError(
             f"{out} holds {', '.join(taken)} that no report wrote: even with --overwrite they are not "
-            "replaced; move them, or choose another --name or --out-root"
+            f"replaced; move them, or {elsewhere}"
         )
     return out
 

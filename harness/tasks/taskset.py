@@ -65,7 +65,12 @@ def custom_task(spec: str) -> Task:
         rest, _, flag = rest.rpartition(":")
         flags.add(flag)
     folder, _, k = rest.rpartition(":")
-    if not (name and folder and k.isdigit() and int(k) > 0):
+    if name and folder and k.isdigit() and int(k) < 1:
+        raise ValueError(
+            f"custom task {spec!r}: NUM_CLASSES must be a whole number >= 1 (the task's class count), got {k}; "
+            f"e.g. {name}={folder}:10"
+        )
+    if not (name and folder and k.isdigit()):
         raise ValueError(
             f"custom task {spec!r} must look like NAME=FOLDER:NUM_CLASSES[:no-flip][:no-crop], e.g. "
             "birds=/data/birds:200"

@@ -1,0 +1,178 @@
+"""The rules of an export's ``config.json`` (:mod:`harness.hub`'s format): what ``save_pretrained`` records beside
+the model (:func:`check_card_info`: ``trained_on``, ``metrics``, ``label_names``), timm's keys agreeing with the harness
+section, and ``pretrained_cfg`` by the rules timm's transforms need (:func:`check_export_config`), each refused with
+the file, the key, the value and the fix before any weights are read.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, List, Optional
+
+from harness.io import quote
+from harness.model_config import Preprocessing
+from harness.rules import Rule, check_rules, setting
+
+#: what to do about an export's config.json that breaks a rule
+UNCHANGED = "give the folder save_pretrained wrote, unchanged"
+
+
+@dataclass
+class TrainedOn:
+    """An export's ``trained_on``: the data settings it was trained with (those of
+    :class:`harness.data.config.DataConfig`, each optional; never paths: an export may be pushed to a public hub)."""
+
+    source: Optional[str] = None
+    name: Optional[str] = None
+    train_split: Optional[str] = None
+    eval_split: Optional[str] = None
+    heldout_split: Optional[str] = None
+    label_set: Optional[str] = None
+    multilabel: Optional[bool] = None
+    num_classes: Optional[int] = setting(None, low=1, whole=True)
+    label_noise: Optional[dict] = None
+    image_size: Optional[int] = setting(None, low=1, whole=True, note="pixels")
+
+
+#: data settings recorded as ``trained_on`` (:class:`TrainedOn`)
+DATA_KEYS = tuple(f.name for f in dataclasses.fields(TrainedOn))
+#: the kind of each ``trained_on`` setting without a rule of its own that is not a name (a string)
+_TRAINED_ON_KINDS = {"multilabel": bool, "label_noise": dict}
+#: metrics that are shares of examples (their ``heldout_`` ones too): in [0, 1]
+SHARE_METRICS = ("top1", "top5", "accuracy", "prec@1")
+_SHARE, _NUMBER = Rule(low=0, high=1, note="a share of examples"), Rule(text="a finite number")
+
+
+@dataclass
+class InputConfig(Preprocessing):
+    """The settings of an export's ``pretrained_cfg`` that timm's transforms read (``resolve_data_config``): the
+    normalisation and crop of :class:`~harness.model_config.Preprocessing`, and the input size."""
+
+    input_size: Optional[List[int]] = setting(
+        None, size=3, low=1, whole=True, note="channels, height, width", fix=UNCHANGED
+    )
+
+
+def check_card_info(info: dict, num_classes: int, where: str, section: str = "", fix: str = UNCHANGED) -> None:
+    """The rules of what an export records beside the model (``card_info``, written by ``save_pretrained`` and read
+    back from config.json): ``trained_on`` a mapping of :data:`DATA_KEYS` (:class:`TrainedOn`: a whole ``image_size``
+    >= 1, names as strings), ``metrics`` a mapping whose values are finite numbers (null: not measured, as
+    :func:`harness.io.json_dumps` writes NaN; text: a note), those of :data:`SHARE_METRICS` numbers in [0, 1], and
+    ``label_names`` ``num_classes`` distinct strings. ``section`` prefixes the keys of the first two (``harness.`` in
+    config.json); ``fix`` follows their messages.
+
+    Raises:
+        ValueError: ``<where>: <key> ...`` naming the value, what it must be and the fix.
+    """
+
+    def bad(what: str, value: Any) -> ValueError:
+        return ValueError(f"{where}: {section}{what}, got {quote(repr(value), 80)}; {fix}")
+
+    data, metrics, names = (info.get(k) for k in ("trained_on", "metrics", "label_names"))
+    if data is not None:
+        if not isinstance(data, dict):
+            raise bad(f"trained_on must be a mapping of {', '.join(DATA_KEYS)} (the data settings)", data)
+        if set(data) - set(DATA_KEYS):
+            unknown = sorted(set(data) - set(DATA_KEYS))
+            raise bad(f"trained_on takes only {', '.join(DATA_KEYS)} (the data settings): unknown key(s)", unknown)
+        for key, value in data.items():  # the settings without a rule of their own: by their kind
+            kind = _TRAINED_ON_KINDS.get(key, str)
+            ruled = "rule" in TrainedOn.__dataclass_fields__[key].metadata
+            if not (value is None or ruled or isinstance(value, kind)):
+                what = {bool: "true or false", dict: "a mapping"}.get(kind, "a name")
+                raise bad(f"trained_on.{key} must be {what}", value)
+        try:
+            check_rules(TrainedOn(**data), f"{section}trained_on.")
+        except ValueError as e:
+            raise ValueError(f"{where}: {e}; {fix}") from None
+    if metrics is not None:
+        if not isinstance(metrics, dict):
+            raise bad("metrics must be a mapping of metric names to values", metrics)
+        for key, value in metrics.items():
+            share = str(key).removeprefix("heldout_") in SHARE_METRICS
+            if not (
+                value is None or (isinstance(value, str) and not share) or (_SHARE if share else _NUMBER).holds(value)
+            ):
+                rule = _SHARE.describe() if share else "a finite number (null: not measured; a string: a note)"
+                raise bad(f"metrics.{key} must be {rule}", value)
+    if names not in (None, []):  # save_pretrained writes no empty list
+        if not (isinstance(names, list) and all(isinstance(n, str) for n in names)):
+            raise ValueError(f"{where}: label_names must be a list of class names (strings), got {names!r:.80}")
+        if len(names) != num_classes:
+            raise ValueError(
+                f"{where}: label_names holds {len(names)} name(s) for a model of {num_classes} classes; give one "
+                "name per class, or drop label_names"
+            )
+        twice = sorted(n for n, count in collections.Counter(names).items() if count > 1)
+        if twice:
+            raise ValueError(
+                f"{where}: label_names names {quote(', '.join(map(repr, twice)), 80)} more than once: give each "
+                "class its own name, or drop label_names"
+            )
+
+
+def timm_name(backbone: str) -> str:
+    """A backbone name as timm's registry spells it (``timm:resnet18`` -> ``resnet18``)."""
+    from harness.weights import TIMM_PREFIX
+
+    return backbone[len(TIMM_PREFIX) :] if backbone.startswith(TIMM_PREFIX) else backbone
+
+
+def check_export_config(config: dict, path: Path) -> None:
+    """The rules of an export's ``config.json`` (module docstring), checked before any weights are read: the stored
+    model config (:func:`harness.model_config.check_stored_config`), the folded τ, what :func:`check_card_info`
+    checks, and timm's keys agreeing with the harness section: ``num_classes`` its class count, ``architecture`` its
+    backbone, ``pretrained_cfg`` (what timm's transforms read) by the rules of :class:`InputConfig` (``num_features``
+    is known once the backbone is built: :func:`check_num_features`).
+
+    Raises:
+        ValueError: ``<path>: <key> = <value> ...``, with what it must be and the fix.
+    """
+    from harness.model_config import check_stored_config
+
+    info = config["harness"]
+    model = check_stored_config(info.get("model"), str(path))
+    folded, k = info.get("folded_temperature"), model["num_classes"]
+    if folded is not None and not Rule(low=0, low_open=True).holds(folded):
+        raise ValueError(
+            f"{path}: harness.folded_temperature = {folded!r} must be null or a finite number > 0 (the τ "
+            f"folded into the classifier); {UNCHANGED}"
+        )
+    check_card_info({**info, "label_names": config.get("label_names")}, k, str(path), "harness.")
+    count, arch = config.get("num_classes", k), config.get("architecture", timm_name(model["backbone"]))
+    if isinstance(count, bool) or not isinstance(count, int) or count != k:
+        raise ValueError(
+            f"{path}: num_classes = {quote(repr(count), 40)} must be the whole number {k}, the class count of "
+            f"harness.model.num_classes; {UNCHANGED}"
+        )
+    if arch != timm_name(model["backbone"]):
+        raise ValueError(
+            f"{path}: architecture = {quote(repr(arch), 60)} must be {timm_name(model['backbone'])!r}, the backbone "
+            f"of harness.model.backbone; {UNCHANGED}"
+        )
+    cfg = config.get("pretrained_cfg", {})
+    if not isinstance(cfg, dict):
+        raise ValueError(f"{path}: pretrained_cfg must be a mapping (timm's data config), got {quote(repr(cfg), 60)}")
+    try:
+        check_rules(
+            InputConfig(**{f: cfg.get(f) for f in ("mean", "std", "crop_pct", "input_size")}), "pretrained_cfg."
+        )
+    except ValueError as e:
+        raise ValueError(f"{path}: {e}") from None
+
+
+def check_num_features(export: Any, num_features: int) -> None:
+    """An export's ``num_features`` (when given) against the built model's.
+
+    Raises:
+        ValueError: naming config.json, the value and the model's.
+    """
+    given = export.config.get("num_features", num_features)
+    if isinstance(given, bool) or not isinstance(given, int) or given != num_features:
+        raise ValueError(
+            f"{export.config_path}: num_features = {quote(repr(given), 40)} must be {num_features}, the feature "
+            f"width of the backbone harness.model builds; {UNCHANGED}"
+        )
