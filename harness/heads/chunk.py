@@ -49,9 +49,22 @@ def _buffer(ws: "Optional[Workspace]", name: str, shape, like: Tensor) -> Option
     return None if ws is None else ws.get(name, shape, like)
 
 
-def _product(a: Tensor, b: Tensor, low: Optional[torch.dtype]) -> Tensor:
-    """``a @ b``, computed in ``low`` (bf16, fp16) when given and returned in ``a``'s dtype."""
-    return torch.matmul(a, b) if low is None else torch.matmul(a.to(low), b.to(low)).to(a.dtype)
+def _product(
+    a: Tensor, b: Tensor, low: Optional[torch.dtype], ws: "Optional[Workspace]" = None, name: str = ""
+) -> Tensor:
+    """``a @ b``, computed in ``low`` (bf16, fp16) when given and returned in ``a``'s dtype; with a workspace ``ws``
+    the low-precision copies and the result are its buffers ``<name>_a``, ``<name>_b``, ``<name>_ab`` and ``<name>``
+    (no new memory per chunk: fresh tensors of a few MiB each chunk grow a process's resident memory)."""
+    if low is None:
+        return torch.matmul(a, b, out=_buffer(ws, name, (*a.shape[:-1], b.shape[-1]), a) if name else None)
+    if ws is None:
+        return torch.matmul(a.to(low), b.to(low)).to(a.dtype)
+    like = torch.empty(0, dtype=low, device=a.device)
+    a_low = a if a.dtype == low else ws.get(name + "_a", a.shape, like).copy_(a)
+    b_low = b if b.dtype == low else ws.get(name + "_b", b.shape, like).copy_(b)
+    shape = (*a.shape[:-1], b.shape[-1])
+    ab = torch.matmul(a_low, b_low, out=ws.get(name + "_ab", shape, like))
+    return ws.get(name, shape, a).copy_(ab)
 
 
 def _samples(kind, eps_factors, eps_diag, mu, scale, factors, hom_factors, projection, ws=None, low=None):
@@ -77,13 +90,8 @@ def _samples(kind, eps_factors, eps_diag, mu, scale, factors, hom_factors, proje
         target = target.addcmul_(factors.unsqueeze(1), hom_noise)
     if projection is None:
         return target, None, hom_noise
-    noise = target
-    shape = (n, c, projection.shape[0])
-    if low is None:
-        z = torch.matmul(noise, projection.t(), out=_buffer(ws, "z", shape, mu))
-    else:  # the product in the autocast dtype, its result back in fp32 for the sums
-        product = torch.matmul(noise.to(low), projection.to(low).t())
-        z = product.to(mu.dtype) if ws is None else _buffer(ws, "z", shape, mu).copy_(product)
+    noise = target  # z = n Pᵀ: in the autocast dtype when ``low`` is given, the result back in fp32 for the sums
+    z = _product(noise, projection.t(), low, ws, "z")
     return z.add_(mu.unsqueeze(1)), noise, hom_noise
 
 

@@ -101,11 +101,7 @@ def _tile_grads(layout: NoiseLayout, eps: tuple, p: tuple, coeffs: tuple, need: 
         e, width, k = eps_d[0], scale.shape[1], gz.shape[1]
         block = max(1, _BLOCK_ELEMENTS // width)
         for lo in range(0, k, block):
-            cols = gz[:, lo : lo + block]
-            if low is None:  # M's columns lo.. [W, block], in a buffer reused tile after tile
-                m = torch.matmul(e.t(), cols, out=ws.get("m", (width, cols.shape[1]), e))
-            else:
-                m = _product(e.t(), cols, low)
+            m = _product(e.t(), gz[:, lo : lo + block], low, ws, "m")  # M's columns lo.. [W, block], a buffer
             if "proj" in need:
                 shared["proj"][:, lo : lo + block].addcmul_(m, scale[0].unsqueeze(1))
             if "scale" in need:
