@@ -60,11 +60,20 @@ def _product(
     if ws is None:
         return torch.matmul(a.to(low), b.to(low)).to(a.dtype)
     like = torch.empty(0, dtype=low, device=a.device)
-    a_low = a if a.dtype == low else ws.get(name + "_a", a.shape, like).copy_(a)
-    b_low = b if b.dtype == low else ws.get(name + "_b", b.shape, like).copy_(b)
+    a_low, b_low = _low_copy(a, ws, name + "_a", like), _low_copy(b, ws, name + "_b", like)
     shape = (*a.shape[:-1], b.shape[-1])
     ab = torch.matmul(a_low, b_low, out=ws.get(name + "_ab", shape, like))
     return ws.get(name, shape, a).copy_(ab)
+
+
+def _low_copy(x: Tensor, ws: "Workspace", name: str, like: Tensor) -> Tensor:
+    """``x`` in ``like``'s dtype, in the workspace's buffer ``name``; a transposed matrix (``P.t()``, ``ε.t()``) is
+    copied in its memory order and returned transposed again (a strided copy would gather element by element)."""
+    if x.dtype == like.dtype:
+        return x
+    if x.dim() == 2 and not x.is_contiguous() and x.t().is_contiguous():
+        return ws.get(name, x.t().shape, like).copy_(x.t()).t()
+    return ws.get(name, x.shape, like).copy_(x)
 
 
 def _samples(kind, eps_factors, eps_diag, mu, scale, factors, hom_factors, projection, ws=None, low=None):
