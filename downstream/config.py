@@ -92,8 +92,7 @@ class SweepSettings(TransferTraining, TaskData):
             isinstance(self.lrs, (list, tuple))
             and len(self.lrs) > 0
             and all(
-                isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v <= MAX_LEARNING_RATE
-                for v in self.lrs
+                isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v <= MAX_LEARNING_RATE for v in self.lrs
             ),
             f"learning rates (--lrs, lrs) must be a non-empty list of positive numbers, at most {MAX_LEARNING_RATE:g} "
             f"(the references' lie below 1), e.g. 0.001,0.01; got {self.lrs!r}",

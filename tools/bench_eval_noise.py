@@ -7,6 +7,7 @@ call of each head (where the counter-based code draws its noise bank) is not tim
     python tools/bench_eval_noise.py OLD_TREE NEW_TREE   (NEW_TREE: "." for this checkout)
 
 Writes results/bench/eval-noise.md."""
+
 import json
 import platform
 import statistics
@@ -14,7 +15,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-CODE = r'''
+
+CODE = r"""
 import sys, time, torch, json
 sys.path.insert(0, sys.argv[1])
 torch.set_num_threads(1)
@@ -31,7 +33,7 @@ for cov in ("low_rank", "diagonal", "parameter_efficient"):
             t = time.perf_counter(); h(x); ts.append(time.perf_counter() - t)
     out[cov] = sorted(ts)[2] * 1000
 print(json.dumps(out))
-'''
+"""
 old, new = sys.argv[1], sys.argv[2]
 rounds = {"old": [], "new": []}
 for r in range(3):
@@ -39,7 +41,9 @@ for r in range(3):
         res = subprocess.run([sys.executable, "-c", CODE, tree], capture_output=True, text=True, check=True)
         rounds[name].append(json.loads(res.stdout.strip().splitlines()[-1]))
 load = open("/proc/loadavg").read().split()[:3]
-cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), platform.processor())
+cpu = next(
+    (l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), platform.processor()
+)
 lines = [
     "# Eager evaluation of a HET head: the earlier noise against the one evaluation noise",
     "",
@@ -51,7 +55,8 @@ lines = [
     "|---|---|---|---|---|",
 ]
 for cov in rounds["old"][0]:
-    o = statistics.median(x[cov] for x in rounds["old"]); n = statistics.median(x[cov] for x in rounds["new"])
+    o = statistics.median(x[cov] for x in rounds["old"])
+    n = statistics.median(x[cov] for x in rounds["new"])
     ratios = [a[cov] / b[cov] for a, b in zip(rounds["old"], rounds["new"])]
     lines.append(f"| {cov} | {o:.1f} | {n:.1f} | {o / n:.2f}x | {min(ratios):.2f}-{max(ratios):.2f}x |")
 Path("results/bench").mkdir(parents=True, exist_ok=True)

@@ -78,8 +78,7 @@ def main() -> None:
         f"- CPU: {_cpu()}, {os.cpu_count()} logical CPUs, torch {torch.__version__}, {torch.get_num_threads()} threads",
         "- Training step (forward + backward, cross-entropy) of the parameter-efficient HET-XL head, B = 64, "
         "D = 2048, K = 1000, R = 15, softmax; medians of the rounds, the two drivers alternating step by step.",
-        f"- The planner goes row by row from `harness.heads.rows.MIN_SAMPLES` = {threshold} samples "
-        "(one row's chunk).",
+        f"- The planner goes row by row from `harness.heads.rows.MIN_SAMPLES` = {threshold} samples (one row's chunk).",
         "",
         "| S | row by row ms | chunk by chunk ms | chunks / rows | rounds (min-max) | load (1 min) |",
         "|---|---|---|---|---|---|",

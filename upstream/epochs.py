@@ -83,9 +83,7 @@ def _train_epoch(t: Training) -> bool:
             if last.is_file()
             else "no checkpoint was written yet: the run starts over"
         )
-        return TrainingDiverged(
-            f"loss is {value} at epoch {p.epoch}, step {p.step}; {DIVERGED_FIX} ({kept})"
-        )
+        return TrainingDiverged(f"loss is {value} at epoch {p.epoch}, step {p.step}; {DIVERGED_FIX} ({kept})")
 
     for x, y, _ in bar:
         if d.stream:  # loaders accelerate did not prepare: on the device here
