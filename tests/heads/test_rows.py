@@ -5,6 +5,7 @@ import itertools
 
 import pytest
 import torch
+from test_sampling import _inputs as sampling_inputs
 
 from harness.heads import HeteroscedasticHead, rows
 from harness.heads.planning import plan_noise
@@ -14,24 +15,8 @@ KINDS = ("diagonal", "low_rank", "parameter_efficient")
 
 
 def _inputs(kind, n=4, k=6, d=5, r=3, dtype=torch.float64, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    t = dict(
-        mu=torch.randn(n, k, generator=g, dtype=dtype),
-        scale=torch.rand(n, d, generator=g, dtype=dtype) + 0.1,
-        factors=None,
-        hom_factors=None,
-        projection=torch.randn(k, d, generator=g, dtype=dtype),
-        temperature=torch.tensor(0.7, dtype=dtype),
-    )
-    if kind == "low_rank":
-        t["factors"] = torch.randn(n, d, r, generator=g, dtype=dtype)
-    elif kind == "parameter_efficient":
-        t["factors"] = torch.randn(n, d, generator=g, dtype=dtype)
-        t["hom_factors"] = torch.randn(d, r, generator=g, dtype=dtype)
-    for v in t.values():
-        if v is not None:
-            v.requires_grad_(True)
-    return t
+    """test_sampling's inputs with noise on the pre-logits (HET-XL, W = D): the row driver's case."""
+    return sampling_inputs(kind, n, k, d, r, pre_logits=True, dtype=dtype, seed=seed)[0]
 
 
 @pytest.mark.parametrize("kind,link", list(itertools.product(KINDS, ("softmax", "sigmoid"))))
