@@ -90,6 +90,7 @@ class Workers:
         self._errors: "list[tuple[str, BaseException]]" = []  # failures not yet raised, by stage
         self._expected = 0  # jobs announced by expect(), over all stages
         self._children: "set[Any]" = set()  # child processes that were there before the pool: not its workers
+        self._warm: "list[Any]" = []  # the futures of warm(): while no job was submitted, close() stops the processes
 
     def __enter__(self) -> "Workers":
         return self
@@ -106,9 +107,18 @@ class Workers:
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
             self._pool = None
-            if interrupted:
+            if interrupted or (self._warm and not self._counts):  # warmed, and no job submitted: nothing to keep
                 for p in set(mp.active_children()) - self._children:
                     p.terminate()
+
+    def warm(self, fn: Callable, args: tuple = ()) -> None:
+        """Start the worker processes now and run ``fn(*args)`` (picklable) once in each, e.g. the imports every job
+        needs, while this process goes on with its own checks: their start-up overlaps them. Not a job: not counted,
+        its result and errors ignored (a job that needs what failed fails with its own error). Closed before any job
+        was submitted (a bad experiment), the processes are stopped at once. In this process (``workers <= 1``):
+        nothing."""
+        if self.workers > 1:
+            self._warm = [_ignoring_ctrl_c(self._processes().submit, fn, *args) for _ in range(self.workers)]
 
     def expect(self, jobs: int) -> None:
         """Announce ``jobs`` more jobs than submitted so far (e.g. the whole plan of an experiment at its start,

@@ -137,3 +137,47 @@ def test_ctrl_c_stops_the_workers_at_once_without_their_tracebacks(tmp_path):
     while time.monotonic() < deadline and any(w.is_running() and w.status() != psutil.STATUS_ZOMBIE for w in started):
         time.sleep(0.2)
     assert not any(w.is_running() and w.status() != psutil.STATUS_ZOMBIE for w in started)
+
+
+def _mark(path):
+    Path(path).write_text(str(os.getpid()))
+
+
+def _slow():
+    time.sleep(30)
+
+
+def test_warm_starts_each_process_ahead_of_the_jobs(tmp_path):
+    """``harness run`` warms its workers while it checks the experiment: each process runs the warm-up once, before the
+    jobs, which then run in those same processes and are the only ones counted."""
+    from harness.workers import Workers
+
+    lines = []
+    with Workers(2) as w:
+        w.warm(_mark, (str(tmp_path / "warm"),))
+        assert w.counts() == (0, 0)  # not a job
+        for i in range(4):
+            w.submit("a", f"a{i}", _pid, ())
+        w.wait(lines.append)
+        assert w.counts() == (4, 4) and len(lines) == 4
+        jobs = {w.results[("a", f"a{i}")] for i in range(4)}
+    warmed = int((tmp_path / "warm").read_text())
+    assert warmed in jobs and os.getpid() not in jobs
+
+
+def test_closing_before_any_job_stops_the_warmed_processes_at_once():
+    """A bad experiment is refused while the workers warm up: closing the pool then stops them, so the error is not held
+    back by a warm-up still running (here one that would take 30 s)."""
+    import multiprocessing as mp
+
+    from harness.workers import Workers
+
+    before = set(mp.active_children())
+    tic = time.perf_counter()
+    with pytest.raises(ValueError, match="bad experiment"):
+        with Workers(2) as w:
+            w.warm(_slow)
+            raise ValueError("bad experiment")
+    for p in set(mp.active_children()) - before:
+        p.join(10)
+    assert time.perf_counter() - tic < 15 and not set(mp.active_children()) - before

@@ -19,6 +19,10 @@ epoch over ``images`` training images in a fresh process, the loop's own ``train
 (training steps only); the settings are measured in turn, ``repeats`` rounds, so a busy machine
 slows all of them alike. Ratios to the default are per round (default of the same round).
 
+Part 3 (:mod:`harness.upstream.bench_breakdown`), after part 1: where one step of the fast setting goes in fp32 and in
+bf16, by kind of operator and by convolution layer, so the gap between bf16's matmul speed-up and the step's is
+explained by measurement.
+
 Part 2, accuracy: one short run of each setting and backbone (``epochs`` over the 45,000
 ``train45k`` images, ``worse`` labels; clean test top-1 and NLL) and its training wall time, so
 the speed-ups can be checked to cost no accuracy, and the backbones compared by accuracy per
@@ -42,6 +46,7 @@ import torch.nn.functional as F
 from harness.io import atomic_write_text
 from harness.provenance import markdown_header, provenance
 from harness.training.precision import native_bf16
+from harness.upstream import bench_breakdown
 
 CIFAR10N = Path("../shared/data/cifar10n")
 
@@ -263,6 +268,7 @@ def run(
     out: Optional[Path] = Path("results/bench/upstream.md"),
     work_dir: Path = Path("runs/bench"),
     progress: Callable[[str], None] = print,
+    breakdown_only: bool = False,
 ) -> dict:
     """Measure, then write the tables (Markdown and a JSON twin).
 
@@ -272,6 +278,7 @@ def run(
         epochs: epochs of each accuracy run over ``train45k`` (0 skips part 2).
         data_path: the CIFAR-10N folder (default ``../shared/data/cifar10n``).
         backbones: the 32 px backbones to measure.
+        breakdown_only: measure part 3 alone (a minute) and write only its table.
 
     Raises:
         FileNotFoundError: no CIFAR-10N data.
@@ -280,6 +287,12 @@ def run(
     if not (data_path / "cifar10_jpeg.zip").is_file():
         raise FileNotFoundError(f"no cifar10_jpeg.zip in {str(data_path)!r}: pass --data-path to the CIFAR-10N folder")
     base = base_overrides(data_path)
+    breakdown = bench_breakdown.measure(base + FAST, progress)
+    if breakdown_only:
+        summary = {"data": str(data_path), "breakdown": breakdown, "matmul": _in_fresh_process(matmul_rates)}
+        if out is not None:
+            bench_breakdown.write(Path(out), summary)
+        return summary
     settings = {name: base + ov for name, ov in STEPS}
     settings.update({bb: base + backbone_overrides(bb) for bb in backbones})
     # decode the images into the cache once, before anything is timed
@@ -303,6 +316,7 @@ def run(
         "accuracy": accuracy,
         "settings": settings,
         "matmul": _in_fresh_process(matmul_rates),
+        "breakdown": breakdown,
     }
     if out is not None:
         _write(Path(out), summary)
@@ -351,8 +365,7 @@ def _write(out: Path, s: dict) -> None:
         f"This CPU ({s['matmul']['flags']}): a 2048 x 2048 matmul runs at {s['matmul']['fp32']:.3g} GFLOP/s in "
         f"fp32 and {s['matmul']['bf16']:.3g} in bf16 ({s['matmul']['bf16'] / s['matmul']['fp32']:.2f}x). "
         + (
-            "The training step gains less, as the rows above show: convolutions with few channels and small "
-            "images, batch norm, the optimiser and the fp32 head do not speed up with bf16."
+            "The training step gains less, as the rows above show; the section below measures where."
             if s["native_bf16"]
             else "Without native bf16, bf16 is emulated: it is slower than fp32 here, and the bf16 step of "
             "the fast path cannot be had on this CPU, so auto trains in fp32."
@@ -388,5 +401,7 @@ def _write(out: Path, s: dict) -> None:
                 f"| {name} | {100 * a['top1']:.2f}% | {a['nll']:.4f} | {a['train_minutes']:.1f} | {cpu:.1f} | "
                 f"{100 * a['top1'] / cpu:.2f} |"
             )
+    if "breakdown" in s:
+        lines += bench_breakdown.section(s)
     atomic_write_text(out, "\n".join(lines) + "\n")
     atomic_write_text(out.with_suffix(".json"), json.dumps({"provenance": prov, **s}, indent=1))

@@ -135,11 +135,23 @@ def bench_coverage(sims: int, settings: "tuple[str, ...]", out: Path) -> None:
     default=Path("results/bench/upstream.md"),
     show_default=True,
 )
+@click.option(
+    "--breakdown-only",
+    is_flag=True,
+    help="Only profile where one training step's time goes, fp32 against bf16 (about a minute).",
+)
 def bench_upstream(
-    images: int, repeats: int, epochs: int, backbones: "tuple[str, ...]", data_path: "Path | None", out: Path
+    images: int,
+    repeats: int,
+    epochs: int,
+    backbones: "tuple[str, ...]",
+    data_path: "Path | None",
+    out: Path,
+    breakdown_only: bool,
 ) -> None:
     """Training throughput on CPU, step by step (PIL -> array loader -> bf16 -> channels_last; target
-    >= 4x the default), the 32 px backbones, and short-run accuracy of each."""
+    >= 4x the default), the 32 px backbones, short-run accuracy of each, and where one step's time goes in
+    fp32 and bf16."""
     from harness.upstream import bench as upstream_bench
 
     try:
@@ -151,6 +163,7 @@ def bench_upstream(
             out=out,
             backbones=backbones or tuple(upstream_bench.BACKBONES),
             progress=click.echo,
+            breakdown_only=breakdown_only,
         )
     except FileNotFoundError as e:
         raise click.UsageError(str(e)) from e

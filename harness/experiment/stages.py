@@ -104,36 +104,58 @@ def run_experiment(
     from harness.experiment.verdicts import validate_primary
     from harness.workers import Workers
 
-    plans = validate_experiment(exp)
-    validate_primary(exp)
-    with RunLock(
-        exp.runs_root,
-        name=EXPERIMENT_LOCK,
-        clean=False,
-        what="one harness run at a time uses a runs_root: wait for it to finish or stop it, or give this "
-        "experiment its own runs_root=...",
-    ):
-        root = path_under(exp.runs_root, exp.name)
-        root.mkdir(parents=True, exist_ok=True)
-        if exp.records:
-            restored = sync_records(exp, restore=True, plans=plans)
-            if restored:
-                progress(f"[records] restored {restored} finished run(s) from {records_dir(exp)}")
-        clock = _Clock(root / "sessions.json")
-        with Workers(exp.workers) as workers:
-            _reevaluate_stage(exp, root, workers, progress, reevaluate)
-            if train:  # the progress lines count over the whole plan (without training: the finished runs queued)
-                workers.expect(planned_jobs(exp, plans))
-                kinds = [
-                    "upstream runs",
-                    *(["shift predictions"] if exp.shift else []),
-                    *(["transfers"] if exp.downstream.tasks else []),
-                ]
-                progress(
-                    f"[plan] {workers.counts()[1]} jobs ({', '.join(kinds)})"
-                    + (f" on {exp.workers} processes with {workers.threads} thread(s) each" if exp.workers > 1 else "")
-                )
-            return _run_stages(exp, plans, root, clock, workers, progress, train)
+    workers = Workers(exp.workers)
+    with workers:  # closed on every way out: a bad experiment stops the warmed processes at once
+        if train:
+            workers.warm(_warm_up)  # the worker processes start and import while the experiment is checked
+        plans = validate_experiment(exp)
+        validate_primary(exp)
+        with RunLock(
+            exp.runs_root,
+            name=EXPERIMENT_LOCK,
+            clean=False,
+            what="one harness run at a time uses a runs_root: wait for it to finish or stop it, or give this "
+            "experiment its own runs_root=...",
+        ):
+            return _locked(exp, plans, workers, progress, train, reevaluate)
+
+
+def _warm_up() -> None:
+    """A worker process's start-up, before its first job: the libraries every upstream run imports (timm,
+    torchvision, accelerate and the training loop; ``torch`` is imported by :func:`harness.workers.init_worker`)."""
+    import harness.upstream.train  # noqa: F401
+
+
+def _locked(
+    exp: Experiment,
+    plans: "dict[str, _Plan]",
+    workers: Any,
+    progress: Callable[[str], None],
+    train: bool,
+    reevaluate: bool,
+) -> Path:
+    """:func:`run_experiment` once its lock is held: the records restored, then every stage."""
+    root = path_under(exp.runs_root, exp.name)
+    root.mkdir(parents=True, exist_ok=True)
+    if exp.records:
+        restored = sync_records(exp, restore=True, plans=plans)
+        if restored:
+            progress(f"[records] restored {restored} finished run(s) from {records_dir(exp)}")
+    clock = _Clock(root / "sessions.json")
+    with workers:  # stopped before the lock is released
+        _reevaluate_stage(exp, root, workers, progress, reevaluate)
+        if train:  # the progress lines count over the whole plan (without training: the finished runs queued)
+            workers.expect(planned_jobs(exp, plans))
+            kinds = [
+                "upstream runs",
+                *(["shift predictions"] if exp.shift else []),
+                *(["transfers"] if exp.downstream.tasks else []),
+            ]
+            progress(
+                f"[plan] {workers.counts()[1]} jobs ({', '.join(kinds)})"
+                + (f" on {exp.workers} processes with {workers.threads} thread(s) each" if exp.workers > 1 else "")
+            )
+        return _run_stages(exp, plans, root, clock, workers, progress, train)
 
 
 def _reevaluate_stage(exp: Experiment, root: Path, workers: Any, progress: Callable[[str], None], run: bool) -> None:
