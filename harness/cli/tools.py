@@ -122,7 +122,9 @@ def bench_coverage(sims: int, settings: "tuple[str, ...]", out: Path) -> None:
     show_default=True,
     help="Epochs of each short accuracy run over train45k (0: throughput only).",
 )
-@click.option("--backbone", "backbones", multiple=True, help="32 px backbones to measure (default: all four).")
+@click.option(
+    "--backbone", "backbones", multiple=True, help="32 px backbones to measure, repeatable (default: all five)."
+)
 @click.option(
     "--data-path",
     type=click.Path(file_okay=False, path_type=Path),
@@ -132,8 +134,9 @@ def bench_coverage(sims: int, settings: "tuple[str, ...]", out: Path) -> None:
 @click.option(
     "--out",
     type=click.Path(dir_okay=False, path_type=Path),
-    default=Path("results/bench/upstream.md"),
-    show_default=True,
+    default=None,
+    help="Where to write [default: results/bench/upstream.md; with --breakdown-only "
+    "results/bench/upstream-breakdown.md].",
 )
 @click.option(
     "--breakdown-only",
@@ -146,7 +149,7 @@ def bench_upstream(
     epochs: int,
     backbones: "tuple[str, ...]",
     data_path: "Path | None",
-    out: Path,
+    out: "Path | None",
     breakdown_only: bool,
 ) -> None:
     """Training throughput on CPU, step by step (PIL -> array loader -> bf16 -> channels_last; target
@@ -154,6 +157,19 @@ def bench_upstream(
     fp32 and bf16."""
     from harness.upstream import bench as upstream_bench
 
+    if breakdown_only:
+        ctx = click.get_current_context()
+        given = [
+            f"--{name.replace('_', '-').rstrip('s') if name == 'backbones' else name.replace('_', '-')}"
+            for name in ("images", "repeats", "epochs", "backbones")
+            if ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT
+        ]
+        if given:
+            raise click.UsageError(
+                f"{', '.join(given)} set what the throughput and accuracy parts measure, which --breakdown-only "
+                "skips: drop them, or drop --breakdown-only"
+            )
+    out = out or Path("results/bench/upstream-breakdown.md" if breakdown_only else "results/bench/upstream.md")
     try:
         upstream_bench.run(
             images=images,

@@ -72,3 +72,14 @@ def test_breakdown_only_writes_its_section_alone(tmp_path):
     assert text.startswith("# Upstream training on CPU: where one step's time goes")
     assert "| **profiled step** | 6.0 | 6.0 | 1.00x | 100% |" in text and "(2.50x)" in text
     assert (tmp_path / "b.json").is_file() and "images/s" not in text
+
+
+def test_breakdown_only_refuses_the_settings_of_the_parts_it_skips():
+    from click.testing import CliRunner
+
+    from harness.cli import main
+
+    res = CliRunner().invoke(main, ["bench", "upstream", "--breakdown-only", "--repeats", "2", "--backbone", "x"])
+    assert (
+        res.exit_code == 2 and "--repeats, --backbone set what the throughput and accuracy parts measure" in res.output
+    )
