@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import io
 import os
+import zipfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable, Sequence
@@ -24,10 +25,44 @@ from harness.io import atomic_write_stream
 
 
 def default_cache_dir() -> Path:
-    """``$HARNESS_CACHE``, else ``$XDG_CACHE_HOME/harness``, else ``~/.cache/harness``."""
+    """``$HARNESS_CACHE``, else ``$XDG_CACHE_HOME/harness``, else ``~/.cache/harness``.
+
+    Raises:
+        ValueError: the folder, or the nearest of its parents that exists, is not a folder (naming the variable).
+    """
     if os.environ.get("HARNESS_CACHE"):
-        return Path(os.environ["HARNESS_CACHE"])
-    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "harness"
+        where, path = "HARNESS_CACHE", Path(os.environ["HARNESS_CACHE"])
+    elif os.environ.get("XDG_CACHE_HOME"):
+        where, path = "XDG_CACHE_HOME", Path(os.environ["XDG_CACHE_HOME"]) / "harness"
+    else:
+        where, path = "the home folder", Path.home() / ".cache" / "harness"
+    existing = next((p for p in (path, *path.parents) if os.path.lexists(p)), None)
+    if existing is not None and not existing.is_dir():
+        raise ValueError(
+            f"the cache folder {str(path)!r} (from {where}) cannot be made: {str(existing)!r} is a file; point "
+            "HARNESS_CACHE at a folder"
+        )
+    return path
+
+
+def read_cached(path: "str | os.PathLike") -> "np.ndarray | None":
+    """The array ``images`` of a cache file written by :func:`write_cached`, when it is intact (its bytes match the
+    SHA-256 saved beside them); None for a missing, unreadable, truncated or altered file, which the caller computes
+    again and replaces."""
+    if not Path(path).is_file():
+        return None
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            images, digest = z["images"], str(z["sha256"])
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
+        return None
+    return images if hashlib.sha256(np.ascontiguousarray(images).tobytes()).hexdigest() == digest else None
+
+
+def write_cached(path: "str | os.PathLike", images: np.ndarray) -> None:
+    """Write ``images`` and their SHA-256 to the cache file ``path`` (atomically), for :func:`read_cached`."""
+    digest = hashlib.sha256(np.ascontiguousarray(images).tobytes()).hexdigest()
+    atomic_write_stream(Path(path), lambda f: np.savez(f, images=images, sha256=np.array(digest)))
 
 
 def file_digest(path: "str | os.PathLike", chunk: int = 1 << 22) -> str:
@@ -66,19 +101,14 @@ def decoded_images(
     """
     key = hashlib.sha256(content_digest.encode() + b"\0" + "\n".join(members).encode()).hexdigest()[:24]
     path = Path(cache_dir or default_cache_dir()) / f"{name}-{key}.npz"
-    if path.is_file():
-        try:
-            with np.load(path, allow_pickle=False) as z:
-                images = z["images"]
-            if len(images) == len(members):
-                return images
-        except (OSError, ValueError, KeyError):  # unreadable: decode again and replace it
-            pass
+    cached = read_cached(path)  # missing, unreadable or altered: decoded again and replaced
+    if cached is not None and len(cached) == len(members):
+        return cached
 
     def decode(member: str) -> np.ndarray:
         try:
             with Image.open(io.BytesIO(read(member))) as img:
-                return np.asarray(img.convert("RGB"))
+                return np.asarray(rgb_image(img))
         except Exception as e:
             raise ValueError(
                 f"cannot decode image {member!r} ({type(e).__name__}: {e}); replace or remove that file"
@@ -93,8 +123,35 @@ def decoded_images(
             "cache holds equal-size images only: set data.loader=pil"
         )
     images = np.stack(arrays) if arrays else np.zeros((0, 1, 1, 3), np.uint8)
-    atomic_write_stream(path, lambda f: np.savez(f, images=images))
+    write_cached(path, images)
     return images
+
+
+#: PIL's modes of 16- and 32-bit integer pixels: ``convert("RGB")`` would clip each value to 255 (a 16-bit image
+#: turns white), so :func:`rgb_image` scales them from 16 bits first
+_WIDE_MODES = ("I;16", "I;16L", "I;16B", "I;16N", "I")
+
+
+def rgb_image(img: Image.Image) -> Image.Image:
+    """Every decoded image as 8-bit RGB, the one conversion of the harness's readers: 8-bit modes (L, P, RGBA, CMYK,
+    ...) by PIL's ``convert("RGB")``; 16-bit grey (PIL's ``I;16*`` and ``I`` modes, values 0-65535) scaled to 8 bits
+    (value >> 8) first.
+
+    Raises:
+        ValueError: integer pixels outside 0-65535, or floating-point pixels (mode ``F``): no 8-bit reading is
+            implied; convert such files to 8- or 16-bit images.
+    """
+    if img.mode == "F":
+        raise ValueError("a 32-bit floating-point image (PIL mode F) has no 8-bit reading: save it as 8- or 16-bit")
+    if img.mode in _WIDE_MODES:
+        wide = np.asarray(img).astype(np.int64)
+        if wide.size and (wide.min() < 0 or wide.max() > 65535):
+            raise ValueError(
+                f"a {img.mode} image with values in [{wide.min()}, {wide.max()}], outside 16 bits (0-65535): save "
+                "it as an 8- or 16-bit image"
+            )
+        img = Image.fromarray((wide >> 8).astype(np.uint8), mode="L")
+    return img.convert("RGB")
 
 
 def as_rgb(pixels: np.ndarray) -> np.ndarray:

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 from PIL import Image
 
-from harness.data.cache import as_rgb
+from harness.data.cache import as_rgb, rgb_image
 
 
 @dataclass
@@ -113,7 +113,7 @@ class ImageDataset(torch.utils.data.Dataset):
     def __getitem__(self, i: int) -> "tuple[Image.Image, Any]":
         target = self.labels.multi_hot(i, self.num_classes) if self.multilabel else int(self.labels[i])
         try:
-            return self.load_image(i).convert("RGB"), target
+            return rgb_image(self.load_image(i)), target
         except (OSError, ValueError, SyntaxError) as e:  # what PIL raises for missing, truncated, corrupt files
             raise ValueError(
                 f"cannot read image {self.image_name(i)} of {self.description} ({type(e).__name__}: "

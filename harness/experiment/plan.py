@@ -176,6 +176,12 @@ def _tune(method: str, head: dict, grid: list) -> "tuple[str, list[float]]":
         or len(set(values)) != len(values)
     ):
         raise ValueError(f"method {method!r}: tune.values must be distinct numbers, {example}")
+    if key in ("seed", "seeds"):
+        raise ValueError(
+            f"method {method!r}: tune.key {key} would choose a seed by its held-out score; the seeds are the "
+            "experiment's own list: set seeds: [0, 1, 2] (every method trains on each) and tune a training setting "
+            "such as train.label_smoothing"
+        )
     if not re.fullmatch(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)+", key):
         raise ValueError(
             f"method {method!r}: tune.key {quote(key, 60)} is not a config setting (dotted names such as "

@@ -221,8 +221,14 @@ def sync_records_locked(exp: Experiment) -> "tuple[int, int]":
     ``runs_root`` refuses it. Returns ``(restored, saved)``.
 
     Raises:
-        ValueError: another process holds the lock, or a record does not verify.
+        ValueError: the experiment keeps no records (``records: false``), another process holds the lock, or a record
+            does not verify.
     """
+    if not exp.records:
+        raise ValueError(
+            f"experiment {exp.name!r} keeps no records (records: false), so --sync-records has nothing to save or "
+            "restore: give records=true to keep a compact record of each finished run, or run without --sync-records"
+        )
     with RunLock(
         exp.runs_root,
         name=EXPERIMENT_LOCK,

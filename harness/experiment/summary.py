@@ -83,13 +83,18 @@ def _key(r: dict) -> tuple:
 def mark_replication(exp: Experiment, rows: "list[dict]") -> "list[str]":
     """Each better/worse verdict of ``rows`` marked ``replication``: "replicated" when the replication experiment's
     report (``exp.replication``) gives the same row the same verdict, else "fragile"; a sentence with the counts.
-    Nothing when the experiment names no replication or its report is not there yet."""
+    Nothing when the experiment names no replication; a sentence saying so when its report is not there yet."""
     import json
 
     own = Path(exp.results_root) / exp.replication / "report.json"  # this machine's replication, else the reference's
     path = own if own.is_file() else Path(exp.reference_root) / exp.replication / "report.json"
-    if not exp.replication or not path.is_file():
+    if not exp.replication:
         return []
+    if not path.is_file():
+        return [
+            f"Replication ({exp.replication}): its report is not there yet (neither {own} nor {path}), so no verdict "
+            f"is marked replicated or fragile; `harness run {exp.replication}` writes it."
+        ]
     rep = json.loads(path.read_text())
     theirs = {
         _key(r): r["verdict"]

@@ -56,7 +56,7 @@ def validate_experiment(exp: Experiment) -> "dict[str, _Plan]":
                     f"multilabel study run {folder}: set link: sigmoid in its head (label sets need the sigmoid link)"
                 )
     _check_variant_configs(exp, plans["main"])
-    _check_classes(plans)
+    _check_classes(plans, exp.confusable_pairs)
     _check_downstream(exp, PRESETS, SweepSettings)
     for what, folder in (("runs_root", exp.runs_root), ("results_root", exp.results_root)):
         check_writable(folder, f"{what} {str(folder)!r}", f"{what}=...")
@@ -190,6 +190,15 @@ def _check_names(exp: Experiment) -> None:
             check_name(f"{name}_{m}", f"condition {name!r} run name")
     if exp.replication:
         check_name(exp.replication, "replication (an experiment's name)")
+        from harness.experiment.config import find_experiment
+
+        try:  # the report reads its description (and the user runs it by that name)
+            find_experiment(exp.replication)
+        except FileNotFoundError as e:
+            raise ValueError(
+                f"replication {exp.replication!r} names no experiment ({e}); give the name of the experiment that "
+                "reruns this one, or leave replication unset"
+            ) from None
 
 
 def _check_references(exp: Experiment) -> None:
@@ -224,16 +233,25 @@ def _check_references(exp: Experiment) -> None:
         raise ValueError(f"confusable_pairs must be pairs of class names, e.g. [[cat, dog]], got {bad_pairs}")
 
 
-def _check_classes(plans: "dict[str, _Plan]") -> None:
-    """Settings that need the number of classes K of the data (read once per study from its evaluation split):
-    ``model.num_classes`` and the heads' ``num_factors`` (<= K for noise on the logits)."""
+def _check_classes(plans: "dict[str, _Plan]", confusable_pairs: "list[list[str]]" = ()) -> None:
+    """Settings that need the classes of the data (read once per study from its evaluation split): ``model.num_classes``
+    and the heads' ``num_factors`` (<= K for noise on the logits); the main study's classes hold every name of
+    ``confusable_pairs``."""
     from harness.data.sources import build_split
 
     for study, plan in plans.items():
         if not plan.configs:
             continue
         first = next(iter(plan.configs.values()))
-        k = len(build_split(first.data, first.data.eval_split).class_names)
+        names = [str(c) for c in build_split(first.data, first.data.eval_split).class_names]
+        k = len(names)
+        unknown = sorted({str(c) for pair in confusable_pairs for c in pair} - set(names)) if study == "main" else []
+        if unknown:
+            raise ValueError(
+                f"confusable_pairs names {', '.join(map(repr, unknown))}, not classes of the data (its classes: "
+                f"{', '.join(names[:20])}{' ...' if k > 20 else ''}): name pairs of its classes, e.g. "
+                f"[[{names[0]}, {names[-1]}]]"
+            )
         for folder, cfg in plan.configs.items():
             if cfg.model.num_classes and cfg.model.num_classes != k:
                 raise ValueError(

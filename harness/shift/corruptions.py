@@ -36,7 +36,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from harness.io import atomic_write_stream
+from harness.data.cache import read_cached, write_cached
 
 PACKAGE = "imagecorruptions-imaug"
 FAMILIES = ("noise", "blur", "weather", "digital")
@@ -221,16 +221,11 @@ def corrupted(
     resolve([corruption], [severity])
     _check_images(images)
     path = cache_path(images, index, corruption, severity, seed, cache_dir)
-    if path.is_file():
-        try:
-            with np.load(path, allow_pickle=False) as z:
-                cached = z["images"]
-            if cached.shape == images.shape and cached.dtype == np.uint8:
-                return cached
-        except (OSError, ValueError, KeyError, EOFError):  # unreadable: generate again and replace it
-            pass
+    cached = read_cached(path)  # missing, unreadable or altered: generated again and replaced
+    if cached is not None and cached.shape == images.shape and cached.dtype == np.uint8:
+        return cached
     out = corrupt_images(images, corruption, severity, example_seeds(seed, corruption, severity, index))
-    atomic_write_stream(path, lambda f: np.savez(f, images=out))
+    write_cached(path, out)
     return out
 
 

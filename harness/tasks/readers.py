@@ -33,6 +33,7 @@ from typing import Any, Optional, Sequence
 import numpy as np
 from PIL import Image
 
+from harness.data.cache import rgb_image
 from harness.data.dataset import ImageDataset
 from harness.tasks.catalogue import SPLITS, Task
 
@@ -243,7 +244,7 @@ def check_tfds_split(task: Task, split: str, data_dir: Optional[str], check_size
         s = int(np.searchsorted(images.starts, i, side="right") - 1)
         try:
             label = task.label(_example(sources[s], i - images.starts[s]))
-            images(i).convert("RGB")
+            rgb_image(images(i))
         except Exception as e:
             raise ValueError(
                 f"{where} example {i} cannot be decoded ({type(e).__name__}: {e}); the prepared data "
@@ -363,9 +364,15 @@ def check_split(ds: ImageDataset) -> None:
 
     Raises:
         FileNotFoundError: listed files that do not exist (the message names them and their lines).
-        ValueError: an image that does not decode (the message names the file and its line).
+        ValueError: an empty split, or an image that does not decode (the message names the file and its line).
     """
     images = ds.load_image
+    if len(ds) == 0:
+        where = images.listing if isinstance(images, ListedImages) else ds.description
+        raise ValueError(
+            f"{where} lists no examples: every split of a task is trained or scored on, so each needs at least one "
+            "(`IMAGE LABEL` per line); list the split's images there"
+        )
     if isinstance(images, ListedImages):
         missing = [i for i, p in enumerate(images.paths) if not os.path.isfile(p)]
         if missing:

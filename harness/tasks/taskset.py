@@ -4,6 +4,7 @@ from that source; and the checks of the data made before any run."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional, Sequence
@@ -65,7 +66,7 @@ def custom_task(spec: str) -> Task:
         rest, _, flag = rest.rpartition(":")
         flags.add(flag)
     folder, _, k = rest.rpartition(":")
-    if name and folder and k.isdigit() and int(k) < 1:
+    if name and folder and re.fullmatch(r"[+-]?\d+(\.\d*)?([eE][+-]?\d+)?", k) and not (k.isdigit() and int(k) >= 1):
         raise ValueError(
             f"custom task {spec!r}: NUM_CLASSES must be a whole number >= 1 (the task's class count), got {k}; "
             f"e.g. {name}={folder}:10"

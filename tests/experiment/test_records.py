@@ -307,7 +307,9 @@ def test_sync_records_takes_the_experiment_lock_and_verifies_every_record_first(
     from harness.experiment.stages import EXPERIMENT_LOCK, sync_records_locked
     from harness.io import RunLock
 
-    exp = load_experiment("digits", (f"runs_root={tmp_path / 'runs'}", f"results_root={tmp_path / 'results'}"))
+    exp = load_experiment(
+        "digits", (f"runs_root={tmp_path / 'runs'}", f"results_root={tmp_path / 'results'}", "records=true")
+    )
     records = tmp_path / "results" / "digits" / "records"
     for name in ("hom_s0", "hom_s1"):
         assert save_record(_copy(finished, tmp_path / name), records / name)
