@@ -295,20 +295,37 @@ def _recipe_text(r: dict) -> "list[str]":
     ]
 
 
-def _model_text(upstream: "str | dict", prep: dict) -> str:
-    """The model line of ``vtab.md``: its source, weights file and digest, and the input normalisation used."""
+def source_text(upstream: "str | dict") -> str:
+    """Where a model's weights came from, for every kind of source a sweep or few-shot run records
+    (:func:`harness.downstream.sweep.upstream_record`): a harness checkpoint; ``timm:`` / ``torchvision:`` with a
+    weights file (its name and digest) or randomly initialised; a folder (``local-dir:``, a ``save_pretrained``
+    export or timm's own); a Hugging Face Hub repository; timm's published weights."""
     if isinstance(upstream, str):
-        what = f"Model: harness checkpoint {upstream}"
-    elif upstream.get("weights"):
-        what = (
-            f"Model: {upstream['source']} with weights {Path(upstream['weights']).name} (sha256 {upstream['sha256']})"
+        return f"harness checkpoint {upstream}"
+    source, sha = upstream["source"], upstream.get("sha256")
+    if upstream.get("weights"):
+        return f"{source} with weights {Path(upstream['weights']).name} (sha256 {sha})"
+    if upstream.get("random_init"):
+        return f"{source}, RANDOMLY INITIALISED (--random-init)"
+    name = source[len("timm:") :] if source.startswith("timm:") else source
+    if name.startswith("local-dir:"):
+        digest = f" (model.safetensors, sha256 {sha})" if sha else ""
+        return f"{source}, weights read from the folder {name[len('local-dir:') :]}{digest}"
+    if name.startswith("hf-hub:"):
+        return (
+            f"{source}, weights of the Hugging Face Hub repository {name[len('hf-hub:') :]} (downloaded, or read "
+            "from the local Hugging Face cache offline)"
         )
-    else:
-        what = f"Model: {upstream['source']}, " + (
-            "RANDOMLY INITIALISED (--random-init)"
-            if upstream.get("random_init")
-            else "weights from the local timm / Hugging Face cache"
-        )
+    return (
+        f"{source}, timm's published weights (downloaded by timm, or read from the local timm / Hugging Face cache "
+        "offline)"
+    )
+
+
+def _model_text(upstream: "str | dict", prep: dict) -> str:
+    """The model line of ``vtab.md`` and ``fewshot.md``: where its weights came from (:func:`source_text`), and the
+    input normalisation used."""
+    what = f"Model: {source_text(upstream)}"
     norm = (
         f"mean {prep['mean']}, std {prep['std']} (the model's own: timm's pretrained_cfg, or torchvision's "
         "ImageNet transforms)"

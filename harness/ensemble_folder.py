@@ -17,22 +17,9 @@ import numpy as np
 
 from harness.io import atomic_write_text, check_writable
 from harness.provenance import provenance
-from harness.runs import load_heldout, run_method, run_summary
+from harness.runs import check_distinct_folders, load_heldout, run_method, run_summary
 from harness.uncertainty.ensembles import average, check_compatible, summarize
 from harness.uncertainty.predictions import Predictions
-
-
-def _check_distinct(members: "list[Path]") -> None:
-    """The same run folder (after resolving links and relative paths) may not be given twice."""
-    seen: "dict[Path, Path]" = {}
-    for m in members:
-        key = m.resolve()
-        if key in seen:
-            raise ValueError(
-                f"member {str(m)!r} is given twice (also as {str(seen[key])!r}); an ensemble counts "
-                "each model once: remove the repeat"
-            )
-        seen[key] = m
 
 
 def _check_distinct_predictions(preds: "list[Predictions]") -> None:
@@ -71,16 +58,16 @@ def check_ensemble_out(out: "str | Path", overwrite: bool = False) -> Path:
         raise ValueError(
             f"--out {out} is a run folder: an ensemble there would replace the run's predictions; choose another --out"
         )
+    taken = [n for n in ENSEMBLE_FILES if (out / n).exists()]
+    if taken:  # first: --overwrite is offered only where it would be accepted
+        raise ValueError(
+            f"--out {out} holds {', '.join(taken)} that no ensemble wrote: even with --overwrite an "
+            "ensemble does not replace them; choose another --out"
+        )
     if not overwrite:
         raise ValueError(
             f"--out {out} exists and holds files no ensemble wrote (no ensemble.json): choose another "
             "--out, or give --overwrite to add the ensemble's files beside them"
-        )
-    taken = [n for n in ENSEMBLE_FILES if (out / n).exists()]
-    if taken:
-        raise ValueError(
-            f"--out {out} holds {', '.join(taken)} that no ensemble wrote: even with --overwrite an "
-            "ensemble does not replace them; choose another --out"
         )
     return out
 
@@ -91,6 +78,7 @@ def build_ensemble(
     from_checkpoints: bool = False,
     repredict: Optional[Callable[[Path], Predictions]] = None,
     overwrite: bool = False,
+    data: Optional[str] = None,
 ) -> dict:
     """Ensemble run folders and write ``out/predictions.npz``, ``out/heldout_predictions.npz`` (when
     every member has held-out predictions) and, last, ``out/ensemble.json``; a previous ensemble's
@@ -104,6 +92,8 @@ def build_ensemble(
         members: run folders, each given once.
         from_checkpoints: re-predict with each member's ``model.pt`` (one model in memory at a
             time) through ``repredict(run_dir) -> Predictions`` instead of reading saved predictions.
+        data: the description of the data ``repredict`` evaluates on (``harness ensemble --eval-data``), recorded
+            in ``ensemble.json``; default: the first member's recorded evaluation data.
 
     Raises:
         ValueError: fewer than 2 members; a member given twice or two members with identical
@@ -117,7 +107,7 @@ def build_ensemble(
         raise ValueError(f"an ensemble needs at least 2 members, got {len(members)}; give two or more run folders")
     if from_checkpoints and repredict is None:
         raise ValueError("from_checkpoints=True needs repredict(run_dir) -> Predictions")
-    _check_distinct(members)
+    check_distinct_folders(members, "member", "an ensemble counts each model once")
     out = Path(out)
     if any(out.resolve() == m.resolve() for m in members):
         raise ValueError(
@@ -140,7 +130,7 @@ def build_ensemble(
         "method": "+".join(methods),
         "members": [str(m.resolve()) for m in members],
         "from_checkpoints": from_checkpoints,
-        "data": run_summary(members[0]).get("eval_data", ""),
+        "data": data if data is not None else run_summary(members[0]).get("eval_data", ""),
         "summary": summary,
         **provenance(),
     }

@@ -39,9 +39,11 @@ def import_run(
 
     Raises:
         FileNotFoundError: no model or weights file, or missing data.
-        ValueError: weights that do not fit, a model for another number of classes, an ``out`` holding files
-            (without ``overwrite``; with it, files of the names an import writes), or one that cannot be written; predictions holding NaN (nothing is written: every prediction and its
-            metrics are computed before the folder is made).
+        ValueError: weights that do not fit, a model for another number of classes, an ``out`` holding files of the
+            names an import writes (even with ``overwrite``, which the message then does not offer) or other files
+            (without ``overwrite``), or one that cannot be written; a ``device`` this machine cannot run on
+            (:func:`harness.training.precision.check_device`); predictions holding NaN (nothing is written: every
+            prediction and its metrics are computed before the folder is made).
     """
     from dataclasses import asdict
 
@@ -51,10 +53,14 @@ def import_run(
     from harness.progress import Steps
     from harness.runs import predict_model, run_config
     from harness.sources import load_classifier
+    from harness.training.precision import check_device
 
+    check_device(device)
     out = Path(out)
     if "imported" in (run_config(out) if (out / "config.yaml").is_file() else {}):
         raise ValueError(f"{out} holds an imported run already: give --out a new folder (an import never replaces one)")
+    # files of the names an import writes first (a run folder): refused even with --overwrite, so it is not offered
+    check_output_folder(out, False, IMPORT_FILES, True, "harness import", "--out")
     check_output_folder(out, False, IMPORT_FILES, overwrite, "harness import", "--out")
     steps = Steps(progress, "import", 4 + bool(data.heldout_split))
     steps.step(f"reading the evaluation split ({data.eval_split})")

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator, Optional
+from typing import TYPE_CHECKING, Any, Iterator, Optional, Sequence
 
 import numpy as np
 import torch
@@ -152,21 +152,45 @@ def data_config(run_dir: "str | Path", overrides: "tuple[str, ...]" = ()) -> Dat
     return load_config(DataConfig, None, list(overrides), base=run_config(run_dir).get("data", {}))
 
 
-def data_from_file(path: "str | Path", overrides: "tuple[str, ...]" = ()) -> DataConfig:
+def data_from_file(path: "str | Path", overrides: "tuple[str, ...]" = (), flag: str = "--data") -> DataConfig:
     """The ``data`` section of a config file (an upstream config, with its ``base:`` chain) as a
     :class:`DataConfig`, with ``key=value`` overrides (data keys, with or without the ``data.`` prefix), checked
-    by the rules declared on its fields.
+    by the rules declared on its fields. ``flag`` is the option that named the file (for the messages).
 
     Raises:
-        FileNotFoundError: no such file. ValueError: bad YAML or data settings.
+        FileNotFoundError: no such file. ValueError: bad YAML; no ``data`` section (a file that is no config of
+            data, which would otherwise evaluate the default data: the message never quotes the file's content);
+            bad data settings.
     """
     from harness.config import read_settings
     from harness.rules import check_rules
 
+    section = read_settings(path).get("data")
+    if not isinstance(section, dict) or not section:
+        raise ValueError(
+            f"{flag} {path}: the file holds no data section (a 'data:' mapping naming the evaluation data, e.g. "
+            f"data: {{source: digits}}), so it says nothing about what to evaluate on; give a config with one, e.g. "
+            f"{flag} upstream/configs/digits_base.yaml"
+        )
     overrides = tuple(o[len("data.") :] if o.startswith("data.") else o for o in overrides)
-    cfg = load_config(DataConfig, None, list(overrides), base=read_settings(path).get("data", {}))
+    cfg = load_config(DataConfig, None, list(overrides), base=section)
     check_rules(cfg)
     return cfg
+
+
+def check_distinct_folders(folders: "Sequence[str | Path]", what: str, why: str) -> None:
+    """The same folder (after resolving links and relative paths) may not be given twice: ``what`` names an item
+    (``member``), ``why`` says why each counts once (``an ensemble counts each model once``).
+
+    Raises:
+        ValueError: a folder given twice, naming both spellings and the fix.
+    """
+    seen: "dict[Path, Path]" = {}
+    for f in map(Path, folders):
+        key = f.resolve()
+        if key in seen:
+            raise ValueError(f"{what} {str(f)!r} is given twice (also as {str(seen[key])!r}); {why}: remove the repeat")
+        seen[key] = f
 
 
 def eval_batches(
@@ -229,9 +253,14 @@ def predict_model(
 
 
 def predict_checkpoint(
-    run_dir: "str | Path", data: Optional[DataConfig] = None, split: Optional[str] = None, device: str = "cpu"
+    run_dir: "str | Path",
+    data: Optional[DataConfig] = None,
+    split: Optional[str] = None,
+    device: str = "cpu",
+    base: Optional[ImageDataset] = None,
 ) -> Predictions:
-    """Load ``run_dir/model.pt`` and predict on a split (default: the run's own evaluation split).
+    """Load ``run_dir/model.pt`` and predict on a split (default: the run's own evaluation split; or the already-read
+    ``base`` of ``data``, read once for several models).
 
     Only this one model is in memory; its predictions are returned.
 
@@ -241,7 +270,7 @@ def predict_checkpoint(
     from harness.models import load_model
 
     model = load_model(Path(run_dir) / "model.pt")
-    return predict_model(model, data or data_config(run_dir), split, device, str(Path(run_dir) / "model.pt"))
+    return predict_model(model, data or data_config(run_dir), split, device, str(Path(run_dir) / "model.pt"), base)
 
 
 # ------------------------------------------------------------------ analyses of a run folder

@@ -36,7 +36,7 @@ from harness.cli.options import _model_source, overwrite_option
     default=None,
     help="With --from-checkpoints: a config whose data section replaces the members' own.",
 )
-@click.option("--device", default="cpu", show_default=True)
+@click.option("--device", default="cpu", show_default=True, help="With --from-checkpoints: cpu, cuda or cuda:N.")
 @click.option(
     "--overwrite",
     is_flag=True,
@@ -46,10 +46,9 @@ def ensemble(members, more, out, name, from_checkpoints, eval_data, device, over
     """Deep ensemble of run folders: averaged probabilities, member and ensemble metrics, Gibbs CE,
     ensemble gain, disagreement and KL to the ensemble. Given the folders of downstream sweeps (harness downstream
     --out, one per upstream model), the ensemble across those upstream models on every transfer task."""
-    from harness.downstream.ensembles import ENSEMBLE_FILES, is_sweep, write_upstream_ensemble
-    from harness.ensemble_folder import build_ensemble
+    from harness.downstream.ensembles import is_sweep
+    from harness.ensemble_folder import build_ensemble, check_ensemble_out
     from harness.io import path_under
-    from harness.runs import data_from_file, predict_checkpoint
     from harness.shift.predict import ensemble_sets
 
     members = list(members) + list(more)
@@ -65,32 +64,17 @@ def ensemble(members, more, out, name, from_checkpoints, eval_data, device, over
                 "downstream sweep folders ensemble only with other sweep folders, without "
                 "--from-checkpoints or --eval-data: give only sweeps, or only run folders"
             )
-        mine = [out / f for f in ENSEMBLE_FILES]
-        if out.is_dir() and not overwrite and any(p.name not in ENSEMBLE_FILES for p in out.iterdir()):
-            raise click.ClickException(
-                f"{out} holds other files: choose another --out, or --overwrite (only "
-                f"{', '.join(ENSEMBLE_FILES)} are written)"
-            )
-        try:
-            result = write_upstream_ensemble(members, out)
-        except (ValueError, OSError) as e:
-            raise click.ClickException(str(e)) from e
-        for g, v in result["groups"].items():
-            click.echo(
-                f"{g:12s} ensemble "
-                + ", ".join(f"{k} {x:.4f}" for k, x in v["ensemble"].items())
-                + "; members "
-                + ", ".join(f"{k} {x:.4f}" for k, x in v["members"].items())
-            )
-        click.echo(f"wrote {mine[1]} and {mine[0]}")
-        return
-
-    def repredict(run_dir):
-        data = data_from_file(eval_data) if eval_data else None
-        return predict_checkpoint(run_dir, data, device=device)
-
+        return _ensemble_sweeps(members, out, overwrite)
+    if eval_data and not from_checkpoints:
+        raise click.UsageError(
+            f"--eval-data {eval_data} goes with --from-checkpoints: without it the members' saved predictions, on "
+            "their own data, are averaged and no other data is read; add --from-checkpoints, or leave out --eval-data"
+        )
     try:
-        spec = build_ensemble(members, out, from_checkpoints, repredict if from_checkpoints else None, overwrite)
+        if eval_data:
+            check_ensemble_out(out, overwrite)  # before --eval-data's split is read
+        repredict, data = _repredictor(eval_data, device) if from_checkpoints else (None, None)
+        spec = build_ensemble(members, out, from_checkpoints, repredict, overwrite, data)
     except (ValueError, OSError) as e:
         raise click.ClickException(str(e)) from e
     try:
@@ -108,6 +92,53 @@ def ensemble(members, more, out, name, from_checkpoints, eval_data, device, over
     if shifted:
         click.echo(f"shift sets averaged: {len(shifted['sets'])} (harness report shows them)")
     click.echo(f"ensemble folder: {out}")
+
+
+def _repredictor(eval_data: "Path | None", device: str):
+    """``(repredict(run_dir) -> Predictions, description)`` for ``harness ensemble --from-checkpoints``: the device
+    checked, ``--eval-data``'s data section read and its evaluation split read once (before any model), its
+    description the one ``ensemble.json`` records (None: each member's own data, the first member's description).
+
+    Raises:
+        ValueError: a device this machine cannot run on; an --eval-data file without a data section, or bad data.
+        FileNotFoundError: missing data.
+    """
+    from harness.data.sources import build_split
+    from harness.runs import data_from_file, predict_checkpoint
+    from harness.training.precision import check_device
+
+    check_device(device)
+    data = data_from_file(eval_data, flag="--eval-data") if eval_data else None
+    base = build_split(data, data.eval_split) if data is not None else None
+
+    def repredict(run_dir):
+        return predict_checkpoint(run_dir, data, device=device, base=base)
+
+    return repredict, (base.description if base is not None else None)
+
+
+def _ensemble_sweeps(members: "list[Path]", out: Path, overwrite: bool) -> None:
+    """``harness ensemble`` of downstream sweep folders: the ensemble across upstream models on every task."""
+    from harness.downstream.ensembles import ENSEMBLE_FILES, write_upstream_ensemble
+
+    mine = [out / f for f in ENSEMBLE_FILES]
+    if out.is_dir() and not overwrite and any(p.name not in ENSEMBLE_FILES for p in out.iterdir()):
+        raise click.ClickException(
+            f"{out} holds other files: choose another --out, or --overwrite (only "
+            f"{', '.join(ENSEMBLE_FILES)} are written)"
+        )
+    try:
+        result = write_upstream_ensemble(members, out)
+    except (ValueError, OSError) as e:
+        raise click.ClickException(str(e)) from e
+    for g, v in result["groups"].items():
+        click.echo(
+            f"{g:12s} ensemble "
+            + ", ".join(f"{k} {x:.4f}" for k, x in v["ensemble"].items())
+            + "; members "
+            + ", ".join(f"{k} {x:.4f}" for k, x in v["members"].items())
+        )
+    click.echo(f"wrote {mine[1]} and {mine[0]}")
 
 
 @click.command(name="import", context_settings={"ignore_unknown_options": True})
@@ -131,12 +162,14 @@ def import_cmd(source, weights, random_init, data_file, out, device, overwrite, 
     harness shift and harness report take it like any upstream run. OVERRIDES are data keys, e.g. path=/data/x."""
     from harness.importing import import_run
     from harness.runs import data_from_file
+    from harness.training.precision import check_device
 
     if random_init:
         raise click.ClickException(
             "--random-init has no place here: an imported model is a trained one; give --weights"
         )
     try:
+        check_device(device)  # before the data is read
         run_dir = import_run(
             source, data_from_file(data_file, overrides), out, weights, device, progress=click.echo, overwrite=overwrite
         )

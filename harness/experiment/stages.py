@@ -221,8 +221,7 @@ def sync_records_locked(exp: Experiment) -> "tuple[int, int]":
     ``runs_root`` refuses it. Returns ``(restored, saved)``.
 
     Raises:
-        ValueError: the experiment keeps no records (``records: false``), another process holds the lock, or a record
-            does not verify.
+        ValueError: no records kept (``records: false``), another process holds the lock, or a record does not verify.
     """
     if not exp.records:
         raise ValueError(

@@ -25,6 +25,7 @@ from harness.report.page import html_page
 from harness.report.render import calibration_note, fmt, main_columns, markdown
 from harness.report.shift import section
 from harness.runs import (
+    check_distinct_folders,
     check_model_classes,
     clean_heldout,
     covariance_analysis,
@@ -363,11 +364,13 @@ def build(
 
     Raises:
         FileNotFoundError: a path is neither a run nor an ensemble folder.
-        ValueError: a report name that is not a plain folder name, or a folder that holds files no report
-            wrote, without ``overwrite`` (:func:`report_folder`); entries
+        ValueError: a folder given twice (after resolving links and relative paths); a report name that is not a
+            plain folder name, or a folder that holds files no report wrote, without ``overwrite``
+            (:func:`report_folder`); entries
             with different label spaces or evaluation data; an unknown calibrator, netcal missing, or
             ``calibrators`` for multi-label entries.
     """
+    check_distinct_folders(paths, "folder", "a report lists each run or ensemble once")
     out = report_folder(out_root, name, overwrite)
     steps = Steps(progress, "report", 3 + bool(covariance) + bool(shift) + bool(calibrators))
     steps.step(f"reading {len(paths)} folder(s)")

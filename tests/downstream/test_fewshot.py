@@ -177,3 +177,23 @@ def test_progress_from_the_model_load_and_the_result_in_mlflow(tmp_path, mlflow_
     assert metrics["mean/1shot/prec_at_1"] == pytest.approx(result["mean"]["1"])
     assert {"fewshot.md", "fewshot.json"} <= {a.path for a in client.list_artifacts(logged.info.run_id)}
     assert not (tmp_path / "out" / "tb").exists()  # only the trackers named
+
+
+def test_the_model_line_names_where_every_kind_of_source_took_its_weights():
+    """One description of every source kind (audit6 F08: an export folder's weights were said to come from the
+    local timm / Hugging Face cache)."""
+    from harness.downstream.table import source_text
+
+    def record(source, weights=None, sha256=None, random_init=False):
+        return {"source": source, "weights": weights, "sha256": sha256, "random_init": random_init}
+
+    assert source_text("/r/model.pt") == "harness checkpoint /r/model.pt"
+    assert source_text(record("timm:resnet18", "/w/W.safetensors", "ab")) == (
+        "timm:resnet18 with weights W.safetensors (sha256 ab)"
+    )
+    assert source_text(record("timm:resnet18", random_init=True)).endswith("RANDOMLY INITIALISED (--random-init)")
+    export = source_text(record("local-dir:/e/export", sha256="cd"))
+    assert export == "local-dir:/e/export, weights read from the folder /e/export (model.safetensors, sha256 cd)"
+    assert "folder /t/x" in source_text(record("timm:local-dir:/t/x"))
+    assert "Hugging Face Hub repository org/name" in source_text(record("hf-hub:org/name"))
+    assert "timm's published weights" in source_text(record("timm:resnet18"))
