@@ -4,6 +4,8 @@ in ``bad_inputs_audit6_*.py``."""
 
 from __future__ import annotations
 
+import click
+
 from bad_inputs import bad_input, bad_settings, handled
 from bad_inputs_downstream import CLI_ERROR, downstream, task_folder
 from bad_inputs_safety import _experiment
@@ -164,3 +166,47 @@ def _sync_without_records(tmp):
     from harness.experiment.stages import sync_records_locked
 
     sync_records_locked(load_experiment("digits", (f"runs_root={tmp / 'runs'}", f"results_root={tmp / 'res'}")))
+
+
+@bad_input(
+    "report",
+    "harness report into a folder that cannot be written (audit6 D03: the bare '[Errno 30] Read-only file system')",
+    click.ClickException,
+    r"the report folder .*below/rep cannot be written \(.*\): choose a writable folder \(choose another --name or "
+    r"--out-root\)",
+)
+def _report_read_only(tmp):
+    from bad_inputs_safety import _read_only
+    from bad_inputs_uncertainty import _cli, make_run
+
+    make_run(tmp / "a", 0)
+    _cli("report", str(tmp / "a"), "--out-root", str(_read_only(tmp)), "--name", "rep")
+
+
+@bad_input(
+    "shift",
+    "harness shift --severities 5-1, a range from high to low (audit6 S03: 'no severity')",
+    click.BadParameter,
+    r"'5-1' runs from high to low, so it holds no severity: write 1-5",
+)
+def _severities_reversed(tmp):
+    from bad_inputs_uncertainty import _cli, make_run
+
+    make_run(tmp / "a", 0)
+    _cli("shift", "-m", str(tmp / "a"), "--corruptions", "gaussian_noise", "--severities", "5-1")
+
+
+@bad_input(
+    "shift",
+    "harness shift --device tpu (the device checked as downstream's and fewshot's are)",
+    click.ClickException,
+    r"unknown device 'tpu' \(--device\): use cpu, cuda or cuda:N",
+)
+def _shift_device_unknown(tmp):
+    from bad_inputs_uncertainty import _cli, make_run
+
+    make_run(tmp / "a", 0)
+    try:
+        _cli("shift", "-m", str(tmp / "a"), "--corruptions", "none", "--device", "tpu")
+    finally:
+        assert not (tmp / "a" / "shift").exists(), "work started before the error"

@@ -239,6 +239,11 @@ def _severities(text: str) -> "list[int]":
     try:
         if "-" in text.strip("-"):
             lo, hi = (int(v) for v in text.split("-"))
+            if lo > hi:
+                raise click.BadParameter(
+                    f"{text!r} runs from high to low, so it holds no severity: write {hi}-{lo}",
+                    param_hint="--severities",
+                )
             return list(range(lo, hi + 1))
         return [int(v) for v in text.split(",") if v.strip()]
     except ValueError:
@@ -298,6 +303,7 @@ def shift(members, more, corruptions, severities, examples, ood, seed, device, o
     from harness.shift.predict import predict_folders
     from harness.shift.results import entry_results
     from harness.shift.settings import ShiftSettings
+    from harness.training.precision import check_device
 
     settings = ShiftSettings(
         corruptions=[c for c in corruptions.split(",") if c.strip()],
@@ -308,6 +314,7 @@ def shift(members, more, corruptions, severities, examples, ood, seed, device, o
     )
     folders = list(members) + list(more)
     try:
+        check_device(device)
         predict_folders(folders, settings, progress=click.echo, device=device, overwrite=overwrite)
         for f in folders:
             r = entry_results(f)

@@ -159,11 +159,13 @@ def report_folder(
     do not offer it.
 
     Raises:
-        ValueError: a bad name, a path leaving ``out_root``, or a folder that holds something else.
+        ValueError: a bad name, a path leaving ``out_root``, a folder that cannot be written, or one that holds
+            something else.
     """
-    from harness.io import check_name, path_under
+    from harness.io import check_name, check_writable, path_under
 
     out = path_under(out_root, check_name(name, "report name"))
+    check_writable(out, f"the report folder {out}", elsewhere)
     if not out.is_dir():
         return out
     spec = out / "report.json"

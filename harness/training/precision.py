@@ -135,7 +135,7 @@ def check_device(device: str) -> None:
     if dev.type == "cpu":
         return
     if dev.type != "cuda":
-        raise ValueError(f"device {device!r} (--device): fine-tuning runs on cpu, cuda or cuda:N")
+        raise ValueError(f"device {device!r} (--device): the harness runs on cpu, cuda or cuda:N; use one of them")
     if not torch.cuda.is_available():
         build = f"a CUDA {torch.version.cuda} build" if torch.version.cuda else "a CPU-only build"
         raise ValueError(
