@@ -15,6 +15,7 @@ from typing import Any, Optional
 import torch
 from torch import nn
 
+from harness.io import quote
 from harness.weights import (
     _SAFETENSORS_DTYPES,
     _TORCHVISION_HEADS,
@@ -42,7 +43,9 @@ def create_backbone(name: str, pretrained_file: Optional[str] = None, **kwargs: 
     ``pretrained_file`` the weights of that file, loaded as :func:`source_backbone` loads them.
 
     Raises:
-        ValueError: the name is not a timm model (the message lists close matches); see :func:`read_state`.
+        ValueError: the name is not a timm model (the message lists close matches); options timm refuses
+            (``backbone_kwargs.<option> = <value>: timm cannot build <name> with it (<timm's message>)``, the fix);
+            see :func:`read_state`.
     """
     name = name[len(TIMM_PREFIX) :] if name.startswith(TIMM_PREFIX) else name
     if name.startswith(TORCHVISION_PREFIX):
@@ -56,10 +59,56 @@ def create_backbone(name: str, pretrained_file: Optional[str] = None, **kwargs: 
         if not Path(pretrained_file).is_file():
             raise ValueError(f"pretrained_file {pretrained_file!r} does not exist; give a local weights file")
         return _timm_with_weights(name, Path(pretrained_file), **kwargs)
+    check_timm_name(name)
+    return _timm_create(name, kwargs)
+
+
+def _timm_create(name: str, kwargs: dict, key: str = "backbone_kwargs") -> nn.Module:
+    """``timm.create_model(name, num_classes=0, **kwargs)`` (random weights); timm's error for options it refuses as
+    a ValueError naming them (``key``), timm's message and the fix."""
     import timm  # imported lazily: it pulls in torchvision
 
+    try:
+        return timm.create_model(name, pretrained=False, num_classes=0, **kwargs)
+    except Exception as e:  # noqa: BLE001 -- timm's AssertionError, TypeError, RuntimeError... for an option
+        if not kwargs:
+            raise
+        said = " ".join(str(e).split()) or type(e).__name__
+        named = [k for k, v in kwargs.items() if k in said or (isinstance(v, str) and v and v in said)]
+        named = list(kwargs) if len(kwargs) == 1 else named
+        which = f"{key}.{named[0]}" if len(named) == 1 else key
+        value = kwargs[named[0]] if len(named) == 1 else kwargs
+        raise ValueError(
+            f"{which} = {quote(repr(value), 120)}: timm cannot build {name} with it ({type(e).__name__}: "
+            f"{quote(said, 200)}); drop {which if len(named) == 1 else 'the option timm names'} or correct it to "
+            f"what timm's {name} takes"
+        ) from None
+
+
+def check_backbone_builds(backbone: str, kwargs: dict, key: str) -> None:
+    """Whether timm builds ``backbone`` (a timm name, ``timm:`` prefix allowed) with the options ``kwargs``: built on
+    PyTorch's meta device (nothing allocated, no weights initialised), on the CPU when the model cannot be built
+    there; nothing is checked for ``hf-hub:`` / ``local-dir:`` sources (their options come with their config).
+
+    Raises:
+        ValueError: ``<key>.<option> = <value>: timm cannot build <name> with it (<timm's message>)`` and the fix; an
+            unknown backbone (:func:`create_backbone`'s message); options for a ``torchvision:`` backbone.
+    """
+    name = backbone[len(TIMM_PREFIX) :] if backbone.startswith(TIMM_PREFIX) else backbone
+    if name.startswith(TORCHVISION_PREFIX):
+        if kwargs:
+            raise ValueError(
+                f"{key} = {quote(repr(kwargs), 120)}: torchvision backbones ({name}) take no timm options; drop {key}"
+            )
+        return
+    if not kwargs or name.startswith((HF_HUB_PREFIX, LOCAL_DIR_PREFIX)):
+        return
     check_timm_name(name)
-    return timm.create_model(name, pretrained=False, num_classes=0, **kwargs)
+    try:
+        with torch.device("meta"):
+            _timm_create(name, kwargs, key)
+    except ValueError:  # refused by timm, or a model whose construction needs real tensors: built for real
+        _timm_create(name, kwargs, key)
 
 
 def offline_mode(offline: Optional[bool] = None) -> bool:

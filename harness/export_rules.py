@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import difflib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, List, Optional
@@ -41,9 +42,15 @@ class TrainedOn:
 DATA_KEYS = tuple(f.name for f in dataclasses.fields(TrainedOn))
 #: the kind of each ``trained_on`` setting without a rule of its own that is not a name (a string)
 _TRAINED_ON_KINDS = {"multilabel": bool, "label_noise": dict}
-#: metrics that are shares of examples (their ``heldout_`` ones too): in [0, 1]
-SHARE_METRICS = ("top1", "top5", "accuracy", "prec@1")
 _SHARE, _NUMBER = Rule(low=0, high=1, note="a share of examples"), Rule(text="a finite number")
+#: the keys of an export's ``harness`` section (:func:`harness.hub.export_config` writes them all)
+HARNESS_KEYS = ("format", "layout", "folded_temperature", "model", "trained_on", "metrics")
+#: the interpolations timm's transforms take (the names of ``timm.data.transforms.str_to_interp_mode``; torchvision's
+#: ``nearest-exact`` is not among them)
+TIMM_INTERPOLATIONS = ("nearest", "bilinear", "bicubic", "box", "hamming", "lanczos")
+#: the crop modes of timm's evaluation transform (``timm.data.transforms_factory.transforms_imagenet_eval``, which
+#: takes any other value as 'center')
+TIMM_CROP_MODES = ("center", "squash", "border")
 
 
 @dataclass
@@ -54,15 +61,39 @@ class InputConfig(Preprocessing):
     input_size: Optional[List[int]] = setting(
         None, size=3, low=1, whole=True, note="channels, height, width", fix=UNCHANGED
     )
+    interpolation: Optional[str] = setting(None, choices=TIMM_INTERPOLATIONS, note="timm's names", fix=UNCHANGED)
+    crop_mode: Optional[str] = setting(None, choices=TIMM_CROP_MODES, note="timm's crop modes", fix=UNCHANGED)
+
+
+#: the settings of ``pretrained_cfg`` that :class:`InputConfig` checks
+INPUT_KEYS = tuple(f.name for f in dataclasses.fields(InputConfig))
+
+
+def metric_rule(key: str) -> "tuple[Rule, bool]":
+    """``(rule, share)`` of an export's metric ``key`` (``heldout_<name>`` as ``<name>``), by the registry of the
+    metrics the harness computes (:data:`harness.uncertainty.metrics.METRICS`): one shown in percent (accuracies,
+    precision, AP; and ``accuracy``) is a share of examples in [0, 1]; every other one there (NLL, Brier, the
+    calibration errors) a number in its range (``Metric.high``: Brier <= 2, calibration errors <= 1); a metric not there
+    a finite number."""
+    from harness.uncertainty.metrics import METRICS
+
+    name = str(key).removeprefix("heldout_")
+    metric = METRICS.get(name)
+    if name == "accuracy" or (metric is not None and metric.percent):
+        return _SHARE, True
+    if metric is None:
+        return _NUMBER, False
+    bound = f"lies in [0, {metric.high:g}]" if metric.high is not None else "is never negative"
+    return Rule(low=0, high=metric.high, note=f"{metric.label} {bound}"), False
 
 
 def check_card_info(info: dict, num_classes: int, where: str, section: str = "", fix: str = UNCHANGED) -> None:
     """The rules of what an export records beside the model (``card_info``, written by ``save_pretrained`` and read
     back from config.json): ``trained_on`` a mapping of :data:`DATA_KEYS` (:class:`TrainedOn`: a whole ``image_size``
     >= 1, names as strings), ``metrics`` a mapping whose values are finite numbers (null: not measured, as
-    :func:`harness.io.json_dumps` writes NaN; text: a note), those of :data:`SHARE_METRICS` numbers in [0, 1], and
-    ``label_names`` ``num_classes`` distinct strings. ``section`` prefixes the keys of the first two (``harness.`` in
-    config.json); ``fix`` follows their messages.
+    :func:`harness.io.json_dumps` writes NaN; text: a note) within their metric's range (:func:`metric_rule`: shares
+    in [0, 1], losses and calibration errors >= 0), and ``label_names`` ``num_classes`` distinct, non-empty strings.
+    ``section`` prefixes the keys of the first two (``harness.`` in config.json); ``fix`` follows their messages.
 
     Raises:
         ValueError: ``<where>: <key> ...`` naming the value, what it must be and the fix.
@@ -92,15 +123,22 @@ def check_card_info(info: dict, num_classes: int, where: str, section: str = "",
         if not isinstance(metrics, dict):
             raise bad("metrics must be a mapping of metric names to values", metrics)
         for key, value in metrics.items():
-            share = str(key).removeprefix("heldout_") in SHARE_METRICS
-            if not (
-                value is None or (isinstance(value, str) and not share) or (_SHARE if share else _NUMBER).holds(value)
-            ):
-                rule = _SHARE.describe() if share else "a finite number (null: not measured; a string: a note)"
-                raise bad(f"metrics.{key} must be {rule}", value)
+            rule, share = metric_rule(key)
+            if value is None or (isinstance(value, str) and not share):
+                continue
+            if not (share or _NUMBER.holds(value)):
+                raise bad(f"metrics.{key} must be a finite number (null: not measured; a string: a note)", value)
+            if not rule.holds(value):
+                raise bad(f"metrics.{key} must be {rule.describe()}", value)
     if names not in (None, []):  # save_pretrained writes no empty list
         if not (isinstance(names, list) and all(isinstance(n, str) for n in names)):
             raise ValueError(f"{where}: label_names must be a list of class names (strings), got {names!r:.80}")
+        blank = [i for i, n in enumerate(names) if not n.strip()]
+        if blank:
+            raise ValueError(
+                f"{where}: label_names[{blank[0]}] = {names[blank[0]]!r} is an empty class name: give each class "
+                "a name, or drop label_names"
+            )
         if len(names) != num_classes:
             raise ValueError(
                 f"{where}: label_names holds {len(names)} name(s) for a model of {num_classes} classes; give one "
@@ -124,7 +162,7 @@ def timm_name(backbone: str) -> str:
 def check_export_config(config: dict, path: Path) -> None:
     """The rules of an export's ``config.json`` (module docstring), checked before any weights are read: the stored
     model config (:func:`harness.model_config.check_stored_config`), the folded τ, what :func:`check_card_info`
-    checks, and timm's keys agreeing with the harness section: ``num_classes`` its class count, ``architecture`` its
+    checks, no key in the harness section but :data:`HARNESS_KEYS`, and timm's keys agreeing with the harness section: ``num_classes`` its class count, ``architecture`` its
     backbone, ``pretrained_cfg`` (what timm's transforms read) by the rules of :class:`InputConfig` (``num_features``
     is known once the backbone is built: :func:`check_num_features`).
 
@@ -134,6 +172,14 @@ def check_export_config(config: dict, path: Path) -> None:
     from harness.model_config import check_stored_config
 
     info = config["harness"]
+    unknown = sorted(set(info) - set(HARNESS_KEYS), key=str)
+    if unknown:
+        close = difflib.get_close_matches(str(unknown[0]), HARNESS_KEYS, n=1)
+        raise ValueError(
+            f"{path}: harness.{unknown[0]} is not a key of the harness section"
+            + (f" (did you mean harness.{close[0]}?)" if close else "")
+            + f"; it takes {', '.join(HARNESS_KEYS)}: {UNCHANGED}"
+        )
     model = check_stored_config(info.get("model"), str(path))
     folded, k = info.get("folded_temperature"), model["num_classes"]
     if folded is not None and not Rule(low=0, low_open=True).holds(folded):
@@ -157,9 +203,7 @@ def check_export_config(config: dict, path: Path) -> None:
     if not isinstance(cfg, dict):
         raise ValueError(f"{path}: pretrained_cfg must be a mapping (timm's data config), got {quote(repr(cfg), 60)}")
     try:
-        check_rules(
-            InputConfig(**{f: cfg.get(f) for f in ("mean", "std", "crop_pct", "input_size")}), "pretrained_cfg."
-        )
+        check_rules(InputConfig(**{f: cfg.get(f) for f in INPUT_KEYS}), "pretrained_cfg.")
     except ValueError as e:
         raise ValueError(f"{path}: {e}") from None
 

@@ -28,7 +28,6 @@ BACKBONE_RULES = {
         k: Rule(low=0, high=1, high_open=True)
         for k in ("drop_rate", "drop_path_rate", "drop_block_rate", "proj_drop_rate", "attn_drop_rate", "pos_drop_rate")
     },
-    "in_chans": Rule(low=1, whole=True),
     "img_size": Rule(low=1, whole=True),
 }
 #: ``timm.create_model`` arguments the harness sets itself (a backbone is built with ``num_classes=0`` and its weights
@@ -38,17 +37,41 @@ HARNESS_KWARGS = {
     "pretrained": "give pretrained weights with model.pretrained_file=FILE (harness upstream) or a source such as "
     "timm:NAME with --weights FILE (harness downstream)",
     "num_classes": "the classes are the model's num_classes (data.num_classes for harness upstream)",
+    "checkpoint_path": "the harness loads weights itself (strictly, checked): give model.pretrained_file=FILE "
+    "(harness upstream) or a source such as timm:NAME with --weights FILE (harness downstream)",
+    "cache_dir": "the harness downloads no weights when it builds a backbone: give a local weights file with "
+    "model.pretrained_file=FILE",
+}
+#: ``timm.create_model`` options whose values make a backbone the harness cannot use (it feeds 3-channel RGB images and
+#: puts its head on the pooled features ``[B, D]``): each with the test of a value it can use, why, and what else to give
+UNUSABLE_KWARGS = {
+    "in_chans": (lambda v: v == 3, "the harness feeds 3-channel (RGB) images", " (or give 3)"),
+    "features_only": (
+        lambda v: not v,
+        "a features_only model gives feature maps, and the head takes the pooled features [B, D]",
+        "",
+    ),
+    "global_pool": (
+        lambda v: v != "",
+        "no pooling leaves the features unpooled, and the head takes the pooled features [B, D]",
+        " (or give a pooling such as 'avg')",
+    ),
 }
 
 
-def check_backbone_kwargs(kwargs: Any, key: str) -> None:
+def check_backbone_kwargs(kwargs: Any, key: str, backbone: Optional[str] = None) -> None:
     """``timm.create_model`` options: a mapping without the arguments the harness sets itself
     (:data:`HARNESS_KWARGS`), whose numbers are finite, those of :data:`BACKBONE_RULES` within their rule (a drop rate
-    of NaN or 5, or 0 input channels, would fail inside torch after work started).
+    of NaN or 5, or 0 input channels, would fail inside torch after work started), none of a value the harness cannot
+    use (:data:`UNUSABLE_KWARGS`: ``in_chans`` other than 3, ``features_only``, unpooled features); with ``backbone``
+    (its name) and options given, also options timm builds that backbone with
+    (:func:`harness.backbone_sources.check_backbone_builds`, nothing allocated), so that a pooling timm does not know
+    is refused before any work.
 
     Raises:
         ValueError: ``<key>.<option> must be <rule>, got <value>``; ``<key>.<option>`` set by the harness itself
-            (with what to give instead).
+            (with what to give instead), or of a value it cannot use (why, and the fix); options timm refuses (its
+            message, and the fix).
     """
     import math
 
@@ -70,6 +93,56 @@ def check_backbone_kwargs(kwargs: Any, key: str) -> None:
         ):
             what = rule.describe() if rule is not None else "finite"
             raise ValueError(f"{key}.{name} must be {what}, got {value!r}")
+        usable, why, other = UNUSABLE_KWARGS.get(name, (lambda v: True, "", ""))
+        if not usable(value):
+            raise ValueError(
+                f"{key}.{name} = {quote(repr(value), 60)}: the harness cannot use it: {why}; drop {key}.{name}{other}"
+            )
+    if backbone is not None and kwargs:
+        from harness.backbone_sources import check_backbone_builds
+
+        check_backbone_builds(backbone, kwargs, key)
+
+
+#: the head options a built head keeps as attributes of the same name that a user may change on it (the Monte Carlo
+#: settings: ``model.head.eval_mc_samples = 5``): a saved model records them as they are when it is saved
+LIVE_HEAD_OPTIONS = (
+    "train_mc_samples",
+    "eval_mc_samples",
+    "share_samples_across_batch",
+    "mc_chunk_size",
+    "eval_seed",
+    "clip_eps",
+)
+
+
+def live_head_options(head: Any, options: dict) -> dict:
+    """``options`` (a model config's head options) with the current values of the head's :data:`LIVE_HEAD_OPTIONS`,
+    read from the module, where they differ from what ``options`` give (or the head's defaults); ``options`` as they
+    are for a head without noise (``covariance='none'``, which uses none of them) or no head.
+
+    Raises:
+        ValueError: ``model.head: <the head's own message>`` for a value the head would refuse, with the fix.
+    """
+    import inspect
+
+    from harness.heads.checks import check_sampling_options
+    from harness.heads.options import check_option_types
+
+    if not isinstance(head, HeteroscedasticHead) or head.noise_form is None:
+        return dict(options)
+    now = {k: getattr(head, k) for k in LIVE_HEAD_OPTIONS}
+    try:
+        check_option_types(HeteroscedasticHead.__init__, now)
+        check_sampling_options(
+            *(now[k] for k in ("train_mc_samples", "eval_mc_samples", "mc_chunk_size")),
+            now["clip_eps"],
+            now["eval_seed"],
+        )
+    except ValueError as e:
+        raise ValueError(f"model.head: {e}; set the head's option to a value it takes before saving") from None
+    defaults = inspect.signature(HeteroscedasticHead.__init__).parameters
+    return {**options, **{k: v for k, v in now.items() if v != options.get(k, defaults[k].default)}}
 
 
 @dataclass
@@ -128,8 +201,9 @@ def check_stored_config(config: Any, source: str) -> dict:
     keys of :class:`ModelConfig`, a backbone name, an integer K, head options of :class:`HeteroscedasticHead`, and
     backbone options that are numbers, booleans, None, lists of numbers, or for :data:`STORED_STRING_KWARGS` a short
     name (no ``checkpoint_path``, ``pretrained_cfg_overlay``, ``file`` or other path); then the values by the rules
-    declared on :class:`ModelConfig` and :class:`Preprocessing` (the head's options are checked by the head itself
-    when it is built).
+    declared on :class:`ModelConfig` and :class:`Preprocessing`, and the backbone options by
+    :func:`check_backbone_kwargs` (timm building the backbone with them; the head's options are checked by the head
+    itself when it is built).
 
     Raises:
         ValueError: naming the offending key (its value quoted briefly) and ``source``.
@@ -163,19 +237,20 @@ def check_stored_config(config: Any, source: str) -> dict:
         for v in prep.values()
     ):
         raise bad(f"has preprocessing {quote(repr(prep), 120)}")
-    try:
-        check_rules(ModelConfig(config["backbone"], config["num_classes"]))
-        check_rules(Preprocessing(**prep), "preprocessing.")
-        check_backbone_kwargs(config.get("backbone_kwargs") or {}, "backbone_kwargs")
-    except ValueError as e:
-        raise ValueError(f"{source}: {quote(str(e), 300)}") from None
-    for key, value in (config.get("backbone_kwargs") or {}).items():
+    for key, value in (config.get("backbone_kwargs") or {}).items():  # first: no option that opens a file
         plain = (
             value is None
             or isinstance(value, (bool, int, float))
             or (isinstance(value, (list, tuple)) and all(isinstance(v, (int, float)) for v in value))
         )
-        named = key in STORED_STRING_KWARGS and isinstance(value, str) and value.isidentifier() and len(value) < 64
+        named = key in STORED_STRING_KWARGS and isinstance(value, str) and (value == "" or value.isidentifier())
+        named = named and len(value) < 64
         if not (plain or named):
             raise bad(f"sets backbone_kwargs.{key} = {quote(repr(value), 80)}")
+    try:
+        check_rules(ModelConfig(config["backbone"], config["num_classes"]))
+        check_rules(Preprocessing(**prep), "preprocessing.")
+        check_backbone_kwargs(config.get("backbone_kwargs") or {}, "backbone_kwargs", config["backbone"])
+    except ValueError as e:
+        raise ValueError(f"{source}: {quote(str(e), 400)}") from None
     return config

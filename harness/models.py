@@ -29,7 +29,7 @@ from harness.backbone_sources import create_backbone, source_backbone
 from harness.data.transforms import HARNESS_NORMALISATION
 from harness.heads import HeteroscedasticHead
 from harness.io import atomic_torch_save
-from harness.model_config import ModelConfig, check_backbone_kwargs, check_stored_config
+from harness.model_config import ModelConfig, check_backbone_kwargs, check_stored_config, live_head_options
 from harness.weights import (  # noqa: F401 -- TIMM_PREFIX, TORCHVISION_PREFIX: part of this module's API
     TIMM_PREFIX,
     TORCHVISION_PREFIX,
@@ -171,9 +171,9 @@ class Classifier(
         metrics: Optional[dict] = None,
         **kwargs: Any,
     ) -> Optional[str]:
-        """Write ``model.safetensors``, ``config.json`` (timm's layout, with the head options, τ, preprocessing, the
-        data it was trained on and its metrics) and a model card ``README.md`` to ``save_directory``
-        (:func:`harness.hub.write_export`); ``kwargs`` as huggingface_hub's ``ModelHubMixin.save_pretrained``
+        """Write ``model.safetensors``, ``config.json`` (timm's layout, with the head options as the head has them now
+        (:func:`harness.model_config.live_head_options`), τ, preprocessing, the data it was trained on and its
+        metrics) and a model card ``README.md`` to ``save_directory`` (:func:`harness.hub.write_export`); ``kwargs`` as huggingface_hub's ``ModelHubMixin.save_pretrained``
         (``push_to_hub=True, repo_id=...``). A homoscedastic timm model is written as the plain timm model, so
         ``timm.create_model("local-dir:DIR", pretrained=True)`` loads it.
 
@@ -182,10 +182,12 @@ class Classifier(
                 :attr:`card_info`; ``metrics``: its evaluation metrics (``{"top1": 0.91, ...}``).
 
         Raises:
-            ValueError: a folder holding files other than an earlier export's; a feature extractor (no head);
+            ValueError: a folder holding files other than an earlier export's; a feature extractor (no head); a head
+                option set on the head to a value it refuses;
                 ``trained_on``, ``metrics`` or ``card_info['label_names']`` that break their rules
                 (:func:`harness.export_rules.check_card_info`), before anything is written.
         """
+        config = dataclasses.replace(self.config, head=live_head_options(self.head, self.config.head))
         info = dict(self.card_info)
         info.update({k: v for k, v in (("trained_on", trained_on), ("metrics", metrics)) if v is not None})
         if isinstance(info.get("metrics"), dict):  # a NaN or infinity is written as null (not measured)
@@ -198,6 +200,7 @@ class Classifier(
         for key, value in (("trained_on", trained_on), ("metrics", metrics)):
             if value is not None:
                 self.card_info[key] = dict(value)
+        self.config = config  # the head's settings as they are now (model.head.eval_mc_samples = 5 since it was built)
         hub.prepare_folder(save_directory)
         return super().save_pretrained(save_directory, **kwargs)
 
@@ -309,8 +312,9 @@ def build_model(config: "ModelConfig | dict", pretrained_file: Optional[str] = N
     pretrained backbone feeds it the normalisation its weights were trained with.
 
     Raises:
-        ValueError: unknown backbone, backbone options the harness sets itself or out of their rules
-            (:func:`harness.model_config.check_backbone_kwargs`), a missing ``pretrained_file``, weights that do not
+        ValueError: unknown backbone, backbone options the harness sets itself, cannot use or out of their rules
+            (:func:`harness.model_config.check_backbone_kwargs`) or that timm refuses (its message, named:
+            :func:`harness.backbone_sources.create_backbone`), a missing ``pretrained_file``, weights that do not
             fit (keys and shapes listed), or invalid head options (see :class:`HeteroscedasticHead`).
     """
     if isinstance(config, dict):
@@ -355,10 +359,12 @@ def replace_head(model: Classifier, num_classes: int, **head_kwargs: Any) -> Cla
 
 
 def save_model(model: Classifier, path: "str | os.PathLike", extra: Optional[dict] = None) -> Path:
-    """Write ``{format, config, state_dict, extra}`` atomically; :func:`load_model` reads it back.
+    """Write ``{format, config, state_dict, extra}`` atomically (the config with the head's options as the head has
+    them now: :func:`harness.model_config.live_head_options`); :func:`load_model` reads it back.
 
     Raises:
-        ValueError: a feature extractor (``reset_classifier(0)``), which has no head to rebuild.
+        ValueError: a feature extractor (``reset_classifier(0)``), which has no head to rebuild; a head option set on
+            the head to a value it refuses.
     """
     if not isinstance(model.head, HeteroscedasticHead):
         raise ValueError(
@@ -367,7 +373,7 @@ def save_model(model: Classifier, path: "str | os.PathLike", extra: Optional[dic
         )
     payload = {
         "format": CHECKPOINT_FORMAT,
-        "config": model.config.to_dict(),
+        "config": dataclasses.replace(model.config, head=live_head_options(model.head, model.config.head)).to_dict(),
         "state_dict": model.state_dict(),
         "extra": extra or {},
     }

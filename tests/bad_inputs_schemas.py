@@ -50,7 +50,7 @@ bad_settings(
         (
             "model.backbone_kwargs.in_chans=0 (U13: a convolution traceback)",
             "model.backbone_kwargs.in_chans=0",
-            r"model\.backbone_kwargs\.in_chans must be a whole number >= 1, got 0",
+            r"model\.backbone_kwargs\.in_chans = 0: the harness cannot use it: the harness feeds 3-channel \(RGB\) images",
         ),
         (
             "model.head.num_factors=.nan (sweep: 'cannot convert float NaN to integer')",
@@ -184,7 +184,7 @@ for _what, _edit, _match in [
     (
         "backbone_kwargs.in_chans=-1 (E09: a negative-dimension traceback)",
         lambda c: c["harness"]["model"].update(backbone_kwargs={"in_chans": -1}),
-        r"config\.json: backbone_kwargs\.in_chans must be a whole number >= 1, got -1",
+        r"config\.json: backbone_kwargs\.in_chans = -1: the harness cannot use it: the harness feeds 3-channel",
     ),
     (
         "a head that is a list (E18: a ** TypeError)",

@@ -391,3 +391,60 @@ def test_every_folder_save_pretrained_writes_passes_the_export_checks(tmp_path, 
     with pytest.raises(ValueError, match=r"save_pretrained: trained_on\.image_size must be a whole number >= 1"):
         model.save_pretrained(tmp_path / "again", trained_on={"image_size": 32.5})
     assert not (tmp_path / "again").exists()
+
+
+def test_the_pretrained_cfg_rules_are_timms_own():
+    """The interpolations and crop modes an export's pretrained_cfg may give are those timm's transforms take."""
+    import inspect
+
+    import timm.data.transforms as timm_transforms
+    from timm.data import transforms_factory
+    from timm.data.constants import DEFAULT_CROP_MODE
+
+    from harness.export_rules import TIMM_CROP_MODES, TIMM_INTERPOLATIONS
+
+    assert set(TIMM_INTERPOLATIONS) == set(timm_transforms._str_to_torch_interpolation)
+    for name in TIMM_INTERPOLATIONS:
+        timm_transforms.str_to_interp_mode(name)
+    source = inspect.getsource(transforms_factory.transforms_imagenet_eval)
+    assert DEFAULT_CROP_MODE in TIMM_CROP_MODES
+    assert all(f"crop_mode == '{mode}'" in source for mode in TIMM_CROP_MODES if mode != DEFAULT_CROP_MODE)
+
+
+def test_an_export_writes_the_harness_keys_its_rules_know(tmp_path):
+    from harness.export_rules import HARNESS_KEYS
+
+    _model("low_rank", "test_resnet", num_factors=2).save_pretrained(tmp_path / "export")
+    assert tuple(json.loads((tmp_path / "export" / "config.json").read_text())["harness"]) == HARNESS_KEYS
+
+
+def test_the_metric_ranges_follow_the_metric_registry():
+    from harness.export_rules import metric_rule
+    from harness.uncertainty.metrics import METRICS
+
+    for name, metric in METRICS.items():
+        for key in (name, f"heldout_{name}"):
+            rule, share = metric_rule(key)
+            assert share == metric.percent and rule.holds(0.0) and not rule.holds(-0.5), key
+            high = 1.0 if metric.percent else metric.high
+            assert rule.holds(1.0) and rule.holds(high if high is not None else 1e6), key
+            assert high is None or not rule.holds(high + 0.5), key  # shares, Brier and the calibration errors
+    assert metric_rule("loss_epoch")[0].holds(-3.0)  # a number the registry does not know: any finite one
+
+
+def test_a_resave_records_the_heads_current_settings_and_refuses_bad_ones(tmp_path):
+    model = _model("low_rank", "test_resnet", num_factors=2, eval_mc_samples=100)
+    model.save_pretrained(tmp_path / "a")
+    loaded = Classifier.from_pretrained(tmp_path / "a")
+    loaded.head.eval_mc_samples, loaded.head.mc_chunk_size = 5, 3
+    loaded.save_pretrained(tmp_path / "b")
+    head = Classifier.from_pretrained(tmp_path / "b").head
+    assert (head.eval_mc_samples, head.mc_chunk_size, head.train_mc_samples) == (5, 3, 1000)
+    loaded.head.train_mc_samples = 2.5
+    with pytest.raises(ValueError, match=r"model\.head: .*train_mc_samples.*before saving"):
+        loaded.save_pretrained(tmp_path / "c")
+    assert not (tmp_path / "c").exists()
+    hom = _model("none", "test_resnet")
+    hom.head.eval_mc_samples = 7  # a homoscedastic head draws no samples: its config stays as built
+    hom.save_pretrained(tmp_path / "d")
+    assert "eval_mc_samples" not in json.loads((tmp_path / "d" / "config.json").read_text())["harness"]["model"]["head"]

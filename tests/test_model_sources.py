@@ -255,3 +255,29 @@ def test_hf_hub_and_local_dir_sources_as_timm_spells_them(tmp_path, monkeypatch)
         load_source(f"local-dir:{tmp_path / 'repo'}", tmp_path / "repo" / "model.safetensors")
     with pytest.raises(ValueError, match="no folder"):
         load_source(f"local-dir:{tmp_path / 'nowhere'}")
+
+
+def test_backbone_options_are_checked_by_building_the_backbone_without_weights(monkeypatch):
+    import timm
+
+    from harness.backbone_sources import check_backbone_builds
+
+    create, on_meta = timm.create_model, []
+
+    def meta_refusing(*args, **kwargs):  # a model whose construction needs real tensors (e.g. .item() in __init__)
+        on_meta.append(torch.empty(0).device.type == "meta")
+        if on_meta[-1]:
+            raise RuntimeError("Tensor.item() cannot be called on meta tensors")
+        return create(*args, **kwargs)
+
+    check_backbone_builds("timm:test_resnet", {"drop_rate": 0.1}, "model.backbone_kwargs")
+    with pytest.raises(ValueError, match=r"^k\.global_pool = 'bogus': timm cannot build test_resnet with it \("):
+        check_backbone_builds("test_resnet", {"global_pool": "bogus", "drop_rate": 0.1}, "k")
+    with pytest.raises(
+        ValueError, match=r"torchvision backbones \(torchvision:resnet18\) take no timm options; drop k"
+    ):
+        check_backbone_builds("torchvision:resnet18", {"drop_rate": 0.1}, "k")
+    check_backbone_builds("local-dir:/no/such/folder", {"drop_rate": 0.1}, "k")  # its options come with its config
+    monkeypatch.setattr(timm, "create_model", meta_refusing)
+    check_backbone_builds("test_resnet", {"drop_rate": 0.1}, "k")  # refused on the meta device: built on the CPU
+    assert on_meta == [True, False]

@@ -165,3 +165,27 @@ def test_a_renormalising_model_applies_its_normalisation_in_forward_features():
     with torch.no_grad():
         torch.testing.assert_close(model.forward_features(x), backbone.forward_features(own))
         torch.testing.assert_close(model.forward_head(model.forward_features(x)), model(x))
+
+
+def test_save_model_records_the_heads_current_monte_carlo_settings(tmp_path):
+    model = build_model(ModelConfig("test_resnet", 4, {"covariance": "diagonal", "eval_mc_samples": 50}))
+    model.head.eval_mc_samples, model.head.share_samples_across_batch = 8, True
+    path = save_model(model, tmp_path / "model.pt")
+    head = load_model(path).head
+    assert (head.eval_mc_samples, head.share_samples_across_batch, head.train_mc_samples) == (8, True, 1000)
+    assert model.config.head == {"covariance": "diagonal", "eval_mc_samples": 50}  # the model's own config untouched
+
+
+def test_build_model_refuses_backbone_options_timm_or_the_harness_cannot_use():
+    for kwargs, match in [
+        ({"global_pool": "bogus"}, r"backbone_kwargs\.global_pool = 'bogus': timm cannot build test_resnet with it"),
+        ({"bogus_option": 1}, r"backbone_kwargs\.bogus_option = 1: .*unexpected keyword argument 'bogus_option'"),
+        ({"in_chans": 1}, r"backbone_kwargs\.in_chans = 1: the harness cannot use it"),
+        ({"features_only": True}, r"backbone_kwargs\.features_only = True: the harness cannot use it"),
+        ({"global_pool": ""}, r"backbone_kwargs\.global_pool = '': the harness cannot use it"),
+        ({"checkpoint_path": "w.pth"}, r"backbone_kwargs\.checkpoint_path = 'w\.pth': the harness sets"),
+    ]:
+        with pytest.raises(ValueError, match=match):
+            build_model(ModelConfig("test_resnet", 3, {}, kwargs))
+    model = build_model(ModelConfig("test_resnet", 3, {}, {"global_pool": "max", "in_chans": 3}))
+    assert model(torch.randn(2, 3, 32, 32)).shape == (2, 3)

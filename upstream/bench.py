@@ -43,7 +43,7 @@ from typing import Callable, Optional
 import torch
 import torch.nn.functional as F
 
-from harness.io import atomic_write_text
+from harness.io import atomic_write_text, check_replaceable
 from harness.provenance import markdown_header, provenance
 from harness.training.precision import native_bf16
 from harness.upstream import bench_breakdown
@@ -61,6 +61,8 @@ FAST = STEPS[-1][1]
 FORCED_BF16 = "array loader + bf16 forced on"
 #: the 32 px backbones, trained in the fast setting with their own augmentation (pad-4 crop + flip)
 BACKBONES = ["resnet10_32px_w16", "resnet10_32px_w32", "resnet18_32px_w32", "resnet10_32px", "resnet18_32px"]
+#: the title of the tables
+TITLE = "Upstream training throughput on CPU: what each step buys"
 
 
 def base_overrides(data_path: Path) -> "list[str]":
@@ -282,7 +284,16 @@ def run(
 
     Raises:
         FileNotFoundError: no CIFAR-10N data.
+        ValueError: a backbone that is not a timm model (:func:`harness.weights.check_timm_name`), or ``out`` or its
+            JSON twin a file this bench did not write (:func:`harness.io.check_replaceable`); before any work.
     """
+    from harness.weights import check_timm_name
+
+    for name in () if breakdown_only else backbones:
+        check_timm_name(name)
+    if out is not None:
+        title, key = (bench_breakdown.TITLE, "breakdown") if breakdown_only else (TITLE, "speed")
+        check_replaceable(out, title, key, "harness bench upstream")
     data_path = Path(data_path or CIFAR10N)
     if not (data_path / "cifar10_jpeg.zip").is_file():
         raise FileNotFoundError(f"no cifar10_jpeg.zip in {str(data_path)!r}: pass --data-path to the CIFAR-10N folder")
@@ -332,7 +343,7 @@ def _write(out: Path, s: dict) -> None:
         return [v / d for v, d in zip(speed[name], default)]
 
     lines = [
-        markdown_header("Upstream training throughput on CPU: what each step buys", prov),
+        markdown_header(TITLE, prov),
         f"Model: timm `resnet18` + low-rank HET head (R = 6, 100 MC samples), 32 px CIFAR-10N images (`worse` "
         f"labels), batch 128, SGD. Throughput: one epoch over {s['images']} training images in a fresh process, "
         f"training steps only, {s['repeats']} rounds with every setting measured once a round (interleaved). "

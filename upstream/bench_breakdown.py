@@ -19,6 +19,8 @@ from typing import Callable
 
 import torch
 
+#: the title of the file of ``harness bench upstream --breakdown-only``
+TITLE = "Upstream training on CPU: where one step's time goes, fp32 against bf16"
 #: the categories of an operator's own time, in the order the table lists them
 CATEGORIES = (
     "convolutions, forward",
@@ -181,7 +183,7 @@ def write(out: Path, s: dict) -> None:
     from harness.provenance import markdown_header, provenance
 
     prov = provenance()
-    lines = [markdown_header("Upstream training on CPU: where one step's time goes, fp32 against bf16", prov)]
+    lines = [markdown_header(TITLE, prov)]
     lines += section(s)[3:]
     atomic_write_text(out, "\n".join(lines) + "\n")
     atomic_write_text(out.with_suffix(".json"), json.dumps({"provenance": prov, **s}, indent=1))

@@ -28,13 +28,15 @@ from typing import Callable, Optional, Sequence
 
 import numpy as np
 
-from harness.io import atomic_write_text, json_dumps, read_json
+from harness.io import atomic_write_text, check_replaceable, json_dumps, read_json
 from harness.provenance import command_line, markdown_header, provenance
 
 CONFIG = Path("upstream/configs/cifar10n_hom.yaml")
 CIFAR10N = Path("../shared/data/cifar10n")
 SPLITS = ("train45k", "val5k", "test")
 PATHS = ("array", "shards")
+#: the title of the tables
+TITLE = "CIFAR-10N from WebDataset shards vs the cached-array path"
 
 
 def _harness() -> "list[str]":
@@ -172,9 +174,12 @@ def run(
 
     Raises:
         FileNotFoundError: no CIFAR-10N data or config.
-        ValueError: no seeds, ``epochs`` < 1.
+        ValueError: no seeds, ``epochs`` < 1, or ``out`` or its JSON twin a file this bench did not write
+            (:func:`harness.io.check_replaceable`); before any work.
         RuntimeError: a command failed (its output ends the message).
     """
+    if out is not None:
+        check_replaceable(out, TITLE, "per_path", "harness bench shards")
     data_path = Path(data_path or CIFAR10N)
     if not (data_path / "cifar10_jpeg.zip").is_file():
         raise FileNotFoundError(f"no cifar10_jpeg.zip in {str(data_path)!r}: pass --data-path to the CIFAR-10N folder")
@@ -252,7 +257,7 @@ def _write(out: Path, s: dict) -> None:
     pct = 100.0
     shard_counts = ", ".join(f"{k}: {v} shards" for k, v in s["shards"].items())
     lines = [
-        markdown_header("CIFAR-10N from WebDataset shards vs the cached-array path", prov),
+        markdown_header(TITLE, prov),
         f"CPU (`lscpu`): {cpu_details() or 'lscpu not available'}. " + load_note(s["load"]["start"], s["load"]["end"]),
         "",
         f"Config `{s['config']}` ({s['epochs']} epochs, `train.eval_every={s['epochs']}`), CIFAR-10N "

@@ -246,7 +246,7 @@ def validate(cfg: UpstreamConfig) -> None:
         )
     from harness.model_config import check_backbone_kwargs
 
-    check_backbone_kwargs(cfg.model.backbone_kwargs, "model.backbone_kwargs")
+    check_backbone_kwargs(cfg.model.backbone_kwargs, "model.backbone_kwargs", cfg.model.backbone)
     tau = cfg.model.head.get("temperature")
     if isinstance(tau, (int, float)) and 0 < tau < MIN_TEMPERATURE:
         raise ValueError(

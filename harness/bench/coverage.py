@@ -127,6 +127,10 @@ def coverage(
     }
 
 
+#: the title of the table
+TITLE = "Coverage of the seeds-and-images interval"
+
+
 def run(
     sims: int = 2000,
     keys: Sequence[str] = ("top1", "nll", "ece"),
@@ -135,14 +139,20 @@ def run(
     progress: Callable[[str], None] = print,
 ) -> dict:
     """Every setting of :data:`SETTINGS` (or those named), ``sims`` simulations each; writes ``out`` (Markdown)
-    and its ``.json`` twin atomically. A coverage within ±2 points of 95% passes."""
-    from harness.io import atomic_write_text
+    and its ``.json`` twin atomically. A coverage within ±2 points of 95% passes.
+
+    Raises:
+        ValueError: an unknown setting, or ``out`` or its JSON twin is a file this bench did not write
+            (:func:`harness.io.check_replaceable`); before any work.
+    """
+    from harness.io import atomic_write_text, check_replaceable
     from harness.provenance import cpu_details, machine_load, provenance
 
     names = list(settings or SETTINGS)
     unknown = sorted(set(names) - set(SETTINGS))
     if unknown:
         raise ValueError(f"unknown setting(s) {unknown}: use some of {', '.join(SETTINGS)}")
+    check_replaceable(out, TITLE, "results", "harness bench coverage")
     results = {}
     for j, name in enumerate(names, 1):
         progress(f"[coverage] {j}/{len(names)} {name}: {sims} simulations")
@@ -150,7 +160,7 @@ def run(
     load = machine_load()
     se = math.sqrt(0.95 * 0.05 / sims)
     lines = [
-        "# Coverage of the seeds-and-images interval",
+        f"# {TITLE}",
         "",
         f"Command: `harness bench coverage --sims {sims}`; {sims} simulated studies per setting through "
         "`harness.uncertainty.compare.method_level` (harness/bench/coverage.py says how a study is drawn); "

@@ -36,8 +36,9 @@ import time
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
-from harness.bench.data_report import MiB, write_report
+from harness.bench.data_report import TITLE, MiB, write_report
 from harness.bench.synthetic_data import NUM_CLASSES, SOURCES, make_data, pack_data
+from harness.io import check_replaceable
 from harness.provenance import cpu_details, machine_load
 
 SIZES = (10_000, 100_000, 1_000_000)
@@ -212,7 +213,9 @@ def run(
         max_minutes: no new size is started after this many minutes (0: no limit); sizes left out are listed.
 
     Raises:
-        ValueError: a size too small for the warm-up and one batch, or a bad setting.
+        ValueError: a size too small for the warm-up and one batch, a bad setting, ``out`` or its JSON twin a file
+            this bench did not write (:func:`harness.io.check_replaceable`), or a size's folder ``n<N>`` already in
+            ``work_dir`` (the bench writes and deletes it); all before any work.
     """
     import tempfile
 
@@ -224,6 +227,14 @@ def run(
         raise ValueError(
             f"size(s) {small} hold fewer than the {batch_size * (warmup + 1)} examples of the warm-up and "
             "one batch: give larger sizes or a smaller --batch-size"
+        )
+    if out is not None:
+        check_replaceable(out, TITLE, "sizes", "harness bench data")
+    taken = [f"n{n}" for n in sizes if work_dir and (Path(work_dir) / f"n{n}").exists()]
+    if taken:
+        raise ValueError(
+            f"--work-dir {work_dir} holds {', '.join(taken)}, which this bench writes and then deletes: move "
+            "them (a folder an earlier run kept with --keep too), or choose another --work-dir"
         )
     work = Path(work_dir) if work_dir else Path(tempfile.mkdtemp(prefix="harness-bench-data-"))
     load = machine_load()

@@ -13,6 +13,8 @@ from harness.io import atomic_write_text
 from harness.provenance import load_note, markdown_header, provenance
 
 MiB = 2**20
+#: the title of the tables
+TITLE = "Data path: memory and loader throughput against the data set's size"
 
 
 def write_report(out: Path, s: dict) -> None:
@@ -20,7 +22,7 @@ def write_report(out: Path, s: dict) -> None:
     prov = provenance()
     step = s["training_step"]
     lines = [
-        markdown_header("Data path: memory and loader throughput against the data set's size", prov),
+        markdown_header(TITLE, prov),
         f"CPU (`lscpu`): {s['cpu'] or 'lscpu not available'}. " + load_note(s["load"]["start"], s["load"]["end"]),
         "",
         f"Synthetic split: N examples, {s['image_size']}x{s['image_size']} PNG images (a pool of {POOL} random "

@@ -48,11 +48,13 @@ from harness.bench.device_parts import (
     measure_train,
     measure_transfer,
 )
-from harness.io import atomic_write_text, json_dumps
+from harness.io import atomic_write_text, check_replaceable, json_dumps
 from harness.provenance import machine_load, markdown_header, provenance
 
 #: the parts, in the order they run
 PARTS = ("correctness", "transfer", "head", "train", "loader")
+#: the title of ``device.md`` (with the device in brackets)
+TITLE = "Device check"
 #: the sizes on a GPU (the defaults of :class:`~harness.bench.device_parts.Sizes`)
 GPU = Sizes()
 #: the sizes of ``--dry-run``: the CPU in seconds (timm's ``test_resnet``, 32 px; the compiler's ``eager`` backend)
@@ -102,13 +104,19 @@ def run(
         The JSON written: ``{provenance, device, note, sizes, seconds, head, train, transfer, correctness}``.
 
     Raises:
-        ValueError: an unknown part or device, ``cuda`` without a GPU (before any work).
+        ValueError: an unknown part or device, ``cuda`` without a GPU, a ``pack`` that is no shard pack with a train
+            split (for the loader part), a ``device.md`` or ``device.json`` in ``out`` that this check did not
+            write (:func:`harness.io.check_replaceable`); all before any work. A part that fails does not raise: its
+            error is written in its place (:func:`failed_parts` lists them).
     """
     from harness.training.loop import PrecisionHeld, in_fresh_process, make_accelerator
 
     bad = sorted(set(parts) - set(PARTS))
     if bad:
         raise ValueError(f"unknown part(s) {', '.join(bad)}: use {', '.join(PARTS)}")
+    check_replaceable(Path(out) / "device.md", TITLE, "device", "harness bench device")
+    if pack is not None and "loader" in parts:
+        check_pack(pack)
     dev, note = pick_device(dry_run, device)
     if dev.type == "cuda":
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # before cuBLAS is first used
@@ -136,13 +144,53 @@ def run(
             result[name] = guard(jobs[name])
             result["seconds"][name] = time.perf_counter() - tic
             acc.free_memory()  # the part's optimisers (and so its models) go, and CUDA's cache with them
-            progress(f"[device] {name} done in {result['seconds'][name]:.1f} s")
+            errors = _errors(result[name])
+            done = f"FAILED ({errors[0]})" if errors else "done"
+            progress(f"[device] {name} {done} in {result['seconds'][name]:.1f} s")
             write(out, result, pending=[p for p in PARTS if p in parts and p not in result])
     finally:
         torch.set_num_threads(threads)
     result["seconds"]["total"] = time.perf_counter() - clock.start
     result["load"]["end"] = machine_load()["load_average"]
     return write(out, result, pending=[])
+
+
+def check_pack(pack: str) -> None:
+    """Check, before any work, that ``pack`` is a shard pack with a train split (``harness data pack`` wrote it).
+
+    Raises:
+        ValueError: naming ``--pack``, what is wrong (no ``index.json``, a shard missing...) and the fix.
+    """
+    from harness.data.shard_index import shard_files
+
+    try:
+        shard_files(str(pack), "train")
+    except (FileNotFoundError, ValueError) as e:
+        raise ValueError(
+            f"--pack {pack} is not a shard pack with a train split ({e}); or drop --pack to read the digits "
+            "training split packed for the check"
+        ) from e
+
+
+def _errors(part: "dict | list | None") -> "list[str]":
+    """The errors of one part's result: the part's own, or its rows' (a head case, a training setting, a failed
+    correctness check); a measurement skipped on purpose (``skipped: ...``) is none."""
+    rows = part if isinstance(part, list) else [part]
+    found = []
+    for r in rows:
+        if not isinstance(r, dict):
+            continue
+        error = str(r.get("error") or "")
+        if error and not error.startswith("skipped"):
+            found.append(error)
+        elif r.get("ok") is False:
+            found.append(f"check {r.get('check')} failed")
+    return found
+
+
+def failed_parts(result: dict) -> "list[str]":
+    """The parts of ``result`` (:func:`run`'s JSON) that failed, each with its first error: ``"loader (...)"``."""
+    return [f"{name} ({_errors(result[name])[0]})" for name in PARTS if name in result and _errors(result[name])]
 
 
 def _ms(m: Optional[dict], key: str = "ms") -> str:
@@ -263,7 +311,7 @@ def write(out: Path, result: dict, pending: "list[str]") -> dict:
     result = {"provenance": provenance(), **result}
     s, sec = result["sizes"], result["seconds"]
     lines = [
-        markdown_header(f"Device check ({result['device']})", result["provenance"]),
+        markdown_header(f"{TITLE} ({result['device']})", result["provenance"]),
         f"- {result['note']}.",
         "- Seconds per part: "
         + ", ".join(f"{k} {v:.1f}" for k, v in sec.items())

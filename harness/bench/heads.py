@@ -30,9 +30,11 @@ from typing import Callable, Optional
 import torch
 import torch.nn.functional as F
 
-from harness.bench.heads_report import write_report
+from harness.bench.heads_report import TITLE, write_report
 from harness.heads import MIN_SCALE, HeteroscedasticHead, has_factors
 from harness.heads.noise import fill_standard_normal
+from harness.heads.variants import VARIANTS
+from harness.io import check_replaceable
 
 MiB = 2**20
 
@@ -59,7 +61,9 @@ class Case:
             "hetxl_pe": "parameter_efficient",
             "hetxl_low_rank": "low_rank",
         }[self.variant]
-        kw = dict(covariance=cov, link=self.link, train_mc_samples=self.S, eval_mc_samples=self.S)
+        kw = dict(covariance=cov, link=self.link)
+        if VARIANTS[cov].input_dependent:  # the sample counts of a head that draws noise (none draws none)
+            kw.update(train_mc_samples=self.S, eval_mc_samples=self.S)
         if has_factors(cov):
             kw["num_factors"] = self.R
         if self.variant.startswith("hetxl"):
@@ -293,7 +297,8 @@ def _impls(case: Case, compiled: bool, naive_budget_gib: float, before: bool) ->
         impls.append("compiled")  # the main case only: compiling takes minutes per variant on a CPU
     if case.variant != "hom":
         if case.naive_bytes() > naive_budget_gib * 2**30:
-            skipped["naive"] = {"skipped": f"needs about {case.naive_bytes() / 2**30:.0f} GiB"}
+            need = case.naive_bytes() / 2**30
+            skipped["naive"] = {"skipped": f"needs about {need:.3g} GiB, over the {naive_budget_gib:g} GiB budget"}
         else:
             impls.append("naive")
     target = (case.link, case.K, case.S) == ("softmax", 1000, 1000) and case.variant in ("low_rank", "hetxl_pe")
@@ -327,8 +332,12 @@ def run(
         out: Markdown path (None: do not write).
 
     Raises:
-        ValueError: ``device`` is ``"cuda"`` but no GPU is visible, or ``before_src`` holds no harness source.
+        ValueError: ``device`` is ``"cuda"`` but no GPU is visible, ``before_src`` holds no harness source, or
+            ``out`` or its JSON twin is a file this bench did not write (:func:`harness.io.check_replaceable`); all
+            before any work.
     """
+    if out is not None:
+        check_replaceable(out, TITLE, "rows", "harness bench heads")
     if device == "cuda" and not torch.cuda.is_available():
         raise ValueError("device='cuda' but torch sees no GPU; use --device cpu")
     if before_src is not None and not (Path(before_src) / "harness" / "heads").is_dir():

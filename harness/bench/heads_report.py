@@ -16,6 +16,9 @@ from harness.io import atomic_write_text
 from harness.provenance import markdown_header, provenance
 from harness.training.precision import native_bf16
 
+#: the title of the table (with the device in brackets)
+TITLE = "HET head benchmark"
+
 
 def _cpu() -> str:
     """CPU model and vector capability as torch sees it (lscpu's model name on Linux)."""
@@ -342,7 +345,7 @@ def write_report(rows: "list[dict]", device: str, out: Path, loads: tuple) -> No
     prov, cpu = provenance(), _cpu()
     (l1, l5, l15), (e1, e5, e15) = loads
     lines = [
-        markdown_header(f"HET head benchmark ({device})", prov),
+        markdown_header(f"{TITLE} ({device})", prov),
         f"- CPU: {cpu}",
         f"- Load average (1, 5, 15 min) at the start {l1:.1f}, {l5:.1f}, {l15:.1f}; "
         f"at the end {e1:.1f}, {e5:.1f}, {e15:.1f} "

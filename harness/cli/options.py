@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import click
@@ -12,6 +13,21 @@ overwrite_option = click.option(
     is_flag=True,
     help="Write into an --out that holds other files, beside them (a file it did not write is never replaced).",
 )
+
+
+class FiniteFloat(click.FloatRange):
+    """The type of every float option: a finite number in the range (click's ``FloatRange`` lets NaN through every
+    bound, and infinity through an open end), e.g. ``FiniteFloat(0)`` for a number >= 0."""
+
+    name = "finite float"
+
+    def convert(self, value, param, ctx):  # noqa: ANN001, ANN201 (click's signature)
+        number = click.FLOAT.convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(
+                f"{value!r} is not a finite number: give a number in the range {self._describe_range()}", param, ctx
+            )
+        return super().convert(number, param, ctx)
 
 
 def _model_source(flag: str, dest: str, what: str, said_in: str):

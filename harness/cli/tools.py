@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from harness.cli.group import _Main
+from harness.cli.options import FiniteFloat
 
 
 @click.group(cls=_Main)
@@ -21,7 +22,7 @@ def bench() -> None:
 @click.option("--repeats", type=click.IntRange(1), default=3, show_default=True, help="Timed steps per point.")
 @click.option(
     "--naive-budget-gib",
-    type=float,
+    type=FiniteFloat(0),
     default=8.0,
     show_default=True,
     help="Skip the naive implementation where it would need more memory than this.",
@@ -181,7 +182,7 @@ def bench_upstream(
             progress=click.echo,
             breakdown_only=breakdown_only,
         )
-    except FileNotFoundError as e:
+    except (FileNotFoundError, ValueError) as e:
         raise click.UsageError(str(e)) from e
     click.echo(f"wrote {out}")
 
@@ -220,7 +221,7 @@ def bench_upstream(
 @click.option("--keep", is_flag=True, help="Keep the generated data.")
 @click.option(
     "--max-minutes",
-    type=click.FloatRange(0),
+    type=FiniteFloat(0),
     default=0.0,
     show_default=True,
     help="Start no new size after this many minutes (0: no limit); sizes left out are listed.",
@@ -403,7 +404,7 @@ def bench_device(
             "temporary folder)"
         )
     try:
-        device_bench.run(
+        result = device_bench.run(
             out,
             dry_run=dry_run,
             full=full,
@@ -415,4 +416,7 @@ def bench_device(
         )
     except ValueError as e:
         raise click.UsageError(str(e)) from e
+    failed = device_bench.failed_parts(result)
+    if failed:
+        raise click.ClickException(f"part(s) {', '.join(failed)} failed (see {out / 'device.md'})")
     click.echo(f"wrote {out / 'device.md'} and {out / 'device.json'}")

@@ -15,7 +15,7 @@ labels out of range, unnormalised log-probabilities, NaN) with a ``ValueError`` 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Optional
 
 import numpy as np
 
@@ -27,29 +27,31 @@ NUM_BINS = 15
 @dataclass(frozen=True)
 class Metric:
     """How a metric is shown and read: ``label`` (table heading), ``higher_is_better`` (its
-    direction, which decides "better" and "worse"), ``percent`` (shown x100, in points)."""
+    direction, which decides "better" and "worse"), ``percent`` (shown x100, in points), ``high`` (the largest value
+    it can take; None: unbounded). Every metric here is >= 0."""
 
     label: str
     higher_is_better: bool
     percent: bool
+    high: Optional[float] = None
 
 
 #: every metric this module and :mod:`harness.uncertainty.multilabel` compute, by the name their suites return
 METRICS = {
-    "top1": Metric("top-1", True, True),
-    "top5": Metric("top-5", True, True),
+    "top1": Metric("top-1", True, True, 1.0),
+    "top5": Metric("top-5", True, True, 1.0),
     "nll": Metric("NLL", False, False),
-    "brier": Metric("Brier", False, False),
-    "ece": Metric("ECE", False, False),
-    "mce": Metric("MCE", False, False),
-    "adaptive_ece": Metric("adaptive ECE", False, False),
-    "prec@1": Metric("prec@1", True, True),
+    "brier": Metric("Brier", False, False, 2.0),  # the sum over classes of squared errors of a probability vector
+    "ece": Metric("ECE", False, False, 1.0),
+    "mce": Metric("MCE", False, False, 1.0),
+    "adaptive_ece": Metric("adaptive ECE", False, False, 1.0),
+    "prec@1": Metric("prec@1", True, True, 1.0),
     "sigmoid_nll": Metric("sigmoid NLL", False, False),
-    "micro_ap": Metric("micro-AP", True, True),
-    "macro_map": Metric("macro mAP", True, True),
+    "micro_ap": Metric("micro-AP", True, True, 1.0),
+    "macro_map": Metric("macro mAP", True, True, 1.0),
     # computed by their own functions, not by the suites (so existing reports keep their columns)
-    "classwise_ece": Metric("classwise ECE", False, False),
-    "rms_ce": Metric("RMS calibration error", False, False),
+    "classwise_ece": Metric("classwise ECE", False, False, 1.0),
+    "rms_ce": Metric("RMS calibration error", False, False, 1.0),
 }
 
 

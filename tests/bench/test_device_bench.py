@@ -107,3 +107,19 @@ def test_a_run_cut_short_says_what_is_missing(tmp_path):
     text = (tmp_path / "device.md").read_text()
     assert "**not yet run: transfer, head, train** (cut short)" in text
     assert "| c | **failed** | RuntimeError: no deterministic kernel |" in text
+
+
+def test_a_failed_part_fails_the_command_and_says_which(tmp_path, monkeypatch):
+    """(audit6 B12) A part whose error went only into device.md exited 0 with "loader done"."""
+    failed = {
+        "device": "cpu",
+        "loader": {"error": "FileNotFoundError: no index.json"},
+        "transfer": {"error": "skipped: x"},
+    }
+    monkeypatch.setattr(device, "run", lambda *a, **k: failed)
+    res = CliRunner().invoke(main, ["bench", "device", "--dry-run", "--out", str(tmp_path / "d")])
+    assert res.exit_code == 1 and "part(s) loader (FileNotFoundError: no index.json) failed" in res.output
+    assert device.failed_parts({"correctness": [{"check": "c", "ok": True}, {"check": "r", "ok": False}]}) == [
+        "correctness (check r failed)"
+    ]
+    assert device.failed_parts({"train": [{"setting": "het", "error": "skipped: time budget"}]}) == []
