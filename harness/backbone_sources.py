@@ -265,8 +265,8 @@ def hub_config(source: str, offline: Optional[bool] = None) -> "tuple[dict, Opti
     ``huggingface_hub.hf_hub_download``: downloaded, or from the cache only in offline mode).
 
     Raises:
-        ValueError: no such folder or repository, an empty ``local-dir:`` path, or no config.json (the message names
-            the fix).
+        ValueError: no such folder or repository, an empty ``local-dir:`` path or ``hf-hub:`` name, or no config.json
+            (the message names the fix).
     """
     name = str(source)[len(TIMM_PREFIX) :] if str(source).startswith(TIMM_PREFIX) else str(source)
     if name.startswith(LOCAL_DIR_PREFIX):
@@ -283,6 +283,10 @@ def hub_config(source: str, offline: Optional[bool] = None) -> "tuple[dict, Opti
     from huggingface_hub import hf_hub_download
 
     repo = name[len(HF_HUB_PREFIX) :]
+    if not repo.strip():
+        raise ValueError(
+            f"{source}: the repository name is empty; give hf-hub:ORG/NAME, e.g. hf-hub:timm/resnet18.a1_in1k"
+        )
     try:
         path = Path(hf_hub_download(repo, "config.json", local_files_only=offline_mode(offline)))
     except Exception as e:  # noqa: BLE001 -- not found, no network, not in the cache (offline): say what to do

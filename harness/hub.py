@@ -55,13 +55,16 @@ def prepare_folder(folder: "str | os.PathLike") -> Path:
     ``config.json`` with a ``harness`` section, ``README.md``; its card is removed to be written again).
 
     Raises:
-        ValueError: a file, or a folder holding files an export did not write (they are never replaced).
+        ValueError: a file, a folder that cannot be written, or one holding files an export did not write (they are
+            never replaced).
     """
+    from harness.io import check_writable
     from harness.weights import read_config_json
 
     folder = Path(folder)
     if folder.exists() and not folder.is_dir():
         raise ValueError(f"{folder} is a file: give save_pretrained a folder")
+    check_writable(folder, f"save_pretrained's folder {folder}", "save into another folder")
     if not folder.is_dir():
         return folder
     names = {p.name for p in folder.iterdir()}

@@ -245,17 +245,17 @@ def check_output_folder(
     others = sorted(p.name for p in folder.iterdir() if p.name not in LOCK_FILES and not _TEMPORARY.fullmatch(p.name))
     if not others:
         return folder
+    taken = [n for n in writes if (folder / n).exists()]  # first: --overwrite is offered only where it would work
+    if taken:
+        raise ValueError(
+            f"{folder} holds {', '.join(taken)} that {what} did not write: even with --overwrite they are "
+            f"not replaced; move them, or choose another {flag}"
+        )
     if not overwrite:
         raise ValueError(
             f"{folder} holds files {what} did not write ({', '.join(others[:3])}"
             f"{'...' if len(others) > 3 else ''}): choose another {flag}, or give --overwrite to write "
             "beside them (a file the harness did not write is never replaced)"
-        )
-    taken = [n for n in writes if (folder / n).exists()]
-    if taken:
-        raise ValueError(
-            f"{folder} holds {', '.join(taken)} that {what} did not write: even with --overwrite they are "
-            f"not replaced; move them, or choose another {flag}"
         )
     return folder
 

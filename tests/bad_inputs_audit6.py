@@ -210,3 +210,49 @@ def _shift_device_unknown(tmp):
         _cli("shift", "-m", str(tmp / "a"), "--corruptions", "none", "--device", "tpu")
     finally:
         assert not (tmp / "a" / "shift").exists(), "work started before the error"
+
+
+bad_settings(
+    "data",
+    "harness data {} --seed -1 (audit6 P03, T01: numpy's 'expected non-negative integer', --seed not named)",
+    lambda tmp, cmd: _cli_seed(tmp, cmd),
+    [
+        ("pack", "pack", r"-1 is not in the range 0<=x<=4294967295"),
+        ("tasks-cifar", "tasks-cifar", r"-1 is not in the range 0<=x<=4294967295"),
+    ],
+    click.BadParameter,
+)
+
+
+def _cli_seed(tmp, cmd: str) -> None:
+    from bad_inputs_uncertainty import _cli
+
+    if cmd == "pack":
+        _cli("data", "pack", "digits", str(tmp / "out"), "--shard-size", "64", "--seed", "-1")
+    else:
+        _cli("data", "tasks-cifar", "--data", str(tmp), "--out", str(tmp / "out"), "--seed", "-1")
+
+
+@bad_input(
+    "sources",
+    "harness downstream --upstream hf-hub: with no name (audit6 RT77: 'no config.json from the hub', the empty name "
+    "not said)",
+    click.ClickException,
+    r"hf-hub:: the repository name is empty; give hf-hub:ORG/NAME",
+)
+def _hf_hub_empty(tmp):
+    downstream("--upstream", "hf-hub:", "--tasks", "demo_digit")
+
+
+@bad_input(
+    "export",
+    "save_pretrained into a folder that cannot be written (audit6 D06: a raw OSError from pathlib)",
+    ValueError,
+    r"save_pretrained's folder .*below/exp cannot be written \(.*\): choose a writable folder \(save into another",
+)
+def _save_read_only(tmp):
+    from harness.models import ModelConfig, build_model
+
+    from bad_inputs_safety import _read_only
+
+    build_model(ModelConfig("test_resnet", 10, {"covariance": "none"})).save_pretrained(_read_only(tmp) / "exp")

@@ -491,8 +491,8 @@ def _user_run_folder(tmp: Path) -> Path:
     "outputs",
     "harness upstream into a folder holding the user's model.pt, metrics.json, predictions.npz (audit N06)",
     CLI_ERROR,
-    r"holds files harness upstream did not write \(metrics\.json, model\.pt, predictions\.npz\): choose another "
-    r"output_dir, or give --overwrite",
+    r"holds metrics\.json, model\.pt, predictions\.npz that harness upstream did not write: even with --overwrite they "
+    r"are not replaced; move them, or choose another output_dir",
 )
 def _upstream_user_files(tmp):
     run = _user_run_folder(tmp)
@@ -848,7 +848,14 @@ def _sync_locked(tmp):
     from harness.io import RunLock
 
     with RunLock(tmp / "runs", name=EXPERIMENT_LOCK, clean=False):  # stands for the running harness run
-        _cli("run", "digits", "--sync-records", f"runs_root={tmp / 'runs'}", f"results_root={tmp / 'results'}")
+        _cli(
+            "run",
+            "digits",
+            "--sync-records",
+            f"runs_root={tmp / 'runs'}",
+            f"results_root={tmp / 'results'}",
+            "records=true",
+        )
 
 
 # ------------------------------------------------------------------------------ item 7: schedules that never start
@@ -1073,7 +1080,8 @@ def _import_user_files_overwrite(tmp):
     "fewshot",
     "harness fewshot --out holding the user's fewshot.md and fewshot.json (audit F08)",
     CLI_ERROR,
-    r"holds files harness fewshot did not write \(fewshot\.json, fewshot\.md\): choose another --out",
+    r"holds fewshot\.json, fewshot\.md that harness fewshot did not write: even with --overwrite they are not replaced; "
+    r"move them, or choose another --out",
 )
 def _fewshot_user_files(tmp):
     from bad_inputs_safety import _model_pt
@@ -1129,7 +1137,7 @@ def _fewshot_user_files_overwrite(tmp):
     "fewshot",
     "harness fewshot --seed -1 (audit F09: the message named --shots)",
     CLI_ERROR,
-    r"--seed must be a whole number in \[0, 2\*\*32 - 1\] \(numpy.s seed range\), got -1",
+    r"-1 is not in the range 0<=x<=4294967295",
 )
 def _fewshot_seed(tmp):
     from bad_inputs_safety import _model_pt
@@ -1209,7 +1217,8 @@ def _downstream(tmp: Path, *extra: str) -> None:
     "outputs",
     "harness downstream --out holding the user's vtab.md",
     CLI_ERROR,
-    r"holds files harness downstream did not write \(vtab\.md\): choose another --out, or give --overwrite",
+    r"holds vtab\.md that harness downstream did not write: even with --overwrite they are not replaced; move them, "
+    r"or choose another --out",
 )
 def _downstream_user_files(tmp):
     (tmp / "out").mkdir()

@@ -14,13 +14,9 @@ from PIL import Image
 from bad_inputs import ROOT, bad_input, bad_settings
 
 CONFIGS = ROOT / "upstream" / "configs"
-QUICK = [
-    "train.epochs=1",
-    "model.head.train_mc_samples=4",
-    "model.head.eval_mc_samples=4",
-    "data.limit_train=128",
-    "data.limit_eval=32",
-]
+QUICK = ["train.epochs=1", "data.limit_train=128", "data.limit_eval=32"]
+#: few Monte Carlo samples, for the configs whose head draws noise (a hom head refuses sample counts)
+FEW_SAMPLES = ["model.head.train_mc_samples=4", "model.head.eval_mc_samples=4"]
 
 
 def _run(tmp, *overrides, config="digits_het.yaml", **kw):
@@ -28,7 +24,12 @@ def _run(tmp, *overrides, config="digits_het.yaml", **kw):
     from harness.upstream.config import UpstreamConfig
     from harness.upstream.train import run
 
-    cfg = load_config(UpstreamConfig, CONFIGS / config, [*QUICK, f"output_dir={tmp / 'run'}", *overrides])
+    hom = "hom" in config or "model.head.covariance=none" in overrides
+    cfg = load_config(
+        UpstreamConfig,
+        CONFIGS / config,
+        [*QUICK, *([] if hom else FEW_SAMPLES), f"output_dir={tmp / 'run'}", *overrides],
+    )
     return run(cfg, progress=False, **kw)
 
 
@@ -335,13 +336,7 @@ bad_settings(
 def _foreign_state(tmp):
     import shutil
 
-    _run(
-        tmp / "hom",
-        "train.checkpoint_every=1",
-        "model.head.covariance=none",
-        "model.head.num_factors=null",
-        stop_after_steps=1,
-    )
+    _run(tmp / "hom", "train.checkpoint_every=1", config="digits_hom.yaml", stop_after_steps=1)
     _run(tmp, "train.checkpoint_every=1", stop_after_steps=1)
     shutil.copy(tmp / "hom" / "run" / "checkpoints" / "last.pt", tmp / "run" / "checkpoints" / "last.pt")
     _run(tmp, "train.checkpoint_every=1")

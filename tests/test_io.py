@@ -128,8 +128,11 @@ def test_an_output_folder_of_someone_else_is_refused_and_overwrite_never_replace
     out.mkdir()
     (out / ".lock.pid").write_text("")  # a lock of ours only: as empty
     check_output_folder(out, False, ("model.pt",), False, "harness upstream", "output_dir")
-    (out / "model.pt").write_text("my model")
-    with pytest.raises(ValueError, match=r"holds files harness upstream did not write \(model\.pt\).*--overwrite"):
+    (out / "notes.txt").write_text("mine")
+    with pytest.raises(ValueError, match=r"holds files harness upstream did not write \(notes\.txt\).*--overwrite"):
+        check_output_folder(out, False, ("model.pt",), False, "harness upstream", "output_dir")
+    (out / "model.pt").write_text("my model")  # a name it writes: --overwrite is not offered, as it would not help
+    with pytest.raises(ValueError, match=r"holds model\.pt that harness upstream did not write: even with --overwrite"):
         check_output_folder(out, False, ("model.pt",), False, "harness upstream", "output_dir")
     with pytest.raises(ValueError, match=r"holds model\.pt that harness upstream did not write: even with --overwrite"):
         check_output_folder(out, False, ("model.pt",), True, "harness upstream", "output_dir")

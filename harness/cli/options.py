@@ -30,6 +30,16 @@ class FiniteFloat(click.FloatRange):
         return super().convert(number, param, ctx)
 
 
+def seed_option(help: str):
+    """``--seed`` of every command: a whole number in the one seed range (:data:`harness.rules.SEED`, numpy's), so
+    ``--seed -1`` is refused by name before any work, as a config's ``seed`` is."""
+    from harness.rules import SEED
+
+    return click.option(
+        "--seed", type=click.IntRange(SEED["low"], SEED["high"]), default=0, show_default=True, help=help
+    )
+
+
 def _model_source(flag: str, dest: str, what: str, said_in: str):
     """The options that name a model from any source (harness.sources.load_source): ``flag`` (a ``model.pt``,
     ``timm:NAME`` or ``torchvision:NAME``), ``--weights`` and ``--random-init``."""

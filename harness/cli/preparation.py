@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from harness.cli.group import _Main
+from harness.cli.options import seed_option
 
 
 @click.group(cls=_Main)
@@ -22,7 +23,7 @@ def data() -> None:
 @click.option("--shard-size", type=click.IntRange(1), required=True, help="Examples per shard.")
 @click.option("--split", default=None, help="Split to pack (default: the config's train split).")
 @click.option("--multilabel", is_flag=True, help="Label sets (cifar10n: the annotators' labels; else one-label sets).")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the order of examples across shards.")
+@seed_option("Seed of the order of examples across shards.")
 @click.option("--in-order", is_flag=True, help="Keep the source's order (default: a seeded shuffle across shards).")
 @click.option(
     "--overwrite",
@@ -85,7 +86,7 @@ def data_pack(source, out, overrides, shard_size, split, multilabel, seed, in_or
     required=True,
     help="Folder to write the task folders in (a task folder that exists must be empty).",
 )
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of every draw.")
+@seed_option("Seed of every draw.")
 @click.option("--test-size", type=click.IntRange(1), default=2000, show_default=True, help="Test examples per task.")
 def data_tasks_cifar(data_path: Path, out: Path, seed: int, test_size: int) -> None:
     """Build VTAB-1k-style transfer tasks from CIFAR-10 (cifar10, cifar_rotation, cifar_location, cifar_count):

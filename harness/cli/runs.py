@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from harness.cli.options import _model_source, overwrite_option
+from harness.cli.options import _model_source, overwrite_option, seed_option
 
 
 @click.command()
@@ -286,9 +286,7 @@ def _severities(text: str) -> "list[int]":
     help="OOD set: gaussian or blobs (built in), or NAME:source=...,path=...,split=... with data keys "
     "(image_folder, tfds, manifest, ...); repeat for several; --ood none for no OOD set.",
 )
-@click.option(
-    "--seed", type=int, default=0, show_default=True, help="Draws the subset; seeds the corruptions and the OOD sets."
-)
+@seed_option("Draws the subset; seeds the corruptions and the OOD sets.")
 @click.option("--device", default="cpu", show_default=True)
 @click.option(
     "--overwrite",

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from harness.cli.options import _model_source, _source_folder, overwrite_option
+from harness.cli.options import _model_source, _source_folder, overwrite_option, seed_option
 from harness.heads.variants import TRANSFER_HEADS, TRANSFER_NUM_FACTORS, VARIANTS
 from harness.training.precision import ACCEPTED
 from harness.training.slurm import slurm_parameters
@@ -271,7 +271,7 @@ def downstream(
     is_flag=True,
     help="Folder format: accept list paths outside the task folder (../x.jpg, /data/x.jpg).",
 )
-@click.option("--seed", type=int, default=0, show_default=True, help="Draws the shots and the held-out examples.")
+@seed_option("Draws the shots and the held-out examples.")
 @click.option("--device", default="cpu", show_default=True, help="cpu, cuda or cuda:N.")
 @click.option(
     "--out",

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from harness.experiment.config import Experiment
+from harness.experiment.config import MAX_WORKERS, Experiment
 from harness.experiment.jobs import planned_jobs
 from harness.experiment.plan import (
     _budget_and_conditions,
@@ -106,7 +106,7 @@ def run_experiment(
 
     workers = Workers(exp.workers)
     with workers:  # closed on every way out: a bad experiment stops the warmed processes at once
-        if train:
+        if train and exp.workers <= MAX_WORKERS:  # (a larger count is refused by the checks below)
             workers.warm(_warm_up)  # the worker processes start and import while the experiment is checked
         plans = validate_experiment(exp)
         validate_primary(exp)

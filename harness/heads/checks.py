@@ -7,10 +7,60 @@ in the order the constructor calls them, each with a ``ValueError`` that names t
 
 from __future__ import annotations
 
+import numbers
 from typing import Optional, Sequence
 
 from harness.heads.options import DEFAULT_NUM_FACTORS, MAX_MC_SAMPLES, MAX_TEMPERATURE
-from harness.rules import SEED
+from harness.rules import SEED, Rule
+
+#: the rule of a Monte Carlo sample count S: the head's ``train_mc_samples`` / ``eval_mc_samples`` and a call's
+#: ``mc_samples`` (a bool or a fraction is no count: 2.7 is not truncated to 2)
+MC_SAMPLES = Rule(
+    low=1,
+    high=MAX_MC_SAMPLES,
+    whole=True,
+    text=f"a whole number in [1, {MAX_MC_SAMPLES:,}]",
+    note="the paper trains with 1000 samples",
+)
+_SEED = Rule(**SEED)
+
+
+def _holds(rule: Rule, value: object) -> bool:
+    """``rule.holds(value)`` for a whole-number rule, without its ``math.isfinite`` on an int (always finite), which
+    ``torch.compile`` cannot trace once it has made a call's int argument symbolic."""
+    if not (isinstance(value, numbers.Integral) and not isinstance(value, bool)):
+        return rule.holds(value)  # refused by a whole-number rule: a fraction, a bool, text...
+    low, high = rule.low, rule.high
+    return (low is None or (value > low if rule.low_open else value >= low)) and (
+        high is None or (value < high if rule.high_open else value <= high)
+    )
+
+
+def check_mc_samples(name: str, value: object) -> int:
+    """``value`` as a count of Monte Carlo samples, by :data:`MC_SAMPLES`.
+
+    Raises:
+        ValueError: ``<name> must be a whole number in [1, 1,000,000] ..., got <value>: <fix>``.
+    """
+    if not _holds(MC_SAMPLES, value):
+        raise ValueError(
+            f"{name} must be {MC_SAMPLES.describe()}, got {value!r} ({type(value).__name__}): give an integer count"
+        )
+    return int(value)
+
+
+def check_seed(name: str, value: object, none: str) -> None:
+    """``value`` a seed of :data:`harness.rules.SEED` (numpy's range), or None, which means ``none``.
+
+    Raises:
+        ValueError: ``<name> must be a whole number in [0, 2**32 - 1] ..., got <value>`` (a negative seed, one of
+            2**32 or more, a fraction or a bool, which torch would wrap, fold or truncate to another seed).
+    """
+    if value is not None and not _holds(_SEED, value):
+        raise ValueError(
+            f"{name} must be {_SEED.describe()}, or None ({none}), got {value!r} ({type(value).__name__}): give a "
+            "seed in that range"
+        )
 
 
 def resolved_num_factors(covariance: str, num_factors: Optional[int], width: int, noise_space: str) -> int:
@@ -45,18 +95,13 @@ def check_sampling_options(
     Raises:
         ValueError: the first option out of range, named.
     """
-    for name, value in (("train_mc_samples", train_mc_samples), ("eval_mc_samples", eval_mc_samples)):
-        if not 1 <= int(value) <= MAX_MC_SAMPLES:
-            raise ValueError(
-                f"{name} must be a whole number in [1, {MAX_MC_SAMPLES:,}], got {value} (the paper trains with 1000 "
-                "samples)"
-            )
+    check_mc_samples("train_mc_samples", train_mc_samples)
+    check_mc_samples("eval_mc_samples", eval_mc_samples)
     if mc_chunk_size is not None and int(mc_chunk_size) < 1:
         raise ValueError(f"mc_chunk_size must be >= 1 or None (automatic), got {mc_chunk_size}")
     if clip_eps is not None and not (0.0 < clip_eps < 0.5):
         raise ValueError(f"clip_eps must be in (0, 0.5) or None (exact log space), got {clip_eps}")
-    if eval_seed is not None and not SEED["low"] <= eval_seed <= SEED["high"]:
-        raise ValueError(f"eval_seed must be {SEED['text']}, or None for fresh noise each call, got {eval_seed!r}")
+    check_seed("eval_seed", eval_seed, "fresh noise each call")
 
 
 def checked_temperature_bounds(

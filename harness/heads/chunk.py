@@ -12,6 +12,7 @@ passes, are :mod:`harness.heads.linear_space`; their d loss / d z enters here (:
 
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import dataclass
 from typing import Optional
@@ -21,6 +22,22 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from harness.heads.linear_space import Workspace, chunk_grad
+
+
+def full_precision(device_type: str):
+    """``torch.autocast(device_type, enabled=False)``, the head's float32 region; nothing on a device without
+    autocast (``meta``: shapes only, where torch.autocast fails with 'unsupported scalarType')."""
+    if not torch.amp.is_autocast_available(device_type):
+        return contextlib.nullcontext()
+    return torch.autocast(device_type, enabled=False)
+
+
+def autocast_dtype(device_type: str) -> Optional[torch.dtype]:
+    """The dtype of the enclosing ``torch.autocast`` on ``device_type`` (bf16 or fp16), or None outside one (or on
+    a device without autocast, as ``meta``)."""
+    if not torch.amp.is_autocast_available(device_type) or not torch.is_autocast_enabled(device_type):
+        return None
+    return torch.get_autocast_dtype(device_type)
 
 
 @dataclass(frozen=True)

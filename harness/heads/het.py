@@ -24,8 +24,14 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from harness.heads.checks import check_sampling_options, checked_temperature_bounds, resolved_num_factors
-from harness.heads.chunk import NoiseLayout, chunk_logits
+from harness.heads.checks import (
+    check_mc_samples,
+    check_sampling_options,
+    check_seed,
+    checked_temperature_bounds,
+    resolved_num_factors,
+)
+from harness.heads.chunk import NoiseLayout, autocast_dtype, chunk_logits, full_precision
 from harness.heads.covariance import covariance_block, noise_factors
 from harness.heads.noise import EVAL_NOISE
 from harness.heads.options import (
@@ -34,11 +40,11 @@ from harness.heads.options import (
     INITS,
     LINKS,
     MAX_DENSE_COVARIANCE_ELEMENTS,
-    MAX_MC_SAMPLES,
     MIN_SCALE,
     NOISE_SPACES,
     _choice,
     check_option_types,
+    check_unused_options,
     init_parameters,
 )
 from harness.heads.sampling import log_average_to_logits, monte_carlo_log_average, plan_noise
@@ -56,7 +62,8 @@ class HeteroscedasticHead(nn.Module):
         link: ``"softmax"`` (multiclass) or ``"sigmoid"`` (multilabel).
         num_factors: R, rank of the low-rank part of ``low_rank`` and ``parameter_efficient``,
             1 <= R <= W (W = K, or D for HET-XL); None: min(15, W), the paper's ImageNet rank.
-            Refused by ``none`` and ``diagonal``, which have no factors (leave it None there).
+            Refused by ``none`` and ``diagonal``, which have no factors (leave it None there). Every option that
+            a configuration does not read is refused likewise when given (see Raises).
         temperature: fixed τ > 0 dividing the logit samples (paper Eq. 6); None: 1. With
             ``learn_temperature``, where the learned τ starts (strictly inside ``temperature_bounds``).
         learn_temperature: learn τ = lo + (hi - lo)·sigmoid(t); t starts at 0, i.e. τ at the midpoint of
@@ -95,11 +102,15 @@ class HeteroscedasticHead(nn.Module):
         cov_init_scale: ``"flax"`` only: variance scale of the covariance layers' kernels.
 
     Shapes:
-        input ``[..., D]`` -> logits ``[..., K]`` (any number of leading dims).
+        input ``[..., D]`` -> logits ``[..., K]`` (any number of leading dims); on the ``meta`` device (shapes
+        only) ``forward`` and ``sample_logits`` give μ(x)/τ's meta tensor of those shapes, drawing no noise.
 
     Raises:
         ValueError: unknown option, ``num_factors`` out of range, non-positive temperature or
-            sample count, bad temperature bounds, or (at call time) an input whose last dim is not D.
+            sample count, bad temperature bounds, an option given a value that this configuration does not use
+            (:data:`~harness.heads.options.OPTION_USES`: sample counts on ``covariance="none"``, ``pe_noise_bias``
+            off PE, ``temperature_bounds`` without ``learn_temperature``...), or (at call time) an input whose last
+            dim is not D.
     """
 
     def __init__(
@@ -124,7 +135,8 @@ class HeteroscedasticHead(nn.Module):
         init: str = "keras",
         cov_init_scale: Optional[float] = None,
     ) -> None:
-        check_option_types(HeteroscedasticHead.__init__, {k: v for k, v in locals().items() if k != "self"})
+        options = {k: v for k, v in locals().items() if k not in ("self", "__class__")}
+        check_option_types(HeteroscedasticHead.__init__, options)
         super().__init__()
         if in_features < 1 or num_classes < 1:
             raise ValueError(f"in_features and num_classes must be >= 1, got {in_features} and {num_classes}")
@@ -137,11 +149,6 @@ class HeteroscedasticHead(nn.Module):
         _choice("init", init, INITS)
         width = self.in_features if self.noise_space == "pre_logits" else self.num_classes
         self.noise_width = width
-        if not self.variant.has_factors and num_factors is not None:
-            raise ValueError(
-                f"num_factors={num_factors} is for a head with factors (low_rank, parameter_efficient); "
-                f"covariance={covariance!r} has none: leave num_factors unset (None), or choose covariance='low_rank'"
-            )
         has_factors = self.variant.has_factors
         self.num_factors = resolved_num_factors(covariance, num_factors, width, self.noise_space) if has_factors else 0
         check_sampling_options(train_mc_samples, eval_mc_samples, mc_chunk_size, clip_eps, eval_seed)
@@ -155,6 +162,7 @@ class HeteroscedasticHead(nn.Module):
         # temperature
         self.learn_temperature = bool(learn_temperature)
         self.temperature_bounds = checked_temperature_bounds(self.learn_temperature, temperature, temperature_bounds)
+        check_unused_options(HeteroscedasticHead.__init__, options)  # once every value is in range
         if self.learn_temperature:  # τ = lo + (hi - lo)·sigmoid(t): t = logit of where τ starts (0: the midpoint)
             lo, hi = self.temperature_bounds
             start = 0.0 if temperature is None else math.log((temperature - lo) / (hi - temperature))
@@ -219,7 +227,7 @@ class HeteroscedasticHead(nn.Module):
         """loc(x) ``[..., K]``: the deterministic logits (JAX ``return_locs``), untempered; the mean of
         u(x) too, except for ``parameter_efficient`` with ``pe_noise_bias``, whose noise adds the mean
         v(x) ⊙ b_V (see :meth:`latent_parameters`)."""
-        with torch.autocast(x.device.type, enabled=False):
+        with full_precision(x.device.type):
             return self.loc(self._features(x)).reshape(*x.shape[:-1], self.num_classes)
 
     def _noise_parameters(self, h: Tensor) -> "dict[str, Optional[Tensor]]":
@@ -248,7 +256,7 @@ class HeteroscedasticHead(nn.Module):
             W = K for HET, D for HET-XL.
         """
         h = self._features(x)
-        with torch.autocast(h.device.type, enabled=False):
+        with full_precision(h.device.type):
             out = {"mu": self.loc(h), "tau": self.temperature}
             if self.noise_form is not None:
                 out["d"] = F.softplus(self.diag(h)) + MIN_SCALE
@@ -262,7 +270,7 @@ class HeteroscedasticHead(nn.Module):
         """
         if not self.variant.has_factors:
             raise ValueError(f"covariance={self.covariance_type!r} has no factors")
-        with torch.autocast(x.device.type, enabled=False):
+        with full_precision(x.device.type):
             p = self._noise_parameters(self._features(x))
         return noise_factors(self.noise_form, p["scale"], p["factors"], p["hom_factors"])[0]
 
@@ -270,7 +278,7 @@ class HeteroscedasticHead(nn.Module):
         """d(x) = softplus(diag(x)) + 1e-3, ``[N, W]``: standard deviations of the diagonal noise."""
         if self.noise_form is None:
             raise ValueError("covariance='none' has no noise")
-        with torch.autocast(x.device.type, enabled=False):
+        with full_precision(x.device.type):
             return F.softplus(self.diag(self._features(x))) + MIN_SCALE
 
     def covariance_factors(self, x: Tensor) -> "tuple[Tensor, Optional[Tensor]]":
@@ -291,7 +299,7 @@ class HeteroscedasticHead(nn.Module):
         if self.noise_form is None:
             raise ValueError("covariance='none' has no noise covariance")
         h = self._features(x)
-        with torch.autocast(h.device.type, enabled=False):
+        with full_precision(h.device.type):
             return self._covariance_factors(h)
 
     def _covariance_factors(self, h: Tensor) -> "tuple[Tensor, Optional[Tensor]]":
@@ -332,18 +340,18 @@ class HeteroscedasticHead(nn.Module):
         if self.noise_form is None:
             raise ValueError("covariance='none' has no noise covariance")
         h = self._features(x)
-        with torch.autocast(h.device.type, enabled=False):
+        with full_precision(h.device.type):
             factors, d = self._covariance_factors(h)
             projection = self.loc.weight if self.noise_space == "pre_logits" else None
             cov = covariance_block(factors, d, self.num_classes, rows, cols, projection, max_elements)
             return cov / self.temperature.square() if tempered else cov
 
     # ------------------------------------------------------------------ sampling
-    def _mc_samples(self, mc_samples: Optional[int]) -> int:
+    def _mc_samples(self, mc_samples: Optional[int], seed: Optional[int]) -> int:
+        """S of a call (``mc_samples``, else the mode's count), once it and the call's ``seed`` pass the head's rules."""
+        check_seed("seed", seed, "the head's eval_seed")
         s = (self.train_mc_samples if self.training else self.eval_mc_samples) if mc_samples is None else mc_samples
-        if not 1 <= int(s) <= MAX_MC_SAMPLES:
-            raise ValueError(f"mc_samples must be a whole number in [1, {MAX_MC_SAMPLES:,}], got {s}")
-        return int(s)
+        return check_mc_samples("mc_samples", s)
 
     def _plan(self, h: Tensor, s: int, seed: Optional[int]) -> "tuple":
         """Noise and chunking of one call: :func:`~harness.heads.sampling.plan_noise`."""
@@ -357,12 +365,13 @@ class HeteroscedasticHead(nn.Module):
         bank, so a row's samples do not depend on the batch (see ``eval_seed``).
 
         Raises:
-            ValueError: input width is not D, or S < 1.
+            ValueError: input width is not D; ``mc_samples`` not a whole number in [1, 1,000,000] or ``seed`` not one
+                in [0, 2**32 - 1] (a bool or a fraction is refused, not truncated).
         """
         h = self._features(x)
-        s = self._mc_samples(mc_samples)
-        with torch.autocast(h.device.type, enabled=False):
-            if self.noise_form is None:
+        s = self._mc_samples(mc_samples, seed)
+        with full_precision(h.device.type):
+            if self.noise_form is None or h.is_meta:  # meta tensors: shapes only, no noise drawn
                 z = (self.loc(h) / self.temperature).unsqueeze(1).expand(-1, s, -1)
             else:
                 p = self._noise_parameters(h)
@@ -399,7 +408,8 @@ class HeteroscedasticHead(nn.Module):
             seed: override the noise seed for this call (in ``eval()`` mode: the bank's seed).
 
         Raises:
-            ValueError: input width is not D, or S < 1.
+            ValueError: input width is not D; ``mc_samples`` not a whole number in [1, 1,000,000] or ``seed`` not one
+                in [0, 2**32 - 1] (a bool or a fraction is refused, not truncated), whatever the covariance.
 
         Source: paper Eq. 4-6; the average of edward2 ``edward2/tensorflow/layers/heteroscedastic.py`` taken in log space; fixed evaluation
         noise as in uncertainty-baselines' JAX evaluation (``baselines/jft/heteroscedastic.py``), shared across rows
@@ -407,14 +417,14 @@ class HeteroscedasticHead(nn.Module):
         """
         lead = x.shape[:-1]
         h = self._features(x)
-        low = _autocast_dtype(h.device.type) if self.noise_space == "pre_logits" else None
-        with torch.autocast(h.device.type, enabled=False):
-            if self.noise_form is None:
-                logits = self.loc(h)
-                if self.learn_temperature or torch.compiler.is_compiling() or float(self.fixed_temperature) != 1.0:
+        s = self._mc_samples(mc_samples, seed)
+        low = autocast_dtype(h.device.type) if self.noise_space == "pre_logits" else None
+        with full_precision(h.device.type):
+            if self.noise_form is None or h.is_meta:  # meta tensors: shapes only, no noise drawn
+                logits, tau = self.loc(h), self.fixed_temperature if not self.learn_temperature else None
+                if tau is None or torch.compiler.is_compiling() or tau.is_meta or float(tau) != 1.0:
                     logits = logits / self.temperature
                 return logits.reshape(*lead, self.num_classes)
-            s = self._mc_samples(mc_samples)
             noise, chunk, row_block, key = self._plan(h, s, seed)
             layout = NoiseLayout(self.noise_form, self.link, s, chunk, low)
             p = self._noise_parameters(h)
@@ -437,8 +447,3 @@ class HeteroscedasticHead(nn.Module):
                 out = torch.cat(blocks) if self.link == "softmax" else tuple(torch.cat(part) for part in zip(*blocks))
             logits = log_average_to_logits(out, self.link, self.clip_eps)
         return logits.reshape(*lead, self.num_classes)
-
-
-def _autocast_dtype(device_type: str) -> Optional[torch.dtype]:
-    """The dtype of the enclosing ``torch.autocast`` on ``device_type`` (bf16 or fp16), or None outside one."""
-    return torch.get_autocast_dtype(device_type) if torch.is_autocast_enabled(device_type) else None

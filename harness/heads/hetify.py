@@ -133,6 +133,16 @@ def _is_none_attribute(model: nn.Module, name: str) -> bool:
     return hasattr(owner, attr) and getattr(owner, attr) is None
 
 
+def _shapes(example_input) -> str:
+    """``of shape (2, 9)`` (a tensor), ``of shapes ((2, 9), 'x')`` (a tuple of arguments), else its type."""
+    if isinstance(example_input, Tensor):
+        return f"of shape {tuple(example_input.shape)}"
+    if isinstance(example_input, tuple):
+        parts = [tuple(a.shape) if isinstance(a, Tensor) else type(a).__name__ for a in example_input]
+        return f"of shapes ({', '.join(map(str, parts))})"
+    return f"(a {type(example_input).__name__})"
+
+
 def _traced_output_layer(model: nn.Module, example_input) -> str:
     """The dotted name of the layer whose output is the model's output, in an ``eval()``, ``no_grad`` forward
     of ``example_input`` (the training flags are restored).
@@ -142,6 +152,10 @@ def _traced_output_layer(model: nn.Module, example_input) -> str:
     the pass, so no address is reused. The producer is the last leaf module to return it (an in-place ReLU
     after a layer returns the same tensor and wins, rightly); a non-leaf module that computes the output
     itself is named in the refusal.
+
+    Raises:
+        ValueError: the forward of ``example_input`` fails (its shape and the model's error named), returns no
+            single tensor, or no supported layer produces its output.
     """
     fired: "list[tuple[str, nn.Module, Tensor]]" = []
 
@@ -158,6 +172,12 @@ def _traced_output_layer(model: nn.Module, example_input) -> str:
         model.eval()
         with torch.no_grad():
             out = model(*example_input) if isinstance(example_input, tuple) else model(example_input)
+    except Exception as e:  # noqa: BLE001 - any failure of the user's forward: say it was example_input's
+        raise ValueError(
+            f"example_input {_shapes(example_input)} does not fit {type(model).__name__}: its forward raised "
+            f"{type(e).__name__}: {' '.join(str(e).split())}; pass example_input=<a batch the model accepts> (the "
+            f"shape its first layer takes), or {FIX}"
+        ) from e
     finally:
         for handle in handles:
             handle.remove()
@@ -255,7 +275,8 @@ def hetify(
     a plain 1x1 ``nn.Conv2d`` (-> :class:`HeteroscedasticConvHead`, ``[B, D, H, W] -> [B, K, H, W]``), timm's
     LeViT ``NormLinear`` (its BatchNorm1d kept, its ``linear`` replaced) or an ``nn.ModuleList`` of these
     (each replaced). A head is freshly initialised, on the old layer's device and dtype, and set at every
-    place the old layer was registered. The model then returns the heads' outputs where it returned logits:
+    place the old layer was registered: a layer registered under two names (``m.extra = m[1]``, a tied
+    classifier) gets the same head object under both, so the tie is kept. The model then returns the heads' outputs where it returned logits:
     log p̄ for the softmax link (a model that combines two heads, as timm's distilled models, VOLO and
     CrossViT do, combines log-probabilities: see the head guide).
 
@@ -274,7 +295,8 @@ def hetify(
 
     Raises:
         ValueError: no classifier known (non-timm model without ``layer=`` or ``example_input=``), a name
-            that is absent or names an unsupported module (its type in the message), a traced output that
+            that is absent or names an unsupported module (its type in the message), an ``example_input`` the
+            model's forward fails on (its shape and the model's error named), a traced output that
             no supported layer produces or that is not one tensor, a bad ``num_classes`` or an
             ``in_features`` option; each message gives the fix.
         TypeError: an unknown head option (checked before any tracing).
@@ -320,6 +342,7 @@ def _replace(model: nn.Module, old: nn.Module, num_classes: Optional[int], head_
     else:
         head = HeteroscedasticConvHead(old.in_channels, num_classes or old.out_channels, **head_options)
     head = head.to(device=old.weight.device, dtype=old.weight.dtype)
-    owners = [(p, n) for p in model.modules() for n, c in p.named_children() if c is old]
+    # every registration, not named_children(), which yields a module registered twice (a tied layer) once
+    owners = [(p, n) for p in model.modules() for n, c in p._modules.items() if c is old]
     for parent, attr in owners:
         setattr(parent, attr, head)

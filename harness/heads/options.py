@@ -8,6 +8,7 @@ Layer names follow edward2 (``edward2/tensorflow/layers/heteroscedastic.py``): `
 from __future__ import annotations
 
 import collections.abc
+import inspect
 import math
 import numbers
 import typing
@@ -120,18 +121,97 @@ def check_option_types(signature_of: Callable, values: "dict[str, object]") -> N
             raise ValueError(f"{name} must be {_WHAT[kind]}, got {value!r} ({type(value).__name__}): {fix}")
 
 
+def _names(keep: Callable[[CovarianceVariant], bool]) -> str:
+    return ", ".join(n for n, v in VARIANTS.items() if keep(v))
+
+
+def _noise(c: dict) -> "Optional[tuple[str, str]]":
+    if variant(c["covariance"]).form is None:
+        noisy = _names(lambda v: v.form is not None)
+        return f"covariance={c['covariance']!r} draws no noise", f"choose a noisy covariance ({noisy})"
+    return None
+
+
+def _factors(c: dict) -> "Optional[tuple[str, str]]":
+    if not variant(c["covariance"]).has_factors:
+        return f"covariance={c['covariance']!r} has none", "choose covariance='low_rank'"
+    return None
+
+
+def _shared_v(c: dict) -> "Optional[tuple[str, str]]":
+    if variant(c["covariance"]).form != "parameter_efficient":
+        return f"covariance={c['covariance']!r} has no shared V", "choose covariance='parameter_efficient'"
+    return None
+
+
+def _learned(c: dict) -> "Optional[tuple[str, str]]":
+    if not c["learn_temperature"]:
+        return "learn_temperature is False (τ stays fixed at temperature)", "set learn_temperature=True"
+    return None
+
+
+def _flax(c: dict) -> "Optional[tuple[str, str]]":
+    return (f"the head has init={c['init']!r}", "set init='flax'") if c["init"] != "flax" else _noise(c)
+
+
+_NOISY = "a head that draws noise"
+#: the head options that only some configurations read: option -> (what it is for, ``unused(config)``: None when the
+#: head's configuration (its arguments by name) reads it, else (why not, the other fix)). Every other option
+#: (``covariance``, ``link``, ``temperature``, ``learn_temperature``, ``init``) is read by every head. The one rule
+#: (:func:`check_unused_options`): such an option given a value other than its default, where unused, is refused.
+OPTION_USES: "dict[str, tuple[str, Callable[[dict], Optional[tuple[str, str]]]]]" = {
+    "num_factors": ("a head with factors ({factors})", _factors),
+    "noise_space": (f"{_NOISY} (where its noise is added)", _noise),
+    "train_mc_samples": (f"{_NOISY} (its Monte Carlo samples in training)", _noise),
+    "eval_mc_samples": (f"{_NOISY} (its Monte Carlo samples in evaluation)", _noise),
+    "share_samples_across_batch": (f"{_NOISY} (one draw of its noise for the whole batch)", _noise),
+    "mc_chunk_size": (f"{_NOISY} (how many of its samples are drawn at once)", _noise),
+    "eval_seed": (f"{_NOISY} (the seed of its evaluation noise)", _noise),
+    "clip_eps": (f"{_NOISY} (the clipping of its Monte Carlo average)", _noise),
+    "diag_noise": (f"{_NOISY} (how its diagonal noise is drawn)", _noise),
+    "pe_noise_bias": ("the parameter-efficient head (the bias of its shared V)", _shared_v),
+    "temperature_bounds": ("a learned temperature (the range of the learned τ)", _learned),
+    "cov_init_scale": ("a noisy head's covariance layers (their initial scale, only used with init='flax')", _flax),
+}
+
+
+def check_unused_options(signature_of: Callable, values: "dict[str, object]") -> None:
+    """The one rule of options a configuration does not read (:data:`OPTION_USES`): each of ``values`` (a head's
+    arguments, already of the right types and in range) given a value other than its default in ``signature_of``
+    must be used by the head those values build (``train_mc_samples`` by a head that draws noise, ``pe_noise_bias``
+    by a parameter-efficient one, ``temperature_bounds`` by a learned τ...).
+
+    Raises:
+        ValueError: ``<option>=<value> is for <what>; <why not>: leave <option> unset (its default, <default>), or
+            <fix>`` for the first option given a value its head does not use.
+    """
+    defaults = {n: p.default for n, p in inspect.signature(signature_of).parameters.items()}
+    for name, (what, unused) in OPTION_USES.items():
+        value = values.get(name, defaults.get(name))
+        if (tuple(value) if isinstance(value, list) else value) == defaults.get(name):
+            continue
+        why = unused(values)
+        if why is not None:
+            what = what.format(factors=_names(lambda v: v.has_factors))
+            raise ValueError(
+                f"{name}={value!r} is for {what}; {why[0]}: leave {name} unset (its default, {defaults.get(name)!r}), "
+                f"or {why[1]}"
+            )
+
+
 def init_parameters(module: nn.Module, init: str, cov_init_scale: Optional[float]) -> None:
     """Initialise every ``nn.Linear`` of a head in place: ``"keras"`` (glorot-uniform kernels, zero biases; TF
     reference), ``"flax"`` (truncated lecun-normal, the covariance layers scaled by ``cov_init_scale``; JAX
     reference) or ``"torch"`` (leave ``nn.Linear``'s defaults).
 
     Raises:
-        ValueError: ``cov_init_scale`` given without ``init="flax"``, or not in (0, 100].
+        ValueError: ``cov_init_scale`` not in (0, 100] (given without ``init="flax"``: the head's
+            :func:`check_unused_options` refuses it first).
     """
-    if cov_init_scale is not None and (init != "flax" or not 0 < cov_init_scale <= 100):
+    if cov_init_scale is not None and not 0 < cov_init_scale <= 100:
         raise ValueError(
             f"cov_init_scale must be a finite number > 0 (at most 100: the references use 0.01-1; larger ones give "
-            f"non-finite logits) and is only used with init='flax', got {cov_init_scale!r}"
+            f"non-finite logits), used with init='flax', got {cov_init_scale!r}: give e.g. 0.1, or leave it unset"
         )
     if init == "torch":
         return

@@ -23,9 +23,15 @@ CASES = [
 IDS = list(VARIANTS)
 
 
+def _sampling(kw: dict, **options) -> dict:
+    """``options`` (the sampling ones) for a variant that draws noise; none for ``none``, which refuses them."""
+    return options if VARIANTS[kw["covariance"]].input_dependent else {}
+
+
 def _head(**kw):
     torch.manual_seed(0)  # S = 7 in chunks of 3: a partial last chunk, masked in the graph
-    return HeteroscedasticHead(6, 5, train_mc_samples=7, eval_mc_samples=7, mc_chunk_size=3, temperature=0.7, **kw)
+    sampling = _sampling(kw, train_mc_samples=7, eval_mc_samples=7, mc_chunk_size=3)
+    return HeteroscedasticHead(6, 5, temperature=0.7, **sampling, **kw)
 
 
 def _loss(head, out):
@@ -101,7 +107,8 @@ def test_compiled_and_eager_evaluation_give_the_same_outputs(kw, chunk):
     samples both average. (``aot_eager``: the traced graph run op by op; inductor differs by float rounding only,
     4.8e-7 measured on low_rank, but takes minutes per variant to compile on a CPU.)"""
     torch.manual_seed(0)
-    head = HeteroscedasticHead(6, 5, eval_mc_samples=40, mc_chunk_size=chunk, temperature=0.7, **kw).eval()
+    sampling = _sampling(kw, eval_mc_samples=40, mc_chunk_size=chunk)
+    head = HeteroscedasticHead(6, 5, temperature=0.7, **sampling, **kw).eval()
     x = torch.randn(9, 6)
     torch._dynamo.reset()
     compiled = torch.compile(head, fullgraph=True, backend="aot_eager")

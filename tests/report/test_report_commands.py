@@ -16,6 +16,9 @@ from harness.upstream.train import run
 
 CONFIGS = Path(__file__).resolve().parents[2] / "upstream" / "configs"
 
+#: the head's sample counts of each method (the homoscedastic head draws no noise and refuses them)
+SAMPLES = {"hom": [], "het": ["model.head.train_mc_samples=8", "model.head.eval_mc_samples=16"]}
+
 
 @pytest.fixture(scope="module")
 def digits_runs(tmp_path_factory):
@@ -28,8 +31,7 @@ def digits_runs(tmp_path_factory):
                 CONFIGS / f"digits_{method}.yaml",
                 [
                     "train.epochs=2",
-                    "model.head.train_mc_samples=8",
-                    "model.head.eval_mc_samples=16",
+                    *SAMPLES[method],
                     f"seed={seed}",
                     f"output_dir={root / f'{method}_s{seed}'}",
                 ],

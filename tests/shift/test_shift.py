@@ -23,6 +23,8 @@ from harness.uncertainty.ensembles import average
 from harness.uncertainty.predictions import Predictions
 
 CONFIGS = Path(__file__).resolve().parents[2] / "upstream" / "configs"
+#: the head's sample counts of each method (the homoscedastic head draws no noise and refuses them)
+SAMPLES = {"hom": [], "het": ["model.head.train_mc_samples=8", "model.head.eval_mc_samples=16"]}
 SHARED = Path(__file__).resolve().parents[3] / "shared" / "data" / "cifar10n"
 
 
@@ -105,8 +107,7 @@ def digits_runs(tmp_path_factory):
                 CONFIGS / f"digits_{method}.yaml",
                 [
                     "train.epochs=3",
-                    "model.head.train_mc_samples=8",
-                    "model.head.eval_mc_samples=16",
+                    *SAMPLES[method],
                     f"output_dir={root / method}",
                     f"data.cache_dir={root / 'cache'}",
                 ],
