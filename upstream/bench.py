@@ -280,7 +280,7 @@ def run(
         epochs: epochs of each accuracy run over ``train45k`` (0 skips part 2).
         data_path: the CIFAR-10N folder (default ``../shared/data/cifar10n``).
         backbones: the 32 px backbones to measure.
-        breakdown_only: measure part 3 alone (a minute) and write only its table.
+        breakdown_only: measure part 3 alone (``repeats`` rounds, about 30 s each) and write only its table.
 
     Raises:
         FileNotFoundError: no CIFAR-10N data.
@@ -298,7 +298,7 @@ def run(
     if not (data_path / "cifar10_jpeg.zip").is_file():
         raise FileNotFoundError(f"no cifar10_jpeg.zip in {str(data_path)!r}: pass --data-path to the CIFAR-10N folder")
     base = base_overrides(data_path)
-    breakdown = bench_breakdown.measure(base + FAST, progress)
+    breakdown = bench_breakdown.measure(base + FAST, progress, repeats)
     if breakdown_only:
         summary = {"data": str(data_path), "breakdown": breakdown, "matmul": _in_fresh_process(matmul_rates)}
         if out is not None:

@@ -13,6 +13,7 @@ backward is also listed per layer shape, where the gain differs most.
 from __future__ import annotations
 
 import json
+import statistics
 import time
 from pathlib import Path
 from typing import Callable
@@ -115,45 +116,72 @@ def step_breakdown(overrides: "list[str]", precision: str, steps: int = 6) -> di
 
 
 def breakdown_lines(b: dict) -> "list[str]":
-    """The Markdown of a :func:`step_breakdown`: a table by category and the convolution backward by shape."""
-    fp32, bf16 = b["fp32"], b["bf16"]
-    total32, total16 = sum(fp32["categories"].values()), sum(bf16["categories"].values())
+    """The Markdown of :func:`measure`'s ``rounds`` (or one round, ``{"fp32": ..., "bf16": ...}``): a table by
+    category and the convolution backward by shape, each time the median over rounds and each gain with its range
+    (min-max of the rounds' gains) when there are several."""
+    rounds = b.get("rounds") or [b]
+    med = statistics.median
+
+    def cell(a: "list[float]", z: "list[float]") -> "list[str]":
+        gains = [x / y for x, y in zip(a, z) if y > 0]
+        gain = (
+            "-"
+            if not gains
+            else f"{med(gains):.2f}x" + (f" ({min(gains):.2f}-{max(gains):.2f})" if len(gains) > 1 else "")
+        )
+        return [f"{med(a):.1f}", f"{med(z):.1f}", gain]
+
+    def values(prec: str, key: str, name: str) -> "list[float]":
+        return [r[prec][key][name] for r in rounds]
+
+    totals = {p: [sum(r[p]["categories"].values()) for r in rounds] for p in ("fp32", "bf16")}
     lines = [
         "| part of the step | fp32 ms/step | bf16 ms/step | bf16 gain | share of the bf16 step |",
         "|---|---|---|---|---|",
     ]
     for c in CATEGORIES:
-        a, z = fp32["categories"][c], bf16["categories"][c]
-        gain = f"{a / z:.2f}x" if z > 0 else "-"
-        lines.append(f"| {c} | {a:.1f} | {z:.1f} | {gain} | {100 * z / total16:.0f}% |")
+        a, z = values("fp32", "categories", c), values("bf16", "categories", c)
+        lines.append(f"| {c} | {' | '.join(cell(a, z))} | {100 * med(z) / med(totals['bf16']):.0f}% |")
+    walls = {p: [r[p]["wall_ms"] for r in rounds] for p in ("fp32", "bf16")}
     lines += [
-        f"| **profiled step** | {total32:.1f} | {total16:.1f} | {total32 / total16:.2f}x | 100% |",
-        f"| step without the profiler | {fp32['wall_ms']:.1f} | {bf16['wall_ms']:.1f} | "
-        f"{fp32['wall_ms'] / bf16['wall_ms']:.2f}x | |",
+        f"| **profiled step** | {' | '.join(cell(totals['fp32'], totals['bf16']))} | 100% |",
+        f"| step without the profiler | {' | '.join(cell(walls['fp32'], walls['bf16']))} | |",
         "",
         "The convolution backward by layer (shapes of the output gradient x input x weight), largest bf16 time first:",
         "",
         "| shapes | fp32 ms/step | bf16 ms/step | bf16 gain |",
         "|---|---|---|---|",
     ]
-    both = [k for k in bf16["conv_backward"] if k in fp32["conv_backward"]]
-    for k in sorted(both, key=lambda k: -bf16["conv_backward"][k])[:8]:
-        a, z = fp32["conv_backward"][k], bf16["conv_backward"][k]
-        lines.append(f"| {k} | {a:.1f} | {z:.1f} | {a / z:.2f}x |")
+    shapes = [
+        k
+        for k in rounds[0]["bf16"]["conv_backward"]
+        if all(k in r[p]["conv_backward"] for r in rounds for p in ("fp32", "bf16"))
+    ]
+    for k in sorted(shapes, key=lambda k: -med(values("bf16", "conv_backward", k)))[:8]:
+        lines.append(
+            f"| {k} | {' | '.join(cell(values('fp32', 'conv_backward', k), values('bf16', 'conv_backward', k)))} |"
+        )
     return lines
 
 
-def measure(overrides: "list[str]", progress: Callable[[str], None]) -> dict:
-    """:func:`step_breakdown` of ``overrides`` in fp32 and in bf16, each in a fresh process, with the 1-minute load
-    average before and after (``load``)."""
+def measure(overrides: "list[str]", progress: Callable[[str], None], rounds: int = 3) -> dict:
+    """:func:`step_breakdown` of ``overrides`` in fp32 and in bf16, each in a fresh process, ``rounds`` times in turn
+    (a busy machine slows both alike), with the 1-minute load average before and after (``load``).
+
+    Returns:
+        ``{"rounds": [{"fp32": ..., "bf16": ...}, ...], "load": [before, after]}``.
+    """
     import os
 
     from harness.training.loop import in_fresh_process
 
-    progress("profiling one step of the fast setting in fp32 and bf16 (one thread)")
-    before = os.getloadavg()[0]
-    parts = {name: in_fresh_process(step_breakdown, overrides, p) for name, p in (("fp32", "no"), ("bf16", "bf16"))}
-    return {**parts, "load": [before, os.getloadavg()[0]]}
+    before, done = os.getloadavg()[0], []
+    for r in range(rounds):
+        progress(f"round {r + 1}/{rounds}: profiling one step of the fast setting in fp32 and bf16 (one thread)")
+        done.append(
+            {name: in_fresh_process(step_breakdown, overrides, p) for name, p in (("fp32", "no"), ("bf16", "bf16"))}
+        )
+    return {"rounds": done, "load": [before, os.getloadavg()[0]]}
 
 
 def section(s: dict) -> "list[str]":
@@ -164,9 +192,10 @@ def section(s: dict) -> "list[str]":
         "",
         "## Where the step's time goes",
         "",
-        "The harness's own training step of the model above (array loader's batch, channels_last, batch 128), "
-        "profiled in one process with one thread (`torch.profiler`, each operator's own time), with "
-        "`mixed_precision=no` and `bf16`"
+        "The harness's own training step of the bench's model (timm `resnet18` + low-rank HET head, R = 6, 100 MC "
+        "samples; 32 px, batch 128, channels_last, SGD), profiled in one process with one thread (`torch.profiler`, "
+        "each operator's own time), with `mixed_precision=no` and `bf16`, each in a fresh process, "
+        f"{len(s['breakdown'].get('rounds') or [0])} round(s) in turn: medians, and each gain's range over the rounds"
         + (" (1-minute load {:.1f} before, {:.1f} after)".format(*load) if load else "")
         + ":",
         "",

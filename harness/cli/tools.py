@@ -114,7 +114,7 @@ def bench_coverage(sims: int, settings: "tuple[str, ...]", out: Path) -> None:
     type=click.IntRange(1),
     default=3,
     show_default=True,
-    help="Rounds of throughput measurements (every setting once a round).",
+    help="Rounds of throughput measurements (every setting once a round), and of the step's profile.",
 )
 @click.option(
     "--epochs",
@@ -142,7 +142,7 @@ def bench_coverage(sims: int, settings: "tuple[str, ...]", out: Path) -> None:
 @click.option(
     "--breakdown-only",
     is_flag=True,
-    help="Only profile where one training step's time goes, fp32 against bf16 (about a minute).",
+    help="Only profile where one training step's time goes, fp32 against bf16 (--repeats rounds, about 30 s each).",
 )
 def bench_upstream(
     images: int,
@@ -162,7 +162,7 @@ def bench_upstream(
         ctx = click.get_current_context()
         given = [
             f"--{name.replace('_', '-').rstrip('s') if name == 'backbones' else name.replace('_', '-')}"
-            for name in ("images", "repeats", "epochs", "backbones")
+            for name in ("images", "epochs", "backbones")
             if ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT
         ]
         if given:

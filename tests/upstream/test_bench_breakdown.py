@@ -79,7 +79,19 @@ def test_breakdown_only_refuses_the_settings_of_the_parts_it_skips():
 
     from harness.cli import main
 
-    res = CliRunner().invoke(main, ["bench", "upstream", "--breakdown-only", "--repeats", "2", "--backbone", "x"])
+    res = CliRunner().invoke(main, ["bench", "upstream", "--breakdown-only", "--images", "300", "--backbone", "x"])
     assert (
-        res.exit_code == 2 and "--repeats, --backbone set what the throughput and accuracy parts measure" in res.output
+        res.exit_code == 2 and "--images, --backbone set what the throughput and accuracy parts measure" in res.output
     )
+
+
+def test_rounds_give_medians_and_each_gains_range():
+    def part(wall, scale):
+        return {"wall_ms": wall, "categories": {c: scale for c in CATEGORIES}, "conv_backward": {"a": scale}}
+
+    rounds = [{"fp32": part(100.0, 10.0), "bf16": part(50.0, s)} for s in (4.0, 5.0, 8.0)]
+    text = "\n".join(breakdown_lines({"rounds": rounds, "load": [1.0, 1.0]}))
+    # bf16 median 5.0; the gains 2.5, 2.0 and 1.25 over the rounds
+    assert f"| {CATEGORIES[0]} | 10.0 | 5.0 | 2.00x (1.25-2.50) | 17% |" in text
+    assert "| step without the profiler | 100.0 | 50.0 | 2.00x (2.00-2.00) | |" in text
+    assert "| a | 10.0 | 5.0 | 2.00x (1.25-2.50) |" in text
