@@ -48,7 +48,8 @@ class SweepSettings(TransferTraining, TaskData):
     """Grid and fine-tuning settings shared by every task (the same sweep for all, as VTAB requires).
 
     Attributes:
-        lrs, steps: the grid (default {0.001, 0.01} x {500, 2500}: the VTAB sweep); a steps entry of
+        lrs, steps: the grid (default {0.001, 0.01} x {500, 2500}: the VTAB sweep; a repeated value raises
+            ValueError); a steps entry of
             None (``bit_hyperrule`` schedule only) means the BiT-HyperRule's 500 / 10k / 20k steps.
         seeds: final runs per task (mean and std over them).
         batch_size, micro_batch, resolution, clip_grad_norm, device, schedule, lr_batch, channels_last, head, num_factors, train_mc_samples, eval_mc_samples, mixed_precision: what each fine-tune trains with, one
@@ -97,6 +98,11 @@ class SweepSettings(TransferTraining, TaskData):
             f"learning rates (--lrs, lrs) must be a non-empty list of positive numbers, at most {MAX_LEARNING_RATE:g} "
             f"(the references' lie below 1), e.g. 0.001,0.01; got {self.lrs!r}",
         )
+        _require(
+            len({float(v) for v in self.lrs}) == len(self.lrs),
+            f"learning rates (--lrs, lrs) repeat a value: {self.lrs!r}; give each lr once (a repeat trains the same "
+            "grid point twice)",
+        )
         rule = self.schedule == "bit_hyperrule"
         _require(
             isinstance(self.steps, (list, tuple)) and len(self.steps) > 0,
@@ -113,6 +119,11 @@ class SweepSettings(TransferTraining, TaskData):
             _require(
                 all(_is_int(v) and v >= 1 for v in self.steps),
                 f"steps (--steps, steps) must be whole numbers >= 1, e.g. 500,2500; got {self.steps!r}",
+            )
+            _require(
+                len({int(v) for v in self.steps}) == len(self.steps),
+                f"steps (--steps, steps) repeat a value: {self.steps!r}; give each step count once (a repeat trains "
+                "the same grid point twice)",
             )
         if self.resolution is not None:
             r = self.resolution

@@ -21,6 +21,10 @@ from harness.rules import Rule, check_rules, setting
 UNCHANGED = "give the folder save_pretrained wrote, unchanged"
 
 
+#: the largest ``trained_on.image_size`` an export records (a side of 10^5 px is 10^10 pixels an image: a typo)
+MAX_IMAGE_SIZE = 100_000
+
+
 @dataclass
 class TrainedOn:
     """An export's ``trained_on``: the data settings it was trained with (those of
@@ -35,7 +39,13 @@ class TrainedOn:
     multilabel: Optional[bool] = None
     num_classes: Optional[int] = setting(None, low=1, whole=True)
     label_noise: Optional[dict] = None
-    image_size: Optional[int] = setting(None, low=1, whole=True, note="pixels")
+    image_size: Optional[int] = setting(
+        None,
+        low=1,
+        high=MAX_IMAGE_SIZE,
+        whole=True,
+        note="pixels",
+    )
 
 
 #: data settings recorded as ``trained_on`` (:class:`TrainedOn`)

@@ -289,6 +289,28 @@ class Export:
         return out
 
 
+def check_harness_section(config: dict, model_id: str) -> None:
+    """Check ``config.json``'s ``harness`` section, format and layout, each with its own message.
+
+    Raises:
+        ValueError: no ``harness`` mapping (not an export: a plain timm folder); ``harness.format`` or
+            ``harness.layout`` other than :data:`EXPORT_FORMAT` / one of :data:`LAYOUTS` (key, value, accepted ones).
+    """
+    info = config.get("harness")
+    if not isinstance(info, dict):
+        raise ValueError(
+            f"{model_id}: {CONFIG_FILE} has no harness section (a mapping; got {quote(repr(info), 40)}): not written "
+            "by Classifier.save_pretrained (a plain timm folder loads with harness.sources.load_source("
+            "'local-dir:PATH'))"
+        )
+    for key, accepted in (("format", (EXPORT_FORMAT,)), ("layout", LAYOUTS)):
+        if info.get(key) not in accepted:
+            raise ValueError(
+                f"{model_id}: {CONFIG_FILE} harness.{key} = {quote(repr(info.get(key)), 60)} is not "
+                f"{' or '.join(map(repr, accepted))}: give the folder save_pretrained wrote, unchanged"
+            )
+
+
 def read_export(model_id: str, **download: Any) -> Export:
     """The files of an export folder or hub repository (module docstring), as an :class:`Export`.
 
@@ -301,13 +323,7 @@ def read_export(model_id: str, **download: Any) -> Export:
 
     config_path, weights_path = _files(model_id, **download)
     config = read_config_json(config_path)
-    info = config.get("harness")
-    if not isinstance(info, dict) or info.get("format") != EXPORT_FORMAT or info.get("layout") not in LAYOUTS:
-        raise ValueError(
-            f"{model_id}: {CONFIG_FILE} has no harness section of format {EXPORT_FORMAT!r}: not written "
-            "by Classifier.save_pretrained (a plain timm folder loads with harness.sources.load_source("
-            "'local-dir:PATH'))"
-        )
+    check_harness_section(config, model_id)
     check_export_config(config, config_path)
     state = read_state(weights_path, what=str(model_id))
     return Export(config, state, config_path, f"{weights_path} ({model_id})")

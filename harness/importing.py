@@ -41,14 +41,15 @@ def import_run(
         FileNotFoundError: no model or weights file, or missing data.
         ValueError: weights that do not fit, a model for another number of classes, an ``out`` holding files of the
             names an import writes (even with ``overwrite``, which the message then does not offer) or other files
-            (without ``overwrite``), or one that cannot be written; a ``device`` this machine cannot run on
+            (without ``overwrite``), or one that cannot be written (:func:`harness.io.check_writable`, before any
+            work); a ``device`` this machine cannot run on
             (:func:`harness.training.precision.check_device`); predictions holding NaN (nothing is written: every
             prediction and its metrics are computed before the folder is made).
     """
     from dataclasses import asdict
 
     from harness.data.cache import file_digest
-    from harness.io import RunLock, check_output_folder
+    from harness.io import RunLock, check_output_folder, check_writable
     from harness.models import save_model
     from harness.progress import Steps
     from harness.runs import predict_model, run_config
@@ -62,6 +63,7 @@ def import_run(
     # files of the names an import writes first (a run folder): refused even with --overwrite, so it is not offered
     check_output_folder(out, False, IMPORT_FILES, True, "harness import", "--out")
     check_output_folder(out, False, IMPORT_FILES, overwrite, "harness import", "--out")
+    check_writable(out, f"--out {out}", "give --out a folder you can write")
     steps = Steps(progress, "import", 4 + bool(data.heldout_split))
     steps.step(f"reading the evaluation split ({data.eval_split})")
     base = build_split(data, data.eval_split)

@@ -274,13 +274,17 @@ def check_replaceable(markdown: "str | os.PathLike", title: str, key: str, what:
     :func:`harness.provenance.markdown_header`); the JSON twin when it is an object with a ``provenance`` record and
     ``key``. Files that do not exist pass: a rerun replaces the writer's own files.
 
+    The folder ``markdown`` goes in must take new files (:func:`check_writable`), so a read-only ``flag`` is refused
+    before the work rather than after it.
+
     Raises:
-        ValueError: a ``.json`` ``markdown`` (the twin would replace it), something that is not a file, or a file
-            ``what`` did not write, naming it, the rule and the fix (another ``flag``).
+        ValueError: a ``.json`` ``markdown`` (the twin would replace it), a folder that cannot be written, something
+            that is not a file, or a file ``what`` did not write, naming it, the rule and the fix (another ``flag``).
     """
     markdown = Path(markdown)
     if markdown.suffix == ".json":
         raise ValueError(f"{flag} {markdown} ends in .json, the name of its JSON twin: give a .md name")
+    check_writable(markdown.parent, f"{flag} {markdown} (its folder {markdown.parent})", f"give another {flag}")
     for path in (markdown, markdown.with_suffix(".json")):
         if not os.path.lexists(path):
             continue

@@ -8,6 +8,7 @@ imports both names.
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from typing import Any, List, Optional
 
@@ -116,8 +117,37 @@ LIVE_HEAD_OPTIONS = (
 )
 
 
+def live_temperature(head: HeteroscedasticHead, options: dict) -> dict:
+    """``options`` with ``temperature`` the head's fixed τ now (``model.head.fixed_temperature.fill_(2.0)``) where it
+    differs from theirs beyond float32 rounding (written as the shortest decimal of the float32); as they are for a
+    learned τ (its weights hold it).
+
+    Raises:
+        ValueError: ``model.head: fixed_temperature = <τ> must be > 0 and at most <MAX_TEMPERATURE>`` with the fix.
+    """
+    import numpy as np
+
+    from harness.heads.options import MAX_TEMPERATURE
+
+    if head.learn_temperature:
+        return dict(options)
+    tau = float(head.fixed_temperature)
+    if not 0 < tau <= MAX_TEMPERATURE:
+        raise ValueError(
+            f"model.head: fixed_temperature = {tau!r} must be > 0 and at most {MAX_TEMPERATURE:g}; set the head's "
+            "temperature to a value it takes before saving"
+        )
+    given = options.get("temperature")
+    if given is not None and math.isclose(tau, float(given), rel_tol=1e-6):
+        return dict(options)
+    if given is None and tau == 1.0:
+        return dict(options)
+    return {**options, "temperature": float(str(np.float32(tau)))}
+
+
 def live_head_options(head: Any, options: dict) -> dict:
-    """``options`` (a model config's head options) with the current values of the head's :data:`LIVE_HEAD_OPTIONS`,
+    """``options`` (a model config's head options) with the head's fixed τ as it is now (:func:`live_temperature`)
+    and the current values of the head's :data:`LIVE_HEAD_OPTIONS`,
     read from the module, where they differ from what ``options`` give (or the head's defaults); ``options`` as they
     are for a head without noise (``covariance='none'``, which uses none of them) or no head.
 
@@ -129,7 +159,10 @@ def live_head_options(head: Any, options: dict) -> dict:
     from harness.heads.checks import check_sampling_options
     from harness.heads.options import check_option_types
 
-    if not isinstance(head, HeteroscedasticHead) or head.noise_form is None:
+    if not isinstance(head, HeteroscedasticHead):
+        return dict(options)
+    options = live_temperature(head, options)
+    if head.noise_form is None:
         return dict(options)
     now = {k: getattr(head, k) for k in LIVE_HEAD_OPTIONS}
     try:

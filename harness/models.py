@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import re
 from pathlib import Path
 from typing import Any, Optional
 
@@ -215,7 +216,9 @@ class Classifier(
 
         Raises:
             ValueError: another source (a file such as ``model.pt``; ``timm:NAME``, ``torchvision:NAME``), naming the
-                loader that takes it; an empty ``local-dir:`` path; a folder whose config.json is not a JSON object
+                loader that takes it; an empty ``local-dir:`` path; a local path (``local-dir:``, absolute, starting
+                with ``.`` or ``~``, or not of the form ORG/NAME) where there is no folder; a folder whose config.json
+                is not a JSON object
                 (before huggingface_hub reads it); see also :meth:`_from_pretrained`.
         """
         from harness.weights import HF_HUB_PREFIX, LOCAL_DIR_PREFIX, local_dir, read_config_json
@@ -231,13 +234,21 @@ class Classifier(
         for prefix in (LOCAL_DIR_PREFIX, HF_HUB_PREFIX):
             name = name[len(prefix) :] if name.startswith(prefix) else name
         folder = Path(name).expanduser()
+        local = str(pretrained_model_name_or_path).startswith(LOCAL_DIR_PREFIX) or _looks_local(name)
+        if local and not folder.exists():
+            raise ValueError(
+                f"no folder {name!r}: give the folder save_pretrained wrote (check the path), or a hub "
+                "repository id ORG/NAME"
+            )
         if folder.is_file():
             raise ValueError(
                 f"{name!r} is a file: Classifier.from_pretrained takes the folder save_pretrained wrote"
                 + ("; a harness model.pt loads with harness.models.load_model(path)" if name.endswith(".pt") else "")
             )
-        if (folder / hub.CONFIG_FILE).is_file():
-            read_config_json(folder / hub.CONFIG_FILE)  # huggingface_hub reads it first, and takes only an object
+        if folder.is_dir():  # read here (huggingface_hub's reader takes neither a BOM nor anything but an object)
+            read_config_json(folder / hub.CONFIG_FILE)
+            options = {"revision": None, "cache_dir": None, "force_download": False, "local_files_only": False}
+            return cls._from_pretrained(model_id=str(folder), **{"token": None, **options, **kwargs})
         return super().from_pretrained(name, **kwargs)
 
     @classmethod
@@ -283,13 +294,21 @@ class Classifier(
         load_weights(model.backbone, body, source=export.source, fix=fix)
         if export.layout == "timm":  # the stored classifier is the head's mean layer; its other tensors are fresh
             head = {**model.head.state_dict(), **head}
-        load_weights(model.head, head, source=export.source, fix=fix)
+        load_weights(model.head, head, source=export.source, fix=fix, config=str(export.config_path))
         model.card_info = export.card_info()
         return model.to(map_location).eval()
 
     def generate_model_card(self, *args: Any, **kwargs: Any):
         """The model card (``README.md``): huggingface_hub's ``ModelCard`` from :data:`harness.card.CARD_TEMPLATE`."""
         return card.model_card(self, **kwargs)
+
+
+def _looks_local(name: str) -> bool:
+    """Whether ``name`` is meant as a local path, not a hub id ORG/NAME: absolute, starting with ``.``, ``/`` or ``~``,
+    or holding the path separator without the form ORG/NAME."""
+    if os.path.isabs(name) or name.startswith((".", "/", "~")):
+        return True
+    return os.sep in name and not re.fullmatch(r"[\w.-]+/[\w.-]+", name)
 
 
 def fresh_head(width: int, num_classes: int, head_cfg: dict) -> HeteroscedasticHead:
@@ -416,7 +435,7 @@ def load_model(path: "str | os.PathLike", map_location: "str | torch.device" = "
     """
     payload = read_checkpoint(path)
     model = _build_stored(ModelConfig.from_dict(payload["config"]), path)
-    load_weights(model, payload["state_dict"], source=str(path))
+    load_weights(model, payload["state_dict"], source=str(path), config=f"the model config stored in {path}")
     return model.to(map_location)
 
 

@@ -179,18 +179,31 @@ def data_from_file(path: "str | Path", overrides: "tuple[str, ...]" = (), flag: 
 
 
 def check_distinct_folders(folders: "Sequence[str | Path]", what: str, why: str) -> None:
-    """The same folder (after resolving links and relative paths) may not be given twice: ``what`` names an item
-    (``member``), ``why`` says why each counts once (``an ensemble counts each model once``).
+    """The same folder may not be given twice: not the same folder (after resolving links and relative paths), nor
+    two folders holding the same ``predictions.npz`` bytes (a copied run folder: the same model twice). ``what`` names
+    an item (``member``), ``why`` says why each counts once (``an ensemble counts each model once``).
 
     Raises:
-        ValueError: a folder given twice, naming both spellings and the fix.
+        ValueError: a folder given twice, or two folders with identical predictions.npz, naming both and the fix.
     """
+    from harness.data.cache import file_digest
+
     seen: "dict[Path, Path]" = {}
+    digests: "dict[str, Path]" = {}
     for f in map(Path, folders):
         key = f.resolve()
         if key in seen:
             raise ValueError(f"{what} {str(f)!r} is given twice (also as {str(seen[key])!r}); {why}: remove the repeat")
         seen[key] = f
+        if not (f / "predictions.npz").is_file():
+            continue  # not a run or ensemble folder: its own check names it
+        digest = file_digest(f / "predictions.npz")
+        if digest in digests:
+            raise ValueError(
+                f"{what}s {str(digests[digest])!r} and {str(f)!r} have identical predictions: the same model twice "
+                f"(the same predictions.npz bytes: a copied folder); {why}: remove the copy"
+            )
+        digests[digest] = f
 
 
 def eval_batches(

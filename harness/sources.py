@@ -209,10 +209,15 @@ def load_source(
             an unreadable weights file or one with NaN values; weights that do not fit the architecture (the first
             missing and unexpected keys and the shapes that differ); ``weights`` given with a harness model or a
             source that holds its own; a file of a ``save_pretrained`` folder given for the folder; an empty
-            ``local-dir:`` path; ``num_classes`` < 1.
+            ``local-dir:`` path; ``num_classes`` < 1; ``random_init`` with ``weights`` (the two contradict).
     """
     from harness.models import Classifier, ModelConfig, fresh_head, replace_head
 
+    if random_init and weights is not None:
+        raise ValueError(
+            f"--random-init and --weights {weights} contradict each other: one starts {source} from random weights, "
+            "the other loads them; give only one"
+        )
     if num_classes is not None and (
         isinstance(num_classes, bool) or int(num_classes) != num_classes or num_classes < 1
     ):

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import math
 import os
 from pathlib import Path
 from typing import Any
@@ -103,12 +104,15 @@ def load_weights(
     state_dict: dict,
     source: str = "state_dict",
     fix: str = "build the model with the config the checkpoint was written with (harness.models.load_model does)",
+    config: str = "its stored config",
 ) -> None:
     """``load_state_dict(strict=True)`` with an error that says what does not match (the first missing and
-    unexpected keys, the shapes that differ) and ``fix``.
+    unexpected keys, the shapes that differ) and ``fix``; a head's fixed τ checked by :func:`check_temperatures`
+    against the model's (the one of ``config``, the file holding the model config it was built from).
 
     Raises:
-        ValueError: the state dict does not fit ``model``.
+        ValueError: the state dict does not fit ``model``; a fixed τ outside the head's rule or other than the
+            config's (:func:`check_temperatures`).
     """
     own = model.state_dict()
     missing = sorted(set(own) - set(state_dict))
@@ -127,7 +131,43 @@ def load_weights(
             )
         raise ValueError(f"weights in {source} do not fit the model ({'; '.join(parts)}); {fix}")
     check_dtypes(own, {k: v.dtype for k, v in state_dict.items()}, source)
+    check_temperatures(own, state_dict, source, config)
     model.load_state_dict(state_dict, strict=True)
+
+
+#: the name of a head's fixed τ buffer (:class:`~harness.heads.HeteroscedasticHead`), at any depth of a state dict
+TEMPERATURE_BUFFER = "fixed_temperature"
+
+
+def check_temperatures(
+    own: "dict[str, torch.Tensor]", given: "dict[str, torch.Tensor]", source: str, config: str = "its stored config"
+) -> None:
+    """Refuse a head's fixed τ in ``given`` (:data:`TEMPERATURE_BUFFER`) outside the head's rule (finite, > 0, at most
+    :data:`~harness.heads.options.MAX_TEMPERATURE`) or that differs, beyond float32 rounding, from the model's own
+    (built from the stored config's ``temperature``, the one definition of τ, in ``config``).
+
+    Raises:
+        ValueError: naming ``source``, the key, the value, the config's τ and the fix.
+    """
+    from harness.heads.options import MAX_TEMPERATURE
+
+    fix = f"give the weights saved with {config}, unchanged (τ is set by the config's temperature)"
+    for key in sorted(k for k in given if k.split(".")[-1] == TEMPERATURE_BUFFER and k in own):
+        value, mine = given[key].double(), own[key].double()
+        if value.numel() != 1 or mine.numel() != 1:
+            continue
+        tau, expected = float(value), float(mine)
+        if not 0 < tau <= MAX_TEMPERATURE:
+            raise ValueError(
+                f"{source}: {key} = {tau!r} (the head's fixed temperature τ) must be > 0 and at most "
+                f"{MAX_TEMPERATURE:g} (0 gives NaN logits, a negative τ flips them, a huge one makes every prediction "
+                f"uniform); {fix}"
+            )
+        if not math.isclose(float(value.float()), expected, rel_tol=1e-6):
+            raise ValueError(
+                f"{source}: {key} = {tau!r} contradicts the temperature {float(f'{expected:.7g}')!r} of {config} (the one definition "
+                f"of τ); {fix}, or save the model again with save_pretrained / save_model"
+            )
 
 
 #: the normalisation of torchvision's ImageNet weights (their ``transforms()``: ImageNet mean and std, bilinear
@@ -283,7 +323,8 @@ def local_dir(source: str) -> Path:
 
 
 def read_config_json(path: "str | os.PathLike") -> dict:
-    """A model folder's ``config.json`` (at most :data:`CONFIG_LIMIT` bytes), as a dict.
+    """A model folder's ``config.json`` (UTF-8, a byte-order mark taken; at most :data:`CONFIG_LIMIT` bytes), as a
+    dict.
 
     Raises:
         FileNotFoundError: no such file. ValueError: too large, not JSON, or not an object.
@@ -301,7 +342,7 @@ def read_config_json(path: "str | os.PathLike") -> dict:
     if path.stat().st_size > CONFIG_LIMIT:
         raise ValueError(f"{str(path)!r} is over {CONFIG_LIMIT} bytes: not a model's config.json")
     try:
-        config = json.loads(path.read_text(encoding="utf-8"))
+        config = json.loads(path.read_text(encoding="utf-8-sig"))  # a BOM (as Windows editors write) is taken
     except (ValueError, UnicodeDecodeError) as e:
         raise ValueError(
             f"{str(path)!r} is not valid JSON ({type(e).__name__}): give the config.json written with the model"

@@ -58,7 +58,9 @@ for _what, _edit, _match in [
     (
         "trained_on.image_size 0 (audit5 E15)",
         _set("harness", "trained_on", value={"source": "digits", "image_size": 0}),
-        CONFIG + r"harness\.trained_on\.image_size must be a whole number >= 1 \(pixels\), got 0; " + UNCHANGED,
+        CONFIG
+        + r"harness\.trained_on\.image_size must be a whole number in \[1, 100000\] \(pixels\), got 0; "
+        + UNCHANGED,
     ),
     (
         'metrics.top1 "great" (audit5 E16)',

@@ -16,13 +16,13 @@ import numpy as np
 from bad_inputs import bad_input, bad_settings
 
 
-def _run(folder: str, model: bool = True, link: str = "softmax", image_size: int = 32) -> Path:
-    """A digits run folder by hand (32 px evaluation view); ``model.pt`` is a placeholder."""
+def _run(folder: str, model: bool = True, link: str = "softmax", image_size: int = 32, seed: int = 0) -> Path:
+    """A digits run folder by hand (32 px evaluation view; ``seed``: its predictions); ``model.pt`` is a placeholder."""
     from harness.io import atomic_write_text
 
     from bad_inputs_uncertainty import make_run
 
-    folder = make_run(folder)
+    folder = make_run(folder, seed)
     atomic_write_text(
         folder / "config.yaml",
         f"seed: 0\nmodel:\n  head:\n    covariance: none\n    link: {link}\n"
@@ -203,8 +203,8 @@ def _report_subsets(tmp_path):
     from harness.io import atomic_write_text
     from harness.uncertainty.predictions import Predictions
 
-    for name, rows in (("a", np.arange(0, 20)), ("b", np.arange(10, 30))):
-        run = _run(name)
+    for seed, (name, rows) in enumerate((("a", np.arange(0, 20)), ("b", np.arange(10, 30)))):
+        run = _run(name, seed=seed)
         p = Predictions.load(run)
         for s in ("clean", "frost-1"):
             Predictions(p.logits[rows], p.targets[rows], rows, p.class_names, "softmax").save(

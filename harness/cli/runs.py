@@ -59,16 +59,21 @@ def ensemble(members, more, out, name, from_checkpoints, eval_data, device, over
         raise click.ClickException(f"--name: {e}") from e
     sweeps = [is_sweep(m) for m in members]
     if any(sweeps):
-        if not all(sweeps) or from_checkpoints or eval_data:
+        if not all(sweeps) or from_checkpoints or eval_data or device != "cpu":
             raise click.ClickException(
                 "downstream sweep folders ensemble only with other sweep folders, without "
-                "--from-checkpoints or --eval-data: give only sweeps, or only run folders"
+                "--from-checkpoints, --eval-data or --device: give only sweeps, or only run folders"
             )
         return _ensemble_sweeps(members, out, overwrite)
     if eval_data and not from_checkpoints:
         raise click.UsageError(
             f"--eval-data {eval_data} goes with --from-checkpoints: without it the members' saved predictions, on "
             "their own data, are averaged and no other data is read; add --from-checkpoints, or leave out --eval-data"
+        )
+    if device != "cpu" and not from_checkpoints:
+        raise click.UsageError(
+            f"--device {device} goes with --from-checkpoints: without it the members' saved predictions are averaged "
+            "and no model runs on any device; add --from-checkpoints, or leave out --device"
         )
     try:
         if eval_data:

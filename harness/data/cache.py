@@ -21,14 +21,15 @@ from typing import Callable, Sequence
 import numpy as np
 from PIL import Image
 
-from harness.io import atomic_write_stream
+from harness.io import atomic_write_stream, check_writable
 
 
 def default_cache_dir() -> Path:
     """``$HARNESS_CACHE``, else ``$XDG_CACHE_HOME/harness``, else ``~/.cache/harness``.
 
     Raises:
-        ValueError: the folder, or the nearest of its parents that exists, is not a folder (naming the variable).
+        ValueError: the folder, or the nearest of its parents that exists, is not a folder or cannot be written
+            (:func:`harness.io.check_writable`), naming the variable.
     """
     if os.environ.get("HARNESS_CACHE"):
         where, path = "HARNESS_CACHE", Path(os.environ["HARNESS_CACHE"])
@@ -41,6 +42,10 @@ def default_cache_dir() -> Path:
         raise ValueError(
             f"the cache folder {str(path)!r} (from {where}) cannot be made: {str(existing)!r} is a file; point "
             "HARNESS_CACHE at a folder"
+        )
+    if existing is not None:
+        check_writable(
+            path, f"the cache folder {str(path)!r} (from {where})", "point HARNESS_CACHE at a writable folder"
         )
     return path
 

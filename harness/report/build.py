@@ -366,7 +366,8 @@ def build(
 
     Raises:
         FileNotFoundError: a path is neither a run nor an ensemble folder.
-        ValueError: a folder given twice (after resolving links and relative paths); a report name that is not a
+        ValueError: a folder given twice (after resolving links and relative paths) or two folders with identical
+            predictions.npz (a copy; :func:`harness.runs.check_distinct_folders`); a report name that is not a
             plain folder name, or a folder that holds files no report wrote, without ``overwrite``
             (:func:`report_folder`); entries
             with different label spaces or evaluation data; an unknown calibrator, netcal missing, or

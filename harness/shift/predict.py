@@ -165,7 +165,8 @@ def predict_run(
     overwrite: bool = False,
 ) -> dict:
     """Write the shifted and OOD predictions of one run (see the module docstring); return its
-    ``shift.json``. Sets already done with the same model, evaluation noise, data and settings are kept.
+    ``shift.json``. Sets already done with the same model, evaluation noise, data and settings are kept. An
+    ``examples`` above the split's size uses the whole split, which ``progress`` is told in one line.
 
     Raises:
         FileNotFoundError: not a run folder, or no ``model.pt`` (an unfinished run).
@@ -182,6 +183,11 @@ def predict_run(
     split = settings.split or data.eval_split
     base = build_split(data, split)
     rows = subset_rows(len(base), settings.examples, settings.seed)
+    if settings.examples and settings.examples > len(base):  # the split's size is known only here, per run
+        progress(
+            f"[shift] {run_dir.name}: --examples {settings.examples} is more than the {len(base)} images of "
+            f"{split}: all {len(base)} are used"
+        )
     key = _set_key(run_dir, cfg, data, base.description, split, rows, settings)
     out = run_dir / "shift"
     spec = read_json(out / "shift.json")
