@@ -93,7 +93,12 @@ class ImageDataset(torch.utils.data.Dataset):
         self.labels = labels if isinstance(labels, LabelSets) else np.asarray(labels, dtype=np.int64)
         k = len(self.class_names)
         flat = self.labels.ids if self.multilabel else self.labels
-        if len(flat) and (flat.min() < 0 or flat.max() >= k):
+        if len(flat) and flat.min() < 0:
+            raise ValueError(
+                f"labels must be class ids >= 0, got {flat.min()} in {description}: a negative label names no class "
+                "(data.num_classes cannot cover it); fix the labels"
+            )
+        if len(flat) and flat.max() >= k:
             raise ValueError(
                 f"labels must lie in [0, {k}), got [{flat.min()}, {flat.max()}] in {description}; "
                 "set the number of classes (data.num_classes) to cover them, or fix the labels"

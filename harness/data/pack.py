@@ -186,19 +186,36 @@ def pack(
     return index
 
 
+def _check_data_section(path: str, settings: dict) -> None:
+    """Refuse a YAML file holding neither ``data:`` nor any data setting (e.g. only ``model:``), naming it.
+
+    Raises:
+        ValueError: such a file.
+    """
+    fields = set(DataConfig.__dataclass_fields__)
+    if "data" in settings or not settings or fields & set(settings):
+        return
+    raise ValueError(
+        f"{path} has no data section (it holds {', '.join(map(str, settings))}): give a run config with a data: "
+        "section, a data section alone (e.g. source: digits), or a source name such as digits"
+    )
+
+
 def source_config(source: str, overrides: Sequence[str] = (), multilabel: bool = False) -> DataConfig:
     """The data config of the source to pack: ``source`` is a YAML file (a run config, whose ``data`` section is
     taken, following ``base:``; or a data section alone) or a source name (``cifar10n``, ``image_folder``...),
     with ``key=value`` overrides of data settings (``path=...``, ``label_set=worse``, ``data.limit_train=200``).
 
     Raises:
-        ValueError: an unknown source name, a stream source, a bad override or setting.
+        ValueError: an unknown source name, a stream source, a bad override or setting, a YAML file with no data
+            section (neither ``data:`` nor any data setting).
         FileNotFoundError: a YAML path that does not exist.
     """
     from harness.config import load_config, read_settings
 
     if source.endswith((".yaml", ".yml")) or os.sep in source or Path(source).is_file():
         settings = read_settings(source)
+        _check_data_section(source, settings)
         base = settings.get("data", settings) if isinstance(settings.get("data"), dict) else settings
     elif source in SOURCES:
         base = {"source": source}

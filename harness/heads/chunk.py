@@ -23,11 +23,15 @@ from torch import Tensor
 
 from harness.heads.linear_space import Workspace, chunk_grad
 
+#: devices without autocast (shapes only: torch.autocast fails there with 'unsupported scalarType'); a plain name test,
+#: which torch.compile traces without a graph break (torch 2.11's dynamo breaks on torch.amp.is_autocast_available)
+_NO_AUTOCAST = ("meta",)
+
 
 def full_precision(device_type: str):
     """``torch.autocast(device_type, enabled=False)``, the head's float32 region; nothing on a device without
     autocast (``meta``: shapes only, where torch.autocast fails with 'unsupported scalarType')."""
-    if not torch.amp.is_autocast_available(device_type):
+    if device_type in _NO_AUTOCAST:
         return contextlib.nullcontext()
     return torch.autocast(device_type, enabled=False)
 
@@ -35,7 +39,7 @@ def full_precision(device_type: str):
 def autocast_dtype(device_type: str) -> Optional[torch.dtype]:
     """The dtype of the enclosing ``torch.autocast`` on ``device_type`` (bf16 or fp16), or None outside one (or on
     a device without autocast, as ``meta``)."""
-    if not torch.amp.is_autocast_available(device_type) or not torch.is_autocast_enabled(device_type):
+    if device_type in _NO_AUTOCAST or not torch.is_autocast_enabled(device_type):
         return None
     return torch.get_autocast_dtype(device_type)
 

@@ -89,6 +89,12 @@ def _resolve(model: nn.Module, name: str, source: str) -> "list[tuple[str, nn.Mo
             f"{source} names {name!r}, which {type(model).__name__} does not have; its nn.Linear and 1x1 "
             f"nn.Conv2d layers are {candidates[-8:]} (the last 8 in registration order); {FIX}"
         )
+    if isinstance(module, nn.modules.lazy.LazyModuleMixin) and module.has_uninitialized_params():
+        raise ValueError(
+            f"{source} names {name!r}, an uninitialised {type(module).__name__}: its input size is not known until "
+            "a forward pass; run one first, model(<a batch>), then hetify, or drop layer= and pass "
+            "example_input=<a batch> (hetify runs it)"
+        )
     if isinstance(module, nn.Linear):
         return [(name, module)]
     if _is_conv_1x1(module):
@@ -298,7 +304,7 @@ def hetify(
             that is absent or names an unsupported module (its type in the message), an ``example_input`` the
             model's forward fails on (its shape and the model's error named), a traced output that
             no supported layer produces or that is not one tensor, a bad ``num_classes`` or an
-            ``in_features`` option; each message gives the fix.
+            ``in_features`` option, a lazy layer (``nn.LazyLinear``) not yet run; each message gives the fix.
         TypeError: an unknown head option (checked before any tracing).
 
     Source: Collier et al., CVPR 2021, Sec. 3 (the HET layer replaces the final linear layer); the

@@ -24,10 +24,18 @@ def fit_temperature(preds: Predictions, bounds: "tuple[float, float]" = (1e-3, 1
     Het logits are log p̄ (or logit p̄); scaling them is the same post-hoc map as for any classifier.
 
     Raises:
+        TypeError: ``preds`` not a :class:`Predictions` (e.g. a logits array).
         ValueError: multi-label targets that are not 0/1 or without any positive label.
     """
     from scipy.optimize import minimize_scalar
 
+    if not isinstance(preds, Predictions):
+        raise TypeError(
+            f"fit_temperature takes a Predictions (held-out logits and labels), got preds of type "
+            f"{type(preds).__name__}; wrap arrays as Predictions(logits, labels, np.arange(len(labels)), "
+            "[str(k) for k in range(logits.shape[1])], 'softmax') (from harness.uncertainty import Predictions) "
+            "or load a run's with Predictions.load(path)"
+        )
     logits, targets = preds.logits, preds.targets
     if preds.multilabel:
         logits, targets = labelled_examples(logits, targets)

@@ -136,10 +136,31 @@ def check_log_probs(log_probs: Any, labels: Any) -> "tuple[np.ndarray, np.ndarra
     return lp, y
 
 
+#: the most bins a calibration error may have (each bin is a few float64 arrays' entries; 10**9 bins ran out of memory)
+MAX_BINS = 10_000
+
+
+def check_num_bins(num_bins: Any) -> int:
+    """``num_bins`` if a whole number in [1, MAX_BINS], before any work.
+
+    Raises:
+        ValueError: otherwise (naming the value and the rule).
+    """
+    if not isinstance(num_bins, (int, np.integer)) or isinstance(num_bins, bool) or not 1 <= num_bins <= MAX_BINS:
+        raise ValueError(
+            f"num_bins must be a whole number in [1, {MAX_BINS}], got {num_bins!r}; the usual choice is 15 "
+            "(more bins than examples leaves most bins empty)"
+        )
+    return int(num_bins)
+
+
 def check_forecasts(confidence: Any, correct: Any, num_bins: int) -> "tuple[np.ndarray, np.ndarray]":
-    """(confidence ``[N]`` in [0, 1], correct ``[N]`` in {0, 1}) as float64."""
-    if not isinstance(num_bins, (int, np.integer)) or isinstance(num_bins, bool) or num_bins < 1:
-        raise ValueError(f"num_bins must be a positive integer, got {num_bins!r}")
+    """(confidence ``[N]`` in [0, 1], correct ``[N]`` in {0, 1}) as float64.
+
+    Raises:
+        ValueError: ``num_bins`` outside [1, MAX_BINS] (:func:`check_num_bins`), or a bad input (module docstring).
+    """
+    check_num_bins(num_bins)
     conf, corr = as_float64(confidence), as_float64(correct)
     if conf.ndim != 1 or corr.shape != conf.shape:
         raise ValueError(f"confidence and correct must both be [N], got shapes {conf.shape} and {corr.shape}")

@@ -76,8 +76,7 @@ def log_sigmoid(x: Any) -> np.ndarray:
 
 # ---------------------------------------------------------------------------------- single-label
 def _accuracy(lp: np.ndarray, y: np.ndarray, k: int) -> float:
-    if not isinstance(k, (int, np.integer)) or k < 1:
-        raise ValueError(f"k must be a positive integer, got {k!r}")
+    # k > K counts as K here: the suite's top-5 of K < 5 classes (kept so tables keep their columns) is then 1.0
     k = min(k, lp.shape[1])
     top = np.argsort(-lp, axis=1, kind="stable")[:, :k]
     return float((top == y[:, None]).any(axis=1).mean())
@@ -87,15 +86,23 @@ def accuracy(log_probs: Any, labels: Any, k: int = 1) -> float:
     """Top-k accuracy: share of examples whose label is among the k most probable classes.
 
     Args:
-        log_probs: ``[N, K]`` normalised log-probabilities; labels: ``[N]`` ints; k >= 1 (k > K counts as K).
+        log_probs: ``[N, K]`` normalised log-probabilities; labels: ``[N]`` ints; k: a whole number in [1, K]
+        (k = K is always 1.0).
 
     Ties at the k-th score are broken towards the lower class index (as ``argsort`` does).
     Source: robustness_metrics ``metrics/base.py`` (top-k); top-1 is ``argmax p == y``.
 
     Raises:
-        ValueError: a bad input (module docstring).
+        ValueError: a bad input (module docstring), or ``k`` not a whole number in [1, K].
     """
-    return _accuracy(*check_log_probs(log_probs, labels), k)
+    lp, y = check_log_probs(log_probs, labels)
+    num_classes = lp.shape[1]
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= num_classes:
+        raise ValueError(
+            f"k must be a whole number in [1, K] (K = {num_classes} classes), got k={k!r}: a top-{k} accuracy of "
+            f"{num_classes} classes would be a meaningless 1.0; pass k <= {num_classes}"
+        )
+    return _accuracy(lp, y, k)
 
 
 def _nll(lp: np.ndarray, y: np.ndarray) -> float:

@@ -101,9 +101,17 @@ def _scores(score_in: Any, score_out: Any) -> "tuple[np.ndarray, np.ndarray]":
 def fpr_at_tpr(score_in: Any, score_out: Any, level: float = TPR_LEVEL) -> float:
     """Share of OOD examples kept when at least ``level`` of the in-distribution examples are kept,
     keeping examples whose uncertainty is at most a threshold (the first ROC point, ties grouped, with
-    TPR >= level). Liang et al. (2018), Sec. 4.2."""
+    TPR >= level). Liang et al. (2018), Sec. 4.2.
+
+    Raises:
+        ValueError: ``level`` not a number in (0, 1] (a TPR such as 0.95), either side empty, or a non-finite score.
+    """
     from sklearn.metrics import roc_curve
 
+    if isinstance(level, bool) or not isinstance(level, (int, float, np.integer, np.floating)) or not 0 < level <= 1:
+        raise ValueError(
+            f"level must be a true-positive rate in (0, 1], got level={level!r}; e.g. 0.95 for the FPR at 95% TPR"
+        )
     a, b = _scores(score_in, score_out)
     is_in = np.r_[np.ones(len(a)), np.zeros(len(b))]
     fpr, tpr, _ = roc_curve(is_in, -np.r_[a, b], drop_intermediate=False)

@@ -43,7 +43,7 @@ import torch
 from torch import Tensor
 
 from harness.extras import require
-from harness.uncertainty.checks import check_forecasts
+from harness.uncertainty.checks import check_forecasts, check_num_bins
 from harness.uncertainty.metrics import NUM_BINS, _calibration_error
 from harness.uncertainty.ood import SCORES, TPR_LEVEL, aurc, fpr_at_tpr
 
@@ -54,12 +54,6 @@ from torchmetrics.utilities import dim_zero_cat  # noqa: E402
 __all__ = ["ECE", "MCE", "AdaptiveECE", "RMSCalibrationError", "ClasswiseECE", "NLL", "Brier", "AURC", "FPR95"]
 
 F64 = torch.float64
-
-
-def _check_bins(num_bins: int) -> int:
-    if isinstance(num_bins, bool) or not isinstance(num_bins, int) or num_bins < 1:
-        raise ValueError(f"num_bins must be a whole number >= 1, got {num_bins!r}")
-    return num_bins
 
 
 def _log_probs(preds: Tensor, validate: bool) -> Tensor:
@@ -148,7 +142,7 @@ class _TopLabelBins(_Streaming):
 
     def __init__(self, num_bins: int = NUM_BINS, validate_args: bool = True, **kwargs) -> None:
         super().__init__(validate_args, **kwargs)
-        self.num_bins = _check_bins(num_bins)
+        self.num_bins = check_num_bins(num_bins)
         for name in ("count", "confidence_sum", "correct_sum"):
             self.add_state(name, default=torch.zeros(num_bins, dtype=F64), dist_reduce_fx="sum")
 
@@ -184,7 +178,7 @@ class ECE(_TopLabelBins):
     Equals :func:`harness.uncertainty.metrics.ece` (Guo et al. 2017; google-research/robustness_metrics
     ``metrics/uncertainty.py``) on the examples seen. ``update(preds [B, K], target [B])`` (module docstring);
     state: 3 x ``[num_bins]`` float64, summed across processes. ``compute()`` raises ``ValueError`` before any
-    example; ``__init__`` raises it for ``num_bins`` < 1. conf = 1.0 falls in the last bin, unlike torchmetrics
+    example; ``__init__`` raises it for ``num_bins`` outside [1, MAX_BINS]. conf = 1.0 falls in the last bin, unlike torchmetrics
     (module docstring).
     """
 
@@ -218,14 +212,14 @@ class ClasswiseECE(_Streaming):
     a batch also takes ``[B, K]`` float64 temporaries. ``update(preds [B, K], target [B])`` as :class:`ECE`.
 
     Raises:
-        ValueError: ``num_classes`` or ``num_bins`` < 1; ``preds`` with another K; ``compute`` before any example.
+        ValueError: ``num_classes`` or ``num_bins`` outside [1, MAX_BINS]; ``preds`` with another K; ``compute`` before any example.
     """
 
     def __init__(self, num_classes: int, num_bins: int = NUM_BINS, validate_args: bool = True, **kwargs) -> None:
         super().__init__(validate_args, **kwargs)
         if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 1:
             raise ValueError(f"num_classes must be a whole number >= 1, got {num_classes!r}")
-        self.num_classes, self.num_bins = num_classes, _check_bins(num_bins)
+        self.num_classes, self.num_bins = num_classes, check_num_bins(num_bins)
         for name in ("count", "confidence_sum", "hit_sum"):
             self.add_state(name, default=torch.zeros(num_classes, num_bins, dtype=F64), dist_reduce_fx="sum")
 
@@ -329,12 +323,12 @@ class AdaptiveECE(_Forecasts):
     processes. ``update(preds [B, K], target [B])`` (module docstring).
 
     Raises:
-        ValueError: ``num_bins`` < 1; ``compute`` before any example.
+        ValueError: ``num_bins`` outside [1, MAX_BINS]; ``compute`` before any example.
     """
 
     def __init__(self, num_bins: int = NUM_BINS, validate_args: bool = True, **kwargs) -> None:
         super().__init__(validate_args, **kwargs)
-        self.num_bins = _check_bins(num_bins)
+        self.num_bins = check_num_bins(num_bins)
 
     def compute(self) -> Tensor:
         """The adaptive ECE over every example seen (0-dim float64 tensor)."""

@@ -97,7 +97,9 @@ def test_adaptive_ece_differs_from_netcal_on_tied_confidences_as_documented():
 
 def test_topk_accuracy_and_label_checks():
     lp = np.log(np.array([[0.5, 0.3, 0.2], [0.1, 0.2, 0.7]]))
-    assert M.accuracy(lp, [1, 0], 1) == 0.0 and M.accuracy(lp, [1, 0], 2) == 0.5 and M.accuracy(lp, [1, 0], 5) == 1.0
+    assert M.accuracy(lp, [1, 0], 1) == 0.0 and M.accuracy(lp, [1, 0], 2) == 0.5 and M.accuracy(lp, [1, 0], 3) == 1.0
+    with pytest.raises(ValueError, match=r"k must be a whole number in \[1, K\] \(K = 3 classes\), got k=5"):
+        M.accuracy(lp, [1, 0], 5)  # audit7 C06: was a meaningless 1.0
     with pytest.raises(ValueError, match=r"labels must lie in \[0, 3\)"):
         M.nll(lp, [0, 3])
 
@@ -335,3 +337,13 @@ def test_the_new_metrics_are_registered_without_changing_the_suites():
     lp, y = CASES[0]
     assert "classwise_ece" not in M.classification_metrics(lp, y) and "rms_ce" not in M.classification_metrics(lp, y)
     assert not M.METRICS["classwise_ece"].higher_is_better and not M.METRICS["rms_ce"].higher_is_better
+
+
+def test_num_bins_bound_is_inclusive():  # audit7 C04: one bound, MAX_BINS, for every calibration error
+    from harness.uncertainty.checks import MAX_BINS
+
+    lp = np.log(np.array([[0.5, 0.3, 0.2], [0.1, 0.2, 0.7]]))
+    assert 0.0 <= M.ece(lp, [0, 2], num_bins=MAX_BINS) <= 1.0
+    for fn in (M.ece, M.mce, M.adaptive_ece, M.rms_calibration_error, M.classwise_ece):
+        with pytest.raises(ValueError, match=rf"num_bins must be a whole number in \[1, {MAX_BINS}\]"):
+            fn(lp, [0, 2], num_bins=MAX_BINS + 1)

@@ -95,3 +95,12 @@ def test_mutual_information_is_nonnegative_and_zero_for_identical_members():
     np.testing.assert_allclose(O.mutual_information(members[0], O.expected_entropy(same)), 0.0, atol=1e-12)
     scores = O.uncertainty_scores(mean_lp, O.expected_entropy(members))
     assert set(scores) == set(O.SCORES) and (scores["one_minus_max_prob"] >= 0).all()
+
+
+def test_fpr_at_tpr_level_domain():  # audit7 C17: level in (0, 1]; 1.0 keeps every in-distribution example
+    from harness.uncertainty.ood import fpr_at_tpr
+
+    assert fpr_at_tpr(np.arange(5.0), np.arange(5.0) + 10, level=1.0) == 0.0
+    for level in (0, -0.1, 1.5, float("nan")):
+        with pytest.raises(ValueError, match=r"level must be a true-positive rate in \(0, 1\]"):
+            fpr_at_tpr(np.arange(5.0), np.arange(5.0), level=level)
