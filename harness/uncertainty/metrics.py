@@ -86,8 +86,9 @@ def accuracy(log_probs: Any, labels: Any, k: int = 1) -> float:
     """Top-k accuracy: share of examples whose label is among the k most probable classes.
 
     Args:
-        log_probs: ``[N, K]`` normalised log-probabilities; labels: ``[N]`` ints; k: a whole number in [1, K]
-        (k = K is always 1.0).
+        log_probs: ``[N, K]`` normalised log-probabilities.
+        labels: ``[N]`` ints.
+        k: a whole number in [1, K]; with k equal to K the accuracy is always 1.0.
 
     Ties at the k-th score are broken towards the lower class index (as ``argsort`` does).
     Source: robustness_metrics ``metrics/base.py`` (top-k); top-1 is ``argmax p == y``.
