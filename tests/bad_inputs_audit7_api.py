@@ -12,7 +12,7 @@ from harness.uncertainty import metrics as M
 from harness.uncertainty.calibration import fit_temperature
 from harness.uncertainty.ood import fpr_at_tpr
 
-from bad_inputs import bad_input
+from bad_inputs import bad_input, handled
 
 
 def _log_probs(n: int = 20, k: int = 4) -> "tuple[np.ndarray, np.ndarray]":
@@ -28,6 +28,17 @@ def _log_probs(n: int = 20, k: int = 4) -> "tuple[np.ndarray, np.ndarray]":
 )
 def _topk_above_k(tmp):
     M.accuracy(*_log_probs(), k=9)
+
+
+@handled(
+    "uncertainty",
+    "the metric suite of 4 classes (audit7 C06: reported a top-5 accuracy of 1.0)",
+    r"no top5 with K = 4: top1, nll",
+)
+def _suite_without_top5(tmp):
+    suite = M.classification_metrics(*_log_probs())
+    assert "top5" not in suite and "top5" in M.classification_metrics(*_log_probs(k=6))
+    return f"no top5 with K = 4: {', '.join(suite)}"
 
 
 @bad_input(
@@ -107,3 +118,15 @@ def _negative_label(tmp):
     from harness.data.dataset import ImageDataset
 
     ImageDataset(lambda i: None, np.array([0, -1, 1]), ["a", "b"], "my data")
+
+
+@bad_input(
+    "upstream",
+    "train.best_metric=top5 for 3 classes (audit7 C06: the top-5 of K < 5 classes is a meaningless 1.0)",
+    ValueError,
+    r"train.best_metric 'top5' is not computed for the softmax link of 3 classes: use one of top1, nll",
+)
+def _best_top5_of_three_classes(tmp):
+    from bad_inputs_upstream import _config_case
+
+    _config_case(tmp, "train.best_metric=top5", "model.num_classes=3", "model.head.num_factors=2")

@@ -11,7 +11,7 @@ from unittest import mock
 import click
 from bad_inputs_audit6_runs import _checkpoint_runs
 
-from bad_inputs import bad_input, handled
+from bad_inputs import bad_input
 from bad_inputs_downstream import downstream, task_folder
 from bad_inputs_safety import _cli, _model_pt
 from bad_inputs_uncertainty import make_run
@@ -155,18 +155,15 @@ def _steps_repeat(tmp):
     downstream("--tasks", f"birds={task_folder(tmp)}:5", "--steps", "1,1")
 
 
-@handled(
+@bad_input(
     "shift",
     "harness shift --examples 100000 on a 20-image split (audit7 V05: all 20 used without a word)",
-    r"--examples 100000 is more than the 20 images of test: all 20 are used",
+    CLI_ERROR,
+    r"--examples 100000 is more than the 20 images of .*'test': pass --examples 20 or fewer \(0: the whole split\)",
 )
 def _shift_examples(tmp):
     _checkpoint_runs(tmp)
-    lines = []
     with mock.patch.dict("os.environ", {"HARNESS_CACHE": str(tmp / "cache")}):
-        with mock.patch("click.echo", side_effect=lambda s="", **k: lines.append(str(s))):
-            args = ["--corruptions", "gaussian_noise", "--severities", "1", "--examples", "100000", "--ood", "none"]
-            _cli("shift", "-m", str(tmp / "a"), *args)
-    said = [s for s in lines if "--examples" in s]
-    assert len(said) == 1, lines
-    return said[0]
+        args = ["--corruptions", "gaussian_noise", "--severities", "1", "--examples", "100000", "--ood", "none"]
+        _cli("shift", "-m", str(tmp / "a"), *args)
+    assert not (tmp / "a" / "shift").exists()

@@ -48,9 +48,9 @@ def _nothing_written(tmp):
     assert not (tmp / "run").exists(), "the run folder was written before the error"
 
 
-def _config_case(tmp, override):
+def _config_case(tmp, *overrides):
     try:
-        _run(tmp, override)
+        _run(tmp, *overrides)
     finally:
         _nothing_written(tmp)
 

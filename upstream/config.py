@@ -186,10 +186,11 @@ LOSSES = ("nll", "label_smoothing", "forward")
 ARRAY_SOURCES = ("digits", "cifar10n")
 
 
-def metric_names(link: str) -> "tuple[str, ...]":
+def metric_names(link: str, num_classes: Optional[int] = None) -> "tuple[str, ...]":
     """The evaluation metrics a run computes: the single-label suite (softmax link) or the
     multi-label one (sigmoid link), as :mod:`harness.uncertainty.metrics` and
-    :mod:`harness.uncertainty.multilabel` name them."""
+    :mod:`harness.uncertainty.multilabel` name them, for ``num_classes`` classes (top-5 needs more than 5; None:
+    not known yet, every name)."""
     import numpy as np
 
     from harness.uncertainty import metrics as M
@@ -197,7 +198,23 @@ def metric_names(link: str) -> "tuple[str, ...]":
 
     if link == "sigmoid":
         return tuple(multilabel_metrics(np.array([[2.0, -2.0], [-2.0, 2.0]]), np.eye(2)))
-    return tuple(M.classification_metrics(M.log_softmax(np.array([[2.0, -2.0], [-2.0, 2.0]])), np.array([0, 1])))
+    logits = np.eye(2, max(num_classes or 1000, 2))
+    return tuple(M.classification_metrics(M.log_softmax(logits), np.array([0, 1])))
+
+
+def check_best_metric(name: str, link: str, num_classes: Optional[int]) -> None:
+    """``train.best_metric`` against the metrics a run of ``num_classes`` classes computes (None: not known yet;
+    checked again once the data gives it).
+
+    Raises:
+        ValueError: the metric is not computed; the message lists those that are.
+    """
+    names = metric_names(link, num_classes)
+    if name not in names:
+        classes = f" of {num_classes} classes" if num_classes else ""
+        raise ValueError(
+            f"train.best_metric {name!r} is not computed for the {link} link{classes}: use one of {', '.join(names)}"
+        )
 
 
 #: the smallest fixed temperature τ a run takes (below it the 1/τ-scaled gradients diverge; the paper's lie in
@@ -256,11 +273,7 @@ def validate(cfg: UpstreamConfig) -> None:
         )
     _validate_head(cfg.model.head, cfg.model.num_classes)
     link = cfg.model.head.get("link", "softmax")
-    names = metric_names(link)
-    if t.best_metric not in names:
-        raise ValueError(
-            f"train.best_metric {t.best_metric!r} is not computed for the {link} link: use one of {', '.join(names)}"
-        )
+    check_best_metric(t.best_metric, link, cfg.model.num_classes)
     _validate_noise_and_loss(cfg, link)
     _validate_fewshot(t)
     from harness.training.trackers import check_names

@@ -18,7 +18,7 @@ from harness.data.dataset import LabelSets
 from harness.data.noise import inject_label_noise
 from harness.data.packed_split import shard_split
 from harness.data.sources import build_split
-from harness.upstream.config import UpstreamConfig
+from harness.upstream.config import UpstreamConfig, check_best_metric
 from harness.upstream.losses import loss_setup
 
 
@@ -156,6 +156,7 @@ def _check_sizes(cfg: UpstreamConfig, train_base: Any, num_classes: int, multila
         )
     if multilabel and link != "sigmoid":
         raise ValueError("multi-label data needs the sigmoid link: set model.head.link=sigmoid")
+    check_best_metric(cfg.train.best_metric, link, num_classes)
     if len(train_base) < cfg.data.batch_size:
         raise ValueError(
             f"the training split has {len(train_base)} examples, fewer than data.batch_size="

@@ -56,9 +56,11 @@ def _check_run(run_dir: Path, settings: ShiftSettings, overwrite: bool = False) 
 
     Raises:
         FileNotFoundError: not a run folder, or no ``model.pt``.
-        ValueError: a sigmoid (multi-label) model, settings that do not fit (:func:`check_settings`), or a
-            ``shift/`` folder holding files harness shift did not write (without ``overwrite``).
+        ValueError: a sigmoid (multi-label) model, settings that do not fit (:func:`check_settings`), a subset
+            (``examples``) larger than the split, or a ``shift/`` folder holding files harness shift did not write
+            (without ``overwrite``).
     """
+    from harness.data.sources import build_split
     from harness.runs import data_config, run_config
 
     cfg = run_config(run_dir)
@@ -80,7 +82,16 @@ def _check_run(run_dir: Path, settings: ShiftSettings, overwrite: bool = False) 
             "give --overwrite (only the shift sets' own files are written there)"
         )
     data = data_config(run_dir)
-    return cfg, data, check_settings(settings, data)
+    sets = check_settings(settings, data)
+    if settings.examples:
+        split = settings.split or data.eval_split
+        size = len(build_split(data, split))
+        if settings.examples > size:
+            raise ValueError(
+                f"--examples {settings.examples} is more than the {size} images of {run_dir}'s split {split!r}: "
+                f"pass --examples {size} or fewer (0: the whole split)"
+            )
+    return cfg, data, sets
 
 
 def _set_key(
@@ -165,8 +176,7 @@ def predict_run(
     overwrite: bool = False,
 ) -> dict:
     """Write the shifted and OOD predictions of one run (see the module docstring); return its
-    ``shift.json``. Sets already done with the same model, evaluation noise, data and settings are kept. An
-    ``examples`` above the split's size uses the whole split, which ``progress`` is told in one line.
+    ``shift.json``. Sets already done with the same model, evaluation noise, data and settings are kept.
 
     Raises:
         FileNotFoundError: not a run folder, or no ``model.pt`` (an unfinished run).
@@ -183,11 +193,6 @@ def predict_run(
     split = settings.split or data.eval_split
     base = build_split(data, split)
     rows = subset_rows(len(base), settings.examples, settings.seed)
-    if settings.examples and settings.examples > len(base):  # the split's size is known only here, per run
-        progress(
-            f"[shift] {run_dir.name}: --examples {settings.examples} is more than the {len(base)} images of "
-            f"{split}: all {len(base)} are used"
-        )
     key = _set_key(run_dir, cfg, data, base.description, split, rows, settings)
     out = run_dir / "shift"
     spec = read_json(out / "shift.json")

@@ -75,9 +75,12 @@ def log_sigmoid(x: Any) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------------------- single-label
+#: the suite reports top-k accuracy for these k, each only where the task has more than k classes (with K <= k
+#: every label is among the k most probable, a meaningless 1.0)
+TOP_K = (1, 5)
+
+
 def _accuracy(lp: np.ndarray, y: np.ndarray, k: int) -> float:
-    # k > K counts as K here: the suite's top-5 of K < 5 classes (kept so tables keep their columns) is then 1.0
-    k = min(k, lp.shape[1])
     top = np.argsort(-lp, axis=1, kind="stable")[:, :k]
     return float((top == y[:, None]).any(axis=1).mean())
 
@@ -333,16 +336,17 @@ def classwise_ece(log_probs: Any, labels: Any, num_bins: int = NUM_BINS) -> floa
 
 # ---------------------------------------------------------------------------------- suite
 def classification_metrics(log_probs: Any, labels: Any, num_bins: int = NUM_BINS) -> "dict[str, float]":
-    """The single-label suite: top-1, top-5, NLL, Brier, ECE, MCE, adaptive ECE (inputs checked once).
+    """The single-label suite: top-1, top-5, NLL, Brier, ECE, MCE, adaptive ECE (inputs checked once). Top-5 only
+    with more than 5 classes (:data:`TOP_K`): of K <= 5 classes it would be a meaningless 1.0.
 
     Raises:
         ValueError: a bad input (module docstring).
     """
     lp, y = check_log_probs(log_probs, labels)
     conf, corr = check_forecasts(*_top_label(lp, y), num_bins)
+    top = {f"top{k}": _accuracy(lp, y, k) for k in TOP_K if k == 1 or k < lp.shape[1]}
     return {
-        "top1": _accuracy(lp, y, 1),
-        "top5": _accuracy(lp, y, 5),
+        **top,
         "nll": _nll(lp, y),
         "brier": _brier(lp, y),
         "ece": _calibration_error(conf, corr, num_bins, False, "mean"),
