@@ -10,7 +10,6 @@ for the DEMO tasks. :func:`recipe` says which preset a sweep used and what it ch
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass, field
 from typing import Optional
 
@@ -18,7 +17,7 @@ import numpy as np
 
 from harness.downstream.finetune import HEADS, TransferTraining
 from harness.downstream.schedules import SCHEDULES
-from harness.heads.options import MAX_TEMPERATURE
+from harness.heads.options import TEMPERATURE_RULE, temperature_in_range
 from harness.rules import MAX_LEARNING_RATE, setting
 from harness.tasks.taskset import TaskData
 from harness.training.precision import canonical
@@ -161,17 +160,8 @@ class SweepSettings(TransferTraining, TaskData):
             return
         t = list(DEFAULT_TEMPERATURES) if self.temperatures is None else self.temperatures
         _require(
-            isinstance(t, (list, tuple))
-            and len(t) > 0
-            and all(
-                isinstance(v, (int, float))
-                and not isinstance(v, bool)
-                and math.isfinite(v)
-                and 0 < v <= MAX_TEMPERATURE
-                for v in t
-            ),
-            f"temperatures (--temperatures) must be a non-empty list of positive finite numbers up to "
-            f"{MAX_TEMPERATURE:g}, e.g. 0.5,1,2; got "
+            isinstance(t, (list, tuple)) and len(t) > 0 and all(temperature_in_range(v) for v in t),
+            f"temperatures (--temperatures) must be a non-empty list, each {TEMPERATURE_RULE}, e.g. 0.5,1,2; got "
             f"{self.temperatures!r}",
         )
         _require(

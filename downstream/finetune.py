@@ -34,7 +34,7 @@ import torch.nn.functional as F
 
 from harness.data.dataset import ImageDataset
 from harness.downstream.schedules import lr_schedule, mixup_alpha, resolved_steps
-from harness.heads.options import MAX_TEMPERATURE
+from harness.heads.options import TEMPERATURE_RANGE
 from harness.heads.variants import TRANSFER_HEADS, TRANSFER_NUM_FACTORS, has_factors
 from harness.models import Classifier, load_model, replace_head
 from harness.progress import Countdown
@@ -133,7 +133,7 @@ class FinetuneConfig(TransferTraining):
     seed: int = setting(0, **SEED)
     eval_batch_size: int = setting(256, low=1, whole=True)
     mixup_alpha: Optional[float] = setting(None, low=0, note="None: the BiT rule; 0: off")
-    temperature: float = setting(1.0, low=0, low_open=True, high=MAX_TEMPERATURE)
+    temperature: float = setting(1.0, **TEMPERATURE_RANGE)
 
 
 #: the fresh heads of a transfer: name -> covariance of :class:`harness.heads.HeteroscedasticHead`, from the registry

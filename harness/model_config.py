@@ -123,19 +123,19 @@ def live_temperature(head: HeteroscedasticHead, options: dict) -> dict:
     learned τ (its weights hold it).
 
     Raises:
-        ValueError: ``model.head: fixed_temperature = <τ> must be > 0 and at most <MAX_TEMPERATURE>`` with the fix.
+        ValueError: ``model.head: fixed_temperature = <τ> must be <TEMPERATURE_RULE>`` with the fix.
     """
     import numpy as np
 
-    from harness.heads.options import MAX_TEMPERATURE
+    from harness.heads.options import TEMPERATURE_RULE, temperature_in_range
 
     if head.learn_temperature:
         return dict(options)
     tau = float(head.fixed_temperature)
-    if not 0 < tau <= MAX_TEMPERATURE:
+    if not temperature_in_range(tau):
         raise ValueError(
-            f"model.head: fixed_temperature = {tau!r} must be > 0 and at most {MAX_TEMPERATURE:g}; set the head's "
-            "temperature to a value it takes before saving"
+            f"model.head: fixed_temperature = {tau!r} must be {TEMPERATURE_RULE}; set the head's temperature to a "
+            "value it takes before saving"
         )
     given = options.get("temperature")
     if given is not None and math.isclose(tau, float(given), rel_tol=1e-6):

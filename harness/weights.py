@@ -142,14 +142,14 @@ TEMPERATURE_BUFFER = "fixed_temperature"
 def check_temperatures(
     own: "dict[str, torch.Tensor]", given: "dict[str, torch.Tensor]", source: str, config: str = "its stored config"
 ) -> None:
-    """Refuse a head's fixed τ in ``given`` (:data:`TEMPERATURE_BUFFER`) outside the head's rule (finite, > 0, at most
-    :data:`~harness.heads.options.MAX_TEMPERATURE`) or that differs, beyond float32 rounding, from the model's own
+    """Refuse a head's fixed τ in ``given`` (:data:`TEMPERATURE_BUFFER`) outside the head's rule
+    (:func:`harness.heads.options.temperature_in_range`) or that differs, beyond float32 rounding, from the model's own
     (built from the stored config's ``temperature``, the one definition of τ, in ``config``).
 
     Raises:
         ValueError: naming ``source``, the key, the value, the config's τ and the fix.
     """
-    from harness.heads.options import MAX_TEMPERATURE
+    from harness.heads.options import TEMPERATURE_RULE, temperature_in_range
 
     fix = f"give the weights saved with {config}, unchanged (τ is set by the config's temperature)"
     for key in sorted(k for k in given if k.split(".")[-1] == TEMPERATURE_BUFFER and k in own):
@@ -157,11 +157,10 @@ def check_temperatures(
         if value.numel() != 1 or mine.numel() != 1:
             continue
         tau, expected = float(value), float(mine)
-        if not 0 < tau <= MAX_TEMPERATURE:
+        if not temperature_in_range(tau):
             raise ValueError(
-                f"{source}: {key} = {tau!r} (the head's fixed temperature τ) must be > 0 and at most "
-                f"{MAX_TEMPERATURE:g} (0 gives NaN logits, a negative τ flips them, a huge one makes every prediction "
-                f"uniform); {fix}"
+                f"{source}: {key} = {tau!r} (the head's fixed temperature τ) must be {TEMPERATURE_RULE} (0 gives NaN "
+                f"logits, a negative τ flips them, a huge one makes every prediction uniform); {fix}"
             )
         if not math.isclose(float(value.float()), expected, rel_tol=1e-6):
             raise ValueError(

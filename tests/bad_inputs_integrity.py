@@ -1248,7 +1248,7 @@ def _downstream_user_files_overwrite(tmp):
     "downstream",
     "harness downstream --head het --temperatures 1e300 (audit H09: a file-name rule refused it)",
     CLI_ERROR,
-    r"temperatures \(--temperatures\) must be a non-empty list of positive finite numbers up to 1000",
+    r"temperatures \(--temperatures\) must be a non-empty list, each a finite number > 0 and at most 1000",
 )
 def _downstream_huge_temperature(tmp):
     try:

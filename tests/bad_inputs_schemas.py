@@ -346,7 +346,7 @@ def _run_folder_source(tmp):
 @bad_input(
     "head",
     "HeteroscedasticHead with temperature_bounds=(0, 3) and a fixed τ (sweep: accepted, unused)",
-    match=r"temperature_bounds must be finite with 0 < lower < upper <= 1000, got \(0\.0, 3\.0\)",
+    match=r"temperature_bounds must be \(lower, upper\) with lower < upper, each a finite number > 0 and at most 1000, got \(0\.0, 3\.0\)",
 )
 def _unused_bounds(tmp):
     from harness.heads import HeteroscedasticHead

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from harness.heads.options import MAX_TEMPERATURE
+from harness.heads.options import TEMPERATURE_RANGE
 from harness.rules import SEED, setting
 from harness.shift.settings import ShiftSettings
 
@@ -15,7 +15,7 @@ EXPERIMENTS = Path(__file__).parent.parent / "experiments"
 #: the most processes ``workers`` may start (each trains with cores / workers threads; more only queue)
 MAX_WORKERS = 256
 #: a τ grid's values (the temperature of a softmax or sigmoid)
-TEMPERATURES = dict(low=0, low_open=True, high=MAX_TEMPERATURE)
+TEMPERATURES = TEMPERATURE_RANGE
 
 
 @dataclass

@@ -10,7 +10,12 @@ from __future__ import annotations
 import numbers
 from typing import Optional, Sequence
 
-from harness.heads.options import DEFAULT_NUM_FACTORS, MAX_MC_SAMPLES, MAX_TEMPERATURE
+from harness.heads.options import (
+    DEFAULT_NUM_FACTORS,
+    MAX_MC_SAMPLES,
+    TEMPERATURE_RULE,
+    temperature_in_range,
+)
 from harness.rules import SEED, Rule
 
 #: the rule of a Monte Carlo sample count S: the head's ``train_mc_samples`` / ``eval_mc_samples`` and a call's
@@ -119,9 +124,9 @@ def checked_temperature_bounds(
             f"temperature_bounds must be 2 numbers (lower, upper), got {temperature_bounds!r}; e.g. (0.3, 3.0)"
         )
     lo, hi = (float(b) for b in temperature_bounds)
-    if not (0.0 < lo < hi <= MAX_TEMPERATURE):  # checked whether learned or not: a bound is never meaningless
+    if not (temperature_in_range(lo) and temperature_in_range(hi) and lo < hi):  # a bound is never meaningless
         raise ValueError(
-            f"temperature_bounds must be finite with 0 < lower < upper <= {MAX_TEMPERATURE:g}, got ({lo}, {hi}); "
+            f"temperature_bounds must be (lower, upper) with lower < upper, each {TEMPERATURE_RULE}, got ({lo}, {hi}); "
             "e.g. (0.3, 3.0)"
         )
     if learn_temperature and temperature is not None and not lo < temperature < hi:
@@ -132,9 +137,9 @@ def checked_temperature_bounds(
         )
     if temperature is None:
         return lo, hi
-    if not learn_temperature and not (0 < temperature <= MAX_TEMPERATURE):
+    if not learn_temperature and not temperature_in_range(temperature):
         raise ValueError(
-            f"temperature must be a finite float > 0 (at most {MAX_TEMPERATURE:g}: larger ones flatten every "
-            f"prediction to uniform), got {temperature}"
+            f"temperature must be {TEMPERATURE_RULE} (larger ones flatten every prediction to uniform), got "
+            f"{temperature}"
         )
     return lo, hi

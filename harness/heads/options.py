@@ -40,6 +40,24 @@ INITS = ("keras", "flax", "torch")
 #: the largest temperature τ a head takes (larger ones flatten every prediction to uniform; the references' grids stop
 #: at 5): the head, an experiment's τ grids and the transfer heads read it
 MAX_TEMPERATURE = 1000.0
+#: the range of a fixed temperature τ, ``0 < τ <= MAX_TEMPERATURE``, as a :func:`harness.rules.setting` range (the
+#: config schemas read it) and in words (every message that refuses a τ says it)
+TEMPERATURE_RANGE = dict(low=0, low_open=True, high=MAX_TEMPERATURE)
+TEMPERATURE_RULE = f"a finite number > 0 and at most {MAX_TEMPERATURE:g}"
+
+
+def temperature_in_range(tau: object) -> bool:
+    """Whether ``tau`` is a fixed temperature a head takes (:data:`TEMPERATURE_RANGE`): a real number (not a bool),
+    finite, ``0 < tau <= MAX_TEMPERATURE``. The one rule: the head's constructor, weights files, a saved head's τ,
+    an experiment's and a transfer's τ grids read it."""
+    return (
+        isinstance(tau, numbers.Real)
+        and not isinstance(tau, bool)
+        and math.isfinite(tau)
+        and 0 < tau <= MAX_TEMPERATURE
+    )
+
+
 #: the most Monte Carlo samples a head takes per call (the paper trains with 1000; 10^9 would run for days with no
 #: output)
 MAX_MC_SAMPLES = 1_000_000
