@@ -33,7 +33,7 @@ bad_settings(
         (
             "a learned τ with an infinite upper bound (audit: uniform predictions)",
             "learn_temperature=True, temperature_bounds=(0.3, math.inf)",
-            r"temperature_bounds must be finite",
+            r"temperature_bounds must be \(lower, upper\) with lower < upper, each a finite number .*got \(0\.3, inf\)",
         ),
         (
             "a learned τ with reversed bounds",
