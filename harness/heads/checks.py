@@ -8,7 +8,9 @@ in the order the constructor calls them, each with a ``ValueError`` that names t
 from __future__ import annotations
 
 import numbers
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
+
+import torch
 
 from harness.heads.options import (
     DEFAULT_NUM_FACTORS,
@@ -143,3 +145,28 @@ def checked_temperature_bounds(
             f"{temperature}"
         )
     return lo, hi
+
+
+def register_fixed_temperature(head: torch.nn.Module, temperature: Optional[float]) -> None:
+    """Give ``head`` its fixed τ, the buffer ``fixed_temperature`` (0-dim; None: 1.0), and a ``load_state_dict``
+    pre-hook that refuses a stored τ outside the one rule (:func:`~harness.heads.options.temperature_in_range`):
+    0 gives NaN logits, a negative τ flips them, a huge one makes every prediction uniform. ``from_pretrained`` and
+    ``load_model`` check the same value with the file named (:func:`harness.weights.check_temperatures`).
+
+    Raises (at ``load_state_dict``):
+        ValueError: ``<prefix>fixed_temperature = <τ> ... must be <TEMPERATURE_RULE>`` with the fix.
+    """
+    head.register_buffer("fixed_temperature", torch.tensor(1.0 if temperature is None else float(temperature)))
+
+    def check(module: Any, state_dict: dict, prefix: str, *_: Any) -> None:
+        value = state_dict.get(prefix + "fixed_temperature")
+        if not isinstance(value, torch.Tensor) or value.numel() != 1 or value.is_meta:
+            return  # a missing or misshapen key is load_state_dict's own error
+        if not temperature_in_range(float(value)):
+            raise ValueError(
+                f"load_state_dict: {prefix}fixed_temperature = {float(value)!r} (the head's fixed temperature τ) must "
+                f"be {TEMPERATURE_RULE} (0 gives NaN logits, a negative τ flips them); load the state_dict this head "
+                "saved, unchanged, or build the head with the temperature you want"
+            )
+
+    head.register_load_state_dict_pre_hook(check)

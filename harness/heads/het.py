@@ -29,6 +29,7 @@ from harness.heads.checks import (
     check_sampling_options,
     check_seed,
     checked_temperature_bounds,
+    register_fixed_temperature,
     resolved_num_factors,
 )
 from harness.heads.chunk import NoiseLayout, autocast_dtype, chunk_logits, full_precision
@@ -168,7 +169,7 @@ class HeteroscedasticHead(nn.Module):
             start = 0.0 if temperature is None else math.log((temperature - lo) / (hi - temperature))
             self.temperature_logit = nn.Parameter(torch.tensor(start))
         else:
-            self.register_buffer("fixed_temperature", torch.tensor(1.0 if temperature is None else float(temperature)))
+            register_fixed_temperature(self, temperature)
 
         # layers (names follow edward2: loc, diag, then the variant's own: scale, scale_het, scale_hom)
         self.loc = nn.Linear(self.in_features, self.num_classes)

@@ -190,9 +190,12 @@ def counter_normals(key: Tensor, samples: Tensor, rows: int, columns: Tensor, dt
     col = columns.view(1, 1, -1) * 2
     h1 = mix32(base ^ col)
     h2 = mix32(base ^ (col + 1))
-    u1 = ((h1 >> 8).to(dtype) + 0.5) * (2.0**-24)
-    u2 = (h2 >> 8).to(dtype) * (2.0**-24)
-    return torch.sqrt(-2.0 * torch.log(u1)) * torch.cos((2.0 * math.pi) * u2)
+    # the uniforms need 24 bits: float32 (or float64) whatever ``dtype``, else float16 overflows (2**24 > 65504: NaN)
+    # and bfloat16 keeps 8 bits of them; so every dtype draws the same ε, rounded once at the end
+    work = dtype if dtype == torch.float64 else torch.float32
+    u1 = ((h1 >> 8).to(work) + 0.5) * (2.0**-24)
+    u2 = (h2 >> 8).to(work) * (2.0**-24)
+    return (torch.sqrt(-2.0 * torch.log(u1)) * torch.cos((2.0 * math.pi) * u2)).to(dtype)
 
 
 @dataclass(frozen=True)
