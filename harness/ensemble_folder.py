@@ -7,33 +7,23 @@ folder, then writes the averaged predictions (and held-out predictions) and, las
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
-import numpy as np
-
-from harness.io import atomic_write_text, check_writable
+from harness.io import atomic_write_text, check_writable, quote
 from harness.provenance import provenance
-from harness.runs import check_distinct_folders, load_heldout, run_method, run_summary
+from harness.runs import (
+    check_distinct_folders,
+    check_distinct_predictions,
+    ensemble_spec,
+    load_heldout,
+    run_method,
+    run_summary,
+)
 from harness.uncertainty.ensembles import average, check_compatible, summarize
 from harness.uncertainty.predictions import Predictions
-
-
-def _check_distinct_predictions(preds: "list[Predictions]") -> None:
-    """Two members with bit-identical logits are one model twice (a copied run folder, the same seed)."""
-    seen: "dict[str, Predictions]" = {}
-    for p in preds:
-        key = hashlib.sha1(np.ascontiguousarray(p.logits).tobytes()).hexdigest()
-        if key in seen:
-            raise ValueError(
-                f"members {seen[key].source} and {p.source} have identical predictions: the same model "
-                "twice (a copied run folder, or the same seed and config); ensemble distinct runs"
-            )
-        seen[key] = p
-
 
 #: the files an ensemble folder holds, ``ensemble.json`` (written last) marking it as complete
 ENSEMBLE_FILES = ("predictions.npz", "heldout_predictions.npz", "ensemble.json")
@@ -41,17 +31,28 @@ ENSEMBLE_FILES = ("predictions.npz", "heldout_predictions.npz", "ensemble.json")
 ENSEMBLE_MARKER = ".harness-ensemble"
 
 
-def check_ensemble_out(out: "str | Path", overwrite: bool = False) -> Path:
+def check_ensemble_out(
+    out: "str | Path",
+    overwrite: bool = False,
+    members: "Optional[Sequence[str | Path]]" = None,
+    settings: Optional[dict] = None,
+) -> Path:
     """``out`` may take an ensemble: it is new, empty, or an ensemble folder (``ensemble.json``, or the
     :data:`ENSEMBLE_MARKER` of a build that was interrupted); with
     ``overwrite``, any folder that is not a run folder and holds none of :data:`ENSEMBLE_FILES` written by someone
-    else (an ensemble never replaces or deletes files it did not write). Checked before any work.
+    else (an ensemble never replaces or deletes files it did not write). Given ``members`` (and the ``settings`` its
+    ``ensemble.json`` records: ``from_checkpoints``, ``data``), a finished ensemble there must be of the same members
+    and settings (a rerun), even with ``overwrite``: another ensemble is never replaced (its ``shift/`` sets would be
+    left beside the new one). Checked before any work.
 
     Raises:
-        ValueError: a run folder, or a folder another writer owns (the message names ``--overwrite`` where it helps).
+        ValueError: a run folder, a folder another writer owns (the message names ``--overwrite`` where it helps), or
+            the ensemble of other members or settings (or an unreadable ``ensemble.json``).
     """
     out = Path(out)
     ours = (out / "ensemble.json").is_file() or (out / ENSEMBLE_MARKER).is_file()
+    if members is not None and (out / "ensemble.json").is_file():
+        _check_same_ensemble(out, [str(Path(m).resolve()) for m in members], settings or {})
     if not out.is_dir() or ours or not any(out.iterdir()):
         return out
     if (out / "config.yaml").is_file() or (out / "model.pt").is_file():
@@ -72,6 +73,24 @@ def check_ensemble_out(out: "str | Path", overwrite: bool = False) -> Path:
     return out
 
 
+def _check_same_ensemble(out: Path, members: "list[str]", settings: dict) -> None:
+    """The finished ensemble in ``out`` is of ``members`` (resolved paths, in any order) and ``settings``."""
+    fix = f"choose another --out, or remove {out} yourself to build this ensemble there"
+    try:
+        spec = ensemble_spec(out)
+    except ValueError as e:
+        raise ValueError(f"--out {out} holds an ensemble.json that cannot be read ({e}); {fix}") from None
+    old = [str(m) for m in spec.get("members") or []]
+    changed = [f"{k} {spec.get(k)!r} (now {v!r})" for k, v in settings.items() if k in spec and spec.get(k) != v]
+    if sorted(old) != sorted(members):
+        changed.insert(0, f"members {quote(', '.join(old), 300)} (now {quote(', '.join(members), 300)})")
+    if changed:
+        raise ValueError(
+            f"--out {out} holds another ensemble ({'; '.join(changed)}): building this one there would replace it "
+            f"and leave its shift sets (shift/) beside the new one, even with --overwrite; {fix}"
+        )
+
+
 def build_ensemble(
     members: Sequence["str | Path"],
     out: "str | Path",
@@ -81,9 +100,9 @@ def build_ensemble(
     data: Optional[str] = None,
 ) -> dict:
     """Ensemble run folders and write ``out/predictions.npz``, ``out/heldout_predictions.npz`` (when
-    every member has held-out predictions) and, last, ``out/ensemble.json``; a previous ensemble's
-    held-out predictions in ``out`` are removed (its ``shift/`` sets no longer match the members and are
-    redone by :func:`harness.shift.predict.average_ensemble`). ``out`` is checked by :func:`check_ensemble_out`.
+    every member has held-out predictions) and, last, ``out/ensemble.json``. ``out`` is checked by
+    :func:`check_ensemble_out`: it may hold an earlier build of the same members and settings (a rerun, or a build
+    that was interrupted, whose held-out predictions are removed if this one has none), never another ensemble.
 
     Every member is read and checked before anything is written: on any error ``out`` is left as it
     was (no partial ensemble folder).
@@ -99,7 +118,8 @@ def build_ensemble(
         ValueError: fewer than 2 members; a member given twice or two members with identical
             predictions; members (or their held-out predictions) that differ in label space, link or
             evaluation data; ``from_checkpoints`` without ``repredict``; an ``out`` that is a run folder, holds
-            files another writer made (:func:`check_ensemble_out`) or cannot be written.
+            files another writer made or the ensemble of other members or settings (:func:`check_ensemble_out`), or
+            cannot be written; a member's metrics.json that is not a JSON object.
         FileNotFoundError: a member is not a finished run folder.
     """
     members = [Path(m) for m in members]
@@ -107,19 +127,21 @@ def build_ensemble(
         raise ValueError(f"an ensemble needs at least 2 members, got {len(members)}; give two or more run folders")
     if from_checkpoints and repredict is None:
         raise ValueError("from_checkpoints=True needs repredict(run_dir) -> Predictions")
-    check_distinct_folders(members, "member", "an ensemble counts each model once")
+    why = "an ensemble counts each model once"
+    check_distinct_folders(members, "member", why, predictions=from_checkpoints)  # saved ones: checked once read
     out = Path(out)
     if any(out.resolve() == m.resolve() for m in members):
         raise ValueError(
             f"the ensemble folder {str(out)!r} is one of the members: writing there would replace the "
             "member's predictions; choose another --out"
         )
-    out = check_ensemble_out(out, overwrite)
+    data = data if data is not None else run_summary(members[0]).get("eval_data", "")
+    out = check_ensemble_out(out, overwrite, members, {"from_checkpoints": from_checkpoints, "data": data})
     check_writable(out, f"--out {out}", "--out ...")
     methods = sorted({run_method(m) for m in members})  # every member is a run folder, before any re-prediction
     preds = [repredict(m) if from_checkpoints else Predictions.load(m) for m in members]
     check_compatible(preds)
-    _check_distinct_predictions(preds)
+    check_distinct_predictions(preds, "member", why)
     held = [load_heldout(m) for m in members]
     held = held if all(h is not None for h in held) else None
     if held is not None:
@@ -130,7 +152,7 @@ def build_ensemble(
         "method": "+".join(methods),
         "members": [str(m.resolve()) for m in members],
         "from_checkpoints": from_checkpoints,
-        "data": data if data is not None else run_summary(members[0]).get("eval_data", ""),
+        "data": data,
         "summary": summary,
         **provenance(),
     }

@@ -198,6 +198,34 @@ def read_json(path: "str | os.PathLike") -> "dict | None":
         return None
 
 
+#: how a message names the JSON type of a value (``json.loads``'s Python types)
+_JSON_TYPES = {list: "an array", str: "a string", int: "a number", float: "a number", bool: "true or false"}
+
+
+def read_json_object(path: "str | os.PathLike", fix: str = "rerun the run, or restore the file") -> "dict | None":
+    """The JSON object in ``path`` as a dict, or None when there is no such file: the one reader of the JSON files a
+    run or an ensemble writes (``metrics.json``, ``run.json``, ``ensemble.json``), whose damage is named, never
+    skipped (:func:`read_json` is the lenient reader of markers a killed writer may have left unfinished).
+
+    Raises:
+        ValueError: a file that cannot be read, is not valid JSON, or holds another JSON value than an object,
+            naming the file, what is wrong and ``fix``.
+    """
+    path = Path(path)
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise ValueError(f"{path} cannot be read ({e.strerror or e}): {fix}") from e
+    except ValueError as e:  # JSONDecodeError, UnicodeDecodeError
+        raise ValueError(f"{path} is not valid JSON ({quote(str(e), 120)}): the file is damaged; {fix}") from e
+    if not isinstance(data, dict):
+        kind = "null" if data is None else _JSON_TYPES.get(type(data), type(data).__name__)
+        raise ValueError(f"{path} holds {kind} where a JSON object {{...}} belongs: the file is damaged; {fix}")
+    return data
+
+
 def remove_orphaned_temporaries(folder: "str | os.PathLike", subfolders: "tuple[str, ...]" = ()) -> "list[Path]":
     """Delete the temporary files that killed atomic writes left in ``folder`` itself and in its ``subfolders``
     (the writer's own, e.g. ``checkpoints``): files named exactly as :func:`atomic_write_bytes` names its temporaries

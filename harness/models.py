@@ -186,8 +186,10 @@ class Classifier(
             ValueError: a folder holding files other than an earlier export's; a feature extractor (no head); a head
                 option set on the head to a value it refuses;
                 ``trained_on``, ``metrics`` or ``card_info['label_names']`` that break their rules
-                (:func:`harness.export_rules.check_card_info`), before anything is written.
+                (:func:`harness.export_rules.check_card_info`), before anything is written; a keyword argument
+                huggingface_hub would drop (:func:`harness.hub.check_save_options`).
         """
+        hub.check_save_options(kwargs, "save_pretrained")
         config = dataclasses.replace(self.config, head=live_head_options(self.head, self.config.head))
         info = dict(self.card_info)
         info.update({k: v for k, v in (("trained_on", trained_on), ("metrics", metrics)) if v is not None})

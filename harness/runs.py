@@ -13,10 +13,10 @@ functions that re-predict, so reading predictions stays light.
 
 from __future__ import annotations
 
-import json
+import hashlib
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Optional, Sequence
 
 import numpy as np
 import torch
@@ -27,7 +27,7 @@ from harness.data.config import DataConfig
 from harness.data.dataset import ImageDataset, LabelSets
 from harness.data.sources import build_split
 from harness.heads.variants import VARIANTS
-from harness.io import read_json
+from harness.io import read_json_object
 from harness.records import RECORD_FILES, restore_record, save_record  # noqa: F401 (read with the run folders)
 from harness.training.predict import predict_logits
 from harness.uncertainty.predictions import Predictions
@@ -44,8 +44,13 @@ def load_heldout(run_dir: "str | Path") -> Optional[Predictions]:
 
 
 def ensemble_spec(ens_dir: "str | Path") -> Optional[dict]:
-    """An ensemble folder's ``ensemble.json`` (members, method, summary, ...), or None if it has no readable one."""
-    return read_json(Path(ens_dir) / "ensemble.json")
+    """An ensemble folder's ``ensemble.json`` (members, method, summary, ...), or None if it has none.
+
+    Raises:
+        ValueError: an ``ensemble.json`` that is not valid JSON or not a JSON object, naming it and the fix.
+    """
+    fix = "rebuild the ensemble (harness ensemble), or restore the file"
+    return read_json_object(Path(ens_dir) / "ensemble.json", fix)
 
 
 def ensemble_members(ens_dir: "str | Path") -> "list[Path]":
@@ -93,9 +98,12 @@ def run_head(run_dir: "str | Path") -> dict:
 
 
 def run_summary(run_dir: "str | Path") -> dict:
-    """A run's ``metrics.json`` (final metrics, ``command``, ``eval_data``, ...), or ``{}`` if it has none."""
-    path = Path(run_dir) / "metrics.json"
-    return json.loads(path.read_text()) if path.is_file() else {}
+    """A run's ``metrics.json`` (final metrics, ``command``, ``eval_data``, ...), or ``{}`` if it has none.
+
+    Raises:
+        ValueError: a ``metrics.json`` that is not valid JSON or not a JSON object, naming it and the fix.
+    """
+    return read_json_object(Path(run_dir) / "metrics.json") or {}
 
 
 def method_name(head: dict) -> str:
@@ -111,8 +119,6 @@ def method_name(head: dict) -> str:
 def clean_data(data: DataConfig) -> DataConfig:
     """The same data with the clean labels: cifar10n's ``clean`` label set, no synthetic label noise
     (synthetic noise is applied to the training split only; see ``harness.upstream.train``)."""
-    from dataclasses import replace
-
     return replace(data, label_set="clean", label_noise={})
 
 
@@ -120,8 +126,11 @@ def noise_transition(run_dir: "str | Path") -> Optional[np.ndarray]:
     """The empirical label-noise transition T ``[K, K]`` (T[c, j] = P(noisy j | clean c)) of a run's
     training split: the one its synthetic noise recorded in ``run.json``, or, for a cifar10n run on
     human labels, clean against the run's label set on the training images; None for clean labels.
+
+    Raises:
+        ValueError: a ``run.json`` that is not valid JSON or not a JSON object, naming it and the fix.
     """
-    meta = json.loads((Path(run_dir) / "run.json").read_text()) if (Path(run_dir) / "run.json").is_file() else {}
+    meta = read_json_object(Path(run_dir) / "run.json") or {}
     noise = meta.get("label_noise") or {}
     if noise.get("transition") and noise.get("kind", "none") != "none":
         return np.asarray(noise["transition"], dtype=np.float64)
@@ -178,32 +187,56 @@ def data_from_file(path: "str | Path", overrides: "tuple[str, ...]" = (), flag: 
     return cfg
 
 
-def check_distinct_folders(folders: "Sequence[str | Path]", what: str, why: str) -> None:
-    """The same folder may not be given twice: not the same folder (after resolving links and relative paths), nor
-    two folders holding the same ``predictions.npz`` bytes (a copied run folder: the same model twice). ``what`` names
-    an item (``member``), ``why`` says why each counts once (``an ensemble counts each model once``).
+def predictions_key(preds: Predictions) -> str:
+    """A digest of what a model predicted: the logits ``[N, K]`` (as float64) and the targets, in the order of the
+    example index (:meth:`Predictions.load` sorts them), so a re-saved or re-predicted copy has the same key."""
+    digest = hashlib.sha256()
+    for array in (np.asarray(preds.logits, dtype=np.float64), np.asarray(preds.targets)):
+        digest.update(f"{array.dtype.str}{array.shape}".encode())
+        digest.update(np.ascontiguousarray(array).tobytes())
+    return digest.hexdigest()
+
+
+def check_distinct_predictions(preds: "Iterable[Predictions]", what: str, why: str) -> None:
+    """No two of ``preds`` are identical (:func:`predictions_key`): the one check of ``harness report`` and
+    ``harness ensemble`` that a model is not counted twice. Each is named by its ``source``; ``what`` names an item
+    (``member``), ``why`` says why each counts once (``an ensemble counts each model once``). ``preds`` may be a
+    generator: only each one's digest is kept.
 
     Raises:
-        ValueError: a folder given twice, or two folders with identical predictions.npz, naming both and the fix.
+        ValueError: two identical predictions, naming both sources and the fix.
     """
-    from harness.data.cache import file_digest
+    seen: "dict[str, str]" = {}
+    for p in preds:
+        key = predictions_key(p)
+        if key in seen:
+            raise ValueError(
+                f"{what}s {seen[key]!r} and {p.source!r} have identical predictions: the same model twice (a copied "
+                f"folder, or two methods or seeds with the same settings); {why}: keep one of them"
+            )
+        seen[key] = p.source
 
+
+def check_distinct_folders(folders: "Sequence[str | Path]", what: str, why: str, predictions: bool = True) -> None:
+    """The same folder may not be given twice: not the same folder (after resolving links and relative paths), nor
+    (with ``predictions``) two folders whose ``predictions.npz`` hold identical predictions
+    (:func:`check_distinct_predictions`: the same arrays, however the file was written). ``what`` names an item
+    (``member``), ``why`` says why each counts once (``an ensemble counts each model once``). The predictions are
+    read one folder at a time.
+
+    Raises:
+        ValueError: a folder given twice, two folders with identical predictions, or a predictions.npz that is not a
+            predictions file, naming the folders and the fix.
+    """
     seen: "dict[Path, Path]" = {}
-    digests: "dict[str, Path]" = {}
     for f in map(Path, folders):
         key = f.resolve()
         if key in seen:
             raise ValueError(f"{what} {str(f)!r} is given twice (also as {str(seen[key])!r}); {why}: remove the repeat")
         seen[key] = f
-        if not (f / "predictions.npz").is_file():
-            continue  # not a run or ensemble folder: its own check names it
-        digest = file_digest(f / "predictions.npz")
-        if digest in digests:
-            raise ValueError(
-                f"{what}s {str(digests[digest])!r} and {str(f)!r} have identical predictions: the same model twice "
-                f"(the same predictions.npz bytes: a copied folder); {why}: remove the copy"
-            )
-        digests[digest] = f
+    if predictions:  # a folder without predictions.npz is not a run or ensemble folder: its own check names it
+        found = [f for f in map(Path, folders) if (f / "predictions.npz").is_file()]
+        check_distinct_predictions((Predictions.load(f) for f in found), what, why)
 
 
 def eval_batches(
@@ -375,29 +408,38 @@ def covariance_analysis(
     return result
 
 
-def export_run(run_dir: "str | Path", out: "str | Path", **kwargs: Any) -> Path:
+def export_run(run_dir: "str | Path", out: "str | Path", overwrite: bool = False, **kwargs: Any) -> Path:
     """Export a run folder's ``model.pt`` with ``save_pretrained``: ``trained_on`` from its ``config.yaml`` data
     section (:data:`harness.export_rules.DATA_KEYS`, no paths), ``metrics`` from its ``metrics.json`` (and ``heldout_metrics`` as
     ``heldout_<name>``), the class names of its ``run.json`` as timm's ``label_names``; ``kwargs`` as
-    ``save_pretrained`` (``push_to_hub=True, repo_id=...``).
+    ``save_pretrained`` (``push_to_hub=True, repo_id=...``; :func:`harness.hub.save_options`). An export already in
+    ``out`` is written again only if it holds this run's weights, unless ``overwrite`` (replace an export of another
+    model).
 
     Raises:
-        FileNotFoundError: not a run folder. ValueError: see :meth:`harness.models.Classifier.save_pretrained`.
+        FileNotFoundError: not a run folder. ValueError: an unknown keyword argument, or a hub option without
+            ``push_to_hub=True`` (:func:`harness.hub.check_save_options`); a metrics.json or run.json that is not a
+            JSON object; an export of another model in ``out`` without ``overwrite``
+            (:func:`harness.hub.check_same_export`); see :meth:`harness.models.Classifier.save_pretrained`.
     """
+    from harness import hub
     from harness.export_rules import DATA_KEYS
     from harness.models import load_model
 
+    hub.check_save_options(kwargs, "export_run")
     run_dir = Path(run_dir)
     model = load_model(run_dir / "model.pt")  # a FileNotFoundError names a folder without model.pt
     data = OmegaConf.to_container(OmegaConf.load(run_dir / "config.yaml"), resolve=True).get("data") or {}
     trained_on = {k: data[k] for k in DATA_KEYS if k in data}
     if "image_size" not in trained_on:
         trained_on["image_size"] = 32
-    recorded = read_json(run_dir / "metrics.json") or {}
+    recorded = run_summary(run_dir)
     metrics = dict(recorded.get("metrics") or {})
     metrics.update({f"heldout_{k}": v for k, v in (recorded.get("heldout_metrics") or {}).items()})
-    names = (read_json(run_dir / "run.json") or {}).get("class_names")
+    names = (read_json_object(run_dir / "run.json") or {}).get("class_names")
     if names:
         model.card_info["label_names"] = [str(n) for n in names]
+    if not overwrite:
+        hub.check_same_export(model, out, str(run_dir / "model.pt"))
     model.save_pretrained(out, trained_on=trained_on, metrics=metrics, **kwargs)
     return Path(out)

@@ -66,3 +66,21 @@ def _load_state_dict_tau(tmp):
         model.load_state_dict({**state, "1.fixed_temperature": torch.tensor(-1.0)})
     finally:
         assert torch.equal(model[1].fixed_temperature, before)  # refused before anything was loaded
+
+
+@bad_input(
+    "export",
+    "Classifier.save_pretrained(DIR, push_to_hb=True) (audit8 E30, the model's own save: a typo dropped)",
+    ValueError,
+    r"save_pretrained got unknown keyword argument\(s\) push_to_hb: it takes .*push_to_hub.*check the spelling",
+)
+def _save_pretrained_typo(tmp):
+    from bad_inputs_schemas import _export
+
+    from harness.models import Classifier
+
+    model = Classifier.from_pretrained(_export(tmp, lambda c: None))
+    try:
+        model.save_pretrained(tmp / "again", push_to_hb=True)
+    finally:
+        assert not (tmp / "again").exists(), "an export was written"

@@ -186,6 +186,31 @@ def test_export_run_records_the_data_and_metrics_of_a_run_folder(tmp_path):
     assert Path(tmp_path / "out" / "README.md").read_text().count("heldout_nll") == 1
 
 
+def test_export_run_replaces_only_its_own_export_and_refuses_unknown_options(tmp_path):
+    """Audit 8 E28 (an export of another run replaced without a word) and E30 (``bogus=1`` dropped)."""
+    from harness.runs import export_run
+
+    runs, out = [tmp_path / "a", tmp_path / "b"], tmp_path / "out"
+    for i, run in enumerate(runs):
+        model = _model("none" if i else "diagonal")
+        save_model(model, run / "model.pt")
+        (run / "config.yaml").write_text("data:\n  source: digits\n")
+    export_run(runs[0], out)
+    export_run(runs[0], out)  # the same run again: a rerun
+    before = (out / "model.safetensors").read_bytes()
+    with pytest.raises(ValueError, match=r"holds an export of another model \(a diagonal head.*pass overwrite=True"):
+        export_run(runs[1], out)
+    assert (out / "model.safetensors").read_bytes() == before
+    export_run(runs[1], out, overwrite=True)
+    with torch.no_grad():
+        assert torch.equal(Classifier.from_pretrained(out)(X), model(X))
+    with pytest.raises(ValueError, match=r"unknown keyword argument\(s\) push_to_hb, trained_on: it takes .*repo_id"):
+        export_run(runs[1], tmp_path / "new", push_to_hb=True, trained_on={})
+    with pytest.raises(ValueError, match=r"commit_message, repo_id only act with push_to_hub=True"):
+        export_run(runs[1], tmp_path / "new", repo_id="me/m", commit_message="x")
+    assert not (tmp_path / "new").exists()
+
+
 def _as_int64(folder: Path) -> None:
     """Every floating-point tensor of an export stored as int64 (x100), as audit E13 made it."""
     from safetensors.torch import load_file, save_file

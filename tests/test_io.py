@@ -139,3 +139,17 @@ def test_an_output_folder_of_someone_else_is_refused_and_overwrite_never_replace
     check_output_folder(out, False, ("run.json",), True, "harness upstream", "output_dir")  # beside, not over
     check_output_folder(out, True, ("model.pt",), False, "harness upstream", "output_dir")  # its own output
     assert (out / "model.pt").read_text() == "my model"
+
+
+def test_read_json_object_names_a_damaged_file_and_its_fix(tmp_path):
+    """Audit 8 Q01/Q02: a truncated metrics.json gave an unnamed JSON error, one holding [] an AttributeError."""
+    from harness.io import read_json_object
+
+    path = tmp_path / "metrics.json"
+    assert read_json_object(path) is None
+    path.write_text('{"top1": 1}')
+    assert read_json_object(path) == {"top1": 1}
+    for text, problem in (('{"top1": NaN', "is not valid JSON"), ("[]", "holds an array"), ("null", "holds null")):
+        path.write_text(text)
+        with pytest.raises(ValueError, match=rf"{path} {problem}.*rerun the run, or restore the file"):
+            read_json_object(path)

@@ -114,7 +114,7 @@ def export_model(run_dir: Path, trackers: Sequence[Any]) -> Optional[Path]:
     from harness.runs import export_run
 
     try:
-        folder = export_run(run_dir, run_dir / MODEL_FOLDER)
+        folder = export_run(run_dir, run_dir / MODEL_FOLDER, overwrite=True)  # the run's own export, rewritten
     except (ValueError, OSError) as e:
         print(
             f"[log_model] the model of {run_dir} was not exported ({type(e).__name__}: {str(e)[:300]}); the run is "

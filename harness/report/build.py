@@ -84,7 +84,7 @@ def load_entry(path: "str | Path") -> Entry:
     """A run folder or an ensemble folder (``ensemble.json`` listing its members).
 
     Raises:
-        FileNotFoundError: neither kind of folder.
+        FileNotFoundError: neither kind of folder. ValueError: its metrics.json or ensemble.json is not a JSON object.
     """
     path = Path(path)
     spec = ensemble_spec(path) if (path / "ensemble.json").is_file() else None
@@ -367,7 +367,8 @@ def build(
     Raises:
         FileNotFoundError: a path is neither a run nor an ensemble folder.
         ValueError: a folder given twice (after resolving links and relative paths) or two folders with identical
-            predictions.npz (a copy; :func:`harness.runs.check_distinct_folders`); a report name that is not a
+            predictions (the same arrays: :func:`harness.runs.check_distinct_folders`); a metrics.json or
+            ensemble.json that is not a JSON object (:func:`harness.io.read_json_object`); a report name that is not a
             plain folder name, or a folder that holds files no report wrote, without ``overwrite``
             (:func:`report_folder`); entries
             with different label spaces or evaluation data; an unknown calibrator, netcal missing, or

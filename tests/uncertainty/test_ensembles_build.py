@@ -47,13 +47,37 @@ def test_a_refused_ensemble_writes_nothing(tmp_path, problem):
 
 
 def test_a_refused_rebuild_keeps_the_previous_ensemble(tmp_path):
-    a, b, c = (make_run(tmp_path / n, s) for n, s in (("a", 0), ("b", 1), ("c", 2)))
+    a, b = (make_run(tmp_path / n, s) for n, s in (("a", 0), ("b", 1)))
     build_ensemble([a, b], tmp_path / "ens")
     before = {f.name: f.read_bytes() for f in (tmp_path / "ens").iterdir()}
-    make_run(c, 2, class_names=["c0", "c1", "c2", "c3", "other"])
+    make_run(b, 1, class_names=["c0", "c1", "c2", "c3", "other"])  # the same members, rebuilt after b changed
     with pytest.raises(ValueError, match="class 4 is 'other' vs 'c4'"):
-        build_ensemble([a, c], tmp_path / "ens")
+        build_ensemble([a, b], tmp_path / "ens")
     assert {f.name: f.read_bytes() for f in (tmp_path / "ens").iterdir()} == before
+
+
+def test_an_ensemble_of_other_members_or_settings_is_never_replaced(tmp_path):
+    """Audit 8 N03: an ensemble of other members replaced the one in --out (and left its shift/ sets behind)."""
+    a, b, c = (make_run(tmp_path / n, s) for n, s in (("a", 0), ("b", 1), ("c", 2)))
+    out = tmp_path / "ens"
+    build_ensemble([a, b], out)
+    (out / "shift").mkdir()
+    before = {f.name: f.read_bytes() for f in out.iterdir() if f.is_file()}
+    for members, options, problem in (
+        ([a, c], {}, r"members .*/a, .*/b \(now .*/a, .*/c\)"),
+        ([a, c], {"overwrite": True}, "even with --overwrite"),
+        ([a, b], {"from_checkpoints": True, "repredict": Predictions.load}, r"from_checkpoints False \(now True\)"),
+        ([a, b], {"data": "other data"}, r"data 'synthetic' \(now 'other data'\)"),
+    ):
+        with pytest.raises(
+            ValueError, match=rf"--out {out} holds another ensemble \(.*{problem}.*remove {out} yourself"
+        ):
+            build_ensemble(members, out, **options)
+        assert {f.name: f.read_bytes() for f in out.iterdir() if f.is_file()} == before
+    build_ensemble([b, tmp_path / "b" / ".." / "a"], out)  # the same members, in another order and spelling: a rerun
+    (out / "ensemble.json").write_text("[]")
+    with pytest.raises(ValueError, match=r"ensemble\.json holds an array where a JSON object .* choose another --out"):
+        build_ensemble([a, b], out)
 
 
 def test_the_same_member_twice_is_refused_however_it_is_spelled(tmp_path, monkeypatch):
