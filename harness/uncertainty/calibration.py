@@ -10,6 +10,7 @@ from dataclasses import replace
 import numpy as np
 
 import harness.uncertainty.metrics as M
+from harness.heads.options import TEMPERATURE_RULE, temperature_in_range
 from harness.uncertainty.multilabel import labelled_examples
 from harness.uncertainty.predictions import Predictions
 
@@ -25,7 +26,8 @@ def fit_temperature(preds: Predictions, bounds: "tuple[float, float]" = (1e-3, 1
 
     Raises:
         TypeError: ``preds`` not a :class:`Predictions` (e.g. a logits array).
-        ValueError: multi-label targets that are not 0/1 or without any positive label.
+        ValueError: ``bounds`` not two temperatures (each :data:`harness.heads.options.TEMPERATURE_RULE`) with
+            lower < upper, or multi-label targets that are not 0/1 or without any positive label.
     """
     from scipy.optimize import minimize_scalar
 
@@ -36,6 +38,7 @@ def fit_temperature(preds: Predictions, bounds: "tuple[float, float]" = (1e-3, 1
             "[str(k) for k in range(logits.shape[1])], 'softmax') (from harness.uncertainty import Predictions) "
             "or load a run's with Predictions.load(path)"
         )
+    _check_bounds(bounds)
     logits, targets = preds.logits, preds.targets
     if preds.multilabel:
         logits, targets = labelled_examples(logits, targets)
@@ -56,6 +59,29 @@ def fit_temperature(preds: Predictions, bounds: "tuple[float, float]" = (1e-3, 1
     return float(np.exp(minimize_scalar(nll, bounds=(lo, hi), method="bounded", options={"xatol": 1e-6}).x))
 
 
+def _check_bounds(bounds: object) -> None:
+    """Refuse ``bounds`` unless two temperatures (:func:`harness.heads.options.temperature_in_range`), lower < upper."""
+    try:
+        lo, hi = bounds  # type: ignore[misc]
+    except (TypeError, ValueError):
+        lo = hi = None
+    if not (temperature_in_range(lo) and temperature_in_range(hi)) or not lo < hi:
+        raise ValueError(
+            f"bounds must be (lower, upper) temperatures, each {TEMPERATURE_RULE}, with lower < upper; got "
+            f"bounds={str(bounds)[:80]}; the default (1e-3, 1e3) covers every useful temperature"
+        )
+
+
 def scale(preds: Predictions, temperature: float) -> Predictions:
-    """``logits / temperature``."""
+    """``logits / temperature`` (for a fitted temperature, :func:`fit_temperature`).
+
+    Raises:
+        ValueError: ``temperature`` not :data:`harness.heads.options.TEMPERATURE_RULE` (0 gives ±inf logits, a
+            negative one flips the ranking, NaN gives NaN).
+    """
+    if not temperature_in_range(temperature):
+        raise ValueError(
+            f"temperature must be {TEMPERATURE_RULE}, got temperature={temperature!r}; pass the T that "
+            "fit_temperature(heldout_predictions) returns"
+        )
     return replace(preds, logits=preds.logits / temperature, source=f"{preds.source} (T={temperature:.3f})")

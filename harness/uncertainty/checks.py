@@ -6,14 +6,21 @@ Every public metric refuses, with a ``ValueError`` that names the fix,
   ``[N, K]`` multi-hot targets (multi-label); labels whose count differs from N;
 - labels of a non-integer dtype (floats, bools) or outside ``[0, K)``;
 - log-probabilities whose rows do not normalise, ``|Σ_k p_k - 1| > NORM_TOL`` (raw logits land
-  here: pass ``log_softmax(logits)``); exact zeros (``log p = -inf``) are fine;
+  here: pass ``log_softmax(logits)``); exact zeros (``log p = -inf``) are fine; float16 / bfloat16 input gets the
+  tolerance of its rounding (:func:`norm_tol`);
 - confidences outside ``[0, 1]`` and correctness values other than 0/1;
-- multi-label targets with values other than 0 and 1 (soft labels, class indices).
+- multi-label targets with values other than 0 and 1 (soft labels, class indices);
+- complex dtypes (the imaginary part would be dropped) and torch tensors on the meta device (no data), naming
+  the argument. bfloat16 / float16 tensors are taken (widened to float32, then float64): :func:`as_float64`, the
+  one conversion.
+
+The uncertainty scores of :mod:`harness.uncertainty.ood` read the same rules (:func:`check_log_prob_matrix`,
+:func:`check_correct`).
 
 NaN: never scored. A NaN anywhere in the scored input (log-probabilities, logits, confidences,
 targets) raises ``ValueError`` naming how many rows hold one and the first; no metric returns a
 number (or NaN) computed from NaN inputs. The transforms ``log_softmax`` / ``log_sigmoid`` of the metrics module
-propagate NaN like NumPy.
+propagate NaN like NumPy (the checks above then refuse it); ``log_softmax`` refuses ``+inf`` logits.
 
 The checks are one extra pass over the ``[N, K]`` input (row sums of float32 ``exp``, or NaN and
 0/1 tests for multi-label inputs), in row chunks of about 32 MB of temporaries: measured at
@@ -32,18 +39,56 @@ NORM_TOL = 1e-3  # |Σ_k p_k - 1| allowed for "normalised" (float32 round-off pa
 CHUNK_ELEMENTS = 1 << 22  # elements per chunk of the normalisation check (32 MB of float64)
 
 
-def as_float64(x: Any, dtype=np.float64) -> np.ndarray:
-    """A NumPy array or torch tensor (any shape) as a float64 NumPy array."""
+def _to_numpy(x: Any, name: str) -> np.ndarray:
+    """``x`` (a NumPy array, torch tensor or nested list) as a NumPy array, the one conversion of every metric input.
+
+    bf16 and half tensors (which NumPy cannot hold) are widened to float32 first; meta tensors (no data) and complex
+    values (whose imaginary part would be dropped) are refused.
+
+    Raises:
+        ValueError: a meta tensor, or a complex dtype (naming ``name``).
+    """
     if hasattr(x, "detach"):
-        x = x.detach().cpu().numpy()
-    return np.asarray(x, dtype=dtype)
+        if getattr(x, "is_meta", False):
+            raise ValueError(
+                f"{name} is a tensor on the meta device (shape {tuple(x.shape)}, no data): there is nothing to score; "
+                "pass the real predictions (run the model on a CPU or GPU device)"
+            )
+        if x.is_complex():
+            raise _complex(name, x.dtype)
+        x = x.detach()
+        if x.is_floating_point() and x.element_size() < 4:  # bfloat16, float16: no NumPy bfloat16
+            x = x.float()
+        x = x.cpu().numpy()
+    a = np.asarray(x)
+    if a.dtype.kind == "c":
+        raise _complex(name, a.dtype)
+    return a
 
 
-def as_array(x: Any) -> np.ndarray:
-    """As an array, keeping the dtype (to tell integer labels from float ones)."""
-    if hasattr(x, "detach"):
-        x = x.detach().cpu().numpy()
-    return np.asarray(x)
+def _complex(name: str, dtype: Any) -> ValueError:
+    return ValueError(
+        f"{name} has the complex dtype {dtype}: predictions must be real numbers (the imaginary part would be "
+        f"dropped); pass {name}.real if that is intended"
+    )
+
+
+def as_float64(x: Any, name: str = "input") -> np.ndarray:
+    """A NumPy array or torch tensor (any shape; float16/bfloat16 tensors too) as a float64 NumPy array.
+
+    Raises:
+        ValueError: a meta tensor or a complex dtype (naming ``name``, :func:`_to_numpy`).
+    """
+    return _to_numpy(x, name).astype(np.float64, copy=False)
+
+
+def as_array(x: Any, name: str = "input") -> np.ndarray:
+    """As an array, keeping the dtype (to tell integer labels from float ones); bf16/half tensors become float32.
+
+    Raises:
+        ValueError: a meta tensor or a complex dtype (naming ``name``, :func:`_to_numpy`).
+    """
+    return _to_numpy(x, name)
 
 
 def no_examples(what: str) -> ValueError:
@@ -54,7 +99,7 @@ def no_examples(what: str) -> ValueError:
 
 def check_labels(labels: Any, n: int, num_classes: int) -> np.ndarray:
     """``[N]`` int64 class indices in ``[0, K)``, one per row of the scores."""
-    y = as_array(labels)
+    y = as_array(labels, "labels")
     if y.ndim != 1:
         raise ValueError(
             f"labels must be a 1-D array of class indices [N], got shape {y.shape}; multi-hot "
@@ -104,21 +149,61 @@ def row_prob_sums(lp: np.ndarray) -> np.ndarray:
 
 def check_log_probs(log_probs: Any, labels: Any) -> "tuple[np.ndarray, np.ndarray]":
     """(log_probs ``[N, K]`` float64, labels ``[N]`` int64) after every single-label check."""
-    lp = as_float64(log_probs)
-    if lp.ndim != 2:
-        raise ValueError(f"log_probs must be [N, K] (examples x classes), got shape {lp.shape}")
-    if lp.shape[0] == 0:
-        raise no_examples("log_probs")
+    lp = _log_prob_matrix(log_probs, "log_probs")
     y = check_labels(labels, lp.shape[0], lp.shape[1])
+    check_normalised(lp, "log_probs", norm_tol(log_probs, lp.shape[1]))
+    return lp, y
+
+
+def norm_tol(x: Any, num_classes: int) -> float:
+    """The row-sum tolerance for log-probabilities ``x`` as given: ``NORM_TOL``, or for float16 / bfloat16 input
+    ``eps (1 + log K)`` if larger (rounding each log p by eps/2 moves Σ_k p_k by at most H[p] eps/2 <= log K eps/2)."""
+    dtype = getattr(x, "dtype", None)
+    low = dtype is not None and (
+        (hasattr(x, "detach") and x.is_floating_point() and x.element_size() < 4) or dtype == np.float16
+    )
+    if not low:
+        return NORM_TOL
+    eps = float(np.finfo(np.float16).eps) if dtype == np.float16 or str(dtype) == "torch.float16" else 2.0**-7
+    return max(NORM_TOL, eps * (1.0 + float(np.log(max(num_classes, 1)))))
+
+
+def check_log_prob_matrix(log_probs: Any, name: str = "log_probs") -> np.ndarray:
+    """``log_probs`` ``[N, K]`` as float64 after the single-label checks that need no labels (shape, N > 0, no NaN,
+    rows normalised): the rule of :func:`check_log_probs`, for scores computed from log-probabilities alone.
+
+    Raises:
+        ValueError: a bad input (module docstring), naming ``name``.
+    """
+    lp = _log_prob_matrix(log_probs, name)
+    check_normalised(lp, name, norm_tol(log_probs, lp.shape[1]))
+    return lp
+
+
+def _log_prob_matrix(log_probs: Any, name: str) -> np.ndarray:
+    lp = as_float64(log_probs, name)
+    if lp.ndim != 2:
+        raise ValueError(f"{name} must be [N, K] (examples x classes), got shape {lp.shape}")
+    if lp.shape[0] == 0:
+        raise no_examples(name)
+    return lp
+
+
+def check_normalised(lp: np.ndarray, name: str = "log_probs", tol: float = NORM_TOL) -> None:
+    """Refuse NaN and rows of ``lp`` ``[N, K]`` whose probabilities do not sum to 1 (within ``tol``, :func:`norm_tol`).
+
+    Raises:
+        ValueError: NaN, or unnormalised rows (raw logits, missing classes), naming ``name``.
+    """
     sums = row_prob_sums(lp)
     nan = np.isnan(sums)
     if nan.any():
         raise ValueError(
-            f"log_probs holds NaN in {int(nan.sum())} of {len(sums)} rows (first: row "
+            f"{name} holds NaN in {int(nan.sum())} of {len(sums)} rows (first: row "
             f"{int(np.argmax(nan))}); NaN predictions are not scored: find where the model or the "
             "preprocessing produced them (a diverged run, a division by zero)"
         )
-    off = np.abs(sums - 1.0) > NORM_TOL
+    off = np.abs(sums - 1.0) > tol
     if off.any():
         r = int(np.argmax(off))
         if sums[r] > 1:
@@ -129,11 +214,10 @@ def check_log_probs(log_probs: Any, labels: Any) -> "tuple[np.ndarray, np.ndarra
                 "harness.uncertainty.metrics.log_softmax only if that is intended"
             )
         raise ValueError(
-            f"log_probs must be normalised log-probabilities (each row's probabilities sum to 1), but "
+            f"{name} must be normalised log-probabilities (each row's probabilities sum to 1), but "
             f"{int(off.sum())} of {len(sums)} rows do not (first: row {r}, Σ_k p_k = {sums[r]:.4g}); "
             f"{hint}"
         )
-    return lp, y
 
 
 #: the most bins a calibration error may have (each bin is a few float64 arrays' entries; 10**9 bins ran out of memory)
@@ -161,7 +245,7 @@ def check_forecasts(confidence: Any, correct: Any, num_bins: int) -> "tuple[np.n
         ValueError: ``num_bins`` outside [1, MAX_BINS] (:func:`check_num_bins`), or a bad input (module docstring).
     """
     check_num_bins(num_bins)
-    conf, corr = as_float64(confidence), as_float64(correct)
+    conf, corr = as_float64(confidence, "confidence"), as_float64(correct, "correct")
     if conf.ndim != 1 or corr.shape != conf.shape:
         raise ValueError(f"confidence and correct must both be [N], got shapes {conf.shape} and {corr.shape}")
     if not len(conf):
@@ -174,19 +258,29 @@ def check_forecasts(confidence: Any, correct: Any, num_bins: int) -> "tuple[np.n
             f"(first: [{i}] = {conf[i]}); pass the top-label probability max_k p_k (exp of a "
             "log-probability, sigmoid of a logit), not a logit or a NaN"
         )
+    return conf, check_correct(corr)
+
+
+def check_correct(correct: Any) -> np.ndarray:
+    """``correct`` ``[N]`` as float64 if every value is 0 or 1 (bools too): the one rule of correctness values.
+
+    Raises:
+        ValueError: another value (NaN, 2, 0.5), naming the first.
+    """
+    corr = as_float64(correct, "correct")
     bad = ~((corr == 0) | (corr == 1))
     if bad.any():
-        i = int(np.argmax(bad))
+        i = int(np.argmax(bad.ravel()))
         raise ValueError(
-            f"correct must be 0/1 (or bool) per example, got {corr[i]} at [{i}]; pass (prediction == label)"
+            f"correct must be 0/1 (or bool) per example, got {corr.ravel()[i]} at [{i}]; pass (prediction == label)"
         )
-    return conf, corr
+    return corr
 
 
 def check_multilabel(logits: Any, targets: Any) -> "tuple[np.ndarray, np.ndarray]":
     """(logits ``[N, K]`` float64, targets ``[N, K]`` in their own dtype) after every multi-label check,
     before the row rule."""
-    z, t = as_float64(logits), as_array(targets)
+    z, t = as_float64(logits, "logits"), as_array(targets, "targets")
     if z.ndim != 2 or z.shape != t.shape:
         raise ValueError(
             f"logits {z.shape} and multi-hot targets {t.shape} must have the same [N, K] shape; "

@@ -56,21 +56,41 @@ METRICS = {
 
 
 def log_softmax(logits: Any) -> np.ndarray:
-    """Row-wise log-softmax ``[N, K] -> [N, K]``, stable (max subtraction). NaN propagates.
+    """Row-wise log-softmax ``[N, K] -> [N, K]``, stable (max subtraction). NaN propagates (the metrics then refuse
+    it, naming the rows); ``-inf`` logits give probability 0 (log p = -inf).
 
     Raises:
-        ValueError: ``logits`` is not 2-D.
+        ValueError: ``logits`` is not ``[N, K]`` with K >= 1, holds ``+inf`` (a softmax of it is undefined: NaN), has a row of only
+            ``-inf`` (no class has probability), or is complex / a meta tensor (:func:`checks.as_float64`).
     """
-    z = as_float64(logits)
-    if z.ndim != 2:
-        raise ValueError(f"logits must be [N, K] (examples x classes), got shape {z.shape}")
-    z = z - z.max(axis=1, keepdims=True)
+    z = as_float64(logits, "logits")
+    if z.ndim != 2 or z.shape[1] == 0:
+        raise ValueError(f"logits must be [N, K] (examples x classes, K >= 1), got shape {z.shape}")
+    bad = z == np.inf
+    if bad.any():
+        r, c = np.argwhere(bad)[0]
+        raise ValueError(
+            f"logits hold +inf in {int(bad.any(axis=1).sum())} of {len(z)} rows (first: [{r}, {c}]): the softmax of "
+            "+inf is undefined; find where the model overflowed (e.g. float16 logits) or clip the logits"
+        )
+    m = z.max(axis=1, keepdims=True)
+    dead = m[:, 0] == -np.inf
+    if dead.any():
+        raise ValueError(
+            f"logits hold a row of only -inf in {int(dead.sum())} of {len(z)} rows (first: row "
+            f"{int(np.argmax(dead))}): no class has any probability; find where the model produced them"
+        )
+    z = z - m
     return z - np.log(np.exp(z).sum(axis=1, keepdims=True))
 
 
 def log_sigmoid(x: Any) -> np.ndarray:
-    """log σ(x) elementwise (any shape), stable for large |x|: -softplus(-x). NaN propagates."""
-    x = as_float64(x)
+    """log σ(x) elementwise (any shape), stable for large |x|: -softplus(-x). NaN propagates; ±inf are fine.
+
+    Raises:
+        ValueError: ``x`` complex or a meta tensor (:func:`checks.as_float64`).
+    """
+    x = as_float64(x, "logits")
     return -np.logaddexp(0.0, -x)
 
 

@@ -35,28 +35,39 @@ from typing import Any, Optional
 
 import numpy as np
 
+from harness.uncertainty.checks import as_float64, check_correct, check_log_prob_matrix
+
 SCORES = ("one_minus_max_prob", "entropy", "mutual_information")
 TPR_LEVEL = 0.95
 
 
-def _log_probs(log_probs: Any) -> np.ndarray:
-    lp = np.asarray(log_probs, dtype=np.float64)
-    if lp.ndim != 2 or lp.shape[0] == 0:
-        raise ValueError(f"expected log-probabilities [N, K] with N > 0, got shape {lp.shape}")
-    return lp
+#: round-off allowed when an entropy is checked against [0, log K] (nats)
+ENTROPY_TOL = 1e-6
 
 
 def entropy(log_probs: Any) -> np.ndarray:
-    """Predictive entropy ``[N]`` in nats of log-probabilities ``[N, K]`` (0 log 0 = 0)."""
-    lp = _log_probs(log_probs)
+    """Predictive entropy ``[N]`` in nats of log-probabilities ``[N, K]`` (0 log 0 = 0).
+
+    Raises:
+        ValueError: ``log_probs`` not ``[N, K]`` normalised log-probabilities with N > 0 (raw logits, NaN; the rule
+            of the metrics, :func:`harness.uncertainty.checks.check_log_prob_matrix`).
+    """
+    return _entropy(check_log_prob_matrix(log_probs))
+
+
+def _entropy(lp: np.ndarray) -> np.ndarray:
     p = np.exp(lp)
     return -np.where(p > 0, p * lp, 0.0).sum(axis=1)
 
 
 def expected_entropy(component_log_probs: Any) -> np.ndarray:
     """E[H] ``[N]``: the mean entropy of M components' log-probabilities ``[M, N, K]`` (members of
-    an ensemble, or MC samples ``[S, N, K]``)."""
-    lp = np.asarray(component_log_probs, dtype=np.float64)
+    an ensemble, or MC samples ``[S, N, K]``).
+
+    Raises:
+        ValueError: not ``[M, N, K]`` with M > 0, or a component that is not normalised log-probabilities.
+    """
+    lp = as_float64(component_log_probs, "component_log_probs")
     if lp.ndim != 3 or lp.shape[0] == 0:
         raise ValueError(f"expected component log-probabilities [M, N, K] with M > 0, got shape {lp.shape}")
     return np.mean([entropy(c) for c in lp], axis=0)
@@ -67,27 +78,56 @@ def mutual_information(mean_log_probs: Any, mean_entropy: Any) -> np.ndarray:
 
     Args:
         mean_log_probs: ``[N, K]`` log of the averaged probability p̄ (ensemble or MC average).
-        mean_entropy: ``[N]`` the mean entropy of the components (:func:`expected_entropy`).
+        mean_entropy: ``[N]`` the mean entropy of the components (:func:`expected_entropy`), each in [0, log K].
+
+    Raises:
+        ValueError: ``mean_log_probs`` not normalised log-probabilities (:func:`entropy`), or ``mean_entropy`` of
+            another shape or with values outside [0, log K] (NaN too).
     """
-    h = entropy(mean_log_probs)
-    e = np.asarray(mean_entropy, dtype=np.float64)
+    return _mutual_information(check_log_prob_matrix(mean_log_probs, "mean_log_probs"), mean_entropy)
+
+
+def _mutual_information(lp: np.ndarray, mean_entropy: Any) -> np.ndarray:
+    h, k = _entropy(lp), lp.shape[1]
+    e = as_float64(mean_entropy, "mean_entropy")
     if e.shape != h.shape:
-        raise ValueError(f"mean entropy of shape {e.shape} for {h.shape[0]} examples")
+        raise ValueError(
+            f"mean_entropy of shape {e.shape} for {h.shape[0]} examples: give one mean entropy per row ([N])"
+        )
+    high = float(np.log(k))
+    bad = ~((e >= -ENTROPY_TOL) & (e <= high + ENTROPY_TOL))  # NaN is bad too
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise ValueError(
+            f"mean_entropy must be entropies in nats in [0, log K] = [0, {high:.4g}] (K = {k}), but {int(bad.sum())} "
+            f"of {len(e)} are not (first: [{i}] = {e[i]}); pass expected_entropy(component_log_probs) of the "
+            "components' normalised log-probabilities"
+        )
     return np.maximum(h - e, 0.0)
 
 
 def uncertainty_scores(log_probs: Any, mean_entropy: Optional[Any] = None) -> "dict[str, np.ndarray]":
     """``one_minus_max_prob``, ``entropy`` and, when the components' mean entropy is given,
-    ``mutual_information``; each ``[N]``, higher = more uncertain."""
-    lp = _log_probs(log_probs)
-    out = {"one_minus_max_prob": 1.0 - np.exp(lp.max(axis=1)), "entropy": entropy(lp)}
+    ``mutual_information``; each ``[N]``, higher = more uncertain.
+
+    Raises:
+        ValueError: as :func:`entropy` and :func:`mutual_information`.
+    """
+    lp = check_log_prob_matrix(log_probs)
+    out = {"one_minus_max_prob": 1.0 - np.exp(lp.max(axis=1)), "entropy": _entropy(lp)}
     if mean_entropy is not None:
-        out["mutual_information"] = mutual_information(lp, mean_entropy)
+        out["mutual_information"] = _mutual_information(lp, mean_entropy)
     return out
 
 
 def _scores(score_in: Any, score_out: Any) -> "tuple[np.ndarray, np.ndarray]":
-    a, b = np.asarray(score_in, dtype=np.float64).ravel(), np.asarray(score_out, dtype=np.float64).ravel()
+    a, b = as_float64(score_in, "score_in"), as_float64(score_out, "score_out")
+    for name, x in (("score_in", a), ("score_out", b)):
+        if x.ndim != 1:
+            raise ValueError(
+                f"{name} must be a 1-D array of per-example uncertainties [N], got shape {x.shape}; pass one score "
+                "(e.g. uncertainty_scores(log_probs)['entropy']), not the log-probabilities or a stack of scores"
+            )
     if not len(a) or not len(b):
         raise ValueError(
             f"OOD detection needs in-distribution and OOD examples, got {len(a)} and {len(b)}: give a "
@@ -129,7 +169,7 @@ def ood_metrics(score_in: Any, score_out: Any) -> "dict[str, float]":
         ``auroc``, ``aupr_in``, ``aupr_out``, ``fpr95`` (all in [0, 1]; higher is better except FPR).
 
     Raises:
-        ValueError: either side empty, or a non-finite score.
+        ValueError: either side empty or not 1-D (naming it and its shape), or a non-finite score.
     """
     from sklearn.metrics import average_precision_score, roc_auc_score
 
@@ -156,10 +196,11 @@ def risk_coverage(confidence: Any, correct: Any) -> "tuple[np.ndarray, np.ndarra
         most confident examples, ties accepted in random order (see the module docstring).
 
     Raises:
-        ValueError: empty input, lengths that differ or non-finite confidences.
+        ValueError: empty input, lengths that differ, non-finite confidences, or ``correct`` values other than 0/1
+            (the rule of the metrics, :func:`harness.uncertainty.checks.check_correct`).
     """
-    c = np.asarray(confidence, dtype=np.float64).ravel()
-    err = 1.0 - np.asarray(correct, dtype=np.float64).ravel()
+    c = as_float64(confidence, "confidence").ravel()
+    err = 1.0 - check_correct(correct).ravel()
     if not len(c) or len(c) != len(err):
         raise ValueError(f"risk-coverage needs one correctness value per confidence, got {len(c)} and {len(err)}")
     if not np.isfinite(c).all():
@@ -181,5 +222,9 @@ def risk_coverage(confidence: Any, correct: Any) -> "tuple[np.ndarray, np.ndarra
 def aurc(confidence: Any, correct: Any) -> float:
     """Area under the risk-coverage curve: the mean selective risk over coverages k/N, k = 1..N
     (Geifman, Uziel & El-Yaniv 2019). Lower is better; an ideal ordering gives
-    e + (1 - e) log(1 - e) for error rate e."""
+    e + (1 - e) log(1 - e) for error rate e.
+
+    Raises:
+        ValueError: as :func:`risk_coverage`.
+    """
     return float(risk_coverage(confidence, correct)[1].mean())

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 import harness.uncertainty.metrics as M
+from harness.heads.options import LINKS
 from harness.io import atomic_write_bytes
 from harness.uncertainty.multilabel import multilabel_metrics, sigmoid_nll
 
@@ -26,10 +27,15 @@ class Predictions:
     Attributes:
         logits: ``[N, K]`` float64 (for het models log p̄, or logit p̄ for the sigmoid link).
         targets: ``[N]`` ints, or ``[N, K]`` multi-hot.
-        index: ``[N]`` example indices in the split.
+        index: ``[N]`` example indices in the split: unique integers (members of an ensemble and compared models
+            are aligned by them).
         class_names: K names.
-        link: ``softmax`` or ``sigmoid``.
+        link: one of :data:`harness.heads.options.LINKS` (``softmax`` or ``sigmoid``).
         source: where they came from (run folder or ensemble).
+
+    Raises:
+        ValueError: (at construction) logits not ``[N, K]``, targets or index not N long, an index that is not 1-D
+            unique integers, a class-name count other than K, or a link the heads do not have.
     """
 
     logits: np.ndarray
@@ -38,6 +44,37 @@ class Predictions:
     class_names: "list[str]"
     link: str
     source: str = ""
+
+    def __post_init__(self) -> None:
+        z = np.asarray(self.logits)
+        if z.ndim != 2:
+            raise ValueError(f"Predictions logits must be [N, K] (examples x classes), got shape {z.shape}")
+        n, k = z.shape
+        if self.link not in LINKS:
+            raise ValueError(
+                f"Predictions link must be one of {', '.join(LINKS)} (the heads' links), got link={self.link!r}; "
+                "pass the link of the head that produced the logits (model.head.link)"
+            )
+        if len(self.class_names) != k:
+            raise ValueError(
+                f"{len(self.class_names)} class_names for {k} classes (logits {z.shape}): give exactly one name "
+                "per logit column, e.g. [str(k) for k in range(logits.shape[1])]"
+            )
+        if len(np.asarray(self.targets)) != n:
+            raise ValueError(f"{len(np.asarray(self.targets))} targets for {n} rows of logits: give one per example")
+        index = np.asarray(self.index)
+        if index.ndim != 1 or len(index) != n or (n and index.dtype.kind not in "iu"):
+            raise ValueError(
+                f"Predictions index must be [N] = [{n}] integer example indices, got shape {index.shape} and dtype "
+                f"{index.dtype}; pass np.arange(N) if the rows are the split in order"
+            )
+        values, counts = np.unique(index, return_counts=True)
+        if len(values) != n:
+            raise ValueError(
+                f"Predictions index holds {int((counts > 1).sum())} repeated example indices (first: "
+                f"{int(values[np.argmax(counts > 1)])}): each row must be a different example (ensembles and "
+                "comparisons align models by index); pass np.arange(N) if the rows are the split in order"
+            )
 
     @property
     def multilabel(self) -> bool:
@@ -49,7 +86,8 @@ class Predictions:
 
         Raises:
             FileNotFoundError: no predictions there.
-            ValueError: a file that is not a predictions file, or whose arrays disagree in N or K.
+            ValueError: a file that is not a predictions file, whose arrays disagree in N or K, that fails the
+                constructor's checks, or holds NaN logits (:meth:`check_finite`); the message starts with the file.
         """
         path = Path(path)
         file = path / "predictions.npz" if path.is_dir() else path
@@ -81,9 +119,30 @@ class Predictions:
                 "--from-checkpoints, or rerun it)"
             )
         order = np.argsort(index, kind="stable")
-        return cls(
-            logits.astype(np.float64)[order], targets[order], index[order], [str(c) for c in names], link, str(path)
-        )
+        try:
+            preds = cls(
+                logits.astype(np.float64)[order], targets[order], index[order], [str(c) for c in names], link, str(path)
+            )
+            preds.check_finite()
+        except ValueError as e:
+            raise ValueError(f"{file}: {e}") from e
+        return preds
+
+    def check_finite(self) -> None:
+        """Refuse NaN logits (and ``+inf`` ones for the softmax link), naming the rows, before any metric.
+
+        Raises:
+            ValueError: NaN (or softmax ``+inf``) logits: a diverged or damaged run.
+        """
+        z = self.logits
+        bad = np.isnan(z) | (z == np.inf) if self.link == "softmax" else np.isnan(z)
+        rows = bad.any(axis=1)
+        if rows.any():
+            raise ValueError(
+                f"logits hold NaN{' or +inf' if self.link == 'softmax' else ''} in {int(rows.sum())} of {len(z)} rows "
+                f"(first: row {int(np.argmax(rows))}); they are not scored: the run diverged or the file was "
+                "edited: re-predict the run (harness ensemble --from-checkpoints, or rerun it)"
+            )
 
     def save(self, path: "str | Path") -> None:
         """Write ``predictions.npz`` atomically (logits as float32)."""

@@ -347,3 +347,24 @@ def test_num_bins_bound_is_inclusive():  # audit7 C04: one bound, MAX_BINS, for 
     for fn in (M.ece, M.mce, M.adaptive_ece, M.rms_calibration_error, M.classwise_ece):
         with pytest.raises(ValueError, match=rf"num_bins must be a whole number in \[1, {MAX_BINS}\]"):
             fn(lp, [0, 2], num_bins=MAX_BINS + 1)
+
+
+def test_log_softmax_refuses_plus_inf_and_keeps_nan_propagation():
+    """audit8 M26: +inf logits (softmax undefined) and rows of only -inf are refused; NaN propagates as documented."""
+    with pytest.raises(ValueError, match=r"logits hold \+inf"):
+        M.log_softmax([[np.inf, 1.0]])
+    with pytest.raises(ValueError, match="a row of only -inf"):
+        M.log_softmax([[-np.inf, -np.inf], [0.0, 1.0]])
+    np.testing.assert_array_equal(M.log_softmax([[-np.inf, 1.0]]), [[-np.inf, 0.0]])
+    assert np.isnan(M.log_softmax([[np.nan, 1.0]])).all()
+
+
+def test_half_precision_tensors_are_scored_within_their_rounding():
+    """audit8 M11: bf16 / float16 log-probability tensors are widened (through float32), with the row tolerance of
+    their rounding; the result is the float64 one up to that rounding."""
+    import torch
+
+    rng = np.random.default_rng(0)
+    lp, y = M.log_softmax(rng.normal(size=(50, 10))), rng.integers(0, 10, 50)
+    for dtype in (torch.bfloat16, torch.float16):
+        assert abs(M.nll(torch.tensor(lp).to(dtype), torch.tensor(y)) - M.nll(lp, y)) < 0.05
