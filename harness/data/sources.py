@@ -22,6 +22,7 @@ import functools
 import io
 import json
 import os
+import re
 import zipfile
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional, Sequence
@@ -282,36 +283,92 @@ def _tfds(cfg: DataConfig, split: str) -> ImageDataset:
 
 
 # ---------------------------------------------------------------------------------------- manifest
-def _manifest_rows(root: Path, split: str) -> "Iterator[tuple[int, str, list[int]]]":
-    """``(line number, image path, label ids)`` of each entry of ``<root>/<split>.jsonl`` or ``.csv``, read line by
-    line (the file is never held whole).
+def _manifest_file(root: Path, split: str) -> Path:
+    """``<root>/<split>.jsonl``, else ``<root>/<split>.csv``.
 
     Raises:
-        ValueError: a line that is not an entry (the message names the file and line).
         FileNotFoundError: neither file exists.
     """
-    jsonl, csv_file = root / f"{split}.jsonl", root / f"{split}.csv"
-    if jsonl.is_file():
-        with open(jsonl, encoding="utf-8") as f:
+    for name in (f"{split}.jsonl", f"{split}.csv"):
+        if (root / name).is_file():
+            return root / name
+    raise FileNotFoundError(f"no {split}.csv or {split}.jsonl in {str(root)!r}")
+
+
+def _label_id(value: Any, where: str) -> int:
+    """One label id of a manifest entry: a JSON integer, or a string of an integer (``2``, ``"2"``, CSV's ``2``).
+
+    Raises:
+        ValueError: a float (``1.7``, ``2.0``), a boolean, or a string that is not an integer (names ``where``,
+            the value and the fix).
+    """
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str) and re.fullmatch(r"\s*[+-]?[0-9]+\s*", value):
+        return int(value)
+    shown = repr(value) if isinstance(value, str) else json.dumps(value)
+    integral = isinstance(value, float) and value.is_integer()
+    fix = f"write {int(value)}" if integral else "write the class id (0, 1, 2, ...) it stands for"
+    raise ValueError(f"{where}: label {shown} is not a class id: label ids must be integers; {fix}")
+
+
+def _manifest_rows(root: Path, split: str) -> "Iterator[tuple[int, str, list[int]]]":
+    """``(line number, image path, label ids)`` of each entry of ``<root>/<split>.jsonl`` or ``.csv``, read line by
+    line (the file is never held whole). A label id is an integer (JSON ``2`` or ``"2"``; CSV ``2``).
+
+    Raises:
+        ValueError: a line that is not an entry, or a label that is not an integer (``1.7``, ``2.0``, ``true``,
+            ``"x"``; the message names the file, line, value and fix).
+        FileNotFoundError: neither file exists.
+    """
+    path = _manifest_file(root, split)
+    with open(path, newline="" if path.suffix == ".csv" else None, encoding="utf-8") as f:
+        if path.suffix == ".jsonl":
             for n, line in enumerate(f, 1):
                 if line.strip():
                     try:
                         rec = json.loads(line)
-                        yield n, str(rec["path"]), [int(v) for v in rec["labels"]]
+                        image, labels = str(rec["path"]), rec["labels"]
+                        if not isinstance(labels, list):
+                            raise TypeError(f"labels is {json.dumps(labels)}, not a list")
                     except (ValueError, KeyError, TypeError) as e:
-                        raise ValueError(f'{jsonl} line {n}: expected {{"path": ..., "labels": [ids]}} ({e})') from e
-    elif csv_file.is_file():
-        with open(csv_file, newline="", encoding="utf-8") as f:
+                        raise ValueError(f'{path} line {n}: expected {{"path": ..., "labels": [ids]}} ({e})') from e
+                    yield n, image, [_label_id(v, f"{path} line {n}") for v in labels]
+        else:
             for n, rec in enumerate(csv.reader(f), 1):
                 if not rec or (n == 1 and rec[0] in ("path", "image", "image_path")):
                     continue
                 ids = rec[1].replace(";", " ").split() if len(rec) > 1 else []
-                try:
-                    yield n, rec[0], [int(v) for v in ids]
-                except ValueError as e:
-                    raise ValueError(f"{csv_file} line {n}: label ids must be integers ({e})") from e
-    else:
-        raise FileNotFoundError(f"no {split}.csv or {split}.jsonl in {str(root)!r}")
+                yield n, rec[0], [_label_id(v, f"{path} line {n}") for v in ids]
+
+
+def _refuse_repeats(root: Path, split: str, keys: np.ndarray, paths: Strings) -> None:
+    """Refuse a manifest that lists one image path (after ``os.path.normpath``) on two lines: it would be trained
+    on twice, with labels that may disagree. ``keys[i]`` is ``hash`` of entry i's normalised path (8 bytes an
+    entry; equal keys are compared as strings, so a hash collision is never refused).
+
+    Raises:
+        ValueError: the first repeated path: the file, both lines and their labels, and the fix.
+    """
+    order = np.argsort(keys, kind="stable")
+    same = np.flatnonzero(keys[order][1:] == keys[order][:-1])
+    pairs = sorted((int(order[j + 1]), int(order[j])) for j in same)  # (later entry, earlier entry), file order
+    for later, earlier in pairs:
+        if os.path.normpath(paths[later]) != os.path.normpath(paths[earlier]):
+            continue  # a hash collision
+        rows = {e: (n, labels) for e, (n, _, labels) in enumerate(_manifest_rows(root, split)) if e in (earlier, later)}
+        (n1, l1), (n2, l2) = rows[earlier], rows[later]
+        fix = (
+            f"delete line {n2} (an image listed twice is trained on twice)"
+            if sorted(l1) == sorted(l2)
+            else f"keep one line for it, with every label that holds in its list (e.g. {sorted(set(l1 + l2))} "
+            "if both do: several labels in one line's list make a multi-label set)"
+        )
+        also = "" if paths[later] == paths[earlier] else f" (as {paths[earlier]!r})"
+        raise ValueError(
+            f"{_manifest_file(root, split)}: image path {paths[later]!r} is listed twice, on line {n1}{also} (labels "
+            f"{l1}) and line {n2} (labels {l2}); list each image once: {fix}"
+        )
 
 
 def _resolver(root: Path) -> "Callable[[str], str]":
@@ -338,9 +395,16 @@ def _manifest(cfg: DataConfig, split: str) -> ImageDataset:
     Memory is flat in the number of entries: the file is read line by line into columns (the paths as one UTF-8
     buffer and offsets, :class:`~harness.data.dataset.Strings`; the label sets as CSR arrays,
     :class:`~harness.data.dataset.LabelSets`), about (path length + 8 + 8 x labels per entry + 8) bytes an entry,
-    no Python object per entry."""
+    no Python object per entry.
+
+    Raises:
+        ValueError: an entry that is not ``path`` and integer label ids, an image path outside the folder (unless
+            ``data.allow_outside_root``), or one image path listed twice (each message names the file and fix).
+        FileNotFoundError: no ``<split>.csv`` or ``<split>.jsonl``.
+    """
     root = _need_path(cfg, "a folder holding <split>.csv or <split>.jsonl")
     data, ends, ids, sizes = bytearray(), array.array("q", [0]), array.array("q"), array.array("q", [0])
+    keys = array.array("q")  # hash of each normalised path, for :func:`_refuse_repeats`
     inside = os.path.realpath(root)
     resolve = _resolver(root)
     for entry, (_, path, labels) in enumerate(_manifest_rows(root, split), 1):
@@ -355,6 +419,7 @@ def _manifest(cfg: DataConfig, split: str) -> ImageDataset:
                 )
         data += path.encode()
         ends.append(len(data))
+        keys.append(hash(os.path.normpath(path)))
         ids.extend(labels)
         sizes.append(len(labels))
     n = len(ends) - 1
@@ -366,6 +431,7 @@ def _manifest(cfg: DataConfig, split: str) -> ImageDataset:
     paths = Strings(
         np.frombuffer(data, dtype=np.uint8) if data else np.zeros(0, np.uint8), np.frombuffer(ends, dtype=np.int64)
     )
+    _refuse_repeats(root, split, np.frombuffer(keys, dtype=np.int64) if keys else np.zeros(0, np.int64), paths)
     labels = LabelSets(flat, np.cumsum(np.frombuffer(sizes, dtype=np.int64)))
     return ImageDataset(
         FileImages(paths, root),

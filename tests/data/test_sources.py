@@ -63,8 +63,9 @@ def test_tfds_source_reads_real_schema_from_mock_data():
 
 
 def test_manifest_csv_and_label_range(tmp_path):
-    Image.new("RGB", (4, 4)).save(tmp_path / "a.png")
-    (tmp_path / "train.csv").write_text("path,labels\na.png,0 3\na.png,2;1\na.png,\n")
+    for name in "abc":
+        Image.new("RGB", (4, 4)).save(tmp_path / f"{name}.png")
+    (tmp_path / "train.csv").write_text("path,labels\na.png,0 3\nb.png,2;1\nc.png,\n")
     ds = build_split(DataConfig(source="manifest", path=str(tmp_path)), "train")
     assert ds.multilabel and ds.num_classes == 4
     assert ds.targets().tolist() == [[1, 0, 0, 1], [0, 1, 1, 0], [0, 0, 0, 0]]
