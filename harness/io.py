@@ -129,7 +129,23 @@ def _disk_full(path: Path, e: BaseException) -> "OSError | None":
     return None
 
 
+def interrupted(e: BaseException) -> bool:
+    """Whether ``e`` was raised while a Ctrl-C was being handled: a ``KeyboardInterrupt`` in the chain a traceback
+    shows (``__cause__``, else ``__context__`` unless ``raise ... from None`` hid it); ``torch.save`` stopped by
+    one ends with ``RuntimeError: ... unexpected pos``."""
+    seen, chain = e, set()
+    while seen is not None and id(seen) not in chain:
+        if isinstance(seen, KeyboardInterrupt):
+            return True
+        chain.add(id(seen))
+        seen = seen.__cause__ if seen.__cause__ is not None else None if seen.__suppress_context__ else seen.__context__
+    return False
+
+
 def _atomic(path: "str | os.PathLike", write: Callable[[IO[bytes]], None]) -> Path:
+    """The atomic write of every writer here. Stopped by Ctrl-C, whatever error the write then ends with (see
+    :func:`interrupted`), it raises ``KeyboardInterrupt``, so the command ends as any Ctrl-C does; the temporary
+    file is removed and ``path`` keeps its previous content."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -146,6 +162,8 @@ def _atomic(path: "str | os.PathLike", write: Callable[[IO[bytes]], None]) -> Pa
         full = _disk_full(path, e)
         if full is not None:
             raise full from e
+        if not isinstance(e, KeyboardInterrupt) and interrupted(e):
+            raise KeyboardInterrupt from None
         raise
     return path
 

@@ -119,26 +119,13 @@ def resume(t: Training) -> None:
         print(f"{t.run_dir}: resuming at epoch {p.epoch}, batch {p.batch_in_epoch} (step {p.step})")
 
 
-def interrupted(e: BaseException) -> bool:
-    """Whether ``e`` was raised while a Ctrl-C was being handled: a ``KeyboardInterrupt`` in the chain a traceback
-    shows (``__cause__``, else ``__context__`` unless ``raise ... from None`` hid it); ``torch.save`` stopped by
-    one ends with ``RuntimeError: ... unexpected pos``."""
-    seen, chain = e, set()
-    while seen is not None and id(seen) not in chain:
-        if isinstance(seen, KeyboardInterrupt):
-            return True
-        chain.add(id(seen))
-        seen = seen.__cause__ if seen.__cause__ is not None else None if seen.__suppress_context__ else seen.__context__
-    return False
-
-
 def save_state(t: Training) -> None:
     """Write ``checkpoints/last.pt`` (every process's RNG gathered, the file written by the main process), then
     wait for every process.
 
     Raises:
         KeyboardInterrupt: Ctrl-C during the write, whatever error the interrupted ``torch.save`` ended with (the
-            temporary file is removed and the previous ``last.pt`` kept: the command ends as any Ctrl-C does).
+            temporary file is removed and the previous ``last.pt`` kept: :func:`harness.io.interrupted`).
     """
     from accelerate.utils import gather_object
 
@@ -146,33 +133,22 @@ def save_state(t: Training) -> None:
     p: Progress = t.p
     if t.main:
         timing_now = {**p.timing, "wall_seconds": p.timing["wall_seconds"] + time.perf_counter() - p.session_start}
-        try:
-            _write_state(t, rng, timing_now)
-        except Exception as e:
-            if interrupted(e):
-                raise KeyboardInterrupt from None
-            raise
+        atomic_torch_save(
+            {
+                "format": STATE_FORMAT,
+                "model": t.accelerator.unwrap_model(t.model).state_dict(),
+                "optimizer": t.optimizer.state_dict(),
+                "scheduler": t.scheduler.state_dict(),
+                "rng": rng,
+                "epoch": p.epoch,
+                "batch_in_epoch": p.batch_in_epoch,
+                "step": p.step,
+                "history": p.history,
+                "best": p.best,
+                "timing": timing_now,
+                "fewshot": p.fewshot,
+                "stream": t.data.layout,
+            },
+            t.ckpt_dir / "last.pt",
+        )
     t.accelerator.wait_for_everyone()
-
-
-def _write_state(t: Training, rng: list, timing_now: dict) -> None:
-    """``checkpoints/last.pt`` written atomically (a temporary file renamed over it)."""
-    p: Progress = t.p
-    atomic_torch_save(
-        {
-            "format": STATE_FORMAT,
-            "model": t.accelerator.unwrap_model(t.model).state_dict(),
-            "optimizer": t.optimizer.state_dict(),
-            "scheduler": t.scheduler.state_dict(),
-            "rng": rng,
-            "epoch": p.epoch,
-            "batch_in_epoch": p.batch_in_epoch,
-            "step": p.step,
-            "history": p.history,
-            "best": p.best,
-            "timing": timing_now,
-            "fewshot": p.fewshot,
-            "stream": t.data.layout,
-        },
-        t.ckpt_dir / "last.pt",
-    )

@@ -81,7 +81,6 @@ def upstream(
     itself on preemption or timeout and resumes from its last step).
     """
     from harness.config import load_config
-    from harness.upstream.checkpoint import interrupted
     from harness.upstream.config import UpstreamConfig
     from harness.upstream.train import TrainingDiverged, run
 
@@ -109,14 +108,8 @@ def upstream(
             wait or executor == "submitit-local",
             overwrite,
         )
-    except Exception as e:
-        if not isinstance(e, click.exceptions.Exit) and interrupted(
-            e
-        ):  # Ctrl-C in a torch.save (best.pt, model.pt) ends as its "unexpected pos" RuntimeError
-            raise KeyboardInterrupt from None  # harness.cli ends it with exit 130 and how to resume
-        if isinstance(e, (ValueError, OSError, TrainingDiverged)):
-            raise click.ClickException(str(e)) from e
-        raise
+    except (ValueError, OSError, TrainingDiverged) as e:
+        raise click.ClickException(str(e)) from e
 
 
 def _submit(
