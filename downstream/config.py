@@ -18,9 +18,13 @@ import numpy as np
 from harness.downstream.finetune import HEADS, TransferTraining
 from harness.downstream.schedules import SCHEDULES
 from harness.heads.options import TEMPERATURE_RULE, temperature_in_range
-from harness.rules import MAX_LEARNING_RATE, setting
+from harness.rules import MAX_IMAGE_SIDE, MAX_LEARNING_RATE, setting
 from harness.tasks.taskset import TaskData
 from harness.training.precision import canonical
+
+#: the largest side (RESIZE and CROP, pixels) a transfer resizes images to: the one image-side bound
+#: (:data:`harness.rules.MAX_IMAGE_SIDE`, as upstream's ``data.image_size``)
+MAX_RESOLUTION = MAX_IMAGE_SIDE
 
 #: τ grid of a noisy transfer head when none is given. It brackets the temperatures the references settle on
 #: (uncertainty-baselines' CIFAR 1.3, the paper's ImageNet 0.9 and 1.5, Table 7's 1.5) with the ends of the
@@ -127,9 +131,12 @@ class SweepSettings(TransferTraining, TaskData):
         if self.resolution is not None:
             r = self.resolution
             _require(
-                isinstance(r, (list, tuple)) and len(r) == 2 and all(_is_int(v) and v >= 1 for v in r) and r[1] <= r[0],
+                isinstance(r, (list, tuple))
+                and len(r) == 2
+                and all(_is_int(v) and 1 <= v <= MAX_RESOLUTION for v in r)
+                and r[1] <= r[0],
                 f"resolution (--resolution) must be RESIZE,CROP: two whole numbers with "
-                f"1 <= CROP <= RESIZE, e.g. 160,128; got {r!r}",
+                f"1 <= CROP <= RESIZE <= {MAX_RESOLUTION} (pixels), e.g. 160,128; got {r!r}",
             )
             self.resolution = [int(v) for v in r]
         super().__post_init__()  # the rules declared beside the fields, then the data settings (TaskData)

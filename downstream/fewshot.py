@@ -15,7 +15,7 @@ from typing import Callable, Optional, Sequence
 
 import numpy as np
 
-from harness.downstream.config import SweepSettings
+from harness.downstream.config import MAX_RESOLUTION, SweepSettings
 from harness.downstream.sweep import upstream_record
 from harness.downstream.table import _data_text, _model_text
 from harness.io import atomic_write_text, check_output_folder, check_writable, json_dumps, read_json
@@ -38,12 +38,14 @@ def _resolution(resolution: "Optional[int | Sequence[int]]") -> Optional[int]:
     values = [resolution] if isinstance(resolution, (int, np.integer)) else list(resolution)
     if not (
         1 <= len(values) <= 2
-        and all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v >= 1 for v in values)
+        and all(
+            isinstance(v, (int, np.integer)) and not isinstance(v, bool) and 1 <= v <= MAX_RESOLUTION for v in values
+        )
         and values[-1] <= values[0]
     ):
         raise ValueError(
-            f"resolution (--resolution) must be SIZE or RESIZE,CROP: whole numbers >= 1 with CROP <= "
-            f"RESIZE, e.g. 32 or 160,128; got {resolution!r}"
+            f"resolution (--resolution) must be SIZE or RESIZE,CROP: whole numbers in [1, {MAX_RESOLUTION}] (pixels) "
+            f"with CROP <= RESIZE, e.g. 32 or 160,128; got {resolution!r}"
         )
     return int(values[-1])
 

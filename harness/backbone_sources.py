@@ -111,16 +111,31 @@ def check_backbone_builds(backbone: str, kwargs: dict, key: str) -> None:
         _timm_create(name, kwargs, key)
 
 
+#: ``HF_HUB_OFFLINE``'s spellings, any case: on as huggingface_hub reads it (``constants.ENV_VARS_TRUE_VALUES``), and
+#: off (unset or empty too); huggingface_hub takes any other value as off, so a typo would download
+OFFLINE_ON = ("1", "ON", "YES", "TRUE")
+OFFLINE_OFF = ("0", "OFF", "NO", "FALSE")
+
+
 def offline_mode(offline: Optional[bool] = None) -> bool:
     """Whether weights by name come only from the local cache: ``offline`` when given (the user's flag), else the
-    environment's ``HF_HUB_OFFLINE`` (as huggingface_hub reads it: 1, ON, YES or TRUE), read now and as
-    ``huggingface_hub.constants.HF_HUB_OFFLINE`` (read when huggingface_hub was imported)."""
+    environment's ``HF_HUB_OFFLINE`` (:data:`OFFLINE_ON`), read now and as ``huggingface_hub.constants.HF_HUB_OFFLINE``
+    (read when huggingface_hub was imported).
+
+    Raises:
+        ValueError: ``HF_HUB_OFFLINE`` set to a value neither on nor off (:data:`OFFLINE_OFF`), before any download.
+    """
     if offline is not None:
         return bool(offline)
     import huggingface_hub.constants as hub
 
     env = os.environ.get("HF_HUB_OFFLINE", "").strip().upper()
-    return bool(hub.HF_HUB_OFFLINE) or env in ("1", "ON", "YES", "TRUE")
+    if env and env not in OFFLINE_ON + OFFLINE_OFF:
+        raise ValueError(
+            f"HF_HUB_OFFLINE={quote(os.environ['HF_HUB_OFFLINE'], 40)!r} is neither on nor off: set it to 1 (also "
+            f"on, yes, true) to use only the local cache, or 0 (also off, no, false; or unset it) to download"
+        )
+    return bool(hub.HF_HUB_OFFLINE) or env in OFFLINE_ON
 
 
 def source_backbone(

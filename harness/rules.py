@@ -82,6 +82,10 @@ MAX_LEARNING_RATE = 100.0
 LEARNING_RATE = dict(low=0, low_open=True, high=MAX_LEARNING_RATE, note="the references' lie below 1")
 #: the rule of every weight decay (an L2 weight above 1 drives every weight to 0 within a few steps)
 WEIGHT_DECAY = dict(low=0, high=1, note="the references' lie in [1e-5, 0.1]")
+#: the largest image side (pixels) either stage resizes to: upstream's ``data.image_size`` / ``data.eval_resize``,
+#: the transfers' ``--resolution`` (ImageNet-scale models see 224-512 px; a bigger value is a typo that would only
+#: fail when the first image or batch is allocated: a side of 10^5 px is 30 GB an image)
+MAX_IMAGE_SIDE = 1024
 
 
 def setting(default: Any = dataclasses.MISSING, *, default_factory: Any = dataclasses.MISSING, **rule: Any) -> Any:

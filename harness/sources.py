@@ -28,6 +28,7 @@ from harness.weights import (
     check_finite,
     check_timm_name,
     load_weights,
+    local_dir,
     read_config_json,
     read_state,
     split_torchvision,
@@ -49,9 +50,16 @@ def export_source(source: str, offline: Optional[bool] = None) -> Optional[str]:
     (a folder whose ``config.json`` has a ``harness`` section; ``local-dir:`` / ``hf-hub:`` spellings too), else None.
 
     Raises:
-        ValueError: a folder that holds no ``config.json``; an unreadable one (see :func:`harness.backbone_sources.hub_config`).
+        ValueError: a folder that holds no ``config.json``; an unreadable one (see :func:`harness.backbone_sources.hub_config`);
+            a ``local-dir:`` path that is a file (the message names its folder).
     """
     name = str(source)[len(TIMM_PREFIX) :] if str(source).startswith(TIMM_PREFIX) else str(source)
+    if name.startswith(LOCAL_DIR_PREFIX) and local_dir(name).is_file():
+        path = local_dir(name)
+        raise ValueError(
+            f"{source}: {str(path)!r} is a file, and local-dir: takes a folder: give its folder, "
+            f"{LOCAL_DIR_PREFIX}{path.parent} (the folder holding config.json and the weights)"
+        )
     if not _named(name):
         if not Path(name).is_dir():
             return None
@@ -209,7 +217,8 @@ def load_source(
             an unreadable weights file or one with NaN values; weights that do not fit the architecture (the first
             missing and unexpected keys and the shapes that differ); ``weights`` given with a harness model or a
             source that holds its own; a file of a ``save_pretrained`` folder given for the folder; an empty
-            ``local-dir:`` path; ``num_classes`` < 1; ``random_init`` with ``weights`` (the two contradict).
+            ``local-dir:`` path, or one that is a file; ``num_classes`` < 1; ``random_init`` with ``weights``, or with
+            a harness model (which holds trained weights): each pair contradicts itself.
     """
     from harness.models import Classifier, ModelConfig, fresh_head, replace_head
 
@@ -226,6 +235,11 @@ def load_source(
         )
     export = export_source(source, offline)
     if export or not _named(source):
+        if random_init and (export or Path(source).is_file()):
+            raise ValueError(
+                f"--random-init asks for untrained weights but {source} holds trained ones (a harness model): drop "
+                "--random-init, or use timm:NAME for a randomly initialised backbone"
+            )
         if weights is not None:
             raise ValueError(
                 f"--weights goes with a timm:NAME or torchvision:NAME source; {source!r} is a harness "

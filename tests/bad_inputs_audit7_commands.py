@@ -91,9 +91,8 @@ def _cache_read_only(tmp):
     "report",
     "harness report RUN COPY, COPY a cp -r of RUN (audit7 R02: 'over the 2 single models', rc 0)",
     CLI_ERROR,
-    r"folders '.*a' and '.*b' have identical predictions: the same model twice \(the same predictions\.npz bytes: a copied "
-    r"folder\); a report "
-    r"lists each run or ensemble once: remove the copy",
+    r"folders '.*a' and '.*b' have identical predictions: the same model twice \(a copied folder, or two methods or "
+    r"seeds with the same settings\); a report lists each run or ensemble once: keep one of them",
 )
 def _report_copy(tmp):
     make_run(tmp / "a")

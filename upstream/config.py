@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
 from harness.data.config import DataConfig
-from harness.rules import LEARNING_RATE, SEED, WEIGHT_DECAY, Rule, check_rules, setting
+from harness.rules import LEARNING_RATE, MAX_IMAGE_SIDE, SEED, WEIGHT_DECAY, Rule, check_rules, setting
 from harness.training.precision import canonical as canonical_precision
 
 
@@ -177,9 +177,8 @@ class UpstreamConfig:
         return self.output_dir or f"runs/upstream/{self.name}"
 
 
-#: the largest ``data.image_size`` accepted (ImageNet-scale models train at 224-512 px; a bigger value is a typo
-#: that would only fail when the first batch is allocated)
-MAX_IMAGE_SIZE = 1024
+#: the largest ``data.image_size`` accepted: the one image-side bound (:data:`harness.rules.MAX_IMAGE_SIDE`)
+MAX_IMAGE_SIZE = MAX_IMAGE_SIDE
 LOSSES = ("nll", "label_smoothing", "forward")
 #: sources whose splits hold their images in one array (``ImageDataset.pixels``), as
 #: ``input_dependent`` label noise needs

@@ -218,6 +218,11 @@ def report(paths, name, out_root, no_covariance, no_shift, top_pairs, screenshot
     from harness.report.browser import screenshot as take_screenshot
     from harness.report.build import build
 
+    if no_covariance and _given("top_pairs"):
+        raise click.UsageError(
+            f"--top-pairs {top_pairs} sets the pairs of the covariance analysis, which --no-covariance leaves out: "
+            "drop --top-pairs, or drop --no-covariance"
+        )
     try:
         out = build(
             paths,
@@ -237,6 +242,13 @@ def report(paths, name, out_root, no_covariance, no_shift, top_pairs, screenshot
             click.echo(f"wrote {png} ({'x'.join(map(str, png_size(png)))} px)")
     except (ValueError, OSError, RuntimeError) as e:
         raise click.ClickException(str(e)) from e
+
+
+def _given(name: str) -> bool:
+    """Whether the option ``name`` (its parameter name) of the running command was given on the command line (or by
+    an environment variable), not left at its default."""
+    source = click.get_current_context().get_parameter_source(name)
+    return source not in (None, click.core.ParameterSource.DEFAULT, click.core.ParameterSource.DEFAULT_MAP)
 
 
 def _severities(text: str) -> "list[int]":
@@ -308,6 +320,12 @@ def shift(members, more, corruptions, severities, examples, ood, seed, device, o
     from harness.shift.settings import ShiftSettings
     from harness.training.precision import check_device
 
+    named = [c.strip() for c in corruptions.split(",") if c.strip()]
+    if _given("severities") and all(c == "none" for c in named):
+        raise click.UsageError(
+            f"--severities {severities} sets the corrupted sets' severities, and --corruptions {corruptions!r} runs "
+            "no corruption: drop --severities, or name corruptions (e.g. --corruptions gaussian_noise)"
+        )
     settings = ShiftSettings(
         corruptions=[c for c in corruptions.split(",") if c.strip()],
         severities=_severities(severities),

@@ -44,6 +44,25 @@ def _check_sweep_out(out: Path, overwrite: bool) -> None:
     check_output_folder(out, ours, taken, overwrite, "harness downstream", "--out")
 
 
+def _check_executor_options(executor: str, gpus: str, slurm_opts: "tuple[str, ...]") -> None:
+    """Refuse, before any work, ``--gpus`` and ``--slurm`` under an executor that would ignore them: ``--gpus`` is
+    read by ``submitit-local`` only, ``--slurm`` by ``slurm`` (and ``submitit-local``, for ``timeout_min``).
+
+    Raises:
+        click.UsageError: naming the option, its value and the executor it needs.
+    """
+    if gpus and executor != "submitit-local":
+        raise click.UsageError(
+            f"--gpus {gpus} spreads the runs over this machine's GPUs, which only --executor submitit-local does; "
+            f"--executor {executor} would ignore it: add --executor submitit-local, or leave out --gpus"
+        )
+    if slurm_opts and executor == "local":
+        raise click.UsageError(
+            f"--slurm {' '.join(slurm_opts)} describes SLURM jobs, which --executor local (the default: runs in "
+            "this process) does not submit: add --executor slurm, or leave out --slurm"
+        )
+
+
 @click.command()
 @_model_source("--upstream", "upstream_ckpt", "The model", "vtab.md")
 @click.option(
@@ -196,6 +215,7 @@ def downstream(
             )
         return values
 
+    _check_executor_options(executor, gpus, slurm_opts)
     names = [n for t in tasks for n in t.split(",") if n]
     given = {
         "lrs": numbers(lrs, "--lrs", float, "0.001,0.01"),

@@ -16,6 +16,16 @@ EXPERIMENTS = Path(__file__).parent.parent / "experiments"
 MAX_WORKERS = 256
 #: a τ grid's values (the temperature of a softmax or sigmoid)
 TEMPERATURES = TEMPERATURE_RANGE
+#: the upstream settings the experiment sets in every run's config itself (:func:`harness.experiment.plan._plan` puts
+#: them after every override, so an override of one would be lost): key -> where the experiment takes it from
+#: (``{seeds}``: the seeds key of the section the override is in)
+RUN_KEYS = {
+    "seed": "the seeds list ({seeds}: [{value}])",
+    "output_dir": "runs_root=PATH (every run goes to <runs_root>/<name>/upstream/<run>)",
+    "name": "the experiment's name (every run is named <name>_<run>)",
+}
+#: what the runs of an experiment write in ``<runs_root>/<name>/``
+RUN_TREE = ("upstream", "downstream", "ensembles", "sessions.json", "step_cost.json")
 
 
 @dataclass

@@ -104,7 +104,7 @@ def _plan(
                 *exp.upstream_overrides,
                 *overrides,
                 *own.get(method, []),
-                *extra,
+                *extra,  # then the settings of RUN_KEYS (harness.experiment.config), which no override may set
                 f"name={exp.name}_{prefix}{folder}",
                 f"seed={seed}",
                 f"output_dir={path_under(root, 'upstream', prefix + folder)}",

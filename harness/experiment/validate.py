@@ -1,22 +1,25 @@
 """Checking a whole experiment before any work: its settings (methods, seeds, workers, grids, the budget,
 frontier and condition sections), every upstream config of every study (each method, seed and τ, as
 :func:`harness.experiment.plan._plan` builds them), the shift and multi-label studies, the settings that need the
-data's number of classes, the downstream settings and the output folders."""
+data's number of classes, the downstream settings and the output folders (the report's apart from the runs')."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
-from harness.experiment.config import Experiment
-from harness.experiment.plan import _Plan, _plan, check_grid_values
+from harness.experiment.config import RUN_KEYS, RUN_TREE, Experiment
+from harness.experiment.plan import _Plan, _plan, _same_run, check_grid_values
 from harness.heads.variants import has_factors
 from harness.rules import check_rules
 
 
 def validate_experiment(exp: Experiment) -> "dict[str, _Plan]":
     """Check the whole experiment before any work: the rules declared on its fields
-    (:mod:`harness.experiment.config`), then what relates them: methods, seeds, ensembles, every upstream config
-    (each method, seed and τ), the multi-label study and the downstream settings.
+    (:mod:`harness.experiment.config`), then what relates them: methods, seeds, ensembles, the report's folder apart
+    from the runs', no override of a setting the experiment sets per run (:data:`RUN_KEYS`), every upstream config
+    (each method, seed and τ), no two methods with the same runs, the multi-label study and the downstream settings
+    (checked whether or not the stage has tasks).
 
     Returns:
         The plans of the studies (``main``, and ``multilabel`` when it has methods).
@@ -38,6 +41,8 @@ def validate_experiment(exp: Experiment) -> "dict[str, _Plan]":
         check_location(getattr(exp, key), key)
 
     _check_methods_and_seeds(exp)
+    _check_roots(exp)
+    _check_run_keys(exp)
     _check_grids_and_sections(exp)
     root = path_under(exp.runs_root, exp.name)
     plans = {"main": _plan(exp, root, "", exp.methods, exp.seeds, exp.temperature_grid, [], exp.grid_overrides)}
@@ -55,6 +60,8 @@ def validate_experiment(exp: Experiment) -> "dict[str, _Plan]":
                 raise ValueError(
                     f"multilabel study run {folder}: set link: sigmoid in its head (label sets need the sigmoid link)"
                 )
+    for study, plan in plans.items():
+        _check_distinct_methods(plan, "multilabel.methods" if study == "multilabel" else "methods")
     _check_variant_configs(exp, plans["main"])
     _check_classes(plans, exp.confusable_pairs)
     _check_downstream(exp, PRESETS, SweepSettings)
@@ -273,9 +280,8 @@ def _check_classes(plans: "dict[str, _Plan]", confusable_pairs: "list[list[str]]
 
 
 def _check_downstream(exp: Experiment, presets: dict, settings_type: Any) -> None:
-    """The downstream settings, device, task names and all four splits of every task (their data)."""
-    if not exp.downstream.tasks:
-        return
+    """The downstream preset and settings (their keys and values, whether or not the stage runs), then, when it has
+    tasks, the device, task names and all four splits of every task (their data)."""
     from harness.tasks.taskset import check_tasks, expand_tasks
     from harness.training.precision import check_device
 
@@ -287,8 +293,100 @@ def _check_downstream(exp: Experiment, presets: dict, settings_type: Any) -> Non
         raise ValueError(f"downstream.settings: {e}; see harness.downstream.config.SweepSettings for the keys") from e
     except ValueError as e:  # a declared rule: its key is one of downstream.settings
         raise ValueError(f"downstream.settings.{e}") from None
+    if not exp.downstream.tasks:
+        return
     try:
         check_device(settings.device)
         check_tasks(expand_tasks(exp.downstream.tasks), settings)
     except (ValueError, FileNotFoundError) as e:
         raise ValueError(f"downstream: {e}") from e
+
+
+def _override_lists(exp: Experiment) -> "list[tuple[str, list, str]]":
+    """Every list of upstream ``key=value`` overrides in the experiment: (its key, the list, the seeds key of its
+    section)."""
+    ml = exp.multilabel
+    return [
+        ("upstream_overrides", exp.upstream_overrides, "seeds"),
+        ("grid_overrides", exp.grid_overrides, "seeds"),
+        *((f"methods.{m}.overrides", h.get("overrides", []), "seeds") for m, h in exp.methods.items()),
+        ("multilabel.upstream_overrides", ml.upstream_overrides, "multilabel.seeds"),
+        *(
+            (f"multilabel.methods.{m}.overrides", h.get("overrides", []), "multilabel.seeds")
+            for m, h in ml.methods.items()
+        ),
+        *(
+            (f"conditions.{c}.upstream_overrides", s.upstream_overrides, f"conditions.{c}.seeds")
+            for c, s in exp.conditions.items()
+        ),
+        *((f"frontier.schedules.{n}", o, "seeds") for n, o in exp.frontier.schedules.items()),
+    ]
+
+
+def _check_run_keys(exp: Experiment) -> None:
+    """No override list sets a key the experiment sets for every run itself (:data:`RUN_KEYS`: the seed, the run's
+    folder and name), which would be lost without a word.
+
+    Raises:
+        ValueError: naming the list, the override and where to set it instead.
+    """
+    from harness.io import quote
+
+    for where, overrides, seeds in _override_lists(exp):
+        if not isinstance(overrides, (list, tuple)):
+            continue  # not a list: refused with its own message when the runs are planned
+        for o in overrides:
+            key, _, value = str(o).partition("=")
+            if key.strip() in RUN_KEYS:
+                instead = RUN_KEYS[key.strip()].format(seeds=seeds, value=value.strip())
+                raise ValueError(
+                    f"{where} sets {key.strip()} ({quote(str(o), 80)}), which the experiment sets for every run "
+                    f"itself, so it would be ignored: drop it and set {instead}"
+                )
+
+
+def _check_roots(exp: Experiment) -> None:
+    """The report's folder (``<results_root>/<name>``) and the runs' folder (``<runs_root>/<name>``) are apart: not
+    the same folder, the runs not inside the report's folder (it would hold files no report wrote), the report's
+    folder not inside what the runs write (:data:`RUN_TREE`). A report folder elsewhere inside the runs' folder, or
+    roots inside each other with the two folders apart (e.g. ``results_root=<runs_root>/results``), is fine.
+
+    Raises:
+        ValueError: naming both keys, both folders and the fix.
+    """
+    report = (Path(exp.results_root) / exp.name).resolve()
+    runs = (Path(exp.runs_root) / exp.name).resolve()
+    if report == runs:
+        how = "is also the runs' folder"
+    elif runs.is_relative_to(report):
+        how = "holds the runs' folder"
+    elif report.is_relative_to(runs) and report.relative_to(runs).parts[0] in RUN_TREE:
+        how = f"lies in the runs' {report.relative_to(runs).parts[0]} inside"
+    else:
+        return
+    raise ValueError(
+        f"runs_root={exp.runs_root} and results_root={exp.results_root}: the report's folder {report} {how} "
+        f"{runs}, so the report would collide with the runs: give results_root a folder apart from runs_root, "
+        "e.g. runs_root=runs results_root=results"
+    )
+
+
+def _check_distinct_methods(plan: _Plan, key: str) -> None:
+    """No two methods of a study train the same runs (the same head options, overrides and grid): both would be
+    trained and the report would refuse the second as a copy of the first.
+
+    Raises:
+        ValueError: naming both methods and the fix.
+    """
+    runs = {
+        m: [plan.configs[f] for f in (plan.grid[m].values() if m in plan.grid else (f"{m}_s{s}" for s in plan.seeds))]
+        for m in plan.heads
+    }
+    names = list(runs)
+    for i, a in enumerate(names):
+        for b in names[i + 1 :]:
+            if len(runs[a]) == len(runs[b]) and all(_same_run(x, y) for x, y in zip(runs[a], runs[b])):
+                raise ValueError(
+                    f"{key} {a} and {b} have the same settings (head options, overrides and grid), so they would "
+                    "train the same model twice and the report would count it as two: drop one, or make them differ"
+                )

@@ -51,14 +51,30 @@ def _predict(
     return np.concatenate(logits).astype(np.float64), (np.concatenate(ent) if noisy else None)
 
 
+def _check_shift_writable(folder: Path, kind: str) -> Path:
+    """``folder``'s ``shift/`` (where its sets are written), checked to take new files before any prediction
+    (:func:`harness.io.check_writable`); ``kind``: ``run`` or ``ensemble``, for the message.
+
+    Raises:
+        ValueError: naming the folder and the fix.
+    """
+    from harness.io import check_writable
+
+    return check_writable(
+        folder / "shift",
+        f"the {kind} folder {str(folder)!r}: its shift/ (where harness shift writes its sets)",
+        f"make {folder} writable, or copy the {kind} folder to a writable place and pass the copy",
+    )
+
+
 def _check_run(run_dir: Path, settings: ShiftSettings, overwrite: bool = False) -> "tuple[dict, Any, list]":
     """A finished single-label run and settings that fit its data: ``(config, data config, sets)``.
 
     Raises:
         FileNotFoundError: not a run folder, or no ``model.pt``.
         ValueError: a sigmoid (multi-label) model, settings that do not fit (:func:`check_settings`), a subset
-            (``examples``) larger than the split, or a ``shift/`` folder holding files harness shift did not write
-            (without ``overwrite``).
+            (``examples``) larger than the split, a ``shift/`` folder holding files harness shift did not write
+            (without ``overwrite``), or one that cannot be written (:func:`_check_shift_writable`).
     """
     from harness.data.sources import build_split
     from harness.runs import data_config, run_config
@@ -75,7 +91,7 @@ def _check_run(run_dir: Path, settings: ShiftSettings, overwrite: bool = False) 
             f"{run_dir} is a multi-label (sigmoid) model: shift and OOD evaluation covers single-label "
             "softmax models; leave this run out"
         )
-    out = run_dir / "shift"
+    out = _check_shift_writable(run_dir, "run")
     if out.is_dir() and not (out / "shift.json").is_file() and any(out.iterdir()) and not overwrite:
         raise ValueError(
             f"{out} exists and holds files harness shift did not write (no shift.json): move them, or "
@@ -351,6 +367,8 @@ def predict_folders(
             )
     for r in runs:  # every folder is checked before the first (slow) prediction
         _check_run(r, settings, overwrite)
+    for e in ensembles:
+        _check_shift_writable(e, "ensemble")
     results = {r: predict_run(r, settings, progress, device, overwrite) for r in runs}
     out = [results[r] for r in runs if any(r.resolve() == f.resolve() for f in folders)]
     return out + [average_ensemble(e, progress) for e in ensembles]

@@ -102,8 +102,8 @@ def check_settings(settings: ShiftSettings, data: Any = None) -> "list[tuple[str
     image size and the OOD sets' data keys are checked too (their files are read only when used).
 
     Raises:
-        ValueError: unknown corruptions or severities, a negative ``examples``, malformed OOD sets,
-            repeated OOD names, or images smaller than the corruptions accept.
+        ValueError: unknown corruptions or severities, ``none`` named with corruptions, a negative ``examples``,
+            malformed OOD sets, repeated OOD names, or images smaller than the corruptions accept.
     """
     from harness.shift.corruptions import MIN_SIDE, resolve, set_name
 
@@ -111,6 +111,13 @@ def check_settings(settings: ShiftSettings, data: Any = None) -> "list[tuple[str
         check_rules(settings)
     except ValueError as e:
         raise ValueError(f"shift.{e}") from None
+    named = [str(c).strip() for c in settings.corruptions if str(c).strip()]
+    if "none" in named and len(named) > 1:
+        others = ",".join(c for c in named if c != "none")
+        raise ValueError(
+            f"corruptions (--corruptions) {','.join(named)!r} names none (no corrupted set) with corruptions: give "
+            f"none alone for the clean set only, or only the corruptions ({others})"
+        )
     pairs = resolve(settings.corruptions, settings.severities)
     image_size = None if data is None else data.image_size
     if pairs and image_size is not None and image_size < MIN_SIDE:

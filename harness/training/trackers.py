@@ -56,11 +56,19 @@ def check_names(names: Sequence[str], key: str = "--log-with") -> "list[str]":
     """Validate tracker names (no packages needed).
 
     Raises:
-        ValueError: a name accelerate does not know, or a repeated one (the message names ``key`` and the choices).
+        ValueError: a name accelerate does not know, a repeated one, or ``none`` / ``off`` (no tracker) named with
+            trackers (the message names ``key`` and the choices).
     """
     if isinstance(names, str):
         raise ValueError(f"{key} must be a list of tracker names, e.g. [tensorboard, mlflow]; got {names!r}")
     names = [str(n) for n in names]
+    off = [n for n in names if n.lower() in ("none", "off")]
+    if off and len(off) < len(names):
+        trackers = ",".join(n for n in names if n not in off)
+        raise ValueError(
+            f"{key}: {off[0]} (no tracker) cannot be combined with trackers ({', '.join(map(repr, names))}): give "
+            f"{off[0]} alone for no tracking, or only the trackers ({trackers})"
+        )
     unknown = [n for n in names if n not in NAMES]
     if unknown:
         raise ValueError(
