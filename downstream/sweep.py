@@ -69,11 +69,14 @@ def upstream_record(upstream: str, weights: "Optional[str | Path]" = None, rando
 
     Raises:
         FileNotFoundError: no such ``model.pt``, folder or weights file (the message lists every spelling).
+        ValueError: ``local-dir:`` of a file (:func:`harness.sources.check_local_dir`).
     """
     from harness.data.cache import file_digest
+    from harness.sources import check_local_dir
     from harness.weights import HF_HUB_PREFIX, LOCAL_DIR_PREFIX, TIMM_PREFIX, TORCHVISION_PREFIX
 
     text = str(upstream)
+    check_local_dir(text, text)
     if text.startswith(HF_HUB_PREFIX):
         return {"source": text, "weights": None, "sha256": None, "random_init": bool(random_init)}
     folder = Path(text[len(LOCAL_DIR_PREFIX) :] if text.startswith(LOCAL_DIR_PREFIX) else text)

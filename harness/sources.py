@@ -45,6 +45,20 @@ def _named(source: str) -> bool:
     return str(source).startswith((TIMM_PREFIX, TORCHVISION_PREFIX, HF_HUB_PREFIX, LOCAL_DIR_PREFIX))
 
 
+def check_local_dir(name: str, source: str) -> None:
+    """A ``local-dir:`` spelling (``name``, as given in ``source``) must not name a file.
+
+    Raises:
+        ValueError: ``local-dir:<a file>``, naming the file and its folder to give instead.
+    """
+    if name.startswith(LOCAL_DIR_PREFIX) and local_dir(name).is_file():
+        path = local_dir(name)
+        raise ValueError(
+            f"{source}: {str(path)!r} is a file, and local-dir: takes a folder: give its folder, "
+            f"{LOCAL_DIR_PREFIX}{path.parent} (the folder holding config.json and the weights)"
+        )
+
+
 def export_source(source: str, offline: Optional[bool] = None) -> Optional[str]:
     """The folder or hub repository id to give ``Classifier.from_pretrained`` when ``source`` is a harness export
     (a folder whose ``config.json`` has a ``harness`` section; ``local-dir:`` / ``hf-hub:`` spellings too), else None.
@@ -54,12 +68,7 @@ def export_source(source: str, offline: Optional[bool] = None) -> Optional[str]:
             a ``local-dir:`` path that is a file (the message names its folder).
     """
     name = str(source)[len(TIMM_PREFIX) :] if str(source).startswith(TIMM_PREFIX) else str(source)
-    if name.startswith(LOCAL_DIR_PREFIX) and local_dir(name).is_file():
-        path = local_dir(name)
-        raise ValueError(
-            f"{source}: {str(path)!r} is a file, and local-dir: takes a folder: give its folder, "
-            f"{LOCAL_DIR_PREFIX}{path.parent} (the folder holding config.json and the weights)"
-        )
+    check_local_dir(name, source)
     if not _named(name):
         if not Path(name).is_dir():
             return None

@@ -160,6 +160,30 @@ def _import_local_dir_file(tmp):
         assert not (tmp / "imp").exists(), "a run folder was written"
 
 
+@bad_input(
+    "downstream",
+    "harness downstream --upstream local-dir:EXPORT/model.safetensors, the file (audit8 I03: 'no folder at')",
+    CLI_ERROR,
+    r"local-dir:.*model\.safetensors: '.*model\.safetensors' is a file, and local-dir: takes a folder: give its "
+    r"folder, local-dir:.*export",
+)
+def _downstream_local_dir_file(tmp):
+    model = f"local-dir:{_export(tmp, lambda c: None) / 'model.safetensors'}"
+    downstream("--tasks", f"birds={task_folder(tmp)}:5", "--upstream", model)
+
+
+@bad_input(
+    "trackers",
+    "--log-with none,none (audit8 C13: 'unknown tracker(s) 'none'')",
+    ValueError,
+    r"--log-with says no tracker 2 times \(none, none\): give none once",
+)
+def _log_with_none_twice(tmp):
+    from harness.training.trackers import available, parse_log_with
+
+    available(parse_log_with("none,none"), "--log-with")
+
+
 # ------------------------------------------------------------------------------ bounds and late failures (T06, W06, W15)
 @bad_input(
     "fewshot",

@@ -63,6 +63,8 @@ def check_names(names: Sequence[str], key: str = "--log-with") -> "list[str]":
         raise ValueError(f"{key} must be a list of tracker names, e.g. [tensorboard, mlflow]; got {names!r}")
     names = [str(n) for n in names]
     off = [n for n in names if n.lower() in ("none", "off")]
+    if len(off) > 1:
+        raise ValueError(f"{key} says no tracker {len(off)} times ({', '.join(off)}): give {off[0]} once")
     if off and len(off) < len(names):
         trackers = ",".join(n for n in names if n not in off)
         raise ValueError(
