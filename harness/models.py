@@ -189,7 +189,8 @@ class Classifier(
                 (:func:`harness.export_rules.check_card_info`), before anything is written; a keyword argument
                 huggingface_hub would drop (:func:`harness.hub.check_save_options`).
         """
-        hub.check_save_options(kwargs, "save_pretrained")
+        # huggingface_hub's push_to_hub calls this with its own config: every other name is checked
+        hub.check_save_options({k: v for k, v in kwargs.items() if k != "config"}, "save_pretrained")
         config = dataclasses.replace(self.config, head=live_head_options(self.head, self.config.head))
         info = dict(self.card_info)
         info.update({k: v for k, v in (("trained_on", trained_on), ("metrics", metrics)) if v is not None})
