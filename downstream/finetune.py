@@ -93,7 +93,13 @@ class TransferTraining:
         """The rules declared beside the fields (:func:`harness.rules.check_rules`), before any work; then the
         checks of the classes this one is combined with (:class:`harness.tasks.taskset.TaskData` in a sweep)."""
         check_rules(self)
-        if self.micro_batch < self.batch_size and self.batch_size % self.micro_batch:
+        if self.micro_batch > self.batch_size:
+            raise ValueError(
+                f"micro_batch={self.micro_batch} (--micro-batch) is larger than batch_size={self.batch_size} "
+                f"(--batch-size): a forward pass cannot hold more examples than an optimiser step; give "
+                f"--micro-batch at most {self.batch_size}, or a --batch-size of at least {self.micro_batch}"
+            )
+        if self.batch_size % self.micro_batch:
             fits = max(d for d in range(1, self.micro_batch + 1) if self.batch_size % d == 0)
             raise ValueError(
                 f"batch_size={self.batch_size} is not a multiple of micro_batch={self.micro_batch}: a step "

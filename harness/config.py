@@ -26,14 +26,21 @@ _SETTING_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,63}(\.[A-Za-z_][A-Za-z0-9_-
 
 
 def load_config(
-    schema: Type[T], path: "str | Path | None" = None, overrides: Sequence[str] = (), base: "dict | None" = None
+    schema: Type[T],
+    path: "str | Path | None" = None,
+    overrides: Sequence[str] = (),
+    base: "dict | None" = None,
+    distinct: bool = False,
 ) -> T:
     """Schema defaults <- ``base`` dict <- YAML file <- overrides, validated, as a ``schema`` instance. An override
-    ``key={}`` empties a mapping (merging ``{}`` would keep its entries), e.g. ``frontier.schedules={}``.
+    ``key={}`` empties a mapping (merging ``{}`` would keep its entries), e.g. ``frontier.schedules={}``. With
+    ``distinct`` no key may be set twice in ``overrides`` (:func:`check_distinct_keys`): the commands pass True for
+    the user's list (``harness upstream``, ``harness run``); a caller that joins lists, later ones over earlier ones,
+    passes none.
 
     Raises:
         FileNotFoundError: no file at ``path``.
-        ValueError: unknown key, wrong type or malformed override (the message names the key).
+        ValueError: unknown key, wrong type, a key set twice or malformed override (the message names the key).
     """
     layers = [_defaults(schema)]  # OmegaConf.merge copies its first config: the cached defaults stay as they are
     if base is not None:
@@ -47,6 +54,8 @@ def load_config(
     bad = [o for o in overrides if "=" not in o]
     if bad:
         raise ValueError(f"overrides must look like key=value (e.g. optim.lr=0.05), got {quote(str(bad))}")
+    if distinct:
+        check_distinct_keys(overrides, "the overrides")
     for o in overrides:
         try:
             layers.append(OmegaConf.from_dotlist([o]))
@@ -72,7 +81,7 @@ def load_config(
                 f"{schema.__name__} (a key that is not a setting name; the file's content is not shown): "
                 "is it a config file?"
             ) from None
-        raise ValueError(_setting_error(e, key, path, overrides)) from None
+        raise ValueError(_setting_error(e, key, path, overrides, schema)) from None
     except TypeError as e:  # a list where the schema has a mapping (or the reverse): name the layer that brings it
         where = f" {path}" if path else ""
         for i in range(1, len(layers)):
@@ -94,6 +103,56 @@ def load_config(
         ) from e
 
 
+def check_distinct_keys(overrides: Sequence[str], where: str) -> None:
+    """No key is set twice in one list of ``key=value`` overrides (the last would win without a word).
+
+    Raises:
+        ValueError: naming the list (``where``), the key, both settings and the fix.
+    """
+    seen: "dict[str, str]" = {}
+    for o in overrides:
+        key = str(o).split("=", 1)[0].strip()
+        if key in seen:
+            raise ValueError(
+                f"{where} set {key} twice ({quote(seen[key], 80)} and {quote(str(o), 80)}): only the last would "
+                "count; keep one"
+            )
+        seen[key] = str(o)
+
+
+def _declared(schema: type, key: str) -> "tuple[object, object] | None":
+    """(declared type, :class:`harness.rules.Rule` or None) of the setting ``key`` (dotted) of a dataclass ``schema``;
+    None where the key is no field (an entry of a mapping, a list element)."""
+    import dataclasses
+    import typing
+
+    field = None
+    for part in key.split("."):
+        if not dataclasses.is_dataclass(schema):
+            return None
+        field = {f.name: f for f in dataclasses.fields(schema)}.get(part)
+        if field is None:
+            return None
+        schema = typing.get_type_hints(schema).get(part)
+    return schema, field.metadata.get("rule")
+
+
+def _type_fix(declared: "tuple[object, object]") -> str:
+    """The fix for a value of the wrong type, by the setting's declared type (None where no wording fits)."""
+    import typing
+
+    kind, rule = declared
+    args = [a for a in typing.get_args(kind) if a is not type(None)]
+    kind = args[0] if typing.get_origin(kind) is typing.Union and len(args) == 1 else kind
+    choices = getattr(rule, "choices", ())
+    if kind is str:
+        return "it takes a string" + (f": one of {', '.join(choices)}" if choices else "") + ", not a list or mapping"
+    origin = typing.get_origin(kind)
+    return {int: _TYPE_FIXES["Integer"], float: _TYPE_FIXES["Float"], bool: _TYPE_FIXES["valid bool"]}.get(
+        kind, {list: _TYPE_FIXES["ListConfig"], dict: _TYPE_FIXES["Dict["]}.get(origin)
+    )
+
+
 #: OmegaConf's type names in a conversion error, and the fix to print for each
 _TYPE_FIXES = {
     "Integer": "give a whole number, e.g. 3",
@@ -105,9 +164,11 @@ _TYPE_FIXES = {
 }
 
 
-def _setting_error(e: Exception, key: str, path: "str | Path | None", overrides: Sequence[str]) -> str:
+def _setting_error(
+    e: Exception, key: str, path: "str | Path | None", overrides: Sequence[str], schema: "type | None" = None
+) -> str:
     """The message of a setting OmegaConf refused: the key, where the value came from (the override that sets it,
-    else the file) and the fix for the expected type."""
+    else the file) and the fix for the setting's declared type (else for the type OmegaConf names)."""
     first = str(e).splitlines()[0].strip()
 
     def sets(override: str) -> bool:  # the override sets this key, or a key inside it, or it sets a key inside this one
@@ -116,7 +177,8 @@ def _setting_error(e: Exception, key: str, path: "str | Path | None", overrides:
 
     given = [o for o in overrides if sets(o)]
     where = f"override {given[-1]!r}" if given else (f"config {path}" if path else "the defaults")
-    fix = next((f for name, f in _TYPE_FIXES.items() if name in first), "")
+    declared = _declared(schema, key) if schema is not None and key else None
+    fix = (_type_fix(declared) if declared else None) or next((f for n, f in _TYPE_FIXES.items() if n in first), "")
     return quote(f"invalid config ({where}): {key + ': ' if key else ''}{first}{'; ' + fix if fix else ''}", 400)
 
 

@@ -26,6 +26,9 @@ VARIABLES = (
     "TORCH_HOME",
     "TFDS_DATA_DIR",
 )
+#: every set environment variable with this prefix is listed too: they change where the harness reads and writes
+#: (e.g. HARNESS_CACHE)
+HARNESS_PREFIX = "HARNESS_"
 
 
 def _cuda() -> "dict[str, Any]":
@@ -58,7 +61,7 @@ def environment() -> "dict[str, Any]":
     (``lscpu``'s model line, the cores this process may use, torch's threads and kernel level, each of
     :data:`CPU_FLAGS`), ``bf16`` (on the CPU: native or emulated; what ``train.mixed_precision=auto`` becomes on
     the training device), ``cuda`` (:func:`_cuda`), ``load`` (:func:`harness.provenance.machine_load`) and
-    ``variables`` (those of :data:`VARIABLES` that are set).
+    ``variables`` (those of :data:`VARIABLES` that are set, then every set ``HARNESS_*`` variable).
     """
     import torch
 
@@ -83,7 +86,10 @@ def environment() -> "dict[str, Any]":
         },
         "cuda": _cuda(),
         "load": machine_load(),
-        "variables": {v: os.environ[v] for v in VARIABLES if v in os.environ},
+        "variables": {
+            **{v: os.environ[v] for v in VARIABLES if v in os.environ},
+            **{k: x for k, x in sorted(os.environ.items()) if k.startswith(HARNESS_PREFIX)},
+        },
     }
 
 
@@ -131,6 +137,9 @@ def describe(env: "dict[str, Any]") -> str:
         ]
     lines += [
         "environment: "
-        + (", ".join(f"{k}={x}" for k, x in env["variables"].items()) or f"none of {', '.join(VARIABLES)} set")
+        + (
+            ", ".join(f"{k}={x}" for k, x in env["variables"].items())
+            or f"none of {', '.join(VARIABLES)}, {HARNESS_PREFIX}* set"
+        )
     ]
     return "\n".join(lines)

@@ -50,13 +50,18 @@ LAYOUTS = ("timm", "het_head")
 HEAD_PREFIX = "het_head."
 
 
-def prepare_folder(folder: "str | os.PathLike") -> Path:
-    """Check that ``folder`` may take an export: new, empty, or an earlier export (only ``model.safetensors``,
-    ``config.json`` with a ``harness`` section, ``README.md``; its card is removed to be written again).
+def prepare_folder(
+    folder: "str | os.PathLike", model: Optional[torch.nn.Module] = None, overwrite: bool = False
+) -> Path:
+    """Check that ``folder`` may take an export of ``model``: new, empty, or an earlier export (only
+    ``model.safetensors``, ``config.json`` with a ``harness`` section, ``README.md``; its card is removed to be written
+    again) of the same weights (:func:`check_same_export`; any weights with ``overwrite``). The one check of
+    ``save_pretrained`` and of every path through it (``harness.runs.export_run``; huggingface_hub's ``push_to_hub``
+    saves into a new temporary folder).
 
     Raises:
         ValueError: a file, a folder that cannot be written, or one holding files an export did not write (they are
-            never replaced).
+            never replaced); an export of another model without ``overwrite``.
     """
     from harness.io import check_writable
     from harness.weights import read_config_json
@@ -76,6 +81,8 @@ def prepare_folder(folder: "str | os.PathLike") -> Path:
             f"{folder} holds files save_pretrained did not write ({listed}): give a new or empty folder "
             "(an export never replaces other files)"
         )
+    if model is not None and not overwrite:
+        check_same_export(model, folder, "the model being saved")
     card = folder / CARD_FILE
     if card.is_file() and not _card_is_ours_unedited(card):
         raise ValueError(

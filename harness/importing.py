@@ -39,7 +39,9 @@ def import_run(
 
     Raises:
         FileNotFoundError: no model or weights file, or missing data.
-        ValueError: weights that do not fit, a model for another number of classes, an ``out`` holding files of the
+        ValueError: weights that do not fit, a model for other classes (another number of them, or other class
+            names where the model records its own: :func:`harness.model_identity.check_classes_match`, before
+            predicting), an ``out`` holding files of the
             names an import writes (even with ``overwrite``, which the message then does not offer) or other files
             (without ``overwrite``), or one that cannot be written (:func:`harness.io.check_writable`, before any
             work); a ``device`` this machine cannot run on
@@ -50,6 +52,7 @@ def import_run(
 
     from harness.data.cache import file_digest
     from harness.io import RunLock, check_output_folder, check_writable
+    from harness.model_identity import check_classes_match, model_class_names
     from harness.models import save_model
     from harness.progress import Steps
     from harness.runs import predict_model, run_config
@@ -69,6 +72,8 @@ def import_run(
     base = build_split(data, data.eval_split)
     steps.step(f"loading the model {source}" + (f" with {weights}" if weights else ""))
     model = load_classifier(str(source), base.num_classes, weights)
+    names = model_class_names(str(source), model)
+    check_classes_match(str(source), model.head.num_classes, names, base.class_names, base.description)
     # every prediction and its metrics before anything is written: weights that give NaN leave no folder behind
     steps.step(f"predicting {data.eval_split}")
     preds = predict_model(model, data, device=device, source=str(out), base=base, steps=steps)

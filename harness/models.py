@@ -170,6 +170,7 @@ class Classifier(
         *,
         trained_on: Optional[dict] = None,
         metrics: Optional[dict] = None,
+        overwrite: bool = False,
         **kwargs: Any,
     ) -> Optional[str]:
         """Write ``model.safetensors``, ``config.json`` (timm's layout, with the head options as the head has them now
@@ -180,10 +181,12 @@ class Classifier(
 
         Args:
             trained_on: the training data (e.g. ``{"source": "digits", "image_size": 32}``), kept in
-                :attr:`card_info`; ``metrics``: its evaluation metrics (``{"top1": 0.91, ...}``).
+                :attr:`card_info`; ``metrics``: its evaluation metrics (``{"top1": 0.91, ...}``); ``overwrite``: replace
+                an export of other weights in ``save_directory`` (:func:`harness.hub.prepare_folder`).
 
         Raises:
-            ValueError: a folder holding files other than an earlier export's; a feature extractor (no head); a head
+            ValueError: a folder holding files other than an earlier export's of these weights (without
+                ``overwrite``); a feature extractor (no head); a head
                 option set on the head to a value it refuses;
                 ``trained_on``, ``metrics`` or ``card_info['label_names']`` that break their rules
                 (:func:`harness.export_rules.check_card_info`), before anything is written; a keyword argument
@@ -201,11 +204,11 @@ class Classifier(
         export_rules.check_card_info(
             info, self.num_classes, "save_pretrained", fix="give the data's settings and the metrics measured"
         )
+        hub.prepare_folder(save_directory, self, overwrite)  # before anything changes
         for key, value in (("trained_on", trained_on), ("metrics", metrics)):
             if value is not None:
                 self.card_info[key] = dict(value)
         self.config = config  # the head's settings as they are now (model.head.eval_mc_samples = 5 since it was built)
-        hub.prepare_folder(save_directory)
         return super().save_pretrained(save_directory, **kwargs)
 
     def _save_pretrained(self, save_directory: Path) -> None:

@@ -13,10 +13,9 @@ functions that re-predict, so reading predictions stays light.
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Optional, Sequence
 
 import numpy as np
 import torch
@@ -28,6 +27,11 @@ from harness.data.dataset import ImageDataset, LabelSets
 from harness.data.sources import build_split
 from harness.heads.variants import VARIANTS
 from harness.io import read_json_object
+from harness.model_identity import (  # noqa: F401 (check_distinct_predictions: read with the run folders)
+    check_classes_match,
+    check_distinct_predictions,
+    model_class_names,
+)
 from harness.records import RECORD_FILES, restore_record, save_record  # noqa: F401 (read with the run folders)
 from harness.training.predict import predict_logits
 from harness.uncertainty.predictions import Predictions
@@ -187,42 +191,12 @@ def data_from_file(path: "str | Path", overrides: "tuple[str, ...]" = (), flag: 
     return cfg
 
 
-def predictions_key(preds: Predictions) -> str:
-    """A digest of what a model predicted: the logits ``[N, K]`` (as float64) and the targets, in the order of the
-    example index (:meth:`Predictions.load` sorts them), so a re-saved or re-predicted copy has the same key."""
-    digest = hashlib.sha256()
-    for array in (np.asarray(preds.logits, dtype=np.float64), np.asarray(preds.targets)):
-        digest.update(f"{array.dtype.str}{array.shape}".encode())
-        digest.update(np.ascontiguousarray(array).tobytes())
-    return digest.hexdigest()
-
-
-def check_distinct_predictions(preds: "Iterable[Predictions]", what: str, why: str) -> None:
-    """No two of ``preds`` are identical (:func:`predictions_key`): the one check of ``harness report`` and
-    ``harness ensemble`` that a model is not counted twice. Each is named by its ``source``; ``what`` names an item
-    (``member``), ``why`` says why each counts once (``an ensemble counts each model once``). ``preds`` may be a
-    generator: only each one's digest is kept.
-
-    Raises:
-        ValueError: two identical predictions, naming both sources and the fix.
-    """
-    seen: "dict[str, str]" = {}
-    for p in preds:
-        key = predictions_key(p)
-        if key in seen:
-            raise ValueError(
-                f"{what}s {seen[key]!r} and {p.source!r} have identical predictions: the same model twice (a copied "
-                f"folder, or two methods or seeds with the same settings); {why}: keep one of them"
-            )
-        seen[key] = p.source
-
-
 def check_distinct_folders(folders: "Sequence[str | Path]", what: str, why: str, predictions: bool = True) -> None:
     """The same folder may not be given twice: not the same folder (after resolving links and relative paths), nor
     (with ``predictions``) two folders whose ``predictions.npz`` hold identical predictions
-    (:func:`check_distinct_predictions`: the same arrays, however the file was written). ``what`` names an item
-    (``member``), ``why`` says why each counts once (``an ensemble counts each model once``). The predictions are
-    read one folder at a time.
+    (:func:`harness.model_identity.check_distinct_predictions`: the same model, within a stated tolerance).
+    ``what`` names an item (``member``), ``why`` says why each counts once (``an ensemble counts each model once``).
+    The predictions are read one folder at a time.
 
     Raises:
         ValueError: a folder given twice, two folders with identical predictions, or a predictions.npz that is not a
@@ -270,20 +244,18 @@ def predict_model(
     source: str = "",
     base: Optional[ImageDataset] = None,
     steps: "Optional[Steps]" = None,
+    names: "Optional[Sequence[str]]" = None,
 ) -> Predictions:
     """``model``'s predictions on a split of ``data`` (default: its evaluation split; or the already-read ``base``);
-    ``steps`` (:class:`harness.progress.Steps`) says the images done and the time left every 10 s.
+    ``steps`` (:class:`harness.progress.Steps`) says the images done and the time left every 10 s; ``names``: the
+    model's class names where recorded (:func:`harness.model_identity.model_class_names`).
 
     Raises:
-        ValueError: the model's number of classes is not the data's.
+        ValueError: the model's classes are not the data's (:func:`harness.model_identity.check_classes_match`),
+            before predicting.
     """
     base = base if base is not None else build_split(data, split or data.eval_split)
-    if model.head.num_classes != len(base.class_names):
-        raise ValueError(
-            f"{source or 'the model'} has {model.head.num_classes} classes but the data "
-            f"({base.description}) has {len(base.class_names)}: the model is not one of this data's; "
-            "pass the run's own model.pt (or data with that many classes)"
-        )
+    check_classes_match(source or "the model", model.head.num_classes, names, base.class_names, base.description)
     batches = eval_batches(model, data, device=device, base=base)  # pre-logit features: the head predicts
     if steps is not None:
         batches = steps.count(batches, len(base), size=lambda batch: len(batch[1]), unit="images")
@@ -311,12 +283,13 @@ def predict_checkpoint(
     Only this one model is in memory; its predictions are returned.
 
     Raises:
-        ValueError: a model.pt whose number of classes is not the data's (:func:`predict_model`).
+        ValueError: a model.pt whose classes are not the data's (:func:`predict_model`), before predicting.
     """
     from harness.models import load_model
 
-    model = load_model(Path(run_dir) / "model.pt")
-    return predict_model(model, data or data_config(run_dir), split, device, str(Path(run_dir) / "model.pt"), base)
+    model, source = load_model(Path(run_dir) / "model.pt"), str(Path(run_dir) / "model.pt")
+    names = model_class_names(source, model)
+    return predict_model(model, data or data_config(run_dir), split, device, source, base, names=names)
 
 
 # ------------------------------------------------------------------ analyses of a run folder
@@ -420,7 +393,7 @@ def export_run(run_dir: "str | Path", out: "str | Path", overwrite: bool = False
         FileNotFoundError: not a run folder. ValueError: an unknown keyword argument, or a hub option without
             ``push_to_hub=True`` (:func:`harness.hub.check_save_options`); a metrics.json or run.json that is not a
             JSON object; an export of another model in ``out`` without ``overwrite``
-            (:func:`harness.hub.check_same_export`); see :meth:`harness.models.Classifier.save_pretrained`.
+            (:func:`harness.hub.prepare_folder`); see :meth:`harness.models.Classifier.save_pretrained`.
     """
     from harness import hub
     from harness.export_rules import DATA_KEYS
@@ -439,7 +412,5 @@ def export_run(run_dir: "str | Path", out: "str | Path", overwrite: bool = False
     names = (read_json_object(run_dir / "run.json") or {}).get("class_names")
     if names:
         model.card_info["label_names"] = [str(n) for n in names]
-    if not overwrite:
-        hub.check_same_export(model, out, str(run_dir / "model.pt"))
-    model.save_pretrained(out, trained_on=trained_on, metrics=metrics, **kwargs)
+    model.save_pretrained(out, trained_on=trained_on, metrics=metrics, overwrite=overwrite, **kwargs)
     return Path(out)

@@ -35,14 +35,18 @@ for _case, _tau, _match in [
     (
         "E28: every logit NaN",
         0.0,
-        r"fixed_temperature = 0\.0 \(the head's fixed temperature τ\) must be a finite number > 0 and at most",
+        r"fixed_temperature = 0\.0 \(the head's fixed temperature τ\) must be a finite number at least 0\.001 and at most",
     ),
     (
         "E29: every prediction uniform",
         1e6,
-        r"fixed_temperature = 1000000\.0 .* must be a finite number > 0 and at most 1000",
+        r"fixed_temperature = 1000000\.0 .* must be a finite number at least 0\.001 and at most 1000",
     ),
-    ("E19: logits sign-flipped", -1.0, r"fixed_temperature = -1\.0 .* must be a finite number > 0 and at most 1000"),
+    (
+        "E19: logits sign-flipped",
+        -1.0,
+        r"fixed_temperature = -1\.0 .* must be a finite number at least 0\.001 and at most 1000",
+    ),
     ("E19's kind: a τ other than config.json's", 2.0, r"fixed_temperature = 2\.0 contradicts the temperature 1\.0 of "),
 ]:
     bad_input(
@@ -57,7 +61,7 @@ for _case, _tau, _match in [
     "export",
     "harness.sources.load_source('local-dir:<export with fixed_temperature 0>'), as harness import loads it (audit7 "
     "E30: 719 images predicted, then 'a diverged run')",
-    match=r"fixed_temperature = 0\.0 .* must be a finite number > 0",
+    match=r"fixed_temperature = 0\.0 .* must be a finite number at least 0\.001",
 )
 def _import_zero_temperature(tmp):
     from harness.sources import load_source
@@ -68,7 +72,7 @@ def _import_zero_temperature(tmp):
 @bad_input(
     "export",
     "harness.models.load_model of a model.pt with state_dict['head.fixed_temperature'] = 0 (audit7 E32: NaN logits)",
-    match=r"model\.pt: head\.fixed_temperature = 0\.0 \(the head's fixed temperature τ\) must be a finite number > 0",
+    match=r"model\.pt: head\.fixed_temperature = 0\.0 \(the head's fixed temperature τ\) must be a finite number at least 0\.001",
 )
 def _model_pt_zero_temperature(tmp):
     from harness.models import ModelConfig, build_model, load_model, save_model

@@ -120,7 +120,7 @@ def _log_softmax_inf(tmp):
     "uncertainty",
     "temperature 0 for calibration.scale (audit8 A01: ±inf logits; -1 flipped them, NaN gave NaN)",
     ValueError,
-    r"temperature must be a finite number > 0 and at most 1000, got temperature=0\.0",
+    r"temperature must be a finite number at least 0\.001 and at most 1000, got temperature=0\.0",
 )
 def _scale_zero(tmp):
     C.scale(_preds(), 0.0)
@@ -130,7 +130,7 @@ def _scale_zero(tmp):
     "uncertainty",
     "bounds (0, 1) for fit_temperature (audit8 A02: scipy's 'Optimization bounds must be finite scalars.')",
     ValueError,
-    r"bounds must be \(lower, upper\) temperatures, each a finite number > 0 and at most 1000, with lower < upper; "
+    r"bounds must be \(lower, upper\) temperatures, each a finite number at least 0\.001 and at most 1000, with lower < upper; "
     r"got bounds=\(0, 1\)",
 )
 def _fit_bounds_zero(tmp):

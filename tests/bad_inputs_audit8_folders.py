@@ -50,7 +50,7 @@ def _ensemble_of_other_members(tmp):
     "overwrite consent)",
     ValueError,
     r"ex holds an export of another model \(a none head, metrics .*\): its model\.safetensors is not the export of "
-    r".*/b/model\.pt, and exporting there would replace it; give another folder, or pass overwrite=True",
+    r"the model being saved, and exporting there would replace it; give another folder, or pass overwrite=True",
 )
 def _export_over_another_run(tmp):
     from harness.runs import export_run

@@ -56,7 +56,7 @@ def _fp16_hetify(tmp):
     "head",
     "the head's own load_state_dict with fixed_temperature -1 (audit8 H18: sign-flipped outputs; 0: all NaN)",
     ValueError,
-    r"load_state_dict: 1\.fixed_temperature = -1\.0 \(the head's fixed temperature τ\) must be a finite number > 0",
+    r"load_state_dict: 1\.fixed_temperature = -1\.0 \(the head's fixed temperature τ\) must be a finite number at least 0\.001",
 )
 def _load_state_dict_tau(tmp):
     model = nn.Sequential(nn.Linear(8, 6), HeteroscedasticHead(6, 5, num_factors=2))

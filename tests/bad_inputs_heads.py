@@ -27,9 +27,9 @@ bad_settings(
         ("more factors than classes", "num_factors=9", r"num_factors must be an integer in \[1, 5\]"),
         ("an unknown covariance", "covariance='full'", r"unknown covariance 'full': use one of"),
         ("an unknown link", "link='relu'", r"unknown link 'relu'"),
-        ("temperature 0", "temperature=0.0", r"temperature must be a finite number > 0"),
-        ("temperature inf", "temperature=math.inf", r"temperature must be a finite number > 0 .*got inf"),
-        ("temperature NaN", "temperature=math.nan", r"temperature must be a finite number > 0 .*got nan"),
+        ("temperature 0", "temperature=0.0", r"temperature must be a finite number at least 0\.001"),
+        ("temperature inf", "temperature=math.inf", r"temperature must be a finite number at least 0\.001 .*got inf"),
+        ("temperature NaN", "temperature=math.nan", r"temperature must be a finite number at least 0\.001 .*got nan"),
         (
             "a learned τ with an infinite upper bound (audit: uniform predictions)",
             "learn_temperature=True, temperature_bounds=(0.3, math.inf)",
@@ -38,7 +38,7 @@ bad_settings(
         (
             "a learned τ with reversed bounds",
             "learn_temperature=True, temperature_bounds=(3.0, 0.3)",
-            r"lower < upper, each a finite number > 0",
+            r"lower < upper, each a finite number at least 0\.001",
         ),
         ("an unknown noise space", "noise_space='x'", r"unknown noise_space 'x'"),
         ("an unknown diagonal noise", "covariance='diagonal', diag_noise='x'", r"unknown diag_noise 'x'"),

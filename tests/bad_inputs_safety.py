@@ -38,7 +38,9 @@ def _experiment(tmp: Path, *overrides: str, text: "str | None" = None) -> None:
         name = str(tmp / "exp.yaml")
     base = tmp / "a" / "b"
     overrides = tuple(o.replace("{tmp}", str(tmp)) for o in overrides)
-    exp = load_experiment(name, (f"runs_root={base / 'runs'}", f"results_root={base / 'results'}", *overrides))
+    roots = [f"runs_root={base / 'runs'}", f"results_root={base / 'results'}"]
+    given = {o.split("=", 1)[0] for o in overrides}  # a key is given once, as a user would
+    exp = load_experiment(name, (*[r for r in roots if r.split("=", 1)[0] not in given], *overrides))
     try:
         run_experiment(exp, progress=lambda s: None)
     finally:

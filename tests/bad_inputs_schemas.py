@@ -121,12 +121,12 @@ bad_settings(
         (
             "temperature_grid=[.inf] (X30: the rule text did not say finite)",
             "temperature_grid=[.inf]",
-            r"temperature_grid must be in \(0, 1000\], got \[inf\] \(numbers must be finite\)",
+            r"temperature_grid must be in \[0\.001, 1000\], got \[inf\] \(numbers must be finite\)",
         ),
         (
             "temperature_grid=[1e12,1,2] (sweep: blamed a run folder's name)",
             "temperature_grid=[1e12,1.0,2.0]",
-            r"temperature_grid must be in \(0, 1000\], got \[1000000000000\.0, 1\.0, 2\.0\]",
+            r"temperature_grid must be in \[0\.001, 1000\], got \[1000000000000\.0, 1\.0, 2\.0\]",
         ),
         (
             "a frontier schedule with train.epochs=.nan (X03: the frontier was not named)",
@@ -346,7 +346,7 @@ def _run_folder_source(tmp):
 @bad_input(
     "head",
     "HeteroscedasticHead with temperature_bounds=(0, 3) and a fixed τ (sweep: accepted, unused)",
-    match=r"temperature_bounds must be \(lower, upper\) with lower < upper, each a finite number > 0 and at most 1000, got \(0\.0, 3\.0\)",
+    match=r"temperature_bounds must be \(lower, upper\) with lower < upper, each a finite number at least 0\.001 and at most 1000, got \(0\.0, 3\.0\)",
 )
 def _unused_bounds(tmp):
     from harness.heads import HeteroscedasticHead

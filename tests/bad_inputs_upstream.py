@@ -294,7 +294,7 @@ bad_settings(
         (
             "temperature_grid with τ = 0",
             "temperature_grid=[0.0,1.0]",
-            r"temperature_grid must be in \(0, 1000\], got \[0.0, 1.0\]",
+            r"temperature_grid must be in \[0\.001, 1000\], got \[0.0, 1.0\]",
         ),
         (
             "temperature_grid values that print alike (audit 2026-11-27: trained once, 'chose' the untrained one)",

@@ -104,7 +104,7 @@ def test_the_experiment_schema_declares_its_rules_and_a_dict_of_sections_is_chec
         (Experiment(primary=PrimaryEndpoint(split="test")), r"^primary\.split must be one of heldout, eval"),
         (
             Experiment(temperature_grid=[1.0, float("nan")]),
-            r"^temperature_grid must be in \(0, 1000\], got \[1\.0, nan\] \(numbers must be finite\)$",
+            r"^temperature_grid must be in \[0\.001, 1000\], got \[1\.0, nan\] \(numbers must be finite\)$",
         ),
     ]
     for config, message in cases:

@@ -58,7 +58,7 @@ class OptimSection:
         cov_weight_decay: L2 weight of the kernels that map to the covariance (diag, scale, PE
             layers); None = ``weight_decay``. Biases, norm parameters and the temperature get none.
         schedule: ``step`` (x ``decay_factor`` at each of ``decay_epochs``), ``cosine`` (to ``min_lr``)
-            or ``constant``; all after a linear warm-up of ``warmup_epochs``.
+            or ``constant`` (the default); all after a linear warm-up of ``warmup_epochs``.
         warmup_steps, decay_steps: the same in optimiser steps, as the paper's JFT configs count them (instead
             of ``warmup_epochs`` / ``decay_epochs``, not with them).
         clip_grad_norm: global gradient-norm clip; None = off.
@@ -73,7 +73,7 @@ class OptimSection:
     cov_weight_decay: Optional[float] = setting(
         None, **{**WEIGHT_DECAY, "note": "or null: the same as optim.weight_decay"}
     )
-    schedule: str = setting("step", choices=SCHEDULES)
+    schedule: str = setting("constant", choices=SCHEDULES)
     warmup_epochs: float = setting(0.0, low=0, note="0 = none")
     decay_epochs: List[float] = setting(default_factory=list, low=0)
     decay_factor: float = setting(0.1, low=0, low_open=True, high=1)
@@ -160,7 +160,7 @@ class UpstreamConfig:
     """One upstream pretraining run.
 
     Attributes:
-        name: run name; the run writes to ``output_dir``.
+        name: run name, a plain name (:func:`harness.io.check_name`); the run writes to ``output_dir``.
         seed: training seed (initialisation, shuffling, augmentation, HET noise).
         output_dir: run folder (default ``runs/upstream/<name>``).
     """
@@ -231,9 +231,10 @@ def validate(cfg: UpstreamConfig) -> None:
 
     from harness.data.config import STREAM_SOURCES
     from harness.heads import HeteroscedasticHead
-    from harness.io import check_location
+    from harness.io import check_location, check_name
 
     t, d, o = cfg.train, cfg.data, cfg.optim
+    check_name(cfg.name, "run name (key name)")  # it names runs/upstream/<name>, trackers and jobs
     check_location(cfg.output_dir, "output_dir")
     check_location(cfg.model.pretrained_file, "model.pretrained_file")
     check_rules(cfg)  # every range and name declared beside its field (harness.rules), in one message format
@@ -370,11 +371,9 @@ def _validate_optim(o: OptimSection) -> None:
         raise ValueError("optim.warmup_steps and optim.warmup_epochs are both set: give the warm-up in one unit")
     if o.decay_steps and o.decay_epochs:
         raise ValueError("optim.decay_steps and optim.decay_epochs are both set: give the decay points in one unit")
-    if o.min_lr > o.lr:
-        raise ValueError(
-            f"optim.min_lr={o.min_lr:g} is above optim.lr={o.lr:g}: the cosine schedule would raise the learning "
-            "rate as it decays; give optim.min_lr <= optim.lr (0: decay to zero)"
-        )
+    from harness.upstream.schedule_keys import check_schedule_keys  # the keys each schedule reads: one table
+
+    check_schedule_keys(o)
 
 
 def _validate_schedule(o: OptimSection, t: TrainSection) -> None:

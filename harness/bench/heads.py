@@ -269,7 +269,16 @@ def steps_of(impl: str) -> "tuple[str, ...]":
 def default_grid(quick: bool = False, main_only: bool = False) -> "list[Case]":
     """Every variant and link at S=1000 (K=1000, R=15), in fp32 and under bf16 autocast, low rank at S=10 and 100,
     K=21,843 PE R=50 (``main_only``: the S=1000, K=1000 cases and low rank at S=10, for the targets; ``quick``: a
-    tiny grid)."""
+    tiny grid).
+
+    Raises:
+        ValueError: both ``quick`` and ``main_only``: two different grids.
+    """
+    if quick and main_only:
+        raise ValueError(
+            "--quick and --main-only ask for two different grids (the tiny smoke-test grid, the targets' cases): "
+            "give one of them"
+        )
     if quick:
         return [
             Case("low_rank", 8, 50, 5, 10, D=64),
@@ -332,10 +341,11 @@ def run(
         out: Markdown path (None: do not write).
 
     Raises:
-        ValueError: ``device`` is ``"cuda"`` but no GPU is visible, ``before_src`` holds no harness source, or
+        ValueError: both ``quick`` and ``main_only``; ``device`` is ``"cuda"`` but no GPU is visible, ``before_src`` holds no harness source, or
             ``out`` or its JSON twin is a file this bench did not write (:func:`harness.io.check_replaceable`); all
             before any work.
     """
+    grid = default_grid(quick, main_only)
     if out is not None:
         check_replaceable(out, TITLE, "rows", "harness bench heads")
     if device == "cuda" and not torch.cuda.is_available():
@@ -346,7 +356,7 @@ def run(
             "e.g. mkdir DIR && git archive <commit> | tar -x -C DIR"
         )
     rows, start_load = [], os.getloadavg()
-    for case in default_grid(quick, main_only):
+    for case in grid:
         impls, skipped = _impls(case, compiled, naive_budget_gib, before_src is not None)
         row = {**asdict(case), **skipped, "load_before": os.getloadavg()[0]}
         row.update(_measure(case, impls, device, repeats, before_src))

@@ -40,14 +40,16 @@ def seed_option(help: str):
     )
 
 
-def _model_source(flag: str, dest: str, what: str, said_in: str):
+def _model_source(flag: str, dest: str, what: str, said_in: str, random_init: bool = True):
     """The options that name a model from any source (harness.sources.load_source): ``flag`` (a ``model.pt``,
-    ``timm:NAME`` or ``torchvision:NAME``), ``--weights`` and ``--random-init``."""
+    ``timm:NAME`` or ``torchvision:NAME``), ``--weights`` and ``--random-init`` (``random_init=False``: a
+    command that takes trained models only; the flag stays, hidden from ``--help``, for the command to refuse)."""
 
     def wrap(f):
         f = click.option(
             "--random-init",
             is_flag=True,
+            hidden=not random_init,
             help=f"With timm:NAME or torchvision:NAME and no weights: random weights on purpose (said in {said_in}).",
         )(f)
         f = click.option(

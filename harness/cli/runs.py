@@ -148,7 +148,11 @@ def _ensemble_sweeps(members: "list[Path]", out: Path, overwrite: bool) -> None:
 
 @click.command(name="import", context_settings={"ignore_unknown_options": True})
 @_model_source(
-    "--model", "source", "The model, trained on the data's classes (its own output layer is kept)", "run.json"
+    "--model",
+    "source",
+    "The model, trained on the data's classes (its own output layer is kept)",
+    "run.json",
+    random_init=False,  # an imported model is a trained one: --random-init is refused, and not offered in --help
 )
 @click.option(
     "--data",
@@ -226,7 +230,7 @@ def report(paths, name, out_root, no_covariance, no_shift, top_pairs, screenshot
     try:
         out = build(
             paths,
-            name or paths[0].resolve().name,
+            paths[0].resolve().name if name is None else name,  # --name "" is refused (harness.io.check_name)
             out_root,
             covariance=not no_covariance,
             top_pairs=top_pairs,
@@ -331,7 +335,7 @@ def shift(members, more, corruptions, severities, examples, ood, seed, device, o
         severities=_severities(severities),
         examples=examples,
         seed=seed,
-        ood=[o for o in ood if o.strip() and o.strip() != "none"],
+        ood=[] if [o.strip() for o in ood] == ["none"] else [o for o in ood if o.strip()],  # none + others: refused
     )
     folders = list(members) + list(more)
     try:

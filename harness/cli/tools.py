@@ -18,7 +18,7 @@ def bench() -> None:
 
 @bench.command("heads")
 @click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True)
-@click.option("--quick", is_flag=True, help="A tiny grid (seconds), for smoke tests.")
+@click.option("--quick", is_flag=True, help="A tiny grid (seconds), for smoke tests (not with --main-only).")
 @click.option("--repeats", type=click.IntRange(1), default=3, show_default=True, help="Timed steps per point.")
 @click.option(
     "--naive-budget-gib",

@@ -92,7 +92,8 @@ def _check_executor_options(executor: str, gpus: str, slurm_opts: "tuple[str, ..
     "--micro-batch",
     type=click.IntRange(1),
     default=None,
-    help="Examples per forward pass (gradient accumulation up to --batch-size).",
+    help="Examples per forward pass (gradient accumulation up to --batch-size), at most --batch-size. Default: "
+    "the preset's, capped at --batch-size.",
 )
 @click.option("--resolution", default=None, help="RESIZE,CROP instead of the BiT rule (e.g. 32,32).")
 @click.option(
@@ -234,6 +235,8 @@ def downstream(
         slurm["visible_gpus"] = numbers(gpus, "--gpus", int, "0,1,2,3")
     out = out or Path("results/downstream") / _source_folder(upstream_ckpt, random_init)
     try:
+        if micro_batch is None and batch_size is not None:  # the preset's micro-batch shrinks to a smaller batch
+            given["micro_batch"] = min(SweepSettings(**PRESETS[preset]).micro_batch, batch_size)
         settings = SweepSettings(
             **{**PRESETS[preset], **{k: v for k, v in given.items() if v is not None}},
             device=device,

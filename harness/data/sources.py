@@ -17,15 +17,12 @@ from __future__ import annotations
 
 import array
 import contextlib
-import csv
 import functools
 import io
-import json
 import os
-import re
 import zipfile
 from pathlib import Path
-from typing import Any, Callable, Iterator, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 from PIL import Image
@@ -33,6 +30,8 @@ from PIL import Image
 from harness.data.cache import decoded_images, file_digest
 from harness.data.config import SOURCES, STREAM_SOURCES, DataConfig
 from harness.data.dataset import ArrayImages, FileImages, ImageDataset, LabelSets, Strings
+from harness.data.manifest import manifest_file as _manifest_file
+from harness.data.manifest import manifest_rows as _manifest_rows
 from harness.io import check_location
 
 CIFAR10N_LABEL_SETS = ("clean", "aggre", "random1", "random2", "random3", "worse")
@@ -283,65 +282,6 @@ def _tfds(cfg: DataConfig, split: str) -> ImageDataset:
 
 
 # ---------------------------------------------------------------------------------------- manifest
-def _manifest_file(root: Path, split: str) -> Path:
-    """``<root>/<split>.jsonl``, else ``<root>/<split>.csv``.
-
-    Raises:
-        FileNotFoundError: neither file exists.
-    """
-    for name in (f"{split}.jsonl", f"{split}.csv"):
-        if (root / name).is_file():
-            return root / name
-    raise FileNotFoundError(f"no {split}.csv or {split}.jsonl in {str(root)!r}")
-
-
-def _label_id(value: Any, where: str) -> int:
-    """One label id of a manifest entry: a JSON integer, or a string of an integer (``2``, ``"2"``, CSV's ``2``).
-
-    Raises:
-        ValueError: a float (``1.7``, ``2.0``), a boolean, or a string that is not an integer (names ``where``,
-            the value and the fix).
-    """
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    if isinstance(value, str) and re.fullmatch(r"\s*[+-]?[0-9]+\s*", value):
-        return int(value)
-    shown = repr(value) if isinstance(value, str) else json.dumps(value)
-    integral = isinstance(value, float) and value.is_integer()
-    fix = f"write {int(value)}" if integral else "write the class id (0, 1, 2, ...) it stands for"
-    raise ValueError(f"{where}: label {shown} is not a class id: label ids must be integers; {fix}")
-
-
-def _manifest_rows(root: Path, split: str) -> "Iterator[tuple[int, str, list[int]]]":
-    """``(line number, image path, label ids)`` of each entry of ``<root>/<split>.jsonl`` or ``.csv``, read line by
-    line (the file is never held whole). A label id is an integer (JSON ``2`` or ``"2"``; CSV ``2``).
-
-    Raises:
-        ValueError: a line that is not an entry, or a label that is not an integer (``1.7``, ``2.0``, ``true``,
-            ``"x"``; the message names the file, line, value and fix).
-        FileNotFoundError: neither file exists.
-    """
-    path = _manifest_file(root, split)
-    with open(path, newline="" if path.suffix == ".csv" else None, encoding="utf-8") as f:
-        if path.suffix == ".jsonl":
-            for n, line in enumerate(f, 1):
-                if line.strip():
-                    try:
-                        rec = json.loads(line)
-                        image, labels = str(rec["path"]), rec["labels"]
-                        if not isinstance(labels, list):
-                            raise TypeError(f"labels is {json.dumps(labels)}, not a list")
-                    except (ValueError, KeyError, TypeError) as e:
-                        raise ValueError(f'{path} line {n}: expected {{"path": ..., "labels": [ids]}} ({e})') from e
-                    yield n, image, [_label_id(v, f"{path} line {n}") for v in labels]
-        else:
-            for n, rec in enumerate(csv.reader(f), 1):
-                if not rec or (n == 1 and rec[0] in ("path", "image", "image_path")):
-                    continue
-                ids = rec[1].replace(";", " ").split() if len(rec) > 1 else []
-                yield n, rec[0], [_label_id(v, f"{path} line {n}") for v in ids]
-
-
 def _refuse_repeats(root: Path, split: str, keys: np.ndarray, paths: Strings) -> None:
     """Refuse a manifest that lists one image path (after ``os.path.normpath``) on two lines: it would be trained
     on twice, with labels that may disagree. ``keys[i]`` is ``hash`` of entry i's normalised path (8 bytes an

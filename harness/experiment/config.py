@@ -330,7 +330,11 @@ def _noisy(head: dict) -> bool:
 
 
 def load_experiment(name_or_path: Optional[str] = None, overrides: "tuple[str, ...]" = ()) -> Experiment:
-    """Read an experiment file (default: the embedded digits experiment) with ``key=value`` overrides."""
+    """Read an experiment file (default: the embedded digits experiment) with ``key=value`` overrides, each key once.
+
+    Raises:
+        ValueError: a key set twice in ``overrides``, or what :func:`harness.config.load_config` refuses.
+    """
     from harness.config import load_config
 
-    return load_config(Experiment, find_experiment(name_or_path or "digits"), overrides)
+    return load_config(Experiment, find_experiment(name_or_path or "digits"), overrides, distinct=True)

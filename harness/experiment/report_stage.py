@@ -27,6 +27,9 @@ from harness.experiment.step_cost import STEP_COST_FILE, step_cost_section, step
 from harness.experiment.summary import report_summary
 from harness.io import path_under
 
+#: the fix of a report folder an experiment may not write (as :func:`harness.experiment.validate.validate` says)
+ELSEWHERE = "give the experiment another results_root=PATH (or another name)"
+
 
 def report_stage(
     exp: Experiment,
@@ -45,8 +48,16 @@ def report_stage(
     ``clock``: the experiment's clock over sessions (``tick``, ``minutes``, ``sessions``); ``workers``: the pool
     whose ``results`` hold the downstream sweeps; ``study``: what the upstream stage left (runs per method, grid
     rows, conditions, budget, the multi-label study, the downstream settings, the runs left out).
+
+    Raises:
+        ValueError: ``<results_root>/<name>`` holds the report of runs outside ``root`` (another experiment's, with
+            this name and results_root), checked before the sections are computed
+            (:func:`harness.report.build.report_folder`); see :func:`harness.report.build.build`.
     """
-    from harness.report.build import build
+    from harness.report.build import build, report_folder
+
+    # the report of another experiment (other runs_root) is never replaced
+    report_folder(exp.results_root, exp.name, None, ELSEWHERE, inputs_under=root)
 
     runs, main = study.runs, plans["main"]
     extra: dict = {"tables": [], "text": [], "json": {}}
@@ -91,8 +102,11 @@ def report_stage(
         exp.results_root,
         covariance=exp.covariance,
         extra=extra,
+        overwrite=None,
         progress=progress,
         starmap=workers.starmap,
+        inputs_under=root,
+        elsewhere=ELSEWHERE,
     )
     progress(f"[report] {out} ({time.perf_counter() - tic:.0f} s)")
     return out

@@ -43,6 +43,7 @@ def validate_experiment(exp: Experiment) -> "dict[str, _Plan]":
     _check_methods_and_seeds(exp)
     _check_roots(exp)
     _check_run_keys(exp)
+    _check_method_keys(exp)
     _check_grids_and_sections(exp)
     root = path_under(exp.runs_root, exp.name)
     plans = {"main": _plan(exp, root, "", exp.methods, exp.seeds, exp.temperature_grid, [], exp.grid_overrides)}
@@ -69,8 +70,14 @@ def validate_experiment(exp: Experiment) -> "dict[str, _Plan]":
         check_writable(folder, f"{what} {str(folder)!r}", f"{what}=...")
     from harness.report.build import report_folder
 
-    # refuses a folder another writer owns, before any work
-    report_folder(exp.results_root, exp.name, overwrite=None, elsewhere="give the experiment another results_root=PATH")
+    # refuses a folder another writer owns, or the report of another experiment's runs, before any work
+    report_folder(
+        exp.results_root,
+        exp.name,
+        overwrite=None,
+        elsewhere="give the experiment another results_root=PATH",
+        inputs_under=path_under(exp.runs_root, exp.name),
+    )
     return plans
 
 
@@ -343,6 +350,44 @@ def _check_run_keys(exp: Experiment) -> None:
                     f"{where} sets {key.strip()} ({quote(str(o), 80)}), which the experiment sets for every run "
                     f"itself, so it would be ignored: drop it and set {instead}"
                 )
+
+
+def _check_method_keys(exp: Experiment) -> None:
+    """No override list sets a key twice (:func:`harness.config.check_distinct_keys`), nor a head option a method it
+    applies to defines itself in its entry (``methods: {hom: {covariance: none}}`` owns ``model.head.covariance``):
+    the method named hom would train another head without a word.
+
+    Raises:
+        ValueError: naming the list, the key (and the method) and the fix.
+    """
+    from omegaconf.errors import OmegaConfBaseException
+    from yaml import YAMLError
+
+    from harness.config import check_distinct_keys
+    from harness.experiment.plan import _head_overrides
+    from harness.io import quote
+
+    for where, overrides, _ in _override_lists(exp):
+        if not isinstance(overrides, (list, tuple)):
+            continue  # not a list: refused with its own message when the runs are planned
+        check_distinct_keys([str(o) for o in overrides], where)
+        section = exp.multilabel.methods if where.startswith("multilabel.") else exp.methods
+        if where.split(".")[-1] == "overrides":  # a method's own list: that method only
+            section = {where.split(".")[-2]: section.get(where.split(".")[-2], {})}
+        for o in overrides:
+            try:
+                head = _head_overrides([str(o)])
+            except (OmegaConfBaseException, YAMLError, TypeError, KeyError):  # refused with its own message later
+                continue
+            for method, entry in section.items():
+                owned = [k for k in head if k in (entry or {}) and k not in ("overrides", "tune")]
+                if owned:
+                    k = owned[0]
+                    raise ValueError(
+                        f"{where} sets model.head.{k} ({quote(str(o), 80)}), which method {method!r} defines itself "
+                        f"({k}: {entry[k]}), so the method named {method} would train another head: drop it, and "
+                        f"define another method for that head (methods: {{{method}_{k}: {{{k}: ...}}}})"
+                    )
 
 
 def _check_roots(exp: Experiment) -> None:

@@ -40,21 +40,26 @@ INITS = ("keras", "flax", "torch")
 #: the largest temperature τ a head takes (larger ones flatten every prediction to uniform; the references' grids stop
 #: at 5): the head, an experiment's τ grids and the transfer heads read it
 MAX_TEMPERATURE = 1000.0
-#: the range of a fixed temperature τ, ``0 < τ <= MAX_TEMPERATURE``, as a :func:`harness.rules.setting` range (the
-#: config schemas read it) and in words (every message that refuses a τ says it)
-TEMPERATURE_RANGE = dict(low=0, low_open=True, high=MAX_TEMPERATURE)
-TEMPERATURE_RULE = f"a finite number > 0 and at most {MAX_TEMPERATURE:g}"
+#: the smallest, symmetric to :data:`MAX_TEMPERATURE` (1 / 1000): smaller ones sharpen every prediction to one-hot and
+#: overflow the logits (a τ of 1e-310 gives inf); upstream training has its own, stricter lower bound
+MIN_TEMPERATURE = 1.0 / MAX_TEMPERATURE
+#: the range of a fixed temperature τ, ``MIN_TEMPERATURE <= τ <= MAX_TEMPERATURE``, as a :func:`harness.rules.setting`
+#: range (the config schemas read it) and in words (every message that refuses a τ says it)
+TEMPERATURE_RANGE = dict(low=MIN_TEMPERATURE, high=MAX_TEMPERATURE)
+TEMPERATURE_RULE = f"a finite number at least {MIN_TEMPERATURE:g} and at most {MAX_TEMPERATURE:g}"
 
 
 def temperature_in_range(tau: object) -> bool:
     """Whether ``tau`` is a fixed temperature a head takes (:data:`TEMPERATURE_RANGE`): a real number (not a bool),
-    finite, ``0 < tau <= MAX_TEMPERATURE``. The one rule: the head's constructor, weights files, a saved head's τ,
-    an experiment's and a transfer's τ grids read it."""
+    finite, ``MIN_TEMPERATURE <= tau <= MAX_TEMPERATURE``. The one rule: the head's constructor, weights files, a
+    saved head's τ, an experiment's and a transfer's τ grids, and post-hoc scaling
+    (:func:`harness.uncertainty.calibration.scale`, :func:`~harness.uncertainty.calibration.fit_temperature`'s
+    bounds) read it."""
     return (
         isinstance(tau, numbers.Real)
         and not isinstance(tau, bool)
         and math.isfinite(tau)
-        and 0 < tau <= MAX_TEMPERATURE
+        and MIN_TEMPERATURE <= tau <= MAX_TEMPERATURE
     )
 
 

@@ -21,6 +21,7 @@ from harness.progress import Steps
 from harness.provenance import provenance
 from harness.report import calibrators as calibrator_section
 from harness.report.figures import ranks_png, reliability_png
+from harness.report.inputs import check_same_inputs, read_report, remove_stale, resolved
 from harness.report.page import html_page
 from harness.report.render import calibration_note, fmt, main_columns, markdown
 from harness.report.shift import section
@@ -150,17 +151,21 @@ def report_folder(
     name: str,
     overwrite: Optional[bool] = False,
     elsewhere: str = "choose another --name or --out-root",
+    inputs: Optional[Sequence["str | Path"]] = None,
+    inputs_under: "Optional[str | Path]" = None,
 ) -> Path:
     """``<out_root>/<name>``, checked before any work: ``name`` is a plain folder name
     (:func:`harness.io.check_name`), and an existing folder is one a report wrote (its ``report.json`` has this
     schema), holds only :data:`REPORT_EXTRAS`, or ``overwrite`` is given and none of :data:`REPORT_FILES` is there
     (a report writes beside files of others and never replaces one). ``elsewhere``: how the caller's user chooses
     another folder (the messages' fix); a caller with no ``--overwrite`` passes ``overwrite=None``, and the messages
-    do not offer it.
+    do not offer it. A report already there must be of the same ``inputs`` (the run and ensemble folders) or of inputs
+    inside ``inputs_under``, unless ``overwrite`` (:func:`harness.report.inputs.check_same_inputs`; None: not
+    compared).
 
     Raises:
-        ValueError: a bad name, a path leaving ``out_root``, a folder that cannot be written, or one that holds
-            something else.
+        ValueError: a bad name, a path leaving ``out_root``, a folder that cannot be written, one that holds
+            something else, or the report of other inputs.
     """
     from harness.io import check_name, check_writable, path_under
 
@@ -171,6 +176,7 @@ def report_folder(
     spec = out / "report.json"
     ours = spec.is_file() and f'"schema": "{SCHEMA}"' in spec.read_text(errors="replace")[:2000]
     if ours:
+        check_same_inputs(out, inputs, inputs_under, overwrite, elsewhere)
         return out
     if not overwrite and any(p.name not in REPORT_EXTRAS for p in out.iterdir()):
         offer = (
@@ -309,17 +315,19 @@ def _report_json(
     cov: Optional[dict],
     shift_part: Optional[dict],
     figures: dict,
+    inputs: "list[str]",
 ) -> dict:
     """``report.json`` (schema :data:`SCHEMA`): the evaluation data, the entries' numbers (``json_entries``), the
     notes (the extra sections' text, then :func:`~harness.report.render.calibration_note`), the extra sections' JSON
     and tables, the covariance analysis, the shift section's record and the figures' file names (``figures``:
-    :func:`_figure_names`)."""
+    :func:`_figure_names`) and the input folders (``inputs``: :func:`harness.report.inputs.resolved`)."""
     ref = entries[0].preds
     heldout_data = heldout_description(entries[0].run_dir) if entries[0].run_dir and entries[0].heldout else None
     notes = list(extra.get("text", [])) + calibration_note(json_entries)
     return {
         "schema": SCHEMA,
         "name": name,
+        "inputs": inputs,
         "provenance": prov,
         "summary": extra.get("summary"),
         "data": entries[0].data,
@@ -351,6 +359,8 @@ def build(
     progress: Optional[Callable[[str], None]] = None,
     calibrators: Sequence[str] = (),
     starmap: Callable = itertools.starmap,
+    inputs_under: "Optional[str | Path]" = None,
+    elsewhere: str = "choose another --name or --out-root",
 ) -> Path:
     """Write ``<out_root>/<name>/report.{md,html,json}`` and figures for the given run/ensemble folders;
     ``progress`` gets a line per step and the entries done and time left (:class:`harness.progress.Steps`);
@@ -369,13 +379,15 @@ def build(
         ValueError: a folder given twice (after resolving links and relative paths) or two folders with identical
             predictions (the same arrays: :func:`harness.runs.check_distinct_folders`); a metrics.json or
             ensemble.json that is not a JSON object (:func:`harness.io.read_json_object`); a report name that is not a
-            plain folder name, or a folder that holds files no report wrote, without ``overwrite``
-            (:func:`report_folder`); entries
+            plain folder name, or a folder that holds files no report wrote or the report of other inputs (not
+            inside ``inputs_under``, an experiment's runs folder), without ``overwrite`` (:func:`report_folder`;
+            ``elsewhere``: the messages' fix); entries
             with different label spaces or evaluation data; an unknown calibrator, netcal missing, or
             ``calibrators`` for multi-label entries.
     """
     check_distinct_folders(paths, "folder", "a report lists each run or ensemble once")
-    out = report_folder(out_root, name, overwrite)
+    out = report_folder(out_root, name, overwrite, elsewhere, inputs=paths, inputs_under=inputs_under)
+    old = read_report(out)  # an earlier report here: its figures not written again are removed at the end
     steps = Steps(progress, "report", 3 + bool(covariance) + bool(shift) + bool(calibrators))
     steps.step(f"reading {len(paths)} folder(s)")
     entries = [load_entry(p) for p in paths]
@@ -410,10 +422,13 @@ def build(
     for _, fname, image in extra.get("figures", []):
         atomic_write_bytes(out / fname, image)
     figure_names = _figure_names(figures, cov_png, shift_part, extra)
-    report = _report_json(name, prov, entries, json_entries, extra, skipped, cov, shift_part, figure_names)
+    inputs = resolved(paths)
+    report = _report_json(name, prov, entries, json_entries, extra, skipped, cov, shift_part, figure_names, inputs)
     steps.step(f"writing {out / 'report.md'}, report.html and report.json")
     atomic_write_text(out / "report.json", json_dumps(report, indent=1))
     more = list(extra.get("figures", []))
     atomic_write_text(out / "report.md", markdown(report, rows, cols, figures, cov_png is not None, shift_part, more))
     atomic_write_text(out / "report.html", html_page(report, rows, cols, figures, cov_png, shift_part, more))
+    if old.get("schema") == SCHEMA:
+        remove_stale(out, old, figure_names)
     return out

@@ -173,15 +173,17 @@ def _set_images(
 ) -> "tuple[np.ndarray, np.ndarray, np.ndarray]":
     """``(images, index, targets)`` of one set ``s``: the clean subset (``clean``, its ``rows`` and ``targets``), the
     same images corrupted (:func:`harness.shift.corruptions.corrupted`, seeded with ``seed``, cached in
-    ``cache_dir``), or the OOD set's images and indices already read (``ood``), with targets -1."""
+    ``cache_dir``), or the OOD set's images and indices already read (``ood``), with targets
+    :data:`~harness.uncertainty.predictions.UNLABELLED`."""
     from harness.shift.corruptions import corrupted
+    from harness.uncertainty.predictions import UNLABELLED
 
     if s["kind"] == "clean":
         return clean, rows, targets
     if s["kind"] == "corruption":
         return corrupted(clean, rows, s["corruption"], s["severity"], seed, cache_dir), rows, targets
     images, index = ood
-    return images, index, np.full(len(index), -1, dtype=np.int64)
+    return images, index, np.full(len(index), UNLABELLED, dtype=np.int64)
 
 
 def predict_run(

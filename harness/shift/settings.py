@@ -42,7 +42,8 @@ def parse_ood(spec: str) -> "tuple[str, Dict[str, str]]":
     """``gaussian`` / ``blobs`` -> ``(name, {})``; ``NAME:key=value,key=value`` -> ``(NAME, {key: value})``.
 
     Raises:
-        ValueError: an empty name, an unknown built-in without data keys, or a malformed pair.
+        ValueError: an empty name, several names in one spec, a built-in's name given data keys, an unknown
+            built-in without data keys, or a malformed pair.
     """
     name, _, rest = str(spec).partition(":")
     name = name.strip()
@@ -50,6 +51,12 @@ def parse_ood(spec: str) -> "tuple[str, Dict[str, str]]":
         raise ValueError(
             f"OOD set {spec!r}: give a name (a plain word), e.g. gaussian, blobs or "
             "svhn:source=tfds,name=svhn_cropped,path=/data/tfds,split=test"
+        )
+    if "," in name:
+        repeated = " ".join(f"--ood {n.strip()}" for n in name.split(",") if n.strip())
+        raise ValueError(
+            f"OOD set {spec!r} names several sets in one: repeat --ood for each set (e.g. {repeated}), or in a "
+            "config give one list entry per set"
         )
     check_name(name, "OOD set name")
     keys: "Dict[str, str]" = {}
@@ -61,6 +68,12 @@ def parse_ood(spec: str) -> "tuple[str, Dict[str, str]]":
                 f"{name}:source=image_folder,path=/data/ood,split=test"
             )
         keys[k.strip()] = v.strip()
+    if keys and name in BUILT_IN_OOD:
+        raise ValueError(
+            f"OOD set {spec!r} gives data keys to the name of the built-in set {name!r}, which would then hold "
+            f"other images under its name: name your set otherwise (not {' or '.join(BUILT_IN_OOD)}), e.g. "
+            f"{name}_data:{rest.strip()}"
+        )
     if not keys and name not in BUILT_IN_OOD:
         raise ValueError(
             f"unknown built-in OOD set {name!r}: use {' or '.join(BUILT_IN_OOD)}, or give a data source, "
@@ -73,7 +86,8 @@ def ood_data(keys: "Dict[str, str]", run_data: Any) -> "tuple[Any, str]":
     """The OOD source's :class:`DataConfig` (the run's view settings) and split.
 
     Raises:
-        ValueError: unknown keys or values, or a view size other than the model's.
+        ValueError: unknown keys, values outside the data section's rules (:func:`harness.rules.check_rules`, as
+            the upstream config is checked), or a view size other than the model's.
     """
     from harness.config import load_config
     from harness.data.config import DataConfig
@@ -91,6 +105,7 @@ def ood_data(keys: "Dict[str, str]", run_data: Any) -> "tuple[Any, str]":
         raise ValueError(f"OOD set keys {sorted(keys)}: name the data source, e.g. source=image_folder,path=/data/ood")
     try:
         cfg = load_config(DataConfig, None, [f"{k}={v}" for k, v in keys.items()], base=view)
+        check_rules(cfg)  # the ranges the upstream config's data section is held to (e.g. limit_eval >= 0)
     except ValueError as e:
         raise ValueError(f"OOD set: {e} (keys are those of the data section, plus split)") from e
     return cfg, split
@@ -102,8 +117,8 @@ def check_settings(settings: ShiftSettings, data: Any = None) -> "list[tuple[str
     image size and the OOD sets' data keys are checked too (their files are read only when used).
 
     Raises:
-        ValueError: unknown corruptions or severities, ``none`` named with corruptions, a negative ``examples``,
-            malformed OOD sets, repeated OOD names, or images smaller than the corruptions accept.
+        ValueError: unknown corruptions or severities, ``none`` named with corruptions or with OOD sets, a negative
+            ``examples``, malformed OOD sets, repeated OOD names, or images smaller than the corruptions accept.
     """
     from harness.shift.corruptions import MIN_SIDE, resolve, set_name
 
@@ -127,8 +142,14 @@ def check_settings(settings: ShiftSettings, data: Any = None) -> "list[tuple[str
         )
     sets: "list[tuple[str, Any]]" = [(CLEAN, {"kind": "clean"})]
     sets += [(set_name(c, s), {"kind": "corruption", "corruption": c, "severity": s}) for c, s in pairs]
+    specs = [str(o).strip() for o in settings.ood if str(o).strip()]
+    if "none" in specs and len(specs) > 1:
+        raise ValueError(
+            f"OOD sets (--ood) {specs!r} name none (no OOD set) beside other sets: give --ood none alone for no "
+            "OOD set, or only the sets you want"
+        )
     seen = set()
-    for spec in settings.ood:
+    for spec in specs:  # harness shift passes --ood none alone as []
         name, keys = parse_ood(spec)
         if name in seen:
             raise ValueError(f"OOD set name {name!r} is given twice: give each OOD set its own name")

@@ -5,6 +5,7 @@ Reliability bins and the calibration errors (ECE, MCE, adaptive ECE) are metrics
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import replace
 
 import numpy as np
@@ -13,6 +14,9 @@ import harness.uncertainty.metrics as M
 from harness.heads.options import TEMPERATURE_RULE, temperature_in_range
 from harness.uncertainty.multilabel import labelled_examples
 from harness.uncertainty.predictions import Predictions
+
+#: a fitted log T within this of a bound is "at the bound" (:func:`fit_temperature` warns: a degenerate fit)
+BOUND_TOL = 1e-3
 
 
 def fit_temperature(preds: Predictions, bounds: "tuple[float, float]" = (1e-3, 1e3)) -> float:
@@ -23,6 +27,10 @@ def fit_temperature(preds: Predictions, bounds: "tuple[float, float]" = (1e-3, 1
     rule (:mod:`harness.uncertainty.multilabel`: no positive label, dropped).
 
     Het logits are log p̄ (or logit p̄); scaling them is the same post-hoc map as for any classifier.
+
+    A fit that ends at a bound (log T within :data:`BOUND_TOL` of it: e.g. held-out labels all of one class push T to
+    the upper bound) is degenerate: it is returned, with a ``UserWarning`` naming the bound and what it means.
+    ``preds`` are finite with labels in ``[0, K)``: :class:`Predictions` refuses others at construction.
 
     Raises:
         TypeError: ``preds`` not a :class:`Predictions` (e.g. a logits array).
@@ -56,7 +64,21 @@ def fit_temperature(preds: Predictions, bounds: "tuple[float, float]" = (1e-3, 1
             return float(-M.log_softmax(z / np.exp(log_t))[rows, y].mean())
 
     lo, hi = np.log(bounds)
-    return float(np.exp(minimize_scalar(nll, bounds=(lo, hi), method="bounded", options={"xatol": 1e-6}).x))
+    log_t = float(minimize_scalar(nll, bounds=(lo, hi), method="bounded", options={"xatol": 1e-6}).x)
+    at = "upper" if hi - log_t < BOUND_TOL else "lower" if log_t - lo < BOUND_TOL else None
+    if at is not None:
+        why = (
+            "up: the held-out predictions are no better than uniform ones, e.g. labels all of one class"
+            if at == "upper"
+            else "down: every held-out prediction is right and gets ever more confident"
+        )
+        warnings.warn(
+            f"fit_temperature: the fitted temperature is at the {at} bound {bounds[at == 'upper']:g} of bounds="
+            f"{tuple(bounds)}: a degenerate fit (the NLL keeps falling as T goes {why}), not a calibrated "
+            "temperature; check the held-out predictions and labels (more examples, every class)",
+            stacklevel=2,
+        )
+    return float(np.clip(np.exp(log_t), *bounds))  # exp(log b) may round just outside b
 
 
 def _check_bounds(bounds: object) -> None:

@@ -77,9 +77,20 @@ def as_float64(x: Any, name: str = "input") -> np.ndarray:
     """A NumPy array or torch tensor (any shape; float16/bfloat16 tensors too) as a float64 NumPy array.
 
     Raises:
-        ValueError: a meta tensor or a complex dtype (naming ``name``, :func:`_to_numpy`).
+        ValueError: a meta tensor or a complex dtype (naming ``name``, :func:`_to_numpy`); text (``['bogus']``, or
+            numbers written as strings) or other values that are not numbers, naming ``name``.
     """
-    return _to_numpy(x, name).astype(np.float64, copy=False)
+    a = _to_numpy(x, name)
+    try:
+        if a.dtype.kind in "USV":  # text (or raw bytes): never a number, even where it parses as one
+            raise TypeError(f"dtype {a.dtype}")
+        return a.astype(np.float64, copy=False)
+    except (TypeError, ValueError) as e:
+        first = a.ravel()[0] if a.size else None
+        raise ValueError(
+            f"{name} must be numbers (an array or tensor of floats), got values of dtype {a.dtype} (first: "
+            f"{str(first)[:60]!r}; {str(e)[:80]}); pass the numeric scores, not names or strings"
+        ) from None
 
 
 def as_array(x: Any, name: str = "input") -> np.ndarray:

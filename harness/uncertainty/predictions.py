@@ -17,7 +17,11 @@ import numpy as np
 import harness.uncertainty.metrics as M
 from harness.heads.options import LINKS
 from harness.io import atomic_write_bytes
+from harness.uncertainty.checks import check_labels
 from harness.uncertainty.multilabel import multilabel_metrics, sigmoid_nll
+
+#: the target of every row of a set without labels (an OOD set of ``harness shift``)
+UNLABELLED = -1
 
 
 @dataclass
@@ -35,7 +39,12 @@ class Predictions:
 
     Raises:
         ValueError: (at construction) logits not ``[N, K]``, targets or index not N long, an index that is not 1-D
-            unique integers, a class-name count other than K, or a link the heads do not have.
+            unique integers, a class-name count other than K, an empty or repeated class name, a link the heads do
+            not have, softmax targets that are not integer class indices in ``[0, K)`` (the metrics' rule,
+            :func:`harness.uncertainty.checks.check_labels`; or all :data:`UNLABELLED`: a set without labels, an OOD
+            set, which no metric scores), or NaN logits (and softmax ``+inf`` ones:
+            :meth:`check_finite`), so nothing built from them (a fitted temperature, a metric, a saved file) is
+            computed from such predictions.
     """
 
     logits: np.ndarray
@@ -68,6 +77,14 @@ class Predictions:
                 f"Predictions index must be [N] = [{n}] integer example indices, got shape {index.shape} and dtype "
                 f"{index.dtype}; pass np.arange(N) if the rows are the split in order"
             )
+        _check_class_names(self.class_names)
+        unlabelled = bool(n) and bool((np.asarray(self.targets) == UNLABELLED).all())  # an OOD set
+        if self.link == "softmax" and n and not unlabelled:  # the metrics' label rule: class indices in [0, K)
+            try:
+                check_labels(self.targets, n, k)
+            except ValueError as e:
+                raise ValueError(f"Predictions targets: {e}") from None
+        self.check_finite()
         values, counts = np.unique(index, return_counts=True)
         if len(values) != n:
             raise ValueError(
@@ -172,3 +189,24 @@ class Predictions:
     def nll(self) -> float:
         """Mean NLL in nats (summed over classes for the sigmoid link)."""
         return sigmoid_nll(self.logits, self.targets) if self.multilabel else M.nll(self.log_probs(), self.targets)
+
+
+def _check_class_names(names: "list[str]") -> None:
+    """Every class name non-empty and different from the others (reports and comparisons name classes by them).
+
+    Raises:
+        ValueError: an empty (or blank) name or a repeated one, naming it and its position.
+    """
+    seen: "dict[str, int]" = {}
+    for i, name in enumerate(map(str, names)):
+        if not name.strip():
+            raise ValueError(
+                f"Predictions class_names[{i}] is empty ({name!r}): give each class a name, e.g. "
+                "[str(k) for k in range(logits.shape[1])]"
+            )
+        if name in seen:
+            raise ValueError(
+                f"Predictions class_names[{i}] = {name!r} repeats class_names[{seen[name]}]: each class needs its own "
+                "name (reports and comparisons tell classes apart by name); e.g. [str(k) for k in range(K)]"
+            )
+        seen[name] = i

@@ -182,7 +182,7 @@ def test_a_fine_tune_says_its_steps_rate_and_time_left(tmp_path, monkeypatch):
         (dict(steps=2.5), r"steps must be a whole number >= 1 \(None: the BiT-HyperRule's\), got 2\.5"),
         (dict(eval_batch_size=0), r"eval_batch_size must be a whole number >= 1, got 0"),
         (dict(mixup_alpha=-0.1), r"mixup_alpha must be >= 0 \(None: the BiT rule; 0: off\), got -0\.1"),
-        (dict(temperature=0), r"temperature must be in \(0, 1000\], got 0"),
+        (dict(temperature=0), r"temperature must be in \[0\.001, 1000\], got 0"),
         (dict(clip_grad_norm=float("inf")), r"clip_grad_norm must be > 0 \(None: no clipping\), got inf"),
     ],
 )

@@ -266,8 +266,8 @@ def test_hom_sweep_keys_and_records_are_those_of_older_sweeps(upstream, tmp_path
     [
         (dict(head="hetero"), "unknown head 'hetero' \\(--head\\): use one of hom, diag, het, pe"),
         (dict(head="HET"), "unknown head 'HET'"),
-        (dict(head="het", temperatures=[0.0, 1.0]), "each a finite number > 0"),
-        (dict(head="het", temperatures=[1.0, float("nan")]), "each a finite number > 0"),
+        (dict(head="het", temperatures=[0.0, 1.0]), "each a finite number at least 0.001"),
+        (dict(head="het", temperatures=[1.0, float("nan")]), "each a finite number at least 0.001"),
         (dict(head="pe", temperatures=[]), "non-empty list"),
         (dict(head="het", temperatures=[1, 1.0]), "repeat a value"),
         (dict(head="diag", temperatures="1,2"), "non-empty list"),
@@ -286,7 +286,7 @@ def test_bad_head_on_the_command_line_fails_before_any_run(upstream, tmp_path, m
     monkeypatch.setattr("harness.downstream.sweep.run_one", pytest.fail)
     for extra, match in (
         (["--head", "bogus"], "unknown head 'bogus'"),
-        (["--head", "het", "--temperatures", "0.5,-1"], "each a finite number > 0"),
+        (["--head", "het", "--temperatures", "0.5,-1"], "each a finite number at least 0.001"),
         (["--head", "het", "--temperatures", "warm"], "--temperatures 'warm': expected"),
         (["--temperatures", "1,2"], "only apply to a noisy head"),
     ):

@@ -120,11 +120,12 @@ def test_head_overrides_reach_the_runs_config_over_the_methods_head(tmp_path):
     head = plan["main"].configs["het_s0"].model.head
     assert head["temperature"] == 0.25 and head["num_factors"] == 2 and head["covariance"] == "low_rank"
     assert "temperature: 0.25" in to_yaml(plan["main"].configs["het_s0"])  # what the run writes as its config.yaml
-    own = (
+    own = (  # a key the method's entry sets is the method's own: refused (audit9 X01), another method is the fix
         "{het: {covariance: low_rank, num_factors: 2, train_mc_samples: 5, eval_mc_samples: 5, "
         "overrides: [model.head.num_factors=7]}}"
     )
-    assert validate_experiment(_tiny(tmp_path, own))["main"].configs["het_s0"].model.head["num_factors"] == 7
+    with pytest.raises(ValueError, match=r"sets model\.head\.num_factors .* which method 'het' defines itself"):
+        validate_experiment(_tiny(tmp_path, own))
     assert not (tmp_path / "runs").exists()
 
 
@@ -175,7 +176,6 @@ def test_a_head_override_the_head_does_not_take_is_refused_like_harness_upstream
             _tiny(
                 tmp_path,
                 "{het: {covariance: low_rank, num_factors: 2}}",
-                "upstream_overrides=[model.head.temperature=0.25]",
                 "temperature_grid=[0.5,1.0]",
                 "upstream_overrides=[model.head.temperature=0.25,data.heldout_split=val]",
             )

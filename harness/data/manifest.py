@@ -1,0 +1,102 @@
+"""Reading a JFT-style manifest (``<split>.jsonl`` or ``<split>.csv``) entry by entry, for
+:func:`harness.data.sources._manifest`: UTF-8 text (a UTF-8 byte-order mark is accepted), integer label ids, each
+label once in an entry."""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+from pathlib import Path
+from typing import Any, Iterator, TextIO
+
+
+def manifest_file(root: Path, split: str) -> Path:
+    """``<root>/<split>.jsonl``, else ``<root>/<split>.csv``.
+
+    Raises:
+        FileNotFoundError: neither file exists.
+    """
+    for name in (f"{split}.jsonl", f"{split}.csv"):
+        if (root / name).is_file():
+            return root / name
+    raise FileNotFoundError(f"no {split}.csv or {split}.jsonl in {str(root)!r}")
+
+
+def label_id(value: Any, where: str, text: bool = False) -> int:
+    """One label id of a manifest entry: a JSON integer (``2``), or with ``text`` (a CSV field) a string of an integer.
+
+    Raises:
+        ValueError: a float (``1.7``, ``2.0``), a boolean, a JSON string (``"2"``), or a text that is not an integer
+            (names ``where``, the value and the fix).
+    """
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    is_int = isinstance(value, str) and re.fullmatch(r"\s*[+-]?[0-9]+\s*", value)
+    if is_int and text:
+        return int(value)
+    shown = repr(value) if isinstance(value, str) else json.dumps(value)
+    integral = isinstance(value, float) and value.is_integer()
+    fix = f"write {int(value)}" if integral or is_int else "write the class id (0, 1, 2, ...) it stands for"
+    kind = " (a JSON string): JSON label ids must be JSON integers" if is_int else ": label ids must be integers"
+    raise ValueError(f"{where}: label {shown} is not a class id{kind}; {fix}")
+
+
+def manifest_rows(root: Path, split: str) -> "Iterator[tuple[int, str, list[int]]]":
+    """``(line number, image path, label ids)`` of each entry of ``<root>/<split>.jsonl`` or ``.csv``, read line by
+    line (the file is never held whole) as UTF-8 (a byte-order mark is dropped). A label id is an integer (JSON ``2``;
+    CSV ``2``), each given once in an entry.
+
+    Raises:
+        ValueError: a file that is not UTF-8, a line that is not an entry, a label that is not an integer (``1.7``,
+            ``2.0``, ``true``, JSON ``"2"``, ``"x"``) or one repeated in an entry (the message names the file, line,
+            value and fix).
+        FileNotFoundError: neither file exists.
+    """
+    path = manifest_file(root, split)
+    with open(path, newline="" if path.suffix == ".csv" else None, encoding="utf-8-sig") as f:
+        try:
+            yield from _entries(path, f)
+        except UnicodeDecodeError as e:
+            raise ValueError(
+                f"{path} is not UTF-8 text ({e.reason}, byte {e.object[e.start : e.start + 1]!r}): a manifest must be "
+                "UTF-8; save it as UTF-8 (e.g. iconv -f UTF-16 -t UTF-8)"
+            ) from None
+
+
+def _entries(path: Path, f: TextIO) -> "Iterator[tuple[int, str, list[int]]]":
+    """The entries of an open manifest (see :func:`manifest_rows`)."""
+    if path.suffix == ".jsonl":
+        rows = (
+            (n, _json_entry(path, n, line), False) for n, line in enumerate(f, 1) if line.strip()
+        )  # (line, (path, labels), labels are text)
+    else:
+        rows = (
+            (n, (rec[0], rec[1].replace(";", " ").split() if len(rec) > 1 else []), True)
+            for n, rec in enumerate(csv.reader(f), 1)
+            if rec and not (n == 1 and rec[0] in ("path", "image", "image_path"))
+        )
+    for n, (image, labels), text in rows:
+        ids = [label_id(v, f"{path} line {n}", text) for v in labels]
+        if len(set(ids)) < len(ids):
+            twice = next(i for i in ids if ids.count(i) > 1)
+            raise ValueError(
+                f"{path} line {n}: label {twice} is listed twice in one entry ({ids}); list each label once"
+            )
+        yield n, image, ids
+
+
+def _json_entry(path: Path, n: int, line: str) -> "tuple[str, list]":
+    """(image path, labels) of JSONL line ``n``.
+
+    Raises:
+        ValueError: not ``{"path": ..., "labels": [ids]}``.
+    """
+    try:
+        rec = json.loads(line)
+        image, labels = str(rec["path"]), rec["labels"]
+        if not isinstance(labels, list):
+            raise TypeError(f"labels is {json.dumps(labels)}, not a list")
+    except (ValueError, KeyError, TypeError) as e:
+        raise ValueError(f'{path} line {n}: expected {{"path": ..., "labels": [ids]}} ({e})') from e
+    return image, labels

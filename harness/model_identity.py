@@ -1,0 +1,112 @@
+"""Is this the right model? Two checks every path that scores a model reads: :func:`check_distinct_predictions` (the
+same model counted twice, by ``harness report`` and ``harness ensemble``) and :func:`check_classes_match` (a model
+scored on data of other classes, by ``harness import`` and ``harness ensemble --from-checkpoints --eval-data``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Iterable, Optional, Sequence
+
+import numpy as np
+
+from harness.io import read_json_object
+from harness.uncertainty.predictions import Predictions
+
+if TYPE_CHECKING:
+    from harness.models import Classifier
+
+#: two predictions are "the same model twice" when, on the same examples (index) with the same targets and link,
+#: every predicted log-probability differs by at most this (nats); float32 re-saves and logits shifted by a constant
+#: stay far below it, two independently trained models (other seeds, other settings) are far above it
+SAME_MODEL_TOL = 1e-5
+
+
+def _log_probs(p: Predictions) -> np.ndarray:
+    """``p``'s log-probabilities ``[N, K]`` in the order of its example index."""
+    return p.log_probs()[np.argsort(p.index, kind="stable")]
+
+
+def _largest_difference(p: Predictions, lp: np.ndarray, q: Predictions, lq: np.ndarray) -> Optional[float]:
+    """max |Δ log p| over every row and class, or None when the two are not of the same examples, targets and link."""
+    if p.link != q.link or lp.shape != lq.shape:
+        return None
+    if not np.array_equal(np.sort(p.index), np.sort(q.index)):
+        return None
+    tp, tq = (np.asarray(x.targets)[np.argsort(x.index, kind="stable")] for x in (p, q))
+    if tp.shape != tq.shape or not np.array_equal(tp, tq):
+        return None
+    with np.errstate(invalid="ignore"):
+        diff = np.where(lp == lq, 0.0, np.abs(lp - lq))  # equal -inf entries are no difference
+    return float(diff.max()) if diff.size else 0.0
+
+
+def check_distinct_predictions(preds: "Iterable[Predictions]", what: str, why: str) -> None:
+    """No two of ``preds`` are the same model: on the same examples (index), targets and link, every predicted
+    log-probability (log-softmax, or log-sigmoid) within :data:`SAME_MODEL_TOL` = 1e-5 nats of the other's (a copied
+    folder, re-saved in another dtype, or with every logit shifted by a constant). The one check of
+    ``harness report`` and ``harness ensemble`` that a model is not counted twice. Each is named by its ``source``;
+    ``what`` names an item (``member``), ``why`` says why each counts once (``an ensemble counts each model once``).
+    ``preds`` may be a generator; each one's log-probabilities ``[N, K]`` are kept and compared pairwise (a handful of
+    folders).
+
+    Raises:
+        ValueError: two predictions of the same model, naming both sources, the tolerance and the fix.
+    """
+    seen: "list[tuple[Predictions, np.ndarray]]" = []
+    for p in preds:
+        lp = _log_probs(p)
+        for q, lq in seen:
+            diff = _largest_difference(p, lp, q, lq)
+            if diff is not None and diff <= SAME_MODEL_TOL:
+                raise ValueError(
+                    f"{what}s {q.source!r} and {p.source!r} have identical predictions: the same model twice (a "
+                    f"copied folder, or two methods or seeds with the same settings); {why}: keep one of them "
+                    f"(identical: on the same examples and targets every predicted log-probability differs by at "
+                    f"most {SAME_MODEL_TOL:g}, here by {diff:.3g}; two independently trained models never agree "
+                    "this closely)"
+                )
+        seen.append((p, lp))
+
+
+def model_class_names(source: str, model: "Classifier") -> "Optional[list[str]]":
+    """The class names a model was trained on, where recorded: an export's ``label_names`` (``model.card_info``), or
+    the ``class_names`` of the ``run.json`` beside a run's ``model.pt`` (``source`` the file or the run folder);
+    None when neither records them (a timm / torchvision model)."""
+    names = (getattr(model, "card_info", None) or {}).get("label_names")
+    if not names:
+        path = Path(str(source))
+        folder = path.parent if path.suffix == ".pt" else path
+        names = (read_json_object(folder / "run.json") or {}).get("class_names") if folder.is_dir() else None
+    return [str(n) for n in names] if names else None
+
+
+def _abbreviated(names: Sequence[str], most: int = 6) -> str:
+    shown = ", ".join(str(n) for n in names[:most])
+    return f"[{shown}{', ...' if len(names) > most else ''}] ({len(names)})"
+
+
+def check_classes_match(
+    source: str, num_classes: int, names: "Optional[Sequence[str]]", data_names: Sequence[str], data: str
+) -> None:
+    """Before predicting: a model of ``num_classes`` classes (named ``names`` where recorded,
+    :func:`model_class_names`) is scored on data whose classes are ``data_names`` (described by ``data``) only if
+    the counts agree and, when both sides name their classes, the names agree in order. The one check of
+    ``harness import`` and ``harness ensemble --from-checkpoints --eval-data``.
+
+    Raises:
+        ValueError: another class count or other class names, naming the model, both class lists (abbreviated) and
+            the fix.
+    """
+    fix = "give the data the model was trained on (or a model trained on this data's classes)"
+    if num_classes != len(data_names):
+        raise ValueError(
+            f"{source} has {num_classes} classes but the data ({data}) has {len(data_names)}: the model is not one of "
+            f"this data's (its classes: {_abbreviated(names) if names else 'not recorded'}; the data's: "
+            f"{_abbreviated(list(data_names))}); {fix}"
+        )
+    if names and [str(n) for n in names] != [str(n) for n in data_names]:
+        raise ValueError(
+            f"{source} was trained on the classes {_abbreviated(list(names))} but the data ({data}) has the classes "
+            f"{_abbreviated(list(data_names))}: its predictions would be scored against other classes; {fix}"
+        )

@@ -1,0 +1,102 @@
+"""Whose report a report folder holds: the run and ensemble folders a report was built from (``report.json`` key
+``inputs``), the one rule by which ``harness report`` and the report stage of ``harness run`` refuse to replace the
+report of other inputs (:func:`check_same_inputs`), and the removal of the files an earlier report of the folder
+wrote that the new one does not (:func:`remove_stale`).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional, Sequence
+
+from harness.io import quote
+
+
+def resolved(paths: Sequence["str | Path"]) -> "list[str]":
+    """The folders ``paths`` as ``report.json`` records them (key ``inputs``): absolute, links resolved, sorted."""
+    return sorted(str(Path(p).resolve()) for p in paths)
+
+
+def read_report(out: Path) -> dict:
+    """``out/report.json`` as a dict (an unreadable or non-object one: empty)."""
+    try:
+        spec = json.loads((out / "report.json").read_text(errors="replace"))
+    except (OSError, ValueError):
+        return {}
+    return spec if isinstance(spec, dict) else {}
+
+
+def recorded_inputs(spec: dict) -> "list[str]":
+    """The input folders a report recorded (``inputs``; a report written before that key: its entries' ``source``,
+    the folders as they were given), resolved as :func:`resolved` does."""
+    inputs = spec.get("inputs")
+    if not isinstance(inputs, list):
+        entries = spec.get("entries") if isinstance(spec.get("entries"), list) else []
+        inputs = [e.get("source") for e in entries if isinstance(e, dict)]
+    return resolved([p for p in inputs if isinstance(p, str) and p])
+
+
+def check_same_inputs(
+    out: Path,
+    inputs: Optional[Sequence["str | Path"]],
+    inputs_under: "Optional[str | Path]",
+    overwrite: Optional[bool],
+    elsewhere: str,
+) -> None:
+    """The report already in ``out`` (``report.json`` of :data:`harness.report.build.SCHEMA`) is of the same
+    inputs: the same set of folders as ``inputs``, and every one of them inside ``inputs_under`` (an experiment's runs
+    folder: its report grows as its runs finish); None: not compared. A rerun of the same report passes; with
+    ``overwrite`` any report is replaced. ``elsewhere``: how the caller's user chooses another folder; ``overwrite``
+    None: the caller has no ``--overwrite``, and the message does not offer it.
+
+    Raises:
+        ValueError: a report of other inputs, naming the folder, the inputs it holds, the new ones and the fix.
+    """
+    if overwrite or (inputs is None and inputs_under is None):
+        return
+    old = recorded_inputs(read_report(out))
+    new = resolved(inputs) if inputs is not None else None
+    if inputs_under is not None:
+        root = Path(inputs_under).resolve()
+        other = [p for p in old if not Path(p).is_relative_to(root)]
+        if not other and (new is None or all(Path(p).is_relative_to(root) for p in new)):
+            return
+        theirs = f"of {quote(', '.join(other or old), 300)} (outside {root})"
+    elif new == old:
+        return
+    else:
+        theirs = f"of {quote(', '.join(old), 300) or 'inputs it does not record'}"
+    mine = f"{root}" if inputs_under is not None else quote(", ".join(new or []), 300)
+    offer = "" if overwrite is None else ", or give --overwrite to replace it"
+    raise ValueError(
+        f"{out} holds the report {theirs}, not of {mine}: writing this report there would replace it; "
+        f"{elsewhere}{offer}"
+    )
+
+
+def remove_stale(out: Path, old: dict, figures: dict) -> "list[str]":
+    """Remove from ``out`` the figure files the earlier report ``old`` (its ``report.json``, read before the new one
+    was written) listed that the new report (its ``figures``) does not: plain file names only; a file the old report
+    did not list is never touched. Returns the names removed."""
+    from harness.io import check_name
+
+    def names(figs: object) -> "set[str]":
+        found: "set[str]" = set()
+        for v in figs.values() if isinstance(figs, dict) else []:
+            for f in v if isinstance(v, list) else [v]:
+                if isinstance(f, str):
+                    found.add(f)
+        return found
+
+    removed = []
+    for f in sorted(names(old.get("figures")) - names(figures)):
+        try:
+            check_name(f, "figure file")
+        except ValueError:
+            continue
+        path = out / f
+        if path.is_file() and not path.is_symlink():
+            path.unlink()
+            removed.append(f)
+    return removed
