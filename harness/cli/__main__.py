@@ -1,5 +1,5 @@
-"""``python -m harness.cli`` (:func:`harness.__main__.main`: a Ctrl-C outside a command ends with one line)."""
+"""``python -m harness.cli``."""
 
-from harness.__main__ import main
+from harness.cli import main
 
 main()
