@@ -67,8 +67,9 @@ def _check_shift_writable(folder: Path, kind: str) -> Path:
     )
 
 
-def _check_run(run_dir: Path, settings: ShiftSettings, overwrite: bool = False) -> "tuple[dict, Any, list]":
-    """A finished single-label run and settings that fit its data: ``(config, data config, sets)``.
+def _check_run(run_dir: Path, settings: ShiftSettings, overwrite: bool = False) -> "tuple[dict, Any, list, Any]":
+    """A finished single-label run and settings that fit its data: ``(config, data config, sets, split)``, the
+    evaluated split built when ``examples`` needed its size (else None: built by the caller that predicts).
 
     Raises:
         FileNotFoundError: not a run folder, or no ``model.pt``.
@@ -98,16 +99,17 @@ def _check_run(run_dir: Path, settings: ShiftSettings, overwrite: bool = False) 
             "give --overwrite (only the shift sets' own files are written there)"
         )
     data = data_config(run_dir)
-    sets = check_settings(settings, data)
+    sets, base = check_settings(settings, data), None
     if settings.examples:
         split = settings.split or data.eval_split
-        size = len(build_split(data, split))
+        base = build_split(data, split)
+        size = len(base)
         if settings.examples > size:
             raise ValueError(
                 f"--examples {settings.examples} is more than the {size} images of {run_dir}'s split {split!r}: "
                 f"pass --examples {size} or fewer (0: the whole split)"
             )
-    return cfg, data, sets
+    return cfg, data, sets, base
 
 
 def _set_key(
@@ -207,9 +209,9 @@ def predict_run(
     from harness.uncertainty.predictions import Predictions
 
     run_dir = Path(run_dir)
-    cfg, data, sets = _check_run(run_dir, settings, overwrite)
+    cfg, data, sets, base = _check_run(run_dir, settings, overwrite)
     split = settings.split or data.eval_split
-    base = build_split(data, split)
+    base = build_split(data, split) if base is None else base
     rows = subset_rows(len(base), settings.examples, settings.seed)
     key = _set_key(run_dir, cfg, data, base.description, split, rows, settings)
     out = run_dir / "shift"
