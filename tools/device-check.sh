@@ -5,10 +5,11 @@
 #
 # The machine has Python 3.12 (python3, or $PYTHON) with torch + CUDA, torchvision, timm, accelerate, scikit-learn, scipy, safetensors,
 # huggingface_hub, click, pyyaml, tqdm, filelock, matplotlib, tensorboard and pytest, and no package registry.
-# What the harness needs beyond that (omegaconf; setuptools only if the machine's is too old for an editable
-# install) comes from wheels/device/ (git-ignored), filled beforehand on a machine with the registry:
+# What the harness needs beyond that (omegaconf; webdataset and braceexpand for the loader part; setuptools only if
+# the machine's is too old for an editable install) comes from wheels/device/ (git-ignored), filled beforehand on a
+# machine with the registry:
 #
-#   pip download --no-deps --only-binary=:all: --python-version 3.12 -d wheels/device omegaconf setuptools
+#   pip download --no-deps --only-binary=:all: --python-version 3.12 -d wheels/device omegaconf webdataset braceexpand setuptools
 #
 # Usage: tools/device-check.sh [--dry-run | --full | any other `harness bench device` option]
 #   DEVICE_CHECK_TIMEOUT (seconds, default 540) stops the bench short of a 10-minute command limit; the files
@@ -25,16 +26,20 @@ exec > >(tee "$LOG") 2>&1
 echo "[device-check] $(date -u '+%Y-%m-%d %H:%M UTC') on $(hostname); $($PY --version)"
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 
-# 1. install: the missing pure-Python wheels from wheels/device, then the project itself with --no-deps
-if ! $PY -c 'import omegaconf' 2>/dev/null || ! $PY -c 'import setuptools, sys; sys.exit(tuple(map(int, setuptools.__version__.split(".")[:2])) < (70, 1))' 2>/dev/null; then
+# 1. install: what the machine lacks from wheels/device (omegaconf; webdataset for the loader part's shards; setuptools
+#    only if the machine's is too old for an editable install), then the project itself with --no-deps
+need=()
+$PY -c 'import omegaconf' 2>/dev/null || need+=(omegaconf)
+$PY -c 'import webdataset' 2>/dev/null || need+=(webdataset)
+$PY -c 'import setuptools, sys; sys.exit(tuple(map(int, setuptools.__version__.split(".")[:2])) < (70, 1))' 2>/dev/null ||
+  need+=('setuptools>=70.1')
+if ((${#need[@]})); then
   if ! ls "$WHEELS"/*.whl >/dev/null 2>&1; then
-    echo "[device-check] no wheels in $WHEELS: fill it on a machine with the registry (see the top of $0)" >&2
+    echo "[device-check] ${need[*]} missing and no wheels in $WHEELS: fill it on a machine with the registry (see the top of $0)" >&2
     exit 2
   fi
+  $PY -m pip install -q --no-index --find-links "$WHEELS" "${need[@]}"
 fi
-$PY -c 'import omegaconf' 2>/dev/null || $PY -m pip install --no-index --find-links "$WHEELS" omegaconf
-$PY -c 'import setuptools, sys; sys.exit(tuple(map(int, setuptools.__version__.split(".")[:2])) < (70, 1))' 2>/dev/null ||
-  $PY -m pip install --no-index --find-links "$WHEELS" 'setuptools>=70.1'
 $PY -m pip install --no-index --no-deps --no-build-isolation -e . >/dev/null
 $PY -c 'import torch, harness.cli; print(f"[device-check] torch {torch.__version__}, CUDA {torch.version.cuda}, GPU: {torch.cuda.is_available()}")'
 
