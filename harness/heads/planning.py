@@ -14,7 +14,14 @@ from harness.heads.noise import CounterNoise, counter_bank, counter_key, seeded_
 from harness.heads.options import BANK_ROWS
 from harness.heads.rows import MIN_SAMPLES
 
-__all__ = ["AUTO_CHUNK_ELEMENTS", "FRESH_CHUNK_ELEMENTS", "auto_chunk_size", "plan_noise"]
+__all__ = [
+    "ACCELERATOR_CHUNK_SCALE",
+    "AUTO_CHUNK_ELEMENTS",
+    "FRESH_CHUNK_ELEMENTS",
+    "auto_chunk_size",
+    "chunk_elements",
+    "plan_noise",
+]
 
 #: elements of one ``[N, chunk, K]`` tensor of the evaluation bank when the chunk size is chosen
 #: automatically (4 MiB of float32); it fixes the bank's chunks and row blocks (see :func:`plan_noise`).
@@ -24,6 +31,18 @@ AUTO_CHUNK_ELEMENTS = 1 << 20
 #: CPU, chunks of 32 samples step 1.3x faster than chunks of 16 under load, while the peak memory
 #: stays under 0.2 of the naive implementation's (``results/bench/heads.md``).
 FRESH_CHUNK_ELEMENTS = 1 << 21
+#: how many times larger a chunk is on an accelerator (CUDA, MPS, ...): there a chunk of a few MiB is a handful of
+#: microseconds of work behind each of its kernel launches, so the step is launch-bound. Measured on an H200
+#: (``results/bench/device.md``: B = 64, D = 2048, K = 1000, S = 1000, forward + backward): at the CPU's chunks
+#: the low-rank head took 38 ms against the naive implementation's 5 ms; ``results/bench/device-chunks.md``
+#: gives the time and memory of each chunk size there. The memory stays flat in S beyond one chunk.
+ACCELERATOR_CHUNK_SCALE = 16
+
+
+def chunk_elements(elements: int, device: torch.device) -> int:
+    """The element budget ``elements`` (:data:`AUTO_CHUNK_ELEMENTS` or :data:`FRESH_CHUNK_ELEMENTS`) on
+    ``device``: as given on the CPU, :data:`ACCELERATOR_CHUNK_SCALE` times larger elsewhere."""
+    return elements if device.type == "cpu" else elements * ACCELERATOR_CHUNK_SCALE
 
 
 def auto_chunk_size(num_rows: int, width: int, num_samples: int, elements: int = AUTO_CHUNK_ELEMENTS) -> int:
@@ -42,7 +61,8 @@ def plan_noise(head, h: Tensor, s: int, seed: Optional[int]) -> "tuple":
     chunk size the rows are processed in blocks of about AUTO_CHUNK_ELEMENTS / (chunk·width)
     rows, which keeps the memory of a chunk flat in the batch size as in training.
     Otherwise the noise is fresh (``seed`` if given, else drawn from torch's global RNG), per
-    row unless ``share_samples_across_batch``, with chunks of about FRESH_CHUNK_ELEMENTS; a HET-XL head whose
+    row unless ``share_samples_across_batch``, with chunks of about FRESH_CHUNK_ELEMENTS; on an accelerator both
+    budgets are :data:`ACCELERATOR_CHUNK_SCALE` times larger (:func:`chunk_elements`). On the CPU a HET-XL head whose
     single row's chunk reaches :data:`~harness.heads.rows.MIN_SAMPLES` samples draws it row by row and is
     computed row by row (:mod:`harness.heads.rows`: one product fewer in the backward pass).
 
@@ -72,7 +92,7 @@ def plan_noise(head, h: Tensor, s: int, seed: Optional[int]) -> "tuple":
         else:
             key = torch.tensor(counter_key(seed), dtype=torch.int64, device=h.device)
         rows = h.shape[0] if isinstance(h.shape[0], int) else BANK_ROWS  # a dynamic batch: a static chunk
-        chunk = head.mc_chunk_size or auto_chunk_size(rows, width, s, FRESH_CHUNK_ELEMENTS)
+        chunk = head.mc_chunk_size or auto_chunk_size(rows, width, s, chunk_elements(FRESH_CHUNK_ELEMENTS, h.device))
         return CounterNoise(shared, head.noise_width, head.num_factors, scalar), min(chunk, s), None, key
     if seed is None:
         seed = int(torch.randint(0, 2**62, (), device="cpu"))  # global RNG: reproducible via manual_seed
@@ -80,11 +100,12 @@ def plan_noise(head, h: Tensor, s: int, seed: Optional[int]) -> "tuple":
     if head.mc_chunk_size is not None:
         chunk = head.mc_chunk_size
     elif bank:
-        chunk = auto_chunk_size(BANK_ROWS, width, s)
-        row_block = max(1, AUTO_CHUNK_ELEMENTS // (chunk * width))
+        budget = chunk_elements(AUTO_CHUNK_ELEMENTS, h.device)
+        chunk = auto_chunk_size(BANK_ROWS, width, s, budget)
+        row_block = max(1, budget // (chunk * width))
     else:
-        chunk = auto_chunk_size(h.shape[0], width, s, FRESH_CHUNK_ELEMENTS)
-    by_row = not (bank or shared or scalar) and _row_by_row(head, h.shape[0], width, s)
+        chunk = auto_chunk_size(h.shape[0], width, s, chunk_elements(FRESH_CHUNK_ELEMENTS, h.device))
+    by_row = not (bank or shared or scalar) and h.device.type == "cpu" and _row_by_row(head, h.shape[0], width, s)
     if by_row:
         chunk = auto_chunk_size(1, width, s, FRESH_CHUNK_ELEMENTS)
     if bank:

@@ -132,3 +132,31 @@ def test_chunk_logits_of_rows_match_the_stacked_draw():
     z = chunk_logits("low_rank", *noise(0, 9), **t)
     one = {k: (v[2:3] if k in ("mu", "scale", "factors") else v) for k, v in t.items()}
     torch.testing.assert_close(z[2:3], chunk_logits("low_rank", *noise.row(2, 0, 9), **one))
+
+
+def test_on_an_accelerator_chunks_are_larger_and_hetxl_is_not_computed_row_by_row():
+    """The planner reads the device type only: "meta" stands for a GPU here. There chunks are ACCELERATOR_CHUNK_SCALE
+    times the CPU's (fresh noise and the evaluation bank) and HET-XL goes chunk by chunk (measured on an H200:
+    results/bench/device-chunks.md)."""
+    from harness.heads.options import BANK_ROWS
+    from harness.heads.planning import (
+        ACCELERATOR_CHUNK_SCALE,
+        AUTO_CHUNK_ELEMENTS,
+        FRESH_CHUNK_ELEMENTS,
+        chunk_elements,
+    )
+
+    head = HeteroscedasticHead(64, 1000, num_factors=2, noise_space="pre_logits", train_mc_samples=10_000)
+    plans = {}
+    for mode in ("train", "eval"):
+        getattr(head, mode)()
+        for dev in ("cpu", "meta"):
+            x = torch.zeros(16, 64, device=dev)
+            noise, chunk, row_block, _ = plan_noise(head, x, 10_000, seed=0 if mode == "train" else None)
+            plans[mode, dev] = (hasattr(noise, "row"), chunk, row_block)
+    assert plans["train", "cpu"][0] is True and plans["train", "meta"][0] is False
+    assert plans["train", "meta"][1] == FRESH_CHUNK_ELEMENTS * ACCELERATOR_CHUNK_SCALE // (16 * 1000)
+    assert plans["eval", "meta"][1] == AUTO_CHUNK_ELEMENTS * ACCELERATOR_CHUNK_SCALE // (BANK_ROWS * 1000)
+    assert plans["eval", "cpu"][1] == AUTO_CHUNK_ELEMENTS // (BANK_ROWS * 1000)
+    assert abs(plans["eval", "meta"][2] - plans["eval", "cpu"][2]) <= 1  # the bank's row blocks: as many rows
+    assert chunk_elements(FRESH_CHUNK_ELEMENTS, torch.device("cpu")) == FRESH_CHUNK_ELEMENTS
