@@ -114,10 +114,13 @@ def _repeated_cli_override(tmp):
 
 # ------------------------------------------------------------------------------ K01: Ctrl-C during the imports
 class _Interrupted:
-    """A meta-path finder that raises KeyboardInterrupt on importing ``harness.cli`` (a Ctrl-C while torch loads)."""
+    """A meta-path finder that raises KeyboardInterrupt on importing ``module`` (a Ctrl-C while torch loads)."""
+
+    def __init__(self, module: str = "harness.cli") -> None:
+        self.module = module
 
     def find_spec(self, name, path=None, target=None):
-        if name == "harness.cli":
+        if name == self.module:
             raise KeyboardInterrupt
         return None
 
@@ -146,6 +149,33 @@ def _interrupt_during_imports(tmp):
     assert code == 130 and err.getvalue() == "interrupted\n", (code, err.getvalue())
     assert scripts["harness"] == "harness.__main__:main", scripts
     return f"exit {code}, {err.getvalue().strip()!r}"
+
+
+@handled(
+    "cli",
+    "Ctrl-C while python -m harness.cli imports torch (audit9 K01, its second spelling: a KeyboardInterrupt traceback)",
+    r"exit 130, 'interrupted'; import harness\.cli alone imports no torch",
+)
+def _interrupt_during_module_imports(tmp):
+    import io
+    import runpy
+    import subprocess
+
+    err = io.StringIO()
+    modules = {k: v for k, v in sys.modules.items() if k != "harness.cli" and not k.startswith("harness.cli.")}
+    code = None
+    with mock.patch.dict(sys.modules, modules, clear=True):
+        with mock.patch.object(sys, "meta_path", [_Interrupted("harness.cli.app"), *sys.meta_path]):
+            with mock.patch.object(sys, "stderr", err), mock.patch.object(sys, "argv", ["harness.cli", "--version"]):
+                try:
+                    runpy.run_module("harness.cli", run_name="__main__", alter_sys=True)
+                except SystemExit as e:
+                    code = e.code
+    assert code == 130 and err.getvalue() == "interrupted\n", (code, err.getvalue())
+    probe = "import sys, harness.cli; print('torch' in sys.modules)"
+    light = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.strip()
+    assert light == "False", light  # the package is light: the Ctrl-C handling comes before torch's import
+    return f"exit {code}, {err.getvalue().strip()!r}; import harness.cli alone imports no torch"
 
 
 # ------------------------------------------------------------------------------ N04, N05, N07, N08: manifests

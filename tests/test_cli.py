@@ -53,7 +53,8 @@ def test_bench_heads_before_times_the_head_of_the_given_tree(tmp_path):
     assert res.exit_code == 0, res.output
     rows = json.loads(out.with_suffix(".json").read_text())["rows"]
     fp32 = [r for r in rows if r["precision"] == "fp32"]  # the before head is timed in fp32 only
-    assert fp32 and all(r["before"]["ms"] >= 100 > r["ours"]["ms"] for r in fp32)
+    # the sleep is in the before head's times only (ours can pass 100 ms on a loaded machine)
+    assert fp32 and all(r["before"]["ms"] >= 100 and r["before"]["ms"] > r["ours"]["ms"] for r in fp32)
     assert all("before" not in r for r in rows if r["precision"] == "bf16")
     assert "## Before / after" in out.read_text() and "| low_rank | softmax | 10 |" in out.read_text()
     res = CliRunner().invoke(main, ["bench", "heads", "--quick", "--out", str(out), "--before", str(tmp_path)])
