@@ -177,3 +177,24 @@ def _env_lists_harness_variables(tmp):
     assert f"HARNESS_CACHE={tmp / 'cache'}" in text.splitlines()[-1], text
     assert data["variables"]["HARNESS_CACHE"] == str(tmp / "cache"), data["variables"]
     return "HARNESS_CACHE listed in harness env (text and --json)"
+
+
+@bad_input(
+    "report",
+    "harness report --screenshot with a Chromium that renders nothing (audit9 RP4: refused after the report was built)",
+    CLI_ERROR,
+    r"Chromium \(.*chromium\) does not render pages \(exit 1: .*cannot open display.*\); reinstall it "
+    r"\(apt-get install --reinstall chromium\), or leave out --screenshot",
+)
+def _report_broken_browser(tmp):
+    make_run(tmp / "a", seed=0)
+    bin_dir = tmp / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "chromium"
+    fake.write_text("#!/bin/sh\necho 'ERROR: cannot open display' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    with mock.patch.dict("os.environ", {"PATH": f"{bin_dir}:/usr/bin:/bin"}):
+        try:
+            _cli("report", str(tmp / "a"), "--out-root", str(tmp / "results"), "--screenshot")
+        finally:
+            assert not (tmp / "results").exists(), "the report was built before the browser was found broken"

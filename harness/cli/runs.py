@@ -218,7 +218,7 @@ def import_cmd(source, weights, random_init, data_file, out, device, overwrite, 
 def report(paths, name, out_root, no_covariance, no_shift, top_pairs, screenshot, overwrite, calibrators) -> None:
     """Markdown, HTML and JSON report of run and ensemble folders (Table 7 layout, calibration,
     reliability diagrams, covariance analysis; distribution shift where harness shift has run)."""
-    from harness.report.browser import png_size
+    from harness.report.browser import check_browser, png_size
     from harness.report.browser import screenshot as take_screenshot
     from harness.report.build import build
 
@@ -228,6 +228,8 @@ def report(paths, name, out_root, no_covariance, no_shift, top_pairs, screenshot
             "drop --top-pairs, or drop --no-covariance"
         )
     try:
+        if screenshot:  # a browser that cannot render is found before the report is built, not after
+            check_browser()
         out = build(
             paths,
             paths[0].resolve().name if name is None else name,  # --name "" is refused (harness.io.check_name)

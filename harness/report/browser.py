@@ -45,7 +45,9 @@ def _chromium(args: "list[str]", what: str) -> "subprocess.CompletedProcess":
 
     browser = next((shutil.which(b) for b in BROWSERS if shutil.which(b)), None)
     if browser is None:
-        raise FileNotFoundError("no Chromium found for the screenshot; install it (apt-get install chromium)")
+        raise FileNotFoundError(
+            "no Chromium found for the screenshot; install it (apt-get install chromium), or leave out --screenshot"
+        )
     with tempfile.TemporaryDirectory() as profile:
         try:
             return subprocess.run(
@@ -70,6 +72,28 @@ def _chromium(args: "list[str]", what: str) -> "subprocess.CompletedProcess":
             )
         except subprocess.TimeoutExpired as e:
             raise RuntimeError(f"Chromium took over 180 s to {what}") from e
+
+
+def check_browser() -> None:
+    """Check, before a report is built, that headless Chromium starts and renders a page (one line of HTML, about
+    a second), so that ``--screenshot`` fails before the work rather than after it.
+
+    Raises:
+        FileNotFoundError: no Chromium on PATH (``apt-get install chromium``).
+        RuntimeError: Chromium is there but renders nothing, naming the browser, its exit status and the last line
+            of its error output, and the fixes (reinstall it, or leave out the screenshot).
+    """
+    import shutil
+
+    probe = "data:text/html,<p>harness-probe</p>"
+    proc = _chromium(["--dump-dom", probe], "render a one-line page")
+    if "harness-probe" not in proc.stdout:
+        browser = next(shutil.which(b) for b in BROWSERS if shutil.which(b))
+        last = (proc.stderr.strip().splitlines() or ["(no error output)"])[-1][:300]
+        raise RuntimeError(
+            f"Chromium ({browser}) does not render pages (exit {proc.returncode}: {last}); reinstall it "
+            "(apt-get install --reinstall chromium), or leave out --screenshot"
+        )
 
 
 def layout(html_path: "str | Path", width: int = 1280, height: int = 1000) -> dict:
