@@ -157,16 +157,17 @@ def register_fixed_temperature(head: torch.nn.Module, temperature: Optional[floa
         ValueError: ``<prefix>fixed_temperature = <τ> ... must be <TEMPERATURE_RULE>`` with the fix.
     """
     head.register_buffer("fixed_temperature", torch.tensor(1.0 if temperature is None else float(temperature)))
+    head.register_load_state_dict_pre_hook(_check_fixed_temperature)  # module level: the head pickles (torch.save)
 
-    def check(module: Any, state_dict: dict, prefix: str, *_: Any) -> None:
-        value = state_dict.get(prefix + "fixed_temperature")
-        if not isinstance(value, torch.Tensor) or value.numel() != 1 or value.is_meta:
-            return  # a missing or misshapen key is load_state_dict's own error
-        if not temperature_in_range(float(value)):
-            raise ValueError(
-                f"load_state_dict: {prefix}fixed_temperature = {float(value)!r} (the head's fixed temperature τ) must "
-                f"be {TEMPERATURE_RULE} (0 gives NaN logits, a negative τ flips them); load the state_dict this head "
-                "saved, unchanged, or build the head with the temperature you want"
-            )
 
-    head.register_load_state_dict_pre_hook(check)
+def _check_fixed_temperature(module: Any, state_dict: dict, prefix: str, *_: Any) -> None:
+    """The ``load_state_dict`` pre-hook of :func:`register_fixed_temperature`."""
+    value = state_dict.get(prefix + "fixed_temperature")
+    if not isinstance(value, torch.Tensor) or value.numel() != 1 or value.is_meta:
+        return  # a missing or misshapen key is load_state_dict's own error
+    if not temperature_in_range(float(value)):
+        raise ValueError(
+            f"load_state_dict: {prefix}fixed_temperature = {float(value)!r} (the head's fixed temperature τ) must "
+            f"be {TEMPERATURE_RULE} (0 gives NaN logits, a negative τ flips them); load the state_dict this head "
+            "saved, unchanged, or build the head with the temperature you want"
+        )
