@@ -215,8 +215,8 @@ def load_source(
 
     A timm / torchvision source gets a new head on the backbone's pooled features: for ``num_classes`` classes when
     given (a zero-initialised homoscedastic layer, or ``head``: :class:`HeteroscedasticHead` options such as
-    ``{"covariance": "low_rank"}``), ready to train; without ``num_classes`` a 1-class placeholder (outputs
-    ``[B, 1]``) for ``harness downstream`` to replace. A harness model keeps its own head unless ``num_classes``
+    ``{"covariance": "low_rank"}``), ready to train; without ``num_classes`` a 1-output placeholder (one sigmoid
+    output, ``[B, 1]``) for ``harness downstream`` to replace. A harness model keeps its own head unless ``num_classes``
     differs from its own (then a new head as above). Its ``preprocessing`` comes from the backbone's
     ``pretrained_cfg``.
 
@@ -264,7 +264,8 @@ def load_source(
         return replace_head(model, num_classes, **(head or {}))
     backbone, prep = source_backbone(str(source), weights, random_init, offline)
     width = int(getattr(backbone, "head_hidden_size", None) or backbone.num_features)
-    head_cfg = {"covariance": "none", "link": "softmax", **(head or {})}
+    # the placeholder is one sigmoid output: a softmax over one class is refused (harness.heads.checks.check_sizes)
+    head_cfg = {"covariance": "none", "link": "softmax" if num_classes else "sigmoid", **(head or {})}
     name, kwargs = source_spec(source, backbone)
     return Classifier(
         backbone,

@@ -6,7 +6,7 @@ import io
 
 import torch
 
-from bad_inputs import handled
+from bad_inputs import bad_input, handled
 
 
 @handled(
@@ -46,3 +46,24 @@ def _saved(module: torch.nn.Module) -> bytes:
     buf = io.BytesIO()
     torch.save(module, buf)
     return buf.getvalue()
+
+
+@bad_input(
+    "heads",
+    "HeteroscedasticHead(D, 1) and hetify of a 1-output layer with the softmax link (audit10 H11, K08: a softmax over "
+    "one class, log p = 0 for every input, trained and scored without a word)",
+    ValueError,
+    r"num_classes=1 with link='softmax': a softmax over one class is 1 whatever the input \(nothing to learn, NLL 0\); "
+    r"use link='sigmoid' for one binary label, or give every class \(num_classes >= 2\)",
+)
+def _one_class_softmax(tmp):
+    from harness.heads import HeteroscedasticHead, hetify
+
+    assert HeteroscedasticHead(8, 1, link="sigmoid", num_factors=1)(torch.randn(2, 8)).shape == (2, 1)
+    try:
+        HeteroscedasticHead(8, 1, num_factors=1)
+    except ValueError:
+        pass
+    else:
+        raise AssertionError("a one-class softmax head was built")
+    hetify(torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Linear(8, 1)), layer="1", num_factors=1)

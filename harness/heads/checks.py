@@ -70,6 +70,23 @@ def check_seed(name: str, value: object, none: str) -> None:
         )
 
 
+def check_sizes(in_features: int, num_classes: int, link: str) -> "tuple[int, int]":
+    """``(in_features, num_classes)`` of a head, both >= 1; a softmax over one class is refused (its probability is 1
+    whatever the input: nothing to learn, NLL 0).
+
+    Raises:
+        ValueError: a size below 1, or ``num_classes=1`` with the softmax link, naming the fix.
+    """
+    if in_features < 1 or num_classes < 1:
+        raise ValueError(f"in_features and num_classes must be >= 1, got {in_features} and {num_classes}")
+    if num_classes == 1 and link == "softmax":
+        raise ValueError(
+            "num_classes=1 with link='softmax': a softmax over one class is 1 whatever the input (nothing to learn, "
+            "NLL 0); use link='sigmoid' for one binary label, or give every class (num_classes >= 2)"
+        )
+    return int(in_features), int(num_classes)
+
+
 def resolved_num_factors(covariance: str, num_factors: Optional[int], width: int, noise_space: str) -> int:
     """R of a variant with factors: ``num_factors``, or min(DEFAULT_NUM_FACTORS, W) (the paper's ImageNet rank)
     when None; W = ``width``, K for HET and D for HET-XL (``noise_space="pre_logits"``).

@@ -28,6 +28,7 @@ from harness.heads.checks import (
     check_mc_samples,
     check_sampling_options,
     check_seed,
+    check_sizes,
     checked_temperature_bounds,
     register_fixed_temperature,
     resolved_num_factors,
@@ -139,12 +140,10 @@ class HeteroscedasticHead(nn.Module):
         options = {k: v for k, v in locals().items() if k not in ("self", "__class__")}
         check_option_types(HeteroscedasticHead.__init__, options)
         super().__init__()
-        if in_features < 1 or num_classes < 1:
-            raise ValueError(f"in_features and num_classes must be >= 1, got {in_features} and {num_classes}")
-        self.in_features, self.num_classes = int(in_features), int(num_classes)
+        self.link = _choice("link", link, LINKS)
+        self.in_features, self.num_classes = check_sizes(in_features, num_classes, self.link)
         self.covariance_type = _choice("covariance", covariance, VARIANTS)
         self.noise_form = self.variant.form  # the sampler's noise form (None: no noise)
-        self.link = _choice("link", link, LINKS)
         self.noise_space = _choice("noise_space", noise_space, NOISE_SPACES)
         self.diag_noise = _choice("diag_noise", diag_noise, DIAG_NOISES)
         _choice("init", init, INITS)
