@@ -97,13 +97,35 @@ def _check_bounds(bounds: object) -> None:
 def scale(preds: Predictions, temperature: float) -> Predictions:
     """``logits / temperature`` (for a fitted temperature, :func:`fit_temperature`).
 
+    ``temperature``: a Python or NumPy number, or a 0-d real torch tensor / NumPy array (read as ``float(t)``).
+
     Raises:
         ValueError: ``temperature`` not :data:`harness.heads.options.TEMPERATURE_RULE` (0 gives ±inf logits, a
-            negative one flips the ranking, NaN gives NaN).
+            negative one flips the ranking, NaN gives NaN), or a tensor / array that is not one real number.
     """
+    temperature = _one_number(temperature)
     if not temperature_in_range(temperature):
         raise ValueError(
             f"temperature must be {TEMPERATURE_RULE}, got temperature={temperature!r}; pass the T that "
             "fit_temperature(heldout_predictions) returns"
         )
     return replace(preds, logits=preds.logits / temperature, source=f"{preds.source} (T={temperature:.3f})")
+
+
+def _one_number(t: object) -> object:
+    """A 0-d real torch tensor or NumPy array as ``float(t)``; anything else as given (the range rule judges it).
+
+    Raises:
+        ValueError: a tensor or array of another shape, or of a bool / complex dtype, naming its shape and dtype.
+    """
+    if not (hasattr(t, "detach") or isinstance(t, np.ndarray)):
+        return t
+    shape, dtype = tuple(t.shape), str(t.dtype)
+    real = not (t.is_complex() or dtype == "torch.bool") if hasattr(t, "detach") else t.dtype.kind in "iuf"
+    if shape != () or not real or getattr(t, "is_meta", False):
+        raise ValueError(
+            f"temperature must be one real number ({TEMPERATURE_RULE}), got a {type(t).__name__} of shape {shape} "
+            f"and dtype {dtype}{' on the meta device (no value)' if getattr(t, 'is_meta', False) else ''}; pass a "
+            "Python float, e.g. float(t) for a one-element tensor t"
+        )
+    return float(t)

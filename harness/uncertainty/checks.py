@@ -2,7 +2,8 @@
 
 Every public metric refuses, with a ``ValueError`` that names the fix,
 
-- ``N = 0`` (nothing to score); shapes other than ``[N, K]`` scores with ``[N]`` labels (single-label) or
+- ``N = 0`` (nothing to score); single-label log-probabilities of one class (K = 1: p = 1 always, a perfect
+  score); shapes other than ``[N, K]`` scores with ``[N]`` labels (single-label) or
   ``[N, K]`` multi-hot targets (multi-label); labels whose count differs from N;
 - labels of a non-integer dtype (floats, bools) or outside ``[0, K)``;
 - log-probabilities whose rows do not normalise, ``|Σ_k p_k - 1| > NORM_TOL`` (raw logits land
@@ -159,8 +160,19 @@ def row_prob_sums(lp: np.ndarray) -> np.ndarray:
 
 
 def check_log_probs(log_probs: Any, labels: Any) -> "tuple[np.ndarray, np.ndarray]":
-    """(log_probs ``[N, K]`` float64, labels ``[N]`` int64) after every single-label check."""
+    """(log_probs ``[N, K]`` float64, labels ``[N]`` int64) after every single-label check.
+
+    Raises:
+        ValueError: a bad input (module docstring), including K = 1 (a softmax over one class, p = 1 for every
+            input, would score as perfect: top-1 1.0, NLL 0).
+    """
     lp = _log_prob_matrix(log_probs, "log_probs")
+    if lp.shape[1] == 1:
+        raise ValueError(
+            f"log_probs has K = 1 class (shape {lp.shape}): a softmax over one class is p = 1 whatever the input, so "
+            "every single-label metric would be perfect (top-1 1.0, NLL 0); give every class's log-probability "
+            "(K >= 2), or score one binary label as multi-label (harness.uncertainty.multilabel, sigmoid logits)"
+        )
     y = check_labels(labels, lp.shape[0], lp.shape[1])
     check_normalised(lp, "log_probs", norm_tol(log_probs, lp.shape[1]))
     return lp, y

@@ -121,9 +121,20 @@ def accuracy(log_probs: Any, labels: Any, k: int = 1) -> float:
     """
     lp, y = check_log_probs(log_probs, labels)
     num_classes = lp.shape[1]
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= num_classes:
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
         raise ValueError(
-            f"k must be a whole number in [1, K] (K = {num_classes} classes), got k={k!r}: a top-{k} accuracy of "
+            f"k must be a whole number in [1, K] (K = {num_classes} classes), got k={k!r} of type "
+            f"{type(k).__name__}: pass an int"
+            + (f" (k={int(k)})" if isinstance(k, float) and k.is_integer() and 1 <= k <= num_classes else "")
+        )
+    if k < 1:
+        raise ValueError(
+            f"k must be a whole number in [1, K] (K = {num_classes} classes), got k={k}: a top-k accuracy counts "
+            "the label among the k most probable classes, so k >= 1 (k=1 is the top-1 accuracy)"
+        )
+    if k > num_classes:
+        raise ValueError(
+            f"k must be a whole number in [1, K] (K = {num_classes} classes), got k={k}: a top-{k} accuracy of "
             f"{num_classes} classes would be a meaningless 1.0; pass k <= {num_classes}"
         )
     return _accuracy(lp, y, k)

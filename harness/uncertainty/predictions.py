@@ -17,7 +17,7 @@ import numpy as np
 import harness.uncertainty.metrics as M
 from harness.heads.options import LINKS
 from harness.io import atomic_write_bytes
-from harness.uncertainty.checks import check_labels
+from harness.uncertainty.checks import as_array, as_float64, check_labels
 from harness.uncertainty.multilabel import multilabel_metrics, sigmoid_nll
 
 #: the target of every row of a set without labels (an OOD set of ``harness shift``)
@@ -29,7 +29,10 @@ class Predictions:
     """Per-example outputs of one model (or ensemble) on one split, sorted by example index.
 
     Attributes:
-        logits: ``[N, K]`` float64 (for het models log p̄, or logit p̄ for the sigmoid link).
+        logits: ``[N, K]`` float64 (for het models log p̄, or logit p̄ for the sigmoid link). ``logits``,
+            ``targets`` and ``index`` may be given as NumPy arrays, torch tensors (bfloat16 / float16 too) or lists:
+            they are stored as NumPy arrays (:func:`harness.uncertainty.checks.as_float64` / ``as_array``, the
+            metrics' one conversion).
         targets: ``[N]`` ints, or ``[N, K]`` multi-hot.
         index: ``[N]`` example indices in the split: unique integers (members of an ensemble and compared models
             are aligned by them).
@@ -38,7 +41,8 @@ class Predictions:
         source: where they came from (run folder or ensemble).
 
     Raises:
-        ValueError: (at construction) logits not ``[N, K]``, targets or index not N long, an index that is not 1-D
+        ValueError: (at construction) complex, meta-device or non-numeric logits (the one conversion), logits not
+            ``[N, K]``, targets or index not N long, an index that is not 1-D
             unique integers, a class-name count other than K, an empty or repeated class name, a link the heads do
             not have, softmax targets that are not integer class indices in ``[0, K)`` (the metrics' rule,
             :func:`harness.uncertainty.checks.check_labels`; or all :data:`UNLABELLED`: a set without labels, an OOD
@@ -55,7 +59,12 @@ class Predictions:
     source: str = ""
 
     def __post_init__(self) -> None:
-        z = np.asarray(self.logits)
+        # the metrics' one conversion: torch tensors (bf16/half too) and lists become NumPy arrays, so every method
+        # (fit_temperature, save, metrics) reads arrays; complex, meta-device or text logits are refused here
+        self.logits = as_float64(self.logits, "Predictions logits")
+        self.targets = as_array(self.targets, "Predictions targets")
+        self.index = as_array(self.index, "Predictions index")
+        z = self.logits
         if z.ndim != 2:
             raise ValueError(f"Predictions logits must be [N, K] (examples x classes), got shape {z.shape}")
         n, k = z.shape
@@ -69,16 +78,16 @@ class Predictions:
                 f"{len(self.class_names)} class_names for {k} classes (logits {z.shape}): give exactly one name "
                 "per logit column, e.g. [str(k) for k in range(logits.shape[1])]"
             )
-        if len(np.asarray(self.targets)) != n:
-            raise ValueError(f"{len(np.asarray(self.targets))} targets for {n} rows of logits: give one per example")
-        index = np.asarray(self.index)
+        if len(self.targets) != n:
+            raise ValueError(f"{len(self.targets)} targets for {n} rows of logits: give one per example")
+        index = self.index
         if index.ndim != 1 or len(index) != n or (n and index.dtype.kind not in "iu"):
             raise ValueError(
                 f"Predictions index must be [N] = [{n}] integer example indices, got shape {index.shape} and dtype "
                 f"{index.dtype}; pass np.arange(N) if the rows are the split in order"
             )
         _check_class_names(self.class_names)
-        unlabelled = bool(n) and bool((np.asarray(self.targets) == UNLABELLED).all())  # an OOD set
+        unlabelled = bool(n) and bool((self.targets == UNLABELLED).all())  # an OOD set
         if self.link == "softmax" and n and not unlabelled:  # the metrics' label rule: class indices in [0, K)
             try:
                 check_labels(self.targets, n, k)
