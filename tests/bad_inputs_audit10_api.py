@@ -100,3 +100,118 @@ def _scale_tensor(tmp):
         assert "pass a Python float, e.g. float(t)" in str(e), e
         return f"0-d tensor taken as T=2; a [1] tensor: {str(e).split('), ')[1]}"
     raise AssertionError("a [1] tensor was taken as a temperature")
+
+
+# ------------------------------------------------------------------------------------------------ hetify
+@handled(
+    "heads",
+    "hetify(Sequential(Sequential(Linear(4,8),ReLU(),Linear(8,5))), layer='0.0') (audit10 A10-15: the hidden "
+    "Linear(4,8) became an 8-class HET head whose log-probabilities went through ReLU and Linear(8,5))",
+    r"refused: layer='0.0' is not the model's output layer: .* comes from '0.2' \(Linear\).*layer='0.2'.*"
+    r"check_output=False; the output layer, example_input and check_output=False taken",
+)
+def _hetify_hidden_layer(tmp):
+    from torch import nn
+
+    from harness.heads import HeteroscedasticHead, hetify
+
+    def mlp():
+        return nn.Sequential(nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 5)))
+
+    model = mlp()
+    try:
+        hetify(model, layer="0.0", covariance="diagonal")
+    except ValueError as e:
+        said = str(e)
+        assert isinstance(model[0][0], nn.Linear), "the model was changed before the refusal"
+    else:
+        raise AssertionError("a hidden layer was hetified")
+    try:  # the same check with an example_input on a model the probe cannot feed
+        hetify(mlp(), layer="0.0", example_input=torch.randn(2, 4), covariance="diagonal")
+    except ValueError as e:
+        assert "is not the model's output layer" in str(e), e
+    else:
+        raise AssertionError("a hidden layer was hetified with an example_input")
+    assert isinstance(hetify(mlp(), layer="0.2", covariance="diagonal")[0][2], HeteroscedasticHead)
+    hetify(mlp(), layer="0.2", example_input=torch.randn(2, 4), covariance="diagonal")
+    hetify(mlp(), layer="0.0", check_output=False, covariance="diagonal")
+    return f"refused: {said}; the output layer, example_input and check_output=False taken"
+
+
+class _Tied(torch.nn.Module):
+    """A classifier tied to the embedding (weight sharing, as language models do)."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = torch.nn.Embedding(5, 8)
+        self.out = torch.nn.Linear(8, 5, bias=False)
+        self.out.weight = self.emb.weight
+
+    def forward(self, x):
+        return self.out(self.emb(x))
+
+
+@bad_input(
+    "heads",
+    "hetify(model, layer='out') where out.weight is emb.weight (audit10 A10-16: silently untied, although the "
+    "docstring said the tie is kept)",
+    ValueError,
+    r"layer 'out' shares its weight with emb\.weight \(Embedding, a tied classifier\): a HET head has new parameters "
+    r"of its own, so hetify would silently untie them .*model\.out\.weight = nn\.Parameter\(",
+)
+def _hetify_tied_embedding(tmp):
+    from torch import nn
+
+    from harness.heads import hetify
+
+    twice = nn.Sequential(nn.Linear(4, 8), nn.Linear(8, 5))
+    twice.extra = twice[1]  # one module registered twice: still one head under both names
+    hetify(twice, layer="1", covariance="diagonal")
+    assert twice.extra is twice[1]
+    model = _Tied()
+    try:
+        hetify(model, layer="out", covariance="diagonal")
+    finally:
+        assert model.out.weight is model.emb.weight, "the tie was broken"
+
+
+# ------------------------------------------------------------------------------------------------ exports
+@bad_input(
+    "export",
+    "export_run(run, out) where out is a dangling symbolic link (audit10 A10-20: a raw FileExistsError from pathlib)",
+    ValueError,
+    r"link is a broken symbolic link \(to '.*nonexistent-dir', which does not exist\): remove the link or create the "
+    r"folder it points to, or give save_pretrained another folder",
+)
+def _export_dangling_link(tmp):
+    import os
+
+    from bad_inputs_audit6_runs import _checkpoint_runs
+
+    from harness.runs import export_run
+
+    _checkpoint_runs(tmp)
+    os.symlink(tmp / "nonexistent-dir", tmp / "link")
+    try:
+        export_run(tmp / "a", tmp / "link")
+    finally:
+        assert not (tmp / "nonexistent-dir").exists(), "something was written through the link"
+
+
+@bad_input(
+    "export",
+    "Classifier.from_pretrained(run_folder) (audit10 A10-21: advised giving 'run/model.pt', which from_pretrained "
+    "then refuses)",
+    FileNotFoundError,
+    r"no config\.json at '.*a/config\.json'.*this folder holds a harness model\.pt: Classifier\.from_pretrained takes "
+    r"only export folders: load it with harness\.models\.load_model\('.*a/model\.pt'\), or export the run first with "
+    r"harness\.runs\.export_run\('.*a', out\)",
+)
+def _from_pretrained_run_folder(tmp):
+    from bad_inputs_audit6_runs import _checkpoint_runs
+
+    from harness.models import Classifier, load_model
+
+    _checkpoint_runs(tmp)
+    assert load_model(tmp / "a" / "model.pt") is not None  # the advice works
+    Classifier.from_pretrained(str(tmp / "a"))

@@ -149,19 +149,19 @@ def _shapes(example_input) -> str:
     return f"(a {type(example_input).__name__})"
 
 
-def _traced_output_layer(model: nn.Module, example_input) -> str:
-    """The dotted name of the layer whose output is the model's output, in an ``eval()``, ``no_grad`` forward
-    of ``example_input`` (the training flags are restored).
+def _output_producer(model: nn.Module, example_input) -> "Optional[tuple[str, nn.Module]]":
+    """The ``(dotted name, module)`` whose output is the model's output, in an ``eval()``, ``no_grad`` forward of
+    ``example_input`` (the training flags are restored); None if no module returns it (the forward function
+    computes it, e.g. the mean of two heads).
 
     "Is the output": the same tensor, or the same memory with the same number of elements (a view, as
     ``torch.flatten`` of a ``[B, K, 1, 1]`` convolution output). Every module's output is kept alive during
     the pass, so no address is reused. The producer is the last leaf module to return it (an in-place ReLU
-    after a layer returns the same tensor and wins, rightly); a non-leaf module that computes the output
-    itself is named in the refusal.
+    after a layer returns the same tensor and wins, rightly), else the first non-leaf one.
 
     Raises:
-        ValueError: the forward of ``example_input`` fails (its shape and the model's error named), returns no
-            single tensor, or no supported layer produces its output.
+        ValueError: the forward of ``example_input`` fails (its shape and the model's error named) or returns no
+            single tensor.
     """
     fired: "list[tuple[str, nn.Module, Tensor]]" = []
 
@@ -200,29 +200,86 @@ def _traced_output_layer(model: nn.Module, example_input) -> str:
 
     matches = [(n, m) for n, m, t in fired if same(t)]
     leaves = [(n, m) for n, m in matches if next(m.children(), None) is None]
-    if not matches:
+    return leaves[-1] if leaves else matches[0] if matches else None
+
+
+def _traced_output_layer(model: nn.Module, example_input) -> str:
+    """The dotted name of the layer whose output is the model's output (:func:`_output_producer`).
+
+    Raises:
+        ValueError: the forward of ``example_input`` fails (its shape and the model's error named), returns no
+            single tensor, or no supported layer produces its output.
+    """
+    found = _output_producer(model, example_input)
+    if found is None:
         raise ValueError(
             f"no module of {type(model).__name__} returns its output: the forward function computes it after the "
             f"last module; if a layer before that is the classifier and replacing it is right, {FIX}"
         )
-    name, producer = leaves[-1] if leaves else matches[0]
+    name, producer = found
     if isinstance(producer, nn.Linear) or _is_conv_1x1(producer):
         return name
     raise ValueError(
-        f"the output of {type(model).__name__} comes from {name!r} ({type(producer).__name__}), not from a "
-        f"layer hetify replaces ({SUPPORTED}); a HET head returns log-probabilities, so what the model does after its "
-        f"classifier (a ReLU and pooling, as torchvision's SqueezeNet) would act on them: rebuild the classifier "
-        f"as a layer that ends the model, or if replacing a layer before is right, {FIX}"
+        f"the output of {type(model).__name__} comes from {name!r} ({type(producer).__name__}), not from a layer "
+        f"hetify replaces ({SUPPORTED}); a HET head returns log-probabilities, so what the model does after its "
+        "classifier (a ReLU and pooling, as torchvision's SqueezeNet) would act on them: rebuild the classifier as "
+        f"a layer that ends the model, or if replacing a layer before is right, {FIX}"
     )
 
 
-def _layers(model: nn.Module, layer, example_input) -> "list[tuple[str, nn.Module]]":
-    """The layers to replace: ``layer=``, else timm's ``pretrained_cfg['classifier']``, else traced."""
+def _probe_input(model: nn.Module) -> "Optional[Tensor]":
+    """A batch of one zero row for a model whose first registered leaf module is an ``nn.Linear`` (its input size
+    is then known), on that layer's device and dtype; None for any other model (its input is not known here)."""
+    first = next((m for m in model.modules() if next(m.children(), None) is None), None)
+    if not isinstance(first, nn.Linear) or first.weight.is_meta:
+        return None
+    return torch.zeros(1, first.in_features, device=first.weight.device, dtype=first.weight.dtype)
+
+
+def _check_named_output(model: nn.Module, layers: "list[tuple[str, nn.Module]]", example_input) -> None:
+    """With ``layer=`` named: refuse when a traced forward shows the model's output comes from another module than
+    the named layer(s) (a hidden layer named: the model would transform the head's log-probabilities). Traced with
+    ``example_input``, else with :func:`_probe_input` (a model starting with an ``nn.Linear``; a probe the forward
+    fails on, or an output no module returns, e.g. the mean of two heads, is not judged).
+
+    Raises:
+        ValueError: the output comes from another module (both named, and the fixes); an ``example_input`` the
+            forward fails on (:func:`_output_producer`).
+    """
+    probe = example_input if example_input is not None else _probe_input(model)
+    if probe is None:
+        return
+    try:
+        found = _output_producer(model, probe)
+    except ValueError:
+        if example_input is not None:
+            raise
+        return
+    if found is None or any(found[1] is m for _, m in layers):
+        return
+    name, producer = found
+    given = ", ".join(repr(n) for n, _ in layers)
+    better = f"layer={name!r}" if isinstance(producer, nn.Linear) or _is_conv_1x1(producer) else "the last layer"
+    raise ValueError(
+        f"layer={given} is not the model's output layer: in a forward of an input {_shapes(probe)} the output of "
+        f"{type(model).__name__} comes from {name!r} ({type(producer).__name__}); a HET head returns "
+        f"log-probabilities, so the modules after {given} would act on them; name the layer whose output is the "
+        f"model's output ({better}), or rebuild the classifier as a layer that ends the model; if the modules after "
+        "it are meant to act on log-probabilities, pass check_output=False"
+    )
+
+
+def _layers(model: nn.Module, layer, example_input, check_output: bool = True) -> "list[tuple[str, nn.Module]]":
+    """The layers to replace: ``layer=`` (its output checked, :func:`_check_named_output`), else timm's
+    ``pretrained_cfg['classifier']``, else traced."""
     if layer is not None:
         names = [layer] if isinstance(layer, str) else list(layer) if isinstance(layer, (list, tuple)) else None
         if not names:
             raise ValueError(f"layer must be a dotted module name or a non-empty list of them, got {layer!r}")
-        return [pair for n in names for pair in _resolve(model, n, f"layer={n!r}")]
+        layers = [pair for n in names for pair in _resolve(model, n, f"layer={n!r}")]
+        if check_output:
+            _check_named_output(model, layers, example_input)
+        return layers
     timm_names = _timm_names(model)
     if timm_names is not None:
         if not timm_names:
@@ -264,6 +321,7 @@ def hetify(
     layer: Union[str, Sequence[str], None] = None,
     num_classes: Optional[int] = None,
     example_input: Union[Tensor, tuple, None] = None,
+    check_output: bool = True,
     **head_options,
 ) -> nn.Module:
     """Replace a model's classifier by heteroscedastic head(s) of the same sizes, in place; never guessing which.
@@ -281,18 +339,26 @@ def hetify(
     a plain 1x1 ``nn.Conv2d`` (-> :class:`HeteroscedasticConvHead`, ``[B, D, H, W] -> [B, K, H, W]``), timm's
     LeViT ``NormLinear`` (its BatchNorm1d kept, its ``linear`` replaced) or an ``nn.ModuleList`` of these
     (each replaced). A head is freshly initialised, on the old layer's device and dtype, and set at every
-    place the old layer was registered: a layer registered under two names (``m.extra = m[1]``, a tied
-    classifier) gets the same head object under both, so the tie is kept. The model then returns the heads' outputs where it returned logits:
+    place the old layer was registered: one module registered under two names (``m.extra = m[1]``) gets the same
+    head object under both, so that tie is kept. A classifier whose weight or bias is shared with another module
+    (a classifier tied to an embedding, ``out.weight = emb.weight``) is refused: the head's new parameters would
+    silently untie it. The model then returns the heads' outputs where it returned logits:
     log p̄ for the softmax link (a model that combines two heads, as timm's distilled models, VOLO and
     CrossViT do, combines log-probabilities: see the head guide).
 
     Args:
         model: the model, modified in place.
-        layer: dotted name(s) of the classifier; overrides timm's config and tracing.
+        layer: dotted name(s) of the classifier; overrides timm's config and tracing. Its output is checked to be
+            the model's output (a hidden layer named is refused) by a forward of ``example_input`` if given, else
+            of one zero row for a model whose first registered layer is an ``nn.Linear``; other models (their
+            input not known here) are not checked: pass ``example_input`` to check them.
         num_classes: K of the new heads (default: each old layer's output size); a timm model's
             ``num_classes`` attribute follows.
-        example_input: a batch the model accepts (a tensor, or a tuple of positional arguments), used only
-            to trace a model that is neither named by ``layer=`` nor a timm model; a batch of 1 is enough.
+        example_input: a batch the model accepts (a tensor, or a tuple of positional arguments), used to trace
+            a model that is neither named by ``layer=`` nor a timm model, and to check a ``layer=``; a batch of 1
+            is enough.
+        check_output: False skips the check that a named ``layer=`` gives the model's output (for modules after
+            the classifier that are meant to act on its log-probabilities).
         **head_options: keyword arguments of :class:`HeteroscedasticHead` (``covariance``, ``num_factors``,
             ``temperature``, ``train_mc_samples``, ...) except ``in_features``.
 
@@ -304,7 +370,9 @@ def hetify(
             that is absent or names an unsupported module (its type in the message), an ``example_input`` the
             model's forward fails on (its shape and the model's error named), a traced output that
             no supported layer produces or that is not one tensor, a bad ``num_classes`` or an
-            ``in_features`` option, a lazy layer (``nn.LazyLinear``) not yet run; each message gives the fix.
+            ``in_features`` option, a lazy layer (``nn.LazyLinear``) not yet run, a named ``layer=`` whose output
+            a traced forward shows is not the model's output, a layer whose parameters another module shares (a
+            tied embedding); each message gives the fix.
         TypeError: an unknown head option (checked before any tracing).
 
     Source: Collier et al., CVPR 2021, Sec. 3 (the HET layer replaces the final linear layer); the
@@ -322,7 +390,8 @@ def hetify(
     ):
         raise ValueError(f"num_classes must be an int >= 1 or None (keep each layer's size), got {num_classes!r}")
     _check_options(head_options)  # an unknown option: TypeError naming the closest, before any tracing
-    layers = _layers(model, layer, example_input)
+    layers = _layers(model, layer, example_input, check_output)
+    _check_untied(model, layers)
     old_classes = {m.out_features if isinstance(m, nn.Linear) else m.out_channels for _, m in layers}
     replaced: "set[int]" = set()
     for _, old in layers:
@@ -339,6 +408,29 @@ def hetify(
     ):
         model.num_classes = num_classes
     return model
+
+
+def _check_untied(model: nn.Module, layers: "list[tuple[str, nn.Module]]") -> None:
+    """Refuse layers whose weight or bias another module also holds (a classifier tied to an embedding): the head's
+    new parameters would silently untie them. One module registered twice is not a tie of this kind.
+
+    Raises:
+        ValueError: naming the layer, the parameter, the other module and the fixes.
+    """
+    for name, old in layers:
+        own = {id(p): n for n, p in old.named_parameters(recurse=False)}
+        for other, module in model.named_modules(remove_duplicate=False):
+            if module is old:
+                continue
+            for pname, param in module.named_parameters(recurse=False):
+                if id(param) in own:
+                    raise ValueError(
+                        f"layer {name!r} shares its {own[id(param)]} with {other}.{pname} ({type(module).__name__}, "
+                        "a tied classifier): a HET head has new parameters of its own, so hetify would silently "
+                        f"untie them ({other} keeping the old {pname}); untie the classifier first if that is "
+                        f"intended, model.{name}.{own[id(param)]} = nn.Parameter(model.{name}.{own[id(param)]}"
+                        ".detach().clone()), or keep the tied classifier (a HET head cannot share its weight)"
+                    )
 
 
 def _replace(model: nn.Module, old: nn.Module, num_classes: Optional[int], head_options: dict) -> None:
