@@ -60,15 +60,14 @@ def prepare_folder(
     saves into a new temporary folder).
 
     Raises:
-        ValueError: a file, a folder that cannot be written, or one holding files an export did not write (they are
-            never replaced); an export of another model without ``overwrite``.
+        ValueError: a file, a broken symbolic link, a folder that cannot be written, or one holding files an export
+            did not write (they are never replaced); an export of another model without ``overwrite``.
     """
+    from harness.folder_paths import check_folder_path
     from harness.io import check_writable
     from harness.weights import read_config_json
 
-    folder = Path(folder)
-    if folder.exists() and not folder.is_dir():
-        raise ValueError(f"{folder} is a file: give save_pretrained a folder")
+    folder = check_folder_path(folder, "save_pretrained")
     check_writable(folder, f"save_pretrained's folder {folder}", "save into another folder")
     if not folder.is_dir():
         return folder

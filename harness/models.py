@@ -252,7 +252,7 @@ class Classifier(
                 + ("; a harness model.pt loads with harness.models.load_model(path)" if name.endswith(".pt") else "")
             )
         if folder.is_dir():  # read here (huggingface_hub's reader takes neither a BOM nor anything but an object)
-            read_config_json(folder / hub.CONFIG_FILE)
+            read_config_json(folder / hub.CONFIG_FILE, loader="Classifier.from_pretrained")
             options = {"revision": None, "cache_dir": None, "force_download": False, "local_files_only": False}
             return cls._from_pretrained(model_id=str(folder), **{"token": None, **options, **kwargs})
         return super().from_pretrained(name, **kwargs)

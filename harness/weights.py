@@ -321,9 +321,10 @@ def local_dir(source: str) -> Path:
     return Path(path).expanduser()
 
 
-def read_config_json(path: "str | os.PathLike") -> dict:
+def read_config_json(path: "str | os.PathLike", loader: "str | None" = None) -> dict:
     """A model folder's ``config.json`` (UTF-8, a byte-order mark taken; at most :data:`CONFIG_LIMIT` bytes), as a
-    dict.
+    dict. ``loader``: the reader that takes only export folders (``"Classifier.from_pretrained"``), for the advice
+    on a run folder (holding ``model.pt``): without it, give the file itself (``--model``, ``load_source`` take it).
 
     Raises:
         FileNotFoundError: no such file. ValueError: too large, not JSON, or not an object.
@@ -333,10 +334,17 @@ def read_config_json(path: "str | os.PathLike") -> dict:
     path = Path(path)
     if not path.is_file():
         run = path.parent / "model.pt"  # a harness run folder: its model is the file
+        if loader is None:
+            advice = f"give {str(run)!r} itself"
+        else:
+            advice = (
+                f"{loader} takes only export folders: load it with harness.models.load_model({str(run)!r}), or "
+                f"export the run first with harness.runs.export_run({str(path.parent)!r}, out) and pass out to it"
+            )
         raise FileNotFoundError(
             f"no config.json at {str(path)!r}: give a folder written by save_pretrained, or a timm "
             "model folder (config.json with its weights)"
-            + (f"; this folder holds a harness model.pt: give {str(run)!r} itself" if run.is_file() else "")
+            + (f"; this folder holds a harness model.pt: {advice}" if run.is_file() else "")
         )
     if path.stat().st_size > CONFIG_LIMIT:
         raise ValueError(f"{str(path)!r} is over {CONFIG_LIMIT} bytes: not a model's config.json")
