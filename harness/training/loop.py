@@ -62,7 +62,8 @@ def make_accelerator(
         precision: ``no``, ``bf16`` or ``fp16`` (resolved already: :func:`harness.training.precision.resolve`).
         grad_accum_steps: micro-batches per optimiser step (:func:`accumulate_step` counts them; a data loader
             that accelerate did not prepare never forces a sync at its end).
-        log_with: trackers (names or ``accelerate.tracking.GeneralTracker`` objects; :mod:`harness.training.trackers`).
+        log_with: trackers (names or ``accelerate.tracking.GeneralTracker`` objects; :mod:`harness.training.trackers`);
+            None or empty: no tracker (accelerate is given None, so it warns of no missing tracker).
         project_dir: where trackers that need a folder write.
         cpu: train on the CPU even where a GPU is visible.
 
@@ -81,7 +82,7 @@ def make_accelerator(
     return Accelerator(
         mixed_precision=precision,
         gradient_accumulation_steps=grad_accum_steps,
-        log_with=log_with,
+        log_with=list(log_with or ()) or None,
         project_dir=project_dir,
         cpu=cpu,
     )

@@ -15,9 +15,10 @@ Every command logs, to every tracker named:
 - with ``train.log_model`` (upstream), the run's ``save_pretrained`` folder as artefacts (:func:`log_model`).
 
 Names (:data:`NAMES`) are accelerate's ``LoggerType`` values: ``tensorboard`` (the default; writes ``tb/`` in the
-run or output folder), ``mlflow`` (``MLFLOW_TRACKING_URI``, e.g. ``file:/path/mlruns``; experiment
-``MLFLOW_EXPERIMENT_NAME`` or the command's name; MLflow 3 wants ``MLFLOW_ALLOW_FILE_STORE=true`` for a ``file:``
-store, or a database such as ``sqlite:///mlflow.db``), ``wandb`` (``WANDB_MODE=offline`` runs without a network;
+run or output folder), ``mlflow`` (``MLFLOW_TRACKING_URI``: a database such as ``sqlite:///path/mlflow.db``, or a
+tracking server ``http://host:5000``, which must answer before any work; MLflow 3 refuses a file store, a folder or
+``file:`` URI, unless ``MLFLOW_ALLOW_FILE_STORE=true``; experiment ``MLFLOW_EXPERIMENT_NAME`` or the command's
+name), ``wandb`` (``WANDB_MODE=offline`` runs without a network;
 project ``WANDB_PROJECT`` or the command's name), ``aim``, ``comet_ml``, ``clearml``, ``dvclive``, ``swanlab``,
 ``trackio``. mlflow and wandb install with ``pip install "het-harness[track]"``.
 """
@@ -84,36 +85,95 @@ def check_names(names: Sequence[str], key: str = "--log-with") -> "list[str]":
 
 #: the URI schemes of MLflow's tracking stores (a plain path is a file store too)
 MLFLOW_SCHEMES = ("file", "sqlite", "postgresql", "mysql", "mssql", "http", "https", "databricks", "databricks-uc")
+#: the local MLflow store to advise: a database file (MLflow 3 refuses its file store unless
+#: ``MLFLOW_ALLOW_FILE_STORE=true``; a database works with every MLflow version)
+LOCAL_STORE = "sqlite:///mlflow.db"
 
 
-def check_tracking_uri(uri: Optional[str] = None) -> None:
-    """``MLFLOW_TRACKING_URI`` (default: the environment's) checked as every other location: one of MLflow's store
-    schemes (:data:`MLFLOW_SCHEMES`) or a local path, and a local store never inside a harness run or sweep folder
-    (MLflow would fill it with its own files).
+def mlflow_version() -> Optional[str]:
+    """The installed MLflow's version (read from its package metadata, MLflow not imported), or None."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("mlflow")
+    except PackageNotFoundError:
+        return None
+
+
+def _file_store_refused() -> Optional[str]:
+    """The installed MLflow's version when it refuses a file store as the run starts (MLflow >= 3, without
+    ``MLFLOW_ALLOW_FILE_STORE`` set to true or 1), else None."""
+    found = mlflow_version()
+    allowed = os.environ.get("MLFLOW_ALLOW_FILE_STORE", "").strip().lower() in ("true", "1")
+    major = re.match(r"\d+", found or "")
+    return found if major and int(major.group()) >= 3 and not allowed else None
+
+
+def _local_store_path(uri: str, scheme: str) -> Optional[Path]:
+    """The file or folder of a local store (a path, a ``file:`` URI, an ``sqlite:`` database file), else None."""
+    from urllib.parse import unquote, urlparse
+
+    if scheme == "sqlite":
+        path = unquote(urlparse(uri).path)[1:]  # sqlite:///rel.db: rel.db; sqlite:////abs.db: /abs.db
+        return Path(path).expanduser().resolve() if path and path != ":memory:" else None
+    if scheme in ("", "file") or len(scheme) == 1:  # a Windows drive letter is a path too
+        return Path(unquote(urlparse(uri).path) if scheme == "file" else uri).expanduser().resolve()
+    return None
+
+
+def check_tracking_uri(uri: Optional[str] = None, key: str = "--log-with") -> None:
+    """``MLFLOW_TRACKING_URI`` (default: the environment's) checked before any work, as every other location: one of
+    MLflow's store schemes (:data:`MLFLOW_SCHEMES`) or a local path; a local store (a folder, a ``file:`` URI, an
+    ``sqlite:`` database file) never inside a harness run or sweep folder (MLflow would fill it with its own files);
+    no file store where the installed MLflow (>= 3) refuses one as the run starts; and a tracking server
+    (``http(s)://``) that answers within :data:`harness.network.TIMEOUT` seconds (MLflow would retry for minutes).
+    ``key``: the setting that names mlflow (``train.log_with``, ``--log-with``), for the messages.
 
     Raises:
-        ValueError: another scheme (``pipe:``, ``s3:``...), or a store inside a run folder (``run.json``) or a sweep
-            folder (``sweep.json``), naming the variable, the value and the fix.
+        ValueError: another scheme (``pipe:``, ``s3:``...); a store inside a run folder (``run.json``) or a sweep
+            folder (``sweep.json``); a file store with MLflow >= 3 (the fix: :data:`LOCAL_STORE`, or
+            ``MLFLOW_ALLOW_FILE_STORE=true``); a server that does not answer; each naming the variable, the value and
+            the fix.
     """
-    from urllib.parse import unquote, urlparse
+    from urllib.parse import urlparse
+
+    from harness.network import TIMEOUT, unreachable
 
     uri = os.environ.get("MLFLOW_TRACKING_URI") if uri is None else uri
     if not uri:
         return
     scheme = urlparse(uri).scheme.lower().split("+")[0]
+    shown = repr(uri[:80])
     if scheme and len(scheme) > 1 and scheme not in MLFLOW_SCHEMES:
         raise ValueError(
-            f"MLFLOW_TRACKING_URI {uri[:80]!r} is a {scheme}: URI, not an MLflow store: give a folder (./mlruns), a "
-            f"file: URI, a database (sqlite:///mlflow.db) or a tracking server (http://host:5000)"
+            f"MLFLOW_TRACKING_URI {shown} is a {scheme}: URI, not an MLflow store: give a database "
+            f"({LOCAL_STORE}) or a tracking server (http://host:5000)"
         )
-    if scheme not in ("", "file") and len(scheme) > 1:
-        return
-    path = Path(unquote(urlparse(uri).path) if scheme == "file" else uri).expanduser().resolve()
-    for folder in (path, *path.parents):
+    path = _local_store_path(uri, scheme)
+    for folder in (path, *path.parents) if path is not None else ():
         if (folder / "run.json").is_file() or (folder / "sweep.json").is_file():
             raise ValueError(
-                f"MLFLOW_TRACKING_URI {uri[:80]!r} is inside the harness folder {folder}, which MLflow would fill "
-                "with its own files: give the store a folder of its own, e.g. MLFLOW_TRACKING_URI=./mlruns"
+                f"MLFLOW_TRACKING_URI {shown} is inside the harness folder {folder}, which MLflow would fill "
+                f"with its own files: give the store a folder of its own, e.g. MLFLOW_TRACKING_URI={LOCAL_STORE} "
+                "in another working folder"
+            )
+    refused = _file_store_refused() if path is not None and scheme != "sqlite" else None
+    if refused:
+        raise ValueError(
+            f"MLFLOW_TRACKING_URI {shown} is a file store (a folder), which the installed MLflow {refused} refuses "
+            f"when the run starts (its file store is in maintenance mode), and the run would go on untracked: give "
+            f"a database, e.g. MLFLOW_TRACKING_URI=sqlite:///{path.parent / 'mlflow.db'}, or a tracking server "
+            f"(http://host:5000); or set MLFLOW_ALLOW_FILE_STORE=true to keep the file store; or leave mlflow out "
+            f"of {key}"
+        )
+    if scheme in ("http", "https"):
+        reason = unreachable(uri.rstrip("/") + "/health")
+        if reason:
+            raise ValueError(
+                f"MLFLOW_TRACKING_URI {shown}: no tracking server answers there within {TIMEOUT:g} s ({reason}); "
+                f"MLflow would retry for minutes and then run untracked: start the server (mlflow server --host "
+                f"HOST --port PORT), correct MLFLOW_TRACKING_URI, use a local database (MLFLOW_TRACKING_URI="
+                f"{LOCAL_STORE}), or leave mlflow out of {key}"
             )
 
 
@@ -126,13 +186,14 @@ def available(names: Sequence[str], key: str = "--log-with", note: Callable[[str
 
     Raises:
         ValueError: an unknown name, or a named tracker that is not installed (the message names the install); an
-            MLflow tracking URI that is no MLflow store or lies in a harness folder (:func:`check_tracking_uri`).
+            MLflow tracking URI that is no MLflow store, lies in a harness folder, is a file store the installed
+            MLflow refuses, or a server that does not answer (:func:`check_tracking_uri`).
     """
     from accelerate.tracking import get_available_trackers
 
     names = check_names(names, key)
     if "mlflow" in names:
-        check_tracking_uri()
+        check_tracking_uri(key=key)
     have = {str(t) for t in get_available_trackers()}
     missing = [n for n in names if n not in have]
     if missing and tuple(names) == DEFAULT:
