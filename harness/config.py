@@ -40,13 +40,17 @@ def load_config(
 
     Raises:
         FileNotFoundError: no file at ``path``.
-        ValueError: unknown key, wrong type, a key set twice or malformed override (the message names the key).
+        ValueError: unknown key, wrong type (a bool setting given anything but true or false:
+            :func:`harness.rules.is_switch`), a key set twice or malformed override (the message names the key).
     """
     layers = [_defaults(schema)]  # OmegaConf.merge copies its first config: the cached defaults stay as they are
     if base is not None:
         layers.append(OmegaConf.create(base))
+        _check_switches(schema, base, "the given settings")
     if path is not None:
-        layers += _file_layers(Path(path))
+        for layer in _file_layers(Path(path)):
+            layers.append(layer)
+            _check_switches(schema, OmegaConf.to_container(layer), f"config {path}")
     if isinstance(overrides, str):  # a string would be read character by character
         raise ValueError(
             f"overrides must be a list of key=value settings, got the string {quote(repr(overrides))}: write [{overrides}]"
@@ -66,6 +70,7 @@ def load_config(
                 f"{quote(str(getattr(e, 'problem', None) or e).splitlines()[0])}); quote it, or close its "
                 f"brackets, e.g. {key}=[0,1]"
             ) from None
+        _check_switches(schema, OmegaConf.to_container(layers[-1]), f"override {o!r}")
     try:
         merged = OmegaConf.merge(*layers)
         for o in overrides:
@@ -120,37 +125,99 @@ def check_distinct_keys(overrides: Sequence[str], where: str) -> None:
         seen[key] = str(o)
 
 
+def _unwrap(kind: object) -> object:
+    """``X`` of ``Optional[X]``; any other type as it is."""
+    import typing
+
+    args = [a for a in typing.get_args(kind) if a is not type(None)]
+    return args[0] if typing.get_origin(kind) is typing.Union and len(args) == 1 else kind
+
+
+@functools.lru_cache(maxsize=None)
+def _hints(schema: type) -> "dict[str, object]":
+    """The fields' declared types of a dataclass ``schema`` (resolved once per schema)."""
+    import typing
+
+    return typing.get_type_hints(schema)
+
+
 def _declared(schema: type, key: str) -> "tuple[object, object] | None":
-    """(declared type, :class:`harness.rules.Rule` or None) of the setting ``key`` (dotted) of a dataclass ``schema``;
-    None where the key is no field (an entry of a mapping, a list element)."""
+    """(declared type, :class:`harness.rules.Rule` or None) of the setting ``key`` (dotted) of a dataclass ``schema``,
+    an entry of a mapping field taking the mapping's value type (``methods.hom``: ``Dict[str, Any]``); None where the
+    key is no field (a list element, an entry of a mapping of any values)."""
     import dataclasses
     import typing
 
-    field = None
+    rule = None
     for part in key.split("."):
-        if not dataclasses.is_dataclass(schema):
+        kind = _unwrap(schema)
+        if typing.get_origin(kind) is dict and len(typing.get_args(kind)) == 2:
+            schema, rule = typing.get_args(kind)[1], None
+            continue
+        if not dataclasses.is_dataclass(kind):
             return None
-        field = {f.name: f for f in dataclasses.fields(schema)}.get(part)
+        field = {f.name: f for f in dataclasses.fields(kind)}.get(part)
         if field is None:
             return None
-        schema = typing.get_type_hints(schema).get(part)
-    return schema, field.metadata.get("rule")
+        schema, rule = _hints(kind).get(part), field.metadata.get("rule")
+    return schema, rule
 
 
-def _type_fix(declared: "tuple[object, object]") -> str:
+def _check_switches(schema: type, layer: object, where: str, prefix: str = "") -> None:
+    """Every bool field of ``schema`` that ``layer`` (one layer of settings, a plain container) sets is true or
+    false (:func:`harness.rules.is_switch`, the one rule of every bool setting), nested dataclasses and mappings or
+    lists of them too; keys that are no field are left to OmegaConf.
+
+    Raises:
+        ValueError: ``invalid config (<where>): <key> must be true or false, got <value> ...``.
+    """
+    import dataclasses
+    import typing
+
+    from harness.rules import is_switch, switch_error
+
+    if not dataclasses.is_dataclass(schema) or not isinstance(layer, dict):
+        return
+    hints = _hints(schema)
+    for name, value in layer.items():
+        kind, key = _unwrap(hints.get(name)), f"{prefix}{name}"
+        args = typing.get_args(kind)
+        if kind is bool and value is not None and not is_switch(value):
+            raise ValueError(quote(f"invalid config ({where}): {switch_error(key, value)}", 400))
+        if dataclasses.is_dataclass(kind):
+            _check_switches(kind, value, where, key + ".")
+        elif typing.get_origin(kind) is dict and len(args) == 2 and isinstance(value, dict):
+            for k, v in value.items():
+                _check_switches(_unwrap(args[1]), v, where, f"{key}.{k}.")
+        elif typing.get_origin(kind) is list and args and isinstance(value, list):
+            for i, v in enumerate(value):
+                _check_switches(_unwrap(args[0]), v, where, f"{key}[{i}].")
+
+
+def _type_fix(declared: "tuple[object, object]", key: str = "") -> str:
     """The fix for a value of the wrong type, by the setting's declared type (None where no wording fits)."""
     import typing
 
     kind, rule = declared
-    args = [a for a in typing.get_args(kind) if a is not type(None)]
-    kind = args[0] if typing.get_origin(kind) is typing.Union and len(args) == 1 else kind
+    kind = _unwrap(kind)
     choices = getattr(rule, "choices", ())
     if kind is str:
         return "it takes a string" + (f": one of {', '.join(choices)}" if choices else "") + ", not a list or mapping"
     origin = typing.get_origin(kind)
+    if origin is dict:
+        return _mapping_fix(key)
     return {int: _TYPE_FIXES["Integer"], float: _TYPE_FIXES["Float"], bool: _TYPE_FIXES["valid bool"]}.get(
-        kind, {list: _TYPE_FIXES["ListConfig"], dict: _TYPE_FIXES["Dict["]}.get(origin)
+        kind, {list: _TYPE_FIXES["ListConfig"]}.get(origin)
     )
+
+
+def _mapping_fix(key: str) -> str:
+    """The fix for a mapping setting ``key`` given another type; the example entry is a head option where the mapping
+    holds one (``model.head``, a method of ``methods``)."""
+    head = key == "model.head" or key.startswith("methods.") or not key
+    name, value = ("covariance", "none") if head else ("NAME", "VALUE")
+    key = key or "model.head"
+    return f"give a mapping of settings, one by one ({key}.{name}={value}) or whole ({key}={{{name}: {value}}})"
 
 
 #: OmegaConf's type names in a conversion error, and the fix to print for each
@@ -159,9 +226,10 @@ _TYPE_FIXES = {
     "Float": "give a number, e.g. 0.05",
     "valid bool": "give true or false",
     "ListConfig": "give a list, e.g. [0, 1]",
-    "Dict[": "give a mapping of settings, one by one (model.head.covariance=none) or whole (model.head={covariance: "
-    "none})",
+    "Dict[": _mapping_fix(""),
 }
+#: OmegaConf's message for a whole number YAML read as a float (``1e9``: YAML reads an exponent as a float)
+_WHOLE_FLOAT = re.compile(r"Value '(-?\d+)\.0' of type 'float' could not be converted to Integer")
 
 
 def _setting_error(
@@ -178,7 +246,18 @@ def _setting_error(
     given = [o for o in overrides if sets(o)]
     where = f"override {given[-1]!r}" if given else (f"config {path}" if path else "the defaults")
     declared = _declared(schema, key) if schema is not None and key else None
-    fix = (_type_fix(declared) if declared else None) or next((f for n, f in _TYPE_FIXES.items() if n in first), "")
+    fix = (_type_fix(declared, key) if declared else None) or next(
+        (f for n, f in _TYPE_FIXES.items() if n in first), ""
+    )
+    whole = _WHOLE_FLOAT.search(first)
+    if whole:  # 1e9 is a whole number, which YAML reads as a float
+        exact = [o.split("=", 1)[1].strip() for o in given if o.split("=", 1)[0].strip() == key]
+        read = (
+            f"{exact[-1]} as a float (it has an exponent or a decimal point)"
+            if exact
+            else ("a number with an exponent or a decimal point (1e9, 100.0) as a float")
+        )
+        fix = f"YAML reads {read}; write the whole number without them: {whole.group(1)}"
     return quote(f"invalid config ({where}): {key + ': ' if key else ''}{first}{'; ' + fix if fix else ''}", 400)
 
 

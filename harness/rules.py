@@ -11,7 +11,9 @@ value that breaks its rule, before any work::
 The message is always ``<key> must be <rule>, got <value>`` (with the rule's note and fix when it has them), e.g.
 ``train.epochs must be >= 1, got 0``. Numbers must be finite (NaN and infinity break every range); a list's rule
 applies to each element. Rules that relate two settings (the schedule's unit, resize >= crop) stay in the stage's
-``validate``, which runs :func:`check_rules` first.
+``validate``, which runs :func:`check_rules` first; a key that only some choices of another read (``optim.betas``,
+read by ``optim.name=adamw``) is refused under the others by :func:`check_unread_keys`. A bool setting takes true or
+false only (:func:`is_switch`, run by :func:`harness.config.load_config` on every schema).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import dataclasses
 import math
 import numbers
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Mapping, Optional, Sequence
 
 
 @dataclass(frozen=True)
@@ -88,6 +90,24 @@ WEIGHT_DECAY = dict(low=0, high=1, note="the references' lie in [1e-5, 0.1]")
 MAX_IMAGE_SIDE = 1024
 
 
+def is_switch(value: Any) -> bool:
+    """Whether ``value`` is what a bool setting takes: ``true`` or ``false`` (a bool; the text ``"true"`` /
+    ``"false"``, and an OmegaConf interpolation ``${...}``, which resolves to one). The one rule of every bool field
+    of every schema (:func:`harness.config.load_config` runs it on each layer before OmegaConf, which would read any
+    number but 0, and words such as ``yes`` or ``on``, as true)."""
+    if isinstance(value, bool):
+        return True
+    return isinstance(value, str) and (value.strip().lower() in ("true", "false") or value.startswith("${"))
+
+
+def switch_error(key: str, value: Any) -> str:
+    """The message for a bool setting ``key`` given ``value`` (not :func:`is_switch`), in the one format of a rule."""
+    return (
+        f"{key} must be true or false, got {value!r} ({type(value).__name__}): a number or a word is no switch "
+        "(OmegaConf would turn it into true or false without a word); give true or false"
+    )
+
+
 def setting(default: Any = dataclasses.MISSING, *, default_factory: Any = dataclasses.MISSING, **rule: Any) -> Any:
     """A dataclass field with its :class:`Rule` (keyword arguments) in its metadata."""
     return dataclasses.field(default=default, default_factory=default_factory, metadata={"rule": Rule(**rule)})
@@ -120,4 +140,27 @@ def check_rules(config: Any, prefix: str = "") -> None:
                 f"{key} must be {rule.describe()}, got {value!r}"
                 + (" (numbers must be finite)" if infinite else "")
                 + (f": {rule.fix}" if rule.fix else "")
+            )
+
+
+def check_unread_keys(cfg: Any, section: str, selector: str, table: "Mapping[str, Sequence[str]]", what: str) -> None:
+    """No key of ``cfg`` (a config section, a dataclass whose defaults tell which keys are set) that the choice
+    ``cfg.<selector>`` does not read is set away from its default: ``table`` maps each choice to the keys it reads.
+
+    Raises:
+        ValueError: ``<section>.<key>=<value> is read only by <section>.<selector>=<choices>, and this run's <what> is
+            <choice>: remove <section>.<key>, or use <section>.<selector>=<choice that reads it>``.
+    """
+    default, chosen = type(cfg)(), getattr(cfg, selector)
+    read = table.get(chosen, ())
+    for key in (k for keys in table.values() for k in keys if k not in read):
+        value = getattr(cfg, key)
+        if value != getattr(default, key):
+            users = [c for c, keys in table.items() if key in keys]
+            initial = getattr(default, key)
+            shown, initial = (str(v).lower() if isinstance(v, bool) else v for v in (value, initial))
+            raise ValueError(
+                f"{section}.{key}={shown} is read only by {section}.{selector}={' or '.join(users)}, and this run's "
+                f"{what} is {chosen}: remove {section}.{key}, or use {section}.{selector}={users[0]} (where a config "
+                f"file sets it, {section}.{key}={initial} restores its default)"
             )

@@ -9,9 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
-from harness.data.config import DataConfig
+from harness.data.config import DataConfig, check_data
 from harness.rules import LEARNING_RATE, MAX_IMAGE_SIDE, SEED, WEIGHT_DECAY, Rule, check_rules, setting
 from harness.training.precision import canonical as canonical_precision
+from harness.upstream.schedule_keys import LOSS_KEYS, OPTIMIZER_KEYS, SCHEDULE_KEYS, check_loss_keys
 
 
 @dataclass
@@ -40,8 +41,8 @@ class ModelSection:
 
 
 #: optimisers and learning-rate schedules of the upstream stage (built in :mod:`harness.upstream.optim`)
-OPTIMIZERS = ("sgd", "adamw")
-SCHEDULES = ("step", "cosine", "constant")
+OPTIMIZERS = tuple(OPTIMIZER_KEYS)
+SCHEDULES = tuple(SCHEDULE_KEYS)
 
 
 @dataclass
@@ -52,8 +53,8 @@ class OptimSection:
         name: ``sgd`` (momentum; L2 applied as explicit L2, i.e. coupled weight decay) or ``adamw``
             (decoupled weight decay).
         lr: peak learning rate for the configured per-process batch size.
-        momentum, nesterov: SGD momentum.
-        betas: AdamW betas.
+        momentum, nesterov: SGD momentum (read by ``sgd`` only: set with ``adamw`` they are refused).
+        betas: AdamW betas (read by ``adamw`` only: set with ``sgd`` they are refused).
         weight_decay: L2 weight of the weights (kernels) outside the covariance layers.
         cov_weight_decay: L2 weight of the kernels that map to the covariance (diag, scale, PE
             layers); None = ``weight_decay``. Biases, norm parameters and the temperature get none.
@@ -114,7 +115,7 @@ class TrainSection:
             of the noisy labels for ``input_dependent`` noise, which has no nominal one; see
             :func:`harness.upstream.train.forward_corrected_nll`). Evaluation and saved predictions use the
             model's own p either way.
-        label_smoothing: ε of ``label_smoothing``, in (0, 1).
+        label_smoothing: ε of ``label_smoothing``, in (0, 1); refused with another ``loss`` (none reads it).
         fewshot_every: evaluate the model every N epochs (and after the last) by few-shot linear evaluation on
             ``fewshot_tasks`` (:mod:`harness.tasks.probe`: frozen pre-logit features at ``data.image_size`` px,
             ridge regression to ±1 targets, λ chosen on held-out training examples), logged to TensorBoard as
@@ -179,7 +180,7 @@ class UpstreamConfig:
 
 #: the largest ``data.image_size`` accepted: the one image-side bound (:data:`harness.rules.MAX_IMAGE_SIDE`)
 MAX_IMAGE_SIZE = MAX_IMAGE_SIDE
-LOSSES = ("nll", "label_smoothing", "forward")
+LOSSES = tuple(LOSS_KEYS)
 #: sources whose splits hold their images in one array (``ImageDataset.pixels``), as
 #: ``input_dependent`` label noise needs
 ARRAY_SOURCES = ("digits", "cifar10n")
@@ -238,6 +239,7 @@ def validate(cfg: UpstreamConfig) -> None:
     check_location(cfg.output_dir, "output_dir")
     check_location(cfg.model.pretrained_file, "model.pretrained_file")
     check_rules(cfg)  # every range and name declared beside its field (harness.rules), in one message format
+    check_data(d)  # the rules that relate data settings (label_set read by cifar10n only, crop_padding < image_size)
     canonical_precision(t.mixed_precision, "train.mixed_precision")  # CHOICES and Lightning's aliases (bf16-mixed)
     if d.source in STREAM_SOURCES:
         _validate_shards(d)
@@ -423,7 +425,7 @@ def _validate_schedule(o: OptimSection, t: TrainSection) -> None:
 
 def _validate_noise_and_loss(cfg: UpstreamConfig, link: str) -> None:
     """``data.label_noise`` (:func:`harness.data.noise.check_noise_spec`) and ``train.loss`` /
-    ``train.label_smoothing`` (see :func:`validate`)."""
+    ``train.label_smoothing``, which only ``train.loss=label_smoothing`` reads (see :func:`validate`)."""
     from harness.data.noise import check_noise_spec
 
     t, noise = cfg.train, dict(cfg.data.label_noise or {})
@@ -433,6 +435,7 @@ def _validate_noise_and_loss(cfg: UpstreamConfig, link: str) -> None:
         raise ValueError(f"unknown train.loss {t.loss!r}: use one of {', '.join(LOSSES)}")
     if not 0.0 < t.label_smoothing < 1.0:
         raise ValueError(f"train.label_smoothing must be in (0, 1), got {t.label_smoothing}")
+    check_loss_keys(t)  # train.label_smoothing only under its loss
     if link == "sigmoid" and t.loss != "nll":
         raise ValueError(
             f"train.loss={t.loss} applies to the softmax link; sigmoid (multi-label) runs take train.loss=nll"

@@ -8,13 +8,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
-from harness.rules import setting
+from harness.rules import MAX_IMAGE_SIDE, check_unread_keys, setting
 
 SOURCES = ("digits", "cifar10n", "image_folder", "tfds", "manifest")
 #: sources read as a stream (no random access): WebDataset tar shards, :mod:`harness.data.shards`
 STREAM_SOURCES = ("shards",)
 #: how a split is decoded and augmented (``data.loader``; :mod:`harness.data.batched`)
 LOADERS = ("auto", "array", "pil")
+#: cifar10n's training label sets (``data.label_set``; its ``<name>_label`` columns, :mod:`harness.data.sources`)
+LABEL_SETS = ("clean", "aggre", "random1", "random2", "random3", "worse")
+#: the data keys each source reads that the others do not (:func:`check_data`)
+SOURCE_KEYS = {"cifar10n": ("label_set",)}
 
 
 @dataclass
@@ -32,7 +36,8 @@ class DataConfig:
         train_split, eval_split: split names (per source; see :func:`harness.data.sources.build_split`).
         heldout_split: optional held-out split (e.g. digits ``val``) on which the final model's
             predictions are also saved, for post-hoc calibration (temperature scaling).
-        label_set: cifar10n training labels (``clean``, ``aggre``, ``random1..3``, ``worse``).
+        label_set: cifar10n training labels (``clean``, ``aggre``, ``random1..3``, ``worse``); no other source
+            reads it (:func:`check_data`).
         multilabel: cifar10n: train on the multi-hot set of the three annotators' labels.
         num_classes: manifest / tfds override of K (default: read from the data).
         image_key, label_key: TFDS feature names.
@@ -40,7 +45,8 @@ class DataConfig:
             null: none).
         image_size, eval_resize, crop_scale, hflip: augmentation (see ``harness.data.transforms``).
         crop_padding: p > 0 replaces the random resized crop by a random translation of up to p
-            pixels (``RandomCrop(size, padding=p)``, the CIFAR augmentation of He et al. 2016).
+            pixels (``RandomCrop(size, padding=p)``, the CIFAR augmentation of He et al. 2016); below
+            ``image_size`` (:func:`check_data`).
         loader: ``array`` decodes the split once into a uint8 array (cached on disk for zip
             sources) and augments whole batches as tensor ops (``harness.data.batched``); ``pil``
             decodes and transforms each image on every epoch, in ``num_workers`` processes (any
@@ -62,7 +68,7 @@ class DataConfig:
     train_split: str = "train"
     eval_split: str = "test"
     heldout_split: Optional[str] = None
-    label_set: str = "clean"
+    label_set: str = setting("clean", choices=LABEL_SETS)
     multilabel: bool = False
     num_classes: Optional[int] = setting(None, low=1, whole=True, note="or null: read from the data")
     image_key: str = "image"
@@ -72,7 +78,7 @@ class DataConfig:
     eval_resize: Optional[int] = None
     crop_scale: float = setting(0.08, low=0, low_open=True, high=1)
     hflip: bool = True
-    crop_padding: int = setting(0, low=0, note="0 = none")
+    crop_padding: int = setting(0, low=0, high=MAX_IMAGE_SIDE, whole=True, note="0 = none")
     loader: str = setting("auto", choices=LOADERS)
     cache_dir: Optional[str] = None
     allow_outside_root: bool = False
@@ -92,3 +98,20 @@ class DataConfig:
             self.label_noise = {}
         check_location(self.path, "data.path")
         check_location(self.cache_dir, "data.cache_dir")
+
+
+def check_data(d: DataConfig) -> None:
+    """The rules that relate data settings (each one's range is declared beside it): ``label_set`` set away from its
+    default only for a source that reads it (:data:`SOURCE_KEYS`), ``crop_padding`` below ``image_size`` (a shift by a
+    whole image can leave nothing of it in the crop, and the padded batch grows as (side + 2p)²).
+
+    Raises:
+        ValueError: naming the key, its value, the rule and the fix.
+    """
+    check_unread_keys(d, "data", "source", SOURCE_KEYS, "source")
+    if d.crop_padding >= d.image_size:
+        raise ValueError(
+            f"data.crop_padding={d.crop_padding} must be below data.image_size={d.image_size}: a random shift by up "
+            f"to {d.crop_padding} px can move the whole image out of the crop (CIFAR's augmentation shifts 32 px "
+            "images by 4); give a few pixels, or 0 for the random resized crop"
+        )
