@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
+from click.core import ParameterSource
 
 from harness.cli.group import _Main
 from harness.cli.options import seed_option
@@ -24,7 +25,11 @@ def data() -> None:
 @click.option("--split", default=None, help="Split to pack (default: the config's train split).")
 @click.option("--multilabel", is_flag=True, help="Label sets (cifar10n: the annotators' labels; else one-label sets).")
 @seed_option("Seed of the order of examples across shards.")
-@click.option("--in-order", is_flag=True, help="Keep the source's order (default: a seeded shuffle across shards).")
+@click.option(
+    "--in-order",
+    is_flag=True,
+    help="Keep the source's order (default: a seeded shuffle across shards); not with --seed.",
+)
 @click.option(
     "--overwrite",
     is_flag=True,
@@ -45,6 +50,11 @@ def data_pack(source, out, overrides, shard_size, split, multilabel, seed, in_or
     from harness.data.sources import build_split
     from harness.io import path_under
 
+    if in_order and click.get_current_context().get_parameter_source("seed") is not ParameterSource.DEFAULT:
+        raise click.UsageError(
+            f"--seed {seed} orders the examples across shards, and --in-order keeps the source's order: the seed would "
+            "be unused; give --in-order alone, or --seed without --in-order"
+        )
     try:
         cfg = source_config(source, overrides, multilabel)
         split = split or cfg.train_split

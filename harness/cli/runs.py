@@ -57,6 +57,10 @@ def ensemble(members, more, out, name, from_checkpoints, eval_data, device, over
         out = out or path_under("runs/ensembles", name)
     except ValueError as e:
         raise click.ClickException(f"--name: {e}") from e
+    try:
+        _check_out_outside_members(out, members, name)
+    except ValueError as e:
+        raise click.UsageError(str(e)) from e
     sweeps = [is_sweep(m) for m in members]
     if any(sweeps):
         if not all(sweeps) or from_checkpoints or eval_data or device != "cpu":
@@ -97,6 +101,34 @@ def ensemble(members, more, out, name, from_checkpoints, eval_data, device, over
     if shifted:
         click.echo(f"shift sets averaged: {len(shifted['sets'])} (harness report shows them)")
     click.echo(f"ensemble folder: {out}")
+
+
+#: the files that mark a folder as a run (``run.json``) or a downstream sweep (``sweep.json``, ``vtab.json``)
+_RUN_MARKERS = ("run.json", "sweep.json", "vtab.json")
+
+
+def _check_out_outside_members(out: Path, members: "list[Path]", name: str) -> None:
+    """``harness ensemble --out`` is neither a member nor inside one, nor inside any run or sweep folder (one that
+    holds a file of :data:`_RUN_MARKERS`): the folder would then hold files its own command did not write (as an
+    MLflow store there is refused). Paths are compared resolved (``runs/a/../a/ens`` is inside ``runs/a``).
+
+    Raises:
+        ValueError: naming ``--out``, the member or run folder it lies in, and the fix.
+    """
+    target = out.resolve()
+    mine = {m.resolve(): m for m in members}
+    for folder in (target, *target.parents):
+        member = mine.get(folder)
+        held = folder != target and next((f for f in _RUN_MARKERS if (folder / f).is_file()), None)
+        if member is None and not held:
+            continue
+        where = f"the member {member}" if member is not None else f"the {'run' if held == 'run.json' else 'sweep'}"
+        where += f" folder {folder}" if member is None else ""
+        at = "is" if folder == target else "is inside"
+        raise ValueError(
+            f"--out {out} {at} {where}, which would then hold the ensemble's files beside its own (files its command "
+            f"did not write): choose an --out outside every member and run folder, e.g. runs/ensembles/{name}"
+        )
 
 
 def _repredictor(eval_data: "Path | None", device: str):

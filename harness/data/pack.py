@@ -207,11 +207,12 @@ def source_config(source: str, overrides: Sequence[str] = (), multilabel: bool =
     with ``key=value`` overrides of data settings (``path=...``, ``label_set=worse``, ``data.limit_train=200``).
 
     Raises:
-        ValueError: an unknown source name, a stream source, a bad override or setting, a YAML file with no data
-            section (neither ``data:`` nor any data setting).
+        ValueError: an unknown source name, a stream source, a bad override or setting, a key set twice in
+            ``overrides`` (``data.limit_train=50 limit_train=60``), a YAML file with no data section (neither
+            ``data:`` nor any data setting).
         FileNotFoundError: a YAML path that does not exist.
     """
-    from harness.config import load_config, read_settings
+    from harness.config import check_distinct_keys, load_config, read_settings
 
     if source.endswith((".yaml", ".yml")) or os.sep in source or Path(source).is_file():
         settings = read_settings(source)
@@ -222,6 +223,7 @@ def source_config(source: str, overrides: Sequence[str] = (), multilabel: bool =
     else:
         raise ValueError(f"unknown source {source!r}: give a data config YAML or one of {', '.join(SOURCES)}")
     items = [o[len("data.") :] if o.startswith("data.") else o for o in overrides]
+    check_distinct_keys(items, "the data overrides")  # data.limit_train=50 limit_train=60: the last would win
     if multilabel:
         items.append("multilabel=true")
     cfg = load_config(DataConfig, None, items, base=dict(base))

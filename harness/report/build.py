@@ -21,7 +21,16 @@ from harness.progress import Steps
 from harness.provenance import provenance
 from harness.report import calibrators as calibrator_section
 from harness.report.figures import ranks_png, reliability_png
-from harness.report.inputs import check_same_inputs, read_report, remove_stale, resolved
+from harness.report.inputs import (  # noqa: F401 (report_folder, REPORT_*: imported from here too)
+    REPORT_EXTRAS,
+    REPORT_FILES,
+    REPORT_LOCK,
+    SCHEMA,
+    read_report,
+    remove_stale,
+    report_folder,
+    resolved,
+)
 from harness.report.page import html_page
 from harness.report.render import calibration_note, fmt, main_columns, markdown
 from harness.report.shift import section
@@ -42,8 +51,6 @@ from harness.uncertainty.calibration import fit_temperature, scale
 from harness.uncertainty.labels import label_calibration, per_class_accuracy
 from harness.uncertainty.multilabel import macro_map
 from harness.uncertainty.predictions import Predictions
-
-SCHEMA = "harness.report/1"
 
 
 @dataclass
@@ -138,60 +145,6 @@ def _covariance_model(entries: "list[Entry]") -> Optional[Entry]:
     """The entry whose model.pt the covariance analysis reads (:func:`_covariance_section`), if any."""
     het = next((e for e in entries if has_factors(e.head.get("covariance", "low_rank")) and e.run_dir), None)
     return het if het is not None and (het.run_dir / "model.pt").is_file() else None
-
-
-#: what a report folder may hold besides the report: the experiment's records of its runs
-REPORT_EXTRAS = ("records", "comparison.md")
-#: the files every report writes (a file of these names that no report wrote is never replaced)
-REPORT_FILES = ("report.md", "report.html", "report.json")
-
-
-def report_folder(
-    out_root: "str | Path",
-    name: str,
-    overwrite: Optional[bool] = False,
-    elsewhere: str = "choose another --name or --out-root",
-    inputs: Optional[Sequence["str | Path"]] = None,
-    inputs_under: "Optional[str | Path]" = None,
-) -> Path:
-    """``<out_root>/<name>``, checked before any work: ``name`` is a plain folder name
-    (:func:`harness.io.check_name`), and an existing folder is one a report wrote (its ``report.json`` has this
-    schema), holds only :data:`REPORT_EXTRAS`, or ``overwrite`` is given and none of :data:`REPORT_FILES` is there
-    (a report writes beside files of others and never replaces one). ``elsewhere``: how the caller's user chooses
-    another folder (the messages' fix); a caller with no ``--overwrite`` passes ``overwrite=None``, and the messages
-    do not offer it. A report already there must be of the same ``inputs`` (the run and ensemble folders) or of inputs
-    inside ``inputs_under``, unless ``overwrite`` (:func:`harness.report.inputs.check_same_inputs`; None: not
-    compared).
-
-    Raises:
-        ValueError: a bad name, a path leaving ``out_root``, a folder that cannot be written, one that holds
-            something else, or the report of other inputs.
-    """
-    from harness.io import check_name, check_writable, path_under
-
-    out = path_under(out_root, check_name(name, "report name"))
-    check_writable(out, f"the report folder {out}", elsewhere)
-    if not out.is_dir():
-        return out
-    spec = out / "report.json"
-    ours = spec.is_file() and f'"schema": "{SCHEMA}"' in spec.read_text(errors="replace")[:2000]
-    if ours:
-        check_same_inputs(out, inputs, inputs_under, overwrite, elsewhere)
-        return out
-    if not overwrite and any(p.name not in REPORT_EXTRAS for p in out.iterdir()):
-        offer = (
-            ""
-            if overwrite is None
-            else ", or give --overwrite (a report then writes beside them and never replaces one)"
-        )
-        raise ValueError(f"{out} exists and holds files no report wrote: {elsewhere}{offer}")
-    taken = [n for n in REPORT_FILES if (out / n).exists()]
-    if taken:
-        raise ValueError(
-            f"{out} holds {', '.join(taken)} that no report wrote: even with --overwrite they are not "
-            f"replaced; move them, or {elsewhere}"
-        )
-    return out
 
 
 def _entry_json(e: Entry, multilabel: bool) -> dict:
@@ -376,7 +329,9 @@ def build(
 
     Raises:
         FileNotFoundError: a path is neither a run nor an ensemble folder.
-        ValueError: a folder given twice (after resolving links and relative paths) or two folders with identical
+        ValueError: another report being written into the same folder (its lock, :data:`REPORT_LOCK`, is held for
+            the whole build: two reports of one name never replace each other's files without a word); a folder
+            given twice (after resolving links and relative paths) or two folders with identical
             predictions (the same arrays: :func:`harness.runs.check_distinct_folders`); a metrics.json or
             ensemble.json that is not a JSON object (:func:`harness.io.read_json_object`); a report name that is not a
             plain folder name, or a folder that holds files no report wrote or the report of other inputs (not
@@ -385,8 +340,30 @@ def build(
             with different label spaces or evaluation data; an unknown calibrator, netcal missing, or
             ``calibrators`` for multi-label entries.
     """
+    from harness.io import RunLock
+
     check_distinct_folders(paths, "folder", "a report lists each run or ensemble once")
-    out = report_folder(out_root, name, overwrite, elsewhere, inputs=paths, inputs_under=inputs_under)
+    checks = dict(inputs=paths, inputs_under=inputs_under)
+    out = report_folder(out_root, name, overwrite, elsewhere, **checks)  # a bad name: before any folder is made
+    busy = f"another harness report is being written there; wait for it to finish, or {elsewhere}"
+    with RunLock(out, REPORT_LOCK, what=busy):
+        report_folder(out_root, name, overwrite, elsewhere, **checks)  # again: a report finished meanwhile is seen
+        return _write(paths, name, out, covariance, top_pairs, extra, shift, progress, calibrators, starmap)
+
+
+def _write(
+    paths: Sequence["str | Path"],
+    name: str,
+    out: Path,
+    covariance: bool,
+    top_pairs: int,
+    extra: Optional[dict],
+    shift: bool,
+    progress: Optional[Callable[[str], None]],
+    calibrators: Sequence[str],
+    starmap: Callable,
+) -> Path:
+    """The report of :func:`build` written into ``out`` (checked, and locked by the caller)."""
     old = read_report(out)  # an earlier report here: its figures not written again are removed at the end
     steps = Steps(progress, "report", 3 + bool(covariance) + bool(shift) + bool(calibrators))
     steps.step(f"reading {len(paths)} folder(s)")

@@ -1,7 +1,8 @@
 """Whose report a report folder holds: the run and ensemble folders a report was built from (``report.json`` key
 ``inputs``), the one rule by which ``harness report`` and the report stage of ``harness run`` refuse to replace the
 report of other inputs (:func:`check_same_inputs`), and the removal of the files an earlier report of the folder
-wrote that the new one does not (:func:`remove_stale`).
+wrote that the new one does not (:func:`remove_stale`); the folder a report may be written into
+(:func:`report_folder`).
 """
 
 from __future__ import annotations
@@ -11,6 +12,9 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from harness.io import quote
+
+#: the schema of ``report.json`` (a folder whose ``report.json`` has it holds a report)
+SCHEMA = "harness.report/1"
 
 
 def resolved(paths: Sequence["str | Path"]) -> "list[str]":
@@ -44,7 +48,7 @@ def check_same_inputs(
     overwrite: Optional[bool],
     elsewhere: str,
 ) -> None:
-    """The report already in ``out`` (``report.json`` of :data:`harness.report.build.SCHEMA`) is of the same
+    """The report already in ``out`` (``report.json`` of :data:`SCHEMA`) is of the same
     inputs: the same set of folders as ``inputs``, and every one of them inside ``inputs_under`` (an experiment's runs
     folder: its report grows as its runs finish); None: not compared. A rerun of the same report passes; with
     ``overwrite`` any report is replaced. ``elsewhere``: how the caller's user chooses another folder; ``overwrite``
@@ -100,3 +104,60 @@ def remove_stale(out: Path, old: dict, figures: dict) -> "list[str]":
             path.unlink()
             removed.append(f)
     return removed
+
+
+#: what a report folder may hold besides the report: the experiment's records of its runs, its comparison with the
+#: reference, and the lock (and holder) of the report being written
+REPORT_EXTRAS = ("records", "comparison.md", ".report.lock", ".report.lock.pid")
+#: the lock a report holds on its folder while it is built (:class:`harness.io.RunLock`): one writer per report
+REPORT_LOCK = ".report.lock"
+#: the files every report writes (a file of these names that no report wrote is never replaced)
+REPORT_FILES = ("report.md", "report.html", "report.json")
+
+
+def report_folder(
+    out_root: "str | Path",
+    name: str,
+    overwrite: Optional[bool] = False,
+    elsewhere: str = "choose another --name or --out-root",
+    inputs: Optional[Sequence["str | Path"]] = None,
+    inputs_under: "Optional[str | Path]" = None,
+) -> Path:
+    """``<out_root>/<name>``, checked before any work: ``name`` is a plain folder name
+    (:func:`harness.io.check_name`), and an existing folder is one a report wrote (its ``report.json`` has this
+    schema), holds only :data:`REPORT_EXTRAS`, or ``overwrite`` is given and none of :data:`REPORT_FILES` is there
+    (a report writes beside files of others and never replaces one). ``elsewhere``: how the caller's user chooses
+    another folder (the messages' fix); a caller with no ``--overwrite`` passes ``overwrite=None``, and the messages
+    do not offer it. A report already there must be of the same ``inputs`` (the run and ensemble folders) or of inputs
+    inside ``inputs_under``, unless ``overwrite`` (:func:`check_same_inputs`; None: not
+    compared).
+
+    Raises:
+        ValueError: a bad name, a path leaving ``out_root``, a folder that cannot be written, one that holds
+            something else, or the report of other inputs.
+    """
+    from harness.io import check_name, check_writable, path_under
+
+    out = path_under(out_root, check_name(name, "report name"))
+    check_writable(out, f"the report folder {out}", elsewhere)
+    if not out.is_dir():
+        return out
+    spec = out / "report.json"
+    ours = spec.is_file() and f'"schema": "{SCHEMA}"' in spec.read_text(errors="replace")[:2000]
+    if ours:
+        check_same_inputs(out, inputs, inputs_under, overwrite, elsewhere)
+        return out
+    if not overwrite and any(p.name not in REPORT_EXTRAS for p in out.iterdir()):
+        offer = (
+            ""
+            if overwrite is None
+            else ", or give --overwrite (a report then writes beside them and never replaces one)"
+        )
+        raise ValueError(f"{out} exists and holds files no report wrote: {elsewhere}{offer}")
+    taken = [n for n in REPORT_FILES if (out / n).exists()]
+    if taken:
+        raise ValueError(
+            f"{out} holds {', '.join(taken)} that no report wrote: even with --overwrite they are not "
+            f"replaced; move them, or {elsewhere}"
+        )
+    return out

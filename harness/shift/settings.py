@@ -12,6 +12,8 @@ SCHEMA = "harness.shift/1"
 BUILT_IN_OOD = ("gaussian", "blobs")
 CLEAN = "clean"
 OOD_PREFIX = "ood-"
+#: the data section's split keys, which an OOD set does not read: its images come from its own ``split=``
+SPLIT_KEYS = ("eval_split", "train_split")
 
 
 @dataclass
@@ -43,7 +45,8 @@ def parse_ood(spec: str) -> "tuple[str, Dict[str, str]]":
 
     Raises:
         ValueError: an empty name, several names in one spec, a built-in's name given data keys, an unknown
-            built-in without data keys, or a malformed pair.
+            built-in without data keys, a malformed pair, a key given twice, or ``eval_split``/``train_split``
+            (:data:`SPLIT_KEYS`: the set's split is ``split=``).
     """
     name, _, rest = str(spec).partition(":")
     name = name.strip()
@@ -67,7 +70,18 @@ def parse_ood(spec: str) -> "tuple[str, Dict[str, str]]":
                 f"OOD set {spec!r}: {pair!r} is not key=value; write e.g. "
                 f"{name}:source=image_folder,path=/data/ood,split=test"
             )
-        keys[k.strip()] = v.strip()
+        k = k.strip()
+        if k in keys:
+            raise ValueError(
+                f"OOD set {spec!r} sets {k} twice ({k}={keys[k]} and {k}={v.strip()}): only the last would count; "
+                f"keep one"
+            )
+        if k in SPLIT_KEYS:
+            raise ValueError(
+                f"OOD set {spec!r}: {k}={v.strip()} is not read for an OOD set, whose images come from split= "
+                f"(default test): write split={v.strip()} instead of {k}={v.strip()}"
+            )
+        keys[k] = v.strip()
     if keys and name in BUILT_IN_OOD:
         raise ValueError(
             f"OOD set {spec!r} gives data keys to the name of the built-in set {name!r}, which would then hold "
