@@ -205,6 +205,30 @@ class PrimaryEndpoint:
     declared: str = ""
     prospective_for: List[str] = field(default_factory=list)
 
+    def __post_init__(self) -> None:
+        """``declared`` is empty or a day, ``YYYY-MM-DD`` (the report reads the runs as prospective or retrospective
+        from it).
+
+        Raises:
+            ValueError: another string, naming the key, the value and the fix.
+        """
+        import datetime
+        import re
+
+        from harness.io import quote
+
+        day = str(self.declared).strip()
+        try:
+            if day and re.fullmatch(r"\d{4}-\d{2}-\d{2}", day):
+                datetime.date.fromisoformat(day)
+            elif day:
+                raise ValueError(day)
+        except ValueError:
+            raise ValueError(
+                f"primary.declared={quote(repr(str(self.declared)), 60)} is not a date: give the day the endpoint was "
+                "declared as YYYY-MM-DD (e.g. declared: '2026-11-25'), or leave it unset"
+            ) from None
+
 
 @dataclass
 class Experiment:
@@ -301,16 +325,55 @@ class Experiment:
     transfer: Optional[TransferSection] = None
     evaluate_methods: List[str] = field(default_factory=list)
 
+    def __post_init__(self) -> None:
+        """The folders (:data:`ROOTS`) are not empty.
+
+        Raises:
+            ValueError: an empty one, naming the key and the fix (:func:`check_root`).
+        """
+        for key in ROOTS:
+            check_root(key, getattr(self, key))
+
+
+#: the experiment's folders, key -> what goes there (an empty one would put them in the working folder)
+ROOTS = {
+    "runs_root": "every run goes to <runs_root>/<name>/upstream/<run>",
+    "results_root": "the report goes to <results_root>/<name>",
+    "reference_root": "the committed reference report is <reference_root>/<name>/report.json",
+}
+
+
+def check_root(key: str, value: Any) -> None:
+    """One of :data:`ROOTS` is not empty (``runs_root=`` on the command line gives None, ``runs_root: ''`` an empty
+    string).
+
+    Raises:
+        ValueError: naming the key, what it holds and the fix.
+    """
+    if value is None or not str(value).strip():
+        raise ValueError(
+            f"{key} is empty ({key}={'' if value is None else repr(value)}): {key} must not be empty ({ROOTS[key]}): "
+            f"give a folder, e.g. {key}={getattr(Experiment, key)}"
+        )
+
 
 def find_experiment(name_or_path: str) -> Path:
     """A path, or the name of a file in ``harness/experiments`` (``digits`` -> ``digits.yaml``).
 
     Raises:
-        FileNotFoundError: neither (the message lists the built-in experiments).
+        FileNotFoundError: neither (the message lists the built-in experiments), or a folder (the message lists the
+            YAML files inside it).
     """
     p = Path(name_or_path)
     if p.is_file():
         return p
+    if p.is_dir():
+        inside = sorted(str(f) for f in p.glob("*.y*ml") if f.is_file())
+        raise FileNotFoundError(
+            f"experiment {name_or_path!r} is a folder, not an experiment file: give the YAML file inside it ("
+            + (", ".join(inside[:5]) + (" ..." if len(inside) > 5 else "") if inside else "it holds none")
+            + ")"
+        )
     built_in = EXPERIMENTS / f"{name_or_path}.yaml"
     if built_in.is_file():
         return built_in
@@ -333,8 +396,13 @@ def load_experiment(name_or_path: Optional[str] = None, overrides: "tuple[str, .
     """Read an experiment file (default: the embedded digits experiment) with ``key=value`` overrides, each key once.
 
     Raises:
-        ValueError: a key set twice in ``overrides``, or what :func:`harness.config.load_config` refuses.
+        ValueError: a key set twice in ``overrides``, an empty folder (:func:`check_root`, ``runs_root=``), or what
+            :func:`harness.config.load_config` refuses.
     """
     from harness.config import load_config
 
+    for o in overrides if not isinstance(overrides, str) else ():
+        key, _, value = str(o).partition("=")
+        if key.strip() in ROOTS and not value.strip():
+            check_root(key.strip(), None)  # refused here: OmegaConf reads the empty value as None
     return load_config(Experiment, find_experiment(name_or_path or "digits"), overrides, distinct=True)

@@ -87,6 +87,12 @@ def _plan(
             )
     own = {m: list(h.get("overrides", [])) for m, h in methods.items()}  # a method's own training settings
     tunes = {m: _tune(m, h, grid) for m, h in methods.items() if h.get("tune") is not None}
+    ml = "multilabel." if prefix else ""
+    for m, (key, values) in tunes.items():
+        lists = [("upstream_overrides", exp.upstream_overrides), (f"{ml}upstream_overrides", overrides)]
+        _check_tune_key(
+            m, key, values, [*lists, (f"{ml}methods.{m}.overrides", own[m]), ("grid_overrides", grid_overrides)]
+        )
     methods = {m: {k: v for k, v in h.items() if k not in ("overrides", "tune")} for m, h in methods.items()}
     plan = _Plan(
         heads={m: dict(h) for m, h in methods.items()},
@@ -202,6 +208,38 @@ def _tune(method: str, head: dict, grid: list) -> "tuple[str, list[float]]":
         )
     check_grid_values(values, f"method {method!r}: tune.values")
     return key, [float(v) for v in values]
+
+
+def _check_tune_key(method: str, key: str, values: "list[float]", lists: "list[tuple[str, list]]") -> None:
+    """No override list (``(its key, the list)``) of a tuned method's runs sets the setting its ``tune`` names (``key``,
+    or a section holding it): the tune's value replaces the overrides' (``upstream_overrides``, the method's
+    ``overrides``), or ``grid_overrides``' replaces every tune value; either way a value the user wrote is not trained.
+
+    Raises:
+        ValueError: naming the method, the key, the list that also sets it and the fix.
+    """
+    from omegaconf import OmegaConf
+
+    from harness.io import quote
+
+    for where, overrides in lists:
+        for o in overrides if isinstance(overrides, (list, tuple)) else ():
+            given = str(o).split("=", 1)[0].strip()
+            try:  # `train={label_smoothing: 0.3}` sets it too
+                inside = (
+                    key.startswith(f"{given}.") and OmegaConf.select(OmegaConf.from_dotlist([str(o)]), key) is not None
+                )
+            except Exception:  # not a valid override: refused with its own message when the runs are planned
+                continue
+            if given == key or inside:
+                shown = [int(v) if float(v).is_integer() else v for v in values]
+                lost = f"every run of the method trains one of tune.values {shown} instead, so that value is not"
+                if where == "grid_overrides":
+                    lost = f"every grid run would train that value, so none of tune.values {shown} would be"
+                raise ValueError(
+                    f"method {method!r}: tune.key {key} is also set in {where} ({quote(str(o), 80)}): {lost} "
+                    f"trained: drop {key} from {where}, or drop the method's tune"
+                )
 
 
 def _tuned_kind(method: str, key: str) -> type:

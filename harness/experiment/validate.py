@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from harness.experiment.config import RUN_KEYS, RUN_TREE, Experiment
+from harness.experiment.config import RUN_KEYS, RUN_TREE, Experiment, _noisy
 from harness.experiment.plan import _Plan, _plan, _same_run, check_grid_values
 from harness.heads.variants import has_factors
 from harness.rules import check_rules
@@ -113,10 +113,14 @@ def _check_grids_and_sections(exp: Experiment) -> None:
     conditions' seeds and the budget's epochs (given when it has methods)."""
     check_grid_values(exp.temperature_grid, "temperature_grid")
     check_grid_values(exp.multilabel.temperature_grid, "multilabel.temperature_grid")
-    if exp.grid_overrides and not exp.temperature_grid and not any(h.get("tune") for h in exp.methods.values()):
+    if exp.grid_overrides and not any(
+        h.get("tune") or exp.temperature_grid and _noisy(h) for h in exp.methods.values()
+    ):
+        why = "no temperature_grid" if not exp.temperature_grid else "temperature_grid tunes methods with noise only"
         raise ValueError(
-            "grid_overrides without a temperature_grid (or a method's tune) have nothing to apply to: "
-            "drop them or add a grid"
+            f"grid_overrides [{', '.join(map(str, exp.grid_overrides))}] set the grid runs only, and no method has a grid ({why}; no "
+            "method has a tune), so they would be ignored: drop grid_overrides, or add a grid (temperature_grid with "
+            "a noisy method, or a method's tune: {key: ..., values: [...]})"
         )
     for section, names in (
         ("budget", exp.budget.methods),
