@@ -20,7 +20,7 @@ from harness.downstream.schedules import SCHEDULES
 from harness.heads.options import TEMPERATURE_RULE, temperature_in_range
 from harness.rules import MAX_IMAGE_SIDE, MAX_LEARNING_RATE, setting
 from harness.tasks.taskset import TaskData
-from harness.training.precision import canonical
+from harness.training.precision import canonical, resolve
 
 #: the largest side (RESIZE and CROP, pixels) a transfer resizes images to: the one image-side bound
 #: (:data:`harness.rules.MAX_IMAGE_SIDE`, as upstream's ``data.image_size``)
@@ -76,7 +76,8 @@ class SweepSettings(TransferTraining, TaskData):
             the recipe: a sweep folder keeps one precision.
 
     Raises:
-        ValueError: a value out of range (the message names the setting and its CLI option).
+        ValueError: a value out of range (the message names the setting and its CLI option); ``fp16`` with a CPU
+            ``device`` (:func:`harness.training.precision.resolve`).
     """
 
     lrs: "list[float]" = field(default_factory=lambda: [0.001, 0.01])
@@ -142,6 +143,8 @@ class SweepSettings(TransferTraining, TaskData):
         super().__post_init__()  # the rules declared beside the fields, then the data settings (TaskData)
         PRESETS[self.preset]  # noqa: B018 -- an unknown name raises its ValueError
         self.mixed_precision = canonical(self.mixed_precision, "--mixed-precision")  # Lightning's aliases too
+        if self.mixed_precision == "fp16":  # fp16 on a CPU: refused with the other options, before any output
+            resolve(self.mixed_precision, str(self.device).split(":")[0].strip().lower(), "--mixed-precision")
         self._check_head()
 
     def _check_head(self) -> None:

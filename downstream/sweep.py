@@ -144,7 +144,7 @@ def sweep(
     default is TensorBoard, in ``<out>/tb``) that get the header, every run's accuracy and NLL, and the table.
 
     Raises:
-        ValueError: unknown task, executor or tracker; a tracker not installed; a device this machine lacks; bad
+        ValueError: no task, an unknown task, executor or tracker; a tracker not installed; a device this machine lacks; bad
             data; weights that do not fit the architecture, or none offline; an output folder of another sweep.
         FileNotFoundError: no upstream checkpoint or weights file; missing data.
     """
@@ -153,6 +153,11 @@ def sweep(
 
     if executor not in EXECUTORS:
         raise ValueError(f"unknown executor {executor!r}: use one of {', '.join(EXECUTORS)}")
+    if not any(str(t).strip() for t in tasks):
+        raise ValueError(
+            f"tasks (--tasks) {list(tasks)!r} names no task, and a sweep over no task has no score: give task names "
+            "(e.g. demo_digit), a group (vtab1k, natural, specialized, structured, demo) or a custom task NAME=FOLDER:K"
+        )
     if executor != "slurm":
         check_device(settings.device)
     log_with = available(list(log_with), "--log-with", progress)

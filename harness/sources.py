@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Optional
 import torch
 from torch import nn
 
-from harness.backbone_sources import hub_config, offline_mode, source_backbone, source_spec
+from harness.backbone_sources import _cached_weights, hub_config, offline_mode, source_backbone, source_spec
 from harness.weights import (
     HF_HUB_PREFIX,
     LOCAL_DIR_PREFIX,
@@ -188,6 +188,53 @@ def load_classifier(source: str, num_classes: int, weights: "Optional[str | os.P
     )
 
 
+def hub_reachable_or_cached(
+    source: str, weights: "Optional[str | os.PathLike]", random_init: bool, offline: Optional[bool]
+) -> Optional[bool]:
+    """The ``offline`` to load ``source`` with, after one quick look (:func:`harness.network.unreachable`) at the
+    Hugging Face Hub when ``timm:NAME``'s published weights would be downloaded from it (no ``weights``, no
+    ``random_init``, not in offline mode, weights on the hub): ``offline`` itself when the hub answers (or no
+    download is due); True when it does not but the weights are in the local cache (read from there, as
+    ``HF_HUB_OFFLINE=1`` would). Without this look a machine without a network spends a minute in
+    huggingface_hub's retries before the same refusal.
+
+    Raises:
+        ValueError: the hub cannot be reached and the weights are not cached (naming the hub, the reason and the
+            fixes: ``--weights``, ``--random-init``, a network, ``HF_HUB_OFFLINE=1`` once they are cached); an unknown
+            timm name; an ``HF_HUB_OFFLINE`` value neither on nor off.
+    """
+    name = str(source)[len(TIMM_PREFIX) :]
+    if (
+        not str(source).startswith(TIMM_PREFIX)
+        or name.startswith((HF_HUB_PREFIX, LOCAL_DIR_PREFIX))
+        or weights is not None
+        or random_init
+        or offline_mode(offline)
+    ):
+        return offline
+    import timm.models
+    from huggingface_hub import constants
+
+    from harness.network import unreachable
+
+    check_timm_name(name)
+    cfg = timm.models.get_pretrained_cfg(name)
+    if cfg is None or not cfg.hf_hub_id:
+        return offline  # timm downloads from a URL (torch.hub, no retries) or has no weights: it says so itself
+    reason = unreachable(constants.ENDPOINT)
+    if reason is None:
+        return offline
+    if _cached_weights(name) is not None:
+        return True
+    raise ValueError(
+        f"no weights for timm:{name}: they are downloaded from the Hugging Face Hub ({constants.ENDPOINT}), which "
+        f"cannot be reached from this machine ({reason}), and they are not in the local timm / Hugging Face cache: "
+        "give a weights file with --weights FILE (.safetensors, .pth or a BiT .npz), or --random-init to start from "
+        "random weights on purpose, or run where the hub can be reached (HF_ENDPOINT names a mirror; once the "
+        "weights are cached, HF_HUB_OFFLINE=1 reads them without a network)"
+    )
+
+
 def load_source(
     source: str,
     weights: "Optional[str | os.PathLike]" = None,
@@ -222,7 +269,8 @@ def load_source(
 
     Raises:
         FileNotFoundError: no such ``model.pt`` or weights file.
-        ValueError: an unknown timm name; no weights offline or none downloadable (the message names ``--weights``);
+        ValueError: an unknown timm name; no weights offline or none downloadable, or a Hugging Face Hub that does
+            not answer and no cached weights (:func:`hub_reachable_or_cached`; the message names ``--weights``);
             an unreadable weights file or one with NaN values; weights that do not fit the architecture (the first
             missing and unexpected keys and the shapes that differ); ``weights`` given with a harness model or a
             source that holds its own; a file of a ``save_pretrained`` folder given for the folder; an empty
@@ -262,6 +310,7 @@ def load_source(
         if num_classes is None or num_classes == model.config.num_classes:
             return model
         return replace_head(model, num_classes, **(head or {}))
+    offline = hub_reachable_or_cached(str(source), weights, random_init, offline)  # seconds, not a minute of retries
     backbone, prep = source_backbone(str(source), weights, random_init, offline)
     width = int(getattr(backbone, "head_hidden_size", None) or backbone.num_features)
     # the placeholder is one sigmoid output: a softmax over one class is refused (harness.heads.checks.check_sizes)

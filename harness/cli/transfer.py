@@ -63,6 +63,50 @@ def _check_executor_options(executor: str, gpus: str, slurm_opts: "tuple[str, ..
         )
 
 
+def _task_names(tasks: "tuple[str, ...]", data_dir: "str | None", allow_outside_paths: bool) -> "list[str]":
+    """The task names of ``--tasks`` (repeated or comma-separated), checked before any work with the data options
+    against the tasks that read them: ``--data-dir`` is read by VTAB-1k tasks only (where their TFDS or folder data
+    lies); ``--data-format`` by VTAB-1k tasks, and custom tasks (``NAME=FOLDER:K``) are folders (``--data-format
+    folder`` agrees with them); ``--allow-outside-paths`` by folder lists; demo tasks are generated and read none.
+
+    Raises:
+        click.UsageError: ``--tasks`` names no task (empty, or only commas); ``--data-dir`` without a VTAB-1k task; ``--data-format`` or ``--allow-outside-paths``
+            given with demo tasks only (each naming the option, its value and the fix).
+        click.ClickException: an unknown task name or a bad custom task line.
+    """
+    from click.core import ParameterSource
+
+    from harness.tasks.taskset import expand_tasks
+
+    names = [n for t in tasks for n in t.split(",") if n.strip()]
+    if not names:
+        raise click.UsageError(
+            f"--tasks {' '.join(repr(t) for t in tasks)} names no task, and a transfer over no task has no score: "
+            "give task names (e.g. demo_digit), a group (vtab1k, natural, specialized, structured, demo) or a custom "
+            "task NAME=FOLDER:K"
+        )
+    try:
+        chosen = expand_tasks(names)
+    except ValueError as e:
+        raise click.ClickException(str(e)) from e
+    groups = {t.group for t in chosen}
+    ctx = click.get_current_context(silent=True)
+    fmt = ctx.params.get("data_format") if ctx else None
+    fmt_given = ctx is not None and ctx.get_parameter_source("data_format") not in (None, ParameterSource.DEFAULT)
+    given = [f"--data-dir {data_dir}"] if data_dir and not groups - {"demo", "custom"} else []
+    if groups == {"demo"}:
+        given += [f"--data-format {fmt}"] * fmt_given + ["--allow-outside-paths"] * bool(allow_outside_paths)
+    if given:
+        options = " and ".join(g.split()[0] for g in given)
+        raise click.UsageError(
+            f"{' and '.join(given)}: read by VTAB-1k tasks only (where their data lies), and --tasks "
+            f"{','.join(names)[:200]} names none (demo tasks are generated, custom tasks NAME=FOLDER:K are read "
+            f"from their own folders), so {'it' if len(given) == 1 else 'they'} would change nothing: remove "
+            f"{options}, or add the VTAB-1k tasks {'it is' if len(given) == 1 else 'they are'} for"
+        )
+    return names
+
+
 @click.command()
 @_model_source("--upstream", "upstream_ckpt", "The model", "vtab.md")
 @click.option(
@@ -217,7 +261,7 @@ def downstream(
         return values
 
     _check_executor_options(executor, gpus, slurm_opts)
-    names = [n for t in tasks for n in t.split(",") if n]
+    names = _task_names(tasks, data_dir, allow_outside_paths)
     given = {
         "lrs": numbers(lrs, "--lrs", float, "0.001,0.01"),
         "steps": numbers(steps, "--steps", int, "500,2500"),
@@ -344,7 +388,7 @@ def fewshot(
             )
         return values
 
-    names = [n for t in tasks for n in t.split(",") if n]
+    names = _task_names(tasks, data_dir, allow_outside_paths)
     out = out or Path("results/fewshot") / _source_folder(source, random_init)
     try:
         settings = SweepSettings(
