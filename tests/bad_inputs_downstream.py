@@ -39,9 +39,10 @@ def downstream(*args: str) -> None:
     tiny = ["--lrs", "0.05", "--steps", "1", "--batch-size", "8", "--micro-batch", "8", "--resolution", "32,32"]
     given = {a for a in args if a.startswith("--")}
     defaults = [v for i in range(0, len(tiny), 2) if tiny[i] not in given for v in tiny[i : i + 2]]
+    own = [] if "--upstream" in given else ["--upstream", _upstream()]  # an option is given once (audit10 A10-26)
     CliRunner().invoke(
         main,
-        ["downstream", "--upstream", _upstream(), *defaults, *args, "--out", "out"],
+        ["downstream", *own, *defaults, *args, *([] if "--out" in given else ["--out", "out"])],
         standalone_mode=False,
         catch_exceptions=False,
     )

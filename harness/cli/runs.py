@@ -108,26 +108,24 @@ _RUN_MARKERS = ("run.json", "sweep.json", "vtab.json")
 
 
 def _check_out_outside_members(out: Path, members: "list[Path]", name: str) -> None:
-    """``harness ensemble --out`` is neither a member nor inside one, nor inside any run or sweep folder (one that
-    holds a file of :data:`_RUN_MARKERS`): the folder would then hold files its own command did not write (as an
+    """``harness ensemble --out`` is not inside a member, nor inside any run or sweep folder (one that holds a file of
+    :data:`_RUN_MARKERS`; ``--out`` a member or a run folder itself is refused by :func:`harness.ensemble_folder`): the folder would then hold files its own command did not write (as an
     MLflow store there is refused). Paths are compared resolved (``runs/a/../a/ens`` is inside ``runs/a``).
 
     Raises:
         ValueError: naming ``--out``, the member or run folder it lies in, and the fix.
     """
-    target = out.resolve()
     mine = {m.resolve(): m for m in members}
-    for folder in (target, *target.parents):
+    for folder in out.resolve().parents:  # --out a member or a run folder itself: harness.ensemble_folder refuses
         member = mine.get(folder)
-        held = folder != target and next((f for f in _RUN_MARKERS if (folder / f).is_file()), None)
+        held = next((f for f in _RUN_MARKERS if (folder / f).is_file()), None)
         if member is None and not held:
             continue
         where = f"the member {member}" if member is not None else f"the {'run' if held == 'run.json' else 'sweep'}"
         where += f" folder {folder}" if member is None else ""
-        at = "is" if folder == target else "is inside"
         raise ValueError(
-            f"--out {out} {at} {where}, which would then hold the ensemble's files beside its own (files its command "
-            f"did not write): choose an --out outside every member and run folder, e.g. runs/ensembles/{name}"
+            f"--out {out} is inside {where}, which would then hold the ensemble's files beside its own (files its "
+            f"command did not write): choose an --out outside every member and run folder, e.g. runs/ensembles/{name}"
         )
 
 

@@ -345,36 +345,36 @@ def build(
     check_distinct_folders(paths, "folder", "a report lists each run or ensemble once")
     checks = dict(inputs=paths, inputs_under=inputs_under)
     out = report_folder(out_root, name, overwrite, elsewhere, **checks)  # a bad name: before any folder is made
+    steps = Steps(progress, "report", 3 + bool(covariance) + bool(shift) + bool(calibrators))
+    steps.step(f"reading {len(paths)} folder(s)")
+    entries = [load_entry(p) for p in paths]
+    _check_same_data(entries)
+    het = _covariance_model(entries) if covariance else None
+    if het is not None:  # a model.pt of another class count: refused before anything is written
+        check_model_classes(het.run_dir / "model.pt", len(het.preds.class_names), f"{het.run_dir}/predictions.npz")
+    calibrators = calibrator_section.check(calibrators, entries)  # names, netcal and the link: before any work
     busy = f"another harness report is being written there; wait for it to finish, or {elsewhere}"
-    with RunLock(out, REPORT_LOCK, what=busy):
+    with RunLock(out, REPORT_LOCK, what=busy):  # makes the folder: one report writes it at a time
         report_folder(out_root, name, overwrite, elsewhere, **checks)  # again: a report finished meanwhile is seen
-        return _write(paths, name, out, covariance, top_pairs, extra, shift, progress, calibrators, starmap)
+        return _write(paths, name, out, entries, steps, covariance, top_pairs, extra, shift, calibrators, starmap)
 
 
 def _write(
     paths: Sequence["str | Path"],
     name: str,
     out: Path,
+    entries: "list[Entry]",
+    steps: Steps,
     covariance: bool,
     top_pairs: int,
     extra: Optional[dict],
     shift: bool,
-    progress: Optional[Callable[[str], None]],
     calibrators: Sequence[str],
     starmap: Callable,
 ) -> Path:
-    """The report of :func:`build` written into ``out`` (checked, and locked by the caller)."""
+    """The report of :func:`build` of the read and checked ``entries`` written into ``out`` (locked by the caller)."""
     old = read_report(out)  # an earlier report here: its figures not written again are removed at the end
-    steps = Steps(progress, "report", 3 + bool(covariance) + bool(shift) + bool(calibrators))
-    steps.step(f"reading {len(paths)} folder(s)")
-    entries = [load_entry(p) for p in paths]
-    _check_same_data(entries)
     ref = entries[0].preds
-    het = _covariance_model(entries) if covariance else None
-    if het is not None:  # a model.pt of another class count: refused before anything is written
-        check_model_classes(het.run_dir / "model.pt", len(het.preds.class_names), f"{het.run_dir}/predictions.npz")
-    calibrators = calibrator_section.check(calibrators, entries)  # names, netcal and the link: before any work
-    out.mkdir(parents=True, exist_ok=True)
     prov = provenance()
     multilabel = ref.multilabel
     skipped = macro_map(ref.logits, ref.targets, return_skipped=True)[1] if multilabel else None
