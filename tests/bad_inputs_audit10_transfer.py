@@ -58,7 +58,7 @@ def _log_with_empty_no_warning(tmp):
     "MLFLOW_TRACKING_URI=file:///... with MLflow 3 (audit10 A10-29: passed the check, MLflow refused its file store "
     "at start and the run went on untracked)",
     ValueError,
-    r"MLFLOW_TRACKING_URI 'file:.*mlf' is a file store .*MLflow 3.* refuses .*sqlite:///.*mlflow\.db.*"
+    r"MLFLOW_TRACKING_URI 'file:[^']*' is a file store .*MLflow 3.* refuses .*sqlite:///.*mlflow\.db.*"
     r"MLFLOW_ALLOW_FILE_STORE=true.*train\.log_with",
 )
 def _mlflow_file_store_mlflow3(tmp):
