@@ -224,7 +224,7 @@ def _timm_with_weights(name: str, weights: Path, **kwargs: Any) -> nn.Module:
     return backbone
 
 
-def _cached_weights(name: str) -> "Optional[dict]":
+def cached_weights(name: str) -> "Optional[dict]":
     """The ``pretrained_cfg_overlay`` pointing timm at the cached weights of registry name ``name`` (from the Hugging
     Face cache, ``huggingface_hub.try_to_load_from_cache``, or timm's download folder under ``torch.hub.get_dir()``),
     or None when they are not on this machine. Nothing is downloaded."""
@@ -258,7 +258,7 @@ def _timm_pretrained(name: str, offline: Optional[bool] = None, **kwargs: Any) -
         "from random weights on purpose"
     )
     if offline_mode(offline):
-        overlay = _cached_weights(name)
+        overlay = cached_weights(name)
         if overlay is None:
             raise ValueError(
                 f"no weights for timm:{name} on this machine (offline mode: HF_HUB_OFFLINE or "

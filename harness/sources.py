@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Optional
 import torch
 from torch import nn
 
-from harness.backbone_sources import _cached_weights, hub_config, offline_mode, source_backbone, source_spec
+from harness.backbone_sources import cached_weights, hub_config, offline_mode, source_backbone, source_spec
 from harness.weights import (
     HF_HUB_PREFIX,
     LOCAL_DIR_PREFIX,
@@ -224,7 +224,7 @@ def hub_reachable_or_cached(
     reason = unreachable(constants.ENDPOINT)
     if reason is None:
         return offline
-    if _cached_weights(name) is not None:
+    if cached_weights(name) is not None:
         return True
     raise ValueError(
         f"no weights for timm:{name}: they are downloaded from the Hugging Face Hub ({constants.ENDPOINT}), which "

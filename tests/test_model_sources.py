@@ -224,6 +224,8 @@ def test_offline_weights_by_name_come_from_the_cache_and_online_ones_from_timm(t
     # online (no flag, no HF_HUB_OFFLINE): timm.create_model(pretrained=True) as timm users call it, nothing patched
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.setattr(hub, "HF_HUB_OFFLINE", False)  # read from the environment when huggingface_hub was imported
+    # the hub answers (this machine has no network: harness.sources would read the cached weights as offline)
+    monkeypatch.setattr("harness.network.unreachable", lambda url, timeout=3.0: None)
     seen = {}
     real = timm.create_model
 

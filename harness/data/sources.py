@@ -28,13 +28,11 @@ import numpy as np
 from PIL import Image
 
 from harness.data.cache import decoded_images, file_digest
-from harness.data.config import SOURCES, STREAM_SOURCES, DataConfig
+from harness.data.config import LABEL_SETS, SOURCES, STREAM_SOURCES, DataConfig
 from harness.data.dataset import ArrayImages, FileImages, ImageDataset, LabelSets, Strings
 from harness.data.manifest import manifest_file as _manifest_file
 from harness.data.manifest import manifest_rows as _manifest_rows
 from harness.io import check_location
-
-CIFAR10N_LABEL_SETS = ("clean", "aggre", "random1", "random2", "random3", "worse")
 
 
 def build_split(cfg: DataConfig, split: str) -> ImageDataset:
@@ -161,10 +159,8 @@ def _cifar10n(cfg: DataConfig, split: str) -> ImageDataset:
             targets = LabelSets.from_lists([sorted(set(row.tolist())) for row in sets])
             what = "multi-label: the set of the three annotators' labels"
         else:
-            if cfg.label_set not in CIFAR10N_LABEL_SETS:
-                raise ValueError(
-                    f"unknown cifar10n label_set {cfg.label_set!r}: use one of {', '.join(CIFAR10N_LABEL_SETS)}"
-                )
+            if cfg.label_set not in LABEL_SETS:
+                raise ValueError(f"unknown cifar10n label_set {cfg.label_set!r}: use one of {', '.join(LABEL_SETS)}")
             key = {"random1": "random_label1", "random2": "random_label2", "random3": "random_label3"}.get(
                 cfg.label_set, f"{cfg.label_set}_label"
             )
