@@ -3,6 +3,8 @@ single-valued option given twice."""
 
 from __future__ import annotations
 
+from typing import Optional
+
 import click
 
 #: what rerunning a command keeps after Ctrl-C, by command (the message the interrupted command ends with)
@@ -19,50 +21,48 @@ RESUMES = {
 }
 
 
-def _shown(opt, value) -> str:
-    """One occurrence of an option as the user typed it: ``--name r08``, or the flag alone (``--in-order``)."""
-    first = (opt._long_opts or opt._short_opts or [opt.dest])[0]
-    if opt.action != "store":  # a flag: its spelling is its value
-        return first
-    return f"{first} {' '.join(map(str, value)) if isinstance(value, (tuple, list)) else value}"
+def _occurrences(cmd: click.Command, ctx: click.Context, args: "list[str]") -> "Optional[dict]":
+    """Each option of ``cmd`` given in ``args`` (its command line after its name), with how it was written each
+    time (``--name r08``, or a flag alone: ``--in-order``), read with click's public parameter attributes
+    (``opts``, ``secondary_opts``, ``is_flag``, ``count``, ``nargs``); None when the line asks for an eager option
+    (``--help``, ``--version``). Tokens after ``--``, arguments and unknown options are skipped (the command's own
+    parse says what is wrong with them)."""
+    names = {o: p for p in cmd.get_params(ctx) if isinstance(p, click.Option) for o in (*p.opts, *p.secondary_opts)}
+    found: "dict[str, tuple[click.Option, list[str]]]" = {}
+    i = 0
+    while i < len(args) and args[i] != "--":
+        token = args[i]
+        opt, value = token.split("=", 1) if token.startswith("--") and "=" in token else (token, None)
+        param = names.get(opt)
+        i += 1
+        if param is None:
+            continue
+        if param.is_eager:
+            return None
+        if value is None and not (param.is_flag or param.count):  # its value(s): the next token(s)
+            value, i = " ".join(args[i : i + max(1, param.nargs)]), i + max(1, param.nargs)
+        found.setdefault(param.name, (param, []))[1].append(opt if value is None else f"{opt} {value}")
+    return found
 
 
 def refuse_repeated_options(cmd: click.Command, ctx: click.Context, args: "list[str]") -> None:
     """Refuse a single-valued option of ``cmd`` given twice in ``args`` (its command line after its name): click
     keeps the last value without a word (``--log-with none ... --log-with mlflow`` logged to MLflow). Options
     declared ``multiple=True`` or ``count=True`` may repeat; a command line asking for ``--help`` is left to it.
-    A line click cannot parse is left to the command's own parse (which says what is wrong).
 
     Raises:
         click.BadOptionUsage: naming the option, both values and the fix (give it once).
     """
-    parser = cmd.make_parser(ctx)
-    seen: "dict[int, list[str]]" = {}
-    wrapped = {id(o): o for o in (*parser._long_opt.values(), *parser._short_opt.values())}
-    for opt in wrapped.values():
-        param = opt.obj
-        if not isinstance(param, click.Option) or param.multiple or param.count or param.is_eager:
-            continue
-
-        def process(value, state, opt=opt, original=opt.process):
-            seen.setdefault(id(opt.obj), []).append(_shown(opt, value))
-            original(value, state)
-
-        opt.process = process
-    try:
-        _, _, order = parser.parse_args(list(args))
-    except click.UsageError:
-        return
-    if any(isinstance(p, click.Option) and p.is_eager for p in order):  # --help: the help, not a refusal
-        return
-    for param in dict.fromkeys(order):
-        given = seen.get(id(param), [])
-        if len(given) > 1:
+    found = _occurrences(cmd, ctx, args)
+    for param, given in (found or {}).values():
+        if len(given) > 1 and not (param.multiple or param.count):
             name = max(param.opts, key=len)
+            times = "twice" if len(given) == 2 else f"{len(given)} times"
             raise click.BadOptionUsage(
                 name,
-                f"{name} was given {'twice' if len(given) == 2 else f'{len(given)} times'} ({' and '.join(given)}): it takes one value and only the last "
-                f"would count; give {name} once",
+                f"{name} was given {times} ({' and '.join(given)}): "
+                + ("it is a switch, on or off" if param.is_flag else "it takes one value and only the last would count")
+                + f"; give {name} once",
                 ctx=ctx,
             )
 
