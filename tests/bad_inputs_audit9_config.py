@@ -125,30 +125,38 @@ class _Interrupted:
         return None
 
 
+def _exit_when_interrupted(module: str, call, meta_path: list) -> "tuple[object, str]":
+    """``call()`` with the harness.cli modules unloaded and a Ctrl-C on importing ``module`` (``meta_path`` after
+    the interrupting finder): its exit status and what it wrote on stderr."""
+    import io
+
+    err, code = io.StringIO(), None
+    modules = {k: v for k, v in sys.modules.items() if k != "harness.cli" and not k.startswith("harness.cli.")}
+    with mock.patch.dict(sys.modules, modules, clear=True):
+        with mock.patch.object(sys, "meta_path", [_Interrupted(module), *meta_path]):
+            with mock.patch.object(sys, "stderr", err), mock.patch.object(sys, "argv", ["harness.cli", "--version"]):
+                try:
+                    call()
+                except SystemExit as e:
+                    code = e.code
+    assert code == 130 and err.getvalue() == "interrupted\n", (code, err.getvalue())
+    return code, err.getvalue().strip()
+
+
 @handled(
     "cli",
     "Ctrl-C while the harness command imports torch (audit9 K01: a KeyboardInterrupt traceback, rc -2)",
     r"exit 130, 'interrupted'",
 )
 def _interrupt_during_imports(tmp):
-    import io
-
     import tomllib
 
     from harness.__main__ import main
 
-    err = io.StringIO()
-    modules = {k: v for k, v in sys.modules.items() if k != "harness.cli" and not k.startswith("harness.cli.")}
-    with mock.patch.dict(sys.modules, modules, clear=True), mock.patch.object(sys, "meta_path", [_Interrupted()]):
-        with mock.patch.object(sys, "stderr", err):
-            try:
-                main()
-            except SystemExit as e:
-                code = e.code
+    code, err = _exit_when_interrupted("harness.cli", main, [])
     scripts = tomllib.loads((CONFIGS.parents[1] / "pyproject.toml").read_text())["project"]["scripts"]
-    assert code == 130 and err.getvalue() == "interrupted\n", (code, err.getvalue())
     assert scripts["harness"] == "harness.__main__:main", scripts
-    return f"exit {code}, {err.getvalue().strip()!r}"
+    return f"exit {code}, {err!r}"
 
 
 @handled(
@@ -157,25 +165,17 @@ def _interrupt_during_imports(tmp):
     r"exit 130, 'interrupted'; import harness\.cli alone imports no torch",
 )
 def _interrupt_during_module_imports(tmp):
-    import io
     import runpy
     import subprocess
 
-    err = io.StringIO()
-    modules = {k: v for k, v in sys.modules.items() if k != "harness.cli" and not k.startswith("harness.cli.")}
-    code = None
-    with mock.patch.dict(sys.modules, modules, clear=True):
-        with mock.patch.object(sys, "meta_path", [_Interrupted("harness.cli.app"), *sys.meta_path]):
-            with mock.patch.object(sys, "stderr", err), mock.patch.object(sys, "argv", ["harness.cli", "--version"]):
-                try:
-                    runpy.run_module("harness.cli", run_name="__main__", alter_sys=True)
-                except SystemExit as e:
-                    code = e.code
-    assert code == 130 and err.getvalue() == "interrupted\n", (code, err.getvalue())
+    def run() -> None:
+        runpy.run_module("harness.cli", run_name="__main__", alter_sys=True)
+
+    code, err = _exit_when_interrupted("harness.cli.app", run, list(sys.meta_path))
     probe = "import sys, harness.cli; print('torch' in sys.modules)"
     light = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.strip()
     assert light == "False", light  # the package is light: the Ctrl-C handling comes before torch's import
-    return f"exit {code}, {err.getvalue().strip()!r}; import harness.cli alone imports no torch"
+    return f"exit {code}, {err!r}; import harness.cli alone imports no torch"
 
 
 # ------------------------------------------------------------------------------ N04, N05, N07, N08: manifests
