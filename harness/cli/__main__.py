@@ -1,5 +1,5 @@
 """``python -m harness.cli``: as ``python -m harness`` (a Ctrl-C while torch is imported: one line, exit 130)."""
 
-from harness.__main__ import main
+from harness.cli import run
 
-main()
+run()
