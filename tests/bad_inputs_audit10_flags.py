@@ -85,8 +85,13 @@ def _upstream_config_twice(tmp):
     r"--shard-size was given twice \(--shard-size 100 and --shard-size 50\): .*give --shard-size once",
 )
 def _pack_shard_size_twice(tmp):
+    _pack(tmp, "--shard-size", "50")
+
+
+def _pack(tmp, *args: str) -> None:
+    """``harness data pack digits`` into ``tmp/p`` with shards of 100 and ``args``; refused: no pack folder left."""
     try:
-        _cli("data", "pack", "digits", str(tmp / "p"), "--shard-size", "100", "--shard-size", "50")
+        _cli("data", "pack", "digits", str(tmp / "p"), "--shard-size", "100", *args)
     finally:
         _nothing_under(tmp / "p", "a pack folder")
 
@@ -125,10 +130,7 @@ def _shift_ood_key_twice(tmp):
     r"keep one",
 )
 def _pack_override_twice(tmp):
-    try:
-        _cli("data", "pack", "digits", str(tmp / "p"), "--shard-size", "100", "data.limit_train=50", "limit_train=60")
-    finally:
-        _nothing_under(tmp / "p", "a pack folder")
+    _pack(tmp, "data.limit_train=50", "limit_train=60")
 
 
 @bad_input(
@@ -139,10 +141,7 @@ def _pack_override_twice(tmp):
     r"unused; give --in-order alone, or --seed without --in-order",
 )
 def _pack_seed_in_order(tmp):
-    try:
-        _cli("data", "pack", "digits", str(tmp / "p"), "--shard-size", "100", "--in-order", "--seed", "3")
-    finally:
-        _nothing_under(tmp / "p", "a pack folder")
+    _pack(tmp, "--in-order", "--seed", "3")
 
 
 # ------------------------------------------------------------------------------------------------ ensemble (A10-31)
