@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
-from harness.data.config import DataConfig, check_data
+from harness.data.config import ARRAY_SOURCES, DataConfig, check_data
 from harness.rules import LEARNING_RATE, MAX_IMAGE_SIDE, SEED, WEIGHT_DECAY, Rule, check_rules, setting
 from harness.training.precision import canonical as canonical_precision
 from harness.upstream.schedule_keys import LOSS_KEYS, OPTIMIZER_KEYS, SCHEDULE_KEYS, check_loss_keys
@@ -181,9 +181,6 @@ class UpstreamConfig:
 #: the largest ``data.image_size`` accepted: the one image-side bound (:data:`harness.rules.MAX_IMAGE_SIDE`)
 MAX_IMAGE_SIZE = MAX_IMAGE_SIDE
 LOSSES = tuple(LOSS_KEYS)
-#: sources whose splits hold their images in one array (``ImageDataset.pixels``), as
-#: ``input_dependent`` label noise needs
-ARRAY_SOURCES = ("digits", "cifar10n")
 
 
 def metric_names(link: str, num_classes: Optional[int] = None) -> "tuple[str, ...]":
@@ -223,14 +220,14 @@ MIN_TEMPERATURE = 0.01
 
 
 def validate(cfg: UpstreamConfig) -> None:
-    """Check every setting that needs no data, before any work (nothing is read or written).
+    """Check every setting that needs no data, before any work (nothing is read or written); ``train.mixed_precision``
+    is kept in its canonical spelling (:func:`harness.training.precision.canonical`).
 
     Raises:
         ValueError: the first bad setting found; the message names the key and the fix.
     """
     import inspect
 
-    from harness.data.config import STREAM_SOURCES
     from harness.heads import HeteroscedasticHead
     from harness.io import check_location, check_name
 
@@ -239,10 +236,9 @@ def validate(cfg: UpstreamConfig) -> None:
     check_location(cfg.output_dir, "output_dir")
     check_location(cfg.model.pretrained_file, "model.pretrained_file")
     check_rules(cfg)  # every range and name declared beside its field (harness.rules), in one message format
-    check_data(d)  # the rules that relate data settings (label_set read by cifar10n only, crop_padding < image_size)
-    canonical_precision(t.mixed_precision, "train.mixed_precision")  # CHOICES and Lightning's aliases (bf16-mixed)
-    if d.source in STREAM_SOURCES:
-        _validate_shards(d)
+    check_data(d)  # the rules that relate data settings (keys of one source, crop_padding < image_size, shards)
+    # CHOICES and Lightning's aliases (bf16-mixed), kept canonical (YAML's false for "no" included)
+    t.mixed_precision = canonical_precision(t.mixed_precision, "train.mixed_precision")
     _validate_optim(o)
     _validate_schedule(o, t)
     if d.image_size > MAX_IMAGE_SIZE:
@@ -274,6 +270,7 @@ def validate(cfg: UpstreamConfig) -> None:
             "lie in [0.15, 5] (choose one on held-out data with an experiment's temperature_grid)"
         )
     _validate_head(cfg.model.head, cfg.model.num_classes)
+    _validate_cov_weight_decay(o, cfg.model.head.get("covariance", "low_rank"))
     link = cfg.model.head.get("link", "softmax")
     check_best_metric(t.best_metric, link, cfg.model.num_classes)
     _validate_noise_and_loss(cfg, link)
@@ -281,32 +278,6 @@ def validate(cfg: UpstreamConfig) -> None:
     from harness.training.trackers import check_names
 
     check_names(list(t.log_with), "train.log_with")
-
-
-def _validate_shards(d: DataConfig) -> None:
-    """The data settings of ``data.source=shards`` (see :func:`validate`): read as a stream by
-    :func:`harness.data.shards.shard_loader`, so without the settings that need random access or the labels in
-    memory."""
-    if not d.path:
-        raise ValueError(
-            "data.source=shards needs data.path: the folder harness data pack wrote (holding "
-            "<split>/index.json), or a shard pattern beside an index.json"
-        )
-    if d.loader == "array":
-        raise ValueError(
-            "data.loader=array decodes a whole split into one array, which shards (read as a stream) "
-            "cannot give: set data.loader=auto (or pil) with data.source=shards"
-        )
-    if d.limit_train or d.limit_eval:
-        raise ValueError(
-            "data.limit_train / data.limit_eval do not apply to shards: pack the examples you want "
-            "(harness data pack SOURCE OUT limit_train=N), or set them to 0"
-        )
-    if d.label_noise and d.label_noise.get("kind", "none") != "none":
-        raise ValueError(
-            "data.label_noise is drawn over the labels of a split held in memory, which shards (read as "
-            "a stream) are not: train on the source it was packed from, or unset data.label_noise"
-        )
 
 
 def _validate_fewshot(t: TrainSection) -> None:
@@ -317,11 +288,13 @@ def _validate_fewshot(t: TrainSection) -> None:
         raise ValueError(f"train.fewshot_every must be a whole number of epochs >= 0 (0 or null: off), got {every!r}")
     every = every or t.fewshot_every_steps
     if not every:
-        if t.fewshot_tasks:
-            raise ValueError(
-                "train.fewshot_tasks is set but train.fewshot_every is 0 (off): set train.fewshot_every=N "
-                "to evaluate every N epochs, or remove train.fewshot_tasks"
-            )
+        for key in ("fewshot_tasks", "fewshot_shots"):
+            if getattr(t, key) != getattr(TrainSection(), key):
+                raise ValueError(
+                    f"train.{key}=[{', '.join(map(str, getattr(t, key)))}] is set but train.fewshot_every is 0 (off), "
+                    "so no few-shot "
+                    f"probe reads it: set train.fewshot_every=N to evaluate every N epochs, or remove train.{key}"
+                )
         return
     if not t.fewshot_tasks:
         raise ValueError(
@@ -363,6 +336,20 @@ def _validate_head(head: dict, k: Optional[int]) -> None:
         HeteroscedasticHead(max(8, standin), standin, **options)
     except (TypeError, ValueError) as e:
         raise ValueError(f"model.head: {e}") from e
+
+
+def _validate_cov_weight_decay(o: OptimSection, covariance: str) -> None:
+    """``optim.cov_weight_decay`` only for a head with covariance layers (:func:`harness.upstream.optim.param_groups`
+    gives it their kernels; a head that draws no noise has none, so the value would be saved and never read)."""
+    from harness.heads.variants import VARIANTS, variant
+
+    if o.cov_weight_decay is not None and covariance in VARIANTS and variant(covariance).form is None:
+        noisy = ", ".join(n for n, v in VARIANTS.items() if v.form is not None)
+        raise ValueError(
+            f"optim.cov_weight_decay={o.cov_weight_decay:g} is the L2 weight of the covariance layers' kernels, and "
+            f"model.head.covariance={covariance} has none: remove optim.cov_weight_decay, or choose a noisy "
+            f"covariance ({noisy})"
+        )
 
 
 def _validate_optim(o: OptimSection) -> None:

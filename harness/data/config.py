@@ -17,8 +17,20 @@ STREAM_SOURCES = ("shards",)
 LOADERS = ("auto", "array", "pil")
 #: cifar10n's training label sets (``data.label_set``; its ``<name>_label`` columns, :mod:`harness.data.sources`)
 LABEL_SETS = ("clean", "aggre", "random1", "random2", "random3", "worse")
-#: the data keys each source reads that the others do not (:func:`check_data`)
-SOURCE_KEYS = {"cifar10n": ("label_set",)}
+#: sources whose splits hold their images in one array (``ImageDataset.pixels``): ``data.loader=auto`` reads them with
+#: the ``array`` loader, and ``input_dependent`` label noise needs them
+ARRAY_SOURCES = ("digits", "cifar10n")
+#: the data keys each source reads that some other does not (:func:`check_data`; :mod:`harness.data.sources`,
+#: :mod:`harness.data.packed_split`, :mod:`harness.data.shards`): set for a source that does not read it, such a key is
+#: refused rather than saved in the run's config and ignored
+SOURCE_KEYS = {
+    "digits": (),
+    "cifar10n": ("path", "label_set", "multilabel"),
+    "image_folder": ("path",),
+    "tfds": ("path", "name", "image_key", "label_key"),
+    "manifest": ("path", "allow_outside_root"),
+    "shards": ("path", "multilabel", "shuffle_buffer"),
+}
 
 
 @dataclass
@@ -100,18 +112,73 @@ class DataConfig:
         check_location(self.cache_dir, "data.cache_dir")
 
 
+def loader_kind(d: DataConfig) -> str:
+    """The loader that reads ``d``'s splits: ``shards`` for a stream source, ``array`` for ``data.loader=array`` or
+    ``auto`` with an :data:`ARRAY_SOURCES` source, else ``pil`` (:func:`harness.data.batched.make_loader`)."""
+    if d.source in STREAM_SOURCES:
+        return "shards"
+    if d.loader == "array" or (d.loader == "auto" and d.source in ARRAY_SOURCES):
+        return "array"
+    return "pil"
+
+
 def check_data(d: DataConfig) -> None:
-    """The rules that relate data settings (each one's range is declared beside it): ``label_set`` set away from its
-    default only for a source that reads it (:data:`SOURCE_KEYS`), ``crop_padding`` below ``image_size`` (a shift by a
-    whole image can leave nothing of it in the crop, and the padded batch grows as (side + 2p)²).
+    """The rules that relate data settings (each one's range is declared beside it): a key of one source
+    (:data:`SOURCE_KEYS`: ``path``, ``label_set``, ``multilabel``, ``name``, ...) set away from its default only for a
+    source that reads it; ``crop_scale`` only without ``crop_padding`` (the random translation replaces the random
+    resized crop); ``num_workers`` only where the ``pil`` or the shard loader reads the data (:func:`loader_kind`);
+    ``crop_padding`` below ``image_size`` (a shift by a whole image can leave nothing of it in the crop, and the padded
+    batch grows as (side + 2p)²); for ``shards``, a path and none of the settings that need the split in memory.
 
     Raises:
         ValueError: naming the key, its value, the rule and the fix.
     """
     check_unread_keys(d, "data", "source", SOURCE_KEYS, "source")
+    if d.source in STREAM_SOURCES:
+        _check_shards(d)
     if d.crop_padding >= d.image_size:
         raise ValueError(
             f"data.crop_padding={d.crop_padding} must be below data.image_size={d.image_size}: a random shift by up "
             f"to {d.crop_padding} px can move the whole image out of the crop (CIFAR's augmentation shifts 32 px "
             "images by 4); give a few pixels, or 0 for the random resized crop"
+        )
+    default = DataConfig()
+    if d.crop_padding and d.crop_scale != default.crop_scale:
+        raise ValueError(
+            f"data.crop_scale={d.crop_scale:g} is read only by the random resized crop, which "
+            f"data.crop_padding={d.crop_padding} replaces by a random translation: remove data.crop_scale (where a "
+            f"config file sets it, data.crop_scale={default.crop_scale:g} restores its default), or set "
+            "data.crop_padding=0 for the random resized crop"
+        )
+    if d.num_workers and loader_kind(d) == "array":
+        raise ValueError(
+            f"data.num_workers={d.num_workers} is read only by the pil loader, and this run reads "
+            f"data.source={d.source} with the array loader (data.loader={d.loader}: whole batches augmented as tensor "
+            "ops in the training process): remove data.num_workers, or set data.loader=pil"
+        )
+
+
+def _check_shards(d: DataConfig) -> None:
+    """The data settings of ``data.source=shards`` (see :func:`check_data`): read as a stream by
+    :func:`harness.data.shards.shard_loader`, so without the settings that need random access or the labels in
+    memory."""
+    if not d.path:
+        raise ValueError(
+            "data.source=shards needs data.path: the folder harness data pack wrote (holding "
+            "<split>/index.json), or a shard pattern beside an index.json"
+        )
+    if d.loader == "array":
+        raise ValueError(
+            "data.loader=array decodes a whole split into one array, which shards (read as a stream) "
+            "cannot give: set data.loader=auto (or pil) with data.source=shards"
+        )
+    if d.limit_train or d.limit_eval:
+        raise ValueError(
+            "data.limit_train / data.limit_eval do not apply to shards: pack the examples you want "
+            "(harness data pack SOURCE OUT limit_train=N), or set them to 0"
+        )
+    if d.label_noise and d.label_noise.get("kind", "none") != "none":
+        raise ValueError(
+            "data.label_noise is drawn over the labels of a split held in memory, which shards (read as "
+            "a stream) are not: train on the source it was packed from, or unset data.label_noise"
         )

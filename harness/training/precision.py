@@ -76,20 +76,28 @@ def device_type() -> str:
 
 def canonical(setting: "str | int", key: "str | None" = None) -> str:
     """The setting among :data:`CHOICES` that ``setting`` names: itself, or the one a Lightning alias
-    (:data:`ALIASES`) stands for; a whole number (``32`` read from YAML) is read as its string. ``key`` names the
-    setting in messages. :func:`resolve` calls it; a validator of a mixed precision setting calls it and keeps what
+    (:data:`ALIASES`) stands for; a whole number (``32`` read from YAML) is read as its string, and false (YAML 1.1's
+    reading of ``no`` and ``off``, a bool or the string OmegaConf makes of it) as ``no``. ``key`` names the setting in
+    messages. :func:`resolve` calls it; a validator of a mixed precision setting calls it and keeps what
     it returns, so records and run names hold the canonical setting.
 
     Raises:
-        ValueError: a value outside :data:`ACCEPTED`; Lightning's ``bf16-true`` / ``16-true`` / ``64-true`` (the
+        ValueError: a value outside :data:`ACCEPTED` (true: YAML's yes / on); Lightning's ``bf16-true`` / ``16-true`` / ``64-true`` (the
             whole model cast, not autocast) say so and name the mixed setting to use.
     """
     name = str(setting) if isinstance(setting, int) and not isinstance(setting, bool) else setting
+    if name is False or name in ("False", "false"):  # YAML 1.1 reads no / off / false as the switch false
+        return "no"
+    where = f" ({key})" if key else ""
+    if name is True or name in ("True", "true"):
+        raise ValueError(
+            f"mixed precision {setting!r}{where} is YAML's reading of yes / on / true, which names no precision: "
+            f"give one of {', '.join(c for c in CHOICES if c != 'no')} (quoted where YAML would read a switch)"
+        )
     if name in CHOICES:
         return name
     if isinstance(name, str) and name in ALIASES:
         return ALIASES[name]
-    where = f" ({key})" if key else ""
     if name in ("bf16-true", "16-true", "64-true", "transformer-engine", "transformer-engine-float16"):
         raise ValueError(
             f"mixed precision {setting!r}{where} is Lightning's whole-model cast, which this harness does not "

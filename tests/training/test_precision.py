@@ -50,7 +50,8 @@ def test_canonical_keeps_the_settings_reads_yaml_numbers_and_names_the_fix():
         canonical("fp8", "train.mixed_precision")
     with pytest.raises(ValueError, match="whole-model cast.*bf16-mixed"):
         canonical("bf16-true")
-    with pytest.raises(ValueError, match="unknown mixed precision True"):
+    assert canonical(False) == canonical("False") == "no"  # YAML 1.1 reads no / off as false
+    with pytest.raises(ValueError, match="mixed precision True is YAML's reading of yes / on / true.*give one of fp16"):
         canonical(True)
     with pytest.raises(ValueError, match="unknown mixed precision"):
         canonical(["bf16"])

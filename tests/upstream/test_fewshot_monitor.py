@@ -73,7 +73,10 @@ def test_the_monitor_logs_every_epoch_survives_a_kill_and_leaves_training_unchan
     [
         (["train.fewshot_every=-1", "train.fewshot_tasks=[demo_digit]"], "train.fewshot_every must be a whole number"),
         (["train.fewshot_every=2"], r"train.fewshot_every=2 needs train.fewshot_tasks"),
-        (["train.fewshot_tasks=[demo_digit]"], "train.fewshot_tasks is set but train.fewshot_every is 0"),
+        (
+            ["train.fewshot_tasks=[demo_digit]"],
+            r"train.fewshot_tasks=\[demo_digit\] is set but train.fewshot_every is 0",
+        ),
         (["train.fewshot_every=1", "train.fewshot_tasks=[demo_nope]"], "train.fewshot_tasks: unknown"),
         (
             ["train.fewshot_every=1", "train.fewshot_tasks=[demo_digit]", "train.fewshot_shots=[0,5]"],

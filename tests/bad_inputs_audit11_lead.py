@@ -1,0 +1,157 @@
+"""Bad inputs found by the eleventh reliability audit in the upstream config (``audit11 <case id>``): data keys the
+chosen source, loader or augmentation does not read, train and optim keys no part of the run reads, and YAML's reading
+of ``no`` as a switch. Every refusal comes before any work."""
+
+from __future__ import annotations
+
+from bad_inputs_audit9_config import CLI_ERROR, CONFIGS, _upstream
+
+from bad_inputs import bad_input, handled
+
+
+# ------------------------------------------------------------------------------ A11-01: keys of another source
+@bad_input(
+    "upstream",
+    "data.multilabel=true with data.source=digits (audit11 A11-01: config.yaml said multilabel, the run trained "
+    "single-label)",
+    CLI_ERROR,
+    r"data\.multilabel=true is read only by data\.source=cifar10n or shards, and this run's source is digits: remove "
+    r"data\.multilabel",
+)
+def _multilabel_on_digits(tmp):
+    _upstream(tmp, "data.multilabel=true")
+
+
+@bad_input(
+    "upstream",
+    "data.name=foo, data.image_key=img with data.source=digits (audit11 A11-01: TFDS keys saved, never read)",
+    CLI_ERROR,
+    r"data\.name=foo is read only by data\.source=tfds, and this run's source is digits: remove data\.name, or use "
+    r"data\.source=tfds",
+)
+def _tfds_keys_on_digits(tmp):
+    _upstream(tmp, "data.name=foo", "data.image_key=img")
+
+
+@bad_input(
+    "upstream",
+    "data.path=/tmp with data.source=digits (audit11 A11-01: digits are scikit-learn's, the path was ignored)",
+    CLI_ERROR,
+    r"data\.path=/tmp is read only by data\.source=cifar10n or image_folder or tfds or manifest or shards, and this "
+    r"run's source is digits",
+)
+def _path_on_digits(tmp):
+    _upstream(tmp, "data.path=/tmp")
+
+
+@bad_input(
+    "upstream",
+    "data.shuffle_buffer=5 and data.allow_outside_root=true with data.source=digits (audit11 A11-01: ignored)",
+    CLI_ERROR,
+    r"data\.allow_outside_root=true is read only by data\.source=manifest, and this run's source is digits",
+)
+def _shard_and_manifest_keys_on_digits(tmp):
+    _upstream(tmp, "data.allow_outside_root=true", "data.shuffle_buffer=5")
+
+
+# ------------------------------------------------------------------------------ A11-02, A11-03: augmentation, loader
+@bad_input(
+    "upstream",
+    "data.crop_padding=4 data.crop_scale=0.9 (audit11 A11-02: the same metrics as crop_scale=0.1, the random "
+    "translation replaces the resized crop)",
+    CLI_ERROR,
+    r"data\.crop_scale=0\.9 is read only by the random resized crop, which data\.crop_padding=4 replaces .*remove "
+    r"data\.crop_scale .*data\.crop_scale=0\.08 restores its default\), or set data\.crop_padding=0",
+)
+def _crop_scale_with_padding(tmp):
+    _upstream(tmp, "data.crop_padding=4", "data.crop_scale=0.9")
+
+
+@bad_input(
+    "upstream",
+    "data.num_workers=3 with digits (loader auto: array) (audit11 A11-03: ignored by the array loader)",
+    CLI_ERROR,
+    r"data\.num_workers=3 is read only by the pil loader, and this run reads data\.source=digits with the array "
+    r"loader .*remove data\.num_workers, or set data\.loader=pil",
+)
+def _workers_with_array_loader(tmp):
+    _upstream(tmp, "data.num_workers=3")
+
+
+# ------------------------------------------------------------------------------ A11-04: train and optim keys
+@bad_input(
+    "upstream",
+    "train.fewshot_shots=[3] with the few-shot probe off (audit11 A11-04: saved in config.yaml, never read)",
+    CLI_ERROR,
+    r"train\.fewshot_shots=\[3\] is set but train\.fewshot_every is 0 \(off\).*set train\.fewshot_every=N .*or remove "
+    r"train\.fewshot_shots",
+)
+def _shots_without_probe(tmp):
+    _upstream(tmp, "train.fewshot_shots=[3]")
+
+
+@bad_input(
+    "upstream",
+    "optim.cov_weight_decay=0.5 with a homoscedastic head (audit11 A11-04: the head has no covariance kernels)",
+    CLI_ERROR,
+    r"optim\.cov_weight_decay=0\.5 is the L2 weight of the covariance layers' kernels, and "
+    r"model\.head\.covariance=none has none: remove optim\.cov_weight_decay, or choose a noisy covariance",
+)
+def _cov_decay_on_hom(tmp):
+    _upstream(tmp, "optim.cov_weight_decay=0.5")
+
+
+@handled(
+    "upstream",
+    "train.log_model=true with train.log_with=[] (audit11 A11-04 said unread: it exports the model into the run "
+    "folder without a tracker)",
+    r"pretrained/ written",
+)
+def _log_model_without_tracker(tmp):
+    from harness.cli import main
+
+    out = tmp / "r"
+    quick = ["train.epochs=1", "data.limit_train=64", "data.limit_eval=32", "train.log_with=[]", f"output_dir={out}"]
+    main(
+        ["upstream", "--no-progress", "--config", str(CONFIGS / "digits_hom.yaml"), *quick, "train.log_model=true"],
+        standalone_mode=False,
+    )
+    export = out / "pretrained"
+    assert (export / "config.json").is_file() and any(export.glob("*.safetensors"))
+    return "pretrained/ written (config.json and the weights), no tracker needed"
+
+
+# ------------------------------------------------------------------------------ A11-05: YAML's no
+@handled(
+    "upstream",
+    "train.mixed_precision=no and =off, and mixed_precision: no in a YAML file (audit11 A11-05: YAML reads them as "
+    "false: 'unknown mixed precision False ... use one of no, ...')",
+    r"read as no",
+)
+def _precision_no(tmp):
+    from harness.config import load_config
+    from harness.upstream.config import UpstreamConfig, validate
+
+    (tmp / "c.yaml").write_text("train:\n  mixed_precision: no\n")
+    seen = []
+    for path, overrides in (
+        (None, ["train.mixed_precision=no"]),
+        (None, ["train.mixed_precision=off"]),
+        (tmp / "c.yaml", []),
+    ):
+        cfg = load_config(UpstreamConfig, path, overrides)
+        validate(cfg)
+        seen.append(cfg.train.mixed_precision)
+    assert seen == ["no", "no", "no"], seen
+    return "no, off and a YAML file's no all read as no (fp32), kept as 'no' in the config"
+
+
+@bad_input(
+    "upstream",
+    "train.mixed_precision=yes (YAML's true; audit11 A11-05's other half)",
+    CLI_ERROR,
+    r"mixed precision 'True' \(train\.mixed_precision\) is YAML's reading of yes / on / true, which names no "
+    r"precision: give one of fp16, bf16, auto",
+)
+def _precision_yes(tmp):
+    _upstream(tmp, "train.mixed_precision=yes")
