@@ -32,8 +32,9 @@ def load_config(
     base: "dict | None" = None,
     distinct: bool = False,
 ) -> T:
-    """Schema defaults <- ``base`` dict <- YAML file <- overrides, validated, as a ``schema`` instance. An override
-    ``key={}`` empties a mapping (merging ``{}`` would keep its entries), e.g. ``frontier.schedules={}``. With
+    """Schema defaults <- ``base`` dict <- YAML file (after the files its ``base:`` names) <- overrides, validated, as a
+    ``schema`` instance. A ``{}`` in any layer, a file's ``label_noise: {}`` as an override ``key={}``, empties a
+    mapping (merging ``{}`` would keep its entries), e.g. ``frontier.schedules={}``. With
     ``distinct`` no key may be set twice in ``overrides`` (:func:`check_distinct_keys`): the commands pass True for
     the user's list (``harness upstream``, ``harness run``); a caller that joins lists, later ones over earlier ones,
     passes none.
@@ -72,11 +73,12 @@ def load_config(
             ) from None
         _check_switches(schema, OmegaConf.to_container(layers[-1]), f"override {o!r}")
     try:
-        merged = OmegaConf.merge(*layers)
-        for o in overrides:
-            key, value = o.split("=", 1)
-            if value.strip() == "{}":
-                OmegaConf.update(merged, key.strip(), {}, merge=False)
+        merged = layers[0]
+        for layer in layers[1:]:  # in order, each layer's {} replacing a mapping (merging {} would keep its entries)
+            merged = OmegaConf.merge(merged, layer)
+            for key in _empty_mappings(OmegaConf.to_container(layer)):
+                if OmegaConf.get_type(OmegaConf.select(merged, key)) is dict:  # a free mapping, not a section
+                    OmegaConf.update(merged, key, {}, merge=False)
         return OmegaConf.to_object(merged)
     except OmegaConfBaseException as e:
         key = str(getattr(e, "full_key", None) or "")
@@ -106,6 +108,17 @@ def load_config(
             f"invalid config{where}: {e} (a list where a mapping is expected, or the reverse; e.g. "
             "methods: {hom: {covariance: none}}, seeds: [0, 1])"
         ) from e
+
+
+def _empty_mappings(tree: object, prefix: str = "") -> "list[str]":
+    """The dotted keys of ``tree`` (a layer's plain container) whose value is an empty mapping ``{}``."""
+    if not isinstance(tree, dict):
+        return []
+    found = []
+    for key, value in tree.items():
+        if isinstance(value, dict):
+            found += [f"{prefix}{key}"] if not value else _empty_mappings(value, f"{prefix}{key}.")
+    return found
 
 
 def check_distinct_keys(overrides: Sequence[str], where: str) -> None:

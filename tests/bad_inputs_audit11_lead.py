@@ -4,6 +4,7 @@ of ``no`` as a switch. Every refusal comes before any work."""
 
 from __future__ import annotations
 
+from bad_inputs_audit8_experiment import _run
 from bad_inputs_audit9_config import CLI_ERROR, CONFIGS, _upstream
 
 from bad_inputs import bad_input, handled
@@ -155,3 +156,68 @@ def _precision_no(tmp):
 )
 def _precision_yes(tmp):
     _upstream(tmp, "train.mixed_precision=yes")
+
+
+# ------------------------------------------------------------------------------ A11-06: keys of an inactive section
+@bad_input(
+    "experiment",
+    "grid_extensions=3 with no temperature_grid (audit11 A11-06: accepted, only hom trained, nothing extended)",
+    ValueError,
+    r"grid_extensions=3 is read only with temperature_grid of two values or more, with a noisy method, and this "
+    r"experiment has none, so it would be ignored: remove grid_extensions",
+)
+def _grid_extensions_without_grid(tmp):
+    _run(tmp, "grid_extensions=3")
+
+
+@bad_input(
+    "experiment",
+    "budget.epochs=[1,2] without budget.methods (audit11 A11-06: accepted, no budget curve, no word)",
+    ValueError,
+    r"budget\.epochs=\[1, 2\] is read only with budget\.methods, and this experiment has none.*remove budget\.epochs, "
+    r"or give budget\.methods",
+)
+def _budget_epochs_without_methods(tmp):
+    _run(tmp, "budget.epochs=[1,2]")
+
+
+@bad_input(
+    "experiment",
+    "frontier.methods=[hom] and frontier.reference=foo without frontier.schedules (audit11 A11-06: ignored)",
+    ValueError,
+    r"frontier\.methods=\['hom'\] is read only with frontier\.schedules, and this experiment has none",
+)
+def _frontier_without_schedules(tmp):
+    _run(tmp, "frontier.methods=[hom]", "frontier.reference=foo")
+
+
+@bad_input(
+    "experiment",
+    "multilabel.seeds=[0,1] without multilabel.methods (a variation of audit11 A11-06)",
+    ValueError,
+    r"multilabel\.seeds=\[0, 1\] is read only with multilabel\.methods, and this experiment has none",
+)
+def _multilabel_without_methods(tmp):
+    _run(tmp, "multilabel.seeds=[0,1]")
+
+
+# ------------------------------------------------------------------------------ A11-11: {} in a derived file
+@handled(
+    "config",
+    "a config file with base: digits_hom.yaml and data: {label_noise: {}} (audit11 A11-11: the base's 30% pair-flip "
+    "noise kept without a word, though the docs say {} is none)",
+    r"label_noise \{\} in the file empties",
+)
+def _empty_mapping_in_file(tmp):
+    from harness.config import load_config
+    from harness.upstream.config import UpstreamConfig
+
+    base = load_config(UpstreamConfig, CONFIGS / "digits_hom.yaml")
+    assert base.data.label_noise, "the base config should carry label noise for this case"
+    (tmp / "derived.yaml").write_text(f"base: {CONFIGS / 'digits_hom.yaml'}\ndata:\n  label_noise: {{}}\noptim: {{}}\n")
+    cfg = load_config(UpstreamConfig, tmp / "derived.yaml")
+    assert cfg.data.label_noise == {}, cfg.data.label_noise
+    assert cfg.optim == base.optim  # an empty section ({} for a typed section) changes nothing
+    again = load_config(UpstreamConfig, tmp / "derived.yaml", ["data.label_noise.kind=pair_flip"])
+    assert again.data.label_noise == {"kind": "pair_flip"}, again.data.label_noise  # a later layer still counts
+    return "label_noise {} in the file empties the base's noise; optim: {} keeps the section; later layers still count"

@@ -8,8 +8,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from harness.experiment.config import RUN_KEYS, RUN_TREE, Experiment, _noisy
-from harness.experiment.plan import _Plan, _plan, _same_run, check_grid_values
+from harness.experiment.config import RUN_KEYS, RUN_TREE, Experiment
+from harness.experiment.plan import _Plan, _plan, _same_run
+from harness.experiment.section_rules import check_grids_and_sections
 from harness.heads.variants import has_factors
 from harness.rules import check_rules
 
@@ -44,7 +45,7 @@ def validate_experiment(exp: Experiment) -> "dict[str, _Plan]":
     _check_roots(exp)
     _check_run_keys(exp)
     _check_method_keys(exp)
-    _check_grids_and_sections(exp)
+    check_grids_and_sections(exp)
     root = path_under(exp.runs_root, exp.name)
     plans = {"main": _plan(exp, root, "", exp.methods, exp.seeds, exp.temperature_grid, [], exp.grid_overrides)}
     if exp.shift is not None:
@@ -106,38 +107,6 @@ def _check_methods_and_seeds(exp: Experiment) -> None:
             f"ensemble_sizes {exp.ensemble_sizes} must be at most the number of seeds ({len(exp.seeds)}): "
             "add seeds or drop the larger ensembles"
         )
-
-
-def _check_grids_and_sections(exp: Experiment) -> None:
-    """The τ grids' run folders, ``grid_overrides``, the methods the budget, frontier and conditions name, the
-    conditions' seeds and the budget's epochs (given when it has methods)."""
-    check_grid_values(exp.temperature_grid, "temperature_grid")
-    check_grid_values(exp.multilabel.temperature_grid, "multilabel.temperature_grid")
-    if exp.grid_overrides and not any(
-        h.get("tune") or exp.temperature_grid and _noisy(h) for h in exp.methods.values()
-    ):
-        why = "no temperature_grid" if not exp.temperature_grid else "temperature_grid tunes methods with noise only"
-        raise ValueError(
-            f"grid_overrides [{', '.join(map(str, exp.grid_overrides))}] set the grid runs only, and no method has a grid ({why}; no "
-            "method has a tune), so they would be ignored: drop grid_overrides, or add a grid (temperature_grid with "
-            "a noisy method, or a method's tune: {key: ..., values: [...]})"
-        )
-    for section, names in (
-        ("budget", exp.budget.methods),
-        ("frontier", exp.frontier.names() if exp.frontier.schedules else []),
-    ):
-        unknown = [m for m in names if m not in exp.methods]
-        if unknown:
-            raise ValueError(f"{section} method(s) {', '.join(unknown)} not among the methods {', '.join(exp.methods)}")
-    for cname, cond in exp.conditions.items():
-        unknown = [m for m in cond.methods if m not in exp.methods]
-        if unknown or not cond.methods or not cond.seeds:
-            raise ValueError(
-                f"condition {cname!r}: methods must be some of {', '.join(exp.methods)} and seeds non-empty "
-                f"(got methods {cond.methods}, seeds {cond.seeds})"
-            )
-    if exp.budget.methods and not exp.budget.epochs:
-        raise ValueError("budget.epochs is empty but budget.methods is not: give the epoch counts, e.g. [3, 10]")
 
 
 def _check_shift(exp: Experiment, main: _Plan) -> None:
