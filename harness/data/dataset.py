@@ -119,6 +119,12 @@ class ImageDataset(torch.utils.data.Dataset):
         target = self.labels.multi_hot(i, self.num_classes) if self.multilabel else int(self.labels[i])
         try:
             return rgb_image(self.load_image(i)), target
+        except (Image.DecompressionBombError, Image.DecompressionBombWarning) as e:  # (the warning, made an error)
+            raise ValueError(
+                f"cannot read image {self.image_name(i)} of {self.description} ({type(e).__name__}: {e}): PIL refuses "
+                "an image this large as a possible decompression bomb; shrink the image (e.g. to a few thousand "
+                "pixels a side), or remove that file"
+            ) from e
         except (OSError, ValueError, SyntaxError) as e:  # what PIL raises for missing, truncated, corrupt files
             raise ValueError(
                 f"cannot read image {self.image_name(i)} of {self.description} ({type(e).__name__}: "

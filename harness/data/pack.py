@@ -12,6 +12,7 @@ The format, and reading it back, is :mod:`harness.data.shards`.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 from pathlib import Path
@@ -19,7 +20,7 @@ from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
-from harness.data.config import SOURCES, STREAM_SOURCES, DataConfig
+from harness.data.config import SOURCE_KEYS, SOURCES, STREAM_SOURCES, DataConfig
 from harness.data.dataset import ImageDataset
 from harness.data.shard_index import INDEX_FORMAT, INDEX_NAME, labels_digest, read_index, shard_name
 from harness.io import (
@@ -34,6 +35,31 @@ from harness.io import (
 
 #: image extensions kept as they are when the source holds encoded files (others are re-encoded as PNG)
 KEEP_ENCODED = {"jpg": "jpg", "jpeg": "jpg", "png": "png"}
+#: the data keys ``harness data pack`` reads: which source and where (:func:`harness.data.sources.build_split`), which
+#: split's examples and how many (``train_split`` is the default ``--split``; ``limit_train`` / ``limit_eval``), and
+#: the labels (``label_noise``, drawn as a run draws it on ``train_split`` / ``heldout_split``, :func:`noisy_split`;
+#: ``cache_dir`` for its input-dependent kind). A pack stores each image as the source holds it, so every other data
+#: key (``image_size``, ``eval_resize``, ``crop_*``, ``hflip``, ``loader``, batch sizes, ``num_workers``,
+#: ``shuffle_buffer``; ``eval_split``, which ``--split`` replaces) given as an override is refused
+#: (:func:`source_config`); in a run config given as SOURCE they are the run's settings, left for the run that reads
+#: the shards
+PACK_KEYS = (
+    "source",
+    "path",
+    "name",
+    "train_split",
+    "heldout_split",
+    "label_set",
+    "multilabel",
+    "num_classes",
+    "image_key",
+    "label_key",
+    "label_noise",
+    "cache_dir",
+    "allow_outside_root",
+    "limit_train",
+    "limit_eval",
+)
 
 
 def _labels_digest(ds: ImageDataset) -> str:
@@ -204,15 +230,20 @@ def _check_data_section(path: str, settings: dict) -> None:
 def source_config(source: str, overrides: Sequence[str] = (), multilabel: bool = False) -> DataConfig:
     """The data config of the source to pack: ``source`` is a YAML file (a run config, whose ``data`` section is
     taken, following ``base:``; or a data section alone) or a source name (``cifar10n``, ``image_folder``...),
-    with ``key=value`` overrides of data settings (``path=...``, ``label_set=worse``, ``data.limit_train=200``).
+    with ``key=value`` overrides of data settings (``path=...``, ``label_set=worse``, ``data.limit_train=200``) among
+    :data:`PACK_KEYS`; ``multilabel`` (``--multilabel``) packs label sets, one-label sets for a source of single labels.
 
     Raises:
         ValueError: an unknown source name, a stream source, a bad override or setting, a key set twice in
             ``overrides`` (``data.limit_train=50 limit_train=60``), a YAML file with no data section (neither
-            ``data:`` nor any data setting).
+            ``data:`` nor any data setting); an override ``source=`` naming another source than ``source``; an
+            override of a key pack does not read (not in :data:`PACK_KEYS`: ``image_size=64``, ``batch_size=8``...);
+            a key of another source than the one packed (:data:`harness.data.config.SOURCE_KEYS`: ``label_set`` on
+            digits). Each message names the key, its value, the rule and the fix.
         FileNotFoundError: a YAML path that does not exist.
     """
     from harness.config import check_distinct_keys, load_config, read_settings
+    from harness.rules import check_unread_keys
 
     if source.endswith((".yaml", ".yml")) or os.sep in source or Path(source).is_file():
         settings = read_settings(source)
@@ -224,12 +255,46 @@ def source_config(source: str, overrides: Sequence[str] = (), multilabel: bool =
         raise ValueError(f"unknown source {source!r}: give a data config YAML or one of {', '.join(SOURCES)}")
     items = [o[len("data.") :] if o.startswith("data.") else o for o in overrides]
     check_distinct_keys(items, "the data overrides")  # data.limit_train=50 limit_train=60: the last would win
-    if multilabel:
-        items.append("multilabel=true")
     cfg = load_config(DataConfig, None, items, base=dict(base))
+    given = {str(o).split("=", 1)[0].strip().split(".")[0] for o in items}
+    _check_overrides(source, str(base.get("source", DataConfig.__dataclass_fields__["source"].default)), cfg, given)
     if cfg.source in STREAM_SOURCES:
         raise ValueError(f"data.source={cfg.source!r} is already shards: pack the source they came from")
-    return cfg
+    check_unread_keys(cfg, "data", "source", SOURCE_KEYS, "source")  # as a run checks them (label_set on digits)
+    return dataclasses.replace(cfg, multilabel=True) if multilabel else cfg
+
+
+def _check_overrides(source: str, named: str, cfg: DataConfig, given: "set[str]") -> None:
+    """Refuse an override ``source=`` naming another source than SOURCE does (``named``: the source name, or the
+    YAML's ``data.source``), and an override of a data key pack does not read (not in :data:`PACK_KEYS`).
+
+    Raises:
+        ValueError: naming the key, its value, the rule and the fix.
+    """
+    if "source" in given and cfg.source != named:
+        where = f"SOURCE {source}" if source == named else f"data.source={named} of SOURCE {source}"
+        fix = (
+            f"give it as SOURCE (harness data pack {cfg.source} OUT ...)"
+            if source == named
+            else f"set data.source in {source}"
+        )
+        raise ValueError(
+            f"source={cfg.source} in the overrides differs from {where}: one source is packed, and the override "
+            f"would win without a word; remove source={cfg.source} to pack {named}, or {fix}"
+        )
+    for key in sorted(given - set(PACK_KEYS)):
+        value = getattr(cfg, key, None)
+        shown = str(value).lower() if isinstance(value, bool) else value
+        if key == "eval_split":
+            raise ValueError(
+                f"eval_split={shown} is not read by harness data pack, which packs the split --split names (default "
+                f"data.train_split={cfg.train_split}): remove eval_split={shown}, and give --split {shown}"
+            )
+        raise ValueError(
+            f"{key}={shown} is not read by harness data pack: a pack stores each image as the source holds it (no "
+            f"resize, augmentation or loader), and {key} is a setting of the run that reads the shards "
+            f"(data.source=shards data.{key}={shown}); remove {key}={shown} from the overrides"
+        )
 
 
 def _plan_index(

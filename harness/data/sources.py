@@ -335,7 +335,9 @@ def _manifest(cfg: DataConfig, split: str) -> ImageDataset:
 
     Raises:
         ValueError: an entry that is not ``path`` and integer label ids, an image path outside the folder (unless
-            ``data.allow_outside_root``), or one image path listed twice (each message names the file and fix).
+            ``data.allow_outside_root``), one image path listed twice, a ``classes.txt`` with a name given twice, a
+            blank line between names, too few names for the labels or another count than ``data.num_classes``
+            (:func:`_class_names`; each message names the file, its line and the fix).
         FileNotFoundError: no ``<split>.csv`` or ``<split>.jsonl``.
     """
     root = _need_path(cfg, "a folder holding <split>.csv or <split>.jsonl")
@@ -359,10 +361,10 @@ def _manifest(cfg: DataConfig, split: str) -> ImageDataset:
         ids.extend(labels)
         sizes.append(len(labels))
     n = len(ends) - 1
-    names_file = root / "classes.txt"
-    names = [s for s in names_file.read_text().splitlines() if s.strip()] if names_file.is_file() else []
+    names = _class_names(root / "classes.txt")
     # numpy views of the buffers (no copy)
     flat = np.frombuffer(ids, dtype=np.int64) if len(ids) else np.zeros(0, dtype=np.int64)
+    _check_names_cover(root, split, cfg, names, flat)
     k = cfg.num_classes or len(names) or (int(flat.max()) + 1 if len(flat) else 0)
     paths = Strings(
         np.frombuffer(data, dtype=np.uint8) if data else np.zeros(0, np.uint8), np.frombuffer(ends, dtype=np.int64)
@@ -375,3 +377,60 @@ def _manifest(cfg: DataConfig, split: str) -> ImageDataset:
         names or [str(c) for c in range(k)],
         f"manifest {root} {split} ({n} images, {k} classes)",
     )
+
+
+def _class_names(path: Path) -> "list[str]":
+    """The class names of a manifest's ``classes.txt``: one a line, line i + 1 naming class i (each name stripped of
+    surrounding spaces; blank lines at the end ignored); ``[]`` when there is no such file.
+
+    Raises:
+        ValueError: a file that is not UTF-8, a blank line before the last name (it would shift the names of the
+            classes after it), or a name given twice (reports and comparisons tell classes apart by name); the
+            message names the file, the line(s) and the fix.
+    """
+    if not path.is_file():
+        return []
+    try:
+        names = [line.strip() for line in path.read_text(encoding="utf-8-sig").splitlines()]
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{path} is not UTF-8 text ({e.reason}): save it as UTF-8, one class name a line") from None
+    while names and not names[-1]:
+        names.pop()
+    seen: "dict[str, int]" = {}
+    for i, name in enumerate(names):
+        if not name:
+            raise ValueError(
+                f"{path} line {i + 1} is empty, between class names: line i + 1 names class i, so each class needs a "
+                f"name on its line; write the name of class {i} there, or delete the line if no class is missing"
+            )
+        if name in seen:
+            raise ValueError(
+                f"{path}: class name {name!r} is on line {seen[name] + 1} (class {seen[name]}) and line {i + 1} (class "
+                f"{i}): each class needs its own name (reports tell classes apart by name); rename one, e.g. "
+                f"{name}_{i}, or delete classes.txt to name the classes by their ids"
+            )
+        seen[name] = i
+    return names
+
+
+def _check_names_cover(root: Path, split: str, cfg: DataConfig, names: "list[str]", flat: np.ndarray) -> None:
+    """A manifest's ``classes.txt`` (``names``, K of them) names every label id the split uses, and agrees with
+    ``data.num_classes`` where both are given.
+
+    Raises:
+        ValueError: a label id >= K (naming the manifest's line that uses it) or a ``data.num_classes`` other than K.
+    """
+    if not names:
+        return
+    if cfg.num_classes is not None and cfg.num_classes != len(names):
+        raise ValueError(
+            f"data.num_classes={cfg.num_classes}, and {root / 'classes.txt'} names {len(names)} classes: classes.txt "
+            f"sets K; unset data.num_classes (data.num_classes=null), or give classes.txt {cfg.num_classes} names"
+        )
+    if len(flat) and int(flat.max()) >= len(names):
+        line, label = next((n, max(ls)) for n, _, ls in _manifest_rows(root, split) if ls and max(ls) >= len(names))
+        raise ValueError(
+            f"{_manifest_file(root, split)} line {line} holds label id {label}, and "
+            f"{root / 'classes.txt'} names {len(names)} classes (ids 0 to {len(names) - 1}): add the names of the "
+            "missing classes to classes.txt (line i + 1 naming class i), or fix the labels"
+        )

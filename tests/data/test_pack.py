@@ -53,10 +53,38 @@ def test_source_config_takes_a_run_configs_data_section_or_a_source_name(tmp_pat
     (tmp_path / "d.yaml").write_text("source: manifest\npath: /m\n")
     assert source_config(str(tmp_path / "d.yaml"), ["limit_train=3"], multilabel=True).limit_train == 3
     assert source_config("image_folder", ["path=/f"]).path == "/f"
+    (tmp_path / "s.yaml").write_text("source: shards\npath: /s\n")
     with pytest.raises(ValueError, match="already shards"):
-        source_config(str(tmp_path / "d.yaml"), ["source=shards"])
+        source_config(str(tmp_path / "s.yaml"))
     with pytest.raises(ValueError, match="unknown source"):
         source_config("imagenet")
+
+
+def test_source_config_refuses_keys_pack_does_not_read_and_a_second_source(tmp_path):
+    """Audit 11 (A11-09, A11-10): overrides pack never applied (image_size, label_set on digits) and a source= other
+    than SOURCE were accepted, and index.json recorded them."""
+    assert source_config("digits", ["source=digits", "limit_train=5", "label_noise=null"]).limit_train == 5
+    assert source_config("digits", [], multilabel=True).multilabel  # --multilabel: one-label sets of any source
+    for override, match in [
+        ("image_size=64", r"image_size=64 is not read by harness data pack.*remove image_size=64 from the overrides"),
+        ("data.crop_scale=0.5", r"crop_scale=0.5 is not read by harness data pack"),
+        ("loader=pil", r"loader=pil is not read by harness data pack"),
+        ("num_workers=2", r"num_workers=2 is not read"),
+        ("eval_split=val", r"eval_split=val is not read by harness data pack.*give --split val"),
+        ("label_set=worse", r"data\.label_set=worse is read only by data\.source=cifar10n"),
+        ("multilabel=true", r"data\.multilabel=true is read only by data\.source=cifar10n or shards"),
+        ("source=manifest", r"source=manifest in the overrides differs from SOURCE digits.*remove source=manifest"),
+    ]:
+        with pytest.raises(ValueError, match=match):
+            source_config("digits", [override])
+    (tmp_path / "d.yaml").write_text("source: manifest\npath: /m\n")
+    with pytest.raises(
+        ValueError, match=r"source=digits in the overrides differs from data\.source=manifest of SOURCE "
+    ):
+        source_config(str(tmp_path / "d.yaml"), ["source=digits"])
+    # a run config's own training settings are the run's: packed from as before
+    cfg = source_config(str(ROOT / "upstream" / "configs" / "digits_hom.yaml"), ["limit_train=5"])
+    assert (cfg.image_size, cfg.crop_scale, cfg.limit_train) == (32, 0.6, 5)
 
 
 def _index(folder: Path) -> dict:

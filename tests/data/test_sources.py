@@ -195,3 +195,51 @@ def test_cifar10n_reader_label_sets_and_multilabel_view():
     assert multi.multilabel and all(1 <= len(multi.labels[i]) <= 3 for i in range(100))
     with pytest.raises(ValueError, match="unknown cifar10n label_set"):
         build_split(DataConfig(source="cifar10n", path=str(SHARED), label_set="worst"), "train")
+
+
+def test_manifest_class_names_are_checked_as_classes_txt_is_read(tmp_path):
+    """Audit 11 (A11-12): classes.txt naming a class twice was refused only after training, without naming the file;
+    a blank line between names was skipped, shifting the later names."""
+    for name in "abc":
+        Image.new("RGB", (4, 4)).save(tmp_path / f"{name}.png")
+    (tmp_path / "train.jsonl").write_text('{"path": "a.png", "labels": [0]}\n{"path": "b.png", "labels": [2]}\n')
+    cfg = DataConfig(source="manifest", path=str(tmp_path))
+    names = tmp_path / "classes.txt"
+    names.write_text(" x\ny \nz\n\n\n")  # spaces around a name and blank lines at the end: fine
+    assert build_split(cfg, "train").class_names == ["x", "y", "z"]
+    for text, match in [
+        ("x\ny\nx\n", r"classes\.txt: class name 'x' is on line 1 \(class 0\) and line 3 \(class 2\).*rename one"),
+        ("x\n\nz\n", r"classes\.txt line 2 is empty, between class names.*write the name of class 1 there"),
+        ("x\ny\n", r"train\.jsonl line 2 holds label id 2, and .*classes\.txt names 2 classes \(ids 0 to 1\): add"),
+    ]:
+        names.write_text(text)
+        with pytest.raises(ValueError, match=match):
+            build_split(cfg, "train")
+    names.write_bytes(b"x\n\xff\n")
+    with pytest.raises(ValueError, match=r"classes\.txt is not UTF-8 text"):
+        build_split(cfg, "train")
+    names.write_text("x\ny\nz\n")
+    with pytest.raises(
+        ValueError, match=r"data\.num_classes=4, and .*classes\.txt names 3 classes.*data\.num_classes=null"
+    ):
+        build_split(DataConfig(source="manifest", path=str(tmp_path), num_classes=4), "train")
+
+
+@pytest.mark.parametrize("warning", [False, True])
+def test_an_image_above_pils_pixel_limit_is_named_with_the_fix(tmp_path, monkeypatch, warning):
+    """Audit 11 (A11-13): PIL's DecompressionBombError (and its warning, made an error) ended in a traceback."""
+    import warnings
+
+    from harness.data.dataset import FileImages, ImageDataset
+
+    Image.new("L", (40, 40)).save(tmp_path / "big.png")
+    ds = ImageDataset(FileImages([str(tmp_path / "big.png")]), np.zeros(1, dtype=np.int64), ["a"], "a test split")
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 1000 if warning else 500)  # 1,600 px: above 1,000; above 2 x 500
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", Image.DecompressionBombWarning)
+        with pytest.raises(
+            ValueError,
+            match=r"cannot read image '.*big\.png' of a test split \(DecompressionBomb.*1600 "
+            r"pixels.*\): PIL refuses an image this large .*shrink the image .*or remove that file",
+        ):
+            ds.check_images()
