@@ -73,12 +73,16 @@ def load_config(
             ) from None
         _check_switches(schema, OmegaConf.to_container(layers[-1]), f"override {o!r}")
     try:
-        merged = layers[0]
-        for layer in layers[1:]:  # in order, each layer's {} replacing a mapping (merging {} would keep its entries)
-            merged = OmegaConf.merge(merged, layer)
-            for key in _empty_mappings(OmegaConf.to_container(layer)):
+        merged, pending = layers[0], []
+        for layer in layers[1:]:  # in order, a layer's {} replacing a mapping (merging {} would keep its entries)
+            pending.append(layer)
+            empty = _empty_mappings(OmegaConf.to_container(layer))
+            if empty:
+                merged, pending = OmegaConf.merge(merged, *pending), []
+            for key in empty:
                 if OmegaConf.get_type(OmegaConf.select(merged, key)) is dict:  # a free mapping, not a section
                     OmegaConf.update(merged, key, {}, merge=False)
+        merged = OmegaConf.merge(merged, *pending)
         return OmegaConf.to_object(merged)
     except OmegaConfBaseException as e:
         key = str(getattr(e, "full_key", None) or "")
