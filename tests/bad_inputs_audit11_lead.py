@@ -8,6 +8,7 @@ from bad_inputs_audit8_experiment import _run
 from bad_inputs_audit9_config import CLI_ERROR, CONFIGS, _upstream
 
 from bad_inputs import bad_input, handled
+from bad_inputs_uncertainty import _cli, make_run
 
 
 # ------------------------------------------------------------------------------ A11-01: keys of another source
@@ -221,3 +222,35 @@ def _empty_mapping_in_file(tmp):
     again = load_config(UpstreamConfig, tmp / "derived.yaml", ["data.label_noise.kind=pair_flip"])
     assert again.data.label_noise == {"kind": "pair_flip"}, again.data.label_noise  # a later layer still counts
     return "label_noise {} in the file empties the base's noise; optim: {} keeps the section; later layers still count"
+
+
+# ------------------------------------------------------------------------------ A11-14, A11-15: report, ensemble
+@bad_input(
+    "report",
+    "harness report RUN --calibrators temperature,isotonic where no run has heldout_predictions.npz (audit11 A11-14: "
+    "rc 0, an empty calibrators section)",
+    CLI_ERROR,
+    r"--calibrators temperature,isotonic: the calibrators are fitted on each entry's held-out predictions "
+    r"\(heldout_predictions\.npz\), and no entry has them .*data\.heldout_split=val .*or leave out --calibrators",
+)
+def _calibrators_without_heldout(tmp):
+    a, b = make_run(tmp / "a"), make_run(tmp / "b", seed=1)
+    try:
+        _cli("report", str(a), str(b), "--out-root", str(tmp / "rep"), "--calibrators", "temperature,isotonic")
+    finally:
+        assert not (tmp / "rep").exists(), "work started before the error"
+
+
+@bad_input(
+    "ensemble",
+    "harness ensemble -m A -m B --out ens3 --name x (audit11 A11-15: rc 0, the name kept nowhere)",
+    CLI_ERROR,
+    r"--name x names the default folder runs/ensembles/x and is kept nowhere else, and --out .*ens3 gives the folder: "
+    r"drop --name, or drop --out",
+)
+def _ensemble_name_with_out(tmp):
+    a, b = make_run(tmp / "a"), make_run(tmp / "b", seed=1)
+    try:
+        _cli("ensemble", "-m", str(a), "-m", str(b), "--out", str(tmp / "ens3"), "--name", "x")
+    finally:
+        assert not (tmp / "ens3").exists(), "work started before the error"

@@ -26,7 +26,11 @@ from harness.cli.options import _model_source, overwrite_option, seed_option
     default=None,
     help="Ensemble folder (default runs/ensembles/<name>).",
 )
-@click.option("--name", default=None, help="Ensemble name (default: first member's name + _ens).")
+@click.option(
+    "--name",
+    default=None,
+    help="Ensemble name: the folder runs/ensembles/<name> (default: first member's name + _ens).",
+)
 @click.option(
     "--from-checkpoints", is_flag=True, help="Re-predict with each member's model.pt, one model in memory at a time."
 )
@@ -52,6 +56,11 @@ def ensemble(members, more, out, name, from_checkpoints, eval_data, device, over
     from harness.shift.predict import ensemble_sets
 
     members = list(members) + list(more)
+    if name is not None and out is not None:
+        raise click.UsageError(
+            f"--name {name} names the default folder runs/ensembles/{name} and is kept nowhere else, and --out {out} "
+            "gives the folder: drop --name, or drop --out"
+        )
     name = name or f"{members[0].resolve().name}_ens"
     try:
         out = out or path_under("runs/ensembles", name)

@@ -36,13 +36,21 @@ def check(names: "str | Sequence[str]", entries: Sequence[Any]) -> "list[str]":
     any work.
 
     Raises:
-        ValueError: an unknown name, netcal missing, or multi-label entries.
+        ValueError: an unknown name, netcal missing, multi-label entries, or no entry with held-out predictions (the
+            calibrators are fitted on them: they would apply to nothing).
     """
     names = check_names(names)
     if names and any(e.preds.multilabel for e in entries):
         raise ValueError(
             "--calibrators: the entries are multi-label (sigmoid link); the calibrators take single-label "
             "predictions (the report's temperature scaling covers multi-label runs)"
+        )
+    if names and entries and all(e.heldout is None for e in entries):
+        shown = ", ".join(e.label for e in entries[:5]) + (f" and {len(entries) - 5} more" if len(entries) > 5 else "")
+        raise ValueError(
+            f"--calibrators {','.join(names)}: the calibrators are fitted on each entry's held-out predictions "
+            f"(heldout_predictions.npz), and no entry has them ({shown}), so none would be calibrated: train the runs "
+            "with a held-out split (data.heldout_split=val for digits), or leave out --calibrators"
         )
     return names
 
