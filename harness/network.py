@@ -4,7 +4,8 @@ after minutes of its client library's retries (MLflow's HTTP client, huggingface
 The look goes as the libraries' own requests do (``urllib``: the ``HTTP(S)_PROXY`` / ``NO_PROXY`` variables
 apply), and any HTTP answer counts, whatever its status (401, 404, 405...): only a server that cannot be
 reached at all (no route, a refused connection, no answer within the timeout, a host name that does not resolve)
-is reported.
+is reported (:func:`unreachable`). A database server, which speaks no HTTP, gets a TCP connection and nothing
+more (:func:`no_listener`).
 """
 
 from __future__ import annotations
@@ -42,4 +43,17 @@ def unreachable(url: str, timeout: float = TIMEOUT) -> Optional[str]:
             return None  # it answered in TLS; its certificate is its client library's business
         return f"{type(e.reason).__name__}: {e.reason}" if isinstance(e.reason, BaseException) else str(e.reason)
     except (OSError, ValueError, http.client.HTTPException) as e:  # a timeout, no answer, an answer not in HTTP
+        return f"{type(e).__name__}: {e}"
+
+
+def no_listener(host: str, port: int, timeout: float = TIMEOUT) -> Optional[str]:
+    """Why nothing accepts a TCP connection at ``host``:``port`` (a database server, which speaks no HTTP: one
+    line, the error's type and text), or None when something does. One connection, waiting at most ``timeout``
+    seconds, closed at once; nothing is sent and nothing is retried (no proxy applies)."""
+    import socket
+
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout):
+            return None
+    except (OSError, ValueError, OverflowError) as e:  # refused, no route, a timeout, a name that does not resolve
         return f"{type(e).__name__}: {e}"

@@ -17,10 +17,11 @@ Every command logs, to every tracker named:
 Names (:data:`NAMES`) are accelerate's ``LoggerType`` values: ``tensorboard`` (the default; writes ``tb/`` in the
 run or output folder), ``mlflow`` (``MLFLOW_TRACKING_URI``: a database such as ``sqlite:///path/mlflow.db``, or a
 tracking server ``http://host:5000``, which must answer before any work; MLflow 3 refuses a file store, a folder or
-``file:`` URI, unless ``MLFLOW_ALLOW_FILE_STORE=true``; experiment ``MLFLOW_EXPERIMENT_NAME`` or the command's
-name), ``wandb`` (``WANDB_MODE=offline`` runs without a network;
-project ``WANDB_PROJECT`` or the command's name), ``aim``, ``comet_ml``, ``clearml``, ``dvclive``, ``swanlab``,
-``trackio``. mlflow and wandb install with ``pip install "het-harness[track]"``.
+``file:`` URI, unless ``MLFLOW_ALLOW_FILE_STORE=true``; ``databricks`` with a workspace configured; experiment
+``MLFLOW_EXPERIMENT_NAME`` or the command's name), ``wandb`` (``WANDB_MODE=offline`` runs without a network; online,
+an API key and a server that answers before any work; project ``WANDB_PROJECT`` or the command's name), ``aim``,
+``comet_ml``, ``clearml``, ``dvclive``, ``swanlab``, ``trackio``. mlflow and wandb install with ``pip install
+"het-harness[track]"``. Their settings are checked before any work (:mod:`harness.training.tracker_checks`).
 """
 
 from __future__ import annotations
@@ -33,6 +34,14 @@ import re
 import sys
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
+
+from harness.training.tracker_checks import (  # noqa: F401 -- the MLflow facts, re-exported where callers look
+    LOCAL_STORE,
+    MLFLOW_SCHEMES,
+    check_tracking_uri,
+    check_wandb,
+    mlflow_version,
+)
 
 #: the tracker names accelerate knows (``accelerate.utils.LoggerType`` without ``all``)
 NAMES = ("tensorboard", "mlflow", "wandb", "aim", "comet_ml", "clearml", "dvclive", "swanlab", "trackio")
@@ -83,100 +92,6 @@ def check_names(names: Sequence[str], key: str = "--log-with") -> "list[str]":
     return names
 
 
-#: the URI schemes of MLflow's tracking stores (a plain path is a file store too)
-MLFLOW_SCHEMES = ("file", "sqlite", "postgresql", "mysql", "mssql", "http", "https", "databricks", "databricks-uc")
-#: the local MLflow store to advise: a database file (MLflow 3 refuses its file store unless
-#: ``MLFLOW_ALLOW_FILE_STORE=true``; a database works with every MLflow version)
-LOCAL_STORE = "sqlite:///mlflow.db"
-
-
-def mlflow_version() -> Optional[str]:
-    """The installed MLflow's version (read from its package metadata, MLflow not imported), or None."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("mlflow")
-    except PackageNotFoundError:
-        return None
-
-
-def _file_store_refused() -> Optional[str]:
-    """The installed MLflow's version when it refuses a file store as the run starts (MLflow >= 3, without
-    ``MLFLOW_ALLOW_FILE_STORE`` set to true or 1), else None."""
-    found = mlflow_version()
-    allowed = os.environ.get("MLFLOW_ALLOW_FILE_STORE", "").strip().lower() in ("true", "1")
-    major = re.match(r"\d+", found or "")
-    return found if major and int(major.group()) >= 3 and not allowed else None
-
-
-def _local_store_path(uri: str, scheme: str) -> Optional[Path]:
-    """The file or folder of a local store (a path, a ``file:`` URI, an ``sqlite:`` database file), else None."""
-    from urllib.parse import unquote, urlparse
-
-    if scheme == "sqlite":
-        path = unquote(urlparse(uri).path)[1:]  # sqlite:///rel.db: rel.db; sqlite:////abs.db: /abs.db
-        return Path(path).expanduser().resolve() if path and path != ":memory:" else None
-    if scheme in ("", "file") or len(scheme) == 1:  # a Windows drive letter is a path too
-        return Path(unquote(urlparse(uri).path) if scheme == "file" else uri).expanduser().resolve()
-    return None
-
-
-def check_tracking_uri(uri: Optional[str] = None, key: str = "--log-with") -> None:
-    """``MLFLOW_TRACKING_URI`` (default: the environment's) checked before any work, as every other location: one of
-    MLflow's store schemes (:data:`MLFLOW_SCHEMES`) or a local path; a local store (a folder, a ``file:`` URI, an
-    ``sqlite:`` database file) never inside a harness run or sweep folder (MLflow would fill it with its own files);
-    no file store where the installed MLflow (>= 3) refuses one as the run starts; and a tracking server
-    (``http(s)://``) that answers within :data:`harness.network.TIMEOUT` seconds (MLflow would retry for minutes).
-    ``key``: the setting that names mlflow (``train.log_with``, ``--log-with``), for the messages.
-
-    Raises:
-        ValueError: another scheme (``pipe:``, ``s3:``...); a store inside a run folder (``run.json``) or a sweep
-            folder (``sweep.json``); a file store with MLflow >= 3 (the fix: :data:`LOCAL_STORE`, or
-            ``MLFLOW_ALLOW_FILE_STORE=true``); a server that does not answer; each naming the variable, the value and
-            the fix.
-    """
-    from urllib.parse import urlparse
-
-    from harness.network import TIMEOUT, unreachable
-
-    uri = os.environ.get("MLFLOW_TRACKING_URI") if uri is None else uri
-    if not uri:
-        return
-    scheme = urlparse(uri).scheme.lower().split("+")[0]
-    shown = repr(uri[:80])
-    if scheme and len(scheme) > 1 and scheme not in MLFLOW_SCHEMES:
-        raise ValueError(
-            f"MLFLOW_TRACKING_URI {shown} is a {scheme}: URI, not an MLflow store: give a database "
-            f"({LOCAL_STORE}) or a tracking server (http://host:5000)"
-        )
-    path = _local_store_path(uri, scheme)
-    for folder in (path, *path.parents) if path is not None else ():
-        if (folder / "run.json").is_file() or (folder / "sweep.json").is_file():
-            raise ValueError(
-                f"MLFLOW_TRACKING_URI {shown} is inside the harness folder {folder}, which MLflow would fill "
-                f"with its own files: give the store a folder of its own, e.g. MLFLOW_TRACKING_URI={LOCAL_STORE} "
-                "in another working folder"
-            )
-    refused = _file_store_refused() if path is not None and scheme != "sqlite" else None
-    if refused:
-        raise ValueError(
-            f"MLFLOW_TRACKING_URI {shown} is a file store (a folder), which the installed MLflow {refused} refuses "
-            f"when the run starts (its file store is in maintenance mode), and the run would go on untracked: give "
-            f"a database, e.g. MLFLOW_TRACKING_URI=sqlite:///{path.parent / 'mlflow.db'}, or a tracking server "
-            f"(http://host:5000); or set MLFLOW_ALLOW_FILE_STORE=true to keep the file store; or leave mlflow out "
-            f"of {key}"
-        )
-    if scheme in ("http", "https"):
-        reason = unreachable(uri.rstrip("/") + "/health")
-        if reason:
-            raise ValueError(
-                f"MLFLOW_TRACKING_URI {shown}: no tracking server answers there within {TIMEOUT:g} s ({reason}); "
-                f"MLflow would retry for minutes and then run untracked: start the server (mlflow server --host "
-                f"HOST --port PORT), correct MLFLOW_TRACKING_URI, use a local database (MLFLOW_TRACKING_URI="
-                f"{LOCAL_STORE}), or leave mlflow out of {key}"
-            )
-
-
 def available(names: Sequence[str], key: str = "--log-with", note: Callable[[str], None] = print) -> "list[str]":
     """The trackers of ``names`` to start: all of them, each installed.
 
@@ -186,14 +101,19 @@ def available(names: Sequence[str], key: str = "--log-with", note: Callable[[str
 
     Raises:
         ValueError: an unknown name, or a named tracker that is not installed (the message names the install); an
-            MLflow tracking URI that is no MLflow store, lies in a harness folder, is a file store the installed
-            MLflow refuses, or a server that does not answer (:func:`check_tracking_uri`).
+            MLflow tracking URI that is no MLflow store, a database URL that cannot be opened, lies in a harness
+            folder, is a file store the installed MLflow refuses, or a server that does not answer
+            (:func:`harness.training.tracker_checks.check_tracking_uri`); a W&B mode wandb does not know, or an
+            online W&B without an API key or a server that answers
+            (:func:`harness.training.tracker_checks.check_wandb`).
     """
     from accelerate.tracking import get_available_trackers
 
     names = check_names(names, key)
     if "mlflow" in names:
         check_tracking_uri(key=key)
+    if "wandb" in names:
+        check_wandb(key=key)
     have = {str(t) for t in get_available_trackers()}
     missing = [n for n in names if n not in have]
     if missing and tuple(names) == DEFAULT:
@@ -252,6 +172,17 @@ def _mlflow_tracker(base: type) -> type:
     return MLflowMetrics
 
 
+def one_line(text: str, limit: int = 200) -> str:
+    """``text`` (an error's message) on one line, its whitespace runs as single spaces, and at most ``limit``
+    characters: a longer one is cut at the last word boundary before, and ends in `` ...``."""
+    flat = " ".join(text.split())
+    if len(flat) <= limit:
+        return flat
+    cut = flat[: limit - 4]
+    cut = cut.rsplit(" ", 1)[0] if " " in cut else cut
+    return cut.rstrip(" ,;:(") + " ..."
+
+
 #: the tracker methods that talk to a tracking service or store (accelerate's GeneralTracker and its subclasses)
 _GUARDED = (
     "start",
@@ -283,7 +214,7 @@ def _guarded(base: type) -> type:
                 self._harness_off = True
                 print(
                     f"[tracking] {getattr(self, 'name', base.__name__)} failed in {name} ({type(e).__name__}: "
-                    f"{str(e)[:200]}); it is turned off and the run goes on: its metrics stay in the run folder",
+                    f"{one_line(str(e))}); it is turned off and the run goes on: its metrics stay in the run folder",
                     file=sys.stderr,
                     flush=True,
                 )
