@@ -392,8 +392,16 @@ def _noisy(head: dict) -> bool:
     return head.get("covariance", "low_rank") != "none"
 
 
+#: the key that switches each optional section on: empty, the section is off and its other keys are refused
+#: (:func:`harness.experiment.section_rules.check_grids_and_sections`), except after an override that empties it
+#: (``frontier.schedules={}``), which switches the section off whole (:func:`load_experiment`)
+SECTION_SWITCHES = {"budget": "methods", "frontier": "schedules", "multilabel": "methods"}
+
+
 def load_experiment(name_or_path: Optional[str] = None, overrides: "tuple[str, ...]" = ()) -> Experiment:
-    """Read an experiment file (default: the embedded digits experiment) with ``key=value`` overrides, each key once.
+    """Read an experiment file (default: the embedded digits experiment) with ``key=value`` overrides, each key once;
+    an override that empties a section's switch (:data:`SECTION_SWITCHES`: ``frontier.schedules={}``) resets the
+    whole section to its defaults.
 
     Raises:
         ValueError: a key set twice in ``overrides``, an empty folder (:func:`check_root`, ``runs_root=``), or what
@@ -401,8 +409,14 @@ def load_experiment(name_or_path: Optional[str] = None, overrides: "tuple[str, .
     """
     from harness.config import load_config
 
+    given = {}
     for o in overrides if not isinstance(overrides, str) else ():
         key, _, value = str(o).partition("=")
+        given[key.strip()] = value.strip()
         if key.strip() in ROOTS and not value.strip():
             check_root(key.strip(), None)  # refused here: OmegaConf reads the empty value as None
-    return load_config(Experiment, find_experiment(name_or_path or "digits"), overrides, distinct=True)
+    exp = load_config(Experiment, find_experiment(name_or_path or "digits"), overrides, distinct=True)
+    for section, switch in SECTION_SWITCHES.items():  # frontier.schedules={} switches the frontier off, whole
+        if given.get(f"{section}.{switch}") in ("{}", "[]"):
+            setattr(exp, section, type(getattr(exp, section))())
+    return exp

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from harness.experiment.config import Experiment, _noisy
+from harness.experiment.config import SECTION_SWITCHES, Experiment, _noisy
 from harness.experiment.plan import check_grid_values
 
 
@@ -51,28 +51,32 @@ def check_grids_and_sections(exp: Experiment) -> None:
 def _check_inactive_keys(exp: Experiment) -> None:
     """No key set away from its default whose section or mechanism this experiment leaves off, so would ignore:
     ``grid_extensions`` without a τ grid of two values or more for a noisy method
-    (:func:`harness.experiment.plan._extend_grids`), ``budget.*`` without ``budget.methods``, ``frontier.*`` without
-    ``frontier.schedules``, ``multilabel.*`` without ``multilabel.methods``."""
-    from harness.experiment.config import BudgetSection, FrontierSection, MultilabelSection
-
+    (:func:`harness.experiment.plan._extend_grids`), a key of an optional section whose switch
+    (:data:`~harness.experiment.config.SECTION_SWITCHES`) is empty: ``budget.*`` without ``budget.methods``,
+    ``frontier.*`` without ``frontier.schedules``, ``multilabel.*`` without ``multilabel.methods``."""
     extended = len(exp.temperature_grid) > 1 and any(_noisy(h) and not h.get("tune") for h in exp.methods.values())
-    unread = [("grid_extensions", exp.grid_extensions, "temperature_grid of two values or more, with a noisy method")]
+    unread = [
+        ("grid_extensions", exp.grid_extensions, "temperature_grid of two values or more, with a noisy method", "")
+    ]
     unread = [u for u in unread if u[1] and not extended]
-    for name, section, default, on in (
-        ("budget", exp.budget, BudgetSection(), "methods"),
-        ("frontier", exp.frontier, FrontierSection(), "schedules"),
-        ("multilabel", exp.multilabel, MultilabelSection(), "methods"),
-    ):
+    for name, on in SECTION_SWITCHES.items():
+        section = getattr(exp, name)
+        default = type(section)()
         if not getattr(section, on):
             keys = [f.name for f in dataclasses.fields(section) if f.name != on]
             unread += [
-                (f"{name}.{k}", getattr(section, k), f"{name}.{on}")
+                (
+                    f"{name}.{k}",
+                    getattr(section, k),
+                    f"{name}.{on}",
+                    f" (an override {name}.{on}={{}} switches it off whole)",
+                )
                 for k in keys
                 if getattr(section, k) != getattr(default, k)
             ]
     if unread:
-        key, value, needs = unread[0]
+        key, value, needs, off = unread[0]
         raise ValueError(
             f"{key}={value} is read only with {needs}, and this experiment has none, so it would be ignored: remove "
-            f"{key}, or give {needs}"
+            f"{key}, or give {needs}{off}"
         )
