@@ -42,7 +42,8 @@ def load_config(
     Raises:
         FileNotFoundError: no file at ``path``.
         ValueError: unknown key, wrong type (a bool setting given anything but true or false:
-            :func:`harness.rules.is_switch`), a key set twice or malformed override (the message names the key).
+            :func:`harness.rules.is_switch`), a key set twice, an override without a value (``output_dir=``; null
+            says none) or malformed (the message names the key).
     """
     layers = [_defaults(schema)]  # OmegaConf.merge copies its first config: the cached defaults stay as they are
     if base is not None:
@@ -61,6 +62,13 @@ def load_config(
         raise ValueError(f"overrides must look like key=value (e.g. optim.lr=0.05), got {quote(str(bad))}")
     if distinct:
         check_distinct_keys(overrides, "the overrides")
+    empty = [o for o in overrides if not o.split("=", 1)[1].strip()]
+    if empty:
+        key = empty[0].split("=", 1)[0].strip()
+        raise ValueError(
+            f"override {quote(empty[0])} gives {key} no value (it would be read as null: for most settings their "
+            f"default, without a word): give a value, or {key}=null where null is what you mean"
+        )
     for o in overrides:
         try:
             layers.append(OmegaConf.from_dotlist([o]))
@@ -317,7 +325,19 @@ def _file_layers(path: Path, seen: "tuple[Path, ...]" = ()) -> list:
     base = layer.pop("base", None) if hasattr(layer, "pop") else None
     if base is None:
         return [layer]
-    return _file_layers(path.parent / str(base), seen + (path.resolve(),)) + [layer]
+    if not isinstance(base, str) or not base.strip():
+        shown = OmegaConf.to_container(base) if OmegaConf.is_config(base) else base
+        raise ValueError(
+            f"{path}: base: {quote(repr(shown))} must be one path (a YAML file, relative to this file): give one file, e.g. base: digits_base.yaml; a "
+            "chain of bases goes file to file, each naming its own base"
+        )
+    target = path.parent / base
+    if not target.is_file():
+        raise FileNotFoundError(
+            f"{path}: base: {base} names no file (looked for {target.resolve()}; a base is a path relative to the file "
+            "that names it): fix the path"
+        )
+    return _file_layers(target, seen + (path.resolve(),)) + [layer]
 
 
 def to_yaml(config: object) -> str:

@@ -254,3 +254,91 @@ def _ensemble_name_with_out(tmp):
         _cli("ensemble", "-m", str(a), "-m", str(b), "--out", str(tmp / "ens3"), "--name", "x")
     finally:
         assert not (tmp / "ens3").exists(), "work started before the error"
+
+
+# ------------------------------------------------------------------------------ A11-30..32: base, output_dir
+@bad_input(
+    "config",
+    "a config whose base: names no file (audit11 A11-30: 'no config file at nothere.yaml', naming neither the file "
+    "that includes it nor where it was looked for)",
+    FileNotFoundError,
+    r"nob\.yaml: base: nothere\.yaml names no file \(looked for .*/nothere\.yaml; a base is a path relative to the "
+    r"file that names it\): fix the path",
+)
+def _base_missing(tmp):
+    from harness.config import load_config
+    from harness.upstream.config import UpstreamConfig
+
+    (tmp / "nob.yaml").write_text("base: nothere.yaml\n")
+    load_config(UpstreamConfig, tmp / "nob.yaml")
+
+
+@bad_input(
+    "config",
+    "base: [a.yaml] (a list) (audit11 A11-30: 'no config file at \"['a.yaml']\"')",
+    ValueError,
+    r"bl\.yaml: base: \['a\.yaml'\] must be one path .*give one file",
+)
+def _base_list(tmp):
+    from harness.config import load_config
+    from harness.upstream.config import UpstreamConfig
+
+    (tmp / "bl.yaml").write_text("base: [a.yaml]\n")
+    load_config(UpstreamConfig, tmp / "bl.yaml")
+
+
+@bad_input(
+    "upstream",
+    "output_dir= (empty) (audit11 A11-31: trained into the default runs/upstream/<name>, where an earlier run may sit)",
+    CLI_ERROR,
+    r"override output_dir= gives output_dir no value \(it would be read as null.*give a value, or output_dir=null",
+)
+def _output_dir_empty(tmp):
+    _upstream_alone(tmp, "output_dir=")
+
+
+@bad_input(
+    "upstream",
+    "output_dir=$HOME/h11run, quoted (audit11 A11-32: a folder literally named $HOME made in the current folder)",
+    CLI_ERROR,
+    r"output_dir='\$HOME/h11run' holds a \$: nothing expands variables .*write the folder out",
+)
+def _output_dir_dollar(tmp):
+    _upstream_alone(tmp, "output_dir=$HOME/h11run")
+
+
+def _upstream_alone(tmp, *overrides: str) -> None:
+    """``harness upstream --config digits_hom.yaml OVERRIDES`` from ``tmp`` (the overrides give output_dir); it must
+    refuse before any folder is made there."""
+    import os
+
+    from harness.cli import main
+
+    before, cwd = set(tmp.iterdir()), os.getcwd()
+    os.chdir(tmp)
+    try:
+        main(
+            ["upstream", "--no-progress", "--config", str(CONFIGS / "digits_hom.yaml"), *overrides],
+            standalone_mode=False,
+        )
+    finally:
+        os.chdir(cwd)
+        assert set(tmp.iterdir()) == before, "a folder was made before the error"
+
+
+@handled(
+    "upstream",
+    "output_dir=~/NAME, quoted or in a YAML file (audit11 A11-32: ran in ./~/NAME, printing 'run folder: ~/NAME')",
+    r"the home folder",
+)
+def _output_dir_tilde(tmp):
+    import os
+
+    from harness.config import load_config
+    from harness.upstream.config import UpstreamConfig, validate
+
+    cfg = load_config(UpstreamConfig, None, ["output_dir=~/h11run"])
+    validate(cfg)
+    assert cfg.output_dir == os.path.join(os.path.expanduser("~"), "h11run"), cfg.output_dir
+    assert "~" not in str(cfg.run_dir), cfg.run_dir
+    return "~/h11run read as the home folder's h11run (validate expands it; nothing is made)"

@@ -221,19 +221,22 @@ MIN_TEMPERATURE = 0.01
 
 def validate(cfg: UpstreamConfig) -> None:
     """Check every setting that needs no data, before any work (nothing is read or written); ``train.mixed_precision``
-    is kept in its canonical spelling (:func:`harness.training.precision.canonical`).
+    is kept in its canonical spelling (:func:`harness.training.precision.canonical`), a leading ``~`` of
+    ``output_dir`` expanded (:func:`harness.folder_paths.expand_home`).
 
     Raises:
         ValueError: the first bad setting found; the message names the key and the fix.
     """
     import inspect
 
+    from harness.folder_paths import expand_home
     from harness.heads import HeteroscedasticHead
     from harness.io import check_location, check_name
 
     t, d, o = cfg.train, cfg.data, cfg.optim
     check_name(cfg.name, "run name (key name)")  # it names runs/upstream/<name>, trackers and jobs
     check_location(cfg.output_dir, "output_dir")
+    cfg.output_dir = expand_home(cfg.output_dir, "output_dir")  # ~/runs/x is the home folder's, as a shell reads it
     check_location(cfg.model.pretrained_file, "model.pretrained_file")
     check_rules(cfg)  # every range and name declared beside its field (harness.rules), in one message format
     check_data(d)  # the rules that relate data settings (keys of one source, crop_padding < image_size, shards)
