@@ -114,15 +114,30 @@ def quote(text: str, limit: int = QUOTE_LIMIT) -> str:
     return text if len(text) <= limit else text[:limit] + f"... ({len(text) - limit} more characters)"
 
 
+#: the errors of a write that runs out of room, the name said of each and its fix (:func:`_disk_full`)
+_NO_ROOM = {
+    errno.ENOSPC: ("disk full", "free some space"),
+    errno.EDQUOT: ("disk quota exceeded", "free some space under your quota (or ask for a larger one)"),
+    errno.EFBIG: (
+        "file-size limit reached",
+        "the size of one file is capped by the shell's `ulimit -f` (raise it: ulimit -f unlimited), a quota or "
+        "the file system (4 GiB on FAT32); raise the limit or write to another disk",
+    ),
+}
+
+
 def _disk_full(path: Path, e: BaseException) -> "OSError | None":
-    """The disk-full error for ``e`` raised while writing ``path``: an ``OSError`` ENOSPC/EDQUOT, or an error
-    raised while handling one (``torch.save`` turns it into ``RuntimeError: ... unexpected pos``); else None."""
+    """The disk-full error for ``e`` raised while writing ``path``: an ``OSError`` ENOSPC, EDQUOT or EFBIG (a file-size
+    limit: ``ulimit -f``, whose SIGXFSZ Python ignores, a quota, the file system's largest file), or an error raised
+    while handling one (``torch.save`` turns it into ``RuntimeError: ... unexpected pos``); else None. The error
+    returned keeps the errno and names ``path``, the cause and the fix."""
     seen = e
     while seen is not None:
-        if isinstance(seen, OSError) and seen.errno in (errno.ENOSPC, errno.EDQUOT):
+        if isinstance(seen, OSError) and seen.errno in _NO_ROOM:
+            what, fix = _NO_ROOM[seen.errno]
             return OSError(
-                errno.ENOSPC,
-                f"disk full while writing {path}: free some space and run the same command "
+                seen.errno,
+                f"{what} while writing {path}: {fix} and run the same command "
                 "again (files written before are intact; an interrupted run resumes)",
             )
         seen = seen.__cause__ or seen.__context__

@@ -44,6 +44,45 @@ def test_a_full_disk_inside_torch_save_gives_the_disk_full_message_and_leaves_no
         atomic_write_stream(tmp_path / "last.pt", lambda f: (_ for _ in ()).throw(RuntimeError("unrelated")))
 
 
+@pytest.mark.parametrize(
+    "code, said",
+    [
+        (errno.ENOSPC, r"disk full while writing .*: free some space and run"),
+        (errno.EDQUOT, r"disk quota exceeded while writing .*: free some space under your quota"),
+        (
+            errno.EFBIG,
+            r"file-size limit reached while writing .*: .*ulimit -f unlimited.*write to another disk and run",
+        ),
+    ],
+)
+def test_every_error_of_a_write_out_of_room_is_named_with_its_fix(tmp_path, code, said):
+    def write(f):  # torch.save's way: the OSError, then a RuntimeError raised while handling it
+        try:
+            raise OSError(code, os.strerror(code))
+        except OSError:
+            raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 704 vs 598")
+
+    for writer in (write, lambda f: (_ for _ in ()).throw(OSError(code, os.strerror(code)))):  # and the OSError alone
+        with pytest.raises(OSError, match=said + r".* the same command again") as e:
+            atomic_write_stream(tmp_path / "x.bin", writer)
+        assert e.value.errno == code and "x.bin" in str(e.value) and not list(tmp_path.iterdir())
+
+
+def test_a_real_file_size_limit_is_named_not_a_signal(tmp_path):
+    """``ulimit -f``: the write past the limit fails with EFBIG (Python ignores SIGXFSZ, which would kill it)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import resource; from harness.io import atomic_write_bytes; "
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (4096, resource.getrlimit(resource.RLIMIT_FSIZE)[1])); "
+        f"atomic_write_bytes({str(tmp_path / 'big.bin')!r}, bytes(100_000))"
+    )
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert res.returncode == 1 and "file-size limit reached while writing" in res.stderr and "big.bin" in res.stderr
+    assert not list(tmp_path.iterdir())
+
+
 def test_quote_keeps_a_few_hundred_characters():
     assert quote("short") == "short"
     text = quote("x" * 10_000)

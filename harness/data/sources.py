@@ -22,7 +22,7 @@ import io
 import os
 import zipfile
 from pathlib import Path
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Optional, Sequence
 
 import numpy as np
 from PIL import Image
@@ -30,6 +30,7 @@ from PIL import Image
 from harness.data.cache import decoded_images, file_digest
 from harness.data.config import LABEL_SETS, SOURCES, STREAM_SOURCES, DataConfig
 from harness.data.dataset import ArrayImages, FileImages, ImageDataset, LabelSets, Strings
+from harness.data.folders import inside, read_image_folder, resolver
 from harness.data.manifest import manifest_file as _manifest_file
 from harness.data.manifest import manifest_rows as _manifest_rows
 from harness.io import check_location
@@ -205,20 +206,9 @@ def cifar10n_rows(split: str) -> np.ndarray:
 
 # ------------------------------------------------------------------------------------ image folder
 def _image_folder(cfg: DataConfig, split: str) -> ImageDataset:
-    """``<path>/<split>/<class>/<image>`` read with torchvision's ImageFolder (class = folder name)."""
-    from torchvision.datasets import ImageFolder
-
+    """``<path>/<split>/<class>/<image>`` (:func:`harness.data.folders.read_image_folder`)."""
     root = _need_path(cfg, "a folder with one subfolder per split, each with one folder per class")
-    if not (root / split).is_dir():
-        raise FileNotFoundError(f"no split folder {str(root / split)!r}; expected <data.path>/<split>/<class>/...")
-    folder = ImageFolder(str(root / split))
-    paths = [p for p, _ in folder.samples]
-    return ImageDataset(
-        FileImages(paths),
-        np.asarray(folder.targets, dtype=np.int64),
-        folder.classes,
-        f"image folder {root / split} ({len(paths)} images)",
-    )
+    return read_image_folder(root, split, cfg.allow_outside_root)
 
 
 # -------------------------------------------------------------------------------------------- tfds
@@ -307,21 +297,6 @@ def _refuse_repeats(root: Path, split: str, keys: np.ndarray, paths: Strings) ->
         )
 
 
-def _resolver(root: Path) -> "Callable[[str], str]":
-    """``path -> os.path.realpath(os.path.join(root, path))`` (what ``Path.resolve`` gives), resolving each folder
-    once (an LRU cache) and a file's own name only when it is a link: one ``lstat`` per file."""
-    real_dir = functools.lru_cache(maxsize=4096)(os.path.realpath)
-
-    def resolve(path: str) -> str:
-        full = os.path.join(root, path)
-        head, tail = os.path.split(full)
-        if tail in ("", ".", "..") or os.path.islink(full):
-            return os.path.realpath(full)
-        return os.path.join(real_dir(head), tail)
-
-    return resolve
-
-
 def _manifest(cfg: DataConfig, split: str) -> ImageDataset:
     """JFT-style multi-label list: ``<path>`` is a folder with ``<split>.csv`` or ``<split>.jsonl``
     (and optionally ``classes.txt``, one name per line). CSV rows: ``image_path,label_ids`` with
@@ -343,13 +318,11 @@ def _manifest(cfg: DataConfig, split: str) -> ImageDataset:
     root = _need_path(cfg, "a folder holding <split>.csv or <split>.jsonl")
     data, ends, ids, sizes = bytearray(), array.array("q", [0]), array.array("q"), array.array("q", [0])
     keys = array.array("q")  # hash of each normalised path, for :func:`_refuse_repeats`
-    inside = os.path.realpath(root)
-    resolve = _resolver(root)
+    real_root, resolve = os.path.realpath(root), resolver(root)
     for entry, (_, path, labels) in enumerate(_manifest_rows(root, split), 1):
         check_location(path, f"{root / split}: image path (entry {entry})")  # a pipe: entry is refused by name
         if not cfg.allow_outside_root:
-            real = resolve(path)
-            if real != inside and not real.startswith(inside.rstrip(os.sep) + os.sep):
+            if not inside(resolve(path), real_root):
                 raise ValueError(
                     f"{root / split}: image path {path!r} (entry {entry}) lies outside the manifest "
                     f"folder {str(root)!r}; move the images under it, or set data.allow_outside_root=true "

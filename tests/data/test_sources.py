@@ -53,6 +53,34 @@ def test_image_folder_source(tmp_path):
         build_split(DataConfig(source="image_folder", path=str(tmp_path)), "val")
 
 
+def test_image_folder_links_out_of_data_path_are_refused_unless_allowed(tmp_path):
+    def png(path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        Image.new("RGB", (4, 4)).save(path)
+
+    root, outside = tmp_path / "imf", tmp_path / "outside"
+    png(root / "train" / "a" / "0.png"), png(root / "val" / "b" / "0.png"), png(outside / "c" / "0.png")
+    (root / "train" / "b").symlink_to(root / "val" / "b")  # a link that stays inside data.path is read
+    cfg = DataConfig(source="image_folder", path=str(root))
+    assert build_split(cfg, "train").class_names == ["a", "b"]
+    cases = {  # the link, what it points at
+        root / "train" / "c": outside / "c",  # a class folder
+        root / "train" / "a" / "1.png": outside / "c" / "0.png",  # one image
+        root / "train" / "a" / "deep": outside / "c",  # a subfolder of a class folder
+    }
+    for link, target in cases.items():
+        link.symlink_to(target)
+        with pytest.raises(ValueError, match=rf"'{link}' is a link to '{target}', outside data.path '{root}'.*"):
+            build_split(cfg, "train")
+        allowed = build_split(DataConfig(source="image_folder", path=str(root), allow_outside_root=True), "train")
+        assert len(allowed) == 3  # a/0.png, b/0.png and the image behind the link
+        link.unlink()
+    (tmp_path / "data").mkdir()  # the split folder itself a link out
+    (tmp_path / "data" / "train").symlink_to(root / "train")
+    with pytest.raises(ValueError, match=r"data/train' is a link to '\S*imf/train', outside data.path"):
+        build_split(DataConfig(source="image_folder", path=str(tmp_path / "data")), "train")
+
+
 def test_tfds_source_reads_real_schema_from_mock_data():
     tfds = pytest.importorskip("tensorflow_datasets")
     with tfds.testing.mock_data(num_examples=6, policy=tfds.testing.MockPolicy.USE_CODE):
