@@ -338,13 +338,14 @@ def hetify(
     Each named module must be an ``nn.Linear`` (-> :class:`HeteroscedasticHead`, ``[..., D] -> [..., K]``),
     a plain 1x1 ``nn.Conv2d`` (-> :class:`HeteroscedasticConvHead`, ``[B, D, H, W] -> [B, K, H, W]``), timm's
     LeViT ``NormLinear`` (its BatchNorm1d kept, its ``linear`` replaced) or an ``nn.ModuleList`` of these
-    (each replaced). A head is freshly initialised, on the old layer's device and dtype, and set at every
-    place the old layer was registered: one module registered under two names (``m.extra = m[1]``) gets the same
-    head object under both, so that tie is kept. A classifier whose weight or bias is shared with another module
-    (a classifier tied to an embedding, ``out.weight = emb.weight``) is refused: the head's new parameters would
-    silently untie it. The model then returns the heads' outputs where it returned logits:
-    log p̄ for the softmax link (a model that combines two heads, as timm's distilled models, VOLO and
-    CrossViT do, combines log-probabilities: see the head guide).
+    (each replaced). A head is freshly initialised, on the old layer's device and dtype and in its training mode
+    (``head.train(old.training)``: a model in ``eval()`` keeps predicting with ``eval_mc_samples`` seeded samples,
+    not ``train_mc_samples`` of fresh noise), and set at every place the old layer was registered: one module
+    registered under two names (``m.extra = m[1]``) gets the same head object under both, so that tie is kept. A
+    classifier whose weight or bias is shared with another module (a classifier tied to an embedding,
+    ``out.weight = emb.weight``) is refused: the head's new parameters would silently untie it. The model then
+    returns the heads' outputs where it returned logits: log p̄ for the softmax link (a model that combines two
+    heads, as timm's distilled models, VOLO and CrossViT do, combines log-probabilities: see the head guide).
 
     Args:
         model: the model, modified in place.
@@ -439,7 +440,7 @@ def _replace(model: nn.Module, old: nn.Module, num_classes: Optional[int], head_
         head = HeteroscedasticHead(old.in_features, num_classes or old.out_features, **head_options)
     else:
         head = HeteroscedasticConvHead(old.in_channels, num_classes or old.out_channels, **head_options)
-    head = head.to(device=old.weight.device, dtype=old.weight.dtype)
+    head = head.to(device=old.weight.device, dtype=old.weight.dtype).train(old.training)  # the old one's mode
     # every registration, not named_children(), which yields a module registered twice (a tied layer) once
     owners = [(p, n) for p in model.modules() for n, c in p._modules.items() if c is old]
     for parent, attr in owners:

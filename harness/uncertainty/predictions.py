@@ -36,13 +36,15 @@ class Predictions:
         targets: ``[N]`` ints, or ``[N, K]`` multi-hot.
         index: ``[N]`` example indices in the split: unique integers (members of an ensemble and compared models
             are aligned by them).
-        class_names: K names.
+        class_names: K names: a list (tuple, NumPy array) of str, stored as a list of str; names of another type
+            (ints) are stored as ``str(name)``, as :meth:`load` reads them back.
         link: one of :data:`harness.heads.options.LINKS` (``softmax`` or ``sigmoid``).
         source: where they came from (run folder or ensemble).
 
     Raises:
         ValueError: (at construction) complex, meta-device or non-numeric logits (the one conversion), logits not
-            ``[N, K]``, targets or index not N long, an index that is not 1-D
+            ``[N, K]``, targets or index not N long, class_names given as one str or bytes (not a list of names) or
+            holding a bytes name, an index that is not 1-D
             unique integers, a class-name count other than K, an empty or repeated class name, a link the heads do
             not have, softmax targets that are not integer class indices in ``[0, K)`` (the metrics' rule,
             :func:`harness.uncertainty.checks.check_labels`; or all :data:`UNLABELLED`: a set without labels, an OOD
@@ -68,6 +70,7 @@ class Predictions:
         if z.ndim != 2:
             raise ValueError(f"Predictions logits must be [N, K] (examples x classes), got shape {z.shape}")
         n, k = z.shape
+        self.class_names = _as_names(self.class_names, k)
         if self.link not in LINKS:
             raise ValueError(
                 f"Predictions link must be one of {', '.join(LINKS)} (the heads' links), got link={self.link!r}; "
@@ -198,6 +201,31 @@ class Predictions:
     def nll(self) -> float:
         """Mean NLL in nats (summed over classes for the sigmoid link)."""
         return sigmoid_nll(self.logits, self.targets) if self.multilabel else M.nll(self.log_probs(), self.targets)
+
+
+def _as_names(names: object, k: int) -> "list[str]":
+    """``class_names`` as a list of str (``str(name)`` of each: ints as :meth:`Predictions.load` reads them back).
+
+    Raises:
+        ValueError: one str or bytes (each character would be a class), a bytes name, or no sequence of names.
+    """
+    fix = f"give a list of K = {k} names, one per logit column, e.g. [str(k) for k in range(logits.shape[1])]"
+    if isinstance(names, (str, bytes)):
+        example = list(names.decode(errors="replace") if isinstance(names, bytes) else names)
+        fix += f" (or {example!r} if each character is a class)" if len(example) == k else ""
+        raise ValueError(f"Predictions class_names={names[:80]!r} is one {type(names).__name__}: {fix}")
+    try:
+        names = list(names)  # type: ignore[call-overload]
+    except TypeError:
+        raise ValueError(
+            f"Predictions class_names must be a list of names, got {type(names).__name__}: {fix}"
+        ) from None
+    for i, name in enumerate(names):
+        if isinstance(name, bytes):
+            raise ValueError(
+                f"Predictions class_names[{i}] = {name!r} is bytes: give str names, e.g. [n.decode() for n in names]"
+            )
+    return [str(name) for name in names]
 
 
 def _check_class_names(names: "list[str]") -> None:

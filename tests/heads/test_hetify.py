@@ -155,6 +155,23 @@ def test_tracing_keeps_dtype_and_finds_a_nested_output_layer():
     assert model[2][0].loc.weight.dtype == torch.float64 and model[2][0].link == "sigmoid"
 
 
+def test_head_takes_the_replaced_layers_mode_device_and_dtype():
+    """audit11 A11-22: a model in eval() keeps predicting with its eval samples (the head is not left in train())."""
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 5)).eval()
+    hetify(model, layer="2", covariance="diagonal", eval_mc_samples=50, train_mc_samples=3)
+    assert not model[2].training
+    x = torch.randn(2, 4)
+    with torch.no_grad():
+        assert torch.equal(model(x), model(x))
+    mixed = nn.Sequential(nn.Linear(4, 8), nn.Linear(8, 5).eval())  # the layer's own mode, not its parent's
+    hetify(mixed, layer="1", example_input=torch.randn(1, 4), **CHEAP)
+    assert mixed.training and mixed[0].training and not mixed[1].training
+    meta = nn.Sequential(nn.Linear(4, 8), nn.Linear(8, 5, device="meta", dtype=torch.float64))
+    hetify(meta, layer="1", check_output=False, **CHEAP)
+    tensors = [*meta[1].parameters(), *meta[1].buffers()]
+    assert tensors and all(t.device.type == "meta" and t.dtype == torch.float64 for t in tensors)
+
+
 TORCHVISION = {
     "resnet18": (224, {"fc"}),
     "mobilenet_v3_small": (224, {"classifier.3"}),
