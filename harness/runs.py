@@ -167,15 +167,21 @@ def data_config(run_dir: "str | Path", overrides: "tuple[str, ...]" = ()) -> Dat
 
 def data_from_file(path: "str | Path", overrides: "tuple[str, ...]" = (), flag: str = "--data") -> DataConfig:
     """The ``data`` section of a config file (an upstream config, with its ``base:`` chain) as a
-    :class:`DataConfig`, with ``key=value`` overrides (data keys, with or without the ``data.`` prefix), checked
-    by the rules declared on its fields. ``flag`` is the option that named the file (for the messages).
+    :class:`DataConfig` for an evaluation (``harness import``, ``harness ensemble --eval-data``), with ``key=value``
+    overrides (data keys, with or without the ``data.`` prefix), checked by the rules declared on its fields, with no
+    key its source does not read (:data:`harness.data.config.SOURCE_KEYS`); the overrides only keys an evaluation
+    reads (:func:`harness.data.eval_keys.check_eval_keys`). ``flag`` is the option that named the file (for the
+    messages).
 
     Raises:
         FileNotFoundError: no such file. ValueError: bad YAML; no ``data`` section (a file that is no config of
             data, which would otherwise evaluate the default data: the message never quotes the file's content);
-            bad data settings.
+            bad data settings; a key set twice in ``overrides``; an override of a training-only key
+            (``limit_train``, ``hflip``, ``crop_scale``, ``batch_size``, ``label_noise``...); a key of another source
+            (``label_set`` on digits); ``label_set`` for cifar10n splits that do not read it.
     """
-    from harness.config import read_settings
+    from harness.config import check_distinct_keys, read_settings
+    from harness.data.eval_keys import check_eval_keys
     from harness.rules import check_rules
 
     section = read_settings(path).get("data")
@@ -186,8 +192,11 @@ def data_from_file(path: "str | Path", overrides: "tuple[str, ...]" = (), flag: 
             f"{flag} upstream/configs/digits_base.yaml"
         )
     overrides = tuple(o[len("data.") :] if o.startswith("data.") else o for o in overrides)
+    check_distinct_keys(overrides, "the data overrides")  # data.limit_eval=50 limit_eval=60: the last would win
     cfg = load_config(DataConfig, None, list(overrides), base=section)
     check_rules(cfg)
+    # the overrides, then every key of the source's (the file's too, as a run checks them: label_set on digits)
+    check_eval_keys(overrides, cfg, "harness import", (cfg.eval_split, cfg.heldout_split))
     return cfg
 
 

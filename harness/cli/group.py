@@ -1,5 +1,5 @@
-"""The ``harness`` command group: what Ctrl-C and a missing extra end a command with, and the refusal of a
-single-valued option given twice."""
+"""The ``harness`` command group: what Ctrl-C and a missing extra end a command with, the refusal of a
+single-valued option given twice, and of a value given twice in a list option."""
 
 from __future__ import annotations
 
@@ -21,9 +21,46 @@ RESUMES = {
 }
 
 
+#: The one rule of list options: a value given twice in one is refused (:func:`refuse_repeated_values`), as a
+#: single-valued option given twice is: the repeat would run twice (bench coverage --setting X --setting X) or be
+#: dropped without a word. List options are every option declared ``multiple=True`` (each occurrence one value), and
+#: these options that take a comma-separated list (by the command's path below ``harness``), with the type a value
+#: is compared as (``--shots 1,01`` names 1 twice); an option in both (``--tasks``) pools the values of every
+#: occurrence.
+COMMA_LISTS = {
+    "fewshot": {"--shots": int, "--tasks": str},
+    "downstream": {"--tasks": str, "--gpus": int},
+}
+#: list options whose command refuses a repeat itself, with a message of its own, for more than the text given twice
+#: (the same folder by another path, the same number written otherwise, an OOD name with other keys, a corruption in
+#: its family): the rule is theirs, not applied twice
+OWN_REPEAT_CHECK = {
+    "ensemble": {"--members": "harness.runs.check_distinct_folders (after resolving links; -m and arguments)"},
+    "shift": {
+        "--corruptions": "harness.shift.settings.check_settings (a corruption its family or all holds too)",
+        "--severities": "harness.shift.settings.check_settings",
+        "--ood": "harness.shift.settings.check_settings (an OOD set's name given twice, with other keys too)",
+    },
+    "downstream": {
+        "--lrs": "downstream.config.SweepSettings (as numbers)",
+        "--steps": "downstream.config.SweepSettings (as numbers)",
+        "--temperatures": "downstream.config.SweepSettings (as numbers)",
+        "--log-with": "harness.training.trackers.parse_log_with",
+    },
+    "fewshot": {"--log-with": "harness.training.trackers.parse_log_with"},
+    "report": {"--calibrators": "harness.uncertainty.calibrators (a calibrator named twice)"},
+}
+#: comma-separated options that are not lists: one value of each of several settings, which may be equal
+NOT_LISTS = {
+    "downstream": {"--resolution": "RESIZE,CROP: 32,32 resizes to 32 and crops 32"},
+    "fewshot": {"--resolution": "SIZE or RESIZE,CROP: 32,32 resizes to 32 and crops 32"},
+}
+
+
 def _occurrences(cmd: click.Command, ctx: click.Context, args: "list[str]") -> "Optional[dict]":
     """Each option of ``cmd`` given in ``args`` (its command line after its name), with how it was written each
-    time (``--name r08``, or a flag alone: ``--in-order``), read with click's public parameter attributes
+    time: ``(option, value)``, ``("--name", "r08")``, or a flag alone: ``("--in-order", None)``; read with click's
+    public parameter attributes
     (``opts``, ``secondary_opts``, ``is_flag``, ``count``, ``nargs``); None when the line asks for an eager option
     (``--help``, ``--version``). Tokens after ``--``, arguments and unknown options are skipped (the command's own
     parse says what is wrong with them)."""
@@ -41,7 +78,7 @@ def _occurrences(cmd: click.Command, ctx: click.Context, args: "list[str]") -> "
             return None
         if value is None and not (param.is_flag or param.count):  # its value(s): the next token(s)
             value, i = " ".join(args[i : i + max(1, param.nargs)]), i + max(1, param.nargs)
-        found.setdefault(param.name, (param, []))[1].append(opt if value is None else f"{opt} {value}")
+        found.setdefault(param.name, (param, []))[1].append((opt, value))
     return found
 
 
@@ -54,7 +91,8 @@ def refuse_repeated_options(cmd: click.Command, ctx: click.Context, args: "list[
         click.BadOptionUsage: naming the option, both values and the fix (give it once).
     """
     found = _occurrences(cmd, ctx, args)
-    for param, given in (found or {}).values():
+    for param, occurrences in (found or {}).values():
+        given = [opt if value is None else f"{opt} {value}" for opt, value in occurrences]
         if len(given) > 1 and not (param.multiple or param.count):
             name = max(param.opts, key=len)
             times = "twice" if len(given) == 2 else f"{len(given)} times"
@@ -67,12 +105,55 @@ def refuse_repeated_options(cmd: click.Command, ctx: click.Context, args: "list[
             )
 
 
+def refuse_repeated_values(path: str, cmd: click.Command, ctx: click.Context, args: "list[str]") -> None:
+    """Refuse a value given twice in a list option of ``cmd`` (the command ``path`` below ``harness``, e.g.
+    ``bench coverage``) in ``args`` (its command line after its name): an option declared ``multiple=True`` given
+    the same value twice, or a comma list (:data:`COMMA_LISTS`) naming a value twice, in one occurrence or across
+    them. Options whose command refuses a repeat itself (:data:`OWN_REPEAT_CHECK`) are left to it; values are
+    compared as the option's type reads them (as text where it refuses one: the command's parse names it).
+
+    Raises:
+        click.BadOptionUsage: naming the option, the value, the rule and the fix (give it once).
+    """
+    found = _occurrences(cmd, ctx, args)
+    commas, own = COMMA_LISTS.get(path, {}), OWN_REPEAT_CHECK.get(path, {})
+    for param, occurrences in (found or {}).values():
+        name = max(param.opts, key=len)
+        if name in own or not (param.multiple or name in commas):
+            continue
+        seen: "dict[object, tuple[int, str, str]]" = {}  # value -> (occurrence, its text, the value's spelling)
+        for i, (opt, text) in enumerate(occurrences):
+            for value in [v.strip() for v in str(text).split(",") if v.strip()] if name in commas else [text]:
+                key = _compared(value, commas.get(name), param, ctx)
+                if key in seen:
+                    first, said, spelt = seen[key]
+                    where = f"{opt} {text}" if first == i else f"{said} and {opt} {text}"
+                    shown = value if spelt == value else f"{key} (as {spelt} and {value})"
+                    raise click.BadOptionUsage(
+                        name,
+                        f"{name} names {shown} twice ({where}): each value of a list option counts once, and the "
+                        f"repeat would be run twice or dropped without a word; give {spelt} once",
+                        ctx=ctx,
+                    )
+                seen[key] = (i, f"{opt} {text}", value)
+
+
+def _compared(value: str, kind: "Optional[type]", param: click.Option, ctx: click.Context) -> object:
+    """``value`` as compared for repeats: converted by ``kind`` (a comma list's) or the option's own type; the text
+    where it does not convert (the command's parse refuses it)."""
+    try:
+        return kind(value) if kind is not None else param.type.convert(value, param, ctx)
+    except (ValueError, click.BadParameter):
+        return value
+
+
 class _Main(click.Group):
     """The ``harness`` group and its subgroups: a missing optional package (:class:`harness.extras.MissingExtra`)
     ends any command with its one-line message (the ``pip install`` of its extra), and Ctrl-C with one line on
     what rerunning the command keeps (:data:`RESUMES`) and exit status 130 (128 + SIGINT, as a shell reports
-    it), not a traceback. A single-valued option given twice is refused for every command of the group
-    (:func:`refuse_repeated_options`), before the command runs."""
+    it), not a traceback. A single-valued option given twice, and a value given twice in a list option, are refused
+    for every command of the group (:func:`refuse_repeated_options`, :func:`refuse_repeated_values`), before the
+    command runs."""
 
     group_class = type  # subgroups (harness data, harness bench) are of this class too
 
@@ -81,6 +162,11 @@ class _Main(click.Group):
         if cmd is not None and not isinstance(cmd, click.Group) and not ctx.resilient_parsing:
             sub = cmd.context_class(cmd, info_name=name, parent=ctx)
             refuse_repeated_options(cmd, sub, rest)
+            names, c = [name], ctx
+            while c.parent is not None:  # the command's path below ``harness``: "coverage" in "bench coverage"
+                names.insert(0, c.info_name)
+                c = c.parent
+            refuse_repeated_values(" ".join(names), cmd, sub, rest)
         return name, cmd, rest
 
     def invoke(self, ctx: click.Context):

@@ -13,7 +13,16 @@ BUILT_IN_OOD = ("gaussian", "blobs")
 CLEAN = "clean"
 OOD_PREFIX = "ood-"
 #: the data section's split keys, which an OOD set does not read: its images come from its own ``split=``
-SPLIT_KEYS = ("eval_split", "train_split")
+SPLIT_KEYS = ("eval_split", "train_split", "heldout_split")
+#: the keys an evaluation reads (:data:`harness.data.eval_keys.EVAL_KEYS`) that an OOD set does not, and why (it is
+#: only scored: its images, never its labels, shown to the model at the run's own view and in the run's batches)
+OOD_UNREAD = {
+    "label_set": "cifar10n's training labels, and an OOD set's labels are never read (only its images are scored)",
+    "multilabel": "multi-label targets, and an OOD set's labels are never read (only its images are scored)",
+    "eval_batch_size": "a loader's batch, and an OOD set's images are predicted in the run's own batches (its "
+    "data.eval_batch_size)",
+    "num_workers": "the pil loader's worker processes, and an OOD set's images are read in the shift process itself",
+}
 
 
 @dataclass
@@ -28,7 +37,8 @@ class ShiftSettings:
             the whole split).
         seed: draws the subset, seeds the corruptions and the built-in OOD sets.
         ood: OOD sets: ``gaussian``, ``blobs`` (built in), or ``NAME:key=value,...`` with data keys
-            (``source``, ``path``, ``name``, ``split``, ...; see :class:`harness.data.config.DataConfig`).
+            (``source``, ``path``, ``name``, ``split``, ...: :func:`ood_keys`; see
+            :class:`harness.data.config.DataConfig`), other data than the run's own.
         split: the in-distribution split (default: the run's evaluation split).
     """
 
@@ -45,8 +55,8 @@ def parse_ood(spec: str) -> "tuple[str, Dict[str, str]]":
 
     Raises:
         ValueError: an empty name, several names in one spec, a built-in's name given data keys, an unknown
-            built-in without data keys, a malformed pair, a key given twice, or ``eval_split``/``train_split``
-            (:data:`SPLIT_KEYS`: the set's split is ``split=``).
+            built-in without data keys, a malformed pair, a key given twice, or ``eval_split``/``train_split``/
+            ``heldout_split`` (:data:`SPLIT_KEYS`: the set's split is ``split=``).
     """
     name, _, rest = str(spec).partition(":")
     name = name.strip()
@@ -96,15 +106,29 @@ def parse_ood(spec: str) -> "tuple[str, Dict[str, str]]":
     return name, keys
 
 
-def ood_data(keys: "Dict[str, str]", run_data: Any) -> "tuple[Any, str]":
-    """The OOD source's :class:`DataConfig` (the run's view settings) and split.
+def ood_keys() -> "tuple[str, ...]":
+    """The data keys an OOD set reads (besides ``split``): those of any evaluation
+    (:data:`harness.data.eval_keys.EVAL_KEYS`) but the split keys (:data:`SPLIT_KEYS`) and :data:`OOD_UNREAD`."""
+    from harness.data.eval_keys import EVAL_KEYS
+
+    return tuple(k for k in EVAL_KEYS if k not in SPLIT_KEYS and k not in OOD_UNREAD)
+
+
+def ood_data(keys: "Dict[str, str]", run_data: Any, name: Optional[str] = None) -> "tuple[Any, str]":
+    """The OOD source's :class:`DataConfig` (the run's view settings) and split; ``limit_eval`` limits that split
+    whichever it is (the data's ``train_split`` too). ``name`` names the set in the messages.
 
     Raises:
         ValueError: unknown keys, values outside the data section's rules (:func:`harness.rules.check_rules`, as
-            the upstream config is checked), or a view size other than the model's.
+            the upstream config is checked), a view size other than the model's, a key an OOD set does not read
+            (not in :func:`ood_keys`: ``batch_size``, ``hflip``, ``label_noise``, ``limit_train``, ``label_set``...),
+            or a key its source does not read (:data:`harness.data.config.SOURCE_KEYS`: ``path`` on digits).
     """
+    from dataclasses import replace
+
     from harness.config import load_config
     from harness.data.config import DataConfig
+    from harness.data.eval_keys import check_eval_keys
 
     keys = dict(keys)
     split = keys.pop("split", "test")
@@ -122,7 +146,79 @@ def ood_data(keys: "Dict[str, str]", run_data: Any) -> "tuple[Any, str]":
         check_rules(cfg)  # the ranges the upstream config's data section is held to (e.g. limit_eval >= 0)
     except ValueError as e:
         raise ValueError(f"OOD set: {e} (keys are those of the data section, plus split)") from e
+    try:
+        pairs = [f"{k}={v}" for k, v in keys.items()]
+        check_eval_keys(pairs, cfg, "harness shift for an OOD set", (split,), ood_keys(), OOD_UNREAD)
+    except ValueError as e:
+        raise ValueError(f"OOD set{'' if name is None else ' ' + repr(name)}: {e}") from None
+    if split == cfg.train_split:  # build_split limits the data's train_split by limit_train
+        cfg = replace(cfg, limit_train=cfg.limit_eval)
     return cfg, split
+
+
+def _check_other_data(name: str, cfg: Any, split: str, data: Any, eval_split: str) -> None:
+    """An OOD set is not the run's own data: not the same source (the same ``path``, ``name`` where the source reads
+    them) and one of its evaluation, training or held-out splits.
+
+    Raises:
+        ValueError: naming the set, the run's data, the rule and the fix.
+    """
+    from pathlib import Path
+
+    from harness.data.config import SOURCE_KEYS
+
+    def where(d: Any, key: str) -> Any:
+        value = getattr(d, key)
+        if key == "path" and value and "://" not in str(value):
+            return Path(str(value).removeprefix("file:")).expanduser().resolve()
+        return value
+
+    if cfg.source != data.source:
+        return
+    if any(where(cfg, k) != where(data, k) for k in ("path", "name") if k in SOURCE_KEYS.get(cfg.source, ())):
+        return
+    own = {"eval_split": eval_split, "train_split": data.train_split, "heldout_split": data.heldout_split}
+    for key, value in own.items():
+        if value == split:
+            what = {"eval_split": "evaluation", "train_split": "training", "heldout_split": "held-out"}[key]
+            raise ValueError(
+                f"OOD set {name!r} reads split {split} of data.source={cfg.source}, the run's own {what} data "
+                f"(data.{key}={value}): an OOD set holds images the model was not trained to classify, and the "
+                f"run's own images scored as OOD give a meaningless AUROC; point it at other data (another source or "
+                f"path), or drop the OOD set {name!r}"
+            )
+
+
+def _check_repeats(corruptions: "list[str]", severities: "list[int]") -> None:
+    """No corruption named twice (``gaussian_noise,gaussian_noise``, or ``noise,gaussian_noise``: the family holds
+    it) and no severity twice: each set is scored once, and the repeat would be dropped without a word. The names
+    and severities are known ones (:func:`harness.shift.corruptions.resolve` checked them).
+
+    Raises:
+        ValueError: naming the option, the value given twice and the fix.
+    """
+    from harness.shift.corruptions import families, standard_corruptions
+
+    given = [c for c in corruptions if c != "none"]
+    fam, by = families(), {}
+    for i, item in enumerate(given):
+        for c in standard_corruptions() if item == "all" else fam.get(item, [item]):
+            if c in by:
+                held = [f"{h} holds it" for h in dict.fromkeys((by[c], item)) if h != c]
+                repeated = item if item in given[:i] else c
+                raise ValueError(
+                    f"corruptions (--corruptions) {','.join(corruptions)!r} name {repeated} twice"
+                    + (f" ({', '.join(held)})" if repeated == c and held else "")
+                    + ": each corrupted set is scored once, and the repeat would be dropped without a word; name "
+                    f"{repeated} once"
+                )
+            by[c] = item
+    twice = [s for i, s in enumerate(severities) if s in severities[:i]]
+    if twice:
+        raise ValueError(
+            f"severities (--severities) {','.join(map(str, severities))!r} name {twice[0]} twice: each corrupted set is "
+            f"scored once, and the repeat would be dropped without a word; give each severity once"
+        )
 
 
 def check_settings(settings: ShiftSettings, data: Any = None) -> "list[tuple[str, Any]]":
@@ -131,8 +227,10 @@ def check_settings(settings: ShiftSettings, data: Any = None) -> "list[tuple[str
     image size and the OOD sets' data keys are checked too (their files are read only when used).
 
     Raises:
-        ValueError: unknown corruptions or severities, ``none`` named with corruptions or with OOD sets, a negative
-            ``examples``, malformed OOD sets, repeated OOD names, or images smaller than the corruptions accept.
+        ValueError: unknown corruptions or severities, a corruption or a severity named twice (in a family too),
+            ``none`` named with corruptions or with OOD sets, a negative ``examples``, malformed OOD sets, repeated OOD
+            names, an OOD set of the run's own data (its source and one of its splits), or images smaller than the
+            corruptions accept.
     """
     from harness.shift.corruptions import MIN_SIDE, resolve, set_name
 
@@ -148,6 +246,7 @@ def check_settings(settings: ShiftSettings, data: Any = None) -> "list[tuple[str
             f"none alone for the clean set only, or only the corruptions ({others})"
         )
     pairs = resolve(settings.corruptions, settings.severities)
+    _check_repeats(named, list(settings.severities))
     image_size = None if data is None else data.image_size
     if pairs and image_size is not None and image_size < MIN_SIDE:
         raise ValueError(
@@ -169,7 +268,7 @@ def check_settings(settings: ShiftSettings, data: Any = None) -> "list[tuple[str
             raise ValueError(f"OOD set name {name!r} is given twice: give each OOD set its own name")
         seen.add(name)
         if keys and data is not None:
-            ood_data(keys, data)
+            _check_other_data(name, *ood_data(keys, data, name), data, settings.split or data.eval_split)
         if name == "blobs" and not keys:  # a missing optional package is named before any work
             from harness.extras import require
 

@@ -1,0 +1,107 @@
+"""The data keys an evaluation of a trained model reads (``harness import``, an OOD set of ``harness shift``), and the
+refusal of the others: a training-only key (augmentation, label noise, ``limit_train``, ``batch_size``...) given to a
+command that only evaluates would be accepted and ignored, its value recorded beside results it did not change."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Optional, Sequence
+
+#: the data keys an evaluation reads (one list for every evaluating command): where the data is and which of it
+#: (``source``, ``path``, ``name``, ``eval_split``, ``heldout_split``, ``num_classes``, ``image_key``, ``label_key``,
+#: ``limit_eval``; ``label_set`` and ``multilabel``: cifar10n's labels on its training splits, of which a held-out
+#: split such as ``val5k`` is one), how it is read (``loader``, ``cache_dir``, ``allow_outside_root``,
+#: ``eval_batch_size``, ``num_workers``) and how it is shown to the model (``image_size``, ``eval_resize``: the
+#: centre crop). Each of the others is in :data:`TRAINING_KEYS`.
+EVAL_KEYS = (
+    "source",
+    "path",
+    "name",
+    "eval_split",
+    "heldout_split",
+    "label_set",
+    "multilabel",
+    "num_classes",
+    "image_key",
+    "label_key",
+    "image_size",
+    "eval_resize",
+    "loader",
+    "cache_dir",
+    "allow_outside_root",
+    "eval_batch_size",
+    "num_workers",
+    "limit_eval",
+)
+
+_VIEW = "an evaluation shows each image's centre crop (image_size, from the short side resized to eval_resize)"
+#: the data keys only training reads: what each sets, and the key an evaluation reads instead (or None)
+TRAINING_KEYS = {
+    "train_split": ("the training split", "eval_split"),
+    "label_noise": ("noise added to the training labels; an evaluation scores the data's own labels", None),
+    "limit_train": ("the number of training examples", "limit_eval"),
+    "batch_size": ("the training batch", "eval_batch_size"),
+    "crop_scale": (f"training augmentation (the random resized crop), and {_VIEW}", None),
+    "crop_padding": (f"training augmentation (the random translation), and {_VIEW}", None),
+    "hflip": (f"training augmentation (the random flip), and {_VIEW}", None),
+    "shuffle_buffer": ("the shuffling of training shards", None),
+}
+
+
+def override_items(overrides: Sequence[str]) -> "list[tuple[str, str, str]]":
+    """``key=value`` data overrides (with or without the ``data.`` prefix) as ``(key, value, top-level key)``:
+    ``label_noise.rate=0.5`` -> ``("label_noise.rate", "0.5", "label_noise")``."""
+    out = []
+    for o in overrides:
+        key, _, value = str(o).partition("=")
+        key = key.strip()
+        key = key[len("data.") :] if key.startswith("data.") else key
+        out.append((key, value.strip(), key.split(".")[0]))
+    return out
+
+
+def check_eval_keys(
+    overrides: Sequence[str],
+    cfg: Any,
+    reader: str,
+    splits: Sequence[Optional[str]],
+    read: Sequence[str] = EVAL_KEYS,
+    unread: Optional[Mapping[str, str]] = None,
+) -> None:
+    """The data keys a user gave a command that only evaluates (``overrides``: ``key=value``, an OOD spec's pairs)
+    are keys it reads (``read``: :data:`EVAL_KEYS`, or a subset); the data ``cfg`` they made
+    (:class:`harness.data.config.DataConfig`) sets no key its source does not read
+    (:data:`harness.data.config.SOURCE_KEYS`, as a run checks it); a ``label_set`` given for cifar10n is read by one
+    of ``splits`` (the splits evaluated), a training split. ``reader`` names the command in the messages
+    (``harness import``); ``unread`` maps other keys ``read`` leaves out to why.
+
+    Raises:
+        ValueError: naming the key, its value, the rule and the fix.
+    """
+    from dataclasses import fields
+
+    from harness.data.config import SOURCE_KEYS
+    from harness.rules import check_unread_keys
+
+    known = {f.name for f in fields(cfg)}
+    for key, value, top in override_items(overrides):
+        if top in read or top not in known:  # an unknown key is named by the config's own check
+            continue
+        why, instead = TRAINING_KEYS.get(top, (None, None))
+        if top in (unread or {}):
+            why, instead = unread[top], None
+        fix = f" (give {instead}={value} for the evaluated split)" if instead in read else ""
+        raise ValueError(
+            f"{key}={value} is not read by {reader}, which only evaluates: {top} sets {why}; remove {key}={value}{fix}"
+        )
+    check_unread_keys(cfg, "data", "source", SOURCE_KEYS, "source")
+    given = {top for _, _, top in override_items(overrides)}
+    if "label_set" in given and cfg.source == "cifar10n":
+        from harness.data.sources import CIFAR10N_TRAIN_SPLITS
+
+        if not any(s in CIFAR10N_TRAIN_SPLITS for s in splits):
+            raise ValueError(
+                f"label_set={cfg.label_set} is read only on cifar10n's training splits "
+                f"({', '.join(CIFAR10N_TRAIN_SPLITS)}), and {reader} evaluates {', '.join(s for s in splits if s)} "
+                f"(clean CIFAR-10 labels): remove label_set={cfg.label_set}, or evaluate a training split "
+                "(e.g. heldout_split=val5k)"
+            )
