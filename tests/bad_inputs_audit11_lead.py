@@ -342,3 +342,33 @@ def _output_dir_tilde(tmp):
     assert cfg.output_dir == os.path.join(os.path.expanduser("~"), "h11run"), cfg.output_dir
     assert "~" not in str(cfg.run_dir), cfg.run_dir
     return "~/h11run read as the home folder's h11run (validate expands it; nothing is made)"
+
+
+# ------------------------------------------------------------------------------ A11-26: splits of other classes
+@bad_input(
+    "upstream",
+    "image_folder whose test split lacks class b (audit11 A11-26: 'differ in classes or label type', naming neither "
+    "the classes nor the folders, with no fix)",
+    CLI_ERROR,
+    r"train split 'train' \(.*imf.*\) and eval split 'test' \(.*\) differ in classes \(the eval split lacks 'b'\): "
+    r"every split needs every class.*an empty class folder will do",
+)
+def _image_folder_classes_differ(tmp):
+    from PIL import Image
+
+    for split, classes in (("train", "abcd"), ("test", "acd")):
+        for c in classes:
+            (tmp / "imf" / split / c).mkdir(parents=True)
+            for i in range(4):
+                Image.new("RGB", (16, 16), (i * 40, 0, 0)).save(tmp / "imf" / split / c / f"{i}.png")
+    from harness.cli import main
+
+    settings = ["data.source=image_folder", f"data.path={tmp / 'imf'}", "data.label_noise=null", "data.image_size=16"]
+    settings += ["data.eval_resize=16", "data.batch_size=4", "train.epochs=1", f"output_dir={tmp / 'r'}"]
+    try:
+        main(
+            ["upstream", "--no-progress", "--config", str(CONFIGS / "digits_hom.yaml"), *settings],
+            standalone_mode=False,
+        )
+    finally:  # the data is read under the run folder's lock: the lock alone is there
+        assert {f.name for f in (tmp / "r").iterdir()} <= {".lock"}, "work started before the error"

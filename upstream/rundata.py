@@ -61,6 +61,39 @@ class RunData:
     world: int
 
 
+def _check_same_classes(train: Any, evaluation: Any, train_split: str, eval_split: str) -> None:
+    """The training and evaluation splits name the same classes in the same order, with the same kind of label.
+
+    Raises:
+        ValueError: naming the classes one split lacks (or the order that differs), both splits' data and the fix.
+    """
+    where = (
+        f"train split {train_split!r} ({train.description}) and eval split {eval_split!r} ({evaluation.description})"
+    )
+    if train.multilabel != evaluation.multilabel:
+        kinds = ["label sets" if d.multilabel else "single labels" for d in (train, evaluation)]
+        raise ValueError(f"{where} differ in label type ({kinds[0]} and {kinds[1]}): give both splits one kind")
+    a, b = list(train.class_names), list(evaluation.class_names)
+    if a == b:
+        return
+    only_train, only_eval = [c for c in a if c not in b], [c for c in b if c not in a]
+    if only_train or only_eval:
+        lacks = "; ".join(
+            f"{name} lacks {', '.join(map(repr, missing[:10]))}{' ...' if len(missing) > 10 else ''}"
+            for name, missing in (("the eval split", only_train), ("the train split", only_eval))
+            if missing
+        )
+        raise ValueError(
+            f"{where} differ in classes ({lacks}): every split needs every class, in the same order (class k is the "
+            "model's output k); add the missing class (for an image folder, an empty class folder will do), or "
+            "remove it from the other split"
+        )
+    raise ValueError(
+        f"{where} name the same classes in another order ({a[:10]} and {b[:10]}): class k is the model's output k, so "
+        "the orders must agree; fix the class list of one split"
+    )
+
+
 def read_run_data(cfg: UpstreamConfig, rank: int, world: int) -> RunData:
     """Read the splits, draw the label noise, fit the labels to the link, check the sizes, set up the loss and make
     the loaders of process ``rank`` of ``world``.
@@ -77,11 +110,7 @@ def read_run_data(cfg: UpstreamConfig, rank: int, world: int) -> RunData:
     eval_base = read_split(cfg.data, cfg.data.eval_split)
     if stream and cfg.data.heldout_split:
         shard_split(cfg.data, cfg.data.heldout_split)  # a missing pack is named now, not after training
-    if train_base.class_names != eval_base.class_names or train_base.multilabel != eval_base.multilabel:
-        raise ValueError(
-            f"train split {cfg.data.train_split!r} and eval split {cfg.data.eval_split!r} differ in "
-            "classes or label type"
-        )
+    _check_same_classes(train_base, eval_base, cfg.data.train_split, cfg.data.eval_split)
     clean_labels = None if stream else train_base.labels
     train_base, noise_info = _noisy_training(cfg, train_base)
     link = cfg.model.head.get("link", "softmax")

@@ -26,7 +26,7 @@ ARRAY_SOURCES = ("digits", "cifar10n")
 SOURCE_KEYS = {
     "digits": (),
     "cifar10n": ("path", "label_set", "multilabel"),
-    "image_folder": ("path",),
+    "image_folder": ("path", "allow_outside_root"),
     "tfds": ("path", "name", "image_key", "label_key"),
     "manifest": ("path", "allow_outside_root"),
     "shards": ("path", "multilabel", "shuffle_buffer"),
@@ -65,8 +65,9 @@ class DataConfig:
             source, any image size); ``auto`` takes ``array`` where the source supports it
             (digits, cifar10n) and ``pil`` elsewhere.
         cache_dir: folder of the decoded-image cache (default ``$HARNESS_CACHE`` or ``~/.cache/harness``).
-        allow_outside_root: let manifest entries name images outside the manifest's folder (``../``,
-            absolute paths); off by default, so a list from elsewhere cannot read arbitrary files.
+        allow_outside_root: let manifest entries name images outside the manifest's folder (``../``, absolute
+            paths), and an image folder's links point out of ``path``; off by default, so a list or a folder from
+            elsewhere cannot read arbitrary files.
         batch_size, eval_batch_size, num_workers: loader settings (batch per process; workers of
             the ``pil`` loader).
         limit_train, limit_eval: use only the first N examples (quick runs); 0 = all.
