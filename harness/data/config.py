@@ -17,6 +17,22 @@ STREAM_SOURCES = ("shards",)
 LOADERS = ("auto", "array", "pil")
 #: cifar10n's training label sets (``data.label_set``; its ``<name>_label`` columns, :mod:`harness.data.sources`)
 LABEL_SETS = ("clean", "aggre", "random1", "random2", "random3", "worse")
+#: the data keys that say which data a split is (the source, where it is, its labels and classes) and where and how its
+#: images may be read from: every reader of a split reads them (a run; an evaluation,
+#: :data:`harness.data.eval_keys.EVAL_KEYS`; ``harness data pack``, :data:`harness.data.pack.PACK_KEYS`)
+WHICH_DATA_KEYS = (
+    "source",
+    "path",
+    "name",
+    "heldout_split",
+    "label_set",
+    "multilabel",
+    "num_classes",
+    "image_key",
+    "label_key",
+    "cache_dir",
+    "allow_outside_root",
+)
 #: sources whose splits hold their images in one array (``ImageDataset.pixels``): ``data.loader=auto`` reads them with
 #: the ``array`` loader, and ``input_dependent`` label noise needs them
 ARRAY_SOURCES = ("digits", "cifar10n")

@@ -6,28 +6,19 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Optional, Sequence
 
+from harness.data.config import WHICH_DATA_KEYS
+
 #: the data keys an evaluation reads (one list for every evaluating command): where the data is and which of it
 #: (``source``, ``path``, ``name``, ``eval_split``, ``heldout_split``, ``num_classes``, ``image_key``, ``label_key``,
 #: ``limit_eval``; ``label_set`` and ``multilabel``: cifar10n's labels on its training splits, of which a held-out
 #: split such as ``val5k`` is one), how it is read (``loader``, ``cache_dir``, ``allow_outside_root``,
 #: ``eval_batch_size``, ``num_workers``) and how it is shown to the model (``image_size``, ``eval_resize``: the
 #: centre crop). Each of the others is in :data:`TRAINING_KEYS`.
-EVAL_KEYS = (
-    "source",
-    "path",
-    "name",
+EVAL_KEYS = WHICH_DATA_KEYS + (
     "eval_split",
-    "heldout_split",
-    "label_set",
-    "multilabel",
-    "num_classes",
-    "image_key",
-    "label_key",
     "image_size",
     "eval_resize",
     "loader",
-    "cache_dir",
-    "allow_outside_root",
     "eval_batch_size",
     "num_workers",
     "limit_eval",

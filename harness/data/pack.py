@@ -20,7 +20,7 @@ from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
-from harness.data.config import SOURCE_KEYS, SOURCES, STREAM_SOURCES, DataConfig
+from harness.data.config import SOURCE_KEYS, SOURCES, STREAM_SOURCES, WHICH_DATA_KEYS, DataConfig
 from harness.data.dataset import ImageDataset
 from harness.data.shard_index import INDEX_FORMAT, INDEX_NAME, labels_digest, read_index, shard_name
 from harness.io import (
@@ -43,23 +43,7 @@ KEEP_ENCODED = {"jpg": "jpg", "jpeg": "jpg", "png": "png"}
 #: ``shuffle_buffer``; ``eval_split``, which ``--split`` replaces) given as an override is refused
 #: (:func:`source_config`); in a run config given as SOURCE they are the run's settings, left for the run that reads
 #: the shards
-PACK_KEYS = (
-    "source",
-    "path",
-    "name",
-    "train_split",
-    "heldout_split",
-    "label_set",
-    "multilabel",
-    "num_classes",
-    "image_key",
-    "label_key",
-    "label_noise",
-    "cache_dir",
-    "allow_outside_root",
-    "limit_train",
-    "limit_eval",
-)
+PACK_KEYS = WHICH_DATA_KEYS + ("train_split", "label_noise", "limit_train", "limit_eval")
 
 
 def _labels_digest(ds: ImageDataset) -> str:
