@@ -98,6 +98,16 @@ def read_records(path: Path) -> "dict[str, dict]":
 
 
 def _execute(specs: "list[dict]", executor: str, folder: Path, slurm: dict) -> "list[dict]":
+    """Run ``specs`` with ``executor``: in this process (``local``), as submitit jobs on this machine
+    (``submitit-local``: ``slurm``'s ``timeout_min``, default 600 min, and ``visible_gpus``, one GPU a job), or as a
+    SLURM job array (``slurm``: ``submitit.AutoExecutor(cluster="slurm")`` with the ``slurm`` parameters, never the
+    local fall-back AutoExecutor picks on a machine without SLURM). Returns one record per spec, in order.
+
+    Raises:
+        ValueError: ``slurm`` on a machine without SLURM (submitit finds no ``srun``), or parameters submitit refuses
+            (its text's first line, after the ``--slurm`` options); the sweep checks both before any work
+            (:mod:`harness.training.slurm`).
+    """
     if executor == "local" or not specs:
         return [run_one(s) for s in specs]
     from harness.extras import require
@@ -111,7 +121,19 @@ def _execute(specs: "list[dict]", executor: str, folder: Path, slurm: dict) -> "
             timeout_min=slurm.get("timeout_min", 600), gpus_per_node=1 if gpus else 0, visible_gpus=tuple(gpus)
         )
     else:
-        ex = submitit.AutoExecutor(folder=str(folder))
-        ex.update_parameters(**{k: v for k, v in slurm.items() if k != "visible_gpus"})
+        given = {k: v for k, v in slurm.items() if k != "visible_gpus"}
+        try:
+            ex = submitit.AutoExecutor(folder=str(folder), cluster="slurm")
+        except RuntimeError as e:  # no srun: not on a SLURM cluster
+            raise ValueError(
+                f"--executor slurm: {e} Submit from a machine of the cluster (a login node), or use "
+                "--executor submitit-local on this machine"
+            ) from e
+        try:
+            ex.update_parameters(**given)
+        except (ValueError, TypeError, NameError, AssertionError) as e:  # submitit's errors for unknown or bad values
+            raise ValueError(
+                f"--slurm {' '.join(f'{k}={v}' for k, v in given.items())}: {str(e).splitlines()[0]}"
+            ) from e
     jobs = ex.map_array(run_one, specs)
     return [j.result() for j in jobs]

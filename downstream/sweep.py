@@ -40,6 +40,7 @@ from harness.progress import duration
 from harness.tasks.catalogue import Task
 from harness.tasks.taskset import check_tasks, custom_spec, expand_tasks
 from harness.training.precision import check_device
+from harness.training.slurm import check_slurm_available, check_slurm_keys
 
 EXECUTORS = ("local", "submitit-local", "slurm")
 
@@ -145,7 +146,10 @@ def sweep(
 
     Raises:
         ValueError: no task, an unknown task, executor or tracker; a tracker not installed; a device this machine lacks; bad
-            data; weights that do not fit the architecture, or none offline; an output folder of another sweep.
+            data; weights that do not fit the architecture, or none offline; an output folder of another sweep; a
+            ``slurm`` key the executor does not read (:func:`harness.training.slurm.check_slurm_keys`; ``slurm``'s
+            ``visible_gpus`` is ``--gpus``, read by ``submitit-local``); ``slurm`` on a machine without ``sbatch`` or
+            ``srun`` (:func:`harness.training.slurm.check_slurm_available`).
         FileNotFoundError: no upstream checkpoint or weights file; missing data.
     """
     from harness.downstream.processes import Processes, SweepLog, processes
@@ -153,6 +157,9 @@ def sweep(
 
     if executor not in EXECUTORS:
         raise ValueError(f"unknown executor {executor!r}: use one of {', '.join(EXECUTORS)}")
+    # the --slurm keys this executor reads (visible_gpus: --gpus, for submitit-local), then SLURM's programs
+    check_slurm_keys(executor, {k: v for k, v in (slurm or {}).items() if k != "visible_gpus"})
+    check_slurm_available(executor)
     if not any(str(t).strip() for t in tasks):
         raise ValueError(
             f"tasks (--tasks) {list(tasks)!r} names no task, and a sweep over no task has no score: give task names "

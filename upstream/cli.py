@@ -45,7 +45,7 @@ from harness.training.slurm import slurm_parameters
     multiple=True,
     metavar="KEY=VALUE",
     help="submitit parameter, e.g. slurm_partition=gpu, timeout_min=4320, cpus_per_task=10, "
-    "slurm_signal_delay_s=120 (repeat the option).",
+    "slurm_signal_delay_s=120 (repeat the option); submitit-local reads timeout_min only.",
 )
 @click.option(
     "--max-timeouts",

@@ -52,6 +52,7 @@ import submitit
 from submitit.helpers import Checkpointable, DelayedSubmission, TorchDistributedEnvironment
 
 from harness.config import to_yaml
+from harness.training.slurm import check_slurm_available, check_slurm_keys
 from harness.upstream.config import UpstreamConfig, validate
 from harness.upstream.train import Preempted, _check_existing, check_output, run
 
@@ -338,12 +339,24 @@ def submit(
 
     Raises:
         ValueError: a bad config or resources; a run folder holding another config's run, or an interrupted run
-            started with another number of processes; a submitit parameter it does not know, or one that
-            ``resources`` gives; ``slurm`` on a machine without SLURM (no ``srun``).
+            started with another number of processes; a ``--slurm`` key the executor does not read
+            (:func:`harness.training.slurm.check_slurm_keys`: under ``submitit-local`` all but ``timeout_min``), or
+            one that ``resources`` gives; a value submitit refuses; ``slurm`` on a machine without SLURM (no
+            ``sbatch`` or ``srun``: :func:`harness.training.slurm.check_slurm_available`).
     """
     if executor == "local":
         raise ValueError("submit() submits a job: executor submitit-local or slurm (local: harness.upstream.train.run)")
     check_resources(executor, resources)
+    clash = sorted(
+        set(parameters or {})
+        & {"nodes", "tasks_per_node", "gpus_per_node", "slurm_nodes", "slurm_ntasks_per_node", "slurm_gpus_per_node"}
+    )
+    if clash:
+        raise ValueError(
+            f"--slurm {', '.join(clash)}: give the processes with --nodes, --gpus-per-node and --tasks-per-node"
+        )
+    check_slurm_keys(executor, parameters or {})  # the keys this executor reads, then SLURM's programs
+    check_slurm_available(executor)
     validate(cfg)
     run_dir = Path(cfg.run_dir()).resolve()
     status = _check_existing(run_dir, to_yaml(cfg))
@@ -360,14 +373,6 @@ def submit(
         )
     if not isinstance(max_timeouts, int) or max_timeouts < 0:
         raise ValueError(f"--max-timeouts must be a whole number >= 0, got {max_timeouts!r}")
-    clash = sorted(
-        set(parameters or {})
-        & {"nodes", "tasks_per_node", "gpus_per_node", "slurm_nodes", "slurm_ntasks_per_node", "slurm_gpus_per_node"}
-    )
-    if clash:
-        raise ValueError(
-            f"--slurm {', '.join(clash)}: give the processes with --nodes, --gpus-per-node and --tasks-per-node"
-        )
     cluster = "local" if executor == "submitit-local" else "slurm"
     folder = Path(folder) if folder is not None else run_dir / "submitit"
     try:

@@ -9,7 +9,7 @@ import click
 from harness.cli.options import _model_source, _source_folder, overwrite_option, seed_option
 from harness.heads.variants import TRANSFER_HEADS, TRANSFER_NUM_FACTORS, VARIANTS
 from harness.training.precision import ACCEPTED
-from harness.training.slurm import slurm_parameters
+from harness.training.slurm import check_slurm_keys, slurm_parameters
 from harness.training.trackers import FOLDERS as TRACKER_FOLDERS
 
 #: what harness downstream writes in its --out folder (``reliability_<group>.png`` too); ``predictions``, the trackers'
@@ -46,10 +46,12 @@ def _check_sweep_out(out: Path, overwrite: bool) -> None:
 
 def _check_executor_options(executor: str, gpus: str, slurm_opts: "tuple[str, ...]") -> None:
     """Refuse, before any work, ``--gpus`` and ``--slurm`` under an executor that would ignore them: ``--gpus`` is
-    read by ``submitit-local`` only, ``--slurm`` by ``slurm`` (and ``submitit-local``, for ``timeout_min``).
+    read by ``submitit-local`` only, ``--slurm`` by ``slurm`` (and ``submitit-local``, for ``timeout_min``); each
+    ``--slurm`` key by the rule of :func:`harness.training.slurm.check_slurm_keys` (the one both stages use).
 
     Raises:
         click.UsageError: naming the option, its value and the executor it needs.
+        click.BadParameter: a ``--slurm`` option that is not key=value.
     """
     if gpus and executor != "submitit-local":
         raise click.UsageError(
@@ -61,6 +63,10 @@ def _check_executor_options(executor: str, gpus: str, slurm_opts: "tuple[str, ..
             f"--slurm {' '.join(slurm_opts)} describes SLURM jobs, which --executor local (the default: runs in "
             "this process) does not submit: add --executor slurm, or leave out --slurm"
         )
+    try:
+        check_slurm_keys(executor, slurm_parameters(slurm_opts))
+    except ValueError as e:
+        raise click.UsageError(str(e)) from e
 
 
 def _task_names(tasks: "tuple[str, ...]", data_dir: "str | None", allow_outside_paths: bool) -> "list[str]":
@@ -193,7 +199,12 @@ def _task_names(tasks: "tuple[str, ...]", data_dir: "str | None", allow_outside_
     help="In this process; one process per run (per GPU with --gpus); SLURM jobs.",
 )
 @click.option("--gpus", default="", help="submitit-local: GPU ids to spread runs over, e.g. 0,1,2,3.")
-@click.option("--slurm", "slurm_opts", multiple=True, help="SLURM parameter key=value (slurm_partition=gpu ...).")
+@click.option(
+    "--slurm",
+    "slurm_opts",
+    multiple=True,
+    help="submitit parameter key=value (slurm_partition=gpu ...); submitit-local reads timeout_min only.",
+)
 @click.option(
     "--mixed-precision",
     type=click.Choice(ACCEPTED),

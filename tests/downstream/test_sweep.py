@@ -1,6 +1,7 @@
 """VTAB-1k sweeps: selection, final runs, the table, resumption after a kill, submitit, bad input."""
 
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -102,6 +103,40 @@ def test_submitit_local_executor_runs_real_processes(upstream, tmp_path):
     result = sweep(upstream, ["demo_count"], tmp_path, settings, executor="submitit-local")
     assert set(result["tasks"]) == {"demo_count"}
     assert list((tmp_path / "jobs").glob("*_result.pkl"))  # submitit's own job outputs
+
+
+def test_slurm_jobs_go_to_slurm_or_nowhere(tmp_path, monkeypatch):
+    """audit11 A11-24/25: the SLURM job array is submitit's SLURM executor (cluster="slurm"), never the local
+    fall-back AutoExecutor picks without SLURM; a key submitit refuses is a ValueError naming it, not its NameError."""
+    pytest.importorskip("submitit")
+    from submitit.slurm.test_slurm import mocked_slurm  # submitit's own stand-in for SLURM
+
+    from harness.downstream.records import _execute
+
+    monkeypatch.setenv("PATH", str(tmp_path / "bin"))  # no srun: AutoExecutor alone would run the jobs here
+    with pytest.raises(ValueError, match=r"--executor slurm: .*srun.* Submit from a machine of the cluster"):
+        _execute([{"key": "k"}], "slurm", tmp_path / "jobs", {"slurm_partition": "gpu"})
+    with mocked_slurm(), pytest.raises(ValueError, match=r"--slurm bogus_key=1: Unknown executor 'bogus'"):
+        _execute([{"key": "k"}], "slurm", tmp_path / "jobs", {"bogus_key": 1})
+
+
+def test_slurm_keys_are_checked_before_any_work(upstream, tmp_path, monkeypatch):
+    """audit11 A11-23..25: sweep() refuses a --slurm key its executor does not read, and --executor slurm without
+    sbatch/srun, before the model is loaded or anything is written."""
+    monkeypatch.setenv("PATH", str(tmp_path / "bin"))
+    out = tmp_path / "out"
+    cases = [
+        ("submitit-local", {"slurm_partition": "gpu"}, "reads only timeout_min of --slurm"),
+        ("slurm", {"bogus_key": 1}, "bogus_key is not among the submitit parameters --executor slurm reads"),
+        ("slurm", {"slurm_partition": "gpu"}, "this machine has no sbatch and no srun on its PATH"),
+    ]
+    for executor, slurm, message in cases:
+        with pytest.raises(ValueError, match=re.escape(message)):
+            sweep(upstream, ["demo_count"], out, TINY, executor=executor, slurm=slurm)
+    assert not out.exists()
+    # --gpus travels as visible_gpus, which submitit-local reads
+    with pytest.raises(ValueError, match="unknown task"):
+        sweep(upstream, ["nope"], out, TINY, executor="submitit-local", slurm={"visible_gpus": [0], "timeout_min": 5})
 
 
 def test_bad_input(upstream, tmp_path):

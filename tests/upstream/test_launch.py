@@ -9,6 +9,7 @@ import shutil
 import signal
 import time
 from pathlib import Path
+from unittest import mock
 
 import numpy as np
 import psutil
@@ -171,7 +172,8 @@ def test_a_slurm_job_asks_for_the_nodes_gpus_and_preemption_signal(tmp_path):
     from submitit.slurm.test_slurm import mocked_slurm  # submitit's own stand-in for sbatch
 
     cfg = _cfg(tmp_path / "run")
-    with mocked_slurm():
+    programs = {"srun": "/usr/bin/srun", "sbatch": "/usr/bin/sbatch"}  # SLURM's programs, as a login node has them
+    with mocked_slurm(), mock.patch("shutil.which", programs.get):
         job = submit(
             cfg,
             "slurm",
@@ -250,9 +252,15 @@ def test_a_slurm_task_exports_its_rank_world_size_and_master(monkeypatch):
         (["--executor", "submitit-local", "train.epochs=0"], "train.epochs must be >= 1"),
         pytest.param(
             ["--executor", "slurm"],
-            "Submit from a machine of the cluster",
-            marks=pytest.mark.skipif(shutil.which("srun") is not None, reason="a SLURM machine"),
+            "this machine has no sbatch and no srun on its PATH (not a SLURM cluster): submit from a machine of the "
+            "cluster (a login node), or use --executor submitit-local",
+            marks=pytest.mark.skipif(bool(shutil.which("srun") or shutil.which("sbatch")), reason="a SLURM machine"),
         ),
+        (
+            ["--executor", "submitit-local", "--slurm", "slurm_partition=gpu"],
+            "--executor submitit-local runs the jobs on this machine and reads only timeout_min of --slurm",
+        ),
+        (["--executor", "slurm", "--slurm", "partition=gpu"], "(did you mean slurm_partition?)"),
     ],
 )
 def test_bad_launches_are_refused_before_anything_is_submitted(tmp_path, args, message):
