@@ -97,9 +97,20 @@ def read_records(path: Path) -> "dict[str, dict]":
     return out
 
 
+#: a fine-tune job's time limit (minutes) when ``--slurm timeout_min`` is not given, under both submitit executors
+#: (submitit's own default, 5 minutes, would end most fine-tunes on a cluster)
+JOB_TIMEOUT_MIN = 600
+
+
+def slurm_job_parameters(slurm: dict) -> dict:
+    """The parameters of a SLURM fine-tune job: the ``--slurm`` ones (``visible_gpus``, ``--gpus`` of submitit-local,
+    left out), with ``timeout_min`` :data:`JOB_TIMEOUT_MIN` unless given."""
+    return {"timeout_min": JOB_TIMEOUT_MIN, **{k: v for k, v in slurm.items() if k != "visible_gpus"}}
+
+
 def _execute(specs: "list[dict]", executor: str, folder: Path, slurm: dict) -> "list[dict]":
     """Run ``specs`` with ``executor``: in this process (``local``), as submitit jobs on this machine
-    (``submitit-local``: ``slurm``'s ``timeout_min``, default 600 min, and ``visible_gpus``, one GPU a job), or as a
+    (``submitit-local``: ``slurm``'s ``timeout_min``, default :data:`JOB_TIMEOUT_MIN`, and ``visible_gpus``, one GPU a job), or as a
     SLURM job array (``slurm``: ``submitit.AutoExecutor(cluster="slurm")`` with the ``slurm`` parameters, never the
     local fall-back AutoExecutor picks on a machine without SLURM). Returns one record per spec, in order.
 
@@ -118,10 +129,12 @@ def _execute(specs: "list[dict]", executor: str, folder: Path, slurm: dict) -> "
         ex = submitit.LocalExecutor(folder=str(folder))
         gpus = slurm.get("visible_gpus") or ()
         ex.update_parameters(
-            timeout_min=slurm.get("timeout_min", 600), gpus_per_node=1 if gpus else 0, visible_gpus=tuple(gpus)
+            timeout_min=slurm.get("timeout_min", JOB_TIMEOUT_MIN),
+            gpus_per_node=1 if gpus else 0,
+            visible_gpus=tuple(gpus),
         )
     else:
-        given = {k: v for k, v in slurm.items() if k != "visible_gpus"}
+        given = slurm_job_parameters(slurm)
         try:
             ex = submitit.AutoExecutor(folder=str(folder), cluster="slurm")
         except RuntimeError as e:  # no srun: not on a SLURM cluster
@@ -133,7 +146,7 @@ def _execute(specs: "list[dict]", executor: str, folder: Path, slurm: dict) -> "
             ex.update_parameters(**given)
         except (ValueError, TypeError, NameError, AssertionError) as e:  # submitit's errors for unknown or bad values
             raise ValueError(
-                f"--slurm {' '.join(f'{k}={v}' for k, v in given.items())}: {str(e).splitlines()[0]}"
+                f"--slurm {' '.join(f'{k}={v}' for k, v in slurm.items() if k != 'visible_gpus')}: {str(e).splitlines()[0]}"
             ) from e
     jobs = ex.map_array(run_one, specs)
     return [j.result() for j in jobs]

@@ -372,3 +372,17 @@ def _image_folder_classes_differ(tmp):
         )
     finally:  # the data is read under the run folder's lock: the lock alone is there
         assert {f.name for f in (tmp / "r").iterdir()} <= {".lock"}, "work started before the error"
+
+
+@handled(
+    "downstream",
+    "--slurm slurm_use_srun=false (helper's note on audit11 A11-23: the text 'false' reached submitit, which reads any "
+    "non-empty text as true)",
+    r"read as the switch false",
+)
+def _slurm_switch_false(tmp):
+    from harness.training.slurm import slurm_parameters
+
+    got = slurm_parameters(["slurm_use_srun=false", "stderr_to_stdout=True", "timeout_min=60", "slurm_partition=gpu"])
+    assert got == {"slurm_use_srun": False, "stderr_to_stdout": True, "timeout_min": 60, "slurm_partition": "gpu"}, got
+    return "slurm_use_srun=false read as the switch false (True as true), numbers as numbers, names as text"

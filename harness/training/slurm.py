@@ -14,7 +14,8 @@ import click
 
 def slurm_parameters(options: Sequence[str]) -> dict:
     """``--slurm key=value`` pairs as submitit parameters: whole numbers and decimals become numbers
-    (``mem_gb=1.5`` is 1.5, ``timeout_min=60`` is 60), anything else stays text (``slurm_partition=gpu``).
+    (``mem_gb=1.5`` is 1.5, ``timeout_min=60`` is 60), ``true`` and ``false`` switches (``slurm_use_srun=false``),
+    anything else stays text (``slurm_partition=gpu``).
 
     Raises:
         click.BadParameter: a pair without ``=`` or without a key (the message shows the form).
@@ -27,6 +28,9 @@ def slurm_parameters(options: Sequence[str]) -> dict:
                 f"--slurm {opt!r}: expected key=value, e.g. --slurm slurm_partition=gpu", param_hint="--slurm"
             )
         out[key] = value
+        if value.strip().lower() in ("true", "false"):  # a switch (slurm_use_srun=false): the text "false" is truthy
+            out[key] = value.strip().lower() == "true"
+            continue
         for kind in (int, float):
             try:
                 out[key] = kind(value)

@@ -120,6 +120,18 @@ def test_slurm_jobs_go_to_slurm_or_nowhere(tmp_path, monkeypatch):
         _execute([{"key": "k"}], "slurm", tmp_path / "jobs", {"bogus_key": 1})
 
 
+def test_a_slurm_fine_tune_gets_the_jobs_time_limit_unless_given():
+    """Without --slurm timeout_min a SLURM fine-tune gets JOB_TIMEOUT_MIN (submitit's own default, 5 minutes, would
+    end most of them); a given one is kept; --gpus' visible_gpus is submitit-local's only."""
+    from harness.downstream.records import JOB_TIMEOUT_MIN, slurm_job_parameters
+
+    assert slurm_job_parameters({"slurm_partition": "gpu"}) == {
+        "timeout_min": JOB_TIMEOUT_MIN,
+        "slurm_partition": "gpu",
+    }
+    assert slurm_job_parameters({"timeout_min": 5, "visible_gpus": (0,)}) == {"timeout_min": 5}
+
+
 def test_slurm_keys_are_checked_before_any_work(upstream, tmp_path, monkeypatch):
     """audit11 A11-23..25: sweep() refuses a --slurm key its executor does not read, and --executor slurm without
     sbatch/srun, before the model is loaded or anything is written."""
