@@ -122,6 +122,7 @@ def _execute(specs: "list[dict]", executor: str, folder: Path, slurm: dict) -> "
     if executor == "local" or not specs:
         return [run_one(s) for s in specs]
     from harness.extras import require
+    from harness.training.slurm import update_parameters
 
     submitit = require("submitit", f"--executor {executor}")
 
@@ -142,11 +143,6 @@ def _execute(specs: "list[dict]", executor: str, folder: Path, slurm: dict) -> "
                 f"--executor slurm: {e} Submit from a machine of the cluster (a login node), or use "
                 "--executor submitit-local on this machine"
             ) from e
-        try:
-            ex.update_parameters(**given)
-        except (ValueError, TypeError, NameError, AssertionError) as e:  # submitit's errors for unknown or bad values
-            raise ValueError(
-                f"--slurm {' '.join(f'{k}={v}' for k, v in slurm.items() if k != 'visible_gpus')}: {str(e).splitlines()[0]}"
-            ) from e
+        update_parameters(ex, given, {k: v for k, v in slurm.items() if k != "visible_gpus"})
     jobs = ex.map_array(run_one, specs)
     return [j.result() for j in jobs]

@@ -52,7 +52,7 @@ import submitit
 from submitit.helpers import Checkpointable, DelayedSubmission, TorchDistributedEnvironment
 
 from harness.config import to_yaml
-from harness.training.slurm import check_slurm_available, check_slurm_keys
+from harness.training.slurm import check_slurm_available, check_slurm_keys, update_parameters
 from harness.upstream.config import UpstreamConfig, validate
 from harness.upstream.train import Preempted, _check_existing, check_output, run
 
@@ -390,11 +390,6 @@ def submit(
         "tasks_per_node": resources.per_node,
         "gpus_per_node": resources.gpus_per_node,
     }
-    try:
-        ex.update_parameters(**params)
-    except (ValueError, TypeError, NameError, AssertionError) as e:  # submitit's errors for unknown or bad values
-        raise ValueError(
-            f"--slurm {' '.join(f'{k}={v}' for k, v in (parameters or {}).items())}: {str(e).splitlines()[0]}"
-        ) from e
+    update_parameters(ex, params, parameters or {})
     submitter = os.getpid() if executor == "submitit-local" else None  # the local job ends with this process
     return ex.submit(PretrainJob(cfg, Path.cwd(), resources.gpus_per_node, submitter))

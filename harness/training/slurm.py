@@ -154,3 +154,18 @@ def check_slurm_available(executor: str) -> None:
             f"{' and no '.join(missing)} on its PATH (not a SLURM cluster): submit from a machine of the cluster (a "
             "login node), or use --executor submitit-local to run the jobs on this machine"
         )
+
+
+def update_parameters(executor: Any, parameters: Mapping[str, Any], given: Mapping[str, Any]) -> None:
+    """``executor.update_parameters(**parameters)`` (a submitit executor), submitit's refusal of a key or a value
+    (a ValueError, TypeError, NameError or AssertionError of its own) made one message naming the ``--slurm`` options
+    the user gave (``given``).
+
+    Raises:
+        ValueError: ``--slurm <given>: <submitit's first line>``.
+    """
+    try:
+        executor.update_parameters(**parameters)
+    except (ValueError, TypeError, NameError, AssertionError) as e:  # submitit's errors for unknown or bad values
+        shown = " ".join(f"{k}={v}" for k, v in given.items())
+        raise ValueError(f"--slurm {shown}: {str(e).splitlines()[0]}") from e
