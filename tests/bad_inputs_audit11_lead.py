@@ -50,7 +50,8 @@ def _path_on_digits(tmp):
     "upstream",
     "data.shuffle_buffer=5 and data.allow_outside_root=true with data.source=digits (audit11 A11-01: ignored)",
     CLI_ERROR,
-    r"data\.allow_outside_root=true is read only by data\.source=manifest, and this run's source is digits",
+    r"data\.allow_outside_root=true is read only by data\.source=image_folder or manifest, and this run's source is "
+    r"digits",
 )
 def _shard_and_manifest_keys_on_digits(tmp):
     _upstream(tmp, "data.allow_outside_root=true", "data.shuffle_buffer=5")
