@@ -16,6 +16,9 @@ from harness.shift.sets import ood_images, subset_rows, views
 from harness.shift.settings import SCHEMA, ShiftSettings, check_settings
 from harness.shift.store import clear_sets, load_set, save_set
 
+#: the lock of ``<run>/shift`` while :func:`predict_run` writes its sets (:class:`harness.io.RunLock`)
+SHIFT_LOCK = ".lock"
+
 
 def _spec_key(spec: dict) -> str:
     return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
@@ -93,7 +96,9 @@ def _check_run(run_dir: Path, settings: ShiftSettings, overwrite: bool = False) 
             "softmax models; leave this run out"
         )
     out = _check_shift_writable(run_dir, "run")
-    if out.is_dir() and not (out / "shift.json").is_file() and any(out.iterdir()) and not overwrite:
+    ours = {SHIFT_LOCK, SHIFT_LOCK + ".pid"}  # a writer's lock, left by a shift killed before its first set
+    strays = out.is_dir() and any(f.name not in ours for f in out.iterdir())
+    if strays and not (out / "shift.json").is_file() and not overwrite:
         raise ValueError(
             f"{out} exists and holds files harness shift did not write (no shift.json): move them, or "
             "give --overwrite (only the shift sets' own files are written there)"
@@ -200,11 +205,12 @@ def predict_run(
 
     Raises:
         FileNotFoundError: not a run folder, or no ``model.pt`` (an unfinished run).
-        ValueError: bad settings (:func:`check_settings`), a sigmoid (multi-label) model, or OOD
-            data that cannot be read.
+        ValueError: bad settings (:func:`check_settings`), a sigmoid (multi-label) model, OOD
+            data that cannot be read, or another ``harness shift`` writing this run's sets (``<run>/shift`` is locked
+            while they are written, :class:`harness.io.RunLock`).
     """
     from harness.data.sources import build_split
-    from harness.io import atomic_write_text, json_dumps
+    from harness.io import RunLock, atomic_write_text, json_dumps
     from harness.provenance import provenance
     from harness.uncertainty.predictions import Predictions
 
@@ -215,54 +221,56 @@ def predict_run(
     rows = subset_rows(len(base), settings.examples, settings.seed)
     key = _set_key(run_dir, cfg, data, base.description, split, rows, settings)
     out = run_dir / "shift"
-    spec = read_json(out / "shift.json")
-    if spec is not None and spec.get("key") != key:
-        progress(f"[shift] {run_dir.name}: model, data or subset changed; starting over")
-        clear_sets(run_dir, list(spec.get("sets", {})))
-        spec = None
+    busy = "another harness shift writes this run's shifted predictions; wait for it to finish"
+    with RunLock(out, SHIFT_LOCK, what=busy):  # one writer of <run>/shift at a time
+        spec = read_json(out / "shift.json")
+        if spec is not None and spec.get("key") != key:
+            progress(f"[shift] {run_dir.name}: model, data or subset changed; starting over")
+            clear_sets(run_dir, list(spec.get("sets", {})))
+            spec = None
 
-    done = dict(spec.get("sets", {})) if spec else {}
-    todo = [(n, s) for n, s in sets if done.get(n) != _spec_key(s) or not (out / n / "predictions.npz").is_file()]
-    record = {
-        "schema": SCHEMA,
-        "kind": "run",
-        "key": key,
-        "settings": asdict(settings),
-        "examples": int(len(rows)),
-        "eval_data": base.description,
-        "class_names": list(base.class_names),
-        **provenance(),
-    }
+        done = dict(spec.get("sets", {})) if spec else {}
+        todo = [(n, s) for n, s in sets if done.get(n) != _spec_key(s) or not (out / n / "predictions.npz").is_file()]
+        record = {
+            "schema": SCHEMA,
+            "kind": "run",
+            "key": key,
+            "settings": asdict(settings),
+            "examples": int(len(rows)),
+            "eval_data": base.description,
+            "class_names": list(base.class_names),
+            **provenance(),
+        }
 
-    def write_spec() -> None:
-        atomic_write_text(
-            out / "shift.json", json_dumps({**record, "sets": done, "order": [n for n, _ in sets]}, indent=1)
-        )
+        def write_spec() -> None:
+            atomic_write_text(
+                out / "shift.json", json_dumps({**record, "sets": done, "order": [n for n, _ in sets]}, indent=1)
+            )
 
-    if not todo:
-        write_spec()
+        if not todo:
+            write_spec()
+            return {**record, "sets": done}
+        clean = views(base, data, rows)
+        targets = base.targets()[rows]
+        ood = {
+            name: ood_images(s["name"], s["data"], data, len(rows), settings.seed)  # read before the model loads
+            for name, s in todo
+            if s["kind"] == "ood"
+        }
+        train = cfg.get("train") or {}
+        model, bf16 = _load_run_model(run_dir, train, base, device)
+        for n, (name, s) in enumerate(todo, 1):
+            images, index, y = _set_images(s, ood.get(name), clean, rows, targets, settings.seed, data.cache_dir)
+            logits, ent = _predict(model, images, data.eval_batch_size, bf16, bool(train.get("channels_last")), device)
+            preds = Predictions(
+                logits, np.asarray(y), np.asarray(index), list(base.class_names), "softmax", str(out / name)
+            )
+            save_set(path_under(out, name), preds, ent)
+            done[name] = _spec_key(s)
+            write_spec()
+            progress(f"[shift] {run_dir.name}: {name} ({n} of {len(todo)})")
+        del model
         return {**record, "sets": done}
-    clean = views(base, data, rows)
-    targets = base.targets()[rows]
-    ood = {
-        name: ood_images(s["name"], s["data"], data, len(rows), settings.seed)  # read before the model loads
-        for name, s in todo
-        if s["kind"] == "ood"
-    }
-    train = cfg.get("train") or {}
-    model, bf16 = _load_run_model(run_dir, train, base, device)
-    for n, (name, s) in enumerate(todo, 1):
-        images, index, y = _set_images(s, ood.get(name), clean, rows, targets, settings.seed, data.cache_dir)
-        logits, ent = _predict(model, images, data.eval_batch_size, bf16, bool(train.get("channels_last")), device)
-        preds = Predictions(
-            logits, np.asarray(y), np.asarray(index), list(base.class_names), "softmax", str(out / name)
-        )
-        save_set(path_under(out, name), preds, ent)
-        done[name] = _spec_key(s)
-        write_spec()
-        progress(f"[shift] {run_dir.name}: {name} ({n} of {len(todo)})")
-    del model
-    return {**record, "sets": done}
 
 
 def average_ensemble(ens_dir: "str | Path", progress: Callable[[str], None] = lambda s: None) -> dict:
