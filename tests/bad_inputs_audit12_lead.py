@@ -28,3 +28,27 @@ def _shift_twice_at_once(tmp):
             _cli("shift", "-m", str(run), "--corruptions", "gaussian_noise", "--severities", "1", "--ood", "none")
         finally:
             assert not (run / "shift" / "shift.json").exists(), "sets were written beside the other writer's"
+
+
+# ------------------------------------------------------------------------------ A12-15: names read from shift.json
+@bad_input(
+    "shift",
+    "a set named ../../victim added to a run's shift/shift.json, then harness shift with other settings (audit12 "
+    "A12-15: 'starting over' deleted runs/victim/predictions.npz)",
+    ValueError,
+    r"shift\.json names a set that is not a folder of .*shift .*nothing was removed; move it away",
+)
+def _shift_json_name_out(tmp):
+    import json
+
+    from harness.shift.store import clear_sets
+
+    run, victim = _run(str(tmp / "runs" / "base")), _run(str(tmp / "runs" / "victim"))
+    (run / "shift" / "clean").mkdir(parents=True)
+    (run / "shift" / "clean" / "predictions.npz").write_bytes(b"a set")
+    (run / "shift" / "shift.json").write_text(json.dumps({"sets": {"clean": "k", "../../victim": "k"}}))
+    try:
+        clear_sets(run, list(json.loads((run / "shift" / "shift.json").read_text())["sets"]))  # what starting over does
+    finally:
+        assert (victim / "predictions.npz").is_file(), "another run's predictions were deleted"
+        assert (run / "shift" / "clean" / "predictions.npz").is_file(), "a set was removed before the refusal"

@@ -8,7 +8,7 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from harness.io import read_json
+from harness.io import path_under, read_json
 
 
 def save_set(folder: Path, preds: Any, mean_entropy: Optional[np.ndarray]) -> None:
@@ -62,11 +62,23 @@ def load_sets(folder: "str | Path") -> "Optional[tuple[dict, dict]]":
 
 def clear_sets(folder: "str | Path", names: "Sequence[str]") -> None:
     """Remove the files of the sets ``names`` written in ``<folder>/shift/`` (their ``predictions.npz`` and
-    ``mc.npz``, then each emptied set folder) and ``shift.json``; anything else there is left alone."""
+    ``mc.npz``, then each emptied set folder) and ``shift.json``; anything else there is left alone.
+
+    Raises:
+        ValueError: a name (read from ``shift.json``) that is no plain name or leads out of ``<folder>/shift``
+            (``../../other_run``), checked for every name before anything is removed.
+    """
     out = Path(folder) / "shift"
-    for name in names:
+    try:
+        sets = [path_under(out, name) for name in names]
+    except ValueError as e:
+        raise ValueError(
+            f"{out / 'shift.json'} names a set that is not a folder of {out} ({e}); the file was edited by hand or "
+            "is damaged: nothing was removed; move it away and run the same command again"
+        ) from e
+    for folder_of_set in sets:
         for f in ("predictions.npz", "mc.npz"):
-            (out / name / f).unlink(missing_ok=True)
-        if (out / name).is_dir() and not any((out / name).iterdir()):
-            (out / name).rmdir()
+            (folder_of_set / f).unlink(missing_ok=True)
+        if folder_of_set.is_dir() and not any(folder_of_set.iterdir()):
+            folder_of_set.rmdir()
     (out / "shift.json").unlink(missing_ok=True)
