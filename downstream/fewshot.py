@@ -50,6 +50,22 @@ def _resolution(resolution: "Optional[int | Sequence[int]]") -> Optional[int]:
     return int(values[-1])
 
 
+def _check_same_study(earlier: dict, now: dict, out: Path) -> None:
+    """The results in ``out`` (``earlier``, its ``fewshot.json``) are of the same model, seed and shots as ``now``, so a
+    rerun replaces them with the same study.
+
+    Raises:
+        ValueError: naming what differs, both values and the fixes (another ``--out``, or ``--overwrite``).
+    """
+    differ = [k for k in now if earlier.get(k) != now[k]]
+    if differ:
+        said = "; ".join(f"{k}: {earlier.get(k)!r} there, {now[k]!r} now" for k in differ)
+        raise ValueError(
+            f"{out} holds the few-shot results of another study ({said}): they would be replaced; give another --out, "
+            "or --overwrite to replace them"
+        )
+
+
 def fewshot(
     source: str,
     tasks: Sequence[str],
@@ -87,7 +103,8 @@ def fewshot(
         log_with: trackers (:mod:`harness.training.trackers`; the CLI's default is TensorBoard, in ``<out>/tb``),
             given the settings as parameters, each task's accuracy per shot count, the means and the files.
         overwrite: write into an ``out`` that holds other files, beside them (never replacing a file this command
-            did not write; its own earlier fewshot.json and fewshot.md are replaced).
+            did not write), and replace its own earlier results of another model, seed or shots (a rerun of the same
+            study replaces them without it).
 
     Returns:
         The ``fewshot.json`` content: ``{"schema", "source", "preprocessing", "method", "seed", "shots", "tasks",
@@ -95,7 +112,8 @@ def fewshot(
 
     Raises:
         ValueError: bad shots, seed, resolution, device, task or data; weights that do not fit; an unwritable ``out``,
-            or one holding files of others (without ``overwrite``; with it, others' fewshot.json or fewshot.md).
+            or one holding files of others (without ``overwrite``; with it, others' fewshot.json or fewshot.md), or the
+            results of another model, seed or shots (without ``overwrite``).
         FileNotFoundError: no such model, weights file or data.
     """
     from harness.sources import load_source
@@ -107,11 +125,14 @@ def fewshot(
     settings = settings or SweepSettings()
     check_device(settings.device)
     out = check_writable(out, f"--out {out}", "--out DIR")
-    ours = (read_json(Path(out) / "fewshot.json") or {}).get("schema") == SCHEMA
+    earlier = read_json(Path(out) / "fewshot.json") or {}
+    ours = earlier.get("schema") == SCHEMA
     check_output_folder(out, ours, ("fewshot.json", "fewshot.md"), overwrite, "harness fewshot", "--out")
     log_with = available(list(log_with), "--log-with", progress)
     expand_tasks(tasks)  # task names before the model: a typo costs no load
     record = upstream_record(source, weights, random_init)
+    if ours and not overwrite:
+        _check_same_study(earlier, {"source": record, "seed": seed, "shots": shots}, Path(out))
     progress(f"[fewshot] loading the model {source}")
     model = load_source(source, weights, random_init).to(settings.device)
     prepared = prepare_tasks(tasks, shots, settings, seed, heldout, progress=progress)

@@ -52,3 +52,39 @@ def _shift_json_name_out(tmp):
     finally:
         assert (victim / "predictions.npz").is_file(), "another run's predictions were deleted"
         assert (run / "shift" / "clean" / "predictions.npz").is_file(), "a set was removed before the refusal"
+
+
+# ------------------------------------------------------------------------------ A12-14: fewshot --out of another model
+@bad_input(
+    "fewshot",
+    "harness fewshot --out F where F holds the few-shot results of another model (audit12 A12-14: replaced without "
+    "a word, the first model's results gone)",
+    click.ClickException,
+    r"holds the few-shot results of another study \(source: '/elsewhere/model\.pt' there, '.*run/model\.pt' now\): "
+    r"they would be replaced; give another --out, or --overwrite",
+)
+def _fewshot_other_model(tmp):
+    import json
+
+    from harness.downstream.fewshot import SCHEMA
+
+    run = _run(str(tmp / "run"))  # a placeholder model.pt: the refusal comes before it is loaded
+    (tmp / "fs").mkdir()
+    earlier = {"schema": SCHEMA, "source": "/elsewhere/model.pt", "seed": 0, "shots": [1], "tasks": {}, "mean": {}}
+    (tmp / "fs" / "fewshot.json").write_text(json.dumps(earlier))
+    try:
+        _cli(
+            "fewshot",
+            "--model",
+            str(run / "model.pt"),
+            "--tasks",
+            "demo_digit",
+            "--log-with",
+            "none",
+            "--out",
+            str(tmp / "fs"),
+            "--shots",
+            "1",
+        )
+    finally:
+        assert json.loads((tmp / "fs" / "fewshot.json").read_text())["source"] == "/elsewhere/model.pt"
