@@ -86,16 +86,17 @@ def check_writable(folder: "str | os.PathLike", what: str, fix: str) -> Path:
 
 def check_location(value: Any, what: str) -> Any:
     """``value`` (a path from a config, a ``base:`` file, a run's ``config.yaml``, a manifest or an index) if it is a
-    local path or a URL of one of :data:`LOCATION_SCHEMES`; ``None`` passes. Several locations joined by ``::`` (a
-    shard pattern) are each checked.
+    local path or a URL of one of :data:`LOCATION_SCHEMES`; ``None`` passes; each part of a ``::`` shard pattern.
 
     Raises:
         ValueError: another URL scheme (``pipe:`` runs a shell command in webdataset; ``gs:``, ``s3:``... run
-            command-line tools), named with ``what`` and the fix, before anything is opened.
+            command-line tools), or a control character (:func:`~harness.folder_paths.check_no_control`).
     """
+    from harness.folder_paths import check_no_control
+
     if value is None:
         return value
-    for part in str(value).split("::"):
+    for part in check_no_control(str(value), what).split("::"):
         m = _SCHEME.match(part)
         if m and m.group(1).lower() not in LOCATION_SCHEMES:
             scheme = m.group(1).lower()

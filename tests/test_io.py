@@ -159,6 +159,28 @@ def test_local_paths_and_documented_schemes_pass(value):
     assert check_location(value, "data.path") == value
 
 
+@pytest.mark.parametrize("value", ["runs/a\nb", "runs/a\tb", "x\r", "a\x00b", "http://h/x\x7f.tar"])
+def test_locations_with_a_control_character_are_refused_by_name(value):
+    """audit12 A12-13: a newline, tab, carriage return, NUL or DEL in a path setting, named with the key."""
+    from harness.io import check_location
+
+    with pytest.raises(ValueError, match=r"output_dir '.*' holds the control character .*remove it"):
+        check_location(value, "output_dir")
+
+
+def test_path_settings_of_a_run_expand_home_and_refuse_a_dollar():
+    """audit12 A12-10: data.cache_dir and data.path get output_dir's rule (a leading ~ expanded, a $ refused)."""
+    import os
+
+    from harness.data.config import DataConfig
+
+    d = DataConfig(cache_dir="~/c", path="~/imgs")
+    assert (d.cache_dir, d.path) == (os.path.expanduser("~/c"), os.path.expanduser("~/imgs"))
+    assert DataConfig(path="http://h/x.tar").path == "http://h/x.tar"
+    with pytest.raises(ValueError, match=r"data\.cache_dir='\$HOME/c' holds a \$"):
+        DataConfig(cache_dir="$HOME/c")
+
+
 def test_an_output_folder_of_someone_else_is_refused_and_overwrite_never_replaces(tmp_path):
     from harness.io import check_output_folder
 

@@ -40,6 +40,7 @@ class RunData:
         layout: a stream's process and loader-worker counts (its order depends on both; a resume needs the same),
             None otherwise.
         rank, world: this process's index and the number of processes.
+        heldout: ``data.heldout_split`` as read before training (:func:`read_heldout`), or None without one.
     """
 
     stream: bool
@@ -59,6 +60,7 @@ class RunData:
     layout: Optional[dict]
     rank: int
     world: int
+    heldout: Any = None
 
 
 def _check_same_classes(train: Any, evaluation: Any, train_split: str, eval_split: str) -> None:
@@ -108,8 +110,7 @@ def read_run_data(cfg: UpstreamConfig, rank: int, world: int) -> RunData:
     read_split = shard_split if stream else build_split
     train_base = read_split(cfg.data, cfg.data.train_split)
     eval_base = read_split(cfg.data, cfg.data.eval_split)
-    if stream and cfg.data.heldout_split:
-        shard_split(cfg.data, cfg.data.heldout_split)  # a missing pack is named now, not after training
+    heldout = read_heldout(cfg, read_split)  # a missing held-out split is named now, not after training
     _check_same_classes(train_base, eval_base, cfg.data.train_split, cfg.data.eval_split)
     clean_labels = None if stream else train_base.labels
     train_base, noise_info = _noisy_training(cfg, train_base)
@@ -149,7 +150,27 @@ def read_run_data(cfg: UpstreamConfig, rank: int, world: int) -> RunData:
         layout,
         rank,
         world,
+        heldout,
     )
+
+
+def read_heldout(cfg: UpstreamConfig, read_split: Callable) -> Any:
+    """``data.heldout_split`` read with ``read_split`` (before any training: audit12 A12-03), or None without one.
+
+    Raises:
+        ValueError, FileNotFoundError: the split cannot be read; the reader's message, prefixed with the key and
+            followed by the fix (``data.heldout_split=null``).
+    """
+    split = cfg.data.heldout_split
+    if not split:
+        return None
+    try:
+        return read_split(cfg.data, split)
+    except (ValueError, FileNotFoundError) as e:
+        raise type(e)(
+            f"data.heldout_split={split}: {e} (held-out predictions are saved for post-hoc calibration): give a split "
+            "the data has, or data.heldout_split=null for none"
+        ) from e
 
 
 def _noisy_training(cfg: UpstreamConfig, train_base: Any) -> "tuple[Any, Optional[dict]]":
@@ -213,10 +234,10 @@ def _noisy_heldout(cfg: UpstreamConfig, held: Any) -> "tuple[Any, dict]":
 
 
 def heldout_loader(cfg: UpstreamConfig, data: RunData, accelerator: Any) -> Any:
-    """The loader of ``data.heldout_split`` (read after training), its labels as noisy as the training labels
+    """The loader of ``data.heldout_split`` (read before training, :func:`read_heldout`), its labels as noisy as the training labels
     (:func:`_noisy_heldout`, recorded in ``data.noise_info["heldout"]``) and as the link takes them; prepared by
     accelerate unless it is a shard stream."""
-    held_base = data.read_split(cfg.data, cfg.data.heldout_split)
+    held_base = data.heldout if data.heldout is not None else data.read_split(cfg.data, cfg.data.heldout_split)
     if data.noise_info is not None:  # the held-out labels carry the same noise (what a user holds out is noisy)
         held_base, data.noise_info["heldout"] = _noisy_heldout(cfg, held_base)
     if data.multilabel and not held_base.multilabel:

@@ -120,13 +120,16 @@ class DataConfig:
 
     def __post_init__(self) -> None:
         """``label_noise: null`` means no noise (as ``{}``); ``path`` and ``cache_dir`` are local paths or
-        ``file:``/``http(s):`` URLs (:func:`harness.io.check_location`: a ``pipe:`` URL would run a shell command)."""
+        ``file:``/``http(s):`` URLs (:func:`harness.io.check_location`: a ``pipe:`` URL would run a shell command),
+        a leading ``~`` expanded and a ``$`` refused (:func:`harness.folder_paths.expand_home`: a YAML file or a quoted
+        override is not expanded by a shell, and a folder literally named ``~`` would be made)."""
+        from harness.folder_paths import expand_home
         from harness.io import check_location
 
         if self.label_noise is None:
             self.label_noise = {}
-        check_location(self.path, "data.path")
-        check_location(self.cache_dir, "data.cache_dir")
+        self.path = expand_home(check_location(self.path, "data.path"), "data.path")
+        self.cache_dir = expand_home(check_location(self.cache_dir, "data.cache_dir"), "data.cache_dir")
 
 
 def loader_kind(d: DataConfig) -> str:
@@ -145,12 +148,14 @@ def check_data(d: DataConfig) -> None:
     source that reads it; ``crop_scale`` only without ``crop_padding`` (the random translation replaces the random
     resized crop); ``num_workers`` only where the ``pil`` or the shard loader reads the data (:func:`loader_kind`);
     ``crop_padding`` below ``image_size`` (a shift by a whole image can leave nothing of it in the crop, and the padded
-    batch grows as (side + 2p)²); for ``shards``, a path and none of the settings that need the split in memory.
+    batch grows as (side + 2p)²); for ``shards``, a path and none of the settings that need the split in memory;
+    three different splits for training, evaluation and held-out predictions (:func:`_check_splits`).
 
     Raises:
         ValueError: naming the key, its value, the rule and the fix.
     """
     check_unread_keys(d, "data", "source", SOURCE_KEYS, "source")
+    _check_splits(d)
     if d.source in STREAM_SOURCES:
         _check_shards(d)
     if d.crop_padding >= d.image_size:
@@ -173,6 +178,29 @@ def check_data(d: DataConfig) -> None:
             f"data.source={d.source} with the array loader (data.loader={d.loader}: whole batches augmented as tensor "
             "ops in the training process): remove data.num_workers, or set data.loader=pil"
         )
+
+
+def _check_splits(d: DataConfig) -> None:
+    """The training, evaluation and held-out splits are three different splits (audit12 A12-01): a held-out split
+    that is the evaluation split fits the calibration (temperature, τ) on the test images, one that is the training
+    split on images the model has fit; evaluating on the training split reports training accuracy as test accuracy.
+
+    Raises:
+        ValueError: naming both keys, the split and the fix.
+    """
+    if d.eval_split == d.train_split:
+        raise ValueError(
+            f"data.eval_split={d.eval_split} is also data.train_split: the model would be scored on the images it was "
+            "trained on (training accuracy reported as test accuracy): give a split of its own (digits: test)"
+        )
+    for key in ("eval_split", "train_split"):
+        if d.heldout_split is not None and d.heldout_split == getattr(d, key):
+            role = "evaluation" if key == "eval_split" else "training"
+            raise ValueError(
+                f"data.heldout_split={d.heldout_split} is also data.{key}: the held-out predictions (on which "
+                f"temperature scaling and a τ grid are fitted) would be the {role} images, not held out: give a "
+                "split of its own (digits: val; cifar10n: val5k), or data.heldout_split=null for none"
+            )
 
 
 def _check_shards(d: DataConfig) -> None:

@@ -63,7 +63,9 @@ def build_split(cfg: DataConfig, split: str) -> ImageDataset:
             f"data.num_classes={cfg.num_classes}, but the {cfg.source} data has {ds.num_classes} classes: unset it "
             "(data.num_classes=null); it sets K for a manifest or a TFDS dataset whose labels do not show them all"
         )
-    limit = cfg.limit_train if split == cfg.train_split else cfg.limit_eval
+    # by role: the evaluated split takes limit_eval even where it is also the training split (harness import with
+    # eval_split=train; an upstream run refuses that pair, harness.data.config.check_data), audit12 A12-11
+    limit = cfg.limit_train if split == cfg.train_split and split != cfg.eval_split else cfg.limit_eval
     return ds.head(limit) if limit and limit < len(ds) else ds
 
 
