@@ -326,13 +326,13 @@ class Experiment:
     evaluate_methods: List[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        """The folders (:data:`ROOTS`) are not empty.
+        """The folders (:data:`ROOTS`) are not empty, a leading ``~`` expanded to the home folder.
 
         Raises:
-            ValueError: an empty one, naming the key and the fix (:func:`check_root`).
+            ValueError: an empty one, or one holding a ``$``, naming the key and the fix (:func:`check_root`).
         """
         for key in ROOTS:
-            check_root(key, getattr(self, key))
+            setattr(self, key, check_root(key, getattr(self, key)))
 
 
 #: the experiment's folders, key -> what goes there (an empty one would put them in the working folder)
@@ -343,18 +343,22 @@ ROOTS = {
 }
 
 
-def check_root(key: str, value: Any) -> None:
+def check_root(key: str, value: Any) -> str:
     """One of :data:`ROOTS` is not empty (``runs_root=`` on the command line gives None, ``runs_root: ''`` an empty
-    string).
+    string); returns it with a leading ``~`` expanded (:func:`harness.folder_paths.expand_home`: a YAML file or a
+    quoted override reaches the harness unexpanded, and a folder literally named ``~`` would be made).
 
     Raises:
-        ValueError: naming the key, what it holds and the fix.
+        ValueError: naming the key, what it holds and the fix: empty, or holding a ``$`` (nothing expands it).
     """
+    from harness.folder_paths import expand_home
+
     if value is None or not str(value).strip():
         raise ValueError(
             f"{key} is empty ({key}={'' if value is None else repr(value)}): {key} must not be empty ({ROOTS[key]}): "
             f"give a folder, e.g. {key}={getattr(Experiment, key)}"
         )
+    return expand_home(str(value), key)
 
 
 def find_experiment(name_or_path: str) -> Path:

@@ -1,10 +1,12 @@
 """The rules of an experiment's grids and optional sections (the τ grid, ``grid_overrides``, ``grid_extensions``, the
-budget, frontier, multi-label and condition sections), checked on its settings alone before any plan is built
-(:func:`harness.experiment.validate.validate_experiment` calls :func:`check_grids_and_sections`)."""
+budget, frontier, multi-label, condition, Σ read-out and single-pair sections), checked on its settings alone before
+any plan is built (:func:`harness.experiment.validate.validate_experiment` calls :func:`check_grids_and_sections`),
+and the downstream recipe of a section (:func:`sweep_settings`: ``downstream.settings``, ``transfer.settings``)."""
 
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 from harness.experiment.config import SECTION_SWITCHES, Experiment, _noisy
 from harness.experiment.plan import check_grid_values
@@ -30,6 +32,7 @@ def check_grids_and_sections(exp: Experiment) -> None:
             "a noisy method, or a method's tune: {key: ..., values: [...]})"
         )
     _check_inactive_keys(exp)
+    _check_sigma_sections(exp)
     for section, names in (
         ("budget", exp.budget.methods),
         ("frontier", exp.frontier.names() if exp.frontier.schedules else []),
@@ -80,3 +83,80 @@ def _check_inactive_keys(exp: Experiment) -> None:
             f"{key}={value} is read only with {needs}, and this experiment has none, so it would be ignored: remove "
             f"{key}, or give {needs}{off}"
         )
+
+
+def _check_sigma_sections(exp: Experiment) -> None:
+    """The Σ read-out and the single-pair design are read only by the covariance analysis (``covariance: true``; the
+    summary reads ``sigma_readout.class_conditional`` whatever it is), the single-pair design only beside a
+    ``sigma_readout`` (:func:`harness.experiment.report_stage` reads both under ``covariance and sigma_readout``);
+    the design has two distinct arms, two pairs of two distinct classes, and a pilot of at most ``max_seeds``."""
+    sp = exp.single_pair
+    shown = f"{{arms: {list(sp.arms)}, pairs: {list(map(list, sp.pairs))}}}" if sp is not None else ""
+    unread = [("single_pair", shown)] if sp is not None else []
+    unread += [(f"sigma_readout.{k}", v) for k, v in exp.sigma_readout.items() if k != "class_conditional"]
+    if unread and not exp.covariance:
+        key, value = unread[0]
+        raise ValueError(
+            f"{key}={value} is read only by the covariance analysis (covariance: true), and this experiment has "
+            f"covariance: false, so it would be ignored: remove {key}, or set covariance: true"
+        )
+    if sp is None:
+        return
+    if not exp.sigma_readout:
+        raise ValueError(
+            f"single_pair={shown} is read only with sigma_readout (the Σ read-out it is reported in), and this "
+            "experiment has none, so it would be ignored: remove single_pair, or give sigma_readout, e.g. "
+            "sigma_readout: {clean: <condition>}"
+        )
+    if len(sp.arms) != 2 or sp.arms[0] == sp.arms[1]:
+        raise ValueError(
+            f"single_pair.arms={list(sp.arms)} must be two distinct condition names [D1, D2] (arm i carries the "
+            "noise on pairs[i]): give two, e.g. arms: [d1, d2]"
+        )
+    if len(sp.pairs) != 2 or any(
+        not isinstance(p, (list, tuple)) or len(set(map(str, p))) != 2 or len(p) != 2 for p in sp.pairs
+    ):
+        raise ValueError(
+            f"single_pair.pairs={list(map(list, sp.pairs))} must be two pairs of two distinct class names "
+            "[[a, b], [c, d]] (pair i carries the noise in arm i): give two, e.g. pairs: [[cat, dog], [car, truck]]"
+        )
+    unknown = [n for n in sp.spread_from if n not in exp.conditions]
+    if unknown:
+        raise ValueError(
+            f"single_pair.spread_from names {', '.join(map(repr, unknown))}, which is not a condition of this "
+            f"experiment ({', '.join(exp.conditions) or 'it has none'}): name one of them"
+        )
+    if sp.pilot_seeds > sp.max_seeds:
+        raise ValueError(
+            f"single_pair.pilot_seeds={sp.pilot_seeds} is more than single_pair.max_seeds={sp.max_seeds} (the pilot "
+            "may raise the seeds per arm up to max_seeds): give max_seeds >= pilot_seeds, or pilot_seeds: 0"
+        )
+
+
+def sweep_settings(preset: str, given: "dict[str, Any]", key: str) -> Any:
+    """The :class:`harness.downstream.config.SweepSettings` of a section: its ``preset`` with ``given`` over it.
+
+    Args:
+        preset: a name of :data:`harness.downstream.config.PRESETS` (checked by the caller).
+        given: the section's ``settings`` mapping.
+        key: the section's key in the experiment file (``downstream.settings``, ``transfer.settings``), for messages.
+
+    Raises:
+        ValueError: an unknown key, or a value its rule refuses, naming ``key``, the setting, its value and the fix.
+    """
+    from harness.downstream.config import PRESETS, SweepSettings
+
+    try:
+        return SweepSettings(**{**PRESETS[preset], **given})
+    except TypeError as e:
+        raise ValueError(f"{key}: {e}; see harness.downstream.config.SweepSettings for the keys") from None
+    except ValueError as e:
+        if any(str(e).startswith(f"{k} ") for k in given):  # a declared rule: its message starts with the key
+            raise ValueError(f"{key}.{e}") from None
+        for k, v in given.items():  # the setting refused on its own with the same message
+            try:
+                SweepSettings(**{**PRESETS[preset], k: v})
+            except ValueError as alone:
+                if str(alone) == str(e):
+                    raise ValueError(f"{key}.{k}={v!r}: {e}") from None
+        raise ValueError(f"{key}: {e}") from None

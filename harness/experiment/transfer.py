@@ -133,7 +133,7 @@ def run_transfer(exp: Any, progress: Callable[[str], None] = print, train: bool 
         ValueError: a bad study (:func:`validate_transfer`), or the sweep's own errors (checked before its runs).
         FileNotFoundError: a missing record or data folder.
     """
-    from harness.downstream.config import PRESETS, SweepSettings
+    from harness.experiment.section_rules import sweep_settings
     from harness.experiment.stages import EXPERIMENT_LOCK, _transfer_one
     from harness.io import RunLock
     from harness.rules import check_rules
@@ -143,7 +143,7 @@ def run_transfer(exp: Any, progress: Callable[[str], None] = print, train: bool 
     check_rules(exp)  # the rules declared on the experiment's fields, its transfer section's among them
     validate_transfer(t)
     runs = Path(exp.runs_root) / exp.name
-    settings = SweepSettings(**{**PRESETS[t.preset], **t.settings})
+    settings = sweep_settings(t.preset, t.settings, "transfer.settings")  # before any work, naming the key
     with RunLock(
         exp.runs_root,
         name=EXPERIMENT_LOCK,

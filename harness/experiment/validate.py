@@ -6,11 +6,10 @@ data's number of classes, the downstream settings and the output folders (the re
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
-from harness.experiment.config import RUN_KEYS, RUN_TREE, Experiment
+from harness.experiment.config import ROOTS, RUN_KEYS, RUN_TREE, Experiment, check_root
 from harness.experiment.plan import _Plan, _plan, _same_run
-from harness.experiment.section_rules import check_grids_and_sections
+from harness.experiment.section_rules import check_grids_and_sections, sweep_settings
 from harness.heads.variants import has_factors
 from harness.rules import check_rules
 
@@ -28,7 +27,7 @@ def validate_experiment(exp: Experiment) -> "dict[str, _Plan]":
     Raises:
         ValueError: the first problem found; the message names the setting and the fix.
     """
-    from harness.downstream.config import PRESETS, SweepSettings
+    from harness.downstream.config import PRESETS
     from harness.io import check_location, check_writable, path_under
 
     if exp.transfer is not None:
@@ -38,6 +37,8 @@ def validate_experiment(exp: Experiment) -> "dict[str, _Plan]":
         )
 
     check_rules(exp)
+    for key in ROOTS:  # set after loading (harness run sets results_root): ~ expanded, $ refused, naming the key
+        setattr(exp, key, check_root(key, getattr(exp, key)))
     for key in ("runs_root", "results_root", "upstream_config"):
         check_location(getattr(exp, key), key)
 
@@ -65,8 +66,8 @@ def validate_experiment(exp: Experiment) -> "dict[str, _Plan]":
     for study, plan in plans.items():
         _check_distinct_methods(plan, "multilabel.methods" if study == "multilabel" else "methods")
     _check_variant_configs(exp, plans["main"])
-    _check_classes(plans, exp.confusable_pairs)
-    _check_downstream(exp, PRESETS, SweepSettings)
+    _check_classes(plans, exp.confusable_pairs, exp.single_pair.pairs if exp.single_pair else [])
+    _check_downstream(exp, PRESETS)
     for what, folder in (("runs_root", exp.runs_root), ("results_root", exp.results_root)):
         check_writable(folder, f"{what} {str(folder)!r}", f"{what}=...")
     from harness.report.build import report_folder
@@ -220,10 +221,12 @@ def _check_references(exp: Experiment) -> None:
         raise ValueError(f"confusable_pairs must be pairs of class names, e.g. [[cat, dog]], got {bad_pairs}")
 
 
-def _check_classes(plans: "dict[str, _Plan]", confusable_pairs: "list[list[str]]" = ()) -> None:
+def _check_classes(
+    plans: "dict[str, _Plan]", confusable_pairs: "list[list[str]]" = (), single_pairs: "list[list[str]]" = ()
+) -> None:
     """Settings that need the classes of the data (read once per study from its evaluation split): ``model.num_classes``
     and the heads' ``num_factors`` (<= K for noise on the logits); the main study's classes hold every name of
-    ``confusable_pairs``."""
+    ``confusable_pairs`` and of ``single_pair.pairs``."""
     from harness.data.sources import build_split
 
     for study, plan in plans.items():
@@ -232,13 +235,14 @@ def _check_classes(plans: "dict[str, _Plan]", confusable_pairs: "list[list[str]]
         first = next(iter(plan.configs.values()))
         names = [str(c) for c in build_split(first.data, first.data.eval_split).class_names]
         k = len(names)
-        unknown = sorted({str(c) for pair in confusable_pairs for c in pair} - set(names)) if study == "main" else []
-        if unknown:
-            raise ValueError(
-                f"confusable_pairs names {', '.join(map(repr, unknown))}, not classes of the data (its classes: "
-                f"{', '.join(names[:20])}{' ...' if k > 20 else ''}): name pairs of its classes, e.g. "
-                f"[[{names[0]}, {names[-1]}]]"
-            )
+        for key, pairs in (("confusable_pairs", confusable_pairs), ("single_pair.pairs", single_pairs)):
+            unknown = sorted({str(c) for pair in pairs for c in pair} - set(names)) if study == "main" else []
+            if unknown:
+                raise ValueError(
+                    f"{key} names {', '.join(map(repr, unknown))}, not classes of the data (its classes: "
+                    f"{', '.join(names[:20])}{' ...' if k > 20 else ''}): name pairs of its classes, e.g. "
+                    f"[[{names[0]}, {names[-1]}]]"
+                )
         for folder, cfg in plan.configs.items():
             if cfg.model.num_classes and cfg.model.num_classes != k:
                 raise ValueError(
@@ -259,7 +263,7 @@ def _check_classes(plans: "dict[str, _Plan]", confusable_pairs: "list[list[str]]
                 )
 
 
-def _check_downstream(exp: Experiment, presets: dict, settings_type: Any) -> None:
+def _check_downstream(exp: Experiment, presets: dict) -> None:
     """The downstream preset and settings (their keys and values, whether or not the stage runs), then, when it has
     tasks, the device, task names and all four splits of every task (their data)."""
     from harness.tasks.taskset import check_tasks, expand_tasks
@@ -267,12 +271,7 @@ def _check_downstream(exp: Experiment, presets: dict, settings_type: Any) -> Non
 
     if exp.downstream.preset not in presets:
         raise ValueError(f"unknown downstream.preset {exp.downstream.preset!r}: use one of {', '.join(presets)}")
-    try:
-        settings = settings_type(**{**presets[exp.downstream.preset], **exp.downstream.settings})
-    except TypeError as e:
-        raise ValueError(f"downstream.settings: {e}; see harness.downstream.config.SweepSettings for the keys") from e
-    except ValueError as e:  # a declared rule: its key is one of downstream.settings
-        raise ValueError(f"downstream.settings.{e}") from None
+    settings = sweep_settings(exp.downstream.preset, exp.downstream.settings, "downstream.settings")
     if not exp.downstream.tasks:
         return
     try:
