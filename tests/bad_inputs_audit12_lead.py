@@ -88,3 +88,29 @@ def _fewshot_other_model(tmp):
         )
     finally:
         assert json.loads((tmp / "fs" / "fewshot.json").read_text())["source"] == "/elsewhere/model.pt"
+
+
+# ------------------------------------------------------------------------------ A12-08: transfer record names
+@bad_input(
+    "experiment",
+    "transfer.methods.hom: ['../../../victim'] (audit12 A12-08: the 'record' read from a run folder outside the "
+    "results roots, and the sweep wrote 14 files into that run folder)",
+    ValueError,
+    r"transfer\.methods\.hom record '\.\./\.\./\.\./victim' must be a plain name .*it becomes a folder name; rename "
+    r"it",
+)
+def _transfer_record_out(tmp):
+    from harness.experiment import load_experiment
+    from harness.experiment.transfer import run_transfer
+
+    (tmp / "victim").mkdir()
+    (tmp / "victim" / "model.pt").write_bytes(b"an upstream run's model")
+    (tmp / "tr.yaml").write_text(
+        "name: tr\ntransfer: {upstream: up, methods: {hom: ['../../../victim']}, reference: hom, preset: demo}\n"
+    )
+    exp = load_experiment(str(tmp / "tr.yaml"), (f"runs_root={tmp / 'truns'}", f"results_root={tmp / 'tres'}"))
+    try:
+        run_transfer(exp, progress=lambda s: None)
+    finally:
+        assert sorted(p.name for p in (tmp / "victim").iterdir()) == ["model.pt"], "files written into the run"
+        assert not (tmp / "truns").exists(), "work started before the error"

@@ -42,6 +42,12 @@ def validate_transfer(t: TransferSection) -> None:
             "transfer.upstream and transfer.methods are required: name the experiment whose records hold "
             "the models and the record names of each method"
         )
+    from harness.io import check_name
+
+    check_name(t.upstream, "transfer.upstream")  # a folder name under the results roots, never a path out of them
+    for method, records in t.methods.items():
+        for record in records:  # runs/upstream/<record> is written, <root>/<upstream>/records/<record> read
+            check_name(record, f"transfer.methods.{method} record")
     pairs = [(m, t.reference) for m in t.primary] + list(t.secondary.items())
     for m, ref in pairs:
         for name in (m, ref):
