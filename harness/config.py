@@ -62,6 +62,13 @@ def load_config(
         raise ValueError(f"overrides must look like key=value (e.g. optim.lr=0.05), got {quote(str(bad))}")
     if distinct:
         check_distinct_keys(overrides, "the overrides")
+    control = [o for o in overrides if any(ord(c) < 32 or ord(c) == 127 for c in o)]
+    if control:
+        key = control[0].split("=", 1)[0].strip()
+        raise ValueError(
+            f"override {quote(repr(control[0]))} holds a control character (a newline, a tab...): OmegaConf would turn "
+            f"it into a space without a word; give {key} a value without one"
+        )
     empty = [o for o in overrides if not o.split("=", 1)[1].strip()]
     if empty:
         key = empty[0].split("=", 1)[0].strip()

@@ -114,3 +114,25 @@ def _transfer_record_out(tmp):
     finally:
         assert sorted(p.name for p in (tmp / "victim").iterdir()) == ["model.pt"], "files written into the run"
         assert not (tmp / "truns").exists(), "work started before the error"
+
+
+# ------------------------------------------------------------------------------ A12-13: a newline in an override
+@bad_input(
+    "upstream",
+    "$'output_dir=runs/a\\nb c' (audit12 A12-13: trained into 'runs/a b c', the newline made a space without a word)",
+    click.ClickException,
+    r"override 'output_dir=runs/a\\nb c' holds a control character \(a newline, a tab\.\.\.\): OmegaConf would turn it "
+    r"into a space without a word; give output_dir a value without one",
+)
+def _override_newline(tmp):
+    import os
+
+    from bad_inputs_audit9_config import CONFIGS
+
+    cwd = os.getcwd()
+    os.chdir(tmp)
+    try:
+        _cli("upstream", "--no-progress", "--config", str(CONFIGS / "digits_hom.yaml"), "output_dir=runs/a\nb c")
+    finally:
+        os.chdir(cwd)
+        assert not (tmp / "runs").exists(), "a run folder was made"
