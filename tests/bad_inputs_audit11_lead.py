@@ -365,7 +365,13 @@ def _image_folder_classes_differ(tmp):
     from harness.cli import main
 
     settings = ["data.source=image_folder", f"data.path={tmp / 'imf'}", "data.label_noise=null", "data.image_size=16"]
-    settings += ["data.eval_resize=16", "data.batch_size=4", "train.epochs=1", f"output_dir={tmp / 'r'}"]
+    settings += [
+        "data.eval_resize=16",
+        "data.batch_size=4",
+        "data.heldout_split=null",
+        "train.epochs=1",
+        f"output_dir={tmp / 'r'}",
+    ]
     try:
         main(
             ["upstream", "--no-progress", "--config", str(CONFIGS / "digits_hom.yaml"), *settings],
