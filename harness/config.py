@@ -62,20 +62,7 @@ def load_config(
         raise ValueError(f"overrides must look like key=value (e.g. optim.lr=0.05), got {quote(str(bad))}")
     if distinct:
         check_distinct_keys(overrides, "the overrides")
-    control = [o for o in overrides if any(ord(c) < 32 or ord(c) == 127 for c in o)]
-    if control:
-        key = control[0].split("=", 1)[0].strip()
-        raise ValueError(
-            f"override {quote(repr(control[0]))} holds a control character (a newline, a tab...): OmegaConf would turn "
-            f"it into a space without a word; give {key} a value without one"
-        )
-    empty = [o for o in overrides if not o.split("=", 1)[1].strip()]
-    if empty:
-        key = empty[0].split("=", 1)[0].strip()
-        raise ValueError(
-            f"override {quote(empty[0])} gives {key} no value (it would be read as null: for most settings their "
-            f"default, without a word): give a value, or {key}=null where null is what you mean"
-        )
+    _check_override_values(overrides)
     for o in overrides:
         try:
             layers.append(OmegaConf.from_dotlist([o]))
@@ -127,6 +114,29 @@ def load_config(
             f"invalid config{where}: {e} (a list where a mapping is expected, or the reverse; e.g. "
             "methods: {hom: {covariance: none}}, seeds: [0, 1])"
         ) from e
+
+
+def _check_override_values(overrides: Sequence[str]) -> None:
+    """Each ``key=value`` override has a value, without a control character (OmegaConf would read an empty value as
+    null and turn a newline into a space, both without a word).
+
+    Raises:
+        ValueError: naming the override, its key and the fix.
+    """
+    control = [o for o in overrides if any(ord(c) < 32 or ord(c) == 127 for c in o)]
+    if control:
+        key = control[0].split("=", 1)[0].strip()
+        raise ValueError(
+            f"override {quote(repr(control[0]))} holds a control character (a newline, a tab...): OmegaConf would turn "
+            f"it into a space without a word; give {key} a value without one"
+        )
+    empty = [o for o in overrides if not o.split("=", 1)[1].strip()]
+    if empty:
+        key = empty[0].split("=", 1)[0].strip()
+        raise ValueError(
+            f"override {quote(empty[0])} gives {key} no value (it would be read as null: for most settings their "
+            f"default, without a word): give a value, or {key}=null where null is what you mean"
+        )
 
 
 def _empty_mappings(tree: object, prefix: str = "") -> "list[str]":
