@@ -30,14 +30,13 @@ def load_config(
     path: "str | Path | None" = None,
     overrides: Sequence[str] = (),
     base: "dict | None" = None,
-    distinct: bool = False,
+    distinct: bool = True,
 ) -> T:
     """Schema defaults <- ``base`` dict <- YAML file (after the files its ``base:`` names) <- overrides, validated, as a
     ``schema`` instance. A ``{}`` in any layer, a file's ``label_noise: {}`` as an override ``key={}``, empties a
-    mapping (merging ``{}`` would keep its entries), e.g. ``frontier.schedules={}``. With
-    ``distinct`` no key may be set twice in ``overrides`` (:func:`check_distinct_keys`): the commands pass True for
-    the user's list (``harness upstream``, ``harness run``); a caller that joins lists, later ones over earlier ones,
-    passes none.
+    mapping (merging ``{}`` would keep its entries), e.g. ``frontier.schedules={}``. No key may be set twice in
+    ``overrides`` (:func:`check_distinct_keys`: the last would win without a word), unless ``distinct=False``: only a
+    caller that joins lists on purpose, later ones over earlier ones (an experiment's run plan), passes it.
 
     Raises:
         FileNotFoundError: no file at ``path``.

@@ -4,6 +4,7 @@ one folder at once, and names from an experiment file that left their root."""
 from __future__ import annotations
 
 import click
+from bad_inputs_audit9_config import CONFIGS
 
 from bad_inputs import bad_input
 from bad_inputs_safety import _cli
@@ -136,3 +137,19 @@ def _override_newline(tmp):
     finally:
         os.chdir(cwd)
         assert not (tmp / "runs").exists(), "a run folder was made"
+
+
+# ------------------------------------------------------------------------------ A12-07: a key twice from Python
+@bad_input(
+    "config",
+    "load_config(UpstreamConfig, 'digits_hom.yaml', ['train.epochs=1', 'train.epochs=2']) from Python (audit12 A12-07: "
+    "train.epochs=2, the last, taken without a word; the CLI refused it)",
+    ValueError,
+    r"the overrides set train\.epochs twice \(train\.epochs=1 and train\.epochs=2\): only the last would count; "
+    r"keep one",
+)
+def _python_key_twice(tmp):
+    from harness.config import load_config
+    from harness.upstream.config import UpstreamConfig
+
+    load_config(UpstreamConfig, CONFIGS / "digits_hom.yaml", ["train.epochs=1", "train.epochs=2"])

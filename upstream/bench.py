@@ -108,7 +108,7 @@ def _harness(overrides: "list[str]", out_dir: str) -> dict:
     from harness.upstream.config import UpstreamConfig
     from harness.upstream.train import run
 
-    cfg = load_config(UpstreamConfig, None, overrides + [f"output_dir={out_dir}"])
+    cfg = load_config(UpstreamConfig, None, overrides + [f"output_dir={out_dir}"], distinct=False)
     return json.loads((run(cfg, progress=False) / "metrics.json").read_text())
 
 

@@ -92,7 +92,7 @@ def upstream(
             "slurm (several nodes); one machine's GPUs: accelerate launch -m harness.upstream ..."
         )
     try:
-        cfg = load_config(UpstreamConfig, config_path, overrides, distinct=True)  # each key once
+        cfg = load_config(UpstreamConfig, config_path, overrides)  # each key once
         if executor == "local":
             run_dir = run(cfg, progress=not no_progress, overwrite=overwrite)
             click.echo(f"run folder: {run_dir}")

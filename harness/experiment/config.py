@@ -419,7 +419,7 @@ def load_experiment(name_or_path: Optional[str] = None, overrides: "tuple[str, .
         given[key.strip()] = value.strip()
         if key.strip() in ROOTS and not value.strip():
             check_root(key.strip(), None)  # refused here: OmegaConf reads the empty value as None
-    exp = load_config(Experiment, find_experiment(name_or_path or "digits"), overrides, distinct=True)
+    exp = load_config(Experiment, find_experiment(name_or_path or "digits"), overrides)
     for section, switch in SECTION_SWITCHES.items():  # frontier.schedules={} switches the frontier off, whole
         if given.get(f"{section}.{switch}") in ("{}", "[]"):
             setattr(exp, section, type(getattr(exp, section))())

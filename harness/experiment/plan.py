@@ -115,6 +115,7 @@ def _plan(
                 f"seed={seed}",
                 f"output_dir={path_under(root, 'upstream', prefix + folder)}",
             ],
+            distinct=False,  # the experiment's lists joined, later ones over earlier ones
         )
         given = _head_overrides([*exp.upstream_overrides, *overrides, *own.get(method, []), *extra])
         if "temperature" in given and grid and _noisy(methods[method]):
