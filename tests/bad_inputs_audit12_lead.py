@@ -153,3 +153,20 @@ def _python_key_twice(tmp):
     from harness.upstream.config import UpstreamConfig
 
     load_config(UpstreamConfig, CONFIGS / "digits_hom.yaml", ["train.epochs=1", "train.epochs=2"])
+
+
+# ------------------------------------------------------------------------------ A12-17: a data-only file to pack
+@bad_input(
+    "data",
+    "harness data pack of a data section alone holding image_size: 64 (audit12 A12-17: 8x8 images packed, index.json "
+    "recording image_size 64 as if applied; the same key as an override was refused)",
+    click.ClickException,
+    r"image_size: 64 in .*pk2\.yaml is not read by harness data pack.*remove image_size from .*pk2\.yaml, or give a "
+    r"run config with a data: section",
+)
+def _pack_file_unread_key(tmp):
+    (tmp / "pk2.yaml").write_text("source: digits\nimage_size: 64\nlimit_train: 20\n")
+    try:
+        _cli("data", "pack", str(tmp / "pk2.yaml"), str(tmp / "pk2"), "--shard-size", "10")
+    finally:
+        assert not (tmp / "pk2").exists(), "the pack was written before the refusal"

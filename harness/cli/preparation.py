@@ -45,8 +45,7 @@ def data_pack(source, out, overrides, shard_size, split, multilabel, seed, in_or
     packs the noisy labels of the training (or held-out) split, drawn as a run draws them, and records the noise in
     index.json (data.label_noise=null packs the clean labels).
     """
-    from harness.config import to_dict
-    from harness.data.pack import noisy_split, pack, source_config
+    from harness.data.pack import noisy_split, pack, read_settings_of, source_config
     from harness.data.sources import build_split
     from harness.io import path_under
 
@@ -70,7 +69,7 @@ def data_pack(source, out, overrides, shard_size, split, multilabel, seed, in_or
             shard_size,
             prefix=split,
             order_seed=None if in_order else seed,
-            source={"config": to_dict(cfg), "split": split},
+            source={"config": read_settings_of(cfg), "split": split},
             label_noise=noise,
             overwrite=overwrite,
         )

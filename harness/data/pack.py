@@ -223,7 +223,7 @@ def source_config(source: str, overrides: Sequence[str] = (), multilabel: bool =
             ``data:`` nor any data setting); an override ``source=`` naming another source than ``source``; an
             override of a key pack does not read (not in :data:`PACK_KEYS`: ``image_size=64``, ``batch_size=8``...);
             a key of another source than the one packed (:data:`harness.data.config.SOURCE_KEYS`: ``label_set`` on
-            digits). Each message names the key, its value, the rule and the fix.
+            digits); in a YAML file holding a data section alone, a key pack does not read (``image_size: 64``). Each message names the key, its value, the rule and the fix.
         FileNotFoundError: a YAML path that does not exist.
     """
     from harness.config import check_distinct_keys, load_config, read_settings
@@ -233,6 +233,8 @@ def source_config(source: str, overrides: Sequence[str] = (), multilabel: bool =
         settings = read_settings(source)
         _check_data_section(source, settings)
         base = settings.get("data", settings) if isinstance(settings.get("data"), dict) else settings
+        if base is settings:  # a data section alone is the pack's own input: a key it does not read was meant for it
+            _check_file_keys(source, settings)
     elif source in SOURCES:
         base = {"source": source}
     else:
@@ -246,6 +248,31 @@ def source_config(source: str, overrides: Sequence[str] = (), multilabel: bool =
         raise ValueError(f"data.source={cfg.source!r} is already shards: pack the source they came from")
     check_unread_keys(cfg, "data", "source", SOURCE_KEYS, "source")  # as a run checks them (label_set on digits)
     return dataclasses.replace(cfg, multilabel=True) if multilabel else cfg
+
+
+def _check_file_keys(path: str, settings: dict) -> None:
+    """Refuse a key pack does not read (not in :data:`PACK_KEYS`) in a YAML file holding a data section alone (no
+    ``data:`` mapping, so not a run config whose other keys are the run's settings): it would be recorded in
+    index.json as if it had been applied (``image_size: 64`` over 8x8 digits).
+
+    Raises:
+        ValueError: naming the file, the key, its value, the rule and the fix.
+    """
+    for key in sorted(set(settings) - set(PACK_KEYS) - {"base"}):
+        raise ValueError(
+            f"{key}: {settings[key]} in {path} is not read by harness data pack: a pack stores each image as the source "
+            f"holds it (no resize, augmentation or loader), and {key} is a setting of the run that reads the shards "
+            f"(data.source=shards data.{key}=...); remove {key} from {path}, or give a run config with a data: section "
+            "(its other settings are the run's)"
+        )
+
+
+def read_settings_of(cfg: DataConfig) -> dict:
+    """The settings of ``cfg`` that ``harness data pack`` reads (:data:`PACK_KEYS`), for index.json's record of the
+    source: the others (``image_size``, batch sizes...) are a run's and were not applied to the packed images."""
+    from harness.config import to_dict
+
+    return {k: v for k, v in to_dict(cfg).items() if k in PACK_KEYS}
 
 
 def _check_overrides(source: str, named: str, cfg: DataConfig, given: "set[str]") -> None:
