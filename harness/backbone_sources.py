@@ -305,16 +305,23 @@ def hub_config(source: str, offline: Optional[bool] = None) -> "tuple[dict, Opti
     try:
         path = Path(hf_hub_download(repo, "config.json", local_files_only=offline_mode(offline)))
     except Exception as e:  # noqa: BLE001 -- not found, no network, not in the cache (offline): say what to do
-        where = (
-            "offline mode and not in the Hugging Face cache: unset HF_HUB_OFFLINE to download it"
-            if offline_mode(offline)
-            else "check the name and the network"
-        )
-        raise ValueError(
-            f"{source}: no config.json from the Hugging Face hub ({type(e).__name__}; {where}), or "
-            "download the repository and give local-dir:PATH"
-        ) from e
+        raise hub_error(str(source), e, offline_mode(offline)) from e
     return read_config_json(path), path.parent
+
+
+def hub_error(source: str, error: Exception, offline: bool) -> ValueError:
+    """The one message for a repository the Hugging Face hub did not give (:func:`hub_config`,
+    :meth:`harness.models.Classifier.from_pretrained`): ``source`` as the user spelled it, ``error`` what
+    huggingface_hub raised, ``offline`` whether offline mode was on (:func:`offline_mode`), which decides the advice."""
+    where = (
+        "offline mode (HF_HUB_OFFLINE) and not in the Hugging Face cache: unset HF_HUB_OFFLINE to download it"
+        if offline
+        else "check the name and the network"
+    )
+    return ValueError(
+        f"{source}: no config.json from the Hugging Face hub ({type(error).__name__}; {where}), or "
+        "download the repository and give local-dir:PATH"
+    )
 
 
 def _timm_hub_source(name: str, random_init: bool, offline: Optional[bool], **kwargs: Any) -> nn.Module:

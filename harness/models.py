@@ -26,7 +26,7 @@ from huggingface_hub import ModelHubMixin
 from torch import Tensor, nn
 
 from harness import card, export_rules, hub
-from harness.backbone_sources import create_backbone, source_backbone
+from harness.backbone_sources import create_backbone, hub_error, offline_mode, source_backbone
 from harness.data.transforms import HARNESS_NORMALISATION
 from harness.heads import HeteroscedasticHead
 from harness.io import atomic_torch_save
@@ -225,7 +225,9 @@ class Classifier(
                 loader that takes it; an empty ``local-dir:`` path; a local path (``local-dir:``, absolute, starting
                 with ``.`` or ``~``, or not of the form ORG/NAME) where there is no folder; a folder whose config.json
                 is not a JSON object
-                (before huggingface_hub reads it); see also :meth:`_from_pretrained`.
+                (before huggingface_hub reads it); a hub repository huggingface_hub did not give (not found, no
+                network, not in the cache in offline mode: :func:`harness.backbone_sources.hub_error`, the message
+                the commands give); see also :meth:`_from_pretrained`.
         """
         from harness.weights import HF_HUB_PREFIX, LOCAL_DIR_PREFIX, local_dir, read_config_json
 
@@ -255,7 +257,13 @@ class Classifier(
             read_config_json(folder / hub.CONFIG_FILE, loader="Classifier.from_pretrained")
             options = {"revision": None, "cache_dir": None, "force_download": False, "local_files_only": False}
             return cls._from_pretrained(model_id=str(folder), **{"token": None, **options, **kwargs})
-        return super().from_pretrained(name, **kwargs)
+        from huggingface_hub import errors
+
+        try:
+            return super().from_pretrained(name, **kwargs)
+        except (errors.EntryNotFoundError, errors.RepositoryNotFoundError, errors.HfHubHTTPError) as e:
+            offline = offline_mode(None) or bool(kwargs.get("local_files_only"))
+            raise hub_error(str(pretrained_model_name_or_path), e, offline) from e
 
     @classmethod
     def _from_pretrained(

@@ -170,3 +170,23 @@ def _pack_file_unread_key(tmp):
         _cli("data", "pack", str(tmp / "pk2.yaml"), str(tmp / "pk2"), "--shard-size", "10")
     finally:
         assert not (tmp / "pk2").exists(), "the pack was written before the refusal"
+
+
+# ------------------------------------------------------------------------------ A12-20: from_pretrained offline
+@bad_input(
+    "hub",
+    "Classifier.from_pretrained('hf-hub:someone/model') under HF_HUB_OFFLINE=1 (audit12 A12-20: huggingface_hub's "
+    "LocalEntryNotFoundError, 'check your connection', naming neither the model, the variable nor local-dir:)",
+    ValueError,
+    r"hf-hub:someone/model: no config\.json from the Hugging Face hub \(LocalEntryNotFoundError; offline mode "
+    r"\(HF_HUB_OFFLINE\) and not in the Hugging Face cache: unset HF_HUB_OFFLINE to download it\), or download the "
+    r"repository and give local-dir:PATH",
+)
+def _from_pretrained_offline(tmp):
+    import os
+    from unittest import mock
+
+    from harness.models import Classifier
+
+    with mock.patch.dict(os.environ, {"HF_HUB_OFFLINE": "1"}):  # as tests/conftest.py sets it before any import
+        Classifier.from_pretrained("hf-hub:someone/model")
