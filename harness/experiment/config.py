@@ -236,7 +236,10 @@ class Experiment:
 
     Attributes:
         name: report folder ``results/<name>``; run folders under ``runs/<name>``.
-        upstream_config: an upstream config (a path, or a file name in ``upstream/configs``).
+        upstream_config: an upstream config: a path relative to the experiment file (as ``base:`` is; on the command
+            line, to the current folder), a bare name of a built-in config in ``upstream/configs`` when no file of
+            that name is beside the experiment file (both: refused), or ``builtin:NAME``
+            (:mod:`harness.experiment.upstream_ref`).
         upstream_overrides: ``key=value`` overrides of that config for every run.
         methods: method name -> head options (replacing the config's ``model.head``); the key
             ``overrides`` holds the method's own ``key=value`` training settings (e.g.
@@ -386,10 +389,11 @@ def find_experiment(name_or_path: str) -> Path:
 
 
 def _upstream_config_path(ref: str) -> Path:
-    import harness.upstream as upstream
+    """The file of an experiment's ``upstream_config`` (:func:`harness.experiment.upstream_ref.upstream_config_path`,
+    relative to the current folder: :func:`load_experiment` has made a file's value absolute)."""
+    from harness.experiment.upstream_ref import upstream_config_path
 
-    p = Path(ref)
-    return p if p.is_file() else Path(upstream.__file__).parent / "configs" / ref
+    return upstream_config_path(ref)
 
 
 def _noisy(head: dict) -> bool:
@@ -419,8 +423,24 @@ def load_experiment(name_or_path: Optional[str] = None, overrides: "tuple[str, .
         given[key.strip()] = value.strip()
         if key.strip() in ROOTS and not value.strip():
             check_root(key.strip(), None)  # refused here: OmegaConf reads the empty value as None
-    exp = load_config(Experiment, find_experiment(name_or_path or "digits"), overrides)
+    path = find_experiment(name_or_path or "digits")
+    exp = load_config(Experiment, path, overrides)
+    exp.upstream_config = str(_upstream_config_of(exp.upstream_config, path, "upstream_config" in given))
     for section, switch in SECTION_SWITCHES.items():  # frontier.schedules={} switches the frontier off, whole
         if given.get(f"{section}.{switch}") in ("{}", "[]"):
             setattr(exp, section, type(getattr(exp, section))())
     return exp
+
+
+def _upstream_config_of(ref: str, path: Path, overridden: bool) -> Path:
+    """The file of ``upstream_config`` read from the experiment file ``path``: relative to the file of its ``base:``
+    chain that sets it, to the current folder when ``overridden`` on the command line, the built-in when no file sets
+    it (its default)."""
+    from harness.experiment.upstream_ref import BUILT_IN, setting_file, upstream_config_path
+
+    if overridden:
+        return upstream_config_path(ref, None, "on the command line")
+    where = setting_file(path, "upstream_config")
+    if where is None:
+        return upstream_config_path(BUILT_IN + ref)
+    return upstream_config_path(ref, where.parent, f"in {where}")

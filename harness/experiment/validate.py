@@ -10,6 +10,7 @@ from pathlib import Path
 from harness.experiment.config import ROOTS, RUN_KEYS, RUN_TREE, Experiment, check_root
 from harness.experiment.plan import _Plan, _plan, _same_run
 from harness.experiment.section_rules import check_grids_and_sections, sweep_settings
+from harness.experiment.upstream_ref import upstream_config_path
 from harness.heads.variants import has_factors
 from harness.rules import check_rules
 
@@ -39,8 +40,9 @@ def validate_experiment(exp: Experiment) -> "dict[str, _Plan]":
     check_rules(exp)
     for key in ROOTS:  # set after loading (harness run sets results_root): ~ expanded, $ refused, naming the key
         setattr(exp, key, check_root(key, getattr(exp, key)))
-    for key in ("runs_root", "results_root", "upstream_config"):
+    for key in ("runs_root", "results_root"):
         check_location(getattr(exp, key), key)
+    exp.upstream_config = str(upstream_config_path(exp.upstream_config))  # absolute from here on
 
     _check_methods_and_seeds(exp)
     _check_roots(exp)

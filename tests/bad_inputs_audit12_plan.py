@@ -1,0 +1,76 @@
+"""Bad inputs found by the twelfth reliability audit in an experiment's plan (``audit12 <case id>``): a shift subset
+larger than the evaluation split found only after training, two planned runs sharing one run folder, and an
+``upstream_config`` looked up from the current folder instead of the experiment file's. Every refusal comes before
+any work."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from bad_inputs import ROOT, bad_input, handled
+
+
+# ------------------------------------------------------------------------------ A12-23: upstream_config
+def _exps(tmp: Path, upstream_config: str) -> Path:
+    """``tmp/exps/digits_base.yaml`` (the built-in digits_base with 2 epochs and 10% noise), ``tmp/exps/my_base.yaml``
+    (the same) and ``tmp/exps/e.yaml`` naming ``upstream_config``; returns the experiment file."""
+    exps = tmp / "exps"
+    exps.mkdir(exist_ok=True)
+    own = (
+        f"base: {ROOT / 'upstream' / 'configs' / 'digits_base.yaml'}\ntrain: {{epochs: 2}}\n"
+        "data: {label_noise: {rate: 0.1}}\n"
+    )
+    (exps / "digits_base.yaml").write_text(own)
+    (exps / "my_base.yaml").write_text(own)
+    (exps / "e.yaml").write_text(
+        f"name: rel\nupstream_config: {upstream_config}\nmethods: {{hom: {{covariance: none}}}}\nseeds: [0]\n"
+        f"runs_root: {tmp / 'xruns'}\nresults_root: {tmp / 'xres'}\ndownstream: {{tasks: []}}\n"
+    )
+    return exps / "e.yaml"
+
+
+def _epochs(path: Path, where: Path) -> int:
+    """The planned run's epochs of experiment file ``path``, planned from the folder ``where``."""
+    from harness.experiment import load_experiment
+    from harness.experiment.validate import validate_experiment
+
+    before = os.getcwd()
+    os.chdir(where)
+    try:
+        plan = validate_experiment(load_experiment(str(path.resolve())))["main"]
+    finally:
+        os.chdir(before)
+    return plan.configs["hom_s0"].train.epochs
+
+
+@bad_input(
+    "experiment",
+    "upstream_config: digits_base.yaml with a user file of that name beside the experiment file (audit12 A12-23: "
+    "the built-in config planned from one folder, the user's file from another, no word either way)",
+    ValueError,
+    r"upstream_config=digits_base\.yaml \(in .*e\.yaml\) names both .*exps/digits_base\.yaml, beside the experiment "
+    r"file, and the built-in config digits_base\.yaml.*write upstream_config: \./digits_base\.yaml for the file "
+    r"beside it, or upstream_config: builtin:digits_base\.yaml for the built-in",
+)
+def _upstream_config_ambiguous(tmp):
+    _epochs(_exps(tmp, "digits_base.yaml"), tmp)
+
+
+@handled(
+    "experiment",
+    "upstream_config: ./digits_base.yaml or my_base.yaml beside the experiment file, planned from two folders "
+    "(audit12 A12-23: looked up from the current folder, then silently the built-in configs)",
+    r"relative to the experiment file",
+)
+def _upstream_config_relative(tmp):
+    for ref in ("./digits_base.yaml", "my_base.yaml"):
+        e = _exps(tmp, ref)
+        for where in (tmp, e.parent, ROOT):
+            assert _epochs(e, where) == 2, (ref, where)
+    e = _exps(tmp, "builtin:digits_base.yaml")
+    assert _epochs(e, e.parent) == 15, "builtin: names the built-in config"
+    return (
+        "./digits_base.yaml and my_base.yaml read relative to the experiment file (2 epochs from every folder); "
+        "builtin:digits_base.yaml the built-in (15 epochs)"
+    )
