@@ -8,7 +8,35 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from bad_inputs_audit8_experiment import TINY
+
 from bad_inputs import ROOT, bad_input, handled
+
+
+def _run(tmp: Path, name: str, extra: str, tiny: str = TINY) -> None:
+    """``harness run NAME.yaml`` (the ``tiny`` experiment named ``name`` plus ``extra``) with its roots under ``tmp``;
+    it must refuse before any run folder is made."""
+    from harness.experiment import load_experiment, run_experiment
+
+    (tmp / f"{name}.yaml").write_text(tiny.replace("name: tiny", f"name: {name}") + extra)
+    roots = (f"runs_root={tmp / 'r'}", f"results_root={tmp / 'res'}")
+    try:
+        run_experiment(load_experiment(str(tmp / f"{name}.yaml"), roots), progress=lambda s: None)
+    finally:
+        assert not (tmp / "r" / name / "upstream").exists(), "work started before the error"
+
+
+# ------------------------------------------------------------------------------ A12-18: shift.examples
+@bad_input(
+    "experiment",
+    "shift.examples=100000 with data.limit_eval=64 (audit12 A12-18: refused only after the upstream run trained, "
+    "naming the CLI option --examples)",
+    ValueError,
+    r"^shift\.examples=100000 is more than the 64 images of split 'test' that the shift sets are drawn from .*give "
+    r"shift\.examples=64 or fewer \(0: the whole split\)",
+)
+def _shift_examples_over_split(tmp):
+    _run(tmp, "tsh", "shift: {corruptions: [gaussian_noise], severities: [1], ood: [], examples: 100000}\n")
 
 
 # ------------------------------------------------------------------------------ A12-23: upstream_config

@@ -113,7 +113,14 @@ def _check_methods_and_seeds(exp: Experiment) -> None:
 
 
 def _check_shift(exp: Experiment, main: _Plan) -> None:
-    """The shift section against the main study's configs: softmax links only, and its settings for their data."""
+    """The shift section against the main study's configs: softmax links only, its settings for their data, and
+    ``shift.examples`` at most the images of the split the sets are drawn from (each run's data; read now, not
+    after the training).
+
+    Raises:
+        ValueError: naming the key, the value and the fix.
+    """
+    from harness.data.sources import build_split
     from harness.shift.settings import check_settings
 
     cfgs = list(main.configs.values())
@@ -122,14 +129,22 @@ def _check_shift(exp: Experiment, main: _Plan) -> None:
             "shift: the main study's methods must use the softmax link (shift evaluation covers "
             "single-label models); drop the shift section or the sigmoid method"
         )
+    sizes = {}  # each distinct data of the runs -> (the split, its size, a run of that data)
     try:
         check_settings(exp.shift, cfgs[0].data)
-        if exp.shift.split is not None:  # read now, not after the training
-            from harness.data.sources import build_split
-
-            build_split(cfgs[0].data, exp.shift.split)
+        for cfg in cfgs if exp.shift.examples or exp.shift.split is not None else []:
+            split = exp.shift.split or cfg.data.eval_split
+            if repr((cfg.data, split)) not in sizes:
+                sizes[repr((cfg.data, split))] = split, len(build_split(cfg.data, split)), cfg.output_dir
     except ValueError as e:
         raise ValueError(f"shift: {e}") from e
+    for split, size, run in sizes.values():
+        if exp.shift.examples > size:
+            raise ValueError(
+                f"shift.examples={exp.shift.examples} is more than the {size} images of split {split!r} that the "
+                f"shift sets are drawn from (run {run}'s data, its limits applied): give shift.examples={size} or "
+                "fewer (0: the whole split)"
+            )
 
 
 def _check_variant_configs(exp: Experiment, main: _Plan) -> None:
