@@ -39,6 +39,50 @@ def _shift_examples_over_split(tmp):
     _run(tmp, "tsh", "shift: {corruptions: [gaussian_noise], severities: [1], ood: [], examples: 100000}\n")
 
 
+# ------------------------------------------------------------------------------ A12-22: two runs, one folder
+#: the tiny experiment's methods plus c1_hom (its own noise draw, so not a copy of hom)
+TINY_C1 = TINY.replace(
+    "methods: {hom: {covariance: none}}",
+    "methods: {hom: {covariance: none}, c1_hom: {covariance: none, overrides: [data.label_noise.seed=5]}}",
+)
+
+
+@bad_input(
+    "experiment",
+    "a condition named multilabel beside the multi-label study (audit12 A12-22: both runs were "
+    "upstream/multilabel_hom_s0; refused after 2 of 3 runs trained, advising to delete the condition's run)",
+    ValueError,
+    r"conditions\.multilabel, method hom, seed 0 and multilabel\.methods\.hom, seed 0 would share the run folder "
+    r".*upstream/multilabel_hom_s0.*rename condition 'multilabel' or multilabel method 'hom'",
+)
+def _condition_named_multilabel(tmp):
+    _run(
+        tmp,
+        "tml",
+        "conditions: {multilabel: {description: x, upstream_overrides: [data.label_noise.seed=3], methods: [hom], "
+        "seeds: [0]}}\nmultilabel: {methods: {hom: {covariance: none, link: sigmoid}}, seeds: [0], "
+        "upstream_overrides: [train.best_metric=sigmoid_nll]}\n",
+    )
+
+
+@bad_input(
+    "experiment",
+    "a method named c1_hom beside condition c1's method hom (audit12 A12-22: both are run c1_hom_s0, the "
+    "condition's config silently replacing the method's in the plan)",
+    ValueError,
+    r"methods\.c1_hom, seed 0 and conditions\.c1, method hom, seed 0 would share the run folder "
+    r".*upstream/c1_hom_s0.*rename method 'c1_hom' or condition 'c1'",
+)
+def _method_named_like_a_condition_run(tmp):
+    _run(
+        tmp,
+        "tc1",
+        "conditions: {c1: {description: x, upstream_overrides: [data.label_noise.seed=3], methods: [hom], "
+        "seeds: [0]}}\n",
+        TINY_C1,
+    )
+
+
 # ------------------------------------------------------------------------------ A12-23: upstream_config
 def _exps(tmp: Path, upstream_config: str) -> Path:
     """``tmp/exps/digits_base.yaml`` (the built-in digits_base with 2 epochs and 10% noise), ``tmp/exps/my_base.yaml``

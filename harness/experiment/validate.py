@@ -9,6 +9,7 @@ from pathlib import Path
 
 from harness.experiment.config import ROOTS, RUN_KEYS, RUN_TREE, Experiment, check_root
 from harness.experiment.plan import _Plan, _plan, _same_run
+from harness.experiment.run_names import check_run_folders
 from harness.experiment.section_rules import check_grids_and_sections, sweep_settings
 from harness.experiment.upstream_ref import upstream_config_path
 from harness.heads.variants import has_factors
@@ -19,7 +20,8 @@ def validate_experiment(exp: Experiment) -> "dict[str, _Plan]":
     """Check the whole experiment before any work: the rules declared on its fields
     (:mod:`harness.experiment.config`), then what relates them: methods, seeds, ensembles, the report's folder apart
     from the runs', no override of a setting the experiment sets per run (:data:`RUN_KEYS`), every upstream config
-    (each method, seed and τ), no two methods with the same runs, the multi-label study and the downstream settings
+    (each method, seed and τ), no two methods with the same runs, no two planned runs with one run folder
+    (:func:`~harness.experiment.run_names.check_run_folders`), the multi-label study and the downstream settings
     (checked whether or not the stage has tasks).
 
     Returns:
@@ -68,6 +70,7 @@ def validate_experiment(exp: Experiment) -> "dict[str, _Plan]":
     for study, plan in plans.items():
         _check_distinct_methods(plan, "multilabel.methods" if study == "multilabel" else "methods")
     _check_variant_configs(exp, plans["main"])
+    check_run_folders(exp, plans)
     _check_classes(plans, exp.confusable_pairs, exp.single_pair.pairs if exp.single_pair else [])
     _check_downstream(exp, PRESETS)
     for what, folder in (("runs_root", exp.runs_root), ("results_root", exp.results_root)):
