@@ -122,8 +122,8 @@ def _epochs(path: Path, where: Path) -> int:
     "the built-in config planned from one folder, the user's file from another, no word either way)",
     ValueError,
     r"upstream_config=digits_base\.yaml \(in .*e\.yaml\) names both .*exps/digits_base\.yaml, beside the experiment "
-    r"file, and the built-in config digits_base\.yaml.*write upstream_config: \./digits_base\.yaml for the file "
-    r"beside it, or upstream_config: builtin:digits_base\.yaml for the built-in",
+    r"file, and the built-in config digits_base\.yaml.*write upstream_config: \./digits_base\.yaml for your file, "
+    r"or upstream_config: builtin:digits_base\.yaml for the built-in",
 )
 def _upstream_config_ambiguous(tmp):
     _epochs(_exps(tmp, "digits_base.yaml"), tmp)
@@ -142,7 +142,9 @@ def _upstream_config_relative(tmp):
             assert _epochs(e, where) == 2, (ref, where)
     e = _exps(tmp, "builtin:digits_base.yaml")
     assert _epochs(e, e.parent) == 15, "builtin: names the built-in config"
+    e.write_text("".join(line + "\n" for line in e.read_text().splitlines() if "upstream_config" not in line))
+    assert _epochs(e, e.parent) == 15, "the default (no upstream_config written) is the built-in digits_base.yaml"
     return (
         "./digits_base.yaml and my_base.yaml read relative to the experiment file (2 epochs from every folder); "
-        "builtin:digits_base.yaml the built-in (15 epochs)"
+        "builtin:digits_base.yaml and the default the built-in (15 epochs)"
     )

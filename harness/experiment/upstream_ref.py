@@ -66,11 +66,12 @@ def upstream_config_path(ref: str, folder: "Optional[Path]" = None, where: str =
     built_in = built_in_configs() / ref
     bare = not path.is_absolute() and "/" not in ref and "\\" not in ref
     if bare and local.is_file() and built_in.is_file() and local != built_in.resolve():
+        place = "in the current folder" if folder is None else "beside the experiment file"
         raise ValueError(
-            f"upstream_config={ref}{at} names both {local}, beside the experiment file, and the built-in config "
-            f"{ref} ({built_in_configs()}): a bare name is the file beside the experiment file, else the built-in, "
-            f"so one would shadow the other without a word: write upstream_config: ./{ref} for the file beside it, "
-            f"or upstream_config: {BUILT_IN}{ref} for the built-in"
+            f"upstream_config={ref}{at} names both {local}, {place}, and the built-in config {ref} "
+            f"({built_in_configs()}): a bare name is the file {place}, else the built-in, so one would shadow the "
+            f"other without a word: write upstream_config: ./{ref} for your file, or upstream_config: {BUILT_IN}{ref} "
+            "for the built-in"
         )
     if local.is_file():
         return local
