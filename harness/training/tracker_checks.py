@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Optional
 from urllib.parse import unquote, urlparse, urlsplit
 
+from harness.io import quote
 from harness.network import TIMEOUT, no_listener, unreachable
 
 #: the URI schemes of MLflow's tracking stores (a plain path is a file store too)
@@ -146,13 +147,83 @@ def _check_databricks(uri: str, shown: str, key: str) -> None:
     )
 
 
+#: the first 16 bytes of every SQLite database file (https://www.sqlite.org/fileformat.html, section 1.3.1)
+SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+def _harness_folder_around(path: Path) -> Optional[Path]:
+    """The harness run (``run.json``) or sweep (``sweep.json``) folder that is ``path`` or holds it, else None: a
+    tracker's files written there would mix with the harness's own."""
+    for folder in (path, *path.parents):
+        if (folder / "run.json").is_file() or (folder / "sweep.json").is_file():
+            return folder
+    return None
+
+
+def _check_sqlite_file(path: Path, shown: str, key: str) -> None:
+    """An ``sqlite:`` store's file, if it exists, is an SQLite database (:data:`SQLITE_HEADER`; an empty file is a new
+    one): MLflow would otherwise fail as the run starts and the run would go on untracked.
+
+    Raises:
+        ValueError: a folder, or a file of another kind, naming MLFLOW_TRACKING_URI, the file and the fix.
+    """
+    if path.is_dir():
+        kind = "a folder"
+    elif path.is_file() and path.stat().st_size:
+        with open(path, "rb") as f:
+            if f.read(len(SQLITE_HEADER)) == SQLITE_HEADER:
+                return
+        kind = "a file that is not an SQLite database"
+    else:
+        return
+    raise ValueError(
+        f"MLFLOW_TRACKING_URI {shown} names {path}, which is {kind}: MLflow would fail as the run starts and the run "
+        f"would go on untracked; give a new file name (e.g. MLFLOW_TRACKING_URI=sqlite:///{path.parent / 'mlflow.db'}"
+        f"), move {path} away, or leave mlflow out of {key}"
+    )
+
+
+def check_wandb_dir(key: str = "--log-with") -> None:
+    """``WANDB_DIR``, where W&B writes its run files (``<WANDB_DIR>/wandb/``), checked as every other location: an
+    existing, writable folder (W&B falls back to a temporary folder without a word otherwise) outside any harness run
+    or sweep folder (:func:`_harness_folder_around`). Unset, W&B writes in the working folder.
+
+    Raises:
+        ValueError: naming WANDB_DIR, its value, the rule and the fix.
+    """
+    given = os.environ.get("WANDB_DIR")
+    if not given:
+        return
+    path = Path(given).expanduser().resolve()
+    problem = (
+        "does not exist (W&B would write to a temporary folder instead)"
+        if not path.exists()
+        else "is not a folder"
+        if not path.is_dir()
+        else "is not writable (W&B would write to a temporary folder instead)"
+        if not os.access(path, os.W_OK | os.X_OK)
+        else None
+    )
+    if problem:
+        raise ValueError(
+            f"WANDB_DIR={quote(given, 80)!r} {problem}: make the folder (mkdir -p), point WANDB_DIR at a writable "
+            f"folder, unset it (W&B then writes in the working folder), or leave wandb out of {key}"
+        )
+    folder = _harness_folder_around(path)
+    if folder is not None:
+        raise ValueError(
+            f"WANDB_DIR={quote(given, 80)!r} is inside the harness folder {folder}, which W&B would fill with its own "
+            f"files (wandb/): give W&B a folder of its own, or unset WANDB_DIR (W&B then writes in the working folder)"
+        )
+
+
 def check_tracking_uri(uri: Optional[str] = None, key: str = "--log-with") -> None:
     """``MLFLOW_TRACKING_URI`` (default: the environment's) checked before any work, as every other location: one of
     MLflow's store schemes (:data:`MLFLOW_SCHEMES`; ``databricks`` and ``databricks-uc`` alone are Databricks
     stores) or a local path; a database URL SQLAlchemy can open, its driver installed and its server listening
     (:func:`_check_database`); a Databricks store with a workspace named (:func:`_check_databricks`); a local
     store (a folder, a ``file:`` URI, an ``sqlite:`` database file) never inside a harness run or sweep folder
-    (MLflow would fill it with its own files); no file store where the installed MLflow (>= 3) refuses one as the
+    (MLflow would fill it with its own files); an existing ``sqlite:`` file an SQLite database; no file store where the installed MLflow (>= 3) refuses one as the
     run starts; and a tracking server (``http(s)://``) that answers within :data:`harness.network.TIMEOUT` seconds
     (MLflow would retry for minutes). ``key``: the setting that names mlflow (``train.log_with``, ``--log-with``),
     for the messages, which never show a password.
@@ -160,7 +231,8 @@ def check_tracking_uri(uri: Optional[str] = None, key: str = "--log-with") -> No
     Raises:
         ValueError: another scheme (``pipe:``, ``s3:``...); a database URL SQLAlchemy cannot read (``sqlite:x.db``),
             with a driver not installed, or with no server at its host and port; a Databricks store without a
-            workspace; a store inside a run folder (``run.json``) or a sweep folder (``sweep.json``); a file store
+            workspace; a store inside a run folder (``run.json``) or a sweep folder (``sweep.json``); an ``sqlite:``
+            file that is a folder or not an SQLite database; a file store
             with MLflow >= 3 (the fix: :data:`LOCAL_STORE`, or ``MLFLOW_ALLOW_FILE_STORE=true``); a server that does
             not answer; each naming the variable, the value and the fix.
     """
@@ -179,13 +251,15 @@ def check_tracking_uri(uri: Optional[str] = None, key: str = "--log-with") -> No
     if scheme in DATABASES:
         _check_database(uri, scheme, shown, key)
     path = _local_store_path(uri, scheme)
-    for folder in (path, *path.parents) if path is not None else ():
-        if (folder / "run.json").is_file() or (folder / "sweep.json").is_file():
-            raise ValueError(
-                f"MLFLOW_TRACKING_URI {shown} is inside the harness folder {folder}, which MLflow would fill "
-                f"with its own files: give the store a folder of its own, e.g. MLFLOW_TRACKING_URI={LOCAL_STORE} "
-                "in another working folder"
-            )
+    folder = _harness_folder_around(path) if path is not None else None
+    if folder is not None:
+        raise ValueError(
+            f"MLFLOW_TRACKING_URI {shown} is inside the harness folder {folder}, which MLflow would fill "
+            f"with its own files: give the store a folder of its own, e.g. MLFLOW_TRACKING_URI={LOCAL_STORE} "
+            "in another working folder"
+        )
+    if scheme == "sqlite" and path is not None:
+        _check_sqlite_file(path, shown, key)
     refused = _file_store_refused() if path is not None and scheme != "sqlite" else None
     if refused:
         raise ValueError(
@@ -255,11 +329,12 @@ def check_wandb(key: str = "--log-with") -> None:
     mode but :data:`WANDB_LOCAL_MODES`), an API key (``WANDB_API_KEY``, ``WANDB_IDENTITY_TOKEN_FILE``, a settings
     file's ``api_key``, or the netrc entry ``wandb login`` writes for the server's host) and a server
     (``WANDB_BASE_URL``, a settings file's ``base_url``, else wandb's default) answering within
-    :data:`harness.network.TIMEOUT` seconds. Whether W&B accepts the key is its server's to tell. Nothing is
+    :data:`harness.network.TIMEOUT` seconds; ``WANDB_DIR`` in every mode but ``disabled`` (:func:`check_wandb_dir`).
+    Whether W&B accepts the key is its server's to tell. Nothing is
     checked without wandb installed (:func:`harness.training.trackers.available` names the install).
 
     Raises:
-        ValueError: an unknown mode, no API key online, a server URL that is not http(s) or does not answer; each
+        ValueError: an unknown mode, a bad ``WANDB_DIR``, no API key online, a server URL that is not http(s) or does not answer; each
             naming the variable, its value and the fix (``WANDB_MODE=offline`` runs without a server).
     """
     try:
@@ -287,6 +362,9 @@ def check_wandb(key: str = "--log-with") -> None:
     else:
         said = f"WANDB_MODE={mode}" if mode is not None else "WANDB_MODE unset"
         mode = mode or "online"
+    if mode == "disabled":
+        return
+    check_wandb_dir(key)
     if mode in WANDB_LOCAL_MODES:
         return
     if os.environ.get("WANDB_BASE_URL"):

@@ -1,0 +1,50 @@
+"""Bad inputs found by the thirteenth reliability audit that the lead fixed (``audit13 <case id>``): trackers whose
+store was known to be unusable before any work (an sqlite: file that is no database, a WANDB_DIR that is a file or
+another run's folder)."""
+
+from __future__ import annotations
+
+from bad_inputs_audit11_trackers import _upstream_tracked
+
+from bad_inputs import bad_input
+
+
+# ------------------------------------------------------------------------------ A13-03: an sqlite: file, not a database
+@bad_input(
+    "trackers",
+    "MLFLOW_TRACKING_URI=sqlite:///bad.db where bad.db is a text file (audit13 A13-03: 'mlflow failed in start "
+    "(DatabaseError: file is not a database)', the run went on untracked, exit status 0)",
+    ValueError,
+    r"MLFLOW_TRACKING_URI 'sqlite:///.*bad\.db' names .*bad\.db, which is a file that is not an SQLite database: "
+    r"MLflow would fail as the run starts .*give a new file name .*or leave mlflow out of train\.log_with",
+)
+def _mlflow_sqlite_not_a_database(tmp):
+    (tmp / "bad.db").write_text("hello not a db\n")
+    _upstream_tracked(tmp, "mlflow", MLFLOW_TRACKING_URI=f"sqlite:///{tmp / 'bad.db'}")
+
+
+# ------------------------------------------------------------------------------ A13-04: WANDB_DIR
+@bad_input(
+    "trackers",
+    "WANDB_MODE=offline WANDB_DIR=<a file> (audit13 A13-04: W&B logged to /tmp/wandb/offline-run-* without a word, "
+    "not where WANDB_DIR says)",
+    ValueError,
+    r"WANDB_DIR='.*wfile' is not a folder: make the folder .*or leave wandb out of train\.log_with",
+)
+def _wandb_dir_a_file(tmp):
+    (tmp / "wfile").write_text("x\n")
+    _upstream_tracked(tmp, "wandb", WANDB_MODE="offline", WANDB_DIR=str(tmp / "wfile"))
+
+
+@bad_input(
+    "trackers",
+    "WANDB_MODE=offline WANDB_DIR=<a finished harness run> (audit13 A13-04: W&B's wandb/offline-run-* written into "
+    "the other run's folder, rc 0)",
+    ValueError,
+    r"WANDB_DIR='.*base' is inside the harness folder .*base, which W&B would fill with its own files",
+)
+def _wandb_dir_in_a_run(tmp):
+    (tmp / "base").mkdir()
+    (tmp / "base" / "run.json").write_text("{}\n")  # what marks a harness run folder
+    _upstream_tracked(tmp, "wandb", WANDB_MODE="offline", WANDB_DIR=str(tmp / "base"))
+    assert not (tmp / "base" / "wandb").exists()
