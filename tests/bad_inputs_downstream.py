@@ -49,15 +49,23 @@ def downstream(*args: str) -> None:
 
 
 def task_folder(tmp: Path, name: str = "birds", k: int = 5, sizes=None, bad: "dict[str, str] | None" = None) -> Path:
-    """A folder-format task: 3 PNG images and the four lists (``bad``: split -> a last line to add)."""
+    """A folder-format task: 3 PNG images and the four lists (``bad``: split -> a last line to add). Line ``i`` of a
+    list is image ``i % 3`` with label ``i % k``; the test split lists ``img/<j>.png``, train800 and val200 copies of
+    their own (``img/train800_<j>.png``, ``img/val200_<j>.png``), train800val200 those of train800 then of val200, so
+    no held-out split shares an image with one trained on (:func:`harness.tasks.readers.check_disjoint`)."""
     folder = tmp / name
     (folder / "img").mkdir(parents=True)
     rng = np.random.default_rng(0)
-    for i in range(3):
-        Image.fromarray(rng.integers(0, 255, (16, 16, 3), dtype=np.uint8)).save(folder / "img" / f"{i}.png")
+    images = [Image.fromarray(rng.integers(0, 255, (16, 16, 3), dtype=np.uint8)) for _ in range(3)]
+    for prefix in ("", "train800_", "val200_"):
+        for j, image in enumerate(images):
+            image.save(folder / "img" / f"{prefix}{j}.png")
     sizes = sizes or {"train800": 20, "val200": 10, "train800val200": 30, "test": 12}
+    prefix = {"train800": lambda i: "train800_", "val200": lambda i: "val200_", "test": lambda i: ""}
+    prefix["train800val200"] = lambda i: "train800_" if i < sizes.get("train800", 0) else "val200_"
     for split, n in sizes.items():
-        lines = [f"img/{i % 3}.png {i % k}" for i in range(n)] + ([bad[split]] if bad and split in bad else [])
+        lines = [f"img/{prefix[split](i)}{i % 3}.png {i % k}" for i in range(n)]
+        lines += [bad[split]] if bad and split in bad else []
         (folder / f"{split}.txt").write_text("\n".join(lines) + "\n")
     return folder
 

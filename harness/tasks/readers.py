@@ -18,7 +18,8 @@ and attach ``dataset.source``: a dict saying what was read (TFDS name and versio
   (through :meth:`ImageDataset.__getitem__`).
 
 :func:`check_split` checks a split before any training: the list (format, labels, paths, size),
-that every listed file exists, and that a sample of the images decode.
+that every listed file exists, and that a sample of the images decode; :func:`check_disjoint` that a task's test
+split lists no image its other splits list, nor val200 one of train800.
 """
 
 from __future__ import annotations
@@ -383,3 +384,45 @@ def check_split(ds: ImageDataset) -> None:
                 f"to {images.listing.parent}) or restore the files"
             )
     ds.check_images()
+
+
+#: pairs ``(trained, held out)`` of a task's folder splits that must share no image (:func:`check_disjoint`): the test
+#: split is scored, so no fine-tune may train on it (train800val200 is VTAB-1k's union of train800 and val200, but the
+#: lists are checked one by one); val200 scores the train800 fine-tunes that choose the learning rate and fit τ
+DISJOINT_SPLITS = (("train800val200", "test"), ("train800", "test"), ("val200", "test"), ("train800", "val200"))
+
+
+def check_disjoint(splits: "dict[str, ImageDataset]") -> None:
+    """Refuse a folder task whose held-out split lists an image a split trained before it lists
+    (:data:`DISJOINT_SPLITS`). ``splits``: the task's splits read by :func:`folder_split`, by name (others, and splits
+    not read from lists, are skipped). An image is its listed file, resolved (``os.path.realpath``: ``./a.png``,
+    ``b/../a.png`` and a symbolic link to it are ``a.png``); only paths are compared, no file is read.
+
+    Raises:
+        ValueError: naming both list files, the first shared image with its line in each, how many images are
+            shared, the rule and the fix.
+    """
+    read = {}  # split -> (its list, the resolved path of each line, {resolved path: position of its first line})
+    for name, ds in splits.items():
+        if isinstance(ds.load_image, ListedImages):
+            resolved = [os.path.realpath(p) for p in ds.load_image.paths]
+            read[name] = (ds.load_image, resolved, {p: i for i, p in reversed(list(enumerate(resolved)))})
+    for trained, held in DISJOINT_SPLITS:
+        if trained not in read or held not in read:
+            continue
+        (a, _, seen), (b, resolved, _) = read[trained], read[held]
+        shared = [i for i, p in enumerate(resolved) if p in seen]
+        if not shared:
+            continue
+        i, j = shared[0], seen[resolved[shared[0]]]
+        role = (
+            "the test split is scored, so no fine-tune may train on its images"
+            if held == "test"
+            else "val200 scores the fine-tunes trained on train800 that choose the learning rate and fit τ"
+        )
+        raise ValueError(
+            f"{b.listing} line {b.lines[i]} lists {b.paths[i]}, the image {a.listing} line {a.lines[j]} lists "
+            f"({len(shared)} of the {len(resolved)} lines of {b.listing.name} list images of {a.listing.name}): "
+            f"{role}; list each image in only one of {b.listing.name} and {a.listing.name} (give the {held} split "
+            "images of its own)"
+        )

@@ -187,22 +187,26 @@ def load_split(task: Task, split: str, settings: TaskData):
 def check_tasks(tasks: Sequence[Task], settings: TaskData, progress: Optional[Callable[[str], None]] = None) -> None:
     """Check all four splits of every task before any run: folder lists (two columns, integer labels
     in [0, K), paths inside the task folder, VTAB-1k sizes including the test split unless
-    ``check_test_size`` is off), that every listed image exists and a sample decode; TFDS splits
-    (prepared, sizes, a sample of examples decode with labels in range). Demo tasks are generated. ``progress``
-    gets a line per task checked.
+    ``check_test_size`` is off), that every listed image exists and a sample decode, that the test split shares no
+    image with train800, val200 or train800val200 nor val200 with train800 (paths compared:
+    :func:`harness.tasks.readers.check_disjoint`); TFDS splits (prepared, sizes, a sample of examples decode with
+    labels in range). Demo tasks are generated. ``progress`` gets a line per task checked.
 
     Raises:
         ValueError / FileNotFoundError: the first problem found, naming the file (and line) and the fix.
     """
-    from harness.tasks.readers import check_split, check_tfds_split
+    from harness.tasks.readers import check_disjoint, check_split, check_tfds_split
 
     for i, t in enumerate(tasks, 1):
         if t.group == "demo":
             continue
         if progress:
             progress(f"checking the data of {t.name} (task {i}/{len(tasks)})")
+        read = {}
         for split in SPLITS:
             if t.group != "custom" and settings.data_format == "tfds":
                 check_tfds_split(t, split, settings.data_dir, settings.check_test_size or split != "test")
             else:
-                check_split(load_split(t, split, settings))
+                read[split] = load_split(t, split, settings)
+                check_split(read[split])
+        check_disjoint(read)  # folder lists: the held-out images apart from those trained on

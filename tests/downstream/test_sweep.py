@@ -183,16 +183,7 @@ def test_bad_input(upstream, tmp_path):
 
 
 def test_custom_task_from_a_folder_and_one_line(upstream, tmp_path):
-    import numpy as np
-    from PIL import Image
-
-    folder = tmp_path / "birds"
-    (folder / "img").mkdir(parents=True)
-    rng = np.random.default_rng(0)
-    for i in range(3):
-        Image.fromarray(rng.integers(0, 255, (16, 16, 3), dtype=np.uint8)).save(folder / "img" / f"{i}.png")
-    for split, n in (("train800", 40), ("val200", 10), ("train800val200", 50), ("test", 12)):
-        (folder / f"{split}.txt").write_text("".join(f"img/{i % 3}.png {i % 5}\n" for i in range(n)))
+    folder = _custom_folder(tmp_path / "birds")
     res = CliRunner().invoke(
         main,
         [
@@ -230,15 +221,21 @@ def test_learning_rate_scales_with_the_batch():
 
 
 def _custom_folder(root, sizes=(("train800", 40), ("val200", 10), ("train800val200", 50), ("test", 12)), k=5):
+    """A custom task folder: line ``i`` of a list is image ``i % 3`` of the split's own copies (``img/<split>_<j>.png``;
+    train800val200 lists those of train800 then of val200), label ``i % k``: no held-out image is trained on."""
     import numpy as np
     from PIL import Image
 
     (root / "img").mkdir(parents=True)
     rng = np.random.default_rng(0)
-    for i in range(3):
-        Image.fromarray(rng.integers(0, 255, (16, 16, 3), dtype=np.uint8)).save(root / "img" / f"{i}.png")
+    images = [Image.fromarray(rng.integers(0, 255, (16, 16, 3), dtype=np.uint8)) for _ in range(3)]
+    for split in ("train800", "val200", "test"):
+        for j, image in enumerate(images):
+            image.save(root / "img" / f"{split}_{j}.png")
+    n_train = dict(sizes)["train800"]
     for split, n in sizes:
-        (root / f"{split}.txt").write_text("".join(f"img/{i % 3}.png {i % k}\n" for i in range(n)))
+        own = [split if split != "train800val200" else "train800" if i < n_train else "val200" for i in range(n)]
+        (root / f"{split}.txt").write_text("".join(f"img/{own[i]}_{i % 3}.png {i % k}\n" for i in range(n)))
     return root
 
 

@@ -105,15 +105,15 @@ def test_folder_format_tasks_written_here(upstream, tmp_path):
     tasks = {"dtd": 47, "kitti": 4}  # "kitti" is the folder name of kitti_dist
     for folder, k in tasks.items():
         (root / folder / "images").mkdir(parents=True)
-        for i in range(4):
-            Image.fromarray(rng.integers(0, 255, (20, 20, 3), dtype=np.uint8)).save(
-                root / folder / "images" / f"{i}.png"
-            )
-        sizes = {"train800": 800, "val200": 200, "train800val200": 1000, "test": 60}
-        for split, n in sizes.items():
-            (root / folder / f"{split}.txt").write_text(
-                "".join(f"images/{i % 4}.png {rng.integers(0, k)}\n" for i in range(n))
-            )
+        images = [Image.fromarray(rng.integers(0, 255, (20, 20, 3), dtype=np.uint8)) for _ in range(4)]
+        for split in ("train800", "val200", "test"):  # each split its own copies: no test image is trained on
+            for i, image in enumerate(images):
+                image.save(root / folder / "images" / f"{split}_{i}.png")
+        sizes = {"train800": 800, "val200": 200, "test": 60}
+        lines = {s: [f"images/{s}_{i % 4}.png {rng.integers(0, k)}\n" for i in range(n)] for s, n in sizes.items()}
+        lines["train800val200"] = lines["train800"] + lines["val200"]  # VTAB-1k's union
+        for split, listed in lines.items():
+            (root / folder / f"{split}.txt").write_text("".join(listed))
     settings = SweepSettings(**TINY, data_format="folder", data_dir=str(root), check_test_size=False)
     result = sweep(upstream, ["dtd", "kitti_dist"], tmp_path / "out", settings, progress=lambda s: None)
     assert set(result["tasks"]) == {"dtd", "kitti_dist"} and result["vtab1k_score"] is None

@@ -28,7 +28,7 @@ from PIL import Image
 from harness.cli import main
 from harness.data.sources import cifar10n_rows
 from harness.tasks.cifar import CIFAR_TASKS, build_cifar_tasks
-from harness.tasks.readers import check_split, folder_split
+from harness.tasks.readers import check_disjoint, check_split, folder_split
 from harness.tasks.taskset import custom_task
 
 CLASSES = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]
@@ -154,11 +154,13 @@ def test_folders_load_with_the_project_reader(built, task):
     out, summary = built
     t = custom_task(summary["tasks"][task]["spec"])
     assert (t.num_classes, t.flip, t.crop) == CIFAR_TASKS[task][1:]
+    read = {}
     for split in SPLITS:
-        ds = folder_split(t, split, out, validate=False, folder=out / task)
+        ds = read[split] = folder_split(t, split, out, validate=False, folder=out / task)
         check_split(ds)
         img, y = ds[len(ds) - 1]
         assert img.mode == "RGB" and 0 <= y < t.num_classes
+    check_disjoint(read)  # what tasks-cifar writes passes the sweep's check: no held-out image is trained on
 
 
 def _digest(folder: Path) -> dict:

@@ -5,7 +5,7 @@ import pytest
 from PIL import Image
 
 from harness.tasks.catalogue import get_task
-from harness.tasks.readers import check_split, folder_split, tfds_split
+from harness.tasks.readers import check_disjoint, check_split, folder_split, tfds_split
 
 
 def _write_task(root, folder, sizes, num_classes=47):
@@ -140,3 +140,54 @@ def test_tfds_read_errors_are_not_retried_as_another_version(monkeypatch):
         with pytest.raises(FileNotFoundError, match="TFDS dtd:3.*.* for task dtd .*OSError: array_record shard"):
             tfds_split(get_task("dtd"), "val200", None)
     assert calls == ["3.0.1"]  # one attempt at the pinned version, no silent retry
+
+
+def _listed_task(root, lists):
+    """A custom 2-class task in ``root`` whose split lists are ``lists`` (split -> image names under img/)."""
+    from harness.tasks.taskset import custom_task
+
+    (root / "img").mkdir(parents=True, exist_ok=True)
+    for split, names in lists.items():
+        for name in names:
+            if not (root / "img" / name).exists():
+                Image.new("RGB", (4, 4)).save(root / "img" / name)
+        (root / f"{split}.txt").write_text("".join(f"img/{n} {i % 2}\n" for i, n in enumerate(names)))
+    task = custom_task(f"ct={root}:2")
+    return {split: folder_split(task, split, root.parent, validate=False, folder=root) for split in lists}
+
+
+def test_held_out_splits_share_no_image_with_those_trained_on(tmp_path):
+    apart = {"train800": ["a.png", "b.png"], "val200": ["c.png"], "train800val200": ["a.png", "b.png", "c.png"]}
+    check_disjoint(_listed_task(tmp_path / "ok", {**apart, "test": ["d.png", "e.png"]}))  # VTAB-1k's layout
+    cases = [
+        (
+            {"test": ["d.png", "b.png", "a.png"]},
+            r"ct/test.txt line 2 lists .*img/b.png, the image .*ct/train800val200.txt line 2 lists \(2 of the 3 lines "
+            r"of test.txt list images of train800val200.txt\): the test split is scored.*list each image in only one "
+            r"of test.txt and train800val200.txt",
+        ),
+        (
+            {"train800val200": ["a.png"], "test": ["c.png"]},
+            r"test.txt line 1 lists .*c.png, .*val200.txt line 1 lists \(1 of the 1 lines of test.txt list images of "
+            r"val200.txt\)",
+        ),  # train800val200 not the union: still apart
+        (
+            {"val200": ["b.png"], "train800val200": ["a.png", "b.png"], "test": ["d.png"]},
+            r"val200.txt line 1 lists .*b.png, the image .*train800.txt line 2 lists .*val200 scores the fine-tunes "
+            r"trained on train800",
+        ),
+        (
+            {"test": ["./d.png", "../img/a.png"]},
+            r"test.txt line 2 lists .*img/\.\./img/a.png, the image .*train800val200.txt line 1",
+        ),  # the same file by another path
+    ]
+    for i, (changed, match) in enumerate(cases):
+        splits = _listed_task(tmp_path / f"c{i}" / "ct", {**apart, **changed})
+        with pytest.raises(ValueError, match=match):
+            check_disjoint(splits)
+    (tmp_path / "c4" / "ct" / "img").mkdir(parents=True)
+    (tmp_path / "c4" / "ct" / "img" / "link.png").symlink_to(tmp_path / "ok" / "img" / "a.png")
+    splits = _listed_task(tmp_path / "c4" / "ct", {**apart, "test": ["link.png"]})
+    splits["train800val200"] = _listed_task(tmp_path / "ok", apart)["train800val200"]
+    with pytest.raises(ValueError, match=r"link.png, the image .*ok/train800val200.txt line 1 lists"):
+        check_disjoint(splits)  # a symbolic link is the file it names
