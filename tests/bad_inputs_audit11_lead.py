@@ -352,7 +352,7 @@ def _output_dir_tilde(tmp):
     "the classes nor the folders, with no fix)",
     CLI_ERROR,
     r"train split 'train' \(.*imf.*\) and eval split 'test' \(.*\) differ in classes \(the eval split lacks 'b'\): "
-    r"every split needs every class.*an empty class folder will do",
+    r"every split needs every class.*add the missing class, with images of it",
 )
 def _image_folder_classes_differ(tmp):
     from PIL import Image

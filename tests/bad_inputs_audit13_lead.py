@@ -4,6 +4,7 @@ another run's folder)."""
 
 from __future__ import annotations
 
+from bad_inputs_audit9_config import CLI_ERROR, CONFIGS
 from bad_inputs_audit11_trackers import _upstream_tracked
 
 from bad_inputs import bad_input
@@ -48,3 +49,34 @@ def _wandb_dir_in_a_run(tmp):
     (tmp / "base" / "run.json").write_text("{}\n")  # what marks a harness run folder
     _upstream_tracked(tmp, "wandb", WANDB_MODE="offline", WANDB_DIR=str(tmp / "base"))
     assert not (tmp / "base" / "wandb").exists()
+
+
+# ------------------------------------------------------------------------------ A13-07: an empty class folder
+@bad_input(
+    "upstream",
+    "image_folder whose train split holds an empty class folder c (audit13 A13-07: torchvision's 'Found no valid file "
+    "for the classes c. Supported extensions are ...', naming neither the folder, the split nor the fix)",
+    CLI_ERROR,
+    r"1 class folder\(s\) of split 'train' \(data\.path '.*imf'\) hold no image \(\.jpg, .*\): '.*imf/train/c'; add "
+    r"images, or remove the folder",
+)
+def _image_folder_empty_class(tmp):
+    from PIL import Image
+
+    from harness.cli import main
+
+    for split in ("train", "test"):
+        for c in "ab":
+            (tmp / "imf" / split / c).mkdir(parents=True)
+            for i in range(4):
+                Image.new("RGB", (16, 16), (i * 40, 0, 0)).save(tmp / "imf" / split / c / f"{i}.png")
+    (tmp / "imf" / "train" / "c").mkdir()
+    settings = ["data.source=image_folder", f"data.path={tmp / 'imf'}", "data.label_noise=null", "data.image_size=16"]
+    settings += ["data.eval_resize=16", "data.batch_size=4", "data.heldout_split=null", f"output_dir={tmp / 'r'}"]
+    try:
+        main(
+            ["upstream", "--no-progress", "--config", str(CONFIGS / "digits_hom.yaml"), "train.epochs=1", *settings],
+            standalone_mode=False,
+        )
+    finally:  # the data is read under the run folder's lock: the lock alone is there
+        assert {f.name for f in (tmp / "r").iterdir()} <= {".lock"}, "work started before the error"

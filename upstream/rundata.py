@@ -87,8 +87,8 @@ def _check_same_classes(train: Any, evaluation: Any, train_split: str, eval_spli
         )
         raise ValueError(
             f"{where} differ in classes ({lacks}): every split needs every class, in the same order (class k is the "
-            "model's output k); add the missing class (for an image folder, an empty class folder will do), or "
-            "remove it from the other split"
+            "model's output k); add the missing class, with images of it (an image folder's class folder must hold "
+            "one), or remove it from the other split"
         )
     raise ValueError(
         f"{where} name the same classes in another order ({a[:10]} and {b[:10]}): class k is the model's output k, so "

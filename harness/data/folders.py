@@ -52,13 +52,15 @@ def read_image_folder(root: Path, split: str, allow_outside_root: bool = False) 
     split or class folder, a subfolder or an image that is a link out of it is refused before any image is read.
 
     Raises:
-        FileNotFoundError: no ``<root>/<split>`` folder (ImageFolder's own: a class folder with no image).
-        ValueError: a link that leads out of ``root``, naming the link, where it points and the fix.
+        FileNotFoundError: no ``<root>/<split>`` folder, or one holding no class folder.
+        ValueError: a class folder holding no image (:func:`_check_class_folders`); a link that leads out of
+            ``root``, naming the link, where it points and the fix.
     """
     from torchvision.datasets import ImageFolder
 
     if not (root / split).is_dir():
         raise FileNotFoundError(f"no split folder {str(root / split)!r}; expected <data.path>/<split>/<class>/...")
+    _check_class_folders(root, split)
     folder = ImageFolder(str(root / split))
     paths = [p for p, _ in folder.samples]
     if not allow_outside_root:
@@ -78,3 +80,37 @@ def read_image_folder(root: Path, split: str, allow_outside_root: bool = False) 
         folder.classes,
         f"image folder {root / split} ({len(paths)} images)",
     )
+
+
+def _check_class_folders(root: Path, split: str) -> None:
+    """Every class folder of ``<root>/<split>`` holds an image (a file ImageFolder reads: torchvision's
+    ``IMG_EXTENSIONS``, in the folder or below it), as ImageFolder requires, checked here to name the folder.
+
+    Raises:
+        FileNotFoundError: a split folder with no class folder, naming it, data.path and the layout.
+        ValueError: the class folders with no image, naming them, data.path and the fix.
+    """
+    from torchvision.datasets.folder import IMG_EXTENSIONS, find_classes
+
+    try:
+        classes, _ = find_classes(str(root / split))
+    except FileNotFoundError as e:
+        raise FileNotFoundError(
+            f"split folder {str(root / split)!r} (split {split!r} of data.path {str(root)!r}) holds no class folder: "
+            "expected <data.path>/<split>/<class>/<image>"
+        ) from e
+    empty = [
+        c
+        for c in classes
+        if not any(
+            f.lower().endswith(IMG_EXTENSIONS)
+            for _, _, files in os.walk(root / split / c, followlinks=True)
+            for f in files
+        )
+    ]
+    if empty:
+        shown = ", ".join(repr(str(root / split / c)) for c in empty[:3]) + (" ..." if len(empty) > 3 else "")
+        raise ValueError(
+            f"{len(empty)} class folder(s) of split {split!r} (data.path {str(root)!r}) hold no image "
+            f"({', '.join(IMG_EXTENSIONS)}): {shown}; add images, or remove the folder (every class folder is a class)"
+        )
