@@ -29,6 +29,7 @@ def _run(tmp, *overrides, config="digits_het.yaml", **kw):
         UpstreamConfig,
         CONFIGS / config,
         [*QUICK, *([] if hom else FEW_SAMPLES), f"output_dir={tmp / 'run'}", *overrides],
+        distinct=False,  # the case's overrides over the quick defaults
     )
     return run(cfg, progress=False, **kw)
 

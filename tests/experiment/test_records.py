@@ -20,7 +20,9 @@ TINY = ["train.epochs=1", "data.limit_train=128"]
 
 
 def _config(out: Path, *extra: str, head=None) -> UpstreamConfig:
-    cfg = load_config(UpstreamConfig, CONFIGS / "digits_base.yaml", [*TINY, *extra, f"output_dir={out}"])
+    cfg = load_config(
+        UpstreamConfig, CONFIGS / "digits_base.yaml", [*TINY, *extra, f"output_dir={out}"], distinct=False
+    )
     cfg.model.head = dict(head or {"covariance": "none"})
     return cfg
 

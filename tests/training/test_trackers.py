@@ -29,7 +29,9 @@ TINY = [
 
 
 def _tiny(tmp_path, *extra):
-    return load_config(UpstreamConfig, CONFIGS / "digits_het.yaml", [*TINY, f"output_dir={tmp_path / 'run'}", *extra])
+    return load_config(
+        UpstreamConfig, CONFIGS / "digits_het.yaml", [*TINY, f"output_dir={tmp_path / 'run'}", *extra], distinct=False
+    )
 
 
 def test_flat_params_hold_every_setting_as_a_scalar():

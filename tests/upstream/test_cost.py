@@ -14,7 +14,7 @@ TINY = ["data.batch_size=8", "data.image_size=16"]
 
 
 def _cfg(*overrides: str) -> UpstreamConfig:
-    return load_config(UpstreamConfig, BASE, [*TINY, *overrides])
+    return load_config(UpstreamConfig, BASE, [*TINY, *overrides], distinct=False)
 
 
 def test_step_seconds_positive_medians_interleaved_and_ratios_to_the_first():

@@ -24,7 +24,9 @@ MONITOR = ["train.fewshot_every=1", "train.fewshot_tasks=[demo_digit]", "train.f
 
 
 def _cfg(folder: Path, *extra: str) -> UpstreamConfig:
-    return load_config(UpstreamConfig, CONFIGS / "digits_het.yaml", [*TINY, f"output_dir={folder}", *extra])
+    return load_config(
+        UpstreamConfig, CONFIGS / "digits_het.yaml", [*TINY, f"output_dir={folder}", *extra], distinct=False
+    )
 
 
 def _scalars(run_dir: Path) -> "dict[str, list]":

@@ -46,7 +46,7 @@ WORLD = 2
 
 
 def _cfg(out: Path, *extra: str) -> UpstreamConfig:
-    return load_config(UpstreamConfig, CONFIG, [*COMMON, f"output_dir={out}", *extra])
+    return load_config(UpstreamConfig, CONFIG, [*COMMON, f"output_dir={out}", *extra], distinct=False)
 
 
 def _final(run_dir: Path) -> "tuple[dict, np.ndarray]":

@@ -93,7 +93,9 @@ def test_forward_uses_the_het_heads_log_mean_probability():
 
 def _cfg(tmp_path, *overrides, name="digits_hom.yaml"):
     short = [o for o in SHORT if "_hom" not in name or not o.startswith("model.head.")]  # hom: no sample counts
-    return load_config(UpstreamConfig, CONFIGS / name, [*short, f"output_dir={tmp_path / 'run'}", *overrides])
+    return load_config(
+        UpstreamConfig, CONFIGS / name, [*short, f"output_dir={tmp_path / 'run'}", *overrides], distinct=False
+    )
 
 
 def test_validate_refuses_bad_loss_settings(tmp_path):

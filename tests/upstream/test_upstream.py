@@ -27,7 +27,9 @@ QUICK_HOM = [o for o in QUICK if not o.startswith("model.head.")]
 
 def quick(tmp_path, name="digits_het.yaml", *extra):
     short = QUICK_HOM if "_hom" in name else QUICK
-    return load_config(UpstreamConfig, CONFIGS / name, [*short, f"output_dir={tmp_path / 'run'}", *extra])
+    return load_config(
+        UpstreamConfig, CONFIGS / name, [*short, f"output_dir={tmp_path / 'run'}", *extra], distinct=False
+    )
 
 
 @pytest.mark.parametrize(

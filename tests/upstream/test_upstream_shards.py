@@ -38,7 +38,10 @@ def digits_shards(tmp_path_factory) -> Path:
 
 def config(shards: Path, out: Path, *extra: str) -> UpstreamConfig:
     return load_config(
-        UpstreamConfig, CONFIG, [*QUICK, "data.source=shards", f"data.path={shards}", f"output_dir={out}", *extra]
+        UpstreamConfig,
+        CONFIG,
+        [*QUICK, "data.source=shards", f"data.path={shards}", f"output_dir={out}", *extra],
+        distinct=False,
     )
 
 
