@@ -4,6 +4,7 @@ another run's folder)."""
 
 from __future__ import annotations
 
+import click
 from bad_inputs_audit9_config import CLI_ERROR, CONFIGS
 from bad_inputs_audit11_trackers import _upstream_tracked
 
@@ -80,3 +81,23 @@ def _image_folder_empty_class(tmp):
         )
     finally:  # the data is read under the run folder's lock: the lock alone is there
         assert {f.name for f in (tmp / "r").iterdir()} <= {".lock"}, "work started before the error"
+
+
+# ------------------------------------------------------------------------------ A13-09: a report over other labels
+@bad_input(
+    "uncertainty",
+    "harness report over two runs of the same examples whose targets differ (audit13 A13-09: rc 0, the second scored "
+    "against its own labels in the same tables and paired comparisons; harness ensemble refused the pair)",
+    click.ClickException,
+    r"hom seed 1 \(.*b\) was evaluated on other data, classes or labels than hom seed 0: example index \d+ has target \d+ vs \d+ "
+    r"\(different evaluation data or labels\); report runs of one experiment together",
+)
+def _report_other_targets(tmp):
+    from bad_inputs_uncertainty import _cli, make_run
+
+    make_run(tmp / "a", 0)
+    make_run(tmp / "b", 1, labels_seed=1)  # the same 40 examples, other labels
+    try:
+        _cli("report", str(tmp / "a"), str(tmp / "b"), "--name", "r", "--out-root", str(tmp / "rep"))
+    finally:
+        assert not (tmp / "rep").exists(), "the report was written"

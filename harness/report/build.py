@@ -189,17 +189,21 @@ def _entry_json(e: Entry, multilabel: bool) -> dict:
 
 
 def _check_same_data(entries: "list[Entry]") -> None:
-    """Every entry was evaluated on the first one's examples and classes.
+    """Every entry was evaluated on the first one's examples, classes and targets
+    (:func:`harness.uncertainty.ensembles.evaluation_mismatch`, the ensemble's rule; links may differ).
 
     Raises:
-        ValueError: naming the first entry that was not.
+        ValueError: naming the first entry that was not, and how.
     """
+    from harness.uncertainty.ensembles import evaluation_mismatch
+
     ref = entries[0].preds
     for e in entries[1:]:
-        if e.preds.class_names != ref.class_names or not np.array_equal(e.preds.index, ref.index):
+        what = evaluation_mismatch(e.preds, ref, compare_link=False)
+        if what:
             raise ValueError(
-                f"{e.label} ({e.preds.source}) was evaluated on other data or classes than "
-                f"{entries[0].label}; report runs of one experiment together"
+                f"{e.label} ({e.preds.source}) was evaluated on other data, classes or labels than "
+                f"{entries[0].label}: {what}; report runs of one experiment together"
             )
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import replace
-from typing import Sequence
+from typing import Optional, Sequence
 
 import numpy as np
 
@@ -37,8 +37,39 @@ def _at(seq: Sequence, i: int) -> str:
     return repr(seq[i].tolist() if hasattr(seq[i], "tolist") else seq[i]) if i < len(seq) else "none"
 
 
+def evaluation_mismatch(m: Predictions, ref: Predictions, compare_link: bool = True) -> Optional[str]:
+    """How ``m`` was evaluated otherwise than ``ref``: the first differing class (index and name), the link (unless
+    ``compare_link`` is off), the first differing example index, or the first example whose target differs; None when
+    they share the label space, link, examples and targets. The one rule of :func:`check_compatible` and the report's
+    entry check (:mod:`harness.report.build`)."""
+    if m.class_names != ref.class_names:
+        i = _first_difference(m.class_names, ref.class_names)
+        return (
+            f"class {i} is {_at(m.class_names, i)} vs {_at(ref.class_names, i)} ({len(m.class_names)} vs "
+            f"{len(ref.class_names)} classes; different label space)"
+        )
+    if compare_link and m.link != ref.link:
+        return f"link {m.link!r} vs {ref.link!r}"
+    if not np.array_equal(m.index, ref.index):
+        i = _first_difference(m.index, ref.index)
+        return (
+            f"at position {i} the example index is {_at(m.index, i)} vs {_at(ref.index, i)} ({len(m.index)} "
+            f"vs {len(ref.index)} evaluation examples; different evaluation data)"
+        )
+    if m.targets.shape != ref.targets.shape:
+        return f"targets of shape {m.targets.shape} vs {ref.targets.shape} (different evaluation data or labels)"
+    if not np.array_equal(m.targets, ref.targets):
+        i = int(np.argmax((m.targets != ref.targets).reshape(len(ref.targets), -1).any(axis=1)))
+        return (
+            f"example index {int(ref.index[i])} has target {_at(m.targets, i)} vs {_at(ref.targets, i)} "
+            "(different evaluation data or labels)"
+        )
+    return None
+
+
 def check_compatible(members: Sequence[Predictions]) -> None:
-    """Members must share the label space (class names, in order), link, examples and targets.
+    """Members must share the label space (class names, in order), link, examples and targets
+    (:func:`evaluation_mismatch`).
 
     Raises:
         ValueError: naming the first member that differs from the first member and the first
@@ -48,29 +79,7 @@ def check_compatible(members: Sequence[Predictions]) -> None:
         raise ValueError("an ensemble needs at least one member")
     ref = members[0]
     for m in members[1:]:
-        what = None
-        if m.class_names != ref.class_names:
-            i = _first_difference(m.class_names, ref.class_names)
-            what = (
-                f"class {i} is {_at(m.class_names, i)} vs {_at(ref.class_names, i)} ({len(m.class_names)} vs "
-                f"{len(ref.class_names)} classes; different label space)"
-            )
-        elif m.link != ref.link:
-            what = f"link {m.link!r} vs {ref.link!r}"
-        elif not np.array_equal(m.index, ref.index):
-            i = _first_difference(m.index, ref.index)
-            what = (
-                f"at position {i} the example index is {_at(m.index, i)} vs {_at(ref.index, i)} ({len(m.index)} "
-                f"vs {len(ref.index)} evaluation examples; different evaluation data)"
-            )
-        elif m.targets.shape != ref.targets.shape:
-            what = f"targets of shape {m.targets.shape} vs {ref.targets.shape} (different evaluation data or labels)"
-        elif not np.array_equal(m.targets, ref.targets):
-            i = int(np.argmax((m.targets != ref.targets).reshape(len(ref.targets), -1).any(axis=1)))
-            what = (
-                f"example index {int(ref.index[i])} has target {_at(m.targets, i)} vs {_at(ref.targets, i)} "
-                "(different evaluation data or labels)"
-            )
+        what = evaluation_mismatch(m, ref)
         if what:
             raise ValueError(
                 f"member {m.source} does not match {ref.source}: {what}; ensemble only models "
