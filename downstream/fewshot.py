@@ -18,7 +18,8 @@ import numpy as np
 from harness.downstream.config import MAX_RESOLUTION, SweepSettings
 from harness.downstream.sweep import upstream_record
 from harness.downstream.table import _data_text, _model_text
-from harness.io import atomic_write_text, check_output_folder, check_writable, json_dumps, read_json
+from harness.folder_paths import check_outside_outputs
+from harness.io import RunLock, atomic_write_text, check_output_folder, check_writable, json_dumps, read_json
 from harness.rules import SEED, Rule
 from harness.tasks.fewshot import HELDOUT_PER_CLASS, L2_GRID, check_shots
 from harness.tasks.probe import POOL_SPLIT, TEST_SPLIT, evaluate_tasks, prepare_tasks
@@ -29,6 +30,8 @@ from harness.training.trackers import available
 #: big_vision's shot counts (``configs/common_fewshot.py``)
 DEFAULT_SHOTS = (1, 5, 10, 25)
 SCHEMA = "harness.fewshot/1"
+#: what a fewshot refused for another one writing its --out is told (:class:`harness.io.RunLock`)
+BUSY = "another harness fewshot writes its results there; wait for it to finish, or give another --out"
 
 
 def _resolution(resolution: "Optional[int | Sequence[int]]") -> Optional[int]:
@@ -113,7 +116,10 @@ def fewshot(
     Raises:
         ValueError: bad shots, seed, resolution, device, task or data; weights that do not fit; an unwritable ``out``,
             or one holding files of others (without ``overwrite``; with it, others' fewshot.json or fewshot.md), or the
-            results of another model, seed or shots (without ``overwrite``).
+            results of another model, seed or shots (without ``overwrite``); an ``out`` inside a run, an export or
+            another harness output folder (:func:`harness.folder_paths.check_outside_outputs`); another harness
+            fewshot writing ``out`` (its lock, :class:`harness.io.RunLock`, is held from the first feature to the
+            last file; the message names the holder and :data:`BUSY`).
         FileNotFoundError: no such model, weights file or data.
     """
     from harness.sources import load_source
@@ -124,23 +130,43 @@ def fewshot(
     size = _resolution(resolution)
     settings = settings or SweepSettings()
     check_device(settings.device)
+    check_outside_outputs(out, "--out", "harness fewshot")  # not inside a run, an export or another output folder
     out = check_writable(out, f"--out {out}", "--out DIR")
-    earlier = read_json(Path(out) / "fewshot.json") or {}
-    ours = earlier.get("schema") == SCHEMA
-    check_output_folder(out, ours, ("fewshot.json", "fewshot.md"), overwrite, "harness fewshot", "--out")
+    _check_out(out, overwrite, None)
     log_with = available(list(log_with), "--log-with", progress)
     expand_tasks(tasks)  # task names before the model: a typo costs no load
-    record = upstream_record(source, weights, random_init)
-    if ours and not overwrite:
-        _check_same_study(earlier, {"source": record, "seed": seed, "shots": shots}, Path(out))
+    study = {"source": upstream_record(source, weights, random_init), "seed": seed, "shots": shots}
+    _check_out(out, overwrite, study)
     progress(f"[fewshot] loading the model {source}")
     model = load_source(source, weights, random_init).to(settings.device)
     prepared = prepare_tasks(tasks, shots, settings, seed, heldout, progress=progress)
+    with RunLock(out, what=BUSY):  # one writer of --out at a time, from the first feature to the last file
+        _check_out(out, overwrite, study)  # again: a fewshot that finished meanwhile is seen
+        return _evaluate(model, prepared, size, settings, study, heldout, tasks, out, log_with, progress)
+
+
+def _check_out(out: Path, overwrite: bool, study: Optional[dict]) -> None:
+    """``out`` may take the results: it holds no files of others (without ``overwrite``; never others' fewshot.json or
+    fewshot.md), and results there of another ``study`` (source, seed, shots; None: not compared) only with
+    ``overwrite``.
+
+    Raises:
+        ValueError: :func:`harness.io.check_output_folder`'s and :func:`_check_same_study`'s.
+    """
+    earlier = read_json(Path(out) / "fewshot.json") or {}
+    ours = earlier.get("schema") == SCHEMA
+    check_output_folder(out, ours, ("fewshot.json", "fewshot.md"), overwrite, "harness fewshot", "--out")
+    if ours and not overwrite and study is not None:
+        _check_same_study(earlier, study, Path(out))
+
+
+def _evaluate(model, prepared, size, settings, study, heldout, tasks, out, log_with, progress) -> dict:
+    """The body of :func:`fewshot` under ``out``'s lock: the features and probes, the files and the trackers."""
     results = evaluate_tasks(model, prepared, size, settings.device, progress=progress)
-    mean = {str(s): float(np.mean([r["shots"][str(s)]["prec@1"] for r in results.values()])) for s in shots}
+    mean = {str(s): float(np.mean([r["shots"][str(s)]["prec@1"] for r in results.values()])) for s in study["shots"]}
     result = {
         "schema": SCHEMA,
-        "source": record,
+        "source": study["source"],
         "preprocessing": dict(model.config.preprocessing),
         "method": {
             "probe": "closed-form ridge regression to 2*onehot-1 on the standardised features with a "
@@ -151,8 +177,8 @@ def fewshot(
             "pool": POOL_SPLIT,
             "test": TEST_SPLIT,
         },
-        "seed": seed,
-        "shots": shots,
+        "seed": study["seed"],
+        "shots": study["shots"],
         "tasks": results,
         "mean": mean,
     }

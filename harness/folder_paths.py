@@ -66,3 +66,90 @@ def check_no_control(value: str, key: str) -> str:
             "invisible in a listing, and a newline in an override is read as a space): remove it"
         )
     return value
+
+
+#: what marks a folder as the output of a harness command: ``(kind, files)``, the folder holding all of ``files``
+#: (a run of harness upstream or harness import: ``run.json``, or, as harness report and harness ensemble read one,
+#: ``config.yaml`` with ``model.pt`` or ``predictions.npz``; an export: what ``save_pretrained`` writes)
+OUTPUT_MARKS = (
+    ("run", ("run.json",)),
+    ("run", ("config.yaml", "model.pt")),
+    ("run", ("config.yaml", "predictions.npz")),
+    ("downstream sweep", ("sweep.json",)),
+    ("downstream sweep", ("vtab.json",)),
+    ("ensemble", ("ensemble.json",)),
+    ("report", ("report.json",)),
+    ("few-shot", ("fewshot.json",)),
+    ("export", ("config.json", "model.safetensors")),
+)
+
+
+def output_kind(folder: "str | os.PathLike") -> "tuple[str, str] | None":
+    """``(kind, files)`` of the harness output folder ``folder`` (:data:`OUTPUT_MARKS`: ``("run", "run.json")``), or
+    None for any other folder (or a path that is no folder)."""
+    folder = Path(folder)
+    for kind, files in OUTPUT_MARKS:
+        if all((folder / f).is_file() for f in files):
+            return kind, " and ".join(files)
+    return None
+
+
+def _shown(path: Path) -> str:
+    """``path`` relative to the working folder where it lies inside it, else absolute."""
+    try:
+        return str(path.relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
+def check_outside_outputs(
+    folder: "str | os.PathLike",
+    option: str,
+    writer: str,
+    inputs: "dict[Path, str] | None" = None,
+    shown: "str | None" = None,
+    fix: "str | None" = None,
+) -> Path:
+    """An output folder is a folder of its own: never inside the folder of a harness command's output (a run, an
+    export, a downstream sweep, an ensemble, a report, a few-shot result: :func:`output_kind`), whose files it would
+    then be mixed with, nor inside a folder the command reads (``inputs``). The one rule of every writer's output
+    folder (harness upstream's ``output_dir``, import, fewshot, downstream and ensemble's ``--out``, report's
+    ``--out-root``), checked before any work. ``folder`` itself being such a folder is the writers' own check (their
+    own earlier output is taken, another's refused: :func:`harness.io.check_output_folder`), as is the parent of a
+    run. Paths are compared resolved (``runs/a/../a/x`` is inside ``runs/a``).
+
+    Args:
+        folder: the output folder given (it may not exist yet).
+        option: the option or key that chose it (``--out``, ``--out-root``, ``output_dir``).
+        writer: the command, for the message (``harness import``).
+        inputs: resolved folders the command reads -> how the message names them (``"the member"``).
+        shown: how the message names the option and its value (default ``--out DIR`` or ``output_dir=DIR``).
+        fix: the message's fix (default: a folder for ``option`` outside the one it is inside, e.g. its sibling);
+            ``{folder}`` in it is replaced by that folder.
+
+    Returns:
+        ``folder`` as a Path.
+
+    Raises:
+        ValueError: naming the option, the value, the folder it is inside with what marks it, and the fix.
+    """
+    folder = Path(folder)
+    if shown is None:
+        shown = f"{option} {folder}" if option.startswith("-") else f"{option}={folder}"
+    real = folder.resolve()
+    for place in real.parents:
+        kind = output_kind(place)
+        if inputs and place in inputs:
+            where = f"{inputs[place]} {_shown(place)}"
+        elif kind is not None:
+            where = f"the {kind[0]} folder {_shown(place)} (it holds {kind[1]})"
+        else:
+            continue
+        raise ValueError(
+            f"{shown} is inside {where}, which would then hold {writer}'s files beside its own (an output folder "
+            "holds only the files of the command that writes it): "
+            + (fix or f"give {option} a folder outside it, e.g. {_shown(place.parent / real.name)}").replace(
+                "{folder}", _shown(place)
+            )
+        )
+    return folder

@@ -43,14 +43,16 @@ def import_run(
             names where the model records its own: :func:`harness.model_identity.check_classes_match`, before
             predicting), an ``out`` holding files of the
             names an import writes (even with ``overwrite``, which the message then does not offer) or other files
-            (without ``overwrite``), or one that cannot be written (:func:`harness.io.check_writable`, before any
-            work); a ``device`` this machine cannot run on
+            (without ``overwrite``), one inside another run, export or harness output folder
+            (:func:`harness.folder_paths.check_outside_outputs`), or one that cannot be written
+            (:func:`harness.io.check_writable`, before any work); a ``device`` this machine cannot run on
             (:func:`harness.training.precision.check_device`); predictions holding NaN (nothing is written: every
             prediction and its metrics are computed before the folder is made).
     """
     from dataclasses import asdict
 
     from harness.data.cache import file_digest
+    from harness.folder_paths import check_outside_outputs
     from harness.io import RunLock, check_output_folder, check_writable
     from harness.model_identity import check_classes_match, model_class_names
     from harness.models import save_model
@@ -60,7 +62,7 @@ def import_run(
     from harness.training.precision import check_device
 
     check_device(device)
-    out = Path(out)
+    out = check_outside_outputs(out, "--out", "harness import")  # not inside another run or an export
     if "imported" in (run_config(out) if (out / "config.yaml").is_file() else {}):
         raise ValueError(f"{out} holds an imported run already: give --out a new folder (an import never replaces one)")
     # files of the names an import writes first (a run folder): refused even with --overwrite, so it is not offered

@@ -150,8 +150,8 @@ def _pack_seed_in_order(tmp):
     "harness ensemble -m A -m B --out A/ens, inside a member (audit10 A10-31: the ensemble folder written inside "
     "member A)",
     CLI_ERROR,
-    r"--out .*a/ens is inside the member .*a, which would then hold the ensemble's files beside its own .*: choose an "
-    r"--out outside every member and run folder",
+    r"--out .*a/ens is inside the member .*a, which would then hold harness ensemble's files beside its own .*: give "
+    r"--out a folder outside every member and run folder",
 )
 def _ensemble_out_inside_member(tmp):
     a, b = make_run(tmp / "a"), make_run(tmp / "b", seed=1)
@@ -165,7 +165,8 @@ def _ensemble_out_inside_member(tmp):
     "ensemble",
     "harness ensemble -m A -m B --out C/sub/ens, inside run folder C that is no member (audit10 A10-31: written there)",
     CLI_ERROR,
-    r"--out .*c/sub/ens is inside the run folder .*c, which would then hold the ensemble's files",
+    r"--out .*c/sub/ens is inside the run folder .*c \(it holds run\.json\), which would then hold harness ensemble's "
+    r"files",
 )
 def _ensemble_out_inside_run(tmp):
     a, b, c = make_run(tmp / "a"), make_run(tmp / "b", seed=1), make_run(tmp / "c", seed=2)

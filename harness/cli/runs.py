@@ -112,30 +112,23 @@ def ensemble(members, more, out, name, from_checkpoints, eval_data, device, over
     click.echo(f"ensemble folder: {out}")
 
 
-#: the files that mark a folder as a run (``run.json``) or a downstream sweep (``sweep.json``, ``vtab.json``)
-_RUN_MARKERS = ("run.json", "sweep.json", "vtab.json")
-
-
 def _check_out_outside_members(out: Path, members: "list[Path]", name: str) -> None:
-    """``harness ensemble --out`` is not inside a member, nor inside any run or sweep folder (one that holds a file of
-    :data:`_RUN_MARKERS`; ``--out`` a member or a run folder itself is refused by :func:`harness.ensemble_folder`): the folder would then hold files its own command did not write (as an
-    MLflow store there is refused). Paths are compared resolved (``runs/a/../a/ens`` is inside ``runs/a``).
+    """``harness ensemble --out`` is not inside a member, nor inside any run, sweep, export or other harness output
+    folder (the one rule of every writer: :func:`harness.folder_paths.check_outside_outputs`); ``--out`` a member or
+    a run folder itself is refused by :func:`harness.ensemble_folder.check_ensemble_out`.
 
     Raises:
-        ValueError: naming ``--out``, the member or run folder it lies in, and the fix.
+        ValueError: naming ``--out``, the member or folder it lies in, and the fix.
     """
-    mine = {m.resolve(): m for m in members}
-    for folder in out.resolve().parents:  # --out a member or a run folder itself: harness.ensemble_folder refuses
-        member = mine.get(folder)
-        held = next((f for f in _RUN_MARKERS if (folder / f).is_file()), None)
-        if member is None and not held:
-            continue
-        where = f"the member {member}" if member is not None else f"the {'run' if held == 'run.json' else 'sweep'}"
-        where += f" folder {folder}" if member is None else ""
-        raise ValueError(
-            f"--out {out} is inside {where}, which would then hold the ensemble's files beside its own (files its "
-            f"command did not write): choose an --out outside every member and run folder, e.g. runs/ensembles/{name}"
-        )
+    from harness.folder_paths import check_outside_outputs
+
+    check_outside_outputs(
+        out,
+        "--out",
+        "harness ensemble",
+        inputs={m.resolve(): "the member" for m in members},
+        fix=f"give --out a folder outside every member and run folder, e.g. runs/ensembles/{name}",
+    )
 
 
 def _repredictor(eval_data: "Path | None", device: str):
@@ -266,12 +259,25 @@ def report(paths, name, out_root, no_covariance, no_shift, top_pairs, screenshot
             f"--top-pairs {top_pairs} sets the pairs of the covariance analysis, which --no-covariance leaves out: "
             "drop --top-pairs, or drop --no-covariance"
         )
+    from harness.folder_paths import check_outside_outputs
+    from harness.io import check_name
+
+    name = paths[0].resolve().name if name is None else name
     try:
+        check_name(name, "report name")  # --name "" or ../x: refused before its folder is looked at
+        check_outside_outputs(
+            out_root / name,
+            "--out-root",
+            "harness report",
+            inputs={p.resolve(): "the input folder" for p in paths},
+            shown=f"--out-root {out_root} (with --name {name}: the report folder {out_root / name})",
+            fix="give --out-root a folder outside {folder}, e.g. results (the default)",
+        )
         if screenshot:  # a browser that cannot render is found before the report is built, not after
             check_browser()
         out = build(
             paths,
-            paths[0].resolve().name if name is None else name,  # --name "" is refused (harness.io.check_name)
+            name,
             out_root,
             covariance=not no_covariance,
             top_pairs=top_pairs,

@@ -28,14 +28,17 @@ SWEEP_FILES = (
 
 
 def _check_sweep_out(out: Path, overwrite: bool) -> None:
-    """Refuse, before any work, an ``--out`` holding files harness downstream did not write (no ``sweep.json``):
-    with ``overwrite`` the sweep writes beside them, never over one.
+    """Refuse, before any work, an ``--out`` inside a run, export or other harness output folder
+    (:func:`harness.folder_paths.check_outside_outputs`), or holding files harness downstream did not write (no
+    ``sweep.json``): with ``overwrite`` the sweep writes beside them, never over one.
 
     Raises:
-        ValueError: naming the files and the fix (harness.io.check_output_folder).
+        ValueError: naming the folder or the files and the fix (harness.io.check_output_folder).
     """
+    from harness.folder_paths import check_outside_outputs
     from harness.io import LOCK_FILES, check_output_folder
 
+    check_outside_outputs(out, "--out", "harness downstream")  # not inside a run, an export or another sweep
     ours = (out / "sweep.json").is_file() or (
         out.is_dir()
         and all(p.name in ("predictions", *TRACKER_FOLDERS, "submitit", *LOCK_FILES) for p in out.iterdir())
