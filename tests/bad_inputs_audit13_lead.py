@@ -101,3 +101,33 @@ def _report_other_targets(tmp):
         _cli("report", str(tmp / "a"), str(tmp / "b"), "--name", "r", "--out-root", str(tmp / "rep"))
     finally:
         assert not (tmp / "rep").exists(), "the report was written"
+
+
+# ------------------------------------------------------------------------------ A13-11: an op after the layer
+@bad_input(
+    "heads",
+    "hetify(model, layer='fc', example_input=...) where forward() returns torch.sigmoid(self.fc(...)) (audit13 A13-11: "
+    "accepted; the model returned sigmoid of log-probabilities, a module after the layer was refused)",
+    ValueError,
+    r"layer='fc' is not the model's output: in a forward of an input of shape \(1, 4\), forward\(\) of M computes its "
+    r"output from the output of 'fc' .*move that computation out of forward\(\), or pass check_output=False",
+)
+def _hetify_sigmoid_after_layer(tmp):
+    import torch
+    from torch import nn
+
+    from harness.heads import hetify
+
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.fc = nn.Linear(4, 8), nn.Linear(8, 5)
+
+        def forward(self, x):
+            return torch.sigmoid(self.fc(torch.relu(self.a(x))))
+
+    model = M()
+    try:
+        hetify(model, covariance="diagonal", layer="fc", example_input=torch.randn(1, 4))
+    finally:
+        assert isinstance(model.fc, nn.Linear), "the layer was replaced before the refusal"

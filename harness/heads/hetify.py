@@ -12,14 +12,10 @@ import sys
 from collections.abc import Mapping
 from typing import Optional, Sequence, Union
 
-import torch
 from torch import Tensor, nn
 
 from harness.heads.het import HeteroscedasticHead
-
-#: what hetify replaces, for the messages
-SUPPORTED = "nn.Linear, a 1x1 nn.Conv2d on pooled features, timm's NormLinear (its linear) or an nn.ModuleList of these"
-FIX = "name the output layer yourself: hetify(model, layer='<dotted name>') (a name or a list of names)"
+from harness.heads.hetify_trace import FIX, SUPPORTED, check_named_output, is_conv_1x1, traced_output_layer
 
 
 class HeteroscedasticConvHead(HeteroscedasticHead):
@@ -46,10 +42,6 @@ class HeteroscedasticConvHead(HeteroscedasticHead):
                 f"{tuple(x.shape)}; use HeteroscedasticHead for [..., D] features"
             )
         return super().forward(x.movedim(1, -1), mc_samples, seed).movedim(-1, 1)
-
-
-def _is_conv_1x1(module: nn.Module) -> bool:
-    return isinstance(module, nn.Conv2d) and module.kernel_size == (1, 1)
 
 
 def _check_conv(name: str, conv: nn.Conv2d) -> None:
@@ -84,7 +76,7 @@ def _resolve(model: nn.Module, name: str, source: str) -> "list[tuple[str, nn.Mo
     if module is not None and not isinstance(module, nn.Module):
         module = None
     if module is None:
-        candidates = [n for n, m in model.named_modules() if n and (isinstance(m, nn.Linear) or _is_conv_1x1(m))]
+        candidates = [n for n, m in model.named_modules() if n and (isinstance(m, nn.Linear) or is_conv_1x1(m))]
         raise ValueError(
             f"{source} names {name!r}, which {type(model).__name__} does not have; its nn.Linear and 1x1 "
             f"nn.Conv2d layers are {candidates[-8:]} (the last 8 in registration order); {FIX}"
@@ -97,7 +89,7 @@ def _resolve(model: nn.Module, name: str, source: str) -> "list[tuple[str, nn.Mo
         )
     if isinstance(module, nn.Linear):
         return [(name, module)]
-    if _is_conv_1x1(module):
+    if is_conv_1x1(module):
         _check_conv(name, module)
         return [(name, module)]
     if _is_norm_linear(module):
@@ -139,138 +131,8 @@ def _is_none_attribute(model: nn.Module, name: str) -> bool:
     return hasattr(owner, attr) and getattr(owner, attr) is None
 
 
-def _shapes(example_input) -> str:
-    """``of shape (2, 9)`` (a tensor), ``of shapes ((2, 9), 'x')`` (a tuple of arguments), else its type."""
-    if isinstance(example_input, Tensor):
-        return f"of shape {tuple(example_input.shape)}"
-    if isinstance(example_input, tuple):
-        parts = [tuple(a.shape) if isinstance(a, Tensor) else type(a).__name__ for a in example_input]
-        return f"of shapes ({', '.join(map(str, parts))})"
-    return f"(a {type(example_input).__name__})"
-
-
-def _output_producer(model: nn.Module, example_input) -> "Optional[tuple[str, nn.Module]]":
-    """The ``(dotted name, module)`` whose output is the model's output, in an ``eval()``, ``no_grad`` forward of
-    ``example_input`` (the training flags are restored); None if no module returns it (the forward function
-    computes it, e.g. the mean of two heads).
-
-    "Is the output": the same tensor, or the same memory with the same number of elements (a view, as
-    ``torch.flatten`` of a ``[B, K, 1, 1]`` convolution output). Every module's output is kept alive during
-    the pass, so no address is reused. The producer is the last leaf module to return it (an in-place ReLU
-    after a layer returns the same tensor and wins, rightly), else the first non-leaf one.
-
-    Raises:
-        ValueError: the forward of ``example_input`` fails (its shape and the model's error named) or returns no
-            single tensor.
-    """
-    fired: "list[tuple[str, nn.Module, Tensor]]" = []
-
-    def record(name):
-        def hook(module, args, output):
-            if isinstance(output, Tensor):
-                fired.append((name, module, output))
-
-        return hook
-
-    modes = {m: m.training for m in model.modules()}
-    handles = [m.register_forward_hook(record(n)) for n, m in model.named_modules() if n]
-    try:
-        model.eval()
-        with torch.no_grad():
-            out = model(*example_input) if isinstance(example_input, tuple) else model(example_input)
-    except Exception as e:  # noqa: BLE001 - any failure of the user's forward: say it was example_input's
-        raise ValueError(
-            f"example_input {_shapes(example_input)} does not fit {type(model).__name__}: its forward raised "
-            f"{type(e).__name__}: {' '.join(str(e).split())}; pass example_input=<a batch the model accepts> (the "
-            f"shape its first layer takes), or {FIX}"
-        ) from e
-    finally:
-        for handle in handles:
-            handle.remove()
-        for m, mode in modes.items():
-            m.training = mode
-    if not isinstance(out, Tensor):
-        raise ValueError(
-            f"{type(model).__name__}(example_input) returned {type(out).__name__}, not one tensor: which output is "
-            f"the classification is ambiguous; {FIX}"
-        )
-
-    def same(t: Tensor) -> bool:
-        return t is out or (t.device == out.device and t.data_ptr() == out.data_ptr() and t.numel() == out.numel())
-
-    matches = [(n, m) for n, m, t in fired if same(t)]
-    leaves = [(n, m) for n, m in matches if next(m.children(), None) is None]
-    return leaves[-1] if leaves else matches[0] if matches else None
-
-
-def _traced_output_layer(model: nn.Module, example_input) -> str:
-    """The dotted name of the layer whose output is the model's output (:func:`_output_producer`).
-
-    Raises:
-        ValueError: the forward of ``example_input`` fails (its shape and the model's error named), returns no
-            single tensor, or no supported layer produces its output.
-    """
-    found = _output_producer(model, example_input)
-    if found is None:
-        raise ValueError(
-            f"no module of {type(model).__name__} returns its output: the forward function computes it after the "
-            f"last module; if a layer before that is the classifier and replacing it is right, {FIX}"
-        )
-    name, producer = found
-    if isinstance(producer, nn.Linear) or _is_conv_1x1(producer):
-        return name
-    raise ValueError(
-        f"the output of {type(model).__name__} comes from {name!r} ({type(producer).__name__}), not from a layer "
-        f"hetify replaces ({SUPPORTED}); a HET head returns log-probabilities, so what the model does after its "
-        "classifier (a ReLU and pooling, as torchvision's SqueezeNet) would act on them: rebuild the classifier as "
-        f"a layer that ends the model, or if replacing a layer before is right, {FIX}"
-    )
-
-
-def _probe_input(model: nn.Module) -> "Optional[Tensor]":
-    """A batch of one zero row for a model whose first registered leaf module is an ``nn.Linear`` (its input size
-    is then known), on that layer's device and dtype; None for any other model (its input is not known here)."""
-    first = next((m for m in model.modules() if next(m.children(), None) is None), None)
-    if not isinstance(first, nn.Linear) or first.weight.is_meta:
-        return None
-    return torch.zeros(1, first.in_features, device=first.weight.device, dtype=first.weight.dtype)
-
-
-def _check_named_output(model: nn.Module, layers: "list[tuple[str, nn.Module]]", example_input) -> None:
-    """With ``layer=`` named: refuse when a traced forward shows the model's output comes from another module than
-    the named layer(s) (a hidden layer named: the model would transform the head's log-probabilities). Traced with
-    ``example_input``, else with :func:`_probe_input` (a model starting with an ``nn.Linear``; a probe the forward
-    fails on, or an output no module returns, e.g. the mean of two heads, is not judged).
-
-    Raises:
-        ValueError: the output comes from another module (both named, and the fixes); an ``example_input`` the
-            forward fails on (:func:`_output_producer`).
-    """
-    probe = example_input if example_input is not None else _probe_input(model)
-    if probe is None:
-        return
-    try:
-        found = _output_producer(model, probe)
-    except ValueError:
-        if example_input is not None:
-            raise
-        return
-    if found is None or any(found[1] is m for _, m in layers):
-        return
-    name, producer = found
-    given = ", ".join(repr(n) for n, _ in layers)
-    better = f"layer={name!r}" if isinstance(producer, nn.Linear) or _is_conv_1x1(producer) else "the last layer"
-    raise ValueError(
-        f"layer={given} is not the model's output layer: in a forward of an input {_shapes(probe)} the output of "
-        f"{type(model).__name__} comes from {name!r} ({type(producer).__name__}); a HET head returns "
-        f"log-probabilities, so the modules after {given} would act on them; name the layer whose output is the "
-        f"model's output ({better}), or rebuild the classifier as a layer that ends the model; if the modules after "
-        "it are meant to act on log-probabilities, pass check_output=False"
-    )
-
-
 def _layers(model: nn.Module, layer, example_input, check_output: bool = True) -> "list[tuple[str, nn.Module]]":
-    """The layers to replace: ``layer=`` (its output checked, :func:`_check_named_output`), else timm's
+    """The layers to replace: ``layer=`` (its output checked, :func:`check_named_output`), else timm's
     ``pretrained_cfg['classifier']``, else traced."""
     if layer is not None:
         names = [layer] if isinstance(layer, str) else list(layer) if isinstance(layer, (list, tuple)) else None
@@ -278,14 +140,14 @@ def _layers(model: nn.Module, layer, example_input, check_output: bool = True) -
             raise ValueError(f"layer must be a dotted module name or a non-empty list of them, got {layer!r}")
         layers = [pair for n in names for pair in _resolve(model, n, f"layer={n!r}")]
         if check_output:
-            _check_named_output(model, layers, example_input)
+            check_named_output(model, layers, example_input)
         return layers
     timm_names = _timm_names(model)
     if timm_names is not None:
         if not timm_names:
             raise ValueError(f"{type(model).__name__}.pretrained_cfg['classifier'] names no present layer; {FIX}")
         return [pair for n in timm_names for pair in _resolve(model, n, "pretrained_cfg['classifier']")]
-    if isinstance(model, nn.Linear) or _is_conv_1x1(model):
+    if isinstance(model, nn.Linear) or is_conv_1x1(model):
         raise ValueError(
             f"the model is itself a {type(model).__name__}: build HeteroscedasticHead(in_features, num_classes) "
             "in its place"
@@ -296,7 +158,7 @@ def _layers(model: nn.Module, layer, example_input, check_output: bool = True) -
             "not known: name it, hetify(model, layer='fc'), or pass example_input=<a batch it accepts, e.g. "
             "torch.randn(1, 3, 224, 224)> to find the layer whose output is the model's output by tracing"
         )
-    return _resolve(model, _traced_output_layer(model, example_input), "the traced output layer")
+    return _resolve(model, traced_output_layer(model, example_input), "the traced output layer")
 
 
 def _check_options(options: dict) -> None:
