@@ -17,12 +17,11 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-import re
 from pathlib import Path
 from typing import Any, Optional
 
 import torch
-from huggingface_hub import ModelHubMixin
+from huggingface_hub import ModelHubMixin, errors
 from torch import Tensor, nn
 
 from harness import card, export_rules, hub
@@ -221,44 +220,18 @@ class Classifier(
         an export: a folder, bare or ``local-dir:PATH``, or a hub repository, ``ORG/NAME`` or ``hf-hub:ORG/NAME``.
 
         Raises:
-            ValueError: another source (a file such as ``model.pt``; ``timm:NAME``, ``torchvision:NAME``), naming the
-                loader that takes it; an empty ``local-dir:`` path; a local path (``local-dir:``, absolute, starting
-                with ``.`` or ``~``, or not of the form ORG/NAME) where there is no folder; a folder whose config.json
-                is not a JSON object
-                (before huggingface_hub reads it); a hub repository huggingface_hub did not give (not found, no
-                network, not in the cache in offline mode: :func:`harness.backbone_sources.hub_error`, the message
-                the commands give); see also :meth:`_from_pretrained`.
+            ValueError: a spelling that names no export (:func:`harness.weights.export_location`); a folder whose
+                config.json is not a JSON object (before huggingface_hub reads it); a hub repository huggingface_hub
+                did not give (:func:`harness.backbone_sources.hub_error`, the commands' message); see also
+                :meth:`_from_pretrained`.
         """
-        from harness.weights import HF_HUB_PREFIX, LOCAL_DIR_PREFIX, local_dir, read_config_json
+        from harness.weights import export_location, read_config_json
 
-        name = str(pretrained_model_name_or_path)
-        if name.startswith((TIMM_PREFIX, TORCHVISION_PREFIX)):
-            raise ValueError(
-                f"{name!r} names a backbone, not a harness export: load it with "
-                f"harness.sources.load_source({name!r}); Classifier.from_pretrained takes a save_pretrained folder"
-            )
-        if name.startswith(LOCAL_DIR_PREFIX):
-            local_dir(name)  # refuses an empty path
-        for prefix in (LOCAL_DIR_PREFIX, HF_HUB_PREFIX):
-            name = name[len(prefix) :] if name.startswith(prefix) else name
-        folder = Path(name).expanduser()
-        local = str(pretrained_model_name_or_path).startswith(LOCAL_DIR_PREFIX) or _looks_local(name)
-        if local and not folder.exists():
-            raise ValueError(
-                f"no folder {name!r}: give the folder save_pretrained wrote (check the path), or a hub "
-                "repository id ORG/NAME"
-            )
-        if folder.is_file():
-            raise ValueError(
-                f"{name!r} is a file: Classifier.from_pretrained takes the folder save_pretrained wrote"
-                + ("; a harness model.pt loads with harness.models.load_model(path)" if name.endswith(".pt") else "")
-            )
-        if folder.is_dir():  # read here (huggingface_hub's reader takes neither a BOM nor anything but an object)
+        folder, name = export_location(str(pretrained_model_name_or_path))
+        if folder is not None:  # read here (huggingface_hub's reader takes neither a BOM nor anything but an object)
             read_config_json(folder / hub.CONFIG_FILE, loader="Classifier.from_pretrained")
             options = {"revision": None, "cache_dir": None, "force_download": False, "local_files_only": False}
             return cls._from_pretrained(model_id=str(folder), **{"token": None, **options, **kwargs})
-        from huggingface_hub import errors
-
         try:
             return super().from_pretrained(name, **kwargs)
         except (errors.EntryNotFoundError, errors.RepositoryNotFoundError, errors.HfHubHTTPError) as e:
@@ -315,14 +288,6 @@ class Classifier(
     def generate_model_card(self, *args: Any, **kwargs: Any):
         """The model card (``README.md``): huggingface_hub's ``ModelCard`` from :data:`harness.card.CARD_TEMPLATE`."""
         return card.model_card(self, **kwargs)
-
-
-def _looks_local(name: str) -> bool:
-    """Whether ``name`` is meant as a local path, not a hub id ORG/NAME: absolute, starting with ``.``, ``/`` or ``~``,
-    or holding the path separator without the form ORG/NAME."""
-    if os.path.isabs(name) or name.startswith((".", "/", "~")):
-        return True
-    return os.sep in name and not re.fullmatch(r"[\w.-]+/[\w.-]+", name)
 
 
 def fresh_head(width: int, num_classes: int, head_cfg: dict) -> HeteroscedasticHead:

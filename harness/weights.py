@@ -15,6 +15,7 @@ import difflib
 import json
 import math
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -319,6 +320,42 @@ def local_dir(source: str) -> Path:
             "holding config.json and its weights)"
         )
     return Path(path).expanduser()
+
+
+def export_location(spelled: str) -> "tuple[Path | None, str]":
+    """Where the harness's spellings of an export point (:meth:`harness.models.Classifier.from_pretrained`): a
+    folder, bare or ``local-dir:PATH`` (``~`` expanded), as ``(folder, name)``; a hub repository, ``ORG/NAME`` or
+    ``hf-hub:ORG/NAME``, as ``(None, "ORG/NAME")``.
+
+    Raises:
+        ValueError: a backbone (``timm:NAME``, ``torchvision:NAME``) or a file (``model.pt``), naming the loader that
+            takes it; an empty ``local-dir:`` path; a local path (``local-dir:``, absolute, starting with ``.`` or
+            ``~``, or holding a separator without the form ORG/NAME) where there is no folder.
+    """
+    if spelled.startswith((TIMM_PREFIX, TORCHVISION_PREFIX)):
+        raise ValueError(
+            f"{spelled!r} names a backbone, not a harness export: load it with "
+            f"harness.sources.load_source({spelled!r}); Classifier.from_pretrained takes a save_pretrained folder"
+        )
+    if spelled.startswith(LOCAL_DIR_PREFIX):
+        local_dir(spelled)  # refuses an empty path
+    name = spelled
+    for prefix in (LOCAL_DIR_PREFIX, HF_HUB_PREFIX):
+        name = name[len(prefix) :] if name.startswith(prefix) else name
+    folder = Path(name).expanduser()
+    local = spelled.startswith(LOCAL_DIR_PREFIX) or os.path.isabs(name) or name.startswith((".", "/", "~"))
+    if local or (os.sep in name and not re.fullmatch(r"[\w.-]+/[\w.-]+", name)):
+        if not folder.exists():
+            raise ValueError(
+                f"no folder {name!r}: give the folder save_pretrained wrote (check the path), or a hub "
+                "repository id ORG/NAME"
+            )
+    if folder.is_file():
+        raise ValueError(
+            f"{name!r} is a file: Classifier.from_pretrained takes the folder save_pretrained wrote"
+            + ("; a harness model.pt loads with harness.models.load_model(path)" if name.endswith(".pt") else "")
+        )
+    return (folder, name) if folder.is_dir() else (None, name)
 
 
 def read_config_json(path: "str | os.PathLike", loader: "str | None" = None) -> dict:
