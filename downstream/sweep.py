@@ -39,6 +39,7 @@ from harness.io import RunLock, atomic_write_text, path_under, read_json
 from harness.progress import duration
 from harness.tasks.catalogue import Task
 from harness.tasks.taskset import check_tasks, custom_spec, expand_tasks
+from harness.training.loop import batch_norm_layers
 from harness.training.precision import check_device
 from harness.training.slurm import check_slurm_available, check_slurm_keys
 
@@ -149,7 +150,8 @@ def sweep(
             data; weights that do not fit the architecture, or none offline; an output folder of another sweep; a
             ``slurm`` key the executor does not read (:func:`harness.training.slurm.check_slurm_keys`; ``slurm``'s
             ``visible_gpus`` is ``--gpus``, read by ``submitit-local``); ``slurm`` on a machine without ``sbatch`` or
-            ``srun`` (:func:`harness.training.slurm.check_slurm_available`).
+            ``srun`` (:func:`harness.training.slurm.check_slurm_available`); fine-tuning passes of one image
+            (micro_batch 1, or a training split of one example) for a model with BatchNorm (:func:`_check_batch_norm`).
         FileNotFoundError: no upstream checkpoint or weights file; missing data.
     """
     from harness.downstream.processes import Processes, SweepLog, processes
@@ -171,11 +173,8 @@ def sweep(
     procs = processes(settings.device) if executor == "local" else Processes()
     chosen = expand_tasks(tasks)  # task names before the model: a typo costs no load
     record = upstream_record(upstream, weights, random_init)
-    from harness.sources import load_source
-
     progress(f"[downstream] loading the model {upstream}")
-    # fails early: not a checkpoint, an unknown backbone, unfit weights; only its preprocessing is kept in memory
-    preprocessing = dict(load_source(upstream, weights, random_init).config.preprocessing)
+    preprocessing, norms = _load_model(upstream, weights, random_init, settings)
     out = Path(out)
     header = {"upstream": record, "settings": asdict(settings)}
     meta = out / "sweep.json"
@@ -190,7 +189,8 @@ def sweep(
             f"{out} holds a sweep of another upstream checkpoint or settings; write this one "
             "elsewhere (--out; runs_root for harness run) or delete that folder to start it over"
         )
-    check_tasks(chosen, settings, lambda line: progress(f"[downstream] {line}"))
+    sizes = check_tasks(chosen, settings, lambda line: progress(f"[downstream] {line}"))
+    _check_batch_norm(norms, settings, sizes, upstream)  # a training split of one example
     # one sweep at a time in a folder: its main process holds the folder's lock, which on entry also removes the
     # temporaries a killed write left (in the folder and in predictions/, e.g. an orphan .sweep.json.<random>.tmp)
     lock = RunLock(out, subfolders=("predictions",)) if procs.main else contextlib.nullcontext()
@@ -206,6 +206,52 @@ def sweep(
                 write_table(result, out)
                 log.table(result, out)
     return result
+
+
+def _load_model(upstream: Any, weights: Any, random_init: bool, settings: SweepSettings) -> "tuple[dict, list[str]]":
+    """Load the model once, before any data is read: not a checkpoint, an unknown backbone, unfit weights and
+    passes of one image for its BatchNorm layers (:func:`_check_batch_norm`) fail now. Returns what is kept in
+    memory: its preprocessing and the names of its BatchNorm layers."""
+    from harness.sources import load_source
+
+    model = load_source(upstream, weights, random_init)
+    preprocessing, norms = dict(model.config.preprocessing), batch_norm_layers(model)
+    _check_batch_norm(norms, settings, {}, upstream)
+    return preprocessing, norms
+
+
+def _check_batch_norm(norms: "list[str]", settings: SweepSettings, sizes: dict, upstream: Any) -> None:
+    """Refuse fine-tuning forward passes of one image for a model with BatchNorm layers ``norms``
+    (:func:`harness.training.loop.check_batch_norm_batch`): a pass takes ``micro_batch`` images (at most
+    ``batch_size``, whose passes are accumulated), and a training split (train800, train800val200; ``sizes``: those of
+    :func:`check_tasks`) smaller than that is one pass of all its examples (a larger one drops its last partial pass,
+    :func:`harness.tasks.views.task_views`), so a split of one example trains passes of one image.
+
+    Raises:
+        ValueError: naming micro_batch (--micro-batch) or the task's split, a BatchNorm layer and the fix.
+    """
+    from harness.training.loop import check_batch_norm_batch
+
+    micro, owner = min(settings.micro_batch, settings.batch_size), f"the model {upstream}"
+    check_batch_norm_batch(
+        norms,
+        micro,
+        f"micro_batch={settings.micro_batch} (--micro-batch) is the images of one fine-tuning forward pass "
+        f"(batch_size={settings.batch_size}, --batch-size, accumulates passes)",
+        "use --micro-batch 2 or more, and a --batch-size it divides",
+        owner,
+    )
+    for task, splits in sizes.items():
+        for split in ("train800", "train800val200"):  # the splits fine-tunes train on
+            n = splits.get(split, micro)
+            check_batch_norm_batch(
+                norms,
+                min(n, micro),
+                f"task {task}'s {split} split has {n} example(s), fine-tuned as one forward pass of them all (a split "
+                f"smaller than micro_batch={micro}, --micro-batch, is not cut into passes)",
+                f"list 2 or more examples in the task's {split}.txt",
+                owner,
+            )
 
 
 class _Runner:

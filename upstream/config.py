@@ -220,18 +220,17 @@ MIN_TEMPERATURE = 0.01
 
 
 def validate(cfg: UpstreamConfig) -> None:
-    """Check every setting that needs no data, before any work (nothing is written, and nothing read but whether the
-    run folder lies inside another run, an export or another harness output folder:
-    :func:`harness.folder_paths.check_outside_outputs`); ``train.mixed_precision`` is kept in its canonical spelling
-    (:func:`harness.training.precision.canonical`), a leading ``~`` of ``output_dir`` expanded
-    (:func:`harness.folder_paths.expand_home`).
+    """Check every setting that needs no data, before any work (nothing is read or written); ``train.mixed_precision``
+    is kept in its canonical spelling (:func:`harness.training.precision.canonical`), a leading ``~`` of
+    ``output_dir`` expanded (:func:`harness.folder_paths.expand_home`).
 
     Raises:
-        ValueError: the first bad setting found; the message names the key and the fix.
+        ValueError: the first bad setting found; the message names the key and the fix (data.batch_size=1 for a
+            backbone with BatchNorm: :func:`harness.upstream.batch_norm.check_batch_norm`).
     """
     import inspect
 
-    from harness.folder_paths import check_outside_outputs, expand_home
+    from harness.folder_paths import expand_home
     from harness.heads import HeteroscedasticHead
     from harness.io import check_location, check_name
 
@@ -239,7 +238,6 @@ def validate(cfg: UpstreamConfig) -> None:
     check_name(cfg.name, "run name (key name)")  # it names runs/upstream/<name>, trackers and jobs
     check_location(cfg.output_dir, "output_dir")
     cfg.output_dir = expand_home(cfg.output_dir, "output_dir")  # ~/runs/x is the home folder's, as a shell reads it
-    check_outside_outputs(cfg.run_dir(), "output_dir", "harness upstream")  # not inside another run or an export
     cfg.model.pretrained_file = expand_home(
         check_location(cfg.model.pretrained_file, "model.pretrained_file"), "model.pretrained_file"
     )
@@ -286,6 +284,9 @@ def validate(cfg: UpstreamConfig) -> None:
     from harness.training.trackers import check_names
 
     check_names(list(t.log_with), "train.log_with")
+    from harness.upstream.batch_norm import check_batch_norm
+
+    check_batch_norm(cfg)  # data.batch_size=1 and BatchNorm: refused now, not at the first step (audit12 A12-21)
 
 
 def _validate_fewshot(t: TrainSection) -> None:

@@ -13,6 +13,7 @@ from typing import Any, Callable, Optional
 import torch
 
 from harness.models import ModelConfig, build_model
+from harness.upstream.batch_norm import check_batch_norm
 from harness.upstream.config import UpstreamConfig
 from harness.upstream.optim import build_optimizer, lr_multiplier
 from harness.upstream.rundata import RunData
@@ -86,10 +87,12 @@ def build_training(
     schedule over ``train.steps`` optimiser steps (the last epoch may be partial) or ``train.epochs`` epochs.
 
     Raises:
-        ValueError: an unknown backbone, weights that do not fit (:func:`harness.models.build_model`).
+        ValueError: an unknown backbone, weights that do not fit (:func:`harness.models.build_model`); data.batch_size=1
+            for a backbone with BatchNorm (:func:`harness.upstream.batch_norm.check_batch_norm`).
     """
     model_cfg = ModelConfig(cfg.model.backbone, data.num_classes, dict(cfg.model.head), dict(cfg.model.backbone_kwargs))
     model = build_model(model_cfg, cfg.model.pretrained_file)
+    check_batch_norm(cfg, model)  # a backbone validate could not build on the meta device
     if cfg.model.head_bias_init is not None:
         torch.nn.init.constant_(model.head.loc.bias, cfg.model.head_bias_init)
     memory_format = torch.channels_last if cfg.train.channels_last else torch.contiguous_format

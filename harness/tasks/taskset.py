@@ -184,7 +184,9 @@ def load_split(task: Task, split: str, settings: TaskData):
     return tfds_split(task, split, settings.data_dir, validate)
 
 
-def check_tasks(tasks: Sequence[Task], settings: TaskData, progress: Optional[Callable[[str], None]] = None) -> None:
+def check_tasks(
+    tasks: Sequence[Task], settings: TaskData, progress: Optional[Callable[[str], None]] = None
+) -> "dict[str, dict[str, int]]":
     """Check all four splits of every task before any run: folder lists (two columns, integer labels
     in [0, K), paths inside the task folder, VTAB-1k sizes including the test split unless
     ``check_test_size`` is off), that every listed image exists and a sample decode, that the test split shares no
@@ -192,11 +194,16 @@ def check_tasks(tasks: Sequence[Task], settings: TaskData, progress: Optional[Ca
     :func:`harness.tasks.readers.check_disjoint`); TFDS splits (prepared, sizes, a sample of examples decode with
     labels in range). Demo tasks are generated. ``progress`` gets a line per task checked.
 
+    Returns:
+        the examples of each split read from a folder list, by task name and split (TFDS and demo tasks are left
+        out: their sizes are the catalogue's).
+
     Raises:
         ValueError / FileNotFoundError: the first problem found, naming the file (and line) and the fix.
     """
     from harness.tasks.readers import check_disjoint, check_split, check_tfds_split
 
+    sizes: "dict[str, dict[str, int]]" = {}
     for i, t in enumerate(tasks, 1):
         if t.group == "demo":
             continue
@@ -210,3 +217,6 @@ def check_tasks(tasks: Sequence[Task], settings: TaskData, progress: Optional[Ca
                 read[split] = load_split(t, split, settings)
                 check_split(read[split])
         check_disjoint(read)  # folder lists: the held-out images apart from those trained on
+        if read:
+            sizes[t.name] = {split: len(ds) for split, ds in read.items()}
+    return sizes

@@ -142,3 +142,46 @@ def in_fresh_process(fn: Callable, *args: Any) -> Any:
         1, mp_context=mp.get_context("spawn"), initializer=torch.set_num_threads, initargs=(torch.get_num_threads(),)
     ) as pool:
         return pool.submit(fn, *args).result()
+
+
+#: the layers that normalise each channel over the images of a training forward pass (timm's ``BatchNormAct2d`` is a
+#: ``BatchNorm2d``); a pass of one image cannot train them (:func:`check_batch_norm_batch`)
+BATCH_NORMS = (
+    torch.nn.BatchNorm1d,
+    torch.nn.BatchNorm2d,
+    torch.nn.BatchNorm3d,
+    torch.nn.LazyBatchNorm1d,
+    torch.nn.LazyBatchNorm2d,
+    torch.nn.LazyBatchNorm3d,
+    torch.nn.SyncBatchNorm,
+)
+
+
+def batch_norm_layers(model: torch.nn.Module) -> "list[str]":
+    """The names of ``model``'s :data:`BATCH_NORMS` layers (``named_modules`` order; any device, ``meta`` too)."""
+    return [name for name, module in model.named_modules() if isinstance(module, BATCH_NORMS)]
+
+
+def check_batch_norm_batch(layers: "list[str]", images: int, given: str, fix: str, owner: str = "the model") -> None:
+    """Refuse training forward passes of fewer than 2 images for a model with BatchNorm layers.
+
+    Args:
+        layers: the model's BatchNorm layers (:func:`batch_norm_layers`); none: nothing to refuse.
+        images: the images of one training forward pass on one process (after gradient accumulation and any split
+            across processes).
+        given: the setting that makes it so, as the user gave it (``data.batch_size=1 ...``).
+        fix: what to give instead (``use data.batch_size=2 or more ...``).
+        owner: the model, as the message names it (``backbone resnet50``).
+
+    Raises:
+        ValueError: ``images`` < 2 and ``layers``: names the setting, the first layer, the rule and the fix (torch's
+            own error would come at the first step, after the run's files were written, naming neither).
+    """
+    if images >= 2 or not layers:
+        return
+    raise ValueError(
+        f"{given}, and {owner} has {len(layers)} BatchNorm layer(s) (e.g. {layers[0]}): BatchNorm normalises each "
+        "channel over the images of a training forward pass, so a pass of one image cannot train it (torch refuses it "
+        "where a feature map is 1x1, elsewhere each image would be normalised by its own statistics, unlike at "
+        f"evaluation); {fix}"
+    )

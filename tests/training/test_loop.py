@@ -103,3 +103,32 @@ def test_no_private_accelerate_api_in_the_stages():
             if isinstance(node, ast.Attribute) and node.attr in ("_reset_state", "_shared_state"):
                 bad.append(f"{path.name}:{node.lineno}")
     assert not bad, bad
+
+
+def test_batch_norm_layers_and_passes_of_one_image():
+    import timm.layers
+
+    from harness.training.loop import batch_norm_layers, check_batch_norm_batch
+
+    nn = torch.nn
+    model = nn.Sequential(
+        nn.Conv2d(3, 4, 3),
+        nn.BatchNorm2d(4),
+        timm.layers.BatchNormAct2d(4),  # a BatchNorm2d
+        nn.SyncBatchNorm(4),
+        nn.LazyBatchNorm2d(),
+        nn.GroupNorm(2, 4),
+        nn.LayerNorm(4),
+        nn.Flatten(),
+        nn.BatchNorm1d(4),
+    )
+    assert batch_norm_layers(model) == ["1", "2", "3", "4", "8"]
+    assert batch_norm_layers(nn.Sequential(nn.GroupNorm(2, 4), nn.LayerNorm(4), nn.InstanceNorm2d(4))) == []
+    check_batch_norm_batch(["1"], 2, "x", "y")  # two images a pass: BatchNorm trains
+    check_batch_norm_batch([], 1, "x", "y")  # no BatchNorm: one image a pass is fine
+    with pytest.raises(
+        ValueError,
+        match=r"^data\.batch_size=1 is one, and backbone b has 2 BatchNorm layer\(s\) "
+        r"\(e\.g\. stem\.bn\): .* a pass of one image cannot train it .*; use 2$",
+    ):
+        check_batch_norm_batch(["stem.bn", "x.bn"], 1, "data.batch_size=1 is one", "use 2", "backbone b")
