@@ -220,9 +220,11 @@ MIN_TEMPERATURE = 0.01
 
 
 def validate(cfg: UpstreamConfig) -> None:
-    """Check every setting that needs no data, before any work (nothing is read or written); ``train.mixed_precision``
-    is kept in its canonical spelling (:func:`harness.training.precision.canonical`), a leading ``~`` of
-    ``output_dir`` expanded (:func:`harness.folder_paths.expand_home`).
+    """Check every setting that needs no data, before any work (nothing is written, and nothing read but whether the
+    run folder lies inside another run, an export or another harness output folder:
+    :func:`harness.folder_paths.check_outside_outputs`); ``train.mixed_precision`` is kept in its canonical spelling
+    (:func:`harness.training.precision.canonical`), a leading ``~`` of ``output_dir`` expanded
+    (:func:`harness.folder_paths.expand_home`).
 
     Raises:
         ValueError: the first bad setting found; the message names the key and the fix (data.batch_size=1 for a
@@ -230,7 +232,7 @@ def validate(cfg: UpstreamConfig) -> None:
     """
     import inspect
 
-    from harness.folder_paths import expand_home
+    from harness.folder_paths import check_outside_outputs, expand_home
     from harness.heads import HeteroscedasticHead
     from harness.io import check_location, check_name
 
@@ -238,6 +240,7 @@ def validate(cfg: UpstreamConfig) -> None:
     check_name(cfg.name, "run name (key name)")  # it names runs/upstream/<name>, trackers and jobs
     check_location(cfg.output_dir, "output_dir")
     cfg.output_dir = expand_home(cfg.output_dir, "output_dir")  # ~/runs/x is the home folder's, as a shell reads it
+    check_outside_outputs(cfg.run_dir(), "output_dir", "harness upstream")  # not inside another run or an export
     cfg.model.pretrained_file = expand_home(
         check_location(cfg.model.pretrained_file, "model.pretrained_file"), "model.pretrained_file"
     )
