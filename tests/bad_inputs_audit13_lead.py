@@ -131,3 +131,21 @@ def _hetify_sigmoid_after_layer(tmp):
         hetify(model, covariance="diagonal", layer="fc", example_input=torch.randn(1, 4))
     finally:
         assert isinstance(model.fc, nn.Linear), "the layer was replaced before the refusal"
+
+
+# ------------------------------------------------------------------------------ A13-05: probabilities for log_probs
+@bad_input(
+    "uncertainty",
+    "classification_metrics(probabilities, labels): rows in [0, 1] summing to 1 given as log_probs (audit13 A13-05: "
+    "'these look like raw logits: pass log_softmax(logits)', whose result scores a flattened, wrong distribution)",
+    ValueError,
+    r"log_probs must be normalised log-probabilities .*these look like probabilities \(each row in \[0, 1\], summing "
+    r"to 1\): pass np\.log\(probs\)",
+)
+def _metrics_given_probabilities(tmp):
+    import numpy as np
+
+    from harness.uncertainty import metrics as M
+
+    rng = np.random.default_rng(0)
+    M.classification_metrics(np.exp(M.log_softmax(rng.normal(size=(200, 10)))), rng.integers(0, 10, 200))

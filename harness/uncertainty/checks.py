@@ -229,7 +229,10 @@ def check_normalised(lp: np.ndarray, name: str = "log_probs", tol: float = NORM_
     off = np.abs(sums - 1.0) > tol
     if off.any():
         r = int(np.argmax(off))
-        if sums[r] > 1:
+        rows = lp[off]
+        if np.all((rows >= 0) & (rows <= 1)) and np.allclose(rows.sum(axis=1), 1.0, atol=tol):
+            hint = "these look like probabilities (each row in [0, 1], summing to 1): pass np.log(probs)"
+        elif sums[r] > 1:
             hint = "these look like raw logits: pass harness.uncertainty.metrics.log_softmax(logits)"
         else:
             hint = (
