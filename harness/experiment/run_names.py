@@ -21,7 +21,8 @@ def check_run_folders(exp: Experiment, plans: "dict[str, _Plan]") -> None:
     """No two planned runs of ``exp`` share a run folder: the main and multi-label studies at every value of their
     grids (the value chosen is not known yet; extensions past a grid's edge are not), the budget curves, the
     conditions and the frontier schedules. A budget or condition run equal to a planned run is that run, trained
-    once (as :func:`harness.experiment.plan._derived` plans it), and takes no folder of its own.
+    once (as :func:`harness.experiment.plan._derived` plans it), and takes no folder of its own; that is looked at
+    (its config built) only when the names alone collide.
 
     Args:
         exp: the experiment.
@@ -30,6 +31,15 @@ def check_run_folders(exp: Experiment, plans: "dict[str, _Plan]") -> None:
     Raises:
         ValueError: naming both runs (study or condition, method, seed), the folder and the fix (a rename).
     """
+    try:
+        _claim_all(exp, plans, same=False)
+    except ValueError:
+        _claim_all(exp, plans, same=True)
+
+
+def _claim_all(exp: Experiment, plans: "dict[str, _Plan]", same: bool) -> None:
+    """Claim every planned run's folder (:func:`_claim`), a budget or condition run equal to a planned run left out
+    when ``same`` (which builds their configs)."""
     owners: "dict[str, tuple[str, str]]" = {}  # folder -> (the run, what to rename)
     main = plans["main"]
     for folder, who, rename in _study(main, exp.methods, "methods", "method", ""):
@@ -37,7 +47,7 @@ def check_run_folders(exp: Experiment, plans: "dict[str, _Plan]") -> None:
     trial = replace(  # a stand-in for the chosen values: whether a run equals a planned one does not depend on it
         main, configs=dict(main.configs), chosen={**main.chosen, **{m: min(g) for m, g in main.grid.items() if g}}
     )
-    for m in trial.grid:
+    for m in trial.grid if same else []:
         for seed in trial.seeds[0 if trial.grid_overrides else 1 :]:
             folder = trial.folder(m, trial.chosen[m], seed)
             trial.configs.setdefault(folder, trial.final(m, seed, folder))
@@ -57,8 +67,8 @@ def check_run_folders(exp: Experiment, plans: "dict[str, _Plan]") -> None:
         ),
     ]
     for folder, m, seed, overrides, who, rename in derived:
-        cfg = trial.final(m, seed, folder, overrides)
-        if any(_same_run(c, cfg) for c in trial.configs.values()):
+        cfg = trial.final(m, seed, folder, overrides) if same else None
+        if same and any(_same_run(c, cfg) for c in trial.configs.values()):
             continue  # that run, trained once
         _claim(exp, owners, folder, who, rename)
         trial.configs[folder] = cfg
