@@ -191,6 +191,13 @@ def check_export_config(config: dict, path: Path) -> None:
             + f"; it takes {', '.join(HARNESS_KEYS)}: {UNCHANGED}"
         )
     model = check_stored_config(info.get("model"), str(path))
+    covariance = (model.get("head") or {}).get("covariance", _default_covariance())
+    if info.get("layout") == "timm" and covariance != "none":
+        raise ValueError(
+            f"{path}: harness.model.head.covariance = {quote(repr(covariance), 40)} with harness.layout = 'timm': the "
+            "timm layout holds a homoscedastic head's classifier alone (covariance 'none'), so a noisy head would be "
+            f"built with untrained noise parameters; {UNCHANGED}"
+        )
     folded, k = info.get("folded_temperature"), model["num_classes"]
     if folded is not None and not Rule(low=0, low_open=True).holds(folded):
         raise ValueError(
@@ -230,3 +237,12 @@ def check_num_features(export: Any, num_features: int) -> None:
             f"{export.config_path}: num_features = {quote(repr(given), 40)} must be {num_features}, the feature "
             f"width of the backbone harness.model builds; {UNCHANGED}"
         )
+
+
+def _default_covariance() -> str:
+    """The head's ``covariance`` when a stored head config leaves it out (:class:`HeteroscedasticHead`'s default)."""
+    import inspect
+
+    from harness.heads import HeteroscedasticHead
+
+    return inspect.signature(HeteroscedasticHead.__init__).parameters["covariance"].default

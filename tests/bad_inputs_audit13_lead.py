@@ -149,3 +149,26 @@ def _metrics_given_probabilities(tmp):
 
     rng = np.random.default_rng(0)
     M.classification_metrics(np.exp(M.log_softmax(rng.normal(size=(200, 10)))), rng.integers(0, 10, 200))
+
+
+# ------------------------------------------------------------------------------ A13-08: a noisy head in the timm layout
+@bad_input(
+    "exports",
+    "Classifier.from_pretrained of a timm-layout export whose config.json says head.covariance 'diagonal' (audit13 "
+    "A13-08: loaded without a word, the noise layers freshly initialised under the trained mean layer)",
+    ValueError,
+    r"config\.json: harness\.model\.head\.covariance = 'diagonal' with harness\.layout = 'timm': the timm layout holds "
+    r"a homoscedastic head's classifier alone .*give the folder save_pretrained wrote, unchanged",
+)
+def _timm_layout_noisy_head(tmp):
+    import json
+
+    from harness.models import Classifier, ModelConfig, build_model
+
+    build_model(ModelConfig("test_resnet", 10, {"covariance": "none"})).save_pretrained(tmp / "exp")
+    path = tmp / "exp" / "config.json"
+    config = json.loads(path.read_text())
+    assert config["harness"]["layout"] == "timm", config["harness"]["layout"]
+    config["harness"]["model"]["head"]["covariance"] = "diagonal"
+    path.write_text(json.dumps(config))
+    Classifier.from_pretrained(tmp / "exp")
