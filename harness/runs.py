@@ -178,9 +178,11 @@ def data_from_file(path: "str | Path", overrides: "tuple[str, ...]" = (), flag: 
             data, which would otherwise evaluate the default data: the message never quotes the file's content);
             bad data settings; a key set twice in ``overrides``; an override of a training-only key
             (``limit_train``, ``hflip``, ``crop_scale``, ``batch_size``, ``label_noise``...); a key of another source
-            (``label_set`` on digits); ``label_set`` for cifar10n splits that do not read it.
+            (``label_set`` on digits); ``label_set`` for cifar10n splits that do not read it; a held-out split that is
+            the evaluation split (:func:`harness.data.config.check_splits`).
     """
     from harness.config import check_distinct_keys, read_settings
+    from harness.data.config import check_splits
     from harness.data.eval_keys import check_eval_keys
     from harness.rules import check_rules
 
@@ -195,6 +197,7 @@ def data_from_file(path: "str | Path", overrides: "tuple[str, ...]" = (), flag: 
     check_distinct_keys(overrides, "the data overrides")  # data.limit_eval=50 limit_eval=60: the last would win
     cfg = load_config(DataConfig, None, list(overrides), base=section)
     check_rules(cfg)
+    check_splits(cfg, training=False)  # the held-out split not the evaluation split
     # the overrides, then every key of the source's (the file's too, as a run checks them: label_set on digits)
     check_eval_keys(overrides, cfg, "harness import", (cfg.eval_split, cfg.heldout_split))
     return cfg

@@ -172,3 +172,23 @@ def _timm_layout_noisy_head(tmp):
     config["harness"]["model"]["head"]["covariance"] = "diagonal"
     path.write_text(json.dumps(config))
     Classifier.from_pretrained(tmp / "exp")
+
+
+# ------------------------------------------------------------------------------ A13-15: import, held-out = evaluation
+@bad_input(
+    "import",
+    "harness import ... heldout_split=test (audit13 A13-15: rc 0, the held-out predictions the same test images; "
+    "the report fitted T on the images it then scored; harness upstream refuses the same since A12-01)",
+    click.ClickException,
+    r"data\.heldout_split=test is also data\.eval_split: the held-out predictions .*would be the evaluation images, "
+    r"not held out: .*or data\.heldout_split=null for none",
+)
+def _import_heldout_is_eval(tmp):
+    from bad_inputs_safety import _cli, _model_pt
+
+    model = _model_pt(tmp / "model.pt")
+    try:
+        _cli("import", "--model", str(model), "--data", str(CONFIGS / "digits_hom.yaml"), "--out", str(tmp / "imp"),
+             "heldout_split=test", "limit_eval=20")  # fmt: skip
+    finally:
+        assert not (tmp / "imp").exists(), "the import was written"

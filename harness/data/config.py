@@ -149,13 +149,13 @@ def check_data(d: DataConfig) -> None:
     resized crop); ``num_workers`` only where the ``pil`` or the shard loader reads the data (:func:`loader_kind`);
     ``crop_padding`` below ``image_size`` (a shift by a whole image can leave nothing of it in the crop, and the padded
     batch grows as (side + 2p)²); for ``shards``, a path and none of the settings that need the split in memory;
-    three different splits for training, evaluation and held-out predictions (:func:`_check_splits`).
+    three different splits for training, evaluation and held-out predictions (:func:`check_splits`).
 
     Raises:
         ValueError: naming the key, its value, the rule and the fix.
     """
     check_unread_keys(d, "data", "source", SOURCE_KEYS, "source")
-    _check_splits(d)
+    check_splits(d)
     if d.source in STREAM_SOURCES:
         _check_shards(d)
     if d.crop_padding >= d.image_size:
@@ -180,20 +180,22 @@ def check_data(d: DataConfig) -> None:
         )
 
 
-def _check_splits(d: DataConfig) -> None:
+def check_splits(d: DataConfig, training: bool = True) -> None:
     """The training, evaluation and held-out splits are three different splits (audit12 A12-01): a held-out split
     that is the evaluation split fits the calibration (temperature, τ) on the test images, one that is the training
     split on images the model has fit; evaluating on the training split reports training accuracy as test accuracy.
+    Without ``training`` (an evaluation of a model trained elsewhere: ``harness import``, audit13 A13-15) only the
+    held-out and evaluation splits are compared.
 
     Raises:
         ValueError: naming both keys, the split and the fix.
     """
-    if d.eval_split == d.train_split:
+    if training and d.eval_split == d.train_split:
         raise ValueError(
             f"data.eval_split={d.eval_split} is also data.train_split: the model would be scored on the images it was "
             "trained on (training accuracy reported as test accuracy): give a split of its own (digits: test)"
         )
-    for key in ("eval_split", "train_split"):
+    for key in ("eval_split", "train_split") if training else ("eval_split",):
         if d.heldout_split is not None and d.heldout_split == getattr(d, key):
             role = "evaluation" if key == "eval_split" else "training"
             raise ValueError(
