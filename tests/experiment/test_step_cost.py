@@ -45,6 +45,7 @@ def _run(
             *HEADS[method],
             *extra,
         ],
+        distinct=False,  # extra over the defaults
     )
     d.mkdir(parents=True)
     (d / "run.json").write_text(
