@@ -192,3 +192,20 @@ def _import_heldout_is_eval(tmp):
              "heldout_split=test", "limit_eval=20")  # fmt: skip
     finally:
         assert not (tmp / "imp").exists(), "the import was written"
+
+
+# ------------------------------------------------------------------------------ A13-17: two lists for one split
+@bad_input(
+    "data",
+    "a manifest folder holding both train.jsonl and train.csv, with other labels (audit13 A13-17: rc 0, the JSONL's "
+    "labels packed, the CSV ignored without a word)",
+    click.ClickException,
+    r"split 'train' of the manifest folder '.*m' has two lists, train\.jsonl and train\.csv: which one holds the "
+    r"labels meant is not known; remove \(or rename\) the one that is not",
+)
+def _manifest_jsonl_and_csv(tmp):
+    from bad_inputs_audit8_packs import _manifest, _pack_manifest
+
+    m = _manifest(tmp, *({"path": f"img/{i}.png", "labels": [i % 3]} for i in range(4)))
+    (m / "train.csv").write_text("".join(f"img/{i}.png,{(i + 1) % 3}\n" for i in range(4)))
+    _pack_manifest(tmp, m)

@@ -12,15 +12,21 @@ from typing import Any, Iterator, TextIO
 
 
 def manifest_file(root: Path, split: str) -> Path:
-    """``<root>/<split>.jsonl``, else ``<root>/<split>.csv``.
+    """``<root>/<split>.jsonl`` or ``<root>/<split>.csv``, the one of them that exists.
 
     Raises:
         FileNotFoundError: neither file exists.
+        ValueError: both exist (which one holds the labels meant is not known: audit13 A13-17), naming both.
     """
-    for name in (f"{split}.jsonl", f"{split}.csv"):
-        if (root / name).is_file():
-            return root / name
-    raise FileNotFoundError(f"no {split}.csv or {split}.jsonl in {str(root)!r}")
+    found = [root / name for name in (f"{split}.jsonl", f"{split}.csv") if (root / name).is_file()]
+    if len(found) == 2:
+        raise ValueError(
+            f"split {split!r} of the manifest folder {str(root)!r} has two lists, {found[0].name} and "
+            f"{found[1].name}: which one holds the labels meant is not known; remove (or rename) the one that is not"
+        )
+    if not found:
+        raise FileNotFoundError(f"no {split}.csv or {split}.jsonl in {str(root)!r}")
+    return found[0]
 
 
 def label_id(value: Any, where: str, text: bool = False) -> int:
