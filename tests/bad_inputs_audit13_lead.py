@@ -8,7 +8,7 @@ import click
 from bad_inputs_audit9_config import CLI_ERROR, CONFIGS
 from bad_inputs_audit11_trackers import _upstream_tracked
 
-from bad_inputs import bad_input
+from bad_inputs import bad_input, handled
 
 
 # ------------------------------------------------------------------------------ A13-03: an sqlite: file, not a database
@@ -209,3 +209,28 @@ def _manifest_jsonl_and_csv(tmp):
     m = _manifest(tmp, *({"path": f"img/{i}.png", "labels": [i % 3]} for i in range(4)))
     (m / "train.csv").write_text("".join(f"img/{i}.png,{(i + 1) % 3}\n" for i in range(4)))
     _pack_manifest(tmp, m)
+
+
+# ------------------------------------------------------------------------------ A13-18: names from report.json
+@handled(
+    "report",
+    "harness report --overwrite after notes.txt (the user's) was added to the old report.json's figures.reliability "
+    "(audit13 A13-18: notes.txt deleted as a stale figure, on the word of the edited report.json)",
+    r"notes\.txt kept; the stale figure reliability_1\.png removed",
+)
+def _report_overwrite_listed_notes(tmp):
+    import json
+
+    from bad_inputs_audit9_writes import _report, _three_runs
+
+    _three_runs(tmp)
+    _report(tmp, "a", "b")
+    out = tmp / "res" / "R"
+    (out / "notes.txt").write_text("my notes")
+    old = json.loads((out / "report.json").read_text())
+    old["figures"]["reliability"].append("notes.txt")
+    (out / "report.json").write_text(json.dumps(old))
+    _report(tmp, "c", extra=("--overwrite",))
+    assert (out / "notes.txt").read_text() == "my notes", "a file the report did not write was deleted"
+    assert not (out / "reliability_1.png").exists(), "the stale figure was kept"
+    return "notes.txt kept; the stale figure reliability_1.png removed"

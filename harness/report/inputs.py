@@ -79,10 +79,16 @@ def check_same_inputs(
     )
 
 
+#: the first 8 bytes of every PNG file (the PNG specification, section 5.2), which every report figure is
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
 def remove_stale(out: Path, old: dict, figures: dict) -> "list[str]":
     """Remove from ``out`` the figure files the earlier report ``old`` (its ``report.json``, read before the new one
-    was written) listed that the new report (its ``figures``) does not: plain file names only; a file the old report
-    did not list is never touched. Returns the names removed."""
+    was written) listed that the new report (its ``figures``) does not: plain file names of PNG images only (a
+    ``.png`` name, the file starting with :data:`PNG_SIGNATURE`, as every figure a report writes); a file the old
+    report did not list, or one that is no figure although an edited ``report.json`` lists it (audit13 A13-18), is
+    never touched. Returns the names removed."""
     from harness.io import check_name
 
     def names(figs: object) -> "set[str]":
@@ -100,7 +106,10 @@ def remove_stale(out: Path, old: dict, figures: dict) -> "list[str]":
         except ValueError:
             continue
         path = out / f
-        if path.is_file() and not path.is_symlink():
+        if f.endswith(".png") and path.is_file() and not path.is_symlink():
+            with open(path, "rb") as image:
+                if image.read(len(PNG_SIGNATURE)) != PNG_SIGNATURE:
+                    continue
             path.unlink()
             removed.append(f)
     return removed
