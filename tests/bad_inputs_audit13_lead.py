@@ -234,3 +234,31 @@ def _report_overwrite_listed_notes(tmp):
     assert (out / "notes.txt").read_text() == "my notes", "a file the report did not write was deleted"
     assert not (out / "reliability_1.png").exists(), "the stale figure was kept"
     return "notes.txt kept; the stale figure reliability_1.png removed"
+
+
+# ------------------------------------------------------------------------------ A13-10: an evaluation shard cut short
+@bad_input(
+    "packs",
+    "harness upstream on shards whose test shard was cut to 5000 bytes (audit13 A13-10: refused only after the "
+    "training epoch, when the evaluation split was first read)",
+    CLI_ERROR,
+    r"shard .*test-000003\.tar is 5000 bytes, and .*index\.json records \d+: it is damaged \(cut short, or "
+    r"replaced\); run the same harness data pack command again",
+)
+def _eval_shard_cut_short(tmp):
+    from harness.cli import main
+
+    for split in ("train", "test"):
+        args = ["data", "pack", "digits", str(tmp / "pk"), "--shard-size", "50", "--split", split, "limit_train=100"]
+        main(args, standalone_mode=False)
+    shard = tmp / "pk" / "test" / "test-000003.tar"
+    shard.write_bytes(shard.read_bytes()[:5000])
+    settings = ["data.source=shards", f"data.path={tmp / 'pk'}", "data.label_noise=null", "data.heldout_split=null"]
+    try:
+        main(
+            ["upstream", "--no-progress", "--config", str(CONFIGS / "digits_hom.yaml"), "train.epochs=1", *settings]
+            + ["data.batch_size=32", "train.log_with=[]", f"output_dir={tmp / 'r'}"],
+            standalone_mode=False,
+        )
+    finally:
+        assert not (tmp / "r" / "checkpoints").exists(), "training started before the error"

@@ -388,8 +388,8 @@ def _member_key(tmp):
     "packs",
     "a shard replaced by a text file",
     ValueError,
-    r"shard .*train-000003\.tar cannot be read as a tar file \(ReadError\)",
-    before=False,
+    r"shard .*train-000003\.tar is \d+ bytes, and .*index\.json records \d+: it is damaged \(cut short, or replaced\); "
+    r"run the same harness data pack command again",
 )
 def _shard_not_tar(tmp):
     out = _pack(tmp)

@@ -174,7 +174,8 @@ def pack(
                     f"{out_dir} holds a pack of other data or settings (differs in {', '.join(changed)}): "
                     "choose another folder, or delete that one to pack again"
                 )
-        missing = [j for j, name in enumerate(names) if not (out_dir / name).is_file()]
+        recorded = {sh.get("name"): sh.get("bytes") for sh in (old or {}).get("shards", []) if isinstance(sh, dict)}
+        missing = [j for j, name in enumerate(names) if not _whole(out_dir / name, recorded.get(name))]
         if old is not None and old.get("complete") and not missing:
             return old
         atomic_write_text(path, json_dumps({**plan, "complete": False}, indent=1) + "\n")
@@ -192,8 +193,17 @@ def pack(
                             bar.update(1)
 
                 atomic_write_stream(out_dir / names[j], write)
+        for sh in index[
+            "shards"
+        ]:  # each shard's size, by which a reader knows one cut short (harness.data.shard_index)
+            sh["bytes"] = (out_dir / sh["name"]).stat().st_size
         atomic_write_text(path, json_dumps(index, indent=1) + "\n")
     return index
+
+
+def _whole(shard: Path, size: Any) -> bool:
+    """``shard`` exists and, where the index recorded its size, has it (a shard cut short is written again)."""
+    return shard.is_file() and (not isinstance(size, int) or shard.stat().st_size == size)
 
 
 def _check_data_section(path: str, settings: dict) -> None:

@@ -205,11 +205,17 @@ def shard_files(path: str, split: Optional[str] = None) -> "tuple[list[str], lis
         )
     index = _check_index(read_index(folder / INDEX_NAME), folder / INDEX_NAME, folder)
     urls = [str(folder / s["name"]) for s in index["shards"]]
-    for u in urls:
+    for u, s in zip(urls, index["shards"]):
         if not Path(u).is_file():
             raise FileNotFoundError(
                 f"shard {u} listed in {folder / INDEX_NAME} is missing; run the same harness data "
                 "pack command again to write it"
+            )
+        size = s.get("bytes")
+        if isinstance(size, int) and Path(u).stat().st_size != size:
+            raise ValueError(
+                f"shard {u} is {Path(u).stat().st_size} bytes, and {folder / INDEX_NAME} records {size}: it is damaged "
+                "(cut short, or replaced); run the same harness data pack command again, which writes it anew"
             )
     return urls, [int(s["examples"]) for s in index["shards"]], index
 

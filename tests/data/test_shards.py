@@ -355,7 +355,21 @@ def test_a_tar_member_name_with_a_slash_or_dots_is_refused_naming_the_shard(tmp_
 
 def test_a_file_that_is_not_a_tar_is_named_not_a_traceback(tmp_path):
     _, out, _ = _packed(tmp_path, 5)
+    urls, counts, _ = shard_files(str(out))  # read before the shard is replaced, as a stream reads its list once
     (out / "train-000003.tar").write_bytes(b"root:x:0:0:root:/root:/bin/bash\n" * 40)
-    urls, counts, _ = shard_files(str(out))
     with pytest.raises(ValueError, match=r"shard .*train-000003\.tar cannot be read as a tar file"):
         _read(urls, counts, shuffle=False)
+
+
+def test_a_shard_cut_short_is_refused_before_reading_and_packed_again(tmp_path):
+    """Audit 13 A13-10: each shard's size is in index.json, so a damaged shard is named before any work, and the
+    same pack command writes it anew (byte-identical: the pack is deterministic)."""
+    ds, out, index = _packed(tmp_path, 5)
+    shard = out / "train-000003.tar"
+    whole = shard.read_bytes()
+    assert index["shards"][3]["bytes"] == len(whole)
+    shard.write_bytes(whole[:5000])
+    with pytest.raises(ValueError, match=r"train-000003\.tar is 5000 bytes, and .*index\.json records \d+: it is "):
+        shard_files(str(out))
+    pack(ds, out, 5, prefix="train", progress=False)
+    assert shard.read_bytes() == whole
