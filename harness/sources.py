@@ -27,6 +27,7 @@ from harness.weights import (
     TORCHVISION_PREPROCESSING,
     check_finite,
     check_timm_name,
+    check_torchvision_name,
     load_weights,
     local_dir,
     read_config_json,
@@ -138,6 +139,10 @@ def load_classifier(source: str, num_classes: int, weights: "Optional[str | os.P
                 "give the data the model was trained on"
             )
         return model
+    if str(source).startswith(TORCHVISION_PREFIX):  # a name neither registry knows, before asking for its weights
+        check_torchvision_name(str(source)[len(TORCHVISION_PREFIX) :])
+    else:
+        check_timm_name(str(source)[len(TIMM_PREFIX) :])
     if weights is None:
         raise ValueError(
             f"{source} needs --weights FILE: a state dict with its classifier trained on the data's "

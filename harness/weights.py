@@ -184,8 +184,9 @@ TORCHVISION_PREPROCESSING = {
 _TORCHVISION_HEADS = ("fc", "classifier", "heads", "head")
 
 
-def torchvision_model(name: str, **kwargs: Any) -> nn.Module:
-    """``torchvision.models.get_model(name, weights=None, **kwargs)``, or a ValueError listing close names."""
+def check_torchvision_name(name: str) -> None:
+    """Refuse a name that is not in torchvision's registry (``torchvision.models.list_models()``), listing close
+    matches."""
     import torchvision
 
     if name not in torchvision.models.list_models():
@@ -194,6 +195,13 @@ def torchvision_model(name: str, **kwargs: Any) -> nn.Module:
             f"unknown torchvision model {name!r} (see torchvision.models.list_models())."
             + (f" Did you mean {', '.join(close)}?" if close else "")
         )
+
+
+def torchvision_model(name: str, **kwargs: Any) -> nn.Module:
+    """``torchvision.models.get_model(name, weights=None, **kwargs)``, or a ValueError listing close names."""
+    import torchvision
+
+    check_torchvision_name(name)
     return torchvision.models.get_model(name, weights=None, **kwargs)
 
 

@@ -262,3 +262,17 @@ def _eval_shard_cut_short(tmp):
         )
     finally:
         assert not (tmp / "r" / "checkpoints").exists(), "training started before the error"
+
+
+# ------------------------------------------------------------------------------ A13-20: an unknown name, no weights
+@bad_input(
+    "import",
+    "harness import --model timm:not_a_model without --weights (audit13 A13-20: 'needs --weights FILE', sending the "
+    "user to find weights of a model that does not exist; the unknown name came only once weights were given)",
+    click.ClickException,
+    r"unknown backbone 'not_a_model': not a timm model \(see timm\.list_models\(\)\)",
+)
+def _import_unknown_timm_name(tmp):
+    from bad_inputs_safety import _cli
+
+    _cli("import", "--model", "timm:not_a_model", "--data", str(CONFIGS / "digits_hom.yaml"), "--out", str(tmp / "i"))
