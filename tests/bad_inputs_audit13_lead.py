@@ -276,3 +276,20 @@ def _import_unknown_timm_name(tmp):
     from bad_inputs_safety import _cli
 
     _cli("import", "--model", "timm:not_a_model", "--data", str(CONFIGS / "digits_hom.yaml"), "--out", str(tmp / "i"))
+
+
+# ------------------------------------------------------------------------------ A13-24: two noise models stacked
+@bad_input(
+    "data",
+    "data.source=cifar10n data.label_set=worse under digits_hom.yaml, whose base sets 30% pair-flip label noise "
+    "(audit13 A13-24: rc 0, the human 'worse' labels flipped again by 30%, without a word)",
+    ValueError,
+    r"data\.label_noise\.kind=pair_flip with data\.label_set=worse: the synthetic noise would flip the CIFAR-10N human "
+    r"labels \(worse\) again.*set data\.label_noise=null for the human labels alone, or data\.label_set=clean",
+)
+def _cifar10n_human_and_synthetic_noise(tmp):
+    from harness.config import load_config
+    from harness.upstream.config import UpstreamConfig, validate
+
+    settings = ["data.source=cifar10n", f"data.path={tmp / 'c10n'}", "data.label_set=worse", f"output_dir={tmp / 'r'}"]
+    validate(load_config(UpstreamConfig, CONFIGS / "digits_hom.yaml", settings))

@@ -149,13 +149,22 @@ def check_data(d: DataConfig) -> None:
     resized crop); ``num_workers`` only where the ``pil`` or the shard loader reads the data (:func:`loader_kind`);
     ``crop_padding`` below ``image_size`` (a shift by a whole image can leave nothing of it in the crop, and the padded
     batch grows as (side + 2p)²); for ``shards``, a path and none of the settings that need the split in memory;
-    three different splits for training, evaluation and held-out predictions (:func:`check_splits`).
+    three different splits for training, evaluation and held-out predictions (:func:`check_splits`); no synthetic
+    ``label_noise`` over CIFAR-10N's human label sets (two noise models stacked).
 
     Raises:
         ValueError: naming the key, its value, the rule and the fix.
     """
     check_unread_keys(d, "data", "source", SOURCE_KEYS, "source")
     check_splits(d)
+    kind = (d.label_noise or {}).get("kind", "none")
+    if d.source == "cifar10n" and d.label_set != "clean" and kind != "none":
+        raise ValueError(
+            f"data.label_noise.kind={kind} with data.label_set={d.label_set}: the synthetic noise would flip the "
+            f"CIFAR-10N human labels ({d.label_set}) again, two noise models stacked (neither the CIFAR-10N benchmark "
+            "nor the synthetic study, and a report names one); set data.label_noise=null for the human labels alone, "
+            "or data.label_set=clean for synthetic noise on the clean labels"
+        )
     if d.source in STREAM_SOURCES:
         _check_shards(d)
     if d.crop_padding >= d.image_size:
