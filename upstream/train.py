@@ -137,7 +137,8 @@ def check_output(run_dir: Path, overwrite: bool = False) -> None:
 
 
 def _check_existing(run_dir: Path, config_yaml: str) -> str:
-    """``"new"``, ``"resume"`` or ``"done"``; refuses a folder that holds another config's run."""
+    """``"new"``, ``"resume"`` or ``"done"``; refuses a folder that holds another config's run, and a finished run
+    whose predictions cannot be read (:func:`check_finished_predictions`)."""
     saved = run_dir / "config.yaml"
     if not saved.is_file():
         return "new"
@@ -154,8 +155,37 @@ def _check_existing(run_dir: Path, config_yaml: str) -> str:
             "output_dir for the new run, or delete that folder to start it over"
         )
     if (run_dir / "metrics.json").is_file() and (run_dir / "model.pt").is_file():
+        check_finished_predictions(run_dir)  # a finished run is skipped: its predictions are read by what follows
         return "done"
     return "resume" if (run_dir / "checkpoints" / "last.pt").is_file() else "new"
+
+
+def check_finished_predictions(run_dir: Path) -> None:
+    """The predictions of a finished run (``predictions.npz``, and ``heldout_predictions.npz`` where it has one) read
+    whole (:meth:`harness.uncertainty.predictions.Predictions.load`), before the run is skipped as complete: a
+    damaged or truncated file would otherwise be met only by what reads it (an experiment's report, after every
+    other stage), on every rerun.
+
+    Raises:
+        ValueError: a missing or unreadable file, naming the run folder, the file, what is wrong and the fixes
+            (rewrite the predictions from the run's model.pt without training, or delete the folder to train again).
+    """
+    from harness.uncertainty.predictions import Predictions
+
+    for name in ("predictions.npz", "heldout_predictions.npz"):
+        file = run_dir / name
+        if name != "predictions.npz" and not file.exists():
+            continue
+        try:
+            Predictions.load(file)
+        except (ValueError, OSError) as e:  # the reader's diagnosis, without its fix (a run writes it when it ends)
+            raise ValueError(
+                f"{run_dir} is a finished run (metrics.json, model.pt), but {str(e).split('; ')[0]}: it would be "
+                f"skipped as complete and its {name} met only by what reads it: restore the file, or write "
+                'the predictions again from its model.pt without training (python -c "from '
+                f"harness.upstream.reevaluate import reevaluate; reevaluate('{run_dir}', force=True)\"), or delete "
+                f"{run_dir} to train it again"
+            ) from e
 
 
 def _cpu_only() -> bool:
