@@ -13,7 +13,8 @@ from harness.experiment.plan import check_grid_values
 
 
 def check_grids_and_sections(exp: Experiment) -> None:
-    """The τ grids' run folders, ``grid_overrides``, keys of a section or mechanism the experiment leaves off
+    """The τ grids' run folders, ``grid_overrides``, a τ grid of a study with no noisy method (:func:`_check_grid_read`),
+    keys of a section or mechanism the experiment leaves off
     (:func:`_check_inactive_keys`), the methods the budget, frontier and conditions name, the conditions' seeds and
     the budget's epochs (given when it has methods).
 
@@ -27,10 +28,14 @@ def check_grids_and_sections(exp: Experiment) -> None:
     ):
         why = "no temperature_grid" if not exp.temperature_grid else "temperature_grid tunes methods with noise only"
         raise ValueError(
-            f"grid_overrides [{', '.join(map(str, exp.grid_overrides))}] set the grid runs only, and no method has a grid ({why}; no "
-            "method has a tune), so they would be ignored: drop grid_overrides, or add a grid (temperature_grid with "
-            "a noisy method, or a method's tune: {key: ..., values: [...]})"
+            f"grid_overrides [{', '.join(map(str, exp.grid_overrides))}] set the grid runs only, and no method has a "
+            f"grid ({why}; no method has a tune), so they would be ignored: drop grid_overrides, or add a grid "
+            "(temperature_grid with a noisy method, or a method's tune: {key: ..., values: [...]})"
         )
+    _check_grid_read(exp.temperature_grid, exp.methods, "temperature_grid", "methods")
+    if exp.multilabel.methods:  # without them, multilabel.* is refused as a section left off (_check_inactive_keys)
+        ml = exp.multilabel
+        _check_grid_read(ml.temperature_grid, ml.methods, "multilabel.temperature_grid", "multilabel.methods")
     _check_inactive_keys(exp)
     _check_sigma_sections(exp)
     for section, names in (
@@ -49,6 +54,25 @@ def check_grids_and_sections(exp: Experiment) -> None:
             )
     if exp.budget.methods and not exp.budget.epochs:
         raise ValueError("budget.epochs is empty but budget.methods is not: give the epoch counts, e.g. [3, 10]")
+
+
+def _check_grid_read(grid: "list[float]", methods: dict, key: str, where: str) -> None:
+    """A τ grid (``temperature_grid``, ``multilabel.temperature_grid``) is read only for the methods of its study whose
+    head has noise (:func:`harness.experiment.config._noisy`, as :func:`harness.experiment.plan._plan` plans the grid
+    runs; a method's ``tune`` is a grid of its own, which never reads it), so a non-empty grid of a study without
+    one would be ignored.
+
+    Raises:
+        ValueError: naming the key, its values, the study's methods and the fix.
+    """
+    if not grid or any(_noisy(h) for h in methods.values()):
+        return
+    shown = ", ".join(f"{m}: covariance {h.get('covariance', 'low_rank')}" for m, h in methods.items())
+    raise ValueError(
+        f"{key}={[float(v) for v in grid]} tunes the τ of methods with noise only (covariance other than none), and "
+        f"no method of {'this experiment' if where == 'methods' else where} has noise ({shown}), so it would be "
+        "ignored (a method's tune is a grid of its own): add a method with noise or drop the grid"
+    )
 
 
 def _check_inactive_keys(exp: Experiment) -> None:

@@ -1,0 +1,36 @@
+"""Bad inputs found by the thirteenth reliability audit in the experiment file (``audit13 <case id>``): a τ grid no
+method reads, a condition that changes nothing, a transfer of one-image passes for a BatchNorm backbone and a
+runs_root inside another run's folder. Every refusal comes before any work."""
+
+from __future__ import annotations
+
+from bad_inputs_audit8_experiment import _run
+
+from bad_inputs import bad_input
+
+
+# ------------------------------------------------------------------------------ A13-06: a τ grid no method reads
+@bad_input(
+    "experiment",
+    "temperature_grid=[1,2] with no noisy method (audit13 A13-06: accepted, never read: the user believes τ was tuned)",
+    ValueError,
+    r"^temperature_grid=\[1\.0, 2\.0\] tunes the τ of methods with noise only .*no method of this experiment has "
+    r"noise \(hom: covariance none\), so it would be ignored .*: add a method with noise or drop the grid",
+)
+def _temperature_grid_without_noise(tmp):
+    _run(tmp, "temperature_grid=[1,2]")
+
+
+@bad_input(
+    "experiment",
+    "multilabel.temperature_grid=[1,2] with no noisy multi-label method (audit13 A13-06: accepted, never read)",
+    ValueError,
+    r"^multilabel\.temperature_grid=\[1\.0, 2\.0\] tunes the τ of methods with noise only .*no method of "
+    r"multilabel\.methods has noise \(mh: covariance none\).*add a method with noise or drop the grid",
+)
+def _multilabel_temperature_grid_without_noise(tmp):
+    _run(
+        tmp,
+        "multilabel={upstream_overrides: [train.best_metric=sigmoid_nll], methods: {mh: {covariance: none, link: sigmoid}}, "
+        "seeds: [0], temperature_grid: [1, 2]}",
+    )
