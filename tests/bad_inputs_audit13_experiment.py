@@ -34,3 +34,32 @@ def _multilabel_temperature_grid_without_noise(tmp):
         "multilabel={upstream_overrides: [train.best_metric=sigmoid_nll], methods: {mh: {covariance: none, link: sigmoid}}, "
         "seeds: [0], temperature_grid: [1, 2]}",
     )
+
+
+# ------------------------------------------------------------------------------ A13-14: a condition that changes nothing
+@bad_input(
+    "experiment",
+    "a condition whose override is the base's value (audit13 A13-14: rc 0, its run was the main run, reported as "
+    "its own condition)",
+    ValueError,
+    r"^conditions\.c1\.upstream_overrides=\[data\.label_noise\.rate=0\.3\] changes nothing: data\.label_noise\.rate "
+    r"already has that value in the main study's runs, so the runs of condition c1 would be the main study's .* "
+    r"change a setting in conditions\.c1\.upstream_overrides, or remove the condition",
+)
+def _condition_same_value(tmp):
+    _run(
+        tmp,
+        "conditions={c1: {description: x, upstream_overrides: [data.label_noise.rate=0.3], methods: [hom], "
+        "seeds: [0]}}",
+    )
+
+
+@bad_input(
+    "experiment",
+    "a condition with upstream_overrides: [] (audit13 A13-14: rc 0, reported as its own condition)",
+    ValueError,
+    r"^conditions\.c1\.upstream_overrides=\[\] changes nothing: it sets no setting, so the runs of condition c1 "
+    r"would be the main study's .*remove the condition",
+)
+def _condition_no_overrides(tmp):
+    _run(tmp, "conditions={c1: {description: x, upstream_overrides: [], methods: [hom], seeds: [0]}}")

@@ -12,6 +12,7 @@ from harness.experiment.plan import _Plan, _plan, _same_run
 from harness.experiment.run_names import check_run_folders
 from harness.experiment.section_rules import check_grids_and_sections, sweep_settings
 from harness.experiment.upstream_ref import upstream_config_path
+from harness.experiment.variants import check_variant_configs
 from harness.heads.variants import has_factors
 from harness.rules import check_rules
 
@@ -22,7 +23,8 @@ def validate_experiment(exp: Experiment) -> "dict[str, _Plan]":
     from the runs', no override of a setting the experiment sets per run (:data:`RUN_KEYS`), every upstream config
     (each method, seed and τ), no two methods with the same runs, no two planned runs with one run folder
     (:func:`~harness.experiment.run_names.check_run_folders`), the multi-label study and the downstream settings
-    (checked whether or not the stage has tasks).
+    (checked whether or not the stage has tasks), and a condition that changes nothing
+    (:func:`~harness.experiment.variants.check_variant_configs`).
 
     Returns:
         The plans of the studies (``main``, and ``multilabel`` when it has methods).
@@ -69,7 +71,7 @@ def validate_experiment(exp: Experiment) -> "dict[str, _Plan]":
                 )
     for study, plan in plans.items():
         _check_distinct_methods(plan, "multilabel.methods" if study == "multilabel" else "methods")
-    _check_variant_configs(exp, plans["main"])
+    check_variant_configs(exp, plans["main"])  # and a condition that changes nothing
     check_run_folders(exp, plans)
     _check_classes(plans, exp.confusable_pairs, exp.single_pair.pairs if exp.single_pair else [])
     _check_downstream(exp, PRESETS)
@@ -148,37 +150,6 @@ def _check_shift(exp: Experiment, main: _Plan) -> None:
                 f"shift sets are drawn from (run {run}'s data, its limits applied): give shift.examples={size} or "
                 "fewer (0: the whole split)"
             )
-
-
-def _check_variant_configs(exp: Experiment, main: _Plan) -> None:
-    """The configs of the main study's later runs, built at each method's given head: every frontier schedule's,
-    every condition's and one budget run's per epoch count."""
-    fr = exp.frontier
-    variants = [  # the frontier's: checked here; built at the chosen τ once it is known (frontier_plan)
-        *(
-            (f"frontier.schedules.{name}", m, exp.seeds[0], list(o))
-            for name, o in fr.schedules.items()
-            for m in fr.names()
-        ),
-        *(
-            (f"conditions.{name}", m, c.seeds[0], list(c.upstream_overrides))
-            for name, c in exp.conditions.items()
-            for m in c.methods
-        ),
-    ]
-    for key, method, seed, overrides in variants:
-        try:
-            main.make(method, main.heads[method], seed, "check", overrides)
-        except ValueError as e:  # the section the settings come from, then the setting's own message
-            raise ValueError(f"{key}: {e}") from None
-    for e in exp.budget.epochs if exp.budget.methods else []:
-        main.make(
-            exp.budget.methods[0],
-            main.heads[exp.budget.methods[0]],
-            exp.seeds[0],
-            "check",
-            [f"train.epochs={e}", f"train.eval_every={e}"],
-        )
 
 
 def _check_names(exp: Experiment) -> None:
