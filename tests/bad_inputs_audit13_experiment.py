@@ -63,3 +63,16 @@ def _condition_same_value(tmp):
 )
 def _condition_no_overrides(tmp):
     _run(tmp, "conditions={c1: {description: x, upstream_overrides: [], methods: [hom], seeds: [0]}}")
+
+
+# ------------------------------------------------------------------------------ micro_batch=1, a BatchNorm backbone
+@bad_input(
+    "experiment",
+    "downstream.settings.micro_batch=1 with a BatchNorm backbone (audit13, found by a fixer: refused only when the "
+    "transfer stage started, after the upstream training)",
+    ValueError,
+    r"^downstream\.settings\.micro_batch=1 is the images of one fine-tuning forward pass .*backbone test_resnet .*"
+    r"BatchNorm layer.*use downstream\.settings\.micro_batch=2 or more",
+)
+def _micro_batch_one_batch_norm(tmp):
+    _run(tmp, "downstream={tasks: [demo], preset: demo, settings: {micro_batch: 1}}")

@@ -10,7 +10,8 @@ from pathlib import Path
 from harness.experiment.config import ROOTS, RUN_KEYS, RUN_TREE, Experiment, check_root
 from harness.experiment.plan import _Plan, _plan, _same_run
 from harness.experiment.run_names import check_run_folders
-from harness.experiment.section_rules import check_grids_and_sections, sweep_settings
+from harness.experiment.section_rules import check_grids_and_sections
+from harness.experiment.transfer_checks import check_downstream
 from harness.experiment.upstream_ref import upstream_config_path
 from harness.experiment.variants import check_variant_configs
 from harness.heads.variants import has_factors
@@ -23,7 +24,8 @@ def validate_experiment(exp: Experiment) -> "dict[str, _Plan]":
     from the runs', no override of a setting the experiment sets per run (:data:`RUN_KEYS`), every upstream config
     (each method, seed and τ), no two methods with the same runs, no two planned runs with one run folder
     (:func:`~harness.experiment.run_names.check_run_folders`), the multi-label study and the downstream settings
-    (checked whether or not the stage has tasks), and a condition that changes nothing
+    (checked whether or not the stage has tasks; with tasks, no fine-tuning pass of one image for a BatchNorm
+    backbone: :func:`~harness.experiment.transfer_checks.check_downstream`), and a condition that changes nothing
     (:func:`~harness.experiment.variants.check_variant_configs`).
 
     Returns:
@@ -74,7 +76,7 @@ def validate_experiment(exp: Experiment) -> "dict[str, _Plan]":
     check_variant_configs(exp, plans["main"])  # and a condition that changes nothing
     check_run_folders(exp, plans)
     _check_classes(plans, exp.confusable_pairs, exp.single_pair.pairs if exp.single_pair else [])
-    _check_downstream(exp, PRESETS)
+    check_downstream(exp, PRESETS, plans["main"])
     for what, folder in (("runs_root", exp.runs_root), ("results_root", exp.results_root)):
         check_writable(folder, f"{what} {str(folder)!r}", f"{what}=...")
     from harness.report.build import report_folder
@@ -252,24 +254,6 @@ def _check_classes(
                     f"run {folder}: model.head.num_factors={r} exceeds the {k} classes of the data "
                     f"(noise on the logits has rank at most K): use num_factors <= {k}"
                 )
-
-
-def _check_downstream(exp: Experiment, presets: dict) -> None:
-    """The downstream preset and settings (their keys and values, whether or not the stage runs), then, when it has
-    tasks, the device, task names and all four splits of every task (their data)."""
-    from harness.tasks.taskset import check_tasks, expand_tasks
-    from harness.training.precision import check_device
-
-    if exp.downstream.preset not in presets:
-        raise ValueError(f"unknown downstream.preset {exp.downstream.preset!r}: use one of {', '.join(presets)}")
-    settings = sweep_settings(exp.downstream.preset, exp.downstream.settings, "downstream.settings")
-    if not exp.downstream.tasks:
-        return
-    try:
-        check_device(settings.device)
-        check_tasks(expand_tasks(exp.downstream.tasks), settings)
-    except (ValueError, FileNotFoundError) as e:
-        raise ValueError(f"downstream: {e}") from e
 
 
 def _override_lists(exp: Experiment) -> "list[tuple[str, list, str]]":

@@ -1,0 +1,90 @@
+"""The downstream (transfer) stage of an experiment, checked before any work
+(:func:`harness.experiment.validate.validate_experiment` calls :func:`check_downstream`): its preset and settings,
+its tasks' data, and no fine-tuning pass of one image for a transferred backbone with BatchNorm."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.experiment.config import Experiment
+from harness.experiment.plan import _Plan
+from harness.experiment.section_rules import sweep_settings
+
+
+def check_downstream(exp: Experiment, presets: dict, main: _Plan) -> None:
+    """The downstream preset and settings (their keys and values, whether or not the stage runs), then, when it has
+    tasks, the device, task names and all four splits of every task (their data), and no fine-tuning pass of one
+    image for a backbone with BatchNorm (:func:`_check_batch_norm`).
+
+    Args:
+        exp: the experiment.
+        presets: the downstream presets by name (:data:`harness.downstream.config.PRESETS`).
+        main: the main study's plan, as validated (its final runs are the ones transferred).
+
+    Raises:
+        ValueError: naming the key (``downstream.preset``, ``downstream.settings.<key>``, ``downstream: <task>``), the
+            value and the fix.
+    """
+    from harness.tasks.taskset import check_tasks, expand_tasks
+    from harness.training.precision import check_device
+
+    if exp.downstream.preset not in presets:
+        raise ValueError(f"unknown downstream.preset {exp.downstream.preset!r}: use one of {', '.join(presets)}")
+    settings = sweep_settings(exp.downstream.preset, exp.downstream.settings, "downstream.settings")
+    if not exp.downstream.tasks:
+        return
+    try:
+        check_device(settings.device)
+        check_tasks(expand_tasks(exp.downstream.tasks), settings)
+    except (ValueError, FileNotFoundError) as e:
+        raise ValueError(f"downstream: {e}") from e
+    _check_batch_norm(exp, main, settings)
+
+
+def _check_batch_norm(exp: Experiment, main: _Plan, settings: Any) -> None:
+    """The transfer's fine-tuning passes (``downstream.settings.micro_batch`` images, at most ``batch_size``) have 2
+    images or more when a transferred model's backbone has BatchNorm layers, as the sweep refuses them once the
+    transfer starts (:func:`harness.downstream.sweep.sweep`), after the upstream training. Each distinct backbone of
+    the evaluated methods' runs is built on PyTorch's meta device (nothing allocated, no weights read), as
+    :func:`harness.upstream.batch_norm.check_batch_norm` builds it; an ``hf-hub:``/``local-dir:`` backbone, or one
+    that cannot be built there, is left to the sweep, as is a task's training split of one example.
+
+    Raises:
+        ValueError: naming downstream.settings.micro_batch, the backbone, a BatchNorm layer and the fix.
+    """
+    from harness.training.loop import check_batch_norm_batch
+
+    micro = min(settings.micro_batch, settings.batch_size)
+    if micro >= 2:
+        return
+    evaluated = [m for m in exp.methods if m in (exp.evaluate_methods or exp.methods)]
+    folders = [f for m in evaluated for f in (main.grid[m].values() if m in main.grid else [f"{m}_s{exp.seeds[0]}"])]
+    backbones = {repr((c.model.backbone, c.model.backbone_kwargs)): c.model for c in map(main.configs.get, folders)}
+    for model in backbones.values():
+        layers, owner = _batch_norm_layers(model), f"backbone {model.backbone} (of the upstream models transferred)"
+        check_batch_norm_batch(
+            layers,
+            micro,
+            f"downstream.settings.micro_batch={settings.micro_batch} is the images of one fine-tuning forward pass "
+            f"(downstream.settings.batch_size={settings.batch_size} accumulates passes)",
+            "use downstream.settings.micro_batch=2 or more, and a downstream.settings.batch_size it divides",
+            owner,
+        )
+
+
+def _batch_norm_layers(model: Any) -> "list[str]":
+    """The BatchNorm layers of the backbone of ``model`` (an upstream config's ``model`` section), built on PyTorch's
+    meta device; ``[]`` for an ``hf-hub:``/``local-dir:`` backbone or one that cannot be built there."""
+    import torch
+
+    from harness.backbone_sources import create_backbone
+    from harness.training.loop import batch_norm_layers
+    from harness.weights import HF_HUB_PREFIX, LOCAL_DIR_PREFIX, TIMM_PREFIX
+
+    if model.backbone.removeprefix(TIMM_PREFIX).startswith((HF_HUB_PREFIX, LOCAL_DIR_PREFIX)):
+        return []
+    try:
+        with torch.device("meta"):
+            return batch_norm_layers(create_backbone(model.backbone, None, **dict(model.backbone_kwargs)))
+    except Exception:  # noqa: BLE001 -- an unknown name or refused option: the upstream runs refuse it first
+        return []
