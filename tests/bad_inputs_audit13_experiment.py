@@ -76,3 +76,31 @@ def _condition_no_overrides(tmp):
 )
 def _micro_batch_one_batch_norm(tmp):
     _run(tmp, "downstream={tasks: [demo], preset: demo, settings: {micro_batch: 1}}")
+
+
+# ------------------------------------------------------------------------------ runs_root inside a run folder
+@bad_input(
+    "experiment",
+    "runs_root inside an existing run folder (audit13, found by a fixer: refused with upstream's message naming "
+    "output_dir=..., a key an experiment cannot set)",
+    ValueError,
+    r"^runs_root=.*old.*is inside the run folder .*old \(it holds run\.json\).*give runs_root a folder outside",
+)
+def _runs_root_inside_run(tmp):
+    (tmp / "old").mkdir()
+    (tmp / "old" / "run.json").write_text("{}\n")
+    _run(tmp, runs="old/r")
+
+
+@bad_input(
+    "experiment",
+    "results_root inside an existing downstream sweep folder (audit13, found by a fixer: refused naming output_dir "
+    "or not at all)",
+    ValueError,
+    r"^results_root=.*sw.*is inside the downstream sweep folder .*sw \(it holds sweep\.json\).*give results_root a "
+    r"folder outside",
+)
+def _results_root_inside_sweep(tmp):
+    (tmp / "sw").mkdir()
+    (tmp / "sw" / "sweep.json").write_text("{}\n")
+    _run(tmp, results="sw/res")

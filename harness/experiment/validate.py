@@ -25,8 +25,9 @@ def validate_experiment(exp: Experiment) -> "dict[str, _Plan]":
     (each method, seed and τ), no two methods with the same runs, no two planned runs with one run folder
     (:func:`~harness.experiment.run_names.check_run_folders`), the multi-label study and the downstream settings
     (checked whether or not the stage has tasks; with tasks, no fine-tuning pass of one image for a BatchNorm
-    backbone: :func:`~harness.experiment.transfer_checks.check_downstream`), and a condition that changes nothing
-    (:func:`~harness.experiment.variants.check_variant_configs`).
+    backbone: :func:`~harness.experiment.transfer_checks.check_downstream`), a condition that changes nothing
+    (:func:`~harness.experiment.variants.check_variant_configs`), and ``runs_root`` and ``results_root`` outside any
+    other command's output folder (:func:`harness.folder_paths.check_outside_outputs`).
 
     Returns:
         The plans of the studies (``main``, and ``multilabel`` when it has methods).
@@ -35,6 +36,7 @@ def validate_experiment(exp: Experiment) -> "dict[str, _Plan]":
         ValueError: the first problem found; the message names the setting and the fix.
     """
     from harness.downstream.config import PRESETS
+    from harness.folder_paths import check_outside_outputs
     from harness.io import check_location, check_writable, path_under
 
     if exp.transfer is not None:
@@ -52,6 +54,12 @@ def validate_experiment(exp: Experiment) -> "dict[str, _Plan]":
 
     _check_methods_and_seeds(exp)
     _check_roots(exp)
+    for key in ("runs_root", "results_root"):  # not inside another command's output folder (a run, a sweep...)
+        value = getattr(exp, key)
+        shown = f"{key}={value} (this experiment's folder {path_under(value, exp.name)})"
+        check_outside_outputs(
+            path_under(value, exp.name), key, "harness run", shown=shown, fix=f"give {key} a folder outside {{folder}}"
+        )
     _check_run_keys(exp)
     _check_method_keys(exp)
     check_grids_and_sections(exp)
