@@ -293,3 +293,22 @@ def _cifar10n_human_and_synthetic_noise(tmp):
 
     settings = ["data.source=cifar10n", f"data.path={tmp / 'c10n'}", "data.label_set=worse", f"output_dir={tmp / 'r'}"]
     validate(load_config(UpstreamConfig, CONFIGS / "digits_hom.yaml", settings))
+
+
+# ------------------------------------------------------------------------------ A13-25: two label spaces, one metric
+@bad_input(
+    "uncertainty",
+    "a streaming Brier fed a batch of 4 classes, then one of 3 (audit13 A13-25: Brier 0.8235 printed, two label "
+    "spaces averaged as one evaluation)",
+    ValueError,
+    r"Brier has seen batches of 4 classes; got preds of shape \(5, 3\): one evaluation scores one label space; call "
+    r"reset\(\) between evaluations",
+)
+def _streaming_two_label_spaces(tmp):
+    import torch
+
+    from harness.uncertainty import streaming as S
+
+    metric = S.Brier()
+    metric.update(torch.log_softmax(torch.randn(50, 4), -1), torch.randint(0, 4, (50,)))
+    metric.update(torch.log_softmax(torch.randn(5, 3), -1), torch.randint(0, 3, (5,)))

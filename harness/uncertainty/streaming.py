@@ -133,6 +133,21 @@ class _Streaming(Metric):
     def __init__(self, validate_args: bool = True, **kwargs) -> None:
         super().__init__(**kwargs)
         self.validate_args = validate_args
+        # K of the batches seen (0: none yet), so one evaluation is never two label spaces averaged as one
+        self.add_state("classes", default=torch.zeros((), dtype=torch.long), dist_reduce_fx="max")
+
+    def _batch(self, preds: Tensor, target: Tensor) -> "tuple[Tensor, Tensor]":
+        """:func:`_inputs`, and (if ``validate_args``) ``preds`` of the K classes of the batches before (audit13
+        A13-25); ``ValueError`` naming both."""
+        lp, y = _inputs(preds, target, self.validate_args)
+        seen = int(self.classes)
+        if self.validate_args and seen and lp.shape[1] != seen:
+            raise ValueError(
+                f"{type(self).__name__} has seen batches of {seen} classes; got preds of shape {tuple(lp.shape)}: one "
+                "evaluation scores one label space; call reset() between evaluations"
+            )
+        self.classes.fill_(lp.shape[1])
+        return lp, y
 
 
 class _TopLabelBins(_Streaming):
@@ -148,7 +163,7 @@ class _TopLabelBins(_Streaming):
 
     def update(self, preds: Tensor, target: Tensor) -> None:
         """Add a batch: ``preds`` ``[B, K]`` logits or log-probabilities, ``target`` ``[B]`` class indices."""
-        conf, correct = _top_label(*_inputs(preds, target, self.validate_args))
+        conf, correct = _top_label(*self._batch(preds, target))
         idx = _bin_index(conf, self.num_bins)
         self.count.index_add_(0, idx, torch.ones_like(conf))
         self.confidence_sum.index_add_(0, idx, conf)
@@ -225,7 +240,7 @@ class ClasswiseECE(_Streaming):
 
     def update(self, preds: Tensor, target: Tensor) -> None:
         """Add a batch: ``preds`` ``[B, K]`` logits or log-probabilities, ``target`` ``[B]`` class indices."""
-        lp, y = _inputs(preds, target, self.validate_args)
+        lp, y = self._batch(preds, target)
         k, bins = self.num_classes, self.num_bins
         if lp.shape[1] != k:
             raise ValueError(f"preds have {lp.shape[1]} classes, this metric was made for num_classes={k}")
@@ -261,7 +276,7 @@ class _Mean(_Streaming):
 
     def update(self, preds: Tensor, target: Tensor) -> None:
         """Add a batch: ``preds`` ``[B, K]`` logits or log-probabilities, ``target`` ``[B]`` class indices."""
-        lp, y = _inputs(preds, target, self.validate_args)
+        lp, y = self._batch(preds, target)
         self.total += self._losses(lp, y).sum()
         self.count += len(y)
 
@@ -306,7 +321,7 @@ class _Forecasts(_Streaming):
 
     def update(self, preds: Tensor, target: Tensor) -> None:
         """Add a batch: ``preds`` ``[B, K]`` logits or log-probabilities, ``target`` ``[B]`` class indices."""
-        conf, correct = _top_label(*_inputs(preds, target, self.validate_args))
+        conf, correct = _top_label(*self._batch(preds, target))
         self.confidence.append(conf)
         self.correct.append(correct)
 
