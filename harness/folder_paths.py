@@ -29,23 +29,34 @@ def check_folder_path(folder: "str | os.PathLike", what: str) -> Path:
 
 
 def expand_home(value: "str | os.PathLike | None", key: str) -> "str | None":
-    """A path setting from a config (``output_dir``, ``data.path``, ``data.cache_dir``, ``model.pretrained_file``) as
-    a string with a leading ``~`` expanded to the home folder, as a shell would have done on a command line (a YAML
-    file, or a quoted override, reaches the harness unexpanded, and a folder literally named ``~`` would be made);
-    None passes.
+    """A path setting from a config (``output_dir``, ``data.path``, ``data.cache_dir``, ``model.pretrained_file``) or a
+    file or folder option of the command line (``--out``, ``--out-root``, the ``OUT`` of harness data pack: ``key``
+    starting with ``-``, or an argument's upper-case name) as a string with a leading ``~`` expanded to the home folder,
+    as a shell would have done (a YAML file, a quoted override or option value, or one after ``--out=`` reaches the
+    harness unexpanded, and a folder literally named ``~`` would be made); None passes. The one rule of every path a
+    user gives (:class:`harness.path_options.LocalPath` applies it to the options).
 
     Raises:
         ValueError: a ``$NAME`` or ``${NAME}`` in it (no shell expands it here: a folder literally named so would be
-            made), naming the key, the value and the fix.
+            made), naming the key or option, the value and the fix (the value with this environment's variables
+            written out, where they are all set).
     """
     if value is None:
         return None
     value = os.fspath(value)
     if "$" in value:
+        written = os.path.expanduser(os.path.expandvars(value))
+        example = f", e.g. {written}" if "$" not in written else ""
+        if key.startswith("-") or key.isupper():  # a command-line option or argument
+            after = f", nor after {key}=" if key.startswith("-") else ""
+            raise ValueError(
+                f"{key} {value!r} holds a $: nothing expands variables here (the shell does not in a quoted value"
+                f"{after}), so it would name a file or folder literally called so: write the path out{example}"
+            )
         raise ValueError(
             f"{key}={value!r} holds a $: nothing expands variables in a setting from a file or a quoted override, "
-            f"so a folder literally named so would be made: write the folder out (on a command line, unquoted, the "
-            "shell expands $HOME)"
+            f"so a folder literally named so would be made: write the folder out{example} (on a command line, "
+            "unquoted, the shell expands $HOME)"
         )
     return os.path.expanduser(value) if value.startswith("~") else value
 

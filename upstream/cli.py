@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from harness.path_options import LocalPath
 from harness.training.slurm import slurm_parameters
 
 
@@ -14,7 +15,7 @@ from harness.training.slurm import slurm_parameters
 @click.option(
     "--config",
     "config_path",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=LocalPath(dir_okay=False, path_type=Path),
     required=True,
     help="A YAML config, e.g. upstream/configs/digits_het.yaml.",
 )

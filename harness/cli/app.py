@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from harness.cli.group import RESUMES, _Main
+from harness.cli.options import user_path
 from harness.cli.preparation import data
 from harness.cli.runs import ensemble, import_cmd, report, shift
 from harness.cli.tools import bench
@@ -79,6 +80,8 @@ def run_cmd(experiment, overrides, no_train, sync_records, reference, reevaluate
 
     if experiment and "=" in experiment and not Path(experiment).exists():  # `harness run key=value`: the default
         experiment, overrides = None, (experiment, *overrides)
+    elif experiment:  # a YAML path: ~ expanded, a $ refused, as every path option (a name passes unchanged)
+        experiment = user_path(experiment, next(p for p in run_cmd.params if p.name == "experiment"))
 
     try:
         exp = load_experiment(experiment, overrides)

@@ -7,6 +7,10 @@ from pathlib import Path
 
 import click
 
+from harness.path_options import LocalPath, PathText, user_path
+
+__all__ = ["LocalPath", "PathText", "user_path"]  # the path rule of every option, for the commands here
+
 #: ``--overwrite`` of the commands that write into an ``--out`` folder beside files of others (one text for all)
 overwrite_option = click.option(
     "--overwrite",
@@ -54,7 +58,7 @@ def _model_source(flag: str, dest: str, what: str, said_in: str, random_init: bo
         )(f)
         f = click.option(
             "--weights",
-            type=click.Path(dir_okay=False, exists=True, path_type=Path),
+            type=LocalPath(dir_okay=False, exists=True, path_type=Path),
             default=None,
             help="With timm:NAME or torchvision:NAME: the weights file (.safetensors, a .pth/.pt state "
             "dict, or for timm a BiT .npz).",
@@ -62,6 +66,7 @@ def _model_source(flag: str, dest: str, what: str, said_in: str, random_init: bo
         return click.option(
             flag,
             dest,
+            type=PathText(),
             required=True,
             help=f"{what}: the model.pt of an upstream run; timm:NAME (any timm model name, e.g. "
             "timm:resnet50.a1_in1k) with --weights, or with timm's weights (downloaded as timm "

@@ -9,7 +9,7 @@ import click
 from click.core import ParameterSource
 
 from harness.cli.group import _Main
-from harness.cli.options import seed_option
+from harness.cli.options import LocalPath, PathText, seed_option
 
 
 @click.group(cls=_Main)
@@ -18,8 +18,8 @@ def data() -> None:
 
 
 @data.command("pack", context_settings={"ignore_unknown_options": True})
-@click.argument("source")
-@click.argument("out", type=click.Path(file_okay=False, path_type=Path))
+@click.argument("source", type=PathText())
+@click.argument("out", type=LocalPath(file_okay=False, path_type=Path))
 @click.argument("overrides", nargs=-1, type=click.UNPROCESSED)
 @click.option("--shard-size", type=click.IntRange(1), required=True, help="Examples per shard.")
 @click.option("--split", default=None, help="Split to pack (default: the config's train split).")
@@ -85,13 +85,13 @@ def data_pack(source, out, overrides, shard_size, split, multilabel, seed, in_or
 @click.option(
     "--data",
     "data_path",
-    type=click.Path(file_okay=False, path_type=Path),
+    type=LocalPath(file_okay=False, path_type=Path),
     required=True,
     help="The cifar10n folder (cifar10_jpeg.zip, cifar10n_labels.npz).",
 )
 @click.option(
     "--out",
-    type=click.Path(file_okay=False, path_type=Path),
+    type=LocalPath(file_okay=False, path_type=Path),
     required=True,
     help="Folder to write the task folders in (a task folder that exists must be empty).",
 )

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from harness.cli.options import _model_source, overwrite_option, seed_option
+from harness.cli.options import LocalPath, _model_source, overwrite_option, seed_option
 
 
 @click.command()
@@ -16,13 +16,13 @@ from harness.cli.options import _model_source, overwrite_option, seed_option
     "members",
     multiple=True,
     required=True,
-    type=click.Path(file_okay=False, exists=True, path_type=Path),
+    type=LocalPath(file_okay=False, exists=True, path_type=Path),
     help="A member run folder; repeat, or give several after one --members.",
 )
-@click.argument("more", nargs=-1, type=click.Path(file_okay=False, exists=True, path_type=Path))
+@click.argument("more", nargs=-1, type=LocalPath(file_okay=False, exists=True, path_type=Path))
 @click.option(
     "--out",
-    type=click.Path(file_okay=False, path_type=Path),
+    type=LocalPath(file_okay=False, path_type=Path),
     default=None,
     help="Ensemble folder (default runs/ensembles/<name>).",
 )
@@ -36,7 +36,7 @@ from harness.cli.options import _model_source, overwrite_option, seed_option
 )
 @click.option(
     "--eval-data",
-    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    type=LocalPath(dir_okay=False, exists=True, path_type=Path),
     default=None,
     help="With --from-checkpoints: a config whose data section replaces the members' own.",
 )
@@ -190,10 +190,10 @@ def _ensemble_sweeps(members: "list[Path]", out: Path, overwrite: bool) -> None:
     "--data",
     "data_file",
     required=True,
-    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    type=LocalPath(dir_okay=False, exists=True, path_type=Path),
     help="A config whose data section names the evaluation data (e.g. upstream/configs/cifar10n_base.yaml).",
 )
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True, help="The new run folder.")
+@click.option("--out", type=LocalPath(file_okay=False, path_type=Path), required=True, help="The new run folder.")
 @click.option("--device", default="cpu", show_default=True)
 @overwrite_option
 @click.argument("overrides", nargs=-1, type=click.UNPROCESSED)
@@ -223,11 +223,9 @@ def import_cmd(source, weights, random_init, data_file, out, device, overwrite, 
 
 
 @click.command()
-@click.argument("paths", nargs=-1, required=True, type=click.Path(file_okay=False, exists=True, path_type=Path))
+@click.argument("paths", nargs=-1, required=True, type=LocalPath(file_okay=False, exists=True, path_type=Path))
 @click.option("--name", default=None, help="Report name: results/<name>/ (default: first folder's name).")
-@click.option(
-    "--out-root", type=click.Path(file_okay=False, path_type=Path), default=Path("results"), show_default=True
-)
+@click.option("--out-root", type=LocalPath(file_okay=False, path_type=Path), default=Path("results"), show_default=True)
 @click.option("--no-covariance", is_flag=True, help="Skip the covariance analysis of het models.")
 @click.option("--no-shift", is_flag=True, help="Leave out the distribution-shift section (harness shift predictions).")
 @click.option("--top-pairs", type=click.IntRange(1), default=10, show_default=True)
@@ -325,10 +323,10 @@ def _severities(text: str) -> "list[int]":
     "members",
     multiple=True,
     required=True,
-    type=click.Path(file_okay=False, exists=True, path_type=Path),
+    type=LocalPath(file_okay=False, exists=True, path_type=Path),
     help="A run or ensemble folder; repeat, or give several after one --members.",
 )
-@click.argument("more", nargs=-1, type=click.Path(file_okay=False, exists=True, path_type=Path))
+@click.argument("more", nargs=-1, type=LocalPath(file_okay=False, exists=True, path_type=Path))
 @click.option(
     "--corruptions",
     default="all",

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from harness.cli.group import _Main
-from harness.cli.options import FiniteFloat
+from harness.cli.options import FiniteFloat, LocalPath
 
 
 @click.group(cls=_Main)
@@ -37,7 +37,7 @@ def bench() -> None:
 @click.option("--main-only", is_flag=True, help="Only the cases of the targets (S=1000, K=1000, and low rank at S=10).")
 @click.option(
     "--out",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=LocalPath(dir_okay=False, path_type=Path),
     default=Path("results/bench/heads.md"),
     show_default=True,
     help="Markdown table to write (a .json twin is written beside it).",
@@ -45,7 +45,7 @@ def bench() -> None:
 @click.option(
     "--before",
     "before",
-    type=click.Path(file_okay=False, exists=True, path_type=Path),
+    type=LocalPath(file_okay=False, exists=True, path_type=Path),
     default=None,
     help="A harness source tree of an earlier version (mkdir DIR && git archive <commit> harness | "
     "tar -x -C DIR): its head is timed too, side by side, at S=1000 (a before/after table).",
@@ -85,7 +85,7 @@ def bench_heads(
 @click.option("--setting", "settings", multiple=True, help="Only these settings (repeatable; default: all).")
 @click.option(
     "--out",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=LocalPath(dir_okay=False, path_type=Path),
     default=Path("results/bench/coverage.md"),
     show_default=True,
     help="Markdown table to write (a .json twin is written beside it).",
@@ -128,13 +128,13 @@ def bench_coverage(sims: int, settings: "tuple[str, ...]", out: Path) -> None:
 )
 @click.option(
     "--data-path",
-    type=click.Path(file_okay=False, path_type=Path),
+    type=LocalPath(file_okay=False, path_type=Path),
     default=None,
     help="CIFAR-10N folder (default ../shared/data/cifar10n).",
 )
 @click.option(
     "--out",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=LocalPath(dir_okay=False, path_type=Path),
     default=None,
     help="Where to write [default: results/bench/upstream.md; with --breakdown-only "
     "results/bench/upstream-breakdown.md].",
@@ -213,7 +213,7 @@ def bench_upstream(
 )
 @click.option(
     "--work-dir",
-    type=click.Path(file_okay=False, path_type=Path),
+    type=LocalPath(file_okay=False, path_type=Path),
     default=None,
     help="Where the data is generated (default: a new temporary folder); each size's data is deleted "
     "after it is measured.",
@@ -228,7 +228,7 @@ def bench_upstream(
 )
 @click.option(
     "--out",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=LocalPath(dir_okay=False, path_type=Path),
     default=Path("results/bench/data.md"),
     show_default=True,
     help="Markdown table to write (a .json twin is written beside it).",
@@ -276,14 +276,14 @@ def bench_data(
 @click.option(
     "--config",
     "config",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=LocalPath(dir_okay=False, path_type=Path),
     default=Path("upstream/configs/cifar10n_hom.yaml"),
     show_default=True,
     help="The run config.",
 )
 @click.option(
     "--data-path",
-    type=click.Path(file_okay=False, path_type=Path),
+    type=LocalPath(file_okay=False, path_type=Path),
     default=None,
     help="CIFAR-10N folder (default ../shared/data/cifar10n).",
 )
@@ -293,14 +293,14 @@ def bench_data(
 )
 @click.option(
     "--work-dir",
-    type=click.Path(file_okay=False, path_type=Path),
+    type=LocalPath(file_okay=False, path_type=Path),
     default=Path("runs/bench/shards_vs_array"),
     show_default=True,
     help="Shards and run folders.",
 )
 @click.option(
     "--out",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=LocalPath(dir_okay=False, path_type=Path),
     default=Path("results/bench/shards_vs_array.md"),
     show_default=True,
 )
@@ -365,7 +365,7 @@ def _device_finetune(upstream: str, train, test, settings: dict) -> float:
 )
 @click.option(
     "--pack",
-    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    type=LocalPath(exists=True, file_okay=False, path_type=Path),
     default=None,
     help="The shard pack the loader part reads (a folder `harness data pack` wrote, with a train split; default: "
     "the digits training split, packed for the check).",
@@ -379,7 +379,7 @@ def _device_finetune(upstream: str, train, test, settings: dict) -> float:
 )
 @click.option(
     "--out",
-    type=click.Path(file_okay=False, path_type=Path),
+    type=LocalPath(file_okay=False, path_type=Path),
     default=None,
     help="Folder to write device.md and device.json in (default: results/bench; with --dry-run a new temporary "
     "folder, and never results/bench).",

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from harness.cli.options import _model_source, _source_folder, overwrite_option, seed_option
+from harness.cli.options import LocalPath, PathText, _model_source, _source_folder, overwrite_option, seed_option
 from harness.heads.variants import TRANSFER_HEADS, TRANSFER_NUM_FACTORS, VARIANTS
 from harness.training.precision import ACCEPTED
 from harness.training.slurm import check_slurm_keys, slurm_parameters
@@ -126,7 +126,7 @@ def _task_names(tasks: "tuple[str, ...]", data_dir: "str | None", allow_outside_
     "`NAME=FOLDER:K[:no-flip][:no-crop]` (a folder in the VTAB-1k folder format, K classes; no-flip / "
     "no-crop turn those augmentations off); repeat or comma-separate.",
 )
-@click.option("--data-dir", default=None, help="TFDS data_dir, or the root of the folder format.")
+@click.option("--data-dir", type=PathText(), default=None, help="TFDS data_dir, or the root of the folder format.")
 @click.option("--data-format", type=click.Choice(["tfds", "folder"]), default="tfds", show_default=True)
 @click.option(
     "--preset",
@@ -189,7 +189,7 @@ def _task_names(tasks: "tuple[str, ...]", data_dir: "str | None", allow_outside_
 )
 @click.option(
     "--out",
-    type=click.Path(file_okay=False, path_type=Path),
+    type=LocalPath(file_okay=False, path_type=Path),
     default=None,
     help="Output folder (default results/downstream/<upstream run name>).",
 )
@@ -339,7 +339,7 @@ def downstream(
     show_default=True,
     help="Training examples per class, comma-separated (big_vision's 1,5,10,25).",
 )
-@click.option("--data-dir", default=None, help="TFDS data_dir, or the root of the folder format.")
+@click.option("--data-dir", type=PathText(), default=None, help="TFDS data_dir, or the root of the folder format.")
 @click.option("--data-format", type=click.Choice(["tfds", "folder"]), default="tfds", show_default=True)
 @click.option(
     "--resolution",
@@ -356,7 +356,7 @@ def downstream(
 @click.option("--device", default="cpu", show_default=True, help="cpu, cuda or cuda:N.")
 @click.option(
     "--out",
-    type=click.Path(file_okay=False, path_type=Path),
+    type=LocalPath(file_okay=False, path_type=Path),
     default=None,
     help="Output folder (default results/fewshot/<model name>).",
 )

@@ -1,0 +1,55 @@
+"""The rule of every file and folder a user gives on the command line (:func:`user_path`), as click types:
+:class:`LocalPath` (click's ``Path``) and :class:`PathText` (a path or a name). Every command's path options take
+them (``harness`` in :mod:`harness.cli`, and the stages' own commands, which sit below :mod:`harness.cli`);
+tests/test_cli_paths.py holds every command to it."""
+
+from __future__ import annotations
+
+import click
+
+
+def _option_name(param: "click.Parameter | None") -> str:
+    """How a message names ``param``: its long option (``--out``), or an argument's upper-case name (``OUT``)."""
+    if isinstance(param, click.Option):
+        return max(param.opts, key=len)
+    return param.human_readable_name if param is not None else "PATH"
+
+
+def user_path(value: str, param: "click.Parameter | None") -> str:
+    """``value``, a file or folder given on the command line, by the rule of every path a user gives
+    (:func:`harness.folder_paths.expand_home`, :func:`harness.folder_paths.check_no_control`): a leading ``~``
+    expanded, as the shell would have done (it does not in a quoted value, nor after ``--out=``).
+
+    Raises:
+        click.BadParameter: a ``$`` (nothing expands it here) or a control character, naming the option, the value
+            and the fix.
+    """
+    from harness.folder_paths import check_no_control, expand_home
+
+    name = _option_name(param)
+    try:
+        return expand_home(check_no_control(value, name), name)
+    except ValueError as e:
+        raise click.BadParameter(str(e), param=param) from None
+
+
+class LocalPath(click.Path):
+    """The type of every file and folder option and argument (``--out``, ``--out-root``, ``--config``, run folders):
+    click's ``Path`` (its checks: ``exists``, ``file_okay``...) of the value after :func:`user_path` (``~``
+    expanded, a ``$`` refused naming the option). tests/test_cli_paths.py holds every command to
+    it."""
+
+    def convert(self, value, param, ctx):  # noqa: ANN001, ANN201 (click's signature)
+        if isinstance(value, str):
+            value = user_path(value, param)
+        return super().convert(value, param, ctx)
+
+
+class PathText(click.ParamType):
+    """The type of an option that is a path or a name (``--model``: a ``model.pt`` or ``timm:NAME``; ``--data-dir``):
+    the text after :func:`user_path`."""
+
+    name = "text"
+
+    def convert(self, value, param, ctx):  # noqa: ANN001, ANN201 (click's signature)
+        return user_path(value, param) if isinstance(value, str) else value
