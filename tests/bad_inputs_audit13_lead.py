@@ -312,3 +312,23 @@ def _streaming_two_label_spaces(tmp):
     metric = S.Brier()
     metric.update(torch.log_softmax(torch.randn(50, 4), -1), torch.randint(0, 4, (50,)))
     metric.update(torch.log_softmax(torch.randn(5, 3), -1), torch.randint(0, 3, (5,)))
+
+
+# ------------------------------------------------------------------------------ A13-22: downstream keys, stage off
+@bad_input(
+    "experiment",
+    "an experiment with downstream: {tasks: []} and downstream.preset=vtab_sweep (audit13 A13-22: accepted; no "
+    "transfer runs, the preset never read)",
+    ValueError,
+    r"downstream\.preset=vtab_sweep is read only with downstream\.tasks, and this experiment has none, so it would be "
+    r"ignored: remove downstream\.preset, or give downstream\.tasks \(an override downstream\.tasks=\[\] switches it "
+    r"off whole\)",
+)
+def _downstream_keys_stage_off(tmp):
+    from harness.experiment import load_experiment, validate_experiment
+
+    (tmp / "e.yaml").write_text(
+        f"name: tiny\nupstream_config: {CONFIGS / 'digits_base.yaml'}\nmethods: {{hom: {{covariance: none}}}}\n"
+        f"seeds: [0]\nruns_root: {tmp / 'xruns'}\nresults_root: {tmp / 'xres'}\ndownstream: {{tasks: []}}\n"
+    )
+    validate_experiment(load_experiment(str(tmp / "e.yaml"), ("downstream.preset=vtab_sweep",)))

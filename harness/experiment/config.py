@@ -403,7 +403,7 @@ def _noisy(head: dict) -> bool:
 #: the key that switches each optional section on: empty, the section is off and its other keys are refused
 #: (:func:`harness.experiment.section_rules.check_grids_and_sections`), except after an override that empties it
 #: (``frontier.schedules={}``), which switches the section off whole (:func:`load_experiment`)
-SECTION_SWITCHES = {"budget": "methods", "frontier": "schedules", "multilabel": "methods"}
+SECTION_SWITCHES = {"budget": "methods", "frontier": "schedules", "multilabel": "methods", "downstream": "tasks"}
 
 
 def load_experiment(name_or_path: Optional[str] = None, overrides: "tuple[str, ...]" = ()) -> Experiment:
@@ -428,7 +428,9 @@ def load_experiment(name_or_path: Optional[str] = None, overrides: "tuple[str, .
     exp.upstream_config = str(_upstream_config_of(exp.upstream_config, path, "upstream_config" in given))
     for section, switch in SECTION_SWITCHES.items():  # frontier.schedules={} switches the frontier off, whole
         if given.get(f"{section}.{switch}") in ("{}", "[]"):
-            setattr(exp, section, type(getattr(exp, section))())
+            off = type(getattr(exp, section))()
+            setattr(off, switch, type(getattr(off, switch))())  # downstream's default tasks are ["demo"]: off is empty
+            setattr(exp, section, off)
     return exp
 
 

@@ -80,7 +80,8 @@ def _check_inactive_keys(exp: Experiment) -> None:
     ``grid_extensions`` without a τ grid of two values or more for a noisy method
     (:func:`harness.experiment.plan._extend_grids`), a key of an optional section whose switch
     (:data:`~harness.experiment.config.SECTION_SWITCHES`) is empty: ``budget.*`` without ``budget.methods``,
-    ``frontier.*`` without ``frontier.schedules``, ``multilabel.*`` without ``multilabel.methods``."""
+    ``frontier.*`` without ``frontier.schedules``, ``multilabel.*`` without ``multilabel.methods``, ``downstream.*``
+    without ``downstream.tasks``."""
     extended = len(exp.temperature_grid) > 1 and any(_noisy(h) and not h.get("tune") for h in exp.methods.values())
     unread = [
         ("grid_extensions", exp.grid_extensions, "temperature_grid of two values or more, with a noisy method", "")
@@ -91,12 +92,13 @@ def _check_inactive_keys(exp: Experiment) -> None:
         default = type(section)()
         if not getattr(section, on):
             keys = [f.name for f in dataclasses.fields(section) if f.name != on]
+            empty = "[]" if isinstance(getattr(section, on), list) else "{}"
             unread += [
                 (
                     f"{name}.{k}",
                     getattr(section, k),
                     f"{name}.{on}",
-                    f" (an override {name}.{on}={{}} switches it off whole)",
+                    f" (an override {name}.{on}={empty} switches it off whole)",
                 )
                 for k in keys
                 if getattr(section, k) != getattr(default, k)
