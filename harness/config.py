@@ -36,7 +36,10 @@ def load_config(
     ``schema`` instance. A ``{}`` in any layer, a file's ``label_noise: {}`` as an override ``key={}``, empties a
     mapping (merging ``{}`` would keep its entries), e.g. ``frontier.schedules={}``. No key may be set twice in
     ``overrides`` (:func:`check_distinct_keys`: the last would win without a word), unless ``distinct=False``: only a
-    caller that joins lists on purpose, later ones over earlier ones (an experiment's run plan), passes it.
+    caller that joins lists on purpose, later ones over earlier ones (an experiment's run plan), passes it. The keys
+    the overrides name are recorded on the result (:func:`harness.rules.mark_given`; not those of a file, which may
+    list defaults, nor an override that replaces another layer's value): the unread-key rules
+    (:func:`harness.rules.check_unread_keys`) refuse them at any value.
 
     Raises:
         FileNotFoundError: no file at ``path``.
@@ -84,7 +87,7 @@ def load_config(
                 if OmegaConf.get_type(OmegaConf.select(merged, key)) is dict:  # a free mapping, not a section
                     OmegaConf.update(merged, key, {}, merge=False)
         merged = OmegaConf.merge(merged, *pending)
-        return OmegaConf.to_object(merged)
+        config = OmegaConf.to_object(merged)
     except OmegaConfBaseException as e:
         key = str(getattr(e, "full_key", None) or "")
         if key and not _SETTING_KEY.fullmatch(key):  # a key that is no setting name: the file is not a config
@@ -113,6 +116,34 @@ def load_config(
             f"invalid config{where}: {e} (a list where a mapping is expected, or the reverse; e.g. "
             "methods: {hom: {covariance: none}}, seeds: [0, 1])"
         ) from e
+    from harness.rules import mark_given
+
+    mark_given(config, _named(layers[1:], len(overrides)))  # for the unread-key rules: named keys count at any value
+    return config
+
+
+def _named(layers: list, n_over: int) -> "list[str]":
+    """The dotted keys the last ``n_over`` of ``layers`` (the overrides, after the ``base`` dict and the files) name,
+    each a leaf (``optim={name: adamw}`` names ``optim.name``), less those whose override replaces another value an
+    earlier layer gave (``train.label_smoothing=0.1`` over a file's 0.3: the fix that restores a default)."""
+    before: "dict[str, object]" = {}
+    named: "dict[str, None]" = {}
+    for i, layer in enumerate(layers):
+        override = i >= len(layers) - n_over
+        for key, value in _leaves(OmegaConf.to_container(layer)):
+            if override and (key not in before or before[key] == value):
+                named[key] = None
+            elif override:
+                named.pop(key, None)
+            before[key] = value
+    return list(named)
+
+
+def _leaves(tree: object, prefix: str = "") -> "list[tuple[str, object]]":
+    """``(dotted key, value)`` of each leaf of ``tree`` (a layer's plain container; a list or ``{}`` is a leaf)."""
+    if not isinstance(tree, dict) or (prefix and not tree):
+        return [(prefix[:-1], tree)] if prefix else []
+    return [leaf for key, value in tree.items() for leaf in _leaves(value, f"{prefix}{key}.")]
 
 
 def _check_override_values(overrides: Sequence[str]) -> None:

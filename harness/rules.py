@@ -12,7 +12,8 @@ The message is always ``<key> must be <rule>, got <value>`` (with the rule's not
 ``train.epochs must be >= 1, got 0``. Numbers must be finite (NaN and infinity break every range); a list's rule
 applies to each element. Rules that relate two settings (the schedule's unit, resize >= crop) stay in the stage's
 ``validate``, which runs :func:`check_rules` first; a key that only some choices of another read (``optim.betas``,
-read by ``optim.name=adamw``) is refused under the others by :func:`check_unread_keys`. A bool setting takes true or
+read by ``optim.name=adamw``) is refused under the others by :func:`check_unread_keys`, set away from its default or
+named by the user's overrides at any value (:func:`mark_given`, :func:`given_keys`). A bool setting takes true or
 false only (:func:`is_switch`, run by :func:`harness.config.load_config` on every schema).
 """
 
@@ -143,24 +144,57 @@ def check_rules(config: Any, prefix: str = "") -> None:
             )
 
 
+#: the attribute :func:`mark_given` sets on a config's dataclass instances (not a field: not saved, not compared)
+_GIVEN = "_given_keys"
+
+
+def mark_given(config: Any, keys: "Sequence[str]") -> None:
+    """Record on ``config`` (a dataclass instance, as :func:`harness.config.load_config` returns it) and on each
+    dataclass under it the dotted ``keys`` (``train.label_smoothing``, ``model.head.num_factors``) the user named
+    explicitly, each relative to its instance (``label_smoothing`` on ``config.train``, ``head.num_factors`` on
+    ``config.model``), read back by :func:`given_keys`."""
+    for key in keys:
+        node, parts = config, key.split(".")
+        for i, part in enumerate(parts):
+            if not dataclasses.is_dataclass(node) or isinstance(node, type):
+                break
+            marked = node.__dict__.setdefault(_GIVEN, set())
+            marked.add(".".join(parts[i:]))
+            node = getattr(node, part.split("[", 1)[0], None)
+
+
+def given_keys(config: Any) -> "frozenset[str]":
+    """The dotted keys under ``config`` (a config's dataclass instance) that the user named explicitly
+    (:func:`mark_given`; none for a config not made by :func:`harness.config.load_config`, or made without
+    overrides)."""
+    return frozenset(getattr(config, _GIVEN, ()))
+
+
 def check_unread_keys(cfg: Any, section: str, selector: str, table: "Mapping[str, Sequence[str]]", what: str) -> None:
     """No key of ``cfg`` (a config section, a dataclass whose defaults tell which keys are set) that the choice
-    ``cfg.<selector>`` does not read is set away from its default: ``table`` maps each choice to the keys it reads.
+    ``cfg.<selector>`` does not read is set away from its default, or named by the user's overrides at any value
+    (:func:`given_keys`: ``train.label_smoothing=0.1``, its default, asks for a smoothing ``train.loss=nll`` never
+    applies): ``table`` maps each choice to the keys it reads.
 
     Raises:
         ValueError: ``<section>.<key>=<value> is read only by <section>.<selector>=<choices>, and this run's <what> is
             <choice>: remove <section>.<key>, or use <section>.<selector>=<choice that reads it>``.
     """
-    default, chosen = type(cfg)(), getattr(cfg, selector)
+    default, chosen, given = type(cfg)(), getattr(cfg, selector), given_keys(cfg)
     read = table.get(chosen, ())
     for key in (k for keys in table.values() for k in keys if k not in read):
         value = getattr(cfg, key)
-        if value != getattr(default, key):
+        if value != getattr(default, key) or key in given:
             users = [c for c, keys in table.items() if key in keys]
             initial = getattr(default, key)
+            at_default = value == initial
             shown, initial = (str(v).lower() if isinstance(v, bool) else v for v in (value, initial))
+            tip = (
+                "named in the overrides, it is refused at its default too: the run would not do what it asks"
+                if at_default
+                else f"where a config file sets it, {section}.{key}={initial} restores its default"
+            )
             raise ValueError(
                 f"{section}.{key}={shown} is read only by {section}.{selector}={' or '.join(users)}, and this run's "
-                f"{what} is {chosen}: remove {section}.{key}, or use {section}.{selector}={users[0]} (where a config "
-                f"file sets it, {section}.{key}={initial} restores its default)"
+                f"{what} is {chosen}: remove {section}.{key}, or use {section}.{selector}={users[0]} ({tip})"
             )

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
 from harness.data.config import ARRAY_SOURCES, DataConfig, check_data
-from harness.rules import LEARNING_RATE, MAX_IMAGE_SIDE, SEED, WEIGHT_DECAY, Rule, check_rules, setting
+from harness.rules import LEARNING_RATE, MAX_IMAGE_SIDE, SEED, WEIGHT_DECAY, Rule, check_rules, given_keys, setting
 from harness.training.precision import canonical as canonical_precision
 from harness.upstream.schedule_keys import LOSS_KEYS, OPTIMIZER_KEYS, SCHEDULE_KEYS, check_loss_keys
 
@@ -278,7 +278,7 @@ def validate(cfg: UpstreamConfig) -> None:
             f"their gradients grow by 1/τ and the training diverges at any usual optim.lr; the paper's τ "
             "lie in [0.15, 5] (choose one on held-out data with an experiment's temperature_grid)"
         )
-    _validate_head(cfg.model.head, cfg.model.num_classes)
+    _validate_head(cfg.model.head, cfg.model.num_classes, given_keys(cfg.model))  # the overrides' head keys
     _validate_cov_weight_decay(o, cfg.model.head.get("covariance", "low_rank"))
     link = cfg.model.head.get("link", "softmax")
     check_best_metric(t.best_metric, link, cfg.model.num_classes)
@@ -324,15 +324,17 @@ def _validate_fewshot(t: TrainSection) -> None:
         raise ValueError(f"train.fewshot_tasks: {e}") from e
 
 
-def _validate_head(head: dict, k: Optional[int]) -> None:
+def _validate_head(head: dict, k: Optional[int], given: "frozenset[str]" = frozenset()) -> None:
     """The head's options by the head's own checks (covariance, link, temperature, ...), on a stand-in of at most 64
-    classes (the sizes are the data's, checked when the model is built); R against a given K by the head's rule.
+    classes (the sizes are the data's, checked when the model is built); R against a given K by the head's rule; an
+    option of another covariance refused at any value where ``given`` (``model``'s named keys) names it.
 
     Raises:
         ValueError: ``model.head: <the head's message>``.
     """
     from harness.heads import HeteroscedasticHead
     from harness.heads.checks import resolved_num_factors
+    from harness.heads.options import check_unused_options
     from harness.heads.variants import has_factors
 
     options, r = dict(head), head.get("num_factors")
@@ -346,6 +348,7 @@ def _validate_head(head: dict, k: Optional[int]) -> None:
         if r is not None:
             options["num_factors"] = min(r, standin)
         HeteroscedasticHead(max(8, standin), standin, **options)
+        check_unused_options(HeteroscedasticHead.__init__, dict(head), [g[5:] for g in given if g[:5] == "head."])
     except (TypeError, ValueError) as e:
         raise ValueError(f"model.head: {e}") from e
 

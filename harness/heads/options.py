@@ -198,20 +198,22 @@ OPTION_USES: "dict[str, tuple[str, Callable[[dict], Optional[tuple[str, str]]]]]
 }
 
 
-def check_unused_options(signature_of: Callable, values: "dict[str, object]") -> None:
+def check_unused_options(signature_of: Callable, values: "dict[str, object]", given: "Sequence[str]" = ()) -> None:
     """The one rule of options a configuration does not read (:data:`OPTION_USES`): each of ``values`` (a head's
-    arguments, already of the right types and in range) given a value other than its default in ``signature_of``
-    must be used by the head those values build (``train_mc_samples`` by a head that draws noise, ``pe_noise_bias``
-    by a parameter-efficient one, ``temperature_bounds`` by a learned τ...).
+    arguments, already of the right types and in range; one left out takes its default in ``signature_of``) given a
+    value other than its default, or named in ``given`` (the options the user's overrides name, at any value:
+    :func:`harness.rules.given_keys`), must be used by the head those values build (``train_mc_samples`` by a head
+    that draws noise, ``pe_noise_bias`` by a parameter-efficient one, ``temperature_bounds`` by a learned τ...).
 
     Raises:
         ValueError: ``<option>=<value> is for <what>; <why not>: leave <option> unset (its default, <default>), or
             <fix>`` for the first option given a value its head does not use.
     """
     defaults = {n: p.default for n, p in inspect.signature(signature_of).parameters.items()}
+    values = {**{n: d for n, d in defaults.items() if d is not inspect.Parameter.empty}, **values}
     for name, (what, unused) in OPTION_USES.items():
         value = values.get(name, defaults.get(name))
-        if (tuple(value) if isinstance(value, list) else value) == defaults.get(name):
+        if (tuple(value) if isinstance(value, list) else value) == defaults.get(name) and name not in given:
             continue
         why = unused(values)
         if why is not None:
