@@ -332,3 +332,48 @@ def _downstream_keys_stage_off(tmp):
         f"seeds: [0]\nruns_root: {tmp / 'xruns'}\nresults_root: {tmp / 'xres'}\ndownstream: {{tasks: []}}\n"
     )
     validate_experiment(load_experiment(str(tmp / "e.yaml"), ("downstream.preset=vtab_sweep",)))
+
+
+# ------------------------------------------------------------------------------ A13-21: one folder, another spelling
+@handled(
+    "upstream",
+    "a finished run rerun as output_dir=./runs/base from its parent folder, trained as <abs>/runs/base (audit13 "
+    "A13-21: 'holds a run with a different config ... -output_dir: runs/k +output_dir: ./runs/k ... delete that folder')",
+    r"the run counted as done, nothing trained again",
+)
+def _same_run_folder_spelled_otherwise(tmp):
+    import os
+
+    from bad_inputs_safety import _cli
+
+    settings = ["train.epochs=1", "data.limit_train=64", "data.limit_eval=32", "train.log_with=[]"]
+    _cli("upstream", "--no-progress", "--config", str(CONFIGS / "digits_hom.yaml"), *settings,
+         f"output_dir={tmp / 'runs' / 'base'}")  # fmt: skip
+    model = tmp / "runs" / "base" / "model.pt"
+    before, cwd = model.stat().st_mtime_ns, os.getcwd()
+    os.chdir(tmp)
+    try:
+        _cli("upstream", "--no-progress", "--config", str(CONFIGS / "digits_hom.yaml"), *settings,
+             "output_dir=./runs/base")  # fmt: skip
+    finally:
+        os.chdir(cwd)
+    assert model.stat().st_mtime_ns == before, "the run was trained again"
+    return "the run counted as done, nothing trained again"
+
+
+# ------------------------------------------------------------------------------ A13-19: control characters in --out
+@bad_input(
+    "cli",
+    "harness fewshot --out $'fs\\nnl' (audit13 A13-19: rc 0, a folder 'fs<newline>nl' made; config keys refused the "
+    "same since A12-13)",
+    click.BadParameter,
+    r"--out '.*fs\\nnl' holds the control character '\\n': a path setting cannot hold one",
+)
+def _fewshot_out_newline(tmp):
+    from bad_inputs_safety import _cli
+
+    try:
+        _cli("fewshot", "--model", str(tmp / "model.pt"), "--tasks", "demo_digit", "--log-with", "none", "--out",
+             str(tmp / "fs\nnl"), "--shots", "1")  # fmt: skip
+    finally:
+        assert not (tmp / "fs\nnl").exists(), "the folder was made"

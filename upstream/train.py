@@ -63,9 +63,11 @@ __all__ = [
     "NOT_IDENTITY",
 ]
 
-#: settings that say where a run's curves go, not what it trains: left out when a saved ``config.yaml`` is compared
-#: with the requested one (:func:`_same_config`), so a run resumes, or counts as done, whichever trackers log it
-NOT_IDENTITY = ("train.log_with", "train.log_model")
+#: settings that say where a run's files and curves go, not what it trains: left out when a saved ``config.yaml`` is
+#: compared with the requested one (:func:`_same_config`), so a run resumes, or counts as done, whichever trackers log
+#: it and however its folder is spelled (``runs/k``, ``./runs/k``, an absolute path, a link: the folder is the run's;
+#: audit13 A13-21)
+NOT_IDENTITY = ("output_dir", "train.log_with", "train.log_model")
 #: the MLflow experiment / W&B project of upstream runs (unless MLFLOW_EXPERIMENT_NAME / WANDB_PROJECT name one)
 PROJECT = "harness-upstream"
 
@@ -83,8 +85,8 @@ def _identity(text: str) -> Optional[str]:
     except (OmegaConfBaseException, ValueError):
         return None
     for key in NOT_IDENTITY:
-        section, name = key.split(".")
-        (filled.get(section) or {}).pop(name, None)
+        *section, name = key.split(".")
+        ((filled.get(section[0]) or {}) if section else filled).pop(name, None)
     return OmegaConf.to_yaml(OmegaConf.create(filled))
 
 

@@ -97,8 +97,8 @@ def ood_images(name: str, keys: "Dict[str, str]", run_data: Any, n: int, seed: i
     cfg, split = ood_data(keys, run_data)
     try:
         base = build_split(cfg, split)
-    except FileNotFoundError as e:
-        raise FileNotFoundError(
+    except (FileNotFoundError, ValueError) as e:  # no such folder, a class folder with no image...
+        raise type(e)(
             f"OOD set {name!r} (source {cfg.source}, split {split!r}): {e}; point the OOD set's "
             "path and split at images"
         ) from e

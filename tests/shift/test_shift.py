@@ -45,7 +45,7 @@ def test_views_and_ood_sets_from_image_folder_and_tfds(tmp_path):
     base = build_split(DataConfig(source="image_folder", path=str(tmp_path / "folder")), "test")
     want = (eval_transform(32, 32)(base[int(index[0])][0]).numpy().transpose(1, 2, 0) * 0.5 + 0.5) * 255
     assert np.abs(imgs[0].astype(float) - want).max() <= 1.0
-    with pytest.raises(FileNotFoundError, match="OOD set 'e' .*split 'empty'.*point the OOD set's path and split"):
+    with pytest.raises(ValueError, match="OOD set 'e' .*split 'empty'.*hold no image.*point the OOD set's path and"):
         ood_images("e", {"source": "image_folder", "path": str(tmp_path / "folder"), "split": "empty"}, run_data, 3, 0)
     tfds = pytest.importorskip("tensorflow_datasets")
     with tfds.testing.mock_data(num_examples=6, policy=tfds.testing.MockPolicy.USE_CODE):
