@@ -102,7 +102,7 @@ def _pretrained_file_checkpoint(tmp):
     try:
         _upstream(tmp, "pf1", f"model.pretrained_file={tmp / 'base' / 'model.pt'}")
     finally:
-        assert not (tmp / "pf1" / "config.yaml").exists(), "the run started"
+        assert not (tmp / "pf1").exists(), "the run folder was made before the refusal (validate refuses it)"
 
 
 # ------------------------------------------------------------------------------ A13-13: a damaged predictions.npz

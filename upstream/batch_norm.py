@@ -28,19 +28,9 @@ def check_batch_norm(cfg: Any, model: Optional[torch.nn.Module] = None) -> None:
     size = cfg.data.batch_size
     if size >= 2:
         return
-    if model is None:
-        from harness.backbone_sources import create_backbone
-        from harness.weights import HF_HUB_PREFIX, LOCAL_DIR_PREFIX, TIMM_PREFIX
-
-        if cfg.model.backbone.removeprefix(TIMM_PREFIX).startswith((HF_HUB_PREFIX, LOCAL_DIR_PREFIX)):
-            return
-        try:
-            with torch.device("meta"):
-                model = create_backbone(cfg.model.backbone, None, **dict(cfg.model.backbone_kwargs))
-        except Exception:  # noqa: BLE001 -- an unknown name or refused option is named when the model is built
-            return
+    layers = meta_batch_norm_layers(cfg.model) if model is None else batch_norm_layers(model)
     check_batch_norm_batch(
-        batch_norm_layers(model),
+        layers,
         size,
         f"data.batch_size={size} is the images of one training forward pass on each process "
         "(train.grad_accum_steps adds passes, not images)",
@@ -48,3 +38,21 @@ def check_batch_norm(cfg: Any, model: Optional[torch.nn.Module] = None) -> None:
         "backbone without BatchNorm",
         f"backbone {cfg.model.backbone}",
     )
+
+
+def meta_batch_norm_layers(model_cfg: Any) -> "list[str]":
+    """The BatchNorm layers of the backbone ``model_cfg`` (a config's ``model`` section) names, built on PyTorch's meta
+    device (nothing allocated, no weights read); ``[]`` for an ``hf-hub:`` / ``local-dir:`` backbone or one that
+    cannot be built there (an unknown name or a refused option is named when the model is built). Read by
+    :func:`check_batch_norm` and the experiment's transfer check (:mod:`harness.experiment.transfer_checks`)."""
+    from harness.backbone_sources import create_backbone
+    from harness.training.loop import batch_norm_layers
+    from harness.weights import HF_HUB_PREFIX, LOCAL_DIR_PREFIX, TIMM_PREFIX
+
+    if model_cfg.backbone.removeprefix(TIMM_PREFIX).startswith((HF_HUB_PREFIX, LOCAL_DIR_PREFIX)):
+        return []
+    try:
+        with torch.device("meta"):
+            return batch_norm_layers(create_backbone(model_cfg.backbone, None, **dict(model_cfg.backbone_kwargs)))
+    except Exception:  # noqa: BLE001 -- named when the model is built
+        return []

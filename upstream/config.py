@@ -235,15 +235,14 @@ def validate(cfg: UpstreamConfig) -> None:
     from harness.folder_paths import check_outside_outputs, expand_home
     from harness.heads import HeteroscedasticHead
     from harness.io import check_location, check_name
+    from harness.upstream.pretrained import pretrained_file_setting
 
     t, d, o = cfg.train, cfg.data, cfg.optim
     check_name(cfg.name, "run name (key name)")  # it names runs/upstream/<name>, trackers and jobs
     check_location(cfg.output_dir, "output_dir")
     cfg.output_dir = expand_home(cfg.output_dir, "output_dir")  # ~/runs/x is the home folder's, as a shell reads it
     check_outside_outputs(cfg.run_dir(), "output_dir", "harness upstream")  # not inside another run or an export
-    cfg.model.pretrained_file = expand_home(
-        check_location(cfg.model.pretrained_file, "model.pretrained_file"), "model.pretrained_file"
-    )
+    cfg.model.pretrained_file = pretrained_file_setting(cfg.model.pretrained_file)  # not a harness run's model.pt
     check_rules(cfg)  # every range and name declared beside its field (harness.rules), in one message format
     check_data(d)  # the rules that relate data settings (keys of one source, crop_padding < image_size, shards)
     # CHOICES and Lightning's aliases (bf16-mixed), kept canonical (YAML's false for "no" included)

@@ -16,6 +16,7 @@ from harness.models import ModelConfig, build_model
 from harness.upstream.batch_norm import check_batch_norm
 from harness.upstream.config import UpstreamConfig
 from harness.upstream.optim import build_optimizer, lr_multiplier
+from harness.upstream.pretrained import check_pretrained_file
 from harness.upstream.rundata import RunData
 
 
@@ -92,7 +93,7 @@ def build_training(
             for a backbone with BatchNorm (:func:`harness.upstream.batch_norm.check_batch_norm`).
     """
     model_cfg = ModelConfig(cfg.model.backbone, data.num_classes, dict(cfg.model.head), dict(cfg.model.backbone_kwargs))
-    check_pretrained_file(cfg.model.pretrained_file)
+    check_pretrained_file(cfg.model.pretrained_file)  # validate checked it; the file may have changed since
     model = build_model(model_cfg, cfg.model.pretrained_file)
     check_batch_norm(cfg, model)  # a backbone validate could not build on the meta device
     if cfg.model.head_bias_init is not None:
@@ -117,34 +118,3 @@ def build_training(
     return Training(
         cfg, run_dir, accelerator, data, model, optimizer, scheduler, memory_format, epochs, total_steps, fewshot_tasks
     )
-
-
-def check_pretrained_file(path: Optional[str]) -> None:
-    """``model.pretrained_file`` takes a backbone's weights (a state dict file, an export's ``model.safetensors``),
-    not a harness run's ``model.pt`` (:func:`harness.models.save_model`, format
-    :data:`harness.models.CHECKPOINT_FORMAT`): that holds the whole model, its backbone's tensors under ``backbone.``,
-    its config and head, and would be met by a key mismatch whose fix an upstream config cannot follow. The file is
-    opened memory-mapped (only its small record is read); a file torch cannot open so is left to the weights reader
-    (:func:`harness.weights.read_state`), which names what is wrong with it.
-
-    Raises:
-        ValueError: a harness checkpoint, naming the key, the file and the fix (export the run, give its
-            ``model.safetensors``).
-    """
-    from harness.models import CHECKPOINT_FORMAT
-
-    if path is None or Path(path).suffix.lower() in (".safetensors", ".npz") or not Path(path).is_file():
-        return
-    try:
-        payload = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-    except Exception:  # noqa: BLE001 -- not a zip-format torch file: the weights reader names what it is
-        return
-    if isinstance(payload, dict) and payload.get("format") == CHECKPOINT_FORMAT:
-        run = Path(path).parent
-        out = run.parent / f"{run.name}_export"
-        raise ValueError(
-            f"model.pretrained_file={path!r} is a harness run's model.pt (format {CHECKPOINT_FORMAT!r}: the whole "
-            "model, its backbone's tensors under backbone., with its head and config), and model.pretrained_file "
-            "takes a backbone's weights: export the run (python -c \"from harness.runs import export_run; "
-            f"export_run('{run}', '{out}')\") and give model.pretrained_file={out}/model.safetensors"
-        )

@@ -53,6 +53,7 @@ def _check_batch_norm(exp: Experiment, main: _Plan, settings: Any) -> None:
         ValueError: naming downstream.settings.micro_batch, the backbone, a BatchNorm layer and the fix.
     """
     from harness.training.loop import check_batch_norm_batch
+    from harness.upstream.batch_norm import meta_batch_norm_layers
 
     micro = min(settings.micro_batch, settings.batch_size)
     if micro >= 2:
@@ -61,7 +62,7 @@ def _check_batch_norm(exp: Experiment, main: _Plan, settings: Any) -> None:
     folders = [f for m in evaluated for f in (main.grid[m].values() if m in main.grid else [f"{m}_s{exp.seeds[0]}"])]
     backbones = {repr((c.model.backbone, c.model.backbone_kwargs)): c.model for c in map(main.configs.get, folders)}
     for model in backbones.values():
-        layers, owner = _batch_norm_layers(model), f"backbone {model.backbone} (of the upstream models transferred)"
+        layers, owner = meta_batch_norm_layers(model), f"backbone {model.backbone} (of the upstream models transferred)"
         check_batch_norm_batch(
             layers,
             micro,
@@ -70,21 +71,3 @@ def _check_batch_norm(exp: Experiment, main: _Plan, settings: Any) -> None:
             "use downstream.settings.micro_batch=2 or more, and a downstream.settings.batch_size it divides",
             owner,
         )
-
-
-def _batch_norm_layers(model: Any) -> "list[str]":
-    """The BatchNorm layers of the backbone of ``model`` (an upstream config's ``model`` section), built on PyTorch's
-    meta device; ``[]`` for an ``hf-hub:``/``local-dir:`` backbone or one that cannot be built there."""
-    import torch
-
-    from harness.backbone_sources import create_backbone
-    from harness.training.loop import batch_norm_layers
-    from harness.weights import HF_HUB_PREFIX, LOCAL_DIR_PREFIX, TIMM_PREFIX
-
-    if model.backbone.removeprefix(TIMM_PREFIX).startswith((HF_HUB_PREFIX, LOCAL_DIR_PREFIX)):
-        return []
-    try:
-        with torch.device("meta"):
-            return batch_norm_layers(create_backbone(model.backbone, None, **dict(model.backbone_kwargs)))
-    except Exception:  # noqa: BLE001 -- an unknown name or refused option: the upstream runs refuse it first
-        return []

@@ -1,0 +1,57 @@
+"""``model.pretrained_file``: a backbone's weights, checked as every location is and as the file it is, in
+:func:`harness.upstream.config.validate` (before any work) and again as the model is built
+(:func:`harness.upstream.parts.build_training`). Apart from both so that the config imports no training part."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import torch
+
+
+def pretrained_file_setting(path: Optional[str]) -> Optional[str]:
+    """``model.pretrained_file`` as a run reads it: a location (:func:`harness.io.check_location`), ``~`` expanded and
+    ``$`` refused (:func:`harness.folder_paths.expand_home`), not a harness run's ``model.pt``
+    (:func:`check_pretrained_file`).
+
+    Raises:
+        ValueError: naming model.pretrained_file, the value and the fix.
+    """
+    from harness.folder_paths import expand_home
+    from harness.io import check_location
+
+    path = expand_home(check_location(path, "model.pretrained_file"), "model.pretrained_file")
+    check_pretrained_file(path)
+    return path
+
+
+def check_pretrained_file(path: Optional[str]) -> None:
+    """``model.pretrained_file`` takes a backbone's weights (a state dict file, an export's ``model.safetensors``),
+    not a harness run's ``model.pt`` (:func:`harness.models.save_model`, format
+    :data:`harness.models.CHECKPOINT_FORMAT`): that holds the whole model, its backbone's tensors under ``backbone.``,
+    its config and head, and would be met by a key mismatch whose fix an upstream config cannot follow. The file is
+    opened memory-mapped (only its small record is read); a file torch cannot open so is left to the weights reader
+    (:func:`harness.weights.read_state`), which names what is wrong with it.
+
+    Raises:
+        ValueError: a harness checkpoint, naming the key, the file and the fix (export the run, give its
+            ``model.safetensors``).
+    """
+    from harness.models import CHECKPOINT_FORMAT
+
+    if path is None or Path(path).suffix.lower() in (".safetensors", ".npz") or not Path(path).is_file():
+        return
+    try:
+        payload = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    except Exception:  # noqa: BLE001 -- not a zip-format torch file: the weights reader names what it is
+        return
+    if isinstance(payload, dict) and payload.get("format") == CHECKPOINT_FORMAT:
+        run = Path(path).parent
+        out = run.parent / f"{run.name}_export"
+        raise ValueError(
+            f"model.pretrained_file={path!r} is a harness run's model.pt (format {CHECKPOINT_FORMAT!r}: the whole "
+            "model, its backbone's tensors under backbone., with its head and config), and model.pretrained_file "
+            "takes a backbone's weights: export the run (python -c \"from harness.runs import export_run; "
+            f"export_run('{run}', '{out}')\") and give model.pretrained_file={out}/model.safetensors"
+        )
