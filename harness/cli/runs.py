@@ -52,7 +52,7 @@ def ensemble(members, more, out, name, from_checkpoints, eval_data, device, over
     --out, one per upstream model), the ensemble across those upstream models on every transfer task."""
     from harness.downstream.ensembles import is_sweep
     from harness.ensemble_folder import build_ensemble, check_ensemble_out
-    from harness.io import path_under
+    from harness.io import check_writable, path_under
     from harness.shift.predict import ensemble_sets
 
     members = list(members) + list(more)
@@ -89,10 +89,10 @@ def ensemble(members, more, out, name, from_checkpoints, eval_data, device, over
             "and no model runs on any device; add --from-checkpoints, or leave out --device"
         )
     try:
-        if eval_data:
-            check_ensemble_out(out, overwrite)  # before --eval-data's split is read
+        check_ensemble_out(out, overwrite or _lock_only(out))  # before its lock is taken or --eval-data is read
+        check_writable(out, f"--out {out}", "--out ...")
         repredict, data = _repredictor(eval_data, device) if from_checkpoints else (None, None)
-        spec = build_ensemble(members, out, from_checkpoints, repredict, overwrite, data)
+        spec = _build_locked(members, out, from_checkpoints, repredict, overwrite, data, build_ensemble)
     except (ValueError, OSError) as e:
         raise click.ClickException(str(e)) from e
     try:
@@ -112,16 +112,58 @@ def ensemble(members, more, out, name, from_checkpoints, eval_data, device, over
     click.echo(f"ensemble folder: {out}")
 
 
+def _build_locked(members, out: Path, from_checkpoints, repredict, overwrite: bool, data, build) -> dict:
+    """``build(...)`` (:func:`harness.ensemble_folder.build_ensemble`) while holding ``out``'s
+    :class:`harness.io.RunLock`: one ensemble writes a folder at a time, and its check that ``out`` holds no other
+    ensemble (made under the lock, just before the predictions are computed and written) sees one another command
+    finished meanwhile. The lock's own files do not count as files of another writer; a folder the lock made is
+    removed again when the build fails.
+
+    Returns:
+        the ensemble's ``ensemble.json`` (a dict).
+
+    Raises:
+        ValueError: another harness ensemble is writing ``out`` (naming its PID and command, and the fix), or any
+            refusal of ``build``.
+    """
+    from harness.io import RunLock
+
+    made = not out.exists()
+    busy = f"another harness ensemble is being written there; wait for it to finish, or choose another --out than {out}"
+    try:
+        with RunLock(out, what=busy):
+            return build(members, out, from_checkpoints, repredict, overwrite or _lock_only(out), data)
+    except BaseException:
+        if made and _lock_only(out) and out.is_dir():
+            for p in out.iterdir():
+                p.unlink(missing_ok=True)
+            out.rmdir()
+        raise
+
+
+def _lock_only(out: Path) -> bool:
+    """``out`` is no folder, or holds nothing but a :class:`harness.io.RunLock`'s files (an ensemble's lock): no
+    file of another writer."""
+    from harness.io import LOCK_FILES
+
+    return not out.is_dir() or all(p.name in LOCK_FILES for p in out.iterdir())
+
+
 def _check_out_outside_members(out: Path, members: "list[Path]", name: str) -> None:
     """``harness ensemble --out`` is not inside a member, nor inside any run, sweep, export or other harness output
-    folder (the one rule of every writer: :func:`harness.folder_paths.check_outside_outputs`); ``--out`` a member or
-    a run folder itself is refused by :func:`harness.ensemble_folder.check_ensemble_out`.
+    folder (the one rule of every writer: :func:`harness.folder_paths.check_outside_outputs`), nor a member itself;
+    ``--out`` another run folder itself is refused by :func:`harness.ensemble_folder.check_ensemble_out`.
 
     Raises:
         ValueError: naming ``--out``, the member or folder it lies in, and the fix.
     """
     from harness.folder_paths import check_outside_outputs
 
+    if any(out.resolve() == m.resolve() for m in members):  # build_ensemble's rule, before the lock is taken there
+        raise ValueError(
+            f"the ensemble folder {str(out)!r} is one of the members: writing there would replace the "
+            "member's predictions; choose another --out"
+        )
     check_outside_outputs(
         out,
         "--out",
