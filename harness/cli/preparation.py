@@ -101,10 +101,20 @@ def data_tasks_cifar(data_path: Path, out: Path, seed: int, test_size: int) -> N
     """Build VTAB-1k-style transfer tasks from CIFAR-10 (cifar10, cifar_rotation, cifar_location, cifar_count):
     training images from the upstream held-out split val5k, test images from the CIFAR-10 test split, written as
     OUT/<task>/{train800,val200,train800val200,test}.txt and PNGs. Use them as custom tasks NAME=FOLDER:K (the lines
-    are printed and saved in OUT/cifar_tasks.json)."""
+    are printed and saved in OUT/cifar_tasks.json). OUT is not, and lies outside, every run, export and other harness
+    output folder (:func:`harness.folder_paths.check_outside_outputs`)."""
+    from harness.folder_paths import check_outside_outputs, output_kind
     from harness.tasks.cifar import build_cifar_tasks
 
     try:
+        check_outside_outputs(out, "--out", "harness data tasks-cifar")  # not inside a run, an export or a sweep
+        kind = output_kind(out)
+        if kind is not None:  # nor such a folder itself
+            raise ValueError(
+                f"--out {out} is a {kind[0]} folder (it holds {kind[1]}): harness data tasks-cifar would write its "
+                f"task folders and cifar_tasks.json beside its files; give --out a folder of its own, e.g. "
+                f"{out.parent / 'cifar_tasks'}"
+            )
         summary = build_cifar_tasks(data_path, out, seed=seed, test_size=test_size, progress=click.echo)
     except (ValueError, FileNotFoundError) as e:
         raise click.ClickException(str(e)) from e
