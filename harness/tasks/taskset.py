@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
+from harness.folder_paths import expand_home
 from harness.io import check_name
 from harness.tasks.catalogue import GROUPS, SPLITS, Task, get_task, resolve_tasks
 from harness.tasks.demo import DEMO_TASKS, demo_split
@@ -56,9 +57,12 @@ def custom_task(spec: str) -> Task:
     on unless ``no-flip`` / ``no-crop`` turn them off (for labels that a flip or crop would change:
     positions, orientations, counts).
 
+    FOLDER's leading ``~`` is the home folder (:func:`harness.folder_paths.expand_home`, as for every path a user
+    gives).
+
     Raises:
         ValueError: a malformed line; a name that is not a plain file name, or that a VTAB-1k task,
-            alias, group or demo task already uses.
+            alias, group or demo task already uses; a ``$`` in FOLDER (nothing expands it), naming the line.
     """
     name, _, rest = spec.partition("=")
     flags = set()
@@ -77,6 +81,7 @@ def custom_task(spec: str) -> Task:
             "birds=/data/birds:200"
         )
     check_name(name, "custom task name")  # it names result files
+    folder = expand_home(folder, f"custom task {spec!r}: FOLDER")  # a leading ~ is the home folder; a $ refused
     try:
         taken = f"the VTAB-1k task {get_task(name).name}"
     except ValueError:
