@@ -393,7 +393,7 @@ def covariance_analysis(
     return result
 
 
-#: the folder of a run's own export inside the run (``train.log_model``'s, upstream.outputs.MODEL_FOLDER): the one
+#: the folder of a run's own export inside the run (``train.log_model``'s; upstream.outputs.MODEL_FOLDER reads it): the one
 #: folder inside a run that :func:`export_run` writes
 RUN_EXPORT = "pretrained"
 

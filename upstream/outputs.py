@@ -16,14 +16,15 @@ from harness.heads.noise_record import eval_noise
 from harness.io import atomic_write_text, json_dumps
 from harness.models import save_model
 from harness.provenance import provenance
+from harness.runs import RUN_EXPORT
 from harness.training.trackers import log_model, log_report
 from harness.uncertainty.predictions import Predictions
 from harness.upstream.evaluation import predict_loader
 from harness.upstream.parts import Training
 from harness.upstream.rundata import heldout_loader
 
-#: the folder of a run that holds its ``save_pretrained`` export (``train.log_model``)
-MODEL_FOLDER = "pretrained"
+#: the folder of a run that holds its ``save_pretrained`` export (``train.log_model``): :data:`harness.runs.RUN_EXPORT`
+MODEL_FOLDER = RUN_EXPORT
 
 
 def write_outputs(t: Training) -> None:
