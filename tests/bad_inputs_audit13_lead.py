@@ -17,7 +17,7 @@ from bad_inputs import bad_input, handled
     "MLFLOW_TRACKING_URI=sqlite:///bad.db where bad.db is a text file (audit13 A13-03: 'mlflow failed in start "
     "(DatabaseError: file is not a database)', the run went on untracked, exit status 0)",
     ValueError,
-    r"MLFLOW_TRACKING_URI 'sqlite:///.*bad\.db' names .*bad\.db, which is a file that is not an SQLite database: "
+    r"MLFLOW_TRACKING_URI 'sqlite:///[^']*' names .*bad\.db, which is a file that is not an SQLite database: "
     r"MLflow would fail as the run starts .*give a new file name .*or leave mlflow out of train\.log_with",
 )
 def _mlflow_sqlite_not_a_database(tmp):

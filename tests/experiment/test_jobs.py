@@ -23,7 +23,6 @@ grid_extensions: 1
 ensemble_sizes: [2]
 budget: {{methods: [hom], epochs: [1, 2]}}
 conditions:
-  same: {{upstream_overrides: [train.epochs=1], methods: [hom], seeds: [0, 1]}}
   other: {{upstream_overrides: [train.epochs=2, train.eval_every=2], methods: [hom, het], seeds: [0]}}
 evaluate_methods: [het]
 downstream: {{tasks: [demo_count], preset: demo, settings: {{lrs: [0.05], steps: [5], seeds: 1}}}}
@@ -69,8 +68,8 @@ def test_the_count_covers_every_phase_and_ends_at_zero_left(tmp_path, monkeypatc
     with pytest.raises(_Stop):
         run_experiment(load_experiment(str(path), ("workers=1",)), progress=lines.append)
     # study: hom x 2 seeds, het's grid (τ 1, 2) and its extension (0.5), het seed 1 at the chosen τ; budget hom e2
-    # (e1 is the study's hom_s0); condition other: het s0 (its hom s0 is budget hom e2; condition same is the
-    # study's hom runs); shift and transfer of het's two final runs
+    # (e1 is the study's hom_s0); condition other: het s0 (its hom s0 is budget hom e2: planned once); shift and
+    # transfer of het's two final runs (a condition that changes nothing is refused since audit13 A13-14)
     assert seen["submitted"] == {"upstream": 8, "shift": 2, "downstream": 2}
     assert seen["counts"] == (12, 12)
     planned = re.search(r"\[plan\] (\d+) jobs", "\n".join(lines))
