@@ -11,7 +11,7 @@ import zlib
 from pathlib import Path
 
 from bad_inputs_audit8_packs import _manifest
-from bad_inputs_audit9_config import CLI_ERROR, CONFIGS
+from bad_inputs_audit9_config import CLI_ERROR
 from bad_inputs_audit10_flags import _pack
 from PIL import Image
 
@@ -89,14 +89,10 @@ def _manifest_folder(tmp: Path, classes: str, first: "str | None" = None) -> Pat
 def _upstream_manifest(tmp: Path, mf: Path) -> None:
     """The audit's ``harness upstream`` (digits_hom.yaml, one epoch) on the manifest ``mf`` (multi-label: a sigmoid
     head) into ``tmp/r``; refused as the data is read, before training: the run folder holds no file but its lock."""
-    from bad_inputs_safety import _cli
+    from bad_inputs_safety import upstream_cli
 
     try:
-        _cli(
-            "upstream",
-            "--no-progress",
-            "--config",
-            str(CONFIGS / "digits_hom.yaml"),
+        upstream_cli(
             "train.epochs=1",
             f"output_dir={tmp / 'r'}",
             "data.source=manifest",

@@ -9,11 +9,11 @@ from __future__ import annotations
 from pathlib import Path
 from unittest import mock
 
-from bad_inputs_audit9_config import CLI_ERROR, CONFIGS
+from bad_inputs_audit9_config import CLI_ERROR
 
 from bad_inputs import bad_input
 from bad_inputs_downstream import downstream
-from bad_inputs_safety import _cli
+from bad_inputs_safety import upstream_cli
 
 
 def _no_executor(*args, **kwargs):
@@ -42,11 +42,7 @@ def _upstream(tmp: Path, *args: str) -> None:
     """The audit's ``H`` (digits_hom.yaml, one epoch on 100 examples) into ``tmp/sl`` with ``args``; refused before
     any work: no run folder (no submitit folder in it)."""
     try:
-        _cli(
-            "upstream",
-            "--no-progress",
-            "--config",
-            str(CONFIGS / "digits_hom.yaml"),
+        upstream_cli(
             *args,
             "train.epochs=1",
             "data.limit_train=100",

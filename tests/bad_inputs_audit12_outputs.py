@@ -8,11 +8,10 @@ from pathlib import Path
 
 import click
 from bad_inputs_audit6_runs import _import
-from bad_inputs_audit9_config import CONFIGS
 
 from bad_inputs import bad_input
 from bad_inputs_downstream import downstream
-from bad_inputs_safety import _cli, _model_pt
+from bad_inputs_safety import _cli, _model_pt, upstream_cli
 from bad_inputs_uncertainty import make_run
 
 BESIDE = r"which would then hold harness {}'s files beside its own \(an output folder holds only the files of the "
@@ -140,11 +139,7 @@ def _downstream_into_run(tmp):
 def _upstream_into_run(tmp):
     run = _base(tmp)
     try:
-        _cli(
-            "upstream",
-            "--no-progress",
-            "--config",
-            str(CONFIGS / "digits_hom.yaml"),
+        upstream_cli(
             "train.epochs=1",
             "data.limit_train=64",
             "data.limit_eval=32",

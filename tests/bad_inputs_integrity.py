@@ -15,16 +15,11 @@ import click
 import numpy as np
 
 from bad_inputs import ROOT, bad_input, bad_settings, handled
+from bad_inputs_safety import _cli, upstream_cli
 
 CONFIGS = ROOT / "upstream" / "configs"
 CLI_ERROR = click.ClickException
 MARKER = "PIPE_RAN"
-
-
-def _cli(*args: str) -> None:
-    from harness.cli import main
-
-    main(list(args), standalone_mode=False)
 
 
 def _defaults(defaults: "list[str]", overrides: "tuple[str, ...]") -> "list[str]":
@@ -36,13 +31,10 @@ def _defaults(defaults: "list[str]", overrides: "tuple[str, ...]") -> "list[str]
 def _upstream_cli(tmp: Path, *overrides: str, config: str = "digits_hom.yaml") -> None:
     """``harness upstream`` as a user types it; the run folder must not exist after a refusal."""
     try:
-        _cli(
-            "upstream",
-            "--no-progress",
-            "--config",
-            str(CONFIGS / config),
+        upstream_cli(
             *_defaults(["train.epochs=1", "data.limit_train=64", f"output_dir={tmp / 'run'}"], overrides),
             *overrides,
+            config=config,
         )
     finally:
         assert not (tmp / MARKER).exists(), "a shell command ran"
@@ -501,11 +493,7 @@ def _user_run_folder(tmp: Path) -> Path:
 def _upstream_user_files(tmp):
     run = _user_run_folder(tmp)
     try:
-        _cli(
-            "upstream",
-            "--no-progress",
-            "--config",
-            str(CONFIGS / "digits_hom.yaml"),
+        upstream_cli(
             "train.epochs=1",
             f"output_dir={run}",
         )
@@ -524,11 +512,7 @@ def _upstream_user_files(tmp):
 def _upstream_user_files_overwrite(tmp):
     run = _user_run_folder(tmp)
     try:
-        _cli(
-            "upstream",
-            "--no-progress",
-            "--config",
-            str(CONFIGS / "digits_hom.yaml"),
+        upstream_cli(
             "train.epochs=1",
             "--overwrite",
             f"output_dir={run}",
@@ -548,11 +532,7 @@ def _upstream_parent_folder(tmp):
     live.mkdir(parents=True)
     (live / ".last.pt.4im1kov4.tmp").write_bytes(b"half a checkpoint")
     try:
-        _cli(
-            "upstream",
-            "--no-progress",
-            "--config",
-            str(CONFIGS / "digits_hom.yaml"),
+        upstream_cli(
             "train.epochs=1",
             f"output_dir={tmp / 'race'}",
         )

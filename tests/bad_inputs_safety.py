@@ -26,6 +26,12 @@ def _cli(*args: str) -> None:
     main(list(args), standalone_mode=False)
 
 
+def upstream_cli(*settings: str, config: str = "digits_hom.yaml") -> None:
+    """``harness upstream --no-progress --config upstream/configs/<config> SETTINGS`` as a user types it (the catalogue's
+    one spelling of an upstream command; each case gives its own settings, output_dir among them)."""
+    _cli("upstream", "--no-progress", "--config", str(ROOT / "upstream" / "configs" / config), *settings)
+
+
 def _experiment(tmp: Path, *overrides: str, text: "str | None" = None) -> None:
     """``harness run`` on the digits experiment (or the experiment file ``text``) with its folders two levels
     inside ``tmp`` (so a name with ``../../`` would still land inside ``tmp``): it must refuse before any run

@@ -83,6 +83,7 @@ def validate_experiment(exp: Experiment) -> "dict[str, _Plan]":
         _check_distinct_methods(plan, "multilabel.methods" if study == "multilabel" else "methods")
     check_variant_configs(exp, plans["main"])  # and a condition that changes nothing
     check_run_folders(exp, plans)
+    _check_finished_runs(plans)
     _check_classes(plans, exp.confusable_pairs, exp.single_pair.pairs if exp.single_pair else [])
     check_downstream(exp, PRESETS, plans["main"])
     for what, folder in (("runs_root", exp.runs_root), ("results_root", exp.results_root)):
@@ -390,3 +391,22 @@ def _check_distinct_methods(plan: _Plan, key: str) -> None:
                     f"{key} {a} and {b} have the same settings (head options, overrides and grid), so they would "
                     "train the same model twice and the report would count it as two: drop one, or make them differ"
                 )
+
+
+def _check_finished_runs(plans: dict) -> None:
+    """Every planned run folder that holds a finished run (``metrics.json`` and ``model.pt``) has predictions that read
+    (:func:`harness.upstream.train.check_finished_predictions`): found here, before any run trains, not when its turn
+    comes or at the report (audit13 A13-13).
+
+    Raises:
+        ValueError: naming the run folder, the file and the fixes.
+    """
+    from pathlib import Path
+
+    from harness.upstream.train import check_finished_predictions
+
+    for plan in plans.values():
+        for cfg in plan.configs.values():
+            run = Path(cfg.output_dir)
+            if (run / "metrics.json").is_file() and (run / "model.pt").is_file():
+                check_finished_predictions(run)
