@@ -355,26 +355,36 @@ def _output_dir_tilde(tmp):
     r"every split needs every class.*add the missing class, with images of it",
 )
 def _image_folder_classes_differ(tmp):
+    image_folder_upstream(tmp, {"train": "abcd", "test": "acd"})
+
+
+def image_folder_upstream(tmp, classes: "dict[str, str]", empty: "tuple[str, ...]" = ()) -> None:
+    """``harness upstream`` (one epoch, 16 px) on an image folder ``tmp/imf`` holding 4 images of each class of
+    ``classes`` (split -> class letters) and the empty class folders ``empty`` (``"train/c"``), into ``tmp/r``: it
+    must refuse as the data is read, before any work (the run folder holds its lock alone)."""
     from PIL import Image
 
-    for split, classes in (("train", "abcd"), ("test", "acd")):
-        for c in classes:
+    from harness.cli import main
+
+    for split, letters in classes.items():
+        for c in letters:
             (tmp / "imf" / split / c).mkdir(parents=True)
             for i in range(4):
                 Image.new("RGB", (16, 16), (i * 40, 0, 0)).save(tmp / "imf" / split / c / f"{i}.png")
-    from harness.cli import main
-
+    for folder in empty:
+        (tmp / "imf" / folder).mkdir(parents=True)
     settings = ["data.source=image_folder", f"data.path={tmp / 'imf'}", "data.label_noise=null", "data.image_size=16"]
-    settings += [
-        "data.eval_resize=16",
-        "data.batch_size=4",
-        "data.heldout_split=null",
-        "train.epochs=1",
-        f"output_dir={tmp / 'r'}",
-    ]
+    settings += ["data.eval_resize=16", "data.batch_size=4", "data.heldout_split=null", "train.epochs=1"]
     try:
         main(
-            ["upstream", "--no-progress", "--config", str(CONFIGS / "digits_hom.yaml"), *settings],
+            [
+                "upstream",
+                "--no-progress",
+                "--config",
+                str(CONFIGS / "digits_hom.yaml"),
+                *settings,
+                f"output_dir={tmp / 'r'}",
+            ],
             standalone_mode=False,
         )
     finally:  # the data is read under the run folder's lock: the lock alone is there
