@@ -43,7 +43,7 @@ def _wandb_dir_a_file(tmp):
     "WANDB_MODE=offline WANDB_DIR=<a finished harness run> (audit13 A13-04: W&B's wandb/offline-run-* written into "
     "the other run's folder, rc 0)",
     ValueError,
-    r"WANDB_DIR='.*base' is inside the harness folder .*base, which W&B would fill with its own files",
+    r"WANDB_DIR='.*base' is inside the harness run folder .*base \(it holds run\.json\), which W&B would fill with its own files",
 )
 def _wandb_dir_in_a_run(tmp):
     (tmp / "base").mkdir()

@@ -54,7 +54,7 @@ def mlflow_pipe_uri(tmp):
     "trackers",
     "an MLflow store inside another run's folder (audit: filled it with MLflow's files)",
     ValueError,
-    r"is inside the harness folder .*other.* give the store a folder of its own",
+    r"is inside the harness run folder .*other \(it holds run\.json\).* give the store a folder of its own",
 )
 def mlflow_store_in_a_run(tmp):
     other = tmp / "other"

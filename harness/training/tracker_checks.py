@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Optional
 from urllib.parse import unquote, urlparse, urlsplit
 
+from harness.folder_paths import output_kind
 from harness.io import quote
 from harness.network import TIMEOUT, no_listener, unreachable
 
@@ -151,12 +152,15 @@ def _check_databricks(uri: str, shown: str, key: str) -> None:
 SQLITE_HEADER = b"SQLite format 3\x00"
 
 
-def _harness_folder_around(path: Path) -> Optional[Path]:
-    """The harness run (``run.json``) or sweep (``sweep.json``) folder that is ``path`` or holds it, else None: a
-    tracker's files written there would mix with the harness's own."""
+def _harness_folder_around(path: Path) -> Optional[str]:
+    """How a message names the harness output folder (a run, a sweep, an ensemble, a report, a few-shot result, an
+    export: :data:`harness.folder_paths.OUTPUT_MARKS`, the one list of what marks one) that is ``path`` or holds it
+    (``"run folder runs/a (it holds run.json)"``), else None: a tracker's files written there would mix with the
+    harness's own."""
     for folder in (path, *path.parents):
-        if (folder / "run.json").is_file() or (folder / "sweep.json").is_file():
-            return folder
+        kind = output_kind(folder)
+        if kind is not None:
+            return f"{kind[0]} folder {folder} (it holds {kind[1]})"
     return None
 
 
@@ -185,8 +189,8 @@ def _check_sqlite_file(path: Path, shown: str, key: str) -> None:
 
 def check_wandb_dir(key: str = "--log-with") -> None:
     """``WANDB_DIR``, where W&B writes its run files (``<WANDB_DIR>/wandb/``), checked as every other location: an
-    existing, writable folder (W&B falls back to a temporary folder without a word otherwise) outside any harness run
-    or sweep folder (:func:`_harness_folder_around`). Unset, W&B writes in the working folder.
+    existing, writable folder (W&B falls back to a temporary folder without a word otherwise) outside any harness
+    output folder (:func:`_harness_folder_around`). Unset, W&B writes in the working folder.
 
     Raises:
         ValueError: naming WANDB_DIR, its value, the rule and the fix.
@@ -212,7 +216,7 @@ def check_wandb_dir(key: str = "--log-with") -> None:
     folder = _harness_folder_around(path)
     if folder is not None:
         raise ValueError(
-            f"WANDB_DIR={quote(given, 80)!r} is inside the harness folder {folder}, which W&B would fill with its own "
+            f"WANDB_DIR={quote(given, 80)!r} is inside the harness {folder}, which W&B would fill with its own "
             f"files (wandb/): give W&B a folder of its own, or unset WANDB_DIR (W&B then writes in the working folder)"
         )
 
@@ -222,16 +226,16 @@ def check_tracking_uri(uri: Optional[str] = None, key: str = "--log-with") -> No
     MLflow's store schemes (:data:`MLFLOW_SCHEMES`; ``databricks`` and ``databricks-uc`` alone are Databricks
     stores) or a local path; a database URL SQLAlchemy can open, its driver installed and its server listening
     (:func:`_check_database`); a Databricks store with a workspace named (:func:`_check_databricks`); a local
-    store (a folder, a ``file:`` URI, an ``sqlite:`` database file) never inside a harness run or sweep folder
-    (MLflow would fill it with its own files); an existing ``sqlite:`` file an SQLite database; no file store where the installed MLflow (>= 3) refuses one as the
-    run starts; and a tracking server (``http(s)://``) that answers within :data:`harness.network.TIMEOUT` seconds
-    (MLflow would retry for minutes). ``key``: the setting that names mlflow (``train.log_with``, ``--log-with``),
+    store (a folder, a ``file:`` URI, an ``sqlite:`` database file) never inside a harness output folder
+    (a run, a sweep, an ensemble...: MLflow would fill it with its own files); an existing ``sqlite:`` file an SQLite
+    database; no file store where the installed MLflow (>= 3) refuses one as the run starts; and a tracking server
+    (``http(s)://``) that answers within :data:`harness.network.TIMEOUT` seconds (MLflow would retry for minutes). ``key``: the setting that names mlflow (``train.log_with``, ``--log-with``),
     for the messages, which never show a password.
 
     Raises:
         ValueError: another scheme (``pipe:``, ``s3:``...); a database URL SQLAlchemy cannot read (``sqlite:x.db``),
             with a driver not installed, or with no server at its host and port; a Databricks store without a
-            workspace; a store inside a run folder (``run.json``) or a sweep folder (``sweep.json``); an ``sqlite:``
+            workspace; a store inside a harness output folder (a run, a sweep, an ensemble, a report...); an ``sqlite:``
             file that is a folder or not an SQLite database; a file store
             with MLflow >= 3 (the fix: :data:`LOCAL_STORE`, or ``MLFLOW_ALLOW_FILE_STORE=true``); a server that does
             not answer; each naming the variable, the value and the fix.
@@ -254,7 +258,7 @@ def check_tracking_uri(uri: Optional[str] = None, key: str = "--log-with") -> No
     folder = _harness_folder_around(path) if path is not None else None
     if folder is not None:
         raise ValueError(
-            f"MLFLOW_TRACKING_URI {shown} is inside the harness folder {folder}, which MLflow would fill "
+            f"MLFLOW_TRACKING_URI {shown} is inside the harness {folder}, which MLflow would fill "
             f"with its own files: give the store a folder of its own, e.g. MLFLOW_TRACKING_URI={LOCAL_STORE} "
             "in another working folder"
         )

@@ -1,0 +1,38 @@
+"""Bad inputs the lead found in the twelfth session by reading the code, not by an audit (``gap12 <n>``): rules that
+knew only some of the harness's output folders or some of its writers."""
+
+from __future__ import annotations
+
+from bad_inputs_audit11_trackers import _upstream_tracked
+
+from bad_inputs import bad_input
+
+
+# ------------------------------------------------------------------------------ 1: trackers inside other outputs
+@bad_input(
+    "trackers",
+    "WANDB_MODE=offline WANDB_DIR=<a harness ensemble folder> (gap12 1: the tracker rule knew run and sweep folders "
+    "only, so W&B's wandb/ would have been written beside ensemble.json)",
+    ValueError,
+    r"WANDB_DIR='.*ens' is inside the harness ensemble folder .*ens \(it holds ensemble\.json\), which W&B would fill",
+)
+def _wandb_dir_in_an_ensemble(tmp):
+    (tmp / "ens").mkdir()
+    (tmp / "ens" / "ensemble.json").write_text("{}\n")  # what marks a harness ensemble folder
+    _upstream_tracked(tmp, "wandb", WANDB_MODE="offline", WANDB_DIR=str(tmp / "ens"))
+    assert not (tmp / "ens" / "wandb").exists()
+
+
+@bad_input(
+    "trackers",
+    "MLFLOW_TRACKING_URI=sqlite:///<a report folder>/mlflow.db (gap12 1: the tracker rule knew run and sweep folders "
+    "only, so MLflow's database would have been written beside report.json)",
+    ValueError,
+    r"MLFLOW_TRACKING_URI 'sqlite:///[^']*' is inside the harness report folder .*rep \(it holds "
+    r"report\.json\), which MLflow would fill",
+)
+def _mlflow_store_in_a_report(tmp):
+    (tmp / "rep").mkdir()
+    (tmp / "rep" / "report.json").write_text("{}\n")  # what marks a harness report folder
+    _upstream_tracked(tmp, "mlflow", MLFLOW_TRACKING_URI=f"sqlite:///{tmp / 'rep' / 'mlflow.db'}")
+    assert not (tmp / "rep" / "mlflow.db").exists()
