@@ -12,7 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
-from harness.io import atomic_write_text, check_writable, quote
+from harness.io import LOCK_FILES, RunLock, atomic_write_text, check_writable, quote
 from harness.provenance import provenance
 from harness.runs import (
     check_distinct_folders,
@@ -29,6 +29,8 @@ from harness.uncertainty.predictions import Predictions
 ENSEMBLE_FILES = ("predictions.npz", "heldout_predictions.npz", "ensemble.json")
 #: written first into an ensemble folder, so a build killed before ``ensemble.json`` is still known as ours
 ENSEMBLE_MARKER = ".harness-ensemble"
+#: why a member is refused twice, or two members with one set of predictions
+_ONCE = "an ensemble counts each model once"
 
 
 def check_ensemble_out(
@@ -37,8 +39,9 @@ def check_ensemble_out(
     members: "Optional[Sequence[str | Path]]" = None,
     settings: Optional[dict] = None,
 ) -> Path:
-    """``out`` may take an ensemble: it is new, empty, or an ensemble folder (``ensemble.json``, or the
-    :data:`ENSEMBLE_MARKER` of a build that was interrupted); with
+    """``out`` may take an ensemble: it is new, empty (or holds only a :class:`harness.io.RunLock`'s files: an
+    ensemble being built), or an ensemble folder (``ensemble.json``, or the :data:`ENSEMBLE_MARKER` of a build that
+    was interrupted); with
     ``overwrite``, any folder that is not a run folder and holds none of :data:`ENSEMBLE_FILES` written by someone
     else (an ensemble never replaces or deletes files it did not write). Given ``members`` (and the ``settings`` its
     ``ensemble.json`` records: ``from_checkpoints``, ``data``), a finished ensemble there must be of the same members
@@ -53,7 +56,7 @@ def check_ensemble_out(
     ours = (out / "ensemble.json").is_file() or (out / ENSEMBLE_MARKER).is_file()
     if members is not None and (out / "ensemble.json").is_file():
         _check_same_ensemble(out, [str(Path(m).resolve()) for m in members], settings or {})
-    if not out.is_dir() or ours or not any(out.iterdir()):
+    if not out.is_dir() or ours or _lock_only(out):
         return out
     if (out / "config.yaml").is_file() or (out / "model.pt").is_file():
         raise ValueError(
@@ -71,6 +74,11 @@ def check_ensemble_out(
             "--out, or give --overwrite to add the ensemble's files beside them"
         )
     return out
+
+
+def _lock_only(out: Path) -> bool:
+    """``out`` holds nothing but a :class:`harness.io.RunLock`'s files (:data:`harness.io.LOCK_FILES`)."""
+    return all(p.name in LOCK_FILES for p in out.iterdir())
 
 
 def _check_same_ensemble(out: Path, members: "list[str]", settings: dict) -> None:
@@ -105,7 +113,9 @@ def build_ensemble(
     that was interrupted, whose held-out predictions are removed if this one has none), never another ensemble.
 
     Every member is read and checked before anything is written: on any error ``out`` is left as it
-    was (no partial ensemble folder).
+    was (no partial ensemble folder). One ensemble writes a folder at a time: the build holds ``out``'s
+    :class:`harness.io.RunLock` and checks ``out`` again under it, so an ensemble another process finished meanwhile
+    is never replaced.
 
     Args:
         members: run folders, each given once.
@@ -119,7 +129,8 @@ def build_ensemble(
             predictions; members (or their held-out predictions) that differ in label space, link or
             evaluation data; ``from_checkpoints`` without ``repredict``; an ``out`` that is a run folder, holds
             files another writer made or the ensemble of other members or settings (:func:`check_ensemble_out`), or
-            cannot be written; a member's metrics.json that is not a JSON object.
+            cannot be written; another harness ensemble writing ``out`` (naming its PID and command); a member's
+            metrics.json that is not a JSON object.
         FileNotFoundError: a member is not a finished run folder.
     """
     members = [Path(m) for m in members]
@@ -127,8 +138,7 @@ def build_ensemble(
         raise ValueError(f"an ensemble needs at least 2 members, got {len(members)}; give two or more run folders")
     if from_checkpoints and repredict is None:
         raise ValueError("from_checkpoints=True needs repredict(run_dir) -> Predictions")
-    why = "an ensemble counts each model once"
-    check_distinct_folders(members, "member", why, predictions=from_checkpoints)  # saved ones: checked once read
+    check_distinct_folders(members, "member", _ONCE, predictions=from_checkpoints)  # saved ones: checked once read
     out = Path(out)
     if any(out.resolve() == m.resolve() for m in members):
         raise ValueError(
@@ -136,12 +146,29 @@ def build_ensemble(
             "member's predictions; choose another --out"
         )
     data = data if data is not None else run_summary(members[0]).get("eval_data", "")
-    out = check_ensemble_out(out, overwrite, members, {"from_checkpoints": from_checkpoints, "data": data})
+    settings = {"from_checkpoints": from_checkpoints, "data": data}
+    check_ensemble_out(out, overwrite, members, settings)  # before the lock (which makes the folder) is taken
     check_writable(out, f"--out {out}", "--out ...")
+    made = not out.exists()
+    busy = f"another harness ensemble is being written there; wait for it to finish, or choose another --out than {out}"
+    try:
+        with RunLock(out, what=busy):
+            check_ensemble_out(out, overwrite, members, settings)  # again: another ensemble may have finished since
+            return _build(members, out, from_checkpoints, repredict, data)
+    except BaseException:
+        if made and out.is_dir() and _lock_only(out):  # a folder only the lock made: removed again
+            for p in out.iterdir():
+                p.unlink(missing_ok=True)
+            out.rmdir()
+        raise
+
+
+def _build(members: "list[Path]", out: Path, from_checkpoints: bool, repredict, data: str) -> dict:
+    """:func:`build_ensemble`'s reading, checking and writing, while it holds ``out``'s lock."""
     methods = sorted({run_method(m) for m in members})  # every member is a run folder, before any re-prediction
     preds = [repredict(m) if from_checkpoints else Predictions.load(m) for m in members]
     check_compatible(preds)
-    check_distinct_predictions(preds, "member", why)
+    check_distinct_predictions(preds, "member", _ONCE)
     held = [load_heldout(m) for m in members]
     held = held if all(h is not None for h in held) else None
     if held is not None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from bad_inputs_audit11_trackers import _upstream_tracked
 
 from bad_inputs import bad_input
+from bad_inputs_uncertainty import make_run
 
 
 # ------------------------------------------------------------------------------ 1: trackers inside other outputs
@@ -36,3 +37,24 @@ def _mlflow_store_in_a_report(tmp):
     (tmp / "rep" / "report.json").write_text("{}\n")  # what marks a harness report folder
     _upstream_tracked(tmp, "mlflow", MLFLOW_TRACKING_URI=f"sqlite:///{tmp / 'rep' / 'mlflow.db'}")
     assert not (tmp / "rep" / "mlflow.db").exists()
+
+
+# ------------------------------------------------------------------------------ 2: build_ensemble without the lock
+@bad_input(
+    "outputs",
+    "harness.ensemble_folder.build_ensemble([a, b], 'ens') while another ensemble writes ens (gap12 2: only the CLI "
+    "took --out's lock, so the Python entry point, and harness run's ensembles, could replace another's ensemble)",
+    ValueError,
+    r"ens is being written by another process \(PID .*\): another harness ensemble is being written there; wait for "
+    r"it to finish, or choose another --out than .*ens",
+)
+def _build_ensemble_twice_at_once(tmp):
+    from harness.ensemble_folder import build_ensemble
+    from harness.io import RunLock
+
+    a, b = make_run(tmp / "a", seed=0), make_run(tmp / "b", seed=1)
+    with RunLock(tmp / "ens", what="the other ensemble"):  # another process's ensemble, still computing
+        try:
+            build_ensemble([a, b], tmp / "ens")
+        finally:
+            assert not (tmp / "ens" / "ensemble.json").exists(), "an ensemble written beside the other writer's"

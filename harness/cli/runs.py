@@ -89,10 +89,10 @@ def ensemble(members, more, out, name, from_checkpoints, eval_data, device, over
             "and no model runs on any device; add --from-checkpoints, or leave out --device"
         )
     try:
-        check_ensemble_out(out, overwrite or _lock_only(out))  # before its lock is taken or --eval-data is read
+        check_ensemble_out(out, overwrite)  # before --eval-data is read
         check_writable(out, f"--out {out}", "--out ...")
         repredict, data = _repredictor(eval_data, device) if from_checkpoints else (None, None)
-        spec = _build_locked(members, out, from_checkpoints, repredict, overwrite, data, build_ensemble)
+        spec = build_ensemble(members, out, from_checkpoints, repredict, overwrite, data)
     except (ValueError, OSError) as e:
         raise click.ClickException(str(e)) from e
     try:
@@ -110,43 +110,6 @@ def ensemble(members, more, out, name, from_checkpoints, eval_data, device, over
     if shifted:
         click.echo(f"shift sets averaged: {len(shifted['sets'])} (harness report shows them)")
     click.echo(f"ensemble folder: {out}")
-
-
-def _build_locked(members, out: Path, from_checkpoints, repredict, overwrite: bool, data, build) -> dict:
-    """``build(...)`` (:func:`harness.ensemble_folder.build_ensemble`) while holding ``out``'s
-    :class:`harness.io.RunLock`: one ensemble writes a folder at a time, and its check that ``out`` holds no other
-    ensemble (made under the lock, just before the predictions are computed and written) sees one another command
-    finished meanwhile. The lock's own files do not count as files of another writer; a folder the lock made is
-    removed again when the build fails.
-
-    Returns:
-        the ensemble's ``ensemble.json`` (a dict).
-
-    Raises:
-        ValueError: another harness ensemble is writing ``out`` (naming its PID and command, and the fix), or any
-            refusal of ``build``.
-    """
-    from harness.io import RunLock
-
-    made = not out.exists()
-    busy = f"another harness ensemble is being written there; wait for it to finish, or choose another --out than {out}"
-    try:
-        with RunLock(out, what=busy):
-            return build(members, out, from_checkpoints, repredict, overwrite or _lock_only(out), data)
-    except BaseException:
-        if made and _lock_only(out) and out.is_dir():
-            for p in out.iterdir():
-                p.unlink(missing_ok=True)
-            out.rmdir()
-        raise
-
-
-def _lock_only(out: Path) -> bool:
-    """``out`` is no folder, or holds nothing but a :class:`harness.io.RunLock`'s files (an ensemble's lock): no
-    file of another writer."""
-    from harness.io import LOCK_FILES
-
-    return not out.is_dir() or all(p.name in LOCK_FILES for p in out.iterdir())
 
 
 def _check_out_outside_members(out: Path, members: "list[Path]", name: str) -> None:
