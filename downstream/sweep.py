@@ -241,6 +241,27 @@ def _check_batch_norm(norms: "list[str]", settings: SweepSettings, sizes: dict, 
         "use --micro-batch 2 or more, and a --batch-size it divides",
         owner,
     )
+    check_split_passes(norms, micro, sizes, owner, f"micro_batch={micro}, --micro-batch,")
+
+
+def check_split_passes(norms: "list[str]", micro: int, sizes: dict, owner: str, shown: str) -> None:
+    """Refuse a transfer task's training split (train800, train800val200) of one example for a model with BatchNorm
+    layers ``norms``: a split smaller than the ``micro`` images of a fine-tuning pass is one pass of all its examples
+    (:func:`harness.tasks.views.task_views`), here of one image (:func:`harness.training.loop.check_batch_norm_batch`).
+    The rule of the sweep and of an experiment's downstream stage (before its upstream training).
+
+    Args:
+        norms: the model's BatchNorm layers; none: nothing to refuse.
+        micro: the images of one fine-tuning forward pass (``min(micro_batch, batch_size)``).
+        sizes: the examples of each split by task (:func:`harness.tasks.taskset.check_tasks`).
+        owner: the model, as the message names it.
+        shown: how the message names ``micro`` (``micro_batch=8, --micro-batch,``).
+
+    Raises:
+        ValueError: naming the task, its split and size, a BatchNorm layer and the fix.
+    """
+    from harness.training.loop import check_batch_norm_batch
+
     for task, splits in sizes.items():
         for split in ("train800", "train800val200"):  # the splits fine-tunes train on
             n = splits.get(split, micro)
@@ -248,7 +269,7 @@ def _check_batch_norm(norms: "list[str]", settings: SweepSettings, sizes: dict, 
                 norms,
                 min(n, micro),
                 f"task {task}'s {split} split has {n} example(s), fine-tuned as one forward pass of them all (a split "
-                f"smaller than micro_batch={micro}, --micro-batch, is not cut into passes)",
+                f"smaller than {shown} is not cut into passes)",
                 f"list 2 or more examples in the task's {split}.txt",
                 owner,
             )

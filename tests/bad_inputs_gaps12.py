@@ -3,9 +3,11 @@ knew only some of the harness's output folders or some of its writers."""
 
 from __future__ import annotations
 
+from bad_inputs_audit8_experiment import _run
 from bad_inputs_audit11_trackers import _upstream_tracked
 
 from bad_inputs import bad_input
+from bad_inputs_downstream import task_folder
 from bad_inputs_uncertainty import make_run
 
 
@@ -58,3 +60,19 @@ def _build_ensemble_twice_at_once(tmp):
             build_ensemble([a, b], tmp / "ens")
         finally:
             assert not (tmp / "ens" / "ensemble.json").exists(), "an ensemble written beside the other writer's"
+
+
+# ------------------------------------------------------------------------------ 3: a transfer split of one example
+@bad_input(
+    "experiment",
+    "downstream.tasks=[birds=<a custom task whose train800 list has one image>:5] with a BatchNorm backbone (gap12 3: "
+    "refused by the sweep only when the transfer stage started, after every upstream run had trained)",
+    ValueError,
+    r"task birds's train800 split has 1 example\(s\), fine-tuned as one forward pass of them all \(a split smaller "
+    r"than downstream\.settings\.micro_batch=\d+ is not cut into passes\), and backbone test_resnet .*BatchNorm.*list "
+    r"2 or more examples in the task's train800\.txt",
+)
+def _experiment_transfer_split_of_one(tmp):
+    sizes = {"train800": 1, "val200": 10, "train800val200": 11, "test": 12}
+    task = task_folder(tmp, sizes=sizes)
+    _run(tmp, f"downstream={{tasks: ['birds={task}:5'], preset: demo}}")

@@ -35,28 +35,32 @@ def check_downstream(exp: Experiment, presets: dict, main: _Plan) -> None:
         return
     try:
         check_device(settings.device)
-        check_tasks(expand_tasks(exp.downstream.tasks), settings)
+        sizes = check_tasks(expand_tasks(exp.downstream.tasks), settings)
     except (ValueError, FileNotFoundError) as e:
         raise ValueError(f"downstream: {e}") from e
-    _check_batch_norm(exp, main, settings)
+    _check_batch_norm(exp, main, settings, sizes)
 
 
-def _check_batch_norm(exp: Experiment, main: _Plan, settings: Any) -> None:
-    """The transfer's fine-tuning passes (``downstream.settings.micro_batch`` images, at most ``batch_size``) have 2
+def _check_batch_norm(exp: Experiment, main: _Plan, settings: Any, sizes: dict) -> None:
+    """The transfer's fine-tuning passes (``downstream.settings.micro_batch`` images, at most ``batch_size``, and
+    a task's whole training split where it is smaller: ``sizes``, :func:`harness.tasks.taskset.check_tasks`) have 2
     images or more when a transferred model's backbone has BatchNorm layers, as the sweep refuses them once the
     transfer starts (:func:`harness.downstream.sweep.sweep`), after the upstream training. Each distinct backbone of
     the evaluated methods' runs is built on PyTorch's meta device (nothing allocated, no weights read), as
     :func:`harness.upstream.batch_norm.check_batch_norm` builds it; an ``hf-hub:``/``local-dir:`` backbone, or one
-    that cannot be built there, is left to the sweep, as is a task's training split of one example.
+    that cannot be built there, is left to the sweep.
 
     Raises:
-        ValueError: naming downstream.settings.micro_batch, the backbone, a BatchNorm layer and the fix.
+        ValueError: naming downstream.settings.micro_batch (or the task and its split), the backbone, a BatchNorm
+            layer and the fix.
     """
+    from harness.downstream.sweep import check_split_passes
     from harness.training.loop import check_batch_norm_batch
     from harness.upstream.batch_norm import meta_batch_norm_layers
 
     micro = min(settings.micro_batch, settings.batch_size)
-    if micro >= 2:
+    smallest = min((n for splits in sizes.values() for s, n in splits.items() if s.startswith("train")), default=2)
+    if micro >= 2 and smallest >= 2:
         return
     evaluated = [m for m in exp.methods if m in (exp.evaluate_methods or exp.methods)]
     folders = [f for m in evaluated for f in (main.grid[m].values() if m in main.grid else [f"{m}_s{exp.seeds[0]}"])]
@@ -71,3 +75,4 @@ def _check_batch_norm(exp: Experiment, main: _Plan, settings: Any) -> None:
             "use downstream.settings.micro_batch=2 or more, and a downstream.settings.batch_size it divides",
             owner,
         )
+        check_split_passes(layers, micro, sizes, owner, f"downstream.settings.micro_batch={micro}")
