@@ -76,3 +76,21 @@ def _experiment_transfer_split_of_one(tmp):
     sizes = {"train800": 1, "val200": 10, "train800val200": 11, "test": 12}
     task = task_folder(tmp, sizes=sizes)
     _run(tmp, f"downstream={{tasks: ['birds={task}:5'], preset: demo}}")
+
+
+# ------------------------------------------------------------------------------ 4: a grid extension's run folder
+@bad_input(
+    "experiment",
+    "a method named het_t3 beside method het with temperature_grid=[1,2] and grid_extensions=1 (gap12 4: the run "
+    "folder check knew the grid's values only, and het's extension above the edge, τ=3, is run het_t3_s0)",
+    ValueError,
+    r"methods\.het at τ=3 \(an extension past the grid's edge, grid_extensions\), seed 0 and methods\.het_t3, "
+    r"seed 0 would share the run folder .*upstream/het_t3_s0.*rename method 'het' or method 'het_t3'",
+)
+def _grid_extension_named_like_a_method(tmp):
+    _run(
+        tmp,
+        "methods={het: {covariance: diagonal}, het_t3: {covariance: none, overrides: [data.label_noise.seed=5]}}",
+        "temperature_grid=[1,2]",
+        "grid_extensions=1",
+    )

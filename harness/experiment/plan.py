@@ -329,6 +329,23 @@ def _best_tau(plan: _Plan, method: str, held: "Optional[tuple[dict[float, dict],
     return min(held, key=lambda t: (held[t][key], t))
 
 
+def _past_edge(tau: float, below: bool) -> float:
+    """The next τ past a grid's edge: τ/2 below its smallest value, 1.5τ above its largest (4 significant digits)."""
+    return float(f"{tau / 2:.4g}") if below else float(f"{tau * 1.5:.4g}")
+
+
+def possible_extensions(taus: "list[float]", limit: int) -> "list[float]":
+    """Every τ :func:`_extend_grids` may add to a grid of values ``taus`` (two or more) in at most ``limit``
+    extensions: the best τ moves one way only (a value added below the smallest leaves the others' held-out NLL as it
+    was), so ``limit`` halvings below the smallest value or ``limit`` steps of 1.5x above the largest."""
+    out: "list[float]" = []
+    for below, tau in ((True, min(taus)), (False, max(taus))):
+        for _ in range(limit if len(taus) > 1 else 0):
+            tau = _past_edge(tau, below)
+            out.append(tau)
+    return out
+
+
 def _extend_grids(plan: _Plan, base: "list[float]", limit: int) -> "list[str]":
     """τ-grid runs to add where the best τ so far lies on the edge of the values tried: τ/2 below the
     smallest, 1.5τ above the largest, at most ``limit`` additions per method (a ``tune`` grid is not
@@ -338,10 +355,8 @@ def _extend_grids(plan: _Plan, base: "list[float]", limit: int) -> "list[str]":
         if method in plan.tuned or len(set(runs) - {float(t) for t in base}) >= limit:
             continue
         best, taus = _best_tau(plan, method), sorted(runs)
-        if len(taus) > 1 and best == taus[0]:
-            new.append(plan.grid_run(method, float(f"{best / 2:.4g}")))
-        elif len(taus) > 1 and best == taus[-1]:
-            new.append(plan.grid_run(method, float(f"{best * 1.5:.4g}")))
+        if len(taus) > 1 and best in (taus[0], taus[-1]):
+            new.append(plan.grid_run(method, _past_edge(best, below=best == taus[0])))
     return new
 
 

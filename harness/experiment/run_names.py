@@ -14,13 +14,13 @@ from pathlib import Path
 from typing import Iterator
 
 from harness.experiment.config import Experiment
-from harness.experiment.plan import _Plan, _same_run
+from harness.experiment.plan import _Plan, _same_run, possible_extensions
 
 
 def check_run_folders(exp: Experiment, plans: "dict[str, _Plan]") -> None:
     """No two planned runs of ``exp`` share a run folder: the main and multi-label studies at every value of their
-    grids (the value chosen is not known yet; extensions past a grid's edge are not), the budget curves, the
-    conditions and the frontier schedules. A budget or condition run equal to a planned run is that run, trained
+    grids and at every value an extension past a τ grid's edge may add (the value chosen is not known yet), the
+    budget curves, the conditions and the frontier schedules. A budget or condition run equal to a planned run is that run, trained
     once (as :func:`harness.experiment.plan._derived` plans it), and takes no folder of its own; that is looked at
     (its config built) only when the names alone collide.
 
@@ -42,7 +42,7 @@ def _claim_all(exp: Experiment, plans: "dict[str, _Plan]", same: bool) -> None:
     when ``same`` (which builds their configs)."""
     owners: "dict[str, tuple[str, str]]" = {}  # folder -> (the run, what to rename)
     main = plans["main"]
-    for folder, who, rename in _study(main, exp.methods, "methods", "method", ""):
+    for folder, who, rename in _study(main, exp.methods, "methods", "method", "", exp.grid_extensions):
         _claim(exp, owners, folder, who, rename)
     trial = replace(  # a stand-in for the chosen values: whether a run equals a planned one does not depend on it
         main, configs=dict(main.configs), chosen={**main.chosen, **{m: min(g) for m, g in main.grid.items() if g}}
@@ -84,15 +84,21 @@ def _claim_all(exp: Experiment, plans: "dict[str, _Plan]", same: bool) -> None:
             _claim(exp, owners, folder, who, rename)
 
 
-def _study(plan: _Plan, methods: dict, key: str, kind: str, prefix: str) -> "Iterator[tuple[str, str, str]]":
+def _study(
+    plan: _Plan, methods: dict, key: str, kind: str, prefix: str, extensions: int = 0
+) -> "Iterator[tuple[str, str, str]]":
     """(folder, the run, what to rename) of every run a study may train: each seed of a method without a grid; for a
-    grid method, the grid run and the other seeds' runs at each value of its grid."""
+    grid method, the grid run and the other seeds' runs at each value of its grid, and at each value ``extensions``
+    extensions past the τ grid's edges may add (:func:`harness.experiment.plan.possible_extensions`)."""
     for m in methods:
         if m not in plan.grid:
             yield from ((f"{prefix}{m}_s{s}", f"{key}.{m}, seed {s}", f"{kind} {m!r}") for s in plan.seeds)
             continue
-        for v in plan.grid[m]:
-            at = f"{key}.{m} at {plan.parameter(m)}={v:g}"
+        grid = sorted(plan.grid[m])
+        past = [] if m in plan.tuned else [v for v in possible_extensions(grid, extensions) if v not in grid]
+        for v in [*grid, *past]:
+            edge = " (an extension past the grid's edge, grid_extensions)" if v in past else ""
+            at = f"{key}.{m} at {plan.parameter(m)}={v:g}{edge}"
             yield prefix + plan.folder(m, v, plan.seeds[0], grid=True), f"{at}, seed {plan.seeds[0]}", f"{kind} {m!r}"
             for s in plan.seeds[0 if plan.grid_overrides else 1 :]:
                 yield prefix + plan.folder(m, v, s), f"{at}, seed {s}", f"{kind} {m!r}"

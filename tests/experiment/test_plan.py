@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from harness.experiment import BudgetSection, ConditionSection, load_experiment, run_experiment, validate_experiment
+from harness.experiment.plan import possible_extensions
 
 PLAN = """
 name: plan
@@ -207,6 +208,7 @@ def test_experiment_plan_end_to_end_and_restore_from_records(tmp_path, monkeypat
     grid_dirs = sorted(d.name for d in up.glob("grid_*"))
     assert grid_dirs == sorted(f"grid_het_t{t:g}_s0" for t in (0.5, 1.0, extension))
     assert set(held) == {0.5, 1.0, extension}
+    assert possible_extensions([0.5, 1.0], 1) == [0.25, 1.5]  # what the run folder check claims before any run
 
     # --- budget: identical configs reused, only budget_hom_e1 trained for it
     budget = report["budget_curves"]
