@@ -87,21 +87,26 @@ def _check(preds: Predictions, what: str, num_classes: Optional[int] = None) -> 
     """
     if preds.multilabel:
         raise ValueError(
-            f"{what} ({preds.source}) are multi-label (sigmoid link): the calibrators take single-label (softmax) "
+            f"{_named(what, preds)} are multi-label (sigmoid link): the calibrators take single-label (softmax) "
             "predictions; for multi-label runs use temperature scaling (harness report does)"
         )
     n, k = preds.logits.shape
     if n == 0:
-        raise ValueError(f"{what} ({preds.source}) hold no examples: a calibrator needs held-out predictions")
+        raise ValueError(f"{_named(what, preds)} hold no examples: a calibrator needs held-out predictions")
     if num_classes is not None and k != num_classes:
         raise ValueError(
-            f"{what} ({preds.source}) have {k} classes, the held-out predictions the calibrator was fitted on "
+            f"{_named(what, preds)} have {k} classes, the held-out predictions the calibrator was fitted on "
             f"{num_classes}: apply it to predictions of the same model"
         )
     y = np.asarray(preds.targets)
     if y.ndim != 1 or not np.issubdtype(y.dtype, np.integer) or (n and (y.min() < 0 or y.max() >= k)):
-        raise ValueError(f"{what} ({preds.source}) need integer labels in [0, {k}), one per example")
+        raise ValueError(f"{_named(what, preds)} need integer labels in [0, {k}), one per example")
     return y.astype(np.int64)
+
+
+def _named(what: str, preds: Predictions) -> str:
+    """How a message names ``preds``: ``what`` (``"held-out predictions"``) and their ``source`` where they have one."""
+    return f"{what} ({preds.source})" if preds.source else what
 
 
 def _output(preds: Predictions, log_q: np.ndarray, name: str) -> Predictions:

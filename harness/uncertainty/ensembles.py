@@ -77,14 +77,19 @@ def check_compatible(members: Sequence[Predictions]) -> None:
     """
     if not members:
         raise ValueError("an ensemble needs at least one member")
-    ref = members[0]
-    for m in members[1:]:
+    ref, n = members[0], len(members)
+    for i, m in enumerate(members[1:], 2):
         what = evaluation_mismatch(m, ref)
         if what:
             raise ValueError(
-                f"member {m.source} does not match {ref.source}: {what}; ensemble only models "
+                f"member {_named(m, i, n)} does not match member {_named(ref, 1, n)}: {what}; ensemble only models "
                 "evaluated on the same split of the same data"
             )
+
+
+def _named(member: Predictions, i: int, n: int) -> str:
+    """How a message names the ``i``-th of ``n`` members: its position, and its ``source`` where it has one."""
+    return f"{i} of {n}" + (f" ({member.source})" if member.source else "")
 
 
 def average(members: Sequence[Predictions], source: str = "ensemble") -> Predictions:

@@ -8,7 +8,7 @@ import math
 
 from scipy import stats as sps
 
-from harness.uncertainty.stats import _check_confidence
+from harness.uncertainty.stats import _check_alpha
 
 
 def paired_t_power(sd: float, n: int, effect: float, alpha: float = 0.05) -> float:
@@ -58,4 +58,4 @@ def _power_args(n: int, sd: float, alpha: float) -> "tuple[int, float, float]":
         raise ValueError(f"n must be an integer >= 2 (pairs), got {n!r}")
     if not float(sd) > 0:
         raise ValueError(f"sd must be > 0 (the per-pair difference's standard deviation), got {sd!r}")
-    return int(n), float(sd), _check_confidence(alpha)
+    return int(n), float(sd), _check_alpha(alpha)

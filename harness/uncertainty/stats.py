@@ -34,6 +34,14 @@ def _check_confidence(confidence: float) -> float:
     return c
 
 
+def _check_alpha(alpha: float) -> float:
+    """A test's level ``alpha`` (the false-positive rate), strictly in (0, 1)."""
+    a = float(alpha)
+    if not 0.0 < a < 1.0:  # also rejects NaN
+        raise ValueError(f"alpha must lie strictly in (0, 1), got {alpha!r}; pass e.g. 0.05")
+    return a
+
+
 def _check_no_nan(x: np.ndarray, name: str, finite: bool = False) -> None:
     if x.dtype.kind not in "fc":
         return
@@ -333,9 +341,7 @@ def holm(p_values: Sequence[float], alpha: float = 0.05) -> dict[str, Any]:
     48(4):1005-1013. Implemented here (a few lines) rather than adding statsmodels and its pandas/patsy
     dependencies for statsmodels.stats.multitest.multipletests(method="holm"), which computes the same.
     """
-    a = float(alpha)
-    if not 0.0 < a < 1.0:
-        raise ValueError(f"alpha must lie strictly in (0, 1), got {alpha!r}; pass e.g. 0.05")
+    a = _check_alpha(alpha)
     try:
         p = np.asarray(p_values, dtype=np.float64)
     except (TypeError, ValueError) as e:

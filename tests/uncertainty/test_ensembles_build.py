@@ -95,7 +95,9 @@ def test_mismatch_messages_name_the_first_difference():
 
     names = [f"class {i}" for i in range(10)]
     ref = preds(names, source="ref")
-    with pytest.raises(ValueError, match=r"member m does not match ref: class 7 is 'cat' vs 'class 7'"):
+    with pytest.raises(
+        ValueError, match=r"member 2 of 2 \(m\) does not match member 1 of 2 \(ref\): class 7 is 'cat' vs 'class 7'"
+    ):
         check_compatible([ref, preds(names[:7] + ["cat"] + names[8:], source="m")])
     with pytest.raises(ValueError, match=r"class 10 is 'extra' vs none \(11 vs 10 classes"):
         check_compatible([ref, preds(names + ["extra"], source="m")])

@@ -1,0 +1,74 @@
+"""Bad inputs found by the fourteenth reliability audit that the lead fixed (``audit14 <case id>``): messages of the
+statistics and uncertainty API that named the wrong parameter or no member, and from_pretrained keywords it did not
+read."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from bad_inputs import bad_input
+
+
+def _preds(k: int = 4, n: int = 30, link: str = "softmax", seed: int = 0):
+    """A model's predictions (logits drawn with ``seed``) of ``n`` examples over ``k`` classes, as a user builds them
+    (``source`` left at its default)."""
+    from harness.uncertainty.predictions import Predictions
+
+    logits = np.random.default_rng(seed).normal(size=(n, k)).astype(np.float32)
+    targets = np.random.default_rng(0).integers(0, k, n)  # one evaluation set: the same labels for every model
+    names = [f"c{i}" for i in range(k)]
+    return Predictions(logits=logits, targets=targets, index=np.arange(n), class_names=names, link=link)
+
+
+# ------------------------------------------------------------------------------ A14-02: alpha named as confidence
+@bad_input(
+    "uncertainty",
+    "harness.uncertainty.power.paired_t_power(1.0, 10, 0.5, alpha=1.5) (audit14 A14-02: 'confidence must lie "
+    "strictly in (0, 1) ...; pass e.g. 0.95 for 95%', advice that gives a test at level 95%)",
+    ValueError,
+    r"^alpha must lie strictly in \(0, 1\), got 1\.5; pass e\.g\. 0\.05$",
+)
+def _power_alpha_out_of_range(tmp):
+    from harness.uncertainty import power
+
+    power.paired_t_power(1.0, 10, 0.5, alpha=1.5)
+
+
+@bad_input(
+    "uncertainty",
+    "harness.uncertainty.power.tost_power(1.0, 10, 0.5, alpha=2) (audit14 A14-02)",
+    ValueError,
+    r"^alpha must lie strictly in \(0, 1\), got 2; pass e\.g\. 0\.05$",
+)
+def _tost_alpha_out_of_range(tmp):
+    from harness.uncertainty import power
+
+    power.tost_power(1.0, 10, 0.5, alpha=2)
+
+
+# ------------------------------------------------------------------------------ A14-03: members named by no source
+@bad_input(
+    "uncertainty",
+    "harness.uncertainty.ensembles.average of three user-built Predictions, the third of another link (audit14 "
+    "A14-03: 'member  does not match : link ...', naming no member)",
+    ValueError,
+    r"^member 3 of 3 does not match member 1 of 3: link 'sigmoid' vs 'softmax'",
+)
+def _ensemble_members_without_source(tmp):
+    from harness.uncertainty import ensembles
+
+    ensembles.average([_preds(), _preds(seed=1), _preds(link="sigmoid", seed=2)])
+
+
+@bad_input(
+    "uncertainty",
+    "harness.uncertainty.calibrators.calibrate(['temperature'], <5-class held-out>, <4-class user-built Predictions>) "
+    "(audit14 A14-03: 'predictions () have 4 classes ...')",
+    ValueError,
+    r"^predictions have 4 classes, the held-out predictions the calibrator was fitted on 5: apply it to predictions "
+    r"of the same model",
+)
+def _calibrate_without_source(tmp):
+    from harness.uncertainty import calibrators
+
+    calibrators.calibrate(["temperature"], _preds(k=5), _preds())
