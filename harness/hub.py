@@ -42,7 +42,7 @@ from typing import Any, Optional, Sequence
 import torch
 
 from harness.export_rules import check_export_config, timm_name
-from harness.io import atomic_write_bytes, atomic_write_text, json_dumps, quote
+from harness.io import LOCK_FILES, atomic_write_bytes, atomic_write_text, json_dumps, quote
 
 EXPORT_FORMAT = "harness.export/1"
 WEIGHTS_FILE, CONFIG_FILE, CARD_FILE = "model.safetensors", "config.json", "README.md"
@@ -53,11 +53,11 @@ HEAD_PREFIX = "het_head."
 def prepare_folder(
     folder: "str | os.PathLike", model: Optional[torch.nn.Module] = None, overwrite: bool = False
 ) -> Path:
-    """Check that ``folder`` may take an export of ``model``: new, empty, or an earlier export (only
-    ``model.safetensors``, ``config.json`` with a ``harness`` section, ``README.md``; its card is removed to be written
-    again) of the same weights (:func:`check_same_export`; any weights with ``overwrite``). The one check of
-    ``save_pretrained`` and of every path through it (``harness.runs.export_run``; huggingface_hub's ``push_to_hub``
-    saves into a new temporary folder).
+    """Check that ``folder`` may take an export of ``model``: new, empty (a lock's files, :data:`LOCK_FILES`, count as
+    none), or an earlier export (only ``model.safetensors``, ``config.json`` with a ``harness`` section, ``README.md``;
+    its card is removed to be written again) of the same weights (:func:`check_same_export`; any weights with
+    ``overwrite``). The one check of ``save_pretrained`` (run again under the folder's lock) and of every path through
+    it (``harness.runs.export_run``; huggingface_hub's ``push_to_hub`` saves into a new temporary folder).
 
     Raises:
         ValueError: a file, a broken symbolic link, a folder that cannot be written, or one holding files an export
@@ -71,7 +71,7 @@ def prepare_folder(
     check_writable(folder, f"save_pretrained's folder {folder}", "save into another folder")
     if not folder.is_dir():
         return folder
-    names = {p.name for p in folder.iterdir()}
+    names = {p.name for p in folder.iterdir()} - set(LOCK_FILES)  # save_pretrained holds its RunLock there
     others = sorted(names - {WEIGHTS_FILE, CONFIG_FILE, CARD_FILE})
     earlier = CONFIG_FILE in names and "harness" in _config_or_empty(folder / CONFIG_FILE, read_config_json)
     if others or (names and not earlier):

@@ -28,7 +28,7 @@ from harness import card, export_rules, hub
 from harness.backbone_sources import create_backbone, hub_error, offline_mode, source_backbone
 from harness.data.transforms import HARNESS_NORMALISATION
 from harness.heads import HeteroscedasticHead
-from harness.io import atomic_torch_save
+from harness.io import LOCK_FILES, RunLock, atomic_torch_save
 from harness.model_config import ModelConfig, check_backbone_kwargs, check_stored_config, live_head_options
 from harness.weights import (  # noqa: F401 -- TIMM_PREFIX, TORCHVISION_PREFIX: part of this module's API
     TIMM_PREFIX,
@@ -176,7 +176,11 @@ class Classifier(
         (:func:`harness.model_config.live_head_options`), τ, preprocessing, the data it was trained on and its
         metrics) and a model card ``README.md`` to ``save_directory`` (:func:`harness.hub.write_export`); ``kwargs`` as huggingface_hub's ``ModelHubMixin.save_pretrained``
         (``push_to_hub=True, repo_id=...``). A homoscedastic timm model is written as the plain timm model, so
-        ``timm.create_model("local-dir:DIR", pretrained=True)`` loads it.
+        ``timm.create_model("local-dir:DIR", pretrained=True)`` loads it. One export writes a folder at a time: the
+        write holds the folder's :class:`harness.io.RunLock` and checks the folder again under it; a folder only the
+        lock made is removed again when the write fails. The lock's ``.lock`` file stays (never removed while another
+        process may be opening it); it is no file of the export (:func:`harness.hub.prepare_folder`,
+        ``from_pretrained``) and :meth:`push_to_hub` does not upload it.
 
         Args:
             trained_on: the training data (e.g. ``{"source": "digits", "image_size": 32}``), kept in
@@ -185,8 +189,8 @@ class Classifier(
 
         Raises:
             ValueError: a folder holding files other than an earlier export's of these weights (without
-                ``overwrite``); a feature extractor (no head); a head
-                option set on the head to a value it refuses;
+                ``overwrite``); another process writing the folder (naming its PID and command); a feature
+                extractor (no head); a head option set on the head to a value it refuses;
                 ``trained_on``, ``metrics`` or ``card_info['label_names']`` that break their rules
                 (:func:`harness.export_rules.check_card_info`), before anything is written; a keyword argument
                 huggingface_hub would drop (:func:`harness.hub.check_save_options`).
@@ -203,12 +207,31 @@ class Classifier(
         export_rules.check_card_info(
             info, self.num_classes, "save_pretrained", fix="give the data's settings and the metrics measured"
         )
-        hub.prepare_folder(save_directory, self, overwrite)  # before anything changes
-        for key, value in (("trained_on", trained_on), ("metrics", metrics)):
-            if value is not None:
-                self.card_info[key] = dict(value)
-        self.config = config  # the head's settings as they are now (model.head.eval_mc_samples = 5 since it was built)
-        return super().save_pretrained(save_directory, **kwargs)
+        hub.prepare_folder(save_directory, self, overwrite)  # before anything changes (and the lock makes the folder)
+        folder, made = Path(save_directory), not Path(save_directory).exists()
+        busy = (
+            f"another export is being written there; wait for it to finish, or save into another folder than {folder}"
+        )
+        with RunLock(folder, what=busy):  # one export writes a folder at a time
+            try:
+                hub.prepare_folder(folder, self, overwrite)  # again: another export may have finished since
+                for key, value in (("trained_on", trained_on), ("metrics", metrics)):
+                    if value is not None:
+                        self.card_info[key] = dict(value)
+                self.config = config  # the head's settings now (head.eval_mc_samples = 5 since it was built)
+                return super().save_pretrained(folder, **kwargs)
+            except BaseException:
+                if made and folder.is_dir() and all(p.name in LOCK_FILES for p in folder.iterdir()):
+                    for p in folder.iterdir():  # a folder only the lock made: removed, the lock still held
+                        p.unlink(missing_ok=True)
+                    folder.rmdir()
+                raise
+
+    def push_to_hub(self, repo_id: str, *, ignore_patterns: "list[str] | str | None" = None, **kwargs: Any) -> str:
+        """huggingface_hub's ``push_to_hub`` (``save_pretrained`` into a new temporary folder, uploaded) with the
+        lock files of that save (:data:`harness.io.LOCK_FILES`) never uploaded, whatever ``ignore_patterns`` says."""
+        ignore = [ignore_patterns] if isinstance(ignore_patterns, str) else list(ignore_patterns or ())
+        return super().push_to_hub(repo_id, ignore_patterns=[*ignore, *LOCK_FILES], **kwargs)
 
     def _save_pretrained(self, save_directory: Path) -> None:
         """huggingface_hub's hook: the weights and ``config.json`` (:func:`harness.hub.write_export`)."""

@@ -406,13 +406,16 @@ def export_run(run_dir: "str | Path", out: "str | Path", overwrite: bool = False
     ``out`` is written again only if it holds this run's weights, unless ``overwrite`` (replace an export of another
     model). ``out`` is the run's own export folder (``<run_dir>/pretrained``: :data:`RUN_EXPORT`) or lies
     outside every other run, export and harness output folder (:func:`harness.folder_paths.check_outside_outputs`).
+    One export writes ``out`` at a time: ``save_pretrained`` holds ``out``'s :class:`harness.io.RunLock` for the whole
+    write and checks the export already there again under it, so two exports at once never both pass.
 
     Raises:
         FileNotFoundError: not a run folder. ValueError: ``out`` inside another run's (or harness output's) folder,
             checked before any work; an unknown keyword argument, or a hub option without
             ``push_to_hub=True`` (:func:`harness.hub.check_save_options`); a metrics.json or run.json that is not a
             JSON object; an export of another model in ``out`` without ``overwrite``
-            (:func:`harness.hub.prepare_folder`); see :meth:`harness.models.Classifier.save_pretrained`.
+            (:func:`harness.hub.prepare_folder`); another process writing ``out`` (naming its PID and command); see
+            :meth:`harness.models.Classifier.save_pretrained`.
     """
     from harness import hub
     from harness.export_rules import DATA_KEYS

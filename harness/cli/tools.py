@@ -11,6 +11,35 @@ from harness.cli.group import _Main
 from harness.cli.options import FiniteFloat, LocalPath
 
 
+def _outside_outputs(ctx: click.Context, param: click.Parameter, value: "Path | None") -> "Path | None":
+    """The callback of every bench output option (:func:`_output`): refuse, when the command line is read (before any
+    work), a file or folder inside a run, export or other harness output folder, by the one rule of every writer's
+    output (:func:`harness.folder_paths.check_outside_outputs`), naming the option.
+
+    Raises:
+        click.UsageError: naming the option, its value, the folder it is inside with what marks it, and the fix.
+    """
+    from harness.folder_paths import check_outside_outputs
+
+    if value is None:
+        return value
+    option, kind = param.opts[0], "folder" if not param.type.file_okay else "file"
+    try:
+        check_outside_outputs(
+            value, option, f"harness bench {ctx.info_name}", fix=f"give {option} a {kind} outside {{folder}}"
+        )
+    except ValueError as e:
+        raise click.UsageError(str(e), ctx) from e
+    return value
+
+
+def _output(*decls: str, folder: bool = False, **kwargs):
+    """A bench command's output option: a file (``folder``: a folder), :class:`LocalPath`, checked by
+    :func:`_outside_outputs`."""
+    kind = {"file_okay": False} if folder else {"dir_okay": False}
+    return click.option(*decls, type=LocalPath(path_type=Path, **kind), callback=_outside_outputs, **kwargs)
+
+
 @click.group(cls=_Main)
 def bench() -> None:
     """Speed and memory benchmarks; each writes its table to results/bench/."""
@@ -35,9 +64,8 @@ def bench() -> None:
     help="Also time torch.compile(head, fullgraph=True) in the main case (compiling takes minutes on a CPU).",
 )
 @click.option("--main-only", is_flag=True, help="Only the cases of the targets (S=1000, K=1000, and low rank at S=10).")
-@click.option(
+@_output(
     "--out",
-    type=LocalPath(dir_okay=False, path_type=Path),
     default=Path("results/bench/heads.md"),
     show_default=True,
     help="Markdown table to write (a .json twin is written beside it).",
@@ -83,9 +111,8 @@ def bench_heads(
 @bench.command("coverage")
 @click.option("--sims", type=click.IntRange(10), default=2000, show_default=True, help="Simulated studies per setting.")
 @click.option("--setting", "settings", multiple=True, help="Only these settings (repeatable; default: all).")
-@click.option(
+@_output(
     "--out",
-    type=LocalPath(dir_okay=False, path_type=Path),
     default=Path("results/bench/coverage.md"),
     show_default=True,
     help="Markdown table to write (a .json twin is written beside it).",
@@ -132,9 +159,8 @@ def bench_coverage(sims: int, settings: "tuple[str, ...]", out: Path) -> None:
     default=None,
     help="CIFAR-10N folder (default ../shared/data/cifar10n).",
 )
-@click.option(
+@_output(
     "--out",
-    type=LocalPath(dir_okay=False, path_type=Path),
     default=None,
     help="Where to write [default: results/bench/upstream.md; with --breakdown-only "
     "results/bench/upstream-breakdown.md].",
@@ -211,9 +237,9 @@ def bench_upstream(
     show_default=True,
     help="Measurements of each source and size, the sources in turn.",
 )
-@click.option(
+@_output(
     "--work-dir",
-    type=LocalPath(file_okay=False, path_type=Path),
+    folder=True,
     default=None,
     help="Where the data is generated (default: a new temporary folder); each size's data is deleted "
     "after it is measured.",
@@ -226,9 +252,8 @@ def bench_upstream(
     show_default=True,
     help="Start no new size after this many minutes (0: no limit); sizes left out are listed.",
 )
-@click.option(
+@_output(
     "--out",
-    type=LocalPath(dir_okay=False, path_type=Path),
     default=Path("results/bench/data.md"),
     show_default=True,
     help="Markdown table to write (a .json twin is written beside it).",
@@ -291,16 +316,15 @@ def bench_data(
 @click.option(
     "--num-workers", type=click.IntRange(0), default=1, show_default=True, help="Loader workers of the shard runs."
 )
-@click.option(
+@_output(
     "--work-dir",
-    type=LocalPath(file_okay=False, path_type=Path),
+    folder=True,
     default=Path("runs/bench/shards_vs_array"),
     show_default=True,
     help="Shards and run folders.",
 )
-@click.option(
+@_output(
     "--out",
-    type=LocalPath(dir_okay=False, path_type=Path),
     default=Path("results/bench/shards_vs_array.md"),
     show_default=True,
 )
@@ -377,9 +401,9 @@ def _device_finetune(upstream: str, train, test, settings: dict) -> float:
     show_default=True,
     help="auto: CUDA where torch sees a GPU, else the CPU (with a note); the CPU for --dry-run.",
 )
-@click.option(
+@_output(
     "--out",
-    type=LocalPath(file_okay=False, path_type=Path),
+    folder=True,
     default=None,
     help="Folder to write device.md and device.json in (default: results/bench; with --dry-run a new temporary "
     "folder, and never results/bench).",
