@@ -10,7 +10,7 @@ from harness.experiment.plan import _derived, _first_wave, _Plan
 
 
 def _second_wave(plan: _Plan, methods: dict, seeds: list) -> "list[tuple[str, int]]":
-    """(method, seed) of the runs :func:`harness.experiment.plan._choose_temperatures` adds once each grid
+    """(method, seed) of the runs :func:`harness.experiment.choice._choose_temperatures` adds once each grid
     method's τ is chosen: every seed when the grid runs had their own schedule, else all but the first."""
     return [(m, seed) for m in methods if m in plan.grid for seed in seeds[0 if plan.grid_overrides else 1 :]]
 

@@ -13,8 +13,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Iterator
 
+from harness.experiment.choice import possible_extensions
 from harness.experiment.config import Experiment
-from harness.experiment.plan import _Plan, _same_run, possible_extensions
+from harness.experiment.plan import _Plan, _same_run
 
 
 def check_run_folders(exp: Experiment, plans: "dict[str, _Plan]") -> None:
@@ -89,7 +90,7 @@ def _study(
 ) -> "Iterator[tuple[str, str, str]]":
     """(folder, the run, what to rename) of every run a study may train: each seed of a method without a grid; for a
     grid method, the grid run and the other seeds' runs at each value of its grid, and at each value ``extensions``
-    extensions past the τ grid's edges may add (:func:`harness.experiment.plan.possible_extensions`)."""
+    extensions past the τ grid's edges may add (:func:`harness.experiment.choice.possible_extensions`)."""
     for m in methods:
         if m not in plan.grid:
             yield from ((f"{prefix}{m}_s{s}", f"{key}.{m}, seed {s}", f"{kind} {m!r}") for s in plan.seeds)

@@ -9,12 +9,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
 
+from harness.experiment.choice import _choose_temperatures, _extend_grids
 from harness.experiment.config import MAX_WORKERS, Experiment
 from harness.experiment.jobs import planned_jobs
 from harness.experiment.plan import (
     _budget_and_conditions,
-    _choose_temperatures,
-    _extend_grids,
     _finished,
     _first_wave,
     _interleaved,
@@ -377,7 +376,7 @@ def _extend_main_grids(
     train: bool,
 ) -> None:
     """While the best τ of a grid of the main study lies on its edge, queue the runs past it
-    (:func:`harness.experiment.plan._extend_grids`, at most ``grid_extensions`` per method) and wait for them."""
+    (:func:`harness.experiment.choice._extend_grids`, at most ``grid_extensions`` per method) and wait for them."""
     more = _extend_grids(main, exp.temperature_grid, exp.grid_extensions)
     while more:  # the best τ lay on the grid's edge: try past it
         progress(f"[τ grid] extended: {', '.join(more)}")

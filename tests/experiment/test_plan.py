@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from harness.experiment import BudgetSection, ConditionSection, load_experiment, run_experiment, validate_experiment
-from harness.experiment.plan import possible_extensions
+from harness.experiment.choice import possible_extensions
 
 PLAN = """
 name: plan
