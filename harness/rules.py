@@ -10,7 +10,8 @@ value that breaks its rule, before any work::
 
 The message is always ``<key> must be <rule>, got <value>`` (with the rule's note and fix when it has them), e.g.
 ``train.epochs must be >= 1, got 0``. Numbers must be finite (NaN and infinity break every range); a list's rule
-applies to each element. Rules that relate two settings (the schedule's unit, resize >= crop) stay in the stage's
+applies to each element; a list declared ``distinct=True`` holds each value once (``same``: what makes two values one,
+e.g. an unordered pair). Rules that relate two settings (the schedule's unit, resize >= crop) stay in the stage's
 ``validate``, which runs :func:`check_rules` first; a key that only some choices of another read (``optim.betas``,
 read by ``optim.name=adamw``) is refused under the others by :func:`check_unread_keys`, set away from its default or
 named by the user's overrides at any value (:func:`mark_given`, :func:`given_keys`). A bool setting takes true or
@@ -23,7 +24,7 @@ import dataclasses
 import math
 import numbers
 from dataclasses import dataclass
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 
 @dataclass(frozen=True)
@@ -31,7 +32,9 @@ class Rule:
     """The values a setting takes: a range (``low``/``high``, open or closed ends; a whole number with ``whole``) or
     one of ``choices``; ``size``: a list of exactly that many values, each in the range; ``text`` replaces the
     generated description; ``note`` follows it in brackets (what None or 0 means); ``fix`` follows the value (what to
-    do)."""
+    do); ``distinct``: a list (or each list of a mapping) holds each value once, where a repeat would be dropped or
+    counted twice without a word; ``same``: a value's identity for ``distinct`` (default: the value itself; values
+    of one identity are repeats), raising ValueError (what is wrong) for a value that repeats within itself."""
 
     low: Optional[float] = None
     low_open: bool = False
@@ -43,6 +46,13 @@ class Rule:
     text: str = ""
     note: str = ""
     fix: str = ""
+    distinct: bool = False
+    same: Optional[Callable[[Any], Any]] = None
+
+    def bounds(self) -> bool:
+        """Whether the rule holds each value to a range or to choices (a rule of distinct values alone does not)."""
+        ranged = (self.low is not None, self.high is not None, self.whole, self.choices, self.size, self.text)
+        return not self.distinct or any(ranged)
 
     def describe(self) -> str:
         if self.text:
@@ -133,6 +143,10 @@ def check_rules(config: Any, prefix: str = "") -> None:
         rule = f.metadata.get("rule")
         if rule is None or value is None:
             continue
+        if rule.distinct:
+            check_distinct(key, value, rule.same)
+        if not rule.bounds():
+            continue
         items = list(value) if isinstance(value, (list, tuple)) else [value]
         wrong_size = rule.size and not (isinstance(value, (list, tuple)) and len(value) == rule.size)
         if wrong_size or not all(rule.holds(v) for v in items):
@@ -142,6 +156,46 @@ def check_rules(config: Any, prefix: str = "") -> None:
                 + (" (numbers must be finite)" if infinite else "")
                 + (f": {rule.fix}" if rule.fix else "")
             )
+
+
+def check_distinct(key: str, value: Any, same: Optional[Callable[[Any], Any]] = None) -> None:
+    """The rule of a list setting declared ``distinct=True`` (:class:`Rule`): each value once, by its identity
+    ``same(value)`` (default: the value itself); a mapping's lists each on their own (``<key>.<name>``). Anything
+    else passes (its type is refused elsewhere), and so does a value without an identity (not hashable).
+
+    Raises:
+        ValueError: ``<key> <values> repeats a value (<which>: ...): give distinct values, e.g. <key>=<each once>``;
+            where ``same`` refuses a value, ``<key> <values> repeats a value (<what same says>): give distinct
+            values``.
+    """
+    if isinstance(value, Mapping):
+        for name, values in value.items():
+            check_distinct(f"{key}.{name}", values, same)
+        return
+    if not isinstance(value, (list, tuple)):
+        return
+    values = list(value)
+    try:
+        ids = [v if same is None else same(v) for v in values]
+    except TypeError:  # a value ``same`` cannot read: refused by its type elsewhere
+        return
+    except ValueError as e:  # a value that repeats within itself (a pair of one class)
+        raise ValueError(f"{key} {values} repeats a value ({e}): give distinct values") from None
+    firsts = [ids.index(i) for i in ids]  # where each value's identity comes first
+    again = next((n for n, f in enumerate(firsts) if f < n), None)
+    if again is not None:
+        v, first = values[again], values[firsts[again]]
+        which = f"{v!r} given twice" if v == first else f"{v!r} is {first!r} again"
+        kept = [u for n, u in enumerate(values) if firsts[n] == n]
+        raise ValueError(
+            f"{key} {values} repeats a value ({which}: it would be counted twice, or dropped without a word): "
+            f"give distinct values, e.g. {key}={_shown(kept)}"
+        )
+
+
+def _shown(value: Any) -> str:
+    """A value as an override writes it (``[0, 1]``, ``hom``)."""
+    return "[" + ", ".join(map(_shown, value)) + "]" if isinstance(value, (list, tuple)) else str(value)
 
 
 #: the attribute :func:`mark_given` sets on a config's dataclass instances (not a field: not saved, not compared)

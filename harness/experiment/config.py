@@ -32,49 +32,46 @@ RUN_TREE = ("upstream", "downstream", "ensembles", "sessions.json", "step_cost.j
 class DownstreamSection:
     """Transfer of every upstream model (see :class:`harness.downstream.config.SweepSettings`)."""
 
-    tasks: List[str] = field(default_factory=lambda: ["demo"])
+    tasks: List[str] = setting(default_factory=lambda: ["demo"], distinct=True)
     preset: str = "demo"
     settings: Dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
 class MultilabelSection:
-    """A second study on the same images with multi-label targets (the JFT-style case), reported in
-    its own table: sigmoid heads trained on label sets, scored by prec@1, mAP and sigmoid NLL.
+    """A second study on the same images with multi-label targets (the JFT-style case), reported in its own table:
+    sigmoid heads trained on label sets, scored by prec@1, mAP and sigmoid NLL.
 
     Attributes:
-        upstream_overrides: ``key=value`` overrides added to the experiment's (e.g.
-            ``data.multilabel=true``).
+        upstream_overrides: ``key=value`` overrides added to the experiment's (e.g. ``data.multilabel=true``).
         methods: method name -> head options (``link: sigmoid``); empty skips the study.
         seeds: seeds of every method.
-        temperature_grid: τ grid of its noisy methods (chosen on held-out sigmoid NLL); empty keeps
-            the head's τ.
+        temperature_grid: τ grid of its noisy methods (chosen on held-out sigmoid NLL); empty keeps the head's τ.
     """
 
     upstream_overrides: List[str] = field(default_factory=list)
     methods: Dict[str, Dict[str, Any]] = field(default_factory=dict)
-    seeds: List[int] = setting(default_factory=list, **SEED)
+    seeds: List[int] = setting(default_factory=list, distinct=True, **SEED)
     temperature_grid: List[float] = setting(default_factory=list, **TEMPERATURES)
 
 
 @dataclass
 class FrontierSection:
-    """Accuracy against CPU-minutes of candidate schedules: the first seed of each of ``methods``
-    (at its chosen τ) trained with each schedule's overrides, reported beside the experiment's own
-    schedule (the chosen point). These runs are diagnostics: they come after the study and their
-    time is reported apart.
+    """Accuracy against CPU-minutes of candidate schedules: the first seed of each of ``methods`` (at its chosen τ)
+    trained with each schedule's overrides, reported beside the experiment's own schedule (the chosen point). These runs
+    are diagnostics: they come after the study and their time is reported apart.
 
     Attributes:
         methods: some of the experiment's methods (default ``[method]``).
         method: the single method of older experiment files.
         schedules: name -> ``key=value`` overrides (e.g. ``{"10 epochs": [train.epochs=10]}``).
-        reference: a published figure to read the frontier against, with its protocol (epochs, which
-            epoch is reported, network, training images), printed beside the frontier's own protocol.
+        reference: a published figure to read the frontier against, with its protocol (epochs, which epoch is reported,
+            network, training images), printed beside the frontier's own protocol.
     """
 
     method: str = "hom"
     schedules: Dict[str, List[str]] = field(default_factory=dict)
-    methods: List[str] = field(default_factory=list)
+    methods: List[str] = setting(default_factory=list, distinct=True)
     reference: str = ""
 
     def names(self) -> "list[str]":
@@ -83,47 +80,47 @@ class FrontierSection:
 
 @dataclass
 class BudgetSection:
-    """Budget curves: the first seed of each of ``methods`` (at its chosen τ) trained for each of
-    ``epochs`` (its own schedule of that length: warm-up and cosine decay scale with it), so
-    top-1, NLL and ECE can be read against CPU-minutes. A run whose config equals one of the study's
-    (the main schedule, or a τ-grid run at the chosen τ) is reused, not trained again.
+    """Budget curves: the first seed of each of ``methods`` (at its chosen τ) trained for each of ``epochs`` (its own
+    schedule of that length: warm-up and cosine decay scale with it), so top-1, NLL and ECE can be read against
+    CPU-minutes. A run whose config equals one of the study's (the main schedule, or a τ-grid run at the chosen τ) is
+    reused, not trained again.
 
     Attributes:
         methods: some of the experiment's methods, in order of priority (they are queued so).
         epochs: epoch counts of the curve.
     """
 
-    methods: List[str] = field(default_factory=list)
-    epochs: List[int] = setting(default_factory=list, low=1, whole=True)
+    methods: List[str] = setting(default_factory=list, distinct=True)
+    epochs: List[int] = setting(default_factory=list, low=1, whole=True, distinct=True)
 
 
 @dataclass
 class ConditionSection:
-    """Another training condition of the same methods (e.g. another kind of label noise): each of
-    ``methods`` (names of the experiment's methods, at their chosen τ) trained for each of ``seeds``
-    with ``upstream_overrides`` added, compared against hom like the main study.
+    """Another training condition of the same methods (e.g. another kind of label noise): each of ``methods`` (names of
+    the experiment's methods, at their chosen τ) trained for each of ``seeds`` with ``upstream_overrides`` added,
+    compared against hom like the main study.
 
     Attributes:
         description: one line for the report.
         upstream_overrides: ``key=value`` overrides of the condition.
         methods: some of the experiment's methods (``hom`` among them for the comparison).
         seeds: seeds of every method.
-        exploratory: empty for a condition declared before its runs; otherwise why it is exploratory (e.g. added
-            after seeing results): its rows are labelled so in the summary.
+        exploratory: empty for a condition declared before its runs; otherwise why it is exploratory (e.g. added after
+            seeing results): its rows are labelled so in the summary.
     """
 
     description: str = ""
     upstream_overrides: List[str] = field(default_factory=list)
-    methods: List[str] = field(default_factory=list)
-    seeds: List[int] = setting(default_factory=lambda: [0], **SEED)
+    methods: List[str] = setting(default_factory=list, distinct=True)
+    seeds: List[int] = setting(default_factory=lambda: [0], distinct=True, **SEED)
     exploratory: str = ""
 
 
 @dataclass
 class SinglePairSection:
-    """The crossed single-pair design of what Σ learns (:func:`harness.experiment.single_pair.single_pair_plan`):
-    two conditions that put the same amount of noise on one class pair each, the pairs crossed, so that a
-    pair's visual similarity cancels in the difference-in-differences Δ.
+    """The crossed single-pair design of what Σ learns (:func:`harness.experiment.single_pair.single_pair_plan`): two
+    conditions that put the same amount of noise on one class pair each, the pairs crossed, so that a pair's visual
+    similarity cancels in the difference-in-differences Δ.
 
     Attributes:
         arms: the two condition names ``[D1, D2]``; arm i carries the noise on ``pairs[i]``.
@@ -132,12 +129,12 @@ class SinglePairSection:
         margin: the equivalence margin of the two one-sided tests (TOST), in correlation units.
         alpha, power: the tests' level and the planned power.
         spread_from: the conditions whose per-seed spread of the pair correlations plans the seeds.
-        spread: the spread measured in each of them when the design was registered (median over class
-            pairs of the seed standard deviation of a pair's mean correlation); the largest plans the seeds.
+        spread: the spread measured in each of them when the design was registered (median over class pairs of the seed
+            standard deviation of a pair's mean correlation); the largest plans the seeds.
         planned_seeds: the seeds per arm the calculation gave (checked against it by the tests).
-        pilot_seeds, max_seeds: the variance-only re-estimation after ``pilot_seeds`` seeds per arm (the
-            internal pilot: the standard deviation of the per-seed Δ, never its mean), which may raise the
-            seeds per arm up to ``max_seeds``, never lower them.
+        pilot_seeds, max_seeds: the variance-only re-estimation after ``pilot_seeds`` seeds per arm (the internal pilot:
+            the standard deviation of the per-seed Δ, never its mean), which may raise the seeds per arm up to
+            ``max_seeds``, never lower them.
     """
 
     arms: List[str] = field(default_factory=list)
@@ -146,7 +143,7 @@ class SinglePairSection:
     margin: float = setting(0.15, low=0, low_open=True, high=4, note="correlation units: |Δ| <= 4")
     alpha: float = setting(0.05, low=0, low_open=True, high=1, high_open=True)
     power: float = setting(0.8, low=0, low_open=True, high=1, high_open=True)
-    spread_from: List[str] = field(default_factory=list)
+    spread_from: List[str] = setting(default_factory=list, distinct=True)
     spread: Dict[str, float] = field(default_factory=dict)
     planned_seeds: int = setting(0, low=0, whole=True)
     pilot_seeds: int = setting(0, low=0, whole=True)
@@ -170,14 +167,14 @@ class TransferSection:
     """
 
     upstream: str = ""
-    methods: Dict[str, List[str]] = field(default_factory=dict)
+    methods: Dict[str, List[str]] = setting(default_factory=dict, distinct=True)  # a record once per method
     reference: str = "hom"
-    primary: List[str] = field(default_factory=list)
+    primary: List[str] = setting(default_factory=list, distinct=True)
     secondary: Dict[str, str] = field(default_factory=dict)
     data: str = "../shared/data/cifar10n"
     task_seed: int = setting(0, **SEED)
     test_size: int = setting(2000, low=1, whole=True)
-    ood: List[str] = field(default_factory=list)
+    ood: List[str] = setting(default_factory=list, distinct=True)
     sizes: List[int] = setting(default_factory=lambda: [800, 200], low=1, whole=True, size=2, note="train, val")
     preset: str = "demo"
     settings: Dict[str, Any] = field(default_factory=dict)
@@ -185,17 +182,17 @@ class TransferSection:
 
 @dataclass
 class PrimaryEndpoint:
-    """The experiment's primary endpoint, declared in the experiment file before its runs: the one
-    comparison of each method against hom whose verdict is the study's answer, reported first and
-    outside the family of secondary comparisons (which is adjusted for multiplicity).
+    """The experiment's primary endpoint, declared in the experiment file before its runs: the one comparison of each
+    method against hom whose verdict is the study's answer, reported first and outside the family of secondary
+    comparisons (which is adjusted for multiplicity).
 
     Attributes:
         metric: a metric of the run's metrics (``nll``, ``top1``, ``ece``, ``sigmoid_nll``, ...).
-        split: ``heldout`` (the held-out split with its noisy labels, ``heldout_predictions.npz``) or
-            ``eval`` (the evaluation split, ``predictions.npz``).
+        split: ``heldout`` (the held-out split with its noisy labels, ``heldout_predictions.npz``) or ``eval`` (the
+            evaluation split, ``predictions.npz``).
         declared: when the endpoint was declared (a date), printed on the primary line.
-        prospective_for: the studies (``main`` or condition names) whose runs started after the declaration;
-            the primary line says the others' rows are retrospective.
+        prospective_for: the studies (``main`` or condition names) whose runs started after the declaration; the primary
+            line says the others' rows are retrospective.
     """
 
     metric: str = "nll"
@@ -203,7 +200,7 @@ class PrimaryEndpoint:
         "heldout", choices=("heldout", "eval"), note="the held-out split with its noisy labels, or the evaluation split"
     )
     declared: str = ""
-    prospective_for: List[str] = field(default_factory=list)
+    prospective_for: List[str] = setting(default_factory=list, distinct=True)
 
     def __post_init__(self) -> None:
         """``declared`` is empty or a day, ``YYYY-MM-DD`` (the report reads the runs as prospective or retrospective
@@ -230,6 +227,15 @@ class PrimaryEndpoint:
             ) from None
 
 
+def class_pair(pair: Any) -> Any:
+    """A class pair's identity for distinct ``confusable_pairs`` (:class:`harness.rules.Rule`'s ``same``): its set of
+    class names (``[dog, cat]`` is ``[cat, dog]``). Raises ValueError for a pair of a class with itself, naming it."""
+    names = [str(c) for c in pair]
+    if len(names) == 2 and names[0] == names[1]:
+        raise ValueError(f"the pair {names} names class {names[0]} twice: a pair holds two distinct classes")
+    return frozenset(names)
+
+
 @dataclass
 class Experiment:
     """One experiment.
@@ -237,73 +243,70 @@ class Experiment:
     Attributes:
         name: report folder ``results/<name>``; run folders under ``runs/<name>``.
         upstream_config: an upstream config: a path relative to the experiment file (as ``base:`` is; on the command
-            line, to the current folder), a bare name of a built-in config in ``upstream/configs`` when no file of
-            that name is beside the experiment file (both: refused), or ``builtin:NAME``
+            line, to the current folder), a bare name of a built-in config in ``upstream/configs`` when no file of that
+            name is beside the experiment file (both: refused), or ``builtin:NAME``
             (:mod:`harness.experiment.upstream_ref`).
         upstream_overrides: ``key=value`` overrides of that config for every run.
-        methods: method name -> head options (replacing the config's ``model.head``); the key
-            ``overrides`` holds the method's own ``key=value`` training settings (e.g.
-            ``[train.loss=forward]`` for a forward-corrected hom baseline); the key ``tune``
-            (``{key: train.label_smoothing, values: [0.05, 0.1, 0.2, 0.4]}``) has one training setting chosen
-            on the held-out split like a noisy head's τ.
+        methods: method name -> head options (replacing the config's ``model.head``); the key ``overrides`` holds the
+            method's own ``key=value`` training settings (e.g. ``[train.loss=forward]`` for a forward-corrected hom
+            baseline); the key ``tune`` (``{key: train.label_smoothing, values: [0.05, 0.1, 0.2, 0.4]}``) has one
+            training setting chosen on the held-out split like a noisy head's τ.
         seeds: upstream seeds of every method.
-        temperature_grid: τ values tried for every method whose head has noise (covariance not
-            ``none``), on the first seed, chosen by held-out NLL; empty keeps the head's τ.
-        grid_overrides: ``key=value`` overrides of the τ-grid runs only (e.g. a shorter schedule,
-            ``[train.epochs=6, train.eval_every=6]``); when given, every seed of the chosen τ is
-            trained at the study's own schedule after the grid.
-        grid_extensions: when the chosen τ lies on the edge of the values tried, the grid is
-            extended past that edge (τ/2 below, 1.5τ above), at most this many times per method.
+        temperature_grid: τ values tried for every method whose head has noise (covariance not ``none``), on the first
+            seed, chosen by held-out NLL; empty keeps the head's τ.
+        grid_overrides: ``key=value`` overrides of the τ-grid runs only (a shorter schedule:
+            ``[train.epochs=6, train.eval_every=6]``); then every seed of the chosen τ is trained at the study's own.
+        grid_extensions: when the chosen τ lies on the edge of the values tried, the grid is extended past that edge
+            (τ/2 below, 1.5τ above), at most this many times per method.
         ensemble_sizes: ensembles of the first n seeds of each method.
         multilabel: the optional multi-label study.
         frontier: optional candidate schedules, for accuracy against CPU-minutes.
         budget: optional budget curves (epochs against CPU-minutes, per method).
-        conditions: optional further training conditions (name -> :class:`ConditionSection`), each
-            compared against hom in its own section; their runs are under ``runs/<name>/upstream/``
-            as ``<condition>_<method>_s<seed>``.
+        conditions: optional further training conditions (name -> :class:`ConditionSection`), each compared against hom
+            in its own section; their runs are under ``runs/<name>/upstream/`` as ``<condition>_<method>_s<seed>``.
         downstream: transfer settings; ``tasks: []`` skips the stage.
         covariance: run the covariance analysis in the report.
         runs_root, results_root: where the run folders and the report go (``harness run`` writes the report to
             ``<runs_root>/results`` unless it is given ``results_root=`` or ``--reference``).
-        reference_root: where the committed reference reports and records are (``results``): ``harness run``
-            compares its report with ``<reference_root>/<name>/report.json`` and restores runs from the records
-            there; ``harness run --reference`` writes the report there (the project's own regeneration).
-        confusable_pairs: class pairs people are known to confuse (e.g. cat/dog); the report says how
-            many of the top covariance pairs are among them.
-        workers: jobs (upstream runs, shift predictions, transfers) run at once, each in its own
-            process (see :class:`Workers`).
+        reference_root: where the committed reference reports and records are (``results``): ``harness run`` compares
+            its report with ``<reference_root>/<name>/report.json`` and restores runs from the records there; ``harness
+            run --reference`` writes the report there (the project's own regeneration).
+        confusable_pairs: class pairs people are known to confuse (e.g. cat/dog); the report says how many of the top
+            covariance pairs are among them. Each pair once, unordered, of two distinct classes (:func:`class_pair`).
+        workers: jobs (upstream runs, shift predictions, transfers) run at once, each in its own process.
         shift: evaluation under distribution shift of every model and ensemble of the main study
-            (:class:`harness.shift.ShiftSettings`: corrupted copies of the evaluation split, OOD sets),
-            reported in the shift section; None (the default) skips the stage. The multi-label study
-            (sigmoid heads) and the frontier runs are not evaluated under shift.
-        evaluate_methods: the methods whose final runs get the shift predictions and the transfer
-            (default: all).
+            (:class:`harness.shift.ShiftSettings`: corrupted copies of the evaluation split, OOD sets), reported in the
+            shift section; None (the default) skips the stage. The multi-label study (sigmoid heads) and the frontier
+            runs are not evaluated under shift.
+        evaluate_methods: the methods whose final runs get the shift predictions and the transfer (default: all).
         primary: the primary endpoint (:class:`PrimaryEndpoint`), declared before the runs.
-        preregistration: free text written before the runs: what each condition tests and the
-            read-out that decides it; printed in the report beside the outcome.
-        sigma_readout: ``{permuted: <condition>, clean: <condition>}``: the conditions whose het models
-            decide what Σ follows (:mod:`harness.experiment.sigma`); every het model of the main study and
-            of these conditions is tested against its own noise and the main study's human noise.
+        preregistration: free text written before the runs: what each condition tests and the read-out that decides it;
+            printed in the report beside the outcome.
+        sigma_readout: ``{permuted: <condition>, clean: <condition>}``: the conditions whose het models decide what Σ
+            follows (:mod:`harness.experiment.sigma`); every het model of the main study and of these conditions is
+            tested against its own noise and the main study's human noise.
         single_pair: the crossed single-pair design (:class:`SinglePairSection`), or None.
         transfer: a transfer study of another experiment's committed models (:class:`TransferSection`,
             :mod:`harness.experiment.transfer`); when set, ``harness run`` trains nothing upstream.
-        replication: the name of an experiment that reruns this one on other seeds and another floating-point
-            path (e.g. ``digits_replication``); when its report exists (``<results_root>/<name>/report.json``),
-            each better/worse verdict of this report is marked replicated or fragile from it.
-        records: keep a compact record of every finished upstream run (config, metrics, compressed
-            predictions, final model; no checkpoints) in ``<results_root>/<name>/records/``, to commit as
-            runs land; a rerun on a machine that lost ``runs/`` restores them instead of retraining.
+        replication: the name of an experiment that reruns this one on other seeds and another floating-point path (e.g.
+            ``digits_replication``); when its report exists (``<results_root>/<name>/report.json``), each better/worse
+            verdict of this report is marked replicated or fragile from it.
+        records: keep a compact record of every finished upstream run (config, metrics, compressed predictions, final
+            model; no checkpoints) in ``<results_root>/<name>/records/``, to commit as runs land; a rerun on a machine
+            that lost ``runs/`` restores them instead of retraining.
     """
 
     name: str = "digits"
     upstream_config: str = "digits_base.yaml"
     upstream_overrides: List[str] = field(default_factory=list)
     methods: Dict[str, Dict[str, Any]] = field(default_factory=dict)
-    seeds: List[int] = setting(default_factory=lambda: [0], **SEED)
+    seeds: List[int] = setting(default_factory=lambda: [0], distinct=True, **SEED)
     temperature_grid: List[float] = setting(default_factory=list, **TEMPERATURES)
     grid_overrides: List[str] = field(default_factory=list)
     grid_extensions: int = setting(0, low=0, whole=True)
-    ensemble_sizes: List[int] = setting(default_factory=list, low=2, whole=True, note="at most the number of seeds")
+    ensemble_sizes: List[int] = setting(
+        default_factory=list, low=2, whole=True, distinct=True, note="at most the seeds"
+    )
     multilabel: MultilabelSection = field(default_factory=MultilabelSection)
     frontier: FrontierSection = field(default_factory=FrontierSection)
     budget: BudgetSection = field(default_factory=BudgetSection)
@@ -314,7 +317,7 @@ class Experiment:
     results_root: str = "results"
     reference_root: str = "results"
     description: str = ""
-    confusable_pairs: List[List[str]] = field(default_factory=list)
+    confusable_pairs: List[List[str]] = setting(default_factory=list, distinct=True, same=class_pair)
     workers: int = setting(
         1, low=1, high=MAX_WORKERS, whole=True, note="one process each; more than the CPU cores only queue"
     )
@@ -326,7 +329,7 @@ class Experiment:
     single_pair: Optional[SinglePairSection] = None
     replication: str = ""
     transfer: Optional[TransferSection] = None
-    evaluate_methods: List[str] = field(default_factory=list)
+    evaluate_methods: List[str] = setting(default_factory=list, distinct=True)
 
     def __post_init__(self) -> None:
         """The folders (:data:`ROOTS`) are not empty, a leading ``~`` expanded to the home folder.
@@ -400,9 +403,8 @@ def _noisy(head: dict) -> bool:
     return head.get("covariance", "low_rank") != "none"
 
 
-#: the key that switches each optional section on: empty, the section is off and its other keys are refused
-#: (:func:`harness.experiment.section_rules.check_grids_and_sections`), except after an override that empties it
-#: (``frontier.schedules={}``), which switches the section off whole (:func:`load_experiment`)
+#: the key that switches each optional section on: empty, the section is off, its other keys refused (section_rules.
+#: check_grids_and_sections), but an override that empties it (``frontier.schedules={}``) turns the whole section off
 SECTION_SWITCHES = {"budget": "methods", "frontier": "schedules", "multilabel": "methods", "downstream": "tasks"}
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from harness.experiment.config import SECTION_SWITCHES, Experiment, _noisy
+from harness.experiment.config import SECTION_SWITCHES, Experiment, _noisy, class_pair
 from harness.experiment.plan import check_grid_values
 
 
@@ -115,7 +115,8 @@ def _check_sigma_sections(exp: Experiment) -> None:
     """The Σ read-out and the single-pair design are read only by the covariance analysis (``covariance: true``; the
     summary reads ``sigma_readout.class_conditional`` whatever it is), the single-pair design only beside a
     ``sigma_readout`` (:func:`harness.experiment.report_stage` reads both under ``covariance and sigma_readout``);
-    the design has two distinct arms, two pairs of two distinct classes, and a pilot of at most ``max_seeds``."""
+    the design has two distinct arms, two different pairs of two distinct classes, and a pilot of at most
+    ``max_seeds``."""
     sp = exp.single_pair
     shown = f"{{arms: {list(sp.arms)}, pairs: {list(map(list, sp.pairs))}}}" if sp is not None else ""
     unread = [("single_pair", shown)] if sp is not None else []
@@ -139,12 +140,15 @@ def _check_sigma_sections(exp: Experiment) -> None:
             f"single_pair.arms={list(sp.arms)} must be two distinct condition names [D1, D2] (arm i carries the "
             "noise on pairs[i]): give two, e.g. arms: [d1, d2]"
         )
-    if len(sp.pairs) != 2 or any(
-        not isinstance(p, (list, tuple)) or len(set(map(str, p))) != 2 or len(p) != 2 for p in sp.pairs
+    if (
+        len(sp.pairs) != 2
+        or any(not isinstance(p, (list, tuple)) or len(set(map(str, p))) != 2 or len(p) != 2 for p in sp.pairs)
+        or class_pair(sp.pairs[0]) == class_pair(sp.pairs[1])  # one pair in both arms: Δ is 0 by construction
     ):
         raise ValueError(
             f"single_pair.pairs={list(map(list, sp.pairs))} must be two pairs of two distinct class names "
-            "[[a, b], [c, d]] (pair i carries the noise in arm i): give two, e.g. pairs: [[cat, dog], [car, truck]]"
+            "[[a, b], [c, d]], the two pairs different (pair i carries the noise in arm i; a pair is unordered): give "
+            "two, e.g. pairs: [[cat, dog], [car, truck]]"
         )
     unknown = [n for n in sp.spread_from if n not in exp.conditions]
     if unknown:
