@@ -274,24 +274,28 @@ def log_report(
 
 def log_model(trackers: Sequence[Any], folder: "str | Path") -> None:
     """A model folder (a run's ``save_pretrained`` export: ``model.safetensors``, ``config.json``, ``README.md``) to
-    each tracker that keeps files, as Lightning's ``log_model=True`` logs checkpoints: MLflow ``log_artifacts`` under
-    the folder's name (``<run artefacts>/pretrained/...``); W&B ``run.save`` of each file, offline too, as
-    ``<folder name>/<file>`` in the run's files. Other trackers keep no files and get nothing. Main process only
+    each tracker that keeps files, as Lightning's ``log_model=True`` logs checkpoints: MLflow ``log_artifact`` of each
+    file under the folder's name (``<run artefacts>/pretrained/...``); W&B ``run.save`` of each file, offline too, as
+    ``<folder name>/<file>`` in the run's files; never the folder's lock files (:data:`harness.io.LOCK_FILES`). Other trackers keep no files and get nothing. Main process only
     (accelerate's trackers check it themselves); an MLflow failure is reported and turned off like any other
     (:func:`_guarded`).
 
     Raises:
         FileNotFoundError: ``folder`` is not a folder.
     """
+    from harness.io import LOCK_FILES
+
     folder = Path(folder)
     if not folder.is_dir():
         raise FileNotFoundError(f"no model folder at {folder}: export the model first (save_pretrained)")
+    files = sorted(p for p in folder.iterdir() if p.is_file() and p.name not in LOCK_FILES)  # not the export's lock
     for tracker in trackers:
         name = getattr(tracker, "name", "")
         if name == "mlflow":
-            tracker.log_artifacts(str(folder), artifact_path=folder.name)
+            for f in files:
+                tracker.log_artifact(str(f), artifact_path=folder.name)
         elif name == "wandb" and getattr(tracker, "run", None) is not None:
-            for f in sorted(p for p in folder.iterdir() if p.is_file()):
+            for f in files:
                 tracker.run.save(str(f), base_path=str(folder.resolve().parent), policy="now")
 
 

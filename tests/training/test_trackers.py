@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from harness.config import load_config, to_dict, to_yaml
+from harness.io import LOCK_FILES
 from harness.training.trackers import available, check_names, flat_params, parse_log_with
 from harness.upstream.config import UpstreamConfig, validate
 from harness.upstream.train import _check_existing, _same_config, run
@@ -193,7 +194,7 @@ def test_log_model_puts_the_pretrained_folder_in_mlflow_and_wandb_offline(tmp_pa
     mlflow, store_uri = mlflow_store
     run_dir = run(_tiny(tmp_path, "train.log_with=[mlflow,wandb]", "train.log_model=true"), progress=False)
     files = {"model.safetensors", "config.json", "README.md"}
-    assert {p.name for p in (run_dir / "pretrained").iterdir()} == files
+    assert {p.name for p in (run_dir / "pretrained").iterdir()} - set(LOCK_FILES) == files  # the lock: not logged
     client = mlflow.tracking.MlflowClient(store_uri)
     (logged,) = client.search_runs([client.get_experiment_by_name("harness-upstream").experiment_id])
     assert {a.path for a in client.list_artifacts(logged.info.run_id, "pretrained")} == {
