@@ -102,22 +102,14 @@ def validate_experiment(exp: Experiment) -> "dict[str, _Plan]":
 
 
 def _check_methods_and_seeds(exp: Experiment) -> None:
-    """The methods and their names, the seeds (distinct), ``evaluate_methods`` and the ensemble sizes (at most the
-    seeds)."""
+    """The methods and their names, the seeds, ``evaluate_methods`` and the ensemble sizes (at most the seeds); a
+    value repeated in a list is refused before, by the fields' own rule (``distinct``, :func:`harness.rules.check_rules`)."""
     if not exp.methods:
         raise ValueError("the experiment names no methods: add e.g. methods: {hom: {covariance: none}}")
     _check_names(exp)
     _check_references(exp)
     if not exp.seeds:
         raise ValueError("seeds is empty: give at least one seed, e.g. seeds: [0]")
-    for key, seeds in (
-        ("seeds", exp.seeds),
-        ("multilabel.seeds", exp.multilabel.seeds),
-        *((f"conditions.{name}.seeds", c.seeds) for name, c in exp.conditions.items()),
-        ("ensemble_sizes", exp.ensemble_sizes),
-    ):
-        if len(set(seeds)) != len(seeds):
-            raise ValueError(f"{key} {seeds} repeats a value (it would be counted twice): give distinct values")
     unknown = [m for m in exp.evaluate_methods if m not in exp.methods]
     if unknown:
         raise ValueError(f"evaluate_methods {', '.join(unknown)} not among the methods {', '.join(exp.methods)}")
