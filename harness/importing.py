@@ -58,10 +58,11 @@ def import_run(
     from harness.models import save_model
     from harness.progress import Steps
     from harness.runs import predict_model, run_config
-    from harness.sources import load_classifier
+    from harness.sources import check_weights_file, load_classifier
     from harness.training.precision import check_device
 
     check_device(device)
+    check_weights_file(weights)  # a harness run's model.pt as --weights, before the data is read
     out = check_outside_outputs(out, "--out", "harness import")  # not inside another run or an export
     if "imported" in (run_config(out) if (out / "config.yaml").is_file() else {}):
         raise ValueError(f"{out} holds an imported run already: give --out a new folder (an import never replaces one)")

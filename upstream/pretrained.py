@@ -1,4 +1,5 @@
-"""``model.pretrained_file``: a backbone's weights, checked as every location is and as the file it is, in
+"""``model.pretrained_file``: a backbone's weights, checked as every location is and as the file it is (not a harness
+run's ``model.pt``: :func:`harness.sources.harness_checkpoint`, which ``--weights`` reads too), in
 :func:`harness.upstream.config.validate` (before any work) and again as the model is built
 (:func:`harness.upstream.parts.build_training`). Apart from both so that the config imports no training part."""
 
@@ -6,8 +7,6 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Optional
-
-import torch
 
 
 def pretrained_file_setting(path: Optional[str]) -> Optional[str]:
@@ -29,24 +28,19 @@ def pretrained_file_setting(path: Optional[str]) -> Optional[str]:
 def check_pretrained_file(path: Optional[str]) -> None:
     """``model.pretrained_file`` takes a backbone's weights (a state dict file, an export's ``model.safetensors``),
     not a harness run's ``model.pt`` (:func:`harness.models.save_model`, format
-    :data:`harness.models.CHECKPOINT_FORMAT`): that holds the whole model, its backbone's tensors under ``backbone.``,
-    its config and head, and would be met by a key mismatch whose fix an upstream config cannot follow. The file is
-    opened memory-mapped (only its small record is read); a file torch cannot open so is left to the weights reader
-    (:func:`harness.weights.read_state`), which names what is wrong with it.
+    :data:`harness.models.CHECKPOINT_FORMAT`; recognised by :func:`harness.sources.harness_checkpoint`, the one
+    recognition ``--weights`` reads too): that holds the whole model, its backbone's tensors under ``backbone.``, its
+    config and head, and would be met by a key mismatch whose fix an upstream config cannot follow. A file that is no
+    checkpoint is left to the weights reader (:func:`harness.weights.read_state`), which names what is wrong with it.
 
     Raises:
         ValueError: a harness checkpoint, naming the key, the file and the fix (export the run, give its
             ``model.safetensors``).
     """
     from harness.models import CHECKPOINT_FORMAT
+    from harness.sources import harness_checkpoint
 
-    if path is None or Path(path).suffix.lower() in (".safetensors", ".npz") or not Path(path).is_file():
-        return
-    try:
-        payload = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-    except Exception:  # noqa: BLE001 -- not a zip-format torch file: the weights reader names what it is
-        return
-    if isinstance(payload, dict) and payload.get("format") == CHECKPOINT_FORMAT:
+    if harness_checkpoint(path):
         run = Path(path).parent
         out = run.parent / f"{run.name}_export"
         raise ValueError(
