@@ -44,7 +44,7 @@ SOURCE_KEYS = {
     "cifar10n": ("path", "label_set", "multilabel"),
     "image_folder": ("path", "allow_outside_root"),
     "tfds": ("path", "name", "image_key", "label_key"),
-    "manifest": ("path", "allow_outside_root"),
+    "manifest": ("path", "multilabel", "allow_outside_root"),
     "shards": ("path", "multilabel", "shuffle_buffer"),
 }
 
@@ -66,7 +66,11 @@ class DataConfig:
             predictions are also saved, for post-hoc calibration (temperature scaling).
         label_set: cifar10n training labels (``clean``, ``aggre``, ``random1..3``, ``worse``); no other source
             reads it (:func:`check_data`).
-        multilabel: cifar10n: train on the multi-hot set of the three annotators' labels.
+        multilabel: the targets are label sets (multi-hot ``[K]``, a sigmoid model's) rather than single class
+            ids; read by cifar10n (the set of the three annotators' labels), manifest (each line's ``labels`` list
+            as a set, ``[]`` an image of no class; false, the default, reads exactly one label a line as the
+            class and refuses a line of none or several, :mod:`harness.data.manifest`) and shards (single labels
+            read as one-label sets); any other source refuses it (:data:`SOURCE_KEYS`).
         num_classes: manifest / tfds override of K (default: read from the data).
         image_key, label_key: TFDS feature names.
         label_noise: synthetic noise on single-label training data, see ``harness.data.noise`` (``{}`` or

@@ -1,6 +1,15 @@
 """Reading a JFT-style manifest (``<split>.jsonl`` or ``<split>.csv``) entry by entry, for
 :func:`harness.data.sources._manifest`: UTF-8 text (a UTF-8 byte-order mark is accepted), integer label ids, each
-label once in an entry."""
+label once in an entry.
+
+Which kind of labels a manifest holds is said by ``data.multilabel`` (audit14 A14-10), never guessed from the lines:
+false (the default, as for every source) reads it as single-label data, each line's one label id its class (an
+integer target, a softmax model's); true reads each line's list as a label set (multi-hot targets, a sigmoid
+model's), in which an empty list (``"labels": []``) is an image of no class, all K targets 0 (a deliberate negative,
+as in JFT). A single-label manifest whose line lists no label or several is refused (:func:`manifest_rows` with
+``single``), naming the file, the line and both fixes; guessing the kind from the data instead would read a split of
+label sets that happens to hold one label a line (a small evaluation split) as single labels, and its training split
+as sets."""
 
 from __future__ import annotations
 
@@ -48,26 +57,47 @@ def label_id(value: Any, where: str, text: bool = False) -> int:
     raise ValueError(f"{where}: label {shown} is not a class id{kind}; {fix}")
 
 
-def manifest_rows(root: Path, split: str) -> "Iterator[tuple[int, str, list[int]]]":
+def manifest_rows(root: Path, split: str, single: bool = False) -> "Iterator[tuple[int, str, list[int]]]":
     """``(line number, image path, label ids)`` of each entry of ``<root>/<split>.jsonl`` or ``.csv``, read line by
     line (the file is never held whole) as UTF-8 (a byte-order mark is dropped). A label id is an integer (JSON ``2``;
-    CSV ``2``), each given once in an entry.
+    CSV ``2``), each given once in an entry; with ``single`` (``data.multilabel=false``: single-label data) exactly
+    one in every entry.
 
     Raises:
         ValueError: a file that is not UTF-8, a line that is not an entry, a label that is not an integer (``1.7``,
-            ``2.0``, ``true``, JSON ``"2"``, ``"x"``) or one repeated in an entry (the message names the file, line,
-            value and fix).
+            ``2.0``, ``true``, JSON ``"2"``, ``"x"``) or one repeated in an entry; with ``single``, an entry of no
+            label or of several (the message names the file, line, value and fix).
         FileNotFoundError: neither file exists.
     """
     path = manifest_file(root, split)
     with open(path, newline="" if path.suffix == ".csv" else None, encoding="utf-8-sig") as f:
         try:
-            yield from _entries(path, f)
+            for n, image, ids in _entries(path, f):
+                if single and len(ids) != 1:
+                    _refuse_count(path, n, ids)
+                yield n, image, ids
         except UnicodeDecodeError as e:
             raise ValueError(
                 f"{path} is not UTF-8 text ({e.reason}, byte {e.object[e.start : e.start + 1]!r}): a manifest must be "
                 "UTF-8; save it as UTF-8 (e.g. iconv -f UTF-16 -t UTF-8)"
             ) from None
+
+
+def _refuse_count(path: Path, n: int, ids: "list[int]") -> None:
+    """Refuse line ``n`` of a single-label manifest (``data.multilabel=false``), whose label list ``ids`` holds no
+    label or several.
+
+    Raises:
+        ValueError: naming the file, the line, its labels, the rule and both fixes.
+    """
+    what = "lists no label" if not ids else f"lists {len(ids)} labels {ids}"
+    keep = "give the image's class (one label id)" if not ids else "keep the one label that is its class"
+    sets = "an empty list: an image of no class" if not ids else "several labels a line"
+    raise ValueError(
+        f"{path} line {n} {what}: data.multilabel=false (the default) reads a manifest as single-label data, exactly "
+        f"one label id a line, the image's class; {keep}, or set data.multilabel=true if the list holds label sets "
+        f"({sets}; multi-hot targets, trained with model.head.link=sigmoid)"
+    )
 
 
 def _entries(path: Path, f: TextIO) -> "Iterator[tuple[int, str, list[int]]]":

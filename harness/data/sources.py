@@ -270,10 +270,11 @@ def _tfds(cfg: DataConfig, split: str) -> ImageDataset:
 
 
 # ---------------------------------------------------------------------------------------- manifest
-def _refuse_repeats(root: Path, split: str, keys: np.ndarray, paths: Strings) -> None:
+def _refuse_repeats(root: Path, split: str, keys: np.ndarray, paths: Strings, multilabel: bool) -> None:
     """Refuse a manifest that lists one image path (after ``os.path.normpath``) on two lines: it would be trained
     on twice, with labels that may disagree. ``keys[i]`` is ``hash`` of entry i's normalised path (8 bytes an
-    entry; equal keys are compared as strings, so a hash collision is never refused).
+    entry; equal keys are compared as strings, so a hash collision is never refused); ``multilabel``: the lists are
+    label sets (``data.multilabel``), which the fix may merge.
 
     Raises:
         ValueError: the first repeated path: the file, both lines and their labels, and the fix.
@@ -290,7 +291,12 @@ def _refuse_repeats(root: Path, split: str, keys: np.ndarray, paths: Strings) ->
             f"delete line {n2} (an image listed twice is trained on twice)"
             if sorted(l1) == sorted(l2)
             else f"keep one line for it, with every label that holds in its list (e.g. {sorted(set(l1 + l2))} "
-            "if both do: several labels in one line's list make a multi-label set)"
+            + (
+                "if both do: several labels in one line's list make a multi-label set)"
+                if multilabel
+                else "if both do, with data.multilabel=true: several labels a line make a label set), or with its one "
+                "class (data.multilabel=false, the default: one label a line)"
+            )
         )
         also = "" if paths[later] == paths[earlier] else f" (as {paths[earlier]!r})"
         raise ValueError(
@@ -300,18 +306,22 @@ def _refuse_repeats(root: Path, split: str, keys: np.ndarray, paths: Strings) ->
 
 
 def _manifest(cfg: DataConfig, split: str) -> ImageDataset:
-    """JFT-style multi-label list: ``<path>`` is a folder with ``<split>.csv`` or ``<split>.jsonl``
+    """JFT-style list: ``<path>`` is a folder with ``<split>.csv`` or ``<split>.jsonl``
     (and optionally ``classes.txt``, one name per line). CSV rows: ``image_path,label_ids`` with
     ids separated by spaces or ``;``; JSONL lines: ``{"path": ..., "labels": [ids]}``. Image
-    paths are relative to the folder. Targets are multi-hot ``[N, K]``.
+    paths are relative to the folder. ``data.multilabel`` says which labels the list holds (audit14 A14-10; never
+    guessed from the lines, :mod:`harness.data.manifest`): false (the default) single labels, exactly one id a line,
+    read as integer class targets ``[N]`` (a softmax model's); true label sets, targets multi-hot ``[N, K]`` (a
+    sigmoid model's), an empty list an image of no class (all K targets 0).
 
     Memory is flat in the number of entries: the file is read line by line into columns (the paths as one UTF-8
     buffer and offsets, :class:`~harness.data.dataset.Strings`; the label sets as CSR arrays,
-    :class:`~harness.data.dataset.LabelSets`), about (path length + 8 + 8 x labels per entry + 8) bytes an entry,
-    no Python object per entry.
+    :class:`~harness.data.dataset.LabelSets`, or the single labels as one int64 array), about (path length + 8 +
+    8 x labels per entry + 8) bytes an entry, no Python object per entry.
 
     Raises:
-        ValueError: an entry that is not ``path`` and integer label ids, an image path outside the folder (unless
+        ValueError: an entry that is not ``path`` and integer label ids, with ``data.multilabel=false`` an entry of
+            no label or of several (naming the file, line and both fixes), an image path outside the folder (unless
             ``data.allow_outside_root``), one image path listed twice, a ``classes.txt`` with a name given twice, a
             blank line between names, too few names for the labels or another count than ``data.num_classes``
             (:func:`_class_names`; each message names the file, its line and the fix).
@@ -321,7 +331,7 @@ def _manifest(cfg: DataConfig, split: str) -> ImageDataset:
     data, ends, ids, sizes = bytearray(), array.array("q", [0]), array.array("q"), array.array("q", [0])
     keys = array.array("q")  # hash of each normalised path, for :func:`_refuse_repeats`
     real_root, resolve = os.path.realpath(root), resolver(root)
-    for entry, (_, path, labels) in enumerate(_manifest_rows(root, split), 1):
+    for entry, (_, path, labels) in enumerate(_manifest_rows(root, split, single=not cfg.multilabel), 1):
         check_location(path, f"{root / split}: image path (entry {entry})")  # a pipe: entry is refused by name
         if not cfg.allow_outside_root:
             if not inside(resolve(path), real_root):
@@ -344,13 +354,16 @@ def _manifest(cfg: DataConfig, split: str) -> ImageDataset:
     paths = Strings(
         np.frombuffer(data, dtype=np.uint8) if data else np.zeros(0, np.uint8), np.frombuffer(ends, dtype=np.int64)
     )
-    _refuse_repeats(root, split, np.frombuffer(keys, dtype=np.int64) if keys else np.zeros(0, np.int64), paths)
-    labels = LabelSets(flat, np.cumsum(np.frombuffer(sizes, dtype=np.int64)))
+    hashes = np.frombuffer(keys, dtype=np.int64) if keys else np.zeros(0, np.int64)
+    _refuse_repeats(root, split, hashes, paths, cfg.multilabel)
+    # one label a line when single-label (manifest_rows checked it): the flat ids are the class of each line
+    labels = LabelSets(flat, np.cumsum(np.frombuffer(sizes, dtype=np.int64))) if cfg.multilabel else flat
+    kind = "label sets, data.multilabel=true" if cfg.multilabel else "one label each"
     return ImageDataset(
         FileImages(paths, root),
         labels,
         names or [str(c) for c in range(k)],
-        f"manifest {root} {split} ({n} images, {k} classes)",
+        f"manifest {root} {split} ({n} images, {k} classes, {kind})",
     )
 
 

@@ -5,6 +5,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from harness.data.config import DataConfig
 from harness.data.pack import pack, source_config
@@ -31,6 +32,37 @@ def test_cifar10n_multilabel_pack_keeps_every_annotators_label(tmp_path):
     assert index["multilabel"] and index["num_examples"] == 200
     assert index["label_counts"] == np.bincount([c for s in expected for c in s], minlength=10).tolist()
     assert sum(s["labels"] for s in index["shards"]) == sum(len(s) for s in expected)
+
+
+@pytest.mark.parametrize("multilabel", [False, True])
+def test_a_manifest_packs_as_it_reads_and_the_shards_give_the_same_targets(tmp_path, multilabel):
+    """Audit 14 (A14-10): a manifest's pack records the label type data.multilabel read (single labels by default,
+    label sets with multilabel=true, an empty list an image of no class), and the shards give every example the
+    target the manifest gives it."""
+    import json
+
+    from PIL import Image
+
+    from harness.data.shards import shard_loader
+
+    man = tmp_path / "man"
+    (man / "img").mkdir(parents=True)
+    lines = [{"path": f"img/{i}.png", "labels": [i % 3]} for i in range(7)]
+    if multilabel:
+        lines[1]["labels"], lines[5]["labels"] = [0, 2], []
+    for i in range(7):
+        Image.new("RGB", (6, 6), (30 * i, 0, 0)).save(man / "img" / f"{i}.png")
+    (man / "train.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    cfg = source_config("manifest", [f"path={man}", f"multilabel={str(multilabel).lower()}"])
+    ds = build_split(cfg, "train")
+    index = pack(ds, tmp_path / "pk" / "train", 3, prefix="train", progress=False)
+    assert index["multilabel"] is multilabel and index["num_examples"] == 7
+    assert index["label_counts"] == ([4, 1, 2] if multilabel else [3, 2, 2])
+    shards = DataConfig(source="shards", path=str(tmp_path / "pk"), image_size=6, eval_batch_size=7)
+    images, targets, rows = next(iter(shard_loader(shards, "train", train=False)[0]))
+    assert sorted(rows.tolist()) == list(range(7))  # every example once, in the pack's order
+    assert targets[rows.argsort()].tolist() == ds.targets().tolist()  # ints, or multi-hot rows ([5]: all 0)
+    assert targets.dtype == (torch.float32 if multilabel else torch.int64)
 
 
 def test_tfds_source_packs_as_png(tmp_path):
@@ -72,7 +104,7 @@ def test_source_config_refuses_keys_pack_does_not_read_and_a_second_source(tmp_p
         ("num_workers=2", r"num_workers=2 is not read"),
         ("eval_split=val", r"eval_split=val is not read by harness data pack.*give --split val"),
         ("label_set=worse", r"data\.label_set=worse is read only by data\.source=cifar10n"),
-        ("multilabel=true", r"data\.multilabel=true is read only by data\.source=cifar10n or shards"),
+        ("multilabel=true", r"data\.multilabel=true is read only by data\.source=cifar10n or manifest or shards"),
         ("source=manifest", r"source=manifest in the overrides differs from SOURCE digits.*remove source=manifest"),
     ]:
         with pytest.raises(ValueError, match=match):

@@ -94,11 +94,11 @@ def test_manifest_csv_and_label_range(tmp_path):
     for name in "abc":
         Image.new("RGB", (4, 4)).save(tmp_path / f"{name}.png")
     (tmp_path / "train.csv").write_text("path,labels\na.png,0 3\nb.png,2;1\nc.png,\n")
-    ds = build_split(DataConfig(source="manifest", path=str(tmp_path)), "train")
+    ds = build_split(DataConfig(source="manifest", path=str(tmp_path), multilabel=True), "train")
     assert ds.multilabel and ds.num_classes == 4
-    assert ds.targets().tolist() == [[1, 0, 0, 1], [0, 1, 1, 0], [0, 0, 0, 0]]
+    assert ds.targets().tolist() == [[1, 0, 0, 1], [0, 1, 1, 0], [0, 0, 0, 0]]  # c.png: an image of no class
     with pytest.raises(ValueError, match=r"labels must lie in \[0, 3\)"):
-        build_split(DataConfig(source="manifest", path=str(tmp_path), num_classes=3), "train")
+        build_split(DataConfig(source="manifest", path=str(tmp_path), num_classes=3, multilabel=True), "train")
     (tmp_path / "bad.csv").write_text("a.png,x\n")
     with pytest.raises(ValueError, match="must be integers"):
         build_split(DataConfig(source="manifest", path=str(tmp_path)), "bad")
@@ -117,7 +117,7 @@ def test_manifest_is_held_in_columns_whose_memory_grows_by_bytes_per_entry(tmp_p
     (tmp_path / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     tracemalloc.start()
     before = tracemalloc.get_traced_memory()[0]
-    ds = build_split(DataConfig(source="manifest", path=str(tmp_path)), "train")
+    ds = build_split(DataConfig(source="manifest", path=str(tmp_path), multilabel=True), "train")
     held = tracemalloc.get_traced_memory()[0] - before
     tracemalloc.stop()
     assert held / n < 64, held / n
@@ -125,6 +125,45 @@ def test_manifest_is_held_in_columns_whose_memory_grows_by_bytes_per_entry(tmp_p
     for i in (0, 1, 12_345, n - 1):
         assert ds.load_image.name(i) == str(tmp_path / rows[i]["path"])
         assert ds.labels[i].tolist() == rows[i]["labels"]
+
+
+def test_manifest_labels_are_what_data_multilabel_says(tmp_path):
+    """Audit 14 (A14-10): every manifest was read as label sets, so a softmax model could not train on one, and
+    data.multilabel was refused for it. By default a manifest is single-label (one id a line, integer targets, a line
+    of none or several refused naming the file and line); data.multilabel=true reads label sets, [] a negative."""
+    for name in "abc":
+        Image.new("RGB", (4, 4)).save(tmp_path / f"{name}.png")
+    (tmp_path / "train.jsonl").write_text('{"path": "a.png", "labels": [2]}\n\n{"path": "b.png", "labels": [0]}\n')
+    (tmp_path / "val.csv").write_text("path,labels\na.png,1\nb.png, 0 \n")
+    single = build_split(DataConfig(source="manifest", path=str(tmp_path)), "train")
+    assert not single.multilabel and single.labels.dtype == np.int64 and single.labels.tolist() == [2, 0]
+    assert single[0][1] == 2 and "one label each" in single.description and single.num_classes == 3
+    assert build_split(DataConfig(source="manifest", path=str(tmp_path)), "val").labels.tolist() == [1, 0]
+    sets = build_split(DataConfig(source="manifest", path=str(tmp_path), multilabel=True), "train")
+    assert sets.multilabel and sets.targets().tolist() == [[0, 0, 1], [1, 0, 0]] and "label sets" in sets.description
+    rule = r"data\.multilabel=false \(the default\) reads a manifest as single-label data, exactly one label id a line"
+    for split, text, match in [
+        (
+            "train",
+            '{"path": "a.png", "labels": [0]}\n{"path": "c.png", "labels": []}\n',
+            r"train\.jsonl line 2 lists no label",
+        ),
+        ("train", '{"path": "c.png", "labels": [1, 0]}\n', r"train\.jsonl line 1 lists 2 labels \[1, 0\]"),
+        ("val", "path,labels\na.png,0\nc.png,\n", r"val\.csv line 3 lists no label"),
+        ("val", "path,labels\na.png,0;2\n", r"val\.csv line 2 lists 2 labels \[0, 2\]"),
+    ]:
+        (tmp_path / f"{split}.{'jsonl' if split == 'train' else 'csv'}").write_text(text)
+        with pytest.raises(ValueError, match=match + ": " + rule + r".*or set data\.multilabel=true if the list holds"):
+            build_split(DataConfig(source="manifest", path=str(tmp_path)), split)
+        assert build_split(DataConfig(source="manifest", path=str(tmp_path), multilabel=True), split).multilabel
+    (tmp_path / "train.jsonl").write_text('{"path": "a.png", "labels": [0]}\n{"path": "./a.png", "labels": [1]}\n')
+    with pytest.raises(
+        ValueError,
+        match=r"listed twice.*e\.g\. \[0, 1\] if both do, with data\.multilabel=true: .*or with its one class \(",
+    ):
+        build_split(DataConfig(source="manifest", path=str(tmp_path)), "train")
+    with pytest.raises(ValueError, match=r"listed twice.*e\.g\. \[0, 1\] if both do"):
+        build_split(DataConfig(source="manifest", path=str(tmp_path), multilabel=True), "train")
 
 
 def test_manifest_paths_resolve_through_links_before_the_check(tmp_path):
