@@ -93,43 +93,6 @@ def prepare_folder(
     return folder
 
 
-def save_options() -> "tuple[list[str], list[str]]":
-    """``(accepted, push_only)``: the keyword arguments ``save_pretrained`` takes (huggingface_hub's
-    ``ModelHubMixin.save_pretrained`` and the ``push_to_hub`` options it passes on; not ``config``: an export writes its
-    own ``config.json``), and those of them that only act with ``push_to_hub=True``."""
-    import inspect
-
-    from huggingface_hub import ModelHubMixin
-
-    kinds = (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-    methods = (ModelHubMixin.save_pretrained, ModelHubMixin.push_to_hub)
-    accepted = {p.name for m in methods for p in inspect.signature(m).parameters.values() if p.kind in kinds}
-    accepted -= {"self", "save_directory", "config"}
-    return sorted(accepted), sorted(accepted - {"push_to_hub", "model_card_kwargs"})
-
-
-def check_save_options(options: dict, what: str) -> None:
-    """Refuse, before any work, keyword arguments ``save_pretrained`` would drop without a word: unknown names (a typo
-    such as ``push_to_hb=True``), and hub options (``repo_id``, ``commit_message``...) without ``push_to_hub=True``.
-
-    Raises:
-        ValueError: naming ``what`` (e.g. ``"export_run"``), the arguments and the accepted ones.
-    """
-    accepted, push_only = save_options()
-    unknown = sorted(set(options) - set(accepted))
-    if unknown:
-        raise ValueError(
-            f"{what} got unknown keyword argument(s) {', '.join(unknown)}: it takes {', '.join(accepted)} "
-            "(save_pretrained's and push_to_hub's); check the spelling"
-        )
-    unused = sorted(k for k in options if k in push_only)
-    if unused and not options.get("push_to_hub"):
-        raise ValueError(
-            f"{what}: {', '.join(unused)} only act with push_to_hub=True (they say how to push to the hub): add "
-            "push_to_hub=True, or leave them out"
-        )
-
-
 def check_same_export(model: torch.nn.Module, folder: "str | os.PathLike", source: str) -> None:
     """An export already in ``folder`` holds the weights ``model`` would be exported with (:func:`export_state`):
     writing it again is a rerun, not the replacement of another model's export. A folder without

@@ -24,7 +24,7 @@ import torch
 from huggingface_hub import ModelHubMixin, errors
 from torch import Tensor, nn
 
-from harness import card, export_rules, hub
+from harness import card, export_rules, hub, hub_options
 from harness.backbone_sources import create_backbone, hub_error, offline_mode, source_backbone
 from harness.data.transforms import HARNESS_NORMALISATION
 from harness.heads import HeteroscedasticHead
@@ -193,10 +193,10 @@ class Classifier(
                 extractor (no head); a head option set on the head to a value it refuses;
                 ``trained_on``, ``metrics`` or ``card_info['label_names']`` that break their rules
                 (:func:`harness.export_rules.check_card_info`), before anything is written; a keyword argument
-                huggingface_hub would drop (:func:`harness.hub.check_save_options`).
+                huggingface_hub would drop (:func:`harness.hub_options.check_save_options`).
         """
         # huggingface_hub's push_to_hub calls this with its own config: every other name is checked
-        hub.check_save_options({k: v for k, v in kwargs.items() if k != "config"}, "save_pretrained")
+        hub_options.check_save_options({k: v for k, v in kwargs.items() if k != "config"}, "save_pretrained")
         config = dataclasses.replace(self.config, head=live_head_options(self.head, self.config.head))
         info = dict(self.card_info)
         info.update({k: v for k, v in (("trained_on", trained_on), ("metrics", metrics)) if v is not None})
@@ -272,7 +272,7 @@ class Classifier(
         local_files_only: bool,
         token: "Optional[str | bool]",
         map_location: str = "cpu",
-        **unused: Any,
+        **others: Any,
     ) -> "Classifier":
         """huggingface_hub's hook behind ``Classifier.from_pretrained(folder_or_hub_id)``:
         the files of :func:`harness.hub.read_export` (``config.json`` checked by
@@ -282,10 +282,12 @@ class Classifier(
 
         Raises:
             FileNotFoundError: no config.json or weights in the folder.
-            ValueError: not an export of this format; a stored config that could open other files; a config.json
+            ValueError: a keyword argument it does not read (``num_classes=5``:
+                :func:`harness.hub_options.check_load_options`); not an export of this format; a stored config that could open other files; a config.json
                 whose keys break their rules or disagree with its harness section; unreadable or non-finite
                 weights; weights that do not fit (keys and shapes listed).
         """
+        hub_options.check_load_options(others)
         export = hub.read_export(
             model_id,
             revision=revision,

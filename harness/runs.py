@@ -402,7 +402,7 @@ def export_run(run_dir: "str | Path", out: "str | Path", overwrite: bool = False
     """Export a run folder's ``model.pt`` with ``save_pretrained``: ``trained_on`` from its ``config.yaml`` data
     section (:data:`harness.export_rules.DATA_KEYS`, no paths), ``metrics`` from its ``metrics.json`` (and ``heldout_metrics`` as
     ``heldout_<name>``), the class names of its ``run.json`` as timm's ``label_names``; ``kwargs`` as
-    ``save_pretrained`` (``push_to_hub=True, repo_id=...``; :func:`harness.hub.save_options`). An export already in
+    ``save_pretrained`` (``push_to_hub=True, repo_id=...``; :func:`harness.hub_options.save_options`). An export already in
     ``out`` is written again only if it holds this run's weights, unless ``overwrite`` (replace an export of another
     model). ``out`` is the run's own export folder (``<run_dir>/pretrained``: :data:`RUN_EXPORT`) or lies
     outside every other run, export and harness output folder (:func:`harness.folder_paths.check_outside_outputs`).
@@ -412,17 +412,17 @@ def export_run(run_dir: "str | Path", out: "str | Path", overwrite: bool = False
     Raises:
         FileNotFoundError: not a run folder. ValueError: ``out`` inside another run's (or harness output's) folder,
             checked before any work; an unknown keyword argument, or a hub option without
-            ``push_to_hub=True`` (:func:`harness.hub.check_save_options`); a metrics.json or run.json that is not a
+            ``push_to_hub=True`` (:func:`harness.hub_options.check_save_options`); a metrics.json or run.json that is not a
             JSON object; an export of another model in ``out`` without ``overwrite``
             (:func:`harness.hub.prepare_folder`); another process writing ``out`` (naming its PID and command); see
             :meth:`harness.models.Classifier.save_pretrained`.
     """
-    from harness import hub
+    from harness import hub_options
     from harness.export_rules import DATA_KEYS
     from harness.folder_paths import check_outside_outputs
     from harness.models import load_model
 
-    hub.check_save_options(kwargs, "export_run")
+    hub_options.check_save_options(kwargs, "export_run")
     run_dir, out = Path(run_dir), Path(out)
     if out.resolve() != run_dir.resolve() / RUN_EXPORT:  # <run>/pretrained: the run's own export, inside it
         check_outside_outputs(out, "out", "harness.runs.export_run")

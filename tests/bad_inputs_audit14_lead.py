@@ -72,3 +72,20 @@ def _calibrate_without_source(tmp):
     from harness.uncertainty import calibrators
 
     calibrators.calibrate(["temperature"], _preds(k=5), _preds())
+
+
+# ------------------------------------------------------------------------------ A14-07: from_pretrained keywords
+@bad_input(
+    "export",
+    "Classifier.from_pretrained(export, num_classes=5) (audit14 A14-07: the 10-class model returned without a word; "
+    "also head=..., strict=False, a typo: every keyword huggingface_hub passed on was dropped)",
+    ValueError,
+    r"^Classifier\.from_pretrained got keyword argument\(s\) num_classes, strict it does not read: it loads the export "
+    r"as it was saved .*replace_head\(model, num_classes=K",
+)
+def _from_pretrained_unread_keywords(tmp):
+    from harness.models import Classifier, ModelConfig, build_model
+
+    build_model(ModelConfig("test_resnet", 10, {"covariance": "none"})).save_pretrained(tmp / "export")
+    assert Classifier.from_pretrained(tmp / "export", map_location="cpu").config.num_classes == 10  # its own options
+    Classifier.from_pretrained(tmp / "export", num_classes=5, strict=False)
