@@ -17,7 +17,7 @@ from bad_inputs_uncertainty import _cli, make_run
     "data.multilabel=true with data.source=digits (audit11 A11-01: config.yaml said multilabel, the run trained "
     "single-label)",
     CLI_ERROR,
-    r"data\.multilabel=true is read only by data\.source=cifar10n or shards, and this run's source is digits: remove "
+    r"data\.multilabel=true is read only by data\.source=cifar10n or manifest or shards, and this run's source is digits: remove "
     r"data\.multilabel",
 )
 def _multilabel_on_digits(tmp):

@@ -205,7 +205,10 @@ def _check_sizes(cfg: UpstreamConfig, train_base: Any, num_classes: int, multila
             "leave model.num_classes unset to take it from the data"
         )
     if multilabel and link != "sigmoid":
-        raise ValueError("multi-label data needs the sigmoid link: set model.head.link=sigmoid")
+        raise ValueError(
+            f"{train_base.description} holds label sets (multi-hot targets), which need the sigmoid link, and "
+            f"model.head.link={link}: set model.head.link=sigmoid, or read single labels (data.multilabel=false)"
+        )
     check_best_metric(cfg.train.best_metric, link, num_classes)
     if len(train_base) < cfg.data.batch_size:
         raise ValueError(

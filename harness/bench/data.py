@@ -88,6 +88,7 @@ def measure_loader(
         hflip=True,
         loader="pil",
         num_workers=num_workers,
+        multilabel=True,  # the synthetic data's labels are sets (multi-hot targets), as JFT's
     )
     tic = time.perf_counter()
     if source == "shards":

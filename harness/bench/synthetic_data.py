@@ -66,7 +66,7 @@ def pack_data(manifest_dir: str, out: str, shard_size: int) -> dict:
 
     tic = time.perf_counter()
     index = pack(
-        build_split(DataConfig(source="manifest", path=manifest_dir), "train"),
+        build_split(DataConfig(source="manifest", path=manifest_dir, multilabel=True), "train"),  # label sets
         Path(out) / "train",
         shard_size,
         prefix="train",

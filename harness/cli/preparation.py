@@ -23,7 +23,11 @@ def data() -> None:
 @click.argument("overrides", nargs=-1, type=click.UNPROCESSED)
 @click.option("--shard-size", type=click.IntRange(1), required=True, help="Examples per shard.")
 @click.option("--split", default=None, help="Split to pack (default: the config's train split).")
-@click.option("--multilabel", is_flag=True, help="Label sets (cifar10n: the annotators' labels; else one-label sets).")
+@click.option(
+    "--multilabel",
+    is_flag=True,
+    help="Label sets (cifar10n: the annotators' labels; manifest: each line's labels; else one-label sets).",
+)
 @seed_option("Seed of the order of examples across shards.")
 @click.option(
     "--in-order",

@@ -11,7 +11,7 @@ from harness.data.config import WHICH_DATA_KEYS
 #: the data keys an evaluation reads (one list for every evaluating command): where the data is and which of it
 #: (``source``, ``path``, ``name``, ``eval_split``, ``heldout_split``, ``num_classes``, ``image_key``, ``label_key``,
 #: ``limit_eval``; ``label_set`` and ``multilabel``: cifar10n's labels on its training splits, of which a held-out
-#: split such as ``val5k`` is one), how it is read (``loader``, ``cache_dir``, ``allow_outside_root``,
+#: split such as ``val5k`` is one, and whether a manifest's lines are label sets), how it is read (``loader``, ``cache_dir``, ``allow_outside_root``,
 #: ``eval_batch_size``, ``num_workers``) and how it is shown to the model (``image_size``, ``eval_resize``: the
 #: centre crop). Each of the others is in :data:`TRAINING_KEYS`.
 EVAL_KEYS = WHICH_DATA_KEYS + (

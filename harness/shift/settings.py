@@ -153,6 +153,8 @@ def ood_data(keys: "Dict[str, str]", run_data: Any, name: Optional[str] = None) 
         raise ValueError(f"OOD set{'' if name is None else ' ' + repr(name)}: {e}") from None
     if split == cfg.train_split:  # build_split limits the data's train_split by limit_train
         cfg = replace(cfg, limit_train=cfg.limit_eval)
+    if cfg.source == "manifest":  # an OOD set's labels are never read: a line of any label list (none too) is taken
+        cfg = replace(cfg, multilabel=True)
     return cfg, split
 
 

@@ -15,7 +15,7 @@ from harness.data.sources import build_split
 
 def test_synthetic_data_is_a_manifest_of_readable_pngs(tmp_path):
     made = make_data(tmp_path, 1_203, image_size=8)
-    ds = build_split(DataConfig(source="manifest", path=str(tmp_path)), "train")
+    ds = build_split(DataConfig(source="manifest", path=str(tmp_path), multilabel=True), "train")
     assert len(ds) == 1_203 and ds.num_classes == 10 and made["image_bytes"] > 1_203 * 64
     image, target = ds[1_002]
     assert image.size == (8, 8) and np.array_equal(np.asarray(image), np.asarray(Image.open(ds.image_name(2)[1:-1])))

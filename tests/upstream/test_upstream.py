@@ -246,6 +246,7 @@ def test_manifest_multilabel_run(tmp_path):
         [
             f"output_dir={tmp_path / 'run'}",
             "data.source=manifest",
+            "data.multilabel=true",
             f"data.path={data}",
             "data.eval_split=val",
             "data.batch_size=16",
@@ -263,7 +264,7 @@ def test_manifest_multilabel_run(tmp_path):
     run_dir = run(cfg, progress=False)
     pred = np.load(run_dir / "predictions.npz")
     assert pred["targets"].shape == (16, 6) and set(np.unique(pred["targets"])) <= {0.0, 1.0}
-    with pytest.raises(ValueError, match="needs the sigmoid link"):
+    with pytest.raises(ValueError, match=r"holds label sets \(multi-hot targets\), which need the sigmoid link"):
         run(
             load_config(
                 UpstreamConfig,
@@ -271,6 +272,7 @@ def test_manifest_multilabel_run(tmp_path):
                 [
                     f"output_dir={tmp_path / 'run2'}",
                     "data.source=manifest",
+                    "data.multilabel=true",
                     f"data.path={data}",
                     "data.eval_split=val",
                     "data.batch_size=16",
