@@ -4,6 +4,7 @@ read."""
 
 from __future__ import annotations
 
+import click
 import numpy as np
 
 from bad_inputs import bad_input
@@ -89,3 +90,49 @@ def _from_pretrained_unread_keywords(tmp):
     build_model(ModelConfig("test_resnet", 10, {"covariance": "none"})).save_pretrained(tmp / "export")
     assert Classifier.from_pretrained(tmp / "export", map_location="cpu").config.num_classes == 10  # its own options
     Classifier.from_pretrained(tmp / "export", num_classes=5, strict=False)
+
+
+# ------------------------------------------------------------------------------ A14-12: stacked noise in a pack
+@bad_input(
+    "packs",
+    "harness data pack cifar10n OUT label_set=worse label_noise.kind=symmetric label_noise.rate=0.2 (audit14 A14-12: "
+    "rc 0, the human 'worse' labels flipped again and baked into the shards; A13-24's rule covered harness upstream)",
+    click.ClickException,
+    r"data\.label_noise\.kind=symmetric with data\.label_set=worse: the synthetic noise would flip the CIFAR-10N human "
+    r"labels \(worse\) again.*set data\.label_noise=null for the human labels alone, or data\.label_set=clean",
+)
+def _pack_cifar10n_human_and_synthetic_noise(tmp):
+    from harness.cli import main
+
+    args = ["label_set=worse", "label_noise.kind=symmetric", "label_noise.rate=0.2", "limit_train=100"]
+    try:
+        main(
+            ["data", "pack", "cifar10n", str(tmp / "pk"), "--shard-size", "50", f"path={tmp}", *args],
+            standalone_mode=False,
+        )
+    finally:
+        assert not (tmp / "pk").exists(), "a pack written before the refusal"
+
+
+# ------------------------------------------------------------------------------ A14-13: one class, streaming
+@bad_input(
+    "uncertainty",
+    "streaming NLL fed [5, 1] logits, one class (audit14 A14-13: 0.0, a perfect score, from NLL, Brier, ECE, MCE, "
+    "AdaptiveECE and AURC; the array metrics refused K = 1)",
+    ValueError,
+    r"^preds has K = 1 class \(shape \(5, 1\)\): a softmax over one class is p = 1 whatever the input, so every "
+    r"single-label metric would be perfect .*give every class's log-probability \(K >= 2\)",
+)
+def _streaming_one_class(tmp):
+    import torch
+
+    from harness.uncertainty import streaming
+
+    for metric in (streaming.Brier(), streaming.ECE(), streaming.AURC()):
+        try:
+            metric.update(torch.zeros(5, 1), torch.zeros(5, dtype=torch.long))
+        except ValueError as e:
+            assert "K = 1 class" in str(e), e
+        else:
+            raise AssertionError(f"{type(metric).__name__} took one class")
+    streaming.NLL().update(torch.randn(5, 1), torch.zeros(5, dtype=torch.long))

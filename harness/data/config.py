@@ -146,21 +146,14 @@ def loader_kind(d: DataConfig) -> str:
     return "pil"
 
 
-def check_data(d: DataConfig) -> None:
-    """The rules that relate data settings (each one's range is declared beside it): a key of one source
-    (:data:`SOURCE_KEYS`: ``path``, ``label_set``, ``multilabel``, ``name``, ...) set away from its default only for a
-    source that reads it; ``crop_scale`` only without ``crop_padding`` (the random translation replaces the random
-    resized crop); ``num_workers`` only where the ``pil`` or the shard loader reads the data (:func:`loader_kind`);
-    ``crop_padding`` below ``image_size`` (a shift by a whole image can leave nothing of it in the crop, and the padded
-    batch grows as (side + 2p)²); for ``shards``, a path and none of the settings that need the split in memory;
-    three different splits for training, evaluation and held-out predictions (:func:`check_splits`); no synthetic
-    ``label_noise`` over CIFAR-10N's human label sets (two noise models stacked).
+def check_noise_models(d: DataConfig) -> None:
+    """No synthetic ``label_noise`` over CIFAR-10N's human label sets: two noise models stacked (neither the CIFAR-10N
+    benchmark nor the synthetic study). The rule of a run (:func:`check_data`) and of a pack
+    (:func:`harness.data.pack.source_config`), whose shards would keep the stacked labels.
 
     Raises:
-        ValueError: naming the key, its value, the rule and the fix.
+        ValueError: naming both keys, their values and the two fixes.
     """
-    check_unread_keys(d, "data", "source", SOURCE_KEYS, "source")
-    check_splits(d)
     kind = (d.label_noise or {}).get("kind", "none")
     if d.source == "cifar10n" and d.label_set != "clean" and kind != "none":
         raise ValueError(
@@ -169,6 +162,24 @@ def check_data(d: DataConfig) -> None:
             "nor the synthetic study, and a report names one); set data.label_noise=null for the human labels alone, "
             "or data.label_set=clean for synthetic noise on the clean labels"
         )
+
+
+def check_data(d: DataConfig) -> None:
+    """The rules that relate data settings (each one's range is declared beside it): a key of one source
+    (:data:`SOURCE_KEYS`: ``path``, ``label_set``, ``multilabel``, ``name``, ...) set away from its default only for a
+    source that reads it; ``crop_scale`` only without ``crop_padding`` (the random translation replaces the random
+    resized crop); ``num_workers`` only where the ``pil`` or the shard loader reads the data (:func:`loader_kind`);
+    ``crop_padding`` below ``image_size`` (a shift by a whole image can leave nothing of it in the crop, and the padded
+    batch grows as (side + 2p)²); for ``shards``, a path and none of the settings that need the split in memory;
+    three different splits for training, evaluation and held-out predictions (:func:`check_splits`); no synthetic
+    ``label_noise`` over CIFAR-10N's human label sets (:func:`check_noise_models`).
+
+    Raises:
+        ValueError: naming the key, its value, the rule and the fix.
+    """
+    check_unread_keys(d, "data", "source", SOURCE_KEYS, "source")
+    check_splits(d)
+    check_noise_models(d)
     if d.source in STREAM_SOURCES:
         _check_shards(d)
     if d.crop_padding >= d.image_size:

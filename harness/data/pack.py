@@ -20,7 +20,14 @@ from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
-from harness.data.config import SOURCE_KEYS, SOURCES, STREAM_SOURCES, WHICH_DATA_KEYS, DataConfig
+from harness.data.config import (
+    SOURCE_KEYS,
+    SOURCES,
+    STREAM_SOURCES,
+    WHICH_DATA_KEYS,
+    DataConfig,
+    check_noise_models,
+)
 from harness.data.dataset import ImageDataset
 from harness.data.shard_index import INDEX_FORMAT, INDEX_NAME, labels_digest, read_index, shard_name
 from harness.io import (
@@ -233,7 +240,9 @@ def source_config(source: str, overrides: Sequence[str] = (), multilabel: bool =
             ``data:`` nor any data setting); an override ``source=`` naming another source than ``source``; an
             override of a key pack does not read (not in :data:`PACK_KEYS`: ``image_size=64``, ``batch_size=8``...);
             a key of another source than the one packed (:data:`harness.data.config.SOURCE_KEYS`: ``label_set`` on
-            digits); in a YAML file holding a data section alone, a key pack does not read (``image_size: 64``). Each message names the key, its value, the rule and the fix.
+            digits); in a YAML file holding a data section alone, a key pack does not read (``image_size: 64``);
+            synthetic label noise over CIFAR-10N's human labels (:func:`harness.data.config.check_noise_models`). Each
+            message names the key, its value, the rule and the fix.
         FileNotFoundError: a YAML path that does not exist.
     """
     from harness.config import check_distinct_keys, load_config, read_settings
@@ -257,6 +266,7 @@ def source_config(source: str, overrides: Sequence[str] = (), multilabel: bool =
     if cfg.source in STREAM_SOURCES:
         raise ValueError(f"data.source={cfg.source!r} is already shards: pack the source they came from")
     check_unread_keys(cfg, "data", "source", SOURCE_KEYS, "source")  # as a run checks them (label_set on digits)
+    check_noise_models(cfg)  # the shards would keep two noise models stacked
     return dataclasses.replace(cfg, multilabel=True) if multilabel else cfg
 
 

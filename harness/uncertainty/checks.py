@@ -159,6 +159,22 @@ def row_prob_sums(lp: np.ndarray) -> np.ndarray:
     return out
 
 
+def check_two_classes(shape: "tuple[int, ...]", name: str) -> None:
+    """Single-label forecasts ``[N, K]`` have K >= 2 classes: a softmax over one class is p = 1 whatever the input, so
+    every single-label metric would score it as perfect (top-1 1.0, NLL 0). The rule of the array metrics
+    (:func:`check_log_probs`) and of the streaming ones (:mod:`harness.uncertainty.streaming`).
+
+    Raises:
+        ValueError: K = 1, naming ``name``, its shape and the fix.
+    """
+    if len(shape) == 2 and shape[1] == 1:
+        raise ValueError(
+            f"{name} has K = 1 class (shape {tuple(shape)}): a softmax over one class is p = 1 whatever the input, "
+            "so every single-label metric would be perfect (top-1 1.0, NLL 0); give every class's log-probability "
+            "(K >= 2), or score one binary label as multi-label (harness.uncertainty.multilabel, sigmoid logits)"
+        )
+
+
 def check_log_probs(log_probs: Any, labels: Any) -> "tuple[np.ndarray, np.ndarray]":
     """(log_probs ``[N, K]`` float64, labels ``[N]`` int64) after every single-label check.
 
@@ -167,12 +183,7 @@ def check_log_probs(log_probs: Any, labels: Any) -> "tuple[np.ndarray, np.ndarra
             input, would score as perfect: top-1 1.0, NLL 0).
     """
     lp = _log_prob_matrix(log_probs, "log_probs")
-    if lp.shape[1] == 1:
-        raise ValueError(
-            f"log_probs has K = 1 class (shape {lp.shape}): a softmax over one class is p = 1 whatever the input, so "
-            "every single-label metric would be perfect (top-1 1.0, NLL 0); give every class's log-probability "
-            "(K >= 2), or score one binary label as multi-label (harness.uncertainty.multilabel, sigmoid logits)"
-        )
+    check_two_classes(lp.shape, "log_probs")
     y = check_labels(labels, lp.shape[0], lp.shape[1])
     check_normalised(lp, "log_probs", norm_tol(log_probs, lp.shape[1]))
     return lp, y

@@ -43,7 +43,7 @@ import torch
 from torch import Tensor
 
 from harness.extras import require
-from harness.uncertainty.checks import check_forecasts, check_num_bins
+from harness.uncertainty.checks import check_forecasts, check_num_bins, check_two_classes
 from harness.uncertainty.metrics import NUM_BINS, _calibration_error
 from harness.uncertainty.ood import SCORES, TPR_LEVEL, aurc, fpr_at_tpr
 
@@ -62,6 +62,7 @@ def _log_probs(preds: Tensor, validate: bool) -> Tensor:
         if not isinstance(preds, Tensor) or preds.ndim != 2 or not preds.is_floating_point():
             what = f"a {preds.ndim}-D {preds.dtype} tensor" if isinstance(preds, Tensor) else type(preds).__name__
             raise ValueError(f"preds must be a float tensor [B, K] of logits or log-probabilities, got {what}")
+        check_two_classes(tuple(preds.shape), "preds")
         if len(preds) and bool((preds >= 0).all()) and bool(((preds.sum(1) - 1).abs() <= 1e-3).all()):
             raise ValueError(
                 "preds look like probabilities (non-negative rows that sum to 1): pass logits or log-probabilities "
