@@ -136,3 +136,41 @@ def _streaming_one_class(tmp):
         else:
             raise AssertionError(f"{type(metric).__name__} took one class")
     streaming.NLL().update(torch.randn(5, 1), torch.zeros(5, dtype=torch.long))
+
+
+# ------------------------------------------------------------------------------ A14-01: a pack inside a run
+@bad_input(
+    "packs",
+    "harness data pack digits runs/base --split train, runs/base a finished run (audit14 A14-01: rc 0, a train/ pack "
+    "of 3 shards written into the run folder)",
+    click.ClickException,
+    r"^OUT .*base \(its split folder .*base/train\) is inside the run folder .*base \(it holds run\.json\), which "
+    r"would then hold harness data pack's files beside its own .*give OUT a folder outside",
+)
+def _pack_into_a_run(tmp):
+    from harness.cli import main
+
+    (tmp / "base").mkdir()
+    (tmp / "base" / "run.json").write_text("{}\n")  # what marks a harness run folder
+    try:
+        main(
+            ["data", "pack", "digits", str(tmp / "base"), "--shard-size", "500", "--split", "train"],
+            standalone_mode=False,
+        )
+    finally:
+        assert not (tmp / "base" / "train").exists(), "a pack written into the run"
+
+
+# ------------------------------------------------------------------------------ A14-11: --keep without --work-dir
+@bad_input(
+    "bench",
+    "harness bench data --keep without --work-dir (audit14 A14-11: rc 0, the data kept in a random "
+    "/tmp/harness-bench-data-* folder that no output line or table named)",
+    click.UsageError,
+    r"^--keep keeps the generated data, and without --work-dir it would be kept in a new folder .*give --work-dir DIR",
+)
+def _bench_data_keep_without_work_dir(tmp):
+    from harness.cli import main
+
+    args = ["--size", "200", "--keep", "--batch-size", "16", "--batches", "1", "--warmup", "0", "--steps", "1"]
+    main(["bench", "data", *args, "--repeats", "1", "--out", str(tmp / "bd.md")], standalone_mode=False)

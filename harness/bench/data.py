@@ -210,11 +210,11 @@ def run(
         shard_size: examples per shard.
         repeats: measurements of each source and size (in turn with the other source).
         work_dir: where the data is generated (default: a new folder under the system's temporary folder); each
-            size's data is deleted after it is measured unless ``keep``.
+            size's data is deleted after it is measured unless ``keep`` (which needs a ``work_dir``).
         max_minutes: no new size is started after this many minutes (0: no limit); sizes left out are listed.
 
     Raises:
-        ValueError: a size too small for the warm-up and one batch, a bad setting, ``out`` or its JSON twin a file
+        ValueError: a size too small for the warm-up and one batch, a bad setting, ``keep`` without ``work_dir``, ``out`` or its JSON twin a file
             this bench did not write (:func:`harness.io.check_replaceable`), or a size's folder ``n<N>`` already in
             ``work_dir`` (the bench writes and deletes it); all before any work.
     """
@@ -228,6 +228,11 @@ def run(
         raise ValueError(
             f"size(s) {small} hold fewer than the {batch_size * (warmup + 1)} examples of the warm-up and "
             "one batch: give larger sizes or a smaller --batch-size"
+        )
+    if keep and not work_dir:
+        raise ValueError(
+            "--keep keeps the generated data, and without --work-dir it would be kept in a new folder under the "
+            "system's temporary folder that nothing names (each run another): give --work-dir DIR to keep it there"
         )
     if out is not None:
         check_replaceable(out, TITLE, "sizes", "harness bench data")

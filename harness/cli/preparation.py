@@ -51,6 +51,7 @@ def data_pack(source, out, overrides, shard_size, split, multilabel, seed, in_or
     """
     from harness.data.pack import noisy_split, pack, read_settings_of, source_config
     from harness.data.sources import build_split
+    from harness.folder_paths import check_outside_outputs
     from harness.io import path_under
 
     if in_order and click.get_current_context().get_parameter_source("seed") is not ParameterSource.DEFAULT:
@@ -62,6 +63,13 @@ def data_pack(source, out, overrides, shard_size, split, multilabel, seed, in_or
         cfg = source_config(source, overrides, multilabel)
         split = split or cfg.train_split
         folder = path_under(out, split)
+        check_outside_outputs(
+            folder,
+            "OUT",
+            "harness data pack",
+            shown=f"OUT {out} (its split folder {folder})",
+            fix="give OUT a folder outside {folder}",
+        )
         ds, noise = noisy_split(cfg, split, build_split(cfg, split))
         if multilabel and not ds.multilabel:
             from harness.data.dataset import LabelSets

@@ -244,7 +244,7 @@ def bench_upstream(
     help="Where the data is generated (default: a new temporary folder); each size's data is deleted "
     "after it is measured.",
 )
-@click.option("--keep", is_flag=True, help="Keep the generated data.")
+@click.option("--keep", is_flag=True, help="Keep the generated data (in --work-dir, which it needs).")
 @click.option(
     "--max-minutes",
     type=FiniteFloat(0),
