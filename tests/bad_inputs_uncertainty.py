@@ -226,7 +226,7 @@ def _other_examples(tmp_path):
     "uncertainty",
     "members whose held-out predictions differ (harness ensemble)",
     click.ClickException,
-    match=r"\(held-out\) does not match .*different evaluation data or labels",
+    match=r"\(held-out\)\) does not match member 1 of 2 .*different evaluation data or labels",
 )
 def _other_heldout(tmp_path):
     make_run("a", 0, heldout=True), make_run("b", 1, heldout=True)
