@@ -25,7 +25,7 @@ def _log_probs(n: int = 20, k: int = 4) -> "tuple[np.ndarray, np.ndarray]":
     "NLL 0)",
     ValueError,
     r"log_probs has K = 1 class \(shape \(5, 1\)\): a softmax over one class is p = 1 whatever the input.*"
-    r"give every class's log-probability \(K >= 2\), or score one binary label as multi-label",
+    r"give every class's log-probability \(K >= 2\); for one binary label, give its two classes' log-probabilities",
 )
 def _metrics_one_class(tmp):
     from harness.uncertainty import metrics as M

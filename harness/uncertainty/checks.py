@@ -159,6 +159,13 @@ def row_prob_sums(lp: np.ndarray) -> np.ndarray:
     return out
 
 
+#: how a model of one binary label (one logit z, p = sigmoid(z)) is scored: as two classes, by the single-label metrics
+BINARY_FIX = (
+    "for one binary label, give its two classes' log-probabilities [log(1 - p), log p] (from a logit z: "
+    "[logsigmoid(-z), logsigmoid(z)]) with 0/1 class indices"
+)
+
+
 def check_two_classes(shape: "tuple[int, ...]", name: str) -> None:
     """Single-label forecasts ``[N, K]`` have K >= 2 classes: a softmax over one class is p = 1 whatever the input, so
     every single-label metric would score it as perfect (top-1 1.0, NLL 0). The rule of the array metrics
@@ -170,8 +177,8 @@ def check_two_classes(shape: "tuple[int, ...]", name: str) -> None:
     if len(shape) == 2 and shape[1] == 1:
         raise ValueError(
             f"{name} has K = 1 class (shape {tuple(shape)}): a softmax over one class is p = 1 whatever the input, "
-            "so every single-label metric would be perfect (top-1 1.0, NLL 0); give every class's log-probability "
-            "(K >= 2), or score one binary label as multi-label (harness.uncertainty.multilabel, sigmoid logits)"
+            f"so every single-label metric would be perfect (top-1 1.0, NLL 0); give every class's log-probability "
+            f"(K >= 2); {BINARY_FIX}"
         )
 
 
@@ -315,8 +322,13 @@ def check_correct(correct: Any) -> np.ndarray:
 
 
 def check_multilabel(logits: Any, targets: Any) -> "tuple[np.ndarray, np.ndarray]":
-    """(logits ``[N, K]`` float64, targets ``[N, K]`` in their own dtype) after every multi-label check,
-    before the row rule."""
+    """(logits ``[N, K]`` float64, targets ``[N, K]`` in their own dtype, K >= 2) after every multi-label check,
+    before the row rule.
+
+    Raises:
+        ValueError: shapes that differ or are not [N, K], no examples, K = 1 (one label: scored as two classes by the
+            single-label metrics, :data:`BINARY_FIX`), NaN logits, targets other than 0/1.
+    """
     z, t = as_float64(logits, "logits"), as_array(targets, "targets")
     if z.ndim != 2 or z.shape != t.shape:
         raise ValueError(
@@ -326,6 +338,13 @@ def check_multilabel(logits: Any, targets: Any) -> "tuple[np.ndarray, np.ndarray
         )
     if z.shape[0] == 0:
         raise no_examples("logits")
+    if z.shape[1] == 1:
+        raise ValueError(
+            f"logits have K = 1 label (shape {z.shape}): the multi-label metrics score the examples that have a "
+            "positive label, and with one label those are exactly its positives, so every model would score as "
+            "perfect (prec@1, mAP 1.0); "
+            f"{BINARY_FIX}, to harness.uncertainty.metrics.classification_metrics"
+        )
     nan = rows_any(z, np.isnan)
     if nan.any():
         raise ValueError(
