@@ -34,9 +34,10 @@ def inside(real: str, real_root: str) -> bool:
     return real == real_root or real.startswith(real_root.rstrip(os.sep) + os.sep)
 
 
-def _leaving_link(root: str, path: str, real_root: str) -> "tuple[str, str]":
+def leaving_link(root: str, path: str, real_root: str) -> "tuple[str, str]":
     """The first path on the way from ``root`` down to ``path`` (under ``root``) whose real path leaves
-    ``real_root`` (the link that leads out), and that real path."""
+    ``real_root`` (the link that leads out), and that real path (shared by the image folders and the transfer tasks'
+    split lists, :func:`harness.tasks.readers.read_list`)."""
     step = root
     for part in Path(os.path.relpath(path, root)).parts:
         step = os.path.join(step, part)
@@ -67,7 +68,7 @@ def read_image_folder(root: Path, split: str, allow_outside_root: bool = False) 
         real_root, resolve = os.path.realpath(root), resolver(root)
         for path in paths:
             if not inside(resolve(path), real_root):
-                link, real = _leaving_link(str(root), path, real_root)
+                link, real = leaving_link(str(root), path, real_root)
                 raise ValueError(
                     f"image folder {str(root / split)!r}: {link!r} is a link to {real!r}, outside data.path "
                     f"{str(root)!r}, so image {path!r} would be read from there; copy the images under data.path "

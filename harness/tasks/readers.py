@@ -13,8 +13,8 @@ and attach ``dataset.source``: a dict saying what was read (TFDS name and versio
   base preprocessing does.
 - Folder: ``<root>/<task>/{train800,val200,train800val200,test}.txt`` with ``relative/path label``
   lines (NOAH's ``get_vtab1k.py`` layout); the task folder may use any of the task's aliases. A path
-  is relative to the task folder and may not leave it (``../``, absolute paths) unless the caller
-  allows it; an image that is missing or does not decode raises an error naming the file and line
+  is relative to the task folder and may not leave it (``../``, absolute paths, a symbolic link to a folder
+  outside it: the image folders' rule, :mod:`harness.data.folders`) unless the caller allows it; an image that is missing or does not decode raises an error naming the file and line
   (through :meth:`ImageDataset.__getitem__`).
 
 :func:`check_split` checks a split before any training: the list (format, labels, paths, size),
@@ -36,6 +36,7 @@ from PIL import Image
 
 from harness.data.cache import rgb_image
 from harness.data.dataset import ImageDataset
+from harness.data.folders import inside, leaving_link, resolver
 from harness.tasks.catalogue import SPLITS, Task
 
 #: TFDS examples decoded per split by :func:`check_tfds_split` (evenly spaced, first and last included)
@@ -283,14 +284,18 @@ def read_list(listing: Path, allow_outside: bool = False) -> "tuple[list[str], n
     Raises:
         FileNotFoundError: no list file.
         ValueError: a line that is not exactly two columns with an integer label (a path with a space
-            is an extra column: rename the file); a path leaving the list's folder (``../``, absolute)
-            unless ``allow_outside``.
+            is an extra column: rename the file); a path leaving the list's folder (``../``, absolute) or reaching
+            out of it through a symbolic link (the image folders' rule, :func:`harness.data.folders.resolver` and
+            :func:`~harness.data.folders.inside`: the message names the line, the link, where it points and the
+            fix) unless ``allow_outside``. Each path's folder is resolved once, its file name only when it is a
+            link (one ``lstat`` a line: ~3,000 lines in a few ms).
     """
     if not listing.is_file():
         raise FileNotFoundError(
             f"{listing} is missing; the folder format needs train800/val200/train800val200/test.txt"
         )
     folder = listing.parent
+    real_root, resolve = os.path.realpath(folder), resolver(folder)
     paths, labels, lines = [], [], []
     for n, line in enumerate(listing.read_text().splitlines(), 1):
         parts = line.split()
@@ -314,6 +319,14 @@ def read_list(listing: Path, allow_outside: bool = False) -> "tuple[list[str], n
                 f"{listing} line {n}: path {rel!r} leaves the task folder {folder}; list images by "
                 "their path inside it (images/x.jpg), or allow paths outside it with "
                 "--allow-outside-paths (SweepSettings.allow_outside_paths=True) if you trust the list"
+            )
+        if not allow_outside and not inside(resolve(rel), real_root):
+            link, real = leaving_link(str(folder), str(folder / rel), real_root)
+            raise ValueError(
+                f"{listing} line {n}: {link!r} is a link to {real!r}, outside the task folder {folder}, so image "
+                f"{rel!r} would be read from there; copy the images under the task folder (or replace the link by "
+                "one to a folder under it), or pass --allow-outside-paths (SweepSettings.allow_outside_paths=True) "
+                "if the folder is yours and the link is meant to point elsewhere"
             )
         paths.append(str(folder / rel))
         lines.append(n)

@@ -142,7 +142,7 @@ def test_tfds_read_errors_are_not_retried_as_another_version(monkeypatch):
     assert calls == ["3.0.1"]  # one attempt at the pinned version, no silent retry
 
 
-def _listed_task(root, lists):
+def _listed_task(root, lists, allow_outside=False):
     """A custom 2-class task in ``root`` whose split lists are ``lists`` (split -> image names under img/)."""
     from harness.tasks.taskset import custom_task
 
@@ -153,7 +153,10 @@ def _listed_task(root, lists):
                 Image.new("RGB", (4, 4)).save(root / "img" / name)
         (root / f"{split}.txt").write_text("".join(f"img/{n} {i % 2}\n" for i, n in enumerate(names)))
     task = custom_task(f"ct={root}:2")
-    return {split: folder_split(task, split, root.parent, validate=False, folder=root) for split in lists}
+    return {
+        split: folder_split(task, split, root.parent, validate=False, folder=root, allow_outside=allow_outside)
+        for split in lists
+    }
 
 
 def test_held_out_splits_share_no_image_with_those_trained_on(tmp_path):
@@ -187,7 +190,9 @@ def test_held_out_splits_share_no_image_with_those_trained_on(tmp_path):
             check_disjoint(splits)
     (tmp_path / "c4" / "ct" / "img").mkdir(parents=True)
     (tmp_path / "c4" / "ct" / "img" / "link.png").symlink_to(tmp_path / "ok" / "img" / "a.png")
-    splits = _listed_task(tmp_path / "c4" / "ct", {**apart, "test": ["link.png"]})
+    with pytest.raises(ValueError, match=r"test.txt line 1: '.*c4/ct/img/link.png' is a link to '.*ok/img/a.png', "):
+        _listed_task(tmp_path / "c4" / "ct", {**apart, "test": ["link.png"]})  # out of the task folder: refused
+    splits = _listed_task(tmp_path / "c4" / "ct", {**apart, "test": ["link.png"]}, allow_outside=True)
     splits["train800val200"] = _listed_task(tmp_path / "ok", apart)["train800val200"]
     with pytest.raises(ValueError, match=r"link.png, the image .*ok/train800val200.txt line 1 lists"):
         check_disjoint(splits)  # a symbolic link is the file it names
