@@ -51,6 +51,7 @@ def import_run(
     """
     from dataclasses import asdict
 
+    from harness.checkpoint_files import check_weights_file
     from harness.data.cache import file_digest
     from harness.folder_paths import check_outside_outputs
     from harness.io import RunLock, check_output_folder, check_writable
@@ -58,7 +59,7 @@ def import_run(
     from harness.models import save_model
     from harness.progress import Steps
     from harness.runs import predict_model, run_config
-    from harness.sources import check_weights_file, load_classifier
+    from harness.sources import load_classifier
     from harness.training.precision import check_device
 
     check_device(device)

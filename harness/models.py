@@ -26,6 +26,7 @@ from torch import Tensor, nn
 
 from harness import card, export_rules, hub, hub_options
 from harness.backbone_sources import create_backbone, hub_error, offline_mode, source_backbone
+from harness.checkpoint_files import CHECKPOINT_FORMAT, not_a_model
 from harness.data.transforms import HARNESS_NORMALISATION
 from harness.heads import HeteroscedasticHead
 from harness.io import LOCK_FILES, RunLock, atomic_torch_save
@@ -42,8 +43,6 @@ from harness.weights import (  # noqa: F401 -- TIMM_PREFIX, TORCHVISION_PREFIX: 
     timm_preprocessing,
     torchvision_model,
 )
-
-CHECKPOINT_FORMAT = "harness.model/1"
 
 
 class Classifier(
@@ -422,10 +421,7 @@ def read_checkpoint(path: "str | os.PathLike") -> dict:
             "model.pt written by a harness run"
         ) from e
     if not isinstance(payload, dict) or payload.get("format") != CHECKPOINT_FORMAT:
-        raise ValueError(
-            f"{str(path)!r} is not a harness model checkpoint (format {CHECKPOINT_FORMAT!r}); "
-            "write it with harness.models.save_model"
-        )
+        raise not_a_model(path, payload.get("format") if isinstance(payload, dict) else None)
     check_stored_config(payload.get("config"), str(path))
     return payload
 

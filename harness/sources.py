@@ -19,6 +19,7 @@ import torch
 from torch import nn
 
 from harness.backbone_sources import cached_weights, hub_config, offline_mode, source_backbone, source_spec
+from harness.checkpoint_files import check_weights_file
 from harness.weights import (
     HF_HUB_PREFIX,
     LOCAL_DIR_PREFIX,
@@ -106,46 +107,6 @@ def _load_model(source: str) -> "Classifier":
     return load_model(source)
 
 
-def harness_checkpoint(path: "str | os.PathLike | None") -> bool:
-    """Whether ``path`` is a harness run's ``model.pt`` (:func:`harness.models.save_model`: its format marker
-    :data:`harness.models.CHECKPOINT_FORMAT`), which holds the whole model (its backbone's tensors under
-    ``backbone.``, its head and config), not the weights of a backbone: the one recognition that
-    ``model.pretrained_file`` (:func:`harness.upstream.pretrained.check_pretrained_file`) and ``--weights``
-    (:func:`check_weights_file`) both read. The file is opened memory-mapped (only its small record
-    is read); no file, a ``.safetensors`` or ``.npz``, or a file torch cannot open so is no checkpoint (the weights
-    reader, :func:`harness.weights.read_state`, names what is wrong with it)."""
-    from harness.models import CHECKPOINT_FORMAT
-
-    if path is None or Path(path).suffix.lower() in (".safetensors", ".npz") or not Path(path).is_file():
-        return False
-    try:
-        payload = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-    except Exception:  # noqa: BLE001 -- not a zip-format torch file: the weights reader names what it is
-        return False
-    return isinstance(payload, dict) and payload.get("format") == CHECKPOINT_FORMAT
-
-
-def check_weights_file(weights: "str | os.PathLike | None", what: str = "--weights") -> None:
-    """Refuse a harness run's ``model.pt`` (:func:`harness_checkpoint`) as the weights of a ``timm:NAME`` /
-    ``torchvision:NAME`` model (``--weights`` of harness import, fewshot and downstream): its tensors would meet the
-    architecture as keys that do not fit (``backbone.bn1.bias`` for ``bn1.bias``), whose advice (other classes, other
-    data, load_model) does not apply; the commands take the harness model itself as ``--model`` (``--upstream``).
-
-    Raises:
-        ValueError: naming ``what``, the file, what it is and the fix (the file as ``--model``, or ``--upstream``
-            for harness downstream, without ``--weights``).
-    """
-    from harness.models import CHECKPOINT_FORMAT
-
-    if harness_checkpoint(weights):
-        raise ValueError(
-            f"{what} {str(weights)!r} is a harness run's model.pt (format {CHECKPOINT_FORMAT!r}: the whole model, its "
-            "backbone's tensors under backbone., with its head and config), and --weights takes the state dict of a "
-            f"timm or torchvision model: give {weights} as --model (--upstream for harness downstream), without "
-            "--weights"
-        )
-
-
 def load_classifier(source: str, num_classes: int, weights: "Optional[str | os.PathLike]" = None) -> "Classifier":
     """A trained classifier for ``num_classes`` classes, its own output layer kept: a harness ``model.pt`` (or
     ``save_pretrained`` folder), or ``timm:NAME`` / ``torchvision:NAME`` built with ``num_classes`` outputs and loaded
@@ -164,7 +125,7 @@ def load_classifier(source: str, num_classes: int, weights: "Optional[str | os.P
     from harness.heads import HeteroscedasticHead
     from harness.models import Classifier, ModelConfig
 
-    check_weights_file(weights)  # a harness run's model.pt: the model itself (--model), before any is built
+    check_weights_file(weights)  # a harness checkpoint: the model itself (--model), before any is built
     if not str(source).startswith((TIMM_PREFIX, TORCHVISION_PREFIX)):
         if weights is not None:
             raise ValueError(
@@ -325,7 +286,7 @@ def load_source(
     """
     from harness.models import Classifier, ModelConfig, fresh_head, replace_head
 
-    check_weights_file(weights)  # a harness run's model.pt: the model itself (--model), before any is built
+    check_weights_file(weights)  # a harness checkpoint: the model itself (--model), before any is built
     if random_init and weights is not None:
         raise ValueError(
             f"--random-init and --weights {weights} contradict each other: one starts {source} from random weights, "

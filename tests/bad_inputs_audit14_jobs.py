@@ -85,7 +85,7 @@ def _upstream_zero_minutes(tmp):
 
 
 # ------------------------------------------------------------------ A14-09: a harness run's model.pt as --weights
-#: the refusal of a harness checkpoint as --weights (harness.weights.check_weights_file)
+#: the refusal of a harness checkpoint as --weights (harness.checkpoint_files.check_weights_file)
 _CHECKPOINT = (
     r"--weights '.*model\.pt' is a harness run's model\.pt \(format 'harness\.model/1'.*--weights takes the state "
     r"dict of a timm or torchvision model: give .*model\.pt as --model \(--upstream for harness downstream\), "

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import click
 import numpy as np
+from bad_inputs_audit9_config import CONFIGS
 
 from bad_inputs import bad_input
+from bad_inputs_downstream import _upstream as _harness_model
 
 
 # ------------------------------------------------------------------------------ A15-01: one label, multi-label
@@ -21,3 +24,89 @@ def _multilabel_one_label(tmp):
 
     y = np.array([1, 0] * 5)
     multilabel.multilabel_metrics(np.where(y == 1, -8.0, 8.0)[:, None], y[:, None])
+
+
+# ------------------------------------------------------------------------------ A15-03: a run's training state
+def _state(tmp) -> str:
+    """``tmp/k9/checkpoints/last.pt``: a run's training state as the upstream stage writes it (its format marker; a
+    killed run's only file of its model), beside a finished ``k9/run.json``."""
+    import torch
+
+    from harness.upstream.checkpoint import STATE_FORMAT
+
+    (tmp / "k9" / "checkpoints").mkdir(parents=True)
+    (tmp / "k9" / "run.json").write_text("{}\n")
+    torch.save({"format": STATE_FORMAT, "model": {}}, tmp / "k9" / "checkpoints" / "last.pt")
+    return str(tmp / "k9" / "checkpoints" / "last.pt")
+
+
+#: how every refusal names a training state, and what to give instead
+_STATE = (
+    r"'.*k9/checkpoints/last\.pt' is the training state of the harness run .*k9 \(the point it resumes from\), not a "
+)
+
+
+@bad_input(
+    "import",
+    "harness import --model timm:test_resnet --weights <run>/checkpoints/last.pt (audit15 A15-03: after the split was "
+    "read and the model built, 'do not fit the model ...', advising other classes or other data)",
+    click.ClickException,
+    r"^--weights: " + _STATE + r"model: give .*k9/model\.pt \(written when the run ends\) or .*k9/checkpoints/best\.pt"
+    r".*as --model",
+)
+def _import_state_as_weights(tmp):
+    from harness.cli import main
+
+    main(["import", "--model", "timm:test_resnet", "--weights", _state(tmp), "--data", str(CONFIGS / "digits_hom.yaml"),
+          "--out", str(tmp / "imp"), "limit_eval=20"], standalone_mode=False)  # fmt: skip
+
+
+@bad_input(
+    "fewshot",
+    "harness fewshot --model <run>/checkpoints/last.pt (audit15 A15-03: 'is not a harness model checkpoint ...; write "
+    "it with harness.models.save_model', which a stopped run's user cannot act on)",
+    click.ClickException,
+    _STATE + r"model: give .*k9/model\.pt \(written when the run ends\) or .*best\.pt, or finish the run by giving its "
+    r"harness upstream command again",
+)
+def _fewshot_state_as_model(tmp):
+    from harness.cli import main
+
+    main(["fewshot", "--model", _state(tmp), "--tasks", "demo_digit", "--log-with", "none", "--shots", "1",
+          "--out", str(tmp / "fs")], standalone_mode=False)  # fmt: skip
+
+
+@bad_input(
+    "upstream",
+    "model.pretrained_file=<run>/checkpoints/last.pt (audit15 A15-03: 'build the model with the config the checkpoint "
+    "was written with (harness.models.load_model does)', which an upstream config cannot do)",
+    ValueError,
+    r"^model\.pretrained_file='.*k9/checkpoints/last\.pt' is the training state of the harness run .*k9 .*not a "
+    r"backbone's weights: finish the run .*export_run\('.*k9', '.*k9_export'\).*k9_export/model\.safetensors",
+)
+def _pretrained_file_state(tmp):
+    from harness.config import load_config
+    from harness.upstream.config import UpstreamConfig, validate
+
+    path = _state(tmp)
+    validate(load_config(UpstreamConfig, CONFIGS / "digits_hom.yaml", [f"model.pretrained_file={path}"]))
+
+
+@bad_input(
+    "upstream",
+    "model.pretrained_file=<run>/checkpoints/best.pt (audit15 A15-03: the export advised was export_run('<run>/"
+    "checkpoints', '<run>/checkpoints_export'), which export_run itself refuses)",
+    ValueError,
+    r"^model\.pretrained_file='.*k9/checkpoints/best\.pt' is a harness run's model\.pt .*export_run\('[^']*k9', "
+    r"'[^']*k9_export'\)",
+)
+def _pretrained_file_best(tmp):
+    import shutil
+
+    from harness.config import load_config
+    from harness.upstream.config import UpstreamConfig, validate
+
+    (tmp / "k9" / "checkpoints").mkdir(parents=True)
+    shutil.copy(_harness_model(), tmp / "k9" / "checkpoints" / "best.pt")
+    path = tmp / "k9" / "checkpoints" / "best.pt"
+    validate(load_config(UpstreamConfig, CONFIGS / "digits_hom.yaml", [f"model.pretrained_file={path}"]))

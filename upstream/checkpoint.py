@@ -11,12 +11,13 @@ import time
 import numpy as np
 import torch
 
+from harness.checkpoint_files import STATE_PREFIX
 from harness.config import to_dict
 from harness.io import atomic_torch_save, atomic_write_text, json_dumps
 from harness.provenance import provenance
 from harness.upstream.parts import Progress, Training
 
-STATE_FORMAT = "harness.upstream-state/2"  # /2: one RNG state per process, in the same file
+STATE_FORMAT = f"{STATE_PREFIX}2"  # /2: one RNG state per process, in the same file
 
 
 def _rng_state() -> dict:
@@ -80,7 +81,7 @@ def resume(t: Training) -> None:
         raise ValueError(
             f"{path} cannot be read as a training state ({type(e).__name__}); delete it to start the run over"
         ) from e
-    if state.get("format") == "harness.upstream-state/1":  # one process's RNG, saved with the model
+    if state.get("format") == f"{STATE_PREFIX}1":  # one process's RNG, saved with the model
         state["rng"] = [state["rng"]]
     elif state.get("format") != STATE_FORMAT:
         raise ValueError(f"{path} is not an upstream training state; delete it to start over")

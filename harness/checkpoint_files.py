@@ -1,0 +1,88 @@
+"""The harness's own checkpoint files, recognised wherever a file of weights or a model is given, so that each is
+refused with what it is and what to give instead: a run's model checkpoint (``<run>/model.pt``,
+``<run>/checkpoints/best.pt``: :func:`harness.models.save_model`, format :data:`CHECKPOINT_FORMAT`)
+where a backbone's weights are asked for (``--weights``, ``model.pretrained_file``), and a run's training state
+(``<run>/checkpoints/last.pt``: the upstream stage's resume point, format ``harness.upstream-state/<n>``) where a
+model or weights are asked for (:func:`checkpoint_kind`)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Optional
+
+import torch
+
+#: the format marker of a harness model checkpoint (:func:`harness.models.save_model`)
+CHECKPOINT_FORMAT = "harness.model/1"
+#: the format marker of a run's training state, versioned by the upstream stage (``harness.upstream-state/2``)
+STATE_PREFIX = "harness.upstream-state/"
+
+
+def checkpoint_kind(path: "str | os.PathLike | None") -> Optional[str]:
+    """``"model"`` for a harness model checkpoint, ``"state"`` for a run's training state, None for any other file
+    (no file, a ``.safetensors`` or ``.npz``, a torch file of another content, a file torch cannot open: the weights
+    reader, :func:`harness.weights.read_state`, names what is wrong with it). The file is opened memory-mapped (only
+    its small record is read)."""
+    if path is None or Path(path).suffix.lower() in (".safetensors", ".npz") or not Path(path).is_file():
+        return None
+    try:
+        payload = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    except Exception:  # noqa: BLE001 -- not a zip-format torch file: the weights reader names what it is
+        return None
+    return _kind(payload.get("format") if isinstance(payload, dict) else None)
+
+
+def _kind(fmt: Any) -> Optional[str]:
+    if fmt == CHECKPOINT_FORMAT:
+        return "model"
+    return "state" if str(fmt).startswith(STATE_PREFIX) else None
+
+
+def run_folder(path: "str | os.PathLike") -> Path:
+    """The run folder that holds a checkpoint file: ``<run>/model.pt``'s folder, ``<run>/checkpoints/*.pt``'s parent."""
+    folder = Path(path).parent
+    return folder.parent if folder.name == "checkpoints" else folder
+
+
+def state_fix(path: "str | os.PathLike") -> str:
+    """What a message says of a run's training state given as a model or weights, and what to give instead."""
+    run = run_folder(path)
+    return (
+        f"{str(path)!r} is the training state of the harness run {run} (the point it resumes from), not a model: give "
+        f"{run / 'model.pt'} (written when the run ends) or {run / 'checkpoints' / 'best.pt'}, or finish the run by "
+        "giving its harness upstream command again"
+    )
+
+
+def check_weights_file(weights: "str | os.PathLike | None", what: str = "--weights") -> None:
+    """Refuse a harness checkpoint (:func:`checkpoint_kind`) as the weights of a ``timm:NAME`` / ``torchvision:NAME``
+    model (``--weights`` of harness import, fewshot and downstream): its tensors would meet the architecture as keys
+    that do not fit (``backbone.bn1.bias`` for ``bn1.bias``), whose advice (other classes, other data, load_model)
+    does not apply; the commands take the harness model itself as ``--model`` (``--upstream``).
+
+    Raises:
+        ValueError: naming ``what``, the file, what it is and the fix (the model checkpoint as ``--model``, or
+            ``--upstream`` for harness downstream, without ``--weights``).
+    """
+    kind = checkpoint_kind(weights)
+    if kind == "state":
+        raise ValueError(f"{what}: {state_fix(weights)}, as --model (--upstream for harness downstream)")
+    if kind == "model":
+        raise ValueError(
+            f"{what} {str(weights)!r} is a harness run's model.pt (format {CHECKPOINT_FORMAT!r}: the whole model, its "
+            "backbone's tensors under backbone., with its head and config), and --weights takes the state dict of a "
+            f"timm or torchvision model: give {weights} as --model (--upstream for harness downstream), without "
+            "--weights"
+        )
+
+
+def not_a_model(path: "str | os.PathLike", fmt: Any) -> ValueError:
+    """The refusal of a torch file of format ``fmt`` given as a harness model checkpoint
+    (:func:`harness.models.load_model`): a run's training state named as such, any other file as not a checkpoint."""
+    if _kind(fmt) == "state":
+        return ValueError(state_fix(path))
+    return ValueError(
+        f"{str(path)!r} is not a harness model checkpoint (format {CHECKPOINT_FORMAT!r}); write it with "
+        "harness.models.save_model"
+    )
