@@ -178,7 +178,7 @@ def _task_names(tasks: "tuple[str, ...]", data_dir: "str | None", allow_outside_
 @click.option(
     "--allow-outside-paths",
     is_flag=True,
-    help="Folder format: accept list paths outside the task folder (../x.jpg, /data/x.jpg). Off by "
+    help="Folder format: accept list paths outside the task folder (../x.jpg, /data/x.jpg, a link out of it). Off by "
     "default, so a split list cannot make the harness read other files.",
 )
 @click.option("--device", default="cpu", show_default=True, help="cpu, cuda or cuda:N.")

@@ -28,7 +28,7 @@ class TaskData:
         data_dir: TFDS data_dir or the folder-format root (one folder per task).
         check_test_size: refuse a test split whose size differs from the task's (train800, val200 and
             train800val200 are always checked).
-        allow_outside_paths: accept folder-format list paths outside their task folder (``../``, absolute paths);
+        allow_outside_paths: accept folder-format list paths outside their task folder (``../``, absolute paths, a link out);
             off by default, so a list cannot make the harness read other files.
 
     Raises:
