@@ -110,3 +110,46 @@ def _pretrained_file_best(tmp):
     shutil.copy(_harness_model(), tmp / "k9" / "checkpoints" / "best.pt")
     path = tmp / "k9" / "checkpoints" / "best.pt"
     validate(load_config(UpstreamConfig, CONFIGS / "digits_hom.yaml", [f"model.pretrained_file={path}"]))
+
+
+# ------------------------------------------------------------------------------ A15-09: partial_mantel's arguments
+def _three_matrices():
+    """Three symmetric 6 x 6 matrices of random values."""
+    rng = np.random.default_rng(1)
+    return [(lambda a: a + a.T)(rng.random((6, 6))) for _ in range(3)]
+
+
+@bad_input(
+    "uncertainty",
+    "harness.uncertainty.mantel.partial_mantel(x, y, z, n_perm=-5) (audit15 A15-09: p_value -0.25; n_perm=0 gave "
+    "1.0 and n_perm=2.5 ran 2 permutations, which mantel refuses)",
+    ValueError,
+    r"^n_perm must be an integer >= 1, got -5; 9999 is usual$",
+)
+def _partial_mantel_negative_permutations(tmp):
+    from harness.uncertainty import mantel
+
+    x, y, z = _three_matrices()
+    for n_perm in (0, 2.5):
+        try:
+            mantel.partial_mantel(x, y, z, n_perm=n_perm)
+        except ValueError as e:
+            assert "n_perm must be an integer >= 1" in str(e), e
+        else:
+            raise AssertionError(f"n_perm={n_perm} accepted")
+    mantel.partial_mantel(x, y, z, n_perm=-5)
+
+
+@bad_input(
+    "uncertainty",
+    "harness.uncertainty.mantel.partial_mantel(x, y, 2x + 1) (audit15 A15-09: rho nan, p_value 0.0, 'significant', "
+    "with a NumPy warning)",
+    ValueError,
+    r"^the pair ranks of x are a linear function of z's .*the partial correlation of x and y given z is undefined: "
+    r"give a z that does not determine x",
+)
+def _partial_mantel_z_determines_x(tmp):
+    from harness.uncertainty import mantel
+
+    x, y, _ = _three_matrices()
+    mantel.partial_mantel(x, y, 2 * x + 1, n_perm=999)

@@ -82,13 +82,18 @@ def mantel(x: np.ndarray, y: np.ndarray, n_perm: int = 9999, seed: int = 0, alte
         raise ValueError(f"K = {k}: a Mantel test needs at least 3 classes (3 pairs)")
     if alternative not in _ALTERNATIVES:
         raise ValueError(f"alternative must be one of {_ALTERNATIVES}, got {alternative!r}")
-    if isinstance(n_perm, bool) or not isinstance(n_perm, (int, np.integer)) or n_perm < 1:
-        raise ValueError(f"n_perm must be an integer >= 1, got {n_perm!r}; 9999 is usual")
+    _check_n_perm(n_perm)
     iu, ju = np.triu_indices(k, 1)
     rx, ry = stats.rankdata(xm[iu, ju]), stats.rankdata(ym[iu, ju])
     if np.ptp(rx) == 0 or np.ptp(ry) == 0:
         raise ValueError("one matrix has the same value for every pair; Spearman ρ is undefined")
     return _permutation_test(rx, ry, k, n_perm, seed, alternative)
+
+
+def _check_n_perm(n_perm: int) -> None:
+    """The permutations of a Mantel test (:func:`mantel`, :func:`partial_mantel`): a whole number >= 1."""
+    if isinstance(n_perm, bool) or not isinstance(n_perm, (int, np.integer)) or n_perm < 1:
+        raise ValueError(f"n_perm must be an integer >= 1, got {n_perm!r}; 9999 is usual")
 
 
 def _permutation_test(vx: np.ndarray, vy: np.ndarray, k: int, n_perm: int, seed: int, alternative: str) -> dict:
@@ -139,7 +144,8 @@ def partial_mantel(x: np.ndarray, y: np.ndarray, z: np.ndarray, n_perm: int = 99
     pairs), tested two-sided by permuting the classes of y's residual matrix (rows and columns together).
 
     Returns: as :func:`mantel` (``rho``, ``p_value``, ``n_perm``, ``exact``, ``alternative``, ``n_pairs``).
-    Raises ValueError: as :func:`mantel`, for any of the three matrices.
+    Raises ValueError: as :func:`mantel`, for any of the three matrices; a z whose pair ranks determine x's or y's
+    (the residual is 0: the partial correlation is undefined).
     Sources: Smouse, Long & Sokal 1986, "Multiple regression and correlation extensions of the Mantel test of
     matrix correspondence", Systematic Zoology 35(4):627-632; Legendre & Legendre 2012, Numerical Ecology, 3rd
     ed., Sec. 10.5.2 (residuals permuted as a matrix).
@@ -150,16 +156,24 @@ def partial_mantel(x: np.ndarray, y: np.ndarray, z: np.ndarray, n_perm: int = 99
     k = len(mats[0])
     if any(m.shape != mats[0].shape for m in mats) or k < 3:
         raise ValueError(f"x, y and z must be K x K over the same K >= 3 classes, got {[m.shape for m in mats]}")
+    _check_n_perm(n_perm)
     iu, ju = np.triu_indices(k, 1)
     rx, ry, rz = (stats.rankdata(m[iu, ju]) for m in mats)
     if min(np.ptp(rx), np.ptp(ry), np.ptp(rz)) == 0:
         raise ValueError("one matrix has the same value for every pair; the partial correlation is undefined")
     design = np.column_stack([np.ones_like(rz), rz])
 
-    def residual(v: np.ndarray) -> np.ndarray:
-        return v - design @ np.linalg.lstsq(design, v, rcond=None)[0]
+    def residual(v: np.ndarray, name: str) -> np.ndarray:
+        out = v - design @ np.linalg.lstsq(design, v, rcond=None)[0]
+        if np.linalg.norm(out) <= 1e-9 * np.linalg.norm(v - v.mean()):
+            raise ValueError(
+                f"the pair ranks of {name} are a linear function of z's (nothing is left of {name} once z is "
+                f"regressed out), so the partial correlation of x and y given z is undefined: give a z that does "
+                f"not determine {name} (z = {name}, or a monotone function of it, is one)"
+            )
+        return out
 
-    return _permutation_test(residual(rx), residual(ry), k, n_perm, seed, "two-sided")
+    return _permutation_test(residual(rx, "x"), residual(ry, "y"), k, n_perm, seed, "two-sided")
 
 
 def without_class_effects(values: np.ndarray) -> np.ndarray:
