@@ -47,7 +47,8 @@ def data_pack(source, out, overrides, shard_size, split, multilabel, seed, in_or
     path=../shared/data/cifar10n label_set=worse limit_train=1000. Rerun after an interruption, it writes
     only the missing shards. Read the result with data.source=shards data.path=OUT. A config with data.label_noise
     packs the noisy labels of the training (or held-out) split, drawn as a run draws them, and records the noise in
-    index.json (data.label_noise=null packs the clean labels).
+    index.json (data.label_noise=null packs the clean labels); asked of another split, it is refused (a run config's
+    noise on its evaluation split packs that split's clean labels, as the run scores it).
     """
     from harness.data.pack import noisy_split, pack, read_settings_of, source_config
     from harness.data.sources import build_split
@@ -60,7 +61,7 @@ def data_pack(source, out, overrides, shard_size, split, multilabel, seed, in_or
             "be unused; give --in-order alone, or --seed without --in-order"
         )
     try:
-        cfg = source_config(source, overrides, multilabel)
+        cfg = source_config(source, overrides, multilabel, split)  # label noise on a split that draws none refused
         split = split or cfg.train_split
         folder = path_under(out, split)
         check_outside_outputs(

@@ -67,10 +67,30 @@ def _label_ids(ds: ImageDataset, i: int) -> np.ndarray:
     return ds.labels[i] if ds.multilabel else np.asarray([ds.labels[i]], dtype=np.int64)
 
 
+def noise_splits(cfg: DataConfig) -> "tuple[str, ...]":
+    """The splits a run draws ``label_noise`` on: ``train_split`` (stream 0), ``heldout_split`` if set (stream 1)."""
+    return (cfg.train_split,) + ((cfg.heldout_split,) if cfg.heldout_split else ())
+
+
+def _check_noise_split(cfg: DataConfig, split: str, inherited: bool) -> None:
+    """Refuse a ``label_noise`` asked of a ``split`` a run draws none on (:func:`noise_splits`; audit15 A15-04). A run
+    config's noise (``inherited``: not in the overrides) on its evaluation split packs the clean labels the run scores."""
+    kind = (cfg.label_noise or {}).get("kind", "none")
+    if kind == "none" or split in noise_splits(cfg) or (inherited and split == cfg.eval_split):
+        return
+    held = f"heldout_split={cfg.heldout_split}" if cfg.heldout_split else "none: heldout_split=null"
+    raise ValueError(
+        f"label_noise.kind={kind} is drawn only on the training split (train_split={cfg.train_split}) and the held-out "
+        f"split ({held}), as a run draws it, and --split {split} is neither: the pack would hold {split}'s clean labels "
+        f"while index.json records the noise; give heldout_split={split} to pack {split} with the noise a run draws "
+        "on its held-out split, or label_noise=null to pack the clean labels"
+    )
+
+
 def noisy_split(cfg: DataConfig, split: str, ds: ImageDataset) -> "tuple[ImageDataset, Optional[dict]]":
     """The split with ``cfg.label_noise`` drawn on its labels as a run draws it (:mod:`harness.upstream.train`): the
-    training split from the noise seed's first stream, the held-out split from its second; any other split (the
-    evaluation split, which a run scores on its clean labels) is returned as it is.
+    training split from the noise seed's first stream, the held-out split from its second (:func:`noise_splits`); any
+    other split (the evaluation split, which a run scores on its clean labels) is returned as it is.
 
     Returns:
         ``(split, noise)``: the dataset (with the noisy labels) and the noise's description
@@ -84,7 +104,7 @@ def noisy_split(cfg: DataConfig, split: str, ds: ImageDataset) -> "tuple[ImageDa
     from harness.data.noise import inject_label_noise
 
     noise = dict(cfg.label_noise or {})
-    if noise.get("kind", "none") == "none" or split not in (cfg.train_split, cfg.heldout_split):
+    if noise.get("kind", "none") == "none" or split not in noise_splits(cfg):
         return ds, None
     if ds.multilabel:
         raise ValueError(
@@ -200,9 +220,8 @@ def pack(
                             bar.update(1)
 
                 atomic_write_stream(out_dir / names[j], write)
-        for sh in index[
-            "shards"
-        ]:  # each shard's size, by which a reader knows one cut short (harness.data.shard_index)
+        # each shard's size, by which a reader knows one cut short (harness.data.shard_index)
+        for sh in index["shards"]:
             sh["bytes"] = (out_dir / sh["name"]).stat().st_size
         atomic_write_text(path, json_dumps(index, indent=1) + "\n")
     return index
@@ -214,11 +233,7 @@ def _whole(shard: Path, size: Any) -> bool:
 
 
 def _check_data_section(path: str, settings: dict) -> None:
-    """Refuse a YAML file holding neither ``data:`` nor any data setting (e.g. only ``model:``), naming it.
-
-    Raises:
-        ValueError: such a file.
-    """
+    """Refuse (ValueError) a YAML file holding neither ``data:`` nor any data setting (only ``model:``), naming it."""
     fields = set(DataConfig.__dataclass_fields__)
     if "data" in settings or not settings or fields & set(settings):
         return
@@ -228,11 +243,14 @@ def _check_data_section(path: str, settings: dict) -> None:
     )
 
 
-def source_config(source: str, overrides: Sequence[str] = (), multilabel: bool = False) -> DataConfig:
+def source_config(
+    source: str, overrides: Sequence[str] = (), multilabel: bool = False, split: Optional[str] = None
+) -> DataConfig:
     """The data config of the source to pack: ``source`` is a YAML file (a run config, whose ``data`` section is
     taken, following ``base:``; or a data section alone) or a source name (``cifar10n``, ``image_folder``...),
     with ``key=value`` overrides of data settings (``path=...``, ``label_set=worse``, ``data.limit_train=200``) among
-    :data:`PACK_KEYS`; ``multilabel`` (``--multilabel``) packs label sets, one-label sets for a source of single labels.
+    :data:`PACK_KEYS`; ``multilabel`` (``--multilabel``) packs label sets, one-label sets for a source of single labels;
+    ``split`` (``--split``; None: ``train_split``) the split to pack.
 
     Raises:
         ValueError: an unknown source name, a stream source, a bad override or setting, a key set twice in
@@ -241,8 +259,9 @@ def source_config(source: str, overrides: Sequence[str] = (), multilabel: bool =
             override of a key pack does not read (not in :data:`PACK_KEYS`: ``image_size=64``, ``batch_size=8``...);
             a key of another source than the one packed (:data:`harness.data.config.SOURCE_KEYS`: ``label_set`` on
             digits); in a YAML file holding a data section alone, a key pack does not read (``image_size: 64``);
-            synthetic label noise over CIFAR-10N's human labels (:func:`harness.data.config.check_noise_models`). Each
-            message names the key, its value, the rule and the fix.
+            synthetic label noise over CIFAR-10N's human labels (:func:`harness.data.config.check_noise_models`);
+            label noise asked of a split a run draws none on (:func:`noise_splits`; a run config's on its eval_split
+            packs the clean labels the run scores). Each message names the key, its value, the rule and the fix.
         FileNotFoundError: a YAML path that does not exist.
     """
     from harness.config import check_distinct_keys, load_config, read_settings
@@ -252,10 +271,11 @@ def source_config(source: str, overrides: Sequence[str] = (), multilabel: bool =
         settings = read_settings(source)
         _check_data_section(source, settings)
         base = settings.get("data", settings) if isinstance(settings.get("data"), dict) else settings
+        run_config = base is not settings
         if base is settings:  # a data section alone is the pack's own input: a key it does not read was meant for it
             _check_file_keys(source, settings)
     elif source in SOURCES:
-        base = {"source": source}
+        base, run_config = {"source": source}, False
     else:
         raise ValueError(f"unknown source {source!r}: give a data config YAML or one of {', '.join(SOURCES)}")
     items = [o[len("data.") :] if o.startswith("data.") else o for o in overrides]
@@ -267,6 +287,8 @@ def source_config(source: str, overrides: Sequence[str] = (), multilabel: bool =
         raise ValueError(f"data.source={cfg.source!r} is already shards: pack the source they came from")
     check_unread_keys(cfg, "data", "source", SOURCE_KEYS, "source")  # as a run checks them (label_set on digits)
     check_noise_models(cfg)  # the shards would keep two noise models stacked
+    # a run config's label_noise is the run's (on its evaluation split, the clean labels): not asked of the pack
+    _check_noise_split(cfg, split or cfg.train_split, run_config and "label_noise" not in given)
     return dataclasses.replace(cfg, multilabel=True) if multilabel else cfg
 
 
@@ -304,11 +326,9 @@ def _check_overrides(source: str, named: str, cfg: DataConfig, given: "set[str]"
     """
     if "source" in given and cfg.source != named:
         where = f"SOURCE {source}" if source == named else f"data.source={named} of SOURCE {source}"
-        fix = (
-            f"give it as SOURCE (harness data pack {cfg.source} OUT ...)"
-            if source == named
-            else f"set data.source in {source}"
-        )
+        fix = f"give it as SOURCE (harness data pack {cfg.source} OUT ...)"
+        if source != named:
+            fix = f"set data.source in {source}"
         raise ValueError(
             f"source={cfg.source} in the overrides differs from {where}: one source is packed, and the override "
             f"would win without a word; remove source={cfg.source} to pack {named}, or {fix}"
