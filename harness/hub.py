@@ -50,6 +50,32 @@ LAYOUTS = ("timm", "het_head")
 HEAD_PREFIX = "het_head."
 
 
+@dataclass(frozen=True)
+class ExportWriter:
+    """Who writes an export, for :func:`check_export_place`: ``option`` and ``writer`` as its message names them, and
+    ``own``: the one folder inside a harness output folder it may write (a run's own export ``<run>/pretrained``,
+    :data:`harness.runs.RUN_EXPORT`, given as the run's resolved folder / the name), or None."""
+
+    option: str = "save_directory"
+    writer: str = "save_pretrained"
+    own: Optional[Path] = None
+
+
+def check_export_place(folder: "str | os.PathLike", by: Optional[ExportWriter] = None) -> None:
+    """An export's folder lies outside every run, shift, ensemble, export and other harness output folder
+    (:func:`harness.folder_paths.check_outside_outputs`), but for ``by.own``: the rule of ``save_pretrained``, the one
+    writer of exports (``harness.runs.export_run`` goes through it), checked before its lock is taken (audit15 A15-05).
+
+    Raises:
+        ValueError: naming ``by.option``, the folder, the output folder it is inside and the fix.
+    """
+    from harness.folder_paths import check_outside_outputs
+
+    by = by or ExportWriter()
+    if by.own is None or Path(folder).resolve() != Path(by.own):
+        check_outside_outputs(folder, by.option, by.writer)
+
+
 def prepare_folder(
     folder: "str | os.PathLike", model: Optional[torch.nn.Module] = None, overwrite: bool = False
 ) -> Path:

@@ -169,6 +169,7 @@ class Classifier(
         trained_on: Optional[dict] = None,
         metrics: Optional[dict] = None,
         overwrite: bool = False,
+        _by: Optional[hub.ExportWriter] = None,
         **kwargs: Any,
     ) -> Optional[str]:
         """Write ``model.safetensors``, ``config.json`` (timm's layout, with the head options as the head has them now
@@ -187,10 +188,11 @@ class Classifier(
                 an export of other weights in ``save_directory`` (:func:`harness.hub.prepare_folder`).
 
         Raises:
-            ValueError: a folder holding files other than an earlier export's of these weights (without
-                ``overwrite``); another process writing the folder (naming its PID and command); a feature
-                extractor (no head); a head option set on the head to a value it refuses;
-                ``trained_on``, ``metrics`` or ``card_info['label_names']`` that break their rules
+            ValueError: a folder inside a run's, shift's, ensemble's or other output folder (``_by``: export_run's
+                own, :func:`harness.hub.check_export_place`); a folder holding files other than an earlier export's
+                (without ``overwrite``); another process writing the folder (naming its PID and command); a feature
+                extractor (no head); a head option set to a value it refuses; ``trained_on``, ``metrics`` or
+                ``card_info['label_names']`` that break their rules
                 (:func:`harness.export_rules.check_card_info`), before anything is written; a keyword argument
                 huggingface_hub would drop (:func:`harness.hub_options.check_save_options`).
         """
@@ -206,6 +208,7 @@ class Classifier(
         export_rules.check_card_info(
             info, self.num_classes, "save_pretrained", fix="give the data's settings and the metrics measured"
         )
+        hub.check_export_place(save_directory, _by)  # not inside a run, shift or ensemble folder (audit15 A15-05)
         hub.prepare_folder(save_directory, self, overwrite)  # before anything changes (and the lock makes the folder)
         folder, made = Path(save_directory), not Path(save_directory).exists()
         busy = (

@@ -417,15 +417,15 @@ def export_run(run_dir: "str | Path", out: "str | Path", overwrite: bool = False
             (:func:`harness.hub.prepare_folder`); another process writing ``out`` (naming its PID and command); see
             :meth:`harness.models.Classifier.save_pretrained`.
     """
-    from harness import hub_options
+    from harness import hub, hub_options
     from harness.export_rules import DATA_KEYS
-    from harness.folder_paths import check_outside_outputs
     from harness.models import load_model
 
     hub_options.check_save_options(kwargs, "export_run")
     run_dir, out = Path(run_dir), Path(out)
-    if out.resolve() != run_dir.resolve() / RUN_EXPORT:  # <run>/pretrained: the run's own export, inside it
-        check_outside_outputs(out, "out", "harness.runs.export_run")
+    # save_pretrained's rule, allowing <run>/pretrained (the run's own export, inside it), checked before any work
+    by = hub.ExportWriter("out", "harness.runs.export_run", own=run_dir.resolve() / RUN_EXPORT)
+    hub.check_export_place(out, by)
     model = load_model(run_dir / "model.pt")  # a FileNotFoundError names a folder without model.pt
     data = OmegaConf.to_container(OmegaConf.load(run_dir / "config.yaml"), resolve=True).get("data") or {}
     trained_on = {k: data[k] for k in DATA_KEYS if k in data}
@@ -437,5 +437,5 @@ def export_run(run_dir: "str | Path", out: "str | Path", overwrite: bool = False
     names = (read_json_object(run_dir / "run.json") or {}).get("class_names")
     if names:
         model.card_info["label_names"] = [str(n) for n in names]
-    model.save_pretrained(out, trained_on=trained_on, metrics=metrics, overwrite=overwrite, **kwargs)
+    model.save_pretrained(out, trained_on=trained_on, metrics=metrics, overwrite=overwrite, _by=by, **kwargs)
     return Path(out)
