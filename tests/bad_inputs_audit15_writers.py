@@ -15,7 +15,7 @@ from bad_inputs_safety import _cli
 from bad_inputs_uncertainty import make_run
 
 
-# ------------------------------------------------------------------------------ A15-04: noise on a split that draws none
+# ----------------------------------------------------------------------------- A15-04: noise on a split without
 @bad_input(
     "data",
     "harness data pack digits pk3 --split test label_noise.kind=symmetric label_noise.rate=0.5 (audit15 A15-04: rc 0, "

@@ -73,17 +73,17 @@ def noise_splits(cfg: DataConfig) -> "tuple[str, ...]":
 
 
 def _check_noise_split(cfg: DataConfig, split: str, inherited: bool) -> None:
-    """Refuse a ``label_noise`` asked of a ``split`` a run draws none on (:func:`noise_splits`; audit15 A15-04). A run
-    config's noise (``inherited``: not in the overrides) on its evaluation split packs the clean labels the run scores."""
+    """Refuse a ``label_noise`` asked of a ``split`` a run draws none on (:func:`noise_splits`; audit15 A15-04). A
+    run config's noise (``inherited``: not in the overrides) on its eval_split packs the clean labels it scores."""
     kind = (cfg.label_noise or {}).get("kind", "none")
     if kind == "none" or split in noise_splits(cfg) or (inherited and split == cfg.eval_split):
         return
     held = f"heldout_split={cfg.heldout_split}" if cfg.heldout_split else "none: heldout_split=null"
     raise ValueError(
         f"label_noise.kind={kind} is drawn only on the training split (train_split={cfg.train_split}) and the held-out "
-        f"split ({held}), as a run draws it, and --split {split} is neither: the pack would hold {split}'s clean labels "
-        f"while index.json records the noise; give heldout_split={split} to pack {split} with the noise a run draws "
-        "on its held-out split, or label_noise=null to pack the clean labels"
+        f"split ({held}), as a run draws it, and --split {split} is neither: the pack would hold {split}'s clean "
+        f"labels while index.json records the noise; give heldout_split={split} to pack {split} with the noise a run "
+        "draws on its held-out split, or label_noise=null to pack the clean labels"
     )
 
 
