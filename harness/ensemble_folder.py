@@ -12,6 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
+from harness.folder_paths import check_not_other_output
 from harness.io import LOCK_FILES, RunLock, atomic_write_text, check_writable, quote
 from harness.provenance import provenance
 from harness.runs import (
@@ -62,6 +63,7 @@ def check_ensemble_out(
         raise ValueError(
             f"--out {out} is a run folder: an ensemble there would replace the run's predictions; choose another --out"
         )
+    check_not_other_output(out, "harness ensemble", "--out", ENSEMBLE_FILES)
     taken = [n for n in ENSEMBLE_FILES if (out / n).exists()]
     if taken:  # first: --overwrite is offered only where it would be accepted
         raise ValueError(

@@ -105,6 +105,24 @@ def output_kind(folder: "str | os.PathLike") -> "tuple[str, str] | None":
     return None
 
 
+def check_not_other_output(folder: "str | os.PathLike", what: str, flag: str, writes: "tuple[str, ...]" = ()) -> None:
+    """``folder`` is not the output folder of another harness command (a run, a sweep, an ensemble, a report, a
+    few-shot result, an export: :func:`output_kind`), even with ``--overwrite``, which adds a command's files beside
+    the user's own, never beside another command's output (one folder, one command's output). A folder marked by a
+    file the command writes itself (``writes``) is of its own kind, left to the command's own check.
+
+    Raises:
+        ValueError: naming ``flag``, the folder, what marks it and the fix.
+    """
+    kind = output_kind(folder)
+    if kind is not None and not set(kind[1].split(" and ")) & set(writes):
+        raise ValueError(
+            f"{flag} {folder} is the {kind[0]} folder of another harness command (it holds {kind[1]}): {what} writes "
+            f"a folder of its own, even with --overwrite (one folder holds one command's output): choose another "
+            f"{flag}"
+        )
+
+
 def _shown(path: Path) -> str:
     """``path`` relative to the working folder where it lies inside it, else absolute."""
     try:

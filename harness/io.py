@@ -14,17 +14,17 @@ import time
 from pathlib import Path
 from typing import IO, Any, Callable
 
+from harness.folder_paths import check_not_other_output
+
 _UMASK = os.umask(0)
 os.umask(_UMASK)
-
 
 #: what a name that becomes a path component (experiment, method, task, run, ensemble, shift set, report) may be
 NAME_RULE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 #: the largest share of a file quoted in an error message, in characters
 QUOTE_LIMIT = 300
-#: the URL schemes a path in a config may carry: opened by the harness's own code (local files; HTTP(S) through the
-#: standard library), never through a shell or a command-line tool; webdataset's ``pipe:`` (a shell command),
-#: ``gs:`` (gsutil), ``s3:``, ``hf:``, ``sftp:``... are refused
+#: the URL schemes a path in a config may carry, opened by the harness's own code (never a shell or a command-line
+#: tool); webdataset's ``pipe:`` (a shell command), ``gs:`` (gsutil), ``s3:``, ``hf:``, ``sftp:``... are refused
 LOCATION_SCHEMES = ("file", "http", "https")
 _SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*):")
 #: the random part ``tempfile.mkstemp`` puts in the atomic writers' temporary names (``.<name>.<8 chars>.tmp``)
@@ -288,16 +288,15 @@ def check_output_folder(
 
     Args:
         folder: the output folder (it may not exist yet).
-        ours: the folder holds this command's own earlier output (its marker or record file), so it may be written
-            again (a rerun, a resume).
+        ours: the folder holds this command's own earlier output (its marker or record file): a rerun, a resume.
         writes: the names this command writes there.
         overwrite: the user's ``--overwrite``: write beside files of others, never replacing one.
-        what: how the message names the command (``harness upstream``).
-        flag: the option or key that chooses the folder (``output_dir=...``, ``--out``).
+        what, flag: how the message names the command (``harness upstream``) and the option or key that chooses the
+            folder (``output_dir=...``, ``--out``).
 
     Raises:
-        ValueError: the folder is not a folder; it holds files of others (without ``overwrite``), or files of others
-            with the names this command writes (even with ``overwrite``).
+        ValueError: not a folder; another command's output (:func:`~harness.folder_paths.check_not_other_output`)
+            or files of others with the names this command writes (even with ``overwrite``); other files (without).
     """
     folder = Path(folder)
     if folder.exists() and not folder.is_dir():
@@ -307,6 +306,7 @@ def check_output_folder(
     others = sorted(p.name for p in folder.iterdir() if p.name not in LOCK_FILES and not _TEMPORARY.fullmatch(p.name))
     if not others:
         return folder
+    check_not_other_output(folder, what, flag, writes)  # another command's output, even with --overwrite
     taken = [n for n in writes if (folder / n).exists()]  # first: --overwrite is offered only where it would work
     if taken:
         raise ValueError(

@@ -153,3 +153,46 @@ def _partial_mantel_z_determines_x(tmp):
 
     x, y, _ = _three_matrices()
     mantel.partial_mantel(x, y, 2 * x + 1, n_perm=999)
+
+
+# ------------------------------------------------------------------------------ A15-11: --overwrite into another output
+@bad_input(
+    "outputs",
+    "harness fewshot --out <a downstream sweep folder> --overwrite (audit15 A15-11: rc 0, fewshot.md and fewshot.json "
+    "written beside sweep.json: one folder two commands' outputs; the refusal without --overwrite advised it)",
+    click.ClickException,
+    r"--out .*dsl is the downstream sweep folder of another harness command \(it holds sweep\.json\): harness fewshot "
+    r"writes a folder of its own, even with --overwrite .*choose another --out",
+)
+def _fewshot_overwrite_into_a_sweep(tmp):
+    from harness.cli import main
+
+    (tmp / "dsl").mkdir()
+    (tmp / "dsl" / "sweep.json").write_text("{}\n")  # what marks a downstream sweep folder
+    try:
+        main(["fewshot", "--model", _harness_model(), "--tasks", "demo_digit", "--log-with", "none", "--shots", "1",
+              "--out", str(tmp / "dsl"), "--overwrite"], standalone_mode=False)  # fmt: skip
+    finally:
+        assert not (tmp / "dsl" / "fewshot.json").exists(), "a few-shot result written into the sweep folder"
+
+
+@bad_input(
+    "outputs",
+    "harness ensemble --out <a few-shot folder> --overwrite (audit15 A15-11: rc 0, ensemble.json and predictions "
+    "written beside fewshot.json)",
+    click.ClickException,
+    r"--out .*fs7 is the few-shot folder of another harness command \(it holds fewshot\.json\): harness ensemble "
+    r"writes a folder of its own, even with --overwrite",
+)
+def _ensemble_overwrite_into_fewshot(tmp):
+    from harness.cli import main
+
+    from bad_inputs_uncertainty import make_run
+
+    a, b = make_run(tmp / "a", seed=0), make_run(tmp / "b", seed=1)
+    (tmp / "fs7").mkdir()
+    (tmp / "fs7" / "fewshot.json").write_text("{}\n")  # what marks a few-shot folder
+    try:
+        main(["ensemble", "-m", str(a), "-m", str(b), "--out", str(tmp / "fs7"), "--overwrite"], standalone_mode=False)
+    finally:
+        assert not (tmp / "fs7" / "ensemble.json").exists(), "an ensemble written into the few-shot folder"
