@@ -196,3 +196,29 @@ def _ensemble_overwrite_into_fewshot(tmp):
         main(["ensemble", "-m", str(a), "-m", str(b), "--out", str(tmp / "fs7"), "--overwrite"], standalone_mode=False)
     finally:
         assert not (tmp / "fs7" / "ensemble.json").exists(), "an ensemble written into the few-shot folder"
+
+
+# ------------------------------------------------------------------------------ A15-10: two tasks-cifar on one --out
+@bad_input(
+    "outputs",
+    "harness data tasks-cifar --out tc while another tasks-cifar writes tc (audit15 A15-10: the second wrote its "
+    "images, then a 40-line traceback, OSError: Directory not empty)",
+    ValueError,
+    r"tc is being written by another process \(PID .*\): another harness data tasks-cifar is writing there; wait for "
+    r"it to finish, or give another --out",
+)
+def _tasks_cifar_twice_at_once(tmp):
+    from unittest import mock
+
+    from harness.io import RunLock
+    from harness.tasks import cifar
+
+    with (
+        mock.patch("harness.data.sources.build_split", return_value=list(range(10))),  # the data, read before the lock
+        mock.patch("harness.data.sources.cifar10n_rows", return_value=np.arange(10)),
+        mock.patch.object(cifar, "_Part"),
+        mock.patch.object(cifar, "_check_sizes"),
+        mock.patch.object(cifar, "_write_tasks", side_effect=AssertionError("written beside the other build")),
+        RunLock(tmp / "tc", what="the other tasks-cifar"),  # the other build, still writing
+    ):
+        cifar.build_cifar_tasks(tmp / "cifar10n", tmp / "tc", test_size=5)

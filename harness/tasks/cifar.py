@@ -228,31 +228,50 @@ def build_cifar_tasks(
         also written to ``out/cifar_tasks.json``.
 
     Raises:
-        ValueError: ``out/<task>`` already exists and is not empty (pass a new folder or delete it); sizes out
-            of range; an image that is not 32x32 RGB or does not decode.
+        ValueError: ``out/<task>`` already exists and is not empty (pass a new folder or delete it), checked again
+            under ``out``'s :class:`harness.io.RunLock` (one build writes a folder at a time; another holding it is
+            named); sizes out of range; an image that is not 32x32 RGB or does not decode.
         FileNotFoundError: ``data_path`` lacks the cifar10n files.
     """
     from harness.data.config import DataConfig
     from harness.data.sources import build_split, cifar10n_rows
-    from harness.io import atomic_write_text, json_dumps
-    from harness.progress import Steps
+    from harness.io import RunLock
 
     out, train, val = Path(out), int(sizes[0]), int(sizes[1])
     if out.exists() and not out.is_dir():
         raise ValueError(f"--out {out} is a file: pass a folder")
+    _check_free(out)
+    cfg = DataConfig(source="cifar10n", path=str(data_path), label_set="clean")
+    fit = _Part(build_split(cfg, "val5k"), cifar10n_rows("val5k"), "train")
+    test_ds = build_split(cfg, "test")
+    test = _Part(test_ds, np.arange(len(test_ds)), "test")
+    _check_sizes(fit, test, train, val, test_size)
+    busy = "another harness data tasks-cifar is writing there; wait for it to finish, or give another --out"
+    with RunLock(out, what=busy):  # one writer of the task folders at a time
+        _check_free(out)  # again: another build may have written them since
+        return _write_tasks(out, fit, test, (train, val, test_size), seed, data_path, progress)
+
+
+def _check_free(out: Path) -> None:
+    """No task folder of :data:`CIFAR_TASKS` under ``out`` holds anything yet.
+
+    Raises:
+        ValueError: naming the task folders and the fix.
+    """
     taken = [t for t in CIFAR_TASKS if (out / t).exists() and (not (out / t).is_dir() or any((out / t).iterdir()))]
     if taken:
         raise ValueError(
             f"{out} already holds {', '.join(str(out / t) for t in taken)}: pass a new --out folder, or "
             "delete those task folders to rebuild them"
         )
-    cfg = DataConfig(source="cifar10n", path=str(data_path), label_set="clean")
-    fit = _Part(build_split(cfg, "val5k"), cifar10n_rows("val5k"), "train")
-    test_ds = build_split(cfg, "test")
-    test = _Part(test_ds, np.arange(len(test_ds)), "test")
-    _check_sizes(fit, test, train, val, test_size)
 
-    out.mkdir(parents=True, exist_ok=True)
+
+def _write_tasks(out: Path, fit, test, sizes: "tuple[int, int, int]", seed: int, data_path, progress) -> dict:
+    """:func:`build_cifar_tasks`' writing, while it holds ``out``'s lock: each task folder, then ``cifar_tasks.json``."""
+    from harness.io import atomic_write_text, json_dumps
+    from harness.progress import Steps
+
+    train, val, test_size = sizes
     steps = Steps(progress, "tasks-cifar", len(CIFAR_TASKS))
     summary: dict = {"tasks": {}, "seed": seed, "data": str(data_path), "out": str(out)}
     total = train + val + test_size
