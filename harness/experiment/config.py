@@ -7,15 +7,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from harness.heads.options import TEMPERATURE_RANGE
+from harness.experiment.upstream_ref import upstream_config_path as _upstream_config_path  # noqa: F401 (plan, report)
+from harness.heads.options import TEMPERATURE_RANGE as TEMPERATURES  # a τ grid's values (a softmax's temperature)
 from harness.rules import SEED, setting
 from harness.shift.settings import ShiftSettings
 
 EXPERIMENTS = Path(__file__).parent.parent / "experiments"
 #: the most processes ``workers`` may start (each trains with cores / workers threads; more only queue)
 MAX_WORKERS = 256
-#: a τ grid's values (the temperature of a softmax or sigmoid)
-TEMPERATURES = TEMPERATURE_RANGE
 #: the upstream settings the experiment sets in every run's config itself (:func:`harness.experiment.plan._plan` puts
 #: them after every override, so an override of one would be lost): key -> where the experiment takes it from
 #: (``{seeds}``: the seeds key of the section the override is in)
@@ -55,6 +54,14 @@ class MultilabelSection:
     temperature_grid: List[float] = setting(default_factory=list, **TEMPERATURES)
 
 
+#: what a frontier schedule may set, each a key or a section of keys: how the runs train (steps, optimiser, network,
+#: the heads' training samples, the training batch), never the examples, labels or evaluation data (so that the points
+#: are scored alike: variants._check_schedules)
+SCHEDULE_KEYS = tuple(
+    "train optim model.backbone model.backbone_kwargs model.head.train_mc_samples data.batch_size".split()
+)
+
+
 @dataclass
 class FrontierSection:
     """Accuracy against CPU-minutes of candidate schedules: the first seed of each of ``methods`` (at its chosen τ)
@@ -64,7 +71,7 @@ class FrontierSection:
     Attributes:
         methods: some of the experiment's methods (default ``[method]``).
         method: the single method of older experiment files.
-        schedules: name -> ``key=value`` overrides (e.g. ``{"10 epochs": [train.epochs=10]}``).
+        schedules: name -> ``key=value`` overrides of :data:`SCHEDULE_KEYS` (e.g. ``{"10 epochs": [train.epochs=10]}``).
         reference: a published figure to read the frontier against, with its protocol (epochs, which epoch is reported,
             network, training images), printed beside the frontier's own protocol.
     """
@@ -389,14 +396,6 @@ def find_experiment(name_or_path: str) -> Path:
         return built_in
     names = sorted(f.stem for f in EXPERIMENTS.glob("*.yaml"))
     raise FileNotFoundError(f"no experiment {name_or_path!r}: give a YAML path or one of {', '.join(names)}")
-
-
-def _upstream_config_path(ref: str) -> Path:
-    """The file of an experiment's ``upstream_config`` (:func:`harness.experiment.upstream_ref.upstream_config_path`,
-    relative to the current folder: :func:`load_experiment` has made a file's value absolute)."""
-    from harness.experiment.upstream_ref import upstream_config_path
-
-    return upstream_config_path(ref)
 
 
 def _noisy(head: dict) -> bool:

@@ -32,8 +32,10 @@ def validate_transfer(t: TransferSection) -> None:
     """Every name refers to something that exists, checked before any work.
 
     Raises:
-        ValueError: an empty study, an unknown method in ``primary``/``secondary``, unequal seed counts in a
-            comparison, an unknown OOD task or preset (the message names the key and the fix).
+        ValueError: an empty study, an unknown method in ``primary``/``secondary``, a comparison of a method with
+            itself (``reference`` in ``primary``, a ``secondary`` pair ``a: a``), two methods holding one record (one
+            model under two names: :func:`_check_own_records`), unequal seed counts in a comparison, an unknown OOD
+            task or preset (the message names the key and the fix).
     """
     from harness.downstream.config import PRESETS
 
@@ -55,16 +57,57 @@ def validate_transfer(t: TransferSection) -> None:
                 raise ValueError(
                     f"transfer: {name!r} is compared but is not in transfer.methods ({', '.join(t.methods)})"
                 )
+        if m == ref:
+            key = (
+                f"transfer.primary=[{', '.join(t.primary)}] holds transfer.reference={ref}, so it"
+                if m in t.primary
+                else f"transfer.secondary.{m}={ref}"
+            )
+            fix = (
+                f"remove {m} from transfer.primary (every primary method is compared with transfer.reference={ref}), "
+                "or set transfer.reference to another method"
+                if m in t.primary
+                else f"give {m} another method as its reference, or remove transfer.secondary.{m}"
+            )
+            raise ValueError(
+                f"{key} compares {m} with itself ({m} − {ref}: the difference is 0 by construction, reported as "
+                f"'no detectable difference' and counted in its family's Holm adjustment): a comparison is of two "
+                f"methods: {fix}"
+            )
         if len(t.methods[m]) != len(t.methods[ref]):
             raise ValueError(
                 f"transfer: {m} has {len(t.methods[m])} records and {ref} {len(t.methods[ref])}; "
                 "pair them seed by seed (one record per upstream seed each)"
             )
+    _check_own_records(t)
     unknown = [n for n in t.ood if n not in DEMO_TASKS]
     if unknown:
         raise ValueError(f"transfer.ood: unknown task(s) {unknown}; use some of {', '.join(DEMO_TASKS)}")
     if t.preset not in PRESETS:
         raise ValueError(f"transfer.preset={t.preset!r}: use one of {', '.join(PRESETS)}")
+
+
+def _check_own_records(t: TransferSection) -> None:
+    """No record is listed by two methods of ``transfer.methods``: a record is one upstream model, so a method listing
+    another's records would be that method again under another name (compared with it, a difference of 0 by
+    construction; a record repeated within one method is refused by the field's rule of distinct values).
+
+    Raises:
+        ValueError: naming both methods' keys, the records they share and the fix.
+    """
+    owner: "dict[str, str]" = {}  # record -> the first method listing it
+    for method, records in t.methods.items():
+        shared = [r for r in records if r in owner]
+        if shared:
+            first = owner[shared[0]]
+            raise ValueError(
+                f"transfer.methods.{method}=[{', '.join(records)}] lists record(s) {', '.join(shared)} of "
+                f"transfer.methods.{first}=[{', '.join(t.methods[first])}]: a record is one upstream model and belongs to one "
+                f"method, so one model would count as both {method} and {first} (their difference 0 by construction "
+                f"where they share it): give transfer.methods.{method} its own records (one per "
+                f"upstream seed), or remove it"
+            )
+        owner.update({r: method for r in records})
 
 
 def _restore(t: TransferSection, roots: "list[Path]", runs: Path, progress: Callable[[str], None]) -> "dict[str, Path]":

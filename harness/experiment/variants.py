@@ -3,13 +3,15 @@
 validated, and a condition or a frontier schedule must change something: a condition whose runs are the main study's
 runs would be trained once (:func:`harness.experiment.plan._derived` plans it as that run) and reported as a condition
 of its own, compared with itself; a frontier schedule whose runs are another schedule's, or the main study's, would be
-trained again and shown as a point of its own (:func:`harness.experiment.plan.frontier_plan`)."""
+trained again and shown as a point of its own (:func:`harness.experiment.plan.frontier_plan`). Two conditions may not
+train the same runs (reported as two conditions, one a copy of the other), and a frontier schedule sets only how the
+runs train (:data:`harness.experiment.config.SCHEDULE_KEYS`), never the data they train on or are scored on."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from harness.experiment.config import ConditionSection, Experiment
+from harness.experiment.config import SCHEDULE_KEYS, ConditionSection, Experiment
 from harness.experiment.plan import _Plan, _same_run
 
 
@@ -24,13 +26,17 @@ def check_variant_configs(exp: Experiment, main: _Plan) -> None:
 
     Raises:
         ValueError: a setting a config refuses, prefixed with the section it comes from (``frontier.schedules.<name>``,
-            ``conditions.<name>``); a condition that changes nothing (:func:`_check_condition`); a frontier schedule
-            that trains another's runs or the main study's (:func:`_check_schedules`).
+            ``conditions.<name>``); a condition that changes nothing (:func:`_check_condition`) or trains another
+            condition's runs (:func:`_check_conditions_apart`); a frontier schedule that sets a key outside
+            :data:`~harness.experiment.config.SCHEDULE_KEYS` or trains another's runs or the main study's
+            (:func:`_check_schedules`).
     """
     bases: "dict[tuple[str, int], Any]" = {}  # (method, seed) -> the main study's config, built once
     _check_schedules(exp, main, bases)
+    built: "dict[tuple[str, str, int], Any]" = {}  # (condition, method, seed) -> its config, built once
     for name, cond in exp.conditions.items():
-        _check_condition(exp, main, name, cond, bases)
+        _check_condition(exp, main, name, cond, bases, built)
+        _check_conditions_apart(exp, main, name, built)
     for e in exp.budget.epochs if exp.budget.methods else []:
         main.make(
             exp.budget.methods[0],
@@ -42,7 +48,12 @@ def check_variant_configs(exp: Experiment, main: _Plan) -> None:
 
 
 def _check_condition(
-    exp: Experiment, main: _Plan, name: str, cond: ConditionSection, bases: "dict[tuple[str, int], Any]"
+    exp: Experiment,
+    main: _Plan,
+    name: str,
+    cond: ConditionSection,
+    bases: "dict[tuple[str, int], Any]",
+    built: "dict[tuple[str, str, int], Any]",
 ) -> None:
     """Build the config of each method of condition ``name`` at one of its seeds (one the main study has, if any) and
     compare it with the main study's config of that method and seed (the planned run where there is one, else built
@@ -58,12 +69,7 @@ def _check_condition(
     """
     overrides = list(cond.upstream_overrides)
     seed = next((s for s in cond.seeds if s in exp.seeds), cond.seeds[0])
-    configs = {}
-    for m in cond.methods:
-        try:
-            configs[m] = main.make(m, *_stand_in(main, m, overrides, seed))
-        except ValueError as e:  # the section the settings come from, then the setting's own message
-            raise ValueError(f"conditions.{name}: {e}") from None
+    configs = {m: _condition_config(exp, main, name, m, seed, built) for m in cond.methods}
     ordered = sorted(cond.methods, key=lambda m: m in main.grid)  # the planned runs first: nothing to build
     if any(not _same_run(configs[m], _main_config(main, m, seed, bases)) for m in ordered):
         return
@@ -75,6 +81,84 @@ def _check_condition(
     )
 
 
+def _condition_config(
+    exp: Experiment, main: _Plan, name: str, method: str, seed: int, built: "dict[tuple[str, str, int], Any]"
+) -> Any:
+    """The config of ``method`` at ``seed`` in condition ``name`` (at the stand-in of :func:`_stand_in`), built once
+    and kept in ``built``.
+
+    Raises:
+        ValueError: a setting the config refuses, prefixed ``conditions.<name>: ``.
+    """
+    if (name, method, seed) not in built:
+        try:
+            overrides = list(exp.conditions[name].upstream_overrides)
+            built[name, method, seed] = main.make(method, *_stand_in(main, method, overrides, seed))
+        except ValueError as e:  # the section the settings come from, then the setting's own message
+            raise ValueError(f"conditions.{name}: {e}") from None
+    return built[name, method, seed]
+
+
+def _check_conditions_apart(exp: Experiment, main: _Plan, name: str, built: "dict[tuple[str, str, int], Any]") -> None:
+    """Condition ``name`` trains none of the runs of a condition before it: a method both train, at a seed both have,
+    is built under each one's overrides and compared as the planner compares runs
+    (:func:`harness.experiment.plan._same_run`); the same config would be trained twice under two names and reported
+    as two conditions, one a copy of the other (whether overrides change a config does not depend on the seed: the
+    first shared one is compared).
+
+    Raises:
+        ValueError: naming both conditions' ``upstream_overrides``, the method and seed, and the fix.
+    """
+    cond = exp.conditions[name]
+    for other in list(exp.conditions)[: list(exp.conditions).index(name)]:
+        prior = exp.conditions[other]
+        methods = [m for m in cond.methods if m in prior.methods]
+        seed = next((s for s in cond.seeds if s in prior.seeds), None)
+        if not methods or seed is None:
+            continue  # no run in common: other methods or other seeds
+        same = (
+            m
+            for m in methods
+            if _same_run(
+                _condition_config(exp, main, name, m, seed, built), _condition_config(exp, main, other, m, seed, built)
+            )
+        )
+        m = next(same, None)
+        if m is not None:
+            raise ValueError(
+                f"conditions.{name}.upstream_overrides={_shown(list(cond.upstream_overrides))} trains the same runs "
+                f"as conditions.{other}.upstream_overrides={_shown(list(prior.upstream_overrides))} ({m} at seed "
+                f"{seed}: the same config), so they would be trained twice and reported as two conditions, one a copy "
+                f"of the other: remove condition {name} (add its methods and seeds to conditions.{other}), or change "
+                f"a setting in conditions.{name}.upstream_overrides"
+            )
+
+
+def _check_schedule_keys(name: str, overrides: "list[str]") -> None:
+    """Schedule ``name`` of ``frontier.schedules`` sets only keys of :data:`harness.experiment.config.SCHEDULE_KEYS`
+    (each a key, or a section and its keys): how the runs train. A frontier shows each schedule's accuracy at its
+    cost beside the others', so each point must be trained on the same examples and labels and scored on the same
+    evaluation data; a schedule that sets a data key (``data.limit_eval``, ``data.eval_split``,
+    ``data.label_noise``, ``data.source``...) or a head's method settings would be shown as another point of the
+    same curve.
+
+    Raises:
+        ValueError: naming the schedule, the key, its override, the keys a schedule may set and the fix.
+    """
+    for o in overrides:
+        key = str(o).split("=", 1)[0].strip().lstrip("+~")
+        if any(key == k or key.startswith(k + ".") for k in SCHEDULE_KEYS):
+            continue
+        allowed = ", ".join(k if "." in k else f"{k}.*" for k in SCHEDULE_KEYS)
+        raise ValueError(
+            f"frontier.schedules.{name} sets {key} ({_shown([o])[1:-1]}), which is not a training schedule's "
+            f"setting: a frontier compares schedules of training, each point trained on the same examples and labels "
+            f"and scored on the same evaluation data, so a schedule sets only {allowed}: remove {key} from "
+            f"frontier.schedules.{name}, or study other data as a condition (conditions.<name>.upstream_overrides: "
+            f"[{_shown([o])[1:-1]}])"
+        )
+
+
 def _check_schedules(exp: Experiment, main: _Plan, bases: "dict[tuple[str, int], Any]") -> None:
     """Build the config of each frontier method at the first seed under each schedule of ``frontier.schedules`` (as
     :func:`harness.experiment.plan.frontier_plan` builds it, a method with a grid at its grid's first value:
@@ -83,10 +167,13 @@ def _check_schedules(exp: Experiment, main: _Plan, bases: "dict[tuple[str, int],
     whose runs are another's, or the main study's, would be trained again and shown as a point of its own.
 
     Raises:
-        ValueError: a setting a schedule's config refuses (``frontier.schedules.<name>: ...``), or a schedule whose
+        ValueError: a key a schedule may not set (:func:`_check_schedule_keys`, every schedule's before any config is
+            built), a setting a schedule's config refuses (``frontier.schedules.<name>: ...``), or a schedule whose
             every method's config equals another schedule's or the main study's, naming both and the fix.
     """
     fr, seed = exp.frontier, exp.seeds[0]
+    for name, overrides in fr.schedules.items():
+        _check_schedule_keys(name, list(overrides))
     runs: "dict[str, dict[str, Any]]" = {}  # schedule -> method -> config
     for name, overrides in fr.schedules.items():
         runs[name] = {}
