@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import NamedTuple
 
 
 def check_folder_path(folder: "str | os.PathLike", what: str) -> Path:
@@ -95,13 +96,25 @@ OUTPUT_MARKS = (
 )
 
 
-def output_kind(folder: "str | os.PathLike") -> "tuple[str, str] | None":
-    """``(kind, files)`` of the harness output folder ``folder`` (:data:`OUTPUT_MARKS`: ``("run", "run.json")``), or
-    None for any other folder (or a path that is no folder)."""
+class OutputKind(NamedTuple):
+    """What marks a harness output folder: its ``kind`` and the ``files`` of :data:`OUTPUT_MARKS` it holds."""
+
+    kind: str
+    files: "tuple[str, ...]"
+
+    @property
+    def holds(self) -> str:
+        """The marking files as a message names them (``"config.json and model.safetensors"``)."""
+        return " and ".join(self.files)
+
+
+def output_kind(folder: "str | os.PathLike") -> "OutputKind | None":
+    """What marks ``folder`` as a harness output folder (:data:`OUTPUT_MARKS`: ``OutputKind("run", ("run.json",))``),
+    or None for any other folder (or a path that is no folder)."""
     folder = Path(folder)
     for kind, files in OUTPUT_MARKS:
         if all((folder / f).is_file() for f in files):
-            return kind, " and ".join(files)
+            return OutputKind(kind, files)
     return None
 
 
@@ -115,9 +128,9 @@ def check_not_other_output(folder: "str | os.PathLike", what: str, flag: str, wr
         ValueError: naming ``flag``, the folder, what marks it and the fix.
     """
     kind = output_kind(folder)
-    if kind is not None and not set(kind[1].split(" and ")) & set(writes):
+    if kind is not None and not set(kind.files) & set(writes):
         raise ValueError(
-            f"{flag} {folder} is the {kind[0]} folder of another harness command (it holds {kind[1]}): {what} writes "
+            f"{flag} {folder} is the {kind.kind} folder of another harness command (it holds {kind.holds}): {what} writes "
             f"a folder of its own, even with --overwrite (one folder holds one command's output): choose another "
             f"{flag}"
         )
@@ -171,7 +184,7 @@ def check_outside_outputs(
         if inputs and place in inputs:
             where = f"{inputs[place]} {_shown(place)}"
         elif kind is not None:
-            where = f"the {kind[0]} folder {_shown(place)} (it holds {kind[1]})"
+            where = f"the {kind.kind} folder {_shown(place)} (it holds {kind.holds})"
         else:
             continue
         raise ValueError(

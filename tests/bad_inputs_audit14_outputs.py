@@ -113,7 +113,7 @@ def _export_with_its_lock_file(tmp):
     base, s1 = _run(tmp / "runs" / "base"), _run(tmp / "runs" / "s1", seed=1)
     out = export_run(base, tmp / "exc")
     _nothing_but(out, {".lock", "config.json", "model.safetensors", "README.md"})
-    assert output_kind(out) == ("export", "config.json and model.safetensors")
+    assert output_kind(out) == ("export", ("config.json", "model.safetensors"))
     x = torch.randn(2, 3, 8, 8)
     with torch.no_grad():
         assert torch.allclose(Classifier.from_pretrained(out)(x), load_model(base / "model.pt").eval()(x), atol=1e-5)

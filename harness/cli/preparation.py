@@ -124,7 +124,7 @@ def data_tasks_cifar(data_path: Path, out: Path, seed: int, test_size: int) -> N
         kind = output_kind(out)
         if kind is not None:  # nor such a folder itself
             raise ValueError(
-                f"--out {out} is a {kind[0]} folder (it holds {kind[1]}): harness data tasks-cifar would write its "
+                f"--out {out} is a {kind.kind} folder (it holds {kind.holds}): harness data tasks-cifar would write its "
                 f"task folders and cifar_tasks.json beside its files; give --out a folder of its own, e.g. "
                 f"{out.parent / 'cifar_tasks'}"
             )

@@ -160,7 +160,7 @@ def _harness_folder_around(path: Path) -> Optional[str]:
     for folder in (path, *path.parents):
         kind = output_kind(folder)
         if kind is not None:
-            return f"{kind[0]} folder {folder} (it holds {kind[1]})"
+            return f"{kind.kind} folder {folder} (it holds {kind.holds})"
     return None
 
 
