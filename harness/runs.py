@@ -153,11 +153,15 @@ LOSS_SUFFIX = {"forward": "-fwd", "label_smoothing": "-ls"}
 
 
 def run_method(run_dir: "str | Path") -> str:
-    """A run's method name: :func:`method_name` of its head, with the training loss's suffix
-    (``hom-fwd``: forward-corrected loss, ``hom-ls``: label smoothing)."""
+    """A run's method name (:func:`config_method` of its config): how the report names its runs and ensembles."""
     cfg = run_config(run_dir)
-    loss = (cfg.get("train") or {}).get("loss", "nll")
-    return method_name((cfg.get("model") or {}).get("head") or {}) + LOSS_SUFFIX.get(loss, "")
+    return config_method((cfg.get("model") or {}).get("head") or {}, (cfg.get("train") or {}).get("loss", "nll"))
+
+
+def config_method(head: dict, loss: str) -> str:
+    """The method name of a run of ``head`` options trained with ``loss``: :func:`method_name` of its head, with the
+    training loss's suffix (``hom-fwd``: forward-corrected loss, ``hom-ls``: label smoothing)."""
+    return method_name(head) + LOSS_SUFFIX.get(loss, "")
 
 
 def data_config(run_dir: "str | Path", overrides: "tuple[str, ...]" = ()) -> DataConfig:

@@ -25,7 +25,7 @@ def _run(folder: str, model: bool = True, link: str = "softmax", image_size: int
     folder = make_run(folder, seed)
     atomic_write_text(
         folder / "config.yaml",
-        f"seed: 0\nmodel:\n  head:\n    covariance: none\n    link: {link}\n"
+        f"seed: {seed}\nmodel:\n  head:\n    covariance: none\n    link: {link}\n"
         f"data:\n  source: digits\n  image_size: {image_size}\n"
         "  eval_resize: 32\n",
     )

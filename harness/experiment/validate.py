@@ -83,6 +83,7 @@ def validate_experiment(exp: Experiment) -> "dict[str, _Plan]":
         _check_distinct_methods(plan, "multilabel.methods" if study == "multilabel" else "methods")
     check_variant_configs(exp, plans["main"])  # and a condition that changes nothing
     check_run_folders(exp, plans)
+    _check_report_names(plans["main"])
     _check_finished_runs(plans)
     _check_classes(plans, exp.confusable_pairs, exp.single_pair.pairs if exp.single_pair else [])
     check_downstream(exp, PRESETS, plans["main"])
@@ -383,6 +384,31 @@ def _check_distinct_methods(plan: _Plan, key: str) -> None:
                     f"{key} {a} and {b} have the same settings (head options, overrides and grid), so they would "
                     "train the same model twice and the report would count it as two: drop one, or make them differ"
                 )
+
+
+def _check_report_names(plan: _Plan) -> None:
+    """No two methods of the main study train runs the report names alike: it names a run and an ensemble by its
+    head and loss (:func:`harness.runs.config_method`: ``het seed 0``, ``het ensemble of 3``) and averages the runs
+    of one name as seeds, so two methods of one head and loss (``het`` with 4 and with 8 factors) would merge.
+
+    Raises:
+        ValueError: naming both methods, the name they share and the fix.
+    """
+    from harness.runs import config_method
+
+    named: "dict[str, str]" = {}
+    for m in plan.heads:
+        cfg = plan.configs[next(iter(plan.grid[m].values())) if m in plan.grid else f"{m}_s{plan.seeds[0]}"]
+        name = config_method(dict(cfg.model.head), cfg.train.loss)
+        if name in named:
+            raise ValueError(
+                f"methods {named[name]} and {m} both train a {name!r} model (one head variant and loss): the report "
+                f"names a run by its head and loss ({name!r} seed 0, {name!r} ensemble of 3) and averages the runs of "
+                "one name as seeds, so their rows would merge; keep one in methods and study the other setting as a "
+                f"condition (conditions.<name>: {{upstream_overrides: [...], methods: [{named[name]}]}}), or in an "
+                "experiment of its own"
+            )
+        named[name] = m
 
 
 def _check_finished_runs(plans: dict) -> None:

@@ -188,12 +188,15 @@ def _entry_json(e: Entry, multilabel: bool) -> dict:
     return item
 
 
-def _check_same_data(entries: "list[Entry]") -> None:
-    """Every entry was evaluated on the first one's examples, classes and targets
-    (:func:`harness.uncertainty.ensembles.evaluation_mismatch`, the ensemble's rule; links may differ).
+def _check_same_data(entries: "list[Entry]", paths: Sequence["str | Path"]) -> None:
+    """Every entry was evaluated on the first one's examples, classes and targets, and every entry with a held-out
+    split on the first such entry's (:func:`harness.uncertainty.ensembles.evaluation_mismatch`, the ensemble's rule;
+    links may differ): the calibration, temperature-scaling and per-class sections read the held-out predictions.
+    No two entries share a label (a single run is named by its method and seed, an ensemble by its method and size):
+    the tables name entries by it and the per-method rows average a method's runs as seeds.
 
     Raises:
-        ValueError: naming the first entry that was not, and how.
+        ValueError: naming the first entry that was not, and how; or the two folders of one label and the fix.
     """
     from harness.uncertainty.ensembles import evaluation_mismatch
 
@@ -205,6 +208,25 @@ def _check_same_data(entries: "list[Entry]") -> None:
                 f"{e.label} ({e.preds.source}) was evaluated on other data, classes or labels than "
                 f"{entries[0].label}: {what}; report runs of one experiment together"
             )
+    held = [e for e in entries if e.heldout is not None]
+    for e in held[1:]:
+        what = evaluation_mismatch(e.heldout, held[0].heldout, compare_link=False)
+        if what:
+            raise ValueError(
+                f"{e.label} ({e.heldout.source}) saved predictions of another held-out split than {held[0].label} "
+                f"({held[0].heldout.source}): {what}; the report's calibration, temperature-scaling and per-class "
+                "sections read the held-out predictions, so report runs of one experiment together"
+            )
+    seen: "dict[str, str | Path]" = {}
+    for e, path in zip(entries, paths):
+        if e.label in seen:
+            raise ValueError(
+                f"{seen[e.label]} and {path} are both {e.label!r}: the report names each entry by its method and "
+                "seed (an ensemble by its method and size) and averages a method's runs as its seeds, so two of one "
+                f"label would read as one (or as replicates); report them apart (harness report {path} --name "
+                "<another name>), or give runs of other seeds"
+            )
+        seen[e.label] = path
 
 
 def _entry_rows(
@@ -340,8 +362,8 @@ def build(
             ensemble.json that is not a JSON object (:func:`harness.io.read_json_object`); a report name that is not a
             plain folder name, or a folder that holds files no report wrote or the report of other inputs (not
             inside ``inputs_under``, an experiment's runs folder), without ``overwrite`` (:func:`report_folder`;
-            ``elsewhere``: the messages' fix); entries
-            with different label spaces or evaluation data; an unknown calibrator, netcal missing, or
+            ``elsewhere``: the messages' fix); entries with different label spaces, evaluation data or held-out data,
+            or two of one label (method and seed: :func:`_check_same_data`); an unknown calibrator, netcal missing, or
             ``calibrators`` for multi-label entries.
     """
     from harness.io import RunLock
@@ -352,7 +374,7 @@ def build(
     steps = Steps(progress, "report", 3 + bool(covariance) + bool(shift) + bool(calibrators))
     steps.step(f"reading {len(paths)} folder(s)")
     entries = [load_entry(p) for p in paths]
-    _check_same_data(entries)
+    _check_same_data(entries, paths)
     het = _covariance_model(entries) if covariance else None
     if het is not None:  # a model.pt of another class count: refused before anything is written
         check_model_classes(het.run_dir / "model.pt", len(het.preds.class_names), f"{het.run_dir}/predictions.npz")

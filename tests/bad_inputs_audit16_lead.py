@@ -1,0 +1,67 @@
+"""Bad inputs found by the sixteenth reliability audit that the lead fixed (``audit16 <case id>``)."""
+
+from __future__ import annotations
+
+import click
+from bad_inputs_audit8_experiment import TINY
+from bad_inputs_audit12_plan import _run as _experiment
+
+from bad_inputs import bad_input
+from bad_inputs_uncertainty import _cli, make_run
+
+
+# ------------------------------------------------------------------------------ A16-01: held-out data and labels
+@bad_input(
+    "report",
+    "harness report of two runs whose held-out predictions hold other labels (audit16 A16-01: rc 0, the calibration "
+    "and per-class sections averaged one run on noisy held-out labels with one on clean ones)",
+    click.ClickException,
+    r"^hom seed 1 \(.*b/heldout_predictions\.npz\) saved predictions of another held-out split than hom seed 0 "
+    r"\(.*a/heldout_predictions\.npz\): example index \d+ has "
+    r"target .* \(different evaluation data or labels\); the report's calibration, temperature-scaling and per-class "
+    r"sections read the held-out predictions, so report runs of one experiment together",
+)
+def _report_heldout_labels_differ(tmp):
+    from harness.uncertainty.predictions import Predictions
+
+    a, b = make_run(tmp / "a", seed=0, heldout=True), make_run(tmp / "b", seed=1, heldout=True)
+    held = Predictions.load(b / "heldout_predictions.npz")
+    noisy = (held.targets + 1) % len(held.class_names)  # the other run's held-out labels: every one flipped
+    Predictions(held.logits, noisy, held.index, held.class_names, held.link, str(b)).save(b / "heldout_predictions.npz")
+    try:
+        _cli("report", str(a), str(b), "--out-root", str(tmp / "rep"), "--name", "r1", "--no-covariance")
+    finally:
+        assert not (tmp / "rep" / "r1" / "report.md").exists()
+
+
+@bad_input(
+    "report",
+    "harness report of two runs of one method and one seed (runs/base and runs/clean: the same head, seed 0, other "
+    "training labels) (audit16 A16-01: rc 0, two rows 'hom seed 0' told apart by nothing, averaged as seeds)",
+    click.ClickException,
+    r"^.*base and .*clean are both 'hom seed 0': the report names each entry by its method and seed .* and averages "
+    r"a method's runs as its seeds.*report them apart \(harness report .*clean --name <another name>\)",
+)
+def _report_one_method_and_seed_twice(tmp):
+    base = make_run(tmp / "base", seed=0)
+    clean = make_run(tmp / "clean", seed=1)  # other predictions (another training), but seed 0 in its config
+    (clean / "config.yaml").write_text((clean / "config.yaml").read_text().replace("seed: 1", "seed: 0"))
+    try:
+        _cli("report", str(base), str(clean), "--out-root", str(tmp / "rep"), "--name", "r2", "--no-covariance")
+    finally:
+        assert not (tmp / "rep" / "r2" / "report.md").exists()
+
+
+@bad_input(
+    "experiment",
+    "an experiment with methods het4 and het8 (one head variant, 4 and 8 factors) (found with audit16 A16-01: the "
+    "report names runs by head and loss, so both were 'het seed 0' and their rows merged as seeds of one method)",
+    ValueError,
+    r"^methods het4 and het8 both train a 'het' model \(one head variant and loss\): the report names a run by its "
+    r"head and loss .* so their rows would merge; keep one in methods and study the other setting as a condition",
+)
+def _experiment_methods_named_alike(tmp):
+    methods = "methods: {hom: {covariance: none}, het4: {covariance: low_rank, num_factors: 4}, het8: {covariance: "
+    _experiment(
+        tmp, "tn", "", TINY.replace("methods: {hom: {covariance: none}}", methods + "low_rank, num_factors: 8}}")
+    )
