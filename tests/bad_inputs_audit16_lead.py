@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import click
 from bad_inputs_audit8_experiment import TINY
+from bad_inputs_audit9_config import CONFIGS
 from bad_inputs_audit12_plan import _run as _experiment
 
-from bad_inputs import bad_input
+from bad_inputs import bad_input, handled
 from bad_inputs_uncertainty import _cli, make_run
 
 
@@ -65,3 +66,52 @@ def _experiment_methods_named_alike(tmp):
     _experiment(
         tmp, "tn", "", TINY.replace("methods: {hom: {covariance: none}}", methods + "low_rank, num_factors: 8}}")
     )
+
+
+# ------------------------------------------------------------------------------ A16-02 / A16-03: upstream settings
+def _upstream(tmp, *overrides: str) -> None:
+    """``harness upstream --config digits_hom.yaml OVERRIDES``; refused before the run folder is made."""
+    try:
+        _cli("upstream", "--config", str(CONFIGS / "digits_hom.yaml"), f"output_dir={tmp / 'run'}", *overrides)
+    finally:
+        assert not (tmp / "run").exists(), "work started before the error"
+
+
+@bad_input(
+    "upstream",
+    "harness upstream --config digits_hom.yaml data.image_size=16, the config's eval_resize: 32 kept (audit16 A16-02: "
+    "rc 0, top-1 31% against 99% with eval_resize=18: every metric scored on the centre quarter of each digit)",
+    click.ClickException,
+    r"^data\.eval_resize=32 with data\.image_size=16: the evaluation's centre crop keeps 50% of each image's side, "
+    r"less than any training crop \(data\.crop_scale=0\.6 keeps at least 77%\).*give data\.eval_resize in \[16, 20\], "
+    r"or data\.eval_resize=null",
+)
+def _eval_crop_narrower_than_training(tmp):
+    _upstream(tmp, "data.image_size=16")
+
+
+@handled(
+    "upstream",
+    "harness upstream data.image_size=16 data.eval_resize=20 (the widest crop the rule of audit16 A16-02 allows) and "
+    "data.eval_resize=null: both accepted by the configuration check",
+)
+def _eval_crop_as_wide_as_training(tmp):
+    from harness.config import load_config
+    from harness.upstream.config import UpstreamConfig, validate
+
+    for size in ("20", "null"):
+        overrides = ["data.image_size=16", f"data.eval_resize={size}", f"output_dir={tmp / size}"]
+        validate(load_config(UpstreamConfig, CONFIGS / "digits_hom.yaml", overrides))
+    return "eval_resize 20 and null accepted with image_size 16 (crop_scale 0.6: at least 77% of the side)"
+
+
+@bad_input(
+    "upstream",
+    "harness upstream model.head_bias_init=5 with a softmax head (audit16 A16-03: rc 0, every metric equal to the run "
+    "without it: one bias on every logit cancels in a softmax)",
+    click.ClickException,
+    r"^model\.head_bias_init=5 is read only by the sigmoid link, and this run's head has link softmax: .*remove "
+    r"model\.head_bias_init, or set model\.head\.link=sigmoid",
+)
+def _bias_init_softmax(tmp):
+    _upstream(tmp, "model.head_bias_init=5")

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
 from harness.data.config import ARRAY_SOURCES, DataConfig, check_data
-from harness.rules import LEARNING_RATE, MAX_IMAGE_SIDE, SEED, WEIGHT_DECAY, Rule, check_rules, given_keys, setting
+from harness.rules import LEARNING_RATE, SEED, WEIGHT_DECAY, Rule, check_rules, given_keys, setting
 from harness.training.precision import canonical as canonical_precision
 from harness.upstream.schedule_keys import LOSS_KEYS, OPTIMIZER_KEYS, SCHEDULE_KEYS, check_loss_keys
 
@@ -27,7 +27,7 @@ class ModelSection:
         pretrained_file: local backbone weights to start from (nothing is downloaded), loaded strictly as
             ``harness downstream --upstream timm:NAME --weights FILE`` loads them; the run then records and applies
             the backbone's own normalisation (:func:`harness.models.build_model`).
-        head_bias_init: initial bias of the head's mean layer (UB uses -10 for large-K sigmoid).
+        head_bias_init: initial bias of the head's mean layer, sigmoid link only (UB uses -10 for large-K sigmoid).
     """
 
     backbone: str = "test_resnet"
@@ -178,8 +178,6 @@ class UpstreamConfig:
         return self.output_dir or f"runs/upstream/{self.name}"
 
 
-#: the largest ``data.image_size`` accepted: the one image-side bound (:data:`harness.rules.MAX_IMAGE_SIDE`)
-MAX_IMAGE_SIZE = MAX_IMAGE_SIDE
 LOSSES = tuple(LOSS_KEYS)
 
 
@@ -244,22 +242,11 @@ def validate(cfg: UpstreamConfig) -> None:
     check_outside_outputs(cfg.run_dir(), "output_dir", "harness upstream")  # not inside another run or an export
     cfg.model.pretrained_file = pretrained_file_setting(cfg.model.pretrained_file)  # not a harness run's model.pt
     check_rules(cfg)  # every range and name declared beside its field (harness.rules), in one message format
-    check_data(d)  # the rules that relate data settings (keys of one source, crop_padding < image_size, shards)
+    check_data(d)  # the rules that relate data settings (keys of one source, image sizes and crops, shards)
     # CHOICES and Lightning's aliases (bf16-mixed), kept canonical (YAML's false for "no" included)
     t.mixed_precision = canonical_precision(t.mixed_precision, "train.mixed_precision")
     _validate_optim(o)
     _validate_schedule(o, t)
-    if d.image_size > MAX_IMAGE_SIZE:
-        raise ValueError(
-            f"data.image_size={d.image_size} exceeds {MAX_IMAGE_SIZE} px: a batch of {d.batch_size} such "
-            f"images would not fit in memory; use the model's input size (e.g. 32, 224)"
-        )
-    if d.eval_resize is not None and not d.image_size <= d.eval_resize <= MAX_IMAGE_SIZE:
-        raise ValueError(
-            f"data.eval_resize={d.eval_resize} must be at least data.image_size={d.image_size} (the evaluation "
-            f"resizes the shorter side to it, then centre-crops data.image_size) and at most {MAX_IMAGE_SIZE}: "
-            f"give a size in [{d.image_size}, {MAX_IMAGE_SIZE}], or null for data.image_size / 0.875"
-        )
     accepted = set(inspect.signature(HeteroscedasticHead.__init__).parameters) - {"self", "in_features", "num_classes"}
     unknown = sorted(set(cfg.model.head) - accepted)
     if unknown:
@@ -280,6 +267,13 @@ def validate(cfg: UpstreamConfig) -> None:
     _validate_head(cfg.model.head, cfg.model.num_classes, given_keys(cfg.model))  # the overrides' head keys
     _validate_cov_weight_decay(o, cfg.model.head.get("covariance", "low_rank"))
     link = cfg.model.head.get("link", "softmax")
+    if cfg.model.head_bias_init is not None and link != "sigmoid":
+        raise ValueError(
+            f"model.head_bias_init={cfg.model.head_bias_init:g} is read only by the sigmoid link, and this run's head "
+            f"has link {link}: one bias added to every class's logit cancels in a softmax (and in its gradients), so "
+            "it would change nothing; remove model.head_bias_init, or set model.head.link=sigmoid (a prior for many "
+            "labels: uncertainty-baselines starts large-K sigmoid heads at -10)"
+        )
     check_best_metric(t.best_metric, link, cfg.model.num_classes)
     _validate_noise_and_loss(cfg, link)
     _validate_fewshot(t)

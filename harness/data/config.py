@@ -167,8 +167,9 @@ def check_noise_models(d: DataConfig) -> None:
 def check_data(d: DataConfig) -> None:
     """The rules that relate data settings (each one's range is declared beside it): a key of one source
     (:data:`SOURCE_KEYS`: ``path``, ``label_set``, ``multilabel``, ``name``, ...) set away from its default only for a
-    source that reads it; ``crop_scale`` only without ``crop_padding`` (the random translation replaces the random
-    resized crop); ``num_workers`` only where the ``pil`` or the shard loader reads the data (:func:`loader_kind`);
+    source that reads it; the image sizes (:func:`_check_image_sizes`: ``eval_resize`` at least ``image_size``, its
+    centre crop no narrower than the training crops); ``crop_scale`` only without ``crop_padding`` (the random
+    translation replaces the random resized crop); ``num_workers`` only where the ``pil`` or the shard loader reads the data (:func:`loader_kind`);
     ``crop_padding`` below ``image_size`` (a shift by a whole image can leave nothing of it in the crop, and the padded
     batch grows as (side + 2p)²); for ``shards``, a path and none of the settings that need the split in memory;
     three different splits for training, evaluation and held-out predictions (:func:`check_splits`); no synthetic
@@ -182,6 +183,7 @@ def check_data(d: DataConfig) -> None:
     check_noise_models(d)
     if d.source in STREAM_SOURCES:
         _check_shards(d)
+    _check_image_sizes(d)
     if d.crop_padding >= d.image_size:
         raise ValueError(
             f"data.crop_padding={d.crop_padding} must be below data.image_size={d.image_size}: a random shift by up "
@@ -201,6 +203,42 @@ def check_data(d: DataConfig) -> None:
             f"data.num_workers={d.num_workers} is read only by the pil loader, and this run reads "
             f"data.source={d.source} with the array loader (data.loader={d.loader}: whole batches augmented as tensor "
             "ops in the training process): remove data.num_workers, or set data.loader=pil"
+        )
+
+
+def _check_image_sizes(d: DataConfig) -> None:
+    """``image_size`` and ``eval_resize`` at most :data:`~harness.rules.MAX_IMAGE_SIDE`, ``eval_resize`` at least
+    ``image_size`` (the evaluation resizes the shorter side to it, then centre-crops ``image_size``), and a given
+    ``eval_resize`` shows the evaluation no less of each image than training sees: the random resized crop keeps at
+    least ``crop_scale`` of the area (``sqrt(crop_scale)`` of the side), the evaluation's centre crop
+    ``image_size / eval_resize`` of the side (audit16 A16-02: a config's ``eval_resize: 32`` kept with
+    ``data.image_size=16`` evaluated the middle quarter of each digit, a view never trained on). Not with
+    ``crop_padding`` (a random translation at full scale), nor with ``eval_resize`` null (``image_size / 0.875``).
+
+    Raises:
+        ValueError: naming the keys, their values, the rule and the sizes to give.
+    """
+    if d.image_size > MAX_IMAGE_SIDE:
+        raise ValueError(
+            f"data.image_size={d.image_size} exceeds {MAX_IMAGE_SIDE} px: a batch of {d.batch_size} such "
+            f"images would not fit in memory; use the model's input size (e.g. 32, 224)"
+        )
+    if d.eval_resize is None:
+        return
+    if not d.image_size <= d.eval_resize <= MAX_IMAGE_SIDE:
+        raise ValueError(
+            f"data.eval_resize={d.eval_resize} must be at least data.image_size={d.image_size} (the evaluation "
+            f"resizes the shorter side to it, then centre-crops data.image_size) and at most {MAX_IMAGE_SIDE}: "
+            f"give a size in [{d.image_size}, {MAX_IMAGE_SIDE}], or null for data.image_size / 0.875"
+        )
+    widest = int(d.image_size / d.crop_scale**0.5 + 1e-9)  # the largest eval_resize whose crop keeps sqrt(crop_scale)
+    if not d.crop_padding and d.eval_resize > widest:
+        raise ValueError(
+            f"data.eval_resize={d.eval_resize} with data.image_size={d.image_size}: the evaluation's centre crop keeps "
+            f"{d.image_size / d.eval_resize:.0%} of each image's side, less than any training crop "
+            f"(data.crop_scale={d.crop_scale:g} keeps at least {d.crop_scale**0.5:.0%}), so the model is scored on a "
+            f"view it never trained on; give data.eval_resize in [{d.image_size}, {widest}], or data.eval_resize=null "
+            "(data.image_size / 0.875; where a config file sets eval_resize for another image_size, set both)"
         )
 
 
