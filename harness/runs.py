@@ -23,7 +23,7 @@ from omegaconf import OmegaConf
 
 from harness.config import load_config
 from harness.data.config import DataConfig
-from harness.data.dataset import ImageDataset, LabelSets
+from harness.data.dataset import ImageDataset
 from harness.data.sources import build_split
 from harness.heads.variants import VARIANTS
 from harness.io import read_json_object
@@ -33,6 +33,7 @@ from harness.model_identity import (  # noqa: F401 (check_distinct_predictions: 
     model_class_names,
 )
 from harness.records import RECORD_FILES, restore_record, save_record  # noqa: F401 (read with the run folders)
+from harness.run_streams import is_stream, pack_clean_heldout, read_split, split_batches
 from harness.training.predict import predict_logits
 from harness.uncertainty.predictions import Predictions
 
@@ -237,15 +238,11 @@ def eval_batches(
     base: Optional[ImageDataset] = None,
 ) -> "Iterator[tuple[torch.Tensor, np.ndarray, np.ndarray]]":
     """Pre-logit features ``[B, D]``, targets and indices of ``split`` (default: the eval split; or
-    the already-read ``base``), computed by ``model.backbone`` in eval mode, batch by batch, through
-    the evaluation loader upstream training uses (:func:`harness.data.batched.make_loader`), so
-    re-predicting a run reproduces its saved predictions."""
-    from harness.data.batched import make_loader
-
-    base = base if base is not None else build_split(data, split or data.eval_split)
-    if model.head.link == "sigmoid" and not base.multilabel:
-        base = base.with_labels(LabelSets.from_labels(base.labels))
-    loader = make_loader(data, base, train=False)[0]
+    the already-read ``base``, :func:`harness.run_streams.read_split`), computed by ``model.backbone`` in eval mode,
+    batch by batch, through the evaluation loader upstream training uses (:func:`harness.run_streams.split_batches`;
+    a packed split's stream in shard order), so re-predicting a run reproduces its saved predictions."""
+    base = base if base is not None else read_split(data, split or data.eval_split)
+    loader = split_batches(data, base, one_hot=model.head.link == "sigmoid")
     model.eval().to(device)
     with torch.no_grad():
         for x, y, idx in loader:
@@ -270,12 +267,14 @@ def predict_model(
         ValueError: the model's classes are not the data's (:func:`harness.model_identity.check_classes_match`),
             before predicting.
     """
-    base = base if base is not None else build_split(data, split or data.eval_split)
+    base = base if base is not None else read_split(data, split or data.eval_split)
     check_classes_match(source or "the model", model.head.num_classes, names, base.class_names, base.description)
     batches = eval_batches(model, data, device=device, base=base)  # pre-logit features: the head predicts
     if steps is not None:
         batches = steps.count(batches, len(base), size=lambda batch: len(batch[1]), unit="images")
     out = predict_logits(model.head, batches)
+    if is_stream(data):  # a packed split streams in shard order; a run's saved predictions are by index
+        out = {k: v[np.argsort(out["index"], kind="stable")] for k, v in out.items()}
     return Predictions(
         out["logits"].astype(np.float64),
         out["targets"],
@@ -312,14 +311,18 @@ def predict_checkpoint(
 def clean_heldout(preds: Predictions, run_dir: "str | Path") -> Optional[Predictions]:
     """``preds`` (held-out predictions of the run, or of an ensemble whose first member is
     ``run_dir``) with the clean labels of the same examples, or None when the run has no held-out
-    split.
+    split or was trained on shards whose pack records noisy labels and not their clean counterparts
+    (:func:`harness.run_streams.pack_clean_heldout`; a pack of the source's own labels: the predictions' targets).
 
     Raises:
         ValueError: the held-out examples are not all in the clean split (another data set).
+        FileNotFoundError: the data (or the held-out pack) is not where the run's config says.
     """
     data = data_config(run_dir)
     if data.heldout_split is None:
         return None
+    if is_stream(data):
+        return pack_clean_heldout(preds, data)
     clean = np.asarray(build_split(clean_data(data), data.heldout_split).labels)
     if preds.index.max(initial=-1) >= len(clean):
         raise ValueError(
@@ -332,7 +335,7 @@ def clean_heldout(preds: Predictions, run_dir: "str | Path") -> Optional[Predict
 def heldout_description(run_dir: "str | Path") -> Optional[str]:
     """What the run's held-out split is (source, split, labels), or None without one."""
     data = data_config(run_dir)
-    return None if data.heldout_split is None else build_split(data, data.heldout_split).description
+    return None if data.heldout_split is None else read_split(data, data.heldout_split).description
 
 
 def check_model_classes(model_pt: "str | Path", num_classes: int, what: str = "its predictions") -> None:

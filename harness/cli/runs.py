@@ -140,18 +140,19 @@ def _repredictor(eval_data: "Path | None", device: str):
     """``(repredict(run_dir) -> Predictions, description)`` for ``harness ensemble --from-checkpoints``: the device
     checked, ``--eval-data``'s data section read and its evaluation split read once (before any model), its
     description the one ``ensemble.json`` records (None: each member's own data, the first member's description).
+    A packed split (``data.source=shards``) is streamed once per model (:func:`harness.run_streams.read_split`).
 
     Raises:
         ValueError: a device this machine cannot run on; an --eval-data file without a data section, or bad data.
         FileNotFoundError: missing data.
     """
-    from harness.data.sources import build_split
+    from harness.run_streams import read_split
     from harness.runs import data_from_file, predict_checkpoint
     from harness.training.precision import check_device
 
     check_device(device)
     data = data_from_file(eval_data, flag="--eval-data") if eval_data else None
-    base = build_split(data, data.eval_split) if data is not None else None
+    base = read_split(data, data.eval_split) if data is not None else None  # shards: their index (streamed later)
 
     def repredict(run_dir):
         return predict_checkpoint(run_dir, data, device=device, base=base)

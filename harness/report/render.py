@@ -142,8 +142,11 @@ def calibration_note(entries: "list[dict]") -> "list[str]":
 def _heldout_labels(report: dict, cal: "list[dict]") -> str:
     differ = [e["calibration"]["noisy_labels_differ"] for e in cal]
     what = report.get("heldout_data") or "held-out split"
-    if differ[0] is None:
-        return f"{what}, labels as trained on"
+    if differ[0] is None:  # harness.runs.clean_heldout: a pack of noisy labels, which records no clean ones
+        return (
+            f"{what}, labels as trained on; their clean labels are not known (a run trained on shards whose pack "
+            "holds noisy labels and does not record the clean ones), so the rows on clean held-out labels are left out"
+        )
     return (
         f"{what}, noisy labels ({100 * differ[0]:.1f}% differ from clean)"
         if differ[0] > 0
@@ -175,6 +178,7 @@ def _calibration_tables(report: dict, cal: "list[dict]") -> "list[tuple[str, lis
         ],
         rows,
     )
+    oracle = any(e["calibration"]["fit_clean"] for e in cal)  # the oracle's columns only where an entry has them
     ts_rows = []
     for e in cal:
         c = e["calibration"]
@@ -189,14 +193,17 @@ def _calibration_tables(report: dict, cal: "list[dict]") -> "list[tuple[str, lis
                 fmt(fn["test_clean"]["ece"]),
                 fmt(c["heldout_noisy"]["nll"]),
                 fmt(fn["heldout_noisy"]["nll"]),
-                f"{fc['temperature']:.3f}" if fc else "n/a",
-                fmt(fc["test_clean"]["nll"]) if fc else "n/a",
-                fmt(fc["test_clean"]["ece"]) if fc else "n/a",
             ]
+            + (
+                [f"{fc['temperature']:.3f}", fmt(fc["test_clean"]["nll"]), fmt(fc["test_clean"]["ece"])]
+                if fc
+                else ["n/a"] * 3
+            )[: 3 * oracle]
         )
     ts = (
-        f"Post-hoc temperature scaling fit on the held-out labels ({held}; what a user has) and, as an oracle, on "
-        "the same held-out images' clean labels; applied to the evaluation split and to the held-out split",
+        f"Post-hoc temperature scaling fit on the held-out labels ({held}; what a user has)"
+        + (", and, as an oracle, on the same held-out images' clean labels" if oracle else "")
+        + "; applied to the evaluation split and to the held-out split",
         [
             "entry",
             "T (held-out labels)",
@@ -206,10 +213,8 @@ def _calibration_tables(report: dict, cal: "list[dict]") -> "list[tuple[str, lis
             "eval ECE after",
             "held-out NLL before",
             "held-out NLL after",
-            "T (oracle: clean held-out labels)",
-            "eval NLL after oracle",
-            "eval ECE after oracle",
-        ],
+        ]
+        + ["T (oracle: clean held-out labels)", "eval NLL after oracle", "eval ECE after oracle"][: 3 * oracle],
         ts_rows,
     )
     return [both, ts]

@@ -13,7 +13,7 @@ import numpy as np
 from harness.io import path_under, read_json
 from harness.runs import ensemble_members, run_summary
 from harness.shift.sets import ood_images, subset_rows, views
-from harness.shift.settings import SCHEMA, ShiftSettings, check_settings
+from harness.shift.settings import SCHEMA, ShiftSettings, check_settings, check_shift_data
 from harness.shift.store import clear_sets, load_set, save_set
 
 #: the lock of ``<run>/shift`` while :func:`predict_run` writes its sets (:class:`harness.io.RunLock`)
@@ -84,6 +84,7 @@ def _check_run(run_dir: Path, settings: ShiftSettings, overwrite: bool = False) 
     from harness.runs import data_config, run_config
 
     cfg = run_config(run_dir)
+    check_shift_data(data_config(run_dir), run_dir)  # before model.pt or any data is read
     if not (run_dir / "model.pt").is_file():
         raise FileNotFoundError(
             f"{str(run_dir)!r} has no model.pt: shift predictions come from a run's final model; "
@@ -104,7 +105,7 @@ def _check_run(run_dir: Path, settings: ShiftSettings, overwrite: bool = False) 
             "give --overwrite (only the shift sets' own files are written there)"
         )
     data = data_config(run_dir)
-    sets, base = check_settings(settings, data), None
+    sets, base = check_settings(settings, data, run_dir), None
     if settings.examples:
         split = settings.split or data.eval_split
         base = build_split(data, split)

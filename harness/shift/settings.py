@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Dict, List, Optional
 
+from harness.data.config import SOURCES, STREAM_SOURCES
 from harness.io import check_name
 from harness.rules import SEED, check_rules, setting
 
@@ -223,19 +225,46 @@ def _check_repeats(corruptions: "list[str]", severities: "list[int]") -> None:
         )
 
 
-def check_settings(settings: ShiftSettings, data: Any = None) -> "list[tuple[str, Any]]":
+def check_shift_data(data: Any, folder: "str | Path" = "the run") -> None:
+    """Refuse, before any work, a run (``folder``) whose data (:class:`~harness.data.config.DataConfig`) is read as a
+    stream (``data.source=shards``): shift re-predicts the evaluation split's images by index
+    (:func:`harness.run_streams.check_read_by_index`, the rule every command that does so calls; audit16 A16-05).
+
+    Raises:
+        ValueError: naming the run, the source, the rule and the fix.
+    """
+    from harness.run_streams import check_read_by_index
+
+    check_read_by_index(
+        data,
+        folder,
+        "harness shift",
+        "re-predicts the evaluation split's images by index (the same corrupted images and --examples subset for "
+        "every model)",
+        f"leave {folder} out of harness shift (or drop an experiment's shift section): harness report reports it "
+        "without the shift section; to evaluate it under shift, train it on the data source its shards were packed "
+        "from (data.source and data.path of that source) and shift that run",
+    )
+
+
+def check_settings(
+    settings: ShiftSettings, data: Any = None, folder: "str | Path" = "the run"
+) -> "list[tuple[str, Any]]":
     """Validate settings before any work; return the sets ``[(name, spec)]``: ``clean``, the corrupted
     sets, then the OOD sets. With the run's ``data`` (:class:`~harness.data.config.DataConfig`), the
-    image size and the OOD sets' data keys are checked too (their files are read only when used).
+    image size and the OOD sets' data keys are checked too (their files are read only when used), and the data
+    must be read by index (:func:`check_shift_data`; ``folder`` names the run).
 
     Raises:
         ValueError: unknown corruptions or severities, a corruption or a severity named twice (in a family too),
             ``none`` named with corruptions or with OOD sets, a negative ``examples``, malformed OOD sets, repeated OOD
-            names, an OOD set of the run's own data (its source and one of its splits), or images smaller than the
-            corruptions accept.
+            names, an OOD set of the run's own data (its source and one of its splits) or of a stream source
+            (``source=shards``), a run's data read as a stream, or images smaller than the corruptions accept.
     """
     from harness.shift.corruptions import MIN_SIDE, resolve, set_name
 
+    if data is not None:
+        check_shift_data(data, folder)
     try:
         check_rules(settings)
     except ValueError as e:
@@ -266,6 +295,12 @@ def check_settings(settings: ShiftSettings, data: Any = None) -> "list[tuple[str
     seen = set()
     for spec in specs:  # harness shift passes --ood none alone as []
         name, keys = parse_ood(spec)
+        if keys.get("source", "").strip() in STREAM_SOURCES:
+            raise ValueError(
+                f"OOD set {spec!r}: source={keys['source'].strip()} is read as a stream, and an OOD set's images are "
+                f"drawn by index (a fixed random subset, the same for every model): give a source read by index "
+                f"({', '.join(SOURCES)}), e.g. {name}:source=image_folder,path=/data/{name},split=test"
+            )
         if name in seen:
             raise ValueError(f"OOD set name {name!r} is given twice: give each OOD set its own name")
         seen.add(name)
