@@ -9,12 +9,12 @@ from pathlib import Path
 
 from harness.experiment.config import ROOTS, RUN_KEYS, RUN_TREE, Experiment, check_root
 from harness.experiment.plan import _Plan, _plan, _same_run
+from harness.experiment.run_inputs import check_run_inputs, planned_configs
 from harness.experiment.run_names import check_run_folders
 from harness.experiment.section_rules import check_grids_and_sections
 from harness.experiment.transfer_checks import check_downstream
 from harness.experiment.upstream_ref import upstream_config_path
 from harness.experiment.variants import check_variant_configs
-from harness.heads.variants import has_factors
 from harness.rules import check_rules
 
 
@@ -26,8 +26,10 @@ def validate_experiment(exp: Experiment) -> "dict[str, _Plan]":
     (:func:`~harness.experiment.run_names.check_run_folders`), the multi-label study and the downstream settings
     (checked whether or not the stage has tasks; with tasks, no fine-tuning pass of one image for a BatchNorm
     backbone: :func:`~harness.experiment.transfer_checks.check_downstream`), a condition that changes nothing
-    (:func:`~harness.experiment.variants.check_variant_configs`), and ``runs_root`` and ``results_root`` outside any
-    other command's output folder (:func:`harness.folder_paths.check_outside_outputs`).
+    (:func:`~harness.experiment.variants.check_variant_configs`), what every planned run reads, alike for the main
+    study's and a condition's, frontier schedule's or budget curve's (its backbone, weights file, data and number of
+    classes: :func:`~harness.experiment.run_inputs.check_run_inputs`), and ``runs_root`` and ``results_root`` outside
+    any other command's output folder (:func:`harness.folder_paths.check_outside_outputs`).
 
     Returns:
         The plans of the studies (``main``, and ``multilabel`` when it has methods).
@@ -81,11 +83,15 @@ def validate_experiment(exp: Experiment) -> "dict[str, _Plan]":
                 )
     for study, plan in plans.items():
         _check_distinct_methods(plan, "multilabel.methods" if study == "multilabel" else "methods")
-    check_variant_configs(exp, plans["main"])  # and a condition that changes nothing
+    variants = check_variant_configs(exp, plans["main"])  # and a condition that changes nothing
     check_run_folders(exp, plans)
     _check_report_names(plans["main"])
     _check_finished_runs(plans)
-    _check_classes(plans, exp.confusable_pairs, exp.single_pair.pairs if exp.single_pair else [])
+    pairs = {
+        "confusable_pairs": exp.confusable_pairs,
+        "single_pair.pairs": exp.single_pair.pairs if exp.single_pair else [],
+    }
+    check_run_inputs(planned_configs(plans, variants), pairs)  # every run's data, backbone and K alike
     check_downstream(exp, PRESETS, plans["main"])
     for what, folder in (("runs_root", exp.runs_root), ("results_root", exp.results_root)):
         check_writable(folder, f"{what} {str(folder)!r}", f"{what}=...")
@@ -214,48 +220,6 @@ def _check_references(exp: Experiment) -> None:
     bad_pairs = [p for p in exp.confusable_pairs if len(p) != 2]
     if bad_pairs:
         raise ValueError(f"confusable_pairs must be pairs of class names, e.g. [[cat, dog]], got {bad_pairs}")
-
-
-def _check_classes(
-    plans: "dict[str, _Plan]", confusable_pairs: "list[list[str]]" = (), single_pairs: "list[list[str]]" = ()
-) -> None:
-    """Settings that need the classes of the data (read once per study from its evaluation split): ``model.num_classes``
-    and the heads' ``num_factors`` (<= K for noise on the logits); the main study's classes hold every name of
-    ``confusable_pairs`` and of ``single_pair.pairs``."""
-    from harness.data.sources import build_split
-
-    for study, plan in plans.items():
-        if not plan.configs:
-            continue
-        first = next(iter(plan.configs.values()))
-        names = [str(c) for c in build_split(first.data, first.data.eval_split).class_names]
-        k = len(names)
-        for key, pairs in (("confusable_pairs", confusable_pairs), ("single_pair.pairs", single_pairs)):
-            unknown = sorted({str(c) for pair in pairs for c in pair} - set(names)) if study == "main" else []
-            if unknown:
-                raise ValueError(
-                    f"{key} names {', '.join(map(repr, unknown))}, not classes of the data (its classes: "
-                    f"{', '.join(names[:20])}{' ...' if k > 20 else ''}): name pairs of its classes, e.g. "
-                    f"[[{names[0]}, {names[-1]}]]"
-                )
-        for folder, cfg in plan.configs.items():
-            if cfg.model.num_classes and cfg.model.num_classes != k:
-                raise ValueError(
-                    f"run {folder}: model.num_classes={cfg.model.num_classes} but the data has {k} "
-                    "classes; leave model.num_classes unset"
-                )
-            head = cfg.model.head
-            r = head.get("num_factors")
-            if (
-                r is not None
-                and has_factors(head.get("covariance", "low_rank"))
-                and head.get("noise_space", "logits") == "logits"
-                and int(r) > k
-            ):
-                raise ValueError(
-                    f"run {folder}: model.head.num_factors={r} exceeds the {k} classes of the data "
-                    f"(noise on the logits has rank at most K): use num_factors <= {k}"
-                )
 
 
 def _override_lists(exp: Experiment) -> "list[tuple[str, list, str]]":

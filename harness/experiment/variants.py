@@ -15,7 +15,7 @@ from harness.experiment.config import SCHEDULE_KEYS, ConditionSection, Experimen
 from harness.experiment.plan import _Plan, _same_run
 
 
-def check_variant_configs(exp: Experiment, main: _Plan) -> None:
+def check_variant_configs(exp: Experiment, main: _Plan) -> "dict[str, Any]":
     """The configs of the main study's later runs, each built and validated: every frontier schedule's
     (:func:`_check_schedules`; built at the chosen τ once it is known, :func:`harness.experiment.plan.frontier_plan`),
     every condition's (:func:`_check_condition`) and one budget run's per epoch count.
@@ -23,6 +23,12 @@ def check_variant_configs(exp: Experiment, main: _Plan) -> None:
     Args:
         exp: the experiment (its settings checked on their own).
         main: the main study's plan, as validated (no value of a grid chosen yet).
+
+    Returns:
+        Every config built, by the section it comes from (``frontier.schedules.<name>, method <m>``,
+        ``conditions.<name>, method <m>, seed <s>``, ``budget.epochs <e>, method <m>``): a method with a grid at its
+        grid's first value (:func:`_stand_in`); what each run reads (its data, backbone, weights) is checked on them
+        with the main study's runs (:func:`harness.experiment.run_inputs.check_run_inputs`).
 
     Raises:
         ValueError: a setting a config refuses, prefixed with the section it comes from (``frontier.schedules.<name>``,
@@ -32,19 +38,18 @@ def check_variant_configs(exp: Experiment, main: _Plan) -> None:
             (:func:`_check_schedules`).
     """
     bases: "dict[tuple[str, int], Any]" = {}  # (method, seed) -> the main study's config, built once
-    _check_schedules(exp, main, bases)
+    runs = _check_schedules(exp, main, bases)
+    configs = {f"frontier.schedules.{n}, method {m}": cfg for n, per in runs.items() for m, cfg in per.items()}
     built: "dict[tuple[str, str, int], Any]" = {}  # (condition, method, seed) -> its config, built once
     for name, cond in exp.conditions.items():
         _check_condition(exp, main, name, cond, bases, built)
         _check_conditions_apart(exp, main, name, built)
+    configs.update({f"conditions.{n}, method {m}, seed {s}": cfg for (n, m, s), cfg in built.items()})
     for e in exp.budget.epochs if exp.budget.methods else []:
-        main.make(
-            exp.budget.methods[0],
-            main.heads[exp.budget.methods[0]],
-            exp.seeds[0],
-            "check",
-            [f"train.epochs={e}", f"train.eval_every={e}"],
-        )
+        m = exp.budget.methods[0]
+        extra = [f"train.epochs={e}", f"train.eval_every={e}"]
+        configs[f"budget.epochs {e}, method {m}"] = main.make(m, *_stand_in(main, m, extra, exp.seeds[0]))
+    return configs
 
 
 def _check_condition(
@@ -159,12 +164,15 @@ def _check_schedule_keys(name: str, overrides: "list[str]") -> None:
         )
 
 
-def _check_schedules(exp: Experiment, main: _Plan, bases: "dict[tuple[str, int], Any]") -> None:
+def _check_schedules(exp: Experiment, main: _Plan, bases: "dict[tuple[str, int], Any]") -> "dict[str, dict[str, Any]]":
     """Build the config of each frontier method at the first seed under each schedule of ``frontier.schedules`` (as
     :func:`harness.experiment.plan.frontier_plan` builds it, a method with a grid at its grid's first value:
     :func:`_stand_in`), and compare it, as the planner compares runs (:func:`harness.experiment.plan._same_run`), with
     the configs of the schedules before it and with the main study's config (the frontier's chosen point): a schedule
     whose runs are another's, or the main study's, would be trained again and shown as a point of its own.
+
+    Returns:
+        The configs built: schedule name -> method -> config.
 
     Raises:
         ValueError: a key a schedule may not set (:func:`_check_schedule_keys`, every schedule's before any config is
@@ -197,6 +205,7 @@ def _check_schedules(exp: Experiment, main: _Plan, bases: "dict[tuple[str, int],
                 f"({same}), which the frontier shows already as this study's schedule (the chosen point): change a "
                 f"setting in frontier.schedules.{name}, or remove the schedule"
             )
+    return runs
 
 
 def _stand_in(main: _Plan, method: str, overrides: "list[str]", seed: int) -> "tuple[dict, int, str, list[str]]":
