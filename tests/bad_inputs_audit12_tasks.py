@@ -59,7 +59,7 @@ def _custom_splits_share_images(tmp):
     r"train800 .*list each image in only one of val200\.txt and train800\.txt",
 )
 def _custom_val_in_train(tmp):
-    _refused_before_work(tmp, "--tasks", f"birds={task_folder(tmp, bad={'val200': 'img/train800_2.png 1'})}:5")
+    _refused_before_work(tmp, "--tasks", f"birds={task_folder(tmp, bad={'val200': 'img/train800_2.png 2'})}:5")
 
 
 @bad_input(

@@ -76,7 +76,7 @@ def _sixteen_bit_png(tmp):
     import numpy as np
     from PIL import Image
 
-    from harness.tasks.readers import folder_split
+    from harness.tasks.folder_format import folder_split
     from harness.tasks.taskset import custom_task
 
     folder = task_folder(tmp)

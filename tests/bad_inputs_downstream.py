@@ -5,6 +5,7 @@ exception itself is checked) on small data written to the temporary working fold
 """
 
 import atexit
+import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -50,9 +51,10 @@ def downstream(*args: str) -> None:
 
 def task_folder(tmp: Path, name: str = "birds", k: int = 5, sizes=None, bad: "dict[str, str] | None" = None) -> Path:
     """A folder-format task: 3 PNG images and the four lists (``bad``: split -> a last line to add). Line ``i`` of a
-    list is image ``i % 3`` with label ``i % k``; the test split lists ``img/<j>.png``, train800 and val200 copies of
-    their own (``img/train800_<j>.png``, ``img/val200_<j>.png``), train800val200 those of train800 then of val200, so
-    no held-out split shares an image with one trained on (:func:`harness.tasks.readers.check_disjoint`)."""
+    list is image ``i`` of its split (``i % 3``'s pixels: a hard link to it, a file of its own name, since a list names
+    each image once) with label ``i % k``; the test split lists ``img/<i>.png``, train800 and val200 copies of their own
+    (``img/train800_<i>.png``, ``img/val200_<i>.png``), train800val200 those of train800 then of val200, so no
+    held-out split shares an image with one trained on (:func:`harness.tasks.folder_format.check_disjoint`)."""
     folder = tmp / name
     (folder / "img").mkdir(parents=True)
     rng = np.random.default_rng(0)
@@ -63,8 +65,13 @@ def task_folder(tmp: Path, name: str = "birds", k: int = 5, sizes=None, bad: "di
     sizes = sizes or {"train800": 20, "val200": 10, "train800val200": 30, "test": 12}
     prefix = {"train800": lambda i: "train800_", "val200": lambda i: "val200_", "test": lambda i: ""}
     prefix["train800val200"] = lambda i: "train800_" if i < sizes.get("train800", 0) else "val200_"
+    n_train = sizes.get("train800", 0)
     for split, n in sizes.items():
-        lines = [f"img/{prefix[split](i)}{i % 3}.png {i % k}" for i in range(n)]
+        own = [(prefix[split](i), i - n_train if split == "train800val200" and i >= n_train else i) for i in range(n)]
+        for pre, j in own:
+            if not (folder / "img" / f"{pre}{j}.png").exists():
+                os.link(folder / "img" / f"{pre}{j % 3}.png", folder / "img" / f"{pre}{j}.png")
+        lines = [f"img/{pre}{j}.png {j % k}" for pre, j in own]
         lines += [bad[split]] if bad and split in bad else []
         (folder / f"{split}.txt").write_text("\n".join(lines) + "\n")
     return folder
@@ -237,7 +244,7 @@ def custom_unknown_flag(tmp):
     r"label 5; labels must lie in \[0, 5\) for task birds .* say so in its task line: birds=.*birds:6",
 )
 def custom_label_out_of_range(tmp):
-    downstream("--tasks", f"birds={task_folder(tmp, bad={'test': 'img/0.png 5'})}:5")
+    downstream("--tasks", f"birds={task_folder(tmp, bad={'test': 'img/extra.png 5'})}:5")
 
 
 # ------------------------------------------------------------------------------------ split lists
@@ -327,7 +334,7 @@ def vtab_test_size(tmp):
     r"label 47; labels must lie in \[0, 47\) for task dtd.*not a dtd split: regenerate it",
 )
 def vtab_label_out_of_range(tmp):
-    downstream("--tasks", "dtd", "--data-format", "folder", "--data-dir", str(_vtab_root(tmp, 1879, "img/0.png 47")))
+    downstream("--tasks", "dtd", "--data-format", "folder", "--data-dir", str(_vtab_root(tmp, 1879, "img/extra.png 47")))
 
 
 @bad_input(

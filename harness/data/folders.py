@@ -37,7 +37,7 @@ def inside(real: str, real_root: str) -> bool:
 def leaving_link(root: str, path: str, real_root: str) -> "tuple[str, str]":
     """The first path on the way from ``root`` down to ``path`` (under ``root``) whose real path leaves
     ``real_root`` (the link that leads out), and that real path (shared by the image folders and the transfer tasks'
-    split lists, :func:`harness.tasks.readers.read_list`)."""
+    split lists, :func:`harness.tasks.folder_format.read_list`)."""
     step = root
     for part in Path(os.path.relpath(path, root)).parts:
         step = os.path.join(step, part)

@@ -1,7 +1,7 @@
 """The downstream tasks as a library: the VTAB-1k catalogue (:mod:`harness.tasks.catalogue`), their readers
-(:mod:`harness.tasks.readers`), the built-in demo tasks (:mod:`harness.tasks.demo`), task names and data checks
-(:mod:`harness.tasks.taskset`), the views a transfer sees (:mod:`harness.tasks.views`), the few-shot solver
-(:mod:`harness.tasks.fewshot`) and probe (:mod:`harness.tasks.probe`), and the CIFAR-10 task builder
-(:mod:`harness.tasks.cifar`).
+(:mod:`harness.tasks.readers` for TFDS, :mod:`harness.tasks.folder_format` for split lists), the built-in demo tasks
+(:mod:`harness.tasks.demo`), task names and data checks (:mod:`harness.tasks.taskset`), the views a transfer sees
+(:mod:`harness.tasks.views`), the few-shot solver (:mod:`harness.tasks.fewshot`) and probe
+(:mod:`harness.tasks.probe`), and the CIFAR-10 task builder (:mod:`harness.tasks.cifar`).
 
 ``harness downstream`` fine-tunes on these tasks; ``harness upstream``'s few-shot monitor probes them."""

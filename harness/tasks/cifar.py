@@ -22,7 +22,7 @@ the summary's ``groups`` (``ood``). Within a task no source image is used twice,
 test share no image (not even as a part of a composite).
 
 Each task folder holds ``{train800,val200,train800val200,test}.txt`` (``relative/path label`` lines, read by
-:func:`harness.tasks.readers.folder_split`), the PNGs under ``train800/``, ``val200/``, ``test/``, and
+:func:`harness.tasks.folder_format.folder_split`), the PNGs under ``train800/``, ``val200/``, ``test/``, and
 ``sources.json``: for every PNG the source images it was made from (``split`` ``train``: the index in the
 50,000 CIFAR-10 training images, always in ``val5k``; ``test``: the index in the sorted test members) and
 their zip members. Read a task with the custom task line in the summary (``NAME=FOLDER:K[:no-flip][:no-crop]``).

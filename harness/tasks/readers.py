@@ -1,34 +1,25 @@
-"""Reading VTAB-1k splits: from TFDS (``tfds.data_source``) or from the PEFT folder format.
+"""Reading VTAB-1k splits from TFDS (``tfds.data_source``); the PEFT folder format is
+:mod:`harness.tasks.folder_format`, which shares this module's size and label checks.
 
 Both readers return a :class:`harness.data.dataset.ImageDataset` with the task's classes, check the
-split size (800 / 200 / 1000 / the test size) and the label range with errors that name the fix,
-and attach ``dataset.source``: a dict saying what was read (TFDS name and version, or the list file).
+split size (800 / 200 / 1000 / the test size) and the label range with errors that name the fix
+(:func:`check_size`, :func:`check_labels`), and attach ``dataset.source``: a dict saying what was read (TFDS name and
+version, or the list file).
 
-- TFDS: the task's split slices read with ``tfds.data_source`` from a user's ``data_dir`` where the
-  datasets are prepared as array_record (TensorFlow is needed only to prepare them). The task's
-  pinned version pattern is read; only when TFDS has no such version (neither prepared in
-  ``data_dir`` nor known to the installed TFDS) is the dataset's default version read instead, with
-  a warning, and recorded. Label transforms (CLEVR, KITTI, dSprites, sNORB) are applied here;
-  grayscale images are tiled to RGB and dSprites' 0/1 images scaled to 0/255, as task_adaptation's
-  base preprocessing does.
-- Folder: ``<root>/<task>/{train800,val200,train800val200,test}.txt`` with ``relative/path label``
-  lines (NOAH's ``get_vtab1k.py`` layout); the task folder may use any of the task's aliases. A path
-  is relative to the task folder and may not leave it (``../``, absolute paths, a symbolic link to a folder
-  outside it: the image folders' rule, :mod:`harness.data.folders`) unless the caller allows it; an image that is missing or does not decode raises an error naming the file and line
-  (through :meth:`ImageDataset.__getitem__`).
-
-:func:`check_split` checks a split before any training: the list (format, labels, paths, size),
-that every listed file exists, and that a sample of the images decode; :func:`check_disjoint` that a task's test
-split lists no image its other splits list, nor val200 one of train800.
+The task's split slices are read with ``tfds.data_source`` from a user's ``data_dir`` where the
+datasets are prepared as array_record (TensorFlow is needed only to prepare them). The task's
+pinned version pattern is read; only when TFDS has no such version (neither prepared in
+``data_dir`` nor known to the installed TFDS) is the dataset's default version read instead, with
+a warning, and recorded. Label transforms (CLEVR, KITTI, dSprites, sNORB) are applied here;
+grayscale images are tiled to RGB and dSprites' 0/1 images scaled to 0/255, as task_adaptation's
+base preprocessing does.
 """
 
 from __future__ import annotations
 
 import contextlib
 import io
-import os
 import warnings
-from pathlib import Path
 from typing import Any, Optional, Sequence
 
 import numpy as np
@@ -36,8 +27,7 @@ from PIL import Image
 
 from harness.data.cache import rgb_image
 from harness.data.dataset import ImageDataset
-from harness.data.folders import inside, leaving_link, resolver
-from harness.tasks.catalogue import SPLITS, Task
+from harness.tasks.catalogue import Task
 
 #: TFDS examples decoded per split by :func:`check_tfds_split` (evenly spaced, first and last included)
 TFDS_SAMPLE = 8
@@ -58,22 +48,6 @@ class _TfdsTaskImages:
         if img.ndim == 3 and img.shape[-1] == 1:
             img = np.repeat(img, 3, axis=-1)
         return Image.fromarray(img.astype(np.uint8))
-
-
-class ListedImages:
-    """Images named by a split list: ``i -> PIL.Image``, decoded at once, so a missing, truncated or
-    corrupt file fails when read and :class:`ImageDataset` names it (with its list line, :meth:`name`)."""
-
-    def __init__(self, paths: Sequence[str], listing: Path, lines: Sequence[int]) -> None:
-        self.paths, self.listing, self.lines = list(paths), listing, list(lines)
-
-    def name(self, i: int) -> str:
-        return f"{self.paths[i]} (listed in {self.listing} line {self.lines[i]})"
-
-    def __call__(self, i: int) -> Image.Image:
-        img = Image.open(self.paths[i])
-        img.load()
-        return img
 
 
 def check_size(task: Task, split: str, n: int, where: str) -> None:
@@ -254,188 +228,3 @@ def check_tfds_split(task: Task, split: str, data_dir: Optional[str], check_size
             ) from e
         check_labels(task, np.asarray([label]), where, first=i)
     return source
-
-
-# ----------------------------------------------------------------------------------------- folder
-def task_folder(task: Task, root: "str | Path") -> Path:
-    """``<root>/<task name or alias>``.
-
-    Raises:
-        FileNotFoundError: no root, or no folder for the task (the message lists the names looked for).
-    """
-    root = Path(root)
-    if not root.is_dir():
-        raise FileNotFoundError(
-            f"VTAB-1k folder root {str(root)!r} does not exist; pass --data-dir <root> holding one folder per task"
-        )
-    names = [task.name, *task.aliases]
-    folder = next((root / n for n in names if (root / n).is_dir()), None)
-    if folder is None:
-        raise FileNotFoundError(f"no folder for task {task.name} in {root} (looked for {', '.join(names)})")
-    return folder
-
-
-def read_list(listing: Path, allow_outside: bool = False) -> "tuple[list[str], np.ndarray, list[int]]":
-    """Parse a split list: one ``relative/path label`` per line (blank lines skipped).
-
-    Returns:
-        (paths joined to the list's folder, ``[N]`` int64 labels, line numbers).
-
-    Raises:
-        FileNotFoundError: no list file.
-        ValueError: a line that is not exactly two columns with an integer label (a path with a space
-            is an extra column: rename the file); a path leaving the list's folder (``../``, absolute) or reaching
-            out of it through a symbolic link (the image folders' rule, :func:`harness.data.folders.resolver` and
-            :func:`~harness.data.folders.inside`: the message names the line, the link, where it points and the
-            fix) unless ``allow_outside``. Each path's folder is resolved once, its file name only when it is a
-            link (one ``lstat`` a line: ~3,000 lines in a few ms).
-    """
-    if not listing.is_file():
-        raise FileNotFoundError(
-            f"{listing} is missing; the folder format needs train800/val200/train800val200/test.txt"
-        )
-    folder = listing.parent
-    real_root, resolve = os.path.realpath(folder), resolver(folder)
-    paths, labels, lines = [], [], []
-    for n, line in enumerate(listing.read_text().splitlines(), 1):
-        parts = line.split()
-        if not parts:
-            continue
-        if len(parts) != 2:
-            raise ValueError(
-                f"{listing} line {n}: expected 'relative/path label' (2 columns), got {len(parts)}: "
-                f"{line!r}; a path cannot hold spaces in this format (rename the file)"
-            )
-        rel, label = parts
-        try:
-            labels.append(int(label))
-        except ValueError:
-            raise ValueError(
-                f"{listing} line {n}: label {label!r} is not an integer class index: {line!r}; the "
-                "second column is the class, 0 to K-1"
-            ) from None
-        if not allow_outside and (os.path.isabs(rel) or os.path.normpath(rel).split(os.sep)[0] == os.pardir):
-            raise ValueError(
-                f"{listing} line {n}: path {rel!r} leaves the task folder {folder}; list images by "
-                "their path inside it (images/x.jpg), or allow paths outside it with "
-                "--allow-outside-paths (SweepSettings.allow_outside_paths=True) if you trust the list"
-            )
-        if not allow_outside and not inside(resolve(rel), real_root):
-            link, real = leaving_link(str(folder), str(folder / rel), real_root)
-            raise ValueError(
-                f"{listing} line {n}: {link!r} is a link to {real!r}, outside the task folder {folder}, so image "
-                f"{rel!r} would be read from there; copy the images under the task folder (or replace the link by "
-                "one to a folder under it), or pass --allow-outside-paths (SweepSettings.allow_outside_paths=True) "
-                "if the folder is yours and the link is meant to point elsewhere"
-            )
-        paths.append(str(folder / rel))
-        lines.append(n)
-    return paths, np.asarray(labels, dtype=np.int64), lines
-
-
-def folder_split(
-    task: Task,
-    split: str,
-    root: "str | Path",
-    validate: bool = True,
-    folder: "Optional[Path]" = None,
-    allow_outside: bool = False,
-) -> ImageDataset:
-    """``split`` of ``task`` read from ``<root>/<task or alias>/<split>.txt`` (or ``<folder>/<split>.txt``).
-
-    Args:
-        validate: check the VTAB-1k split size.
-        allow_outside: accept list paths outside the task folder (``../x.jpg``, ``/data/x.jpg``).
-
-    Raises:
-        ValueError: unknown split, malformed line, path outside the folder, wrong size, labels out of range.
-        FileNotFoundError: no task folder or list file (the message lists what was looked for).
-    """
-    if split not in SPLITS:
-        raise ValueError(f"unknown VTAB-1k split {split!r}: use one of {', '.join(SPLITS)}")
-    if folder is None:
-        folder = task_folder(task, root)
-    elif not folder.is_dir():
-        raise FileNotFoundError(f"task folder {str(folder)!r} does not exist")
-    listing = folder / f"{split}.txt"
-    paths, labels, lines = read_list(listing, allow_outside)
-    check_labels(task, labels, str(listing), lines)
-    ds = ImageDataset(
-        ListedImages(paths, listing, lines),
-        labels,
-        [str(c) for c in range(task.num_classes)],
-        f"VTAB-1k {task.name} {split} ({listing})",
-    )
-    ds.source = {"format": "folder", "list": str(listing)}
-    if validate:
-        check_size(task, split, len(ds), str(listing))
-    return ds
-
-
-def check_split(ds: ImageDataset) -> None:
-    """Check a split read by :func:`folder_split` before training: every listed file exists, and the
-    first, the last and a seeded random sample of images decode (:meth:`ImageDataset.check_images`).
-
-    Raises:
-        FileNotFoundError: listed files that do not exist (the message names them and their lines).
-        ValueError: an empty split, or an image that does not decode (the message names the file and its line).
-    """
-    images = ds.load_image
-    if len(ds) == 0:
-        where = images.listing if isinstance(images, ListedImages) else ds.description
-        raise ValueError(
-            f"{where} lists no examples: every split of a task is trained or scored on, so each needs at least one "
-            "(`IMAGE LABEL` per line); list the split's images there"
-        )
-    if isinstance(images, ListedImages):
-        missing = [i for i, p in enumerate(images.paths) if not os.path.isfile(p)]
-        if missing:
-            shown = "; ".join(images.name(i) for i in missing[:3])
-            raise FileNotFoundError(
-                f"{len(missing)} of {len(images.paths)} images listed in {images.listing} do not "
-                f"exist: {shown}{' ...' if len(missing) > 3 else ''}; fix the paths (relative "
-                f"to {images.listing.parent}) or restore the files"
-            )
-    ds.check_images()
-
-
-#: pairs ``(trained, held out)`` of a task's folder splits that must share no image (:func:`check_disjoint`): the test
-#: split is scored, so no fine-tune may train on it (train800val200 is VTAB-1k's union of train800 and val200, but the
-#: lists are checked one by one); val200 scores the train800 fine-tunes that choose the learning rate and fit τ
-DISJOINT_SPLITS = (("train800val200", "test"), ("train800", "test"), ("val200", "test"), ("train800", "val200"))
-
-
-def check_disjoint(splits: "dict[str, ImageDataset]") -> None:
-    """Refuse a folder task whose held-out split lists an image a split trained before it lists
-    (:data:`DISJOINT_SPLITS`). ``splits``: the task's splits read by :func:`folder_split`, by name (others, and splits
-    not read from lists, are skipped). An image is its listed file, resolved (``os.path.realpath``: ``./a.png``,
-    ``b/../a.png`` and a symbolic link to it are ``a.png``); only paths are compared, no file is read.
-
-    Raises:
-        ValueError: naming both list files, the first shared image with its line in each, how many images are
-            shared, the rule and the fix.
-    """
-    read = {}  # split -> (its list, the resolved path of each line, {resolved path: position of its first line})
-    for name, ds in splits.items():
-        if isinstance(ds.load_image, ListedImages):
-            resolved = [os.path.realpath(p) for p in ds.load_image.paths]
-            read[name] = (ds.load_image, resolved, {p: i for i, p in reversed(list(enumerate(resolved)))})
-    for trained, held in DISJOINT_SPLITS:
-        if trained not in read or held not in read:
-            continue
-        (a, _, seen), (b, resolved, _) = read[trained], read[held]
-        shared = [i for i, p in enumerate(resolved) if p in seen]
-        if not shared:
-            continue
-        i, j = shared[0], seen[resolved[shared[0]]]
-        role = (
-            "the test split is scored, so no fine-tune may train on its images"
-            if held == "test"
-            else "val200 scores the fine-tunes trained on train800 that choose the learning rate and fit τ"
-        )
-        raise ValueError(
-            f"{b.listing} line {b.lines[i]} lists {b.paths[i]}, the image {a.listing} line {a.lines[j]} lists "
-            f"({len(shared)} of the {len(resolved)} lines of {b.listing.name} list images of {a.listing.name}): "
-            f"{role}; list each image in only one of {b.listing.name} and {a.listing.name} (give the {held} split "
-            "images of its own)"
-        )

@@ -171,7 +171,8 @@ def expand_tasks(names: Sequence[str]) -> "list[Task]":
 def load_split(task: Task, split: str, settings: TaskData):
     """The task's split from the configured reader (demo tasks: generated); ``dataset.source`` says
     what was read."""
-    from harness.tasks.readers import folder_split, tfds_split
+    from harness.tasks.folder_format import folder_split
+    from harness.tasks.readers import tfds_split
 
     if task.group == "demo":
         ds = demo_split(task, split)
@@ -196,7 +197,7 @@ def check_tasks(
     in [0, K), paths inside the task folder, VTAB-1k sizes including the test split unless
     ``check_test_size`` is off), that every listed image exists and a sample decode, that the test split shares no
     image with train800, val200 or train800val200 nor val200 with train800 (paths compared:
-    :func:`harness.tasks.readers.check_disjoint`); TFDS splits (prepared, sizes, a sample of examples decode with
+    :func:`harness.tasks.folder_format.check_disjoint`); TFDS splits (prepared, sizes, a sample of examples decode with
     labels in range). Demo tasks are generated. ``progress`` gets a line per task checked.
 
     Returns:
@@ -206,7 +207,8 @@ def check_tasks(
     Raises:
         ValueError / FileNotFoundError: the first problem found, naming the file (and line) and the fix.
     """
-    from harness.tasks.readers import check_disjoint, check_split, check_tfds_split
+    from harness.tasks.folder_format import check_disjoint, check_split
+    from harness.tasks.readers import check_tfds_split
 
     sizes: "dict[str, dict[str, int]]" = {}
     for i, t in enumerate(tasks, 1):

@@ -28,7 +28,7 @@ from PIL import Image
 from harness.cli import main
 from harness.data.sources import cifar10n_rows
 from harness.tasks.cifar import CIFAR_TASKS, build_cifar_tasks
-from harness.tasks.readers import check_disjoint, check_split, folder_split
+from harness.tasks.folder_format import check_disjoint, check_split, folder_split
 from harness.tasks.taskset import custom_task
 
 CLASSES = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]

@@ -5,7 +5,8 @@ import pytest
 from PIL import Image
 
 from harness.tasks.catalogue import get_task
-from harness.tasks.readers import check_disjoint, check_split, folder_split, tfds_split
+from harness.tasks.folder_format import check_disjoint, check_split, folder_split
+from harness.tasks.readers import tfds_split
 
 
 def _write_task(root, folder, sizes, num_classes=47):
