@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import NamedTuple
@@ -94,6 +95,9 @@ OUTPUT_MARKS = (
     ("few-shot", ("fewshot.json",)),
     ("export", ("config.json", "model.safetensors")),
 )
+#: what marks a data pack's split folder (``harness data pack``): the file and the ``format`` its JSON holds (a file
+#: of that name alone is common, so its content is read); :mod:`harness.data.shard_index` reads the same two values
+PACK_INDEX = ("index.json", "harness-webdataset-1")
 
 
 class OutputKind(NamedTuple):
@@ -109,12 +113,21 @@ class OutputKind(NamedTuple):
 
 
 def output_kind(folder: "str | os.PathLike") -> "OutputKind | None":
-    """What marks ``folder`` as a harness output folder (:data:`OUTPUT_MARKS`: ``OutputKind("run", ("run.json",))``),
-    or None for any other folder (or a path that is no folder)."""
+    """What marks ``folder`` as a harness output folder (:data:`OUTPUT_MARKS`: ``OutputKind("run", ("run.json",))``;
+    a data pack's split folder by its index, :data:`PACK_INDEX`), or None for any other folder (or a path that is no
+    folder)."""
     folder = Path(folder)
     for kind, files in OUTPUT_MARKS:
         if all((folder / f).is_file() for f in files):
             return OutputKind(kind, files)
+    index = folder / PACK_INDEX[0]
+    if index.is_file():
+        try:
+            fmt = json.loads(index.read_text(encoding="utf-8")).get("format")
+        except (OSError, ValueError, AttributeError):  # not JSON, not an object: not a pack's index
+            fmt = None
+        if fmt == PACK_INDEX[1]:
+            return OutputKind("data pack split", (PACK_INDEX[0],))
     return None
 
 

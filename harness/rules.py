@@ -252,3 +252,37 @@ def check_unread_keys(cfg: Any, section: str, selector: str, table: "Mapping[str
                 f"{section}.{key}={shown} is read only by {section}.{selector}={' or '.join(users)}, and this run's "
                 f"{what} is {chosen}: remove {section}.{key}, or use {section}.{selector}={users[0]} ({tip})"
             )
+
+
+def check_day(value: Any, key: str, what: str) -> str:
+    """``value`` as a day ``YYYY-MM-DD`` that has come (a day ahead of UTC allowed: time zones), or ``""`` for none;
+    ``what`` says what happened on it (``"the endpoint was declared"``): a report reads the runs as started after it
+    (prospective) or before it (retrospective).
+
+    Raises:
+        ValueError: another string (audit 2026-11-27), or a day to come (audit16 A16-08: ``2099-01-01`` made every run
+            prospective), naming the key, the value and the fix.
+    """
+    import datetime
+    import re
+
+    from harness.io import quote
+
+    day = str(value).strip()
+    try:
+        if day and not re.fullmatch(r"\d{4}-\d{2}-\d{2}", day):
+            raise ValueError(day)
+        date = datetime.date.fromisoformat(day) if day else None
+    except ValueError:
+        raise ValueError(
+            f"{key}={quote(repr(str(value)), 60)} is not a date: give the day {what} as YYYY-MM-DD (e.g. "
+            f"{key.rsplit('.', 1)[-1]}: '2026-11-25'), or leave it unset"
+        ) from None
+    today = datetime.datetime.now(datetime.timezone.utc).date()
+    if date is not None and date > today + datetime.timedelta(days=1):
+        raise ValueError(
+            f"{key}={day} is after today ({today}, UTC): the report reads the runs as started after the declaration "
+            f"(prospective) from it, which a day to come cannot be; give the day {what} (a typo in the year?), or "
+            "leave it unset"
+        )
+    return day

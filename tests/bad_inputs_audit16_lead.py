@@ -115,3 +115,45 @@ def _eval_crop_as_wide_as_training(tmp):
 )
 def _bias_init_softmax(tmp):
     _upstream(tmp, "model.head_bias_init=5")
+
+
+# ------------------------------------------------------------------------------ A16-09: an export inside a data pack
+@bad_input(
+    "outputs",
+    "Classifier.save_pretrained('pk/train/exp'), pk/train a data pack's split folder (audit16 A16-09: the export "
+    "written beside the pack's index.json and shards, where a few-shot, sweep or report folder is refused)",
+    ValueError,
+    r"^save_directory=.*pk/train/exp is inside the data pack split folder .*pk/train \(it holds index\.json\), which "
+    r"would then hold save_pretrained's files beside its own",
+)
+def _save_pretrained_into_a_pack(tmp):
+    import json
+
+    from harness.data.shard_index import INDEX_FORMAT
+    from harness.models import ModelConfig, build_model
+
+    split = tmp / "pk" / "train"
+    split.mkdir(parents=True)
+    (split / "index.json").write_text(json.dumps({"format": INDEX_FORMAT}))  # what marks a pack's split folder
+    (tmp / "mine").mkdir()
+    (tmp / "mine" / "index.json").write_text('{"pages": 3}')  # a user's own index.json marks nothing
+    model = build_model(ModelConfig("test_resnet", 10, {"covariance": "none"}))
+    model.save_pretrained(tmp / "mine" / "exp")
+    try:
+        model.save_pretrained(split / "exp")
+    finally:
+        assert not (split / "exp").exists(), "an export written inside a pack's split folder"
+
+
+# ------------------------------------------------------------------------------ A16-08: a declaration to come
+@bad_input(
+    "experiment",
+    "primary={metric: nll, split: heldout, declared: 2099-01-01, prospective_for: [main]} (audit16 A16-08: rc 0, the "
+    "report said 'declared 2099-01-01, before the runs' of runs trained in 2026)",
+    ValueError,
+    r"^primary\.declared=2099-01-01 is after today \(\d{4}-\d\d-\d\d, UTC\): the report reads the runs as started "
+    r"after the declaration \(prospective\) from it, which a day to come cannot be; give the day the endpoint was "
+    r"declared",
+)
+def _declared_in_the_future(tmp):
+    _experiment(tmp, "tf", "primary: {metric: nll, split: heldout, declared: '2099-01-01', prospective_for: [main]}\n")

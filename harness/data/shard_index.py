@@ -19,12 +19,12 @@ from urllib.request import url2pathname
 
 import numpy as np
 
+from harness.folder_paths import PACK_INDEX
 from harness.io import check_location, check_name, quote
 
-#: the index file beside the shards
-INDEX_NAME = "index.json"
-#: what ``index.json`` says it describes (a reader refuses other files)
-INDEX_FORMAT = "harness-webdataset-1"
+#: the index file beside the shards, and what it says it describes (a reader refuses other files); the marks of a
+#: pack's split folder among the harness's output folders (:data:`harness.folder_paths.PACK_INDEX`)
+INDEX_NAME, INDEX_FORMAT = PACK_INDEX
 
 
 def shard_name(prefix: str, number: int) -> str:

@@ -210,28 +210,10 @@ class PrimaryEndpoint:
     prospective_for: List[str] = setting(default_factory=list, distinct=True)
 
     def __post_init__(self) -> None:
-        """``declared`` is empty or a day, ``YYYY-MM-DD`` (the report reads the runs as prospective or retrospective
-        from it).
+        """``declared`` is empty or a past day (:func:`harness.rules.check_day`)."""
+        from harness.rules import check_day
 
-        Raises:
-            ValueError: another string, naming the key, the value and the fix.
-        """
-        import datetime
-        import re
-
-        from harness.io import quote
-
-        day = str(self.declared).strip()
-        try:
-            if day and re.fullmatch(r"\d{4}-\d{2}-\d{2}", day):
-                datetime.date.fromisoformat(day)
-            elif day:
-                raise ValueError(day)
-        except ValueError:
-            raise ValueError(
-                f"primary.declared={quote(repr(str(self.declared)), 60)} is not a date: give the day the endpoint was "
-                "declared as YYYY-MM-DD (e.g. declared: '2026-11-25'), or leave it unset"
-            ) from None
+        self.declared = check_day(self.declared, "primary.declared", "the endpoint was declared")
 
 
 def class_pair(pair: Any) -> Any:
