@@ -11,7 +11,6 @@ from typing import Callable, Optional
 from omegaconf import OmegaConf
 
 from harness.data.config import DataConfig
-from harness.data.sources import build_split
 from harness.io import atomic_write_text
 from harness.provenance import provenance
 
@@ -58,6 +57,7 @@ def import_run(
     from harness.model_identity import check_classes_match, model_class_names
     from harness.models import save_model
     from harness.progress import Steps
+    from harness.run_streams import read_split
     from harness.runs import predict_model, run_config
     from harness.sources import load_classifier
     from harness.training.precision import check_device
@@ -73,7 +73,7 @@ def import_run(
     check_writable(out, f"--out {out}", "give --out a folder you can write")
     steps = Steps(progress, "import", 4 + bool(data.heldout_split))
     steps.step(f"reading the evaluation split ({data.eval_split})")
-    base = build_split(data, data.eval_split)
+    base = read_split(data, data.eval_split)  # a pack's index for shards, streamed by predict_model
     steps.step(f"loading the model {source}" + (f" with {weights}" if weights else ""))
     model = load_classifier(str(source), base.num_classes, weights)
     names = model_class_names(str(source), model)

@@ -45,8 +45,9 @@ def build_split(cfg: DataConfig, split: str) -> ImageDataset:
     """
     if cfg.source in STREAM_SOURCES:
         raise ValueError(
-            f"data.source={cfg.source!r} is read as a stream, not by index: read it with "
-            "harness.data.shards.shard_loader (or pack a source the harness reads by index)"
+            f"data.source={cfg.source!r} (data.path={cfg.path}) is read as a stream, not by index, and this step reads "
+            f"the split by index: give the data source the pack was made from (its data.source and data.path; "
+            f"{cfg.path}/<split>/index.json names it); from Python, stream the pack with harness.data.shards.shard_loader"
         )
     if cfg.source not in SOURCES:
         raise ValueError(f"unknown data source {cfg.source!r}: use one of {', '.join(SOURCES)}")

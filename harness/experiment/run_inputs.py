@@ -2,7 +2,7 @@
 and multi-label studies' runs (each seed, each value of a grid), every condition's, frontier schedule's and budget
 curve's (:func:`harness.experiment.variants.check_variant_configs`). Each run's backbone is a model its registry
 knows, its ``model.pretrained_file`` a file, the evaluation split of its data reads (``data.path`` given and
-present, the split there: :func:`harness.data.sources.build_split`), and the settings that need the data's number of
+present, the split there, a pack's index for shards: :func:`harness.run_streams.read_split`), and the settings that need the data's number of
 classes fit it; so a typo in a condition's or a schedule's overrides is refused before the main study trains, not
 when that run's turn comes (audit16 A16-04)."""
 
@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from harness.data.eval_keys import EVAL_KEYS
 from harness.experiment.plan import _Plan
 from harness.heads.variants import has_factors
 
@@ -30,7 +31,7 @@ def planned_configs(plans: "dict[str, _Plan]", variants: "dict[str, Any]") -> "d
 def check_run_inputs(configs: "dict[str, Any]", pairs: "dict[str, list[list[str]]]") -> None:
     """What each planned run reads, one rule for every run (the main study's, a condition's, a frontier schedule's...):
     its backbone and weights file (:func:`check_backbone`, once per distinct pair), the evaluation split of its data
-    (read once per distinct data section: a missing or absent ``data.path``, an unknown split or source, a stream
+    (read once per distinct evaluation, :data:`harness.data.eval_keys.EVAL_KEYS`: a missing or absent ``data.path``, an unknown split or source, a stream
     source; the split's K classes), ``model.num_classes`` (unset or K) and the head's ``num_factors`` (at most K for
     noise on the logits); and the class names ``pairs`` gives (``confusable_pairs``, ``single_pair.pairs``) are
     classes of the first run's data (the main study's).
@@ -41,10 +42,10 @@ def check_run_inputs(configs: "dict[str, Any]", pairs: "dict[str, list[list[str]
 
     Raises:
         ValueError: ``<the run>: <the problem>``, the problem naming the setting and the fix; FileNotFoundError
-            the same for data that is not where ``data.path`` says (as :func:`harness.data.sources.build_split`
+            the same for data that is not where ``data.path`` says (as :func:`harness.run_streams.read_split`
             raises it).
     """
-    from harness.data.sources import build_split
+    from harness.run_streams import read_split
 
     seen: "set[tuple]" = set()
     classes: "dict[str, list[str]]" = {}  # repr of a data section -> the class names of its evaluation split
@@ -53,9 +54,9 @@ def check_run_inputs(configs: "dict[str, Any]", pairs: "dict[str, list[list[str]
         if weights not in seen:
             seen.add(weights)
             _prefixed(where, check_backbone, *weights)
-        data = repr(cfg.data)
+        data = repr([getattr(cfg.data, k) for k in EVAL_KEYS])  # what the evaluation split depends on
         if data not in classes:
-            split = _prefixed(where, build_split, cfg.data, cfg.data.eval_split)
+            split = _prefixed(where, read_split, cfg.data, cfg.data.eval_split)
             classes[data] = [str(c) for c in split.class_names]
         _check_k(where, cfg, len(classes[data]))
     names = next(iter(classes.values()), [])
