@@ -82,6 +82,7 @@ def _heldout_folder_missing(tmp):
     from harness.cli import main
 
     overrides = [f"data.path={tmp / 'imgs'}", "data.image_size=16", "data.batch_size=4", f"output_dir={tmp / 'r'}"]
+    overrides.append("data.eval_resize=null")  # digits_base's eval_resize=32 is for its image_size=32 (A16-02's rule)
     try:
         main(
             ["upstream", "--no-progress", "--config", str(CONFIGS / "digits_hom.yaml"), "train.epochs=1"]

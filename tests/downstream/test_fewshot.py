@@ -27,10 +27,9 @@ def test_a_timm_model_with_a_weights_file_end_to_end(tmp_path):
     torch.manual_seed(0)
     weights = tmp_path / "W.safetensors"
     save_file({k: v.contiguous() for k, v in timm.create_model("resnet18").state_dict().items()}, str(weights))
-    # 3 classes, each one image of its own (label i % 3, image i % 3): 10 per class in train800val200
-    folder = task_folder(
-        tmp_path, "shapes", k=3, sizes={"train800": 20, "val200": 10, "train800val200": 30, "test": 12}
-    )
+    # 3 classes, each one image's pixels (line i of a split: label i % 3, image i % 3): 10 per class in train800val200
+    # (train800's 21 lines then val200's 9)
+    folder = task_folder(tmp_path, "shapes", k=3, sizes={"train800": 21, "val200": 9, "train800val200": 30, "test": 12})
     out = tmp_path / "out"
     res = CliRunner().invoke(
         main,
@@ -135,7 +134,8 @@ def test_missing_data_and_small_classes_of_a_folder_task_are_named(tmp_path, no_
     )
     missing = _cli("--model", str(ckpt), "--tasks", f"birds={tmp_path / 'nowhere'}:3", "--out", str(tmp_path / "o"))
     assert missing.exit_code != 0 and "nowhere" in missing.output and "does not exist" in missing.output
-    folder = task_folder(tmp_path, "birds", k=3)  # 30 examples in train800val200: 10 per class
+    # 30 examples in train800val200, 10 per class: train800's 21 lines (7 per class) then val200's 9 (3 per class)
+    folder = task_folder(tmp_path, "birds", k=3, sizes={"train800": 21, "val200": 9, "train800val200": 30, "test": 12})
     small = _cli("--model", str(ckpt), "--tasks", f"birds={folder}:3", "--shots", "5,10", "--out", str(tmp_path / "o"))
     assert small.exit_code != 0 and "class 0 has 10 examples in task birds train800val200" in small.output
     assert "ask for at most 9 shots" in small.output

@@ -1,6 +1,7 @@
 """VTAB-1k sweeps: selection, final runs, the table, resumption after a kill, submitit, bad input."""
 
 import json
+import os
 import re
 import signal
 import subprocess
@@ -221,8 +222,9 @@ def test_learning_rate_scales_with_the_batch():
 
 
 def _custom_folder(root, sizes=(("train800", 40), ("val200", 10), ("train800val200", 50), ("test", 12)), k=5):
-    """A custom task folder: line ``i`` of a list is image ``i % 3`` of the split's own copies (``img/<split>_<j>.png``;
-    train800val200 lists those of train800 then of val200), label ``i % k``: no held-out image is trained on."""
+    """A custom task folder: line ``i`` of a list is image ``img/<split>_<i>.png`` of the split's own (image ``i % 3``'s
+    pixels: a hard link to it, a file of its own name, since a list names each image once), label ``i % k``;
+    train800val200 lists the lines of train800 then of val200 (one label an image): no held-out image is trained on."""
     import numpy as np
     from PIL import Image
 
@@ -234,8 +236,13 @@ def _custom_folder(root, sizes=(("train800", 40), ("val200", 10), ("train800val2
             image.save(root / "img" / f"{split}_{j}.png")
     n_train = dict(sizes)["train800"]
     for split, n in sizes:
-        own = [split if split != "train800val200" else "train800" if i < n_train else "val200" for i in range(n)]
-        (root / f"{split}.txt").write_text("".join(f"img/{own[i]}_{i % 3}.png {i % k}\n" for i in range(n)))
+        own = [(split, i) for i in range(n)]
+        if split == "train800val200":
+            own = [("train800", i) if i < n_train else ("val200", i - n_train) for i in range(n)]
+        for name, i in own:
+            if not (root / "img" / f"{name}_{i}.png").exists():
+                os.link(root / "img" / f"{name}_{i % 3}.png", root / "img" / f"{name}_{i}.png")
+        (root / f"{split}.txt").write_text("".join(f"img/{name}_{i}.png {i % k}\n" for name, i in own))
     return root
 
 
@@ -311,21 +318,29 @@ def test_every_split_is_checked_before_the_first_run(upstream, tmp_path):
     (root / "dtd" / "images").mkdir(parents=True)
     Image.new("RGB", (20, 20)).save(root / "dtd" / "images" / "a.png")
     (root / "dtd" / "images" / "b.png").write_bytes(b"\x89PNG\r\n\x1a\n broken")
-    sizes = {"train800": 800, "val200": 200, "train800val200": 1000, "test": 1880}
-    for split, n in sizes.items():
-        (root / "dtd" / f"{split}.txt").write_text("".join(f"images/a.png {i % 47}\n" for i in range(n)))
+    # each line an image of its own (a hard link to a.png: a list names each image once); train800val200 is train800
+    # and val200 together, and the test split's images are its own (images/test_<i>.png)
+    lines = {s: [f"images/{s}_{i}.png {i % 47}" for i in range(n)] for s, n in (("train800", 800), ("val200", 200))}
+    lines["train800val200"] = lines["train800"] + lines["val200"]
+    lines["test"] = [f"images/test_{i}.png {i % 47}" for i in range(1880)]
+    for split in ("train800", "val200", "test"):
+        for line in lines[split]:
+            os.link(root / "dtd" / "images" / "a.png", root / "dtd" / line.split()[0])
+    for split, listed in lines.items():
+        (root / "dtd" / f"{split}.txt").write_text("".join(f"{line}\n" for line in listed))
     settings = SweepSettings(**{**asdict(TINY), "data_format": "folder", "data_dir": str(root)})
     test_list = root / "dtd" / "test.txt"
+    own = [f"images/test_{i}.png 1" for i in range(1879)]  # the bad last line names an image no other line lists
     for lines, error, match in [
-        (["images/a.png 1"] * 1879, ValueError, "dtd test has 1879 examples in .*test.txt, VTAB-1k expects 1880"),
-        (["images/a.png 1"] * 1879 + ["images/b.png 1"], ValueError, r"b.png \(listed in .*test.txt line 1880\)"),
+        (own, ValueError, "dtd test has 1879 examples in .*test.txt, VTAB-1k expects 1880"),
+        (own + ["images/b.png 1"], ValueError, r"b.png \(listed in .*test.txt line 1880\)"),
         (
-            ["images/a.png 1"] * 1879 + ["images/c.png 1"],
+            own + ["images/c.png 1"],
             FileNotFoundError,
             "1 of 1880 images listed in .*test.txt do not exist",
         ),
         (
-            ["images/a.png 1"] * 1879 + ["images/a.png 47"],
+            own + ["images/a.png 47"],
             ValueError,
             r"test.txt line 1880: label 47; labels must lie "
             r"in \[0, 47\)",

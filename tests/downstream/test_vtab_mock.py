@@ -3,6 +3,7 @@ TFDS mock data (the real feature schemas, label transforms applied, splits slice
 says), producing the VTAB table; and the same through the folder format written here."""
 
 import json
+import os
 import re
 
 import numpy as np
@@ -110,8 +111,12 @@ def test_folder_format_tasks_written_here(upstream, tmp_path):
             for i, image in enumerate(images):
                 image.save(root / folder / "images" / f"{split}_{i}.png")
         sizes = {"train800": 800, "val200": 200, "test": 60}
-        lines = {s: [f"images/{s}_{i % 4}.png {rng.integers(0, k)}\n" for i in range(n)] for s, n in sizes.items()}
-        lines["train800val200"] = lines["train800"] + lines["val200"]  # VTAB-1k's union
+        # line i: images/<split>_<i>.png, image i % 4's pixels (a hard link: a list names each image once)
+        lines = {s: [f"images/{s}_{i}.png {rng.integers(0, k)}\n" for i in range(n)] for s, n in sizes.items()}
+        for s, n in sizes.items():
+            for i in range(4, n):
+                os.link(root / folder / "images" / f"{s}_{i % 4}.png", root / folder / "images" / f"{s}_{i}.png")
+        lines["train800val200"] = lines["train800"] + lines["val200"]  # VTAB-1k's union, one label an image
         for split, listed in lines.items():
             (root / folder / f"{split}.txt").write_text("".join(listed))
     settings = SweepSettings(**TINY, data_format="folder", data_dir=str(root), check_test_size=False)
