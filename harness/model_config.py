@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, List, Optional
 
 from torchvision.transforms import InterpolationMode
@@ -287,3 +288,35 @@ def check_stored_config(config: Any, source: str) -> dict:
     except ValueError as e:
         raise ValueError(f"{source}: {quote(str(e), 400)}") from None
     return config
+
+
+def check_backbone(backbone: str, pretrained_file: "str | None") -> None:
+    """``model.backbone`` names a model of its registry (a timm name, ``timm:NAME``, or ``torchvision:NAME``: looked
+    up, nothing built; an ``hf-hub:`` / ``local-dir:`` source is left to the build) and ``model.pretrained_file``, when
+    set, is a file, as :func:`harness.models.build_model` needs them at the run's start.
+
+    Raises:
+        ValueError: naming the key, the value and the fix.
+    """
+    from harness.weights import (
+        HF_HUB_PREFIX,
+        LOCAL_DIR_PREFIX,
+        TIMM_PREFIX,
+        TORCHVISION_PREFIX,
+        check_timm_name,
+        check_torchvision_name,
+    )
+
+    name = backbone.removeprefix(TIMM_PREFIX)
+    try:
+        if name.startswith(TORCHVISION_PREFIX):
+            check_torchvision_name(name.removeprefix(TORCHVISION_PREFIX))
+        elif not name.startswith((HF_HUB_PREFIX, LOCAL_DIR_PREFIX)):
+            check_timm_name(name)
+    except ValueError as e:
+        raise ValueError(f"model.backbone={backbone}: {e} Give the name of a timm model, or torchvision:NAME") from None
+    if pretrained_file is not None and not Path(pretrained_file).is_file():
+        raise ValueError(
+            f"model.pretrained_file={pretrained_file} is not a file: give a local file of the backbone's weights (a "
+            "state dict .safetensors or .pth, an export's model.safetensors), or unset model.pretrained_file"
+        )

@@ -6,6 +6,7 @@ work."""
 from __future__ import annotations
 
 import os
+from unittest import mock
 
 import numpy as np
 from bad_inputs_audit9_config import CLI_ERROR, CONFIGS, _upstream
@@ -105,13 +106,16 @@ def _cache_dir_home(tmp):
     from harness.config import load_config
     from harness.upstream.config import UpstreamConfig, validate
 
-    cfg = load_config(
-        UpstreamConfig,
-        CONFIGS / "digits_hom.yaml",
-        ["data.cache_dir=~/audit12_hc", "model.pretrained_file=~/w.pt", f"output_dir={tmp / 'r'}"],
-    )
-    validate(cfg)
-    home = os.path.expanduser("~")
+    (tmp / "home").mkdir()
+    (tmp / "home" / "w.pt").write_bytes(b"")  # the weights file validate checks is there (not read here)
+    with mock.patch.dict(os.environ, {"HOME": str(tmp / "home")}):
+        cfg = load_config(
+            UpstreamConfig,
+            CONFIGS / "digits_hom.yaml",
+            ["data.cache_dir=~/audit12_hc", "model.pretrained_file=~/w.pt", f"output_dir={tmp / 'r'}"],
+        )
+        validate(cfg)
+        home = os.path.expanduser("~")
     assert cfg.data.cache_dir == os.path.join(home, "audit12_hc"), cfg.data.cache_dir
     assert cfg.model.pretrained_file == os.path.join(home, "w.pt"), cfg.model.pretrained_file
     return f"~ expanded: data.cache_dir={cfg.data.cache_dir}"

@@ -116,7 +116,7 @@ def _harness(tmp: Path, out: str, *args: str) -> None:
     _CHECKPOINT,
 )
 def _import_checkpoint_weights(tmp):
-    with mock.patch("harness.importing.build_split", side_effect=AssertionError("data read")):
+    with mock.patch("harness.run_streams.read_split", side_effect=AssertionError("data read")):
         _harness(tmp, "imp2", "import", "--model", "timm:test_resnet", "--weights", _harness_model(), "--data",
                  str(CONFIGS / "digits_hom.yaml"), "--out", str(tmp / "imp2"), "limit_eval=20")  # fmt: skip
 

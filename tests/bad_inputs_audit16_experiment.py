@@ -56,7 +56,7 @@ def _condition_data_absent(tmp):
     "a condition with [model.backbone=nonexistent_net] (audit16 A16-04: accepted; its run failed 'unknown backbone' "
     "only after the main study had trained)",
     ValueError,
-    r"^conditions\.c1, method hom, seed 0: model\.backbone=nonexistent_net: unknown backbone 'nonexistent_net': not a "
+    r"^conditions\.c1: method 'hom': model\.backbone=nonexistent_net: unknown backbone 'nonexistent_net': not a "
     r"timm model .*Give the name of a timm model, or torchvision:NAME",
 )
 def _condition_unknown_backbone(tmp):
@@ -73,7 +73,7 @@ def _condition_unknown_backbone(tmp):
     "frontier.schedules.a=[model.backbone=nonexistent_net] (audit16 A16-04: accepted; the main study trained, then "
     "the schedule's run failed 'unknown backbone nonexistent_net: not a timm model')",
     ValueError,
-    r"^frontier\.schedules\.a, method hom: model\.backbone=nonexistent_net: unknown backbone 'nonexistent_net'",
+    r"^frontier\.schedules\.a: method 'hom': model\.backbone=nonexistent_net: unknown backbone 'nonexistent_net'",
 )
 def _frontier_unknown_backbone(tmp):
     _experiment(tmp, "tfb", "frontier: {method: hom, schedules: {a: [model.backbone=nonexistent_net]}}\n")
@@ -84,7 +84,7 @@ def _frontier_unknown_backbone(tmp):
     "upstream_overrides [..., model.backbone=nonexistent_net] in the main study (audit16 A16-04: accepted, the first "
     "job failed)",
     ValueError,
-    r"^run hom_s0: model\.backbone=nonexistent_net: unknown backbone 'nonexistent_net': not a timm model",
+    r"^method 'hom': model\.backbone=nonexistent_net: unknown backbone 'nonexistent_net': not a timm model",
 )
 def _main_unknown_backbone(tmp):
     _experiment(tmp, "tmb", "", _tiny_with("model.backbone=nonexistent_net"))
@@ -95,7 +95,7 @@ def _main_unknown_backbone(tmp):
     "upstream_overrides [..., model.pretrained_file=/nonexistent.pt] (audit16 A16-04: accepted, the first job failed "
     "'pretrained_file does not exist')",
     ValueError,
-    r"^run hom_s0: model\.pretrained_file=/nonexistent\.pt is not a file: give a local file of the backbone's weights "
+    r"^method 'hom': model\.pretrained_file=/nonexistent\.pt is not a file: give a local file of the backbone's weights "
     r".*or unset model\.pretrained_file",
 )
 def _main_pretrained_file_absent(tmp):
@@ -122,7 +122,7 @@ def _second_method_data_without_path(tmp):
     "grid_overrides [model.backbone=nonexistent_net] of a τ grid's runs (found with audit16 A16-04: accepted, the "
     "grid runs failed at their turn)",
     ValueError,
-    r"^run grid_het_t0\.5_s0: model\.backbone=nonexistent_net: unknown backbone 'nonexistent_net'",
+    r"^method 'het': model\.backbone=nonexistent_net: unknown backbone 'nonexistent_net'",
 )
 def _grid_run_unknown_backbone(tmp):
     tiny = TINY.replace("methods: {hom: {covariance: none}}", "methods: {het: {covariance: low_rank, num_factors: 2}}")

@@ -254,8 +254,9 @@ def validate(cfg: UpstreamConfig) -> None:
             f"unknown head option(s) model.head.{', model.head.'.join(unknown)}: the head takes "
             f"{', '.join(sorted(accepted))}"
         )
-    from harness.model_config import check_backbone_kwargs
+    from harness.model_config import check_backbone, check_backbone_kwargs
 
+    check_backbone(cfg.model.backbone, cfg.model.pretrained_file)  # a name its registry knows, weights a file
     check_backbone_kwargs(cfg.model.backbone_kwargs, "model.backbone_kwargs", cfg.model.backbone)
     tau = cfg.model.head.get("temperature")
     if isinstance(tau, (int, float)) and 0 < tau < MIN_TEMPERATURE:
