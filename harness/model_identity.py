@@ -110,3 +110,42 @@ def check_classes_match(
             f"{source} was trained on the classes {_abbreviated(list(names))} but the data ({data}) has the classes "
             f"{_abbreviated(list(data_names))}: its predictions would be scored against other classes; {fix}"
         )
+
+
+#: settings that say where a run's files and curves go, not what it trains: left out when two run configs are compared
+#: (a run resumes, or counts as done, whichever trackers log it and however its folder is spelled: audit13 A13-21;
+#: :func:`harness.upstream.train.same_config`), as ``seed`` and ``name`` are between replicates (:func:`check_replicates`)
+NOT_IDENTITY = ("output_dir", "train.log_with", "train.log_model")
+
+
+def _flat(config: dict, prefix: str = "") -> dict:
+    """``{"train": {"epochs": 2}}`` as ``{"train.epochs": 2}``."""
+    out: dict = {}
+    for k, v in config.items():
+        if isinstance(v, dict) and v:
+            out.update(_flat(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def check_replicates(runs: "Sequence[tuple[str, dict]]", method: str) -> None:
+    """The runs ``(folder, its config.yaml as a dict)`` averaged as seeds of ``method`` are replicates: their settings
+    differ at most in ``seed``, ``name`` and :data:`NOT_IDENTITY` (a setting one config lacks, written before it
+    existed, is not compared). Seeds' spread is read as training randomness (audit17 A17-02: runs of 1 and 2 epochs,
+    100 and 200 examples, two learning rates were averaged as one method's seeds).
+
+    Raises:
+        ValueError: naming both folders, the first setting that differs with both values, and the fix.
+    """
+    skip = {"seed", "name", *NOT_IDENTITY}
+    (first, a), *others = [(folder, _flat(cfg)) for folder, cfg in runs] or [("", {})]
+    for folder, b in others:
+        key = next((k for k in a if k in b and k not in skip and a[k] != b[k]), None)
+        if key is not None:
+            raise ValueError(
+                f"{first} and {folder} are both {method!r} runs, which the report averages as the method's seeds, but "
+                f"they train differently: {key}={a[key]!r} in {first}, {b[key]!r} in {folder} (replicates differ only "
+                f"in seed); report them apart (harness report {folder} --name <another name>), or give runs of one "
+                "setting"
+            )

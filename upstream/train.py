@@ -37,6 +37,7 @@ from typing import Any, Callable, Optional
 
 from harness.config import to_dict, to_yaml
 from harness.io import RunLock
+from harness.model_identity import NOT_IDENTITY
 from harness.training.loop import held_precision, in_fresh_process, make_accelerator
 from harness.training.trackers import FOLDERS as TRACKER_FOLDERS
 from harness.training.trackers import available, build, flat_params, keep_rng
@@ -63,18 +64,13 @@ __all__ = [
     "NOT_IDENTITY",
 ]
 
-#: settings that say where a run's files and curves go, not what it trains: left out when a saved ``config.yaml`` is
-#: compared with the requested one (:func:`_same_config`), so a run resumes, or counts as done, whichever trackers log
-#: it and however its folder is spelled (``runs/k``, ``./runs/k``, an absolute path, a link: the folder is the run's;
-#: audit13 A13-21)
-NOT_IDENTITY = ("output_dir", "train.log_with", "train.log_model")
 #: the MLflow experiment / W&B project of upstream runs (unless MLFLOW_EXPERIMENT_NAME / WANDB_PROJECT name one)
 PROJECT = "harness-upstream"
 
 
 def _identity(text: str) -> Optional[str]:
     """A config's YAML text with the settings added since it was written at their defaults and
-    :data:`NOT_IDENTITY` left out; None when it does not read as an upstream config."""
+    :data:`~harness.model_identity.NOT_IDENTITY` left out; None when it does not read as an upstream config."""
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
 

@@ -193,11 +193,13 @@ def _check_same_data(entries: "list[Entry]", paths: Sequence["str | Path"]) -> N
     split on the first such entry's (:func:`harness.uncertainty.ensembles.evaluation_mismatch`, the ensemble's rule;
     links may differ): the calibration, temperature-scaling and per-class sections read the held-out predictions.
     No two entries share a label (a single run is named by its method and seed, an ensemble by its method and size):
-    the tables name entries by it and the per-method rows average a method's runs as seeds.
+    the tables name entries by it and the per-method rows average a method's runs as seeds, so the single runs of
+    one method are replicates (:func:`harness.model_identity.check_replicates`).
 
     Raises:
         ValueError: naming the first entry that was not, and how; or the two folders of one label and the fix.
     """
+    from harness.model_identity import check_replicates
     from harness.uncertainty.ensembles import evaluation_mismatch
 
     ref = entries[0].preds
@@ -227,6 +229,12 @@ def _check_same_data(entries: "list[Entry]", paths: Sequence["str | Path"]) -> N
                 "<another name>), or give runs of other seeds"
             )
         seen[e.label] = path
+    methods: "dict[str, list[tuple[str, dict]]]" = {}
+    for e, path in zip(entries, paths):
+        if e.kind == "single" and e.run_dir is not None:
+            methods.setdefault(e.method, []).append((str(path), run_config(e.run_dir)))
+    for method, runs in methods.items():
+        check_replicates(runs, method)  # a method's runs are averaged as its seeds: replicates
 
 
 def _entry_rows(

@@ -202,8 +202,9 @@ DISJOINT_SPLITS = (("train800val200", "test"), ("train800", "test"), ("val200", 
 
 def check_disjoint(splits: "dict[str, ImageDataset]") -> None:
     """Refuse a folder task whose held-out split lists an image a split trained before it lists
-    (:data:`DISJOINT_SPLITS`), whose splits give one image two labels (:func:`_check_labels_agree`), or whose
-    train800val200 is not train800 and val200 together (:func:`_check_union`). ``splits``: the task's splits read by :func:`folder_split`, by name (others, and splits
+    (:data:`DISJOINT_SPLITS`), that lists one image twice (through a link: :func:`_check_once`), whose splits give
+    one image two labels (:func:`_check_labels_agree`), or whose train800val200 is not train800 and val200 together
+    (:func:`_check_union`). ``splits``: the task's splits read by :func:`folder_split`, by name (others, and splits
     not read from lists, are skipped). An image is its listed file, resolved (``os.path.realpath``: ``./a.png``,
     ``b/../a.png`` and a symbolic link to it are ``a.png``); only paths are compared, no file is read.
 
@@ -216,6 +217,7 @@ def check_disjoint(splits: "dict[str, ImageDataset]") -> None:
         if isinstance(ds.load_image, ListedImages):
             resolved = [os.path.realpath(p) for p in ds.load_image.paths]
             read[name] = (ds.load_image, resolved, {p: i for i, p in reversed(list(enumerate(resolved)))})
+            _check_once(*read[name])
     _check_labels_agree(read, splits)
     _check_union(read)
     for trained, held in DISJOINT_SPLITS:
@@ -236,6 +238,24 @@ def check_disjoint(splits: "dict[str, ImageDataset]") -> None:
             f"({len(shared)} of the {len(resolved)} lines of {b.listing.name} list images of {a.listing.name}): "
             f"{role}; list each image in only one of {b.listing.name} and {a.listing.name} (give the {held} split "
             "images of its own)"
+        )
+
+
+def _check_once(images: ListedImages, resolved: "list[str]", first: "dict[str, int]") -> None:
+    """A split lists each image once, compared resolved (audit17 A17-03: ``img2/1000.png`` through a link ``img2 ->
+    img`` is ``img/1000.png``; :func:`read_list` compares the listed paths themselves); ``first``: each resolved path's
+    first position.
+
+    Raises:
+        ValueError: naming the list, both lines, the two paths and the image they reach.
+    """
+    again = next((i for i, p in enumerate(resolved) if first[p] != i), None)
+    if again is not None:
+        j = first[resolved[again]]
+        raise ValueError(
+            f"{images.listing} line {images.lines[again]} lists {images.paths[again]}, the image line {images.lines[j]} "
+            f"lists as {images.paths[j]} (both are {resolved[again]}, through a link): a split names each image once "
+            "(twice, it is trained or scored twice); remove one of the lines"
         )
 
 

@@ -1,0 +1,46 @@
+"""Bad inputs found by the seventeenth reliability audit that the lead fixed (``audit17 <case id>``)."""
+
+from __future__ import annotations
+
+import click
+from bad_inputs_audit12_tasks import _refused_before_work
+
+from bad_inputs import bad_input
+from bad_inputs_downstream import CLI_ERROR, task_folder
+from bad_inputs_uncertainty import _cli, make_run
+
+
+# ------------------------------------------------------------------------------ A17-02: runs of one method differ
+@bad_input(
+    "report",
+    "harness report of two hom runs, seeds 0 and 1, the second trained 2 epochs, the first 1 (audit17 A17-02: rc 0, "
+    "averaged as the seeds of one method, the spread of two settings read as training randomness)",
+    click.ClickException,
+    r"^.*a and .*b are both 'hom' runs, which the report averages as the method's seeds, but they train differently: "
+    r"train\.epochs=1 in .*a, 2 in .*b \(replicates differ only in seed\); report them apart",
+)
+def _report_runs_trained_differently(tmp):
+    a, b = make_run(tmp / "a", seed=0), make_run(tmp / "b", seed=1)
+    for run, epochs in ((a, 1), (b, 2)):
+        (run / "config.yaml").write_text((run / "config.yaml").read_text() + f"train:\n  epochs: {epochs}\n")
+    try:
+        _cli("report", str(a), str(b), "--out-root", str(tmp / "rep"), "--name", "r", "--no-covariance")
+    finally:
+        assert not (tmp / "rep" / "r" / "report.md").exists()
+
+
+# ------------------------------------------------------------------------------ A17-03: one image twice, by a link
+@bad_input(
+    "downstream",
+    "a custom task whose test list names img/0.png on line 1 and img2/0.png on line 2, img2 a link to img inside the "
+    "task folder (audit17 A17-03: rc 0, the image scored twice; a repeat of one spelling is refused)",
+    CLI_ERROR,
+    r"birds/test\.txt line 2 lists .*birds/img2/0\.png, the image line 1 lists as .*birds/img/0\.png \(both are "
+    r".*img/0\.png, through a link\): a split names each image once .*remove one of the lines",
+)
+def _image_twice_through_a_link(tmp):
+    folder = task_folder(tmp)
+    (folder / "img2").symlink_to(folder / "img", target_is_directory=True)
+    lines = (folder / "test.txt").read_text().splitlines()
+    (folder / "test.txt").write_text("\n".join([lines[0], "img2/0.png 0", *lines[2:]]) + "\n")
+    _refused_before_work(tmp, "--tasks", f"birds={folder}:5")
