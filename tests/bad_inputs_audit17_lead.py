@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import click
+from bad_inputs_audit8_experiment import TINY
 from bad_inputs_audit12_tasks import _refused_before_work
 
 from bad_inputs import bad_input
@@ -44,3 +45,28 @@ def _image_twice_through_a_link(tmp):
     lines = (folder / "test.txt").read_text().splitlines()
     (folder / "test.txt").write_text("\n".join([lines[0], "img2/0.png 0", *lines[2:]]) + "\n")
     _refused_before_work(tmp, "--tasks", f"birds={folder}:5")
+
+
+# ------------------------------------------------------------------------------ A17-04: runs before the declaration
+@bad_input(
+    "experiment",
+    "primary.declared a day after the main study's runs (run.json date), prospective_for [main] (audit17 A17-04: rc "
+    "0, the report said 'declared ..., before the runs')",
+    ValueError,
+    r"^primary\.declared=2026-11-28 with primary\.prospective_for naming main, but run hom_s0 started on 2026-11-27, "
+    r"before the declaration, so the report would call its runs prospective: give the day the endpoint was declared, "
+    r"or take main out of primary\.prospective_for",
+)
+def _declared_after_the_runs(tmp):
+    import json
+
+    run = tmp / "r" / "tpa" / "upstream" / "hom_s0"
+    run.mkdir(parents=True)
+    (run / "run.json").write_text(json.dumps({"date": "2026-11-27 10:00 UTC"}))  # the run's own record of its start
+    primary = "primary: {metric: nll, split: heldout, declared: '2026-11-28', prospective_for: [main]}\n"
+    from harness.experiment import load_experiment, validate_experiment
+
+    (tmp / "tpa.yaml").write_text(TINY.replace("name: tiny", "name: tpa") + primary)
+    validate_experiment(
+        load_experiment(str(tmp / "tpa.yaml"), (f"runs_root={tmp / 'r'}", f"results_root={tmp / 'res'}"))
+    )

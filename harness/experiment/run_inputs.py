@@ -9,6 +9,7 @@ turn comes (audit16 A16-04)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from harness.data.eval_keys import EVAL_KEYS
@@ -96,3 +97,37 @@ def _check_k(where: str, cfg: Any, k: int) -> None:
             f"{where}: model.head.num_factors={r} exceeds the {k} classes of the data (noise on the logits has rank "
             f"at most K): use num_factors <= {k}"
         )
+
+
+def check_prospective(primary: Any, configs: "dict[str, Any]") -> None:
+    """The studies ``primary.prospective_for`` names started after ``primary.declared``: each of their planned runs
+    (``configs`` by :func:`planned_configs`' labels: ``run <folder>`` the main study's, ``conditions.<name>, ...`` a
+    condition's) that has run started on or after the declared day (its ``run.json`` date, UTC), and one yet to run
+    starts today (audit17 A17-04: a day after the runs' own made the report say "before the runs").
+
+    Raises:
+        ValueError: naming the run, the day it started (or starts), the declared day and the two fixes.
+    """
+    import datetime
+    import json
+
+    if not primary.declared or not primary.prospective_for:
+        return
+    today = datetime.datetime.now(datetime.timezone.utc).date().isoformat()
+    for where, cfg in configs.items():
+        study = "main" if where.startswith("run ") and not where.startswith("run multilabel_") else None
+        study = study or next((n for n in primary.prospective_for if where.startswith(f"conditions.{n}, ")), None)
+        if study not in primary.prospective_for:
+            continue
+        meta = Path(cfg.output_dir) / "run.json"
+        try:
+            day, started = str(json.loads(meta.read_text())["date"])[:10], "started on"
+        except (OSError, ValueError, KeyError, TypeError):  # not run yet (or no date): it starts today
+            day, started = today, "would start today,"
+        if day < primary.declared:
+            raise ValueError(
+                f"primary.declared={primary.declared} with primary.prospective_for naming {study}, but {where} "
+                f"{started} {day}, before the declaration, so the report would call its runs prospective: give the "
+                f"day the endpoint was declared, or take {study} out of primary.prospective_for (its rows then read "
+                "as retrospective)"
+            )

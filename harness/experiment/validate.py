@@ -9,7 +9,7 @@ from pathlib import Path
 
 from harness.experiment.config import ROOTS, RUN_KEYS, RUN_TREE, Experiment, check_root
 from harness.experiment.plan import _Plan, _plan, _same_run
-from harness.experiment.run_inputs import check_run_inputs, planned_configs
+from harness.experiment.run_inputs import check_prospective, check_run_inputs, planned_configs
 from harness.experiment.run_names import check_run_folders
 from harness.experiment.section_rules import check_grids_and_sections
 from harness.experiment.transfer_checks import check_downstream
@@ -28,8 +28,10 @@ def validate_experiment(exp: Experiment) -> "dict[str, _Plan]":
     backbone: :func:`~harness.experiment.transfer_checks.check_downstream`), a condition that changes nothing
     (:func:`~harness.experiment.variants.check_variant_configs`), what every planned run reads, alike for the main
     study's and a condition's, frontier schedule's or budget curve's (its backbone, weights file, data and number of
-    classes: :func:`~harness.experiment.run_inputs.check_run_inputs`), and ``runs_root`` and ``results_root`` outside
-    any other command's output folder (:func:`harness.folder_paths.check_outside_outputs`).
+    classes: :func:`~harness.experiment.run_inputs.check_run_inputs`), the runs of the studies the primary endpoint is
+    prospective for started after its declaration (:func:`~harness.experiment.run_inputs.check_prospective`), and
+    ``runs_root`` and ``results_root`` outside any other command's output folder
+    (:func:`harness.folder_paths.check_outside_outputs`).
 
     Returns:
         The plans of the studies (``main``, and ``multilabel`` when it has methods).
@@ -91,7 +93,9 @@ def validate_experiment(exp: Experiment) -> "dict[str, _Plan]":
         "confusable_pairs": exp.confusable_pairs,
         "single_pair.pairs": exp.single_pair.pairs if exp.single_pair else [],
     }
-    check_run_inputs(planned_configs(plans, variants), pairs)  # every run's data, backbone and K alike
+    configs = planned_configs(plans, variants)
+    check_run_inputs(configs, pairs)  # every run's data, backbone and K alike
+    check_prospective(exp.primary, configs)  # runs called prospective started after the declaration
     check_downstream(exp, PRESETS, plans["main"])
     for what, folder in (("runs_root", exp.runs_root), ("results_root", exp.results_root)):
         check_writable(folder, f"{what} {str(folder)!r}", f"{what}=...")
