@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 from bad_inputs_audit8_experiment import TINY
+from bad_inputs_audit12_plan import _run as _experiment
 from bad_inputs_audit12_tasks import _refused_before_work
 
 from bad_inputs import bad_input
@@ -69,4 +70,34 @@ def _declared_after_the_runs(tmp):
     (tmp / "tpa.yaml").write_text(TINY.replace("name: tiny", "name: tpa") + primary)
     validate_experiment(
         load_experiment(str(tmp / "tpa.yaml"), (f"runs_root={tmp / 'r'}", f"results_root={tmp / 'res'}"))
+    )
+
+
+# ------------------------------------------------------------------------------ A17-01: a condition's other splits
+@bad_input(
+    "experiment",
+    "a condition with [data.train_split=nope] (audit17 A17-01: accepted; the main study trained, then the condition's "
+    "run failed 'unknown digits split nope'; its evaluation split alone was read before work)",
+    ValueError,
+    r"^conditions\.c1, method hom, seed 0: unknown digits split 'nope': use one of",
+)
+def _condition_training_split(tmp):
+    _experiment(
+        tmp,
+        "tts",
+        "conditions: {c1: {description: x, upstream_overrides: [data.train_split=nope], methods: [hom], seeds: [0]}}\n",
+    )
+
+
+@bad_input(
+    "experiment",
+    "a condition with [data.heldout_split=nope] (audit17 A17-01: accepted; refused only when the condition's run came)",
+    ValueError,
+    r"^conditions\.c1, method hom, seed 0: .*unknown digits split 'nope'",
+)
+def _condition_heldout_split(tmp):
+    _experiment(
+        tmp,
+        "ths",
+        "conditions: {c1: {description: x, upstream_overrides: [data.heldout_split=nope], methods: [hom], seeds: [0]}}\n",
     )

@@ -32,7 +32,8 @@ def planned_configs(plans: "dict[str, _Plan]", variants: "dict[str, Any]") -> "d
 def check_run_inputs(configs: "dict[str, Any]", pairs: "dict[str, list[list[str]]]") -> None:
     """What each planned run reads, one rule for every run (the main study's, a condition's, a frontier schedule's...):
     the evaluation split of its data (read once per distinct evaluation, :data:`harness.data.eval_keys.EVAL_KEYS`: a
-    missing or absent ``data.path``, an unknown split or source; the split's K classes), ``model.num_classes`` (unset or K) and the head's ``num_factors`` (at most K for
+    missing or absent ``data.path``, an unknown split or source; the split's K classes) and its training and held-out
+    splits (read once each: an unknown split name), ``model.num_classes`` (unset or K) and the head's ``num_factors`` (at most K for
     noise on the logits); and the class names ``pairs`` gives (``confusable_pairs``, ``single_pair.pairs``) are
     classes of the first run's data (the main study's).
 
@@ -48,11 +49,16 @@ def check_run_inputs(configs: "dict[str, Any]", pairs: "dict[str, list[list[str]
     from harness.run_streams import read_split
 
     classes: "dict[str, list[str]]" = {}  # repr of a data section -> the class names of its evaluation split
+    read: "set[str]" = set()  # the other splits read, by their data section and name
     for where, cfg in configs.items():
         data = repr([getattr(cfg.data, k) for k in EVAL_KEYS])  # what the evaluation split depends on
         if data not in classes:
             split = _prefixed(where, read_split, cfg.data, cfg.data.eval_split)
             classes[data] = [str(c) for c in split.class_names]
+        for name in (cfg.data.train_split, cfg.data.heldout_split):  # each split a run reads (audit17 A17-01)
+            if name is not None and name != cfg.data.eval_split and f"{data} {name}" not in read:
+                read.add(f"{data} {name}")
+                _prefixed(where, read_split, cfg.data, name)
         _check_k(where, cfg, len(classes[data]))
     names = next(iter(classes.values()), [])
     for key, given in pairs.items():
