@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 from bad_inputs_audit8_experiment import TINY
+from bad_inputs_audit8_experiment import _run as _tiny
 from bad_inputs_audit12_plan import _run as _experiment
 from bad_inputs_audit12_tasks import _refused_before_work
 
@@ -101,3 +102,42 @@ def _condition_heldout_split(tmp):
         "ths",
         "conditions: {c1: {description: x, upstream_overrides: [data.heldout_split=nope], methods: [hom], seeds: [0]}}\n",
     )
+
+
+# ------------------------------------------------------------------------------ A17-05..07: experiment settings
+@bad_input(
+    "experiment",
+    "evaluate_methods=[] (audit17 A17-05: read as every method, so every run got its shift predictions and transfers)",
+    ValueError,
+    r"^evaluate_methods=\[\] names no method: for no shift predictions and transfers, leave out the shift section and "
+    r"give downstream\.tasks=\[\]; for every method, leave evaluate_methods unset",
+)
+def _evaluate_no_method(tmp):
+    _tiny(tmp, "evaluate_methods=[]")
+
+
+@bad_input(
+    "experiment",
+    "methods.hom.tune of data.limit_eval [20, 30] (audit17 A17-06: one model trained twice, the evaluation subset on "
+    "which it looked best 'chosen', every result then on 20 test images); train.eval_every likewise",
+    ValueError,
+    r"^method 'hom': tune\.key data\.limit_eval is read by the evaluation, not by training: .*tune a training setting",
+)
+def _tune_an_evaluation_key(tmp):
+    import pytest
+
+    with pytest.raises(ValueError, match=r"tune\.key train\.eval_every sets how often a run is evaluated"):
+        _tiny(tmp, "methods={hom: {covariance: none, tune: {key: train.eval_every, values: [1, 2]}}}")
+    _tiny(tmp, "methods={hom: {covariance: none, tune: {key: data.limit_eval, values: [20, 30]}}}")
+
+
+@bad_input(
+    "experiment",
+    "methods.hom.tune of data.label_noise.rate [0.1, 0.2] (audit17 A17-07: refused as 'not a setting of the upstream "
+    "config (data.label_noise has no settings inside)', which it has)",
+    ValueError,
+    r"^method 'hom': tune\.key data\.label_noise\.rate sets the data's label noise, not how a run trains: .*study noise "
+    r"rates as conditions",
+)
+def _tune_the_noise(tmp):
+    _tiny(tmp, "methods={hom: {covariance: none, tune: {key: data.label_noise.rate, values: [0.1, 0.2]}}}")

@@ -267,7 +267,8 @@ class Experiment:
             (:class:`harness.shift.ShiftSettings`: corrupted copies of the evaluation split, OOD sets), reported in the
             shift section; None (the default) skips the stage. The multi-label study (sigmoid heads) and the frontier
             runs are not evaluated under shift.
-        evaluate_methods: the methods whose final runs get the shift predictions and the transfer (default: all).
+        evaluate_methods: the methods whose final runs get the shift predictions and the transfer (unset: all;
+            :meth:`evaluated`).
         primary: the primary endpoint (:class:`PrimaryEndpoint`), declared before the runs.
         preregistration: free text written before the runs: what each condition tests and the read-out that decides it;
             printed in the report beside the outcome.
@@ -318,7 +319,12 @@ class Experiment:
     single_pair: Optional[SinglePairSection] = None
     replication: str = ""
     transfer: Optional[TransferSection] = None
-    evaluate_methods: List[str] = setting(default_factory=list, distinct=True)
+    evaluate_methods: Optional[List[str]] = setting(None, distinct=True)
+
+    def evaluated(self) -> "list[str]":
+        """The methods whose final runs get the shift predictions and the transfer: ``evaluate_methods``, or every
+        method when it is unset."""
+        return list(self.methods if self.evaluate_methods is None else self.evaluate_methods)
 
     def __post_init__(self) -> None:
         """The folders (:data:`ROOTS`) are not empty, a leading ``~`` expanded to the home folder.

@@ -59,4 +59,4 @@ def planned_jobs(exp: Experiment, plans: "dict[str, _Plan]") -> int:
     if exp.frontier.schedules:
         jobs += len(exp.frontier.schedules) * len(exp.frontier.names())
     follow_ups = (exp.shift is not None) + bool(exp.downstream.tasks)  # per final run of an evaluated method
-    return jobs + follow_ups * len(exp.evaluate_methods or exp.methods) * len(exp.seeds)
+    return jobs + follow_ups * len(exp.evaluated()) * len(exp.seeds)

@@ -243,18 +243,53 @@ def _check_tune_key(method: str, key: str, values: "list[float]", lists: "list[t
                 )
 
 
-def _tuned_kind(method: str, key: str) -> type:
-    """``int`` or ``float``: the type of the upstream setting ``key`` a method's ``tune`` names.
+#: settings of how often a run is evaluated, logged or checkpointed, not of what it trains: never a tune.key
+MONITORING = ("eval_every", "eval_every_steps", "log_every", "checkpoint_every", "fewshot_every", "fewshot_every_steps")
+
+
+def _check_trains(method: str, key: str) -> None:
+    """A method's ``tune.key`` is a setting of how its runs train (audit17 A17-06/07): not the data's label noise (a
+    condition's question), not one the evaluation reads (:data:`harness.data.eval_keys.EVAL_KEYS`: the runs would
+    train one model and the choice compare held-out scores of other evaluations), not :data:`MONITORING`.
 
     Raises:
-        ValueError: ``key`` names no setting of the upstream config (the section's settings listed), or one that is
-            not a number.
+        ValueError: naming the method, the key, why it is no training setting and what to do instead.
+    """
+    from harness.data.eval_keys import EVAL_KEYS
+
+    section, _, name = key.partition(".")
+    why = None
+    if key.startswith("data.label_noise"):
+        why = (
+            "sets the data's label noise, not how a run trains: choosing it by held-out NLL would choose the data; "
+            f"study noise rates as conditions (conditions.<name>: {{upstream_overrides: [{key}=...]}})"
+        )
+    elif section == "data" and name in EVAL_KEYS:
+        why = (
+            "is read by the evaluation, not by training: the runs would train one model, and the choice would compare "
+            "held-out scores of other evaluations; tune a training setting (optim.*, train.*, model.*, "
+            "data.batch_size or an augmentation)"
+        )
+    elif section == "train" and name in MONITORING:
+        why = "sets how often a run is evaluated, logged or checkpointed, not what it trains; tune a training setting"
+    if why:
+        raise ValueError(f"method {method!r}: tune.key {key} {why}")
+
+
+def _tuned_kind(method: str, key: str) -> type:
+    """``int`` or ``float``: the type of the upstream setting ``key`` a method's ``tune`` names (a training setting:
+    :func:`_check_trains`).
+
+    Raises:
+        ValueError: ``key`` names no setting of the upstream config (the section's settings listed), one that is
+            not a number, or no training setting.
     """
     import dataclasses
     import typing
 
     from harness.upstream.config import UpstreamConfig
 
+    _check_trains(method, key)
     kind: Any = UpstreamConfig
     parts = key.split(".")
     for i, part in enumerate(parts):

@@ -116,7 +116,7 @@ def _downstream(exp: Experiment, runs: "dict[str, list[Path]]", root: Path, work
     """The transfer section: each moved model's sweep and, per method with several seeds, their ensemble."""
     from harness.downstream.ensembles import upstream_ensemble
 
-    moved = {m: dirs for m, dirs in runs.items() if m in (exp.evaluate_methods or exp.methods)}
+    moved = {m: dirs for m, dirs in runs.items() if m in exp.evaluated()}
     per_run = {d: workers.results[("downstream", d.name)] for dirs in moved.values() for d in dirs}
     across = {
         m: upstream_ensemble([path_under(root, "downstream", d.name) for d in dirs])

@@ -301,7 +301,7 @@ def _upstream_stage(
         for seed in exp.seeds
     }
     ml = exp.multilabel
-    evaluated = set(exp.evaluate_methods or exp.methods)
+    evaluated = set(exp.evaluated())
 
     def follow_up(d: Path) -> None:  # a final run of the main study: shift predictions and transfer
         if final.get(str(d)) in evaluated:
@@ -442,7 +442,7 @@ def _evaluation_stage(
     if exp.shift is not None:  # the ensembles' shifted predictions: averages of their members'
         tic = time.perf_counter()
         for e in ensembles:
-            if e.name.rsplit("_x", 1)[0] in (exp.evaluate_methods or exp.methods):
+            if e.name.rsplit("_x", 1)[0] in exp.evaluated():
                 average_ensemble(e)
         stages["shift"] = stages.get("shift", 0.0) + time.perf_counter() - tic
 

@@ -62,7 +62,7 @@ def _check_batch_norm(exp: Experiment, main: _Plan, settings: Any, sizes: dict) 
     smallest = min((n for splits in sizes.values() for s, n in splits.items() if s.startswith("train")), default=2)
     if micro >= 2 and smallest >= 2:
         return
-    evaluated = [m for m in exp.methods if m in (exp.evaluate_methods or exp.methods)]
+    evaluated = [m for m in exp.methods if m in exp.evaluated()]
     folders = [f for m in evaluated for f in (main.grid[m].values() if m in main.grid else [f"{m}_s{exp.seeds[0]}"])]
     backbones = {repr((c.model.backbone, c.model.backbone_kwargs)): c.model for c in map(main.configs.get, folders)}
     for model in backbones.values():

@@ -121,7 +121,12 @@ def _check_methods_and_seeds(exp: Experiment) -> None:
     _check_references(exp)
     if not exp.seeds:
         raise ValueError("seeds is empty: give at least one seed, e.g. seeds: [0]")
-    unknown = [m for m in exp.evaluate_methods if m not in exp.methods]
+    if exp.evaluate_methods == []:  # unset is every method; an empty list would silently read as all too
+        raise ValueError(
+            "evaluate_methods=[] names no method: for no shift predictions and transfers, leave out the shift section "
+            "and give downstream.tasks=[]; for every method, leave evaluate_methods unset"
+        )
+    unknown = [m for m in exp.evaluate_methods or [] if m not in exp.methods]
     if unknown:
         raise ValueError(f"evaluate_methods {', '.join(unknown)} not among the methods {', '.join(exp.methods)}")
     if any(n > len(exp.seeds) for n in exp.ensemble_sizes):
