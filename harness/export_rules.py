@@ -46,6 +46,7 @@ class TrainedOn:
         whole=True,
         note="pixels",
     )
+    eval_resize: Optional[int] = setting(None, low=1, high=MAX_IMAGE_SIZE, whole=True, note="pixels")
 
 
 #: data settings recorded as ``trained_on`` (:class:`TrainedOn`)
@@ -246,3 +247,29 @@ def _default_covariance() -> str:
     from harness.heads import HeteroscedasticHead
 
     return inspect.signature(HeteroscedasticHead.__init__).parameters["covariance"].default
+
+
+def evaluation_view(card_info: dict) -> dict:
+    """timm's data-config keys of the view a model the harness trained was evaluated on (its ``trained_on``:
+    ``image_size``, and ``eval_resize``, null for image_size / 0.875, :func:`harness.data.transforms.eval_transform`):
+    ``input_size`` ``[3, S, S]`` and ``crop_pct`` such that timm's eval transform (resize the short side to
+    ``floor(S / crop_pct)``, centre-crop S) is the harness's (audit17 A17-08: the backbone's own 0.95 or 0.875 was
+    stated for a model scored at crop 1.0); ``{}`` when the export does not record them (a model trained elsewhere).
+    """
+    import math
+
+    data = card_info.get("trained_on") or {}
+    size = data.get("image_size")
+    if not isinstance(size, int) or "eval_resize" not in data:
+        return {"input_size": [3, size, size]} if isinstance(size, int) else {}
+    resize = data["eval_resize"] or int(round(size / 0.875))
+    crop = size / resize
+    if math.floor(size / crop) != resize:  # float rounding below the whole side: state a crop just under it
+        crop = size / (resize + 0.5)
+    return {"input_size": [3, size, size], "crop_pct": crop}
+
+
+def trained_on(data: dict) -> dict:
+    """An export's ``trained_on`` from a run's ``data`` section (:data:`DATA_KEYS`: never paths; ``image_size`` 32,
+    the data config's default, where the section leaves it out)."""
+    return {"image_size": 32, **{k: data[k] for k in DATA_KEYS if k in data}}

@@ -236,6 +236,7 @@ def export_config(model: torch.nn.Module, layout: str, folded: Optional[float]) 
     those weights (the timm layout)."""
     from timm.models import filter_pretrained_cfg
 
+    from harness.export_rules import evaluation_view
     from harness.weights import classifier_names
 
     prep = model.config.preprocessing
@@ -254,9 +255,9 @@ def export_config(model: torch.nn.Module, layout: str, folded: Optional[float]) 
     names = classifier_names(model.backbone) if layout == "timm" else ()
     if names:
         cfg["classifier"] = names[0] if len(names) == 1 else list(names)
-    size = (model.card_info.get("trained_on") or {}).get("image_size")
-    if isinstance(size, int) and not cfg.get("fixed_input_size"):
-        cfg["input_size"] = [int((cfg.get("input_size") or (3,))[0]), size, size]
+    view = evaluation_view(model.card_info)  # the view the metrics of its card were measured on
+    if view and not cfg.get("fixed_input_size"):
+        cfg.update(view, input_size=[int((cfg.get("input_size") or (3,))[0]), *view["input_size"][1:]])
         cfg.pop("test_input_size", None)
         cfg["pool_size"] = None
     config = {

@@ -92,7 +92,8 @@ class Classifier(
         """timm's data config of this model (``timm.data.resolve_data_config(model=...)`` reads it): the backbone's
         ``pretrained_cfg`` with the input normalisation of the harness's loaders (mean = std = 0.5, since the model
         renormalises to its backbone's own statistics inside), the backbone's interpolation and crop, K classes and
-        the classifier ``head``."""
+        the classifier ``head``; for a model the harness trained, the input size and crop it was evaluated at
+        (:func:`harness.export_rules.evaluation_view`)."""
         cfg = dict(getattr(self.backbone, "pretrained_cfg", None) or {})
         prep = self.config.preprocessing
         cfg.update(
@@ -103,6 +104,8 @@ class Classifier(
             interpolation=prep.get("interpolation", cfg.get("interpolation", "bilinear")),
             crop_pct=prep.get("crop_pct", cfg.get("crop_pct", 1.0)),
         )
+        if not cfg.get("fixed_input_size"):  # the view it was evaluated on, for a model the harness trained
+            cfg.update(export_rules.evaluation_view(self.card_info))
         return cfg
 
     default_cfg = pretrained_cfg
@@ -430,15 +433,13 @@ def read_checkpoint(path: "str | os.PathLike") -> dict:
 
 
 def load_model(path: "str | os.PathLike", map_location: "str | torch.device" = "cpu") -> Classifier:
-    """Rebuild the model recorded in a checkpoint and load its weights (strict).
-
-    Raises:
-        FileNotFoundError, ValueError: see :func:`read_checkpoint`; also ValueError when the
-            weights do not match the recorded architecture (names the missing/unexpected keys).
-    """
+    """Rebuild the model recorded in a checkpoint and load its weights (strict); its ``extra['trained_on']`` (the data
+    it was trained on, as the run recorded it) as :attr:`Classifier.card_info`'s. Raises FileNotFoundError, ValueError:
+    see :func:`read_checkpoint`; ValueError: weights that do not match the recorded architecture (keys named)."""
     payload = read_checkpoint(path)
     model = _build_stored(ModelConfig.from_dict(payload["config"]), path)
     load_weights(model, payload["state_dict"], source=str(path), config=f"the model config stored in {path}")
+    model.card_info.update({k: v for k, v in (payload.get("extra") or {}).items() if k == "trained_on"})
     return model.to(map_location)
 
 

@@ -425,7 +425,7 @@ def export_run(run_dir: "str | Path", out: "str | Path", overwrite: bool = False
             :meth:`harness.models.Classifier.save_pretrained`.
     """
     from harness import hub, hub_options
-    from harness.export_rules import DATA_KEYS
+    from harness.export_rules import trained_on
     from harness.models import load_model
 
     hub_options.check_save_options(kwargs, "export_run")
@@ -435,14 +435,11 @@ def export_run(run_dir: "str | Path", out: "str | Path", overwrite: bool = False
     hub.check_export_place(out, by)
     model = load_model(run_dir / "model.pt")  # a FileNotFoundError names a folder without model.pt
     data = OmegaConf.to_container(OmegaConf.load(run_dir / "config.yaml"), resolve=True).get("data") or {}
-    trained_on = {k: data[k] for k in DATA_KEYS if k in data}
-    if "image_size" not in trained_on:
-        trained_on["image_size"] = 32
     recorded = run_summary(run_dir)
     metrics = dict(recorded.get("metrics") or {})
     metrics.update({f"heldout_{k}": v for k, v in (recorded.get("heldout_metrics") or {}).items()})
     names = (read_json_object(run_dir / "run.json") or {}).get("class_names")
     if names:
         model.card_info["label_names"] = [str(n) for n in names]
-    model.save_pretrained(out, trained_on=trained_on, metrics=metrics, overwrite=overwrite, _by=by, **kwargs)
+    model.save_pretrained(out, trained_on=trained_on(data), metrics=metrics, overwrite=overwrite, _by=by, **kwargs)
     return Path(out)

@@ -8,7 +8,7 @@ from bad_inputs_audit8_experiment import _run as _tiny
 from bad_inputs_audit12_plan import _run as _experiment
 from bad_inputs_audit12_tasks import _refused_before_work
 
-from bad_inputs import bad_input
+from bad_inputs import bad_input, handled
 from bad_inputs_downstream import CLI_ERROR, task_folder
 from bad_inputs_uncertainty import _cli, make_run
 
@@ -141,3 +141,34 @@ def _tune_an_evaluation_key(tmp):
 )
 def _tune_the_noise(tmp):
     _tiny(tmp, "methods={hom: {covariance: none, tune: {key: data.label_noise.rate, values: [0.1, 0.2]}}}")
+
+
+# ------------------------------------------------------------------------------ A17-08: the evaluation view exported
+@handled(
+    "exports",
+    "timm.data.resolve_data_config of a harness model trained at image_size 32, eval_resize 32 (and of one at the "
+    "default eval_resize): its export and the Classifier itself (audit17 A17-08: crop 0.95 and, on the Classifier, "
+    "160 px stated for a model scored at 32 px, crop 1.0)",
+    r"^timm's eval transform is the harness's: Resize\(32\) CenterCrop\(32\), and Resize\(37\) CenterCrop\(32\) for "
+    r"the default eval_resize$",
+)
+def _export_states_the_evaluation_view(tmp):
+    import json
+
+    import timm
+
+    from harness.models import Classifier, ModelConfig, build_model
+
+    shown = []
+    for resize, expected in ((32, 32), (None, 37)):  # eval_resize null: image_size / 0.875 (harness transforms)
+        model = build_model(ModelConfig("test_resnet", 10, {"covariance": "none"}))
+        out = tmp / f"exp{resize}"
+        model.save_pretrained(out, trained_on={"image_size": 32, "eval_resize": resize})
+        cfg = json.loads((out / "config.json").read_text())["pretrained_cfg"]
+        for source in (cfg, Classifier.from_pretrained(out).pretrained_cfg):
+            data = timm.data.resolve_data_config(pretrained_cfg=source)
+            steps = timm.data.create_transform(**data).transforms
+            sizes = [getattr(t, "size", None) for t in steps[:2]]
+            assert tuple(data["input_size"]) == (3, 32, 32) and sizes[0] == expected and list(sizes[1]) == [32, 32], sizes
+        shown.append(f"Resize({expected}) CenterCrop(32)")
+    return f"timm's eval transform is the harness's: {shown[0]}, and {shown[1]} for the default eval_resize"

@@ -5,6 +5,7 @@ metrics were evaluated with, :func:`harness.heads.noise_record.eval_noise`), and
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import time
 from pathlib import Path
@@ -12,6 +13,7 @@ from typing import Any, Optional, Sequence
 
 import torch
 
+from harness.export_rules import trained_on
 from harness.heads.noise_record import eval_noise
 from harness.io import atomic_write_text, json_dumps
 from harness.models import save_model
@@ -36,7 +38,8 @@ def write_outputs(t: Training) -> None:
     if t.main:
         run_dir = t.run_dir
         final = accelerator.unwrap_model(t.model)
-        save_model(final, run_dir / "model.pt", extra={"epochs": p.epoch, "metrics": result})
+        seen = trained_on(dataclasses.asdict(cfg.data))  # the view timm's transforms rebuild from load_model's model
+        save_model(final, run_dir / "model.pt", extra={"epochs": p.epoch, "metrics": result, "trained_on": seen})
         save_predictions(t, arrays, heldout)
         timing = p.timing
         summary = {
