@@ -53,23 +53,19 @@ def import_run(
     from harness.checkpoint_files import check_weights_file
     from harness.data.cache import file_digest
     from harness.folder_paths import check_outside_outputs
-    from harness.io import RunLock, check_output_folder, check_writable
+    from harness.io import RunLock, check_writable
     from harness.model_identity import check_classes_match, model_class_names
     from harness.models import save_model
     from harness.progress import Steps
     from harness.run_streams import read_split
-    from harness.runs import predict_model, run_config
+    from harness.runs import predict_model
     from harness.sources import load_classifier
     from harness.training.precision import check_device
 
     check_device(device)
     check_weights_file(weights)  # a harness run's model.pt as --weights, before the data is read
     out = check_outside_outputs(out, "--out", "harness import")  # not inside another run or an export
-    if "imported" in (run_config(out) if (out / "config.yaml").is_file() else {}):
-        raise ValueError(f"{out} holds an imported run already: give --out a new folder (an import never replaces one)")
-    # files of the names an import writes first (a run folder): refused even with --overwrite, so it is not offered
-    check_output_folder(out, False, IMPORT_FILES, True, "harness import", "--out")
-    check_output_folder(out, False, IMPORT_FILES, overwrite, "harness import", "--out")
+    _check_out(out, overwrite)
     check_writable(out, f"--out {out}", "give --out a folder you can write")
     steps = Steps(progress, "import", 4 + bool(data.heldout_split))
     steps.step(f"reading the evaluation split ({data.eval_split})")
@@ -100,7 +96,8 @@ def import_run(
         "train": {"loss": "nll"},
     }
     out.mkdir(parents=True, exist_ok=True)
-    with RunLock(out):
+    with RunLock(out, what="another harness import is writing there; wait for it, or give --out a folder of its own"):
+        _check_out(out, overwrite)  # again: another import may have written it since (audit17 A17-09)
         save_model(model, out / "model.pt", extra={"imported": record})
         atomic_write_text(out / "config.yaml", OmegaConf.to_yaml(OmegaConf.create(config)))
         preds.save(out / "predictions.npz")
@@ -116,3 +113,19 @@ def import_run(
             ),
         )
     return out
+
+
+def _check_out(out: Path, overwrite: bool) -> None:
+    """``out`` holds no imported run, and no file of the names an import writes (a run folder: refused even with
+    ``overwrite``, so it is not offered), nor, without ``overwrite``, other files (:func:`harness.io.check_output_folder`).
+
+    Raises:
+        ValueError: naming the folder, what it holds and the fix.
+    """
+    from harness.io import check_output_folder
+    from harness.runs import run_config
+
+    if "imported" in (run_config(out) if (out / "config.yaml").is_file() else {}):
+        raise ValueError(f"{out} holds an imported run already: give --out a new folder (an import never replaces one)")
+    check_output_folder(out, False, IMPORT_FILES, True, "harness import", "--out")
+    check_output_folder(out, False, IMPORT_FILES, overwrite, "harness import", "--out")

@@ -169,6 +169,64 @@ def _export_states_the_evaluation_view(tmp):
             data = timm.data.resolve_data_config(pretrained_cfg=source)
             steps = timm.data.create_transform(**data).transforms
             sizes = [getattr(t, "size", None) for t in steps[:2]]
-            assert tuple(data["input_size"]) == (3, 32, 32) and sizes[0] == expected and list(sizes[1]) == [32, 32], sizes
+            assert tuple(data["input_size"]) == (3, 32, 32) and sizes[0] == expected and list(sizes[1]) == [32, 32], (
+                sizes
+            )
         shown.append(f"Resize({expected}) CenterCrop(32)")
     return f"timm's eval transform is the harness's: {shown[0]}, and {shown[1]} for the default eval_resize"
+
+
+# ------------------------------------------------------------------------------ A17-09, A17-10: import, data pack
+@bad_input(
+    "import",
+    "harness import --out imp while another harness import holds imp (audit17 A17-09: both rc 0, the first's files "
+    "replaced by the second's; the folder was checked before predicting, never again under the lock)",
+    click.ClickException,
+    r"imp is being written by another process \(PID .*\): another harness import is writing there; wait for it, or "
+    r"give --out a folder of its own",
+)
+def _import_twice_at_once(tmp):
+    from bad_inputs_audit9_config import CONFIGS
+
+    from harness.io import RunLock
+
+    from bad_inputs_downstream import _upstream as _harness_model
+
+    with RunLock(tmp / "imp", what="the other import"):  # the other harness import, still predicting
+        try:
+            _cli("import", "--model", _harness_model(), "--data", str(CONFIGS / "digits_hom.yaml"), "--out",
+                 str(tmp / "imp"), "limit_eval=20")  # fmt: skip
+        finally:
+            assert not (tmp / "imp" / "run.json").exists(), "an import written into a folder another one holds"
+
+
+@bad_input(
+    "packs",
+    "harness data pack digits pk --split train label_noise.kind=symmetric label_noise.rate=inf (also rate=abc, "
+    "seed=nan) (audit17 A17-10: a 40-line traceback from the noise code after the source was read)",
+    click.ClickException,
+    r"^data\.label_noise\.rate must be in \[0, 1\], got inf",
+)
+def _pack_noise_values(tmp):
+    import pytest
+
+    for bad, message in (("label_noise.rate=abc", "could not convert string to float: 'abc'"),
+                         ("label_noise.seed=nan", r"label_noise\.seed must be a whole number")):  # fmt: skip
+        with pytest.raises(click.ClickException, match=message):
+            _cli(
+                "data",
+                "pack",
+                "digits",
+                str(tmp / "pk"),
+                "--shard-size",
+                "100",
+                "--split",
+                "train",
+                "label_noise.kind=symmetric",
+                bad,
+            )
+    try:
+        _cli("data", "pack", "digits", str(tmp / "pk"), "--shard-size", "100", "--split", "train", "label_noise.kind=symmetric",
+             "label_noise.rate=inf")  # fmt: skip
+    finally:
+        assert not (tmp / "pk").exists(), "the pack was started before the refusal"

@@ -21,6 +21,7 @@ from typing import Any, Callable, Optional, Sequence
 import numpy as np
 
 from harness.data.config import (
+    ARRAY_SOURCES,
     SOURCE_KEYS,
     SOURCES,
     STREAM_SOURCES,
@@ -29,6 +30,7 @@ from harness.data.config import (
     check_noise_models,
 )
 from harness.data.dataset import ImageDataset
+from harness.data.noise import check_noise_spec, inject_label_noise
 from harness.data.shard_index import INDEX_FORMAT, INDEX_NAME, labels_digest, read_index, shard_name
 from harness.io import (
     RunLock,
@@ -101,7 +103,6 @@ def noisy_split(cfg: DataConfig, split: str, ds: ImageDataset) -> "tuple[ImageDa
         ValueError: label noise on a multi-label split, or input-dependent noise on a source that does not hold its
             images in one array.
     """
-    from harness.data.noise import inject_label_noise
 
     noise = dict(cfg.label_noise or {})
     if noise.get("kind", "none") == "none" or split not in noise_splits(cfg):
@@ -259,7 +260,7 @@ def source_config(
             override of a key pack does not read (not in :data:`PACK_KEYS`: ``image_size=64``, ``batch_size=8``...);
             a key of another source than the one packed (:data:`harness.data.config.SOURCE_KEYS`: ``label_set`` on
             digits); in a YAML file holding a data section alone, a key pack does not read (``image_size: 64``);
-            synthetic label noise over CIFAR-10N's human labels (:func:`harness.data.config.check_noise_models`);
+            label noise over CIFAR-10N's human labels or of a kind, rate or seed a run refuses (its two checks);
             label noise asked of a split a run draws none on (:func:`noise_splits`; a run config's on its eval_split
             packs the clean labels the run scores). Each message names the key, its value, the rule and the fix.
         FileNotFoundError: a YAML path that does not exist.
@@ -287,6 +288,7 @@ def source_config(
         raise ValueError(f"data.source={cfg.source!r} is already shards: pack the source they came from")
     check_unread_keys(cfg, "data", "source", SOURCE_KEYS, "source")  # as a run checks them (label_set on digits)
     check_noise_models(cfg)  # the shards would keep two noise models stacked
+    check_noise_spec(cfg.label_noise or {}, cfg.source, ARRAY_SOURCES)  # its kind, rate and seed, as a run's (A17-10)
     # a run config's label_noise is the run's (on its evaluation split, the clean labels): not asked of the pack
     _check_noise_split(cfg, split or cfg.train_split, run_config and "label_noise" not in given)
     return dataclasses.replace(cfg, multilabel=True) if multilabel else cfg
