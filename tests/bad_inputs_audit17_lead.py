@@ -230,3 +230,36 @@ def _pack_noise_values(tmp):
              "label_noise.rate=inf")  # fmt: skip
     finally:
         assert not (tmp / "pk").exists(), "the pack was started before the refusal"
+
+
+# ------------------------------------------------------------------------------ A17-11: shift sets not shared
+@handled(
+    "shift",
+    "harness report of runs/a (shift sets clean, frost-1) and runs/b (clean, fog-2) (audit17 A17-11: rc 0, the "
+    "section said 'no corrupted sets' of two runs that each had one, the sets it dropped unnamed)",
+    r"^the section names what it leaves out: hom seed 0 \(.*a\): frost-1; hom seed 1 \(.*b\): fog-2$",
+)
+def _report_shift_sets_differ(tmp):
+    import json
+
+    import numpy as np
+
+    from harness.io import atomic_write_text
+    from harness.uncertainty.predictions import Predictions
+
+    for seed, (name, corrupted) in enumerate((("a", "frost-1"), ("b", "fog-2"))):
+        run = make_run(tmp / name, seed=seed)
+        p, rows = Predictions.load(run), np.arange(20)
+        for s in ("clean", corrupted):
+            Predictions(p.logits[rows], p.targets[rows], rows, p.class_names, "softmax").save(
+                run / "shift" / s / "predictions.npz"
+            )
+        spec = {"sets": {"clean": "x", corrupted: "y"}, "order": ["clean", corrupted], "examples": 20,
+                "eval_data": "synthetic", "settings": {}, "key": {}}  # fmt: skip
+        atomic_write_text(run / "shift" / "shift.json", json.dumps(spec))
+    _cli("report", str(tmp / "a"), str(tmp / "b"), "--out-root", str(tmp / "rep"), "--name", "r", "--no-covariance")
+    text = (tmp / "rep" / "r" / "report.md").read_text()
+    said = next(line for line in text.splitlines() if "Left out, as not every entry has them" in line)
+    left = said.split("includes them): ", 1)[1].rstrip(".")
+    assert "frost-1" in left and "fog-2" in left, said
+    return f"the section names what it leaves out: {left}"

@@ -120,7 +120,7 @@ def section(items: Sequence["tuple[str, str, str, str | Path]"]) -> Optional[dic
     ref = results[0]["results"]
     spec, settings = ref["spec"], ref["spec"].get("settings", {})
     groups = _groups(results)
-    what = _description(spec, settings, pairs, ood_names, missing)
+    what = _description(spec, settings, pairs, ood_names, missing) + _left_out(results, pairs, ood_names)
     text, tables, figures = [what], [], []
     if pairs:
         tables.append(
@@ -200,6 +200,24 @@ def _shared_sets(results: "list[dict]") -> "tuple[list[str], list[int], list[str
         severities = []
     ood_names = [n for n in ref["ood"] if all(n in it["results"]["ood"] for it in results)]
     return corruptions, severities, ood_names
+
+
+def _left_out(results: "list[dict]", pairs: "list[tuple[str, int]]", ood_names: "list[str]") -> str:
+    """A sentence naming, entry by entry, the shift sets the section leaves out because not every entry has them
+    (:func:`_shared_sets`; audit17 A17-11: two runs' different sets read as "no corrupted sets"); '' if none."""
+    kept = {CLEAN, *(f"{c}-{s}" for c, s in pairs)}
+    parts = []
+    for it in results:
+        sets = [n for n in it["results"]["sets"] if n not in kept]
+        sets += [f"OOD {n}" for n in it["results"]["ood"] if n not in ood_names]
+        if sets:
+            parts.append(f"{it['label']} ({it['folder']}): {', '.join(sets)}")
+    if not parts:
+        return ""
+    return (
+        " Left out, as not every entry has them (the section compares the sets all entries share; harness shift with "
+        "the same settings on every entry includes them): " + "; ".join(parts) + "."
+    )
 
 
 def _description(
