@@ -263,3 +263,17 @@ def _report_shift_sets_differ(tmp):
     left = said.split("includes them): ", 1)[1].rstrip(".")
     assert "frost-1" in left and "fog-2" in left, said
     return f"the section names what it leaves out: {left}"
+
+
+# ------------------------------------------------------------------------------ A17-12: one folder, two task names
+@bad_input(
+    "downstream",
+    "--tasks 't=<folder>:5,u=<folder>/:5' (one task folder under two names) (audit17 A17-12: rc 0, the task trained "
+    "and scored twice, counted twice in the mean over tasks)",
+    CLI_ERROR,
+    r"custom tasks 't' \(t=.*birds:5\) and 'u' \(u=.*birds/?:5\) are one task folder \(.*birds\): it would be trained "
+    r"and scored twice and counted twice in the mean over tasks .*give it once",
+)
+def _one_folder_two_names(tmp):
+    folder = task_folder(tmp)
+    _refused_before_work(tmp, "--tasks", f"t={folder}:5,u={folder}/:5")

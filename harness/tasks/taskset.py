@@ -4,6 +4,7 @@ from that source; and the checks of the data made before any run."""
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -144,10 +145,11 @@ def expand_tasks(names: Sequence[str]) -> "list[Task]":
     """``vtab1k``, group names, task names/aliases, ``demo`` (the 4 demo tasks) and custom task lines.
 
     Raises:
-        ValueError: an unknown name; a bad custom task line; two different custom tasks of one name.
+        ValueError: an unknown name; a bad custom task line; two different custom tasks of one name, or of one folder.
     """
     out: "list[Task]" = []
     custom: "dict[str, Task]" = {}
+    folders: "dict[str, Task]" = {}  # a custom task's folder, resolved -> the task that names it
     for n in names:
         if n == "demo":
             picks = list(DEMO_TASKS.values())
@@ -163,6 +165,13 @@ def expand_tasks(names: Sequence[str]) -> "list[Task]":
                 raise ValueError(
                     f"two custom tasks are named {t.name!r} ({custom_spec(custom[t.name.lower()])} and "
                     f"{custom_spec(t)}): give each its own name"
+                )
+            folder = os.path.realpath(t.tfds.removeprefix("folder:")) if t.group == "custom" else None
+            if folder is not None and folders.setdefault(folder, t).name != t.name:
+                raise ValueError(
+                    f"custom tasks {folders[folder].name!r} ({custom_spec(folders[folder])}) and {t.name!r} "
+                    f"({custom_spec(t)}) are one task folder ({folder}): it would be trained and scored twice and "
+                    "counted twice in the mean over tasks (audit17 A17-12); give it once"
                 )
         out += [t for t in picks if t not in out]
     return out
