@@ -116,6 +116,20 @@ def check_classes_match(
 #: (a run resumes, or counts as done, whichever trackers log it and however its folder is spelled: audit13 A13-21;
 #: :func:`harness.upstream.train.same_config`), as ``seed`` and ``name`` are between replicates (:func:`check_replicates`)
 NOT_IDENTITY = ("output_dir", "train.log_with", "train.log_model")
+#: settings of how often a run is evaluated, logged, checkpointed or probed (``train.*``), not of what it trains
+MONITORING = (
+    "eval_every",
+    "eval_every_steps",
+    "log_every",
+    "checkpoint_every",
+    "fewshot_every",
+    "fewshot_every_steps",
+    "fewshot_tasks",
+    "fewshot_shots",
+)
+#: settings of how a run's data is read (``data.*``), not of which data or view: batch of the evaluation, worker
+#: processes, cache, the outside-path switch
+READING = ("eval_batch_size", "num_workers", "cache_dir", "allow_outside_root")
 
 
 def _flat(config: dict, prefix: str = "") -> dict:
@@ -131,14 +145,14 @@ def _flat(config: dict, prefix: str = "") -> dict:
 
 def check_replicates(runs: "Sequence[tuple[str, dict]]", method: str) -> None:
     """The runs ``(folder, its config.yaml as a dict)`` averaged as seeds of ``method`` are replicates: their settings
-    differ at most in ``seed``, ``name`` and :data:`NOT_IDENTITY` (a setting one config lacks, written before it
-    existed, is not compared). Seeds' spread is read as training randomness (audit17 A17-02: runs of 1 and 2 epochs,
+    differ at most in ``seed``, ``name``, :data:`NOT_IDENTITY`, :data:`MONITORING` and :data:`READING` (settings that
+    change no training: audit18 A18-01) (a setting one config lacks, written before it existed, is not compared). Seeds' spread is read as training randomness (audit17 A17-02: runs of 1 and 2 epochs,
     100 and 200 examples, two learning rates were averaged as one method's seeds).
 
     Raises:
         ValueError: naming both folders, the first setting that differs with both values, and the fix.
     """
-    skip = {"seed", "name", *NOT_IDENTITY}
+    skip = {"seed", "name", *NOT_IDENTITY, *(f"train.{k}" for k in MONITORING), *(f"data.{k}" for k in READING)}
     (first, a), *others = [(folder, _flat(cfg)) for folder, cfg in runs] or [("", {})]
     for folder, b in others:
         key = next((k for k in a if k in b and k not in skip and a[k] != b[k]), None)

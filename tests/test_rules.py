@@ -96,7 +96,10 @@ def test_the_experiment_schema_declares_its_rules_and_a_dict_of_sections_is_chec
             Experiment(conditions={"noisy": ConditionSection(seeds=[1.5])}),
             r"^conditions\.noisy\.seeds must be a whole number in \[0, 2\*\*32 - 1\]",
         ),
-        (Experiment(single_pair=SinglePairSection(alpha=1.0)), r"^single_pair\.alpha must be in \(0, 1\), got 1\.0$"),
+        (
+            Experiment(single_pair=SinglePairSection(alpha=1.0)),
+            r"^single_pair\.alpha must be in \(0, 0\.5\) \(TOST's 1 - 2·alpha interval\), got 1\.0$",
+        ),
         (
             Experiment(transfer=TransferSection(sizes=[800, 0])),
             r"^transfer\.sizes must be 2 numbers, each a whole number >= 1 \(train, val\)",

@@ -148,7 +148,7 @@ class SinglePairSection:
     pairs: List[List[str]] = field(default_factory=list)
     effect: float = setting(0.12, low=0, low_open=True, high=4, note="correlation units: |Δ| <= 4")
     margin: float = setting(0.15, low=0, low_open=True, high=4, note="correlation units: |Δ| <= 4")
-    alpha: float = setting(0.05, low=0, low_open=True, high=1, high_open=True)
+    alpha: float = setting(0.05, low=0, low_open=True, high=0.5, high_open=True, note="TOST's 1 - 2·alpha interval")
     power: float = setting(0.8, low=0, low_open=True, high=1, high_open=True)
     spread_from: List[str] = setting(default_factory=list, distinct=True)
     spread: Dict[str, float] = field(default_factory=dict)

@@ -243,19 +243,17 @@ def _check_tune_key(method: str, key: str, values: "list[float]", lists: "list[t
                 )
 
 
-#: settings of how often a run is evaluated, logged or checkpointed, not of what it trains: never a tune.key
-MONITORING = ("eval_every", "eval_every_steps", "log_every", "checkpoint_every", "fewshot_every", "fewshot_every_steps")
-
-
 def _check_trains(method: str, key: str) -> None:
     """A method's ``tune.key`` is a setting of how its runs train (audit17 A17-06/07): not the data's label noise (a
     condition's question), not one the evaluation reads (:data:`harness.data.eval_keys.EVAL_KEYS`: the runs would
-    train one model and the choice compare held-out scores of other evaluations), not :data:`MONITORING`.
+    train one model and the choice compare held-out scores of other evaluations), not
+    :data:`harness.model_identity.MONITORING`.
 
     Raises:
         ValueError: naming the method, the key, why it is no training setting and what to do instead.
     """
     from harness.data.eval_keys import EVAL_KEYS
+    from harness.model_identity import MONITORING
 
     section, _, name = key.partition(".")
     why = None

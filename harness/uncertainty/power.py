@@ -32,7 +32,7 @@ def tost_power(sd: float, n: int, margin: float, alpha: float = 0.05, delta: flo
 
     Exact: the integral over the sample standard deviation S (sd·sqrt(χ²_{n−1}/(n − 1))) of the chance that the
     mean lies within ``margin − t_{1−α, n−1} S / sqrt(n)`` of 0 (``scipy.integrate.quad``).
-    Raises ValueError for: n < 2, sd <= 0, margin <= 0, alpha outside (0, 1).
+    Raises ValueError for: n < 2, sd <= 0, margin <= 0, alpha outside (0, 0.5).
     Source: Schuirmann 1987, "A comparison of the two one-sided tests procedure and the power approach for
     assessing the equivalence of average bioavailability", J. Pharmacokinet. Biopharm. 15(6):657-680.
     """
@@ -42,6 +42,11 @@ def tost_power(sd: float, n: int, margin: float, alpha: float = 0.05, delta: flo
     m = float(margin)
     if not m > 0:
         raise ValueError(f"margin must be > 0, got {margin!r}")
+    if not a < 0.5:  # audit18 A18-02: a power below 0, or a division by zero at 0.5
+        raise ValueError(
+            f"alpha={alpha!r}: TOST at level alpha each is the 1 - 2·alpha interval, empty for alpha >= 0.5; give "
+            "alpha < 0.5, e.g. 0.05"
+        )
     df, se = n - 1, sd / math.sqrt(n)
     c = float(sps.t.ppf(1 - a, df))
 

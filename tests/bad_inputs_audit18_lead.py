@@ -1,0 +1,48 @@
+"""Bad inputs found by the eighteenth reliability audit that the lead fixed (``audit18 <case id>``)."""
+
+from __future__ import annotations
+
+from bad_inputs import bad_input, handled
+from bad_inputs_uncertainty import _cli, make_run
+
+
+# ------------------------------------------------------------------------------ A18-01: replicates, reading keys
+@handled(
+    "report",
+    "harness report of hom seeds 0 and 1, the second evaluated with data.eval_batch_size=16 and logged every 7 steps "
+    "(audit18 A18-01: refused as runs that 'train differently', though neither setting changes what a run trains)",
+    r"^reported together as seeds of hom: 2 entries$",
+)
+def _replicates_read_differently(tmp):
+    import json
+
+    a, b = make_run(tmp / "a", seed=0), make_run(tmp / "b", seed=1)
+    for run, size, every in ((a, 256, 20), (b, 16, 7)):
+        extra = f"data:\n  eval_batch_size: {size}\n  num_workers: 0\ntrain:\n  log_every: {every}\n  epochs: 3\n"
+        (run / "config.yaml").write_text((run / "config.yaml").read_text() + extra)
+    _cli("report", str(a), str(b), "--out-root", str(tmp / "rep"), "--name", "r", "--no-covariance")
+    entries = json.loads((tmp / "rep" / "r" / "report.json").read_text())["entries"]
+    assert [e["label"] for e in entries] == ["hom seed 0", "hom seed 1"]
+    return f"reported together as seeds of hom: {len(entries)} entries"
+
+
+# ------------------------------------------------------------------------------ A18-02: TOST's level
+@bad_input(
+    "uncertainty",
+    "harness.uncertainty.power.tost_power(1.0, 10, 0.5, alpha=0.5) and alpha=0.6; single_pair.alpha=0.5 in an "
+    "experiment (audit18 A18-02: a bare ZeroDivisionError, and a negative power, for an empty 1 - 2·alpha interval)",
+    ValueError,
+    r"^alpha=0\.5: TOST at level alpha each is the 1 - 2·alpha interval, empty for alpha >= 0\.5; give alpha < 0\.5",
+)
+def _tost_level(tmp):
+    import pytest
+
+    from harness.experiment import load_experiment
+    from harness.rules import check_rules
+    from harness.uncertainty.power import tost_power
+
+    with pytest.raises(ValueError, match=r"single_pair\.alpha must be in \(0, 0\.5\)"):
+        check_rules(load_experiment("cifar10n", ("single_pair.alpha=0.5",)))
+    with pytest.raises(ValueError, match=r"^alpha=0\.6: TOST"):
+        tost_power(1.0, 10, 0.5, alpha=0.6)
+    tost_power(1.0, 10, 0.5, alpha=0.5)
