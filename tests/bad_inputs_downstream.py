@@ -334,7 +334,9 @@ def vtab_test_size(tmp):
     r"label 47; labels must lie in \[0, 47\) for task dtd.*not a dtd split: regenerate it",
 )
 def vtab_label_out_of_range(tmp):
-    downstream("--tasks", "dtd", "--data-format", "folder", "--data-dir", str(_vtab_root(tmp, 1879, "img/extra.png 47")))
+    downstream(
+        "--tasks", "dtd", "--data-format", "folder", "--data-dir", str(_vtab_root(tmp, 1879, "img/extra.png 47"))
+    )
 
 
 @bad_input(
