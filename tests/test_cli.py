@@ -173,7 +173,8 @@ def test_sigint_in_harness_upstream_ends_it_with_the_resume_line_and_no_tracebac
     )
     try:
         deadline = time.monotonic() + 300
-        while time.monotonic() < deadline and not (run_dir / "run.json").is_file() and proc.poll() is None:
+        started = run_dir / "checkpoints" / "last.pt"  # the first epoch done: the run is training, past its start-up
+        while time.monotonic() < deadline and not started.is_file() and proc.poll() is None:
             time.sleep(0.2)
         assert proc.poll() is None, proc.communicate()
         os.killpg(proc.pid, signal.SIGINT)
