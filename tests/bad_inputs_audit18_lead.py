@@ -46,3 +46,18 @@ def _tost_level(tmp):
     with pytest.raises(ValueError, match=r"^alpha=0\.6: TOST"):
         tost_power(1.0, 10, 0.5, alpha=0.6)
     tost_power(1.0, 10, 0.5, alpha=0.5)
+
+
+# ------------------------------------------------------------------------------ A18-14: frontier.methods=[]
+@bad_input(
+    "experiment",
+    "frontier.methods=[] with frontier.schedules (audit18 A18-14: read as the default method, so the frontier trained "
+    "hom, which the user did not list, at every schedule)",
+    ValueError,
+    r"^frontier\.methods=\[\] names no method: to switch the frontier off, give frontier\.schedules=\{\}; for the "
+    r"default method \(frontier\.method\), leave frontier\.methods unset",
+)
+def _frontier_methods_empty(tmp):
+    from bad_inputs_audit8_experiment import _run
+
+    _run(tmp, "frontier={schedules: {a: [optim.lr=0.1]}, methods: []}")

@@ -69,7 +69,7 @@ class FrontierSection:
     are diagnostics: they come after the study and their time is reported apart.
 
     Attributes:
-        methods: some of the experiment's methods (default ``[method]``).
+        methods: some of the experiment's methods (unset: ``[method]``; an empty list is refused, as it names none).
         method: the single method of older experiment files.
         schedules: name -> ``key=value`` overrides of :data:`SCHEDULE_KEYS` (e.g. ``{"10 epochs": [train.epochs=10]}``).
         reference: a published figure to read the frontier against, with its protocol (epochs, which epoch is reported,
@@ -78,11 +78,11 @@ class FrontierSection:
 
     method: str = "hom"
     schedules: Dict[str, List[str]] = field(default_factory=dict)
-    methods: List[str] = setting(default_factory=list, distinct=True)
+    methods: Optional[List[str]] = setting(None, distinct=True)
     reference: str = ""
 
     def names(self) -> "list[str]":
-        return list(self.methods) or [self.method]
+        return [self.method] if self.methods is None else list(self.methods)
 
 
 @dataclass

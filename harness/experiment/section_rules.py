@@ -38,6 +38,11 @@ def check_grids_and_sections(exp: Experiment) -> None:
         _check_grid_read(ml.temperature_grid, ml.methods, "multilabel.temperature_grid", "multilabel.methods")
     _check_inactive_keys(exp)
     _check_sigma_sections(exp)
+    if exp.frontier.methods == [] and exp.frontier.schedules:  # unset is [frontier.method]; [] would read so too
+        raise ValueError(
+            "frontier.methods=[] names no method: to switch the frontier off, give frontier.schedules={}; for the "
+            "default method (frontier.method), leave frontier.methods unset"
+        )
     for section, names in (
         ("budget", exp.budget.methods),
         ("frontier", exp.frontier.names() if exp.frontier.schedules else []),
