@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import click
+
 from bad_inputs import bad_input, handled
 from bad_inputs_uncertainty import _cli, make_run
 
@@ -61,3 +63,17 @@ def _frontier_methods_empty(tmp):
     from bad_inputs_audit8_experiment import _run
 
     _run(tmp, "frontier={schedules: {a: [optim.lr=0.1]}, methods: []}")
+
+
+# ------------------------------------------------------------------------------ A18-10: --top-pairs read by nothing
+@bad_input(
+    "report",
+    "harness report of two hom runs with --top-pairs 3 (audit18 A18-10: accepted, no covariance section and no word; "
+    "the same option is refused beside --no-covariance)",
+    click.ClickException,
+    r"^--top-pairs 3 sets the pairs of the covariance analysis of a het model .*and no entry has one \(hom seed 0: "
+    r"covariance none, hom seed 1: covariance none\), so it would be ignored: drop --top-pairs",
+)
+def _top_pairs_without_het(tmp):
+    a, b = make_run(tmp / "a", seed=0), make_run(tmp / "b", seed=1)
+    _cli("report", str(a), str(b), "--out-root", str(tmp / "rep"), "--name", "r", "--no-shift", "--top-pairs", "3")

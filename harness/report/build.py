@@ -13,14 +13,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
-import numpy as np
-
-from harness.heads.variants import has_factors
 from harness.io import atomic_write_bytes, atomic_write_text, json_dumps
 from harness.progress import Steps
 from harness.provenance import provenance
 from harness.report import calibrators as calibrator_section
-from harness.report.figures import ranks_png, reliability_png
+from harness.report.covariance import (
+    TOP_PAIRS,
+    check_top_pairs,
+    covariance_figure,
+    covariance_model,
+    covariance_section,
+)
+from harness.report.figures import reliability_png
 from harness.report.inputs import (  # noqa: F401 (report_folder, REPORT_*: imported from here too)
     REPORT_EXTRAS,
     REPORT_FILES,
@@ -38,7 +42,6 @@ from harness.runs import (
     check_distinct_folders,
     check_model_classes,
     clean_heldout,
-    covariance_analysis,
     ensemble_spec,
     heldout_description,
     load_heldout,
@@ -118,33 +121,6 @@ def load_entry(path: "str | Path") -> Entry:
         f"{str(path)!r} is neither a finished run folder (config.yaml + predictions.npz) nor an "
         "ensemble folder (ensemble.json); run harness upstream / harness ensemble first"
     )
-
-
-def _covariance_section(entries: "list[Entry]", top: int) -> Optional[dict]:
-    """Table 4 / Figure 2 for the first entry with a low-rank or PE covariance (first member of such an
-    ensemble; a diagonal one has nothing to rank classes by), against the first hom entry evaluated on the
-    same data (:func:`harness.runs.covariance_analysis`)."""
-
-    het = _covariance_model(entries)
-    if het is None:
-        return None
-    hom = next(
-        (
-            e
-            for e in entries
-            if e.head.get("covariance") == "none"
-            and e.kind == "single"
-            and np.array_equal(e.preds.index, het.preds.index)
-        ),
-        None,
-    )
-    return covariance_analysis(het.run_dir, hom.run_dir if hom else None, hom.preds if hom else None, top)
-
-
-def _covariance_model(entries: "list[Entry]") -> Optional[Entry]:
-    """The entry whose model.pt the covariance analysis reads (:func:`_covariance_section`), if any."""
-    het = next((e for e in entries if has_factors(e.head.get("covariance", "low_rank")) and e.run_dir), None)
-    return het if het is not None and (het.run_dir / "model.pt").is_file() else None
 
 
 def _entry_json(e: Entry, multilabel: bool) -> dict:
@@ -272,16 +248,6 @@ def _entry_rows(
     return rows, json_entries, figures
 
 
-def _covariance_figure(cov: Optional[dict], out: Path) -> Optional[bytes]:
-    """Figure 2 of the covariance analysis ``cov`` (:func:`_covariance_section`), written as
-    ``out/covariance_ranks.png`` when it has ranks: its PNG bytes, else None."""
-    if not (cov and cov.get("ranks")):
-        return None
-    cov_png = ranks_png(cov["ranks"], cov["num_classes"], "Figure 2: het right, hom wrong")
-    atomic_write_bytes(out / "covariance_ranks.png", cov_png)
-    return cov_png
-
-
 def _figure_names(figures: list, cov_png: Optional[bytes], shift_part: Optional[dict], extra: dict) -> dict:
     """``report.json``'s ``figures``: the file names of the figures the report wrote, by section."""
     return {
@@ -339,7 +305,7 @@ def build(
     name: str,
     out_root: "str | Path" = "results",
     covariance: bool = True,
-    top_pairs: int = 10,
+    top_pairs: Optional[int] = None,
     extra: Optional[dict] = None,
     shift: bool = True,
     overwrite: bool = False,
@@ -359,7 +325,8 @@ def build(
     predictions (``harness shift``) get the distribution-shift section of :mod:`harness.report.shift`
     (its figures, tables and text; ``report.json`` key ``shift``). ``calibrators`` (names of
     :data:`harness.uncertainty.calibrators.CALIBRATORS`) adds their NLL/ECE rows with intervals
-    (:mod:`harness.report.calibrators`; ``report.json`` key ``calibrators``).
+    (:mod:`harness.report.calibrators`; ``report.json`` key ``calibrators``). ``top_pairs``: the class pairs of the
+    covariance analysis (unset: :data:`TOP_PAIRS`).
 
     Raises:
         FileNotFoundError: a path is neither a run nor an ensemble folder.
@@ -372,7 +339,8 @@ def build(
             inside ``inputs_under``, an experiment's runs folder), without ``overwrite`` (:func:`report_folder`;
             ``elsewhere``: the messages' fix); entries with different label spaces, evaluation data or held-out data,
             or two of one label (method and seed: :func:`_check_same_data`); an unknown calibrator, netcal missing, or
-            ``calibrators`` for multi-label entries.
+            ``calibrators`` for multi-label entries; ``top_pairs`` given without a covariance analysis to read it (no
+            entry with a low-rank or PE covariance and its model.pt, or ``covariance`` off).
     """
     from harness.io import RunLock
 
@@ -383,7 +351,10 @@ def build(
     steps.step(f"reading {len(paths)} folder(s)")
     entries = [load_entry(p) for p in paths]
     _check_same_data(entries, paths)
-    het = _covariance_model(entries) if covariance else None
+    het = covariance_model(entries) if covariance else None
+    if top_pairs is not None:
+        check_top_pairs(top_pairs, entries, covariance, het)
+    top_pairs = TOP_PAIRS if top_pairs is None else top_pairs
     if het is not None:  # a model.pt of another class count: refused before anything is written
         check_model_classes(het.run_dir / "model.pt", len(het.preds.class_names), f"{het.run_dir}/predictions.npz")
     calibrators = calibrator_section.check(calibrators, entries)  # names, netcal and the link: before any work
@@ -418,8 +389,8 @@ def _write(
 
     if covariance:
         steps.step("covariance analysis (the first het model against hom)")
-    cov = _covariance_section(entries, top_pairs) if covariance else None
-    cov_png = _covariance_figure(cov, out)
+    cov = covariance_section(entries, top_pairs) if covariance else None
+    cov_png = covariance_figure(cov, out)
 
     shift_part = None
     if shift:
