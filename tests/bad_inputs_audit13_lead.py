@@ -233,7 +233,8 @@ def _eval_shard_cut_short(tmp):
     from harness.cli import main
 
     for split in ("train", "test"):
-        args = ["data", "pack", "digits", str(tmp / "pk"), "--shard-size", "50", "--split", split, "limit_train=100"]
+        limit = ["limit_train=100"] if split == "train" else []  # the whole test split: 8 shards
+        args = ["data", "pack", "digits", str(tmp / "pk"), "--shard-size", "50", "--split", split, *limit]
         main(args, standalone_mode=False)
     shard = tmp / "pk" / "test" / "test-000003.tar"
     shard.write_bytes(shard.read_bytes()[:5000])

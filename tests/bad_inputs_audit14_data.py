@@ -111,7 +111,7 @@ def _upstream_single_label_manifest_with_two_labels(tmp):
     r"data\.multilabel=false reads class ids$",
 )
 def _manifest_reads_data_multilabel(tmp):
-    from harness.data.pack import source_config
+    from harness.data.pack_source import source_config
     from harness.data.sources import build_split
 
     man = _man(tmp, {"path": "img/c.png", "labels": []})

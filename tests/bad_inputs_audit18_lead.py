@@ -77,3 +77,23 @@ def _frontier_methods_empty(tmp):
 def _top_pairs_without_het(tmp):
     a, b = make_run(tmp / "a", seed=0), make_run(tmp / "b", seed=1)
     _cli("report", str(a), str(b), "--out-root", str(tmp / "rep"), "--name", "r", "--no-shift", "--top-pairs", "3")
+
+
+# ------------------------------------------------------------------------------ A18-07: the other split's limit
+@bad_input(
+    "packs",
+    "harness data pack digits OUT --split test limit_train=50 (audit18 A18-07: accepted, the whole test split packed; "
+    "likewise --split train limit_eval=50)",
+    click.ClickException,
+    r"^limit_train=50 limits the training split, and --split test is read with limit_eval, so the whole split would "
+    r"be packed: give limit_eval=50 instead",
+)
+def _pack_other_limit(tmp):
+    import pytest
+
+    with pytest.raises(click.ClickException, match=r"^limit_eval=50 limits the evaluation split, and --split train"):
+        _cli("data", "pack", "digits", str(tmp / "pk2"), "--shard-size", "100", "--split", "train", "limit_eval=50")
+    try:
+        _cli("data", "pack", "digits", str(tmp / "pk"), "--shard-size", "100", "--split", "test", "limit_train=50")
+    finally:
+        assert not (tmp / "pk").exists() and not (tmp / "pk2").exists()  # refused before any folder is made

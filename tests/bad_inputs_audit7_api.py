@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import torch.nn as nn
 
-from harness.data.pack import source_config
+from harness.data.pack_source import source_config
 from harness.heads import hetify
 from harness.uncertainty import metrics as M
 from harness.uncertainty.calibration import fit_temperature

@@ -106,7 +106,7 @@ INTERRUPTIBLE = {
         "import_run",
         ["--model", "timm:resnet18", "--data", str(CONFIGS / "digits_base.yaml"), "--out", "{tmp}/imported"],
     ),
-    "data pack": ("harness.data.pack", "source_config", ["digits", "{tmp}/packed", "--shard-size", "100"]),
+    "data pack": ("harness.data.pack_source", "source_config", ["digits", "{tmp}/packed", "--shard-size", "100"]),
 }
 
 

@@ -50,7 +50,8 @@ def data_pack(source, out, overrides, shard_size, split, multilabel, seed, in_or
     index.json (data.label_noise=null packs the clean labels); asked of another split, it is refused (a run config's
     noise on its evaluation split packs that split's clean labels, as the run scores it).
     """
-    from harness.data.pack import noisy_split, pack, read_settings_of, source_config
+    from harness.data.pack import noisy_split, pack
+    from harness.data.pack_source import read_settings_of, source_config
     from harness.data.sources import build_split
     from harness.folder_paths import check_outside_outputs
     from harness.io import path_under

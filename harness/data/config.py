@@ -19,7 +19,7 @@ LOADERS = ("auto", "array", "pil")
 LABEL_SETS = ("clean", "aggre", "random1", "random2", "random3", "worse")
 #: the data keys that say which data a split is (the source, where it is, its labels and classes) and where and how its
 #: images may be read from: every reader of a split reads them (a run; an evaluation,
-#: :data:`harness.data.eval_keys.EVAL_KEYS`; ``harness data pack``, :data:`harness.data.pack.PACK_KEYS`)
+#: :data:`harness.data.eval_keys.EVAL_KEYS`; ``harness data pack``, :data:`harness.data.pack_source.PACK_KEYS`)
 WHICH_DATA_KEYS = (
     "source",
     "path",
@@ -149,7 +149,7 @@ def loader_kind(d: DataConfig) -> str:
 def check_noise_models(d: DataConfig) -> None:
     """No synthetic ``label_noise`` over CIFAR-10N's human label sets: two noise models stacked (neither the CIFAR-10N
     benchmark nor the synthetic study). The rule of a run (:func:`check_data`) and of a pack
-    (:func:`harness.data.pack.source_config`), whose shards would keep the stacked labels.
+    (:func:`harness.data.pack_source.source_config`), whose shards would keep the stacked labels.
 
     Raises:
         ValueError: naming both keys, their values and the two fixes.

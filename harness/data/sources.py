@@ -64,10 +64,16 @@ def build_split(cfg: DataConfig, split: str) -> ImageDataset:
             f"data.num_classes={cfg.num_classes}, but the {cfg.source} data has {ds.num_classes} classes: unset it "
             "(data.num_classes=null); it sets K for a manifest or a TFDS dataset whose labels do not show them all"
         )
-    # by role: the evaluated split takes limit_eval even where it is also the training split (harness import with
-    # eval_split=train; an upstream run refuses that pair, harness.data.config.check_data), audit12 A12-11
-    limit = cfg.limit_train if split == cfg.train_split and split != cfg.eval_split else cfg.limit_eval
+    limit = getattr(cfg, limit_key(cfg, split))
     return ds.head(limit) if limit and limit < len(ds) else ds
+
+
+def limit_key(cfg: DataConfig, split: str) -> str:
+    """The data key that limits ``split`` when it is read (``limit_train`` or ``limit_eval``): by role, the evaluated
+    split takes ``limit_eval`` even where it is also the training split (``harness import`` with eval_split=train; an
+    upstream run refuses that pair, :func:`harness.data.config.check_data`; audit12 A12-11), and every split but the
+    training split (the held-out split, a packed test split) takes it too."""
+    return "limit_train" if split == cfg.train_split and split != cfg.eval_split else "limit_eval"
 
 
 def _need_path(cfg: DataConfig, what: str) -> Path:

@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from harness.data.config import DataConfig
-from harness.data.pack import pack, source_config
+from harness.data.pack import pack
+from harness.data.pack_source import source_config
 from harness.data.shards import ShardDataset, shard_files
 from harness.data.sources import build_split
 

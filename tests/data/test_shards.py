@@ -226,7 +226,7 @@ def test_cli_pack_and_the_shard_loader(tmp_path):
     assert result.exit_code == 0, result.output
     import json
 
-    from harness.data.pack import PACK_KEYS
+    from harness.data.pack_source import PACK_KEYS
 
     recorded = json.loads((tmp_path / "val" / "index.json").read_text())["source"]["config"]
     assert recorded["source"] == "digits" and set(recorded) <= set(PACK_KEYS)  # no image_size: the pack applied none
