@@ -51,6 +51,9 @@ class TrainedOn:
 
 #: data settings recorded as ``trained_on`` (:class:`TrainedOn`)
 DATA_KEYS = tuple(f.name for f in dataclasses.fields(TrainedOn))
+#: what ``card_info`` says of the head (its measured metrics, class names, the τ folded into its classifier, the
+#: layout it was last written in): dropped when the head is replaced (:func:`backbone_card`); ``trained_on`` stays
+HEAD_FACTS = ("metrics", "label_names", "folded_temperature", "layout")
 #: the kind of each ``trained_on`` setting without a rule of its own that is not a name (a string)
 _TRAINED_ON_KINDS = {"multilabel": bool, "label_noise": dict}
 _SHARE, _NUMBER = Rule(low=0, high=1, note="a share of examples"), Rule(text="a finite number")
@@ -273,3 +276,10 @@ def trained_on(data: dict) -> dict:
     """An export's ``trained_on`` from a run's ``data`` section (:data:`DATA_KEYS`: never paths; ``image_size`` 32,
     the data config's default, where the section leaves it out)."""
     return {"image_size": 32, **{k: data[k] for k in DATA_KEYS if k in data}}
+
+
+def backbone_card(card_info: dict) -> dict:
+    """What of ``card_info`` still holds once the head is replaced (``reset_classifier``, ``replace_head``): its
+    ``trained_on`` (the backbone's data), without :data:`HEAD_FACTS` (the old head's metrics, class names, folded τ,
+    layout), which a card would otherwise state for an untrained head (audit18 A18-06)."""
+    return {k: v for k, v in card_info.items() if k not in HEAD_FACTS}

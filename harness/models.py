@@ -1,15 +1,14 @@
 """Classifiers = a timm backbone (``num_classes=0``) + a :class:`~harness.heads.HeteroscedasticHead`.
 
-A model carries its :class:`ModelConfig` (:mod:`harness.model_config`, with the check of one read from a file),
-and a checkpoint stores that config beside the weights, so :func:`load_model` rebuilds the exact architecture with no
-other input. The config also records the
-input normalisation the backbone was trained with (its ``preprocessing``); the model applies it to the
-harness's images, so a backbone trained on ImageNet statistics sees them whatever loader fed it.
-:func:`harness.sources.load_source` gives a model from any source: a harness ``model.pt``, a folder written by
-:meth:`Classifier.save_pretrained` (or its hub repository), ``timm:NAME`` with a weights file or timm's own sources
-(:mod:`harness.sources`). A :class:`Classifier` has timm's model interface (``forward_features``, ``forward_head``,
-``reset_classifier``, ``num_features``, ``pretrained_cfg``, ``get_classifier``) and huggingface_hub's
-(``save_pretrained``, ``from_pretrained``, ``push_to_hub``: :mod:`harness.hub`).
+A model carries its :class:`ModelConfig` (:mod:`harness.model_config`, with the check of one read from a file), and
+a checkpoint stores that config beside the weights, so :func:`load_model` rebuilds the exact architecture with no other
+input. The config also records the input normalisation the backbone was trained with (its ``preprocessing``); the
+model applies it to the harness's images, so a backbone trained on ImageNet statistics sees them whatever loader fed it.
+:func:`harness.sources.load_source` gives a model from any source: a ``model.pt``, a folder written by
+:meth:`Classifier.save_pretrained` (or its hub repository), ``timm:NAME`` with a weights file or timm's own sources. A
+:class:`Classifier` has timm's model interface (``forward_features``, ``forward_head``, ``reset_classifier``,
+``num_features``, ``pretrained_cfg``, ``get_classifier``) and huggingface_hub's (``save_pretrained``,
+``from_pretrained``, ``push_to_hub``: :mod:`harness.hub`).
 """
 
 from __future__ import annotations
@@ -66,7 +65,8 @@ class Classifier(
         head: a :class:`HeteroscedasticHead` on ``D = backbone.head_hidden_size`` (``nn.Identity`` after
             ``reset_classifier(0)``: a feature extractor).
         config: the :class:`ModelConfig` that rebuilds this model.
-        card_info: what :meth:`save_pretrained` records beside the weights: ``trained_on`` (the data) and ``metrics``.
+        card_info: what :meth:`save_pretrained` records beside the weights (``trained_on``, ``metrics``,
+            ``label_names``); a new head keeps only ``trained_on`` (:func:`harness.export_rules.backbone_card`).
     """
 
     def __init__(self, backbone: nn.Module, head: HeteroscedasticHead, config: ModelConfig) -> None:
@@ -81,6 +81,12 @@ class Classifier(
             std_t, mean_t = torch.tensor(std).view(1, -1, 1, 1), torch.tensor(mean).view(1, -1, 1, 1)
             self.register_buffer("input_scale", 0.5 / std_t, persistent=False)
             self.register_buffer("input_shift", (0.5 - mean_t) / std_t, persistent=False)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        """``nn.Module``'s, and a new ``head`` drops what :attr:`card_info` says of the old one (audit18 A18-06)."""
+        if name == "head" and "card_info" in self.__dict__ and value is not self._modules.get("head"):
+            self.card_info = export_rules.backbone_card(self.card_info)
+        super().__setattr__(name, value)
 
     @property
     def num_classes(self) -> int:
@@ -147,7 +153,7 @@ class Classifier(
         zero-initialised homoscedastic linear layer unless ``head_options`` (:class:`HeteroscedasticHead` options,
         e.g. ``covariance="low_rank"``) say otherwise, as :func:`replace_head`; ``num_classes=0`` leaves the
         pooled features ``[B, D]`` as the output (a feature extractor; it cannot be saved). ``global_pool`` goes to
-        the backbone's own ``reset_classifier``.
+        the backbone's own ``reset_classifier``. The old head's metrics and class names leave :attr:`card_info`.
 
         Raises:
             ValueError: ``num_classes`` < 0, or bad head options.
@@ -177,13 +183,13 @@ class Classifier(
     ) -> Optional[str]:
         """Write ``model.safetensors``, ``config.json`` (timm's layout, with the head options as the head has them now
         (:func:`harness.model_config.live_head_options`), τ, preprocessing, the data it was trained on and its
-        metrics) and a model card ``README.md`` to ``save_directory`` (:func:`harness.hub.write_export`); ``kwargs`` as huggingface_hub's ``ModelHubMixin.save_pretrained``
-        (``push_to_hub=True, repo_id=...``). A homoscedastic timm model is written as the plain timm model, so
-        ``timm.create_model("local-dir:DIR", pretrained=True)`` loads it. One export writes a folder at a time: the
-        write holds the folder's :class:`harness.io.RunLock` and checks the folder again under it; a folder only the
-        lock made is removed again when the write fails. The lock's ``.lock`` file stays (never removed while another
-        process may be opening it); it is no file of the export (:func:`harness.hub.prepare_folder`,
-        ``from_pretrained``) and :meth:`push_to_hub` does not upload it.
+        metrics) and a model card ``README.md`` to ``save_directory`` (:func:`harness.hub.write_export`); ``kwargs``
+        as huggingface_hub's ``ModelHubMixin.save_pretrained`` (``push_to_hub=True, repo_id=...``). A homoscedastic
+        timm model is written as the plain timm model, so ``timm.create_model("local-dir:DIR", pretrained=True)`` loads
+        it. One export writes a folder at a time: the write holds the folder's :class:`harness.io.RunLock` and checks
+        the folder again under it; a folder only the lock made is removed again when the write fails. The lock's
+        ``.lock`` file stays (never removed while another process may open it); it is no file of the export
+        (:func:`harness.hub.prepare_folder`, ``from_pretrained``) and :meth:`push_to_hub` does not upload it.
 
         Args:
             trained_on: the training data (e.g. ``{"source": "digits", "image_size": 32}``), kept in
@@ -195,9 +201,9 @@ class Classifier(
                 own, :func:`harness.hub.check_export_place`); a folder holding files other than an earlier export's
                 (without ``overwrite``); another process writing the folder (naming its PID and command); a feature
                 extractor (no head); a head option set to a value it refuses; ``trained_on``, ``metrics`` or
-                ``card_info['label_names']`` that break their rules
-                (:func:`harness.export_rules.check_card_info`), before anything is written; a keyword argument
-                huggingface_hub would drop (:func:`harness.hub_options.check_save_options`).
+                ``card_info['label_names']`` that break their rules (:func:`harness.export_rules.check_card_info`),
+                before anything is written; a keyword argument huggingface_hub would drop
+                (:func:`harness.hub_options.check_save_options`).
         """
         # huggingface_hub's push_to_hub calls this with its own config: every other name is checked
         hub_options.check_save_options({k: v for k, v in kwargs.items() if k != "config"}, "save_pretrained")
@@ -214,10 +220,8 @@ class Classifier(
         hub.check_export_place(save_directory, _by)  # not inside a run, shift or ensemble folder (audit15 A15-05)
         hub.prepare_folder(save_directory, self, overwrite)  # before anything changes (and the lock makes the folder)
         folder, made = Path(save_directory), not Path(save_directory).exists()
-        busy = (
-            f"another export is being written there; wait for it to finish, or save into another folder than {folder}"
-        )
-        with RunLock(folder, what=busy):  # one export writes a folder at a time
+        busy = "another export is being written there; wait for it to finish, or save into another folder than "
+        with RunLock(folder, what=busy + str(folder)):  # one export writes a folder at a time
             try:
                 hub.prepare_folder(folder, self, overwrite)  # again: another export may have finished since
                 for key, value in (("trained_on", trained_on), ("metrics", metrics)):
@@ -279,18 +283,17 @@ class Classifier(
         map_location: str = "cpu",
         **others: Any,
     ) -> "Classifier":
-        """huggingface_hub's hook behind ``Classifier.from_pretrained(folder_or_hub_id)``:
-        the files of :func:`harness.hub.read_export` (``config.json`` checked by
-        :func:`harness.hub.check_export_config`, its model config as a ``model.pt``'s is; the safetensors weights),
-        built by :func:`build_model` (its ``num_features`` checked against the model's) and loaded strictly, in eval
-        mode on ``map_location``.
+        """huggingface_hub's hook behind ``Classifier.from_pretrained(folder_or_hub_id)``: the files of
+        :func:`harness.hub.read_export` (``config.json`` checked by :func:`harness.hub.check_export_config`, its model
+        config as a ``model.pt``'s is; the safetensors weights), built by :func:`build_model` (its ``num_features``
+        checked against the model's) and loaded strictly, in eval mode on ``map_location``.
 
         Raises:
             FileNotFoundError: no config.json or weights in the folder.
             ValueError: a keyword argument it does not read (``num_classes=5``:
-                :func:`harness.hub_options.check_load_options`); not an export of this format; a stored config that could open other files; a config.json
-                whose keys break their rules or disagree with its harness section; unreadable or non-finite
-                weights; weights that do not fit (keys and shapes listed).
+                :func:`harness.hub_options.check_load_options`); not an export of this format; a stored config that
+                could open other files; a config.json whose keys break their rules or disagree with its harness
+                section; unreadable or non-finite weights; weights that do not fit (keys and shapes listed).
         """
         hub_options.check_load_options(others)
         export = hub.read_export(
@@ -321,8 +324,7 @@ class Classifier(
 
 
 def fresh_head(width: int, num_classes: int, head_cfg: dict) -> HeteroscedasticHead:
-    """A new head; a homoscedastic one zero-initialised (logits exactly 0: the transfer rule of the paper's
-    Sec. 4.2)."""
+    """A new head; a homoscedastic one zero-initialised (logits exactly 0: the paper's transfer rule, Sec. 4.2)."""
     head = HeteroscedasticHead(width, num_classes, **head_cfg)
     if head_cfg.get("covariance") == "none":
         nn.init.zeros_(head.loc.weight)
@@ -333,9 +335,8 @@ def fresh_head(width: int, num_classes: int, head_cfg: dict) -> HeteroscedasticH
 def build_model(config: "ModelConfig | dict", pretrained_file: Optional[str] = None) -> Classifier:
     """Build a :class:`Classifier` from a config (timm or torchvision backbone + our head on its pre-logits).
 
-    With ``pretrained_file`` the backbone starts from those weights, loaded as
-    :func:`harness.sources.load_source` loads a ``timm:NAME`` / ``torchvision:NAME`` source (strictly, the file's
-    classifier left out), and the model's
+    With ``pretrained_file`` the backbone starts from those weights, loaded as :func:`harness.sources.load_source`
+    loads a ``timm:NAME`` / ``torchvision:NAME`` source (strictly, the file's classifier left out), and the model's
     ``preprocessing`` becomes the backbone's own (unless the config gives one): pretraining a HET head on a
     pretrained backbone feeds it the normalisation its weights were trained with.
 
@@ -373,17 +374,18 @@ def _build_stored(spec: ModelConfig, source: "str | os.PathLike") -> Classifier:
 def replace_head(model: Classifier, num_classes: int, **head_kwargs: Any) -> Classifier:
     """Drop the whole head (mean, covariance layers, temperature); attach a fresh one for transfer.
 
-    The new head defaults to a zero-initialised homoscedastic linear softmax layer (the transfer
-    rule of the paper's Sec. 4.2: logits are exactly zero before fine-tuning). The backbone is
-    shared with ``model``, not copied.
+    The new head defaults to a zero-initialised homoscedastic linear softmax layer (the transfer rule of the paper's
+    Sec. 4.2: logits are exactly zero before fine-tuning). The backbone is shared with ``model``, not copied.
 
     Returns:
-        A new :class:`Classifier` with an updated config.
+        A new :class:`Classifier` with an updated config; of ``model``'s :attr:`~Classifier.card_info`, the
+        backbone's ``trained_on`` alone (:func:`harness.export_rules.backbone_card`: no metrics, no class names).
     """
     head_cfg = {"covariance": "none", "link": "softmax", **head_kwargs}
     head = fresh_head(model.head_hidden_size, num_classes, head_cfg)
-    config = dataclasses.replace(model.config, num_classes=num_classes, head=head_cfg)
-    return Classifier(model.backbone, head, config)
+    new = Classifier(model.backbone, head, dataclasses.replace(model.config, num_classes=num_classes, head=head_cfg))
+    new.card_info = export_rules.backbone_card(model.card_info)
+    return new
 
 
 def save_model(model: Classifier, path: "str | os.PathLike", extra: Optional[dict] = None) -> Path:

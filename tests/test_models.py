@@ -136,8 +136,10 @@ def test_the_timm_interface_of_a_built_model():
     assert model.get_classifier() is model.head
     cfg = timm.data.resolve_data_config(model=model)  # timm's transforms for this model: the harness's [-1, 1]
     assert cfg["mean"] == (0.5, 0.5, 0.5) and cfg["input_size"] == (3, 32, 32)
+    model.card_info = {"trained_on": {"source": "digits"}, "metrics": {"top1": 0.9}, "label_names": [*"abcde"]}
     model.reset_classifier(7)
     assert model(x).shape == (2, 7) and torch.equal(model(x), torch.zeros(2, 7)) and model.config.num_classes == 7
+    assert model.card_info == {"trained_on": {"source": "digits"}}  # the old head's metrics and names dropped
     model.reset_classifier(3, covariance="diagonal", eval_mc_samples=4)
     assert model.head.covariance_type == "diagonal" and model.config.head["covariance"] == "diagonal"
     model.reset_classifier(0)
