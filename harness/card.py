@@ -11,6 +11,7 @@ from typing import Any, Optional
 
 import torch
 
+from harness.export_rules import split_limit, split_slice
 from harness.hub import _signed, input_normalisation
 
 #: the card's citation block: the HET paper (README.md, "How to cite")
@@ -37,6 +38,8 @@ CARD_TEMPLATE = """---
 {% endfor %}
 {% if metrics %}
 ## Metrics
+
+{{ measured_on }}
 
 | metric | value |
 |---|---|
@@ -130,7 +133,8 @@ EVAL_METRICS = {
 def card_results(model: torch.nn.Module) -> dict:
     """``ModelCardData`` arguments of the hub's metadata: ``datasets`` (the training data's ``name`` or ``source``)
     and, with metrics recorded, ``eval_results`` (huggingface_hub ``EvalResult``, the card's ``model-index``): each
-    numeric metric on the evaluation split (``heldout_<metric>`` on the held-out split), task
+    numeric metric on the evaluation split (``heldout_<metric>`` on the held-out split; ``test[:50]``, the Hugging
+    Face datasets' spelling of its first 50 examples, where ``trained_on`` records ``limit_eval``), task
     ``image-classification``, and the ``model_name`` the hub asks for beside them. Empty without the data."""
     from huggingface_hub import EvalResult
 
@@ -145,7 +149,7 @@ def card_results(model: torch.nn.Module) -> dict:
         held = key.startswith("heldout_")
         metric = key[len("heldout_") :] if held else key
         kind, label = EVAL_METRICS.get(metric, (metric, metric))
-        split = data.get("heldout_split" if held else "eval_split")
+        split = split_slice(data, "heldout_split" if held else "eval_split")  # test[:50]: its first 50 (A18-13)
         results.append(
             EvalResult(
                 task_type="image-classification",
@@ -162,6 +166,35 @@ def card_results(model: torch.nn.Module) -> dict:
         head = (model.config.head or {}).get("covariance", "low_rank")
         out.update(eval_results=results, model_name=f"{model.config.backbone} ({head} head)")
     return out
+
+
+def data_fact(data: dict) -> str:
+    """The card's "trained on" row: each setting of ``trained_on`` as ``key value``, a split cut to its first N
+    examples with them (``train_split train (first 100 examples: limit_train)``,
+    :func:`harness.export_rules.split_limit`), a limit of no recorded split as itself; "not recorded" without any (a
+    model trained elsewhere, or an import: nothing false is stated)."""
+    shown = {k: v for k, v in data.items() if v not in (None, {}, "")}
+    cuts = {key: split_limit(shown, key)[1:] for key in ("train_split", "eval_split", "heldout_split")}
+    stated = {limit for limit, n in cuts.values() if limit}
+    items = []
+    for key, value in shown.items():
+        limit, n = cuts.get(key, (None, None))
+        if key not in stated:  # a limit is stated with its split
+            items.append(f"{key} {value}" + (f" (first {n} examples: {limit})" if limit else ""))
+    return ", ".join(items) or "not recorded"
+
+
+def measured_on(data: dict) -> str:
+    """The line above the card's metrics table: the data they were measured on (``trained_on``'s dataset and
+    evaluation split, ``test[:50]`` for its first 50 examples: :func:`harness.export_rules.split_slice`; the held-out
+    split of ``heldout_*``), or that it is not recorded."""
+    dataset, split = data.get("name") or data.get("source"), split_slice(data, "eval_split")
+    if not (dataset and split):
+        return "The data these metrics were measured on is not recorded."
+    held = split_slice(data, "heldout_split")
+    _, key, n = split_limit(data, "eval_split")
+    limit = f" (its first {n} examples: {key})" if key else ""
+    return f"Measured on `{split}` of {dataset}{limit}" + (f"; `heldout_*` on `{held}`." if held else ".")
 
 
 def model_card(model: torch.nn.Module, **kwargs: Any):
@@ -183,7 +216,7 @@ def model_card(model: torch.nn.Module, **kwargs: Any):
         ("head", f"{head.get('covariance', 'low_rank')} covariance, {head.get('link', 'softmax')} link"),
         ("temperature τ", head.get("temperature", 1.0)),
         ("input normalisation (mean, std; config.json's pretrained_cfg)", f"{mean}, {std}{inside}"),
-        ("trained on", ", ".join(f"{k} {v}" for k, v in data.items() if v not in (None, {}, "")) or "not recorded"),
+        ("trained on", data_fact(data)),
         ("loads in plain timm", "yes" if timm_layout else "no (a heteroscedastic head: use the harness)"),
         *size_facts(model),
     ]
@@ -219,6 +252,7 @@ def model_card(model: torch.nn.Module, **kwargs: Any):
         summary=summary,
         facts=facts,
         metrics=metrics,
+        measured_on=measured_on(data),
         timm_layout=timm_layout,
         citation=CITATION,
         **kwargs,

@@ -47,10 +47,15 @@ class TrainedOn:
         note="pixels",
     )
     eval_resize: Optional[int] = setting(None, low=1, high=MAX_IMAGE_SIZE, whole=True, note="pixels")
+    limit_train: Optional[int] = setting(None, low=1, whole=True, note="the first N training examples; null: all")
+    limit_eval: Optional[int] = setting(None, low=1, whole=True, note="the first N evaluated examples; null: all")
 
 
 #: data settings recorded as ``trained_on`` (:class:`TrainedOn`)
 DATA_KEYS = tuple(f.name for f in dataclasses.fields(TrainedOn))
+#: ``trained_on``'s limits of a split to its first N examples (``DataConfig``'s 0, all, is recorded as no key; which
+#: split each limits: :func:`harness.data.sources.limit_key`)
+LIMITS = ("limit_train", "limit_eval")
 #: what ``card_info`` says of the head (its measured metrics, class names, the τ folded into its classifier, the
 #: layout it was last written in): dropped when the head is replaced (:func:`backbone_card`); ``trained_on`` stays
 HEAD_FACTS = ("metrics", "label_names", "folded_temperature", "layout")
@@ -103,10 +108,12 @@ def metric_rule(key: str) -> "tuple[Rule, bool]":
 
 def check_card_info(info: dict, num_classes: int, where: str, section: str = "", fix: str = UNCHANGED) -> None:
     """The rules of what an export records beside the model (``card_info``, written by ``save_pretrained`` and read
-    back from config.json): ``trained_on`` a mapping of :data:`DATA_KEYS` (:class:`TrainedOn`: a whole ``image_size``
-    >= 1, names as strings), ``metrics`` a mapping whose values are finite numbers (null: not measured, as
-    :func:`harness.io.json_dumps` writes NaN; text: a note) within their metric's range (:func:`metric_rule`: shares
-    in [0, 1], losses and calibration errors >= 0), and ``label_names`` ``num_classes`` distinct, non-empty strings.
+    back from config.json): ``trained_on`` a mapping of :data:`DATA_KEYS` (:class:`TrainedOn`: a whole
+    ``image_size`` >= 1, ``limit_train`` / ``limit_eval`` whole numbers >= 1 or null, names as strings; every key
+    optional, as in an export written before a key was recorded), ``metrics`` a mapping whose values are finite
+    numbers (null: not measured, as :func:`harness.io.json_dumps` writes NaN; text: a note) within their metric's
+    range (:func:`metric_rule`: shares in [0, 1], losses and calibration errors >= 0), and ``label_names``
+    ``num_classes`` distinct, non-empty strings.
     ``section`` prefixes the keys of the first two (``harness.`` in config.json); ``fix`` follows their messages.
 
     Raises:
@@ -274,8 +281,35 @@ def evaluation_view(card_info: dict) -> dict:
 
 def trained_on(data: dict) -> dict:
     """An export's ``trained_on`` from a run's ``data`` section (:data:`DATA_KEYS`: never paths; ``image_size`` 32,
-    the data config's default, where the section leaves it out)."""
-    return {"image_size": 32, **{k: data[k] for k in DATA_KEYS if k in data}}
+    the data config's default, where the section leaves it out; ``limit_train`` / ``limit_eval`` only where they limit
+    a split, :data:`LIMITS`: the data config's 0 is every example)."""
+    kept = {k: data[k] for k in DATA_KEYS if k in data and not (k in LIMITS and not data[k])}
+    return {"image_size": 32, **kept}
+
+
+def split_limit(data: dict, split_key: str) -> "tuple[Optional[str], Optional[str], Optional[int]]":
+    """``(split, limit key, N)`` of a ``trained_on``'s ``split_key`` (``train_split``, ``eval_split``,
+    ``heldout_split``): the split's name (None where not recorded), the key that limits it and the first N examples it
+    was cut to (None, None: every example), by the rule the data is read with (:func:`harness.data.sources.limit_key`:
+    ``limit_eval`` for every split but the training one; the data config's default splits where ``trained_on`` leaves
+    them out)."""
+    from types import SimpleNamespace
+
+    from harness.data.sources import limit_key
+
+    split = data.get(split_key)
+    if not split:
+        return None, None, None
+    roles = SimpleNamespace(train_split=data.get("train_split", "train"), eval_split=data.get("eval_split", "test"))
+    key = limit_key(roles, split)
+    return (str(split), key, data[key]) if data.get(key) else (str(split), None, None)
+
+
+def split_slice(data: dict, split_key: str) -> Optional[str]:
+    """:func:`split_limit` in the Hugging Face datasets' slice spelling: ``test[:50]`` for the first 50 examples of
+    ``test``, ``test`` for all of it; None where the split is not recorded."""
+    split, _, limit = split_limit(data, split_key)
+    return f"{split}[:{limit}]" if limit else split
 
 
 def backbone_card(card_info: dict) -> dict:

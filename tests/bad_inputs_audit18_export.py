@@ -58,3 +58,31 @@ def _new_head_card(tmp):
     model.reset_classifier(0)
     assert set(model.card_info) == {"trained_on"}
     return "a new head's export states no metrics and no class names; the backbone's data kept: digits"
+
+
+# ------------------------------------------------------------------------------ A18-13: limited splits
+@handled(
+    "exports",
+    "export_run of a run with data.limit_train=100 and data.limit_eval=50 (audit18 A18-13: the model-index said "
+    "split: test for a score on the first 50 test images, and the card named neither limit)",
+    r"^model-index split test\[:50\]; trained on .*train_split train \(first 100 examples: limit_train\)",
+)
+def _limited_splits_card(tmp):
+    from huggingface_hub import ModelCard
+
+    from harness.models import Classifier
+
+    export = _trained_export(tmp, train_split="train", limit_train=100, limit_eval=50)
+    config = json.loads((export / "config.json").read_text())
+    assert config["harness"]["trained_on"]["limit_train"] == 100 and config["harness"]["trained_on"]["limit_eval"] == 50
+    card = ModelCard.load(export / "README.md")
+    assert {r.dataset_split for r in card.data.eval_results} == {"test[:50]"}
+    assert "Measured on `test[:50]` of digits (its first 50 examples: limit_eval)" in card.text
+    row = next(line for line in card.text.splitlines() if line.startswith("| trained on |"))
+    assert "eval_split test (first 50 examples: limit_eval)" in row
+    again = Classifier.from_pretrained(export)  # read back, and written again the same
+    assert again.card_info["trained_on"]["limit_eval"] == 50
+    full = _trained_export(tmp / "full", limit_train=0, limit_eval=0)  # 0 = all: no limit recorded
+    assert "limit_train" not in json.loads((full / "config.json").read_text())["harness"]["trained_on"]
+    assert {r.dataset_split for r in ModelCard.load(full / "README.md").data.eval_results} == {"test"}
+    return f"model-index split test[:50]; trained on {row.split('|')[2].strip()}"

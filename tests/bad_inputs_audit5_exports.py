@@ -96,7 +96,7 @@ for _what, _edit, _match in [
         "trained_on with an unknown key (audit5 E27)",
         _set("harness", "trained_on", value={"source": "digits", "bogus": 1}),
         CONFIG
-        + r"harness\.trained_on takes only source, .*image_size, eval_resize .*unknown key\(s\), got \['bogus'\]",
+        + r"harness\.trained_on takes only source, .*image_size, eval_resize, limit_train, limit_eval .*unknown key\(s\), got \['bogus'\]",
     ),
     (
         "pretrained_cfg.input_size [3, -1, 32] (audit5 E28)",

@@ -378,6 +378,10 @@ def test_the_card_holds_model_index_results_datasets_size_and_citation(tmp_path)
     assert card.data.datasets == ["digits"] and card.data.model_name == "resnet10_32px_w16 (low_rank head)"
     got = {(r.metric_type, r.dataset_split): r.metric_value for r in card.data.eval_results}
     assert got == {("accuracy", "test"): 0.875, ("nll", "test"): 0.41, ("accuracy", "val"): 0.8}
+    assert "Measured on `test` of digits; `heldout_*` on `val`." in card.text
+    model.save_pretrained(tmp_path / "part", trained_on={**trained_on, "limit_eval": 50}, metrics=metrics)
+    part = ModelCard.load(tmp_path / "part" / "README.md")  # the first 50 of each evaluated split (audit18 A18-13)
+    assert {r.dataset_split for r in part.data.eval_results} == {"test[:50]", "val[:50]"}
     assert all(r.task_type == "image-classification" and r.dataset_name == "digits" for r in card.data.eval_results)
     text = (tmp_path / "out" / "README.md").read_text()
     n = sum(p.numel() for p in model.parameters())
@@ -396,6 +400,11 @@ def test_the_card_holds_model_index_results_datasets_size_and_citation(tmp_path)
     _model("none").save_pretrained(tmp_path / "bare")
     bare = ModelCard.load(tmp_path / "bare" / "README.md")
     assert bare.data.eval_results is None and "| parameters |" in bare.text
+    assert "| trained on | not recorded |" in bare.text  # nothing false about data it was not given
+    _model("none").save_pretrained(tmp_path / "unknown", metrics={"top1": 0.5})
+    assert (
+        "The data these metrics were measured on is not recorded." in (tmp_path / "unknown" / "README.md").read_text()
+    )
 
 
 @pytest.mark.parametrize(
@@ -419,6 +428,8 @@ def test_every_folder_save_pretrained_writes_passes_the_export_checks(tmp_path, 
         ValueError, match=r"save_pretrained: trained_on\.image_size must be a whole number in \[1, 100000\]"
     ):
         model.save_pretrained(tmp_path / "again", trained_on={"image_size": 32.5})
+    with pytest.raises(ValueError, match=r"save_pretrained: trained_on\.limit_eval must be a whole number >= 1"):
+        model.save_pretrained(tmp_path / "again", trained_on={"limit_eval": 0})
     assert not (tmp_path / "again").exists()
 
 
