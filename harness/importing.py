@@ -30,8 +30,10 @@ def import_run(
     """A run folder for a model trained elsewhere, so ``harness ensemble``, ``harness shift`` and ``harness report``
     take it like an upstream run: ``model.pt`` (:func:`harness.sources.load_classifier`: the model with its own
     output layer for the data's classes), ``predictions.npz`` on ``data``'s evaluation split (and
-    ``heldout_predictions.npz`` on its held-out split when it has one), ``config.yaml`` (the data section, the
-    source and a homoscedastic head), ``run.json`` and ``metrics.json`` (provenance, the weights' sha256).
+    ``heldout_predictions.npz`` on its held-out split when it has one), ``config.yaml`` (``data``: the evaluation
+    data; ``trained_on``: the data the model records it was trained on, a model.pt's or an export's, None when not
+    recorded; the model's own head options; the source, under ``imported``, which gives the run a method name of its
+    own: :func:`harness.runs.run_method`), ``run.json`` and ``metrics.json`` (provenance, the weights' sha256).
     ``progress`` gets a line per step and, while predicting, the images done and the time left
     (:class:`harness.progress.Steps`). With ``overwrite`` an ``out`` holding other files is written beside them
     (never over one of them).
@@ -40,7 +42,8 @@ def import_run(
         FileNotFoundError: no model or weights file, or missing data.
         ValueError: weights that do not fit, a model for other classes (another number of them, or other class
             names where the model records its own: :func:`harness.model_identity.check_classes_match`, before
-            predicting), an ``out`` holding files of the
+            predicting), an evaluation or held-out split that is the split the model records it was trained on
+            (:func:`harness.model_identity.check_not_trained_on`, before predicting), an ``out`` holding files of the
             names an import writes (even with ``overwrite``, which the message then does not offer) or other files
             (without ``overwrite``), one inside another run, export or harness output folder
             (:func:`harness.folder_paths.check_outside_outputs`), or one that cannot be written
@@ -48,13 +51,11 @@ def import_run(
             (:func:`harness.training.precision.check_device`); predictions holding NaN (nothing is written: every
             prediction and its metrics are computed before the folder is made).
     """
-    from dataclasses import asdict
-
     from harness.checkpoint_files import check_weights_file
     from harness.data.cache import file_digest
     from harness.folder_paths import check_outside_outputs
     from harness.io import RunLock, check_writable
-    from harness.model_identity import check_classes_match, model_class_names
+    from harness.model_identity import check_classes_match, check_not_trained_on, model_class_names
     from harness.models import save_model
     from harness.progress import Steps
     from harness.run_streams import read_split
@@ -74,6 +75,8 @@ def import_run(
     model = load_classifier(str(source), base.num_classes, weights)
     names = model_class_names(str(source), model)
     check_classes_match(str(source), model.head.num_classes, names, base.class_names, base.description)
+    trained = dict(model.card_info.get("trained_on") or {}) or None  # a model.pt's or an export's own record
+    check_not_trained_on(trained, data, str(source))  # audit18 A18-12
     # every prediction and its metrics before anything is written: weights that give NaN leave no folder behind
     steps.step(f"predicting {data.eval_split}")
     preds = predict_model(model, data, device=device, source=str(out), base=base, steps=steps)
@@ -87,18 +90,11 @@ def import_run(
         "weights": str(Path(weights).resolve()) if weights else None,
         "sha256": file_digest(weights) if weights else None,
     }
-    config = {
-        "name": out.name,
-        "output_dir": str(out),
-        "imported": record,
-        "model": {"backbone": model.config.backbone, "head": {"covariance": "none"}},
-        "data": asdict(data),
-        "train": {"loss": "nll"},
-    }
+    config = _import_config(out, record, model, data, trained)
     out.mkdir(parents=True, exist_ok=True)
     with RunLock(out, what="another harness import is writing there; wait for it, or give --out a folder of its own"):
         _check_out(out, overwrite)  # again: another import may have written it since (audit17 A17-09)
-        save_model(model, out / "model.pt", extra={"imported": record})
+        save_model(model, out / "model.pt", extra={"imported": record, **({"trained_on": trained} if trained else {})})
         atomic_write_text(out / "config.yaml", OmegaConf.to_yaml(OmegaConf.create(config)))
         preds.save(out / "predictions.npz")
         if held is not None:
@@ -129,3 +125,23 @@ def _check_out(out: Path, overwrite: bool) -> None:
         raise ValueError(f"{out} holds an imported run already: give --out a new folder (an import never replaces one)")
     check_output_folder(out, False, IMPORT_FILES, True, "harness import", "--out")
     check_output_folder(out, False, IMPORT_FILES, overwrite, "harness import", "--out")
+
+
+def _import_config(out: Path, record: dict, model, data: DataConfig, trained: Optional[dict]) -> dict:
+    """An imported run's ``config.yaml``: ``data`` the evaluation data, ``trained_on`` the model's own record of its
+    training data (None: not recorded; audit18 A18-05), the head's options as the model has them (audit18 A18-09: a het
+    model was recorded as homoscedastic), the source under ``imported``."""
+    from dataclasses import asdict
+
+    from harness.model_config import live_head_options
+
+    head = live_head_options(model.head, model.config.head or {})
+    return {
+        "name": out.name,
+        "output_dir": str(out),
+        "imported": record,
+        "model": {"backbone": model.config.backbone, "head": head},
+        "data": asdict(data),
+        "trained_on": trained,
+        "train": {"loss": "nll"},
+    }

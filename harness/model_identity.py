@@ -14,6 +14,7 @@ from harness.io import read_json_object
 from harness.uncertainty.predictions import Predictions
 
 if TYPE_CHECKING:
+    from harness.data.config import DataConfig
     from harness.models import Classifier
 
 #: two predictions are "the same model twice" when, on the same examples (index) with the same targets and link,
@@ -110,6 +111,33 @@ def check_classes_match(
             f"{source} was trained on the classes {_abbreviated(list(names))} but the data ({data}) has the classes "
             f"{_abbreviated(list(data_names))}: its predictions would be scored against other classes; {fix}"
         )
+
+
+def check_not_trained_on(trained: Optional[dict], data: "DataConfig", who: str) -> None:
+    """``data``'s evaluation and held-out splits are not the split the model was trained on, as ``trained`` records it
+    (a model.pt's or an export's ``trained_on``, a run's data section): upstream's own rule
+    (:func:`harness.data.config.check_splits`, audit18 A18-12) for ``harness import`` and ``harness ensemble
+    --from-checkpoints --eval-data``. Compared only for the same data: the same ``source`` and ``name``, and, for a
+    source read from a ``path``, the same path (a record without one, as a model.pt's, is not known to be that data);
+    a model without a record (a timm or torchvision one) passes. ``who`` names the model (its file or run folder).
+
+    Raises:
+        ValueError: ``who`` and its recorded training split, then upstream's message (the key, the split, the fix).
+    """
+    from dataclasses import replace
+
+    from harness.data.config import check_splits
+
+    split = (trained or {}).get("train_split")
+    same = all(trained.get(k) in (None, getattr(data, k)) for k in ("source", "name")) if split else False
+    if not same or trained.get("source") is None:
+        return
+    if data.path and (not trained.get("path") or Path(str(trained["path"])).resolve() != Path(data.path).resolve()):
+        return  # another folder of the same kind, or one the record does not name
+    try:
+        check_splits(replace(data, train_split=split))
+    except ValueError as e:
+        raise ValueError(f"{who} was trained on the {split} split of {data.source} (as it records): {e}") from None
 
 
 #: settings that say where a run's files and curves go, not what it trains: left out when two run configs are compared

@@ -27,11 +27,7 @@ from harness.data.dataset import ImageDataset
 from harness.data.sources import build_split
 from harness.heads.variants import VARIANTS
 from harness.io import read_json_object
-from harness.model_identity import (  # noqa: F401 (check_distinct_predictions: read with the run folders)
-    check_classes_match,
-    check_distinct_predictions,
-    model_class_names,
-)
+from harness.model_identity import check_classes_match, check_distinct_predictions, model_class_names
 from harness.records import RECORD_FILES, restore_record, save_record  # noqa: F401 (read with the run folders)
 from harness.run_streams import is_stream, pack_clean_heldout, read_split, split_batches
 from harness.training.predict import predict_logits
@@ -154,9 +150,12 @@ LOSS_SUFFIX = {"forward": "-fwd", "label_smoothing": "-ls"}
 
 
 def run_method(run_dir: "str | Path") -> str:
-    """A run's method name (:func:`config_method` of its config): how the report names its runs and ensembles."""
+    """A run's method name (:func:`config_method` of its config): how the report names its runs and ensembles; an
+    imported run's (``harness import``) is its own, ``<method> import <name>`` (audit18 A18-09: two imports are two
+    models trained elsewhere, not one method's seeds)."""
     cfg = run_config(run_dir)
-    return config_method((cfg.get("model") or {}).get("head") or {}, (cfg.get("train") or {}).get("loss", "nll"))
+    name = config_method((cfg.get("model") or {}).get("head") or {}, (cfg.get("train") or {}).get("loss", "nll"))
+    return f"{name} import {cfg.get('name') or Path(run_dir).name}" if "imported" in cfg else name
 
 
 def config_method(head: dict, loss: str) -> str:
@@ -166,8 +165,11 @@ def config_method(head: dict, loss: str) -> str:
 
 
 def data_config(run_dir: "str | Path", overrides: "tuple[str, ...]" = ()) -> DataConfig:
-    """The run's data section as a :class:`DataConfig`, with ``key=value`` overrides (data keys)."""
-    return load_config(DataConfig, None, list(overrides), base=run_config(run_dir).get("data", {}))
+    """The run's data section as a :class:`DataConfig`, with ``key=value`` overrides (data keys); an ensemble folder's:
+    the ``--eval-data`` its ``ensemble.json`` records (``data_config``), else its first member's."""
+    spec = ensemble_spec(run_dir) if (Path(run_dir) / "ensemble.json").is_file() else None
+    section = (spec.get("data_config") or run_config(spec["members"][0]).get("data", {})) if spec else None
+    return load_config(DataConfig, None, list(overrides), base=section or run_config(run_dir).get("data", {}))
 
 
 def data_from_file(path: "str | Path", overrides: "tuple[str, ...]" = (), flag: str = "--data") -> DataConfig:
@@ -407,7 +409,8 @@ RUN_EXPORT = "pretrained"
 
 def export_run(run_dir: "str | Path", out: "str | Path", overwrite: bool = False, **kwargs: Any) -> Path:
     """Export a run folder's ``model.pt`` with ``save_pretrained``: ``trained_on`` from its ``config.yaml`` data
-    section (:data:`harness.export_rules.DATA_KEYS`, no paths), ``metrics`` from its ``metrics.json`` (and ``heldout_metrics`` as
+    section (:data:`harness.export_rules.DATA_KEYS`, no paths; an imported run's: the model's own record, its
+    ``trained_on``, or none: audit18 A18-05), ``metrics`` from its ``metrics.json`` (and ``heldout_metrics`` as
     ``heldout_<name>``), the class names of its ``run.json`` as timm's ``label_names``; ``kwargs`` as
     ``save_pretrained`` (``push_to_hub=True, repo_id=...``; :func:`harness.hub_options.save_options`). An export already in
     ``out`` is written again only if it holds this run's weights, unless ``overwrite`` (replace an export of another
@@ -434,12 +437,13 @@ def export_run(run_dir: "str | Path", out: "str | Path", overwrite: bool = False
     by = hub.ExportWriter("out", "harness.runs.export_run", own=run_dir.resolve() / RUN_EXPORT)
     hub.check_export_place(out, by)
     model = load_model(run_dir / "model.pt")  # a FileNotFoundError names a folder without model.pt
-    data = OmegaConf.to_container(OmegaConf.load(run_dir / "config.yaml"), resolve=True).get("data") or {}
+    cfg = OmegaConf.to_container(OmegaConf.load(run_dir / "config.yaml"), resolve=True)
+    seen = (cfg.get("trained_on") or None) if "imported" in cfg else trained_on(cfg.get("data") or {})
     recorded = run_summary(run_dir)
     metrics = dict(recorded.get("metrics") or {})
     metrics.update({f"heldout_{k}": v for k, v in (recorded.get("heldout_metrics") or {}).items()})
     names = (read_json_object(run_dir / "run.json") or {}).get("class_names")
     if names:
         model.card_info["label_names"] = [str(n) for n in names]
-    model.save_pretrained(out, trained_on=trained_on(data), metrics=metrics, overwrite=overwrite, _by=by, **kwargs)
+    model.save_pretrained(out, trained_on=seen, metrics=metrics, overwrite=overwrite, _by=by, **kwargs)
     return Path(out)
