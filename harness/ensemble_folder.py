@@ -8,9 +8,9 @@ folder, then writes the averaged predictions (and held-out predictions) and, las
 from __future__ import annotations
 
 import json
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
-from typing import Callable, Optional, Sequence
+from typing import TYPE_CHECKING, Callable, Optional, Sequence
 
 from harness.folder_paths import check_not_other_output
 from harness.io import LOCK_FILES, RunLock, atomic_write_text, check_writable, quote
@@ -25,6 +25,9 @@ from harness.runs import (
 )
 from harness.uncertainty.ensembles import average, check_compatible, summarize
 from harness.uncertainty.predictions import Predictions
+
+if TYPE_CHECKING:
+    from harness.data.config import DataConfig
 
 #: the files an ensemble folder holds, ``ensemble.json`` (written last) marking it as complete
 ENSEMBLE_FILES = ("predictions.npz", "heldout_predictions.npz", "ensemble.json")
@@ -108,6 +111,8 @@ def build_ensemble(
     repredict: Optional[Callable[[Path], Predictions]] = None,
     overwrite: bool = False,
     data: Optional[str] = None,
+    eval_data: "Optional[DataConfig]" = None,
+    device: str = "cpu",
 ) -> dict:
     """Ensemble run folders and write ``out/predictions.npz``, ``out/heldout_predictions.npz`` (when
     every member has held-out predictions) and, last, ``out/ensemble.json``. ``out`` is checked by
@@ -123,22 +128,28 @@ def build_ensemble(
         members: run folders, each given once.
         from_checkpoints: re-predict with each member's ``model.pt`` (one model in memory at a
             time) through ``repredict(run_dir) -> Predictions`` instead of reading saved predictions.
-        data: the description of the data ``repredict`` evaluates on (``harness ensemble --eval-data``), recorded
-            in ``ensemble.json``; default: the first member's recorded evaluation data.
+        data: the description of other data ``repredict`` evaluates on, recorded in ``ensemble.json``; default:
+            the first member's recorded evaluation data. Given, the members' held-out predictions and shift sets (of
+            their own data) are left out (``ensemble.json``'s ``left_out`` says so: audit18 A18-08).
+        eval_data: other data to re-predict every member on (``harness ensemble --eval-data``; with
+            ``from_checkpoints``, without ``repredict``, on ``device``): its evaluation split, and its held-out split
+            (where it names one) for the held-out predictions (:func:`eval_predictors`); recorded in ``ensemble.json``
+            (``data``, ``heldout_data``, ``data_config``).
 
     Raises:
         ValueError: fewer than 2 members; a member given twice or two members with identical
             predictions; members (or their held-out predictions) that differ in label space, link or
-            evaluation data; ``from_checkpoints`` without ``repredict``; an ``out`` that is a run folder, holds
+            evaluation data; ``from_checkpoints`` without ``repredict`` or ``eval_data``; an ``out`` that is a run folder, holds
             files another writer made or the ensemble of other members or settings (:func:`check_ensemble_out`), or
             cannot be written; another harness ensemble writing ``out`` (naming its PID and command); a member's
-            metrics.json that is not a JSON object.
+            metrics.json that is not a JSON object; ``eval_data`` without ``from_checkpoints`` or beside
+            ``repredict``, or whose evaluation or held-out split a member was trained on (:func:`eval_predictors`).
         FileNotFoundError: a member is not a finished run folder.
     """
     members = [Path(m) for m in members]
     if len(members) < 2:
         raise ValueError(f"an ensemble needs at least 2 members, got {len(members)}; give two or more run folders")
-    if from_checkpoints and repredict is None:
+    if from_checkpoints and repredict is None and eval_data is None:
         raise ValueError("from_checkpoints=True needs repredict(run_dir) -> Predictions")
     check_distinct_folders(members, "member", _ONCE, predictions=from_checkpoints)  # saved ones: checked once read
     out = Path(out)
@@ -147,8 +158,22 @@ def build_ensemble(
             f"the ensemble folder {str(out)!r} is one of the members: writing there would replace the "
             "member's predictions; choose another --out"
         )
+    heldout, left_out, extra = None, {}, {}
+    if eval_data is not None:
+        if not from_checkpoints or repredict is not None:
+            raise ValueError("eval_data goes with from_checkpoints=True and without repredict (it makes its own)")
+        check_ensemble_out(out, overwrite)  # before the data is read
+        repredict, heldout, data, held_data = eval_predictors(members, eval_data, device)
+        extra = {"heldout_data": held_data, "data_config": json.loads(json.dumps(asdict(eval_data), default=str))}
+    if data is not None:  # other data than the members': their held-out predictions and shift sets are not of it
+        left_out["shift"] = (
+            "the members' shift sets (harness shift) are of their own data, not of this ensemble's evaluation data: "
+            "not averaged"
+        )
+        if heldout is None:
+            left_out["heldout"] = "the members' held-out predictions are of their own data: not carried over"
     data = data if data is not None else run_summary(members[0]).get("eval_data", "")
-    settings = {"from_checkpoints": from_checkpoints, "data": data}
+    settings = {"from_checkpoints": from_checkpoints, "data": data, **extra}
     check_ensemble_out(out, overwrite, members, settings)  # before the lock (which makes the folder) is taken
     check_writable(out, f"--out {out}", "--out ...")
     made = not out.exists()
@@ -156,7 +181,7 @@ def build_ensemble(
     try:
         with RunLock(out, what=busy):
             check_ensemble_out(out, overwrite, members, settings)  # again: another ensemble may have finished since
-            return _build(members, out, from_checkpoints, repredict, data)
+            return _build(members, out, from_checkpoints, repredict, data, heldout, {**extra, "left_out": left_out})
     except BaseException:
         if made and out.is_dir() and _lock_only(out):  # a folder only the lock made: removed again
             for p in out.iterdir():
@@ -165,13 +190,18 @@ def build_ensemble(
         raise
 
 
-def _build(members: "list[Path]", out: Path, from_checkpoints: bool, repredict, data: str) -> dict:
-    """:func:`build_ensemble`'s reading, checking and writing, while it holds ``out``'s lock."""
+def _build(
+    members: "list[Path]", out: Path, from_checkpoints: bool, repredict, data: str, heldout, record: dict
+) -> dict:
+    """:func:`build_ensemble`'s reading, checking and writing, while it holds ``out``'s lock: the held-out predictions
+    by ``heldout(run_dir)`` when given, else the members' saved ones unless ``record['left_out']`` leaves them out;
+    ``record`` is added to ``ensemble.json``."""
     methods = sorted({run_method(m) for m in members})  # every member is a run folder, before any re-prediction
     preds = [repredict(m) if from_checkpoints else Predictions.load(m) for m in members]
     check_compatible(preds)
     check_distinct_predictions(preds, "member", _ONCE)
-    held = [load_heldout(m) for m in members]
+    keep = heldout is not None or "heldout" not in record["left_out"]
+    held = [(heldout(m) if heldout is not None else load_heldout(m)) for m in members] if keep else [None]
     held = held if all(h is not None for h in held) else None
     if held is not None:
         check_compatible([replace(h, source=f"{h.source} (held-out)") for h in held])
@@ -182,6 +212,7 @@ def _build(members: "list[Path]", out: Path, from_checkpoints: bool, repredict, 
         "members": [str(m.resolve()) for m in members],
         "from_checkpoints": from_checkpoints,
         "data": data,
+        **record,
         "summary": summary,
         **provenance(),
     }
@@ -199,3 +230,46 @@ def _build(members: "list[Path]", out: Path, from_checkpoints: bool, repredict, 
         (out / "heldout_predictions.npz").unlink()  # a previous ensemble's, not this one's
     atomic_write_text(out / "ensemble.json", text)
     return spec
+
+
+def eval_predictors(members: "Sequence[str | Path]", data: "DataConfig", device: str = "cpu") -> tuple:
+    """``(repredict, heldout, description, heldout description)`` for an ensemble re-predicted on other ``data``
+    (``harness ensemble --from-checkpoints --eval-data``): ``repredict(run_dir)`` and ``heldout(run_dir)`` (None without
+    ``data.heldout_split``) load the member's ``model.pt`` and predict ``data``'s evaluation and held-out splits, each
+    split read once here (a packed split streamed once per model: :func:`harness.run_streams.read_split`). Checked
+    before any split is read: the device, and that ``data``'s held-out split is not its evaluation split, nor either
+    the split a member was trained on (:func:`harness.model_identity.check_not_trained_on`, audit18 A18-12).
+
+    Raises:
+        ValueError: a device this machine cannot run on; one of those splits. FileNotFoundError: missing data, or a
+            member that is not a run folder.
+    """
+    from harness.data.config import check_splits
+    from harness.model_identity import check_not_trained_on
+    from harness.run_streams import read_split
+    from harness.runs import predict_checkpoint
+    from harness.training.precision import check_device
+
+    check_device(device)
+    check_splits(data, training=False)
+    for m in members:
+        check_not_trained_on(_trained_on(m), data, f"member {m}")
+    base = read_split(data, data.eval_split)
+    held = read_split(data, data.heldout_split) if data.heldout_split else None
+
+    def repredict(run_dir):
+        return predict_checkpoint(run_dir, data, device=device, base=base)
+
+    def heldout(run_dir):
+        return predict_checkpoint(run_dir, data, data.heldout_split, device=device, base=held)
+
+    return repredict, heldout if held is not None else None, base.description, held.description if held else None
+
+
+def _trained_on(run_dir: "str | Path") -> Optional[dict]:
+    """The data a member's model was trained on: an imported run's recorded ``trained_on`` (the model's own, None when
+    unknown), another run's ``data`` section (its ``config.yaml``, with the defaults of the keys it leaves out)."""
+    from harness.runs import data_config, run_config
+
+    cfg = run_config(run_dir)
+    return (cfg.get("trained_on") or None) if "imported" in cfg else asdict(data_config(run_dir))

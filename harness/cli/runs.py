@@ -92,13 +92,16 @@ def ensemble(members, more, out, name, from_checkpoints, eval_data, device, over
         check_ensemble_out(out, overwrite)  # before --eval-data is read
         check_writable(out, f"--out {out}", "--out ...")
         repredict, data = _repredictor(eval_data, device) if from_checkpoints else (None, None)
-        spec = build_ensemble(members, out, from_checkpoints, repredict, overwrite, data)
+        spec = build_ensemble(members, out, from_checkpoints, repredict, overwrite, eval_data=data, device=device)
     except (ValueError, OSError) as e:
         raise click.ClickException(str(e)) from e
+    for what, why in (spec.get("left_out") or {}).items():  # --eval-data: the members' own data's parts (A18-08)
+        click.echo(f"left out ({what}): {why}")
+    shifted = None
     try:
-        shifted = ensemble_sets(out)  # the members' shift predictions, averaged like the rest
+        if "shift" not in (spec.get("left_out") or {}):
+            shifted = ensemble_sets(out)  # the members' shift predictions, averaged like the rest
     except (ValueError, OSError) as e:  # the ensemble itself is built; only its shift sets are missing
-        shifted = None
         click.echo(f"warning: the ensemble is built, but its shift sets are not: {e}", err=True)
     s = spec["summary"]
     for key, vals in (("member mean", s["member_mean"]), ("ensemble", s["ensemble"])):
@@ -137,27 +140,25 @@ def _check_out_outside_members(out: Path, members: "list[Path]", name: str) -> N
 
 
 def _repredictor(eval_data: "Path | None", device: str):
-    """``(repredict(run_dir) -> Predictions, description)`` for ``harness ensemble --from-checkpoints``: the device
-    checked, ``--eval-data``'s data section read and its evaluation split read once (before any model), its
-    description the one ``ensemble.json`` records (None: each member's own data, the first member's description).
-    A packed split (``data.source=shards``) is streamed once per model (:func:`harness.run_streams.read_split`).
+    """``(repredict(run_dir) -> Predictions, None)`` for ``harness ensemble --from-checkpoints`` on the members' own
+    data, or ``(None, DataConfig)``: ``--eval-data``'s data section, which :func:`harness.ensemble_folder.build_ensemble`
+    re-predicts on (its evaluation and held-out splits: :func:`harness.ensemble_folder.eval_predictors`). The device is
+    checked first.
 
     Raises:
         ValueError: a device this machine cannot run on; an --eval-data file without a data section, or bad data.
-        FileNotFoundError: missing data.
     """
-    from harness.run_streams import read_split
     from harness.runs import data_from_file, predict_checkpoint
     from harness.training.precision import check_device
 
     check_device(device)
-    data = data_from_file(eval_data, flag="--eval-data") if eval_data else None
-    base = read_split(data, data.eval_split) if data is not None else None  # shards: their index (streamed later)
+    if eval_data:
+        return None, data_from_file(eval_data, flag="--eval-data")
 
     def repredict(run_dir):
-        return predict_checkpoint(run_dir, data, device=device, base=base)
+        return predict_checkpoint(run_dir, device=device)
 
-    return repredict, (base.description if base is not None else None)
+    return repredict, None
 
 
 def _ensemble_sweeps(members: "list[Path]", out: Path, overwrite: bool) -> None:
