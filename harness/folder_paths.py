@@ -95,6 +95,14 @@ OUTPUT_MARKS = (
     ("few-shot", ("fewshot.json",)),
     ("export", ("config.json", "model.safetensors")),
 )
+#: the lock file in an experiment's runs_root that one ``harness run`` holds from its checks to its report (the file
+#: stays when it ends)
+EXPERIMENT_LOCK = ".harness-run.lock"
+#: what marks the folders of an experiment (``harness run``): ``<runs_root>/<name>`` by the clock of its sessions, and
+#: ``runs_root`` by its lock file. No other command's output folder is one of them (:func:`check_not_other_output`);
+#: unlike :data:`OUTPUT_MARKS` they are not refused as the parents of an output folder (the experiment's own runs,
+#: sweeps and ensembles lie inside them)
+EXPERIMENT_MARKS = (("experiment", ("sessions.json",)), ("experiment runs_root", (EXPERIMENT_LOCK,)))
 #: what marks a data pack's split folder (``harness data pack``): the file and the ``format`` its JSON holds (a file
 #: of that name alone is common, so its content is read); :mod:`harness.data.shard_index` reads the same two values
 PACK_INDEX = ("index.json", "harness-webdataset-1")
@@ -117,9 +125,9 @@ def output_kind(folder: "str | os.PathLike") -> "OutputKind | None":
     a data pack's split folder by its index, :data:`PACK_INDEX`), or None for any other folder (or a path that is no
     folder)."""
     folder = Path(folder)
-    for kind, files in OUTPUT_MARKS:
-        if all((folder / f).is_file() for f in files):
-            return OutputKind(kind, files)
+    kind = _marked(folder, OUTPUT_MARKS)
+    if kind is not None:
+        return kind
     index = folder / PACK_INDEX[0]
     if index.is_file():
         try:
@@ -131,16 +139,25 @@ def output_kind(folder: "str | os.PathLike") -> "OutputKind | None":
     return None
 
 
+def _marked(folder: Path, marks: "tuple[tuple[str, tuple[str, ...]], ...]") -> "OutputKind | None":
+    """The first of ``marks`` (``(kind, files)``) whose files ``folder`` holds all of, else None."""
+    for kind, files in marks:
+        if all((folder / f).is_file() for f in files):
+            return OutputKind(kind, files)
+    return None
+
+
 def check_not_other_output(folder: "str | os.PathLike", what: str, flag: str, writes: "tuple[str, ...]" = ()) -> None:
     """``folder`` is not the output folder of another harness command (a run, a sweep, an ensemble, a report, a
-    few-shot result, an export: :func:`output_kind`), even with ``--overwrite``, which adds a command's files beside
+    few-shot result, an export: :func:`output_kind`; an experiment's folders, :data:`EXPERIMENT_MARKS`, audit18
+    A18-03), even with ``--overwrite``, which adds a command's files beside
     the user's own, never beside another command's output (one folder, one command's output). A folder marked by a
     file the command writes itself (``writes``) is of its own kind, left to the command's own check.
 
     Raises:
         ValueError: naming ``flag``, the folder, what marks it and the fix.
     """
-    kind = output_kind(folder)
+    kind = output_kind(folder) or _marked(Path(folder), EXPERIMENT_MARKS)
     if kind is not None and not set(kind.files) & set(writes):
         raise ValueError(
             f"{flag} {folder} is the {kind.kind} folder of another harness command (it holds {kind.holds}): {what} writes "

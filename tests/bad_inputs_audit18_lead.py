@@ -97,3 +97,90 @@ def _pack_other_limit(tmp):
         _cli("data", "pack", "digits", str(tmp / "pk"), "--shard-size", "100", "--split", "test", "limit_train=50")
     finally:
         assert not (tmp / "pk").exists() and not (tmp / "pk2").exists()  # refused before any folder is made
+
+
+# ------------------------------------------------------------------------------ A18-03: an experiment's own folders
+@bad_input(
+    "outputs",
+    "harness ensemble --out <runs_root>/<name> --overwrite, and harness upstream output_dir=<runs_root> --overwrite "
+    "(audit18 A18-03: both rc 0, the experiment's folders took another command's files and the experiment was "
+    "then refused)",
+    click.ClickException,
+    r"^--out .*xruns/cx is the experiment folder of another harness command \(it holds sessions\.json\): harness "
+    r"ensemble writes a folder of its own, even with --overwrite",
+)
+def _experiment_folders_taken(tmp):
+    import pytest
+    from bad_inputs_audit9_config import CONFIGS
+
+    from harness.folder_paths import EXPERIMENT_LOCK
+
+    (tmp / "xruns" / "cx").mkdir(parents=True)
+    (tmp / "xruns" / EXPERIMENT_LOCK).write_text("")  # what harness run leaves in runs_root
+    (tmp / "xruns" / "cx" / "sessions.json").write_text("[]")  # and in <runs_root>/<name>
+    config = str(CONFIGS / "digits_hom.yaml")
+    with pytest.raises(click.ClickException, match=r"xruns is the experiment runs_root folder of another harness"):
+        _cli("upstream", "--config", config, "train.epochs=1", f"output_dir={tmp / 'xruns'}", "--overwrite")
+    assert sorted(p.name for p in (tmp / "xruns").iterdir()) == [EXPERIMENT_LOCK, "cx"]  # nothing written
+    a, b = make_run(tmp / "a", seed=0), make_run(tmp / "b", seed=1)
+    _cli("ensemble", "-m", str(a), "-m", str(b), "--out", str(tmp / "xruns" / "cx"), "--overwrite")
+
+
+# ------------------------------------------------------------------------------ A18-04: shift sets of another subset
+@bad_input(
+    "shift",
+    "harness shift -m RUN --corruptions none --ood blobs after a harness shift of --examples 30 --seed 2 (audit18 "
+    "A18-04: rc 0, 'starting over', the first call's gaussian_noise-1 and ood-gaussian deleted without --overwrite)",
+    click.ClickException,
+    r"shift holds gaussian_noise-1, ood-gaussian, predicted on the subset of --examples 30 --seed 2, and this call "
+    r"asks for --examples 0 --seed 0: its sets would replace them all; give --examples 30 --seed 2 to add sets to "
+    r"them, or --overwrite to replace them",
+)
+def _shift_other_subset(tmp):
+    import json
+
+    run = make_run(tmp / "a")
+    (run / "model.pt").write_bytes(b"refused before it is read")
+    spec = {
+        "settings": {"examples": 30, "seed": 2, "split": None},
+        "sets": {"gaussian_noise-1": "k", "ood-gaussian": "k"},
+    }
+    for name in spec["sets"]:
+        (run / "shift" / name).mkdir(parents=True)
+        (run / "shift" / name / "predictions.npz").write_bytes(b"kept")
+    (run / "shift" / "shift.json").write_text(json.dumps(spec))
+    try:
+        _cli("shift", "-m", str(run), "--corruptions", "none", "--ood", "blobs")
+    finally:
+        assert all((run / "shift" / n / "predictions.npz").read_bytes() == b"kept" for n in spec["sets"])
+
+
+# ------------------------------------------------------------------------------ A18-11: MLflow's default store
+@bad_input(
+    "trackers",
+    "--log-with mlflow with MLFLOW_TRACKING_URI unset, from inside a run folder (audit18 A18-11: rc 0, the run folder "
+    "filled with MLflow's default mlflow.db and mlruns/)",
+    ValueError,
+    r"^MLflow's default store \(MLFLOW_TRACKING_URI unset\) 'sqlite:///.*' is inside the harness run "
+    r"folder .*a \(it holds .*\), which MLflow would fill with its own files: give the store a folder of its own",
+)
+def _mlflow_default_store_in_run(tmp):
+    import os
+    from unittest import mock
+
+    import pytest
+
+    pytest.importorskip("mlflow")
+    from harness.training.trackers import available
+
+    run = make_run(tmp / "a")
+    before = sorted(p.name for p in run.iterdir())
+    here = os.getcwd()
+    with mock.patch.dict(os.environ):
+        os.environ.pop("MLFLOW_TRACKING_URI", None)
+        os.chdir(run)
+        try:
+            available(["mlflow"], key="--log-with")
+        finally:
+            os.chdir(here)
+            assert sorted(p.name for p in run.iterdir()) == before  # nothing of MLflow's written

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Optional
 
@@ -23,6 +24,7 @@ from harness.experiment.plan import (
 )
 from harness.experiment.report_stage import report_stage
 from harness.experiment.validate import validate_experiment
+from harness.folder_paths import EXPERIMENT_LOCK
 from harness.io import RunLock, path_under
 from harness.upstream.train import same_config
 
@@ -82,10 +84,6 @@ def _transfer_one(model: str, tasks: "list[str]", out: str, settings: Any) -> di
         settings,
         progress=lambda s: print(s.replace("[downstream]", f"[downstream {name}]", 1), flush=True),
     )
-
-
-#: the lock file in ``runs_root`` that one ``harness run`` holds from its checks to its report
-EXPERIMENT_LOCK = ".harness-run.lock"
 
 
 def run_experiment(
@@ -351,7 +349,8 @@ def _evaluate_run(exp: Experiment, root: Path, workers: Any, settings: Any, d: P
     from harness.shift.predict import predict_run
 
     if exp.shift is not None:
-        workers.submit("shift", d.name, predict_run, (d, exp.shift))
+        # the experiment's shift section defines its runs' sets: another subset there replaces them (overwrite)
+        workers.submit("shift", d.name, partial(predict_run, overwrite=True), (d, exp.shift))
     if settings is not None:
         workers.submit(
             "downstream",

@@ -4,7 +4,7 @@ the pairs it lists (``harness report --top-pairs``), and its figure."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import Any, Optional
 
 import numpy as np
 
@@ -13,8 +13,8 @@ from harness.io import atomic_write_bytes
 from harness.report.figures import ranks_png
 from harness.runs import covariance_analysis
 
-if TYPE_CHECKING:
-    from harness.report.build import Entry
+#: a report's entry (:class:`harness.report.build.Entry`, not imported: build imports this module)
+Entry = Any
 
 #: the class pairs of the covariance analysis a report lists when ``top_pairs`` is unset (``harness report --top-pairs``)
 TOP_PAIRS = 10

@@ -70,6 +70,32 @@ def _check_shift_writable(folder: Path, kind: str) -> Path:
     )
 
 
+#: the settings that choose a run's shift subset (``--examples``, ``--seed``, ``--split``): sets of another subset
+#: are not replaced without ``--overwrite`` (:func:`_check_same_subset`)
+SUBSET_FLAGS = {"examples": "--examples", "seed": "--seed", "split": "--split"}
+
+
+def _check_same_subset(out: Path, settings: ShiftSettings) -> None:
+    """Refuse settings whose subset differs from the one the sets already in ``out`` (``<run>/shift``) were predicted
+    on: predicting them would replace every set there (hours of ImageNet-C), not add to them (audit18 A18-04).
+
+    Raises:
+        ValueError: naming the sets, their subset's flags and the fix.
+    """
+    spec = read_json(out / "shift.json") or {}
+    recorded, names = spec.get("settings") or {}, sorted(spec.get("sets") or {})
+    asked = asdict(settings)
+    changed = [k for k in SUBSET_FLAGS if k in recorded and recorded[k] != asked[k]]
+    if not names or not changed:
+        return
+    theirs = " ".join(f"{SUBSET_FLAGS[k]} {recorded[k]}" for k in SUBSET_FLAGS if recorded.get(k) is not None)
+    ours = " ".join(f"{SUBSET_FLAGS[k]} {asked[k]}" for k in changed)
+    raise ValueError(
+        f"{out} holds {', '.join(names)}, predicted on the subset of {theirs}, and this call asks for {ours}: its "
+        f"sets would replace them all; give {theirs} to add sets to them, or --overwrite to replace them"
+    )
+
+
 def _check_run(run_dir: Path, settings: ShiftSettings, overwrite: bool = False) -> "tuple[dict, Any, list, Any]":
     """A finished single-label run and settings that fit its data: ``(config, data config, sets, split)``, the
     evaluated split built when ``examples`` needed its size (else None: built by the caller that predicts).
@@ -78,7 +104,8 @@ def _check_run(run_dir: Path, settings: ShiftSettings, overwrite: bool = False) 
         FileNotFoundError: not a run folder, or no ``model.pt``.
         ValueError: a sigmoid (multi-label) model, settings that do not fit (:func:`check_settings`), a subset
             (``examples``) larger than the split, a ``shift/`` folder holding files harness shift did not write
-            (without ``overwrite``), or one that cannot be written (:func:`_check_shift_writable`).
+            (without ``overwrite``), or one that cannot be written (:func:`_check_shift_writable`); sets of another
+            subset there (without ``overwrite``: :func:`_check_same_subset`).
     """
     from harness.data.sources import build_split
     from harness.runs import data_config, run_config
@@ -104,6 +131,8 @@ def _check_run(run_dir: Path, settings: ShiftSettings, overwrite: bool = False) 
             f"{out} exists and holds files harness shift did not write (no shift.json): move them, or "
             "give --overwrite (only the shift sets' own files are written there)"
         )
+    if not overwrite:
+        _check_same_subset(out, settings)
     data = data_config(run_dir)
     sets, base = check_settings(settings, data, run_dir), None
     if settings.examples:
@@ -226,8 +255,9 @@ def predict_run(
     with RunLock(out, SHIFT_LOCK, what=busy):  # one writer of <run>/shift at a time
         spec = read_json(out / "shift.json")
         if spec is not None and spec.get("key") != key:
-            progress(f"[shift] {run_dir.name}: model, data or subset changed; starting over")
-            clear_sets(run_dir, list(spec.get("sets", {})))
+            old = list(spec.get("sets", {}))
+            progress(f"[shift] {run_dir.name}: model, data or subset changed; removing {', '.join(old)}, starting over")
+            clear_sets(run_dir, old)
             spec = None
 
         done = dict(spec.get("sets", {})) if spec else {}

@@ -46,6 +46,16 @@ def mlflow_version() -> Optional[str]:
         return None
 
 
+def _default_store() -> Optional[str]:
+    """The store MLflow uses when ``MLFLOW_TRACKING_URI`` is unset (MLflow >= 3: ``sqlite:///mlflow.db`` in the
+    working folder, its artefacts beside it in ``mlruns/``), from ``mlflow.get_tracking_uri``; None without MLflow."""
+    if mlflow_version() is None:
+        return None
+    import mlflow
+
+    return mlflow.get_tracking_uri()
+
+
 def _file_store_refused() -> Optional[str]:
     """The installed MLflow's version when it refuses a file store as the run starts (MLflow >= 3, without
     ``MLFLOW_ALLOW_FILE_STORE`` set to true or 1), else None."""
@@ -92,7 +102,7 @@ def _check_database(uri: str, scheme: str, shown: str, key: str) -> None:
         dialect = url.get_dialect()
     except Exception as e:  # noqa: BLE001 -- ArgumentError (no URL), NoSuchModuleError (no such driver)
         raise ValueError(
-            f"MLFLOW_TRACKING_URI {shown} is no database URL SQLAlchemy can open ({type(e).__name__}: {e}), and "
+            f"{shown} is no database URL SQLAlchemy can open ({type(e).__name__}: {e}), and "
             f"MLflow would fail as the run starts and the run go on untracked: write it as {form} (e.g. "
             f"MLFLOW_TRACKING_URI={LOCAL_STORE}), or leave mlflow out of {key}"
         ) from None
@@ -101,7 +111,7 @@ def _check_database(uri: str, scheme: str, shown: str, key: str) -> None:
     except ImportError as e:
         package = DRIVER_PACKAGES.get(e.name or "", e.name or "the driver")
         raise ValueError(
-            f"MLFLOW_TRACKING_URI {shown} is opened with SQLAlchemy's {url.get_backend_name()}+{url.get_driver_name()}"
+            f"{shown} is opened with SQLAlchemy's {url.get_backend_name()}+{url.get_driver_name()}"
             f" driver, whose module is not installed here ({type(e).__name__}: {e}), and MLflow would fail as the "
             f"run starts and the run go on untracked: pip install {package}, or name an installed driver "
             f"({url.get_backend_name()}+DRIVER://...), or use a local database (MLFLOW_TRACKING_URI={LOCAL_STORE}), "
@@ -111,7 +121,7 @@ def _check_database(uri: str, scheme: str, shown: str, key: str) -> None:
     reason = no_listener(url.host, port) if url.host and port and not url.host.startswith("/") else None
     if reason:
         raise ValueError(
-            f"MLFLOW_TRACKING_URI {shown}: no database server answers at {url.host}:{port} within {TIMEOUT:g} s "
+            f"{shown}: no database server answers at {url.host}:{port} within {TIMEOUT:g} s "
             f"({reason}), and MLflow would fail as the run starts and the run go on untracked: start the server, "
             f"correct MLFLOW_TRACKING_URI, use a local database (MLFLOW_TRACKING_URI={LOCAL_STORE}), or leave "
             f"mlflow out of {key}"
@@ -140,7 +150,7 @@ def _check_databricks(uri: str, shown: str, key: str) -> None:
     if parser.defaults().get("host") if profile == "DEFAULT" else parser.get(profile, "host", fallback=None):
         return
     raise ValueError(
-        f"MLFLOW_TRACKING_URI {shown} is MLflow's Databricks store, which logs to a Databricks workspace, and none "
+        f"{shown} is MLflow's Databricks store, which logs to a Databricks workspace, and none "
         f"is named: DATABRICKS_HOST is unset and {config} has no [{profile}] profile with a host, so MLflow would "
         f"fail as the run starts and the run go on untracked: run databricks configure (or databricks auth login) "
         f"to write the profile, or set DATABRICKS_HOST and DATABRICKS_TOKEN; or use a local database "
@@ -181,7 +191,7 @@ def _check_sqlite_file(path: Path, shown: str, key: str) -> None:
     else:
         return
     raise ValueError(
-        f"MLFLOW_TRACKING_URI {shown} names {path}, which is {kind}: MLflow would fail as the run starts and the run "
+        f"{shown} names {path}, which is {kind}: MLflow would fail as the run starts and the run "
         f"would go on untracked; give a new file name (e.g. MLFLOW_TRACKING_URI=sqlite:///{path.parent / 'mlflow.db'}"
         f"), move {path} away, or leave mlflow out of {key}"
     )
@@ -241,13 +251,16 @@ def check_tracking_uri(uri: Optional[str] = None, key: str = "--log-with") -> No
             not answer; each naming the variable, the value and the fix.
     """
     uri = os.environ.get("MLFLOW_TRACKING_URI") if uri is None else uri
-    if not uri:
-        return
+    variable = "MLFLOW_TRACKING_URI"
+    if not uri:  # MLflow's own default: a store in the working folder (audit18 A18-11)
+        uri, variable = _default_store(), "MLflow's default store (MLFLOW_TRACKING_URI unset)"
+        if not uri:
+            return
     scheme = uri.lower() if uri.lower() in DATABRICKS else urlparse(uri).scheme.lower().split("+")[0]
-    shown = repr(_masked(uri)[:80])
+    shown = f"{variable} {_masked(uri)[:80]!r}"
     if scheme and len(scheme) > 1 and scheme not in MLFLOW_SCHEMES:
         raise ValueError(
-            f"MLFLOW_TRACKING_URI {shown} is a {scheme}: URI, not an MLflow store: give a database "
+            f"{shown} is a {scheme}: URI, not an MLflow store: give a database "
             f"({LOCAL_STORE}) or a tracking server (http://host:5000)"
         )
     if scheme in DATABRICKS:
@@ -258,16 +271,16 @@ def check_tracking_uri(uri: Optional[str] = None, key: str = "--log-with") -> No
     folder = _harness_folder_around(path) if path is not None else None
     if folder is not None:
         raise ValueError(
-            f"MLFLOW_TRACKING_URI {shown} is inside the harness {folder}, which MLflow would fill "
-            f"with its own files: give the store a folder of its own, e.g. MLFLOW_TRACKING_URI={LOCAL_STORE} "
-            "in another working folder"
+            f"{shown} is inside the harness {folder}, which MLflow would fill with its own files: give the "
+            f"store a folder of its own, e.g. MLFLOW_TRACKING_URI={LOCAL_STORE} in another working folder (run the "
+            "command from there)"
         )
     if scheme == "sqlite" and path is not None:
         _check_sqlite_file(path, shown, key)
     refused = _file_store_refused() if path is not None and scheme != "sqlite" else None
     if refused:
         raise ValueError(
-            f"MLFLOW_TRACKING_URI {shown} is a file store (a folder), which the installed MLflow {refused} refuses "
+            f"{shown} is a file store (a folder), which the installed MLflow {refused} refuses "
             f"when the run starts (its file store is in maintenance mode), and the run would go on untracked: give "
             f"a database, e.g. MLFLOW_TRACKING_URI=sqlite:///{path.parent / 'mlflow.db'}, or a tracking server "
             f"(http://host:5000); or set MLFLOW_ALLOW_FILE_STORE=true to keep the file store; or leave mlflow out "
@@ -277,7 +290,7 @@ def check_tracking_uri(uri: Optional[str] = None, key: str = "--log-with") -> No
         reason = unreachable(uri.rstrip("/") + "/health")
         if reason:
             raise ValueError(
-                f"MLFLOW_TRACKING_URI {shown}: no tracking server answers there within {TIMEOUT:g} s ({reason}); "
+                f"{shown}: no tracking server answers there within {TIMEOUT:g} s ({reason}); "
                 f"MLflow would retry for minutes and then run untracked: start the server (mlflow server --host "
                 f"HOST --port PORT), correct MLFLOW_TRACKING_URI, use a local database (MLFLOW_TRACKING_URI="
                 f"{LOCAL_STORE}), or leave mlflow out of {key}"

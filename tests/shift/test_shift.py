@@ -150,10 +150,14 @@ def test_shift_predictions_resume_and_start_over(digits_runs):
     predict_run(d, ShiftSettings(corruptions=["gaussian_noise"], severities=[1, 5, 3], ood=["gaussian", "blobs"]))
     assert all(f.stat().st_mtime_ns == t for f, t in stamps.items())  # done sets are kept ...
     assert (d / "shift" / "gaussian_noise-3" / "predictions.npz").is_file()  # ... the new one is added
-    spec = predict_run(d, ShiftSettings(corruptions=[], examples=50, ood=[]))  # another subset: start over
+    other = ShiftSettings(corruptions=[], examples=50, ood=[])
+    with pytest.raises(ValueError, match=r"holds clean, gaussian_noise-1, .*--examples 0 .*--overwrite to replace"):
+        predict_run(d, other)  # another subset: the sets there are kept (audit18 A18-04) ...
+    assert (d / "shift" / "gaussian_noise-1" / "predictions.npz").is_file()
+    spec = predict_run(d, other, overwrite=True)  # ... or replaced, with overwrite: start over
     assert list(spec["sets"]) == ["clean"] and not (d / "shift" / "gaussian_noise-1").exists()
     assert len(load_set(d / "shift" / "clean")[0].index) == 50
-    predict_run(d, SETTINGS)
+    predict_run(d, SETTINGS, overwrite=True)
 
 
 def test_ensembles_average_the_members_sets_and_the_report_shows_them(digits_runs, tmp_path):
