@@ -144,4 +144,12 @@ def _eval_data_heldout(tmp):
     assert spec["heldout_data"] == test.description == heldout_description(tmp / "ens"), spec["heldout_data"]
     assert np.array_equal(held.targets, np.asarray(test.labels)[held.index]), "not the test split's labels"
     assert "shift" in spec["left_out"] and not (tmp / "ens" / "shift").exists()
+    _cli("report", str(tmp / "ens"), "--out-root", str(tmp / "rep"), "--name", "r", "--no-covariance", "--no-shift")
+    report = json.loads((tmp / "rep" / "r" / "report.json").read_text())
+    assert test.description in json.dumps(report), "the report names another held-out split than the ensemble's"
+    try:
+        _cli("shift", "-m", str(tmp / "ens"), "--corruptions", "gaussian_noise", "--severities", "1", "--ood", "none")
+        raise AssertionError("harness shift averaged the members' own-data sets into an --eval-data ensemble")
+    except click.ClickException as e:
+        assert "evaluated on other data than its members'" in str(e), e
     return f"held-out predictions re-predicted on --eval-data's test split ({len(held.index)} rows); the members' shift sets left out"

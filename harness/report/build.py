@@ -70,7 +70,8 @@ class Entry:
     summary: Optional[dict] = None
     data: str = ""
     head: dict = field(default_factory=dict)
-    run_dir: Optional[Path] = None
+    run_dir: Optional[Path] = None  # the model.pt the covariance analysis reads (an ensemble's: its first member's)
+    folder: Optional[Path] = None  # the entry's own folder, whose data its held-out split is read from
 
 
 def _run_entry(run_dir: Path) -> Entry:
@@ -79,7 +80,7 @@ def _run_entry(run_dir: Path) -> Entry:
     meta = run_summary(run_dir)
     method = run_method(run_dir)
     return Entry(
-        f"{method} seed {cfg.get('seed', '?')}",
+        method if "imported" in cfg else f"{method} seed {cfg.get('seed', '?')}",  # an import has no seed
         method,
         "single",
         command=meta.get("command", ""),
@@ -88,6 +89,7 @@ def _run_entry(run_dir: Path) -> Entry:
         data=meta.get("eval_data", ""),
         head=head,
         run_dir=run_dir,
+        folder=run_dir,
     )
 
 
@@ -114,6 +116,7 @@ def load_entry(path: "str | Path") -> Entry:
             data=spec["data"],
             head=head,
             run_dir=first,
+            folder=path,  # its --eval-data's held-out split, not the first member's (audit18 A18-08)
         )
     if (path / "config.yaml").is_file() and (path / "predictions.npz").is_file():
         return _run_entry(path)
@@ -138,7 +141,7 @@ def _entry_json(e: Entry, multilabel: bool) -> dict:
     }
     if e.heldout is not None:
         cal = (
-            label_calibration(e.preds, e.heldout, clean_heldout(e.heldout, e.run_dir))
+            label_calibration(e.preds, e.heldout, clean_heldout(e.heldout, e.folder))
             if not multilabel and e.run_dir is not None
             else None
         )
@@ -275,7 +278,7 @@ def _report_json(
     and tables, the covariance analysis, the shift section's record and the figures' file names (``figures``:
     :func:`_figure_names`) and the input folders (``inputs``: :func:`harness.report.inputs.resolved`)."""
     ref = entries[0].preds
-    heldout_data = heldout_description(entries[0].run_dir) if entries[0].run_dir and entries[0].heldout else None
+    heldout_data = heldout_description(entries[0].folder) if entries[0].folder and entries[0].heldout else None
     notes = list(extra.get("text", [])) + calibration_note(json_entries)
     return {
         "schema": SCHEMA,

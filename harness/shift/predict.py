@@ -304,6 +304,24 @@ def predict_run(
         return {**record, "sets": done}
 
 
+def _check_members_data(ens_dir: Path) -> None:
+    """Refuse an ensemble whose ``ensemble.json`` leaves its members' shift sets out (``harness ensemble
+    --from-checkpoints --eval-data``: its members' sets are of their own data, not of its evaluation data).
+
+    Raises:
+        ValueError: naming the ensemble, why and the fix.
+    """
+    from harness.runs import ensemble_spec
+
+    why = ((ensemble_spec(ens_dir) or {}).get("left_out") or {}).get("shift")
+    if why:
+        raise ValueError(
+            f"{ens_dir} is an ensemble evaluated on other data than its members' (--eval-data): {why}, and harness "
+            "shift predicts a run's sets on the run's own data; run harness shift on an ensemble built without "
+            "--eval-data (or on the members themselves)"
+        )
+
+
 def average_ensemble(ens_dir: "str | Path", progress: Callable[[str], None] = lambda s: None) -> dict:
     """Average the members' shifted and OOD predictions of an ensemble folder (every set all members
     have, evaluated on the same images) with :func:`harness.uncertainty.ensembles.average`; ``mc.npz`` holds the
@@ -311,7 +329,8 @@ def average_ensemble(ens_dir: "str | Path", progress: Callable[[str], None] = la
 
     Raises:
         FileNotFoundError: not an ensemble folder, or a member without shift predictions.
-        ValueError: members' sets that differ in examples, classes or subset settings.
+        ValueError: members' sets that differ in examples, classes or subset settings; an ensemble evaluated on
+            other data than its members' (:func:`_check_members_data`).
     """
     from harness.io import atomic_write_text, json_dumps
     from harness.provenance import provenance
@@ -319,6 +338,7 @@ def average_ensemble(ens_dir: "str | Path", progress: Callable[[str], None] = la
     from harness.uncertainty.ood import expected_entropy
 
     ens_dir = Path(ens_dir)
+    _check_members_data(ens_dir)
     members = ensemble_members(ens_dir)
     specs = []
     for m in members:
@@ -411,6 +431,7 @@ def predict_folders(
     for r in runs:  # every folder is checked before the first (slow) prediction
         _check_run(r, settings, overwrite)
     for e in ensembles:
+        _check_members_data(e)
         _check_shift_writable(e, "ensemble")
     results = {r: predict_run(r, settings, progress, device, overwrite) for r in runs}
     out = [results[r] for r in runs if any(r.resolve() == f.resolve() for f in folders)]
