@@ -287,6 +287,25 @@ def trained_on(data: dict) -> dict:
     return {"image_size": 32, **kept}
 
 
+#: the ``trained_on`` keys that say where an export's metrics were measured (an import's: its evaluation data's)
+MEASURED_KEYS = ("eval_split", "heldout_split", "eval_resize", "limit_eval")
+
+
+def imported_card(trained: Optional[dict], evaluated: dict) -> "tuple[Optional[dict], bool]":
+    """``(trained_on, keep_metrics)`` of the export of an imported run (``harness import``): the model's own record
+    ``trained`` (None: a model trained elsewhere), with the evaluation keys (:data:`MEASURED_KEYS`) of ``evaluated``
+    (:func:`trained_on` of the import's ``--data``) where both are of one dataset, so the card's metrics name the split
+    they were measured on. Where they are of two datasets, the import's metrics are not kept: the card's model-index
+    would file them under the training dataset (audit18 A18-05)."""
+    if not trained:
+        return None, True  # the card says the data is not recorded: nothing false
+    same = all(trained.get(k) == evaluated.get(k) for k in ("source", "name"))
+    if not same:
+        return dict(trained), False
+    kept = {k: v for k, v in trained.items() if k not in MEASURED_KEYS}
+    return {**kept, **{k: evaluated[k] for k in MEASURED_KEYS if k in evaluated}}, True
+
+
 def split_limit(data: dict, split_key: str) -> "tuple[Optional[str], Optional[str], Optional[int]]":
     """``(split, limit key, N)`` of a ``trained_on``'s ``split_key`` (``train_split``, ``eval_split``,
     ``heldout_split``): the split's name (None where not recorded), the key that limits it and the first N examples it

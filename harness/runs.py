@@ -408,13 +408,12 @@ RUN_EXPORT = "pretrained"
 
 
 def export_run(run_dir: "str | Path", out: "str | Path", overwrite: bool = False, **kwargs: Any) -> Path:
-    """Export a run folder's ``model.pt`` with ``save_pretrained``: ``trained_on`` from its ``config.yaml`` data
-    section (:data:`harness.export_rules.DATA_KEYS`, no paths; an imported run's: the model's own record, its
-    ``trained_on``, or none: audit18 A18-05), ``metrics`` from its ``metrics.json`` (and ``heldout_metrics`` as
-    ``heldout_<name>``), the class names of its ``run.json`` as timm's ``label_names``; ``kwargs`` as
-    ``save_pretrained`` (``push_to_hub=True, repo_id=...``; :func:`harness.hub_options.save_options`). An export already in
-    ``out`` is written again only if it holds this run's weights, unless ``overwrite`` (replace an export of another
-    model). ``out`` is the run's own export folder (``<run_dir>/pretrained``: :data:`RUN_EXPORT`) or lies
+    """Export a run folder's ``model.pt`` with ``save_pretrained``: ``trained_on`` from its ``config.yaml``
+    (:data:`harness.export_rules.DATA_KEYS`, no paths; an import's: :func:`harness.export_rules.imported_card`),
+    ``metrics`` from its ``metrics.json`` (``heldout_metrics`` as ``heldout_<name>``), the class names of its
+    ``run.json`` as timm's ``label_names``; ``kwargs`` as ``save_pretrained`` (``push_to_hub=True, repo_id=...``;
+    :func:`harness.hub_options.save_options`). An export already in ``out`` is written again only if it holds this
+    run's weights, unless ``overwrite`` (replace an export of another model). ``out`` is the run's own export folder (``<run_dir>/pretrained``: :data:`RUN_EXPORT`) or lies
     outside every other run, export and harness output folder (:func:`harness.folder_paths.check_outside_outputs`).
     One export writes ``out`` at a time: ``save_pretrained`` holds ``out``'s :class:`harness.io.RunLock` for the whole
     write and checks the export already there again under it, so two exports at once never both pass.
@@ -428,7 +427,7 @@ def export_run(run_dir: "str | Path", out: "str | Path", overwrite: bool = False
             :meth:`harness.models.Classifier.save_pretrained`.
     """
     from harness import hub, hub_options
-    from harness.export_rules import trained_on
+    from harness.export_rules import imported_card, trained_on
     from harness.models import load_model
 
     hub_options.check_save_options(kwargs, "export_run")
@@ -438,8 +437,10 @@ def export_run(run_dir: "str | Path", out: "str | Path", overwrite: bool = False
     hub.check_export_place(out, by)
     model = load_model(run_dir / "model.pt")  # a FileNotFoundError names a folder without model.pt
     cfg = OmegaConf.to_container(OmegaConf.load(run_dir / "config.yaml"), resolve=True)
-    seen = (cfg.get("trained_on") or None) if "imported" in cfg else trained_on(cfg.get("data") or {})
-    recorded = run_summary(run_dir)
+    seen, keep = trained_on(cfg.get("data") or {}), True
+    if "imported" in cfg:  # the model's own training data; its metrics only where the card can name their data
+        seen, keep = imported_card(cfg.get("trained_on") or None, seen)
+    recorded = run_summary(run_dir) if keep else {}
     metrics = dict(recorded.get("metrics") or {})
     metrics.update({f"heldout_{k}": v for k, v in (recorded.get("heldout_metrics") or {}).items()})
     names = (read_json_object(run_dir / "run.json") or {}).get("class_names")

@@ -54,6 +54,15 @@ def _import_trained_on(tmp):
     seen = json.loads((tmp / "exp" / "config.json").read_text())["harness"]["trained_on"]
     assert seen["label_noise"] == {"kind": "none"}, seen
     assert "pair_flip" not in (tmp / "exp" / "README.md").read_text()
+    # its metrics named by the split the import measured them on (--data's first 30 test images)
+    assert (seen["eval_split"], seen["limit_eval"]) == ("test", 30), seen
+    assert "split: test[:30]" in (tmp / "exp" / "README.md").read_text()
+    # a model trained on another dataset: its import's digits metrics are not filed under that dataset
+    other = _import(tmp, _model_pt(tmp / "c" / "model.pt", trained_on={**TRAINED, "source": "cifar10n"}), "oth")
+    export_run(other, tmp / "exp3")
+    harness = json.loads((tmp / "exp3" / "config.json").read_text())["harness"]
+    assert harness["trained_on"]["source"] == "cifar10n" and not harness.get("metrics"), harness
+    assert "model-index" not in (tmp / "exp3" / "README.md").read_text()
     # a model that records no training data: the export claims none
     bare = _import(tmp, _model_pt(tmp / "t" / "model.pt", seed=1), "bare")
     export_run(bare, tmp / "exp2")

@@ -51,7 +51,7 @@ def test_the_count_covers_every_phase_and_ends_at_zero_left(tmp_path, monkeypatc
 
     monkeypatch.setattr(stages, "_train_one", train)
     monkeypatch.setattr(stages, "_transfer_one", lambda *args: {})
-    monkeypatch.setattr(harness.shift.predict, "predict_run", lambda *args: None)
+    monkeypatch.setattr(harness.shift.predict, "predict_run", lambda *args, **kwargs: None)
     monkeypatch.setattr(harness.ensemble_folder, "build_ensemble", lambda *args, **kw: (_ for _ in ()).throw(_Stop()))
     seen = {}
     close = Workers.close
