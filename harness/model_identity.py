@@ -118,7 +118,8 @@ def check_not_trained_on(trained: Optional[dict], data: "DataConfig", who: str) 
     (a model.pt's or an export's ``trained_on``, a run's data section): upstream's own rule
     (:func:`harness.data.config.check_splits`, audit18 A18-12) for ``harness import`` and ``harness ensemble
     --from-checkpoints --eval-data``. Compared only for the same data: the same ``source`` and ``name``, and, for a
-    source read from a ``path``, the same path (a record without one, as a model.pt's, is not known to be that data);
+    folder, manifest or shards (data that is its ``path``), the same path (a record without one, as a model.pt's, is
+    not known to be that data; cifar10n is one dataset wherever it lies);
     a model without a record (a timm or torchvision one) passes. ``who`` names the model (its file or run folder).
 
     Raises:
@@ -132,7 +133,9 @@ def check_not_trained_on(trained: Optional[dict], data: "DataConfig", who: str) 
     same = all(trained.get(k) in (None, getattr(data, k)) for k in ("source", "name")) if split else False
     if not same or trained.get("source") is None:
         return
-    if data.path and (not trained.get("path") or Path(str(trained["path"])).resolve() != Path(data.path).resolve()):
+    # a folder or manifest is its path (cifar10n, digits and a TFDS name are one dataset wherever their files lie)
+    by_path = data.source in ("image_folder", "manifest", "shards")
+    if by_path and (not trained.get("path") or Path(str(trained["path"])).resolve() != Path(str(data.path)).resolve()):
         return  # another folder of the same kind, or one the record does not name
     try:
         check_splits(replace(data, train_split=split))

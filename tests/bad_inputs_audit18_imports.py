@@ -114,11 +114,17 @@ def _scored_on_training_split(tmp):
     with pytest.raises(click.ClickException, match=r"data\.heldout_split=train is also data\.train_split"):
         _cli("ensemble", *members, "--from-checkpoints", "--eval-data", str(tmp / "ht.yaml"), "--out", str(tmp / "e"))
     assert not (tmp / "e").exists()
+    # cifar10n is one dataset wherever its files lie: a model.pt records no path, and is refused all the same
+    shared = Path(__file__).resolve().parents[2] / "shared" / "data" / "cifar10n"
+    cifar = {"source": "cifar10n", "train_split": "train45k", "image_size": 32}
+    on_train = f"data:\n  source: cifar10n\n  path: {shared}\n  eval_split: train45k\n  heldout_split: null\n"
+    with pytest.raises(click.ClickException, match=r"was trained on the train45k split of cifar10n \(as it records\)"):
+        _import(tmp, _model_pt(tmp / "c" / "model.pt", trained_on=cifar), "impc", on_train + "  limit_eval: 20\n")
     model = _model_pt(tmp / "g" / "model.pt", trained_on=TRAINED)
     try:
         _import(tmp, model, "imp", train)
     finally:
-        assert not (tmp / "imp").exists(), "an import folder was written"
+        assert not (tmp / "imp").exists() and not (tmp / "impc").exists(), "an import folder was written"
 
 
 # ------------------------------------------------------------------------------ A18-08: --eval-data's held-out split
