@@ -77,7 +77,8 @@ def _export_into_other_run(tmp):
 def _tasks_cifar_into_run(tmp):
     base = _run(tmp / "runs" / "base")
     with pytest.raises(
-        click.ClickException, match=r"--out .*runs/base is a run folder \(it holds run\.json\): .*e\.g\."
+        click.ClickException,
+        match=r"--out .*runs/base is the run folder of another harness command \(it holds run\.json\)",
     ):
         _cli("data", "tasks-cifar", "--data", str(tmp / "cifar10n"), "--out", str(base))
     try:

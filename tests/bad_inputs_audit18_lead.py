@@ -184,3 +184,30 @@ def _mlflow_default_store_in_run(tmp):
         finally:
             os.chdir(here)
             assert sorted(p.name for p in run.iterdir()) == before  # nothing of MLflow's written
+
+
+@bad_input(
+    "outputs",
+    "harness report --out-root <runs_root> --name <name> --overwrite, and harness data pack digits <runs_root> "
+    "--overwrite (a variation of audit18 A18-03: the report written beside sessions.json, the pack's split folder "
+    "beside the experiment's lock)",
+    click.ClickException,
+    r"^--out-root \(with --name\) .*xruns/cx is the experiment folder of another harness command \(it holds "
+    r"sessions\.json\): harness report writes a folder of its own, even with --overwrite",
+)
+def _experiment_folders_report_pack(tmp):
+    import pytest
+
+    from harness.folder_paths import EXPERIMENT_LOCK
+
+    (tmp / "xruns" / "cx").mkdir(parents=True)
+    (tmp / "xruns" / EXPERIMENT_LOCK).write_text("")
+    (tmp / "xruns" / "cx" / "sessions.json").write_text("[]")
+    with pytest.raises(click.ClickException, match=r"^OUT .*xruns is the experiment runs_root folder of another"):
+        _cli("data", "pack", "digits", str(tmp / "xruns"), "--shard-size", "100", "--overwrite")
+    a, b = make_run(tmp / "a", seed=0), make_run(tmp / "b", seed=1)
+    try:
+        _cli("report", str(a), str(b), "--out-root", str(tmp / "xruns"), "--name", "cx", "--overwrite")
+    finally:
+        assert sorted(p.name for p in (tmp / "xruns").iterdir()) == [EXPERIMENT_LOCK, "cx"]
+        assert [p.name for p in (tmp / "xruns" / "cx").iterdir()] == ["sessions.json"]

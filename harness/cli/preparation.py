@@ -53,7 +53,7 @@ def data_pack(source, out, overrides, shard_size, split, multilabel, seed, in_or
     from harness.data.pack import noisy_split, pack
     from harness.data.pack_source import read_settings_of, source_config
     from harness.data.sources import build_split
-    from harness.folder_paths import check_outside_outputs
+    from harness.folder_paths import check_not_other_output, check_outside_outputs
     from harness.io import path_under
 
     if in_order and click.get_current_context().get_parameter_source("seed") is not ParameterSource.DEFAULT:
@@ -72,6 +72,7 @@ def data_pack(source, out, overrides, shard_size, split, multilabel, seed, in_or
             shown=f"OUT {out} (its split folder {folder})",
             fix="give OUT a folder outside {folder}",
         )
+        check_not_other_output(out, "harness data pack", "OUT")  # an experiment's runs_root, a run... (A18-03)
         ds, noise = noisy_split(cfg, split, build_split(cfg, split))
         if multilabel and not ds.multilabel:
             from harness.data.dataset import LabelSets
@@ -117,18 +118,12 @@ def data_tasks_cifar(data_path: Path, out: Path, seed: int, test_size: int) -> N
     OUT/<task>/{train800,val200,train800val200,test}.txt and PNGs. Use them as custom tasks NAME=FOLDER:K (the lines
     are printed and saved in OUT/cifar_tasks.json). OUT is not, and lies outside, every run, export and other harness
     output folder (:func:`harness.folder_paths.check_outside_outputs`)."""
-    from harness.folder_paths import check_outside_outputs, output_kind
+    from harness.folder_paths import check_not_other_output, check_outside_outputs
     from harness.tasks.cifar import build_cifar_tasks
 
     try:
         check_outside_outputs(out, "--out", "harness data tasks-cifar")  # not inside a run, an export or a sweep
-        kind = output_kind(out)
-        if kind is not None:  # nor such a folder itself
-            raise ValueError(
-                f"--out {out} is a {kind.kind} folder (it holds {kind.holds}): harness data tasks-cifar would write its "
-                f"task folders and cifar_tasks.json beside its files; give --out a folder of its own, e.g. "
-                f"{out.parent / 'cifar_tasks'}"
-            )
+        check_not_other_output(out, "harness data tasks-cifar", "--out")  # nor such a folder (an experiment's) itself
         summary = build_cifar_tasks(data_path, out, seed=seed, test_size=test_size, progress=click.echo)
     except (ValueError, FileNotFoundError) as e:
         raise click.ClickException(str(e)) from e

@@ -143,8 +143,10 @@ def report_folder(
 
     Raises:
         ValueError: a bad name, a path leaving ``out_root``, a folder that cannot be written, one that holds
-            something else, or the report of other inputs.
+            something else (another command's output folder even with ``overwrite``:
+            :func:`harness.folder_paths.check_not_other_output`), or the report of other inputs.
     """
+    from harness.folder_paths import check_not_other_output
     from harness.io import check_name, check_writable, path_under
 
     out = path_under(out_root, check_name(name, "report name"))
@@ -156,6 +158,9 @@ def report_folder(
     if ours:
         check_same_inputs(out, inputs, inputs_under, overwrite, elsewhere)
         return out
+    check_not_other_output(
+        out, "harness report", "--out-root (with --name)"
+    )  # a run's, an experiment's: even --overwrite
     if not overwrite and any(p.name not in REPORT_EXTRAS for p in out.iterdir()):
         offer = (
             ""
