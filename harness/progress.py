@@ -5,9 +5,50 @@ numbered steps, ``[import] 2/4 loading the model``, and counts of items with the
 from __future__ import annotations
 
 import time
-from typing import Callable, Iterable, Iterator, Optional, TypeVar
+from typing import Any, Callable, Iterable, Iterator, Optional, TypeVar
 
 T = TypeVar("T")
+
+
+#: whether a Ctrl-C reached this process (:func:`on_ctrl_c`, the command line's SIGINT handler)
+_CTRL_C = {"seen": False}
+
+
+def on_ctrl_c(signum: int, frame: Any) -> None:
+    """SIGINT handler of the command line (:func:`install_ctrl_c`): Python's own (it raises ``KeyboardInterrupt``),
+    remembering the signal. CPython drops an exception raised inside a finaliser (a ``__del__``, a weakref callback,
+    garbage collection: "Exception ignored in ..."), so a Ctrl-C that lands there would be lost and the run would go on;
+    :func:`check_ctrl_c` raises it again at the next training step.
+
+    Raises:
+        KeyboardInterrupt: always.
+    """
+    _CTRL_C["seen"] = True
+    raise KeyboardInterrupt
+
+
+def install_ctrl_c() -> None:
+    """Make :func:`on_ctrl_c` the SIGINT handler where Python's own is (not where a parent made Ctrl-C ignored, as a
+    worker process's: :func:`harness.workers.init_worker`); from the main thread only."""
+    import signal
+    import threading
+
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) is (
+        signal.default_int_handler
+    ):
+        signal.signal(signal.SIGINT, on_ctrl_c)
+
+
+def check_ctrl_c() -> None:
+    """Raise the ``KeyboardInterrupt`` of a Ctrl-C that reached this process and was dropped in a finaliser
+    (:func:`on_ctrl_c`); called at points reached only while a job runs normally (after a training step), never
+    while one unwinds.
+
+    Raises:
+        KeyboardInterrupt: a Ctrl-C was seen.
+    """
+    if _CTRL_C["seen"]:
+        raise KeyboardInterrupt
 
 
 def duration(seconds: float) -> str:

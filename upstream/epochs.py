@@ -10,6 +10,7 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
+from harness.progress import check_ctrl_c
 from harness.training.loop import accumulate_step
 from harness.upstream.checkpoint import save_state
 from harness.upstream.evaluation import DIVERGED_FIX, TrainingDiverged, evaluate, monitor
@@ -126,6 +127,7 @@ def _after_step(t: Training) -> bool:
     Raises:
         Preempted: a stop request on any process (every process saves the state at this step first).
     """
+    check_ctrl_c()  # a Ctrl-C CPython dropped in a finaliser (harness.progress.on_ctrl_c) stops the run here
     p, cfg, accelerator = t.p, t.cfg, t.accelerator
     mid_epoch = p.batch_in_epoch < len(t.data.train_loader)
     at = round(p.epoch + p.batch_in_epoch / len(t.data.train_loader), 4)

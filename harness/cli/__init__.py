@@ -14,6 +14,9 @@ def run() -> None:
         SystemExit: 130 on a Ctrl-C during the import or outside a command (``interrupted`` on stderr); the commands
             answer their own, with what to rerun (:mod:`harness.cli.group`).
     """
+    from harness.progress import install_ctrl_c
+
+    install_ctrl_c()  # a Ctrl-C dropped in a finaliser is raised again at the next training step
     try:
         from harness.cli.app import main as cli
 
