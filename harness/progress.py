@@ -18,7 +18,7 @@ def on_ctrl_c(signum: int, frame: Any) -> None:
     """SIGINT handler of the command line (:func:`install_ctrl_c`): Python's own (it raises ``KeyboardInterrupt``),
     remembering the signal. CPython drops an exception raised inside a finaliser (a ``__del__``, a weakref callback,
     garbage collection: "Exception ignored in ..."), so a Ctrl-C that lands there would be lost and the run would go on;
-    :func:`check_ctrl_c` raises it again at the next training step.
+    :func:`check_ctrl_c` raises it again at the next training step, step of a job or count of its items.
 
     Raises:
         KeyboardInterrupt: always.
@@ -72,7 +72,8 @@ class Steps:
         self.started = time.perf_counter()
 
     def step(self, text: str) -> None:
-        """Announce the next step."""
+        """Announce the next step (a Ctrl-C dropped in a finaliser is raised here: :func:`check_ctrl_c`)."""
+        check_ctrl_c()
         self.done += 1
         self.total = max(self.total, self.done)
         self.say(f"{self.done}/{self.total} {text}")
@@ -97,6 +98,7 @@ class Steps:
         done = 0
         for item in items:
             yield item
+            check_ctrl_c()
             done += size(item)
             now = time.perf_counter()
             if now - last >= every and done < total:
@@ -124,7 +126,9 @@ class Countdown:
         self.started = self.last = time.perf_counter()
 
     def tick(self, done: int) -> None:
-        """``done`` units are done: say so if ``every`` seconds have passed since the last line."""
+        """``done`` units are done: say so if ``every`` seconds have passed since the last line (a Ctrl-C dropped in a
+        finaliser is raised here: :func:`check_ctrl_c`)."""
+        check_ctrl_c()
         now = time.perf_counter()
         if self.progress is None or now - self.last < self.every or done >= self.total or done <= 0:
             return
