@@ -168,8 +168,8 @@ def data_config(run_dir: "str | Path", overrides: "tuple[str, ...]" = ()) -> Dat
     """The run's data section as a :class:`DataConfig`, with ``key=value`` overrides (data keys); an ensemble folder's:
     the ``--eval-data`` its ``ensemble.json`` records (``data_config``), else its first member's."""
     spec = ensemble_spec(run_dir) if (Path(run_dir) / "ensemble.json").is_file() else None
-    section = (spec.get("data_config") or run_config(spec["members"][0]).get("data", {})) if spec else None
-    return load_config(DataConfig, None, list(overrides), base=section or run_config(run_dir).get("data", {}))
+    section = (spec or {}).get("data_config") or run_config(spec["members"][0] if spec else run_dir).get("data")
+    return load_config(DataConfig, None, list(overrides), base=section or {})
 
 
 def data_from_file(path: "str | Path", overrides: "tuple[str, ...]" = (), flag: str = "--data") -> DataConfig:
