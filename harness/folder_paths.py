@@ -139,6 +139,12 @@ def output_kind(folder: "str | os.PathLike") -> "OutputKind | None":
     return None
 
 
+def harness_folder_kind(folder: "str | os.PathLike") -> "OutputKind | None":
+    """What marks ``folder`` as a folder a harness command wrote: another command's output (:func:`output_kind`) or an
+    experiment's folder (:data:`EXPERIMENT_MARKS`); None for any other folder."""
+    return output_kind(folder) or _marked(Path(folder), EXPERIMENT_MARKS)
+
+
 def _marked(folder: Path, marks: "tuple[tuple[str, tuple[str, ...]], ...]") -> "OutputKind | None":
     """The first of ``marks`` (``(kind, files)``) whose files ``folder`` holds all of, else None."""
     for kind, files in marks:
@@ -157,7 +163,7 @@ def check_not_other_output(folder: "str | os.PathLike", what: str, flag: str, wr
     Raises:
         ValueError: naming ``flag``, the folder, what marks it and the fix.
     """
-    kind = output_kind(folder) or _marked(Path(folder), EXPERIMENT_MARKS)
+    kind = harness_folder_kind(folder)
     if kind is not None and not set(kind.files) & set(writes):
         raise ValueError(
             f"{flag} {folder} is the {kind.kind} folder of another harness command (it holds {kind.holds}): {what} writes "

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Optional
 from urllib.parse import unquote, urlparse, urlsplit
 
-from harness.folder_paths import output_kind
+from harness.folder_paths import harness_folder_kind
 from harness.io import quote
 from harness.network import TIMEOUT, no_listener, unreachable
 
@@ -163,12 +163,11 @@ SQLITE_HEADER = b"SQLite format 3\x00"
 
 
 def _harness_folder_around(path: Path) -> Optional[str]:
-    """How a message names the harness output folder (a run, a sweep, an ensemble, a report, a few-shot result, an
-    export: :data:`harness.folder_paths.OUTPUT_MARKS`, the one list of what marks one) that is ``path`` or holds it
-    (``"run folder runs/a (it holds run.json)"``), else None: a tracker's files written there would mix with the
-    harness's own."""
+    """How a message names the harness folder (a run, a sweep, an ensemble, a report, a few-shot result, an export,
+    an experiment's: :func:`harness.folder_paths.harness_folder_kind`) that is ``path`` or holds it (``"run folder
+    runs/a (it holds run.json)"``), else None: a tracker's files written there would mix with the harness's own."""
     for folder in (path, *path.parents):
-        kind = output_kind(folder)
+        kind = harness_folder_kind(folder)
         if kind is not None:
             return f"{kind.kind} folder {folder} (it holds {kind.holds})"
     return None
