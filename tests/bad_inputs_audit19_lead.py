@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from bad_inputs import bad_input
+from bad_inputs import bad_input, handled
+from bad_inputs_uncertainty import _cli
 
 
 def _experiment_folders(tmp):
@@ -44,3 +45,31 @@ def _mlflow_in_experiment(tmp):
         finally:
             os.chdir(here)
     check_tracking_uri(f"sqlite:///{folder / 'm.db'}")
+
+
+# ------------------------------------------------------------------------------ A19-06: the run's own split, named
+@handled(
+    "shift",
+    "predict_run(run, ShiftSettings(split='test')) after harness shift of the same run (split unset: its evaluation "
+    "split, test) (audit19 A19-06: refused as 'another subset' in the words of a --split flag harness shift lacks)",
+    r"^split='test' adds blobs to the sets of the unset split \(the run's test split\); another split is refused "
+    r"naming split=val$",
+)
+def _shift_own_split(tmp):
+    import json
+
+    import pytest
+    from bad_inputs_audit6_runs import _checkpoint_runs
+
+    from harness.shift.predict import predict_run
+    from harness.shift.settings import ShiftSettings
+
+    run = tmp / "a"
+    _checkpoint_runs(tmp)
+    _cli("shift", "-m", str(run), "--corruptions", "none", "--ood", "gaussian", "--examples", "10")
+    predict_run(run, ShiftSettings(corruptions=[], ood=["blobs"], examples=10, split="test"))
+    sets = json.loads((run / "shift" / "shift.json").read_text())["sets"]
+    assert sorted(sets) == ["clean", "ood-blobs", "ood-gaussian"], sets
+    with pytest.raises(ValueError, match=r"this call asks for split=val: .*give --examples 10 --seed 0 split=test to add"):
+        predict_run(run, ShiftSettings(corruptions=[], ood=["blobs"], examples=10, split="val"))
+    return "split='test' adds blobs to the sets of the unset split (the run's test split); another split is refused naming split=val"

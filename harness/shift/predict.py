@@ -70,26 +70,31 @@ def _check_shift_writable(folder: Path, kind: str) -> Path:
     )
 
 
-#: the settings that choose a run's shift subset (``--examples``, ``--seed``, ``--split``): sets of another subset
-#: are not replaced without ``--overwrite`` (:func:`_check_same_subset`)
-SUBSET_FLAGS = {"examples": "--examples", "seed": "--seed", "split": "--split"}
+#: the settings that choose a run's shift subset, as a message names them (``--examples``, ``--seed``; the split is
+#: the ShiftSettings' or the experiment's ``shift.split``: harness shift reads the run's evaluation split): sets of
+#: another subset are not replaced without ``--overwrite`` (:func:`_check_same_subset`)
+SUBSET_FLAGS = {"examples": "--examples {}", "seed": "--seed {}", "split": "split={}"}
 
 
-def _check_same_subset(out: Path, settings: ShiftSettings) -> None:
+def _check_same_subset(out: Path, settings: ShiftSettings, eval_split: str) -> None:
     """Refuse settings whose subset differs from the one the sets already in ``out`` (``<run>/shift``) were predicted
-    on: predicting them would replace every set there (hours of ImageNet-C), not add to them (audit18 A18-04).
+    on: predicting them would replace every set there (hours of ImageNet-C), not add to them (audit18 A18-04). The
+    split is compared as read (unset: the run's ``eval_split``).
 
     Raises:
-        ValueError: naming the sets, their subset's flags and the fix.
+        ValueError: naming the sets, their subset's settings and the fix.
     """
     spec = read_json(out / "shift.json") or {}
-    recorded, names = spec.get("settings") or {}, sorted(spec.get("sets") or {})
+    recorded, names = dict(spec.get("settings") or {}), sorted(spec.get("sets") or {})
     asked = asdict(settings)
+    for both in (recorded, asked):
+        both["split"] = both.get("split") or eval_split
     changed = [k for k in SUBSET_FLAGS if k in recorded and recorded[k] != asked[k]]
     if not names or not changed:
         return
-    theirs = " ".join(f"{SUBSET_FLAGS[k]} {recorded[k]}" for k in SUBSET_FLAGS if recorded.get(k) is not None)
-    ours = " ".join(f"{SUBSET_FLAGS[k]} {asked[k]}" for k in changed)
+    shown = [k for k in SUBSET_FLAGS if k in recorded and (k != "split" or k in changed)]  # the run's split: unsaid
+    theirs = " ".join(SUBSET_FLAGS[k].format(recorded[k]) for k in shown)
+    ours = " ".join(SUBSET_FLAGS[k].format(asked[k]) for k in changed)
     raise ValueError(
         f"{out} holds {', '.join(names)}, predicted on the subset of {theirs}, and this call asks for {ours}: its "
         f"sets would replace them all; give {theirs} to add sets to them, or --overwrite to replace them"
@@ -131,9 +136,9 @@ def _check_run(run_dir: Path, settings: ShiftSettings, overwrite: bool = False) 
             f"{out} exists and holds files harness shift did not write (no shift.json): move them, or "
             "give --overwrite (only the shift sets' own files are written there)"
         )
-    if not overwrite:
-        _check_same_subset(out, settings)
     data = data_config(run_dir)
+    if not overwrite:
+        _check_same_subset(out, settings, data.eval_split)
     sets, base = check_settings(settings, data, run_dir), None
     if settings.examples:
         split = settings.split or data.eval_split
