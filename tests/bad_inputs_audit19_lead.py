@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import click
+
 from bad_inputs import bad_input, handled
 from bad_inputs_uncertainty import _cli
 
@@ -70,6 +72,28 @@ def _shift_own_split(tmp):
     predict_run(run, ShiftSettings(corruptions=[], ood=["blobs"], examples=10, split="test"))
     sets = json.loads((run / "shift" / "shift.json").read_text())["sets"]
     assert sorted(sets) == ["clean", "ood-blobs", "ood-gaussian"], sets
-    with pytest.raises(ValueError, match=r"this call asks for split=val: .*give --examples 10 --seed 0 split=test to add"):
+    with pytest.raises(
+        ValueError, match=r"this call asks for split=val: .*give --examples 10 --seed 0 split=test to add"
+    ):
         predict_run(run, ShiftSettings(corruptions=[], ood=["blobs"], examples=10, split="val"))
     return "split='test' adds blobs to the sets of the unset split (the run's test split); another split is refused naming split=val"
+
+
+# ------------------------------------------------------------------------------ A19-07: two imports of one name
+@bad_input(
+    "report",
+    "harness report i1/m i2/m, two imports of other models into folders of one name (audit19 A19-07: refused with "
+    "fixes that do not apply to imports: 'report them apart', 'give runs of other seeds')",
+    click.ClickException,
+    r"are both 'hom import m': an imported run is named by its folder's name, and the report names each entry once; "
+    r"import one of them into a folder of another name \(harness import \.\.\. --out .*i2/m_2\)$",
+)
+def _two_imports_one_name(tmp):
+    from bad_inputs_audit6_runs import _checkpoint_runs
+
+    _checkpoint_runs(tmp)
+    data = tmp / "e.yaml"
+    data.write_text("data:\n  source: digits\n  eval_split: test\n  limit_eval: 20\n")
+    for src, out in (("a", "i1"), ("b", "i2")):
+        _cli("import", "--model", str(tmp / src / "model.pt"), "--data", str(data), "--out", str(tmp / out / "m"))
+    _cli("report", str(tmp / "i1" / "m"), str(tmp / "i2" / "m"), "--out-root", str(tmp / "rep"), "--no-shift")

@@ -200,6 +200,12 @@ def _check_same_data(entries: "list[Entry]", paths: Sequence["str | Path"]) -> N
             )
     seen: "dict[str, str | Path]" = {}
     for e, path in zip(entries, paths):
+        if e.label in seen and " import " in e.method:  # harness.runs.run_method: an import is named by its folder
+            raise ValueError(
+                f"{seen[e.label]} and {path} are both {e.label!r}: an imported run is named by its folder's name, and "
+                "the report names each entry once; import one of them into a folder of another name (harness import "
+                f"... --out {Path(path).parent / (Path(path).name + '_2')})"
+            )
         if e.label in seen:
             raise ValueError(
                 f"{seen[e.label]} and {path} are both {e.label!r}: the report names each entry by its method and "
