@@ -70,19 +70,21 @@ class FrontierSection:
 
     Attributes:
         methods: some of the experiment's methods (unset: ``[method]``; an empty list is refused, as it names none).
-        method: the single method of older experiment files.
+        method: the single method of older experiment files (unset: ``hom``); refused beside ``methods`` (audit19
+            A19-08: one of the two was ignored).
         schedules: name -> ``key=value`` overrides of :data:`SCHEDULE_KEYS` (e.g. ``{"10 epochs": [train.epochs=10]}``).
         reference: a published figure to read the frontier against, with its protocol (epochs, which epoch is reported,
             network, training images), printed beside the frontier's own protocol.
     """
 
-    method: str = "hom"
+    method: Optional[str] = None
     schedules: Dict[str, List[str]] = field(default_factory=dict)
     methods: Optional[List[str]] = setting(None, distinct=True)
     reference: str = ""
 
     def names(self) -> "list[str]":
-        return [self.method] if self.methods is None else list(self.methods)
+        """The frontier's methods: ``methods``, else ``[method]`` (``["hom"]`` when neither is given)."""
+        return [self.method or "hom"] if self.methods is None else list(self.methods)
 
 
 @dataclass

@@ -13,6 +13,10 @@ from typing import Any, Callable, Optional
 
 from harness.experiment.config import Experiment, _noisy, _upstream_config_path
 
+#: what the monitoring keys (``train.<key>`` for :data:`harness.model_identity.MONITORING`) set, as every message of the
+#: experiment names it: a tune of one, a frontier schedule or a condition that sets only them (audit19 A19-14)
+MONITORING_WHAT = "how often a run is evaluated, logged or checkpointed, not what it trains"
+
 
 @dataclass
 class _Plan:
@@ -269,7 +273,7 @@ def _check_trains(method: str, key: str) -> None:
             "data.batch_size or an augmentation)"
         )
     elif section == "train" and name in MONITORING:
-        why = "sets how often a run is evaluated, logged or checkpointed, not what it trains; tune a training setting"
+        why = f"sets {MONITORING_WHAT}; tune a training setting"
     if why:
         raise ValueError(f"method {method!r}: tune.key {key} {why}")
 

@@ -15,8 +15,8 @@ from harness.experiment.plan import check_grid_values
 def check_grids_and_sections(exp: Experiment) -> None:
     """The τ grids' run folders, ``grid_overrides``, a τ grid of a study with no noisy method (:func:`_check_grid_read`),
     keys of a section or mechanism the experiment leaves off
-    (:func:`_check_inactive_keys`), the methods the budget, frontier and conditions name, the conditions' seeds and
-    the budget's epochs (given when it has methods).
+    (:func:`_check_inactive_keys`), the methods the budget, frontier and conditions name (``frontier.method`` and
+    ``frontier.methods`` not both given), the conditions' seeds and the budget's epochs (given when it has methods).
 
     Raises:
         ValueError: naming the key, its value, the rule and the fix.
@@ -38,6 +38,13 @@ def check_grids_and_sections(exp: Experiment) -> None:
         _check_grid_read(ml.temperature_grid, ml.methods, "multilabel.temperature_grid", "multilabel.methods")
     _check_inactive_keys(exp)
     _check_sigma_sections(exp)
+    fr = exp.frontier
+    if fr.method is not None and fr.methods is not None:  # one was read, the other ignored (audit19 A19-08)
+        raise ValueError(
+            f"frontier.method={fr.method} is the older single-method spelling and frontier.methods="
+            f"[{', '.join(map(str, fr.methods))}] is given too, and the frontier reads only one of them: keep one "
+            f"(frontier.methods: [{fr.method}] for that method alone, or remove frontier.method)"
+        )
     if exp.frontier.methods == [] and exp.frontier.schedules:  # unset is [frontier.method]; [] would read so too
         raise ValueError(
             "frontier.methods=[] names no method: to switch the frontier off, give frontier.schedules={}; for the "

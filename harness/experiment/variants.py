@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from harness.experiment.config import SCHEDULE_KEYS, ConditionSection, Experiment
-from harness.experiment.plan import _Plan, _same_run
+from harness.experiment.plan import MONITORING_WHAT, _Plan
 
 
 def check_variant_configs(exp: Experiment, main: _Plan) -> "dict[str, Any]":
@@ -76,7 +76,7 @@ def _check_condition(
     seed = next((s for s in cond.seeds if s in exp.seeds), cond.seeds[0])
     configs = {m: _condition_config(exp, main, name, m, seed, built) for m in cond.methods}
     ordered = sorted(cond.methods, key=lambda m: m in main.grid)  # the planned runs first: nothing to build
-    if any(not _same_run(configs[m], _main_config(main, m, seed, bases)) for m in ordered):
+    if any(not _same_training(configs[m], _main_config(main, m, seed, bases)) for m in ordered):
         return
     raise ValueError(
         f"conditions.{name}.upstream_overrides={_shown(overrides)} changes nothing: {_unchanged(overrides)}, so the "
@@ -124,7 +124,7 @@ def _check_conditions_apart(exp: Experiment, main: _Plan, name: str, built: "dic
         same = (
             m
             for m in methods
-            if _same_run(
+            if _same_training(
                 _condition_config(exp, main, name, m, seed, built), _condition_config(exp, main, other, m, seed, built)
             )
         )
@@ -193,13 +193,13 @@ def _check_schedules(exp: Experiment, main: _Plan, bases: "dict[tuple[str, int],
         given = f"frontier.schedules.{name}={_shown(list(overrides))}"
         same = f"{', '.join(fr.names())} at seed {seed}: the same config"
         for other in list(runs)[:-1]:
-            if all(_same_run(runs[name][m], runs[other][m]) for m in fr.names()):
+            if all(_same_training(runs[name][m], runs[other][m]) for m in fr.names()):
                 raise ValueError(
                     f"{given} trains the same runs as frontier.schedules.{other}={_shown(list(fr.schedules[other]))} "
                     f"({same}), so the frontier would show one schedule as two points: remove frontier.schedules."
                     f"{name}, or change a setting in it"
                 )
-        if all(_same_run(runs[name][m], _main_config(main, m, seed, bases)) for m in fr.names()):
+        if all(_same_training(runs[name][m], _main_config(main, m, seed, bases)) for m in fr.names()):
             raise ValueError(
                 f"{given} changes nothing: {_unchanged(list(overrides))}, so its runs would be the main study's "
                 f"({same}), which the frontier shows already as this study's schedule (the chosen point): change a "
@@ -227,12 +227,36 @@ def _main_config(main: _Plan, method: str, seed: int, bases: "dict[tuple[str, in
     return planned if planned is not None else bases[method, seed]
 
 
+def _same_training(a: Any, b: Any) -> bool:
+    """Whether two upstream configs train the same model, as :func:`harness.experiment.plan._same_run` compares them
+    but for the monitoring keys (``train.<key>`` of :data:`harness.model_identity.MONITORING`: how often a run is
+    evaluated, logged or checkpointed): a schedule or condition that sets only those would train the main study's
+    runs again (audit19 A19-14)."""
+    from dataclasses import asdict
+
+    from harness.model_identity import MONITORING
+
+    def trained(cfg: Any) -> dict:
+        kept = {k: v for k, v in asdict(cfg).items() if k not in ("name", "output_dir")}  # as _same_run strips
+        return {**kept, "train": {k: v for k, v in kept["train"].items() if k not in MONITORING}}
+
+    return trained(a) == trained(b)
+
+
 def _unchanged(overrides: "list[str]") -> str:
-    """Why ``overrides`` change nothing: the keys they set already have those values, or they set none."""
-    keys = list(dict.fromkeys(str(o).split("=", 1)[0].strip() for o in overrides))
+    """Why ``overrides`` change nothing: the keys they set already have those values, set only what is monitored
+    (:data:`harness.model_identity.MONITORING`), or they set none."""
+    from harness.model_identity import MONITORING
+
+    keys = list(dict.fromkeys(str(o).split("=", 1)[0].strip().lstrip("+~") for o in overrides))
     if not keys:
         return "it sets no setting"
-    return f"{', '.join(keys)} already {'has' if len(keys) == 1 else 'have'} that value in the main study's runs"
+    watched = [k for k in keys if k.startswith("train.") and k[len("train.") :] in MONITORING]
+    rest = [k for k in keys if k not in watched]
+    why = [f"{', '.join(rest)} already {'has' if len(rest) == 1 else 'have'} that value in the main study's runs"]
+    if watched:
+        why = [*why[: bool(rest)], f"{' and '.join(watched)} set{'s' * (len(watched) == 1)} {MONITORING_WHAT}"]
+    return "; ".join(why)
 
 
 def _shown(overrides: "list[str]") -> str:

@@ -1,0 +1,89 @@
+"""Bad inputs found by the nineteenth reliability audit in the experiment file (``audit19 <case id>``): the frontier's
+two spellings of its methods given together, a frontier schedule or condition that sets only how often a run is
+monitored, the experiment's clock file, the shift's split, and a runs_root inside another experiment's folder. Every
+refusal comes before any work."""
+
+from __future__ import annotations
+
+from bad_inputs_audit8_experiment import _run
+
+from bad_inputs import bad_input
+
+
+# ------------------------------------------------------------------------------ A19-08: frontier.method beside methods
+@bad_input(
+    "experiment",
+    "frontier={methods: [hom], method: het, schedules: {a: [optim.lr=0.1]}} (audit19 A19-08: accepted, "
+    "frontier.method ignored without a word though het is no method of the experiment)",
+    ValueError,
+    r"^frontier\.method=het is the older single-method spelling and frontier\.methods=\[hom\] is given too, and the "
+    r"frontier reads only one of them: keep one \(frontier\.methods: \[het\] for that method alone, or remove "
+    r"frontier\.method\)",
+)
+def _frontier_method_beside_methods(tmp):
+    _run(tmp, "frontier={methods: [hom], method: het, schedules: {a: [optim.lr=0.1]}}")
+
+
+@bad_input(
+    "experiment",
+    "frontier={methods: [hom], method: hom, ...} (audit19 A19-08: accepted; the two spellings agree here, but one is "
+    "still read and the other not)",
+    ValueError,
+    r"^frontier\.method=hom is the older single-method spelling and frontier\.methods=\[hom\] is given too.*keep one",
+)
+def _frontier_method_beside_methods_alike(tmp):
+    _run(tmp, "frontier={methods: [hom], method: hom, schedules: {a: [optim.lr=0.1]}}")
+
+
+# ------------------------------------------------------------------------------ A19-14: monitoring keys only
+@bad_input(
+    "experiment",
+    "a frontier schedule [train.log_every=7] (audit19 A19-14: accepted, the main study's runs trained again and shown "
+    "as a second schedule)",
+    ValueError,
+    r"^frontier\.schedules\.a=\[train\.log_every=7\] changes nothing: train\.log_every sets how often a run is "
+    r"evaluated, logged or checkpointed, not what it trains, so its runs would be the main study's .*: change a "
+    r"setting in frontier\.schedules\.a, or remove the schedule",
+)
+def _frontier_schedule_of_monitoring(tmp):
+    _run(tmp, "frontier={methods: [hom], schedules: {a: [train.log_every=7]}}")
+
+
+@bad_input(
+    "experiment",
+    "a frontier schedule [train.epochs=1, train.eval_every=2] (the main study's epochs; audit19 A19-14: accepted)",
+    ValueError,
+    r"^frontier\.schedules\.a=\[train\.epochs=1, train\.eval_every=2\] changes nothing: train\.epochs already has "
+    r"that value in the main study's runs; train\.eval_every sets how often a run is evaluated, logged or "
+    r"checkpointed, not what it trains",
+)
+def _frontier_schedule_of_main_and_monitoring(tmp):
+    _run(tmp, "frontier={methods: [hom], schedules: {a: [train.epochs=1, train.eval_every=2]}}")
+
+
+@bad_input(
+    "experiment",
+    "two frontier schedules [train.epochs=2] and [train.epochs=2, train.checkpoint_every=1] (audit19 A19-14: "
+    "accepted, one schedule shown as two points)",
+    ValueError,
+    r"^frontier\.schedules\.b=\[train\.epochs=2, train\.checkpoint_every=1\] trains the same runs as "
+    r"frontier\.schedules\.a=\[train\.epochs=2\]",
+)
+def _frontier_schedules_apart_by_monitoring(tmp):
+    _run(
+        tmp,
+        "frontier={methods: [hom], schedules: {a: [train.epochs=2], b: [train.epochs=2, train.checkpoint_every=1]}}",
+    )
+
+
+@bad_input(
+    "experiment",
+    "a condition with upstream_overrides [train.log_every=3] (audit19 A19-14, the same rule for conditions: accepted, "
+    "the main study trained again and reported as a condition)",
+    ValueError,
+    r"^conditions\.c\.upstream_overrides=\[train\.log_every=3\] changes nothing: train\.log_every sets how often a "
+    r"run is evaluated, logged or checkpointed, not what it trains, so the runs of condition c would be the main "
+    r"study's",
+)
+def _condition_of_monitoring(tmp):
+    _run(tmp, "conditions={c: {description: x, upstream_overrides: [train.log_every=3], methods: [hom], seeds: [0]}}")
