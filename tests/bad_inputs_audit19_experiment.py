@@ -87,3 +87,45 @@ def _frontier_schedules_apart_by_monitoring(tmp):
 )
 def _condition_of_monitoring(tmp):
     _run(tmp, "conditions={c: {description: x, upstream_overrides: [train.log_every=3], methods: [hom], seeds: [0]}}")
+
+
+# ------------------------------------------------------------------------------ A19-09: the experiment's clock file
+def _run_with_clock(tmp, text: str) -> None:
+    """The tiny experiment with ``text`` in its ``sessions.json`` (``<runs_root>/tiny/``)."""
+    (tmp / "r" / "tiny").mkdir(parents=True)
+    (tmp / "r" / "tiny" / "sessions.json").write_text(text)
+    _run(tmp)
+
+
+@bad_input(
+    "experiment",
+    'sessions.json holding [{"start": "yesterday", "last": 1}] (audit19 A19-09: every stage ran, then a TypeError '
+    "traceback at the report stage, no report)",
+    ValueError,
+    r"sessions\.json \(the experiment's clock: a list of its sessions, each \{start, last, excluded\} in seconds\) "
+    r"holds \{'start': 'yesterday', 'last': 1\} as session 0, which is not an object with numeric start and last .*"
+    r"the file is damaged; move it away \(the experiment's elapsed time then restarts from this session\)",
+)
+def _clock_of_strings(tmp):
+    _run_with_clock(tmp, '[{"start": "yesterday", "last": 1}]')
+
+
+@bad_input(
+    "experiment",
+    'sessions.json holding {"a": 1} (audit19 A19-09: AttributeError traceback)',
+    ValueError,
+    r"sessions\.json \(the experiment's clock: .*\) is not a list: the file is damaged; move it away",
+)
+def _clock_of_an_object(tmp):
+    _run_with_clock(tmp, '{"a": 1}')
+
+
+@bad_input(
+    "experiment",
+    "sessions.json holding '[' (audit19 A19-09: 'Error: Expecting value: line 2 column 1 (char 2)', no file named)",
+    ValueError,
+    r"tiny/sessions\.json \(the experiment's clock\) is not valid JSON \(Expecting value.*\): the file is damaged; "
+    r"move it away",
+)
+def _clock_not_json(tmp):
+    _run_with_clock(tmp, "[\n")

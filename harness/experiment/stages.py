@@ -3,7 +3,6 @@ pool of workers, the clock over sessions, and the records of finished runs."""
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass, field
 from functools import partial
@@ -11,6 +10,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from harness.experiment.choice import _choose_temperatures, _extend_grids
+from harness.experiment.clock import _Clock
 from harness.experiment.config import MAX_WORKERS, Experiment
 from harness.experiment.jobs import planned_jobs
 from harness.experiment.plan import (
@@ -27,32 +27,6 @@ from harness.experiment.validate import validate_experiment
 from harness.folder_paths import EXPERIMENT_LOCK
 from harness.io import RunLock, path_under
 from harness.upstream.train import same_config
-
-
-class _Clock:
-    """Elapsed wall time of an experiment over all its sessions, kept in ``<runs>/<name>/sessions.json``:
-    per session its start, its last tick (a killed session counts up to its last tick) and the
-    seconds spent on diagnostics that do not count (the frontier runs)."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.sessions = json.loads(path.read_text()) if path.is_file() else []
-        self.sessions.append({"start": time.time(), "last": time.time(), "excluded": 0.0})
-
-    def tick(self) -> None:
-        from harness.io import atomic_write_text
-
-        self.sessions[-1]["last"] = time.time()
-        atomic_write_text(self.path, json.dumps(self.sessions, indent=1))
-
-    def exclude(self, seconds: float) -> None:
-        """Leave ``seconds`` of this session out of :meth:`minutes`."""
-        self.sessions[-1]["excluded"] += seconds
-        self.tick()
-
-    def minutes(self) -> float:
-        """Elapsed minutes over all sessions, excluded time left out."""
-        return sum(s["last"] - s["start"] - s.get("excluded", 0.0) for s in self.sessions) / 60
 
 
 def _train_one(cfg: Any) -> str:
@@ -133,12 +107,12 @@ def _locked(
 ) -> Path:
     """:func:`run_experiment` once its lock is held: the records restored, then every stage."""
     root = path_under(exp.runs_root, exp.name)
+    clock = _Clock(root / "sessions.json")  # its file checked before any work (audit19 A19-09)
     root.mkdir(parents=True, exist_ok=True)
     if exp.records:
         restored = sync_records(exp, restore=True, plans=plans)
         if restored:
             progress(f"[records] restored {restored} finished run(s) from {records_dir(exp)}")
-    clock = _Clock(root / "sessions.json")
     with workers:  # stopped before the lock is released
         _reevaluate_stage(exp, root, workers, progress, reevaluate)
         if train:  # the progress lines count over the whole plan (without training: the finished runs queued)

@@ -1,0 +1,79 @@
+"""The experiment's clock: its elapsed wall time over all its sessions, kept in ``<runs_root>/<name>/sessions.json``
+(the file that also marks the experiment's folder: :data:`harness.folder_paths.EXPERIMENT_MARKS`)."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+
+class _Clock:
+    """Elapsed wall time of an experiment over all its sessions, kept in ``<runs>/<name>/sessions.json``:
+    per session its start, its last tick (a killed session counts up to its last tick) and the
+    seconds spent on diagnostics that do not count (the frontier runs)."""
+
+    def __init__(self, path: Path) -> None:
+        """Read the sessions so far (none without the file) and start this one.
+
+        Raises:
+            ValueError: a file that cannot be read, is not JSON, or is not a list of sessions (objects with numeric
+                ``start`` and ``last``, and ``excluded`` if given), naming the file and the fix (audit19 A19-09).
+        """
+        self.path = path
+        self.sessions = _read_sessions(path)
+        self.sessions.append({"start": time.time(), "last": time.time(), "excluded": 0.0})
+
+    def tick(self) -> None:
+        from harness.io import atomic_write_text
+
+        self.sessions[-1]["last"] = time.time()
+        atomic_write_text(self.path, json.dumps(self.sessions, indent=1))
+
+    def exclude(self, seconds: float) -> None:
+        """Leave ``seconds`` of this session out of :meth:`minutes`."""
+        self.sessions[-1]["excluded"] += seconds
+        self.tick()
+
+    def minutes(self) -> float:
+        """Elapsed minutes over all sessions, excluded time left out."""
+        return sum(s["last"] - s["start"] - s.get("excluded", 0.0) for s in self.sessions) / 60
+
+
+def _read_sessions(path: Path) -> "list[dict]":
+    """The sessions recorded in ``path`` (the experiment's ``sessions.json``; none without the file): a list of
+    objects with numeric ``start`` and ``last`` (seconds since the epoch) and ``excluded`` (seconds) if given.
+
+    Raises:
+        ValueError: naming the file, what is wrong and the fix.
+    """
+    fix = "move it away (the experiment's elapsed time then restarts from this session), or restore it"
+    if not path.is_file():
+        return []
+    try:
+        sessions = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise ValueError(f"{path} (the experiment's clock) cannot be read ({e.strerror or e}): {fix}") from e
+    except ValueError as e:  # JSONDecodeError, UnicodeDecodeError
+        raise ValueError(f"{path} (the experiment's clock) is not valid JSON ({e}): the file is damaged; {fix}") from e
+    number = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)  # noqa: E731
+    bad = (
+        "is not a list"
+        if not isinstance(sessions, list)
+        else next(
+            (
+                f"holds {s!r} as session {i}, which is not an object with numeric start and last (and excluded)"
+                for i, s in enumerate(sessions)
+                if not isinstance(s, dict)
+                or not all(number(s.get(k)) for k in ("start", "last"))
+                or not number(s.get("excluded", 0.0))
+            ),
+            None,
+        )
+    )
+    if bad:
+        raise ValueError(
+            f"{path} (the experiment's clock: a list of its sessions, each {{start, last, excluded}} in seconds) "
+            f"{bad[:300]}: the file is damaged; {fix}"
+        )
+    return sessions
