@@ -129,3 +129,32 @@ def _clock_of_an_object(tmp):
 )
 def _clock_not_json(tmp):
     _run_with_clock(tmp, "[\n")
+
+
+# ------------------------------------------------------------------------------ A19-13: the shift's split
+@bad_input(
+    "experiment",
+    "shift={..., split: train} (audit19 A19-13: accepted; the shift section's clean and corrupted numbers were on the "
+    "100 images the runs trained on, reported as the evaluation split's)",
+    ValueError,
+    r"^shift: split=train \(shift\.split, harness shift --split: the split the shift sets are drawn from, scored as "
+    r"the run's evaluation split, i\.e\. data\.eval_split=train\): data\.eval_split=train is also data\.train_split: "
+    r"the model would be scored on the images it was trained on .*; or leave the split unset",
+)
+def _shift_split_of_training(tmp):
+    _run(tmp, "shift={corruptions: [gaussian_noise], severities: [1], ood: [], split: train, examples: 30}")
+
+
+@bad_input(
+    "shift",
+    "ShiftSettings(split='train') for a digits run trained on train (predict_run's check_settings; audit19 A19-13: "
+    "accepted, training images scored as the evaluation split)",
+    ValueError,
+    r"^split=train \(shift\.split, harness shift --split: .*\): data\.eval_split=train is also data\.train_split",
+)
+def _shift_settings_split_of_training(tmp):
+    from harness.data.config import DataConfig
+    from harness.shift.settings import ShiftSettings, check_settings
+
+    settings = ShiftSettings(corruptions=["gaussian_noise"], severities=[1], ood=[], examples=30, split="train")
+    check_settings(settings, DataConfig(source="digits", heldout_split="val"))

@@ -137,7 +137,8 @@ def _check_methods_and_seeds(exp: Experiment) -> None:
 
 
 def _check_shift(exp: Experiment, main: _Plan) -> None:
-    """The shift section against the main study's configs: softmax links only, its settings for their data, and
+    """The shift section against the main study's configs: softmax links only, its settings for their data (a
+    ``shift.split`` not any run's training or held-out split: :func:`harness.shift.settings.check_split`), and
     ``shift.examples`` at most the images of the split the sets are drawn from (each run's data; read now, not
     after the training).
 
@@ -145,7 +146,7 @@ def _check_shift(exp: Experiment, main: _Plan) -> None:
         ValueError: naming the key, the value and the fix.
     """
     from harness.data.sources import build_split
-    from harness.shift.settings import check_settings
+    from harness.shift.settings import check_settings, check_split
 
     cfgs = list(main.configs.values())
     if any(cfg.model.head.get("link", "softmax") != "softmax" for cfg in cfgs):
@@ -157,6 +158,8 @@ def _check_shift(exp: Experiment, main: _Plan) -> None:
     try:
         check_settings(exp.shift, cfgs[0].data)
         for cfg in cfgs if exp.shift.examples or exp.shift.split is not None else []:
+            if exp.shift.split is not None:  # every run's splits (audit19 A19-13), not only the first's
+                check_split(exp.shift.split, cfg.data)
             split = exp.shift.split or cfg.data.eval_split
             if repr((cfg.data, split)) not in sizes:
                 sizes[repr((cfg.data, split))] = split, len(build_split(cfg.data, split)), cfg.output_dir

@@ -247,6 +247,28 @@ def check_shift_data(data: Any, folder: "str | Path" = "the run") -> None:
     )
 
 
+def check_split(split: str, data: Any) -> None:
+    """The in-distribution ``split`` the shift sets are drawn from is scored as the run's evaluation split, so it is
+    held to the evaluation split's rule (:func:`harness.data.config.check_splits`: not the training split, nor the
+    held-out split the calibration was fitted on, nor a split holding either; audit19 A19-13).
+
+    Raises:
+        ValueError: naming ``split``, the rule (check_splits' words, read as ``data.eval_split={split}``) and the fix.
+    """
+    import dataclasses
+
+    from harness.data.config import check_splits
+
+    try:
+        check_splits(dataclasses.replace(data, eval_split=split))
+    except ValueError as e:
+        raise ValueError(
+            f"split={split} (shift.split, harness shift --split: the split the shift sets are drawn from, scored as "
+            f"the run's evaluation split, i.e. data.eval_split={split}): {e}; or leave the split unset (the run's "
+            f"evaluation split, {data.eval_split})"
+        ) from None
+
+
 def check_settings(
     settings: ShiftSettings, data: Any = None, folder: "str | Path" = "the run"
 ) -> "list[tuple[str, Any]]":
@@ -259,7 +281,8 @@ def check_settings(
         ValueError: unknown corruptions or severities, a corruption or a severity named twice (in a family too),
             ``none`` named with corruptions or with OOD sets, a negative ``examples``, malformed OOD sets, repeated OOD
             names, an OOD set of the run's own data (its source and one of its splits) or of a stream source
-            (``source=shards``), a run's data read as a stream, or images smaller than the corruptions accept.
+            (``source=shards``), a run's data read as a stream, images smaller than the corruptions accept, or a
+            ``split`` that is (or holds) the run's training or held-out split (:func:`check_split`).
     """
     from harness.shift.corruptions import MIN_SIDE, resolve, set_name
 
@@ -269,6 +292,8 @@ def check_settings(
         check_rules(settings)
     except ValueError as e:
         raise ValueError(f"shift.{e}") from None
+    if data is not None and settings.split is not None:
+        check_split(settings.split, data)
     named = [str(c).strip() for c in settings.corruptions if str(c).strip()]
     if "none" in named and len(named) > 1:
         others = ",".join(c for c in named if c != "none")
