@@ -158,3 +158,33 @@ def _shift_settings_split_of_training(tmp):
 
     settings = ShiftSettings(corruptions=["gaussian_noise"], severities=[1], ood=[], examples=30, split="train")
     check_settings(settings, DataConfig(source="digits", heldout_split="val"))
+
+
+# ------------------------------------------------------------------------------ A19-17: runs_root in an experiment
+def _run_inside_experiment(tmp, runs: str) -> None:
+    """The tiny experiment with ``runs_root=tmp/<runs>``, ``tmp/o/cx`` being experiment cx's folder (its clock)."""
+    (tmp / "o" / "cx" / "upstream").mkdir(parents=True)
+    (tmp / "o" / "cx" / "sessions.json").write_text("[]")
+    _run(tmp, runs=runs)
+
+
+@bad_input(
+    "experiment",
+    "runs_root=<experiment cx's folder> (audit19 A19-17: accepted, trained; cx's folder then held this experiment's)",
+    ValueError,
+    r"^runs_root=.*/o/cx is the folder of another experiment, .*/o/cx \(it holds sessions\.json: experiment 'cx' of "
+    r"runs_root .*/o\).*: give runs_root a folder outside .*/o/cx, e\.g\. runs_root=.*/o \(several experiments may "
+    r"share one runs_root\)",
+)
+def _runs_root_an_experiment(tmp):
+    _run_inside_experiment(tmp, "o/cx")
+
+
+@bad_input(
+    "experiment",
+    "runs_root=<experiment cx's folder>/upstream, its run tree (audit19 A19-17: accepted, trained inside cx's runs)",
+    ValueError,
+    r"^runs_root=.*/o/cx/upstream is inside the folder of another experiment, .*/o/cx \(it holds sessions\.json",
+)
+def _runs_root_in_an_experiment(tmp):
+    _run_inside_experiment(tmp, "o/cx/upstream")

@@ -191,6 +191,9 @@ def run_transfer(exp: Any, progress: Callable[[str], None] = print, train: bool 
     t = exp.transfer
     check_rules(exp)  # the rules declared on the experiment's fields, its transfer section's among them
     validate_transfer(t)
+    from harness.experiment.roots import check_outside_experiments
+
+    check_outside_experiments(exp)  # not inside another experiment's folder (audit19 A19-17)
     runs = Path(exp.runs_root) / exp.name
     settings = sweep_settings(t.preset, t.settings, "transfer.settings")  # before any work, naming the key
     with RunLock(

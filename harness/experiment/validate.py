@@ -31,7 +31,8 @@ def validate_experiment(exp: Experiment) -> "dict[str, _Plan]":
     classes: :func:`~harness.experiment.run_inputs.check_run_inputs`), the runs of the studies the primary endpoint is
     prospective for started after its declaration (:func:`~harness.experiment.run_inputs.check_prospective`), and
     ``runs_root`` and ``results_root`` outside any other command's output folder
-    (:func:`harness.folder_paths.check_outside_outputs`).
+    (:func:`harness.folder_paths.check_outside_outputs`) and any other experiment's folder
+    (:func:`~harness.experiment.roots.check_outside_experiments`).
 
     Returns:
         The plans of the studies (``main``, and ``multilabel`` when it has methods).
@@ -40,6 +41,7 @@ def validate_experiment(exp: Experiment) -> "dict[str, _Plan]":
         ValueError: the first problem found; the message names the setting and the fix.
     """
     from harness.downstream.config import PRESETS
+    from harness.experiment.roots import check_outside_experiments
     from harness.folder_paths import check_outside_outputs
     from harness.io import check_location, check_writable, path_under
 
@@ -58,6 +60,7 @@ def validate_experiment(exp: Experiment) -> "dict[str, _Plan]":
 
     _check_methods_and_seeds(exp)
     _check_roots(exp)
+    check_outside_experiments(exp)  # not inside another experiment's folder (audit19 A19-17)
     for key in ("runs_root", "results_root"):  # not inside another command's output folder (a run, a sweep...)
         value = getattr(exp, key)
         shown = f"{key}={value} (this experiment's folder {path_under(value, exp.name)})"
