@@ -11,7 +11,7 @@ from typing import Any, Optional
 
 import torch
 
-from harness.export_rules import split_limit, split_slice
+from harness.export_rules import noisy_labels, split_limit, split_slice
 from harness.hub import _signed, input_normalisation
 
 #: the card's citation block: the HET paper (README.md, "How to cite")
@@ -135,7 +135,9 @@ def card_results(model: torch.nn.Module) -> dict:
     and, with metrics recorded, ``eval_results`` (huggingface_hub ``EvalResult``, the card's ``model-index``): each
     numeric metric on the evaluation split (``heldout_<metric>`` on the held-out split; ``test[:50]``, the Hugging
     Face datasets' spelling of its first 50 examples, where ``trained_on`` records ``limit_eval``), task
-    ``image-classification``, and the ``model_name`` the hub asks for beside them. Empty without the data."""
+    ``image-classification``, and the ``model_name`` the hub asks for beside them; a metric of a split whose labels
+    the run read noisy (:func:`harness.export_rules.noisy_labels`: a held-out split the run drew ``label_noise`` on)
+    is left out, as the model-index names the split alone (audit19 A19-02). Empty without the data."""
     from huggingface_hub import EvalResult
 
     data = model.card_info.get("trained_on") or {}
@@ -147,6 +149,8 @@ def card_results(model: torch.nn.Module) -> dict:
         if not isinstance(value, (int, float)) or isinstance(value, bool):
             continue
         held = key.startswith("heldout_")
+        if noisy_labels(data, "heldout_split" if held else "eval_split"):
+            continue  # against labels the run made noisy: the model-index would state them as the split's own
         metric = key[len("heldout_") :] if held else key
         kind, label = EVAL_METRICS.get(metric, (metric, metric))
         split = split_slice(data, "heldout_split" if held else "eval_split")  # test[:50]: its first 50 (A18-13)
@@ -187,14 +191,34 @@ def data_fact(data: dict) -> str:
 def measured_on(data: dict) -> str:
     """The line above the card's metrics table: the data they were measured on (``trained_on``'s dataset and
     evaluation split, ``test[:50]`` for its first 50 examples: :func:`harness.export_rules.split_slice`; the held-out
-    split of ``heldout_*``), or that it is not recorded."""
+    split of ``heldout_*``), each with the noisy labels it was read with (:func:`harness.export_rules.noisy_labels`:
+    those metrics are left out of the model-index), or that it is not recorded."""
     dataset, split = data.get("name") or data.get("source"), split_slice(data, "eval_split")
     if not (dataset and split):
         return "The data these metrics were measured on is not recorded."
+
+    def against(split_key: str) -> str:
+        noisy = noisy_labels(data, split_key)
+        return f", against its {noisy}, not the split's own labels (left out of the model-index)" if noisy else ""
+
     held = split_slice(data, "heldout_split")
     _, key, n = split_limit(data, "eval_split")
     limit = f" (its first {n} examples: {key})" if key else ""
-    return f"Measured on `{split}` of {dataset}{limit}" + (f"; `heldout_*` on `{held}`." if held else ".")
+    line = f"Measured on `{split}` of {dataset}{limit}{against('eval_split')}"
+    return line + (f"; `heldout_*` on `{held}`{against('heldout_split')}." if held else ".")
+
+
+def metric_rows(card_info: dict) -> "list[tuple[str, Any]]":
+    """The card's metrics table: each recorded metric (a float to 4 decimals), a metric of a split read with noisy
+    labels named so (``heldout_top1 (noisy labels)``, :func:`harness.export_rules.noisy_labels`)."""
+    data = card_info.get("trained_on") or {}
+    rows = []
+    for key, value in (card_info.get("metrics") or {}).items():
+        if not isinstance(value, (int, float, str)):
+            continue
+        noisy = noisy_labels(data, "heldout_split" if key.startswith("heldout_") else "eval_split")
+        rows.append((f"{key} (noisy labels)" if noisy else key, f"{value:.4f}" if isinstance(value, float) else value))
+    return rows
 
 
 def model_card(model: torch.nn.Module, **kwargs: Any):
@@ -220,11 +244,7 @@ def model_card(model: torch.nn.Module, **kwargs: Any):
         ("loads in plain timm", "yes" if timm_layout else "no (a heteroscedastic head: use the harness)"),
         *size_facts(model),
     ]
-    metrics = [
-        (k, f"{v:.4f}" if isinstance(v, float) else v)
-        for k, v in (info.get("metrics") or {}).items()
-        if isinstance(v, (int, float, str))
-    ]
+    metrics = metric_rows(info)
     card_data = ModelCardData(
         library_name="timm" if timm_layout else "het-harness",
         license="apache-2.0",

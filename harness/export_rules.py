@@ -336,3 +336,85 @@ def backbone_card(card_info: dict) -> dict:
     ``trained_on`` (the backbone's data), without :data:`HEAD_FACTS` (the old head's metrics, class names, folded τ,
     layout), which a card would otherwise state for an untrained head (audit18 A18-06)."""
     return {k: v for k, v in card_info.items() if k not in HEAD_FACTS}
+
+
+def noisy_labels(data: dict, split_key: str) -> Optional[str]:
+    """What makes the labels of ``trained_on``'s ``split_key`` split (``eval_split``, ``heldout_split``) noisy, as the
+    run read them, or None for its clean labels: ``label_noise`` (kind other than ``none``) where a run draws it,
+    :func:`harness.data.pack_source.noise_splits` (the training and held-out splits: ``"pair_flip 0.3 noisy labels
+    (drawn by the run)"``), or CIFAR-10N's human label set other than ``clean`` on one of its training splits
+    (``"the worse human labels of cifar10n"``). A held-out metric of such a split is against those labels (audit19
+    A19-02), not the split's own."""
+    from types import SimpleNamespace
+
+    from harness.data.pack_source import noise_splits
+    from harness.data.splits import CIFAR10N_TRAIN_SPLITS
+
+    split = data.get(split_key)
+    if not split:
+        return None
+    noise = data.get("label_noise") or {}
+    roles = SimpleNamespace(train_split=data.get("train_split", "train"), heldout_split=data.get("heldout_split"))
+    if noise.get("kind", "none") != "none" and split in noise_splits(roles):
+        rate = f" {noise['rate']}" if noise.get("rate") is not None else ""
+        return f"{noise['kind']}{rate} noisy labels (drawn by the run)"
+    label_set = data.get("label_set")
+    human = data.get("source") == "cifar10n" and not data.get("multilabel")
+    if human and label_set not in (None, "clean") and split in CIFAR10N_TRAIN_SPLITS:
+        return f"the {label_set} human labels of cifar10n"
+    return None
+
+
+def module_digest(module: Any) -> str:
+    """The SHA-256 of a module's weights: each ``state_dict`` entry's name, dtype, shape and bytes (read in place for
+    a contiguous CPU tensor; others copied one at a time to the CPU)."""
+    import hashlib
+
+    import torch
+
+    digest = hashlib.sha256()
+    for name, tensor in module.state_dict().items():
+        tensor = tensor.detach()
+        digest.update(f"{name}:{tensor.dtype}:{tuple(tensor.shape)};".encode())
+        if tensor.numel():
+            digest.update(tensor.cpu().contiguous().reshape(-1).view(torch.uint8).numpy())
+    return digest.hexdigest()
+
+
+def weights_digests(model: Any) -> "dict[str, str]":
+    """``{"backbone": sha256, "head": sha256}`` of a model's weights now (:func:`module_digest`): a model's
+    ``card_weights``, recorded where its ``card_info`` is filled (``load_model``, ``from_pretrained``, a save)."""
+    return {"backbone": module_digest(model.backbone), "head": module_digest(model.head)}
+
+
+def card_for_weights(model: Any, given: "tuple[str, ...]" = ()) -> "tuple[dict, dict, Optional[str]]":
+    """``(card_info, digests now, warning or None)``: ``model.card_info`` without what no longer describes its weights
+    (audit19 A19-03): where the backbone's or the head's weights differ from those ``model.card_weights`` recorded
+    (``load_state_dict``, ``model.head.loc = ...``, ``model.backbone = ...``, further training), the metrics (of the
+    whole model) go, with :data:`HEAD_FACTS` (class names, folded τ) where the head changed and ``trained_on`` (the
+    backbone's data) where the backbone did. ``given``: the facts the caller states anew (not named as dropped).
+    Without recorded digests (a model built here, its ``card_info`` set by hand) everything is kept."""
+    now, recorded = weights_digests(model), getattr(model, "card_weights", None) or {}
+    changed = [part for part in ("backbone", "head") if recorded.get(part) not in (None, now[part])]
+    drop = {"metrics"} if changed else set()
+    drop |= set(HEAD_FACTS) if "head" in changed else set()
+    drop |= {"trained_on"} if "backbone" in changed else set()
+    info = model.card_info
+    dropped = sorted(k for k in drop - set(given) if info.get(k) not in (None, {}, []) and k != "layout")
+    note = None
+    if dropped:
+        note = (
+            f"save_pretrained: the {' and '.join(changed)} weights differ from those card_info describes (since "
+            "from_pretrained / load_model or the last save: load_state_dict, a new layer, further training), so its "
+            f"{', '.join(dropped)} are left out of the export; pass trained_on= / metrics= measured for these "
+            "weights to state them"
+        )
+    return {k: v for k, v in info.items() if k not in drop}, now, note
+
+
+def keep_backbone_facts(old: Any, new: Any) -> None:
+    """``new`` (``old``'s backbone under a new head) takes ``old``'s :func:`backbone_card` and the recorded digest of
+    its backbone (``card_weights``), so a later change of the backbone's weights still drops ``trained_on``."""
+    new.card_info = backbone_card(old.card_info)
+    backbone = (getattr(old, "card_weights", None) or {}).get("backbone")
+    new.card_weights = {"backbone": backbone} if backbone else None

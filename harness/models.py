@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import warnings
 from pathlib import Path
 from typing import Any, Optional
 
@@ -66,13 +67,14 @@ class Classifier(
             ``reset_classifier(0)``: a feature extractor).
         config: the :class:`ModelConfig` that rebuilds this model.
         card_info: what :meth:`save_pretrained` records beside the weights (``trained_on``, ``metrics``,
-            ``label_names``); a new head keeps only ``trained_on`` (:func:`harness.export_rules.backbone_card`).
+            ``label_names``) of the weights whose digests ``card_weights`` holds (None: not recorded); a save leaves
+            out what no longer holds, with a warning (:func:`harness.export_rules.card_for_weights`).
     """
 
     def __init__(self, backbone: nn.Module, head: HeteroscedasticHead, config: ModelConfig) -> None:
         super().__init__()
         self.backbone, self.head, self.config = backbone, head, config
-        self.card_info: dict = {}
+        self.card_info, self.card_weights = {}, None  # card_weights: Optional[dict]
         self.head_hidden_size = int(head.in_features)
         self.num_features = int(getattr(backbone, "num_features", None) or head.in_features)
         mean, std = (config.preprocessing.get(k, HARNESS_NORMALISATION) for k in ("mean", "std"))
@@ -81,12 +83,6 @@ class Classifier(
             std_t, mean_t = torch.tensor(std).view(1, -1, 1, 1), torch.tensor(mean).view(1, -1, 1, 1)
             self.register_buffer("input_scale", 0.5 / std_t, persistent=False)
             self.register_buffer("input_shift", (0.5 - mean_t) / std_t, persistent=False)
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        """``nn.Module``'s, and a new ``head`` drops what :attr:`card_info` says of the old one (audit18 A18-06)."""
-        if name == "head" and "card_info" in self.__dict__ and value is not self._modules.get("head"):
-            self.card_info = export_rules.backbone_card(self.card_info)
-        super().__setattr__(name, value)
 
     @property
     def num_classes(self) -> int:
@@ -160,6 +156,7 @@ class Classifier(
         """
         if num_classes < 0:
             raise ValueError(f"num_classes must be >= 0 (0: features only), got {num_classes}")
+        export_rules.keep_backbone_facts(self, self)  # the old head's metrics and class names go
         if global_pool is not None:
             self.backbone.reset_classifier(0, global_pool)
             self.num_features = int(getattr(self.backbone, "num_features", self.num_features))
@@ -208,8 +205,9 @@ class Classifier(
         # huggingface_hub's push_to_hub calls this with its own config: every other name is checked
         hub_options.check_save_options({k: v for k, v in kwargs.items() if k != "config"}, "save_pretrained")
         config = dataclasses.replace(self.config, head=live_head_options(self.head, self.config.head))
-        info = dict(self.card_info)
-        info.update({k: v for k, v in (("trained_on", trained_on), ("metrics", metrics)) if v is not None})
+        given = {k: v for k, v in (("trained_on", trained_on), ("metrics", metrics)) if v is not None}
+        current, digests, note = export_rules.card_for_weights(self, tuple(given))  # facts of these weights only
+        info = {**current, **given}
         if isinstance(info.get("metrics"), dict):  # a NaN or infinity is written as null (not measured)
             info["metrics"] = {
                 k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in info["metrics"].items()
@@ -224,9 +222,9 @@ class Classifier(
         with RunLock(folder, what=busy + str(folder)):  # one export writes a folder at a time
             try:
                 hub.prepare_folder(folder, self, overwrite)  # again: another export may have finished since
-                for key, value in (("trained_on", trained_on), ("metrics", metrics)):
-                    if value is not None:
-                        self.card_info[key] = dict(value)
+                if note:  # facts of other weights (audit19 A19-03)
+                    warnings.warn(note, stacklevel=2)
+                self.card_info, self.card_weights = {**current, **{k: dict(v) for k, v in given.items()}}, digests
                 self.config = config  # the head's settings now (head.eval_mc_samples = 5 since it was built)
                 return super().save_pretrained(folder, **kwargs)
             except BaseException:
@@ -315,7 +313,7 @@ class Classifier(
         if export.layout == "timm":  # the stored classifier is the head's mean layer; its other tensors are fresh
             head = {**model.head.state_dict(), **head}
         load_weights(model.head, head, source=export.source, fix=fix, config=str(export.config_path))
-        model.card_info = export.card_info()
+        model.card_info, model.card_weights = export.card_info(), export_rules.weights_digests(model)
         return model.to(map_location).eval()
 
     def generate_model_card(self, *args: Any, **kwargs: Any):
@@ -384,7 +382,7 @@ def replace_head(model: Classifier, num_classes: int, **head_kwargs: Any) -> Cla
     head_cfg = {"covariance": "none", "link": "softmax", **head_kwargs}
     head = fresh_head(model.head_hidden_size, num_classes, head_cfg)
     new = Classifier(model.backbone, head, dataclasses.replace(model.config, num_classes=num_classes, head=head_cfg))
-    new.card_info = export_rules.backbone_card(model.card_info)
+    export_rules.keep_backbone_facts(model, new)
     return new
 
 
@@ -442,6 +440,7 @@ def load_model(path: "str | os.PathLike", map_location: "str | torch.device" = "
     model = _build_stored(ModelConfig.from_dict(payload["config"]), path)
     load_weights(model, payload["state_dict"], source=str(path), config=f"the model config stored in {path}")
     model.card_info.update({k: v for k, v in (payload.get("extra") or {}).items() if k == "trained_on"})
+    model.card_weights = export_rules.weights_digests(model)
     return model.to(map_location)
 
 
