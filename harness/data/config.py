@@ -243,28 +243,42 @@ def _check_image_sizes(d: DataConfig) -> None:
 
 
 def check_splits(d: DataConfig, training: bool = True) -> None:
-    """The training, evaluation and held-out splits are three different splits (audit12 A12-01): a held-out split
-    that is the evaluation split fits the calibration (temperature, τ) on the test images, one that is the training
-    split on images the model has fit; evaluating on the training split reports training accuracy as test accuracy.
-    Without ``training`` (an evaluation of a model trained elsewhere: ``harness import``, audit13 A13-15) only the
-    held-out and evaluation splits are compared.
+    """The training, evaluation and held-out splits are three different splits with no image in common (audit12
+    A12-01; audit19 A19-01: by the images they hold, :func:`harness.data.splits.split_relation`, not by name: digits'
+    ``all`` holds ``train``, ``val`` and ``test``, cifar10n's ``train`` holds ``train45k`` and ``val5k``): a held-out
+    split that is (or shares images with) the evaluation split fits the calibration (temperature, τ) on the test
+    images, one that is the training split on images the model has fit; evaluating on the training split reports
+    training accuracy as test accuracy. Without ``training`` (an evaluation of a model trained elsewhere: ``harness
+    import``, audit13 A13-15) only the held-out and evaluation splits are compared.
 
     Raises:
-        ValueError: naming both keys, the split and the fix.
+        ValueError: naming both keys, both splits, how they relate and the fix.
     """
-    if training and d.eval_split == d.train_split:
-        raise ValueError(
-            f"data.eval_split={d.eval_split} is also data.train_split: the model would be scored on the images it was "
-            "trained on (training accuracy reported as test accuracy): give a split of its own (digits: test)"
-        )
-    for key in ("eval_split", "train_split") if training else ("eval_split",):
-        if d.heldout_split is not None and d.heldout_split == getattr(d, key):
-            role = "evaluation" if key == "eval_split" else "training"
+    from harness.data.splits import split_relation
+
+    pairs = [("eval_split", "train_split"), ("heldout_split", "eval_split"), ("heldout_split", "train_split")]
+    for key, other in pairs if training else pairs[1:2]:
+        a, b = getattr(d, key), getattr(d, other)
+        how = split_relation(d.source, a, b)
+        if how is None:
+            continue
+        same = {
+            "is": f"data.{key}={a} is also data.{other}",
+            "holds": f"data.{key}={a} holds data.{other}={b}'s images",
+            "is part of": f"data.{key}={a}'s images are part of data.{other}={b}",
+        }.get(how, f"data.{key}={a} shares images with data.{other}={b}")
+        if key == "eval_split":
             raise ValueError(
-                f"data.heldout_split={d.heldout_split} is also data.{key}: the held-out predictions (on which "
-                f"temperature scaling and a τ grid are fitted) would be the {role} images, not held out: give a "
-                "split of its own (digits: val; cifar10n: val5k), or data.heldout_split=null for none"
+                f"{same}: the model would be scored on the images it was trained on (training accuracy reported as "
+                f"test accuracy): give a split of its own, sharing no image with data.{other} (digits: test; "
+                "cifar10n: test)"
             )
+        role = "evaluation" if other == "eval_split" else "training"
+        raise ValueError(
+            f"{same}: the held-out predictions (on which temperature scaling and a τ grid are fitted) would be "
+            f"the {role} images, not held out: give a split of its own (digits: val; cifar10n: val5k with "
+            f"train45k), sharing no image with data.{other}, or data.heldout_split=null for none"
+        )
 
 
 def _check_shards(d: DataConfig) -> None:

@@ -33,6 +33,7 @@ from harness.data.dataset import ArrayImages, FileImages, ImageDataset, LabelSet
 from harness.data.folders import inside, read_image_folder, resolver
 from harness.data.manifest import manifest_file as _manifest_file
 from harness.data.manifest import manifest_rows as _manifest_rows
+from harness.data.splits import CIFAR10N_TRAIN_SPLITS, DIGITS_SPLITS, cifar10n_rows
 from harness.io import check_location
 
 
@@ -40,7 +41,9 @@ def build_split(cfg: DataConfig, split: str) -> ImageDataset:
     """Read one split of the configured source.
 
     Raises:
-        ValueError: unknown source or split, missing path, labels out of range; a stream source (``shards``).
+        ValueError: unknown source or split, missing path, labels out of range; a stream source (``shards``); a
+            limit (``data.limit_train`` / ``limit_eval``, by :func:`limit_key`) above the split's size (naming the key,
+            the value, the size and the fix: the size, or 0 for all).
         FileNotFoundError: the data is not where the config says (the message names the setting).
     """
     if cfg.source in STREAM_SOURCES:
@@ -64,7 +67,13 @@ def build_split(cfg: DataConfig, split: str) -> ImageDataset:
             f"data.num_classes={cfg.num_classes}, but the {cfg.source} data has {ds.num_classes} classes: unset it "
             "(data.num_classes=null); it sets K for a manifest or a TFDS dataset whose labels do not show them all"
         )
-    limit = getattr(cfg, limit_key(cfg, split))
+    key = limit_key(cfg, split)
+    limit = getattr(cfg, key)
+    if limit and limit > len(ds):  # audit19 A19-12: a record (an export's card) would name a cut the split never had
+        raise ValueError(
+            f"data.{key}={limit} is more than the {len(ds)} examples of the {cfg.source} {split} split "
+            f"({ds.description}), which it limits: give data.{key}={len(ds)} or fewer, or data.{key}=0 for all"
+        )
     return ds.head(limit) if limit and limit < len(ds) else ds
 
 
@@ -86,9 +95,6 @@ def _need_path(cfg: DataConfig, what: str) -> Path:
 
 
 # ------------------------------------------------------------------------------------------ digits
-DIGITS_SPLITS = {"train": (0.0, 0.6), "val": (0.6, 0.8), "test": (0.8, 1.0), "all": (0.0, 1.0)}
-
-
 @functools.lru_cache(maxsize=1)
 def _digits_arrays() -> "tuple[np.ndarray, np.ndarray]":
     """scikit-learn's digits (images ``[1797, 8, 8]`` in 0-16, targets ``[1797]``), read once per process (an
@@ -197,20 +203,6 @@ def _cifar10n(cfg: DataConfig, split: str) -> ImageDataset:
             targets = LabelSets.from_labels(targets)
         return ImageDataset(_ZipImages(zpath, names), targets, classes, "CIFAR-10 test, clean labels")
     raise ValueError(f"unknown cifar10n split {split!r}: use one of {', '.join(CIFAR10N_TRAIN_SPLITS)}, test")
-
-
-CIFAR10N_TRAIN_SPLITS = ("train", "train45k", "val5k")
-
-
-def cifar10n_rows(split: str) -> np.ndarray:
-    """Rows of the 50,000 CIFAR-10N training images in a split: ``train`` all of them in the original
-    order; ``val5k`` 5,000 held out at random (a fixed permutation, seed 0), with their noisy labels
-    (what a user has for choosing hyper-parameters and post-hoc calibration); ``train45k`` the other
-    45,000, in the original order."""
-    if split == "train":
-        return np.arange(50_000)
-    held = np.sort(np.random.default_rng(0).permutation(50_000)[:5_000])
-    return held if split == "val5k" else np.setdiff1d(np.arange(50_000), held)
 
 
 # ------------------------------------------------------------------------------------ image folder
