@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Callable, Optional, Sequence
 
 from harness.folder_paths import check_not_other_output
 from harness.io import LOCK_FILES, RunLock, atomic_write_text, check_writable, quote
+from harness.model_identity import check_distinct_weights
 from harness.provenance import provenance
 from harness.runs import (
     check_distinct_folders,
@@ -104,6 +105,38 @@ def _check_same_ensemble(out: Path, members: "list[str]", settings: dict) -> Non
         )
 
 
+def check_same_view(members: "Sequence[str | Path]") -> None:
+    """Every member was evaluated at one view of its images: the same ``data.image_size`` and evaluation resize
+    (``data.eval_resize``, null being ``image_size / 0.875``: :func:`harness.data.transforms.eval_transform`), read from
+    each member's data section (:func:`harness.runs.data_config`). Part of the members' compatibility (with
+    :func:`harness.uncertainty.ensembles.check_compatible`, which compares what the predictions hold: a view is not in
+    them; audit19 A19-11: a run at eval_resize 32 and an import at null passed as the same evaluation data).
+
+    Raises:
+        ValueError: naming the first member whose view differs from the first member's, both views and the fix.
+    """
+    from harness.runs import data_config
+
+    def view(m: "str | Path") -> "Optional[tuple[int, int, Optional[int]]]":
+        try:
+            d = data_config(m)
+        except (OSError, ValueError):  # not a run folder, or a config that does not read: its reader names it
+            return None
+        return d.image_size, d.eval_resize or int(round(d.image_size / 0.875)), d.eval_resize
+
+    first, ref = members[0], view(members[0])
+    for m in members[1:]:
+        v = view(m)
+        if ref is not None and v is not None and v[:2] != ref[:2]:
+            raise ValueError(
+                f"member {str(m)!r} was evaluated at data.image_size={v[0]}, data.eval_resize={v[2]} (resize {v[1]}) "
+                f"and member {str(first)!r} at data.image_size={ref[0]}, data.eval_resize={ref[2]} (resize {ref[1]}): "
+                "an ensemble averages predictions of one view of the same images; evaluate the members at one view "
+                "(harness ensemble --from-checkpoints --eval-data FILE, whose data section sets image_size and "
+                "eval_resize), or give members evaluated alike"
+            )
+
+
 def build_ensemble(
     members: Sequence["str | Path"],
     out: "str | Path",
@@ -137,8 +170,9 @@ def build_ensemble(
             (``data``, ``heldout_data``, ``data_config``).
 
     Raises:
-        ValueError: fewer than 2 members; a member given twice or two members with identical
-            predictions; members (or their held-out predictions) that differ in label space, link or
+        ValueError: fewer than 2 members; a member given twice, two members with identical predictions or the same
+            weights (:func:`harness.model_identity.check_distinct_weights`); without ``eval_data``, members evaluated
+            at other views (:func:`check_same_view`); members (or their held-out predictions) that differ in label space, link or
             evaluation data; ``from_checkpoints`` without ``repredict`` or ``eval_data``; an ``out`` that is a run folder, holds
             files another writer made or the ensemble of other members or settings (:func:`check_ensemble_out`), or
             cannot be written; another harness ensemble writing ``out`` (naming its PID and command); a member's
@@ -152,6 +186,9 @@ def build_ensemble(
     if from_checkpoints and repredict is None and eval_data is None:
         raise ValueError("from_checkpoints=True needs repredict(run_dir) -> Predictions")
     check_distinct_folders(members, "member", _ONCE, predictions=from_checkpoints)  # saved ones: checked once read
+    check_distinct_weights(members, "member", _ONCE)
+    if eval_data is None:  # each member scored at its own view; --eval-data scores every one at its own
+        check_same_view(members)
     out = Path(out)
     if any(out.resolve() == m.resolve() for m in members):
         raise ValueError(

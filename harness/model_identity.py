@@ -1,5 +1,6 @@
 """Is this the right model? Two checks every path that scores a model reads: :func:`check_distinct_predictions` (the
-same model counted twice, by ``harness report`` and ``harness ensemble``) and :func:`check_classes_match` (a model
+same model counted twice, by ``harness report`` and ``harness ensemble``; :func:`check_distinct_weights`, the same
+weights by ``harness ensemble``) and :func:`check_classes_match` (a model
 scored on data of other classes, by ``harness import`` and ``harness ensemble --from-checkpoints --eval-data``).
 """
 
@@ -68,6 +69,56 @@ def check_distinct_predictions(preds: "Iterable[Predictions]", what: str, why: s
                     "this closely)"
                 )
         seen.append((p, lp))
+
+
+def weights_digest(path: "str | Path") -> Optional[str]:
+    """SHA-256 of a harness ``model.pt``'s weights (its ``state_dict``: every tensor's name, dtype, shape and bytes,
+    in name order), leaving out what the file records beside them (an import's record, the config): two files of the
+    same weights have the same digest. Read memory-mapped, one tensor at a time. None for a file that is not a harness
+    checkpoint (:func:`harness.models.save_model`) or cannot be read (its readers name that)."""
+    import hashlib
+
+    import torch
+
+    try:
+        payload = torch.load(Path(path), map_location="cpu", weights_only=True, mmap=True)
+    except Exception:  # unreadable, or not a zip checkpoint: the member's reader says so
+        return None
+    state = payload.get("state_dict") if isinstance(payload, dict) else None
+    if not isinstance(state, dict):
+        return None
+    h = hashlib.sha256()
+    for name in sorted(state):
+        t = state[name]
+        if not isinstance(t, torch.Tensor):
+            continue
+        h.update(f"{name}|{t.dtype}|{tuple(t.shape)}|".encode())
+        h.update(t.detach().reshape(-1).contiguous().view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()
+
+
+def check_distinct_weights(folders: "Sequence[str | Path]", what: str, why: str) -> None:
+    """No two of ``folders`` (run folders) hold a ``model.pt`` of the same weights (:func:`weights_digest`): a run and
+    an import of its own model.pt, or a copied model, scored at two views of the data have predictions that differ,
+    yet are one model (audit19 A19-11: "an ensemble of 2" that was one model at two input resizes). Folders without
+    a readable model.pt are not compared. ``what`` names an item (``member``), ``why`` says why each counts once.
+
+    Raises:
+        ValueError: naming both folders, the rule and the fix.
+    """
+    seen: "dict[str, str]" = {}
+    for folder in folders:
+        file = Path(folder) / "model.pt"
+        digest = weights_digest(file) if file.is_file() else None
+        if digest is None:
+            continue
+        if digest in seen:
+            raise ValueError(
+                f"{what}s {seen[digest]!r} and {str(folder)!r} hold the same weights (their model.pt files' "
+                f"state dicts are equal: a run and an import of its model.pt, or a copied model; scored at other "
+                f"views or data their predictions differ, yet they are one model); {why}: keep one of them"
+            )
+        seen[digest] = str(folder)
 
 
 def model_class_names(source: str, model: "Classifier") -> "Optional[list[str]]":
@@ -163,12 +214,12 @@ MONITORING = (
 READING = ("eval_batch_size", "num_workers", "cache_dir", "allow_outside_root")
 
 
-def _flat(config: dict, prefix: str = "") -> dict:
+def flat_settings(config: dict, prefix: str = "") -> dict:
     """``{"train": {"epochs": 2}}`` as ``{"train.epochs": 2}``."""
     out: dict = {}
     for k, v in config.items():
         if isinstance(v, dict) and v:
-            out.update(_flat(v, f"{prefix}{k}."))
+            out.update(flat_settings(v, f"{prefix}{k}."))
         else:
             out[f"{prefix}{k}"] = v
     return out
@@ -184,7 +235,7 @@ def check_replicates(runs: "Sequence[tuple[str, dict]]", method: str) -> None:
         ValueError: naming both folders, the first setting that differs with both values, and the fix.
     """
     skip = {"seed", "name", *NOT_IDENTITY, *(f"train.{k}" for k in MONITORING), *(f"data.{k}" for k in READING)}
-    (first, a), *others = [(folder, _flat(cfg)) for folder, cfg in runs] or [("", {})]
+    (first, a), *others = [(folder, flat_settings(cfg)) for folder, cfg in runs] or [("", {})]
     for folder, b in others:
         key = next((k for k in a if k in b and k not in skip and a[k] != b[k]), None)
         if key is not None:

@@ -13,7 +13,7 @@ import torch
 
 from harness.checkpoint_files import STATE_PREFIX
 from harness.config import to_dict
-from harness.io import atomic_torch_save, atomic_write_text, json_dumps
+from harness.io import atomic_torch_save, atomic_write_text, json_dumps, read_json
 from harness.provenance import provenance
 from harness.upstream.parts import Progress, Training
 
@@ -63,6 +63,33 @@ def write_run_files(t: Training, config_yaml: str) -> None:
         "mixed_precision": t.accelerator.mixed_precision,
     }
     atomic_write_text(t.run_dir / "run.json", json_dumps(meta, indent=1))
+
+
+def record_resumed(t: Training, config_yaml: str) -> None:
+    """A resumed run's record of the settings it resumes with, where they differ from those it started with (only
+    those that change nothing it trains may: :func:`harness.upstream.train.same_config`, audit19 A19-10: a smaller
+    ``data.eval_batch_size``, another ``train.log_every``...): ``config.yaml`` and ``run.json``'s ``config`` are
+    rewritten with the new values, and ``run.json``'s ``resumed`` list gets ``{"step": the step it resumed at,
+    "changed": {"data.eval_batch_size": [256, 32], ...}}`` (the values before and after); main process only, nothing
+    written when the settings are the same.
+    """
+    import yaml
+
+    from harness.model_identity import flat_settings
+
+    saved_file = t.run_dir / "config.yaml"
+    if not t.main or not saved_file.is_file() or saved_file.read_text() == config_yaml:
+        return
+    old, new = (flat_settings(yaml.safe_load(text) or {}) for text in (saved_file.read_text(), config_yaml))
+    changed = {k: [old.get(k), new.get(k)] for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)}
+    if not changed:
+        return
+    meta = read_json(t.run_dir / "run.json") or {}
+    meta["config"] = to_dict(t.cfg)
+    meta["resumed"] = [*meta.get("resumed", []), {"step": t.p.step, "changed": changed}]
+    atomic_write_text(saved_file, config_yaml)
+    atomic_write_text(t.run_dir / "run.json", json_dumps(meta, indent=1))
+    print(f"{t.run_dir}: resumed with {', '.join(f'{k}={v[1]!r} (was {v[0]!r})' for k, v in changed.items())}")
 
 
 def resume(t: Training) -> None:

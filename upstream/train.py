@@ -37,11 +37,11 @@ from typing import Any, Callable, Optional
 
 from harness.config import to_dict, to_yaml
 from harness.io import RunLock
-from harness.model_identity import NOT_IDENTITY
+from harness.model_identity import MONITORING, NOT_IDENTITY, READING
 from harness.training.loop import held_precision, in_fresh_process, make_accelerator
 from harness.training.trackers import FOLDERS as TRACKER_FOLDERS
 from harness.training.trackers import available, build, flat_params, keep_rng
-from harness.upstream.checkpoint import STATE_FORMAT, resume, write_run_files
+from harness.upstream.checkpoint import STATE_FORMAT, record_resumed, resume, write_run_files
 from harness.upstream.config import UpstreamConfig, validate
 from harness.upstream.epochs import Preempted, train_epochs
 from harness.upstream.evaluation import LOWER_IS_BETTER, TrainingDiverged, fewshot_tasks, predict_loader
@@ -69,8 +69,10 @@ PROJECT = "harness-upstream"
 
 
 def _identity(text: str) -> Optional[str]:
-    """A config's YAML text with the settings added since it was written at their defaults and
-    :data:`~harness.model_identity.NOT_IDENTITY` left out; None when it does not read as an upstream config."""
+    """A config's YAML text with the settings added since it was written at their defaults and the settings that change
+    nothing a run trains left out (:data:`~harness.model_identity.NOT_IDENTITY`, the ``train`` keys of
+    :data:`~harness.model_identity.MONITORING`, the ``data`` keys of :data:`~harness.model_identity.READING`); None when
+    it does not read as an upstream config."""
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
 
@@ -80,7 +82,7 @@ def _identity(text: str) -> Optional[str]:
         )
     except (OmegaConfBaseException, ValueError):
         return None
-    for key in NOT_IDENTITY:
+    for key in (*NOT_IDENTITY, *(f"train.{k}" for k in MONITORING), *(f"data.{k}" for k in READING)):
         *section, name = key.split(".")
         ((filled.get(section[0]) or {}) if section else filled).pop(name, None)
     return OmegaConf.to_yaml(OmegaConf.create(filled))
@@ -90,7 +92,11 @@ def same_config(saved: str, config_yaml: str) -> bool:
     """Whether a saved ``config.yaml`` describes the requested run: the same text, or the same after
     the settings added since it was written take their defaults (so run folders written by an older
     version, before a setting existed, still resume and count as done), leaving out the trackers
-    (:data:`NOT_IDENTITY`). The comparison of a run folder here and of a recorded run's restore."""
+    (:data:`NOT_IDENTITY`) and the settings of how a run is monitored and its data read (``MONITORING``, ``READING``:
+    audit19 A19-10, as :func:`harness.model_identity.check_replicates` does), so a run resumes with a smaller
+    evaluation batch or another logging interval (its ``config.yaml`` then says the new values:
+    :func:`harness.upstream.checkpoint.record_resumed`). The comparison of a run folder here and of a recorded run's
+    restore."""
     if saved == config_yaml:
         return True
     old = _identity(saved)
@@ -297,6 +303,7 @@ def _train(
         t.show_progress, t.stop_after_steps, t.stop_requested = progress, stop_after_steps, stop_requested
         if status == "resume":  # 4
             resume(t)
+            record_resumed(t, config_yaml)  # the settings it resumes with (a smaller eval batch...), if others
         else:
             write_run_files(t, config_yaml)
         with keep_rng():  # 5: whatever a tracker draws as it starts leaves the training's random streams alone
