@@ -132,7 +132,7 @@ def _shift_ood_limit_train(tmp):
     "harness shift -m a digits run --ood 'x:source=digits' (audit11 A11-17: the run's own test split scored as an "
     "OOD set, AUROC 0.40, without a word)",
     CLI_ERROR,
-    r"OOD set 'x' reads split test of data\.source=digits, the run's own evaluation data \(data\.eval_split=test\): "
+    r"OOD set 'x' reads split test of data\.source=digits, which shares images with the run's own evaluation data \(data\.eval_split=test\): "
     r"an OOD set holds images the model was not trained to classify.*point it at other data \(another source or "
     r"path\), or drop the OOD set 'x'",
 )

@@ -97,3 +97,19 @@ def _two_imports_one_name(tmp):
     for src, out in (("a", "i1"), ("b", "i2")):
         _cli("import", "--model", str(tmp / src / "model.pt"), "--data", str(data), "--out", str(tmp / out / "m"))
     _cli("report", str(tmp / "i1" / "m"), str(tmp / "i2" / "m"), "--out-root", str(tmp / "rep"), "--no-shift")
+
+
+# ------------------------------------------------------------------------------ A19-01: an OOD set of the run's images
+@bad_input(
+    "shift",
+    "harness shift --ood 'x:source=digits,split=all' for a digits run (audit19 A19-01: accepted, digits' own images, "
+    "train, val and test, scored as out-of-distribution; split=train or val was refused)",
+    click.ClickException,
+    r"OOD set 'x' reads split all of data\.source=digits, which shares images with the run's own evaluation data "
+    r"\(data\.eval_split=test\)",
+)
+def _shift_ood_all(tmp):
+    from bad_inputs_audit6_runs import _checkpoint_runs
+
+    _checkpoint_runs(tmp)
+    _cli("shift", "-m", str(tmp / "a"), "--corruptions", "none", "--ood", "x:source=digits,split=all")

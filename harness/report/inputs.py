@@ -158,9 +158,8 @@ def report_folder(
     if ours:
         check_same_inputs(out, inputs, inputs_under, overwrite, elsewhere)
         return out
-    check_not_other_output(
-        out, "harness report", "--out-root (with --name)"
-    )  # a run's, an experiment's: even --overwrite
+    # a run's or an experiment's folder, even with --overwrite (a report.json no report wrote: checked below)
+    check_not_other_output(out, "harness report", "--out-root (with --name)", REPORT_FILES)
     if not overwrite and any(p.name not in REPORT_EXTRAS for p in out.iterdir()):
         offer = (
             ""

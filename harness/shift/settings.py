@@ -170,6 +170,7 @@ def _check_other_data(name: str, cfg: Any, split: str, data: Any, eval_split: st
     from pathlib import Path
 
     from harness.data.config import SOURCE_KEYS
+    from harness.data.splits import splits_overlap
 
     def where(d: Any, key: str) -> Any:
         value = getattr(d, key)
@@ -183,11 +184,11 @@ def _check_other_data(name: str, cfg: Any, split: str, data: Any, eval_split: st
         return
     own = {"eval_split": eval_split, "train_split": data.train_split, "heldout_split": data.heldout_split}
     for key, value in own.items():
-        if value == split:
+        if splits_overlap(cfg.source, value, split):  # the same split, or one holding the other (digits' all)
             what = {"eval_split": "evaluation", "train_split": "training", "heldout_split": "held-out"}[key]
             raise ValueError(
-                f"OOD set {name!r} reads split {split} of data.source={cfg.source}, the run's own {what} data "
-                f"(data.{key}={value}): an OOD set holds images the model was not trained to classify, and the "
+                f"OOD set {name!r} reads split {split} of data.source={cfg.source}, which shares images with the run's "
+                f"own {what} data (data.{key}={value}): an OOD set holds images the model was not trained to classify, and the "
                 f"run's own images scored as OOD give a meaningless AUROC; point it at other data (another source or "
                 f"path), or drop the OOD set {name!r}"
             )

@@ -36,10 +36,10 @@ def test_ood_limit_eval_limits_any_split_and_other_splits_of_the_run_data_are_re
 
     assert split == "train" and len(build_split(cfg, split)) == 7
     for split, what in (("val", "held-out"), ("train", "training"), ("test", "evaluation")):
-        with pytest.raises(ValueError, match=f"the run's own {what} data"):
+        with pytest.raises(ValueError, match=f"with the run's own {what} data"):
             check_settings(ShiftSettings(corruptions=[], ood=[f"x:source=digits,split={split}"]), run)
     (tmp_path / "f").mkdir()
     other = DataConfig(source="image_folder", path=str(tmp_path / "f"), image_size=32)
-    with pytest.raises(ValueError, match="the run's own evaluation data"):  # the same folder by another spelling
+    with pytest.raises(ValueError, match="with the run's own evaluation data"):  # the same folder by another spelling
         check_settings(ShiftSettings(corruptions=[], ood=[f"x:source=image_folder,path={tmp_path}/f/."]), other)
     check_settings(ShiftSettings(corruptions=[], ood=[f"x:source=image_folder,path={tmp_path}"]), other)
