@@ -279,11 +279,15 @@ def evaluation_view(card_info: dict) -> dict:
     return {"input_size": [3, size, size], "crop_pct": crop}
 
 
-def trained_on(data: dict) -> dict:
+def trained_on(data: dict, read: "Optional[dict]" = None) -> dict:
     """An export's ``trained_on`` from a run's ``data`` section (:data:`DATA_KEYS`: never paths; ``image_size`` 32,
     the data config's default, where the section leaves it out; ``limit_train`` / ``limit_eval`` only where they limit
-    a split, :data:`LIMITS`: the data config's 0 is every example)."""
-    kept = {k: data[k] for k in DATA_KEYS if k in data and not (k in LIMITS and not data[k])}
+    a split, :data:`LIMITS`: the data config's 0 is every example, and a limit is at most that many, so where ``read``
+    (the examples the run read, by limit key: ``{"limit_train": num_train, "limit_eval": num_eval}``) says the split
+    held fewer, it cut nothing and is left out: audit19 A19-12)."""
+    read = read or {}
+    cut = {k: data.get(k) and (read.get(k) is None or read[k] >= data[k]) for k in LIMITS}
+    kept = {k: data[k] for k in DATA_KEYS if k in data and not (k in LIMITS and not cut[k])}
     return {"image_size": 32, **kept}
 
 

@@ -432,19 +432,19 @@ def export_run(run_dir: "str | Path", out: "str | Path", overwrite: bool = False
 
     hub_options.check_save_options(kwargs, "export_run")
     run_dir, out = Path(run_dir), Path(out)
-    # save_pretrained's rule, allowing <run>/pretrained (the run's own export, inside it), checked before any work
-    by = hub.ExportWriter("out", "harness.runs.export_run", own=run_dir.resolve() / RUN_EXPORT)
+    by = hub.ExportWriter("out", "harness.runs.export_run", own=run_dir.resolve() / RUN_EXPORT)  # save_pretrained's
     hub.check_export_place(out, by)
     model = load_model(run_dir / "model.pt")  # a FileNotFoundError names a folder without model.pt
     cfg = OmegaConf.to_container(OmegaConf.load(run_dir / "config.yaml"), resolve=True)
-    seen, keep = trained_on(cfg.get("data") or {}), True
+    meta = read_json_object(run_dir / "run.json") or {}
+    read = {"limit_train": meta.get("num_train"), "limit_eval": meta.get("num_eval")}  # what each limit cut
+    seen, keep = trained_on(cfg.get("data") or {}, read), True
     if "imported" in cfg:  # the model's own training data; its metrics only where the card can name their data
         seen, keep = imported_card(cfg.get("trained_on") or None, seen)
     recorded = run_summary(run_dir) if keep else {}
     metrics = dict(recorded.get("metrics") or {})
     metrics.update({f"heldout_{k}": v for k, v in (recorded.get("heldout_metrics") or {}).items()})
-    names = (read_json_object(run_dir / "run.json") or {}).get("class_names")
-    if names:
-        model.card_info["label_names"] = [str(n) for n in names]
+    if meta.get("class_names"):
+        model.card_info["label_names"] = [str(n) for n in meta["class_names"]]
     model.save_pretrained(out, trained_on=seen, metrics=metrics, overwrite=overwrite, _by=by, **kwargs)
     return Path(out)

@@ -143,28 +143,26 @@ def _other_views(tmp):
 
 
 # ------------------------------------------------------------------------------ A19-12: a limit above the split
-@bad_input(
-    "upstream",
-    "data.limit_eval=1000 for digits' 359-image test split (audit19 A19-12: rc 0, and the export card named "
-    "test[:1000])",
-    CLI_ERROR,
-    r"data\.limit_eval=1000 is more than the 3\d\d examples of the digits (test|val) split .*: give "
-    r"data\.limit_eval=3\d\d or fewer, or data\.limit_eval=0 for all",
+@handled(
+    "exports",
+    "data.limit_eval=1000 for digits' 359-image test split, then export_run (audit19 A19-12: the card named "
+    "test[:1000] and 'its first 1000 examples' for the whole split)",
+    r"^a limit is at most that many: limit_eval=1000 read the whole test split, and the card names test, limit_train "
+    r"100 cut the training split and is stated$",
 )
 def _limit_above_split(tmp):
-    import pytest
+    from harness.runs import export_run
 
-    def up(*limits: str) -> None:
-        config = ["--config", str(CONFIGS / "digits_hom.yaml"), "train.epochs=1", "train.log_with=[]", *limits]
-        try:
-            _cli("upstream", "--no-progress", *config, f"output_dir={tmp / 'r'}")
-        finally:  # the lock may make the run folder; nothing of a run is written in it (the splits are read first)
-            made = {p.name for p in (tmp / "r").iterdir()} if (tmp / "r").exists() else set()
-            assert not made & {"checkpoints", "metrics.jsonl", "config.yaml", "run.json"}, f"work started: {made}"
-
-    with pytest.raises(CLI_ERROR, match=r"data\.limit_train=5000 is more than the 1078 examples of the digits train"):
-        up("data.limit_train=5000", "data.limit_eval=50")
-    with pytest.raises(CLI_ERROR, match=r"limit_eval=400 is more than the 360 examples of the digits val split"):
-        _cli("data", "pack", "digits", str(tmp / "pk"), "--shard-size", "100", "--split", "val", "limit_eval=400")
-    assert not (tmp / "pk").exists()
-    up("data.limit_train=100", "data.limit_eval=1000")
+    config = ["--config", str(CONFIGS / "digits_hom.yaml"), "train.epochs=1", "train.log_with=[]"]
+    limits = ["data.limit_train=100", "data.limit_eval=1000"]
+    _cli("upstream", "--no-progress", *config, *limits, f"output_dir={tmp / 'r'}")
+    assert json.loads((tmp / "r" / "run.json").read_text())["num_eval"] == 359
+    export_run(tmp / "r", tmp / "exp")
+    card = (tmp / "exp" / "README.md").read_text()
+    seen = json.loads((tmp / "exp" / "config.json").read_text())["harness"]["trained_on"]
+    assert "test[:" not in card and "split: test\n" in card and "first 1000" not in card, card
+    assert "limit_eval" not in seen and seen["limit_train"] == 100, seen
+    return (
+        "a limit is at most that many: limit_eval=1000 read the whole test split, and the card names test, "
+        "limit_train 100 cut the training split and is stated"
+    )

@@ -38,7 +38,8 @@ def write_outputs(t: Training) -> None:
     if t.main:
         run_dir = t.run_dir
         final = accelerator.unwrap_model(t.model)
-        seen = trained_on(dataclasses.asdict(cfg.data))  # the view timm's transforms rebuild from load_model's model
+        read = {"limit_train": len(d.train), "limit_eval": len(d.eval)}  # a limit above a split's size cut nothing
+        seen = trained_on(dataclasses.asdict(cfg.data), read)  # the view timm's transforms rebuild from load_model's
         save_model(final, run_dir / "model.pt", extra={"epochs": p.epoch, "metrics": result, "trained_on": seen})
         save_predictions(t, arrays, heldout)
         timing = p.timing
