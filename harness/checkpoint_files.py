@@ -86,3 +86,32 @@ def not_a_model(path: "str | os.PathLike", fmt: Any) -> ValueError:
         f"{str(path)!r} is not a harness model checkpoint (format {CHECKPOINT_FORMAT!r}); write it with "
         "harness.models.save_model"
     )
+
+
+def check_run_model(run_dir: "str | os.PathLike") -> None:
+    """A run folder's ``model.pt`` is the model its ``metrics.json`` and predictions measured: the digest of its
+    weights (:func:`harness.model_identity.weights_digest`) equals the ``weights_sha256`` the run recorded when it
+    wrote them (audit20 A20-09: another model.pt copied into a run was exported, and shifted, with the run's metrics
+    and training data). A run that recorded none (written before the record existed, or an import) passes.
+
+    Raises:
+        ValueError: naming the file, the two digests and the fix.
+    """
+    import json
+
+    from harness.model_identity import weights_digest
+
+    run_dir = Path(run_dir)
+    try:
+        recorded = json.loads((run_dir / "metrics.json").read_text(encoding="utf-8")).get("weights_sha256")
+    except (OSError, ValueError, AttributeError):  # no record to compare (its readers name a damaged metrics.json)
+        return
+    if not recorded:
+        return
+    found = weights_digest(run_dir / "model.pt")
+    if found != recorded:
+        raise ValueError(
+            f"{run_dir / 'model.pt'} is not the model the run's metrics.json and predictions measured (its weights' "
+            f"digest is {str(found)[:12]}..., metrics.json records {str(recorded)[:12]}...): put the run's own "
+            "model.pt back, or train the run again (harness upstream with its config.yaml)"
+        )

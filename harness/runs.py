@@ -413,20 +413,20 @@ def export_run(run_dir: "str | Path", out: "str | Path", overwrite: bool = False
     ``metrics`` from its ``metrics.json`` (``heldout_metrics`` as ``heldout_<name>``), the class names of its
     ``run.json`` as timm's ``label_names``; ``kwargs`` as ``save_pretrained`` (``push_to_hub=True, repo_id=...``;
     :func:`harness.hub_options.save_options`). An export already in ``out`` is written again only if it holds this
-    run's weights, unless ``overwrite`` (replace an export of another model). ``out`` is the run's own export folder (``<run_dir>/pretrained``: :data:`RUN_EXPORT`) or lies
-    outside every other run, export and harness output folder (:func:`harness.folder_paths.check_outside_outputs`).
-    One export writes ``out`` at a time: ``save_pretrained`` holds ``out``'s :class:`harness.io.RunLock` for the whole
-    write and checks the export already there again under it, so two exports at once never both pass.
+    run's weights, unless ``overwrite``. ``out`` is the run's own export folder (``<run_dir>/pretrained``:
+    :data:`RUN_EXPORT`) or lies outside every other run, export and harness output folder
+    (:func:`harness.folder_paths.check_outside_outputs`). ``save_pretrained`` holds ``out``'s lock for the whole write.
 
     Raises:
         FileNotFoundError: not a run folder. ValueError: ``out`` inside another run's (or harness output's) folder,
-            checked before any work; an unknown keyword argument, or a hub option without
-            ``push_to_hub=True`` (:func:`harness.hub_options.check_save_options`); a metrics.json or run.json that is not a
-            JSON object; an export of another model in ``out`` without ``overwrite``
-            (:func:`harness.hub.prepare_folder`); another process writing ``out`` (naming its PID and command); see
-            :meth:`harness.models.Classifier.save_pretrained`.
+            checked before any work; an unknown keyword argument, or a hub option without ``push_to_hub=True``
+            (:func:`harness.hub_options.check_save_options`); a metrics.json or run.json that is not a JSON object;
+            a model.pt of other weights than its metrics measured (:func:`harness.checkpoint_files.check_run_model`);
+            an export of another model in ``out`` without ``overwrite`` (:func:`harness.hub.prepare_folder`);
+            another process writing ``out``; see :meth:`harness.models.Classifier.save_pretrained`.
     """
     from harness import hub, hub_options
+    from harness.checkpoint_files import check_run_model
     from harness.export_rules import imported_card, trained_on
     from harness.models import load_model
 
@@ -435,6 +435,7 @@ def export_run(run_dir: "str | Path", out: "str | Path", overwrite: bool = False
     by = hub.ExportWriter("out", "harness.runs.export_run", own=run_dir.resolve() / RUN_EXPORT)  # save_pretrained's
     hub.check_export_place(out, by)
     model = load_model(run_dir / "model.pt")  # a FileNotFoundError names a folder without model.pt
+    check_run_model(run_dir)  # the weights its metrics.json measured (audit20 A20-09)
     cfg = OmegaConf.to_container(OmegaConf.load(run_dir / "config.yaml"), resolve=True)
     meta = read_json_object(run_dir / "run.json") or {}
     read = {"limit_train": meta.get("num_train"), "limit_eval": meta.get("num_eval")}  # what each limit cut

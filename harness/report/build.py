@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
+from harness.checkpoint_files import check_run_model
 from harness.io import atomic_write_bytes, atomic_write_text, json_dumps
 from harness.progress import Steps
 from harness.provenance import provenance
@@ -364,7 +365,8 @@ def build(
     if top_pairs is not None:
         check_top_pairs(top_pairs, entries, covariance, het)
     top_pairs = TOP_PAIRS if top_pairs is None else top_pairs
-    if het is not None:  # a model.pt of another class count: refused before anything is written
+    if het is not None:  # a model.pt of another class count, or of other weights: refused before anything is written
+        check_run_model(het.run_dir)
         check_model_classes(het.run_dir / "model.pt", len(het.preds.class_names), f"{het.run_dir}/predictions.npz")
     calibrators = calibrator_section.check(calibrators, entries)  # names, netcal and the link: before any work
     busy = f"another harness report is being written there; wait for it to finish, or {elsewhere}"

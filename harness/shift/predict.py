@@ -112,6 +112,7 @@ def _check_run(run_dir: Path, settings: ShiftSettings, overwrite: bool = False) 
             (without ``overwrite``), or one that cannot be written (:func:`_check_shift_writable`); sets of another
             subset there (without ``overwrite``: :func:`_check_same_subset`).
     """
+    from harness.checkpoint_files import check_run_model
     from harness.data.sources import build_split
     from harness.runs import data_config, run_config
 
@@ -122,6 +123,7 @@ def _check_run(run_dir: Path, settings: ShiftSettings, overwrite: bool = False) 
             f"{str(run_dir)!r} has no model.pt: shift predictions come from a run's final model; "
             "pass a finished run folder (harness upstream writes model.pt when it ends)"
         )
+    check_run_model(run_dir)  # the model.pt its predictions measured (audit20 A20-09)
     head_cfg = (cfg.get("model") or {}).get("head") or {}
     if head_cfg.get("link", "softmax") != "softmax":
         raise ValueError(

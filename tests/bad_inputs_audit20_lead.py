@@ -1,0 +1,37 @@
+"""Bad inputs found by the twentieth reliability audit that the lead fixed (``audit20 <case id>``)."""
+
+from __future__ import annotations
+
+import click
+from bad_inputs_audit9_config import CONFIGS
+
+from bad_inputs import bad_input
+from bad_inputs_uncertainty import _cli
+
+
+# ------------------------------------------------------------------------------ A20-09: another model.pt in a run
+@bad_input(
+    "runs",
+    "a run folder whose model.pt was replaced by another run's, then harness shift, export_run and harness report "
+    "(audit20 A20-09: rc 0, the other weights exported and shifted with the run's metrics and training data)",
+    click.ClickException,
+    r"^.*bx/model\.pt is not the model the run's metrics\.json and predictions measured \(its weights' digest is "
+    r"\w+\.\.\., metrics\.json records \w+\.\.\.\): put the run's own model\.pt back, or train the run again",
+)
+def _replaced_model(tmp):
+    import shutil
+
+    import pytest
+
+    from harness.runs import export_run
+
+    config = ["--config", str(CONFIGS / "digits_hom.yaml"), "train.epochs=1", "train.log_with=[]"]
+    for name, seed in (("a", 0), ("b", 1)):
+        _cli("upstream", "--no-progress", *config, "data.limit_train=100", f"seed={seed}", f"output_dir={tmp / name}")
+    shutil.copytree(tmp / "a", tmp / "bx")
+    shutil.copy(tmp / "b" / "model.pt", tmp / "bx" / "model.pt")
+    with pytest.raises(ValueError, match=r"bx/model\.pt is not the model the run's metrics\.json"):
+        export_run(tmp / "bx", tmp / "exp")
+    assert not (tmp / "exp").exists()
+    export_run(tmp / "a", tmp / "exp_a")  # its own model.pt: exported
+    _cli("shift", "-m", str(tmp / "bx"), "--corruptions", "gaussian_noise", "--severities", "1", "--ood", "none")
