@@ -414,8 +414,7 @@ def export_run(run_dir: "str | Path", out: "str | Path", overwrite: bool = False
     ``run.json`` as timm's ``label_names``; ``kwargs`` as ``save_pretrained`` (``push_to_hub=True, repo_id=...``;
     :func:`harness.hub_options.save_options`). An export already in ``out`` is written again only if it holds this
     run's weights, unless ``overwrite``. ``out`` is the run's own export folder (``<run_dir>/pretrained``:
-    :data:`RUN_EXPORT`) or lies outside every other run, export and harness output folder
-    (:func:`harness.folder_paths.check_outside_outputs`). ``save_pretrained`` holds ``out``'s lock for the whole write.
+    :data:`RUN_EXPORT`) or lies outside every other harness output folder (``check_outside_outputs``).
 
     Raises:
         FileNotFoundError: not a run folder. ValueError: ``out`` inside another run's (or harness output's) folder,
