@@ -245,7 +245,8 @@ def _check_image_sizes(d: DataConfig) -> None:
 def check_splits(d: DataConfig, training: bool = True) -> None:
     """The training, evaluation and held-out splits are three different splits with no image in common (audit12
     A12-01; audit19 A19-01: by the images they hold, :func:`harness.data.splits.split_relation`, not by name: digits'
-    ``all`` holds ``train``, ``val`` and ``test``, cifar10n's ``train`` holds ``train45k`` and ``val5k``): a held-out
+    ``all`` holds ``train``, ``val`` and ``test``, cifar10n's ``train`` holds ``train45k`` and ``val5k``; audit20
+    A20-01: TFDS slices of one split by their ranges, ``train[:80%]`` shares images with ``train[70%:]``): a held-out
     split that is (or shares images with) the evaluation split fits the calibration (temperature, τ) on the test
     images, one that is the training split on images the model has fit; evaluating on the training split reports
     training accuracy as test accuracy. Without ``training`` (an evaluation of a model trained elsewhere: ``harness
@@ -263,21 +264,23 @@ def check_splits(d: DataConfig, training: bool = True) -> None:
         if how is None:
             continue
         same = {
-            "is": f"data.{key}={a} is also data.{other}",
+            "is": f"data.{key}={a} is also data.{other}" + (f"={b}" if a != b else ""),
             "holds": f"data.{key}={a} holds data.{other}={b}'s images",
             "is part of": f"data.{key}={a}'s images are part of data.{other}={b}",
-        }.get(how, f"data.{key}={a} shares images with data.{other}={b}")
+        }.get(how, f"data.{key}={a} {how} data.{other}={b}")
         if key == "eval_split":
             raise ValueError(
                 f"{same}: the model would be scored on the images it was trained on (training accuracy reported as "
                 f"test accuracy): give a split of its own, sharing no image with data.{other} (digits: test; "
-                "cifar10n: test)"
+                "cifar10n: test; tfds: another split, or slices whose percent ranges do not overlap, e.g. train[:90%] "
+                "and train[90%:])"
             )
         role = "evaluation" if other == "eval_split" else "training"
         raise ValueError(
             f"{same}: the held-out predictions (on which temperature scaling and a τ grid are fitted) would be "
             f"the {role} images, not held out: give a split of its own (digits: val; cifar10n: val5k with "
-            f"train45k), sharing no image with data.{other}, or data.heldout_split=null for none"
+            f"train45k; tfds: a slice whose range does not overlap), sharing no image with data.{other}, or "
+            "data.heldout_split=null for none"
         )
 
 

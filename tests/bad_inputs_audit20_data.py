@@ -1,0 +1,75 @@
+"""Bad inputs found by the twentieth reliability audit in the data's splits, an import's data and a finished run's
+requested monitors (``audit20 <case id>``): TFDS slices of one split that overlap, a pack of a model's own training
+split, training-only keys of an import's data file, and settings a finished run does not apply."""
+
+from __future__ import annotations
+
+from bad_inputs_audit9_config import CLI_ERROR, CONFIGS, _upstream
+
+from bad_inputs import bad_input, handled
+from bad_inputs_uncertainty import _cli
+
+
+# ------------------------------------------------------------------------------ A20-01: TFDS slices by their ranges
+@bad_input(
+    "data",
+    "tfds data.train_split=train[:80%] with data.eval_split=train[70%:], a held-out train[40%:50%] inside "
+    "train[:50%], and train[0:90%] beside train[:90%] (audit20 A20-01: every check passed, two slices of one split "
+    "were never compared: 10% of the evaluation images were training images)",
+    ValueError,
+    r"data\.eval_split=train\[70%:\] shares images with data\.train_split=train\[:80%\]: the model would be scored on "
+    r"the images it was trained on",
+)
+def _tfds_slices(tmp):
+    import pytest
+
+    from harness.data.config import DataConfig, check_splits
+    from harness.data.splits import split_relation
+
+    def tf(**kw):
+        return DataConfig(source="tfds", name="cifar10", **kw)
+
+    with pytest.raises(ValueError, match=r"heldout_split=train\[40%:50%\]'s images are part of data\.train_split"):
+        check_splits(tf(train_split="train[:50%]", eval_split="train[50%:]", heldout_split="train[40%:50%]"))
+    with pytest.raises(ValueError, match=r"heldout_split=train\[0:90%\] is also data\.train_split=train\[:90%\]"):
+        check_splits(tf(train_split="train[:90%]", eval_split="test", heldout_split="train[0:90%]"))
+    with pytest.raises(ValueError, match=r"eval_split=train\[-100:\] may share images with data\.train_split"):
+        check_splits(tf(train_split="train[:100]", eval_split="train[-100:]", heldout_split=None))
+    check_splits(tf(train_split="train[:90%]", eval_split="test", heldout_split="train[90%:]"))  # disjoint: accepted
+    check_splits(tf(train_split="train[:1000]", eval_split="train[1000:1500]", heldout_split="validation"))
+    assert split_relation("tfds", "train[ :90%]", "train[:90%]") == "is"
+    assert split_relation("tfds", "train[-10%:]", "train[:90%]") is None
+    assert split_relation("tfds", "train[:10%]+test", "test[:5%]") == "holds"
+    assert split_relation("tfds", "all", "test") == "holds"
+    check_splits(tf(train_split="train[:80%]", eval_split="train[70%:]", heldout_split=None))
+
+
+# ------------------------------------------------------------------------------ A20-02: a pack is what it was packed from
+@bad_input(
+    "data",
+    "harness import of a model trained on digits' train split with data.source=shards, a harness data pack of that "
+    "same train split (audit20 A20-02: rc 0, top1 0.9787 on the 1,078 images it trained on, reported as an import's "
+    "evaluation: the source digits differs from shards, so the rule returned)",
+    ValueError,
+    r"m/model\.pt was trained on the train split of digits \(as it records\) \(data\.path=.* is a pack of digits, as "
+    r"its index\.json records\): data\.eval_split=train is also data\.train_split",
+)
+def _import_own_pack(tmp):
+    import pytest
+
+    from harness.data.config import DataConfig
+    from harness.model_identity import check_not_trained_on
+
+    pk = tmp / "pk"
+    for split in ("train", "test"):
+        _cli("data", "pack", "digits", str(pk), "--shard-size", "500", "--split", split)
+    trained = {"source": "digits", "train_split": "train"}
+    check_not_trained_on(trained, DataConfig(source="shards", path=str(pk), eval_split="test"), "m/model.pt")
+    # a model trained on the pack: digits' own train split is the pack's
+    with pytest.raises(ValueError, match=r"trained on the train split of digits .*eval_split=train is also"):
+        check_not_trained_on(
+            {"source": "shards", "path": str(pk), "train_split": "train"},
+            DataConfig(source="digits", eval_split="train", heldout_split=None),
+            "m/model.pt",
+        )
+    check_not_trained_on(trained, DataConfig(source="shards", path=str(pk), eval_split="train"), "m/model.pt")
