@@ -137,8 +137,9 @@ def _clock_not_json(tmp):
     "shift={..., split: train} (audit19 A19-13: accepted; the shift section's clean and corrupted numbers were on the "
     "100 images the runs trained on, reported as the evaluation split's)",
     ValueError,
-    r"^shift: split=train \(shift\.split, harness shift --split: the split the shift sets are drawn from, scored as "
-    r"the run's evaluation split, i\.e\. data\.eval_split=train\): data\.eval_split=train is also data\.train_split: "
+    r"^shift: split=train \(the experiment's shift\.split, ShiftSettings\.split: the split the shift sets are drawn "
+    r"from, read as the run's evaluation split would be, so the rule of data\.eval_split holds\): "
+    r"data\.eval_split=train is also data\.train_split: "
     r"the model would be scored on the images it was trained on .*; or leave the split unset",
 )
 def _shift_split_of_training(tmp):
@@ -150,7 +151,8 @@ def _shift_split_of_training(tmp):
     "ShiftSettings(split='train') for a digits run trained on train (predict_run's check_settings; audit19 A19-13: "
     "accepted, training images scored as the evaluation split)",
     ValueError,
-    r"^split=train \(shift\.split, harness shift --split: .*\): data\.eval_split=train is also data\.train_split",
+    r"^split=train \(the experiment's shift\.split, ShiftSettings\.split: .*\): data\.eval_split=train is also "
+    r"data\.train_split",
 )
 def _shift_settings_split_of_training(tmp):
     from harness.data.config import DataConfig

@@ -264,9 +264,9 @@ def check_split(split: str, data: Any) -> None:
         check_splits(dataclasses.replace(data, eval_split=split))
     except ValueError as e:
         raise ValueError(
-            f"split={split} (shift.split, harness shift --split: the split the shift sets are drawn from, scored as "
-            f"the run's evaluation split, i.e. data.eval_split={split}): {e}; or leave the split unset (the run's "
-            f"evaluation split, {data.eval_split})"
+            f"split={split} (the experiment's shift.split, ShiftSettings.split: the split the shift sets are drawn "
+            f"from, read as the run's evaluation split would be, so the rule of data.eval_split holds): {e}; or leave "
+            f"the split unset (the run's evaluation split, {data.eval_split})"
         ) from None
 
 
