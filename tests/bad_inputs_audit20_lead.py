@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 from bad_inputs_audit9_config import CONFIGS
 
-from bad_inputs import bad_input
+from bad_inputs import bad_input, handled
 from bad_inputs_uncertainty import _cli
 
 
@@ -35,3 +35,20 @@ def _replaced_model(tmp):
     assert not (tmp / "exp").exists()
     export_run(tmp / "a", tmp / "exp_a")  # its own model.pt: exported
     _cli("shift", "-m", str(tmp / "bx"), "--corruptions", "gaussian_noise", "--severities", "1", "--ood", "none")
+
+
+# ------------------------------------------------------------------------------ A20-11: few-shot every N steps alone
+@handled(
+    "upstream",
+    "train.fewshot_every_steps=2 with train.fewshot_every 0 (audit20 A20-11: accepted, and the monitor never ran: its "
+    "tasks were read only with fewshot_every)",
+    r"^the few-shot monitor probed at steps and after the last epoch: \d+ records$",
+)
+def _fewshot_by_steps_alone(tmp):
+    config = ["--config", str(CONFIGS / "digits_hom.yaml"), "train.epochs=1", "train.log_with=[]"]
+    monitor = ["train.fewshot_every_steps=2", "train.fewshot_tasks=[demo_digit]", "train.fewshot_shots=[1]"]
+    _cli("upstream", "--no-progress", *config, "data.limit_train=256", "data.limit_eval=20", *monitor,
+         f"output_dir={tmp / 'r'}")  # fmt: skip
+    lines = (tmp / "r" / "fewshot.jsonl").read_text().splitlines()
+    assert len(lines) >= 2, lines
+    return f"the few-shot monitor probed at steps and after the last epoch: {len(lines)} records"

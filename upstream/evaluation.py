@@ -118,12 +118,13 @@ def monitor(t: Training, at: "int | float") -> None:
 
 def fewshot_tasks(cfg: UpstreamConfig) -> "Optional[list]":
     """The few-shot monitor's tasks, read and drawn (:func:`harness.tasks.probe.prepare_tasks`), or None when
-    ``train.fewshot_every`` is off.
+    the monitor is off (``train.fewshot_every`` and ``train.fewshot_every_steps`` both 0: either alone turns it on,
+    audit20 A20-11).
 
     Raises:
         ValueError / FileNotFoundError: an unknown task, missing data, more shots than a class has examples.
     """
-    if not cfg.train.fewshot_every:
+    if not (cfg.train.fewshot_every or cfg.train.fewshot_every_steps):
         return None
     from harness.tasks.probe import prepare_tasks
 
