@@ -4,7 +4,7 @@ split, training-only keys of an import's data file, and settings a finished run 
 
 from __future__ import annotations
 
-from bad_inputs_audit9_config import CLI_ERROR, CONFIGS, _upstream
+from bad_inputs_audit9_config import CONFIGS
 
 from bad_inputs import bad_input, handled
 from bad_inputs_uncertainty import _cli
@@ -73,3 +73,37 @@ def _import_own_pack(tmp):
             "m/model.pt",
         )
     check_not_trained_on(trained, DataConfig(source="shards", path=str(pk), eval_split="train"), "m/model.pt")
+
+
+# ------------------------------------------------------------------------------ A20-05: what a finished run does not do
+@handled(
+    "upstream",
+    "harness upstream on a finished run with train.fewshot_every=1, train.fewshot_tasks=[demo_digit] and "
+    "train.log_model=true (audit20 A20-05: 'already complete; nothing to do', without a word that the few-shot "
+    "monitor and the export were not done)",
+    r"finished run: names train\.fewshot_every=1, train\.log_model=True, harness fewshot and export_run",
+)
+def _finished_run_monitors(tmp):
+    import contextlib
+    import io
+
+    from harness.config import load_config
+    from harness.upstream.config import UpstreamConfig
+    from harness.upstream.train import run
+
+    base = ["train.epochs=1", "data.limit_train=64", "data.limit_eval=32", "train.log_with=[]"]
+    base += ["model.backbone=test_resnet", f"output_dir={tmp / 'r'}"]
+    run(load_config(UpstreamConfig, CONFIGS / "digits_hom.yaml", base), progress=False)
+    more = ["train.fewshot_every=1", "train.fewshot_tasks=[demo_digit]", "train.fewshot_shots=[1]"]
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        run(load_config(UpstreamConfig, CONFIGS / "digits_hom.yaml", [*base, *more, "train.log_model=true"]))
+    line = out.getvalue()
+    assert "already complete" in line and "train.fewshot_every=1" in line and "train.log_model=True" in line, line
+    assert f"harness fewshot --model {tmp / 'r'}/model.pt" in line and "export_run(" in line, line
+    assert not (tmp / "r" / "fewshot.jsonl").exists()
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        run(load_config(UpstreamConfig, CONFIGS / "digits_hom.yaml", [*base, "data.eval_batch_size=16"]))
+    assert out.getvalue().strip().endswith("nothing to do"), out.getvalue()  # a reading key: nothing to name
+    return "finished run: names train.fewshot_every=1, train.log_model=True, harness fewshot and export_run"

@@ -144,7 +144,10 @@ def _submit(
         overwrite=overwrite,
     )
     if job is None:
-        click.echo(f"{cfg.run_dir()}: already complete (metrics.json); nothing to do")
+        from harness.config import to_yaml
+        from harness.upstream.train import done_line
+
+        click.echo(done_line(cfg.run_dir(), to_yaml(cfg)))
         return
     what = f"{resources.nodes} node(s) x {resources.per_node} process(es)"
     click.echo(f"submitted job {job.job_id} ({what}); logs: {job.paths.folder}")

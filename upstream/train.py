@@ -106,6 +106,47 @@ def same_config(saved: str, config_yaml: str) -> bool:
 _same_config = same_config  # its name before it was public
 
 
+def done_line(run_dir: "str | Path", config_yaml: str) -> str:
+    """The line a finished run is skipped with (``harness upstream``, its ``--executor``), naming what the request
+    asks that the finished run does not do (:func:`not_applied`)."""
+    skipped = not_applied((Path(run_dir) / "config.yaml").read_text(), config_yaml, run_dir)
+    return f"{run_dir}: already complete (metrics.json); nothing to do" + (f"; {skipped}" if skipped else "")
+
+
+def not_applied(saved: str, config_yaml: str, run_dir: "str | Path") -> Optional[str]:
+    """What a finished run does not do of what ``config_yaml`` asks beyond its saved config (``saved``, the same run by
+    :func:`same_config`): the settings that act only while it trains (:data:`NOT_IDENTITY` but ``output_dir``, the
+    ``train`` keys of ``MONITORING``; audit20 A20-05: a few-shot monitor or ``train.log_model`` asked of a finished run
+    was met by "nothing to do"), as one sentence naming each ``key=value`` and how to get it now; None when they are
+    all as saved (the ``data`` keys of ``READING`` change nothing a finished run gives)."""
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    from harness.model_identity import flat_settings
+
+    try:
+        old, new = (
+            flat_settings(OmegaConf.to_container(OmegaConf.create(t), resolve=True)) for t in (saved, config_yaml)
+        )
+    except (OmegaConfBaseException, ValueError):
+        return None
+    keys = [k for k in (*NOT_IDENTITY, *(f"train.{k}" for k in MONITORING)) if k != "output_dir"]
+    changed = [f"{k}={new[k]}" for k in keys if k in new and k in old and old[k] != new[k]]
+    if not changed:
+        return None
+    how = []
+    if any(c.startswith("train.fewshot") for c in changed):
+        how.append(f"few-shot accuracy: harness fewshot --model {run_dir}/model.pt --tasks ... --shots ... --out DIR")
+    if any(c.startswith("train.log_model=") for c in changed):
+        how.append(f"the export: harness.runs.export_run('{run_dir}', OUT) (push_to_hub=True, repo_id=... to publish)")
+    return (
+        f"{', '.join(changed)} not applied: they act while a run trains, and this one is finished (its "
+        f"config.yaml keeps its own values)"
+        + (f"; for {'; for '.join(how)}" if how else "")
+        + "; or train it again under another output_dir"
+    )
+
+
 #: what harness upstream writes in a run folder: with --overwrite, a folder holding files of others may hold none of
 #: these (``submitit``: the job folder of ``--executor``, made when the job is submitted; ``tb``, ``wandb``: the
 #: trackers' folders, made when the run starts; ``pretrained``: the export of ``train.log_model``)
@@ -261,7 +302,7 @@ def run(
         )
     if status == "done":
         if state.is_main_process:
-            print(f"{run_dir}: already complete (metrics.json); nothing to do")
+            print(done_line(run_dir, config_yaml))
         return run_dir
     held = held_precision()
     if held is not None and held[0] != precision:
