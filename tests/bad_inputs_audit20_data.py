@@ -107,3 +107,31 @@ def _finished_run_monitors(tmp):
         run(load_config(UpstreamConfig, CONFIGS / "digits_hom.yaml", [*base, "data.eval_batch_size=16"]))
     assert out.getvalue().strip().endswith("nothing to do"), out.getvalue()  # a reading key: nothing to name
     return "finished run: names train.fewshot_every=1, train.log_model=True, harness fewshot and export_run"
+
+
+# ------------------------------------------------------------------------------ A20-07: an import's data file
+@handled(
+    "data",
+    "harness import --data FILE whose data section sets label_noise {kind: pair_flip, rate: 0.5}, limit_train: 10 "
+    "(audit20 A20-07: rc 0, clean-label held-out metrics beside a config.yaml saying pair_flip 0.5), and crop_scale: "
+    "[0.5, 1.0] (the type error blamed 'the defaults')",
+    r"evaluation config: no label noise \(warned\), limit_train 0; a type error names the --data file",
+)
+def _import_training_keys(tmp):
+    import pytest
+
+    from harness.runs import data_from_file
+
+    f = tmp / "enz.yaml"
+    f.write_text(
+        "data:\n  source: digits\n  eval_split: test\n  heldout_split: val\n  limit_train: 10\n"
+        "  label_noise: {kind: pair_flip, rate: 0.5}\n"
+    )
+    with pytest.warns(UserWarning, match=r"enz\.yaml: data\.label_noise=.*pair_flip.* is not applied: an evaluation"):
+        cfg = data_from_file(f)
+    assert (cfg.label_noise, cfg.limit_train, cfg.eval_split, cfg.heldout_split) == ({}, 0, "test", "val"), cfg
+    bad = tmp / "ecs.yaml"
+    bad.write_text("data:\n  source: digits\n  crop_scale: [0.5, 1.0]\n")
+    with pytest.raises(ValueError, match=r"invalid config \(the data section of --eval-data .*ecs\.yaml\): crop_sc"):
+        data_from_file(bad, flag="--eval-data")
+    return "evaluation config: no label noise (warned), limit_train 0; a type error names the --data file"
