@@ -135,3 +135,29 @@ def _import_training_keys(tmp):
     with pytest.raises(ValueError, match=r"invalid config \(the data section of --eval-data .*ecs\.yaml\): crop_sc"):
         data_from_file(bad, flag="--eval-data")
     return "evaluation config: no label noise (warned), limit_train 0; a type error names the --data file"
+
+
+# ------------------------------------------------------------------------------ A20-13: an image folder's split by path
+@bad_input(
+    "data",
+    "image_folder data.train_split=train with data.eval_split=train/ (also ./train, train/../train) (audit20 A20-13: "
+    "rc 0, run.json names imf/train as both the training and the evaluation data: scored on its training images)",
+    ValueError,
+    r"data\.eval_split=train/ is also data\.train_split=train: the model would be scored on the images it was "
+    r"trained on",
+)
+def _image_folder_spellings(tmp):
+    import pytest
+
+    from harness.data.config import DataConfig, check_splits
+
+    def imf(**kw):
+        return DataConfig(source="image_folder", path=str(tmp), **kw)
+
+    for spelling in ("./train", "train/../train"):
+        with pytest.raises(ValueError, match=rf"eval_split={spelling}\b.* is also data\.train_split=train"):
+            check_splits(imf(train_split="train", eval_split=spelling, heldout_split=None))
+    with pytest.raises(ValueError, match=r"heldout_split=train/cat's images are part of data\.train_split=train"):
+        check_splits(imf(train_split="train", eval_split="test", heldout_split="train/cat"))
+    check_splits(imf(train_split="train", eval_split="test", heldout_split="val"))  # three folders: accepted
+    check_splits(imf(train_split="train", eval_split="train/", heldout_split=None))

@@ -9,11 +9,14 @@
 - ``tfds``: a split spec ``name[slice]`` (``+`` between parts): the ranges of one split are compared (a whole split,
   or ``all``, holds every slice of it; ``train[:80%]`` shares images with ``train[70%:]``; percent against index
   bounds may share images: :func:`_tfds_relation`);
-- any other source (an image folder's sub-folders, a manifest's files): splits by name.
+- any other source (an image folder's sub-folders, a manifest's files, a pack's folders): splits by their path under
+  ``data.path`` (``train/``, ``./train`` and ``train/../train`` are ``train``; an image folder's ``train`` holds
+  ``train/cat``).
 """
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Optional
 
@@ -162,6 +165,10 @@ def split_relation(source: str, a: Optional[str], b: Optional[str]) -> Optional[
     """
     if a is None or b is None:
         return None
+    if source not in ("digits", "cifar10n", "tfds"):  # a folder under data.path: by its path (audit20 A20-13)
+        a, b = os.path.normpath(str(a)), os.path.normpath(str(b))  # train/, ./train and train/../train are train
+        if source == "image_folder" and a != b and (b.startswith(a + os.sep) or a.startswith(b + os.sep)):
+            return "holds" if b.startswith(a + os.sep) else "is part of"  # train holds train/cat's images
     if a == b:
         return "is"
     if source == "tfds":
