@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import math
 import time
 from pathlib import Path
 
@@ -18,7 +19,8 @@ class _Clock:
 
         Raises:
             ValueError: a file that cannot be read, is not JSON, or is not a list of sessions (objects with numeric
-                ``start`` and ``last``, and ``excluded`` if given), naming the file and the fix (audit19 A19-09).
+                ``start`` and ``last``, and ``excluded`` if given, finite, ``start <= last``, ``0 <= excluded <=
+                last - start``), naming the file and the fix (audit19 A19-09, audit20 A20-04).
         """
         self.path = path
         self.sessions = _read_sessions(path)
@@ -42,7 +44,9 @@ class _Clock:
 
 def _read_sessions(path: Path) -> "list[dict]":
     """The sessions recorded in ``path`` (the experiment's ``sessions.json``; none without the file): a list of
-    objects with numeric ``start`` and ``last`` (seconds since the epoch) and ``excluded`` (seconds) if given.
+    objects with numeric ``start`` and ``last`` (seconds since the epoch) and ``excluded`` (seconds) if given, each
+    finite, ``start <= last`` and ``0 <= excluded <= last - start`` (audit20 A20-04: NaN, infinity, a start after its
+    last or a negative exclusion were reported as the study's wall time, "nan minutes" or a negative one).
 
     Raises:
         ValueError: naming the file, what is wrong and the fix.
@@ -56,24 +60,47 @@ def _read_sessions(path: Path) -> "list[dict]":
         raise ValueError(f"{path} (the experiment's clock) cannot be read ({e.strerror or e}): {fix}") from e
     except ValueError as e:  # JSONDecodeError, UnicodeDecodeError
         raise ValueError(f"{path} (the experiment's clock) is not valid JSON ({e}): the file is damaged; {fix}") from e
-    number = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)  # noqa: E731
     bad = (
         "is not a list"
         if not isinstance(sessions, list)
-        else next(
-            (
-                f"holds {s!r} as session {i}, which is not an object with numeric start and last (and excluded)"
-                for i, s in enumerate(sessions)
-                if not isinstance(s, dict)
-                or not all(number(s.get(k)) for k in ("start", "last"))
-                or not number(s.get("excluded", 0.0))
-            ),
-            None,
-        )
+        else next(filter(None, (_session_problem(i, s) for i, s in enumerate(sessions))), None)
     )
     if bad:
         raise ValueError(
             f"{path} (the experiment's clock: a list of its sessions, each {{start, last, excluded}} in seconds) "
-            f"{bad[:300]}: the file is damaged; {fix}"
+            f"{bad}: the file is damaged; {fix}"
         )
     return sessions
+
+
+#: seconds an exclusion (timed by ``time.perf_counter``) may exceed its session's span (timed by ``time.time``): the two
+#: clocks' rounding, never a damaged file
+_SLACK = 1.0
+
+
+def _session_problem(i: int, s: object) -> "str | None":
+    """What is wrong with session ``i`` of a clock file, or None for ``{start, last, excluded}`` of finite numbers with
+    ``start <= last`` and ``0 <= excluded <= last - start`` (+ :data:`_SLACK`)."""
+    shown = repr(s) if len(repr(s)) <= 150 else repr(s)[:147] + "..."
+    number = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)  # noqa: E731
+    keys = ("start", "last", "excluded")
+    if not isinstance(s, dict) or not all(number(s.get(k, 0.0 if k == "excluded" else None)) for k in keys):
+        return f"holds {shown} as session {i}, which is not an object with numeric start and last (and excluded)"
+    try:
+        start, last, excluded = (float(s.get(k, 0.0)) for k in keys)
+    except OverflowError:  # an integer past any float
+        start = last = excluded = math.inf
+    if not all(math.isfinite(v) for v in (start, last, excluded)):
+        why = "a number that is not finite"
+    elif start > last:
+        why = "a start after its last tick"
+    elif excluded < 0:
+        why = "a negative excluded time"
+    elif excluded > last - start + _SLACK:
+        why = f"more excluded time than the session lasted ({last - start:g} s)"
+    else:
+        return None
+    return (
+        f"holds {shown} as session {i}, with {why} (start and last are seconds since the epoch, start <= last; "
+        "excluded is seconds, from 0 to last - start)"
+    )
