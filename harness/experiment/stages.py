@@ -192,13 +192,18 @@ def sync_records_locked(exp: Experiment) -> "tuple[int, int]":
     ``runs_root`` refuses it. Returns ``(restored, saved)``.
 
     Raises:
-        ValueError: no records kept (``records: false``), another process holds the lock, or a record does not verify.
+        ValueError: no records kept (``records: false``), a root in or holding another experiment's
+            (:func:`harness.experiment.roots.check_outside_experiments`), another process holds the lock, or a record
+            does not verify.
     """
     if not exp.records:
         raise ValueError(
             f"experiment {exp.name!r} keeps no records (records: false), so --sync-records has nothing to save or "
             "restore: give records=true to keep a compact record of each finished run, or run without --sync-records"
         )
+    from harness.experiment.roots import check_outside_experiments
+
+    check_outside_experiments(exp)  # its roots apart from other experiments' (audit19 A19-17, audit20 A20-06)
     with RunLock(
         exp.runs_root,
         name=EXPERIMENT_LOCK,
