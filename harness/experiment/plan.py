@@ -18,6 +18,23 @@ from harness.experiment.config import Experiment, _noisy, _upstream_config_path
 MONITORING_WHAT = "how often a run is evaluated, logged or checkpointed, not what it trains"
 
 
+def untrained_settings() -> "dict[str, str]":
+    """The settings that change nothing a run trains, key (``train.log_every``) -> what it sets, as messages name it:
+    :data:`harness.model_identity.NOT_IDENTITY` (where a run's files and curves go), the ``train`` keys of
+    :data:`~harness.model_identity.MONITORING`, the ``data`` keys of :data:`~harness.model_identity.READING` (how its
+    data is read) and ``train.best_metric`` (which evaluation keeps ``checkpoints/best.pt``; a study reads each run's
+    final ``model.pt``). The one list of the condition, frontier schedule and tune rules (audit19 A19-14, A20-03)."""
+    from harness.model_identity import MONITORING, NOT_IDENTITY, READING
+
+    return {
+        **{k: "where a run's files and curves go, not what it trains" for k in NOT_IDENTITY},
+        **{f"train.{k}": MONITORING_WHAT for k in MONITORING},
+        **{f"data.{k}": "how a run's data is read, not which data or what it trains" for k in READING},
+        "train.best_metric": "which evaluation keeps checkpoints/best.pt, not what a run trains (the study reads each "
+        "run's final model.pt)",
+    }
+
+
 @dataclass
 class _Plan:
     """The upstream runs of one study: per method, the grid runs (value -> folder) and the seeds' configs.
@@ -251,17 +268,18 @@ def _check_trains(method: str, key: str) -> None:
     """A method's ``tune.key`` is a setting of how its runs train (audit17 A17-06/07): not the data's label noise (a
     condition's question), not one the evaluation reads (:data:`harness.data.eval_keys.EVAL_KEYS`: the runs would
     train one model and the choice compare held-out scores of other evaluations), not
-    :data:`harness.model_identity.MONITORING`.
+    :func:`untrained_settings` (which changes nothing a run trains).
 
     Raises:
         ValueError: naming the method, the key, why it is no training setting and what to do instead.
     """
     from harness.data.eval_keys import EVAL_KEYS
-    from harness.model_identity import MONITORING
 
     section, _, name = key.partition(".")
-    why = None
-    if key.startswith("data.label_noise"):
+    why, untrained = None, untrained_settings()
+    if key in untrained:
+        why = f"sets {untrained[key]}; tune a training setting"
+    elif key.startswith("data.label_noise"):
         why = (
             "sets the data's label noise, not how a run trains: choosing it by held-out NLL would choose the data; "
             f"study noise rates as conditions (conditions.<name>: {{upstream_overrides: [{key}=...]}})"
@@ -272,8 +290,6 @@ def _check_trains(method: str, key: str) -> None:
             "held-out scores of other evaluations; tune a training setting (optim.*, train.*, model.*, "
             "data.batch_size or an augmentation)"
         )
-    elif section == "train" and name in MONITORING:
-        why = f"sets {MONITORING_WHAT}; tune a training setting"
     if why:
         raise ValueError(f"method {method!r}: tune.key {key} {why}")
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from harness.experiment.config import SCHEDULE_KEYS, ConditionSection, Experiment
-from harness.experiment.plan import MONITORING_WHAT, _Plan
+from harness.experiment.plan import _Plan, untrained_settings
 
 
 def check_variant_configs(exp: Experiment, main: _Plan) -> "dict[str, Any]":
@@ -229,34 +229,43 @@ def _main_config(main: _Plan, method: str, seed: int, bases: "dict[tuple[str, in
 
 def _same_training(a: Any, b: Any) -> bool:
     """Whether two upstream configs train the same model, as :func:`harness.experiment.plan._same_run` compares them
-    but for the monitoring keys (``train.<key>`` of :data:`harness.model_identity.MONITORING`: how often a run is
-    evaluated, logged or checkpointed): a schedule or condition that sets only those would train the main study's
-    runs again (audit19 A19-14)."""
+    but for the settings that change nothing a run trains (:func:`harness.experiment.plan.untrained_settings`: where
+    its files and curves go, how often it is evaluated, logged or checkpointed, how its data is read, which evaluation
+    keeps ``checkpoints/best.pt``): a schedule or condition that sets only those would train the main study's runs
+    again (audit19 A19-14, audit20 A20-03)."""
     from dataclasses import asdict
-
-    from harness.model_identity import MONITORING
 
     def trained(cfg: Any) -> dict:
         kept = {k: v for k, v in asdict(cfg).items() if k not in ("name", "output_dir")}  # as _same_run strips
-        return {**kept, "train": {k: v for k, v in kept["train"].items() if k not in MONITORING}}
+        for key in untrained_settings():
+            *sections, name = key.split(".")
+            section = kept
+            for part in sections:
+                section = section.get(part) if isinstance(section, dict) else None
+            if isinstance(section, dict):
+                section.pop(name, None)
+        return kept
 
     return trained(a) == trained(b)
 
 
 def _unchanged(overrides: "list[str]") -> str:
-    """Why ``overrides`` change nothing: the keys they set already have those values, set only what is monitored
-    (:data:`harness.model_identity.MONITORING`), or they set none."""
-    from harness.model_identity import MONITORING
-
+    """Why ``overrides`` change nothing: the keys they set already have those values, set only what changes nothing a
+    run trains (:func:`harness.experiment.plan.untrained_settings`, each group of keys named with what it sets), or
+    they set none."""
     keys = list(dict.fromkeys(str(o).split("=", 1)[0].strip().lstrip("+~") for o in overrides))
     if not keys:
         return "it sets no setting"
-    watched = [k for k in keys if k.startswith("train.") and k[len("train.") :] in MONITORING]
-    rest = [k for k in keys if k not in watched]
+    untrained = untrained_settings()
+    rest = [k for k in keys if k not in untrained]
     why = [f"{', '.join(rest)} already {'has' if len(rest) == 1 else 'have'} that value in the main study's runs"]
-    if watched:
-        why = [*why[: bool(rest)], f"{' and '.join(watched)} set{'s' * (len(watched) == 1)} {MONITORING_WHAT}"]
-    return "; ".join(why)
+    groups: "dict[str, list[str]]" = {}
+    for k in keys:
+        if k in untrained:
+            groups.setdefault(untrained[k], []).append(k)
+    return "; ".join(
+        why[: bool(rest)] + [f"{' and '.join(ks)} set{'s' * (len(ks) == 1)} {what}" for what, ks in groups.items()]
+    )
 
 
 def _shown(overrides: "list[str]") -> str:
