@@ -316,3 +316,42 @@ def _roots_shared(tmp):
         load_experiment(str(tmp / "tiny.yaml"), (f"runs_root={tmp / 'o'}", f"results_root={tmp / 'res'}"))
     )
     return "roots shared with experiment cx: taken"
+
+
+# ------------------------------------------------------------------------------ A20-10: a condition on other data
+@handled(
+    "experiment",
+    "a condition with upstream_overrides [data.eval_split=val, data.heldout_split=null] (audit20 A20-10: its section "
+    "was titled as the main study's, its numbers on 50 val images read beside the main study's on 50 test images)",
+    r"^condition c1's section: .*scored on scikit-learn digits, val split .*\(data\.eval_split=val, "
+    r"data\.heldout_split=null\), not on the main study's scikit-learn digits, test split",
+)
+def _condition_on_other_split(tmp):
+    from harness.experiment.sections import condition_label
+
+    label = condition_label(
+        "c1",
+        "x",
+        ["data.eval_split=val", "data.heldout_split=null"],
+        "scikit-learn digits, val split (50 images 8x8)",
+        "scikit-learn digits, test split (50 images 8x8)",
+    )
+    assert label.startswith("Condition c1 (x), scored on scikit-learn digits, val split"), label
+    return f"condition c1's section: {label}"
+
+
+@handled(
+    "experiment",
+    "a condition with upstream_overrides [data.eval_resize=40] (audit20 A20-10: another view of the same images, its "
+    "section titled as the main study's)",
+    r"^condition c2's section: Condition c2 \(data\.eval_resize=40\), scored on .* \(data\.eval_resize=40\), not on "
+    r"the main study's",
+)
+def _condition_on_other_view(tmp):
+    from harness.experiment.sections import condition_label
+
+    same = "scikit-learn digits, test split (50 images 8x8)"
+    label = condition_label("c2", "", ["data.eval_resize=40"], same, same)
+    plain = condition_label("c3", "", ["optim.lr=0.1"], same, same)
+    assert plain == "Condition c3 (optim.lr=0.1)", plain  # a training condition: titled as before
+    return f"condition c2's section: {label}"

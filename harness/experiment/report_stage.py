@@ -16,6 +16,7 @@ from harness.experiment.config import Experiment, _upstream_config_path
 from harness.experiment.plan import _finished, _metrics, _Plan
 from harness.experiment.sections import (
     _merge,
+    condition_label,
     condition_record,
     downstream_section,
     multilabel_section,
@@ -80,7 +81,8 @@ def report_stage(
                 f"Built without training (harness run --no-train): {len(set(study.left_out))} planned run(s) "
                 "not finished yet are left out: " + ", ".join(sorted(set(study.left_out))) + "."
             )
-    _conditions(exp, conditions, main, precisions, extra)
+    main_data = next((_metrics(d).get("eval_data") or "" for ds in runs.values() for d in ds), "")
+    _conditions(exp, conditions, main, precisions, extra, main_data)
     if study.ml_runs:
         _merge(extra, multilabel_section(study.ml_runs, study.ml_grid))
     _merge(extra, report_summary(exp, runs, ensembles, conditions, main, study.ml_runs, extra))
@@ -154,16 +156,20 @@ def _schedule(exp: Experiment, main: _Plan, runs: "dict[str, list[Path]]", extra
     return precisions
 
 
-def _conditions(exp: Experiment, conditions: dict, main: _Plan, precisions: "list[str]", extra: dict) -> None:
-    """Each condition's comparison section, its record and its precision note, merged into ``extra``."""
+def _conditions(
+    exp: Experiment, conditions: dict, main: _Plan, precisions: "list[str]", extra: dict, main_data: str
+) -> None:
+    """Each condition's comparison section (titled by :func:`~harness.experiment.sections.condition_label`, naming
+    evaluation data other than the main study's, ``main_data``), its record and its precision note, merged into
+    ``extra``."""
     for name, per in conditions.items():
         if not per:
             continue
         cond = exp.conditions[name]
         dirs = {m: [Path(main.configs[f].output_dir) for f in fs] for m, fs in per.items()}
-        part = comparison_section(
-            dirs, [], label=f"Condition {name} ({cond.description or ' '.join(cond.upstream_overrides)})"
-        )
+        data = _metrics(next(iter(dirs.values()))[0]).get("eval_data") or ""
+        label = condition_label(name, cond.description, list(cond.upstream_overrides), data, main_data)
+        part = comparison_section(dirs, [], label=label)
         own = sorted({str(_metrics(d).get("mixed_precision")) for ds in dirs.values() for d in ds})
         record, line = condition_record(name, cond.description, cond.upstream_overrides, next(iter(dirs.values()))[0])
         extra["text"] += [line] + [n for n in [precision_note(f"condition {name}", own, precisions)] if n]

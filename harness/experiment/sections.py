@@ -133,6 +133,24 @@ def temperature_section(rows: "list[dict]", title: str) -> dict:
     }
 
 
+#: the data keys only an evaluation reads (of :data:`harness.data.eval_keys.EVAL_KEYS`; the others are read by
+#: training too): a condition that sets one scores its runs on other data, or another view, than the main study's
+EVAL_ONLY = ("eval_split", "heldout_split", "limit_eval", "eval_resize")
+
+
+def condition_label(name: str, description: str, overrides: "list[str]", data: str, main_data: str) -> str:
+    """The title of condition ``name``'s section: its description (else its overrides) and, when its runs were scored
+    on other data than the main study's (its runs' ``eval_data``, ``data``, is not the main study's, ``main_data``, or
+    it sets a key of :data:`EVAL_ONLY`), that data and those overrides named, so no reader compares its numbers with
+    the main study's as if on the same test split (audit20 A20-10)."""
+    label = f"Condition {name} ({description or ' '.join(overrides)})"
+    keys = [o for o in overrides if str(o).split("=", 1)[0].strip().lstrip("+~") in {f"data.{k}" for k in EVAL_ONLY}]
+    if keys or (data and main_data and data != main_data):
+        how = f" ({', '.join(keys)})" if keys else ""
+        label += f", scored on {data or 'other evaluation data'}{how}, not on the main study's {main_data or 'data'}"
+    return label
+
+
 def condition_record(name: str, description: str, overrides: "list[str]", run_dir: Path) -> "tuple[dict, str]":
     """What a condition changed, for ``report.json`` (``conditions.<name>``) and one report line: its description,
     its ``upstream_overrides`` and the label noise its first run drew (``run.json``'s ``label_noise``: kind, rate,
