@@ -15,8 +15,9 @@ from harness.io import read_json_object
 from harness.uncertainty.predictions import Predictions
 
 if TYPE_CHECKING:
+    import torch
+
     from harness.data.config import DataConfig
-    from harness.models import Classifier
 
 #: two predictions are "the same model twice" when, on the same examples (index) with the same targets and link,
 #: every predicted log-probability differs by at most this (nats); float32 re-saves and logits shifted by a constant
@@ -121,8 +122,8 @@ def check_distinct_weights(folders: "Sequence[str | Path]", what: str, why: str)
         seen[digest] = str(folder)
 
 
-def model_class_names(source: str, model: "Classifier") -> "Optional[list[str]]":
-    """The class names a model was trained on, where recorded: an export's ``label_names`` (``model.card_info``), or
+def model_class_names(source: str, model: "torch.nn.Module") -> "Optional[list[str]]":
+    """The class names a model (a :class:`harness.models.Classifier`) was trained on, where recorded: an export's ``label_names`` (``model.card_info``), or
     the ``class_names`` of the ``run.json`` beside a run's ``model.pt`` (``source`` the file or the run folder);
     None when neither records them (a timm / torchvision model)."""
     names = (getattr(model, "card_info", None) or {}).get("label_names")

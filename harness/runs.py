@@ -177,31 +177,20 @@ def data_from_file(path: "str | Path", overrides: "tuple[str, ...]" = (), flag: 
     :class:`DataConfig` for an evaluation (``harness import``, ``harness ensemble --eval-data``), with ``key=value``
     overrides (data keys, with or without the ``data.`` prefix), checked by the rules declared on its fields, with no
     key its source does not read (:data:`harness.data.config.SOURCE_KEYS`); the overrides only keys an evaluation
-    reads (:func:`harness.data.eval_keys.check_eval_keys`). ``flag`` is the option that named the file (for the
-    messages).
+    reads (:func:`harness.data.eval_keys.check_eval_keys`); the file's training-only keys (a run's) at their defaults
+    (:func:`harness.data.eval_keys.evaluation_only`, audit20 A20-07). ``flag``: the option that named the file.
 
     Raises:
-        FileNotFoundError: no such file. ValueError: bad YAML; no ``data`` section (a file that is no config of
-            data, which would otherwise evaluate the default data: the message never quotes the file's content);
-            bad data settings; a key set twice in ``overrides``; an override of a training-only key
-            (``limit_train``, ``hflip``, ``crop_scale``, ``batch_size``, ``label_noise``...); a key of another source
-            (``label_set`` on digits); ``label_set`` for cifar10n splits that do not read it; a held-out split that is
-            the evaluation split (:func:`harness.data.config.check_splits`); a wrong type in the file's data section
-            (named as that file's, audit20 A20-07).
-
-    The file's own training-only keys (:data:`harness.data.eval_keys.TRAINING_KEYS`: ``train_split``,
-    ``label_noise``, ``limit_train``, ``batch_size``, the augmentation...) are accepted, as an upstream config or a
-    run's ``config.yaml`` holds the training's, and returned at their defaults (audit20 A20-07): an evaluation reads
-    none of them, so what an import records (its ``config.yaml``) is the data it evaluated, never a label noise it did
-    not draw (it scores the data's own labels, the held-out split's too); a ``label_noise`` the file sets is named in
-    a warning (:class:`UserWarning`), as the one such key a user may expect to apply to the held-out split.
+        FileNotFoundError: no such file. ValueError: bad YAML; no ``data`` section (a file that is no config of data,
+            which would otherwise evaluate the default data: the message never quotes the file's content); bad data
+            settings (a wrong type named as the file's); a key set twice in ``overrides``; an override of a training-
+            only key (``limit_train``, ``hflip``, ``label_noise``...); a key of another source (``label_set`` on
+            digits), or ``label_set`` for cifar10n splits that do not read it; a held-out split that is the evaluation
+            split (:func:`harness.data.config.check_splits`).
     """
-    import warnings
-    from dataclasses import MISSING, fields
-
     from harness.config import check_distinct_keys, read_settings
     from harness.data.config import check_splits
-    from harness.data.eval_keys import TRAINING_KEYS, check_eval_keys
+    from harness.data.eval_keys import check_eval_keys, evaluation_only, load_eval_data
     from harness.rules import check_rules
 
     section = read_settings(path).get("data")
@@ -213,27 +202,11 @@ def data_from_file(path: "str | Path", overrides: "tuple[str, ...]" = (), flag: 
         )
     overrides = tuple(o[len("data.") :] if o.startswith("data.") else o for o in overrides)
     check_distinct_keys(overrides, "the data overrides")  # data.limit_eval=50 limit_eval=60: the last would win
-    try:
-        cfg = load_config(DataConfig, None, list(overrides), base=section)
-    except ValueError as e:  # a value of the file's is the file's, not "the defaults"
-        raise ValueError(str(e).replace("(the defaults)", f"(the data section of {flag} {path})")) from None
+    cfg = load_eval_data(section, overrides, f"{flag} {path}")  # a wrong type named as the file's
     check_rules(cfg)
     check_splits(cfg, training=False)  # the held-out split not the evaluation split
-    # the overrides, then every key of the source's (the file's too, as a run checks them: label_set on digits)
-    check_eval_keys(overrides, cfg, "harness import", (cfg.eval_split, cfg.heldout_split))
-    noise = cfg.label_noise if (cfg.label_noise or {}).get("kind", "none") != "none" else None
-    for f in fields(DataConfig):  # the training's keys (an upstream config's, a run's): not what was evaluated
-        if f.name in TRAINING_KEYS:
-            setattr(cfg, f.name, f.default_factory() if f.default is MISSING else f.default)
-    if noise:
-        warnings.warn(
-            f"{flag} {path}: data.label_noise={dict(noise)} is not applied: an evaluation scores the data's own labels "
-            "(the held-out split's too), and records no noise; to score noisy held-out labels, pack that split with "
-            "the noise drawn (harness data pack SOURCE OUT --split SPLIT label_noise.kind=...) and evaluate the pack",
-            UserWarning,
-            stacklevel=2,
-        )
-    return cfg
+    check_eval_keys(overrides, cfg, "harness import", (cfg.eval_split, cfg.heldout_split))  # and the source's keys
+    return evaluation_only(cfg, f"{flag} {path}")
 
 
 def check_distinct_folders(folders: "Sequence[str | Path]", what: str, why: str, predictions: bool = True) -> None:

@@ -96,3 +96,46 @@ def check_eval_keys(
                 f"(clean CIFAR-10 labels): remove label_set={cfg.label_set}, or evaluate a training split "
                 "(e.g. heldout_split=val5k)"
             )
+
+
+def load_eval_data(section: dict, overrides: Sequence[str], where: str) -> Any:
+    """A file's ``data`` section with ``key=value`` overrides as a :class:`harness.data.config.DataConfig`
+    (:func:`harness.config.load_config`); ``where`` names the file (``--data FILE``) in a type error, which
+    load_config, given the section as a base layer, would blame on "the defaults" (audit20 A20-07).
+
+    Raises:
+        ValueError: load_config's, naming ``where`` as the value's origin.
+    """
+    from harness.config import load_config
+    from harness.data.config import DataConfig
+
+    try:
+        return load_config(DataConfig, None, list(overrides), base=section)
+    except ValueError as e:
+        raise ValueError(str(e).replace("(the defaults)", f"(the data section of {where})")) from None
+
+
+def evaluation_only(cfg: Any, where: str) -> Any:
+    """``cfg`` (a :class:`harness.data.config.DataConfig` read from a file an evaluation was given: ``harness import
+    --data``, ``harness ensemble --eval-data``) with its :data:`TRAINING_KEYS` at their defaults, in place (the marks
+    of the keys a user named kept): an upstream config or a run's ``config.yaml`` holds the training's settings, which
+    an evaluation accepts and does not read, so what it records (an import's ``config.yaml``) is the data it evaluated,
+    never a label noise it did not draw (audit20 A20-07: it scores the data's own labels, the held-out split's too). A
+    ``label_noise`` set away from none is named in a :class:`UserWarning` (``where``: the flag and file), the one such
+    key a user may expect to apply to the held-out split (as a run draws it there)."""
+    import warnings
+    from dataclasses import MISSING, fields
+
+    noise = cfg.label_noise if (cfg.label_noise or {}).get("kind", "none") != "none" else None
+    for f in fields(cfg):
+        if f.name in TRAINING_KEYS:
+            setattr(cfg, f.name, f.default_factory() if f.default is MISSING else f.default)
+    if noise:
+        warnings.warn(
+            f"{where}: data.label_noise={dict(noise)} is not applied: an evaluation scores the data's own labels (the "
+            "held-out split's too), and records no noise; to score noisy held-out labels, pack that split with the "
+            "noise drawn (harness data pack SOURCE OUT --split SPLIT label_noise.kind=...) and evaluate the pack",
+            UserWarning,
+            stacklevel=3,
+        )
+    return cfg
