@@ -8,6 +8,7 @@ in the order the constructor calls them, each with a ``ValueError`` that names t
 from __future__ import annotations
 
 import numbers
+import operator
 from typing import Any, Optional, Sequence
 
 import torch
@@ -16,6 +17,7 @@ from harness.heads.options import (
     DEFAULT_NUM_FACTORS,
     MAX_MC_SAMPLES,
     TEMPERATURE_RULE,
+    check_option_types,
     temperature_in_range,
 )
 from harness.rules import SEED, Rule
@@ -119,13 +121,113 @@ def check_sampling_options(
     Raises:
         ValueError: the first option out of range, named.
     """
-    check_mc_samples("train_mc_samples", train_mc_samples)
-    check_mc_samples("eval_mc_samples", eval_mc_samples)
-    if mc_chunk_size is not None and int(mc_chunk_size) < 1:
-        raise ValueError(f"mc_chunk_size must be >= 1 or None (automatic), got {mc_chunk_size}")
-    if clip_eps is not None and not (0.0 < clip_eps < 0.5):
-        raise ValueError(f"clip_eps must be in (0, 0.5) or None (exact log space), got {clip_eps}")
-    check_seed("eval_seed", eval_seed, "fresh noise each call")
+    values = dict(train_mc_samples=train_mc_samples, eval_mc_samples=eval_mc_samples, mc_chunk_size=mc_chunk_size)
+    for name, value in {**values, "clip_eps": clip_eps, "eval_seed": eval_seed}.items():
+        check_sampling_option(name, value)
+
+
+def check_sampling_option(name: str, value: object) -> None:
+    """One Monte Carlo option of :func:`check_sampling_options` (of the right type already:
+    :func:`~harness.heads.options.check_option_types`); any other name passes.
+
+    Raises:
+        ValueError: ``<name> must be <its range>, got <value>``.
+    """
+    if name in ("train_mc_samples", "eval_mc_samples"):
+        check_mc_samples(name, value)
+    elif name == "mc_chunk_size" and value is not None and int(value) < 1:
+        raise ValueError(f"mc_chunk_size must be >= 1 or None (automatic), got {value}")
+    elif name == "clip_eps" and value is not None and not (0.0 < value < 0.5):
+        raise ValueError(f"clip_eps must be in (0, 0.5) or None (exact log space), got {value}")
+    elif name == "eval_seed":
+        check_seed("eval_seed", value, "fresh noise each call")
+
+
+#: the head's options a user may change on a built head, kept as attributes of the same name (the Monte Carlo
+#: settings: ``head.eval_mc_samples = 5``); each call checks them (:func:`check_live_options`), as
+#: ``save_pretrained`` does (``harness.model_config.LIVE_HEAD_OPTIONS``, the same names)
+LIVE_OPTIONS = (
+    "train_mc_samples",
+    "eval_mc_samples",
+    "share_samples_across_batch",
+    "mc_chunk_size",
+    "eval_seed",
+    "clip_eps",
+)
+#: the head's options fixed when it is built (its layers, its noise and its saved config follow them), kept as
+#: attributes of the same name: :class:`FixedOptions` refuses a change of one on a built head
+FIXED_OPTIONS = (
+    "in_features",
+    "num_classes",
+    "covariance_type",
+    "link",
+    "num_factors",
+    "learn_temperature",
+    "temperature_bounds",
+    "noise_space",
+    "noise_width",
+    "noise_form",
+    "diag_noise",
+    "pe_noise_bias",
+)
+
+_live_values = operator.attrgetter(*LIVE_OPTIONS)
+
+
+def check_live_options(head: Any, signature_of: Any) -> None:
+    """The head's :data:`LIVE_OPTIONS` as they are now (``head.clip_eps = 2.0`` after it was built), by its
+    constructor's rules (``signature_of``: its ``__init__``, whose annotations give the types): a few checks of
+    Python scalars at a call of ``forward`` / ``sample_logits`` whose values are not the very objects the last call
+    checked (eager; compiled, when traced).
+
+    Raises:
+        ValueError: ``<the constructor's message for the first option out of range>; head.<option> was set on the
+            built head: set it to a value the head takes``.
+    """
+    compiling = torch.compiler.is_compiling()  # checked when traced: its guards hold the values
+    if compiling:
+        values = {name: getattr(head, name) for name in LIVE_OPTIONS}
+    else:
+        state, now = vars(head), _live_values(head)
+        checked = state.get("_checked_live_options")
+        if checked is not None and all(map(operator.is_, now, checked)):
+            return  # the very values checked at the last call: nothing set since
+        values = dict(zip(LIVE_OPTIONS, now))
+    for name, value in values.items():
+        try:
+            check_option_types(signature_of, {name: value})
+            check_sampling_option(name, value)
+        except ValueError as e:
+            raise ValueError(f"{e}; head.{name} was set on the built head: set it to a value the head takes") from None
+    if not compiling:
+        state["_checked_live_options"] = now  # not an attribute set: no module state, no mutation for torch.compile
+
+
+class FixedOptions:
+    """The mixin of a head that refuses a change of its :data:`FIXED_OPTIONS` once it is built (the constructor
+    sets each once; setting the value it has is allowed); the :data:`LIVE_OPTIONS` are checked when the head is
+    called (:func:`check_live_options`), others (modules, parameters, buffers) are ``nn.Module``'s.
+
+    Raises:
+        ValueError: ``head.<option> is fixed when the head is built ...: build a new head with <option>=<value>``.
+    """
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in FIXED_OPTIONS and name in self.__dict__ and not _same(self.__dict__[name], value):
+            option = "covariance" if name == "covariance_type" else name
+            raise ValueError(
+                f"head.{name} = {value!r}: {option} is fixed when the head is built (its layers, noise and saved "
+                f"config follow it; this head has {self.__dict__[name]!r}): build a new head with {option}="
+                f"{value!r} (hetify the original model again), or leave it"
+            )
+        super().__setattr__(name, value)
+
+
+def _same(a: object, b: object) -> bool:
+    try:
+        return type(a) is type(b) and bool(a == b)
+    except Exception:  # noqa: BLE001 -- a value that cannot be compared is no match
+        return False
 
 
 def checked_temperature_bounds(

@@ -25,6 +25,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from harness.heads.checks import (
+    FixedOptions,
+    check_live_options,
     check_mc_samples,
     check_sampling_options,
     check_seed,
@@ -53,7 +55,7 @@ from harness.heads.sampling import log_average_to_logits, monte_carlo_log_averag
 from harness.heads.variants import VARIANTS, CovarianceVariant
 
 
-class HeteroscedasticHead(nn.Module):
+class HeteroscedasticHead(FixedOptions, nn.Module):
     """Drop-in replacement of a classifier's last linear layer with heteroscedastic noise.
 
     Args:
@@ -89,8 +91,7 @@ class HeteroscedasticHead(nn.Module):
             error instead of averaging it out. The bank is the counter-based noise
             (:data:`~harness.heads.noise.EVAL_NOISE`) eager and under ``torch.compile`` alike, so
             both give the same outputs up to float rounding (:attr:`noise_definition`).
-            None: fresh noise from torch's global RNG each
-            call, drawn as in training (independent per row unless
+            None: fresh noise from torch's global RNG each call, drawn as in training (independent per row unless
             ``share_samples_across_batch``). Training always draws fresh noise from the global
             RNG, independent per row (the paper's estimator; ``torch.manual_seed`` reproduces a run).
         clip_eps: None for the exact log-space average; a float reproduces the reference's
@@ -111,8 +112,8 @@ class HeteroscedasticHead(nn.Module):
         ValueError: unknown option, ``num_factors`` out of range, non-positive temperature or
             sample count, bad temperature bounds, an option given a value that this configuration does not use
             (:data:`~harness.heads.options.OPTION_USES`: sample counts on ``covariance="none"``, ``pe_noise_bias``
-            off PE, ``temperature_bounds`` without ``learn_temperature``...), or (at call time) an input whose last
-            dim is not D.
+            off PE, ``temperature_bounds`` without ``learn_temperature``...), at call time an input whose last dim
+            is not D or an option set on the head out of range (``head.clip_eps = 2``; fixed ones, at the set).
     """
 
     def __init__(
@@ -350,12 +351,9 @@ class HeteroscedasticHead(nn.Module):
     def _mc_samples(self, mc_samples: Optional[int], seed: Optional[int]) -> int:
         """S of a call (``mc_samples``, else the mode's count), once it and the call's ``seed`` pass the head's rules."""
         check_seed("seed", seed, "the head's eval_seed")
+        check_live_options(self, HeteroscedasticHead.__init__)  # head.clip_eps = 2.0 since it was built
         s = (self.train_mc_samples if self.training else self.eval_mc_samples) if mc_samples is None else mc_samples
         return check_mc_samples("mc_samples", s)
-
-    def _plan(self, h: Tensor, s: int, seed: Optional[int]) -> "tuple":
-        """Noise and chunking of one call: :func:`~harness.heads.sampling.plan_noise`."""
-        return plan_noise(self, h, s, seed)
 
     def sample_logits(self, x: Tensor, mc_samples: Optional[int] = None, seed: Optional[int] = None) -> Tensor:
         """Tempered logit samples z_s = (μ + P n_s)/τ, ``[..., S, K]``, materialised (for analysis).
@@ -375,7 +373,7 @@ class HeteroscedasticHead(nn.Module):
                 z = (self.loc(h) / self.temperature).unsqueeze(1).expand(-1, s, -1)
             else:
                 p = self._noise_parameters(h)
-                noise, chunk, _, key = self._plan(h, s, seed)
+                noise, chunk, _, key = plan_noise(self, h, s, seed)
                 if key is not None:  # counter noise: one draw of all S samples (chunking does not change it)
                     idx = torch.arange(s, device=h.device, dtype=torch.int64)
                     eps = noise.draw(key, idx, h.shape[0], h.dtype)
@@ -425,7 +423,7 @@ class HeteroscedasticHead(nn.Module):
                 if tau is None or torch.compiler.is_compiling() or tau.is_meta or float(tau) != 1.0:
                     logits = logits / self.temperature
                 return logits.reshape(*lead, self.num_classes)
-            noise, chunk, row_block, key = self._plan(h, s, seed)
+            noise, chunk, row_block, key = plan_noise(self, h, s, seed)
             layout = NoiseLayout(self.noise_form, self.link, s, chunk, low)
             p = self._noise_parameters(h)
             n = h.shape[0]
@@ -447,3 +445,6 @@ class HeteroscedasticHead(nn.Module):
                 out = torch.cat(blocks) if self.link == "softmax" else tuple(torch.cat(part) for part in zip(*blocks))
             logits = log_average_to_logits(out, self.link, self.clip_eps)
         return logits.reshape(*lead, self.num_classes)
+
+
+check_option_types(HeteroscedasticHead.__init__, {})  # resolves their kinds once, eagerly: compiled calls read them

@@ -14,6 +14,7 @@ from typing import Optional, Sequence, Union
 
 from torch import Tensor, nn
 
+from harness.heads.checks import LIVE_OPTIONS
 from harness.heads.het import HeteroscedasticHead
 from harness.heads.hetify_trace import FIX, SUPPORTED, check_named_output, is_conv_1x1, traced_output_layer
 
@@ -105,7 +106,8 @@ def _resolve(model: nn.Module, name: str, source: str) -> "list[tuple[str, nn.Mo
     if isinstance(module, (HeteroscedasticHead, HeteroscedasticConvHead)):
         raise ValueError(
             f"{source} names {name!r}, which is a HET head already: this model was hetified; build the head with "
-            "other options by hetifying the original model, or set its options on the head"
+            f"other options by hetifying the original model, or set its Monte Carlo options on the head "
+            f"({', '.join(LIVE_OPTIONS)}: checked when it is called; the others are fixed when it is built)"
         )
     raise ValueError(f"{source} names {name!r}, a {type(module).__name__}; hetify replaces {SUPPORTED}; {FIX}")
 

@@ -73,7 +73,7 @@ DEFAULT_TEMPERATURE_BOUNDS = (0.3, 3.0)
 #: ``covariance()`` refuses to build more elements than this unless ``max_elements`` is raised.
 MAX_DENSE_COVARIANCE_ELEMENTS = 1 << 27
 #: nominal rows of the evaluation noise bank's automatic chunk size: its chunk is the one a
-#: BANK_ROWS-row batch would get, whatever the real batch size (see ``HeteroscedasticHead._plan``).
+#: BANK_ROWS-row batch would get, whatever the real batch size (see :func:`~harness.heads.sampling.plan_noise`).
 BANK_ROWS = 64
 
 
@@ -112,6 +112,19 @@ _WHAT = {
 }
 
 
+#: the kinds of a head constructor's options (:func:`_kind` of each annotation), by constructor: resolved when a head
+#: is first built (eagerly), read by each call of a built head too (compiled as well, where typing cannot be traced)
+_KINDS: "dict[Callable, dict[str, tuple[str, bool]]]" = {}
+
+
+def option_kinds(signature_of: Callable) -> "dict[str, tuple[str, bool]]":
+    """``{option: (kind, None allowed)}`` of ``signature_of``'s annotated arguments (:func:`_kind`), resolved once."""
+    kinds = _KINDS.get(signature_of)
+    if kinds is None:
+        kinds = _KINDS[signature_of] = {n: _kind(h) for n, h in typing.get_type_hints(signature_of).items()}
+    return kinds
+
+
 def check_option_types(signature_of: Callable, values: "dict[str, object]") -> None:
     """Each of ``values`` (a head's arguments) of the type its annotation in ``signature_of`` gives, before any value
     is compared or converted: ``2.7`` is no count, ``True`` no number, ``"inf"`` (YAML reads ``inf`` as text,
@@ -119,11 +132,11 @@ def check_option_types(signature_of: Callable, values: "dict[str, object]") -> N
 
     Raises: ValueError naming the option, the value, its type and what it must be.
     """
-    hints = typing.get_type_hints(signature_of)
+    kinds = option_kinds(signature_of)
     for name, value in values.items():
-        if name not in hints or value is None and _kind(hints[name])[1]:
+        if name not in kinds or value is None and kinds[name][1]:
             continue
-        kind, _ = _kind(hints[name])
+        kind, optional = kinds[name]
         number = isinstance(value, numbers.Real) and not isinstance(value, bool)
         ok = {
             "int": isinstance(value, numbers.Integral) and not isinstance(value, bool),
@@ -139,7 +152,7 @@ def check_option_types(signature_of: Callable, values: "dict[str, object]") -> N
                 fix = f"give one of {', '.join(map(repr, _NAMED[name]))}"
             if isinstance(value, str) and value.strip().lstrip("+-").lower() in ("inf", "infinity", "nan"):
                 fix += " (in YAML .inf is infinity and inf is text; a head needs finite values here)"
-            if _kind(hints[name])[1]:
+            if optional:
                 fix += " (or None: the default)"
             raise ValueError(f"{name} must be {_WHAT[kind]}, got {value!r} ({type(value).__name__}): {fix}")
 
