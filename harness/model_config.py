@@ -16,6 +16,7 @@ from typing import Any, List, Optional
 from torchvision.transforms import InterpolationMode
 
 from harness.heads import HeteroscedasticHead
+from harness.heads.checks import LIVE_OPTIONS
 from harness.rules import Rule, check_rules, setting
 
 #: what a model's ``preprocessing`` records (from timm's ``resolve_model_data_config``)
@@ -107,15 +108,9 @@ def check_backbone_kwargs(kwargs: Any, key: str, backbone: Optional[str] = None)
 
 
 #: the head options a built head keeps as attributes of the same name that a user may change on it (the Monte Carlo
-#: settings: ``model.head.eval_mc_samples = 5``): a saved model records them as they are when it is saved
-LIVE_HEAD_OPTIONS = (
-    "train_mc_samples",
-    "eval_mc_samples",
-    "share_samples_across_batch",
-    "mc_chunk_size",
-    "eval_seed",
-    "clip_eps",
-)
+#: settings: ``model.head.eval_mc_samples = 5``; the one list, :data:`harness.heads.checks.LIVE_OPTIONS`): a saved
+#: model records them as they are when it is saved
+LIVE_HEAD_OPTIONS = LIVE_OPTIONS
 
 
 def live_temperature(head: HeteroscedasticHead, options: dict) -> dict:

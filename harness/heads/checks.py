@@ -145,7 +145,7 @@ def check_sampling_option(name: str, value: object) -> None:
 
 #: the head's options a user may change on a built head, kept as attributes of the same name (the Monte Carlo
 #: settings: ``head.eval_mc_samples = 5``); each call checks them (:func:`check_live_options`), as
-#: ``save_pretrained`` does (``harness.model_config.LIVE_HEAD_OPTIONS``, the same names)
+#: ``save_pretrained`` does (``harness.model_config.LIVE_HEAD_OPTIONS`` reads this list)
 LIVE_OPTIONS = (
     "train_mc_samples",
     "eval_mc_samples",
