@@ -233,7 +233,14 @@ def read_json(path: "str | os.PathLike") -> "dict | None":
 
 
 #: how a message names the JSON type of a value (``json.loads``'s Python types)
-_JSON_TYPES = {list: "an array", str: "a string", int: "a number", float: "a number", bool: "true or false"}
+_JSON_TYPES = {
+    dict: "an object",
+    list: "an array",
+    str: "a string",
+    int: "a number",
+    float: "a number",
+    bool: "true or false",
+}
 
 
 def read_json_object(path: "str | os.PathLike", fix: str = "rerun the run, or restore the file") -> "dict | None":
@@ -245,18 +252,33 @@ def read_json_object(path: "str | os.PathLike", fix: str = "rerun the run, or re
         ValueError: a file that cannot be read, is not valid JSON, or holds another JSON value than an object,
             naming the file, what is wrong and ``fix``.
     """
+    return read_json_value(path, dict, fix)
+
+
+def read_json_value(path: "str | os.PathLike", expected: type, fix: str, what: str = "") -> "dict | list | None":
+    """The JSON value in ``path``, or None when there is no such file; a value of another type than ``expected``
+    (``dict``: an object, ``list``: an array) is damage, named like a file that cannot be read or parsed.
+
+    Args:
+        what: what the file is, shown after its path (e.g. ``"the experiment's clock"``).
+
+    Raises:
+        ValueError: naming the file (and ``what``), what is wrong and ``fix``.
+    """
     path = Path(path)
     if not path.is_file():
         return None
+    named = f"{path} ({what})" if what else str(path)
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except OSError as e:
-        raise ValueError(f"{path} cannot be read ({e.strerror or e}): {fix}") from e
+        raise ValueError(f"{named} cannot be read ({e.strerror or e}): {fix}") from e
     except ValueError as e:  # JSONDecodeError, UnicodeDecodeError
-        raise ValueError(f"{path} is not valid JSON ({quote(str(e), 120)}): the file is damaged; {fix}") from e
-    if not isinstance(data, dict):
+        raise ValueError(f"{named} is not valid JSON ({quote(str(e), 120)}): the file is damaged; {fix}") from e
+    if not isinstance(data, expected):
         kind = "null" if data is None else _JSON_TYPES.get(type(data), type(data).__name__)
-        raise ValueError(f"{path} holds {kind} where a JSON object {{...}} belongs: the file is damaged; {fix}")
+        belongs = "a JSON object {...}" if expected is dict else "a JSON array [...]"
+        raise ValueError(f"{named} holds {kind} where {belongs} belongs: the file is damaged; {fix}")
     return data
 
 

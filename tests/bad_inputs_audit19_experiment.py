@@ -114,7 +114,8 @@ def _clock_of_strings(tmp):
     "experiment",
     'sessions.json holding {"a": 1} (audit19 A19-09: AttributeError traceback)',
     ValueError,
-    r"sessions\.json \(the experiment's clock: .*\) is not a list: the file is damaged; move it away",
+    r"sessions\.json \(the experiment's clock\) holds an object where a JSON array \[\.\.\.\] belongs: the file is "
+    r"damaged; move it away",
 )
 def _clock_of_an_object(tmp):
     _run_with_clock(tmp, '{"a": 1}')

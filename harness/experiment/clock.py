@@ -51,20 +51,13 @@ def _read_sessions(path: Path) -> "list[dict]":
     Raises:
         ValueError: naming the file, what is wrong and the fix.
     """
+    from harness.io import read_json_value
+
     fix = "move it away (the experiment's elapsed time then restarts from this session), or restore it"
-    if not path.is_file():
+    sessions = read_json_value(path, list, fix, what="the experiment's clock")
+    if sessions is None:
         return []
-    try:
-        sessions = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as e:
-        raise ValueError(f"{path} (the experiment's clock) cannot be read ({e.strerror or e}): {fix}") from e
-    except ValueError as e:  # JSONDecodeError, UnicodeDecodeError
-        raise ValueError(f"{path} (the experiment's clock) is not valid JSON ({e}): the file is damaged; {fix}") from e
-    bad = (
-        "is not a list"
-        if not isinstance(sessions, list)
-        else next(filter(None, (_session_problem(i, s) for i, s in enumerate(sessions))), None)
-    )
+    bad = next(filter(None, (_session_problem(i, s) for i, s in enumerate(sessions))), None)
     if bad:
         raise ValueError(
             f"{path} (the experiment's clock: a list of its sessions, each {{start, last, excluded}} in seconds) "
