@@ -231,3 +231,43 @@ def check_outside_outputs(
             )
         )
     return folder
+
+
+def check_model_folder(folder: Path, source: str) -> None:
+    """A folder given as a model source is no harness output folder that holds no one model (audit19 A19-15): an
+    ensemble folder (``ensemble.json``: its members' models), an unfinished run folder (``run.json`` or
+    ``checkpoints/`` beside ``config.yaml``, no ``model.pt`` yet) or another command's output folder
+    (:func:`harness.folder_paths.output_kind`). A folder with ``config.json`` (an export, a timm folder) or
+    ``model.pt`` (a finished run: :func:`harness.weights.read_config_json` names the file to give; it calls this check for a folder
+    without config.json) passes.
+
+    Raises:
+        ValueError: naming the folder, what it is and the model to give instead.
+    """
+    from harness.io import read_json_object
+
+    if not folder.is_dir() or (folder / "config.json").is_file() or (folder / "model.pt").is_file():
+        return
+    if (folder / "ensemble.json").is_file():
+        try:
+            members = (read_json_object(folder / "ensemble.json") or {}).get("members") or []
+        except ValueError:
+            members = []
+        members = members if isinstance(members, list) else []
+        first = f" ({str(Path(str(members[0])) / 'model.pt')!r}, its first member's)" if members else ""
+        raise ValueError(
+            f"{str(source)!r} is an ensemble folder (it holds ensemble.json): an ensemble is no single "
+            f"model: give one member's model.pt{first}, or run the command once per member"
+        )
+    if (folder / "run.json").is_file() or ((folder / "config.yaml").is_file() and (folder / "checkpoints").is_dir()):
+        raise ValueError(
+            f"{str(source)!r} is an unfinished run (run.json and checkpoints, no model.pt): it has no final "
+            f"model yet; rerun harness upstream --config {folder / 'config.yaml'} output_dir={folder}, which resumes "
+            "from its last checkpoint, to write model.pt, then give that file"
+        )
+    kind = output_kind(folder)
+    if kind is not None:
+        raise ValueError(
+            f"{str(source)!r} is the output folder of a harness {kind.kind} (it holds {kind.holds}), which "
+            "holds no model: give a harness model.pt, or a folder written by save_pretrained"
+        )

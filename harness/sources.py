@@ -20,6 +20,7 @@ from torch import nn
 
 from harness.backbone_sources import cached_weights, hub_config, offline_mode, source_backbone, source_spec
 from harness.checkpoint_files import check_weights_file
+from harness.folder_paths import check_model_folder
 from harness.weights import (
     HF_HUB_PREFIX,
     LOCAL_DIR_PREFIX,
@@ -83,44 +84,6 @@ def export_source(source: str, offline: Optional[bool] = None) -> Optional[str]:
     if "harness" not in config:
         return None
     return str(folder) if name.startswith(LOCAL_DIR_PREFIX) else name[len(HF_HUB_PREFIX) :]
-
-
-def check_model_folder(folder: Path, source: str) -> None:
-    """A folder given as a model source is no harness output folder that holds no one model (audit19 A19-15): an
-    ensemble folder (``ensemble.json``: its members' models), an unfinished run folder (``run.json`` or
-    ``checkpoints/`` beside ``config.yaml``, no ``model.pt`` yet) or another command's output folder
-    (:func:`harness.folder_paths.output_kind`). A folder with ``config.json`` (an export, a timm folder) or
-    ``model.pt`` (a finished run: :func:`harness.weights.read_config_json` names the file to give) passes.
-
-    Raises:
-        ValueError: naming the folder, what it is and the model to give instead.
-    """
-    from harness.folder_paths import output_kind
-
-    if not folder.is_dir() or (folder / "config.json").is_file() or (folder / "model.pt").is_file():
-        return
-    if (folder / "ensemble.json").is_file():
-        try:
-            members = read_config_json(folder / "ensemble.json").get("members") or []
-        except (OSError, ValueError):
-            members = []
-        first = f" ({str(Path(str(members[0])) / 'model.pt')!r}, its first member's)" if members else ""
-        raise ValueError(
-            f"{str(source)!r} is an ensemble folder (it holds ensemble.json): an ensemble is no single "
-            f"model: give one member's model.pt{first}, or run the command once per member"
-        )
-    if (folder / "run.json").is_file() or ((folder / "config.yaml").is_file() and (folder / "checkpoints").is_dir()):
-        raise ValueError(
-            f"{str(source)!r} is an unfinished run (run.json and checkpoints, no model.pt): it has no final "
-            f"model yet; rerun harness upstream --config {folder / 'config.yaml'} output_dir={folder}, which resumes "
-            "from its last checkpoint, to write model.pt, then give that file"
-        )
-    kind = output_kind(folder)
-    if kind is not None:
-        raise ValueError(
-            f"{str(source)!r} is the output folder of a harness {kind.kind} (it holds {kind.holds}), which "
-            "holds no model: give a harness model.pt, or a folder written by save_pretrained"
-        )
 
 
 def _load_model(source: str) -> "Classifier":

@@ -372,12 +372,15 @@ def read_config_json(path: "str | os.PathLike", loader: "str | None" = None) -> 
     on a run folder (holding ``model.pt``): without it, give the file itself (``--model``, ``load_source`` take it).
 
     Raises:
-        FileNotFoundError: no such file. ValueError: too large, not JSON, or not an object.
+        FileNotFoundError: no such file. ValueError: too large, not JSON, or not an object; a folder without the file
+            that is an ensemble or unfinished run folder (:func:`harness.folder_paths.check_model_folder`).
     """
+    from harness.folder_paths import check_model_folder
     from harness.io import quote
 
     path = Path(path)
     if not path.is_file():
+        check_model_folder(path.parent, str(path.parent))  # an ensemble or unfinished run folder is named as such
         run = path.parent / "model.pt"  # a harness run folder: its model is the file
         if loader is None:
             advice = f"give {str(run)!r} itself"

@@ -117,9 +117,7 @@ def _unfinished(tmp):
     r"member's model\.pt \('.*run/model\.pt', its first member's\)",
 )
 def _ensemble_as_model(tmp):
-    from harness.sources import load_source
-
-    load_source(str(_ensemble(tmp)))
+    _load_source(str(_ensemble(tmp)))
 
 
 @bad_input(
@@ -141,9 +139,7 @@ def _ensemble_as_classifier(tmp):
     r"harness upstream --config .*run/config\.yaml output_dir=.*run, which resumes",
 )
 def _unfinished_run_as_model(tmp):
-    from harness.sources import load_source
-
-    load_source(str(_unfinished(tmp)))
+    _load_source(str(_unfinished(tmp)))
 
 
 @bad_input(
@@ -153,6 +149,31 @@ def _unfinished_run_as_model(tmp):
     match=r"is an unfinished run .*rerun harness upstream",
 )
 def _unfinished_run_as_timm_folder(tmp):
+    _load_source(f"timm:local-dir:{_unfinished(tmp)}")
+
+
+def _load_source(spelling: str) -> None:
     from harness.sources import load_source
 
-    load_source(f"timm:local-dir:{_unfinished(tmp)}")
+    load_source(spelling)
+
+
+@bad_input(
+    "exports",
+    "Classifier.from_pretrained(<an ensemble folder>) and (<an unfinished run folder>) (audit19 A19-15's rule, not "
+    "applied to from_pretrained: 'no config.json ... give a folder written by save_pretrained')",
+    match=r"'.*ens' is an ensemble folder .*give one member's model\.pt.*; '.*run' is an unfinished run .*rerun "
+    r"harness upstream",
+)
+def _from_pretrained_of_folders(tmp):
+    import pytest
+
+    from harness.models import Classifier
+
+    (tmp / "1").mkdir(), (tmp / "2").mkdir()
+    said = []
+    for folder in (_ensemble(tmp / "1"), _unfinished(tmp / "2")):
+        with pytest.raises(ValueError) as e:
+            Classifier.from_pretrained(folder)
+        said.append(str(e.value))
+    raise ValueError("; ".join(said))

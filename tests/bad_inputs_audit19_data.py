@@ -72,6 +72,19 @@ def _splits_overlap(tmp):
     return "overlaps: all/train all/test cifar10n train/val5k; apart: train/val train45k/val5k"
 
 
+def _tiny_run(tmp, overrides: list, **run_kw) -> None:
+    """Train (or resume, or find finished) the small digits run ``tmp/r`` of ``digits_hom.yaml`` with ``overrides``
+    after the usual tiny settings (those it sets, in place of the tiny ones); ``run_kw`` go to the upstream's ``run``."""
+    from harness.config import load_config
+    from harness.upstream.config import UpstreamConfig
+    from harness.upstream.train import run
+
+    base = ["train.epochs=1", "data.limit_train=64", "data.limit_eval=32", "train.log_with=[]"]
+    base = [b for b in base if b.split("=")[0] not in {o.split("=")[0] for o in overrides}]
+    base += ["model.backbone=test_resnet", f"output_dir={tmp / 'r'}", *overrides]
+    run(load_config(UpstreamConfig, CONFIGS / "digits_hom.yaml", base), **{"progress": False, **run_kw})
+
+
 # ------------------------------------------------------------------------------ A19-10: resume with a reading key
 @handled(
     "upstream",
@@ -82,16 +95,9 @@ def _splits_overlap(tmp):
 def _resume_reading_keys(tmp):
     import yaml
 
-    from harness.config import load_config
-    from harness.upstream.config import UpstreamConfig
-    from harness.upstream.train import run
-
-    base = ["train.epochs=2", "data.limit_train=64", "data.limit_eval=32", "train.log_with=[]"]
-    base += ["model.backbone=test_resnet", f"output_dir={tmp / 'r'}"]
-    run(load_config(UpstreamConfig, CONFIGS / "digits_hom.yaml", base), progress=False, stop_after_steps=1)
+    _tiny_run(tmp, ["train.epochs=2"], stop_after_steps=1)
     assert (tmp / "r" / "checkpoints" / "last.pt").is_file() and not (tmp / "r" / "model.pt").exists()
-    more = ["data.eval_batch_size=32", "train.log_every=7"]
-    run(load_config(UpstreamConfig, CONFIGS / "digits_hom.yaml", [*base, *more]), progress=False)
+    _tiny_run(tmp, ["train.epochs=2", "data.eval_batch_size=32", "train.log_every=7"])
     cfg = yaml.safe_load((tmp / "r" / "config.yaml").read_text())
     assert (cfg["data"]["eval_batch_size"], cfg["train"]["log_every"]) == (32, 7), cfg
     resumed = json.loads((tmp / "r" / "run.json").read_text())["resumed"]
@@ -110,16 +116,7 @@ def _resume_reading_keys(tmp):
     r"import of its model\.pt.*keep one of them",
 )
 def _same_weights(tmp):
-    from bad_inputs_audit6_runs import _checkpoint_runs
-
-    members = _checkpoint_runs(tmp)
-    shutil.copyfile(tmp / "a" / "model.pt", tmp / "b" / "model.pt")
-    cfg = (tmp / "b" / "config.yaml").read_text().replace("  limit_eval: 20\n", "  limit_eval: 20\n  eval_resize: 32\n")
-    (tmp / "b" / "config.yaml").write_text(cfg)
-    try:
-        _cli("ensemble", *members, "--from-checkpoints", "--out", str(tmp / "e"))
-    finally:
-        assert not (tmp / "e").exists()
+    _ensemble_at_two_views(tmp, same_weights=True)
 
 
 @bad_input(
@@ -131,9 +128,17 @@ def _same_weights(tmp):
     r"data\.image_size=32, data\.eval_resize=None \(resize 37\): .*evaluate the members at one view",
 )
 def _other_views(tmp):
+    _ensemble_at_two_views(tmp, same_weights=False)
+
+
+def _ensemble_at_two_views(tmp, same_weights: bool) -> None:
+    """``harness ensemble --from-checkpoints`` of two small runs, the second evaluated at eval_resize 32 (and given
+    the first's weights when ``same_weights``); the call must fail and write nothing."""
     from bad_inputs_audit6_runs import _checkpoint_runs
 
     members = _checkpoint_runs(tmp)
+    if same_weights:
+        shutil.copyfile(tmp / "a" / "model.pt", tmp / "b" / "model.pt")
     cfg = (tmp / "b" / "config.yaml").read_text().replace("  limit_eval: 20\n", "  limit_eval: 20\n  eval_resize: 32\n")
     (tmp / "b" / "config.yaml").write_text(cfg)
     try:

@@ -4,8 +4,6 @@ split, training-only keys of an import's data file, and settings a finished run 
 
 from __future__ import annotations
 
-from bad_inputs_audit9_config import CONFIGS
-
 from bad_inputs import bad_input, handled
 from bad_inputs_uncertainty import _cli
 
@@ -87,24 +85,20 @@ def _finished_run_monitors(tmp):
     import contextlib
     import io
 
-    from harness.config import load_config
-    from harness.upstream.config import UpstreamConfig
-    from harness.upstream.train import run
+    from bad_inputs_audit19_data import _tiny_run
 
-    base = ["train.epochs=1", "data.limit_train=64", "data.limit_eval=32", "train.log_with=[]"]
-    base += ["model.backbone=test_resnet", f"output_dir={tmp / 'r'}"]
-    run(load_config(UpstreamConfig, CONFIGS / "digits_hom.yaml", base), progress=False)
-    more = ["train.fewshot_every=1", "train.fewshot_tasks=[demo_digit]", "train.fewshot_shots=[1]"]
+    _tiny_run(tmp, [])
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        run(load_config(UpstreamConfig, CONFIGS / "digits_hom.yaml", [*base, *more, "train.log_model=true"]))
+        more = ["train.fewshot_every=1", "train.fewshot_tasks=[demo_digit]", "train.fewshot_shots=[1]"]
+        _tiny_run(tmp, [*more, "train.log_model=true"], progress=True)
     line = out.getvalue()
     assert "already complete" in line and "train.fewshot_every=1" in line and "train.log_model=True" in line, line
     assert f"harness fewshot --model {tmp / 'r'}/model.pt" in line and "export_run(" in line, line
     assert not (tmp / "r" / "fewshot.jsonl").exists()
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        run(load_config(UpstreamConfig, CONFIGS / "digits_hom.yaml", [*base, "data.eval_batch_size=16"]))
+        _tiny_run(tmp, ["data.eval_batch_size=16"], progress=True)
     assert out.getvalue().strip().endswith("nothing to do"), out.getvalue()  # a reading key: nothing to name
     return "finished run: names train.fewshot_every=1, train.log_model=True, harness fewshot and export_run"
 
