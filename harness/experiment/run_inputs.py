@@ -105,11 +105,11 @@ def _check_k(where: str, cfg: Any, k: int) -> None:
         )
 
 
-def check_prospective(primary: Any, configs: "dict[str, Any]") -> None:
+def check_prospective(primary: Any, plans: "dict[str, _Plan]", variants: "dict[str, Any]") -> None:
     """The studies ``primary.prospective_for`` names started after ``primary.declared``: each of their planned runs
-    (``configs`` by :func:`planned_configs`' labels: ``run <folder>`` the main study's, ``conditions.<name>, ...`` a
-    condition's) that has run started on or after the declared day (its ``run.json`` date, UTC), and one yet to run
-    starts today (audit17 A17-04: a day after the runs' own made the report say "before the runs").
+    (the main study's plan's configs; a condition's, from ``variants`` by their ``conditions.<name>, ...`` labels)
+    that has run started on or after the declared day (its ``run.json`` date, UTC), and one yet to run starts today
+    (audit17 A17-04: a day after the runs' own made the report say "before the runs").
 
     Raises:
         ValueError: naming the run, the day it started (or starts), the declared day and the two fixes.
@@ -120,9 +120,14 @@ def check_prospective(primary: Any, configs: "dict[str, Any]") -> None:
     if not primary.declared or not primary.prospective_for:
         return
     today = datetime.datetime.now(datetime.timezone.utc).date().isoformat()
-    for where, cfg in configs.items():
-        study = "main" if where.startswith("run ") and not where.startswith("run multilabel_") else None
-        study = study or next((n for n in primary.prospective_for if where.startswith(f"conditions.{n}, ")), None)
+    named = [("main", f"run {folder}", cfg) for folder, cfg in plans["main"].configs.items()]
+    named += [
+        (n, where, cfg)
+        for where, cfg in variants.items()
+        for n in primary.prospective_for
+        if where.startswith(f"conditions.{n}, ")
+    ]
+    for study, where, cfg in named:
         if study not in primary.prospective_for:
             continue
         meta = Path(cfg.output_dir) / "run.json"

@@ -98,7 +98,7 @@ def validate_experiment(exp: Experiment) -> "dict[str, _Plan]":
     }
     configs = planned_configs(plans, variants)
     check_run_inputs(configs, pairs)  # every run's data, backbone and K alike
-    check_prospective(exp.primary, configs)  # runs called prospective started after the declaration
+    check_prospective(exp.primary, plans, variants)  # runs called prospective started after the declaration
     check_downstream(exp, PRESETS, plans["main"])
     for what, folder in (("runs_root", exp.runs_root), ("results_root", exp.results_root)):
         check_writable(folder, f"{what} {str(folder)!r}", f"{what}=...")
