@@ -324,10 +324,27 @@ def hub_error(source: str, error: Exception, offline: bool) -> ValueError:
     )
 
 
-def _timm_hub_source(name: str, random_init: bool, offline: Optional[bool], **kwargs: Any) -> nn.Module:
+def hub_classifier(source: str, offline: Optional[bool] = None) -> nn.Module:
+    """The timm model of an ``hf-hub:ORG/NAME`` or ``local-dir:PATH`` source (``timm:`` before it taken) with its
+    weights and its own classifier (the number of classes its ``config.json`` gives): ``harness import`` of a model
+    trained elsewhere.
+
+    Raises:
+        ValueError: see :func:`hub_config`; weights timm cannot load (naming the source and the fix).
+    """
+    name = str(source)[len(TIMM_PREFIX) :] if str(source).startswith(TIMM_PREFIX) else str(source)
+    return _timm_hub_source(name, False, offline, classifier=True)
+
+
+def _timm_hub_source(
+    name: str, random_init: bool, offline: Optional[bool], classifier: bool = False, **kwargs: Any
+) -> nn.Module:
     """A backbone from timm's ``hf-hub:`` / ``local-dir:`` source (``timm.create_model(source, pretrained=True,
-    num_classes=0)``); in offline mode an ``hf-hub:`` repository is read from its cached folder as ``local-dir:``."""
+    num_classes=0)``; with ``classifier``, the model with its own classifier); in offline mode an ``hf-hub:``
+    repository is read from its cached folder as ``local-dir:``."""
     import timm
+
+    kwargs = kwargs if classifier else {"num_classes": 0, **kwargs}
 
     _, folder = hub_config(name, offline)
     source = name
@@ -342,13 +359,13 @@ def _timm_hub_source(name: str, random_init: bool, offline: Optional[bool], **kw
                 k: _SAFETENSORS_DTYPES.get(f.get_slice(k).get_dtype(), f.get_slice(k).get_dtype()) for k in f.keys()
             }
         try:
-            skeleton = timm.create_model(source, pretrained=False, num_classes=0, **kwargs)
+            skeleton = timm.create_model(source, pretrained=False, **kwargs)
         except Exception:  # noqa: BLE001 -- reported with its fix by the call below
             skeleton = None
         if skeleton is not None:
             check_dtypes(skeleton.state_dict(), given, str(weights))
     try:
-        return timm.create_model(source, pretrained=not random_init, num_classes=0, **kwargs)
+        return timm.create_model(source, pretrained=not random_init, **kwargs)
     except Exception as e:  # noqa: BLE001 -- an unknown architecture, missing or unreadable weights
         raise ValueError(
             f"{name}: timm could not build the model with its weights ({type(e).__name__}); give a "

@@ -18,8 +18,15 @@ from typing import TYPE_CHECKING, Optional
 import torch
 from torch import nn
 
-from harness.backbone_sources import cached_weights, hub_config, offline_mode, source_backbone, source_spec
-from harness.checkpoint_files import check_weights_file
+from harness.backbone_sources import (
+    cached_weights,
+    hub_classifier,
+    hub_config,
+    offline_mode,
+    source_backbone,
+    source_spec,
+)
+from harness.checkpoint_files import check_weights_file, checkpoint_kind
 from harness.folder_paths import check_model_folder
 from harness.weights import (
     HF_HUB_PREFIX,
@@ -52,10 +59,16 @@ def check_local_dir(name: str, source: str) -> None:
     """A ``local-dir:`` spelling (``name``, as given in ``source``) must not name a file.
 
     Raises:
-        ValueError: ``local-dir:<a file>``, naming the file and its folder to give instead.
+        ValueError: ``local-dir:<a file>``, naming the file and its folder to give instead (a harness model.pt: the
+            file itself, without the prefix).
     """
     if name.startswith(LOCAL_DIR_PREFIX) and local_dir(name).is_file():
         path = local_dir(name)
+        if checkpoint_kind(path) == "model":  # audit21 A21-02: its folder was refused in turn, naming this file
+            raise ValueError(
+                f"{source}: {str(path)!r} is a harness model checkpoint, and local-dir: takes a folder written by "
+                f"save_pretrained or a timm model folder: give the checkpoint as it is, {str(path)!r} (no prefix)"
+            )
         raise ValueError(
             f"{source}: {str(path)!r} is a file, and local-dir: takes a folder: give its folder, "
             f"{LOCAL_DIR_PREFIX}{path.parent} (the folder holding config.json and the weights)"
@@ -129,25 +142,66 @@ def load_classifier(source: str, num_classes: int, weights: "Optional[str | os.P
     from harness.models import Classifier, ModelConfig
 
     check_weights_file(weights)  # a harness checkpoint: the model itself (--model), before any is built
-    if not str(source).startswith((TIMM_PREFIX, TORCHVISION_PREFIX)):
+    name = str(source)[len(TIMM_PREFIX) :] if str(source).startswith(TIMM_PREFIX) else str(source)
+    hub = name.startswith((HF_HUB_PREFIX, LOCAL_DIR_PREFIX))  # an export, or timm's folder or hub model
+    if hub or not str(source).startswith((TIMM_PREFIX, TORCHVISION_PREFIX)):
         if weights is not None:
             raise ValueError(
-                f"--weights goes with a timm:NAME or torchvision:NAME source; {source!r} is a harness "
-                "model, which holds its own weights"
+                f"--weights goes with a timm:NAME or torchvision:NAME source; {source!r} "
+                + ("holds its own weights" if hub else "is a harness model, which holds its own weights")
             )
         export = export_source(source)
-        model = Classifier.from_pretrained(export) if export else _load_model(source)
-        check_finite(model.state_dict(), str(source))
-        if model.config.num_classes != num_classes:
+        if export or not hub:
+            return _harness_classifier(source, export, num_classes)
+        net = hub_classifier(source)  # audit21 A21-03: timm's own folder or hub model, its classifier kept
+        if getattr(net, "num_classes", num_classes) != num_classes:
             raise ValueError(
-                f"{source} predicts {model.config.num_classes} classes and the data has {num_classes}: "
+                f"{source} predicts {net.num_classes} classes (its config.json's) and the data has {num_classes}: "
                 "give the data the model was trained on"
             )
-        return model
-    if str(source).startswith(TORCHVISION_PREFIX):  # a name neither registry knows, before asking for its weights
-        check_torchvision_name(str(source)[len(TORCHVISION_PREFIX) :])
+        (backbone, linear, prep), (spec, kwargs) = _timm_parts(net, source), source_spec(source, net)
     else:
-        check_timm_name(str(source)[len(TIMM_PREFIX) :])
+        backbone, linear, prep = _named_parts(source, weights, num_classes)
+        spec, kwargs = (str(source) if str(source).startswith(TORCHVISION_PREFIX) else name), {}
+    head = HeteroscedasticHead(linear.in_features, num_classes, covariance="none")
+    with torch.no_grad():
+        head.loc.weight.copy_(linear.weight)
+        head.loc.bias.copy_(linear.bias if linear.bias is not None else torch.zeros(num_classes))
+    return Classifier(backbone, head, ModelConfig(spec, num_classes, {"covariance": "none"}, kwargs, prep))
+
+
+def _harness_classifier(source: str, export: Optional[str], num_classes: int) -> "Classifier":
+    """A harness ``model.pt`` (``export`` None) or export (``export``: its folder or hub id) for ``num_classes``.
+
+    Raises:
+        ValueError: non-finite weights, or a model of another number of classes.
+    """
+    from harness.models import Classifier
+
+    model = Classifier.from_pretrained(export) if export else _load_model(source)
+    check_finite(model.state_dict(), str(source))
+    if model.config.num_classes != num_classes:
+        raise ValueError(
+            f"{source} predicts {model.config.num_classes} classes and the data has {num_classes}: "
+            "give the data the model was trained on"
+        )
+    return model
+
+
+def _named_parts(
+    source: str, weights: "Optional[str | os.PathLike]", num_classes: int
+) -> "tuple[nn.Module, nn.Linear, dict]":
+    """``(backbone, output layer, preprocessing)`` of ``timm:NAME`` / ``torchvision:NAME`` built for ``num_classes``
+    and loaded strictly from ``weights``.
+
+    Raises:
+        ValueError: an unknown name; no ``weights``; weights that do not fit (see :func:`load_classifier`).
+    """
+    name = str(source).split(":", 1)[1]
+    if str(source).startswith(TORCHVISION_PREFIX):  # a name neither registry knows, before asking for its weights
+        check_torchvision_name(name)
+    else:
+        check_timm_name(name)
     if weights is None:
         raise ValueError(
             f"{source} needs --weights FILE: a state dict with its classifier trained on the data's "
@@ -160,42 +214,32 @@ def load_classifier(source: str, num_classes: int, weights: "Optional[str | os.P
         "on (--data, or data overrides)"
     )
     if str(source).startswith(TORCHVISION_PREFIX):
-        name = str(source)[len(TORCHVISION_PREFIX) :]
         net = torchvision_model(name, num_classes=num_classes)
         load_weights(net, state, source=what, fix=fix)
-        backbone, linear = split_torchvision(net, name)
-        prep = dict(TORCHVISION_PREPROCESSING)
-    else:
-        import timm
+        return (*split_torchvision(net, name), dict(TORCHVISION_PREPROCESSING))
+    import timm
 
-        name = str(source)[len(TIMM_PREFIX) :]
-        check_timm_name(name)
-        net = timm.create_model(name, pretrained=False, num_classes=num_classes)
-        load_weights(net, state, source=what, fix=fix)
-        linear = net.get_classifier()
-        if not isinstance(linear, nn.Linear):
-            raise ValueError(
-                f"{source}'s output layer is a {type(linear).__name__}, not a linear layer: this model "
-                "cannot become a harness classifier; fine-tune it with harness downstream instead"
-            )
-        prep = timm_preprocessing(net)
-        net.reset_classifier(0)
-        backbone = net
-    head = HeteroscedasticHead(linear.in_features, num_classes, covariance="none")
-    with torch.no_grad():
-        head.loc.weight.copy_(linear.weight)
-        head.loc.bias.copy_(linear.bias if linear.bias is not None else torch.zeros(num_classes))
-    return Classifier(
-        backbone,
-        head,
-        ModelConfig(
-            str(source).split(":", 1)[1] if str(source).startswith(TIMM_PREFIX) else str(source),
-            num_classes,
-            {"covariance": "none"},
-            {},
-            prep,
-        ),
-    )
+    net = timm.create_model(name, pretrained=False, num_classes=num_classes)
+    load_weights(net, state, source=what, fix=fix)
+    return _timm_parts(net, source)
+
+
+def _timm_parts(net: nn.Module, source: str) -> "tuple[nn.Module, nn.Linear, dict]":
+    """``(backbone, output layer, preprocessing)`` of a timm classifier ``net``; its classifier is taken off (the
+    backbone gives pooled features).
+
+    Raises:
+        ValueError: an output layer that is not a linear layer, naming ``source`` and the fix.
+    """
+    linear = net.get_classifier()
+    if not isinstance(linear, nn.Linear):
+        raise ValueError(
+            f"{source}'s output layer is a {type(linear).__name__}, not a linear layer: this model "
+            "cannot become a harness classifier; fine-tune it with harness downstream instead"
+        )
+    prep = timm_preprocessing(net)
+    net.reset_classifier(0)
+    return net, linear, prep
 
 
 def hub_reachable_or_cached(

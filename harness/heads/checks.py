@@ -180,11 +180,19 @@ def check_live_options(head: Any, signature_of: Any) -> None:
     Python scalars at a call of ``forward`` / ``sample_logits`` whose values are not the very objects the last call
     checked (eager; compiled, when traced).
 
+    The head's fixed τ (the buffer ``fixed_temperature``, ``head.fixed_temperature.fill_(2.0)``) is checked too, at
+    every eager call where it lies on the CPU (a read of one number; on an accelerator the read would wait for the
+    device at every step, so there it is checked where it is loaded and saved: :func:`register_fixed_temperature`,
+    :func:`harness.model_config.live_temperature`).
+
     Raises:
         ValueError: ``<the constructor's message for the first option out of range>; head.<option> was set on the
-            built head: set it to a value the head takes``.
+            built head: set it to a value the head takes``; ``head.fixed_temperature = <τ> must be
+            <TEMPERATURE_RULE> ...`` (audit21 A21-01: a negative τ flipped every prediction).
     """
     compiling = torch.compiler.is_compiling()  # checked when traced: its guards hold the values
+    if not compiling:
+        _check_temperature_now(head)
     if compiling:
         values = {name: getattr(head, name) for name in LIVE_OPTIONS}
     else:
@@ -201,6 +209,20 @@ def check_live_options(head: Any, signature_of: Any) -> None:
             raise ValueError(f"{e}; head.{name} was set on the built head: set it to a value the head takes") from None
     if not compiling:
         state["_checked_live_options"] = now  # not an attribute set: no module state, no mutation for torch.compile
+
+
+def _check_temperature_now(head: Any) -> None:
+    """The fixed τ of ``head`` as it is now, where it lies on the CPU (see :func:`check_live_options`)."""
+    tau = getattr(head, "fixed_temperature", None)
+    if tau is None or tau.device.type != "cpu" or getattr(head, "learn_temperature", False):
+        return
+    value = float(tau)
+    if not temperature_in_range(value):
+        raise ValueError(
+            f"head.fixed_temperature = {value!r} (the head's fixed temperature τ) must be {TEMPERATURE_RULE} (0 gives "
+            "NaN logits, a negative τ flips every prediction); it was set on the built head: set it to a value the "
+            "head takes (head.fixed_temperature.fill_(1.0)), or build the head with the temperature you want"
+        )
 
 
 class FixedOptions:

@@ -1,0 +1,83 @@
+"""Bad inputs found by the twenty-first reliability audit that the lead fixed (``audit21 <case id>``)."""
+
+from __future__ import annotations
+
+import click
+
+from bad_inputs import bad_input, handled
+from bad_inputs_uncertainty import _cli
+
+
+# ------------------------------------------------------------------------------ A21-01: τ set on a built head
+@bad_input(
+    "heads",
+    "head.fixed_temperature.fill_(-1.0) on a built HET head, then a call (audit21 A21-01: no error, every prediction "
+    "flipped to the least probable class; NaN gave NaN log-probabilities; only save_pretrained refused it)",
+    ValueError,
+    r"^head\.fixed_temperature = -1\.0 \(the head's fixed temperature τ\) must be a finite number at least 0\.001 .*"
+    r"a negative τ flips every prediction\); it was set on the built head: set it to a value the head takes",
+)
+def _negative_temperature_set(tmp):
+    import pytest
+    import torch
+
+    from harness.heads import HeteroscedasticHead
+
+    head = HeteroscedasticHead(in_features=8, num_classes=10, eval_seed=0, eval_mc_samples=4).eval()
+    x = torch.randn(3, 8)
+    head(x)
+    head.fixed_temperature.fill_(float("nan"))
+    with pytest.raises(ValueError, match=r"fixed_temperature = nan"):
+        head(x)
+    head.fixed_temperature.fill_(2.0)
+    head(x)  # a value the head takes: predicts
+    head.fixed_temperature.fill_(-1.0)
+    head(x)
+
+
+# ------------------------------------------------------------------------------ A21-02: local-dir: of a model.pt
+@bad_input(
+    "sources",
+    "harness import / fewshot --model local-dir:<a run's model.pt> (audit21 A21-02: told to give local-dir:<its "
+    "folder>, which was refused in turn naming the file)",
+    click.ClickException,
+    r"local-dir:.*r/model\.pt: '.*r/model\.pt' is a harness model checkpoint, and local-dir: takes a folder written "
+    r"by save_pretrained or a timm model folder: give the checkpoint as it is, '.*r/model\.pt' \(no prefix\)",
+)
+def _local_dir_of_model_pt(tmp):
+    from harness.models import build_model, save_model
+
+    save_model(build_model(dict(backbone="test_resnet", num_classes=10)).eval(), tmp / "r" / "model.pt")
+    _cli("fewshot", "--model", f"local-dir:{tmp / 'r' / 'model.pt'}", "--tasks", "demo_digit", "--shots", "1",
+         "--log-with", "none", "--out", str(tmp / "fs"))  # fmt: skip
+
+
+# ------------------------------------------------------------------------------ A21-03: import of a timm folder
+@handled(
+    "sources",
+    "harness import --model timm:local-dir:<a timm model folder> and local-dir:<it> (audit21 A21-03: 'unknown "
+    "backbone local-dir:tf' and 'no checkpoint at local-dir:tf', though --help offers timm's sources)",
+    r"^both spellings import the timm folder's classifier: the same logits as timm:NAME with its weights; 9 classes refused$",
+)
+def _import_timm_folder(tmp):
+    import pytest
+    import timm
+    import torch
+    from timm.models import save_for_hf
+
+    from harness.sources import load_classifier
+
+    net = timm.create_model("resnet10t", num_classes=10).eval()
+    save_for_hf(net, str(tmp / "tf"), safe_serialization=True)
+    x = torch.randn(2, 3, 32, 32)
+    with torch.no_grad():  # the documented way before: timm:NAME with the weights file
+        expected = load_classifier("timm:resnet10t", 10, weights=tmp / "tf" / "model.safetensors").eval()(x)
+        for spelling in (f"timm:local-dir:{tmp / 'tf'}", f"local-dir:{tmp / 'tf'}"):
+            model = load_classifier(spelling, 10).eval()
+            assert torch.allclose(model(x), expected, atol=1e-5), spelling
+            assert model.config.backbone == "resnet10t", model.config
+    with pytest.raises(ValueError, match=r"predicts 10 classes \(its config\.json's\) and the data has 9"):
+        load_classifier(f"local-dir:{tmp / 'tf'}", 9)
+    with pytest.raises(ValueError, match=r"holds its own weights"):
+        load_classifier(f"local-dir:{tmp / 'tf'}", 10, weights=tmp / "tf" / "model.safetensors")
+    return "both spellings import the timm folder's classifier: the same logits as timm:NAME with its weights; 9 classes refused"
