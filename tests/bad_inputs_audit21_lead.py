@@ -81,3 +81,27 @@ def _import_timm_folder(tmp):
     with pytest.raises(ValueError, match=r"holds its own weights"):
         load_classifier(f"local-dir:{tmp / 'tf'}", 10, weights=tmp / "tf" / "model.safetensors")
     return "both spellings import the timm folder's classifier: the same logits as timm:NAME with its weights; 9 classes refused"
+
+
+# ------------------------------------------------------------------------------ A21-06: a clock that cannot be real
+@bad_input(
+    "experiment",
+    'sessions.json holding [{"start": 0, "last": <now>}] and a session inside another (audit21 A21-06: "Wall time: '
+    '29932425.2 minutes", 57 years; overlapping sessions counted twice; a future session taken)',
+    ValueError,
+    r"sessions\.json \(the experiment's clock: .*\) holds \{'start': 0, .*\} as session 0, with a time before 2020 or "
+    r"after tomorrow .*: the file is damaged; move it away",
+)
+def _unreal_clock(tmp):
+    import time
+
+    import pytest
+    from bad_inputs_audit19_experiment import _run_with_clock
+
+    now = time.time()
+    inside = f'[{{"start": {now - 5000}, "last": {now - 10}}}, {{"start": {now - 4000}, "last": {now - 1000}}}]'
+    with pytest.raises(ValueError, match=r"holds session 1 starting at .*, before session 0's last tick .*damaged"):
+        _run_with_clock(tmp / "a", inside)
+    with pytest.raises(ValueError, match=r"with a time before 2020 or after tomorrow"):
+        _run_with_clock(tmp / "b", f'[{{"start": {now + 9e9}, "last": {now + 9e9 + 1}}}]')
+    _run_with_clock(tmp, f'[{{"start": 0, "last": {now}, "excluded": 0}}]')

@@ -46,7 +46,9 @@ def _read_sessions(path: Path) -> "list[dict]":
     """The sessions recorded in ``path`` (the experiment's ``sessions.json``; none without the file): a list of
     objects with numeric ``start`` and ``last`` (seconds since the epoch) and ``excluded`` (seconds) if given, each
     finite, ``start <= last`` and ``0 <= excluded <= last - start`` (audit20 A20-04: NaN, infinity, a start after its
-    last or a negative exclusion were reported as the study's wall time, "nan minutes" or a negative one).
+    last or a negative exclusion were reported as the study's wall time, "nan minutes" or a negative one), between
+    :data:`_EARLIEST` and a day from now, in time order without overlap (audit21 A21-06: a start at 0, a session in
+    the future or inside another gave "57 years" or a 300-digit wall time).
 
     Raises:
         ValueError: naming the file, what is wrong and the fix.
@@ -57,7 +59,9 @@ def _read_sessions(path: Path) -> "list[dict]":
     sessions = read_json_value(path, list, fix, what="the experiment's clock")
     if sessions is None:
         return []
-    bad = next(filter(None, (_session_problem(i, s) for i, s in enumerate(sessions))), None)
+    now = time.time()
+    bad = next(filter(None, (_session_problem(i, s, now) for i, s in enumerate(sessions))), None)
+    bad = bad or next(filter(None, (_overlap(i, sessions) for i in range(1, len(sessions)))), None)
     if bad:
         raise ValueError(
             f"{path} (the experiment's clock: a list of its sessions, each {{start, last, excluded}} in seconds) "
@@ -69,11 +73,14 @@ def _read_sessions(path: Path) -> "list[dict]":
 #: seconds an exclusion (timed by ``time.perf_counter``) may exceed its session's span (timed by ``time.time``): the two
 #: clocks' rounding, never a damaged file
 _SLACK = 1.0
+#: no session starts before 2020-01-01 UTC (seconds since the epoch), long before the harness existed; none ends more
+#: than :data:`_AHEAD` seconds after now (another machine's clock may run a little ahead)
+_EARLIEST, _AHEAD = 1577836800.0, 86400.0
 
 
-def _session_problem(i: int, s: object) -> "str | None":
+def _session_problem(i: int, s: object, now: float) -> "str | None":
     """What is wrong with session ``i`` of a clock file, or None for ``{start, last, excluded}`` of finite numbers with
-    ``start <= last`` and ``0 <= excluded <= last - start`` (+ :data:`_SLACK`)."""
+    ``_EARLIEST <= start <= last <= now + _AHEAD`` and ``0 <= excluded <= last - start`` (+ :data:`_SLACK`)."""
     shown = repr(s) if len(repr(s)) <= 150 else repr(s)[:147] + "..."
     number = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)  # noqa: E731
     keys = ("start", "last", "excluded")
@@ -91,9 +98,23 @@ def _session_problem(i: int, s: object) -> "str | None":
         why = "a negative excluded time"
     elif excluded > last - start + _SLACK:
         why = f"more excluded time than the session lasted ({last - start:g} s)"
+    elif start < _EARLIEST or last > now + _AHEAD:
+        why = "a time before 2020 or after tomorrow"
     else:
         return None
     return (
         f"holds {shown} as session {i}, with {why} (start and last are seconds since the epoch, start <= last; "
         "excluded is seconds, from 0 to last - start)"
+    )
+
+
+def _overlap(i: int, sessions: list) -> "str | None":
+    """What is wrong with session ``i`` (``i >= 1``, each session already checked alone) against the one before it:
+    it starts before that one's last tick (a session inside or across another, or out of time order)."""
+    before, s = sessions[i - 1], sessions[i]
+    if float(s["start"]) >= float(before["last"]) - _SLACK:
+        return None
+    return (
+        f"holds session {i} starting at {s['start']!r}, before session {i - 1}'s last tick {before['last']!r}: the "
+        "sessions of one experiment follow each other, in time order, without overlap"
     )
