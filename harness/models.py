@@ -212,9 +212,8 @@ class Classifier(
             info["metrics"] = {
                 k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in info["metrics"].items()
             }
-        export_rules.check_card_info(
-            info, self.num_classes, "save_pretrained", fix="give the data's settings and the metrics measured"
-        )
+        fix = "give the data's settings and the metrics measured"
+        export_rules.check_card_info(info, self.num_classes, "save_pretrained", fix=fix, writing=True)
         hub.check_export_place(save_directory, _by)  # not inside a run, shift or ensemble folder (audit15 A15-05)
         hub.prepare_folder(save_directory, self, overwrite)  # before anything changes (and the lock makes the folder)
         folder, made = Path(save_directory), not Path(save_directory).exists()

@@ -105,3 +105,31 @@ def _unreal_clock(tmp):
     with pytest.raises(ValueError, match=r"with a time before 2020 or after tomorrow"):
         _run_with_clock(tmp / "b", f'[{{"start": {now + 9e9}, "last": {now + 9e9 + 1}}}]')
     _run_with_clock(tmp, f'[{{"start": 0, "last": {now}, "excluded": 0}}]')
+
+
+# ------------------------------------------------------------------------------ A21-08: a card's splits
+@bad_input(
+    "exports",
+    "save_pretrained(trained_on={source: digits, train_split: train, eval_split: train}, metrics=...) (audit21 "
+    "A21-08: rc 0, the model-index filed the training split's top-1 as the model's evaluation); also eval_split all "
+    "and TFDS slices train[:80%] / train[70%:]",
+    ValueError,
+    r"^save_pretrained: trained_on\.eval_split=train is also trained_on\.train_split: the model would be scored on "
+    r"the images it was trained on .*; a card's metrics are those of trained_on\.eval_split$",
+)
+def _card_of_training_split(tmp):
+    import pytest
+
+    from harness.models import build_model
+
+    model = build_model(dict(backbone="test_resnet", num_classes=10))
+    for data in (
+        {"source": "digits", "train_split": "train", "eval_split": "all"},
+        {"source": "tfds", "name": "cifar10", "train_split": "train[:80%]", "eval_split": "train[70%:]"},
+        {"source": "digits", "train_split": "train", "eval_split": "test", "heldout_split": "all"},
+    ):
+        with pytest.raises(ValueError, match=r"^save_pretrained: trained_on\.\w+_split=\S+ (holds|shares)"):
+            model.save_pretrained(tmp / "x", trained_on=data, metrics={"top1": 0.99})
+        assert not (tmp / "x").exists()
+    model.save_pretrained(tmp / "ok", trained_on={"source": "digits", "train_split": "train", "eval_split": "test"})
+    model.save_pretrained(tmp / "x", trained_on={"source": "digits", "train_split": "train", "eval_split": "train"})
