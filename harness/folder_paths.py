@@ -271,3 +271,28 @@ def check_model_folder(folder: Path, source: str) -> None:
             f"{str(source)!r} is the output folder of a harness {kind.kind} (it holds {kind.holds}), which "
             "holds no model: give a harness model.pt, or a folder written by save_pretrained"
         )
+
+
+def not_a_run_folder(path: "str | os.PathLike") -> "str | None":
+    """What ``path``, given where a run or ensemble folder belongs, is instead, with the fix: a file of a run or
+    ensemble folder (its folder), another file (a model file: ``harness import`` makes a run folder of it), a model folder
+    (``config.json``: an export or a timm folder, which ``harness import`` scores); None for any other folder (the
+    command's own check names what it lacks)."""
+    path = Path(path)
+    run = "a run folder (harness upstream or harness import wrote it) or an ensemble folder (harness ensemble)"
+    imported = "harness import --model {} --data CONFIG --out FOLDER makes a run folder of it: give that FOLDER"
+    if path.is_file():
+        holder = next((h for h in ("config.yaml", "ensemble.json") if (path.parent / h).is_file()), None)
+        if holder:
+            what = "a run's model.pt" if path.name == "model.pt" else f"a file of the folder {str(path.parent)!r}"
+            return f"{str(path)!r} is {what}: give the folder itself, {str(path.parent)!r}"
+        from harness.checkpoint_files import checkpoint_kind
+
+        model = "; a harness model file: " + imported.format(path) if checkpoint_kind(path) == "model" else ""
+        return f"{str(path)!r} is a file, not {run}{model}"
+    if (path / "config.json").is_file() and not (path / "config.yaml").is_file():
+        return (
+            f"{str(path)!r} is a model folder (config.json: an export written by save_pretrained, or a timm "
+            f"folder), not {run}; " + imported.format(f"local-dir:{path}")
+        )
+    return None

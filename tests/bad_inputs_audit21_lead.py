@@ -133,3 +133,45 @@ def _card_of_training_split(tmp):
         assert not (tmp / "x").exists()
     model.save_pretrained(tmp / "ok", trained_on={"source": "digits", "train_split": "train", "eval_split": "test"})
     model.save_pretrained(tmp / "x", trained_on={"source": "digits", "train_split": "train", "eval_split": "train"})
+
+
+# ------------------------------------------------------------------------------ A21-10: a model where a run belongs
+@bad_input(
+    "runs",
+    "harness shift / ensemble / report given an export folder, or a run's model.pt (audit21 A21-10: told to run "
+    "harness upstream first, or click's 'Directory ... is a file', never harness import or the run's folder)",
+    click.UsageError,
+    r"'.*exp' is a model folder \(config\.json: an export written by save_pretrained, or a timm folder\), not a run "
+    r"folder .*harness import --model local-dir:.*exp --data CONFIG --out FOLDER makes a run folder of it",
+)
+def _model_where_a_run_belongs(tmp):
+    import pytest
+
+    from harness.models import build_model, save_model
+
+    model = build_model(dict(backbone="test_resnet", num_classes=10)).eval()
+    save_model(model, tmp / "r" / "model.pt")
+    (tmp / "r" / "config.yaml").write_text("data:\n  source: digits\n")
+    save_model(model, tmp / "loose.pt")
+    model.save_pretrained(tmp / "exp")
+    for args in (["shift", "-m"], ["ensemble", "-m"], ["report"]):
+        with pytest.raises(click.UsageError, match=r"r/model\.pt' is a run's model\.pt: give the folder itself, '.*r'"):
+            _cli(*args, str(tmp / "r" / "model.pt"))
+    with pytest.raises(click.UsageError, match=r"loose\.pt' is a file, not a run folder .*harness import --model"):
+        _cli("report", str(tmp / "loose.pt"))
+    _cli("shift", "-m", str(tmp / "exp"))
+
+
+# ------------------------------------------------------------------------------ A21-15: bench --pack of a run folder
+@bad_input(
+    "bench",
+    "harness bench device --pack <a run folder> (audit21 A21-15: advised to pack the data into the run folder, which "
+    "harness data pack refuses)",
+    click.ClickException,
+    r"--pack .*r is the folder of a harness run \(it holds run\.json\), not a shard pack: give a folder harness data "
+    r"pack wrote \(harness data pack SOURCE PACKDIR --split train, PACKDIR a new folder\)",
+)
+def _bench_pack_of_a_run(tmp):
+    (tmp / "r").mkdir()
+    (tmp / "r" / "run.json").write_text("{}")
+    _cli("bench", "device", "--dry-run", "--pack", str(tmp / "r"), "--out", str(tmp / "dv"))

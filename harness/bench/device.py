@@ -162,7 +162,15 @@ def check_pack(pack: str) -> None:
         ValueError: naming ``--pack``, what is wrong (no ``index.json``, a shard missing...) and the fix.
     """
     from harness.data.shard_index import shard_files
+    from harness.folder_paths import harness_folder_kind
 
+    kind = harness_folder_kind(pack) if Path(pack).is_dir() else None
+    if kind is not None and kind.kind != "data pack split":  # audit21 A21-15: told to pack into a run folder
+        raise ValueError(
+            f"--pack {pack} is the folder of a harness {kind.kind} (it holds {kind.holds}), not a shard pack: give a "
+            "folder harness data pack wrote (harness data pack SOURCE PACKDIR --split train, PACKDIR a new folder), "
+            "or drop --pack to read the digits training split packed for the check"
+        )
     try:
         shard_files(str(pack), "train")
     except (FileNotFoundError, ValueError) as e:

@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from harness.cli.options import LocalPath, _model_source, overwrite_option, seed_option
+from harness.path_options import RunFolder
 
 
 @click.command()
@@ -16,10 +17,10 @@ from harness.cli.options import LocalPath, _model_source, overwrite_option, seed
     "members",
     multiple=True,
     required=True,
-    type=LocalPath(file_okay=False, exists=True, path_type=Path),
+    type=RunFolder(),
     help="A member run folder; repeat, or give several after one --members.",
 )
-@click.argument("more", nargs=-1, type=LocalPath(file_okay=False, exists=True, path_type=Path))
+@click.argument("more", nargs=-1, type=RunFolder())
 @click.option(
     "--out",
     type=LocalPath(file_okay=False, path_type=Path),
@@ -230,7 +231,7 @@ def import_cmd(source, weights, random_init, data_file, out, device, overwrite, 
 
 
 @click.command()
-@click.argument("paths", nargs=-1, required=True, type=LocalPath(file_okay=False, exists=True, path_type=Path))
+@click.argument("paths", nargs=-1, required=True, type=RunFolder())
 @click.option("--name", default=None, help="Report name: results/<name>/ (default: first folder's name).")
 @click.option("--out-root", type=LocalPath(file_okay=False, path_type=Path), default=Path("results"), show_default=True)
 @click.option("--no-covariance", is_flag=True, help="Skip the covariance analysis of het models.")
@@ -328,10 +329,10 @@ def _severities(text: str) -> "list[int]":
     "members",
     multiple=True,
     required=True,
-    type=LocalPath(file_okay=False, exists=True, path_type=Path),
+    type=RunFolder(),
     help="A run or ensemble folder; repeat, or give several after one --members.",
 )
-@click.argument("more", nargs=-1, type=LocalPath(file_okay=False, exists=True, path_type=Path))
+@click.argument("more", nargs=-1, type=RunFolder())
 @click.option(
     "--corruptions",
     default="all",
