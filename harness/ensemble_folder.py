@@ -290,7 +290,8 @@ def eval_predictors(members: "Sequence[str | Path]", data: "DataConfig", device:
     check_device(device)
     check_splits(data, training=False)
     for m in members:
-        check_not_trained_on(_trained_on(m), data, f"member {m}")
+        trained, whence = _trained_on(m)
+        check_not_trained_on(trained, data, f"member {m}", whence)
     base = read_split(data, data.eval_split)
     held = read_split(data, data.heldout_split) if data.heldout_split else None
 
@@ -303,10 +304,15 @@ def eval_predictors(members: "Sequence[str | Path]", data: "DataConfig", device:
     return repredict, heldout if held is not None else None, base.description, held.description if held else None
 
 
-def _trained_on(run_dir: "str | Path") -> Optional[dict]:
-    """The data a member's model was trained on: an imported run's recorded ``trained_on`` (the model's own, None when
-    unknown), another run's ``data`` section (its ``config.yaml``, with the defaults of the keys it leaves out)."""
+def _trained_on(run_dir: "str | Path") -> "tuple[Optional[dict], str]":
+    """``(data, whence)``: the data a member's model was trained on (:func:`harness.importing.trained_data`): an
+    imported run's recorded ``trained_on`` (the model's own, None when unknown; the data of the run whose model.pt it
+    imported where that still holds the same weights), another run's ``data`` section (its ``config.yaml``, with the
+    defaults of the keys it leaves out)."""
+    from harness.importing import trained_data
     from harness.runs import data_config, run_config
 
     cfg = run_config(run_dir)
-    return (cfg.get("trained_on") or None) if "imported" in cfg else asdict(data_config(run_dir))
+    if "imported" not in cfg:
+        return asdict(data_config(run_dir)), "as it records"
+    return trained_data(Path(run_dir) / "model.pt", cfg.get("trained_on") or None)

@@ -42,8 +42,10 @@ def import_run(
         FileNotFoundError: no model or weights file, or missing data.
         ValueError: weights that do not fit, a model for other classes (another number of them, or other class
             names where the model records its own: :func:`harness.model_identity.check_classes_match`, before
-            predicting), an evaluation or held-out split that is the split the model records it was trained on
-            (:func:`harness.model_identity.check_not_trained_on`, before predicting), an ``out`` holding files of the
+            predicting), an evaluation or held-out split that is the split the model records it was trained on, or
+            the split its run's config.yaml records for a run's own model.pt
+            (:func:`harness.model_identity.check_not_trained_on` with :func:`trained_data`,
+            before predicting), an ``out`` holding files of the
             names an import writes (even with ``overwrite``, which the message then does not offer) or other files
             (without ``overwrite``), one inside another run, export or harness output folder
             (:func:`harness.folder_paths.check_outside_outputs`), or one that cannot be written
@@ -76,7 +78,9 @@ def import_run(
     names = model_class_names(str(source), model)
     check_classes_match(str(source), model.head.num_classes, names, base.class_names, base.description)
     trained = dict(model.card_info.get("trained_on") or {}) or None  # a model.pt's or an export's own record
-    check_not_trained_on(trained, data, str(source))  # audit18 A18-12
+    # audit18 A18-12; a run's own model.pt by the run's data section, with its path (audit21 A21-04)
+    ran_on, whence = trained_data(str(source), trained)
+    check_not_trained_on(ran_on, data, str(source), whence)
     # every prediction and its metrics before anything is written: weights that give NaN leave no folder behind
     steps.step(f"predicting {data.eval_split}")
     preds = predict_model(model, data, device=device, source=str(out), base=base, steps=steps)
@@ -145,3 +149,44 @@ def _import_config(out: Path, record: dict, model, data: DataConfig, trained: Op
         "trained_on": trained,
         "train": {"loss": "nll"},
     }
+
+
+def trained_data(model: "str | Path", recorded: Optional[dict]) -> "tuple[Optional[dict], str]":
+    """``(data, whence)``: the data a model was trained on, for :func:`check_not_trained_on`, and where that is
+    recorded. A harness ``model.pt`` (or ``checkpoints/*.pt``, or the run folder ``model``) in a run folder is the
+    run's data section (its ``config.yaml``, with ``data.path``, which a model.pt's own record leaves out because
+    cards never publish paths: audit21 A21-04), when that model.pt is the run's own
+    (:func:`harness.checkpoint_files.check_run_model`); in an imported run (``harness import``'s folder), its
+    recorded ``trained_on``, or the data of the run whose model.pt it imported where that file still holds the same
+    weights (:func:`harness.model_identity.weights_digest`); anything else (a timm or torchvision name, an export) ``recorded`` (a model.pt's
+    or an export's ``trained_on``; None when not recorded). ``whence`` is ``"as it records"`` or names the
+    config.yaml read (:func:`harness.model_identity.check_not_trained_on` takes both). Raises nothing: a folder that cannot be read is not known to be that data."""
+    return _trained_data(model, recorded, 0)
+
+
+def _trained_data(model: "str | Path", recorded: Optional[dict], depth: int) -> "tuple[Optional[dict], str]":
+    from dataclasses import asdict
+
+    from harness.checkpoint_files import check_run_model, run_folder
+    from harness.model_identity import weights_digest
+    from harness.runs import data_config, run_config
+
+    file = Path(str(model)).expanduser()
+    file = file / "model.pt" if file.is_dir() else file
+    folder = run_folder(file)
+    if file.suffix != ".pt" or not file.is_file() or not (folder / "config.yaml").is_file() or depth > 3:
+        return recorded, "as it records"
+    try:
+        cfg = run_config(folder)
+        if "imported" not in cfg:
+            if file.name == "model.pt":
+                check_run_model(folder)  # another model.pt copied into the run is not the run's data's
+            return asdict(data_config(folder)), f"as its run's {folder / 'config.yaml'} records"
+        own = cfg.get("trained_on") or recorded
+        came = (cfg.get("imported") or {}).get("source")
+        if came and Path(str(came)).expanduser().is_file() and weights_digest(came) == weights_digest(file):
+            up, whence = _trained_data(came, own, depth + 1)
+            return (up, whence) if up is not own else (own, "as it records")
+        return own, "as it records"
+    except (OSError, ValueError):  # not a run this can read, or not the run's own model: not known to be its data
+        return recorded, "as it records"

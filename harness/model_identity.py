@@ -6,6 +6,7 @@ scored on data of other classes, by ``harness import`` and ``harness ensemble --
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Optional, Sequence
 
@@ -165,87 +166,55 @@ def check_classes_match(
         )
 
 
-def _unpacked(path: Optional[str], split: Optional[str]) -> Optional[tuple]:
-    """``(source config, split)`` that a pack's split was packed from, as its index.json records them (``harness data
-    pack``: ``source.config`` and ``source.split``), for a pack folder ``path`` (``<path>/<split>/index.json`` or
-    ``<path>/index.json``); None without a readable record (a shard pattern, an older pack: the reader's own checks
-    speak for it)."""
-    from harness.data.shard_index import INDEX_NAME, read_index
-
-    if not path or not split:
-        return None
-    root = Path(str(path)).expanduser()
-    try:
-        folder = root / split if (root / split / INDEX_NAME).is_file() else root
-        src = read_index(folder / INDEX_NAME).get("source") or {}
-    except (OSError, ValueError):
-        return None
-    config, packed = src.get("config"), src.get("split")
-    if not isinstance(config, dict) or not config.get("source") or not isinstance(packed, str):
-        return None
-    return config, packed
-
-
-def check_not_trained_on(trained: Optional[dict], data: "DataConfig", who: str) -> None:
+def check_not_trained_on(trained: Optional[dict], data: "DataConfig", who: str, whence: str = "as it records") -> None:
     """``data``'s evaluation and held-out splits are not the split the model was trained on, as ``trained`` records it
-    (a model.pt's or an export's ``trained_on``, a run's data section): upstream's own rule
-    (:func:`harness.data.config.check_splits`, audit18 A18-12) for ``harness import`` and ``harness ensemble
-    --from-checkpoints --eval-data``. Compared only for the same data: the same ``source`` and ``name``, and, for a
-    folder, manifest or shards (data that is its ``path``), the same path (a record without one, as a model.pt's, is
-    not known to be that data; cifar10n is one dataset wherever it lies); a pack (``data.source=shards``, on either
-    side) is compared as the source and split its index.json records it was packed from (audit20 A20-02: a pack of
-    digits' train split is digits' train split); a model without a record (a timm or torchvision one) passes. ``who``
-    names the model (its file or run folder).
+    (a model.pt's or an export's ``trained_on``, a run's data section: :func:`harness.importing.trained_data`), and the held-out split
+    is not the evaluation split: upstream's own rule (:func:`harness.data.config.check_splits`, audit18 A18-12) for
+    ``harness import`` and ``harness ensemble --from-checkpoints --eval-data``. Compared as the images each split reads
+    (:func:`harness.data.splits.images_of`): the same ``source`` (and TFDS ``name``); a folder, manifest or pack (data
+    that is its ``path``) by the folder or file read, ``(path / split).resolve()`` on either side (audit21 A21-05: the
+    model's ``imf`` + ``train`` is the data's ``.`` + ``imf/train``; a record without a path, as a model.pt's, is
+    not known to be that data); a pack (``data.source=shards``, on either side) as the source and split its
+    index.json records it was packed from (audit20 A20-02; audit21 A21-07); a model without a record (a timm or
+    torchvision one) passes. ``who`` names the model (its file or run folder), ``whence`` where ``trained`` is
+    recorded.
 
     Raises:
-        ValueError: ``who`` and its recorded training split (and the pack read), then upstream's message (the key, the
-            split, the fix).
+        ValueError: ``who`` and its recorded training split (and the pack or folder read), then upstream's message
+            (the key, the split, the fix: :func:`harness.data.config.split_refusal`).
     """
-    from dataclasses import replace
+    from harness.data.config import check_splits, split_refusal
+    from harness.data.splits import images_of, images_relation, pack_record, split_location
 
-    from harness.data.config import check_splits
-
+    check_splits(data, training=False)
     split = (trained or {}).get("train_split")
     if not split or not trained.get("source"):
         return
-    if trained.get("source") == "shards" and (got := _unpacked(trained.get("path"), split)):
-        trained, split = {**trained, **{k: got[0].get(k) for k in ("source", "name", "path")}}, got[1]
-    keys = [k for k in ("eval_split", "heldout_split") if getattr(data, k)]
-    groups: dict = {}  # the data each split is: (source, name, path) -> {key: split}
-    for k in keys:
-        got = _unpacked(data.path, getattr(data, k)) if data.source == "shards" else None
-        src = got[0] if got else {"source": data.source, "name": data.name, "path": data.path}
-        ident = tuple(src.get(x) for x in ("source", "name", "path"))
-        groups.setdefault(ident, {})[k] = got[1] if got else getattr(data, k)
-    for (source, name, path), splits in groups.items():
-        if any(trained.get(k) not in (None, v) for k, v in (("source", source), ("name", name))):
+    source, path = trained["source"], trained.get("path")
+    mine = images_of(source, trained.get("name"), path, split)
+    shown, of = split, source
+    if source == "shards" and (got := pack_record(path, split)):
+        shown, of = got[1], got[0].get("source")
+    at = split_location(source, path, split) if source != "shards" else None
+    for key in ("eval_split", "heldout_split"):
+        value = getattr(data, key)
+        how = images_relation(images_of(data.source, data.name, data.path, value), mine)
+        if how is None:
             continue
-        # a folder or manifest is its path (cifar10n, digits and a TFDS name are one dataset wherever their files lie)
-        if source in ("image_folder", "manifest", "shards") and (
-            not trained.get("path") or not path or Path(str(trained["path"])).resolve() != Path(str(path)).resolve()
-        ):
-            continue  # another folder of the same kind, or one the record does not name
+        unpacked = pack_record(data.path, value) if data.source == "shards" else None
         packed = (
-            ""
-            if source == data.source
-            else f" (data.path={data.path} is a pack of {source}, as its index.json records)"
+            f" (data.path={data.path} is a pack of {unpacked[0].get('source')}, as its index.json records)"
+            if unpacked and unpacked[0].get("source") != "shards"
+            else ""
         )
-        try:
-            check_splits(
-                replace(
-                    data,
-                    source=source,
-                    name=name,
-                    path=path,
-                    train_split=split,
-                    eval_split=splits.get("eval_split"),
-                    heldout_split=splits.get("heldout_split"),
-                )
-            )
-        except ValueError as e:
-            raise ValueError(
-                f"{who} was trained on the {split} split of {source} (as it records){packed}: {e}"
-            ) from None
+        named = os.path.normpath(str(value)) != os.path.normpath(str(shown))  # names that do not tell it
+        reads = split_location(data.source, data.path, value) if named else None
+        note = f"data.{key} reads {reads}" + (", the folder the model was trained on" if reads == at else "")
+        note = note if reads else ""
+        raise ValueError(
+            f"{who} was trained on the {shown} split of {of}{f' at {at}' if at else ''} ({whence}){packed}: "
+            f"{split_refusal(key, value, 'train_split', shown, how, note)}"
+        ) from None
 
 
 #: settings that say where a run's files and curves go, not what it trains: left out when two run configs are compared

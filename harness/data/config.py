@@ -246,42 +246,59 @@ def check_splits(d: DataConfig, training: bool = True) -> None:
     """The training, evaluation and held-out splits are three different splits with no image in common (audit12
     A12-01; audit19 A19-01: by the images they hold, :func:`harness.data.splits.split_relation`, not by name: digits'
     ``all`` holds ``train``, ``val`` and ``test``, cifar10n's ``train`` holds ``train45k`` and ``val5k``; audit20
-    A20-01: TFDS slices of one split by their ranges, ``train[:80%]`` shares images with ``train[70%:]``): a held-out
+    A20-01: TFDS slices of one split by their ranges, ``train[:80%]`` shares images with ``train[70%:]``; audit21
+    A21-05: a folder's or manifest's splits by the folder or file read under ``data.path``, ``../imf/train`` or an
+    absolute path is ``train``; A21-07: a pack's splits as the source splits their index.json records, a pack of
+    digits' ``all`` holds one of its ``test``): a held-out
     split that is (or shares images with) the evaluation split fits the calibration (temperature, τ) on the test
     images, one that is the training split on images the model has fit; evaluating on the training split reports
     training accuracy as test accuracy. Without ``training`` (an evaluation of a model trained elsewhere: ``harness
     import``, audit13 A13-15) only the held-out and evaluation splits are compared.
 
     Raises:
-        ValueError: naming both keys, both splits, how they relate and the fix.
+        ValueError: naming both keys, both splits, how they relate (and what each reads, where its name does not say
+            it) and the fix.
     """
-    from harness.data.splits import split_relation
+    from harness.data.splits import read_as, split_relation
 
+    path = getattr(d, "path", None)  # a card's trained_on records none (harness.export_rules): compared by name
     pairs = [("eval_split", "train_split"), ("heldout_split", "eval_split"), ("heldout_split", "train_split")]
     for key, other in pairs if training else pairs[1:2]:
         a, b = getattr(d, key), getattr(d, other)
-        how = split_relation(d.source, a, b)
-        if how is None:
-            continue
-        same = {
-            "is": f"data.{key}={a} is also data.{other}" + (f"={b}" if a != b else ""),
-            "holds": f"data.{key}={a} holds data.{other}={b}'s images",
-            "is part of": f"data.{key}={a}'s images are part of data.{other}={b}",
-        }.get(how, f"data.{key}={a} {how} data.{other}={b}")
-        if key == "eval_split":
-            raise ValueError(
-                f"{same}: the model would be scored on the images it was trained on (training accuracy reported as "
-                f"test accuracy): give a split of its own, sharing no image with data.{other} (digits: test; "
-                "cifar10n: test; tfds: another split, or slices whose percent ranges do not overlap, e.g. train[:90%] "
-                "and train[90%:])"
+        how = split_relation(d.source, a, b, path)
+        if how is not None:
+            reads = [(k, read_as(d.source, path, v)) for k, v in ((key, a), (other, b))]
+            # what each reads, where their names do not tell how they relate (../imf/train, a pack's folder)
+            shown = (
+                "; ".join(f"data.{k} reads {r}" for k, r in reads if r) if split_relation(d.source, a, b) != how else ""
             )
-        role = "evaluation" if other == "eval_split" else "training"
-        raise ValueError(
-            f"{same}: the held-out predictions (on which temperature scaling and a τ grid are fitted) would be "
-            f"the {role} images, not held out: give a split of its own (digits: val; cifar10n: val5k with "
-            f"train45k; tfds: a slice whose range does not overlap), sharing no image with data.{other}, or "
-            "data.heldout_split=null for none"
+            raise split_refusal(key, a, other, b, how, shown)
+
+
+def split_refusal(key: str, a: str, other: str, b: str, how: str, reads: str = "") -> ValueError:
+    """The refusal of ``data.<key>=a``, which relates to ``data.<other>=b`` as ``how``
+    (:func:`harness.data.splits.split_relation`), ``reads`` saying what each split reads where its name does not
+    (:func:`harness.data.splits.read_as`): the words of :func:`check_splits`, which
+    :func:`harness.model_identity.check_not_trained_on` shares (``other`` then the model's training split)."""
+    same = {
+        "is": f"data.{key}={a} is also data.{other}" + (f"={b}" if a != b else ""),
+        "holds": f"data.{key}={a} holds data.{other}={b}'s images",
+        "is part of": f"data.{key}={a}'s images are part of data.{other}={b}",
+    }.get(how, f"data.{key}={a} {how} data.{other}={b}") + (f" ({reads})" if reads else "")
+    if key == "eval_split":
+        return ValueError(
+            f"{same}: the model would be scored on the images it was trained on (training accuracy reported as "
+            f"test accuracy): give a split of its own, sharing no image with data.{other} (digits: test; "
+            "cifar10n: test; tfds: another split, or slices whose percent ranges do not overlap, e.g. train[:90%] "
+            "and train[90%:]; an image folder, manifest or pack: another folder, file or pack)"
         )
+    role = "evaluation" if other == "eval_split" else "training"
+    return ValueError(
+        f"{same}: the held-out predictions (on which temperature scaling and a τ grid are fitted) would be "
+        f"the {role} images, not held out: give a split of its own (digits: val; cifar10n: val5k with "
+        f"train45k; tfds: a slice whose range does not overlap), sharing no image with data.{other}, or "
+        "data.heldout_split=null for none"
+    )
 
 
 def _check_shards(d: DataConfig) -> None:

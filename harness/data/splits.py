@@ -9,15 +9,17 @@
 - ``tfds``: a split spec ``name[slice]`` (``+`` between parts): the ranges of one split are compared (a whole split,
   or ``all``, holds every slice of it; ``train[:80%]`` shares images with ``train[70%:]``; percent against index
   bounds may share images: :func:`_tfds_relation`);
-- any other source (an image folder's sub-folders, a manifest's files, a pack's folders): splits by their path under
-  ``data.path`` (``train/``, ``./train`` and ``train/../train`` are ``train``; an image folder's ``train`` holds
-  ``train/cat``).
+- any other source (an image folder's sub-folders, a manifest's files, a pack's folders): splits by the folder or file
+  actually read, ``(data.path / split).resolve()`` (an absolute split replaces data.path; :func:`split_location`); an
+  image folder's ``train`` holds ``train/cat``; a pack by the source split its index.json records it was packed from
+  (:func:`images_of`); without a path, by their names (``train/``, ``./train`` and ``train/../train`` are ``train``).
 """
 
 from __future__ import annotations
 
 import os
 import re
+from pathlib import Path
 from typing import Optional
 
 import numpy as np
@@ -156,15 +158,19 @@ def _meet(source: str, a: str, b: str) -> bool:
     return False
 
 
-def split_relation(source: str, a: Optional[str], b: Optional[str]) -> Optional[str]:
+def split_relation(source: str, a: Optional[str], b: Optional[str], path: Optional[str] = None) -> Optional[str]:
     """How split ``a`` of ``source`` relates to split ``b``: ``"is"`` (the same split), ``"holds"`` (every image of
     ``b`` is in ``a``: digits' ``all`` holds ``train``; cifar10n's ``train`` holds ``val5k``), ``"is part of"`` (the
     converse), ``"shares images with"`` (an overlap, neither holding the other), ``"may share images with"`` (TFDS
     slices whose ranges cannot be compared without the split's length: :func:`_tfds_relation`), or None (no image in
-    common, or either split None).
+    common, or either split None). With the data's ``path`` (``data.path``), the splits of a folder, manifest or pack
+    are compared as the images they read (:func:`images_of`: the folder or file actually read, resolved, audit21
+    A21-05; a pack as the source split its index.json records, A21-07); without it by their names under the path.
     """
     if a is None or b is None:
         return None
+    if path and source in PATH_SOURCES:
+        return images_relation(images_of(source, None, path, a), images_of(source, None, path, b))
     if source not in ("digits", "cifar10n", "tfds"):  # a folder under data.path: by its path (audit20 A20-13)
         a, b = os.path.normpath(str(a)), os.path.normpath(str(b))  # train/, ./train and train/../train are train
         if source == "image_folder" and a != b and (b.startswith(a + os.sep) or a.startswith(b + os.sep)):
@@ -184,3 +190,105 @@ def splits_overlap(source: str, a: Optional[str], b: Optional[str]) -> bool:
     """Whether splits ``a`` and ``b`` of ``source`` have an image in common (the same split, one holding the other,
     or an overlap: :func:`split_relation`); False when either is None."""
     return split_relation(source, a, b) is not None
+
+
+# ---------------------------------------------------------------------------- the images a split of some data reads
+#: the sources whose data is its ``data.path`` (a split is a folder or file under it, :func:`split_location`)
+PATH_SOURCES = ("image_folder", "manifest", "shards")
+
+
+def _local_root(source: Optional[str], path: Optional[str]) -> Optional[Path]:
+    """``data.path`` as the local folder it names (``~`` expanded), or None: no path, a URL, or a shard pattern
+    (:func:`harness.data.shard_index.shard_files` reads those; their splits are compared by name)."""
+    text = str(path or "")
+    if source == "shards":
+        text = text.removeprefix("file:") if not text.startswith("file://") else text
+        if any(s in text for s in ("{", "::")) or text.endswith(".tar"):
+            return None
+    if not text or "://" in text:
+        return None
+    return Path(text).expanduser()
+
+
+def split_location(source: Optional[str], path: Optional[str], split: Optional[str]) -> Optional[str]:
+    """The folder (image folder, pack) or file (manifest: ``<split>.jsonl`` / ``<split>.csv``, the one that exists)
+    that ``split`` of the data at ``path`` is read from, resolved: ``(Path(path) / split).resolve()`` (an absolute
+    ``split`` replaces ``path``; ``../imf/train`` under ``imf`` is ``imf/train``; links followed); a pack's split the
+    folder holding its ``index.json`` (``<path>/<split>``, else ``<path>`` itself, as the reader looks). None for a
+    source not in :data:`PATH_SOURCES`, no path or split, a URL or a shard pattern (audit21 A21-05)."""
+    root = _local_root(source, path) if source in PATH_SOURCES and split else None
+    if root is None:
+        return None
+    where = root / str(split)
+    if source == "shards":
+        from harness.data.shard_index import INDEX_NAME
+
+        where = where if (where / INDEX_NAME).is_file() else root
+    elif source == "manifest":
+        where = next((Path(f"{where}{s}") for s in (".jsonl", ".csv") if Path(f"{where}{s}").is_file()), where)
+    try:
+        return str(where.resolve())
+    except (OSError, RuntimeError):  # a loop of links: the reader names it
+        return None
+
+
+def pack_record(path: Optional[str], split: Optional[str]) -> Optional[tuple]:
+    """``(source config, split)`` that a pack's split was packed from, as its index.json records them (``harness data
+    pack``: ``source.config`` and ``source.split``), for a local pack folder ``path`` (``<path>/<split>/index.json`` or
+    ``<path>/index.json``); None without a readable record (a shard pattern, a URL, an older pack: the reader's own
+    checks speak for it). The one reader of a pack's source for the split rules (:func:`images_of`)."""
+    from harness.data.shard_index import INDEX_NAME, read_index
+
+    folder = split_location("shards", path, split)
+    if folder is None or not (Path(folder) / INDEX_NAME).is_file():
+        return None
+    try:
+        src = read_index(Path(folder) / INDEX_NAME).get("source") or {}
+    except (OSError, ValueError):
+        return None
+    config, packed = src.get("config"), src.get("split")
+    if not isinstance(config, dict) or not config.get("source") or not isinstance(packed, str):
+        return None
+    return config, packed
+
+
+def images_of(source: Optional[str], name: Optional[str], path: Optional[str], split: Optional[str]) -> Optional[tuple]:
+    """Which images ``split`` of the data ``(source, name, path)`` reads, as ``(source, name, (how, which))``: a pack
+    (``shards``) as the source and split its index.json records it was packed from (:func:`pack_record`; audit21
+    A21-07), a folder or manifest by the folder or file read (``("at", resolved)``: :func:`split_location`, audit21
+    A21-05), any other split by its name (``("name", split)``; ``name`` kept for tfds only: cifar10n and digits are one
+    dataset wherever their files lie). None for no split or source."""
+    if not source or not split:
+        return None
+    if source == "shards" and (got := pack_record(path, split)) and got[0].get("source") != "shards":
+        return images_of(got[0].get("source"), got[0].get("name"), got[0].get("path"), got[1])
+    if source in PATH_SOURCES:
+        where = split_location(source, path, split)
+        return (source, None, ("at", where) if where else ("name", os.path.normpath(str(split))))
+    return (source, name if source == "tfds" else None, ("name", str(split)))
+
+
+def images_relation(a: Optional[tuple], b: Optional[tuple]) -> Optional[str]:
+    """:func:`split_relation` of two :func:`images_of`: ``"is"``, ``"holds"``, ``"is part of"``, ``"shares images
+    with"``, ``"may share images with"``, or None (other data, no image in common, or one known by its location and
+    the other only by its name: not known to be the same data)."""
+    if a is None or b is None or a[:2] != b[:2] or a[2][0] != b[2][0]:
+        return None
+    source, (how, x), (_, y) = a[0], a[2], b[2]
+    if how == "name":
+        return split_relation(source, x, y)
+    if x == y:
+        return "is"
+    if source == "image_folder" and (
+        y.startswith(x.rstrip(os.sep) + os.sep) or x.startswith(y.rstrip(os.sep) + os.sep)
+    ):
+        return "holds" if y.startswith(x.rstrip(os.sep) + os.sep) else "is part of"  # train holds train/cat
+    return None
+
+
+def read_as(source: Optional[str], path: Optional[str], split: Optional[str]) -> Optional[str]:
+    """What a message says ``split`` reads where its name does not say it: ``"a pack of digits' test split"`` (as the
+    pack's index.json records), ``"/abs/imf/train"`` (the folder or file read), or None (a split read by name)."""
+    if source == "shards" and (got := pack_record(path, split)):
+        return f"a pack of the {got[1]} split of {got[0].get('source')}, as its index.json records"
+    return split_location(source, path, split)

@@ -161,36 +161,28 @@ def ood_data(keys: "Dict[str, str]", run_data: Any, name: Optional[str] = None) 
 
 
 def _check_other_data(name: str, cfg: Any, split: str, data: Any, eval_split: str) -> None:
-    """An OOD set is not the run's own data: not the same source (the same ``path``, ``name`` where the source reads
-    them) and one of its evaluation, training or held-out splits.
+    """An OOD set is not the run's own data: none of the images its ``split`` reads is in the run's evaluation,
+    training or held-out split, compared as the images each reads (:func:`harness.data.splits.images_of`: the same
+    source, and TFDS ``name``; a folder or manifest by the folder or file read, ``(path / split).resolve()``, so
+    ``path=.,split=imf/train`` is the run's ``imf`` + ``train``: audit21 A21-05).
 
     Raises:
         ValueError: naming the set, the run's data, the rule and the fix.
     """
-    from pathlib import Path
+    from harness.data.splits import images_of, images_relation, split_location
 
-    from harness.data.config import SOURCE_KEYS
-    from harness.data.splits import splits_overlap
-
-    def where(d: Any, key: str) -> Any:
-        value = getattr(d, key)
-        if key == "path" and value and "://" not in str(value):
-            return Path(str(value).removeprefix("file:")).expanduser().resolve()
-        return value
-
-    if cfg.source != data.source:
-        return
-    if any(where(cfg, k) != where(data, k) for k in ("path", "name") if k in SOURCE_KEYS.get(cfg.source, ())):
-        return
+    ood = images_of(cfg.source, cfg.name, cfg.path, split)
     own = {"eval_split": eval_split, "train_split": data.train_split, "heldout_split": data.heldout_split}
     for key, value in own.items():
-        if splits_overlap(cfg.source, value, split):  # the same split, or one holding the other (digits' all)
+        # the same split, or one holding the other (digits' all, an image folder holding the split's folder)
+        if images_relation(ood, images_of(data.source, data.name, data.path, value)) is not None:
             what = {"eval_split": "evaluation", "train_split": "training", "heldout_split": "held-out"}[key]
+            where = split_location(cfg.source, cfg.path, split)
             raise ValueError(
-                f"OOD set {name!r} reads split {split} of data.source={cfg.source}, which shares images with the run's "
-                f"own {what} data (data.{key}={value}): an OOD set holds images the model was not trained to classify, and the "
-                f"run's own images scored as OOD give a meaningless AUROC; point it at other data (another source or "
-                f"path), or drop the OOD set {name!r}"
+                f"OOD set {name!r} reads split {split} of data.source={cfg.source}{f' ({where})' if where else ''}, "
+                f"which shares images with the run's own {what} data (data.{key}={value}): an OOD set holds images "
+                f"the model was not trained to classify, and the run's own images scored as OOD give a meaningless "
+                f"AUROC; point it at other data (another source or path), or drop the OOD set {name!r}"
             )
 
 
