@@ -66,8 +66,31 @@ def _import_run_model_on_its_folder(tmp):
     _train("runs/imf1", *_IMF, "seed=1")
     with pytest.raises(CLI_ERROR, match=r"member imp was trained on the train split of image_folder .*runs/imf/conf"):
         _cli("ensemble", "-m", "imp", "-m", "runs/imf1", "--from-checkpoints", "--eval-data", "etr.yaml", "--out", "e")
+    _shift_of_import(tmp)
     (tmp / "etr.yaml").write_text(f"data:\n  source: image_folder\n  path: imf\n  eval_split: train\n{_VIEW}")
     _cli("import", "--model", "runs/imf/model.pt", "--data", "etr.yaml", "--out", "imp2")
+
+
+def _shift_of_import(tmp):
+    """harness shift of an import of runs/imf's model.pt (evaluated on another folder, imf2): its shift split and
+    OOD sets are compared with the data the model was trained on (its run's), not only the import's data section."""
+    import shutil
+
+    import pytest
+
+    from harness.runs import data_config
+    from harness.shift.settings import ShiftSettings, check_settings
+
+    shutil.copytree(tmp / "imf" / "test", tmp / "imf2" / "test")
+    (tmp / "e2.yaml").write_text(f"data:\n  source: image_folder\n  path: imf2\n  eval_split: test\n{_VIEW}")
+    _cli("import", "--model", "runs/imf/model.pt", "--data", "e2.yaml", "--out", "imp3")
+    data = data_config("imp3")
+    ood = ShiftSettings(corruptions=["none"], ood=["x:source=image_folder,path=imf,split=train,image_size=16"])
+    with pytest.raises(ValueError, match=r"OOD set 'x' reads split train .*the data imp3's model was trained on"):
+        check_settings(ood, data, "imp3")
+    with pytest.raises(ValueError, match=r"split=\.\./imf/train \(shift\.split.*imp3 was trained on the train split"):
+        check_settings(ShiftSettings(corruptions=["none"], split="../imf/train"), data, "imp3")
+    check_settings(ShiftSettings(corruptions=["none"], ood=["x:source=image_folder,path=imf,split=val"]), data, "imp3")
 
 
 # ------------------------------------------------------------------------------ A21-05: the folder actually read

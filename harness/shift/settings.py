@@ -310,7 +310,7 @@ def check_settings(
             f"OOD sets (--ood) {specs!r} name none (no OOD set) beside other sets: give --ood none alone for no "
             "OOD set, or only the sets you want"
         )
-    seen = set()
+    seen, oods = set(), []
     for spec in specs:  # harness shift passes --ood none alone as []
         name, keys = parse_ood(spec)
         if keys.get("source", "").strip() in STREAM_SOURCES:
@@ -323,10 +323,59 @@ def check_settings(
             raise ValueError(f"OOD set name {name!r} is given twice: give each OOD set its own name")
         seen.add(name)
         if keys and data is not None:
-            _check_other_data(name, *ood_data(keys, data, name), data, settings.split or data.eval_split)
+            ood_cfg, ood_split = ood_data(keys, data, name)
+            _check_other_data(name, ood_cfg, ood_split, data, settings.split or data.eval_split)
+            oods.append((name, ood_cfg, ood_split))
         if name == "blobs" and not keys:  # a missing optional package is named before any work
             from harness.extras import require
 
             require("skimage.data", "the blobs OOD set")
         sets.append((OOD_PREFIX + name, {"kind": "ood", "name": name, "data": keys}))
+    if data is not None:
+        _check_imported_model(folder, data, settings.split, oods)
     return sets
+
+
+def _check_imported_model(folder: Any, data: Any, split: Optional[str], oods: list) -> None:
+    """For an imported run (``harness import``'s folder, whose data section is its evaluation data, not its model's
+    training data): the shift's ``split`` and OOD sets (``[(name, data config, split)]``) share no image with the data
+    its model was trained on (:func:`harness.importing.trained_data`: the model's record, or the run's data section
+    where it is a run's own model.pt: audit21 A21-04), by the images each reads
+    (:func:`harness.data.splits.images_of`). An upstream run's own training split is checked by
+    :func:`check_split` and :func:`_check_other_data`.
+
+    Raises:
+        ValueError: naming the split or OOD set, the model's training data, the rule and the fix.
+    """
+    import dataclasses
+    from pathlib import Path
+
+    if not isinstance(folder, (str, Path)) or not (Path(folder) / "config.yaml").is_file():
+        return
+    from harness.data.splits import images_of, images_relation
+    from harness.importing import trained_data
+    from harness.model_identity import check_not_trained_on
+    from harness.runs import run_config
+
+    cfg = run_config(folder)
+    if "imported" not in cfg:
+        return
+    trained, whence = trained_data(Path(folder) / "model.pt", cfg.get("trained_on") or None)
+    if not trained or not trained.get("train_split"):
+        return
+    if split is not None:
+        try:
+            check_not_trained_on(
+                trained, dataclasses.replace(data, eval_split=split, heldout_split=None), str(folder), whence
+            )
+        except ValueError as e:
+            raise ValueError(f"split={split} (shift.split, the split the shift sets are drawn from): {e}") from None
+    mine = images_of(trained.get("source"), trained.get("name"), trained.get("path"), trained["train_split"])
+    for name, ood, ood_split in oods:
+        if images_relation(images_of(ood.source, ood.name, ood.path, ood_split), mine) is not None:
+            raise ValueError(
+                f"OOD set {name!r} reads split {ood_split} of data.source={ood.source}, which shares images with the "
+                f"data {folder}'s model was trained on (its {trained['train_split']} split of {trained['source']}, "
+                f"{whence}): the model's own training images scored as OOD give a meaningless AUROC; point it at "
+                f"other data (another source or path), or drop the OOD set {name!r}"
+            )
