@@ -56,9 +56,6 @@ DATA_KEYS = tuple(f.name for f in dataclasses.fields(TrainedOn))
 #: ``trained_on``'s limits of a split to its first N examples (``DataConfig``'s 0, all, is recorded as no key; which
 #: split each limits: :func:`harness.data.sources.limit_key`)
 LIMITS = ("limit_train", "limit_eval")
-#: what ``card_info`` says of the head (its measured metrics, class names, the τ folded into its classifier, the
-#: layout it was last written in): dropped when the head is replaced (:func:`backbone_card`); ``trained_on`` stays
-HEAD_FACTS = ("metrics", "label_names", "folded_temperature", "layout")
 #: the kind of each ``trained_on`` setting without a rule of its own that is not a name (a string)
 _TRAINED_ON_KINDS = {"multilabel": bool, "label_noise": dict}
 _SHARE, _NUMBER = Rule(low=0, high=1, note="a share of examples"), Rule(text="a finite number")
@@ -178,6 +175,42 @@ def check_card_info(
                 f"{where}: label_names names {quote(', '.join(map(repr, twice)), 80)} more than once: give each "
                 "class its own name, or drop label_names"
             )
+
+
+def finite_metrics(metrics: Any, where: str) -> "tuple[Any, Optional[str]]":
+    """``(metrics, warning or None)``: a mapping of metrics with each NaN or infinity as None (null: not measured, as
+    :func:`harness.io.json_dumps` writes one), so config.json, the card's table and its model-index all leave it out
+    (audit21 A21-14: the model-index published ``.nan`` / ``.inf`` beside config.json's null); the warning names each
+    one, prefixed by ``where`` (``save_pretrained: metrics.``, ``runs/a/metrics.json: heldout_metrics.``). Anything
+    else is returned as it is (:func:`check_card_info` judges it)."""
+    import math
+
+    if not isinstance(metrics, dict):
+        return metrics, None
+    bad = [k for k, v in metrics.items() if isinstance(v, float) and not math.isfinite(v)]
+    if not bad:
+        return metrics, None
+    note = (
+        f"{', '.join(f'{where}{k} = {metrics[k]!r}' for k in bad)}: not a finite number, so not a measured value: "
+        "written as null (not measured) in config.json and left out of the model card and its model-index; pass "
+        "the finite value measured to state it"
+    )
+    return {k: None if k in bad else v for k, v in metrics.items()}, note
+
+
+def run_card_metrics(recorded: dict, path: Any) -> dict:
+    """The metrics an export of a run states, from its ``metrics.json`` (``recorded``, read from ``path``):
+    ``metrics`` by their names, ``heldout_metrics`` as ``heldout_<name>``; a NaN or infinity as None, with a warning
+    naming the file and key (:func:`finite_metrics`)."""
+    import warnings
+
+    out = {}
+    for section, prefix in (("metrics", ""), ("heldout_metrics", "heldout_")):
+        values, note = finite_metrics(dict(recorded.get(section) or {}), f"{path}: {section}.")
+        out.update({f"{prefix}{k}": v for k, v in values.items()})
+        if note:
+            warnings.warn(note, stacklevel=3)
+    return out
 
 
 def timm_name(backbone: str) -> str:
@@ -358,13 +391,6 @@ def split_slice(data: dict, split_key: str) -> Optional[str]:
     return f"{split}[:{limit}]" if limit else split
 
 
-def backbone_card(card_info: dict) -> dict:
-    """What of ``card_info`` still holds once the head is replaced (``reset_classifier``, ``replace_head``): its
-    ``trained_on`` (the backbone's data), without :data:`HEAD_FACTS` (the old head's metrics, class names, folded τ,
-    layout), which a card would otherwise state for an untrained head (audit18 A18-06)."""
-    return {k: v for k, v in card_info.items() if k not in HEAD_FACTS}
-
-
 def noisy_labels(data: dict, split_key: str) -> Optional[str]:
     """What makes the labels of ``trained_on``'s ``split_key`` split (``eval_split``, ``heldout_split``) noisy, as the
     run read them, or None for its clean labels: ``label_noise`` (kind other than ``none``) where a run draws it,
@@ -390,58 +416,3 @@ def noisy_labels(data: dict, split_key: str) -> Optional[str]:
     if human and label_set not in (None, "clean") and split in CIFAR10N_TRAIN_SPLITS:
         return f"the {label_set} human labels of cifar10n"
     return None
-
-
-def module_digest(module: Any) -> str:
-    """The SHA-256 of a module's weights: each ``state_dict`` entry's name, dtype, shape and bytes (read in place for
-    a contiguous CPU tensor; others copied one at a time to the CPU)."""
-    import hashlib
-
-    import torch
-
-    digest = hashlib.sha256()
-    for name, tensor in module.state_dict().items():
-        tensor = tensor.detach()
-        digest.update(f"{name}:{tensor.dtype}:{tuple(tensor.shape)};".encode())
-        if tensor.numel():
-            digest.update(tensor.cpu().contiguous().reshape(-1).view(torch.uint8).numpy())
-    return digest.hexdigest()
-
-
-def weights_digests(model: Any) -> "dict[str, str]":
-    """``{"backbone": sha256, "head": sha256}`` of a model's weights now (:func:`module_digest`): a model's
-    ``card_weights``, recorded where its ``card_info`` is filled (``load_model``, ``from_pretrained``, a save)."""
-    return {"backbone": module_digest(model.backbone), "head": module_digest(model.head)}
-
-
-def card_for_weights(model: Any, given: "tuple[str, ...]" = ()) -> "tuple[dict, dict, Optional[str]]":
-    """``(card_info, digests now, warning or None)``: ``model.card_info`` without what no longer describes its weights
-    (audit19 A19-03): where the backbone's or the head's weights differ from those ``model.card_weights`` recorded
-    (``load_state_dict``, ``model.head.loc = ...``, ``model.backbone = ...``, further training), the metrics (of the
-    whole model) go, with :data:`HEAD_FACTS` (class names, folded τ) where the head changed and ``trained_on`` (the
-    backbone's data) where the backbone did. ``given``: the facts the caller states anew (not named as dropped).
-    Without recorded digests (a model built here, its ``card_info`` set by hand) everything is kept."""
-    now, recorded = weights_digests(model), getattr(model, "card_weights", None) or {}
-    changed = [part for part in ("backbone", "head") if recorded.get(part) not in (None, now[part])]
-    drop = {"metrics"} if changed else set()
-    drop |= set(HEAD_FACTS) if "head" in changed else set()
-    drop |= {"trained_on"} if "backbone" in changed else set()
-    info = model.card_info
-    dropped = sorted(k for k in drop - set(given) if info.get(k) not in (None, {}, []) and k != "layout")
-    note = None
-    if dropped:
-        note = (
-            f"save_pretrained: the {' and '.join(changed)} weights differ from those card_info describes (since "
-            "from_pretrained / load_model or the last save: load_state_dict, a new layer, further training), so its "
-            f"{', '.join(dropped)} are left out of the export; pass trained_on= / metrics= measured for these "
-            "weights to state them"
-        )
-    return {k: v for k, v in info.items() if k not in drop}, now, note
-
-
-def keep_backbone_facts(old: Any, new: Any) -> None:
-    """``new`` (``old``'s backbone under a new head) takes ``old``'s :func:`backbone_card` and the recorded digest of
-    its backbone (``card_weights``), so a later change of the backbone's weights still drops ``trained_on``."""
-    new.card_info = backbone_card(old.card_info)
-    backbone = (getattr(old, "card_weights", None) or {}).get("backbone")
-    new.card_weights = {"backbone": backbone} if backbone else None

@@ -14,7 +14,6 @@ model applies it to the harness's images, so a backbone trained on ImageNet stat
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
 import warnings
 from pathlib import Path
@@ -24,7 +23,7 @@ import torch
 from huggingface_hub import ModelHubMixin, errors
 from torch import Tensor, nn
 
-from harness import card, export_rules, hub, hub_options
+from harness import card, card_facts, export_rules, hub, hub_options
 from harness.backbone_sources import create_backbone, hub_error, offline_mode, source_backbone
 from harness.checkpoint_files import CHECKPOINT_FORMAT, not_a_model
 from harness.data.transforms import HARNESS_NORMALISATION
@@ -67,8 +66,8 @@ class Classifier(
             ``reset_classifier(0)``: a feature extractor).
         config: the :class:`ModelConfig` that rebuilds this model.
         card_info: what :meth:`save_pretrained` records beside the weights (``trained_on``, ``metrics``,
-            ``label_names``) of the weights whose digests ``card_weights`` holds (None: not recorded); a save leaves
-            out what no longer holds, with a warning (:func:`harness.export_rules.card_for_weights`).
+            ``label_names``) of the weights whose digests and evaluation options ``card_weights`` holds (None: not
+            recorded); a save leaves out what no longer holds, with a warning (:func:`harness.card_facts.card_for_weights`).
     """
 
     def __init__(self, backbone: nn.Module, head: HeteroscedasticHead, config: ModelConfig) -> None:
@@ -156,7 +155,7 @@ class Classifier(
         """
         if num_classes < 0:
             raise ValueError(f"num_classes must be >= 0 (0: features only), got {num_classes}")
-        export_rules.keep_backbone_facts(self, self)  # the old head's metrics and class names go
+        card_facts.keep_backbone_facts(self, self)  # the old head's metrics and class names go
         if global_pool is not None:
             self.backbone.reset_classifier(0, global_pool)
             self.num_features = int(getattr(self.backbone, "num_features", self.num_features))
@@ -190,8 +189,11 @@ class Classifier(
 
         Args:
             trained_on: the training data (e.g. ``{"source": "digits", "image_size": 32}``), kept in
-                :attr:`card_info`; ``metrics``: its evaluation metrics (``{"top1": 0.91, ...}``); ``overwrite``: replace
-                an export of other weights in ``save_directory`` (:func:`harness.hub.prepare_folder`).
+                :attr:`card_info`; ``metrics``: its evaluation metrics (``{"top1": 0.91, ...}``; a NaN or infinity is
+                written as null, not measured, and left out of the card, with a warning:
+                :func:`harness.export_rules.finite_metrics`); ``overwrite``: replace an export of other weights in
+                ``save_directory`` (:func:`harness.hub.prepare_folder`). Facts of :attr:`card_info` measured with
+                other weights or head evaluation options are left out, with a warning (:mod:`harness.card_facts`).
 
         Raises:
             ValueError: a folder inside a run's, shift's, ensemble's or other output folder (``_by``: export_run's
@@ -206,12 +208,9 @@ class Classifier(
         hub_options.check_save_options({k: v for k, v in kwargs.items() if k != "config"}, "save_pretrained")
         config = dataclasses.replace(self.config, head=live_head_options(self.head, self.config.head))
         given = {k: v for k, v in (("trained_on", trained_on), ("metrics", metrics)) if v is not None}
-        current, digests, note = export_rules.card_for_weights(self, tuple(given))  # facts of these weights only
+        current, digests, note = card_facts.card_for_weights(self, tuple(given))  # facts of this model only
         info = {**current, **given}
-        if isinstance(info.get("metrics"), dict):  # a NaN or infinity is written as null (not measured)
-            info["metrics"] = {
-                k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in info["metrics"].items()
-            }
+        info["metrics"], nan_note = export_rules.finite_metrics(info.get("metrics"), "save_pretrained: metrics.")
         fix = "give the data's settings and the metrics measured"
         export_rules.check_card_info(info, self.num_classes, "save_pretrained", fix=fix, writing=True)
         hub.check_export_place(save_directory, _by)  # not inside a run, shift or ensemble folder (audit15 A15-05)
@@ -221,9 +220,11 @@ class Classifier(
         with RunLock(folder, what=busy + str(folder)):  # one export writes a folder at a time
             try:
                 hub.prepare_folder(folder, self, overwrite)  # again: another export may have finished since
-                if note:  # facts of other weights (audit19 A19-03)
-                    warnings.warn(note, stacklevel=2)
-                self.card_info, self.card_weights = {**current, **{k: dict(v) for k, v in given.items()}}, digests
+                for said in (note, nan_note):  # facts of other weights or options; NaN metrics (A19-03, A21-14)
+                    if said:
+                        warnings.warn(said, stacklevel=2)
+                info = {k: dict(v) if k in given else v for k, v in info.items() if v is not None}
+                self.card_info, self.card_weights = info, digests
                 self.config = config  # the head's settings now (head.eval_mc_samples = 5 since it was built)
                 return super().save_pretrained(folder, **kwargs)
             except BaseException:
@@ -312,7 +313,7 @@ class Classifier(
         if export.layout == "timm":  # the stored classifier is the head's mean layer; its other tensors are fresh
             head = {**model.head.state_dict(), **head}
         load_weights(model.head, head, source=export.source, fix=fix, config=str(export.config_path))
-        model.card_info, model.card_weights = export.card_info(), export_rules.weights_digests(model)
+        model.card_info, model.card_weights = export.card_info(), card_facts.card_state(model)
         return model.to(map_location).eval()
 
     def generate_model_card(self, *args: Any, **kwargs: Any):
@@ -376,12 +377,12 @@ def replace_head(model: Classifier, num_classes: int, **head_kwargs: Any) -> Cla
 
     Returns:
         A new :class:`Classifier` with an updated config; of ``model``'s :attr:`~Classifier.card_info`, the
-        backbone's ``trained_on`` alone (:func:`harness.export_rules.backbone_card`: no metrics, no class names).
+        backbone's ``trained_on`` alone (:func:`harness.card_facts.backbone_card`: no metrics, no class names).
     """
     head_cfg = {"covariance": "none", "link": "softmax", **head_kwargs}
     head = fresh_head(model.head_hidden_size, num_classes, head_cfg)
     new = Classifier(model.backbone, head, dataclasses.replace(model.config, num_classes=num_classes, head=head_cfg))
-    export_rules.keep_backbone_facts(model, new)
+    card_facts.keep_backbone_facts(model, new)
     return new
 
 
@@ -439,7 +440,7 @@ def load_model(path: "str | os.PathLike", map_location: "str | torch.device" = "
     model = _build_stored(ModelConfig.from_dict(payload["config"]), path)
     load_weights(model, payload["state_dict"], source=str(path), config=f"the model config stored in {path}")
     model.card_info.update({k: v for k, v in (payload.get("extra") or {}).items() if k == "trained_on"})
-    model.card_weights = export_rules.weights_digests(model)
+    model.card_weights = card_facts.card_state(model)
     return model.to(map_location)
 
 

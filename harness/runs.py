@@ -409,7 +409,8 @@ RUN_EXPORT = "pretrained"
 def export_run(run_dir: "str | Path", out: "str | Path", overwrite: bool = False, **kwargs: Any) -> Path:
     """Export a run folder's ``model.pt`` with ``save_pretrained``: ``trained_on`` from its ``config.yaml``
     (:data:`harness.export_rules.DATA_KEYS`, no paths; an import's: :func:`harness.export_rules.imported_card`),
-    ``metrics`` from its ``metrics.json`` (``heldout_metrics`` as ``heldout_<name>``), the class names of its
+    ``metrics`` from its ``metrics.json`` (``heldout_metrics`` as ``heldout_<name>``; a NaN or infinity as null, with
+    a warning naming the file and key: :func:`harness.export_rules.run_card_metrics`), the class names of its
     ``run.json`` as timm's ``label_names``; ``kwargs`` as ``save_pretrained`` (``push_to_hub=True, repo_id=...``;
     :func:`harness.hub_options.save_options`). An export already in ``out`` is written again only if it holds this
     run's weights, unless ``overwrite``. ``out`` is the run's own export folder (``<run_dir>/pretrained``:
@@ -425,7 +426,7 @@ def export_run(run_dir: "str | Path", out: "str | Path", overwrite: bool = False
     """
     from harness import hub, hub_options
     from harness.checkpoint_files import check_run_model
-    from harness.export_rules import imported_card, trained_on
+    from harness.export_rules import imported_card, run_card_metrics, trained_on
     from harness.models import load_model
 
     hub_options.check_save_options(kwargs, "export_run")
@@ -440,9 +441,7 @@ def export_run(run_dir: "str | Path", out: "str | Path", overwrite: bool = False
     seen, keep = trained_on(cfg.get("data") or {}, read), True
     if "imported" in cfg:  # the model's own training data; its metrics only where the card can name their data
         seen, keep = imported_card(cfg.get("trained_on") or None, seen)
-    recorded = run_summary(run_dir) if keep else {}
-    metrics = dict(recorded.get("metrics") or {})
-    metrics.update({f"heldout_{k}": v for k, v in (recorded.get("heldout_metrics") or {}).items()})
+    metrics = run_card_metrics(run_summary(run_dir) if keep else {}, run_dir / "metrics.json")  # NaN: null
     if meta.get("class_names"):
         model.card_info["label_names"] = [str(n) for n in meta["class_names"]]
     model.save_pretrained(out, trained_on=seen, metrics=metrics, overwrite=overwrite, _by=by, **kwargs)

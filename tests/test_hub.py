@@ -488,3 +488,12 @@ def test_a_resave_records_the_heads_current_settings_and_refuses_bad_ones(tmp_pa
     hom.head.eval_mc_samples = 7  # a homoscedastic head draws no samples: its config stays as built
     hom.save_pretrained(tmp_path / "d")
     assert "eval_mc_samples" not in json.loads((tmp_path / "d" / "config.json").read_text())["harness"]["model"]["head"]
+
+
+def test_the_options_a_card_records_are_live_head_options():
+    """audit21 A21-11: the head options whose change drops a card's metrics are options a user may set on a built
+    head (the card records them beside the weights' digests)."""
+    from harness.heads.checks import LIVE_OPTIONS
+    from harness.model_config import MEASURED_HEAD_OPTIONS
+
+    assert set(MEASURED_HEAD_OPTIONS) <= set(LIVE_OPTIONS)
