@@ -243,27 +243,17 @@ _JSON_TYPES = {
 }
 
 
-def read_json_object(path: "str | os.PathLike", fix: str = "rerun the run, or restore the file") -> "dict | None":
-    """The JSON object in ``path`` as a dict, or None when there is no such file: the one reader of the JSON files a
-    run or an ensemble writes (``metrics.json``, ``run.json``, ``ensemble.json``), whose damage is named, never
-    skipped (:func:`read_json` is the lenient reader of markers a killed writer may have left unfinished).
+def read_json_object(
+    path: "str | os.PathLike", fix: str = "rerun the run, or restore the file", expected: type = dict, what: str = ""
+) -> "dict | list | None":
+    """The JSON object in ``path`` as a dict (``expected=list``: an array), or None when there is no such file: the one
+    reader of the JSON files the harness writes (``metrics.json``, ``run.json``, ``ensemble.json``, an experiment's
+    ``sessions.json``), whose damage is named, never skipped (:func:`read_json` is the lenient reader of markers a
+    killed writer may have left unfinished). ``what`` says what the file is, after its path.
 
     Raises:
-        ValueError: a file that cannot be read, is not valid JSON, or holds another JSON value than an object,
+        ValueError: a file that cannot be read, is not valid JSON, or holds another JSON value than ``expected``,
             naming the file, what is wrong and ``fix``.
-    """
-    return read_json_value(path, dict, fix)
-
-
-def read_json_value(path: "str | os.PathLike", expected: type, fix: str, what: str = "") -> "dict | list | None":
-    """The JSON value in ``path``, or None when there is no such file; a value of another type than ``expected``
-    (``dict``: an object, ``list``: an array) is damage, named like a file that cannot be read or parsed.
-
-    Args:
-        what: what the file is, shown after its path (e.g. ``"the experiment's clock"``).
-
-    Raises:
-        ValueError: naming the file (and ``what``), what is wrong and ``fix``.
     """
     path = Path(path)
     if not path.is_file():
@@ -277,7 +267,7 @@ def read_json_value(path: "str | os.PathLike", expected: type, fix: str, what: s
         raise ValueError(f"{named} is not valid JSON ({quote(str(e), 120)}): the file is damaged; {fix}") from e
     if not isinstance(data, expected):
         kind = "null" if data is None else _JSON_TYPES.get(type(data), type(data).__name__)
-        belongs = "a JSON object {...}" if expected is dict else "a JSON array [...]"
+        belongs = {dict: "a JSON object {...}", list: "a JSON array [...]"}[expected]
         raise ValueError(f"{named} holds {kind} where {belongs} belongs: the file is damaged; {fix}")
     return data
 
@@ -342,58 +332,6 @@ def check_output_folder(
             "beside them (a file the harness did not write is never replaced)"
         )
     return folder
-
-
-#: the line that records the command in a Markdown file the harness wrote (harness.provenance.markdown_header's, or
-#: the "Command:" line of older results)
-_WRITTEN_BY = re.compile(r"^(Written by `|Command: `harness )", re.M)
-#: the largest file read to tell whether the harness wrote it (its own are a few hundred kB)
-_OWN_LIMIT = 1 << 24
-
-
-def check_replaceable(markdown: "str | os.PathLike", title: str, key: str, what: str, flag: str = "--out") -> Path:
-    """Refuse, before any work, to replace an existing ``markdown`` file or its ``.json`` twin that ``what`` did not
-    write (no command replaces a file it did not write). The Markdown file is its own when it begins with
-    ``# <title>`` and records the command that wrote it (the ``Written by `...``` line of
-    :func:`harness.provenance.markdown_header`); the JSON twin when it is an object with a ``provenance`` record and
-    ``key``. Files that do not exist pass: a rerun replaces the writer's own files.
-
-    The folder ``markdown`` goes in must take new files (:func:`check_writable`), so a read-only ``flag`` is refused
-    before the work rather than after it.
-
-    Raises:
-        ValueError: a ``.json`` ``markdown`` (the twin would replace it), a folder that cannot be written, something
-            that is not a file, or a file ``what`` did not write, naming it, the rule and the fix (another ``flag``).
-    """
-    markdown = Path(markdown)
-    if markdown.suffix == ".json":
-        raise ValueError(f"{flag} {markdown} ends in .json, the name of its JSON twin: give a .md name")
-    check_writable(markdown.parent, f"{flag} {markdown} (its folder {markdown.parent})", f"give another {flag}")
-    for path in (markdown, markdown.with_suffix(".json")):
-        if not os.path.lexists(path):
-            continue
-        why = _not_own(path, title, key)
-        if why:
-            raise ValueError(
-                f"{path} exists and {what} did not write it ({why}): a file the harness did not write is never "
-                f"replaced; move it, or choose another {flag}"
-            )
-    return markdown
-
-
-def _not_own(path: Path, title: str, key: str) -> str:
-    """Why ``path`` is not a file its writer (:func:`check_replaceable`'s ``title`` and ``key``) wrote; '' if it is."""
-    if path.is_symlink() or not path.is_file():
-        return "not a plain file"
-    if path.stat().st_size > _OWN_LIMIT:
-        return "larger than any file it writes"
-    if path.suffix == ".json":
-        data = read_json(path)
-        own = isinstance(data, dict) and isinstance(data.get("provenance"), dict) and key in data
-        return "" if own else f"not a JSON object with its 'provenance' and {key!r}"
-    text = path.read_text(encoding="utf-8", errors="replace")[:4000]
-    own = text.startswith(f"# {title}") and _WRITTEN_BY.search(text)
-    return "" if own else f"it does not begin with '# {title}' and a 'Written by' line"
 
 
 class RunLock:

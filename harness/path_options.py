@@ -58,7 +58,7 @@ class PathText(click.ParamType):
 class RunFolder(LocalPath):
     """The type of a run or ensemble folder argument (``harness ensemble``, ``shift``, ``report``): an existing
     folder (:class:`LocalPath`), where a file or a model folder is named for what it is, with the fix
-    (:func:`harness.folder_paths.not_a_run_folder`: a run's ``model.pt``, a model file, an export; audit21 A21-10).
+    (:func:`harness.model_folders.not_a_run_folder`: a run's ``model.pt``, a model file, an export; audit21 A21-10).
 
     Raises:
         click.BadParameter: naming the option, the path, what it is and what to give instead.
@@ -70,7 +70,7 @@ class RunFolder(LocalPath):
         super().__init__(exists=True, path_type=Path)
 
     def convert(self, value, param, ctx):  # noqa: ANN001, ANN201 (click's signature)
-        from harness.folder_paths import not_a_run_folder
+        from harness.model_folders import not_a_run_folder
 
         path = super().convert(value, param, ctx)
         problem = not_a_run_folder(path)

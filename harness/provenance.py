@@ -5,12 +5,15 @@ from __future__ import annotations
 import datetime as _dt
 import os
 import platform
+import re
 import shlex
 import subprocess
 import sys
 from importlib import metadata
 from pathlib import Path
 from typing import Optional, Sequence
+
+from harness.io import check_writable, read_json
 
 PACKAGES = ("het-harness", "torch", "torchvision", "timm", "accelerate", "numpy", "scikit-learn", "netcal")
 
@@ -133,3 +136,55 @@ def markdown_header(title: str, prov: dict) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+#: the line that records the command in a Markdown file the harness wrote (harness.provenance.markdown_header's, or
+#: the "Command:" line of older results)
+_WRITTEN_BY = re.compile(r"^(Written by `|Command: `harness )", re.M)
+#: the largest file read to tell whether the harness wrote it (its own are a few hundred kB)
+_OWN_LIMIT = 1 << 24
+
+
+def check_replaceable(markdown: "str | os.PathLike", title: str, key: str, what: str, flag: str = "--out") -> Path:
+    """Refuse, before any work, to replace an existing ``markdown`` file or its ``.json`` twin that ``what`` did not
+    write (no command replaces a file it did not write). The Markdown file is its own when it begins with
+    ``# <title>`` and records the command that wrote it (the ``Written by `...``` line of
+    :func:`harness.provenance.markdown_header`); the JSON twin when it is an object with a ``provenance`` record and
+    ``key``. Files that do not exist pass: a rerun replaces the writer's own files.
+
+    The folder ``markdown`` goes in must take new files (:func:`check_writable`), so a read-only ``flag`` is refused
+    before the work rather than after it.
+
+    Raises:
+        ValueError: a ``.json`` ``markdown`` (the twin would replace it), a folder that cannot be written, something
+            that is not a file, or a file ``what`` did not write, naming it, the rule and the fix (another ``flag``).
+    """
+    markdown = Path(markdown)
+    if markdown.suffix == ".json":
+        raise ValueError(f"{flag} {markdown} ends in .json, the name of its JSON twin: give a .md name")
+    check_writable(markdown.parent, f"{flag} {markdown} (its folder {markdown.parent})", f"give another {flag}")
+    for path in (markdown, markdown.with_suffix(".json")):
+        if not os.path.lexists(path):
+            continue
+        why = _not_own(path, title, key)
+        if why:
+            raise ValueError(
+                f"{path} exists and {what} did not write it ({why}): a file the harness did not write is never "
+                f"replaced; move it, or choose another {flag}"
+            )
+    return markdown
+
+
+def _not_own(path: Path, title: str, key: str) -> str:
+    """Why ``path`` is not a file its writer (:func:`check_replaceable`'s ``title`` and ``key``) wrote; '' if it is."""
+    if path.is_symlink() or not path.is_file():
+        return "not a plain file"
+    if path.stat().st_size > _OWN_LIMIT:
+        return "larger than any file it writes"
+    if path.suffix == ".json":
+        data = read_json(path)
+        own = isinstance(data, dict) and isinstance(data.get("provenance"), dict) and key in data
+        return "" if own else f"not a JSON object with its 'provenance' and {key!r}"
+    text = path.read_text(encoding="utf-8", errors="replace")[:4000]
+    own = text.startswith(f"# {title}") and _WRITTEN_BY.search(text)
+    return "" if own else f"it does not begin with '# {title}' and a 'Written by' line"

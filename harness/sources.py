@@ -27,7 +27,7 @@ from harness.backbone_sources import (
     source_spec,
 )
 from harness.checkpoint_files import check_weights_file, checkpoint_kind
-from harness.folder_paths import check_model_folder
+from harness.model_folders import check_model_folder
 from harness.weights import (
     HF_HUB_PREFIX,
     LOCAL_DIR_PREFIX,

@@ -373,10 +373,10 @@ def read_config_json(path: "str | os.PathLike", loader: "str | None" = None) -> 
 
     Raises:
         FileNotFoundError: no such file. ValueError: too large, not JSON, or not an object; a folder without the file
-            that is an ensemble or unfinished run folder (:func:`harness.folder_paths.check_model_folder`).
+            that is an ensemble or unfinished run folder (:func:`harness.model_folders.check_model_folder`).
     """
-    from harness.folder_paths import check_model_folder
     from harness.io import quote
+    from harness.model_folders import check_model_folder
 
     path = Path(path)
     if not path.is_file():

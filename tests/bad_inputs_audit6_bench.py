@@ -118,7 +118,7 @@ def _own_results_replaceable(tmp: Path) -> str:
     from dataclasses import asdict
 
     from harness.bench import coverage, data_report, device, heads_report
-    from harness.io import check_replaceable
+    from harness.provenance import check_replaceable
     from harness.upstream import bench as upstream_bench
     from harness.upstream import bench_shards
 

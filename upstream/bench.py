@@ -43,8 +43,8 @@ from typing import Callable, Optional
 import torch
 import torch.nn.functional as F
 
-from harness.io import atomic_write_text, check_replaceable
-from harness.provenance import markdown_header, provenance
+from harness.io import atomic_write_text
+from harness.provenance import check_replaceable, markdown_header, provenance
 from harness.training.precision import native_bf16
 from harness.upstream import bench_breakdown
 
@@ -285,7 +285,7 @@ def run(
     Raises:
         FileNotFoundError: no CIFAR-10N data.
         ValueError: a backbone that is not a timm model (:func:`harness.weights.check_timm_name`), or ``out`` or its
-            JSON twin a file this bench did not write (:func:`harness.io.check_replaceable`); before any work.
+            JSON twin a file this bench did not write (:func:`harness.provenance.check_replaceable`); before any work.
     """
     from harness.weights import check_timm_name
 

@@ -28,8 +28,8 @@ from typing import Callable, Optional, Sequence
 
 import numpy as np
 
-from harness.io import atomic_write_text, check_replaceable, json_dumps, read_json
-from harness.provenance import command_line, markdown_header, provenance
+from harness.io import atomic_write_text, json_dumps, read_json
+from harness.provenance import check_replaceable, command_line, markdown_header, provenance
 
 CONFIG = Path("upstream/configs/cifar10n_hom.yaml")
 CIFAR10N = Path("../shared/data/cifar10n")
@@ -175,7 +175,7 @@ def run(
     Raises:
         FileNotFoundError: no CIFAR-10N data or config.
         ValueError: no seeds, ``epochs`` < 1, or ``out`` or its JSON twin a file this bench did not write
-            (:func:`harness.io.check_replaceable`); before any work.
+            (:func:`harness.provenance.check_replaceable`); before any work.
         RuntimeError: a command failed (its output ends the message).
     """
     if out is not None:

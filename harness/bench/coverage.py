@@ -143,10 +143,10 @@ def run(
 
     Raises:
         ValueError: an unknown setting, or ``out`` or its JSON twin is a file this bench did not write
-            (:func:`harness.io.check_replaceable`); before any work.
+            (:func:`harness.provenance.check_replaceable`); before any work.
     """
-    from harness.io import atomic_write_text, check_replaceable
-    from harness.provenance import cpu_details, machine_load, provenance
+    from harness.io import atomic_write_text
+    from harness.provenance import check_replaceable, cpu_details, machine_load, provenance
 
     names = list(settings or SETTINGS)
     unknown = sorted(set(names) - set(SETTINGS))

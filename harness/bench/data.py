@@ -38,8 +38,7 @@ from typing import Callable, Optional, Sequence
 
 from harness.bench.data_report import TITLE, MiB, write_report
 from harness.bench.synthetic_data import NUM_CLASSES, SOURCES, make_data, pack_data
-from harness.io import check_replaceable
-from harness.provenance import cpu_details, machine_load
+from harness.provenance import check_replaceable, cpu_details, machine_load
 
 SIZES = (10_000, 100_000, 1_000_000)
 MODEL_CONFIG = Path(__file__).resolve().parents[2] / "upstream" / "configs" / "cifar10n_het.yaml"
@@ -215,7 +214,7 @@ def run(
 
     Raises:
         ValueError: a size too small for the warm-up and one batch, a bad setting, ``keep`` without ``work_dir``, ``out`` or its JSON twin a file
-            this bench did not write (:func:`harness.io.check_replaceable`), or a size's folder ``n<N>`` already in
+            this bench did not write (:func:`harness.provenance.check_replaceable`), or a size's folder ``n<N>`` already in
             ``work_dir`` (the bench writes and deletes it); all before any work.
     """
     import tempfile

@@ -48,8 +48,8 @@ from harness.bench.device_parts import (
     measure_train,
     measure_transfer,
 )
-from harness.io import atomic_write_text, check_replaceable, json_dumps
-from harness.provenance import machine_load, markdown_header, provenance
+from harness.io import atomic_write_text, json_dumps
+from harness.provenance import check_replaceable, machine_load, markdown_header, provenance
 
 #: the parts, in the order they run
 PARTS = ("correctness", "transfer", "head", "train", "loader")
@@ -106,7 +106,7 @@ def run(
     Raises:
         ValueError: an unknown part or device, ``cuda`` without a GPU, a ``pack`` that is no shard pack with a train
             split (for the loader part), a ``device.md`` or ``device.json`` in ``out`` that this check did not
-            write (:func:`harness.io.check_replaceable`); all before any work. A part that fails does not raise: its
+            write (:func:`harness.provenance.check_replaceable`); all before any work. A part that fails does not raise: its
             error is written in its place (:func:`failed_parts` lists them).
     """
     from harness.training.loop import PrecisionHeld, in_fresh_process, make_accelerator

@@ -34,7 +34,7 @@ from harness.bench.heads_report import TITLE, write_report
 from harness.heads import MIN_SCALE, HeteroscedasticHead, has_factors
 from harness.heads.noise import fill_standard_normal
 from harness.heads.variants import VARIANTS
-from harness.io import check_replaceable
+from harness.provenance import check_replaceable
 
 MiB = 2**20
 
@@ -342,7 +342,7 @@ def run(
 
     Raises:
         ValueError: both ``quick`` and ``main_only``; ``device`` is ``"cuda"`` but no GPU is visible, ``before_src`` holds no harness source, or
-            ``out`` or its JSON twin is a file this bench did not write (:func:`harness.io.check_replaceable`); all
+            ``out`` or its JSON twin is a file this bench did not write (:func:`harness.provenance.check_replaceable`); all
             before any work.
     """
     grid = default_grid(quick, main_only)

@@ -53,10 +53,10 @@ def _read_sessions(path: Path) -> "list[dict]":
     Raises:
         ValueError: naming the file, what is wrong and the fix.
     """
-    from harness.io import read_json_value
+    from harness.io import read_json_object
 
     fix = "move it away (the experiment's elapsed time then restarts from this session), or restore it"
-    sessions = read_json_value(path, list, fix, what="the experiment's clock")
+    sessions = read_json_object(path, fix, list, what="the experiment's clock")
     if sessions is None:
         return []
     now = time.time()
