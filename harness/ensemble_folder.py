@@ -12,6 +12,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Optional, Sequence
 
+from harness.checkpoint_files import check_run_model
 from harness.folder_paths import check_not_other_output
 from harness.io import LOCK_FILES, RunLock, atomic_write_text, check_writable, quote
 from harness.model_identity import check_distinct_weights
@@ -177,7 +178,9 @@ def build_ensemble(
             files another writer made or the ensemble of other members or settings (:func:`check_ensemble_out`), or
             cannot be written; another harness ensemble writing ``out`` (naming its PID and command); a member's
             metrics.json that is not a JSON object; ``eval_data`` without ``from_checkpoints`` or beside
-            ``repredict``, or whose evaluation or held-out split a member was trained on (:func:`eval_predictors`).
+            ``repredict``, or whose evaluation or held-out split a member was trained on (:func:`eval_predictors`);
+            with ``from_checkpoints``, a member whose ``model.pt`` is not the model its run measured
+            (:func:`harness.checkpoint_files.check_run_model`).
         FileNotFoundError: a member is not a finished run folder.
     """
     members = [Path(m) for m in members]
@@ -187,6 +190,8 @@ def build_ensemble(
         raise ValueError("from_checkpoints=True needs repredict(run_dir) -> Predictions")
     check_distinct_folders(members, "member", _ONCE, predictions=from_checkpoints)  # saved ones: checked once read
     check_distinct_weights(members, "member", _ONCE)
+    for m in members if from_checkpoints else ():  # the member's own model, not another copied in (audit21 A21-16)
+        check_run_model(m)
     if eval_data is None:  # each member scored at its own view; --eval-data scores every one at its own
         check_same_view(members)
     out = Path(out)

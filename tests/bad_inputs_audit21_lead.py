@@ -175,3 +175,64 @@ def _bench_pack_of_a_run(tmp):
     (tmp / "r").mkdir()
     (tmp / "r" / "run.json").write_text("{}")
     _cli("bench", "device", "--dry-run", "--pack", str(tmp / "r"), "--out", str(tmp / "dv"))
+
+
+# ------------------------------------------------------------------------------ A21-09: a pack's negative limit
+@bad_input(
+    "data",
+    "harness data pack digits PK --split val limit_eval=-5 (audit21 A21-09: rc 0, all but the last 5 examples packed "
+    "as '(first -5)'; upstream, import and shift refuse the value)",
+    click.ClickException,
+    r"limit_eval must be >= 0 \(0 = all\), got -5",
+)
+def _pack_negative_limit(tmp):
+    try:
+        _cli("data", "pack", "digits", str(tmp / "pk"), "--shard-size", "100", "--split", "val", "limit_eval=-5")
+    finally:
+        assert not (tmp / "pk").exists()
+
+
+# ------------------------------------------------------------------------------ A21-13: a TFDS version pinned
+@bad_input(
+    "data",
+    "harness import of a model trained on TFDS cifar10's train split, with --data naming cifar10:3.0.2 (a pinned "
+    "version) and eval_split train (audit21 A21-13: passed as other data; cifar10:3.*.* too)",
+    ValueError,
+    r"M was trained on the train split of tfds \(as it records\): data\.eval_split=train is also data\.train_split",
+)
+def _tfds_version_pinned(tmp):
+    import pytest
+
+    from harness.data.config import DataConfig
+    from harness.model_identity import check_not_trained_on
+
+    trained = {"source": "tfds", "name": "cifar10", "train_split": "train"}
+    with pytest.raises(ValueError, match=r"images are part of data\.train_split=train"):
+        check_not_trained_on(trained, DataConfig(source="tfds", name="cifar10:3.*.*", eval_split="train[:10%]"), "M")
+    check_not_trained_on(trained, DataConfig(source="tfds", name="cifar100:3.0.2", eval_split="train"), "M")  # other
+    check_not_trained_on(trained, DataConfig(source="tfds", name="cifar10:3.0.2", eval_split="train"), "M")
+
+
+# ------------------------------------------------------------------------------ A21-16: an ensemble's replaced member
+@bad_input(
+    "ensemble",
+    "harness ensemble --from-checkpoints of two runs, one whose model.pt was replaced by another run's (audit21 "
+    "A21-16: rc 0, 'ensemble of 2' at 92% from members at 8% and 10%; harness shift refused the same)",
+    click.ClickException,
+    r"c1/model\.pt is not the model the run's metrics\.json and predictions measured \(its weights' digest is "
+    r"\w+\.\.\., metrics\.json records \w+\.\.\.\): put the run's own model\.pt back",
+)
+def _ensemble_replaced_member(tmp):
+    import shutil
+
+    from bad_inputs_audit9_config import CONFIGS
+
+    config = ["--config", str(CONFIGS / "digits_hom.yaml"), "train.epochs=1", "train.log_with=[]"]
+    for name, seed in (("c0", 0), ("c1", 1), ("g", 2)):
+        _cli("upstream", "--no-progress", *config, "data.limit_train=64", "data.limit_eval=20", f"seed={seed}",
+             f"output_dir={tmp / name}")  # fmt: skip
+    shutil.copy(tmp / "g" / "model.pt", tmp / "c1" / "model.pt")
+    try:
+        _cli("ensemble", "-m", str(tmp / "c0"), "-m", str(tmp / "c1"), "--from-checkpoints", "--out", str(tmp / "e"))
+    finally:
+        assert not (tmp / "e").exists()

@@ -81,11 +81,12 @@ def source_config(
             digits); in a YAML file holding a data section alone, a key pack does not read (``image_size: 64``);
             label noise over CIFAR-10N's human labels or of a kind, rate or seed a run refuses (its two checks);
             label noise asked of a split a run draws none on (:func:`noise_splits`; a run config's on its eval_split
-            packs the clean labels the run scores). Each message names the key, its value, the rule and the fix.
+            packs the clean labels the run scores); a value out of its rule's range (``limit_eval=-5``: audit21
+            A21-09). Each message names the key, its value, the rule and the fix.
         FileNotFoundError: a YAML path that does not exist.
     """
     from harness.config import check_distinct_keys, load_config, read_settings
-    from harness.rules import check_unread_keys
+    from harness.rules import check_rules, check_unread_keys
 
     if source.endswith((".yaml", ".yml")) or os.sep in source or Path(source).is_file():
         settings = read_settings(source)
@@ -101,6 +102,7 @@ def source_config(
     items = [o[len("data.") :] if o.startswith("data.") else o for o in overrides]
     check_distinct_keys(items, "the data overrides")  # data.limit_train=50 limit_train=60: the last would win
     cfg = load_config(DataConfig, None, items, base=dict(base))
+    check_rules(cfg)  # the ranges a run holds its data section to (a negative limit_eval packed all but the last N)
     given = {str(o).split("=", 1)[0].strip().split(".")[0] for o in items}
     _check_overrides(source, str(base.get("source", DataConfig.__dataclass_fields__["source"].default)), cfg, given)
     if cfg.source in STREAM_SOURCES:

@@ -265,7 +265,14 @@ def images_of(source: Optional[str], name: Optional[str], path: Optional[str], s
     if source in PATH_SOURCES:
         where = split_location(source, path, split)
         return (source, None, ("at", where) if where else ("name", os.path.normpath(str(split))))
-    return (source, name if source == "tfds" else None, ("name", str(split)))
+    return (source, tfds_dataset(name) if source == "tfds" else None, ("name", str(split)))
+
+
+def tfds_dataset(name: Optional[str]) -> Optional[str]:
+    """A TFDS ``data.name`` without its version (``cifar10:3.0.2``, ``cifar10:3.*.*`` are ``cifar10``; a builder
+    config, ``name/config``, is kept): one dataset in every version pinned (audit21 A21-13: a version pinned was
+    "other data", so a model was scored on its training split)."""
+    return None if name is None else str(name).split(":", 1)[0].strip()
 
 
 def images_relation(a: Optional[tuple], b: Optional[tuple]) -> Optional[str]:
