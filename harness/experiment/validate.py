@@ -8,13 +8,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from harness.experiment.config import ROOTS, RUN_KEYS, RUN_TREE, Experiment, check_root
-from harness.experiment.plan import _Plan, _plan, _same_run
+from harness.experiment.plan import _Plan, _plan, untrained_settings
 from harness.experiment.run_inputs import check_prospective, check_run_inputs, planned_configs
 from harness.experiment.run_names import check_run_folders
 from harness.experiment.section_rules import check_grids_and_sections
 from harness.experiment.transfer_checks import check_downstream
 from harness.experiment.upstream_ref import upstream_config_path
-from harness.experiment.variants import check_variant_configs
+from harness.experiment.variants import check_variant_configs, split_untrained
 from harness.rules import check_rules
 
 
@@ -345,11 +345,13 @@ def _check_roots(exp: Experiment) -> None:
 
 
 def _check_distinct_methods(plan: _Plan, key: str) -> None:
-    """No two methods of a study train the same runs (the same head options, overrides and grid): both would be
-    trained and the report would refuse the second as a copy of the first.
+    """No two methods of a study train the same runs (the same head options, overrides and grid, but for the settings
+    that change nothing a run trains: :func:`harness.experiment.plan.untrained_settings`, e.g. ``eval_seed`` or
+    ``mc_chunk_size`` in their entries, audit21 A21-12): both would be trained, and the report would count one model
+    as two methods (or refuse the second as a copy of the first).
 
     Raises:
-        ValueError: naming both methods and the fix.
+        ValueError: naming both methods, the settings they differ in (with what each sets) and the fix.
     """
     runs = {
         m: [plan.configs[f] for f in (plan.grid[m].values() if m in plan.grid else (f"{m}_s{s}" for s in plan.seeds))]
@@ -358,11 +360,23 @@ def _check_distinct_methods(plan: _Plan, key: str) -> None:
     names = list(runs)
     for i, a in enumerate(names):
         for b in names[i + 1 :]:
-            if len(runs[a]) == len(runs[b]) and all(_same_run(x, y) for x, y in zip(runs[a], runs[b])):
+            pairs = [(split_untrained(x), split_untrained(y)) for x, y in zip(runs[a], runs[b])]
+            if len(runs[a]) != len(runs[b]) or any(x[0] != y[0] for x, y in pairs):
+                continue
+            (_, x), (_, y) = pairs[0]
+            differ = [k for k in {**x, **y} if x.get(k) != y.get(k)]
+            if not differ:
                 raise ValueError(
                     f"{key} {a} and {b} have the same settings (head options, overrides and grid), so they would "
                     "train the same model twice and the report would count it as two: drop one, or make them differ"
                 )
+            what = untrained_settings()
+            value = lambda v, k: repr(v[k]) if k in v else "unset"  # noqa: E731
+            shown = "; ".join(f"{k} ({value(x, k)} vs {value(y, k)}: it sets {what[k]})" for k in differ)
+            raise ValueError(
+                f"{key} {a} and {b} differ only in {shown}, so they would train the same model twice and the report "
+                "would count it as two methods: drop one, or make them differ in a setting they train"
+            )
 
 
 def _check_report_names(plan: _Plan) -> None:

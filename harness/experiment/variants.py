@@ -148,13 +148,22 @@ def _check_schedule_keys(name: str, overrides: "list[str]") -> None:
     same curve.
 
     Raises:
-        ValueError: naming the schedule, the key, its override, the keys a schedule may set and the fix.
+        ValueError: naming the schedule, the key, its override, the keys a schedule may set and the fix; a key of
+            :func:`harness.experiment.plan.untrained_settings` (``data.eval_batch_size``, ``model.head.eval_seed``)
+            named with what it sets, not what a run trains.
     """
+    untrained = untrained_settings()
     for o in overrides:
         key = str(o).split("=", 1)[0].strip().lstrip("+~")
         if any(key == k or key.startswith(k + ".") for k in SCHEDULE_KEYS):
             continue
         allowed = ", ".join(k if "." in k else f"{k}.*" for k in SCHEDULE_KEYS)
+        if key in untrained:  # as a schedule of only train.log_every is refused (audit19 A19-14, audit21 A21-12)
+            raise ValueError(
+                f"frontier.schedules.{name} sets {key} ({_shown([o])[1:-1]}), which changes nothing a run trains: "
+                f"{key} sets {untrained[key]}; a frontier compares schedules of training, each point scored alike, so "
+                f"a schedule sets only {allowed}: remove {key} from frontier.schedules.{name}"
+            )
         raise ValueError(
             f"frontier.schedules.{name} sets {key} ({_shown([o])[1:-1]}), which is not a training schedule's "
             f"setting: a frontier compares schedules of training, each point trained on the same examples and labels "
@@ -231,29 +240,34 @@ def _same_training(a: Any, b: Any) -> bool:
     """Whether two upstream configs train the same model, as :func:`harness.experiment.plan._same_run` compares them
     but for the settings that change nothing a run trains (:func:`harness.experiment.plan.untrained_settings`: where
     its files and curves go, how often it is evaluated, logged or checkpointed, how its data is read, which evaluation
-    keeps ``checkpoints/best.pt``): a schedule or condition that sets only those would train the main study's runs
-    again (audit19 A19-14, audit20 A20-03)."""
+    keeps ``checkpoints/best.pt``, the head options only its evaluation or memory reads): a schedule or condition that
+    sets only those would train the main study's runs again (audit19 A19-14, audit20 A20-03, audit21 A21-12)."""
+    return split_untrained(a)[0] == split_untrained(b)[0]
+
+
+def split_untrained(cfg: Any) -> "tuple[dict, dict[str, Any]]":
+    """An upstream config as ``(what it trains, the rest)``: its settings as a dict without ``name``, ``output_dir``
+    and the settings of :func:`harness.experiment.plan.untrained_settings`, and those settings' values by key
+    (``{"model.head.eval_seed": 0, ...}``: the ones the config holds)."""
     from dataclasses import asdict
 
-    def trained(cfg: Any) -> dict:
-        kept = {k: v for k, v in asdict(cfg).items() if k not in ("name", "output_dir")}  # as _same_run strips
-        for key in untrained_settings():
-            *sections, name = key.split(".")
-            section = kept
-            for part in sections:
-                section = section.get(part) if isinstance(section, dict) else None
-            if isinstance(section, dict):
-                section.pop(name, None)
-        return kept
-
-    return trained(a) == trained(b)
+    kept = {k: v for k, v in asdict(cfg).items() if k not in ("name", "output_dir")}  # as _same_run strips
+    values: "dict[str, Any]" = {}
+    for key in untrained_settings():
+        *sections, name = key.split(".")
+        section = kept
+        for part in sections:
+            section = section.get(part) if isinstance(section, dict) else None
+        if isinstance(section, dict) and name in section:
+            values[key] = section.pop(name)
+    return kept, values
 
 
 def _unchanged(overrides: "list[str]") -> str:
     """Why ``overrides`` change nothing: the keys they set already have those values, set only what changes nothing a
     run trains (:func:`harness.experiment.plan.untrained_settings`, each group of keys named with what it sets), or
     they set none."""
-    keys = list(dict.fromkeys(str(o).split("=", 1)[0].strip().lstrip("+~") for o in overrides))
+    keys = list(dict.fromkeys(k for o in overrides for k in _set_keys(str(o))))
     if not keys:
         return "it sets no setting"
     untrained = untrained_settings()
@@ -266,6 +280,26 @@ def _unchanged(overrides: "list[str]") -> str:
     return "; ".join(
         why[: bool(rest)] + [f"{' and '.join(ks)} set{'s' * (len(ks) == 1)} {what}" for what, ks in groups.items()]
     )
+
+
+def _set_keys(override: str) -> "list[str]":
+    """The settings one ``key=value`` override sets, as dotted keys: ``model.head={eval_seed: 3}`` sets
+    ``model.head.eval_seed``; the key as written where the value is not a section (or not read)."""
+    from omegaconf import OmegaConf
+
+    key, _, value = override.partition("=")
+    key = key.strip().lstrip("+~")
+    try:
+        given = OmegaConf.to_container(OmegaConf.from_dotlist([f"{key}={value}"]))
+    except Exception:  # not a valid override: refused with its own message when the runs are planned
+        return [key]
+
+    def leaves(node: Any, at: str) -> "list[str]":
+        if isinstance(node, dict) and node:
+            return [k for name, v in node.items() for k in leaves(v, f"{at}.{name}" if at else str(name))]
+        return [at]
+
+    return leaves(given, "")
 
 
 def _shown(overrides: "list[str]") -> str:
