@@ -43,16 +43,16 @@ def weights_digests(model: Any) -> "dict[str, str]":
 
 
 def evaluation_options(head: Any) -> dict:
-    """The options a head's evaluation predicts with now (:data:`harness.model_config.MEASURED_HEAD_OPTIONS`, read
+    """The options a head's evaluation predicts with now (:data:`harness.heads.checks.MEASURED_OPTIONS`, read
     from the head: ``head.eval_mc_samples = 1`` since it was built), ``share_samples_across_batch`` as the evaluation
     uses it (a seeded evaluation always shares its noise bank: True); ``{}`` for a head without noise (which reads
     none of them) or no head."""
     from harness.heads import HeteroscedasticHead
-    from harness.model_config import MEASURED_HEAD_OPTIONS
+    from harness.heads.checks import MEASURED_OPTIONS
 
     if not isinstance(head, HeteroscedasticHead) or head.noise_form is None:
         return {}
-    now = {k: getattr(head, k) for k in MEASURED_HEAD_OPTIONS}
+    now = {k: getattr(head, k) for k in MEASURED_OPTIONS}
     if now.get("eval_seed") is not None:
         now["share_samples_across_batch"] = True
     return now

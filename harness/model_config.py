@@ -111,10 +111,6 @@ def check_backbone_kwargs(kwargs: Any, key: str, backbone: Optional[str] = None)
 #: settings: ``model.head.eval_mc_samples = 5``; the one list, :data:`harness.heads.checks.LIVE_OPTIONS`): a saved
 #: model records them as they are when it is saved
 LIVE_HEAD_OPTIONS = LIVE_OPTIONS
-#: the live head options that change what a head with noise predicts in evaluation, so what its metrics measured
-#: (``train_mc_samples`` is read in training only; ``mc_chunk_size`` splits the samples for memory): an export's
-#: card keeps its metrics only under the values they were measured with (:func:`harness.card_facts.card_for_weights`)
-MEASURED_HEAD_OPTIONS = ("eval_mc_samples", "share_samples_across_batch", "eval_seed", "clip_eps")
 
 
 def live_temperature(head: HeteroscedasticHead, options: dict) -> dict:

@@ -493,7 +493,6 @@ def test_a_resave_records_the_heads_current_settings_and_refuses_bad_ones(tmp_pa
 def test_the_options_a_card_records_are_live_head_options():
     """audit21 A21-11: the head options whose change drops a card's metrics are options a user may set on a built
     head (the card records them beside the weights' digests)."""
-    from harness.heads.checks import LIVE_OPTIONS
-    from harness.model_config import MEASURED_HEAD_OPTIONS
+    from harness.heads.checks import LIVE_OPTIONS, MEASURED_OPTIONS
 
-    assert set(MEASURED_HEAD_OPTIONS) <= set(LIVE_OPTIONS)
+    assert set(MEASURED_OPTIONS) <= set(LIVE_OPTIONS)

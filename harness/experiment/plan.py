@@ -16,13 +16,6 @@ from harness.experiment.config import Experiment, _noisy, _upstream_config_path
 #: what the monitoring keys (``train.<key>`` for :data:`harness.model_identity.MONITORING`) set, as every message of the
 #: experiment names it: a tune of one, a frontier schedule or a condition that sets only them (audit19 A19-14)
 MONITORING_WHAT = "how often a run is evaluated, logged or checkpointed, not what it trains"
-#: the head's options that change nothing a run trains (audit21 A21-12): only its evaluation or its memory reads them
-#: (``train_mc_samples``, ``share_samples_across_batch`` and ``clip_eps`` shape the training loss: not these)
-HEAD_UNTRAINED = {
-    "eval_mc_samples": "how many Monte Carlo samples a noisy head averages in evaluation, not what a run trains",
-    "eval_seed": "the seed of a noisy head's evaluation noise, not what a run trains",
-    "mc_chunk_size": "how many of a noisy head's samples are drawn at once (its peak memory), not what a run trains",
-}
 
 
 def untrained_settings() -> "dict[str, str]":
@@ -30,9 +23,10 @@ def untrained_settings() -> "dict[str, str]":
     :data:`harness.model_identity.NOT_IDENTITY` (where a run's files and curves go), the ``train`` keys of
     :data:`~harness.model_identity.MONITORING`, the ``data`` keys of :data:`~harness.model_identity.READING` (how its
     data is read), ``train.best_metric`` (which evaluation keeps ``checkpoints/best.pt``; a study reads each run's
-    final ``model.pt``) and the head options of :data:`HEAD_UNTRAINED` (``model.head.eval_seed``: its evaluation or
+    final ``model.pt``) and the head options of :data:`harness.heads.checks.UNTRAINED_OPTIONS` (``model.head.eval_seed``: its evaluation or
     memory). The one list of the condition, frontier schedule, tune and methods rules (audit19 A19-14, A20-03,
     audit21 A21-12)."""
+    from harness.heads.checks import UNTRAINED_OPTIONS
     from harness.model_identity import MONITORING, NOT_IDENTITY, READING
 
     return {
@@ -41,7 +35,7 @@ def untrained_settings() -> "dict[str, str]":
         **{f"data.{k}": "how a run's data is read, not which data or what it trains" for k in READING},
         "train.best_metric": "which evaluation keeps checkpoints/best.pt, not what a run trains (the study reads each "
         "run's final model.pt)",
-        **{f"model.head.{k}": what for k, what in HEAD_UNTRAINED.items()},
+        **{f"model.head.{k}": what for k, what in UNTRAINED_OPTIONS.items()},
     }
 
 

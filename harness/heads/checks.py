@@ -154,6 +154,18 @@ LIVE_OPTIONS = (
     "eval_seed",
     "clip_eps",
 )
+#: the live options that change what a head with noise predicts in evaluation, so what its metrics measured
+#: (``train_mc_samples`` is read in training only; ``mc_chunk_size`` splits the samples for memory): an export's card
+#: keeps its metrics only under the values they were measured with (:func:`harness.card_facts.card_for_weights`)
+MEASURED_OPTIONS = ("eval_mc_samples", "share_samples_across_batch", "eval_seed", "clip_eps")
+#: the head's options that change nothing a model trains, with what each sets: only its evaluation or its memory
+#: reads them (``train_mc_samples``, ``share_samples_across_batch`` and ``clip_eps`` shape the training loss); an
+#: experiment's conditions, schedules, tune grids and methods may not differ in these alone (audit21 A21-12)
+UNTRAINED_OPTIONS = {
+    "eval_mc_samples": "how many Monte Carlo samples a noisy head averages in evaluation, not what a run trains",
+    "eval_seed": "the seed of a noisy head's evaluation noise, not what a run trains",
+    "mc_chunk_size": "how many of a noisy head's samples are drawn at once (its peak memory), not what a run trains",
+}
 #: the head's options fixed when it is built (its layers, its noise and its saved config follow them), kept as
 #: attributes of the same name: :class:`FixedOptions` refuses a change of one on a built head
 FIXED_OPTIONS = (
