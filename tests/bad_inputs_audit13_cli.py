@@ -66,7 +66,7 @@ def _pack_out_dollar(tmp):
     "harness report '~/a13run' --out-root '~/a13rr', a run folder that is not there (audit13 A13-01: the ~ taken "
     "literally, as report --out-root '~/a13rr' made ./~/a13rr)",
     CLI_ERROR,
-    r"Directory '.*/home/a13run' does not exist",
+    r"(Directory|Path) '.*/home/a13run' does not exist",
 )
 def _report_home_expanded(tmp):
     _harness(tmp, "report", "~/a13run", "--out-root", "~/a13rr")
