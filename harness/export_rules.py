@@ -103,9 +103,7 @@ def metric_rule(key: str) -> "tuple[Rule, bool]":
     return Rule(low=0, high=metric.high, note=f"{metric.label} {bound}"), False
 
 
-def check_card_info(
-    info: dict, num_classes: int, where: str, section: str = "", fix: str = UNCHANGED, writing: bool = False
-) -> None:
+def check_card_info(info: dict, num_classes: int, where: str, section: str = "", fix: str = UNCHANGED) -> None:
     """The rules of what an export records beside the model (``card_info``, written by ``save_pretrained`` and read
     back from config.json): ``trained_on`` a mapping of :data:`DATA_KEYS` (:class:`TrainedOn`: a whole
     ``image_size`` >= 1, ``limit_train`` / ``limit_eval`` whole numbers >= 1 or null, names as strings; every key
@@ -114,9 +112,9 @@ def check_card_info(
     range (:func:`metric_rule`: shares in [0, 1], losses and calibration errors >= 0), and ``label_names``
     ``num_classes`` distinct, non-empty strings.
     ``section`` prefixes the keys of the first two (``harness.`` in config.json); ``fix`` follows their messages.
-    ``writing`` (``save_pretrained``): ``trained_on``'s training, evaluation and held-out splits also share no image
-    (:func:`harness.data.config.check_splits`, audit21 A21-08: a card published training-split metrics as the
-    model's evaluation); an export read back is not refused for its card's splits.
+    ``trained_on``'s training, evaluation and held-out splits share no image (:func:`harness.data.config.check_splits`;
+    audit21 A21-08, audit22 A22-04: a card published, and an export read back carried, training-split metrics as the
+    model's evaluation).
 
     Raises:
         ValueError: ``<where>: <key> ...`` naming the value, what it must be and the fix.
@@ -142,8 +140,7 @@ def check_card_info(
             check_rules(TrainedOn(**data), f"{section}trained_on.")
         except ValueError as e:
             raise ValueError(f"{where}: {e}; {fix}") from None
-        if writing:
-            _check_card_splits(data, where)
+        _check_card_splits(data, where, section, fix)
     if metrics is not None:
         if not isinstance(metrics, dict):
             raise bad("metrics must be a mapping of metric names to values", metrics)
@@ -220,9 +217,9 @@ def timm_name(backbone: str) -> str:
     return backbone[len(TIMM_PREFIX) :] if backbone.startswith(TIMM_PREFIX) else backbone
 
 
-def _check_card_splits(data: dict, where: str) -> None:
+def _check_card_splits(data: dict, where: str, section: str, fix: str) -> None:
     """``trained_on``'s splits by upstream's rule (:func:`harness.data.config.check_splits`; raises its ValueError
-    naming ``trained_on.`` keys)."""
+    naming ``<section>trained_on.`` keys, then ``fix``)."""
     from types import SimpleNamespace
 
     from harness.data.config import check_splits
@@ -231,8 +228,9 @@ def _check_card_splits(data: dict, where: str) -> None:
     try:
         check_splits(SimpleNamespace(source=data.get("source"), **splits))
     except ValueError as e:
+        said = str(e).replace("data.", f"{section}trained_on.")
         raise ValueError(
-            f"{where}: {str(e).replace('data.', 'trained_on.')}; a card's metrics are those of trained_on.eval_split"
+            f"{where}: {said}; a card's metrics are those of {section}trained_on.eval_split; {fix}"
         ) from None
 
 

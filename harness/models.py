@@ -212,7 +212,7 @@ class Classifier(
         info = {**current, **given}
         info["metrics"], nan_note = export_rules.finite_metrics(info.get("metrics"), "save_pretrained: metrics.")
         fix = "give the data's settings and the metrics measured"
-        export_rules.check_card_info(info, self.num_classes, "save_pretrained", fix=fix, writing=True)
+        export_rules.check_card_info(info, self.num_classes, "save_pretrained", fix=fix)
         hub.check_export_place(save_directory, _by)  # not inside a run, shift or ensemble folder (audit15 A15-05)
         hub.prepare_folder(save_directory, self, overwrite)  # before anything changes (and the lock makes the folder)
         folder, made = Path(save_directory), not Path(save_directory).exists()

@@ -254,14 +254,20 @@ def check_unread_keys(cfg: Any, section: str, selector: str, table: "Mapping[str
             )
 
 
+#: the earliest day a harness record may carry (long before the harness existed): a day or a time before it is a typo
+#: or a damaged file (:func:`check_day`, the experiment's clock)
+EARLIEST_DAY = "2020-01-01"
+
+
 def check_day(value: Any, key: str, what: str) -> str:
     """``value`` as a day ``YYYY-MM-DD`` that has come (a day ahead of UTC allowed: time zones), or ``""`` for none;
     ``what`` says what happened on it (``"the endpoint was declared"``): a report reads the runs as started after it
     (prospective) or before it (retrospective).
 
     Raises:
-        ValueError: another string (audit 2026-11-27), or a day to come (audit16 A16-08: ``2099-01-01`` made every run
-            prospective), naming the key, the value and the fix.
+        ValueError: another string (audit 2026-11-27), a day to come (audit16 A16-08: ``2099-01-01`` made every run
+            prospective) or before :data:`EARLIEST_DAY` (audit22 A22-09: ``1926-11-28``), naming the key, the value and
+            the fix.
     """
     import datetime
     import re
@@ -279,6 +285,11 @@ def check_day(value: Any, key: str, what: str) -> str:
             f"{key.rsplit('.', 1)[-1]}: '2026-11-25'), or leave it unset"
         ) from None
     today = datetime.datetime.now(datetime.timezone.utc).date()
+    if date is not None and date < datetime.date.fromisoformat(EARLIEST_DAY):
+        raise ValueError(
+            f"{key}={day} is before {EARLIEST_DAY}, long before any run of the harness: give the day {what} (a typo in "
+            "the year?), or leave it unset"
+        )
     if date is not None and date > today + datetime.timedelta(days=1):
         raise ValueError(
             f"{key}={day} is after today ({today}, UTC): the report reads the runs as started after the declaration "

@@ -104,12 +104,18 @@ def _load_model(source: str) -> "Classifier":
 
     Raises:
         ValueError: a file of an export folder (its ``model.safetensors``, ``config.json`` or ``README.md``): the
-            export is the folder; see also :func:`harness.models.load_model`.
+            export is the folder; a timm model folder given bare (audit22 A22-05: its ``local-dir:`` spelling named);
+            see also :func:`harness.models.load_model`.
     """
     from harness.hub import CARD_FILE, CONFIG_FILE, WEIGHTS_FILE
     from harness.models import load_model
 
     path = Path(source)
+    if path.is_dir() and (path / CONFIG_FILE).is_file():  # not an export (export_source took those): timm's own
+        raise ValueError(
+            f"{str(source)!r} is a model folder whose config.json is not a harness export's (a timm folder): give it "
+            f"as local-dir:{source} (or timm:local-dir:{source})"
+        )
     if path.is_file() and path.name in (WEIGHTS_FILE, CONFIG_FILE, CARD_FILE):
         try:
             export = "harness" in read_config_json(path.parent / CONFIG_FILE)

@@ -115,7 +115,7 @@ def _unreal_clock(tmp):
     "and TFDS slices train[:80%] / train[70%:]",
     ValueError,
     r"^save_pretrained: trained_on\.eval_split=train is also trained_on\.train_split: the model would be scored on "
-    r"the images it was trained on .*; a card's metrics are those of trained_on\.eval_split$",
+    r"the images it was trained on .*; a card's metrics are those of trained_on\.eval_split; give the data's settings",
 )
 def _card_of_training_split(tmp):
     import pytest

@@ -3,10 +3,13 @@
 
 from __future__ import annotations
 
+import datetime
 import json
 import math
 import time
 from pathlib import Path
+
+from harness.rules import EARLIEST_DAY
 
 
 class _Clock:
@@ -73,9 +76,10 @@ def _read_sessions(path: Path) -> "list[dict]":
 #: seconds an exclusion (timed by ``time.perf_counter``) may exceed its session's span (timed by ``time.time``): the two
 #: clocks' rounding, never a damaged file
 _SLACK = 1.0
-#: no session starts before 2020-01-01 UTC (seconds since the epoch), long before the harness existed; none ends more
+#: no session starts before :data:`harness.rules.EARLIEST_DAY` (00:00 UTC, seconds since the epoch); none ends more
 #: than :data:`_AHEAD` seconds after now (another machine's clock may run a little ahead)
-_EARLIEST, _AHEAD = 1577836800.0, 86400.0
+_EARLIEST = datetime.datetime.fromisoformat(EARLIEST_DAY).replace(tzinfo=datetime.timezone.utc).timestamp()
+_AHEAD = 86400.0
 
 
 def _session_problem(i: int, s: object, now: float) -> "str | None":
