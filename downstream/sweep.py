@@ -59,7 +59,19 @@ def _same_sweep(old: dict, new: dict) -> bool:
         settings = asdict(SweepSettings(**{**old["settings"], **free}))
     except (KeyError, TypeError, ValueError):
         return False
-    return old.get("upstream") == new["upstream"] and settings == new["settings"]
+    return old.get("upstream") == new["upstream"] and settings == new["settings"] and not changed_weights(old, new)
+
+
+def changed_weights(old: dict, new: dict) -> Optional[str]:
+    """How a sweep's harness ``model.pt`` changed since its ``sweep.json`` (``old``) was written: the weights digest
+    each header records (``upstream_weights``, :func:`harness.model_identity.weights_digest`) differs (audit22 A22-01:
+    a rerun after the model.pt was retrained, or replaced, resumed the old sweep and reported its numbers under the new
+    model). A phrase naming both digests, or None when they agree or ``old`` recorded none (a sweep of an earlier
+    version, or of another source, whose ``upstream`` record carries its own sha256)."""
+    before, now = old.get("upstream_weights"), new.get("upstream_weights")
+    if not before or before == now:
+        return None
+    return f"its weights' digest is now {str(now)[:12]}..., the sweep's sweep.json records {str(before)[:12]}..."
 
 
 def upstream_record(upstream: str, weights: "Optional[str | Path]" = None, random_init: bool = False) -> "str | dict":
@@ -71,7 +83,8 @@ def upstream_record(upstream: str, weights: "Optional[str | Path]" = None, rando
 
     Raises:
         FileNotFoundError: no such ``model.pt``, folder or weights file (the message lists every spelling).
-        ValueError: ``local-dir:`` of a file (:func:`harness.sources.check_local_dir`).
+        ValueError: ``local-dir:`` of a file (:func:`harness.sources.check_local_dir`); a run folder's ``model.pt``
+            that is not the model its run measured (:func:`harness.checkpoint_files.check_run_model`).
     """
     from harness.data.cache import file_digest
     from harness.sources import check_local_dir
@@ -98,6 +111,10 @@ def upstream_record(upstream: str, weights: "Optional[str | Path]" = None, rando
                 f"no upstream checkpoint at {upstream!r}; give a harness model.pt, a folder save_pretrained wrote "
                 "(or local-dir:PATH, hf-hub:ORG/NAME), or timm:NAME / torchvision:NAME with --weights FILE"
             )
+        from harness.checkpoint_files import check_run_model
+
+        if Path(upstream).name == "model.pt":  # in a run folder: the run's own model (audit22 A22-10)
+            check_run_model(Path(upstream).parent)
         return str(Path(upstream).resolve())
     if weights is not None and not Path(weights).is_file():
         raise FileNotFoundError(f"no weights file at {str(weights)!r} (--weights)")
@@ -147,7 +164,9 @@ def sweep(
 
     Raises:
         ValueError: no task, an unknown task, executor or tracker; a tracker not installed; a device this machine lacks; bad
-            data; weights that do not fit the architecture, or none offline; an output folder of another sweep; a
+            data; weights that do not fit the architecture, or none offline; an output folder of another sweep (or of
+            the same model.pt before its weights changed: :func:`changed_weights`); a run folder's model.pt that
+            is not its run's (:func:`harness.checkpoint_files.check_run_model`); a
             ``slurm`` key the executor does not read (:func:`harness.training.slurm.check_slurm_keys`; ``slurm``'s
             ``visible_gpus`` is ``--gpus``, read by ``submitit-local``); ``slurm`` on a machine without ``sbatch`` or
             ``srun`` (:func:`harness.training.slurm.check_slurm_available`); fine-tuning passes of one image
@@ -177,12 +196,23 @@ def sweep(
     preprocessing, norms = _load_model(upstream, weights, random_init, settings)
     out = Path(out)
     header = {"upstream": record, "settings": asdict(settings)}
+    if isinstance(record, str):  # a harness model.pt: its weights, so a rerun after they change is not a resume
+        from harness.model_identity import weights_digest
+
+        header["upstream_weights"] = weights_digest(record)
     meta = out / "sweep.json"
     stored = read_json(meta)
     if meta.is_file() and not (isinstance(stored, dict) and isinstance(stored.get("settings"), dict)):
         raise ValueError(
             f"{meta} is not a sweep's record (not a JSON object with its settings): a sweep writes it; write this "
             "one elsewhere (--out), or move that folder's files away"
+        )
+    changed = changed_weights(stored, header) if meta.is_file() else None
+    if changed:
+        raise ValueError(
+            f"{out} holds a sweep of another model in {upstream} ({changed}): the model.pt was replaced or trained "
+            "again since that sweep ran, and resuming it would report the old model's runs under the new one; write "
+            "this sweep elsewhere (--out; runs_root for harness run), or delete that folder to start it over"
         )
     if meta.is_file() and not _same_sweep(stored, header):
         raise ValueError(

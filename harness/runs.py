@@ -21,6 +21,7 @@ import numpy as np
 import torch
 from omegaconf import OmegaConf
 
+from harness.checkpoint_files import check_run_model
 from harness.config import load_config
 from harness.data.config import DataConfig
 from harness.data.dataset import ImageDataset
@@ -372,7 +373,7 @@ def covariance_analysis(
 
     Raises:
         FileNotFoundError: no ``model.pt`` or ``config.yaml`` in ``het_run``.
-        ValueError: a ``model.pt`` of another number of classes than the run's predictions.
+        ValueError: a ``model.pt`` of another number of classes, or other weights, than the run's predictions.
     """
     from harness.models import load_model
     from harness.uncertainty.covariance import analyse, rank_summary, transition_test
@@ -380,6 +381,7 @@ def covariance_analysis(
     het_run = Path(het_run)
     het_preds = Predictions.load(het_run)
     check_model_classes(het_run / "model.pt", len(het_preds.class_names), f"{het_run / 'predictions.npz'}")
+    check_run_model(het_run)  # the weights its predictions measured (audit22 A22-10: sigma.py read it unchecked)
     model = load_model(het_run / "model.pt")
     with_hom = hom_preds is not None
     result = analyse(
@@ -425,7 +427,6 @@ def export_run(run_dir: "str | Path", out: "str | Path", overwrite: bool = False
             another process writing ``out``; see :meth:`harness.models.Classifier.save_pretrained`.
     """
     from harness import hub, hub_options
-    from harness.checkpoint_files import check_run_model
     from harness.export_rules import imported_card, run_card_metrics, trained_on
     from harness.models import load_model
 

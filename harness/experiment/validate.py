@@ -406,7 +406,9 @@ def _check_report_names(plan: _Plan) -> None:
 
 def _check_finished_runs(plans: dict) -> None:
     """Every planned run folder that holds a finished run (``metrics.json`` and ``model.pt``) has predictions that read
-    (:func:`harness.upstream.train.check_finished_predictions`): found here, before any run trains, not when its turn
+    (:func:`harness.upstream.train.check_finished_predictions`), and its ``model.pt`` is the model they and its metrics
+    measured (:func:`harness.checkpoint_files.check_run_model`; audit22 A22-10: a replaced model.pt was "already
+    complete", then transferred and re-evaluated as the run's): found here, before any run trains, not when its turn
     comes or at the report (audit13 A13-13).
 
     Raises:
@@ -414,6 +416,7 @@ def _check_finished_runs(plans: dict) -> None:
     """
     from pathlib import Path
 
+    from harness.checkpoint_files import check_run_model
     from harness.upstream.train import check_finished_predictions
 
     for plan in plans.values():
@@ -421,3 +424,4 @@ def _check_finished_runs(plans: dict) -> None:
             run = Path(cfg.output_dir)
             if (run / "metrics.json").is_file() and (run / "model.pt").is_file():
                 check_finished_predictions(run)
+                check_run_model(run)

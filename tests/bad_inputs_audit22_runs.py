@@ -1,0 +1,93 @@
+"""Bad inputs found by the twenty-second reliability audit in the run and transfer stages (``audit22 <case id>``): a
+harness model.pt whose weights changed under a sweep that resumes, a run folder's replaced model.pt read by harness
+run's stages (and by harness downstream / fewshot), and a custom transfer task whose test list names the upstream
+model's own training images. Every refusal comes before any work."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import click
+from bad_inputs_audit8_experiment import TINY
+from bad_inputs_audit9_config import CONFIGS
+
+from bad_inputs import bad_input
+from bad_inputs_uncertainty import _cli
+
+_SWEEP = ("--tasks", "demo_digit", "--preset", "demo", "--lrs", "0.01", "--steps", "5", "--seeds", "1")
+_NOT_ITS_MODEL = (
+    r"hom_s0/model\.pt is not the model the run's metrics\.json and predictions measured \(its weights' digest is "
+    r"\w+\.\.\., metrics\.json records \w+\.\.\.\): put the run's own model\.pt back, or train the run again"
+)
+
+
+def _trained(tmp: Path, name: str, seed: int) -> Path:
+    """A one-epoch digits run ``tmp/name`` (100 training images) of seed ``seed``; returns its folder."""
+    config = ["--config", str(CONFIGS / "digits_hom.yaml"), "train.epochs=1", "train.log_with=[]"]
+    _cli("upstream", "--no-progress", *config, "data.limit_train=100", f"seed={seed}", f"output_dir={tmp / name}")
+    return tmp / name
+
+
+# ------------------------------------------------------------------------------ A22-01: a sweep's model.pt changed
+@bad_input(
+    "downstream",
+    "harness downstream --upstream m.pt into the --out of an earlier sweep of m.pt, after m.pt was replaced by "
+    "another model's (audit22 A22-01: the old sweep resumed, rc 0, and its numbers were reported under the new model)",
+    click.ClickException,
+    r"^.*sw1 holds a sweep of another model in .*m\.pt \(its weights' digest is now \w+\.\.\., the sweep's "
+    r"sweep\.json records \w+\.\.\.\): the model\.pt was replaced or trained again since that sweep ran.*write this "
+    r"sweep elsewhere \(--out; runs_root for harness run\), or delete that folder",
+)
+def _sweep_of_changed_model(tmp):
+    a, b = _trained(tmp, "a", 0), _trained(tmp, "b", 1)
+    shutil.copy(a / "model.pt", tmp / "m.pt")
+    args = ("downstream", "--upstream", str(tmp / "m.pt"), *_SWEEP, "--log-with", "none", "--out", str(tmp / "sw1"))
+    _cli(*args)
+    _cli(*args)  # the same model again: the sweep resumes, nothing to run
+    shutil.copy(b / "model.pt", tmp / "m.pt")  # what training another model into the same file gives
+    _cli(*args)
+
+
+# ------------------------------------------------------------------------------ A22-10: harness run's finished run
+@bad_input(
+    "experiment",
+    "harness run of an experiment whose finished run upstream/hom_s0 had its model.pt replaced by another run's, "
+    "with downstream tasks (audit22 A22-10: 'already complete; nothing to do', then the other weights transferred and "
+    "reported as hom seed 0's); harness downstream --upstream and harness fewshot --model of that model.pt too",
+    ValueError,
+    r"^.*" + _NOT_ITS_MODEL,
+)
+def _experiment_run_replaced_model(tmp):
+    import pytest
+
+    from harness.experiment import load_experiment, run_experiment
+
+    (tmp / "tiny.yaml").write_text(TINY)
+    roots = (f"runs_root={tmp / 'r'}", f"results_root={tmp / 'res'}")
+    run_experiment(load_experiment(str(tmp / "tiny.yaml"), roots), progress=lambda s: None)
+    run = tmp / "r" / "tiny" / "upstream" / "hom_s0"
+    shutil.copy(_trained(tmp, "b", 1) / "model.pt", run / "model.pt")
+    model = str(run / "model.pt")
+    with pytest.raises(click.ClickException, match=_NOT_ITS_MODEL):
+        _cli("downstream", "--upstream", model, *_SWEEP, "--log-with", "none", "--out", str(tmp / "sw"))
+    with pytest.raises(click.ClickException, match=_NOT_ITS_MODEL):
+        _cli(
+            "fewshot",
+            "--model",
+            model,
+            "--tasks",
+            "demo_digit",
+            "--shots",
+            "1",
+            "--log-with",
+            "none",
+            "--out",
+            str(tmp / "fs"),
+        )
+    assert not (tmp / "sw").exists() and not (tmp / "fs").exists()
+    settings = "downstream={tasks: [demo_digit], preset: demo, settings: {lrs: [0.01], steps: [5], seeds: 1}}"
+    try:
+        run_experiment(load_experiment(str(tmp / "tiny.yaml"), (*roots, settings)), progress=lambda s: None)
+    finally:
+        assert not (tmp / "r" / "tiny" / "downstream").exists(), "the transfer started before the error"
