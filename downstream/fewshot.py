@@ -18,6 +18,7 @@ import numpy as np
 from harness.downstream.config import MAX_RESOLUTION, SweepSettings
 from harness.downstream.sweep import upstream_record
 from harness.downstream.table import _data_text, _model_text
+from harness.downstream.trained_images import FEWSHOT_SCORED, check_scored_not_trained
 from harness.folder_paths import check_outside_outputs
 from harness.io import RunLock, atomic_write_text, check_output_folder, check_writable, json_dumps, read_json
 from harness.rules import SEED, Rule
@@ -119,7 +120,8 @@ def fewshot(
             results of another model, seed or shots (without ``overwrite``); an ``out`` inside a run, an export or
             another harness output folder (:func:`harness.folder_paths.check_outside_outputs`); another harness
             fewshot writing ``out`` (its lock, :class:`harness.io.RunLock`, is held from the first feature to the
-            last file; the message names the holder and :data:`BUSY`).
+            last file; the message names the holder and :data:`BUSY`); a task's test list naming an image the
+            harness model.pt was trained on (:func:`harness.downstream.trained_images.check_scored_not_trained`).
         FileNotFoundError: no such model, weights file or data.
     """
     from harness.sources import load_source
@@ -134,8 +136,9 @@ def fewshot(
     out = check_writable(out, f"--out {out}", "--out DIR")
     _check_out(out, overwrite, None)
     log_with = available(list(log_with), "--log-with", progress)
-    expand_tasks(tasks)  # task names before the model: a typo costs no load
+    chosen = expand_tasks(tasks)  # task names before the model: a typo costs no load
     study = {"source": upstream_record(source, weights, random_init), "seed": seed, "shots": shots}
+    check_scored_not_trained(source, chosen, settings, FEWSHOT_SCORED, "--model")  # audit22 A22-07
     _check_out(out, overwrite, study)
     progress(f"[fewshot] loading the model {source}")
     model = load_source(source, weights, random_init).to(settings.device)

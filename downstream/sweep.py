@@ -35,6 +35,7 @@ from typing import Any, Callable, Optional, Sequence
 from harness.downstream.config import SweepSettings, recipe
 from harness.downstream.records import _execute, _key, append_record, read_records, run_one  # noqa: F401
 from harness.downstream.table import table, uncertainty_table, write_table
+from harness.downstream.trained_images import SWEEP_SCORED, check_scored_not_trained
 from harness.io import RunLock, atomic_write_text, path_under, read_json
 from harness.progress import duration
 from harness.tasks.catalogue import Task
@@ -170,7 +171,9 @@ def sweep(
             ``slurm`` key the executor does not read (:func:`harness.training.slurm.check_slurm_keys`; ``slurm``'s
             ``visible_gpus`` is ``--gpus``, read by ``submitit-local``); ``slurm`` on a machine without ``sbatch`` or
             ``srun`` (:func:`harness.training.slurm.check_slurm_available`); fine-tuning passes of one image
-            (micro_batch 1, or a training split of one example) for a model with BatchNorm (:func:`_check_batch_norm`).
+            (micro_batch 1, or a training split of one example) for a model with BatchNorm (:func:`_check_batch_norm`);
+            a task's val200 or test list naming an image the harness model.pt was trained on
+            (:func:`harness.downstream.trained_images.check_scored_not_trained`).
         FileNotFoundError: no upstream checkpoint or weights file; missing data.
     """
     from harness.downstream.processes import Processes, SweepLog, processes
@@ -192,6 +195,7 @@ def sweep(
     procs = processes(settings.device) if executor == "local" else Processes()
     chosen = expand_tasks(tasks)  # task names before the model: a typo costs no load
     record = upstream_record(upstream, weights, random_init)
+    check_scored_not_trained(upstream, chosen, settings, SWEEP_SCORED, "--upstream")  # audit22 A22-07
     progress(f"[downstream] loading the model {upstream}")
     preprocessing, norms = _load_model(upstream, weights, random_init, settings)
     out = Path(out)

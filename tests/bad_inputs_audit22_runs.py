@@ -91,3 +91,61 @@ def _experiment_run_replaced_model(tmp):
         run_experiment(load_experiment(str(tmp / "tiny.yaml"), (*roots, settings)), progress=lambda s: None)
     finally:
         assert not (tmp / "r" / "tiny" / "downstream").exists(), "the transfer started before the error"
+
+
+# ------------------------------------------------------------------------------ A22-07: a task scoring training images
+def _image_folder_run(tmp: Path) -> Path:
+    """``tmp/imf/{train,val,test}/{a,b}/*.png`` (6 random 16x16 images each) and the one-epoch run ``tmp/runs/imf``
+    trained on ``imf/train``; the task lists in ``imf`` (the audit's): train800 = val, val200 = test, test = train."""
+    import numpy as np
+    from PIL import Image
+
+    rng, imf = np.random.default_rng(0), tmp / "imf"
+    lists: "dict[str, list[str]]" = {"train800": [], "val200": [], "test": []}
+    for split, listed in (("val", "train800"), ("test", "val200"), ("train", "test")):
+        for label, c in enumerate("ab"):
+            (imf / split / c).mkdir(parents=True)
+            for i in range(6):
+                Image.fromarray(rng.integers(0, 256, (16, 16, 3), dtype=np.uint8)).save(imf / split / c / f"{i}.png")
+                lists[listed].append(f"{split}/{c}/{i}.png {label}")
+    lists["train800val200"] = lists["train800"] + lists["val200"]
+    for name, lines in lists.items():
+        (imf / f"{name}.txt").write_text("\n".join(lines) + "\n")
+    data = [f"data.path={imf}", "data.train_split=train", "data.eval_split=test", "data.heldout_split=val"]
+    _cli(
+        "upstream",
+        "--no-progress",
+        "--config",
+        str(CONFIGS / "digits_hom.yaml"),
+        "data.source=image_folder",
+        *data,
+        "data.batch_size=4",
+        "train.epochs=1",
+        "train.log_with=[]",
+        "data.image_size=16",
+        "data.eval_resize=16",
+        "data.label_noise.kind=none",
+        f"output_dir={tmp / 'runs' / 'imf'}",
+    )
+    return tmp / "runs" / "imf"
+
+
+@bad_input(
+    "downstream",
+    "harness downstream --upstream runs/imf/model.pt with a custom task mytask=imf:2 whose test.txt lists imf/train, "
+    "the images runs/imf trained on; harness fewshot --model of the same (audit22 A22-07: rc 0, the model's training "
+    "images scored as transfer test accuracy)",
+    click.ClickException,
+    r"^.*imf/test\.txt line 1 names 'train/a/0\.png', an image the model --upstream .*model\.pt was trained on "
+    r"\(data\.train_split=train of image_folder at .*imf/train \(as its run's .*config\.yaml records\)\): task "
+    r"mytask's test split would score the model on its own training images.*list images no upstream model trained "
+    r"on in test\.txt",
+)
+def _task_scoring_training_images(tmp):
+    import pytest
+
+    model, task = str(_image_folder_run(tmp) / "model.pt"), f"mytask={tmp / 'imf'}:2"
+    with pytest.raises(click.ClickException, match=r"imf/test\.txt line 1 names 'train/a/0\.png'.* --model "):
+        _cli("fewshot", "--model", model, "--tasks", task, "--shots", "1", "--log-with", "none", "--out", "fs")
+    args = ("--preset", "demo", "--lrs", "0.01", "--steps", "5", "--seeds", "1", "--log-with", "none")
+    _cli("downstream", "--upstream", model, "--tasks", task, *args, "--out", str(tmp / "sw"))
