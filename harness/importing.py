@@ -33,7 +33,9 @@ def import_run(
     ``heldout_predictions.npz`` on its held-out split when it has one), ``config.yaml`` (``data``: the evaluation
     data; ``trained_on``: the data the model records it was trained on, a model.pt's or an export's, None when not
     recorded; the model's own head options; the source, under ``imported``, which gives the run a method name of its
-    own: :func:`harness.runs.run_method`), ``run.json`` and ``metrics.json`` (provenance, the weights' sha256).
+    own: :func:`harness.runs.run_method`), ``run.json`` and ``metrics.json`` (provenance, the --weights file's sha256, and ``weights_sha256``, the digest of the
+    model.pt written, :func:`harness.model_identity.weights_digest`, which :func:`harness.checkpoint_files.check_run_model`
+    compares, as an upstream run's: audit22 A22-03).
     ``progress`` gets a line per step and, while predicting, the images done and the time left
     (:class:`harness.progress.Steps`). With ``overwrite`` an ``out`` holding other files is written beside them
     (never over one of them).
@@ -57,7 +59,7 @@ def import_run(
     from harness.data.cache import file_digest
     from harness.folder_paths import check_outside_outputs
     from harness.io import RunLock, check_writable
-    from harness.model_identity import check_classes_match, check_not_trained_on, model_class_names
+    from harness.model_identity import check_classes_match, check_not_trained_on, model_class_names, weights_digest
     from harness.models import save_model
     from harness.progress import Steps
     from harness.run_streams import read_split
@@ -99,19 +101,15 @@ def import_run(
     with RunLock(out, what="another harness import is writing there; wait for it, or give --out a folder of its own"):
         _check_out(out, overwrite)  # again: another import may have written it since (audit17 A17-09)
         save_model(model, out / "model.pt", extra={"imported": record, **({"trained_on": trained} if trained else {})})
+        digest = weights_digest(out / "model.pt")  # what metrics.json measured (check_run_model; audit22 A22-03)
         atomic_write_text(out / "config.yaml", OmegaConf.to_yaml(OmegaConf.create(config)))
         preds.save(out / "predictions.npz")
         if held is not None:
             held.save(out / "heldout_predictions.npz")
         meta = {**provenance(), "config": config, "eval_data": base.description, "class_names": base.class_names}
         atomic_write_text(out / "run.json", json.dumps(meta, indent=1))
-        atomic_write_text(
-            out / "metrics.json",
-            json.dumps(
-                {**provenance(), "name": out.name, **metrics, "eval_data": base.description, "imported": record},
-                indent=1,
-            ),
-        )
+        summary = {**provenance(), "name": out.name, **metrics, "eval_data": base.description, "imported": record}
+        atomic_write_text(out / "metrics.json", json.dumps({**summary, "weights_sha256": digest}, indent=1))
     return out
 
 
@@ -154,7 +152,7 @@ def _import_config(out: Path, record: dict, model, data: DataConfig, trained: Op
 def trained_data(model: "str | Path", recorded: Optional[dict]) -> "tuple[Optional[dict], str]":
     """``(data, whence)``: the data a model was trained on, for :func:`check_not_trained_on`, and where that is
     recorded. A harness ``model.pt`` (or ``checkpoints/*.pt``, or the run folder ``model``) in a run folder is the
-    run's data section (its ``config.yaml``, with ``data.path``, which a model.pt's own record leaves out because
+    run's data section (its ``config.yaml``, with ``data.path`` as the run read it, :func:`run_data`: audit22 A22-02, which a model.pt's own record leaves out because
     cards never publish paths: audit21 A21-04), when that model.pt is the run's own
     (:func:`harness.checkpoint_files.check_run_model`); in an imported run (``harness import``'s folder), its
     recorded ``trained_on``, or the data of the run whose model.pt it imported where that file still holds the same
@@ -169,7 +167,7 @@ def _trained_data(model: "str | Path", recorded: Optional[dict], depth: int) -> 
 
     from harness.checkpoint_files import check_run_model, run_folder
     from harness.model_identity import weights_digest
-    from harness.runs import data_config, run_config
+    from harness.runs import run_config
 
     file = Path(str(model)).expanduser()
     file = file / "model.pt" if file.is_dir() else file
@@ -181,7 +179,7 @@ def _trained_data(model: "str | Path", recorded: Optional[dict], depth: int) -> 
         if "imported" not in cfg:
             if file.name == "model.pt":
                 check_run_model(folder)  # another model.pt copied into the run is not the run's data's
-            return asdict(data_config(folder)), f"as its run's {folder / 'config.yaml'} records"
+            return asdict(run_data(folder)), f"as its run's {folder / 'config.yaml'} records"
         own = cfg.get("trained_on") or recorded
         came = (cfg.get("imported") or {}).get("source")
         if came and Path(str(came)).expanduser().is_file() and weights_digest(came) == weights_digest(file):
@@ -190,3 +188,25 @@ def _trained_data(model: "str | Path", recorded: Optional[dict], depth: int) -> 
         return own, "as it records"
     except (OSError, ValueError):  # not a run this can read, or not the run's own model: not known to be its data
         return recorded, "as it records"
+
+
+def run_data(run_dir: "str | Path", overrides: "tuple[str, ...]" = ()) -> DataConfig:
+    """A run's data section (:func:`harness.runs.data_config`) with ``data.path`` as the run read it: a relative path
+    its ``run.json`` records made absolute at training time (``data_path``: :func:`harness.data.splits.recorded_path`),
+    so the split rules and readers take the run's folder from any working folder (audit22 A22-02); a run that
+    recorded none (an older one, an import, an ensemble folder) as its config.yaml has it.
+
+    Raises:
+        ValueError: :func:`harness.runs.data_config`'s (bad settings in the run's config.yaml).
+    """
+    from dataclasses import replace
+
+    from harness.data.splits import recorded_path
+    from harness.io import read_json
+    from harness.runs import data_config
+
+    cfg = data_config(run_dir, overrides)
+    meta = read_json(Path(run_dir) / "run.json")  # None: none, or damaged (its readers name that)
+    recorded = meta.get("data_path") if isinstance(meta, dict) else None
+    path = recorded_path(cfg.source, cfg.path, recorded)
+    return cfg if path == cfg.path else replace(cfg, path=path)

@@ -13,6 +13,7 @@ import torch
 
 from harness.checkpoint_files import STATE_PREFIX
 from harness.config import to_dict
+from harness.data.splits import absolute_path
 from harness.io import atomic_torch_save, atomic_write_text, json_dumps, read_json
 from harness.provenance import provenance
 from harness.upstream.parts import Progress, Training
@@ -43,7 +44,8 @@ def _set_rng_state(state: dict) -> None:
 
 def write_run_files(t: Training, config_yaml: str) -> None:
     """A new run's ``config.yaml`` and ``run.json`` (command, machine, versions, data, label noise, loss,
-    processes, precision); main process only."""
+    processes, precision, and ``data_path``: data.path as given and made absolute,
+    :func:`harness.data.splits.absolute_path`, which :func:`harness.importing.run_data` reads); main process only."""
     if not t.main:
         return
     d = t.data
@@ -61,6 +63,8 @@ def write_run_files(t: Training, config_yaml: str) -> None:
         "loss": d.loss_info,
         "num_processes": t.accelerator.num_processes,
         "mixed_precision": t.accelerator.mixed_precision,
+        # the folder data.path named from where the run started (a relative one read from elsewhere: audit22 A22-02)
+        "data_path": {"path": t.cfg.data.path, "absolute": absolute_path(t.cfg.data.source, t.cfg.data.path)},
     }
     atomic_write_text(t.run_dir / "run.json", json_dumps(meta, indent=1))
 

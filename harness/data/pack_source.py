@@ -86,9 +86,11 @@ def source_config(
         FileNotFoundError: a YAML path that does not exist.
     """
     from harness.config import check_distinct_keys, load_config, read_settings
+    from harness.data.eval_keys import load_eval_data
     from harness.rules import check_rules, check_unread_keys
 
-    if source.endswith((".yaml", ".yml")) or os.sep in source or Path(source).is_file():
+    from_file = source.endswith((".yaml", ".yml")) or os.sep in source or Path(source).is_file()
+    if from_file:
         settings = read_settings(source)
         _check_data_section(source, settings)
         base = settings.get("data", settings) if isinstance(settings.get("data"), dict) else settings
@@ -101,7 +103,10 @@ def source_config(
         raise ValueError(f"unknown source {source!r}: give a data config YAML or one of {', '.join(SOURCES)}")
     items = [o[len("data.") :] if o.startswith("data.") else o for o in overrides]
     check_distinct_keys(items, "the data overrides")  # data.limit_train=50 limit_train=60: the last would win
-    cfg = load_config(DataConfig, None, items, base=dict(base))
+    if from_file:  # a type error in the file's data section names the file, not "the defaults" (audit22 A22-06)
+        cfg = load_eval_data(dict(base), items, source)
+    else:
+        cfg = load_config(DataConfig, None, items, base=dict(base))
     check_rules(cfg)  # the ranges a run holds its data section to (a negative limit_eval packed all but the last N)
     given = {str(o).split("=", 1)[0].strip().split(".")[0] for o in items}
     _check_overrides(source, str(base.get("source", DataConfig.__dataclass_fields__["source"].default)), cfg, given)
@@ -155,10 +160,16 @@ def _check_file_keys(path: str, settings: dict) -> None:
 
 def read_settings_of(cfg: DataConfig) -> dict:
     """The settings of ``cfg`` that ``harness data pack`` reads (:data:`PACK_KEYS`), for index.json's record of the
-    source: the others (``image_size``, batch sizes...) are a run's and were not applied to the packed images."""
+    source: the others (``image_size``, batch sizes...) are a run's and were not applied to the packed images; ``path``
+    made absolute (:func:`harness.data.splits.absolute_path`), so the split rules compare the folder packed from
+    wherever the pack is read (audit22 A22-02)."""
     from harness.config import to_dict
+    from harness.data.splits import absolute_path
 
-    return {k: v for k, v in to_dict(cfg).items() if k in PACK_KEYS}
+    settings = {k: v for k, v in to_dict(cfg).items() if k in PACK_KEYS}
+    if settings.get("path"):  # the folder packed, from any working folder (audit22 A22-02: 'imf' was the reader's)
+        settings["path"] = absolute_path(cfg.source, settings["path"])
+    return settings
 
 
 def _check_overrides(source: str, named: str, cfg: DataConfig, given: "set[str]") -> None:

@@ -210,6 +210,29 @@ def _local_root(source: Optional[str], path: Optional[str]) -> Optional[Path]:
     return Path(text).expanduser()
 
 
+def absolute_path(source: Optional[str], path: Optional[str]) -> Optional[str]:
+    """``data.path`` of a source in :data:`PATH_SOURCES` as an absolute path (a relative one joined to the current
+    working folder, ``~`` expanded, links kept), as a run's ``run.json`` (``data_path``) and a pack's index.json record
+    it, so the folder a run or pack read is known from any working folder (audit22 A22-02); ``path`` unchanged for
+    another source, no path, a URL or a shard pattern."""
+    if source not in PATH_SOURCES or _local_root(source, path) is None or str(path).startswith("file:"):
+        return path
+    return os.path.abspath(os.path.expanduser(str(path)))
+
+
+def recorded_path(source: Optional[str], path: Optional[str], recorded: Optional[dict]) -> Optional[str]:
+    """A run's ``data.path`` as the run read it: ``recorded["absolute"]`` (its run.json's ``data_path``, written at
+    training time: ``{"path": as given, "absolute": absolute_path(...)}``) where ``path`` is relative and is the one
+    recorded (audit22 A22-02: a run's ``imf``, read from another working folder, was another folder); else ``path``
+    (an absolute one; a run that recorded none, read from the current folder as before)."""
+    if not isinstance(recorded, dict) or not path or source not in PATH_SOURCES:
+        return path
+    absolute, given = recorded.get("absolute"), recorded.get("path")
+    if not isinstance(absolute, str) or str(given) != str(path) or _local_root(source, path) is None:
+        return path
+    return path if os.path.isabs(os.path.expanduser(str(path))) else absolute
+
+
 def split_location(source: Optional[str], path: Optional[str], split: Optional[str]) -> Optional[str]:
     """The folder (image folder, pack) or file (manifest: ``<split>.jsonl`` / ``<split>.csv``, the one that exists)
     that ``split`` of the data at ``path`` is read from, resolved: ``(Path(path) / split).resolve()`` (an absolute
@@ -299,3 +322,26 @@ def read_as(source: Optional[str], path: Optional[str], split: Optional[str]) ->
     if source == "shards" and (got := pack_record(path, split)):
         return f"a pack of the {got[1]} split of {got[0].get('source')}, as its index.json records"
     return split_location(source, path, split)
+
+
+def unpacked(data: dict) -> dict:
+    """A run's data section (a dict, :class:`harness.data.config.DataConfig`'s keys) over a pack (``source:
+    shards``) as the data the pack holds, for a model's record of its training data (``trained_on``): ``source``,
+    ``name`` and ``label_set`` of the pack's recorded source config and each split the source split it was packed from
+    (:func:`pack_record`; a split packed from other data, or with no record, None), without ``path`` (cards never
+    publish paths), so :func:`harness.model_identity.check_not_trained_on` compares a moved model.pt or an export with
+    the source split it was trained on (audit22 A22-08); ``data`` itself for any other source, or a pack whose
+    training split records no source."""
+    if data.get("source") != "shards" or not (got := pack_record(data.get("path"), data.get("train_split"))):
+        return data
+    config, packed = got
+    if config.get("source") in (None, "shards"):
+        return data
+    held = {"source": config.get("source"), "name": config.get("name")}
+    out = {k: v for k, v in data.items() if k != "path"}
+    out.update(held, train_split=packed, label_set=config.get("label_set", data.get("label_set")))
+    for key in ("eval_split", "heldout_split"):
+        rec = pack_record(data.get("path"), data.get(key)) if data.get(key) else None
+        same = rec is not None and {"source": rec[0].get("source"), "name": rec[0].get("name")} == held
+        out[key] = rec[1] if same else None
+    return out
