@@ -49,14 +49,15 @@ def import_run(
             (:func:`harness.model_identity.check_not_trained_on` with :func:`trained_data`,
             before predicting), an ``out`` holding files of the
             names an import writes (even with ``overwrite``, which the message then does not offer) or other files
-            (without ``overwrite``), one inside another run, export or harness output folder
-            (:func:`harness.folder_paths.check_outside_outputs`), or one that cannot be written
+            (without ``overwrite``), one inside another run, export or harness output folder,
+            or inside a split folder it reads (:func:`harness.folder_paths.check_outside_outputs`, audit22 A22-11), or one that cannot be written
             (:func:`harness.io.check_writable`, before any work); a ``device`` this machine cannot run on
             (:func:`harness.training.precision.check_device`); predictions holding NaN (nothing is written: every
             prediction and its metrics are computed before the folder is made).
     """
     from harness.checkpoint_files import check_weights_file
     from harness.data.cache import file_digest
+    from harness.data.splits import read_folders
     from harness.folder_paths import check_outside_outputs
     from harness.io import RunLock, check_writable
     from harness.model_identity import check_classes_match, check_not_trained_on, model_class_names, weights_digest
@@ -69,7 +70,8 @@ def import_run(
 
     check_device(device)
     check_weights_file(weights)  # a harness run's model.pt as --weights, before the data is read
-    out = check_outside_outputs(out, "--out", "harness import")  # not inside another run or an export
+    reads = read_folders(data.source, data.path, (data.eval_split, data.heldout_split))  # nor in them (A22-11)
+    out = check_outside_outputs(out, "--out", "harness import", reads)  # not inside another run or an export
     _check_out(out, overwrite)
     check_writable(out, f"--out {out}", "give --out a folder you can write")
     steps = Steps(progress, "import", 4 + bool(data.heldout_split))

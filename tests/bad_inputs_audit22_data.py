@@ -94,3 +94,26 @@ def _replaced_model_in_an_import(tmp):
 def _pack_config_file_named(tmp):
     (tmp / "dfl2.yaml").write_text("data:\n  source: digits\n  limit_eval: 1.5\n")
     _cli("data", "pack", "dfl2.yaml", "pkfl2", "--shard-size", "100", "--split", "val")
+
+
+# ------------------------------------------------------------------ A22-11: an output folder inside a split it reads
+@bad_input(
+    "upstream",
+    "harness upstream data.source=image_folder data.path=imf output_dir=imf/test/run1, inside the test split it reads "
+    "(audit22 A22-11: the run made imf/test/run1 first, then refused its own data: 'class folder(s) of split test hold "
+    "no image: imf/test/run1; add images', and every later run on imf the same)",
+    CLI_ERROR,
+    r"output_dir=imf/test/run1 is inside the data's test split \(data\.path=imf\) .*give output_dir a folder outside "
+    r"it",
+)
+def _output_dir_inside_a_split(tmp):
+    import pytest
+
+    _image_folder(tmp / "imf")
+    (tmp / "eout.yaml").write_text(f"data:\n  source: image_folder\n  path: imf\n  eval_split: test\n{_VIEW}")
+    with pytest.raises(CLI_ERROR, match=r"--out imf/test/imp is inside the data's test split \(data\.path=imf\)"):
+        _cli("import", "--model", "m.pt", "--data", "eout.yaml", "--out", "imf/test/imp")
+    try:
+        _train("imf/test/run1", *_IMF)
+    finally:
+        assert not (tmp / "imf" / "test" / "run1").exists() and not (tmp / "imf" / "test" / "imp").exists()

@@ -230,6 +230,7 @@ def validate(cfg: UpstreamConfig) -> None:
     """
     import inspect
 
+    from harness.data.splits import read_folders
     from harness.folder_paths import check_outside_outputs, expand_home
     from harness.heads import HeteroscedasticHead
     from harness.io import check_location, check_name
@@ -239,7 +240,8 @@ def validate(cfg: UpstreamConfig) -> None:
     check_name(cfg.name, "run name (key name)")  # it names runs/upstream/<name>, trackers and jobs
     check_location(cfg.output_dir, "output_dir")
     cfg.output_dir = expand_home(cfg.output_dir, "output_dir")  # ~/runs/x is the home folder's, as a shell reads it
-    check_outside_outputs(cfg.run_dir(), "output_dir", "harness upstream")  # not inside another run or an export
+    splits = (d.train_split, d.eval_split, d.heldout_split)  # nor inside a split it reads (audit22 A22-11)
+    check_outside_outputs(cfg.run_dir(), "output_dir", "harness upstream", read_folders(d.source, d.path, splits))
     cfg.model.pretrained_file = pretrained_file_setting(cfg.model.pretrained_file)  # not a harness run's model.pt
     check_rules(cfg)  # every range and name declared beside its field (harness.rules), in one message format
     check_data(d)  # the rules that relate data settings (keys of one source, image sizes and crops, shards)

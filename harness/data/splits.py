@@ -255,6 +255,21 @@ def split_location(source: Optional[str], path: Optional[str], split: Optional[s
         return None
 
 
+def read_folders(source: Optional[str], path: Optional[str], splits: "tuple[Optional[str], ...]") -> "dict[Path, str]":
+    """The folders ``splits`` of an image folder or pack read (:func:`split_location`, resolved) -> how a message
+    names each (``the data's test split (data.path=imf)``), for a writer's ``inputs``
+    (:func:`harness.folder_paths.check_outside_outputs`): an output folder inside one would become a class of it, or
+    files of the pack (audit22 A22-11). Empty for other sources."""
+    if source not in ("image_folder", "shards"):
+        return {}
+    found = {}
+    for split in dict.fromkeys(s for s in splits if s):
+        where = split_location(source, path, split)
+        if where:
+            found.setdefault(Path(where), f"the data's {split} split (data.path={path})")
+    return found
+
+
 def pack_record(path: Optional[str], split: Optional[str]) -> Optional[tuple]:
     """``(source config, split)`` that a pack's split was packed from, as its index.json records them (``harness data
     pack``: ``source.config`` and ``source.split``), for a local pack folder ``path`` (``<path>/<split>/index.json`` or
