@@ -339,7 +339,9 @@ def trained_on(data: dict, read: "Optional[dict]" = None) -> dict:
     a split, :data:`LIMITS`: the data config's 0 is every example, and a limit is at most that many, so where ``read``
     (the examples the run read, by limit key: ``{"limit_train": num_train, "limit_eval": num_eval}``) says the split
     held fewer, it cut nothing and is left out: audit19 A19-12)."""
-    read = read or {}
+    from harness.data.splits import unpacked
+
+    data, read = unpacked(data), read or {}  # a pack: the source split it holds (audit22 A22-08), never its path
     cut = {k: data.get(k) and (read.get(k) is None or read[k] >= data[k]) for k in LIMITS}
     kept = {k: data[k] for k in DATA_KEYS if k in data and not (k in LIMITS and not cut[k])}
     return {"image_size": 32, **kept}

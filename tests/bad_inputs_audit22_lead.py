@@ -63,3 +63,31 @@ def _declared_a_century_ago(tmp):
 
     assert check_day("2026-11-28", "primary.declared", "the endpoint was declared") == "2026-11-28"
     check_day("1926-11-28", "primary.declared", "the endpoint was declared")
+
+
+# ------------------------------------------------------------------------------ A22-08: a pack's model, moved
+@bad_input(
+    "data",
+    "a model trained on a pack of digits' train split (data.source=shards), its model.pt copied out of the run "
+    "folder, then harness import on digits' train split (audit22 A22-08: rc 0, scored on the split it was packed "
+    "from; model.pt's trained_on said only source shards)",
+    click.ClickException,
+    r"was trained on the train split of digits \(as it records\).*data\.eval_split=train is also data\.train_split",
+)
+def _moved_pack_model(tmp):
+    import shutil
+
+    import torch
+    from bad_inputs_audit9_config import CONFIGS
+
+    _cli("data", "pack", "digits", str(tmp / "pk"), "--shard-size", "500", "--split", "train")
+    _cli("data", "pack", "digits", str(tmp / "pk"), "--shard-size", "500", "--split", "test", "limit_eval=40")
+    _cli("upstream", "--no-progress", "--config", str(CONFIGS / "digits_hom.yaml"), "train.epochs=1",
+         "train.log_with=[]", "data.source=shards", f"data.path={tmp / 'pk'}", "data.eval_split=test",
+         "data.heldout_split=null", "data.label_noise.kind=none", f"output_dir={tmp / 'r'}")  # fmt: skip
+    record = torch.load(tmp / "r" / "model.pt", map_location="cpu", weights_only=True)["extra"]["trained_on"]
+    assert record["source"] == "digits" and record["train_split"] == "train" and "path" not in record, record
+    (tmp / "m").mkdir()
+    shutil.copy(tmp / "r" / "model.pt", tmp / "m" / "model.pt")
+    (tmp / "e.yaml").write_text("data:\n  source: digits\n  eval_split: train\n  heldout_split: null\n")
+    _cli("import", "--model", str(tmp / "m" / "model.pt"), "--data", str(tmp / "e.yaml"), "--out", str(tmp / "i"))
