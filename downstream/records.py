@@ -1,15 +1,18 @@
 """One fine-tuning run of a sweep and its record: ``run_one`` (picklable, for in-process runs and submitit jobs),
 the records' keys, and ``<out>/runs.jsonl`` (one JSON line appended per finished run, a single ``write`` + fsync; a
-torn last line from a crash is ignored). Re-exported by :mod:`harness.downstream.sweep`."""
+torn last line from a crash is ignored); the sweep's header ``<out>/sweep.json`` and whether a rerun resumes it
+(:func:`check_resume`). Re-exported by :mod:`harness.downstream.sweep`."""
 
 from __future__ import annotations
 
 import json
 import os
+from dataclasses import asdict
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 from harness.downstream.config import SweepSettings
+from harness.io import read_json
 from harness.tasks.taskset import find_task, load_split
 
 
@@ -146,3 +149,66 @@ def _execute(specs: "list[dict]", executor: str, folder: Path, slurm: dict) -> "
         update_parameters(ex, given, {k: v for k, v in slurm.items() if k != "visible_gpus"})
     jobs = ex.map_array(run_one, specs)
     return [j.result() for j in jobs]
+
+
+def _same_sweep(old: dict, new: dict) -> bool:
+    """Whether a ``sweep.json`` header describes the sweep ``new`` (settings compared after filling
+    fields added since with their defaults; the preset name is a label, and the device and memory
+    format say how runs execute, so a resumed sweep may change them)."""
+    free = {
+        "preset": new["settings"]["preset"],
+        "device": new["settings"]["device"],
+        "channels_last": new["settings"]["channels_last"],
+    }
+    try:
+        settings = asdict(SweepSettings(**{**old["settings"], **free}))
+    except (KeyError, TypeError, ValueError):
+        return False
+    return old.get("upstream") == new["upstream"] and settings == new["settings"] and not changed_weights(old, new)
+
+
+def changed_weights(old: dict, new: dict) -> Optional[str]:
+    """How a sweep's harness ``model.pt`` changed since its ``sweep.json`` (``old``) was written: the weights digest
+    each header records (``upstream_weights``, :func:`harness.model_identity.weights_digest`) differs (audit22 A22-01:
+    a rerun after the model.pt was retrained, or replaced, resumed the old sweep and reported its numbers under the new
+    model). A phrase naming both digests, or None when they agree or ``old`` recorded none (a sweep of an earlier
+    version, or of another source, whose ``upstream`` record carries its own sha256)."""
+    before, now = old.get("upstream_weights"), new.get("upstream_weights")
+    if not before or before == now:
+        return None
+    return f"its weights' digest is now {str(now)[:12]}..., the sweep's sweep.json records {str(before)[:12]}..."
+
+
+def check_resume(out: Path, header: dict, upstream: Any) -> Path:
+    """``out`` may take the sweep ``header`` (``{"upstream", "settings"}``, given here the weights digest of a harness
+    ``model.pt``, ``upstream_weights``): no ``sweep.json`` yet, or that of the same sweep, which then resumes. Returns
+    the ``sweep.json`` path.
+
+    Raises:
+        ValueError: a ``sweep.json`` that is not a sweep's record; the sweep of the same model.pt before its weights
+            changed (:func:`changed_weights`; audit22 A22-01); the sweep of another model or settings.
+    """
+    if isinstance(header["upstream"], str):  # a harness model.pt: its weights, so a rerun after they change is new
+        from harness.model_identity import weights_digest
+
+        header["upstream_weights"] = weights_digest(header["upstream"])
+    meta = out / "sweep.json"
+    stored = read_json(meta)
+    if meta.is_file() and not (isinstance(stored, dict) and isinstance(stored.get("settings"), dict)):
+        raise ValueError(
+            f"{meta} is not a sweep's record (not a JSON object with its settings): a sweep writes it; write this "
+            "one elsewhere (--out), or move that folder's files away"
+        )
+    changed = changed_weights(stored, header) if meta.is_file() else None
+    if changed:
+        raise ValueError(
+            f"{out} holds a sweep of another model in {upstream} ({changed}): the model.pt was replaced or trained "
+            "again since that sweep ran, and resuming it would report the old model's runs under the new one; write "
+            "this sweep elsewhere (--out; runs_root for harness run), or delete that folder to start it over"
+        )
+    if meta.is_file() and not _same_sweep(stored, header):
+        raise ValueError(
+            f"{out} holds a sweep of another upstream checkpoint or settings; write this one "
+            "elsewhere (--out; runs_root for harness run) or delete that folder to start it over"
+        )
+    return meta

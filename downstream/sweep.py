@@ -33,10 +33,19 @@ from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
 from harness.downstream.config import SweepSettings, recipe
-from harness.downstream.records import _execute, _key, append_record, read_records, run_one  # noqa: F401
+from harness.downstream.records import (  # noqa: F401
+    _execute,
+    _key,
+    _same_sweep,
+    append_record,
+    changed_weights,
+    check_resume,
+    read_records,
+    run_one,
+)
 from harness.downstream.table import table, uncertainty_table, write_table
 from harness.downstream.trained_images import SWEEP_SCORED, check_scored_not_trained
-from harness.io import RunLock, atomic_write_text, path_under, read_json
+from harness.io import RunLock, atomic_write_text, path_under
 from harness.progress import duration
 from harness.tasks.catalogue import Task
 from harness.tasks.taskset import check_tasks, custom_spec, expand_tasks
@@ -45,34 +54,6 @@ from harness.training.precision import check_device
 from harness.training.slurm import check_slurm_available, check_slurm_keys
 
 EXECUTORS = ("local", "submitit-local", "slurm")
-
-
-def _same_sweep(old: dict, new: dict) -> bool:
-    """Whether a ``sweep.json`` header describes the sweep ``new`` (settings compared after filling
-    fields added since with their defaults; the preset name is a label, and the device and memory
-    format say how runs execute, so a resumed sweep may change them)."""
-    free = {
-        "preset": new["settings"]["preset"],
-        "device": new["settings"]["device"],
-        "channels_last": new["settings"]["channels_last"],
-    }
-    try:
-        settings = asdict(SweepSettings(**{**old["settings"], **free}))
-    except (KeyError, TypeError, ValueError):
-        return False
-    return old.get("upstream") == new["upstream"] and settings == new["settings"] and not changed_weights(old, new)
-
-
-def changed_weights(old: dict, new: dict) -> Optional[str]:
-    """How a sweep's harness ``model.pt`` changed since its ``sweep.json`` (``old``) was written: the weights digest
-    each header records (``upstream_weights``, :func:`harness.model_identity.weights_digest`) differs (audit22 A22-01:
-    a rerun after the model.pt was retrained, or replaced, resumed the old sweep and reported its numbers under the new
-    model). A phrase naming both digests, or None when they agree or ``old`` recorded none (a sweep of an earlier
-    version, or of another source, whose ``upstream`` record carries its own sha256)."""
-    before, now = old.get("upstream_weights"), new.get("upstream_weights")
-    if not before or before == now:
-        return None
-    return f"its weights' digest is now {str(now)[:12]}..., the sweep's sweep.json records {str(before)[:12]}..."
 
 
 def upstream_record(upstream: str, weights: "Optional[str | Path]" = None, random_init: bool = False) -> "str | dict":
@@ -200,29 +181,7 @@ def sweep(
     preprocessing, norms = _load_model(upstream, weights, random_init, settings)
     out = Path(out)
     header = {"upstream": record, "settings": asdict(settings)}
-    if isinstance(record, str):  # a harness model.pt: its weights, so a rerun after they change is not a resume
-        from harness.model_identity import weights_digest
-
-        header["upstream_weights"] = weights_digest(record)
-    meta = out / "sweep.json"
-    stored = read_json(meta)
-    if meta.is_file() and not (isinstance(stored, dict) and isinstance(stored.get("settings"), dict)):
-        raise ValueError(
-            f"{meta} is not a sweep's record (not a JSON object with its settings): a sweep writes it; write this "
-            "one elsewhere (--out), or move that folder's files away"
-        )
-    changed = changed_weights(stored, header) if meta.is_file() else None
-    if changed:
-        raise ValueError(
-            f"{out} holds a sweep of another model in {upstream} ({changed}): the model.pt was replaced or trained "
-            "again since that sweep ran, and resuming it would report the old model's runs under the new one; write "
-            "this sweep elsewhere (--out; runs_root for harness run), or delete that folder to start it over"
-        )
-    if meta.is_file() and not _same_sweep(stored, header):
-        raise ValueError(
-            f"{out} holds a sweep of another upstream checkpoint or settings; write this one "
-            "elsewhere (--out; runs_root for harness run) or delete that folder to start it over"
-        )
+    meta = check_resume(out, header, upstream)
     sizes = check_tasks(chosen, settings, lambda line: progress(f"[downstream] {line}"))
     _check_batch_norm(norms, settings, sizes, upstream)  # a training split of one example
     # one sweep at a time in a folder: its main process holds the folder's lock, which on entry also removes the
