@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
 from harness.tasks.catalogue import Task
 from harness.tasks.taskset import TaskData
@@ -27,13 +27,21 @@ def training_folder(upstream: str) -> "Optional[tuple[str, str]]":
     """``(folder, what)``: the resolved image folder a harness ``model.pt`` (or its run folder) was trained on, and a
     phrase naming that split and where it is recorded; None for another source, a model outside its run folder, or
     data not read from an image folder (a dataset known by name: a task list names files, never those)."""
-    from harness.data.splits import images_of
     from harness.importing import trained_data
 
     text = str(upstream)
     if text.startswith(_OTHER_SOURCES) or not Path(text).expanduser().exists():
         return None
     data, whence = trained_data(text, None)
+    return data_folder(data, whence)
+
+
+def data_folder(data: "Optional[Mapping[str, Any]]", whence: str) -> "Optional[tuple[str, str]]":
+    """:func:`training_folder` of a data section (``source``, ``name``, ``path``, ``train_split``; ``whence``: where
+    it is recorded): the resolved folder of its training split when read from an image folder (or a pack of one),
+    else None."""
+    from harness.data.splits import images_of
+
     if not data:
         return None
     split = data.get("train_split")
@@ -57,9 +65,17 @@ def check_scored_not_trained(
     Raises:
         ValueError: naming the list file and line, the image, the model, its run's training split and the fix.
     """
+    check_lists(training_folder(upstream), tasks, settings, scored, f"the model {flag} {upstream} was trained on")
+
+
+def check_lists(
+    trained: "Optional[tuple[str, str]]", tasks: "Sequence[Task]", settings: TaskData, scored: "Sequence[str]", who: str
+) -> None:
+    """:func:`check_scored_not_trained` for the training folder ``trained`` (:func:`training_folder`,
+    :func:`data_folder`; None: nothing to compare); ``who``: the message's words for whose training images those are
+    (``the model --upstream runs/a/model.pt was trained on``)."""
     from harness.tasks.folder_format import read_list, task_folder
 
-    trained = training_folder(upstream)
     if trained is None:
         return
     root, what = trained
@@ -77,9 +93,9 @@ def check_scored_not_trained(
             for path, n in zip(paths, lines):
                 if os.path.realpath(path).startswith(root):
                     raise ValueError(
-                        f"{listing} line {n} names {os.path.relpath(path, listing.parent)!r}, an image the model "
-                        f"{flag} {upstream} was trained on ({what}): task {t.name}'s {listing.stem} split would score "
-                        f"the model on its own training images, as transfer accuracy; list images no upstream model "
-                        f"trained on in {listing.name} (e.g. from the run's data.heldout_split or a folder of their "
-                        "own), or transfer a model not trained on that folder"
+                        f"{listing} line {n} names {os.path.relpath(path, listing.parent)!r}, an image {who} "
+                        f"({what}): task {t.name}'s {listing.stem} split would score the model on its own "
+                        f"training images, as transfer accuracy; list images no upstream model trained on in "
+                        f"{listing.name} (e.g. from the run's data.heldout_split or a folder of their own), or "
+                        "transfer a model not trained on that folder"
                     )

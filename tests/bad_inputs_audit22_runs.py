@@ -133,8 +133,8 @@ def _image_folder_run(tmp: Path) -> Path:
 @bad_input(
     "downstream",
     "harness downstream --upstream runs/imf/model.pt with a custom task mytask=imf:2 whose test.txt lists imf/train, "
-    "the images runs/imf trained on; harness fewshot --model of the same (audit22 A22-07: rc 0, the model's training "
-    "images scored as transfer test accuracy)",
+    "the images runs/imf trained on; harness fewshot --model of the same, and harness run of an experiment training "
+    "on imf/train with that task (audit22 A22-07: rc 0, the model's training images scored as transfer test accuracy)",
     click.ClickException,
     r"^.*imf/test\.txt line 1 names 'train/a/0\.png', an image the model --upstream .*model\.pt was trained on "
     r"\(data\.train_split=train of image_folder at .*imf/train \(as its run's .*config\.yaml records\)\): task "
@@ -147,5 +147,31 @@ def _task_scoring_training_images(tmp):
     model, task = str(_image_folder_run(tmp) / "model.pt"), f"mytask={tmp / 'imf'}:2"
     with pytest.raises(click.ClickException, match=r"imf/test\.txt line 1 names 'train/a/0\.png'.* --model "):
         _cli("fewshot", "--model", model, "--tasks", task, "--shots", "1", "--log-with", "none", "--out", "fs")
+    with pytest.raises(
+        ValueError,
+        match=r"^downstream: .*imf/test\.txt line 1 names 'train/a/0\.png', an image the "
+        r"experiment's run hom_s0 trains on",
+    ):
+        _experiment_scoring_training_images(tmp)  # harness run: before its runs train
     args = ("--preset", "demo", "--lrs", "0.01", "--steps", "5", "--seeds", "1", "--log-with", "none")
     _cli("downstream", "--upstream", model, "--tasks", task, *args, "--out", str(tmp / "sw"))
+
+
+def _experiment_scoring_training_images(tmp: Path) -> None:
+    """harness run of an experiment whose runs train on ``tmp/imf/train`` with the task ``mytask=imf:2`` (its test
+    list: imf/train): refused before any run trains (the sweep would refuse it only after the upstream runs)."""
+    from harness.experiment import load_experiment, run_experiment
+
+    imf = tmp / "imf"
+    data = f"data.source=image_folder, data.path={imf}, data.train_split=train, data.eval_split=test"
+    (tmp / "ximf.yaml").write_text(
+        f"name: ximf\nupstream_overrides: [train.epochs=1, {data}, data.heldout_split=val, data.image_size=16, "
+        "data.eval_resize=16, data.label_noise.kind=none, data.batch_size=4]\nmethods: {hom: {covariance: none}}\n"
+        f"seeds: [0]\nensemble_sizes: []\nrecords: false\nworkers: 1\ndownstream: {{tasks: ['mytask={imf}:2'], "
+        "preset: demo}\n"
+    )
+    roots = (f"runs_root={tmp / 'xr'}", f"results_root={tmp / 'xres'}")
+    try:
+        run_experiment(load_experiment(str(tmp / "ximf.yaml"), roots), progress=lambda s: None)
+    finally:
+        assert not (tmp / "xr" / "ximf" / "upstream").exists(), "work started before the error"

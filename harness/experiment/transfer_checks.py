@@ -1,6 +1,7 @@
 """The downstream (transfer) stage of an experiment, checked before any work
 (:func:`harness.experiment.validate.validate_experiment` calls :func:`check_downstream`): its preset and settings,
-its tasks' data, and no fine-tuning pass of one image for a transferred backbone with BatchNorm."""
+its tasks' data, no fine-tuning pass of one image for a transferred backbone with BatchNorm, and no task
+scoring the transferred runs' training images."""
 
 from __future__ import annotations
 
@@ -39,6 +40,37 @@ def check_downstream(exp: Experiment, presets: dict, main: _Plan) -> None:
     except (ValueError, FileNotFoundError) as e:
         raise ValueError(f"downstream: {e}") from e
     _check_batch_norm(exp, main, settings, sizes)
+    _check_trained_images(exp, main, settings)
+
+
+def _check_trained_images(exp: Experiment, main: _Plan, settings: Any) -> None:
+    """No task's scored list (val200, test) names an image the transferred runs will train on (their data's
+    ``train_split`` folder: :func:`harness.downstream.trained_images.data_folder`), as the sweep refuses once the
+    transfer starts (audit22 A22-07), after the upstream training.
+
+    Raises:
+        ValueError: ``downstream: `` and the list file and line, the image, the run and the fix.
+    """
+    from dataclasses import asdict
+
+    from harness.downstream.trained_images import SWEEP_SCORED, check_lists, data_folder
+    from harness.tasks.taskset import expand_tasks
+
+    evaluated = [m for m in exp.methods if m in exp.evaluated()]
+    folders = [f for m in evaluated for f in (main.grid[m].values() if m in main.grid else [f"{m}_s{exp.seeds[0]}"])]
+    for folder in folders:
+        data = asdict(main.configs[folder].data)
+        trained = data_folder(data, f"as the experiment's run {folder} reads it")
+        try:
+            check_lists(
+                trained,
+                expand_tasks(exp.downstream.tasks),
+                settings,
+                SWEEP_SCORED,
+                f"the experiment's run {folder} trains on",
+            )
+        except ValueError as e:
+            raise ValueError(f"downstream: {e}") from e
 
 
 def _check_batch_norm(exp: Experiment, main: _Plan, settings: Any, sizes: dict) -> None:
