@@ -88,30 +88,66 @@ def not_a_model(path: "str | os.PathLike", fmt: Any) -> ValueError:
     )
 
 
+def measured_model(path: "str | os.PathLike") -> dict:
+    """What a run's ``metrics.json`` records of the ``model.pt`` its metrics measured: ``weights_sha256``
+    (:func:`harness.model_identity.weights_digest`) and ``eval_options``, the head's evaluation options the file
+    stores (:data:`harness.heads.checks.MEASURED_OPTIONS`, the head's defaults where its config leaves one out; ``{}``
+    for a head without noise, which reads none). Written by upstream and ``harness import``, compared by
+    :func:`check_run_model`."""
+    import inspect
+
+    from harness.heads import HeteroscedasticHead
+    from harness.heads.checks import MEASURED_OPTIONS
+    from harness.model_identity import weights_digest
+
+    try:
+        payload = torch.load(Path(path), map_location="cpu", weights_only=True, mmap=True)
+        head = dict(payload["config"].get("head") or {})
+    except Exception:  # noqa: BLE001 -- not a harness checkpoint: its readers name what it is
+        head = {}
+    given = inspect.signature(HeteroscedasticHead.__init__).parameters
+    options = {k: head.get(k, given[k].default) for k in ("covariance", *MEASURED_OPTIONS)}
+    noisy = options.pop("covariance") != "none"
+    return {"weights_sha256": weights_digest(path), "eval_options": options if noisy else {}}
+
+
 def check_run_model(run_dir: "str | os.PathLike") -> None:
     """A run folder's ``model.pt`` is the model its ``metrics.json`` and predictions measured: the digest of its
     weights (:func:`harness.model_identity.weights_digest`) equals the ``weights_sha256`` the run recorded when it
     wrote them (audit20 A20-09: another model.pt copied into a run was exported, and shifted, with the run's metrics
-    and training data). A run that recorded none (written before the record existed, or an import) passes.
+    and training data), and, where the run recorded them, the head's evaluation options it stores equal the run's
+    ``eval_options`` (audit22 A22-12: a model.pt re-saved with ``eval_mc_samples = 1`` was exported with the metrics
+    of 100 samples): both as :func:`measured_model` reads them. A run that recorded none (written before the record
+    existed) passes.
 
     Raises:
-        ValueError: naming the file, the two digests and the fix.
+        ValueError: naming the file, the two digests (or the options that differ) and the fix.
     """
     import json
 
-    from harness.model_identity import weights_digest
-
     run_dir = Path(run_dir)
     try:
-        recorded = json.loads((run_dir / "metrics.json").read_text(encoding="utf-8")).get("weights_sha256")
+        record = json.loads((run_dir / "metrics.json").read_text(encoding="utf-8"))
+        recorded, options = record.get("weights_sha256"), record.get("eval_options")
     except (OSError, ValueError, AttributeError):  # no record to compare (its readers name a damaged metrics.json)
         return
     if not recorded:
         return
-    found = weights_digest(run_dir / "model.pt")
-    if found != recorded:
+    found = measured_model(run_dir / "model.pt")
+    if found["weights_sha256"] != recorded:
         raise ValueError(
             f"{run_dir / 'model.pt'} is not the model the run's metrics.json and predictions measured (its weights' "
-            f"digest is {str(found)[:12]}..., metrics.json records {str(recorded)[:12]}...): put the run's own "
-            "model.pt back, or train the run again (harness upstream with its config.yaml)"
+            f"digest is {str(found['weights_sha256'])[:12]}..., metrics.json records {str(recorded)[:12]}...): put "
+            "the run's own model.pt back, or train the run again (harness upstream with its config.yaml)"
+        )
+    if isinstance(options, dict) and found["eval_options"] != options:
+        changed = ", ".join(
+            f"{k} {options.get(k)!r} -> {found['eval_options'].get(k)!r}"
+            for k in sorted(set(options) | set(found["eval_options"]))
+            if options.get(k) != found["eval_options"].get(k)
+        )
+        raise ValueError(
+            f"{run_dir / 'model.pt'} predicts with other evaluation options than the run's metrics.json measured "
+            f"({changed}; audit22 A22-12): put the run's own model.pt back, or set the head's options back and save "
+            "it again"
         )

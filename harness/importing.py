@@ -55,12 +55,12 @@ def import_run(
             (:func:`harness.training.precision.check_device`); predictions holding NaN (nothing is written: every
             prediction and its metrics are computed before the folder is made).
     """
-    from harness.checkpoint_files import check_weights_file
+    from harness.checkpoint_files import check_weights_file, measured_model
     from harness.data.cache import file_digest
     from harness.data.splits import read_folders
     from harness.folder_paths import check_outside_outputs
     from harness.io import RunLock, check_writable
-    from harness.model_identity import check_classes_match, check_not_trained_on, model_class_names, weights_digest
+    from harness.model_identity import check_classes_match, check_not_trained_on, model_class_names
     from harness.models import save_model
     from harness.progress import Steps
     from harness.run_streams import read_split
@@ -103,7 +103,7 @@ def import_run(
     with RunLock(out, what="another harness import is writing there; wait for it, or give --out a folder of its own"):
         _check_out(out, overwrite)  # again: another import may have written it since (audit17 A17-09)
         save_model(model, out / "model.pt", extra={"imported": record, **({"trained_on": trained} if trained else {})})
-        digest = weights_digest(out / "model.pt")  # what metrics.json measured (check_run_model; audit22 A22-03)
+        measured = measured_model(out / "model.pt")  # what metrics.json measured (check_run_model; audit22 A22-03)
         atomic_write_text(out / "config.yaml", OmegaConf.to_yaml(OmegaConf.create(config)))
         preds.save(out / "predictions.npz")
         if held is not None:
@@ -111,7 +111,7 @@ def import_run(
         meta = {**provenance(), "config": config, "eval_data": base.description, "class_names": base.class_names}
         atomic_write_text(out / "run.json", json.dumps(meta, indent=1))
         summary = {**provenance(), "name": out.name, **metrics, "eval_data": base.description, "imported": record}
-        atomic_write_text(out / "metrics.json", json.dumps({**summary, "weights_sha256": digest}, indent=1))
+        atomic_write_text(out / "metrics.json", json.dumps({**summary, **measured}, indent=1))
     return out
 
 

@@ -91,3 +91,30 @@ def _moved_pack_model(tmp):
     shutil.copy(tmp / "r" / "model.pt", tmp / "m" / "model.pt")
     (tmp / "e.yaml").write_text("data:\n  source: digits\n  eval_split: train\n  heldout_split: null\n")
     _cli("import", "--model", str(tmp / "m" / "model.pt"), "--data", str(tmp / "e.yaml"), "--out", str(tmp / "i"))
+
+
+# ------------------------------------------------------------------------------ A22-12: a run's head re-saved
+@bad_input(
+    "runs",
+    "a het run's model.pt re-saved with head.eval_mc_samples = 1 and clip_eps = 0.4, then export_run (audit22 "
+    "A22-12: the weights' digest matched, so the card published the metrics of the run's 100-sample evaluation)",
+    ValueError,
+    r"hc/model\.pt predicts with other evaluation options than the run's metrics\.json measured \(clip_eps .* -> 0\.4, "
+    r"eval_mc_samples \d+ -> 1; audit22 A22-12\): put the run's own model\.pt back",
+)
+def _run_head_resaved(tmp):
+    import shutil
+
+    from bad_inputs_audit9_config import CONFIGS
+
+    from harness.models import load_model, save_model
+    from harness.runs import export_run
+
+    _cli("upstream", "--no-progress", "--config", str(CONFIGS / "digits_het.yaml"), "train.epochs=1",
+         "train.log_with=[]", "data.limit_train=64", "data.limit_eval=20", f"output_dir={tmp / 'h'}")  # fmt: skip
+    export_run(tmp / "h", tmp / "exp_ok")  # its own model.pt: exported
+    shutil.copytree(tmp / "h", tmp / "hc", ignore=shutil.ignore_patterns(".lock*"))
+    model = load_model(tmp / "hc" / "model.pt")
+    model.head.eval_mc_samples, model.head.clip_eps = 1, 0.4
+    save_model(model, tmp / "hc" / "model.pt")
+    export_run(tmp / "hc", tmp / "exp")

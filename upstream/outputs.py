@@ -13,10 +13,10 @@ from typing import Any, Optional, Sequence
 
 import torch
 
+from harness.checkpoint_files import measured_model
 from harness.export_rules import trained_on
 from harness.heads.noise_record import eval_noise
 from harness.io import atomic_write_text, json_dumps
-from harness.model_identity import weights_digest
 from harness.models import save_model
 from harness.provenance import provenance
 from harness.runs import RUN_EXPORT
@@ -42,7 +42,7 @@ def write_outputs(t: Training) -> None:
         read = {"limit_train": len(d.train), "limit_eval": len(d.eval)}  # a limit above a split's size cut nothing
         seen = trained_on(dataclasses.asdict(cfg.data), read)  # the view timm's transforms rebuild from load_model's
         save_model(final, run_dir / "model.pt", extra={"epochs": p.epoch, "metrics": result, "trained_on": seen})
-        weights = weights_digest(run_dir / "model.pt")  # what metrics.json measured (harness.runs.check_run_model)
+        measured = measured_model(run_dir / "model.pt")  # what metrics.json measured (check_run_model)
         save_predictions(t, arrays, heldout)
         timing = p.timing
         summary = {
@@ -64,7 +64,7 @@ def write_outputs(t: Training) -> None:
             "label_noise": d.noise_info,
             "loss": d.loss_info,
             "eval_noise": eval_noise(final),  # the definition of the evaluation's MC noise (None: no noise)
-            "weights_sha256": weights,
+            **measured,  # weights_sha256 and eval_options
             **provenance(),
         }
         atomic_write_text(run_dir / "metrics.json", json_dumps(summary, indent=1))
