@@ -314,10 +314,10 @@ def _trained_on(run_dir: "str | Path") -> "tuple[Optional[dict], str]":
     imported run's recorded ``trained_on`` (the model's own, None when unknown; the data of the run whose model.pt it
     imported where that still holds the same weights), another run's ``data`` section (its ``config.yaml``, with the
     defaults of the keys it leaves out)."""
-    from harness.importing import run_data, trained_data
-    from harness.runs import run_config
+    from harness.importing import trained_data
+    from harness.runs import data_config, run_config
 
     cfg = run_config(run_dir)
     if "imported" not in cfg:  # data.path as the run read it (audit22 A22-02)
-        return asdict(run_data(run_dir)), "as it records"
+        return asdict(data_config(run_dir)), "as it records"
     return trained_data(Path(run_dir) / "model.pt", cfg.get("trained_on") or None)

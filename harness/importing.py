@@ -154,7 +154,7 @@ def _import_config(out: Path, record: dict, model, data: DataConfig, trained: Op
 def trained_data(model: "str | Path", recorded: Optional[dict]) -> "tuple[Optional[dict], str]":
     """``(data, whence)``: the data a model was trained on, for :func:`check_not_trained_on`, and where that is
     recorded. A harness ``model.pt`` (or ``checkpoints/*.pt``, or the run folder ``model``) in a run folder is the
-    run's data section (its ``config.yaml``, with ``data.path`` as the run read it, :func:`run_data`: audit22 A22-02, which a model.pt's own record leaves out because
+    run's data section (its ``config.yaml``, with ``data.path`` as the run read it, :func:`harness.runs.data_config`: audit22 A22-02, which a model.pt's own record leaves out because
     cards never publish paths: audit21 A21-04), when that model.pt is the run's own
     (:func:`harness.checkpoint_files.check_run_model`); in an imported run (``harness import``'s folder), its
     recorded ``trained_on``, or the data of the run whose model.pt it imported where that file still holds the same
@@ -169,7 +169,7 @@ def _trained_data(model: "str | Path", recorded: Optional[dict], depth: int) -> 
 
     from harness.checkpoint_files import check_run_model, run_folder
     from harness.model_identity import weights_digest
-    from harness.runs import run_config
+    from harness.runs import data_config, run_config
 
     file = Path(str(model)).expanduser()
     file = file / "model.pt" if file.is_dir() else file
@@ -181,7 +181,7 @@ def _trained_data(model: "str | Path", recorded: Optional[dict], depth: int) -> 
         if "imported" not in cfg:
             if file.name == "model.pt":
                 check_run_model(folder)  # another model.pt copied into the run is not the run's data's
-            return asdict(run_data(folder)), f"as its run's {folder / 'config.yaml'} records"
+            return asdict(data_config(folder)), f"as its run's {folder / 'config.yaml'} records"
         own = cfg.get("trained_on") or recorded
         came = (cfg.get("imported") or {}).get("source")
         if came and Path(str(came)).expanduser().is_file() and weights_digest(came) == weights_digest(file):
@@ -190,25 +190,3 @@ def _trained_data(model: "str | Path", recorded: Optional[dict], depth: int) -> 
         return own, "as it records"
     except (OSError, ValueError):  # not a run this can read, or not the run's own model: not known to be its data
         return recorded, "as it records"
-
-
-def run_data(run_dir: "str | Path", overrides: "tuple[str, ...]" = ()) -> DataConfig:
-    """A run's data section (:func:`harness.runs.data_config`) with ``data.path`` as the run read it: a relative path
-    its ``run.json`` records made absolute at training time (``data_path``: :func:`harness.data.splits.recorded_path`),
-    so the split rules and readers take the run's folder from any working folder (audit22 A22-02); a run that
-    recorded none (an older one, an import, an ensemble folder) as its config.yaml has it.
-
-    Raises:
-        ValueError: :func:`harness.runs.data_config`'s (bad settings in the run's config.yaml).
-    """
-    from dataclasses import replace
-
-    from harness.data.splits import recorded_path
-    from harness.io import read_json
-    from harness.runs import data_config
-
-    cfg = data_config(run_dir, overrides)
-    meta = read_json(Path(run_dir) / "run.json")  # None: none, or damaged (its readers name that)
-    recorded = meta.get("data_path") if isinstance(meta, dict) else None
-    path = recorded_path(cfg.source, cfg.path, recorded)
-    return cfg if path == cfg.path else replace(cfg, path=path)

@@ -167,47 +167,20 @@ def config_method(head: dict, loss: str) -> str:
 
 def data_config(run_dir: "str | Path", overrides: "tuple[str, ...]" = ()) -> DataConfig:
     """The run's data section as a :class:`DataConfig`, with ``key=value`` overrides (data keys); an ensemble folder's:
-    the ``--eval-data`` its ``ensemble.json`` records (``data_config``), else its first member's."""
+    the ``--eval-data`` its ``ensemble.json`` records (``data_config``), else its first member's. A relative
+    ``data.path`` is the folder the run read, as its ``run.json`` records it (``data_path``,
+    :func:`harness.data.splits.recorded_path`), from any working folder (audit22 A22-02); a run that recorded none as
+    its config.yaml has it."""
+    from harness.data.splits import recorded_path
+    from harness.io import read_json
+
     spec = ensemble_spec(run_dir) if (Path(run_dir) / "ensemble.json").is_file() else None
-    section = (spec or {}).get("data_config") or run_config(spec["members"][0] if spec else run_dir).get("data")
-    return load_config(DataConfig, None, list(overrides), base=section or {})
-
-
-def data_from_file(path: "str | Path", overrides: "tuple[str, ...]" = (), flag: str = "--data") -> DataConfig:
-    """The ``data`` section of a config file (an upstream config, with its ``base:`` chain) as a
-    :class:`DataConfig` for an evaluation (``harness import``, ``harness ensemble --eval-data``), with ``key=value``
-    overrides (data keys, with or without the ``data.`` prefix), checked by the rules declared on its fields, with no
-    key its source does not read (:data:`harness.data.config.SOURCE_KEYS`); the overrides only keys an evaluation
-    reads (:func:`harness.data.eval_keys.check_eval_keys`); the file's training-only keys (a run's) at their defaults
-    (:func:`harness.data.eval_keys.evaluation_only`, audit20 A20-07). ``flag``: the option that named the file.
-
-    Raises:
-        FileNotFoundError: no such file. ValueError: bad YAML; no ``data`` section (a file that is no config of data,
-            which would otherwise evaluate the default data: the message never quotes the file's content); bad data
-            settings (a wrong type named as the file's); a key set twice in ``overrides``; an override of a training-
-            only key (``limit_train``, ``hflip``, ``label_noise``...); a key of another source (``label_set`` on
-            digits), or ``label_set`` for cifar10n splits that do not read it; a held-out split that is the evaluation
-            split (:func:`harness.data.config.check_splits`).
-    """
-    from harness.config import check_distinct_keys, read_settings
-    from harness.data.config import check_splits
-    from harness.data.eval_keys import check_eval_keys, evaluation_only, load_eval_data
-    from harness.rules import check_rules
-
-    section = read_settings(path).get("data")
-    if not isinstance(section, dict) or not section:
-        raise ValueError(
-            f"{flag} {path}: the file holds no data section (a 'data:' mapping naming the evaluation data, e.g. "
-            f"data: {{source: digits}}), so it says nothing about what to evaluate on; give a config with one, e.g. "
-            f"{flag} upstream/configs/digits_base.yaml"
-        )
-    overrides = tuple(o[len("data.") :] if o.startswith("data.") else o for o in overrides)
-    check_distinct_keys(overrides, "the data overrides")  # data.limit_eval=50 limit_eval=60: the last would win
-    cfg = load_eval_data(section, overrides, f"{flag} {path}")  # a wrong type named as the file's
-    check_rules(cfg)
-    check_splits(cfg, training=False)  # the held-out split not the evaluation split
-    check_eval_keys(overrides, cfg, "harness import", (cfg.eval_split, cfg.heldout_split))  # and the source's keys
-    return evaluation_only(cfg, f"{flag} {path}")
+    folder = spec["members"][0] if spec else run_dir
+    section = (spec or {}).get("data_config") or run_config(folder).get("data")
+    cfg = load_config(DataConfig, None, list(overrides), base=section or {})
+    meta = {} if (spec or {}).get("data_config") else read_json(Path(folder) / "run.json")  # None: none, damaged
+    path = recorded_path(cfg.source, cfg.path, meta.get("data_path") if isinstance(meta, dict) else None)
+    return cfg if path == cfg.path else replace(cfg, path=path)
 
 
 def check_distinct_folders(folders: "Sequence[str | Path]", what: str, why: str, predictions: bool = True) -> None:

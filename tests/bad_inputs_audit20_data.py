@@ -114,7 +114,7 @@ def _finished_run_monitors(tmp):
 def _import_training_keys(tmp):
     import pytest
 
-    from harness.runs import data_from_file
+    from harness.data.eval_keys import data_from_file
 
     f = tmp / "enz.yaml"
     f.write_text(

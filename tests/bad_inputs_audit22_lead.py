@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from bad_inputs import bad_input
+from bad_inputs import bad_input, handled
 from bad_inputs_uncertainty import _cli
 
 
@@ -118,3 +118,33 @@ def _run_head_resaved(tmp):
     model.head.eval_mc_samples, model.head.clip_eps = 1, 0.4
     save_model(model, tmp / "hc" / "model.pt")
     export_run(tmp / "hc", tmp / "exp")
+
+
+# ------------------------------------------------------------------------------ A22-02: a run's data from elsewhere
+@handled(
+    "shift",
+    "harness shift of a run trained on an image folder given as a relative data.path (imf), called from another "
+    "working folder (audit22 A22-02: 'data.path imf does not exist; set data.path', a key the user never set)",
+    r"^the run's data read where the run read it \(run\.json's data_path\): shift wrote \d+ sets$",
+)
+def _shift_from_elsewhere(tmp):
+    import os
+
+    from bad_inputs_audit21_data import _IMF, _image_folder, _train
+
+    from harness.runs import data_config
+
+    here = os.getcwd()
+    try:
+        os.chdir(tmp)
+        _image_folder(tmp / "imf")
+        _train("runs/imf", *_IMF)
+        (tmp / "elsewhere").mkdir()
+        os.chdir(tmp / "elsewhere")
+        assert data_config("../runs/imf").path == str(tmp / "imf"), data_config("../runs/imf")
+        _cli("shift", "-m", "../runs/imf", "--corruptions", "none", "--ood", "gaussian")
+    finally:
+        os.chdir(here)
+    n = len(list((tmp / "runs" / "imf" / "shift").rglob("predictions.npz")))
+    assert n >= 2, n
+    return f"the run's data read where the run read it (run.json's data_path): shift wrote {n} sets"

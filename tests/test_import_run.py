@@ -50,8 +50,8 @@ def test_an_imported_timm_model_predicts_with_its_own_classifier_and_normalisati
     import timm
 
     from harness.data.batched import make_loader
+    from harness.data.eval_keys import data_from_file
     from harness.data.sources import build_split
-    from harness.runs import data_from_file
 
     w = _weights(tmp_path, 0)
     res = _import(tmp_path, w, "a")

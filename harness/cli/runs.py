@@ -149,7 +149,8 @@ def _repredictor(eval_data: "Path | None", device: str):
     Raises:
         ValueError: a device this machine cannot run on; an --eval-data file without a data section, or bad data.
     """
-    from harness.runs import data_from_file, predict_checkpoint
+    from harness.data.eval_keys import data_from_file
+    from harness.runs import predict_checkpoint
     from harness.training.precision import check_device
 
     check_device(device)
@@ -209,8 +210,8 @@ def import_cmd(source, weights, random_init, data_file, out, device, overwrite, 
     """A run folder for a model trained elsewhere (a timm or torchvision state dict with its classifier, or a
     harness model.pt): its predictions on the data's evaluation (and held-out) split, so that harness ensemble,
     harness shift and harness report take it like any upstream run. OVERRIDES are data keys, e.g. path=/data/x."""
+    from harness.data.eval_keys import data_from_file
     from harness.importing import import_run
-    from harness.runs import data_from_file
     from harness.training.precision import check_device
 
     if random_init:

@@ -4,9 +4,10 @@ command that only evaluates would be accepted and ignored, its value recorded be
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
-from harness.data.config import WHICH_DATA_KEYS
+from harness.data.config import WHICH_DATA_KEYS, DataConfig
 
 #: the data keys an evaluation reads (one list for every evaluating command): where the data is and which of it
 #: (``source``, ``path``, ``name``, ``eval_split``, ``heldout_split``, ``num_classes``, ``image_key``, ``label_key``,
@@ -139,3 +140,39 @@ def evaluation_only(cfg: Any, where: str) -> Any:
             stacklevel=3,
         )
     return cfg
+
+
+def data_from_file(path: "str | Path", overrides: "tuple[str, ...]" = (), flag: str = "--data") -> DataConfig:
+    """The ``data`` section of a config file (an upstream config, with its ``base:`` chain) as a
+    :class:`DataConfig` for an evaluation (``harness import``, ``harness ensemble --eval-data``), with ``key=value``
+    overrides (data keys, with or without the ``data.`` prefix), checked by the rules declared on its fields, with no
+    key its source does not read (:data:`harness.data.config.SOURCE_KEYS`); the overrides only keys an evaluation
+    reads (:func:`harness.data.eval_keys.check_eval_keys`); the file's training-only keys (a run's) at their defaults
+    (:func:`harness.data.eval_keys.evaluation_only`, audit20 A20-07). ``flag``: the option that named the file.
+
+    Raises:
+        FileNotFoundError: no such file. ValueError: bad YAML; no ``data`` section (a file that is no config of data,
+            which would otherwise evaluate the default data: the message never quotes the file's content); bad data
+            settings (a wrong type named as the file's); a key set twice in ``overrides``; an override of a training-
+            only key (``limit_train``, ``hflip``, ``label_noise``...); a key of another source (``label_set`` on
+            digits), or ``label_set`` for cifar10n splits that do not read it; a held-out split that is the evaluation
+            split (:func:`harness.data.config.check_splits`).
+    """
+    from harness.config import check_distinct_keys, read_settings
+    from harness.data.config import check_splits
+    from harness.rules import check_rules
+
+    section = read_settings(path).get("data")
+    if not isinstance(section, dict) or not section:
+        raise ValueError(
+            f"{flag} {path}: the file holds no data section (a 'data:' mapping naming the evaluation data, e.g. "
+            f"data: {{source: digits}}), so it says nothing about what to evaluate on; give a config with one, e.g. "
+            f"{flag} upstream/configs/digits_base.yaml"
+        )
+    overrides = tuple(o[len("data.") :] if o.startswith("data.") else o for o in overrides)
+    check_distinct_keys(overrides, "the data overrides")  # data.limit_eval=50 limit_eval=60: the last would win
+    cfg = load_eval_data(section, overrides, f"{flag} {path}")  # a wrong type named as the file's
+    check_rules(cfg)
+    check_splits(cfg, training=False)  # the held-out split not the evaluation split
+    check_eval_keys(overrides, cfg, "harness import", (cfg.eval_split, cfg.heldout_split))  # and the source's keys
+    return evaluation_only(cfg, f"{flag} {path}")
