@@ -194,7 +194,9 @@ def check_outside_outputs(
     folder (harness upstream's ``output_dir``, import, fewshot, downstream and ensemble's ``--out``, report's
     ``--out-root``), checked before any work. ``folder`` itself being such a folder is the writers' own check (their
     own earlier output is taken, another's refused: :func:`harness.io.check_output_folder`), as is the parent of a
-    run. Paths are compared resolved (``runs/a/../a/x`` is inside ``runs/a``).
+    run; ``folder`` being one of the ``inputs`` itself is refused here (audit23 A23-06: ``--overwrite`` wrote a pack
+    beside the class folders of the split it read). Paths are compared resolved (``runs/a/../a/x`` is inside
+    ``runs/a``).
 
     Args:
         folder: the output folder given (it may not exist yet).
@@ -215,19 +217,18 @@ def check_outside_outputs(
     if shown is None:
         shown = f"{option} {folder}" if option.startswith("-") else f"{option}={folder}"
     real = folder.resolve()
-    for place in real.parents:
-        kind = output_kind(place)
+    for place in (real, *real.parents):
+        kind = output_kind(place) if place != real else None  # the folder itself: the writer's own check
         if inputs and place in inputs:
-            where = f"{inputs[place]} {_shown(place)}"
+            where = f"{inputs[place]} {_shown(place)}" + (" itself" if place == real else "")
         elif kind is not None:
             where = f"the {kind.kind} folder {_shown(place)} (it holds {kind.holds})"
         else:
             continue
+        sibling = place.parent / (real.name if place != real else f"{real.name}_out")
         raise ValueError(
-            f"{shown} is inside {where}, which would then hold {writer}'s files beside its own (an output folder "
-            "holds only the files of the command that writes it): "
-            + (fix or f"give {option} a folder outside it, e.g. {_shown(place.parent / real.name)}").replace(
-                "{folder}", _shown(place)
-            )
+            f"{shown} is {'' if place == real else 'inside '}{where}, which would then hold {writer}'s files beside "
+            "its own (an output folder holds only the files of the command that writes it): "
+            + (fix or f"give {option} a folder outside it, e.g. {_shown(sibling)}").replace("{folder}", _shown(place))
         )
     return folder

@@ -48,11 +48,13 @@ def data_pack(source, out, overrides, shard_size, split, multilabel, seed, in_or
     only the missing shards. Read the result with data.source=shards data.path=OUT. A config with data.label_noise
     packs the noisy labels of the training (or held-out) split, drawn as a run draws them, and records the noise in
     index.json (data.label_noise=null packs the clean labels); asked of another split, it is refused (a run config's
-    noise on its evaluation split packs that split's clean labels, as the run scores it).
+    noise on its evaluation split packs that split's clean labels, as the run scores it). OUT/<split> lies outside
+    every harness output folder and outside the folder it packs (data.path and the split read), even with --overwrite.
     """
     from harness.data.pack import noisy_split, pack
     from harness.data.pack_source import read_settings_of, source_config
     from harness.data.sources import build_split
+    from harness.data.splits import read_folders
     from harness.folder_paths import check_not_other_output, check_outside_outputs
     from harness.io import path_under
 
@@ -65,10 +67,11 @@ def data_pack(source, out, overrides, shard_size, split, multilabel, seed, in_or
         cfg = source_config(source, overrides, multilabel, split)  # label noise on a split that draws none refused
         split = split or cfg.train_split
         folder = path_under(out, split)
-        check_outside_outputs(
+        check_outside_outputs(  # nor the folder it packs, nor in it: --overwrite neither (audit23 A23-06)
             folder,
             "OUT",
             "harness data pack",
+            read_folders(cfg.source, cfg.path, (split,), root=True),
             shown=f"OUT {out} (its split folder {folder})",
             fix="give OUT a folder outside {folder}",
         )

@@ -255,11 +255,14 @@ def split_location(source: Optional[str], path: Optional[str], split: Optional[s
         return None
 
 
-def read_folders(source: Optional[str], path: Optional[str], splits: "tuple[Optional[str], ...]") -> "dict[Path, str]":
+def read_folders(
+    source: Optional[str], path: Optional[str], splits: "tuple[Optional[str], ...]", root: bool = False
+) -> "dict[Path, str]":
     """The folders ``splits`` of an image folder or pack read (:func:`split_location`, resolved) -> how a message
     names each (``the data's test split (data.path=imf)``), for a writer's ``inputs``
     (:func:`harness.folder_paths.check_outside_outputs`): an output folder inside one would become a class of it, or
-    files of the pack (audit22 A22-11). Empty for other sources."""
+    files of the pack (audit22 A22-11); with ``root``, ``data.path`` itself too (``harness data pack``: the folder
+    it packs, audit23 A23-06). Empty for other sources."""
     if source not in ("image_folder", "shards"):
         return {}
     found = {}
@@ -267,6 +270,12 @@ def read_folders(source: Optional[str], path: Optional[str], splits: "tuple[Opti
         where = split_location(source, path, split)
         if where:
             found.setdefault(Path(where), f"the data's {split} split (data.path={path})")
+    top = _local_root(source, path) if root else None
+    if top is not None:
+        try:
+            found.setdefault(top.resolve(), f"the data's folder (data.path={path})")
+        except (OSError, RuntimeError):  # a loop of links: the reader names it
+            pass
     return found
 
 
