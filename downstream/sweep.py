@@ -93,10 +93,11 @@ def upstream_record(upstream: str, weights: "Optional[str | Path]" = None, rando
                 f"no upstream checkpoint at {upstream!r}; give a harness model.pt, a folder save_pretrained wrote "
                 "(or local-dir:PATH, hf-hub:ORG/NAME), or timm:NAME / torchvision:NAME with --weights FILE"
             )
-        from harness.checkpoint_files import check_run_model
+        from harness.checkpoint_files import check_run_model, followed
 
-        if Path(upstream).name == "model.pt":  # in a run folder: the run's own model (audit22 A22-10)
-            check_run_model(Path(upstream).parent)
+        file = followed(upstream)  # a link to a run's model.pt is that run's (audit23 A23-10)
+        if file.name == "model.pt":  # in a run folder: the run's own model (audit22 A22-10)
+            check_run_model(file.parent)
         return str(Path(upstream).resolve())
     if weights is not None and not Path(weights).is_file():
         raise FileNotFoundError(f"no weights file at {str(weights)!r} (--weights)")

@@ -39,9 +39,20 @@ def _kind(fmt: Any) -> Optional[str]:
     return "state" if str(fmt).startswith(STATE_PREFIX) else None
 
 
+def followed(path: "str | os.PathLike") -> Path:
+    """The file ``path`` names, ``~`` expanded and symbolic links followed: where the path goes through a link (the
+    file itself, ``latest.pt -> runs/a/model.pt``, or a folder on the way), the resolved file, which is the one in its
+    run folder (audit23 A23-10: a link to a run's model.pt skipped every rule of its run folder); an ordinary path as
+    given (a relative one stays relative, so messages name it as typed)."""
+    file = Path(path).expanduser()
+    real = os.path.realpath(file)
+    return Path(real) if real != os.path.abspath(file) else file
+
+
 def run_folder(path: "str | os.PathLike") -> Path:
-    """The run folder that holds a checkpoint file: ``<run>/model.pt``'s folder, ``<run>/checkpoints/*.pt``'s parent."""
-    folder = Path(path).parent
+    """The run folder that holds a checkpoint file: ``<run>/model.pt``'s folder, ``<run>/checkpoints/*.pt``'s parent;
+    the file's links followed first (:func:`followed`), so a link to a run's model.pt names that run."""
+    folder = followed(path).parent
     return folder.parent if folder.name == "checkpoints" else folder
 
 

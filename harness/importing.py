@@ -167,12 +167,12 @@ def trained_data(model: "str | Path", recorded: Optional[dict]) -> "tuple[Option
 def _trained_data(model: "str | Path", recorded: Optional[dict], depth: int) -> "tuple[Optional[dict], str]":
     from dataclasses import asdict
 
-    from harness.checkpoint_files import check_run_model, run_folder
+    from harness.checkpoint_files import check_run_model, followed, run_folder
     from harness.model_identity import weights_digest
     from harness.runs import data_config, run_config
 
     file = Path(str(model)).expanduser()
-    file = file / "model.pt" if file.is_dir() else file
+    file = followed(file / "model.pt" if file.is_dir() else file)  # a link names the run it leads to (audit23 A23-10)
     folder = run_folder(file)
     if file.suffix != ".pt" or not file.is_file() or not (folder / "config.yaml").is_file() or depth > 3:
         return recorded, "as it records"
