@@ -66,7 +66,8 @@ def upstream_record(upstream: str, weights: "Optional[str | Path]" = None, rando
     Raises:
         FileNotFoundError: no such ``model.pt``, folder or weights file (the message lists every spelling).
         ValueError: ``local-dir:`` of a file (:func:`harness.sources.check_local_dir`); a run folder's ``model.pt``
-            that is not the model its run measured (:func:`harness.checkpoint_files.check_run_model`).
+            that is not the model its run measured (:func:`harness.checkpoint_files.check_run_model`: its weights;
+            the head's evaluation options are not compared, the transfer drops the head: audit23 A23-20).
     """
     from harness.data.cache import file_digest
     from harness.sources import check_local_dir
@@ -96,8 +97,8 @@ def upstream_record(upstream: str, weights: "Optional[str | Path]" = None, rando
         from harness.checkpoint_files import check_run_model, followed
 
         file = followed(upstream)  # a link to a run's model.pt is that run's (audit23 A23-10)
-        if file.name == "model.pt":  # in a run folder: the run's own model (audit22 A22-10)
-            check_run_model(file.parent)
+        if file.name == "model.pt":  # in a run folder: the run's own weights (audit22 A22-10); the head is dropped,
+            check_run_model(file.parent, options=False)  # so its evaluation options are not compared (audit23 A23-20)
         return str(Path(upstream).resolve())
     if weights is not None and not Path(weights).is_file():
         raise FileNotFoundError(f"no weights file at {str(weights)!r} (--weights)")

@@ -122,24 +122,31 @@ def measured_model(path: "str | os.PathLike") -> dict:
     return {"weights_sha256": weights_digest(path), "eval_options": options if noisy else {}}
 
 
-def check_run_model(run_dir: "str | os.PathLike") -> None:
+def check_run_model(run_dir: "str | os.PathLike", options: bool = True) -> None:
     """A run folder's ``model.pt`` is the model its ``metrics.json`` and predictions measured: the digest of its
     weights (:func:`harness.model_identity.weights_digest`) equals the ``weights_sha256`` the run recorded when it
     wrote them (audit20 A20-09: another model.pt copied into a run was exported, and shifted, with the run's metrics
-    and training data), and, where the run recorded them, the head's evaluation options it stores equal the run's
-    ``eval_options`` (audit22 A22-12: a model.pt re-saved with ``eval_mc_samples = 1`` was exported with the metrics
-    of 100 samples): both as :func:`measured_model` reads them. A run that recorded none (written before the record
-    existed) passes.
+    and training data), and, with ``options`` and where the run recorded them, the head's evaluation options it stores
+    equal the run's ``eval_options`` (audit22 A22-12: a model.pt re-saved with ``eval_mc_samples = 1`` was exported
+    with the metrics of 100 samples): both as :func:`measured_model` reads them. A run that recorded none (written
+    before the record existed) passes.
+
+    Args:
+        options: compare the head's evaluation options too: for readers of the head's predictions (export, shift,
+            ensemble, the covariance analysis); False for readers of the weights alone (harness fewshot and
+            downstream, which drop the head, and the run's training data: audit23 A23-20).
 
     Raises:
-        ValueError: naming the file, the two digests (or the options that differ) and the fix.
+        ValueError: naming the file, the two digests (or the options that differ) and the fix: the run's own model.pt
+            back, or the run made again (harness upstream with its config.yaml; for an imported run, harness import
+            of the model its config.yaml's ``imported.source`` names: audit23 A23-14).
     """
     import json
 
     run_dir = Path(run_dir)
     try:
         record = json.loads((run_dir / "metrics.json").read_text(encoding="utf-8"))
-        recorded, options = record.get("weights_sha256"), record.get("eval_options")
+        recorded, measured = record.get("weights_sha256"), record.get("eval_options")
     except (OSError, ValueError, AttributeError):  # no record to compare (its readers name a damaged metrics.json)
         return
     if not recorded:
@@ -149,16 +156,35 @@ def check_run_model(run_dir: "str | os.PathLike") -> None:
         raise ValueError(
             f"{run_dir / 'model.pt'} is not the model the run's metrics.json and predictions measured (its weights' "
             f"digest is {str(found['weights_sha256'])[:12]}..., metrics.json records {str(recorded)[:12]}...): put "
-            "the run's own model.pt back, or train the run again (harness upstream with its config.yaml)"
+            f"the run's own model.pt back, or {_remake(run_dir)}"
         )
-    if isinstance(options, dict) and found["eval_options"] != options:
+    if options and isinstance(measured, dict) and found["eval_options"] != measured:
         changed = ", ".join(
-            f"{k} {options.get(k)!r} -> {found['eval_options'].get(k)!r}"
-            for k in sorted(set(options) | set(found["eval_options"]))
-            if options.get(k) != found["eval_options"].get(k)
+            f"{k} {measured.get(k)!r} -> {found['eval_options'].get(k)!r}"
+            for k in sorted(set(measured) | set(found["eval_options"]))
+            if measured.get(k) != found["eval_options"].get(k)
         )
         raise ValueError(
             f"{run_dir / 'model.pt'} predicts with other evaluation options than the run's metrics.json measured "
             f"({changed}; audit22 A22-12): put the run's own model.pt back, or set the head's options back and save "
             "it again"
         )
+
+
+def _remake(run_dir: Path) -> str:
+    """How a message says to make the run ``run_dir`` again: train it (harness upstream with its config.yaml), or, for
+    an imported run (its config.yaml's ``imported``), import its model again into a new folder (audit23 A23-14: an
+    imported run was told to train, which its config.yaml cannot)."""
+    import yaml
+
+    try:
+        imported = (yaml.safe_load((run_dir / "config.yaml").read_text(encoding="utf-8")) or {}).get("imported")
+    except (OSError, ValueError, AttributeError, yaml.YAMLError):  # not readable: the upstream run's fix
+        imported = None
+    if not isinstance(imported, dict):
+        return "train the run again (harness upstream with its config.yaml)"
+    weights = f" --weights {imported['weights']}" if imported.get("weights") else ""
+    return (
+        f"import its model again into a new folder (an imported run, made by harness import: harness import --model "
+        f"{imported.get('source')}{weights} --data {run_dir / 'config.yaml'} --out NEW_FOLDER)"
+    )

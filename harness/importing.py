@@ -155,8 +155,8 @@ def trained_data(model: "str | Path", recorded: Optional[dict]) -> "tuple[Option
     """``(data, whence)``: the data a model was trained on, for :func:`check_not_trained_on`, and where that is
     recorded. A harness ``model.pt`` (or ``checkpoints/*.pt``, or the run folder ``model``) in a run folder is the
     run's data section (its ``config.yaml``, with ``data.path`` as the run read it, :func:`harness.runs.data_config`: audit22 A22-02, which a model.pt's own record leaves out because
-    cards never publish paths: audit21 A21-04), when that model.pt is the run's own
-    (:func:`harness.checkpoint_files.check_run_model`); in an imported run (``harness import``'s folder), its
+    cards never publish paths: audit21 A21-04), when that model.pt holds the run's own weights
+    (:func:`harness.checkpoint_files.check_run_model` without the head's options: audit23 A23-20); in an imported run (``harness import``'s folder), its
     recorded ``trained_on``, or the data of the run whose model.pt it imported where that file still holds the same
     weights (:func:`harness.model_identity.weights_digest`); anything else (a timm or torchvision name, an export) ``recorded`` (a model.pt's
     or an export's ``trained_on``; None when not recorded). ``whence`` is ``"as it records"`` or names the
@@ -180,7 +180,7 @@ def _trained_data(model: "str | Path", recorded: Optional[dict], depth: int) -> 
         cfg = run_config(folder)
         if "imported" not in cfg:
             if file.name == "model.pt":
-                check_run_model(folder)  # another model.pt copied into the run is not the run's data's
+                check_run_model(folder, False)  # another model.pt in the run is not the run's data's (its weights)
             return asdict(data_config(folder)), f"as its run's {folder / 'config.yaml'} records"
         own = cfg.get("trained_on") or recorded
         came = (cfg.get("imported") or {}).get("source")

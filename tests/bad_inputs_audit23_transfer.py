@@ -11,9 +11,10 @@ import shutil
 from pathlib import Path
 
 import click
-from bad_inputs_audit22_runs import _image_folder_run
+from bad_inputs_audit9_config import CONFIGS
+from bad_inputs_audit22_runs import _image_folder_run, _trained
 
-from bad_inputs import bad_input
+from bad_inputs import bad_input, handled
 from bad_inputs_uncertainty import _cli
 
 _SWEEP = ("--preset", "demo", "--lrs", "0.01", "--steps", "5", "--seeds", "1", "--log-with", "none")
@@ -65,3 +66,59 @@ def _link_to_run_model(tmp):
     _other_weights(run / "model.pt", tmp / "runs" / "bz" / "model.pt")
     os.symlink(tmp / "runs" / "bz" / "model.pt", tmp / "bz.pt")
     _cli("downstream", "--upstream", str(tmp / "bz.pt"), "--tasks", "demo_digit", *_SWEEP, "--out", str(tmp / "sw"))
+
+
+# ------------------------------------------------------------------------------ A23-20: the dropped head's options
+@handled(
+    "downstream",
+    "harness fewshot --model and harness downstream --upstream of a het run's model.pt re-saved with "
+    "eval_mc_samples=1 (its weights the run's own; audit23 A23-20: both refused, 'predicts with other evaluation "
+    "options', though they drop the head); export_run of it still refused",
+    r"fewshot and downstream ran on the run's weights; export refused: other evaluation options",
+)
+def _dropped_head_options(tmp):
+    import pytest
+
+    from harness.models import load_model, save_model
+    from harness.runs import export_run
+
+    config = ["--config", str(CONFIGS / "digits_het.yaml"), "train.epochs=1", "train.log_with=[]"]
+    _cli("upstream", "--no-progress", *config, "data.limit_train=100", "data.limit_eval=50", f"output_dir={tmp / 'hc'}")
+    model = load_model(tmp / "hc" / "model.pt")
+    model.head.eval_mc_samples = 1
+    save_model(model, tmp / "hc" / "model.pt")
+    _fewshot(str(tmp / "hc" / "model.pt"), "demo_digit", str(tmp / "fs"))
+    _cli("downstream", "--upstream", str(tmp / "hc" / "model.pt"), "--tasks", "demo_digit", *_SWEEP, "--out", "sw")
+    assert (tmp / "fs" / "fewshot.json").is_file() and (tmp / "sw" / "vtab.md").is_file()
+    with pytest.raises(ValueError, match=r"predicts with other evaluation options .*eval_mc_samples \d+ -> 1"):
+        export_run(tmp / "hc", tmp / "exp")
+    return "fewshot and downstream ran on the run's weights; export refused: other evaluation options"
+
+
+# ------------------------------------------------------------------------------ A23-14: an imported run's model.pt
+@bad_input(
+    "import",
+    "harness shift -m impbx, an imported run (harness import of runs/base/model.pt) whose model.pt was replaced by "
+    "another model's (audit23 A23-14: its fix was 'train the run again (harness upstream with its config.yaml)', "
+    "which refuses an imported run's config.yaml); the fix it gives, run as given, imports the model again",
+    click.ClickException,
+    r"^.*impbx/model\.pt is not the model the run's metrics\.json and predictions measured \(its weights' digest is "
+    r"\w+\.\.\., metrics\.json records \w+\.\.\.\): put the run's own model\.pt back, or import its model again into "
+    r"a new folder \(an imported run, made by harness import: harness import --model .*base/model\.pt --data "
+    r".*impbx/config\.yaml --out NEW_FOLDER\)",
+)
+def _imported_run_replaced_model(tmp):
+    import re
+
+    base = _trained(tmp, "base", 0)
+    (tmp / "etest50.yaml").write_text("data: {source: digits, eval_split: test, heldout_split: null, limit_eval: 50}\n")
+    _cli("import", "--model", str(base / "model.pt"), "--data", str(tmp / "etest50.yaml"), "--out", str(tmp / "impb"))
+    shutil.copytree(tmp / "impb", tmp / "impbx", ignore=shutil.ignore_patterns(".lock"))
+    _other_weights(base / "model.pt", tmp / "impbx" / "model.pt")
+    try:
+        _cli("shift", "-m", str(tmp / "impbx"), "--corruptions", "gaussian_noise", "--severities", "1", "--ood", "none")
+    except click.ClickException as e:
+        advised = re.search(r"(harness import --model \S+ --data \S+) --out NEW_FOLDER", str(e)).group(1).split()
+        _cli(*advised[1:], "--out", str(tmp / "again"))  # the fix as given works
+        assert (tmp / "again" / "metrics.json").is_file()
+        raise
