@@ -56,14 +56,25 @@ def _resolution(resolution: "Optional[int | Sequence[int]]") -> Optional[int]:
 
 def _check_same_study(earlier: dict, now: dict, out: Path) -> None:
     """The results in ``out`` (``earlier``, its ``fewshot.json``) are of the same model, seed and shots as ``now``, so a
-    rerun replaces them with the same study.
+    rerun replaces them with the same study. The model is its record (:func:`harness.downstream.sweep.upstream_record`)
+    and, for a harness ``model.pt``, the digest of its weights (``upstream_weights``,
+    :func:`harness.model_identity.weights_digest`, as a sweep's ``sweep.json`` records it): a file replaced or trained
+    again under the same path is another study (audit23 A23-21: its results replaced the earlier model's without
+    ``--overwrite``); results that recorded no digest (an earlier version) are compared by the rest.
 
     Raises:
-        ValueError: naming what differs, both values and the fixes (another ``--out``, or ``--overwrite``).
+        ValueError: naming what differs, both values (both digests) and the fixes (another ``--out``, or
+            ``--overwrite``).
     """
-    differ = [k for k in now if earlier.get(k) != now[k]]
+    differ = [k for k in now if earlier.get(k) != now[k] and (k != "upstream_weights" or earlier.get(k))]
     if differ:
-        said = "; ".join(f"{k}: {earlier.get(k)!r} there, {now[k]!r} now" for k in differ)
+        said = "; ".join(
+            f"the weights of {now['source']}: digest {str(earlier.get(k))[:12]}... there, {str(now[k])[:12]}... now "
+            "(the model.pt was replaced or trained again)"
+            if k == "upstream_weights"
+            else f"{k}: {earlier.get(k)!r} there, {now[k]!r} now"
+            for k in differ
+        )
         raise ValueError(
             f"{out} holds the few-shot results of another study ({said}): they would be replaced; give another --out, "
             "or --overwrite to replace them"
@@ -111,13 +122,15 @@ def fewshot(
             study replaces them without it).
 
     Returns:
-        The ``fewshot.json`` content: ``{"schema", "source", "preprocessing", "method", "seed", "shots", "tasks",
+        The ``fewshot.json`` content: ``{"schema", "source", "upstream_weights" (a harness model.pt's weights
+        digest, else None), "preprocessing", "method", "seed", "shots", "tasks",
         "mean"}`` (``mean``: per shot count, the mean test accuracy over tasks).
 
     Raises:
         ValueError: bad shots, seed, resolution, device, task or data; weights that do not fit; an unwritable ``out``,
             or one holding files of others (without ``overwrite``; with it, others' fewshot.json or fewshot.md), or the
-            results of another model, seed or shots (without ``overwrite``); an ``out`` inside a run, an export or
+            results of another model (another source, or a harness model.pt whose weights changed: audit23 A23-21),
+            seed or shots (without ``overwrite``); an ``out`` inside a run, an export or
             another harness output folder (:func:`harness.folder_paths.check_outside_outputs`); another harness
             fewshot writing ``out`` (its lock, :class:`harness.io.RunLock`, is held from the first feature to the
             last file; the message names the holder and :data:`BUSY`); a task's test list naming an image the
@@ -138,6 +151,10 @@ def fewshot(
     log_with = available(list(log_with), "--log-with", progress)
     chosen = expand_tasks(tasks)  # task names before the model: a typo costs no load
     study = {"source": upstream_record(source, weights, random_init), "seed": seed, "shots": shots}
+    if isinstance(study["source"], str):  # a harness model.pt: its weights, so a changed file is another study
+        from harness.model_identity import weights_digest
+
+        study["upstream_weights"] = weights_digest(study["source"])  # as a sweep records it (audit23 A23-21)
     check_scored_not_trained(source, chosen, settings, FEWSHOT_SCORED, "--model")  # audit22 A22-07
     _check_out(out, overwrite, study)
     progress(f"[fewshot] loading the model {source}")
@@ -150,7 +167,7 @@ def fewshot(
 
 def _check_out(out: Path, overwrite: bool, study: Optional[dict]) -> None:
     """``out`` may take the results: it holds no files of others (without ``overwrite``; never others' fewshot.json or
-    fewshot.md), and results there of another ``study`` (source, seed, shots; None: not compared) only with
+    fewshot.md), and results there of another ``study`` (source and weights, seed, shots; None: not compared) only with
     ``overwrite``.
 
     Raises:
@@ -170,6 +187,7 @@ def _evaluate(model, prepared, size, settings, study, heldout, tasks, out, log_w
     result = {
         "schema": SCHEMA,
         "source": study["source"],
+        "upstream_weights": study.get("upstream_weights"),
         "preprocessing": dict(model.config.preprocessing),
         "method": {
             "probe": "closed-form ridge regression to 2*onehot-1 on the standardised features with a "

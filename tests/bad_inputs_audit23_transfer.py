@@ -122,3 +122,25 @@ def _imported_run_replaced_model(tmp):
         _cli(*advised[1:], "--out", str(tmp / "again"))  # the fix as given works
         assert (tmp / "again" / "metrics.json").is_file()
         raise
+
+
+# ------------------------------------------------------------------------------ A23-21: a few-shot study's model changed
+@bad_input(
+    "downstream",
+    "harness fewshot --model f.pt --out fsf again after f.pt was replaced by another model's (audit23 A23-21: rc 0, "
+    "the earlier model's results replaced without --overwrite, while another path was refused as another study)",
+    click.ClickException,
+    r"^.*fsf holds the few-shot results of another study \(the weights of .*f\.pt: digest \w{12}\.\.\. there, "
+    r"\w{12}\.\.\. now \(the model\.pt was replaced or trained again\)\): they would be replaced; give another "
+    r"--out, or --overwrite to replace them",
+)
+def _fewshot_of_changed_model(tmp):
+    import json
+
+    base = _trained(tmp, "base", 0)
+    shutil.copy(base / "model.pt", tmp / "f.pt")
+    _fewshot(str(tmp / "f.pt"), "demo_digit", str(tmp / "fsf"))
+    _fewshot(str(tmp / "f.pt"), "demo_digit", str(tmp / "fsf"))  # the same model again: the same study
+    assert json.loads((tmp / "fsf" / "fewshot.json").read_text())["upstream_weights"]
+    _other_weights(base / "model.pt", tmp / "f.pt")  # what training another model into the same file gives
+    _fewshot(str(tmp / "f.pt"), "demo_digit", str(tmp / "fsf"))
