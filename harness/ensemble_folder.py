@@ -321,3 +321,30 @@ def _trained_on(run_dir: "str | Path") -> "tuple[Optional[dict], str]":
     if "imported" not in cfg:  # data.path as the run read it (audit22 A22-02)
         return asdict(data_config(run_dir)), "as it records"
     return trained_data(Path(run_dir) / "model.pt", cfg.get("trained_on") or None)
+
+
+def data_folders(folders: "Sequence[str | Path]", eval_data: "Optional[DataConfig]" = None) -> "dict[Path, str]":
+    """The split folders (an image folder's, a pack's: :func:`harness.data.splits.read_folders`, resolved) that the
+    runs or ensembles ``folders`` read (each one's data section, :func:`harness.runs.data_config`: its training,
+    evaluation and held-out splits) and ``eval_data`` (``harness ensemble --eval-data``: its evaluation and held-out
+    splits) -> how a message names each, as :func:`harness.folder_paths.check_outside_outputs`' ``inputs`` of a writer
+    that reads them (``harness ensemble --out``, ``harness report --out-root``): an output folder inside one would
+    become a class folder of it (audit23 A23-07). A folder whose data section cannot be read adds none (its own check
+    names it)."""
+    from harness.data.splits import read_folders
+    from harness.runs import data_config
+
+    found: "dict[Path, str]" = {}
+    if eval_data is not None:
+        for where, how in read_folders(
+            eval_data.source, eval_data.path, (eval_data.eval_split, eval_data.heldout_split)
+        ).items():
+            found.setdefault(where, f"{how[:-1]}, of --eval-data)")
+    for f in folders:
+        try:
+            d = data_config(f)
+        except (ValueError, OSError, KeyError, TypeError):
+            continue
+        for where, how in read_folders(d.source, d.path, (d.train_split, d.eval_split, d.heldout_split)).items():
+            found.setdefault(where, f"{how[:-1]}, read by {f})")
+    return found

@@ -6,7 +6,7 @@ images it names (a manifest's copied list, class folders linked into the trainin
 from __future__ import annotations
 
 from bad_inputs_audit9_config import CLI_ERROR
-from bad_inputs_audit21_data import _image_folder
+from bad_inputs_audit21_data import _IMF, _VIEW, _image_folder, _train
 
 from bad_inputs import bad_input
 from bad_inputs_uncertainty import _cli
@@ -37,3 +37,48 @@ def _pack_inside_the_split_it_packs(tmp):
 def _pack_over_the_split_it_packs(tmp):
     _image_folder(tmp / "imfp")
     _cli("data", "pack", "image_folder", "imfp", "--shard-size", "10", "--split", "val", "path=imfp", "--overwrite")
+
+
+# ------------------------------------------------------------- A23-07: an ensemble inside the data it (or its members) read
+def _two_imf_runs(tmp) -> None:
+    """``imf`` and two one-epoch runs on it (seeds 0 and 1): ``runs/imf``, ``runs/imf1``."""
+    _image_folder(tmp / "imf")
+    _train("runs/imf", *_IMF)
+    _train("runs/imf1", *_IMF, "seed=1")
+
+
+@bad_input(
+    "ensemble",
+    "harness ensemble -m runs/imf -m runs/imf1 --from-checkpoints --eval-data (an image folder imf2, eval_split test) "
+    "--out imf2/test/ens (audit23 A23-07: rc 0, the ensemble folder became a class folder of the test split it read)",
+    CLI_ERROR,
+    r"--out imf2/test/ens is inside the data's test split \(data\.path=imf2, of --eval-data\) imf2/test, which would "
+    r"then hold harness ensemble's files",
+)
+def _ensemble_inside_its_eval_data(tmp):
+    _two_imf_runs(tmp)
+    _image_folder(tmp / "imf2")
+    (tmp / "eimte.yaml").write_text(f"data:\n  source: image_folder\n  path: imf2\n  eval_split: test\n{_VIEW}")
+    _cli(
+        "ensemble", "-m", "runs/imf", "-m", "runs/imf1", "--from-checkpoints", "--eval-data", "eimte.yaml",
+        "--out", "imf2/test/ens",
+    )  # fmt: skip
+
+
+@bad_input(
+    "ensemble",
+    "harness ensemble -m runs/imf -m runs/imf1 --out imf/val/ens2, and harness report runs/imf --out-root imf/val "
+    "(audit23 A23-07: rc 0, a new class folder in the members' held-out split, so every later run on imf was refused)",
+    CLI_ERROR,
+    r"--out imf/val/ens2 is inside the data's val split \(data\.path=.*imf, read by runs/imf\) imf/val, which would "
+    r"then hold harness ensemble's files",
+)
+def _ensemble_inside_its_members_data(tmp):
+    import pytest
+
+    _two_imf_runs(tmp)
+    with pytest.raises(
+        CLI_ERROR, match=r"report folder imf/val/rep\) is inside the data's val split .*read by runs/imf"
+    ):
+        _cli("report", "runs/imf", "--no-shift", "--out-root", "imf/val", "--name", "rep")
+    _cli("ensemble", "-m", "runs/imf", "-m", "runs/imf1", "--out", "imf/val/ens2")

@@ -68,7 +68,7 @@ def ensemble(members, more, out, name, from_checkpoints, eval_data, device, over
     except ValueError as e:
         raise click.ClickException(f"--name: {e}") from e
     try:
-        _check_out_outside_members(out, members, name)
+        _check_out_outside_members(out, members, name, eval_data)
     except ValueError as e:
         raise click.UsageError(str(e)) from e
     sweeps = [is_sweep(m) for m in members]
@@ -116,15 +116,25 @@ def ensemble(members, more, out, name, from_checkpoints, eval_data, device, over
     click.echo(f"ensemble folder: {out}")
 
 
-def _check_out_outside_members(out: Path, members: "list[Path]", name: str) -> None:
+def _check_out_outside_members(out: Path, members: "list[Path]", name: str, eval_data: "Path | None" = None) -> None:
     """``harness ensemble --out`` is not inside a member, nor inside any run, sweep, export or other harness output
-    folder (the one rule of every writer: :func:`harness.folder_paths.check_outside_outputs`), nor a member itself;
-    ``--out`` another run folder itself is refused by :func:`harness.ensemble_folder.check_ensemble_out`.
+    folder (the one rule of every writer: :func:`harness.folder_paths.check_outside_outputs`), nor a member itself,
+    nor inside (or) a split folder of the members' data or of ``eval_data``'s (the ``--eval-data`` file:
+    :func:`harness.ensemble_folder.data_folders`, audit23 A23-07); ``--out`` another run folder itself is refused by
+    :func:`harness.ensemble_folder.check_ensemble_out`. An ``eval_data`` file that cannot be read adds no folder here
+    (its reading, later, names the problem).
 
     Raises:
         ValueError: naming ``--out``, the member or folder it lies in, and the fix.
     """
+    from harness.data.eval_keys import data_from_file
+    from harness.ensemble_folder import data_folders
     from harness.folder_paths import check_outside_outputs
+
+    try:
+        data = data_from_file(eval_data, flag="--eval-data") if eval_data else None
+    except (ValueError, OSError):
+        data = None
 
     if any(out.resolve() == m.resolve() for m in members):  # build_ensemble's rule, before the lock is taken there
         raise ValueError(
@@ -135,8 +145,8 @@ def _check_out_outside_members(out: Path, members: "list[Path]", name: str) -> N
         out,
         "--out",
         "harness ensemble",
-        inputs={m.resolve(): "the member" for m in members},
-        fix=f"give --out a folder outside every member and run folder, e.g. runs/ensembles/{name}",
+        inputs={**data_folders(members, data), **{m.resolve(): "the member" for m in members}},
+        fix=f"give --out a folder outside every member, run folder and data folder, e.g. runs/ensembles/{name}",
     )
 
 
@@ -261,6 +271,7 @@ def import_cmd(source, weights, random_init, data_file, out, device, overwrite, 
 def report(paths, name, out_root, no_covariance, no_shift, top_pairs, screenshot, overwrite, calibrators) -> None:
     """Markdown, HTML and JSON report of run and ensemble folders (Table 7 layout, calibration,
     reliability diagrams, covariance analysis; distribution shift where harness shift has run)."""
+    from harness.ensemble_folder import data_folders
     from harness.folder_paths import check_outside_outputs
     from harness.io import check_name
     from harness.report.browser import check_browser, png_size
@@ -274,7 +285,7 @@ def report(paths, name, out_root, no_covariance, no_shift, top_pairs, screenshot
             out_root / name,
             "--out-root",
             "harness report",
-            inputs={p.resolve(): "the input folder" for p in paths},
+            inputs={**data_folders(paths), **{p.resolve(): "the input folder" for p in paths}},  # A23-07
             shown=f"--out-root {out_root} (with --name {name}: the report folder {out_root / name})",
             fix="give --out-root a folder outside {folder}, e.g. results (the default)",
         )
