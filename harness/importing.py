@@ -33,7 +33,10 @@ def import_run(
     ``heldout_predictions.npz`` on its held-out split when it has one), ``config.yaml`` (``data``: the evaluation
     data; ``trained_on``: the data the model records it was trained on, a model.pt's or an export's, None when not
     recorded; the model's own head options; the source, under ``imported``, which gives the run a method name of its
-    own: :func:`harness.runs.run_method`), ``run.json`` and ``metrics.json`` (provenance, the --weights file's sha256, and ``weights_sha256``, the digest of the
+    own: :func:`harness.runs.run_method`), ``run.json`` (with ``data_path``: data.path as given and made absolute,
+    :func:`harness.data.splits.absolute_path`, so :func:`harness.runs.data_config` reads a relative one as the import
+    read it from any working folder, as an upstream run's: audit23 A23-17) and ``metrics.json`` (provenance, the
+    --weights file's sha256, and ``weights_sha256``, the digest of the
     model.pt written, :func:`harness.model_identity.weights_digest`, which :func:`harness.checkpoint_files.check_run_model`
     compares, as an upstream run's: audit22 A22-03).
     ``progress`` gets a line per step and, while predicting, the images done and the time left
@@ -57,7 +60,7 @@ def import_run(
     """
     from harness.checkpoint_files import check_weights_file, measured_model
     from harness.data.cache import file_digest
-    from harness.data.splits import read_folders
+    from harness.data.splits import absolute_path, read_folders
     from harness.folder_paths import check_outside_outputs
     from harness.io import RunLock, check_writable
     from harness.model_identity import check_classes_match, check_not_trained_on, model_class_names
@@ -109,6 +112,7 @@ def import_run(
         if held is not None:
             held.save(out / "heldout_predictions.npz")
         meta = {**provenance(), "config": config, "eval_data": base.description, "class_names": base.class_names}
+        meta["data_path"] = {"path": data.path, "absolute": absolute_path(data.source, data.path)}  # audit23 A23-17
         atomic_write_text(out / "run.json", json.dumps(meta, indent=1))
         summary = {**provenance(), "name": out.name, **metrics, "eval_data": base.description, "imported": record}
         atomic_write_text(out / "metrics.json", json.dumps({**summary, **measured}, indent=1))

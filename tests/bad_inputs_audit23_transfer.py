@@ -144,3 +144,35 @@ def _fewshot_of_changed_model(tmp):
     assert json.loads((tmp / "fsf" / "fewshot.json").read_text())["upstream_weights"]
     _other_weights(base / "model.pt", tmp / "f.pt")  # what training another model into the same file gives
     _fewshot(str(tmp / "f.pt"), "demo_digit", str(tmp / "fsf"))
+
+
+# ------------------------------------------------------------------------------ A23-17: an import's relative data.path
+@handled(
+    "import",
+    "harness import --data eimtv.yaml (image folder at the relative path imf), then the import's data read from "
+    "another working folder (audit23 A23-17: run.json recorded no data_path, so report / shift / ensemble read "
+    "another folder's imf there)",
+    r"run\.json data_path imf = .*/imf; read from another folder as .*/imf",
+)
+def _import_relative_data_path(tmp):
+    import json
+
+    from harness.runs import data_config
+
+    run = _image_folder_run(tmp)
+    (tmp / "eimtv.yaml").write_text(
+        "data: {source: image_folder, path: imf, eval_split: test, heldout_split: val, image_size: 16, "
+        "eval_resize: 16}\n"
+    )
+    os.chdir(tmp)
+    _cli("import", "--model", str(run / "model.pt"), "--data", "eimtv.yaml", "--out", "impte")
+    recorded = json.loads((tmp / "impte" / "run.json").read_text())["data_path"]
+    assert recorded == {"path": "imf", "absolute": str(tmp / "imf")}, recorded
+    (tmp / "other" / "imf").mkdir(parents=True)
+    os.chdir(tmp / "other")
+    try:
+        read = data_config(tmp / "impte").path
+    finally:
+        os.chdir(tmp)
+    assert read == str(tmp / "imf"), read
+    return f"run.json data_path imf = {recorded['absolute']}; read from another folder as {read}"
