@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Optional, Sequence
 
 from harness.checkpoint_files import check_run_model
+from harness.data.splits import absolute_path
 from harness.folder_paths import check_not_other_output
 from harness.io import LOCK_FILES, RunLock, atomic_write_text, check_writable, quote
 from harness.model_identity import check_distinct_weights
@@ -168,7 +169,9 @@ def build_ensemble(
         eval_data: other data to re-predict every member on (``harness ensemble --eval-data``; with
             ``from_checkpoints``, without ``repredict``, on ``device``): its evaluation split, and its held-out split
             (where it names one) for the held-out predictions (:func:`eval_predictors`); recorded in ``ensemble.json``
-            (``data``, ``heldout_data``, ``data_config``).
+            (``data``, ``heldout_data``, ``data_config``, its ``path`` made absolute:
+            :func:`harness.data.splits.absolute_path`, so a reader from another working folder reads the same folder,
+            audit23 A23-11).
 
     Raises:
         ValueError: fewer than 2 members; a member given twice, two members with identical predictions or the same
@@ -206,7 +209,8 @@ def build_ensemble(
             raise ValueError("eval_data goes with from_checkpoints=True and without repredict (it makes its own)")
         check_ensemble_out(out, overwrite)  # before the data is read
         repredict, heldout, data, held_data = eval_predictors(members, eval_data, device)
-        extra = {"heldout_data": held_data, "data_config": json.loads(json.dumps(asdict(eval_data), default=str))}
+        recorded = replace(eval_data, path=absolute_path(eval_data.source, eval_data.path))  # any folder (A23-11)
+        extra = {"heldout_data": held_data, "data_config": json.loads(json.dumps(asdict(recorded), default=str))}
     if data is not None:  # other data than the members': their held-out predictions and shift sets are not of it
         left_out["shift"] = (
             "the members' shift sets (harness shift) are of their own data, not of this ensemble's evaluation data: "

@@ -8,7 +8,7 @@ from __future__ import annotations
 from bad_inputs_audit9_config import CLI_ERROR
 from bad_inputs_audit21_data import _IMF, _VIEW, _image_folder, _train
 
-from bad_inputs import bad_input
+from bad_inputs import bad_input, handled
 from bad_inputs_uncertainty import _cli
 
 
@@ -82,3 +82,33 @@ def _ensemble_inside_its_members_data(tmp):
     ):
         _cli("report", "runs/imf", "--no-shift", "--out-root", "imf/val", "--name", "rep")
     _cli("ensemble", "-m", "runs/imf", "-m", "runs/imf1", "--out", "imf/val/ens2")
+
+
+# ------------------------------------------------------------ A23-11: an ensemble's --eval-data path from elsewhere
+@handled(
+    "ensemble",
+    "harness ensemble --from-checkpoints --eval-data (image folder path: imf, relative; test and val) then its data "
+    "read from another working folder holding another imf (audit23 A23-11: ensemble.json recorded 'path': 'imf' as "
+    "typed, so harness report read the other folder's held-out labels as the ensemble's, no word)",
+    r"ensemble\.json records data\.path .*/imf \(absolute\); read from other/: .*/imf",
+)
+def _ensemble_eval_data_path_from_elsewhere(tmp):
+    import json
+    import os
+
+    from harness.runs import data_config
+
+    _two_imf_runs(tmp)
+    (tmp / "eimtv.yaml").write_text(
+        "data:\n  source: image_folder\n  path: imf\n  eval_split: test\n  heldout_split: val\n"
+        "  image_size: 16\n  eval_resize: 16\n"
+    )
+    _cli("ensemble", "-m", "runs/imf", "-m", "runs/imf1", "--from-checkpoints", "--eval-data", "eimtv.yaml",
+         "--out", "ens/eimv")  # fmt: skip
+    recorded = json.loads((tmp / "ens" / "eimv" / "ensemble.json").read_text())["data_config"]["path"]
+    assert recorded == str((tmp / "imf").absolute()), recorded
+    _image_folder(tmp / "other" / "imf")
+    os.chdir(tmp / "other")  # the test's monkeypatch puts the working folder back
+    read = data_config(tmp / "ens" / "eimv").path
+    assert read == recorded, read
+    return f"ensemble.json records data.path {recorded} (absolute); read from other/: {read}"
