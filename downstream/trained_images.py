@@ -1,8 +1,9 @@
 """The three-splits rule in the transfer stages: a transfer task's scored split is not the upstream model's training
 images (audit22 A22-07). A task read from list files (a custom task ``NAME=FOLDER:K``, or a VTAB-1k task in the folder
 format) names its images by path; a harness ``model.pt`` in its run folder was trained on the images of its run's
-``data.train_split`` (:func:`harness.importing.trained_data`, the split's folder: :func:`harness.data.splits.images_of`).
-A scored split listing one of those images would report training accuracy as transfer accuracy, the case the harness
+``data.train_split`` (:func:`harness.importing.trained_data`): an image folder's split folder
+(:func:`harness.data.splits.images_of`), or the images a manifest's split lists (data.source=manifest, or a pack of
+one: audit23 A23-08), by path. A scored split listing one of those images would report training accuracy as transfer accuracy, the case the harness
 refuses for harness import, ensemble ``--eval-data``, shift's OOD sets and ``save_pretrained``; the harness's own CIFAR
 tasks avoid it by drawing their images from the upstream held-out split."""
 
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Mapping, NamedTuple, Optional, Sequence
 
 from harness.tasks.catalogue import Task
 from harness.tasks.taskset import TaskData
@@ -19,14 +20,28 @@ from harness.tasks.taskset import TaskData
 SWEEP_SCORED = ("val200", "test")
 #: the split the few-shot probe scores (its shots and held-out examples are drawn from train800val200)
 FEWSHOT_SCORED = ("test",)
+
+
+class TrainingImages(NamedTuple):
+    """The images a model trained on, known by path: ``where`` the resolved image folder of its training split, or
+    the resolved manifest file whose lines name them (``rows``: the manifest's ``(data.path, split)``,
+    :func:`harness.data.manifest.manifest_rows`; None for an image folder); ``said`` names the split and where it is
+    read (``data.train_split=train of image_folder at /abs/imf/train``), ``whence`` where that is recorded."""
+
+    where: str
+    said: str
+    whence: str
+    rows: "Optional[tuple[str, str]]" = None
+
+
 #: the spellings of model sources other than a harness model.pt (their training images are not known by path)
 _OTHER_SOURCES = ("timm:", "torchvision:", "hf-hub:", "local-dir:")
 
 
-def training_folder(upstream: str) -> "Optional[tuple[str, str]]":
-    """``(folder, what)``: the resolved image folder a harness ``model.pt`` (or its run folder) was trained on, and a
-    phrase naming that split and where it is recorded; None for another source, a model outside its run folder, or
-    data not read from an image folder (a dataset known by name: a task list names files, never those)."""
+def training_folder(upstream: str) -> "Optional[TrainingImages]":
+    """The images a harness ``model.pt`` (or its run folder) was trained on (:func:`data_folder` of its run's data
+    section, :func:`harness.importing.trained_data`); None for another source, a model outside its run folder, or
+    data not read by path (a dataset known by name: a task list names files, never those)."""
     from harness.importing import trained_data
 
     text = str(upstream)
@@ -36,50 +51,83 @@ def training_folder(upstream: str) -> "Optional[tuple[str, str]]":
     return data_folder(data, whence)
 
 
-def data_folder(data: "Optional[Mapping[str, Any]]", whence: str) -> "Optional[tuple[str, str]]":
+def data_folder(data: "Optional[Mapping[str, Any]]", whence: str) -> "Optional[TrainingImages]":
     """:func:`training_folder` of a data section (``source``, ``name``, ``path``, ``train_split``; ``whence``: where
-    it is recorded): the resolved folder of its training split when read from an image folder (or a pack of one),
+    it is recorded): its training split read from an image folder (the resolved folder) or a manifest (the resolved
+    file, and the rows it lists: audit23 A23-08), or from a pack of either (as its index.json records what it packed);
     else None."""
-    from harness.data.splits import images_of
+    from harness.data.splits import images_of, pack_record
 
     if not data:
         return None
-    split = data.get("train_split")
-    where = images_of(data.get("source"), data.get("name"), data.get("path"), split)
-    if where is None or where[0] != "image_folder" or where[2][0] != "at":
+    source, path, split = data.get("source"), data.get("path"), data.get("train_split")
+    packed = pack_record(path, split) if source == "shards" else None
+    if packed and packed[0].get("source") == "manifest":  # a pack of a manifest: the manifest's rows
+        source, path, split = "manifest", packed[0].get("path"), packed[1]
+    where = images_of(source, data.get("name"), path, split)
+    if where is None or where[0] not in ("image_folder", "manifest") or where[2][0] != "at":
         return None
-    return str(where[2][1]), f"data.train_split={split} of image_folder at {where[2][1]} ({whence})"
+    said = f"data.train_split={data.get('train_split')} of {where[0]} at {where[2][1]}"
+    if packed:
+        said = (
+            f"data.train_split={data.get('train_split')} of the pack at {data.get('path')}, packed from {where[0]} "
+            f"at {where[2][1]}"
+        )
+    rows = (str(path), str(split)) if where[0] == "manifest" else None
+    return TrainingImages(str(where[2][1]), said, whence, rows)
 
 
 def check_scored_not_trained(
     upstream: str, tasks: "Sequence[Task]", settings: TaskData, scored: "Sequence[str]", flag: str
 ) -> None:
     """Refuse a task whose scored split (``scored``: :data:`SWEEP_SCORED`, :data:`FEWSHOT_SCORED`) lists an image
-    of the folder the harness ``model.pt`` ``upstream`` was trained on (:func:`training_folder`; paths compared
-    resolved, links followed). Tasks not read from list files (TFDS, demo) and lists that cannot be read (the task
-    check, :func:`harness.tasks.taskset.check_tasks`, names those) pass. Reads the lists only (no image).
+    the harness ``model.pt`` ``upstream`` was trained on (:func:`training_folder`: an image of its image folder, or one
+    its manifest lists; paths compared resolved, links followed). Tasks not read from list files (TFDS, demo) and
+    lists that cannot be read (the task check, :func:`harness.tasks.taskset.check_tasks`, names those) pass. Reads the
+    lists only (no image).
 
     Args:
         flag: how messages name the model (``--upstream``, ``--model``).
 
     Raises:
-        ValueError: naming the list file and line, the image, the model, its run's training split and the fix.
+        ValueError: naming the list file and line, the image, the model, its run's training split (a manifest's line)
+            and the fix.
     """
     check_lists(training_folder(upstream), tasks, settings, scored, f"the model {flag} {upstream} was trained on")
 
 
 def check_lists(
-    trained: "Optional[tuple[str, str]]", tasks: "Sequence[Task]", settings: TaskData, scored: "Sequence[str]", who: str
+    trained: "Optional[TrainingImages]",
+    tasks: "Sequence[Task]",
+    settings: TaskData,
+    scored: "Sequence[str]",
+    who: str,
 ) -> None:
-    """:func:`check_scored_not_trained` for the training folder ``trained`` (:func:`training_folder`,
+    """:func:`check_scored_not_trained` for the training images ``trained`` (:func:`training_folder`,
     :func:`data_folder`; None: nothing to compare); ``who``: the message's words for whose training images those are
-    (``the model --upstream runs/a/model.pt was trained on``)."""
-    from harness.tasks.folder_format import read_list, task_folder
-
+    (``the model --upstream runs/a/model.pt was trained on``). A manifest is read line by line (its image paths
+    resolved, as its reader does; no image opened); one that cannot be read now is not compared."""
     if trained is None:
         return
-    root, what = trained
-    root = root.rstrip(os.sep) + os.sep
+    entries = _scored_entries(tasks, settings, scored)
+    hit = _first_trained(trained, entries)
+    if hit is None:
+        return
+    (real, listing, n, path, task), line = hit
+    raise ValueError(
+        f"{listing} line {n} names {os.path.relpath(path, listing.parent)!r}, an image {who} ({trained.said}"
+        f"{f' line {line}' if line else ''} ({trained.whence})): task {task}'s {listing.stem} split would score the "
+        f"model on its own training images, as transfer accuracy; list images no upstream model trained on in "
+        f"{listing.name} (e.g. from the run's data.heldout_split or a folder of their own), or transfer a model not "
+        "trained on those images"
+    )
+
+
+def _scored_entries(tasks: "Sequence[Task]", settings: TaskData, scored: "Sequence[str]") -> "list[tuple]":
+    """``(resolved path, list file, line, path, task name)`` of every line of the tasks' scored lists, in order."""
+    from harness.tasks.folder_format import read_list, task_folder
+
+    entries = []
     for t in tasks:
         if t.group == "demo" or (t.group != "custom" and settings.data_format != "folder"):
             continue
@@ -90,12 +138,29 @@ def check_lists(
         except (OSError, ValueError):  # the task check names a missing folder or a bad list
             continue
         for listing, (paths, _, lines) in read:
-            for path, n in zip(paths, lines):
-                if os.path.realpath(path).startswith(root):
-                    raise ValueError(
-                        f"{listing} line {n} names {os.path.relpath(path, listing.parent)!r}, an image {who} "
-                        f"({what}): task {t.name}'s {listing.stem} split would score the model on its own "
-                        f"training images, as transfer accuracy; list images no upstream model trained on in "
-                        f"{listing.name} (e.g. from the run's data.heldout_split or a folder of their own), or "
-                        "transfer a model not trained on that folder"
-                    )
+            entries += [(os.path.realpath(p), listing, n, p, t.name) for p, n in zip(paths, lines)]
+    return entries
+
+
+def _first_trained(trained: TrainingImages, entries: "list[tuple]") -> "Optional[tuple[tuple, Optional[int]]]":
+    """The first of ``entries`` (:func:`_scored_entries`) that is a training image, with its manifest line (None for
+    an image folder), or None."""
+    if trained.rows is None:
+        root = trained.where.rstrip(os.sep) + os.sep
+        return next(((e, None) for e in entries if e[0].startswith(root)), None)
+    from harness.data.folders import resolver
+    from harness.data.manifest import manifest_rows
+
+    wanted, found = {e[0] for e in entries}, {}
+    if not wanted:
+        return None
+    root, split = trained.rows
+    resolve = resolver(Path(root).expanduser())
+    try:
+        for m, image, _ in manifest_rows(Path(root).expanduser(), split):
+            real = resolve(image)
+            if real in wanted and real not in found:
+                found[real] = m
+    except (OSError, ValueError):  # not readable now: not known to be those images (its reader names what is wrong)
+        return None
+    return next(((e, found[e[0]]) for e in entries if e[0] in found), None)

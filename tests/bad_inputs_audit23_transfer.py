@@ -176,3 +176,68 @@ def _import_relative_data_path(tmp):
         os.chdir(tmp)
     assert read == str(tmp / "imf"), read
     return f"run.json data_path imf = {recorded['absolute']}; read from another folder as {read}"
+
+
+# ------------------------------------------------------------------------------ A23-08: a manifest-trained model
+def _manifest_run(tmp: Path) -> Path:
+    """``tmp/man/{train,val,test}.jsonl``, one line per image of ``tmp/imf``'s split (absolute paths), and the
+    one-epoch run ``tmp/runs/man`` trained on ``man/train.jsonl`` (imf/train's 12 images); the task lists of A22-07 in
+    ``tmp/imf`` (test = imf/train)."""
+    import json
+
+    run = _image_folder_run(tmp)  # imf and its task lists (the run itself is not used)
+    (tmp / "man").mkdir()
+    for split in ("train", "val", "test"):
+        lines = [
+            json.dumps({"path": str(tmp / "imf" / split / c / f"{i}.png"), "labels": [k]})
+            for k, c in enumerate("ab")
+            for i in range(6)
+        ]
+        (tmp / "man" / f"{split}.jsonl").write_text("\n".join(lines) + "\n")
+    data = [f"data.path={tmp / 'man'}", "data.train_split=train", "data.eval_split=test", "data.heldout_split=val"]
+    _cli(
+        "upstream",
+        "--no-progress",
+        "--config",
+        str(CONFIGS / "digits_hom.yaml"),
+        "data.source=manifest",
+        *data,
+        "data.batch_size=4",
+        "train.epochs=1",
+        "train.log_with=[]",
+        "data.image_size=16",
+        "data.eval_resize=16",
+        "data.label_noise.kind=none",
+        "data.num_classes=2",
+        "data.allow_outside_root=true",
+        f"output_dir={tmp / 'runs' / 'man'}",
+    )
+    return run.parent / "man"
+
+
+@bad_input(
+    "downstream",
+    "harness fewshot --model runs/man/model.pt (trained on data.source=manifest, man/train.jsonl listing imf/train's "
+    "images) with a task whose test.txt lists imf/train; harness downstream --upstream of the same, and a pack of "
+    "that manifest as the training data (audit23 A23-08: rc 0, the model's training images scored as transfer "
+    "accuracy: only an image folder's training images were compared)",
+    click.ClickException,
+    r"^.*imf/test\.txt line 1 names 'train/a/0\.png', an image the model --upstream .*man/model\.pt was trained on "
+    r"\(data\.train_split=train of manifest at .*man/train\.jsonl line 1 \(as its run's .*config\.yaml records\)\): "
+    r"task mytask's test split would score the model on its own training images",
+)
+def _manifest_training_images(tmp):
+    import pytest
+
+    from harness.downstream.trained_images import FEWSHOT_SCORED, check_lists, data_folder
+    from harness.tasks.taskset import TaskData, expand_tasks
+
+    model, task = str(_manifest_run(tmp) / "model.pt"), f"mytask={tmp / 'imf'}:2"
+    with pytest.raises(click.ClickException, match=r"imf/test\.txt line 1 names 'train/a/0\.png'.* --model .*manifest"):
+        _fewshot(model, task, str(tmp / "fs"))
+    pack = ("data", "pack", "manifest", str(tmp / "pk"), "--shard-size", "4", "--split", "train")
+    _cli(*pack, f"path={tmp / 'man'}", "allow_outside_root=true", "num_classes=2")
+    packed = data_folder({"source": "shards", "path": str(tmp / "pk"), "train_split": "train"}, "as given")
+    with pytest.raises(ValueError, match=r"line 1 names 'train/a/0\.png', .*pack at .*pk, packed from manifest at"):
+        check_lists(packed, expand_tasks([task]), TaskData(), FEWSHOT_SCORED, "the pack's model trained on")
+    _cli("downstream", "--upstream", model, "--tasks", task, *_SWEEP, "--out", str(tmp / "sw"))

@@ -45,8 +45,9 @@ def check_downstream(exp: Experiment, presets: dict, main: _Plan) -> None:
 
 def _check_trained_images(exp: Experiment, main: _Plan, settings: Any) -> None:
     """No task's scored list (val200, test) names an image the transferred runs will train on (their data's
-    ``train_split`` folder: :func:`harness.downstream.trained_images.data_folder`), as the sweep refuses once the
-    transfer starts (audit22 A22-07), after the upstream training.
+    ``train_split``: an image folder's folder, or the images a manifest, or a pack of one, lists:
+    :func:`harness.downstream.trained_images.data_folder`, audit23 A23-08), as the sweep refuses once the transfer
+    starts (audit22 A22-07), after the upstream training.
 
     Raises:
         ValueError: ``downstream: `` and the list file and line, the image, the run and the fix.
