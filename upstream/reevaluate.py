@@ -8,7 +8,12 @@ precision and memory format as the run's last step (:func:`harness.upstream.outp
 evaluation both read), then ``predictions.npz``, ``heldout_predictions.npz`` and ``metrics.json`` rewritten
 atomically (``metrics.json`` last). ``model.pt`` (the weights) and the training record (history, best epoch,
 times, provenance) are kept; ``metrics.json`` gains ``reevaluated``: the noise it had before and the provenance of
-the re-evaluation. A run already evaluated with the current noise is left alone (:func:`needs_reevaluation`).
+the re-evaluation, and records the ``model.pt`` it measured (``weights_sha256``, ``eval_options``:
+:func:`harness.checkpoint_files.measured_model`, as training writes them). A run already evaluated with the current
+noise is left alone (:func:`needs_reevaluation`). Only the run's own ``model.pt`` is re-evaluated
+(:func:`harness.checkpoint_files.check_run_model`, audit23 A23-01), on the data the run read: a relative
+``data.path`` as its ``run.json`` records it (:func:`harness.runs.data_config`, from any working folder: audit23
+A23-02).
 
 ``harness run EXPERIMENT --reevaluate`` does this for every finished run of an experiment and records them again.
 """
@@ -59,7 +64,9 @@ def reevaluate(run_dir: "str | Path", force: bool = False) -> Optional[dict]:
 
     Raises:
         FileNotFoundError: not a finished run folder (names the missing file).
-        ValueError: its ``config.yaml`` is no valid upstream config, or another process holds the run's lock.
+        ValueError: its ``config.yaml`` is no valid upstream config, another process holds the run's lock, or its
+            ``model.pt`` is not the model its ``metrics.json`` measured (another file's weights, other evaluation
+            options: :func:`harness.checkpoint_files.check_run_model`, refused before any work, audit23 A23-01).
     """
     from harness.training.loop import held_precision, in_fresh_process
     from harness.training.precision import device_type
@@ -74,6 +81,9 @@ def reevaluate(run_dir: "str | Path", force: bool = False) -> Optional[dict]:
             )
     if not force and not needs_reevaluation(run_dir):
         return None
+    from harness.checkpoint_files import check_run_model
+
+    check_run_model(run_dir)  # its own model.pt: metrics.json would record other weights' numbers (A23-01)
     cfg = _config(run_dir)
     precision = resolve_precision(cfg.train.mixed_precision, device_type(), "train.mixed_precision")
     held = held_precision()
@@ -86,10 +96,14 @@ def reevaluate(run_dir: "str | Path", force: bool = False) -> Optional[dict]:
 
 
 def _config(run_dir: Path):
+    """The run's config, its ``data.path`` the folder the run read (:func:`harness.runs.data_config`: a relative one
+    as its ``run.json`` records it, audit23 A23-02), validated."""
     from harness.config import load_config
+    from harness.runs import data_config
     from harness.upstream.config import UpstreamConfig, validate
 
     cfg = load_config(UpstreamConfig, run_dir / "config.yaml", [f"output_dir={json.dumps(str(run_dir))}"])
+    cfg.data.path = data_config(run_dir).path  # not another working folder's data of the same name
     validate(cfg)
     return cfg
 
@@ -99,6 +113,7 @@ def _reevaluate(run_dir: Path, cfg, precision: str) -> dict:
     import torch
     from accelerate.utils import set_seed
 
+    from harness.checkpoint_files import measured_model
     from harness.heads.noise_record import eval_noise
     from harness.io import atomic_write_text, json_dumps, read_json
     from harness.models import load_model
@@ -128,6 +143,7 @@ def _reevaluate(run_dir: Path, cfg, precision: str) -> dict:
         "metrics": result,
         "heldout_metrics": heldout_result,
         "eval_noise": eval_noise(accelerator.unwrap_model(model)),
+        **measured_model(run_dir / "model.pt"),  # weights_sha256 and eval_options of what it measured (A23-01)
         "reevaluated": {"eval_noise_before": before.get("eval_noise"), **provenance()},
     }
     atomic_write_text(run_dir / "metrics.json", json_dumps(after, indent=1))

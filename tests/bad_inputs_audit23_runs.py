@@ -1,0 +1,111 @@
+"""Bad inputs found by the twenty-third reliability audit in the run stages (``audit23 <case id>``): a finished run
+re-evaluated with another model.pt or from another working folder, a run resumed (or found complete) from another
+working folder or with a replaced model.pt, a run.json whose date does not read under a prospective endpoint, and an
+experiment whose runs_root lies inside the data it reads. Every refusal comes before any work."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from bad_inputs_audit9_config import CONFIGS
+
+from bad_inputs import bad_input, handled
+
+_NOT_ITS_MODEL = (
+    r"model\.pt is not the model the run's metrics\.json and predictions measured \(its weights' digest is "
+    r"\w+\.\.\., metrics\.json records \w+\.\.\.\): put the run's own model\.pt back, or train the run again"
+)
+_IMF = [
+    "data.source=image_folder",
+    "data.path=imf",
+    "data.train_split=train",
+    "data.eval_split=test",
+    "data.heldout_split=val",
+    "data.batch_size=4",
+    "data.image_size=16",
+    "data.eval_resize=16",
+    "data.label_noise.kind=none",
+]
+
+
+def _train(folder: Path, overrides: "list[str]", **run_kw) -> Path:
+    """Train (or resume, or find finished) the small ``digits_hom.yaml`` run ``folder`` (test_resnet, one epoch, 64
+    training images unless ``overrides`` say otherwise); ``run_kw`` go to the upstream's ``run``."""
+    from harness.config import load_config
+    from harness.upstream.config import UpstreamConfig
+    from harness.upstream.train import run
+
+    base = ["train.epochs=1", "data.limit_train=64", "data.limit_eval=32", "train.log_with=[]"]
+    base = [b for b in base if b.split("=")[0] not in {o.split("=")[0] for o in overrides}]
+    base += ["model.backbone=test_resnet", f"output_dir={folder}", *overrides]
+    run(load_config(UpstreamConfig, CONFIGS / "digits_hom.yaml", base), **{"progress": False, **run_kw})
+    return folder
+
+
+def _image_folder(where: Path, seed: int) -> Path:
+    """``where/imf/{train,val,test}/{a,b}/{0..5}.png``: random 16x16 RGB images of ``seed``."""
+    import numpy as np
+    from PIL import Image
+
+    rng = np.random.default_rng(seed)
+    for split in ("train", "val", "test"):
+        for c in "ab":
+            (where / "imf" / split / c).mkdir(parents=True)
+            for i in range(6):
+                image = rng.integers(0, 256, (16, 16, 3), dtype=np.uint8)
+                Image.fromarray(image).save(where / "imf" / split / c / f"{i}.png")
+    return where / "imf"
+
+
+# ------------------------------------------------------------------------------ A23-01: reevaluate of another model
+@bad_input(
+    "upstream",
+    "reevaluate(run, force=True) of a finished run whose model.pt was replaced by another run's (audit23 A23-01: rc 0, "
+    "its metrics.json rewritten with the other model's metrics under the run's old weights_sha256)",
+    ValueError,
+    r"^.*a/" + _NOT_ITS_MODEL,
+)
+def _reevaluate_replaced_model(tmp):
+    from harness.checkpoint_files import measured_model
+    from harness.upstream.reevaluate import reevaluate
+
+    a, b = _train(tmp / "a", []), _train(tmp / "b", ["seed=1"])
+    record = json.loads((a / "metrics.json").read_text())
+    del record["weights_sha256"]  # a run written before the record: re-evaluated, it gains the model it measured
+    (a / "metrics.json").write_text(json.dumps(record))
+    after = reevaluate(a, force=True)
+    assert after["weights_sha256"] == measured_model(a / "model.pt")["weights_sha256"], after.get("weights_sha256")
+    assert json.loads((a / "metrics.json").read_text())["eval_options"] == {}
+    before = (a / "metrics.json").read_text()
+    shutil.copy(b / "model.pt", a / "model.pt")
+    try:
+        reevaluate(a, force=True)
+    finally:
+        assert (a / "metrics.json").read_text() == before, "metrics.json was rewritten"
+
+
+# ------------------------------------------------------------------------------ A23-02: reevaluate from elsewhere
+@handled(
+    "upstream",
+    "reevaluate(run, force=True) of an image-folder run with data.path=imf from another working folder holding "
+    "another imf (audit23 A23-02: the run's metrics and predictions replaced by those of the other folder's images)",
+    r"re-evaluated from other/ on the run's own imf: nll as trained",
+)
+def _reevaluate_from_elsewhere(tmp):
+    from harness.upstream.reevaluate import reevaluate
+
+    _image_folder(tmp, 0)
+    _image_folder(tmp / "other", 1)
+    run = _train(tmp / "runs" / "imf", _IMF)
+    nll = json.loads((run / "metrics.json").read_text())["metrics"]["nll"]
+    os.chdir(tmp / "other")
+    try:
+        after = reevaluate(Path("..") / "runs" / "imf", force=True)
+    finally:
+        os.chdir(tmp)
+    assert after["metrics"]["nll"] == pytest.approx(nll, rel=1e-6), (after["metrics"]["nll"], nll)
+    return "re-evaluated from other/ on the run's own imf: nll as trained"
