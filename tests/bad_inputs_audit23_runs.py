@@ -109,3 +109,47 @@ def _reevaluate_from_elsewhere(tmp):
         os.chdir(tmp)
     assert after["metrics"]["nll"] == pytest.approx(nll, rel=1e-6), (after["metrics"]["nll"], nll)
     return "re-evaluated from other/ on the run's own imf: nll as trained"
+
+
+# ------------------------------------------------------------------------------ A23-03: resumed from elsewhere
+@bad_input(
+    "upstream",
+    "harness upstream resuming a run folder given absolutely, with data.path=imf, from another working folder holding "
+    "another imf; and the finished run's 'already complete' there (audit23 A23-03: rc 0, epochs trained and evaluated "
+    "on the other folder's images, run.json still recording the first)",
+    ValueError,
+    r"^.*runs/res holds a run of data\.path=imf = .*/imf \(its run\.json's data_path\), and from this working folder "
+    r"\(.*other\) data\.path=imf is .*other/imf: the run would go on \(or be taken as finished\) on other data under "
+    r"its record: give data\.path=.*/imf, or run from ",
+)
+def _resume_from_elsewhere(tmp):
+    _image_folder(tmp, 0)
+    _image_folder(tmp / "other", 1)
+    run, settings = tmp / "runs" / "res", [*_IMF, "train.epochs=2", "train.checkpoint_every=1"]
+    _train(run, settings, stop_after_steps=2)
+    assert (run / "checkpoints" / "last.pt").is_file() and not (run / "model.pt").exists()
+    os.chdir(tmp / "other")
+    try:
+        with pytest.raises(ValueError, match=r"holds a run of data\.path=imf"):
+            _train(run, settings)  # resume
+        assert not (run / "model.pt").exists()
+        os.chdir(tmp)
+        _train(run, settings)  # finished from where it started
+        os.chdir(tmp / "other")
+        _train(run, settings)  # "already complete" from elsewhere
+    finally:
+        os.chdir(tmp)
+
+
+# ------------------------------------------------------------------------------ A23-04: complete with another model
+@bad_input(
+    "upstream",
+    "harness upstream of a finished run whose model.pt was replaced by another run's (audit23 A23-04: rc 0, 'already "
+    "complete (metrics.json); nothing to do')",
+    ValueError,
+    r"^.*a/" + _NOT_ITS_MODEL,
+)
+def _complete_with_replaced_model(tmp):
+    a, b = _train(tmp / "a", []), _train(tmp / "b", ["seed=1"])
+    shutil.copy(b / "model.pt", a / "model.pt")
+    _train(a, [])

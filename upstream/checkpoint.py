@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import random
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -184,3 +185,37 @@ def save_state(t: Training) -> None:
             t.ckpt_dir / "last.pt",
         )
     t.accelerator.wait_for_everyone()
+
+
+def check_data_folder(run_dir: "str | Path", source: "str | None", path: "str | None") -> None:
+    """The data a run folder's run would read now is the data it started on: a relative ``data.path``, resolved from
+    the current working folder (:func:`harness.data.splits.absolute_path`), is the folder its ``run.json`` records
+    (``data_path``, written by :func:`write_run_files`); a run resumed, or skipped as complete, from another working
+    folder would otherwise train (or be taken as finished) on another folder's data under the first one's record
+    (audit23 A23-03). An absolute ``data.path``, another source and a run that recorded none pass.
+
+    Raises:
+        ValueError: naming the run folder, ``data.path``, the folder it recorded, the one it names from here and the
+            fixes (the recorded folder as ``data.path``, or the working folder the run started in).
+    """
+    import os
+
+    from harness.data.splits import recorded_path
+
+    meta = read_json(Path(run_dir) / "run.json")
+    recorded = meta.get("data_path") if isinstance(meta, dict) else None
+    if recorded_path(source, path, recorded) == path:  # absolute, not recorded, or recorded for another path
+        return
+    then, here = str(recorded["absolute"]), absolute_path(source, path)
+    if here == then:
+        return
+    start = Path(then)
+    for _ in Path(str(path)).parts:
+        start = start.parent
+    started = os.path.abspath(os.path.join(start, str(path))) == then
+    raise ValueError(
+        f"{run_dir} holds a run of data.path={path} = {then} (its run.json's data_path), and from this working "
+        f"folder ({os.getcwd()}) data.path={path} is {here}: the run would go on (or be taken as finished) on other "
+        f"data under its record: give data.path={then}"
+        + (f", or run from {start}" if started else ", or run from the working folder the run started in")
+    )

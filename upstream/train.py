@@ -41,7 +41,7 @@ from harness.model_identity import MONITORING, NOT_IDENTITY, READING
 from harness.training.loop import held_precision, in_fresh_process, make_accelerator
 from harness.training.trackers import FOLDERS as TRACKER_FOLDERS
 from harness.training.trackers import available, build, flat_params, keep_rng
-from harness.upstream.checkpoint import STATE_FORMAT, record_resumed, resume, write_run_files
+from harness.upstream.checkpoint import STATE_FORMAT, check_data_folder, record_resumed, resume, write_run_files
 from harness.upstream.config import UpstreamConfig, validate
 from harness.upstream.epochs import Preempted, train_epochs
 from harness.upstream.evaluation import LOWER_IS_BETTER, TrainingDiverged, fewshot_tasks, predict_loader
@@ -182,8 +182,10 @@ def check_output(run_dir: Path, overwrite: bool = False) -> None:
 
 
 def _check_existing(run_dir: Path, config_yaml: str) -> str:
-    """``"new"``, ``"resume"`` or ``"done"``; refuses a folder that holds another config's run, and a finished run
-    whose predictions cannot be read (:func:`check_finished_predictions`)."""
+    """``"new"``, ``"resume"`` or ``"done"``; refuses a folder that holds another config's run, a run started on other
+    data than ``data.path`` names from this working folder (:func:`harness.upstream.checkpoint.check_data_folder`,
+    audit23 A23-03), and a finished run whose predictions cannot be read or whose ``model.pt`` is not the model they
+    measured (:func:`check_finished_run`)."""
     saved = run_dir / "config.yaml"
     if not saved.is_file():
         return "new"
@@ -199,10 +201,29 @@ def _check_existing(run_dir: Path, config_yaml: str) -> str:
             f"{run_dir} holds a run with a different config:\n{diff}\nuse another name or "
             "output_dir for the new run, or delete that folder to start it over"
         )
+    import yaml
+
+    data = (yaml.safe_load(config_yaml) or {}).get("data") or {}
+    check_data_folder(run_dir, data.get("source"), data.get("path"))  # resumed or done on the data it started on
     if (run_dir / "metrics.json").is_file() and (run_dir / "model.pt").is_file():
-        check_finished_predictions(run_dir)  # a finished run is skipped: its predictions are read by what follows
+        check_finished_run(run_dir)  # a finished run is skipped: what follows reads its predictions and model.pt
         return "done"
     return "resume" if (run_dir / "checkpoints" / "last.pt").is_file() else "new"
+
+
+def check_finished_run(run_dir: Path) -> None:
+    """What a finished run (``metrics.json``, ``model.pt``) skipped as complete must be for what reads it next: its
+    predictions read (:func:`check_finished_predictions`) and its ``model.pt`` the model they and its metrics
+    measured (:func:`harness.checkpoint_files.check_run_model`; audit23 A23-04: a replaced model.pt was "already
+    complete"). The one check of harness upstream (and ``--executor``) and of harness run's finished runs.
+
+    Raises:
+        ValueError: naming the run folder, the file and the fixes.
+    """
+    from harness.checkpoint_files import check_run_model
+
+    check_finished_predictions(run_dir)
+    check_run_model(run_dir)
 
 
 def check_finished_predictions(run_dir: Path) -> None:

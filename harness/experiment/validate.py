@@ -91,12 +91,12 @@ def validate_experiment(exp: Experiment) -> "dict[str, _Plan]":
     variants = check_variant_configs(exp, plans["main"])  # and a condition that changes nothing
     check_run_folders(exp, plans)
     _check_report_names(plans["main"])
-    _check_finished_runs(plans)
+    configs = planned_configs(plans, variants)
+    _check_finished_runs(configs)
     pairs = {
         "confusable_pairs": exp.confusable_pairs,
         "single_pair.pairs": exp.single_pair.pairs if exp.single_pair else [],
     }
-    configs = planned_configs(plans, variants)
     check_run_inputs(configs, pairs)  # every run's data, backbone and K alike
     check_prospective(exp.primary, plans, variants)  # runs called prospective started after the declaration
     check_downstream(exp, PRESETS, plans["main"])
@@ -404,24 +404,26 @@ def _check_report_names(plan: _Plan) -> None:
         named[name] = m
 
 
-def _check_finished_runs(plans: dict) -> None:
-    """Every planned run folder that holds a finished run (``metrics.json`` and ``model.pt``) has predictions that read
-    (:func:`harness.upstream.train.check_finished_predictions`), and its ``model.pt`` is the model they and its metrics
-    measured (:func:`harness.checkpoint_files.check_run_model`; audit22 A22-10: a replaced model.pt was "already
-    complete", then transferred and re-evaluated as the run's): found here, before any run trains, not when its turn
-    comes or at the report (audit13 A13-13).
+def _check_finished_runs(configs: dict) -> None:
+    """Every planned run folder (``configs``: :func:`~harness.experiment.run_inputs.planned_configs`, the studies' and
+    the conditions', schedules' and budget curves') that holds a run started on the data its ``data.path`` names from
+    this working folder (:func:`harness.upstream.checkpoint.check_data_folder`, audit23 A23-03); one that holds a
+    finished run (``metrics.json`` and ``model.pt``) has predictions that read and a ``model.pt`` that is the model
+    they and its metrics measured (:func:`harness.upstream.train.check_finished_run`; audit22 A22-10: a replaced
+    model.pt was "already complete", then transferred and re-evaluated as the run's): found here, before any run
+    trains, not when its turn comes or at the report (audit13 A13-13).
 
     Raises:
         ValueError: naming the run folder, the file and the fixes.
     """
     from pathlib import Path
 
-    from harness.checkpoint_files import check_run_model
-    from harness.upstream.train import check_finished_predictions
+    from harness.upstream.checkpoint import check_data_folder
+    from harness.upstream.train import check_finished_run
 
-    for plan in plans.values():
-        for cfg in plan.configs.values():
-            run = Path(cfg.output_dir)
-            if (run / "metrics.json").is_file() and (run / "model.pt").is_file():
-                check_finished_predictions(run)
-                check_run_model(run)
+    for cfg in configs.values():
+        run = Path(cfg.output_dir)
+        if (run / "config.yaml").is_file():
+            check_data_folder(run, cfg.data.source, cfg.data.path)
+        if (run / "metrics.json").is_file() and (run / "model.pt").is_file():
+            check_finished_run(run)
