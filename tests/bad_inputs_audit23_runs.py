@@ -153,3 +153,41 @@ def _complete_with_replaced_model(tmp):
     a, b = _train(tmp / "a", []), _train(tmp / "b", ["seed=1"])
     shutil.copy(b / "model.pt", a / "model.pt")
     _train(a, [])
+
+
+# ------------------------------------------------------------------------------ A23-13: a run.json date unread
+_CX = (
+    "name: cx\nupstream_overrides: [train.epochs=1, data.limit_train=64, data.limit_eval=32, model.backbone=test_resnet, "
+    "'train.log_with=[]']\nmethods: {hom: {covariance: none}}\nseeds: [0]\nensemble_sizes: []\nrecords: false\n"
+    "workers: 1\ndownstream: {tasks: []}\n"
+)
+
+
+@bad_input(
+    "experiment",
+    "harness run with primary.prospective_for [main] whose run hom_s0's run.json records date '29/11/2025 10:00', "
+    "none, or '2099-01-01 10:00 UTC' (audit23 A23-13: rc 0, the report saying the endpoint was declared before the "
+    "runs: the date compared as text, a missing one read as today)",
+    ValueError,
+    r"^run hom_s0: .*hom_s0/run\.json records date='29/11/2025 10:00', not a day the run can have started \(the "
+    r"harness writes YYYY-MM-DD HH:MM UTC, from 2020-01-01 to today; .*\): the file is damaged: restore it, or take "
+    r"main out of primary\.prospective_for",
+)
+def _prospective_date_unread(tmp):
+    from harness.experiment import load_experiment
+    from harness.experiment.validate import validate_experiment
+
+    (tmp / "cx.yaml").write_text(_CX)
+    given = (
+        f"runs_root={tmp / 'xr'}",
+        f"results_root={tmp / 'xres'}",
+        "primary={metric: nll, split: heldout, declared: '2026-11-01', prospective_for: [main]}",
+    )
+    meta = tmp / "xr" / "cx" / "upstream" / "hom_s0" / "run.json"
+    meta.parent.mkdir(parents=True)
+    for date, said in ((None, "records date=None"), ("2099-01-01 10:00 UTC", r"date=2099-01-01 is after today")):
+        meta.write_text(json.dumps({} if date is None else {"date": date}))
+        with pytest.raises(ValueError, match=rf"run hom_s0: .*run\.json .*{said}.*the file is damaged"):
+            validate_experiment(load_experiment(str(tmp / "cx.yaml"), given))
+    meta.write_text(json.dumps({"date": "29/11/2025 10:00"}))
+    validate_experiment(load_experiment(str(tmp / "cx.yaml"), given))

@@ -15,6 +15,7 @@ from typing import Any
 from harness.data.eval_keys import EVAL_KEYS
 from harness.experiment.plan import _Plan
 from harness.heads.variants import has_factors
+from harness.rules import EARLIEST_DAY
 
 
 def planned_configs(plans: "dict[str, _Plan]", variants: "dict[str, Any]") -> "dict[str, Any]":
@@ -108,14 +109,15 @@ def _check_k(where: str, cfg: Any, k: int) -> None:
 def check_prospective(primary: Any, plans: "dict[str, _Plan]", variants: "dict[str, Any]") -> None:
     """The studies ``primary.prospective_for`` names started after ``primary.declared``: each of their planned runs
     (the main study's plan's configs; a condition's, from ``variants`` by their ``conditions.<name>, ...`` labels)
-    that has run started on or after the declared day (its ``run.json`` date, UTC), and one yet to run starts today
-    (audit17 A17-04: a day after the runs' own made the report say "before the runs").
+    that has run started on or after the declared day (its ``run.json`` date, UTC: :func:`run_day`), and one yet to
+    run (no ``run.json``) starts today (audit17 A17-04: a day after the runs' own made the report say "before the
+    runs").
 
     Raises:
-        ValueError: naming the run, the day it started (or starts), the declared day and the two fixes.
+        ValueError: naming the run, the day it started (or starts), the declared day and the two fixes; a run.json
+            whose date does not read (:func:`run_day`).
     """
     import datetime
-    import json
 
     if not primary.declared or not primary.prospective_for:
         return
@@ -131,10 +133,10 @@ def check_prospective(primary: Any, plans: "dict[str, _Plan]", variants: "dict[s
         if study not in primary.prospective_for:
             continue
         meta = Path(cfg.output_dir) / "run.json"
-        try:
-            day, started = str(json.loads(meta.read_text())["date"])[:10], "started on"
-        except (OSError, ValueError, KeyError, TypeError):  # not run yet (or no date): it starts today
-            day, started = today, "would start today,"
+        fix = f"restore it, or take {study} out of primary.prospective_for (its rows then read as retrospective)"
+        day = run_day(meta, f"{where}: ", fix) if meta.exists() else None
+        started = "started on" if day else "would start today,"
+        day = day or today
         if day < primary.declared:
             raise ValueError(
                 f"primary.declared={primary.declared} with primary.prospective_for naming {study}, but {where} "
@@ -142,3 +144,39 @@ def check_prospective(primary: Any, plans: "dict[str, _Plan]", variants: "dict[s
                 f"day the endpoint was declared, or take {study} out of primary.prospective_for (its rows then read "
                 "as retrospective)"
             )
+
+
+def run_day(meta: Path, where: str = "", fix: str = "restore it") -> str:
+    """The day (``YYYY-MM-DD``, UTC) a run started, from its ``run.json``'s ``date`` as the harness writes it
+    (``YYYY-MM-DD HH:MM UTC``, :func:`harness.provenance.provenance`), checked as every recorded day is
+    (:func:`harness.rules.check_day`: from :data:`harness.rules.EARLIEST_DAY` to tomorrow, UTC).
+
+    Raises:
+        ValueError: ``where`` then the file, what is wrong (no file that reads, no ``date``, another spelling, a day
+            before 2020 or to come: audit23 A23-13, a date the report could not read certified runs as prospective),
+            and ``fix``.
+    """
+    import json
+    import re
+
+    from harness.io import quote
+    from harness.rules import check_day
+
+    try:
+        date = json.loads(meta.read_text(encoding="utf-8")).get("date")
+    except (OSError, ValueError, AttributeError) as e:
+        raise ValueError(
+            f"{where}{meta} does not read as a run's record ({type(e).__name__}) and the day the run started is read "
+            f"from its date: the file is damaged: {fix}"
+        ) from None
+    found = re.fullmatch(r"(\d{4}-\d{2}-\d{2}) \d{2}:\d{2} UTC", str(date)) if isinstance(date, str) else None
+    try:
+        if found is None:
+            raise ValueError("not the harness's spelling")
+        return check_day(found.group(1), "date", "the run started")
+    except ValueError as e:
+        raise ValueError(
+            f"{where}{meta} records date={quote(repr(date), 60)}, not a day the run can have started (the harness "
+            f"writes YYYY-MM-DD HH:MM UTC, from {EARLIEST_DAY} to today; {str(e).split(':')[0]}): the file is "
+            f"damaged: {fix}"
+        ) from None
