@@ -191,3 +191,32 @@ def _prospective_date_unread(tmp):
             validate_experiment(load_experiment(str(tmp / "cx.yaml"), given))
     meta.write_text(json.dumps({"date": "29/11/2025 10:00"}))
     validate_experiment(load_experiment(str(tmp / "cx.yaml"), given))
+
+
+# ------------------------------------------------------------------------------ A23-15: runs_root inside the data
+@bad_input(
+    "experiment",
+    "harness run with runs_root=imf/val/xr, inside the val split of the image folder its runs read; and results_root "
+    "inside its test split (audit23 A23-15: refused, but the fix named output_dir, which harness run does not take, "
+    "with an example inside the data folder)",
+    ValueError,
+    r"^runs_root=imf/val/xr \(experiment ci's folder imf/val/xr/ci\) is inside the data's val split \(data\.path=imf\) "
+    r"imf/val, which would then hold harness run's files beside its own .*: give runs_root a folder outside the data "
+    r"\(data\.path=imf\) in ci\.yaml, or as runs_root=PATH on the command line, e\.g\. runs_root=runs$",
+)
+def _runs_root_inside_data(tmp):
+    from harness.experiment import load_experiment
+    from harness.experiment.validate import validate_experiment
+
+    _image_folder(tmp, 0)
+    (tmp / "ci.yaml").write_text(
+        f"name: ci\nupstream_overrides: [train.epochs=1, 'train.log_with=[]', model.backbone=test_resnet, "
+        f"{', '.join(_IMF)}]\nmethods: {{hom: {{covariance: none}}}}\nseeds: [0]\nensemble_sizes: []\n"
+        "records: false\nworkers: 1\ndownstream: {tasks: []}\n"
+    )
+    with pytest.raises(ValueError, match=r"^results_root=imf/test/res .*give results_root a folder outside the data"):
+        validate_experiment(load_experiment("ci.yaml", ("runs_root=xr", "results_root=imf/test/res")))
+    try:
+        validate_experiment(load_experiment("ci.yaml", ("runs_root=imf/val/xr", "results_root=xres")))
+    finally:
+        assert sorted(p.name for p in (tmp / "imf" / "val").iterdir()) == ["a", "b"]

@@ -416,6 +416,7 @@ def load_experiment(name_or_path: Optional[str] = None, overrides: "tuple[str, .
             check_root(key.strip(), None)  # refused here: OmegaConf reads the empty value as None
     path = find_experiment(name_or_path or "digits")
     exp = load_config(Experiment, path, overrides)
+    exp.source_file = str(path)  # not a setting: where the messages say a key is set (audit23 A23-15)
     exp.upstream_config = str(_upstream_config_of(exp.upstream_config, path, "upstream_config" in given))
     for section, switch in SECTION_SWITCHES.items():  # frontier.schedules={} switches the frontier off, whole
         if given.get(f"{section}.{switch}") in ("{}", "[]"):

@@ -100,6 +100,7 @@ def _plan(
 ) -> _Plan:
     """Every config of a study, validated (nothing is run or written)."""
     from harness.config import load_config
+    from harness.experiment.roots import check_roots_outside_data
     from harness.io import path_under
     from harness.upstream.config import UpstreamConfig, validate
 
@@ -149,6 +150,7 @@ def _plan(
                 "replace the τ the temperature_grid chooses: drop one of them"
             )
         cfg.model.head = {**head, **given}  # the method's head, with the head keys of the overrides over it
+        check_roots_outside_data(exp, cfg)  # named as runs_root / results_root, not output_dir (audit23 A23-15)
         try:
             validate(cfg)
         except ValueError as e:

@@ -106,3 +106,38 @@ def _check_not_holding_roots(exp: Any) -> None:
                 f"study and reports of another (removing either tree to rerun its study would meet the other's): "
                 f"give {key} a folder of its own, e.g. {key}={value / 'results' if key == 'results_root' else apart}"
             )
+
+
+def check_roots_outside_data(exp: Any, cfg: Any) -> None:
+    """The experiment's folders (``<runs_root>/<name>``: its runs and sweeps; ``<results_root>/<name>``: its report)
+    lie outside every split folder the planned run ``cfg`` reads (:func:`harness.data.splits.read_folders`: an image
+    folder's or pack's train, eval and held-out splits), where they would become a class of it, or files of the pack
+    (audit22 A22-11 for harness upstream's ``output_dir``). Checked for each planned run before its own config's
+    check, so the message names the key harness run takes (audit23 A23-15: the advice was an ``output_dir``, which
+    an experiment does not set) and the experiment file (where :func:`harness.experiment.config.load_experiment`
+    read it).
+
+    Raises:
+        ValueError: naming the key, its value, the experiment (and its file), the split folder and the fix.
+    """
+    from harness.data.splits import read_folders
+    from harness.folder_paths import check_outside_outputs
+    from harness.io import path_under
+
+    d = cfg.data
+    inputs = read_folders(d.source, d.path, (d.train_split, d.eval_split, d.heldout_split))
+    if not inputs:
+        return
+    file = getattr(exp, "source_file", None)
+    where = f" in {file}" if file else " in the experiment file"
+    for key in ("runs_root", "results_root"):
+        value = getattr(exp, key)
+        check_outside_outputs(
+            path_under(value, exp.name),
+            key,
+            "harness run",
+            inputs,
+            shown=f"{key}={value} (experiment {exp.name}'s folder {path_under(value, exp.name)})",
+            fix=f"give {key} a folder outside the data (data.path={d.path}){where}, or as {key}=PATH on the command "
+            f"line, e.g. {key}={getattr(type(exp), key, key)}",
+        )
