@@ -127,12 +127,10 @@ def model_class_names(source: str, model: "torch.nn.Module") -> "Optional[list[s
     """The class names a model (a :class:`harness.models.Classifier`) was trained on, where recorded: an export's ``label_names`` (``model.card_info``), or
     the ``class_names`` of the ``run.json`` beside a run's ``model.pt`` (``source`` the file or the run folder);
     None when neither records them (a timm / torchvision model)."""
-    from harness.checkpoint_files import run_folder
-
     names = (getattr(model, "card_info", None) or {}).get("label_names")
     if not names:
-        path = Path(str(source))
-        folder = run_folder(path) if path.suffix == ".pt" else path  # links followed (audit23 A23-10)
+        path = Path(str(source)).expanduser()
+        folder = Path(os.path.realpath(path)).parent if path.suffix == ".pt" else path  # links followed (A23-10)
         names = (read_json_object(folder / "run.json") or {}).get("class_names") if folder.is_dir() else None
     return [str(n) for n in names] if names else None
 
