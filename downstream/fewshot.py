@@ -18,13 +18,13 @@ import numpy as np
 from harness.downstream.config import MAX_RESOLUTION, SweepSettings
 from harness.downstream.sweep import upstream_record
 from harness.downstream.table import _data_text, _model_text
-from harness.downstream.trained_images import FEWSHOT_SCORED, check_scored_not_trained
 from harness.folder_paths import check_outside_outputs
 from harness.io import RunLock, atomic_write_text, check_output_folder, check_writable, json_dumps, read_json
 from harness.rules import SEED, Rule
 from harness.tasks.fewshot import HELDOUT_PER_CLASS, L2_GRID, check_shots
 from harness.tasks.probe import POOL_SPLIT, TEST_SPLIT, evaluate_tasks, prepare_tasks
 from harness.tasks.taskset import expand_tasks
+from harness.tasks.trained_images import FEWSHOT_SCORED, check_scored_not_trained
 from harness.training.precision import check_device
 from harness.training.trackers import available
 
@@ -134,7 +134,7 @@ def fewshot(
             another harness output folder (:func:`harness.folder_paths.check_outside_outputs`); another harness
             fewshot writing ``out`` (its lock, :class:`harness.io.RunLock`, is held from the first feature to the
             last file; the message names the holder and :data:`BUSY`); a task's test list naming an image the
-            harness model.pt was trained on (:func:`harness.downstream.trained_images.check_scored_not_trained`).
+            harness model.pt was trained on (:func:`harness.tasks.trained_images.check_scored_not_trained`).
         FileNotFoundError: no such model, weights file or data.
     """
     from harness.sources import load_source

@@ -44,11 +44,11 @@ from harness.downstream.records import (  # noqa: F401
     run_one,
 )
 from harness.downstream.table import table, uncertainty_table, write_table
-from harness.downstream.trained_images import SWEEP_SCORED, check_scored_not_trained
 from harness.io import RunLock, atomic_write_text, path_under
 from harness.progress import duration
 from harness.tasks.catalogue import Task
 from harness.tasks.taskset import check_tasks, custom_spec, expand_tasks
+from harness.tasks.trained_images import SWEEP_SCORED, check_scored_not_trained
 from harness.training.loop import batch_norm_layers
 from harness.training.precision import check_device
 from harness.training.slurm import check_slurm_available, check_slurm_keys
@@ -156,7 +156,7 @@ def sweep(
             ``srun`` (:func:`harness.training.slurm.check_slurm_available`); fine-tuning passes of one image
             (micro_batch 1, or a training split of one example) for a model with BatchNorm (:func:`_check_batch_norm`);
             a task's val200 or test list naming an image the harness model.pt was trained on
-            (:func:`harness.downstream.trained_images.check_scored_not_trained`).
+            (:func:`harness.tasks.trained_images.check_scored_not_trained`).
         FileNotFoundError: no upstream checkpoint or weights file; missing data.
     """
     from harness.downstream.processes import Processes, SweepLog, processes

@@ -229,8 +229,8 @@ def _manifest_run(tmp: Path) -> Path:
 def _manifest_training_images(tmp):
     import pytest
 
-    from harness.downstream.trained_images import FEWSHOT_SCORED, check_lists, data_folder
     from harness.tasks.taskset import TaskData, expand_tasks
+    from harness.tasks.trained_images import FEWSHOT_SCORED, check_lists, data_folder
 
     model, task = str(_manifest_run(tmp) / "model.pt"), f"mytask={tmp / 'imf'}:2"
     with pytest.raises(click.ClickException, match=r"imf/test\.txt line 1 names 'train/a/0\.png'.* --model .*manifest"):
@@ -241,3 +241,43 @@ def _manifest_training_images(tmp):
     with pytest.raises(ValueError, match=r"line 1 names 'train/a/0\.png', .*pack at .*pk, packed from manifest at"):
         check_lists(packed, expand_tasks([task]), TaskData(), FEWSHOT_SCORED, "the pack's model trained on")
     _cli("downstream", "--upstream", model, "--tasks", task, *_SWEEP, "--out", str(tmp / "sw"))
+
+
+# ------------------------------------------------------------------------------ A23-18: the upstream few-shot monitor
+@bad_input(
+    "upstream",
+    "harness upstream on the image folder imf (train_split=train) with train.fewshot_every=1 and "
+    "train.fewshot_tasks=[mytask=imf:2], whose test.txt lists imf/train (audit23 A23-18: rc 0, 'epoch 1 few-shot: "
+    "mytask 1-shot 0.5833', the run's own training images scored by the monitor)",
+    click.ClickException,
+    r"^.*train\.fewshot_tasks: .*imf/test\.txt line 1 names 'train/a/0\.png', an image this run trains on "
+    r"\(data\.train_split=train of image_folder at .*imf/train \(this run's data section\)\): task mytask's test "
+    r"split would score the model on its own training images.*or remove the task from train\.fewshot_tasks",
+)
+def _monitor_scoring_training_images(tmp):
+    imf = tmp / "imf"
+    _image_folder_run(tmp)  # imf and its task lists
+    data = [f"data.path={imf}", "data.train_split=train", "data.eval_split=test", "data.heldout_split=val"]
+    try:
+        _cli(
+            "upstream",
+            "--no-progress",
+            "--config",
+            str(CONFIGS / "digits_hom.yaml"),
+            "data.source=image_folder",
+            *data,
+            "data.batch_size=4",
+            "train.epochs=1",
+            "train.log_with=[]",
+            "data.image_size=16",
+            "data.eval_resize=16",
+            "data.label_noise.kind=none",
+            "train.fewshot_every=1",
+            f"train.fewshot_tasks=[mytask={imf}:2]",
+            "train.fewshot_shots=[1]",
+            f"output_dir={tmp / 'runs' / 'imfm'}",
+        )
+    finally:
+        assert (
+            not (tmp / "runs" / "imfm" / "fewshot.jsonl").exists() and not (tmp / "runs" / "imfm" / "model.pt").exists()
+        )

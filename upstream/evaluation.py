@@ -119,16 +119,32 @@ def monitor(t: Training, at: "int | float") -> None:
 def fewshot_tasks(cfg: UpstreamConfig) -> "Optional[list]":
     """The few-shot monitor's tasks, read and drawn (:func:`harness.tasks.probe.prepare_tasks`), or None when
     the monitor is off (``train.fewshot_every`` and ``train.fewshot_every_steps`` both 0: either alone turns it on,
-    audit20 A20-11).
+    audit20 A20-11). Before they are read: no task's test list names an image of the run's own training split
+    (:func:`harness.tasks.trained_images.check_lists` with the run's data section, as harness fewshot refuses such a
+    task for the finished model: audit23 A23-18).
 
     Raises:
-        ValueError / FileNotFoundError: an unknown task, missing data, more shots than a class has examples.
+        ValueError / FileNotFoundError: an unknown task, missing data, more shots than a class has examples; a task's
+            test list naming an image the run trains on (the list file and line, the image, data.train_split and the
+            fix); each message starts ``train.fewshot_tasks: ``.
     """
     if not (cfg.train.fewshot_every or cfg.train.fewshot_every_steps):
         return None
+    from dataclasses import asdict
+
     from harness.tasks.probe import prepare_tasks
+    from harness.tasks.taskset import TaskData, expand_tasks
+    from harness.tasks.trained_images import FEWSHOT_SCORED, check_lists, data_folder
 
     try:
+        check_lists(
+            data_folder(asdict(cfg.data), "this run's data section"),
+            expand_tasks(list(cfg.train.fewshot_tasks)),
+            TaskData(),  # the monitor's own (prepare_tasks' default)
+            FEWSHOT_SCORED,
+            "this run trains on",
+            "remove the task from train.fewshot_tasks",
+        )
         return prepare_tasks(
             list(cfg.train.fewshot_tasks), list(cfg.train.fewshot_shots), seed=cfg.seed, what="train.fewshot_shots"
         )

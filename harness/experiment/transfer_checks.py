@@ -46,7 +46,7 @@ def check_downstream(exp: Experiment, presets: dict, main: _Plan) -> None:
 def _check_trained_images(exp: Experiment, main: _Plan, settings: Any) -> None:
     """No task's scored list (val200, test) names an image the transferred runs will train on (their data's
     ``train_split``: an image folder's folder, or the images a manifest, or a pack of one, lists:
-    :func:`harness.downstream.trained_images.data_folder`, audit23 A23-08), as the sweep refuses once the transfer
+    :func:`harness.tasks.trained_images.data_folder`, audit23 A23-08), as the sweep refuses once the transfer
     starts (audit22 A22-07), after the upstream training.
 
     Raises:
@@ -54,8 +54,8 @@ def _check_trained_images(exp: Experiment, main: _Plan, settings: Any) -> None:
     """
     from dataclasses import asdict
 
-    from harness.downstream.trained_images import SWEEP_SCORED, check_lists, data_folder
     from harness.tasks.taskset import expand_tasks
+    from harness.tasks.trained_images import SWEEP_SCORED, check_lists, data_folder
 
     evaluated = [m for m in exp.methods if m in exp.evaluated()]
     folders = [f for m in evaluated for f in (main.grid[m].values() if m in main.grid else [f"{m}_s{exp.seeds[0]}"])]

@@ -1,11 +1,14 @@
-"""The three-splits rule in the transfer stages: a transfer task's scored split is not the upstream model's training
-images (audit22 A22-07). A task read from list files (a custom task ``NAME=FOLDER:K``, or a VTAB-1k task in the folder
+"""The three-splits rule for transfer and few-shot tasks: a task's scored split is not the model's training images
+(audit22 A22-07). A task read from list files (a custom task ``NAME=FOLDER:K``, or a VTAB-1k task in the folder
 format) names its images by path; a harness ``model.pt`` in its run folder was trained on the images of its run's
 ``data.train_split`` (:func:`harness.importing.trained_data`): an image folder's split folder
 (:func:`harness.data.splits.images_of`), or the images a manifest's split lists (data.source=manifest, or a pack of
-one: audit23 A23-08), by path. A scored split listing one of those images would report training accuracy as transfer accuracy, the case the harness
-refuses for harness import, ensemble ``--eval-data``, shift's OOD sets and ``save_pretrained``; the harness's own CIFAR
-tasks avoid it by drawing their images from the upstream held-out split."""
+one: audit23 A23-08), by path. A scored split listing one of those images would report training accuracy as transfer
+accuracy, the case the harness refuses for harness import, ensemble ``--eval-data``, shift's OOD sets and
+``save_pretrained``; the harness's own CIFAR tasks avoid it by drawing their images from the upstream held-out split.
+A library module (audit23 A23-18): harness fewshot and downstream check the model they transfer, harness run's
+transfer check the runs it will train, and harness upstream's few-shot monitor (``train.fewshot_tasks``) the run's
+own training split."""
 
 from __future__ import annotations
 
@@ -102,10 +105,11 @@ def check_lists(
     settings: TaskData,
     scored: "Sequence[str]",
     who: str,
+    other: str = "transfer a model not trained on those images",
 ) -> None:
     """:func:`check_scored_not_trained` for the training images ``trained`` (:func:`training_folder`,
     :func:`data_folder`; None: nothing to compare); ``who``: the message's words for whose training images those are
-    (``the model --upstream runs/a/model.pt was trained on``). A manifest is read line by line (its image paths
+    (``the model --upstream runs/a/model.pt was trained on``); ``other``: the message's second fix. A manifest is read line by line (its image paths
     resolved, as its reader does; no image opened); one that cannot be read now is not compared."""
     if trained is None:
         return
@@ -118,8 +122,7 @@ def check_lists(
         f"{listing} line {n} names {os.path.relpath(path, listing.parent)!r}, an image {who} ({trained.said}"
         f"{f' line {line}' if line else ''} ({trained.whence})): task {task}'s {listing.stem} split would score the "
         f"model on its own training images, as transfer accuracy; list images no upstream model trained on in "
-        f"{listing.name} (e.g. from the run's data.heldout_split or a folder of their own), or transfer a model not "
-        "trained on those images"
+        f"{listing.name} (e.g. from the run's data.heldout_split or a folder of their own), or {other}"
     )
 
 
