@@ -7,7 +7,7 @@ no longer holds (audit19 A19-03: other weights; audit21 A21-11: other evaluation
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Mapping, Optional
 
 #: what ``card_info`` says of the head (its measured metrics, class names, the τ folded into its classifier, the
 #: layout it was last written in): dropped when the head is replaced (:func:`backbone_card`); ``trained_on`` stays
@@ -22,14 +22,20 @@ def backbone_card(card_info: dict) -> dict:
 
 
 def module_digest(module: Any) -> str:
-    """The SHA-256 of a module's weights: each ``state_dict`` entry's name, dtype, shape and bytes (read in place for
-    a contiguous CPU tensor; others copied one at a time to the CPU)."""
+    """The SHA-256 of a module's weights (:func:`tensors_digest` of its ``state_dict``)."""
+    return tensors_digest(module.state_dict())
+
+
+def tensors_digest(tensors: "Mapping[str, Any]") -> str:
+    """The SHA-256 of named tensors, by name (the order of a ``state_dict`` or a safetensors file does not count):
+    each entry's name, dtype, shape and bytes (read in place for a contiguous CPU tensor; others copied one at a time
+    to the CPU)."""
     import hashlib
 
     import torch
 
     digest = hashlib.sha256()
-    for name, tensor in module.state_dict().items():
+    for name, tensor in sorted(tensors.items(), key=lambda item: item[0]):
         tensor = tensor.detach()
         digest.update(f"{name}:{tensor.dtype}:{tuple(tensor.shape)};".encode())
         if tensor.numel():
@@ -73,43 +79,78 @@ def _option_changes(recorded: Optional[dict], now: dict) -> "list[str]":
     return [f"{k} {recorded.get(k)!r} -> {now.get(k)!r}" for k in {**recorded, **now} if recorded.get(k) != now.get(k)]
 
 
-def card_for_weights(model: Any, given: "tuple[str, ...]" = ()) -> "tuple[dict, dict, Optional[str]]":
-    """``(card_info, card_state now, warning or None)``: ``model.card_info`` without what no longer describes the
-    model (audit19 A19-03): where the backbone's or the head's weights differ from those ``model.card_weights``
-    recorded (``load_state_dict``, ``model.head.loc = ...``, ``model.backbone = ...``, further training), the metrics
-    (of the whole model) go, with :data:`HEAD_FACTS` (class names, folded τ) where the head changed and ``trained_on``
-    (the backbone's data) where the backbone did; where the head's evaluation options differ from those recorded
-    (``model.head.eval_mc_samples = 1``, ``clip_eps``, ``eval_seed``: :func:`evaluation_options`), the metrics go
-    (audit21 A21-11: the card stated metrics of another prediction rule). ``given``: the facts the caller states anew
-    (kept, not named as dropped). Without recorded digests (a model built here, its ``card_info`` set by hand)
-    everything is kept."""
-    now, recorded = card_state(model), getattr(model, "card_weights", None) or {}
+def stale_facts(info: dict, recorded: Optional[dict], now: dict, given: "tuple[str, ...]" = ()) -> "tuple[dict, str]":
+    """``(info kept, why or "")``: of card facts ``info`` recorded for the weights and evaluation options ``recorded``
+    (:func:`card_state`'s form: ``backbone`` / ``head`` digests, ``evaluation``; None or missing parts: not recorded,
+    kept), what still describes a model whose state is ``now``: where the backbone's or the head's weights differ,
+    the metrics (of the whole model) go, with :data:`HEAD_FACTS` (class names, folded τ) where the head changed and
+    ``trained_on`` (the backbone's data) where the backbone did; where the head's evaluation options differ
+    (``eval_mc_samples``, ``clip_eps``, ``eval_seed``: :func:`evaluation_options`), the metrics go (audit21 A21-11).
+    ``given``: facts the caller states anew (kept, not named). ``why`` names what was dropped and why."""
+    recorded = recorded or {}
     changed = [part for part in ("backbone", "head") if recorded.get(part) not in (None, now[part])]
     options = _option_changes(recorded.get("evaluation"), now["evaluation"])
     drop = {"metrics"} if changed or options else set()
     drop |= set(HEAD_FACTS) if "head" in changed else set()
     drop |= {"trained_on"} if "backbone" in changed else set()
-    info = model.card_info
     dropped = sorted(k for k in drop - set(given) if info.get(k) not in (None, {}, []) and k != "layout")
-    note = None
-    if dropped:
-        why = []
-        if changed:
-            why.append(
-                f"the {' and '.join(changed)} weights differ from those card_info describes (since from_pretrained / "
-                "load_model or the last save: load_state_dict, a new layer, further training)"
-            )
-        if options:
-            why.append(
-                f"the head's evaluation options differ from those its metrics were measured with ({', '.join(options)}:"
-                " set on the head since from_pretrained / load_model or the last save)"
-            )
-        note = (
-            f"save_pretrained: {'; and '.join(why)}; so its {', '.join(dropped)} are left out of the export; pass "
-            "trained_on= / metrics= measured for this model to state them"
-            + (", or set the head's options back before saving" if options else "")
+    why = []
+    if dropped and changed:
+        why.append(f"the {' and '.join(changed)} weights differ from those they were measured with")
+    if dropped and options:
+        why.append(
+            f"the head's evaluation options differ from those its metrics were measured with ({', '.join(options)})"
         )
-    return {k: v for k, v in info.items() if k not in drop}, now, note
+    said = f"{'; and '.join(why)}: its {', '.join(dropped)} are left out" if dropped else ""
+    return {k: v for k, v in info.items() if k not in drop}, said
+
+
+def card_for_weights(model: Any, given: "tuple[str, ...]" = ()) -> "tuple[dict, dict, Optional[str]]":
+    """``(card_info, card_state now, warning or None)``: ``model.card_info`` without what no longer describes the
+    model (audit19 A19-03, :func:`stale_facts`): the weights and evaluation options ``model.card_weights`` recorded
+    against those now (``load_state_dict``, ``model.head.loc = ...``, further training,
+    ``model.head.eval_mc_samples = 1`` since from_pretrained / load_model or the last save). ``given``: the facts the
+    caller states anew. Without recorded digests (a model built here, its ``card_info`` set by hand) everything is
+    kept."""
+    now = card_state(model)
+    info, said = stale_facts(model.card_info, getattr(model, "card_weights", None), now, given)
+    note = None
+    if said:
+        note = (
+            f"save_pretrained: since from_pretrained / load_model or the last save (load_state_dict, a new layer, "
+            f"further training, an option set on the head), {said} of the export; pass trained_on= / metrics= "
+            "measured for this model to state them, or set the head's options back before saving"
+        )
+    return info, now, note
+
+
+def export_state_facts(body: "Mapping[str, Any]", head_tensors: "Mapping[str, Any]", head: Any) -> dict:
+    """What an export's ``config.json`` records as ``harness.measured`` (its card facts' weights and evaluation
+    options; audit23 A23-05/16): :func:`tensors_digest` of the backbone's and the head's tensors as the file holds them
+    (:func:`harness.hub.split_tensors`), and the head's :func:`evaluation_options`."""
+    return {
+        "backbone": tensors_digest(body),
+        "head": tensors_digest(head_tensors),
+        "evaluation": evaluation_options(head),
+    }
+
+
+def loaded_card(info: dict, recorded: Optional[dict], now: dict, model_id: str) -> dict:
+    """The ``card_info`` of an export read back: its ``config.json`` facts ``info`` without those whose weights or
+    evaluation options (``harness.measured``, ``recorded``) differ from the file's now (:func:`export_state_facts`;
+    a ``model.safetensors`` replaced, the head's ``eval_mc_samples`` edited in ``config.json``: audit23 A23-05/16),
+    with a warning (:func:`stale_facts`). An export without ``harness.measured`` (an older harness) keeps them."""
+    import warnings
+
+    kept, said = stale_facts(info, recorded, now)
+    if said:
+        warnings.warn(
+            f"Classifier.from_pretrained({model_id!r}): config.json's card facts no longer describe the model read "
+            f"({said} of its card_info): give the folder save_pretrained wrote, unchanged, or pass metrics= / "
+            "trained_on= measured for this model when saving it",
+            stacklevel=4,
+        )
+    return kept
 
 
 def keep_backbone_facts(old: Any, new: Any) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import difflib
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, List, Optional
@@ -60,7 +61,7 @@ LIMITS = ("limit_train", "limit_eval")
 _TRAINED_ON_KINDS = {"multilabel": bool, "label_noise": dict}
 _SHARE, _NUMBER = Rule(low=0, high=1, note="a share of examples"), Rule(text="a finite number")
 #: the keys of an export's ``harness`` section (:func:`harness.hub.export_config` writes them all)
-HARNESS_KEYS = ("format", "layout", "folded_temperature", "model", "trained_on", "metrics")
+HARNESS_KEYS = ("format", "layout", "folded_temperature", "model", "trained_on", "metrics", "measured")
 #: the interpolations timm's transforms take (the names of ``timm.data.transforms.str_to_interp_mode``; torchvision's
 #: ``nearest-exact`` is not among them)
 TIMM_INTERPOLATIONS = ("nearest", "bilinear", "bicubic", "box", "hamming", "lanczos")
@@ -270,6 +271,7 @@ def check_export_config(config: dict, path: Path) -> None:
             f"folded into the classifier); {UNCHANGED}"
         )
     check_card_info({**info, "label_names": config.get("label_names")}, k, str(path), "harness.")
+    _check_measured(info.get("measured"), path)
     count, arch = config.get("num_classes", k), config.get("architecture", timm_name(model["backbone"]))
     if isinstance(count, bool) or not isinstance(count, int) or count != k:
         raise ValueError(
@@ -288,6 +290,25 @@ def check_export_config(config: dict, path: Path) -> None:
         check_rules(InputConfig(**{f: cfg.get(f) for f in INPUT_KEYS}), "pretrained_cfg.")
     except ValueError as e:
         raise ValueError(f"{path}: {e}") from None
+
+
+def _check_measured(measured: Any, path: Path) -> None:
+    """``harness.measured`` (:func:`harness.card_facts.export_state_facts`): null (an older export) or a mapping of
+    the ``backbone`` and ``head`` weights' SHA-256 (64 hex digits) and the head's ``evaluation`` options (a mapping).
+
+    Raises:
+        ValueError: naming config.json, the key and the value.
+    """
+    if measured is None:
+        return
+    digest = re.compile(r"[0-9a-f]{64}")
+    ok = isinstance(measured, dict) and set(measured) == {"backbone", "head", "evaluation"}
+    ok = ok and all(isinstance(measured[k], str) and digest.fullmatch(measured[k]) for k in ("backbone", "head"))
+    if not (ok and isinstance(measured["evaluation"], dict)):
+        raise ValueError(
+            f"{path}: harness.measured = {quote(repr(measured), 80)} must be null or a mapping of backbone and head "
+            f"(each a SHA-256, 64 hex digits) and evaluation (a mapping of the head's options); {UNCHANGED}"
+        )
 
 
 def check_num_features(export: Any, num_features: int) -> None:

@@ -5,7 +5,8 @@ huggingface_hub's ``ModelHubMixin``, which also gives ``push_to_hub``).
 
 Layout (``config.json``): timm's keys (``architecture``, ``num_classes``, ``num_features``, ``pretrained_cfg``,
 ``model_args``, ``label_names``) and a ``harness`` section: the format, the weights' layout, the
-:class:`~harness.model_config.ModelConfig` (head options and τ, preprocessing), ``trained_on`` (the data) and ``metrics``.
+:class:`~harness.model_config.ModelConfig` (head options and τ, preprocessing), ``trained_on`` (the data), ``metrics``
+and ``measured`` (the weights' digests and head evaluation options those facts were measured with).
 ``pretrained_cfg`` states one normalisation, the input the exported model expects, so transforms built from it
 alone (timm's ``resolve_data_config(pretrained_cfg=...)`` and ``create_transform``) feed it correctly: for the
 ``timm`` layout, the plain timm model's (the backbone's own mean and std); for ``het_head``, the
@@ -23,12 +24,11 @@ Weights (``model.safetensors``), one of two layouts:
   backbone's state dict and the head's under ``het_head.``; timm refuses it (unexpected keys), the harness reads it.
 
 This module is the format, as timm's ``_hub.py`` is: it writes a model's tensors and ``config.json`` and reads them
-back (:func:`read_export`: the config, checked whole by :func:`~harness.export_rules.check_export_config` before any weights are read, its
-model config as a ``model.pt``'s is by :func:`harness.model_config.check_stored_config`; the state dict, safetensors
-only, finite values); it never imports the model class, which builds itself from what was read
-(``Classifier.from_pretrained``). It keeps the card's digest line
-(:data:`CARD_MARK`: an edited card is never replaced); the card itself is :func:`harness.card.model_card`'s.
-:func:`harness.runs.export_run` exports a run folder with its data and metrics.
+back (:func:`read_export`: the config checked whole by :func:`~harness.export_rules.check_export_config` before any
+weights are read; the state dict, safetensors only, finite values); it never imports the model class, which builds
+itself from what was read (``Classifier.from_pretrained``). It keeps the card's digest line (:data:`CARD_MARK`: an
+edited card is never replaced); the card is :func:`harness.card.model_card`'s; :func:`harness.runs.export_run`
+exports a run folder with its data and metrics.
 """
 
 from __future__ import annotations
@@ -230,10 +230,11 @@ def input_normalisation(model: torch.nn.Module, layout: str) -> "tuple[list[floa
     return list(prep.get("mean", HARNESS_NORMALISATION)), list(prep.get("std", HARNESS_NORMALISATION))
 
 
-def export_config(model: torch.nn.Module, layout: str, folded: Optional[float]) -> dict:
+def export_config(model: torch.nn.Module, layout: str, folded: Optional[float], measured: dict) -> dict:
     """``config.json`` of an export (module docstring): ``pretrained_cfg`` with the one normalisation the exported
     model expects (:func:`input_normalisation`), the backbone's ``classifier`` key dropped unless the file holds
-    those weights (the timm layout)."""
+    those weights (the timm layout); ``measured``: what its card facts were measured with
+    (:func:`harness.card_facts.export_state_facts`)."""
     from timm.models import filter_pretrained_cfg
 
     from harness.export_rules import evaluation_view
@@ -277,6 +278,7 @@ def export_config(model: torch.nn.Module, layout: str, folded: Optional[float]) 
         "model": model.config.to_dict(),
         "trained_on": model.card_info.get("trained_on"),
         "metrics": model.card_info.get("metrics"),
+        "measured": measured,
     }
     return config
 
@@ -289,17 +291,17 @@ def write_export(model: torch.nn.Module, folder: Path) -> None:
     """
     from safetensors.torch import save
 
-    from harness.heads import HeteroscedasticHead
+    from harness.card_facts import export_state_facts
+    from harness.model_config import require_head
+    from harness.weights import classifier_names
 
-    if not isinstance(model.head, HeteroscedasticHead):
-        raise ValueError(
-            "this model has no head (reset_classifier(0) made it a feature extractor): give it one with "
-            "model.reset_classifier(num_classes) before saving"
-        )
+    require_head(model)  # before any file is written
     state, layout, folded = export_state(model)
     model.card_info["layout"] = layout
+    body, head = split_tensors(state, layout, classifier_names(model.backbone), str(folder))
+    measured = export_state_facts(body, head, model.head)  # what the card's facts describe (audit23 A23-05/16)
     atomic_write_bytes(folder / WEIGHTS_FILE, save(state, metadata={"format": "pt"}))
-    atomic_write_text(folder / CONFIG_FILE, json_dumps(export_config(model, layout, folded), indent=2) + "\n")
+    atomic_write_text(folder / CONFIG_FILE, json_dumps(export_config(model, layout, folded, measured), indent=2) + "\n")
 
 
 def _files(model_id: str, **download: Any) -> "tuple[Path, Path]":
@@ -396,20 +398,21 @@ def read_export(model_id: str, **download: Any) -> Export:
     return Export(config, state, config_path, f"{weights_path} ({model_id})")
 
 
-def split_state(export: Export, classifier: "Sequence[str]") -> "tuple[dict, dict]":
-    """``(backbone tensors, head tensors)`` of an export's weights: the ``het_head`` layout's head under
-    :data:`HEAD_PREFIX`; the ``timm`` layout's classifier (the first of the backbone's ``classifier`` names, the
-    others dropped) as the head's mean layer ``loc``.
+def split_tensors(
+    state: "dict[str, torch.Tensor]", layout: str, classifier: "Sequence[str]", source: str
+) -> "tuple[dict, dict]":
+    """``(backbone tensors, head tensors)`` of an export's weights ``state`` in ``layout``: the ``het_head`` layout's
+    head under :data:`HEAD_PREFIX`; the ``timm`` layout's classifier (the first of the backbone's ``classifier``
+    names, the others dropped) as the head's mean layer ``loc``.
 
     Raises:
-        ValueError: a timm-layout export without its classifier's weight and bias.
+        ValueError: a timm-layout export without its classifier's weight and bias (naming ``source``).
     """
-    state = export.state
-    if export.layout == "timm":
+    if layout == "timm":
         drop = {f"{n}.{p}" for n in classifier for p in ("weight", "bias")}
         if not classifier or not all(f"{classifier[0]}.{p}" in state for p in ("weight", "bias")):
             raise ValueError(
-                f"{export.source}: no classifier {classifier[0] if classifier else ''}.weight / .bias for "
+                f"{source}: no classifier {classifier[0] if classifier else ''}.weight / .bias for "
                 "the timm layout; give the folder save_pretrained wrote, unchanged"
             )
         return (

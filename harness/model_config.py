@@ -141,6 +141,19 @@ def live_temperature(head: HeteroscedasticHead, options: dict) -> dict:
     return {**options, "temperature": float(str(np.float32(tau)))}
 
 
+def require_head(model: Any) -> None:
+    """A model written (an export, a ``model.pt``) has a head to rebuild.
+
+    Raises:
+        ValueError: a feature extractor (``reset_classifier(0)``: no head), with the fix.
+    """
+    if not isinstance(model.head, HeteroscedasticHead):
+        raise ValueError(
+            "this model has no head (reset_classifier(0) made it a feature extractor): give it one with "
+            "model.reset_classifier(num_classes) before saving"
+        )
+
+
 def live_head_options(head: Any, options: dict) -> dict:
     """``options`` (a model config's head options) with the head's fixed τ as it is now (:func:`live_temperature`)
     and the current values of the head's :data:`LIVE_HEAD_OPTIONS`,

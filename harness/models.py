@@ -23,7 +23,7 @@ import torch
 from huggingface_hub import ModelHubMixin, errors
 from torch import Tensor, nn
 
-from harness import card, card_facts, export_rules, hub, hub_options
+from harness import card, card_facts, export_rules, hub, hub_options, model_config
 from harness.backbone_sources import create_backbone, hub_error, offline_mode, source_backbone
 from harness.checkpoint_files import CHECKPOINT_FORMAT, not_a_model
 from harness.data.transforms import HARNESS_NORMALISATION
@@ -65,9 +65,8 @@ class Classifier(
         head: a :class:`HeteroscedasticHead` on ``D = backbone.head_hidden_size`` (``nn.Identity`` after
             ``reset_classifier(0)``: a feature extractor).
         config: the :class:`ModelConfig` that rebuilds this model.
-        card_info: what :meth:`save_pretrained` records beside the weights (``trained_on``, ``metrics``,
-            ``label_names``) of the weights whose digests and evaluation options ``card_weights`` holds (None: not
-            recorded); a save leaves out what no longer holds, with a warning (:func:`harness.card_facts.card_for_weights`).
+        card_info: ``trained_on``, ``metrics``, ``label_names`` of the weights and evaluation options ``card_weights``
+            records (:mod:`harness.card_facts`: what no longer holds is left out of a save, with a warning).
     """
 
     def __init__(self, backbone: nn.Module, head: HeteroscedasticHead, config: ModelConfig) -> None:
@@ -284,7 +283,8 @@ class Classifier(
         """huggingface_hub's hook behind ``Classifier.from_pretrained(folder_or_hub_id)``: the files of
         :func:`harness.hub.read_export` (``config.json`` checked by :func:`harness.hub.check_export_config`, its model
         config as a ``model.pt``'s is; the safetensors weights), built by :func:`build_model` (its ``num_features``
-        checked against the model's) and loaded strictly, in eval mode on ``map_location``.
+        checked against the model's) and loaded strictly, in eval mode on ``map_location``; card facts of other
+        weights or head options are dropped, with a warning (:func:`card_facts.loaded_card`).
 
         Raises:
             FileNotFoundError: no config.json or weights in the folder.
@@ -307,13 +307,16 @@ class Classifier(
             spec.head = {**spec.head, "temperature": 1.0, "learn_temperature": False}
         model = _build_stored(spec, export.config_path)
         export_rules.check_num_features(export, model.num_features)
-        body, head = hub.split_state(export, classifier_names(model.backbone))
+        body, head = hub.split_tensors(export.state, export.layout, classifier_names(model.backbone), export.source)
+        now = card_facts.export_state_facts(body, head, model.head)  # the file's tensors, as save_pretrained's
         fix = "give the folder save_pretrained wrote, unchanged"
         load_weights(model.backbone, body, source=export.source, fix=fix)
+
         if export.layout == "timm":  # the stored classifier is the head's mean layer; its other tensors are fresh
             head = {**model.head.state_dict(), **head}
         load_weights(model.head, head, source=export.source, fix=fix, config=str(export.config_path))
-        model.card_info, model.card_weights = export.card_info(), card_facts.card_state(model)
+        model.card_info = card_facts.loaded_card(export.card_info(), export.info.get("measured"), now, model_id)
+        model.card_weights = card_facts.card_state(model)
         return model.to(map_location).eval()
 
     def generate_model_card(self, *args: Any, **kwargs: Any):
@@ -394,11 +397,7 @@ def save_model(model: Classifier, path: "str | os.PathLike", extra: Optional[dic
         ValueError: a feature extractor (``reset_classifier(0)``), which has no head to rebuild; a head option set on
             the head to a value it refuses.
     """
-    if not isinstance(model.head, HeteroscedasticHead):
-        raise ValueError(
-            "this model has no head (reset_classifier(0) made it a feature extractor): give it one with "
-            "model.reset_classifier(num_classes) before saving"
-        )
+    model_config.require_head(model)
     payload = {
         "format": CHECKPOINT_FORMAT,
         "config": dataclasses.replace(model.config, head=live_head_options(model.head, model.config.head)).to_dict(),

@@ -10,8 +10,11 @@ machine with no downloads. Each mirrors a VTAB group in spirit:
 - ``demo_count`` (structured, counting): 1 to 4 digits pasted on a 32x32 canvas, label = count - 1.
 
 Splits follow the VTAB-1k sizes: train800, val200, train800val200 and a test split of 500. Digit
-images for train/val and for test come from disjoint halves of the digits data; every image is
-generated deterministically from its split and index.
+images for train/val come from the ``digits`` source's ``val`` split and those for test from its ``test``
+split (:data:`DEMO_DIGITS_SPLITS`), drawn with replacement; never from its ``train`` split, which the
+harness's digits configs train on, so a digits model is not scored on images it was trained on (audit23
+A23-12: the draws were from two halves of all digits before, a fifth of the test images being ``train``
+images). Every image is generated deterministically from its split and index.
 """
 
 from __future__ import annotations
@@ -26,16 +29,19 @@ from harness.tasks.catalogue import SPLITS, Task
 DEMO_TEST_SIZE = 500
 
 
+#: the ``digits`` source's split (:data:`harness.data.splits.DIGITS_SPLITS`) each part of a demo task draws on
+DEMO_DIGITS_SPLITS = {"fit": "val", "test": "test"}
+
+
 @functools.lru_cache(maxsize=2)
 def _digits(part: str) -> "tuple[np.ndarray, np.ndarray]":
-    """Digit images (uint8 8x8) and labels: ``fit`` half (train/val) or ``test`` half (cached: read-only)."""
-    from sklearn.datasets import load_digits
+    """Digit images (uint8 8x8) and labels of the ``digits`` source's split for ``part`` (``fit``: train/val;
+    ``test``), read by the source itself (:func:`harness.data.sources.build_split`; cached: read-only)."""
+    from harness.data.config import DataConfig
+    from harness.data.sources import build_split
 
-    d = load_digits()
-    order = np.random.default_rng(0).permutation(len(d.target))
-    half = len(order) // 2
-    idx = order[:half] if part == "fit" else order[half:]
-    images, labels = np.clip(d.images[idx] * (255 / 16), 0, 255).astype(np.uint8), d.target[idx].astype(np.int64)
+    split = build_split(DataConfig(source="digits"), DEMO_DIGITS_SPLITS[part])
+    images, labels = np.array(split.load_image.pixels), np.array(split.labels)
     images.flags.writeable = labels.flags.writeable = False
     return images, labels
 

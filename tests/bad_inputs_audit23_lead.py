@@ -1,0 +1,98 @@
+"""Bad inputs found by the twenty-third reliability audit (``audit23 <case id>``) on the lead's surfaces: an export's
+card read back after its ``config.json`` head options or its ``model.safetensors`` changed, and the DEMO transfer
+tasks drawing digits images the digits source trains on."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import warnings
+
+from bad_inputs_audit21_cards import _het_run
+
+from bad_inputs import handled
+
+
+def _load(folder):
+    """``Classifier.from_pretrained(folder)``; returns (the model, the warnings' text)."""
+    from harness.models import Classifier
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model = Classifier.from_pretrained(folder)
+    return model, " ".join(str(w.message) for w in caught)
+
+
+# ------------------------------------------------------------------ A23-05 / A23-16: an export changed since its save
+@handled(
+    "exports",
+    "Classifier.from_pretrained of an export whose config.json head eval_mc_samples / clip_eps were edited, or whose "
+    "model.safetensors is another export's, then save_pretrained (audit23 A23-05 / A23-16: the card's metrics, "
+    "measured with 100 samples / the other weights, were loaded as the model's and republished in its model-index)",
+    r"^metrics \(and trained_on for other weights\) left out of card_info with a warning naming the options or the "
+    r"weights; an unchanged export keeps them; the re-save states none$",
+)
+def _changed_export(tmp):
+    from harness.runs import export_run
+
+    export = export_run(_het_run(tmp), tmp / "export")
+    model, said = _load(export)
+    assert not said and model.card_info["metrics"]["top1"] == 0.08, said
+    edited = tmp / "edited"
+    shutil.copytree(export, edited)
+    config = json.loads((edited / "config.json").read_text())
+    config["harness"]["model"]["head"].update(eval_mc_samples=1, clip_eps=0.4)
+    (edited / "config.json").write_text(json.dumps(config))
+    model, said = _load(edited)
+    assert "evaluation options differ" in said and "eval_mc_samples 100 -> 1" in said, said
+    assert "metrics" not in model.card_info and model.card_info.get("trained_on"), model.card_info
+    model.save_pretrained(tmp / "edited_again")
+    assert json.loads((tmp / "edited_again" / "config.json").read_text())["harness"]["metrics"] is None
+    other = export_run(_het_run(tmp, "run2"), tmp / "export2")  # other weights (a new random model)
+    swapped = tmp / "swapped"
+    shutil.copytree(export, swapped)
+    shutil.copy(other / "model.safetensors", swapped / "model.safetensors")
+    model, said = _load(swapped)
+    assert "weights differ" in said and "metrics" in said and "trained_on" in said, said
+    assert "metrics" not in model.card_info and "trained_on" not in model.card_info, model.card_info
+    readme = (model.save_pretrained(tmp / "swapped_again") or "") and (tmp / "swapped_again" / "README.md").read_text()
+    assert "model-index" not in readme and "0.08" not in readme
+    return (
+        "metrics (and trained_on for other weights) left out of card_info with a warning naming the options or the "
+        "weights; an unchanged export keeps them; the re-save states none"
+    )
+
+
+# ------------------------------------------------------------------ A23-12: demo tasks and the digits train split
+@handled(
+    "tasks",
+    "the DEMO tasks' images against the digits source's train split (audit23 A23-12: 100 of demo_digit's 500 test "
+    "images were digits train images with their labels, so a digits model's demo transfer scored training images)",
+    r"^no demo task image \(train800val200 or test, 4 tasks\) is a digits train image; train/val and test share none$",
+)
+def _demo_disjoint(tmp):
+    import numpy as np
+
+    from harness.data.config import DataConfig
+    from harness.data.sources import build_split
+    from harness.tasks.demo import DEMO_TASKS, demo_split
+
+    def pixels(data):
+        return {np.asarray(data.load_image(i)).tobytes() for i in range(len(data))}
+
+    train = pixels(build_split(DataConfig(source="digits"), "train"))
+    digit_fit = pixels(demo_split(DEMO_TASKS["demo_digit"], "train800val200"))
+    digit_test = pixels(demo_split(DEMO_TASKS["demo_digit"], "test"))
+    assert not digit_fit & train and not digit_test & train and not digit_fit & digit_test
+    for name in ("demo_rotation", "demo_position", "demo_count"):  # each canvas holds digit tiles: check the tiles
+        for split in ("train800val200", "test"):
+            data = demo_split(DEMO_TASKS[name], split)
+            for i in range(0, len(data), 25):
+                img = np.asarray(data.load_image(i))
+                tiles = [
+                    img[r : r + 8, c : c + 8] for r in range(0, img.shape[0], 8) for c in range(0, img.shape[1], 8)
+                ]
+                for tile in tiles:
+                    if tile.any():
+                        assert all(np.rot90(tile, k).tobytes() not in train for k in range(4)), (name, split, i)
+    return "no demo task image (train800val200 or test, 4 tasks) is a digits train image; train/val and test share none"
