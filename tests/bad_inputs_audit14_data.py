@@ -29,16 +29,19 @@ MANIFEST_RUN = (
 
 def _man(tmp: Path, *extra: dict) -> Path:
     """The audit's manifest folder ``man``: ``img/0..7.png`` (label 0), ``img/b0..b7.png`` (label 1), ``img/c.png``;
-    ``train.jsonl`` and ``test.jsonl`` of one label a line, ``extra`` lines appended to ``train.jsonl``."""
+    ``train.jsonl`` and ``test.jsonl`` of one label a line (test: copies ``img/t*.png``, other files than the
+    training images, which a test list may not name: audit23 A23-09), ``extra`` lines appended to ``train.jsonl``."""
     man = tmp / "man"
     (man / "img").mkdir(parents=True)
-    lines = []
+    lines, tests = [], []
     for i in range(8):
-        Image.new("RGB", (8, 8), (30 * i, 0, 0)).save(man / "img" / f"{i}.png")
-        Image.new("RGB", (8, 8), (0, 30 * i, 0)).save(man / "img" / f"b{i}.png")
+        for t in ("", "t"):
+            Image.new("RGB", (8, 8), (30 * i, 0, 0)).save(man / "img" / f"{t}{i}.png")
+            Image.new("RGB", (8, 8), (0, 30 * i, 0)).save(man / "img" / f"{t}b{i}.png")
         lines += [{"path": f"img/{i}.png", "labels": [0]}, {"path": f"img/b{i}.png", "labels": [1]}]
+        tests += [{"path": f"img/t{i}.png", "labels": [0]}, {"path": f"img/tb{i}.png", "labels": [1]}]
     Image.new("RGB", (8, 8)).save(man / "img" / "c.png")
-    (man / "test.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    (man / "test.jsonl").write_text("".join(json.dumps(r) + "\n" for r in tests))
     (man / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in (*lines, *extra)))
     return man
 

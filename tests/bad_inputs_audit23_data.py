@@ -112,3 +112,80 @@ def _ensemble_eval_data_path_from_elsewhere(tmp):
     read = data_config(tmp / "ens" / "eimv").path
     assert read == recorded, read
     return f"ensemble.json records data.path {recorded} (absolute); read from other/: {read}"
+
+
+# ------------------------------------------------- A23-09, A23-19: splits compared by the images they name or link
+def _manifest(tmp, folder: str = "man") -> None:
+    """``<folder>/{train,val,test}.jsonl``: one line per image of ``imf/<split>`` (absolute paths, class a -> 0)."""
+    import json
+
+    _image_folder(tmp / "imf")
+    (tmp / folder).mkdir()
+    for split in ("train", "val", "test"):
+        lines = [
+            json.dumps({"path": str(p), "labels": [0 if p.parent.name == "a" else 1]})
+            for p in sorted((tmp / "imf" / split).glob("*/*.png"))
+        ]
+        (tmp / folder / f"{split}.jsonl").write_text("\n".join(lines) + "\n")
+
+
+_MAN = (
+    "data.source=manifest", "data.path=man", "data.train_split=train", "data.eval_split=test",
+    "data.heldout_split=val", "data.batch_size=4", "data.image_size=16", "data.eval_resize=16",
+    "data.num_classes=2", "data.allow_outside_root=true",
+)  # fmt: skip
+
+
+@bad_input(
+    "import",
+    "harness import --model runs/man/model.pt (trained on the manifest man's train.jsonl) --data a manifest man2 "
+    "whose eval list tr.jsonl is a copy of man/train.jsonl (audit23 A23-09: rc 0, scored on its 12 training images: "
+    "manifest splits were compared by the list file, not the images it names)",
+    CLI_ERROR,
+    r"runs/man/model\.pt was trained on the train split of manifest at .*man/train\.jsonl .*data\.eval_split=tr "
+    r"shares images with data\.train_split=train",
+)
+def _manifest_list_copied(tmp):
+    import shutil
+
+    _manifest(tmp)
+    _train("runs/man", *_MAN)
+    (tmp / "man2").mkdir()
+    shutil.copy(tmp / "man" / "train.jsonl", tmp / "man2" / "tr.jsonl")
+    (tmp / "eman.yaml").write_text(
+        f"data:\n  source: manifest\n  path: man2\n  eval_split: tr\n{_VIEW}  num_classes: 2\n  allow_outside_root: true\n"
+    )
+    _cli("import", "--model", "runs/man/model.pt", "--data", "eman.yaml", "--out", "impman3")
+
+
+@bad_input(
+    "upstream",
+    "harness upstream on an image folder whose eval split t2 holds symbolic links to the training split's class "
+    "folders (t2/a -> ../train/a; audit23 A23-19: rc 0, the test metrics were of the 12 training images)",
+    CLI_ERROR,
+    r"data\.eval_split=t2 shares images with data\.train_split=train .*the model would be scored on the images it "
+    r"was trained on",
+)
+def _image_folder_class_links(tmp):
+    _image_folder(tmp / "imfl")
+    (tmp / "imfl" / "t2").mkdir()
+    for c in "ab":
+        (tmp / "imfl" / "t2" / c).symlink_to(f"../train/{c}")
+    swap = {"data.path=imf": "data.path=imfl", "data.eval_split=test": "data.eval_split=t2"}
+    _train("runs/imfl2", *[swap.get(o, o) for o in _IMF])
+
+
+@bad_input(
+    "upstream",
+    "harness upstream with data.source=manifest whose test list names one image of train.jsonl (a test list cut "
+    "from the training list; audit23 A23-09: the lists were compared as files, so the overlap went unseen)",
+    CLI_ERROR,
+    r"data\.eval_split=test shares images with data\.train_split=train",
+)
+def _manifest_lists_overlap(tmp):
+    _manifest(tmp)
+    train = (tmp / "man" / "train.jsonl").read_text().splitlines()
+    (tmp / "man" / "test.jsonl").write_text(
+        "\n".join((tmp / "man" / "test.jsonl").read_text().splitlines() + train[:1]) + "\n"
+    )
+    _train("runs/mano", *_MAN)

@@ -290,7 +290,8 @@ def split_refusal(key: str, a: str, other: str, b: str, how: str, reads: str = "
             f"{same}: the model would be scored on the images it was trained on (training accuracy reported as "
             f"test accuracy): give a split of its own, sharing no image with data.{other} (digits: test; "
             "cifar10n: test; tfds: another split, or slices whose percent ranges do not overlap, e.g. train[:90%] "
-            "and train[90%:]; an image folder, manifest or pack: another folder, file or pack)"
+            "and train[90%:]; an image folder, manifest or pack: another folder, file or pack naming none of its images, "
+            "neither linked nor listed again)"
         )
     role = "evaluation" if other == "eval_split" else "training"
     return ValueError(

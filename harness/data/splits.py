@@ -11,8 +11,10 @@
   bounds may share images: :func:`_tfds_relation`);
 - any other source (an image folder's sub-folders, a manifest's files, a pack's folders): splits by the folder or file
   actually read, ``(data.path / split).resolve()`` (an absolute split replaces data.path; :func:`split_location`); an
-  image folder's ``train`` holds ``train/cat``; a pack by the source split its index.json records it was packed from
-  (:func:`images_of`); without a path, by their names (``train/``, ``./train`` and ``train/../train`` are ``train``).
+  image folder's ``train`` holds ``train/cat``; two folders or lists at other places by the images they read,
+  resolved (a copied list, class folders linked into another split: :func:`images_relation`); a pack by the source
+  split its index.json records it was packed from (:func:`images_of`); without a path, by their names (``train/``,
+  ``./train`` and ``train/../train`` are ``train``).
 """
 
 from __future__ import annotations
@@ -311,6 +313,8 @@ def images_of(source: Optional[str], name: Optional[str], path: Optional[str], s
         return images_of(got[0].get("source"), got[0].get("name"), got[0].get("path"), got[1])
     if source in PATH_SOURCES:
         where = split_location(source, path, split)
+        if where and source == "manifest":  # its images: the list's lines, relative to data.path (A23-09)
+            return (source, None, ("at", where, os.path.abspath(os.path.expanduser(str(path))), str(split)))
         return (source, None, ("at", where) if where else ("name", os.path.normpath(str(split))))
     return (source, tfds_dataset(name) if source == "tfds" else None, ("name", str(split)))
 
@@ -325,10 +329,14 @@ def tfds_dataset(name: Optional[str]) -> Optional[str]:
 def images_relation(a: Optional[tuple], b: Optional[tuple]) -> Optional[str]:
     """:func:`split_relation` of two :func:`images_of`: ``"is"``, ``"holds"``, ``"is part of"``, ``"shares images
     with"``, ``"may share images with"``, or None (other data, no image in common, or one known by its location and
-    the other only by its name: not known to be the same data)."""
-    if a is None or b is None or a[:2] != b[:2] or a[2][0] != b[2][0]:
+    the other only by its name: not known to be the same data). Two image folder or manifest splits at other places
+    (either source against either) are compared by the images they read, resolved (:func:`_regions`): a copied list,
+    or class folders or images linked into another split, share its images (audit23 A23-09, A23-19)."""
+    if a is None or b is None or a[2][0] != b[2][0]:
         return None
-    source, (how, x), (_, y) = a[0], a[2], b[2]
+    if a[:2] != b[:2]:
+        return _shared(a, b) if a[2][0] == "at" and {a[0], b[0]} <= set(_LISTED) else None
+    source, (how, x), (_, y) = a[0], a[2][:2], b[2][:2]
     if how == "name":
         return split_relation(source, x, y)
     if x == y:
@@ -337,7 +345,63 @@ def images_relation(a: Optional[tuple], b: Optional[tuple]) -> Optional[str]:
         y.startswith(x.rstrip(os.sep) + os.sep) or x.startswith(y.rstrip(os.sep) + os.sep)
     ):
         return "holds" if y.startswith(x.rstrip(os.sep) + os.sep) else "is part of"  # train holds train/cat
-    return None
+    return _shared(a, b) if source in _LISTED else None
+
+
+#: the sources whose split's images are files it lists or holds (compared by :func:`_regions`)
+_LISTED = ("image_folder", "manifest")
+
+
+def _shared(a: tuple, b: tuple) -> Optional[str]:
+    """``"shares images with"`` when an image read by one of two located splits (:func:`images_of`, ``"at"``) is
+    read by the other (a region of one, :func:`_regions`, is a region of the other or lies inside one), else None
+    (either unreadable: the reader names it)."""
+    ra, rb = _regions(a), _regions(b)
+    if not ra or not rb:
+        return None
+
+    def meets(xs: "frozenset[str]", ys: "frozenset[str]") -> bool:
+        for x in xs:
+            while True:
+                if x in ys:
+                    return True
+                up = os.path.dirname(x)
+                if up == x:
+                    break
+                x = up
+        return False
+
+    return "shares images with" if meets(ra, rb) or meets(rb, ra) else None
+
+
+def _regions(item: tuple) -> "Optional[frozenset[str]]":
+    """Where a located split's images lie, resolved: a manifest's listed images (relative to data.path, links
+    followed; the lists are read, no image); an image folder's split folder, and the target of every link under it
+    (a class folder or an image linked from elsewhere: the links are followed, each target scanned once). None when
+    the split cannot be read (its reader names why)."""
+    from harness.data.folders import resolver
+
+    source, where = item[0], item[2][1]
+    try:
+        if source == "manifest":
+            from harness.data.manifest import manifest_rows
+
+            resolve = resolver(item[2][2])
+            return frozenset(resolve(p) for _, p, _ in manifest_rows(Path(item[2][2]), item[2][3]))
+        found, todo = {where}, [where]
+        while todo:
+            with os.scandir(todo.pop()) as entries:
+                for e in entries:
+                    if e.is_symlink():
+                        real = os.path.realpath(e.path)
+                        if real not in found and os.path.isdir(real):
+                            todo.append(real)
+                        found.add(real)
+                    elif e.is_dir():
+                        todo.append(e.path)
+        return frozenset(found)
+    except (OSError, ValueError):
+        return None
 
 
 def read_as(source: Optional[str], path: Optional[str], split: Optional[str]) -> Optional[str]:
