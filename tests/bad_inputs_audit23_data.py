@@ -116,7 +116,8 @@ def _ensemble_eval_data_path_from_elsewhere(tmp):
 
 # ------------------------------------------------- A23-09, A23-19: splits compared by the images they name or link
 def _manifest(tmp, folder: str = "man") -> None:
-    """``<folder>/{train,val,test}.jsonl``: one line per image of ``imf/<split>`` (absolute paths, class a -> 0)."""
+    """``<folder>/{train,val,test}.jsonl``: one line per image of ``imf/<split>`` (absolute paths, class a -> 0), and
+    ``classes.txt`` naming them a and b."""
     import json
 
     _image_folder(tmp / "imf")
@@ -127,6 +128,7 @@ def _manifest(tmp, folder: str = "man") -> None:
             for p in sorted((tmp / "imf" / split).glob("*/*.png"))
         ]
         (tmp / folder / f"{split}.jsonl").write_text("\n".join(lines) + "\n")
+    (tmp / folder / "classes.txt").write_text("a\nb\n")  # the image folder's class names
 
 
 _MAN = (
@@ -152,6 +154,7 @@ def _manifest_list_copied(tmp):
     _train("runs/man", *_MAN)
     (tmp / "man2").mkdir()
     shutil.copy(tmp / "man" / "train.jsonl", tmp / "man2" / "tr.jsonl")
+    shutil.copy(tmp / "man" / "classes.txt", tmp / "man2" / "classes.txt")
     (tmp / "eman.yaml").write_text(
         f"data:\n  source: manifest\n  path: man2\n  eval_split: tr\n{_VIEW}  num_classes: 2\n  allow_outside_root: true\n"
     )
@@ -189,3 +192,22 @@ def _manifest_lists_overlap(tmp):
         "\n".join((tmp / "man" / "test.jsonl").read_text().splitlines() + train[:1]) + "\n"
     )
     _train("runs/mano", *_MAN)
+
+
+@bad_input(
+    "import",
+    "harness import --model runs/imf/model.pt (trained on the image folder imf's train split) --data a manifest "
+    "listing those training images as its test split (audit23 A23-09's rule across sources: an image folder and a "
+    "manifest were other data whatever images they read)",
+    CLI_ERROR,
+    r"runs/imf/model\.pt was trained on the train split of image_folder at .*imf/train .*data\.eval_split=train "
+    r"shares images with data\.train_split=train",
+)
+def _manifest_of_an_image_folders_training_split(tmp):
+    _manifest(tmp)
+    _train("runs/imf", *_IMF)
+    (tmp / "emf.yaml").write_text(
+        f"data:\n  source: manifest\n  path: man\n  eval_split: train\n{_VIEW}  num_classes: 2\n"
+        "  allow_outside_root: true\n"
+    )
+    _cli("import", "--model", "runs/imf/model.pt", "--data", "emf.yaml", "--out", "impmf")
