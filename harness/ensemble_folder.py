@@ -347,7 +347,7 @@ def data_folders(folders: "Sequence[str | Path]", eval_data: "Optional[DataConfi
     for f in folders:
         try:
             d = data_config(f)
-        except (ValueError, OSError, KeyError, TypeError):
+        except Exception:  # noqa: BLE001 - any unreadable section (bad YAML too): the folder's own reader names it
             continue
         for where, how in read_folders(d.source, d.path, (d.train_split, d.eval_split, d.heldout_split)).items():
             found.setdefault(where, f"{how[:-1]}, read by {f})")

@@ -211,3 +211,15 @@ def _manifest_of_an_image_folders_training_split(tmp):
         "  allow_outside_root: true\n"
     )
     _cli("import", "--model", "runs/imf/model.pt", "--data", "emf.yaml", "--out", "impmf")
+
+
+@bad_input(
+    "data",
+    "harness data tasks-cifar --data c10 --out c10/tasks: the task folders inside the cifar10n folder it reads "
+    "(audit23 A23-06's rule on the other harness data writer: only run, export and sweep folders were refused)",
+    CLI_ERROR,
+    r"--out c10/tasks is inside the cifar10n folder --data c10, which would then hold harness data tasks-cifar's files",
+)
+def _cifar_tasks_inside_their_data(tmp):
+    (tmp / "c10").mkdir()
+    _cli("data", "tasks-cifar", "--data", "c10", "--out", "c10/tasks")

@@ -120,12 +120,13 @@ def data_tasks_cifar(data_path: Path, out: Path, seed: int, test_size: int) -> N
     training images from the upstream held-out split val5k, test images from the CIFAR-10 test split, written as
     OUT/<task>/{train800,val200,train800val200,test}.txt and PNGs. Use them as custom tasks NAME=FOLDER:K (the lines
     are printed and saved in OUT/cifar_tasks.json). OUT is not, and lies outside, every run, export and other harness
-    output folder (:func:`harness.folder_paths.check_outside_outputs`)."""
+    output folder (:func:`harness.folder_paths.check_outside_outputs`), and the --data folder it reads."""
     from harness.folder_paths import check_not_other_output, check_outside_outputs
     from harness.tasks.cifar import build_cifar_tasks
 
     try:
-        check_outside_outputs(out, "--out", "harness data tasks-cifar")  # not inside a run, an export or a sweep
+        reads = {data_path.resolve(): "the cifar10n folder --data"}  # nor in the folder it reads (audit23 A23-06)
+        check_outside_outputs(out, "--out", "harness data tasks-cifar", reads)  # not inside a run, export or sweep
         check_not_other_output(out, "harness data tasks-cifar", "--out")  # nor such a folder (an experiment's) itself
         summary = build_cifar_tasks(data_path, out, seed=seed, test_size=test_size, progress=click.echo)
     except (ValueError, FileNotFoundError) as e:
