@@ -146,7 +146,7 @@ def _check_out_outside_members(out: Path, members: "list[Path]", name: str, eval
         "--out",
         "harness ensemble",
         inputs={**data_folders(members, data), **{m.resolve(): "the member" for m in members}},
-        fix=f"give --out a folder outside every member, run folder and data folder, e.g. runs/ensembles/{name}",
+        fix=f"give --out a folder outside every member and run folder (and their data), e.g. runs/ensembles/{name}",
     )
 
 
