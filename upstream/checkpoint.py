@@ -196,7 +196,8 @@ def check_data_folder(run_dir: "str | Path", source: "str | None", path: "str | 
 
     Raises:
         ValueError: naming the run folder, ``data.path``, the folder it recorded, the one it names from here and the
-            fixes (the recorded folder as ``data.path``, or the working folder the run started in).
+            fixes (the working folder the run started in, or another ``output_dir`` for a new run: an absolute
+            ``data.path`` would be another config, :func:`harness.upstream.train.same_config`).
     """
     import os
 
@@ -213,9 +214,10 @@ def check_data_folder(run_dir: "str | Path", source: "str | None", path: "str | 
     for _ in Path(str(path)).parts:
         start = start.parent
     started = os.path.abspath(os.path.join(start, str(path))) == then
+    where = f"from {start}" if started else "from the working folder it started in"
     raise ValueError(
         f"{run_dir} holds a run of data.path={path} = {then} (its run.json's data_path), and from this working "
         f"folder ({os.getcwd()}) data.path={path} is {here}: the run would go on (or be taken as finished) on other "
-        f"data under its record: give data.path={then}"
-        + (f", or run from {start}" if started else ", or run from the working folder the run started in")
+        f"data under its record: run this command {where} (its config.yaml keeps data.path={path}), or give another "
+        f"output_dir to train a new run on {here}"
     )
