@@ -8,9 +8,10 @@ import json
 import shutil
 import warnings
 
+import click
 from bad_inputs_audit21_cards import _het_run
 
-from bad_inputs import handled
+from bad_inputs import bad_input, handled
 
 
 def _load(folder):
@@ -96,3 +97,32 @@ def _demo_disjoint(tmp):
                     if tile.any():
                         assert all(np.rot90(tile, k).tobytes() not in train for k in range(4)), (name, split, i)
     return "no demo task image (train800val200 or test, 4 tasks) is a digits train image; train/val and test share none"
+
+
+@bad_input(
+    "downstream",
+    "harness fewshot --model of a digits run trained on data.train_split=test, on demo_digit (audit23 A23-12: the DEMO "
+    "tasks draw on the digits val and test splits, which such a model trained on; before, no word)",
+    error=click.ClickException,
+    match=r"task demo_digit: data\.train_split=test of digits is the digits test split its test split draws on: "
+    r"the images the model --model .*model\.pt was trained on .*transfer a model trained on data\.train_split=train",
+)
+def _demo_of_digits_test(tmp):
+    from bad_inputs_audit19_data import _tiny_run
+
+    from bad_inputs_uncertainty import _cli
+
+    _tiny_run(tmp, ["data.train_split=test", "data.eval_split=val", "data.heldout_split=null"])
+    _cli(
+        "fewshot",
+        "--model",
+        str(tmp / "r" / "model.pt"),
+        "--tasks",
+        "demo_digit",
+        "--shots",
+        "1",
+        "--log-with",
+        "none",
+        "--out",
+        str(tmp / "fs"),
+    )

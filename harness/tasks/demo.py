@@ -20,6 +20,7 @@ images). Every image is generated deterministically from its split and index.
 from __future__ import annotations
 
 import functools
+from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 
@@ -44,6 +45,26 @@ def _digits(part: str) -> "tuple[np.ndarray, np.ndarray]":
     images, labels = np.array(split.load_image.pixels), np.array(split.labels)
     images.flags.writeable = labels.flags.writeable = False
     return images, labels
+
+
+def digits_shared(data: "Optional[Mapping[str, Any]]", scored: "Sequence[str]") -> Optional[str]:
+    """For a model trained on ``data`` (a data section: ``source``, ``train_split``), the words naming a demo task
+    split among ``scored`` (``train800``, ``val200``, ``train800val200``, ``test``) whose digits the model was trained
+    on (its ``digits`` training split holds or shares the :data:`DEMO_DIGITS_SPLITS` split that part draws on:
+    ``data.train_split=all``, ``val``, ``test``), or None (not trained on digits, or on ``train`` only)."""
+    from harness.data.splits import split_relation
+
+    if not data or data.get("source") != "digits":
+        return None
+    for split in scored:
+        part = "test" if split == "test" else "fit"
+        relation = split_relation("digits", data.get("train_split"), DEMO_DIGITS_SPLITS[part])
+        if relation:
+            return (
+                f"data.train_split={data.get('train_split')} of digits {relation} the digits "
+                f"{DEMO_DIGITS_SPLITS[part]} split its {split} split draws on"
+            )
+    return None
 
 
 def _make(kind: str, rng: np.random.Generator, images: np.ndarray, labels: np.ndarray) -> "tuple[np.ndarray, int]":

@@ -29,12 +29,15 @@ class TrainingImages(NamedTuple):
     """The images a model trained on, known by path: ``where`` the resolved image folder of its training split, or
     the resolved manifest file whose lines name them (``rows``: the manifest's ``(data.path, split)``,
     :func:`harness.data.manifest.manifest_rows`; None for an image folder); ``said`` names the split and where it is
-    read (``data.train_split=train of image_folder at /abs/imf/train``), ``whence`` where that is recorded."""
+    read (``data.train_split=train of image_folder at /abs/imf/train``), ``whence`` where that is recorded. For a
+    model trained on scikit-learn digits (or a pack of them), ``digits`` is its data section (``where`` empty): the
+    DEMO tasks draw their images from digits splits (:func:`harness.tasks.demo.digits_shared`, audit23 A23-12)."""
 
     where: str
     said: str
     whence: str
     rows: "Optional[tuple[str, str]]" = None
+    digits: "Optional[dict]" = None
 
 
 #: the spellings of model sources other than a harness model.pt (their training images are not known by path)
@@ -65,8 +68,13 @@ def data_folder(data: "Optional[Mapping[str, Any]]", whence: str) -> "Optional[T
         return None
     source, path, split = data.get("source"), data.get("path"), data.get("train_split")
     packed = pack_record(path, split) if source == "shards" else None
-    if packed and packed[0].get("source") == "manifest":  # a pack of a manifest: the manifest's rows
-        source, path, split = "manifest", packed[0].get("path"), packed[1]
+    if packed and packed[0].get("source") in ("manifest", "digits"):  # a pack of a manifest (its rows) or digits
+        source, path, split = packed[0].get("source"), packed[0].get("path"), packed[1]
+    if source == "digits":
+        said = f"data.train_split={data.get('train_split')} of digits" + (
+            f" (the pack at {data.get('path')})" if packed else ""
+        )
+        return TrainingImages("", said, whence, digits={"source": "digits", "train_split": split})
     where = images_of(source, data.get("name"), path, split)
     if where is None or where[0] not in ("image_folder", "manifest") or where[2][0] != "at":
         return None
@@ -113,6 +121,9 @@ def check_lists(
     resolved, as its reader does; no image opened); one that cannot be read now is not compared."""
     if trained is None:
         return
+    if trained.digits is not None:  # no list names a digits image; the DEMO tasks draw on digits splits
+        _check_demo(trained, tasks, scored, who)
+        return
     entries = _scored_entries(tasks, settings, scored)
     hit = _first_trained(trained, entries)
     if hit is None:
@@ -124,6 +135,24 @@ def check_lists(
         f"model on its own training images, as transfer accuracy; list images no upstream model trained on in "
         f"{listing.name} (e.g. from the run's data.heldout_split or a folder of their own), or {other}"
     )
+
+
+def _check_demo(trained: TrainingImages, tasks: "Sequence[Task]", scored: "Sequence[str]", who: str) -> None:
+    """:func:`check_lists` of the DEMO tasks for a model trained on digits (:func:`harness.tasks.demo.digits_shared`).
+
+    Raises:
+        ValueError: naming the task, the model, its training split and the fix.
+    """
+    from harness.tasks.demo import digits_shared
+
+    for t in tasks:
+        shared = digits_shared(trained.digits, scored) if t.group == "demo" else None
+        if shared:
+            raise ValueError(
+                f"task {t.name}: {shared}: the images {who} ({trained.said}, {trained.whence}) include those the "
+                "task scores, which would report training accuracy as transfer accuracy; transfer a model trained "
+                "on data.train_split=train of digits (the DEMO tasks never draw on it), or choose other tasks"
+            )
 
 
 def _scored_entries(tasks: "Sequence[Task]", settings: TaskData, scored: "Sequence[str]") -> "list[tuple]":
