@@ -23,7 +23,7 @@ from harness.io import RunLock, atomic_write_text, check_output_folder, check_wr
 from harness.rules import SEED, Rule
 from harness.tasks.fewshot import HELDOUT_PER_CLASS, L2_GRID, check_shots
 from harness.tasks.probe import POOL_SPLIT, TEST_SPLIT, evaluate_tasks, prepare_tasks
-from harness.tasks.taskset import expand_tasks
+from harness.tasks.taskset import expand_tasks, task_read_folders
 from harness.tasks.trained_images import FEWSHOT_SCORED, check_scored_not_trained
 from harness.training.precision import check_device
 from harness.training.trackers import available
@@ -145,11 +145,12 @@ def fewshot(
     size = _resolution(resolution)
     settings = settings or SweepSettings()
     check_device(settings.device)
-    check_outside_outputs(out, "--out", "harness fewshot")  # not inside a run, an export or another output folder
+    chosen = expand_tasks(tasks)  # task names before the model: a typo costs no load
+    # not inside a run, an export or another output folder, nor inside a task's folder
+    check_outside_outputs(out, "--out", "harness fewshot", task_read_folders(chosen, settings))
     out = check_writable(out, f"--out {out}", "--out DIR")
     _check_out(out, overwrite, None)
     log_with = available(list(log_with), "--log-with", progress)
-    chosen = expand_tasks(tasks)  # task names before the model: a typo costs no load
     study = {"source": upstream_record(source, weights, random_init), "seed": seed, "shots": shots}
     if isinstance(study["source"], str):  # a harness model.pt: its weights, so a changed file is another study
         from harness.model_identity import weights_digest

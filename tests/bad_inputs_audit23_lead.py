@@ -126,3 +126,76 @@ def _demo_of_digits_test(tmp):
         "--out",
         str(tmp / "fs"),
     )
+
+
+def _custom_task(root):
+    """A tiny custom task folder ``root`` (two classes; train800, val200, train800val200 and test lists)."""
+    import numpy as np
+    from PIL import Image
+
+    lists = {}
+    for split, n in (("train800", 4), ("val200", 2), ("test", 3)):
+        for i in range(n):
+            for c in (0, 1):
+                path = root / "img" / f"{split}_{c}_{i}.png"
+                path.parent.mkdir(parents=True, exist_ok=True)
+                pixels = np.random.default_rng(100 * i + c).integers(0, 255, (16, 16, 3), dtype=np.uint8)
+                Image.fromarray(pixels).save(path)
+                lists.setdefault(split, []).append(f"img/{path.name} {c}")
+    lists["train800val200"] = lists["train800"] + lists["val200"]
+    for split, lines in lists.items():
+        (root / f"{split}.txt").write_text("\n".join(lines) + "\n")
+
+
+@bad_input(
+    "downstream",
+    "harness fewshot --out and harness downstream --out inside the custom task folder they read (audit23 A23-06's "
+    "rule, a writer's folder inside the data it reads, on the transfer commands: before, their files landed among "
+    "the task's images)",
+    error=click.ClickException,
+    match=r"--out .*sw is inside task my's folder .*ct, which would then hold harness downstream's files",
+)
+def _transfer_out_inside_task(tmp):
+    from bad_inputs_uncertainty import _cli
+
+    _custom_task(tmp / "ct")
+    task = f"my={tmp / 'ct'}:2"
+    try:
+        _cli(
+            "fewshot",
+            "--model",
+            "timm:resnet10t",
+            "--random-init",
+            "--tasks",
+            task,
+            "--shots",
+            "1",
+            "--log-with",
+            "none",
+            "--out",
+            str(tmp / "ct" / "fs"),
+        )
+    except click.ClickException as e:
+        assert "is inside task my's folder" in str(e) and not (tmp / "ct" / "fs").exists(), str(e)
+    else:
+        raise AssertionError("harness fewshot wrote inside the task folder")
+    _cli(
+        "downstream",
+        "--upstream",
+        "timm:resnet10t",
+        "--random-init",
+        "--tasks",
+        task,
+        "--preset",
+        "demo",
+        "--lrs",
+        "0.01",
+        "--steps",
+        "2",
+        "--seeds",
+        "1",
+        "--log-with",
+        "none",
+        "--out",
+        str(tmp / "ct" / "img" / "sw"),
+    )

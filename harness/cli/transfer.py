@@ -27,9 +27,10 @@ SWEEP_FILES = (
 )
 
 
-def _check_sweep_out(out: Path, overwrite: bool) -> None:
-    """Refuse, before any work, an ``--out`` inside a run, export or other harness output folder
-    (:func:`harness.folder_paths.check_outside_outputs`), or holding files harness downstream did not write (no
+def _check_sweep_out(out: Path, overwrite: bool, read: "dict[Path, str]") -> None:
+    """Refuse, before any work, an ``--out`` inside a run, export or other harness output folder, or inside a folder
+    the tasks read (``read``: :func:`harness.tasks.taskset.task_read_folders`;
+    :func:`harness.folder_paths.check_outside_outputs`), or holding files harness downstream did not write (no
     ``sweep.json``): with ``overwrite`` the sweep writes beside them, never over one.
 
     Raises:
@@ -38,7 +39,7 @@ def _check_sweep_out(out: Path, overwrite: bool) -> None:
     from harness.folder_paths import check_outside_outputs
     from harness.io import LOCK_FILES, check_output_folder
 
-    check_outside_outputs(out, "--out", "harness downstream")  # not inside a run, an export or another sweep
+    check_outside_outputs(out, "--out", "harness downstream", read)  # not inside a run, export, sweep or task
     ours = (out / "sweep.json").is_file() or (
         out.is_dir()
         and all(p.name in ("predictions", *TRACKER_FOLDERS, "submitit", *LOCK_FILES) for p in out.iterdir())
@@ -257,6 +258,7 @@ def downstream(
     accelerate launch (--num_processes N) the processes split the runs."""
     from harness.downstream.config import PRESETS, SweepSettings
     from harness.downstream.sweep import sweep
+    from harness.tasks.taskset import expand_tasks, task_read_folders
     from harness.training.trackers import parse_log_with
 
     def numbers(text, option, kind, example, count=None):
@@ -304,7 +306,7 @@ def downstream(
             channels_last=channels_last,
             mixed_precision=mixed_precision,
         )
-        _check_sweep_out(out, overwrite)
+        _check_sweep_out(out, overwrite, task_read_folders(expand_tasks(names), settings))
         result = sweep(
             upstream_ckpt,
             names,

@@ -236,3 +236,22 @@ def check_tasks(
         if read:
             sizes[t.name] = {split: len(ds) for split, ds in read.items()}
     return sizes
+
+
+def task_read_folders(tasks: Sequence[Task], settings: TaskData) -> "dict[Path, str]":
+    """The folders the tasks' images are read from, resolved -> how a message names them: a custom task's
+    ``FOLDER`` and a folder-format task's folder under ``--data-dir`` (one that does not exist yet is left out: the
+    task check names it). TFDS and DEMO tasks read none here. An output folder inside one of them is refused
+    (:func:`harness.folder_paths.check_outside_outputs`' ``inputs``): its files would land among the task's images."""
+    from harness.tasks.folder_format import task_folder
+
+    read = {}
+    for t in tasks:
+        try:
+            if t.group == "custom":
+                read[Path(t.tfds.removeprefix("folder:")).expanduser().resolve()] = f"task {t.name}'s folder"
+            elif t.group != "demo" and settings.data_format == "folder" and settings.data_dir:
+                read[task_folder(t, settings.data_dir).resolve()] = f"task {t.name}'s folder (--data-dir)"
+        except (OSError, ValueError):  # no folder: the task check names it
+            continue
+    return read
