@@ -199,3 +199,39 @@ def _transfer_out_inside_task(tmp):
         "--out",
         str(tmp / "ct" / "img" / "sw"),
     )
+
+
+@bad_input(
+    "downstream",
+    "harness fewshot --model of an image-folder run whose training split's class folder is a link to another folder, "
+    "with a custom task in that folder whose test list names its images (audit23 A23-19's links, for the transfer "
+    "rule of A22-07: the training images were compared by the split folder's path only)",
+    error=click.ClickException,
+    match=r"test\.txt line 1 names 'a/0\.png', an image the model --model .*model\.pt was trained on",
+)
+def _transfer_of_linked_class_folder(tmp):
+    import os
+
+    from bad_inputs_audit22_runs import _image_folder_run
+
+    from bad_inputs_uncertainty import _cli
+
+    run, elsewhere = _image_folder_run(tmp), tmp / "elsewhere"
+    elsewhere.mkdir()
+    shutil.move(tmp / "imf" / "train" / "a", elsewhere / "a")
+    os.symlink(elsewhere / "a", tmp / "imf" / "train" / "a")  # the run's class folder, now a link
+    _custom_task(elsewhere)  # its train800 / val200 lists; its test list: the images of the linked class folder
+    (elsewhere / "test.txt").write_text("".join(f"a/{i}.png 0\n" for i in range(6)))
+    _cli(
+        "fewshot",
+        "--model",
+        str(run / "model.pt"),
+        "--tasks",
+        f"my={elsewhere}:2",
+        "--shots",
+        "1",
+        "--log-with",
+        "none",
+        "--out",
+        str(tmp / "fs"),
+    )

@@ -330,7 +330,7 @@ def images_relation(a: Optional[tuple], b: Optional[tuple]) -> Optional[str]:
     """:func:`split_relation` of two :func:`images_of`: ``"is"``, ``"holds"``, ``"is part of"``, ``"shares images
     with"``, ``"may share images with"``, or None (other data, no image in common, or one known by its location and
     the other only by its name: not known to be the same data). Two image folder or manifest splits at other places
-    (either source against either) are compared by the images they read, resolved (:func:`_regions`): a copied list,
+    (either source against either) are compared by the images they read, resolved (:func:`split_regions`): a copied list,
     or class folders or images linked into another split, share its images (audit23 A23-09, A23-19)."""
     if a is None or b is None or a[2][0] != b[2][0]:
         return None
@@ -348,15 +348,15 @@ def images_relation(a: Optional[tuple], b: Optional[tuple]) -> Optional[str]:
     return _shared(a, b) if source in _LISTED else None
 
 
-#: the sources whose split's images are files it lists or holds (compared by :func:`_regions`)
+#: the sources whose split's images are files it lists or holds (compared by :func:`split_regions`)
 _LISTED = ("image_folder", "manifest")
 
 
 def _shared(a: tuple, b: tuple) -> Optional[str]:
     """``"shares images with"`` when an image read by one of two located splits (:func:`images_of`, ``"at"``) is
-    read by the other (a region of one, :func:`_regions`, is a region of the other or lies inside one), else None
+    read by the other (a region of one, :func:`split_regions`, is a region of the other or lies inside one), else None
     (either unreadable: the reader names it)."""
-    ra, rb = _regions(a), _regions(b)
+    ra, rb = split_regions(a), split_regions(b)
     if not ra or not rb:
         return None
 
@@ -374,7 +374,7 @@ def _shared(a: tuple, b: tuple) -> Optional[str]:
     return "shares images with" if meets(ra, rb) or meets(rb, ra) else None
 
 
-def _regions(item: tuple) -> "Optional[frozenset[str]]":
+def split_regions(item: tuple) -> "Optional[frozenset[str]]":
     """Where a located split's images lie, resolved: a manifest's listed images (relative to data.path, links
     followed; the lists are read, no image); an image folder's split folder, and the target of every link under it
     (a class folder or an image linked from elsewhere: the links are followed, each target scanned once). None when

@@ -177,9 +177,12 @@ def _scored_entries(tasks: "Sequence[Task]", settings: TaskData, scored: "Sequen
 def _first_trained(trained: TrainingImages, entries: "list[tuple]") -> "Optional[tuple[tuple, Optional[int]]]":
     """The first of ``entries`` (:func:`_scored_entries`) that is a training image, with its manifest line (None for
     an image folder), or None."""
-    if trained.rows is None:
-        root = trained.where.rstrip(os.sep) + os.sep
-        return next(((e, None) for e in entries if e[0].startswith(root)), None)
+    if trained.rows is None:  # the folder and every link target under it (class folders linked from elsewhere)
+        from harness.data.splits import split_regions
+
+        regions = split_regions(("image_folder", None, ("at", trained.where))) or {trained.where}
+        roots = tuple(r.rstrip(os.sep) + os.sep for r in regions)
+        return next(((e, None) for e in entries if e[0] in regions or e[0].startswith(roots)), None)
     from harness.data.folders import resolver
     from harness.data.manifest import manifest_rows
 
