@@ -178,9 +178,20 @@ def data_config(run_dir: "str | Path", overrides: "tuple[str, ...]" = ()) -> Dat
     folder = spec["members"][0] if spec else run_dir
     section = (spec or {}).get("data_config") or run_config(folder).get("data")
     cfg = load_config(DataConfig, None, list(overrides), base=section or {})
+    if (spec or {}).get("data_config") and _lost_relative(cfg.path):  # an ensemble built before A23-11's fix
+        raise ValueError(
+            f"{Path(run_dir) / 'ensemble.json'} records its --eval-data's data.path {cfg.path!r} relative to the folder "
+            f"the ensemble was built in, and from this folder ({Path.cwd()}) it names nothing: run from that folder, "
+            "or build the ensemble again (harness ensemble ... --eval-data FILE), which records the path absolute"
+        )
     meta = {} if (spec or {}).get("data_config") else read_json(Path(folder) / "run.json")  # None: none, damaged
     path = recorded_path(cfg.source, cfg.path, meta.get("data_path") if isinstance(meta, dict) else None)
     return cfg if path == cfg.path else replace(cfg, path=path)
+
+
+def _lost_relative(path: "Optional[str]") -> bool:
+    """A relative ``data.path`` that names nothing from this working folder."""
+    return bool(path) and not Path(str(path)).expanduser().is_absolute() and not Path(str(path)).expanduser().exists()
 
 
 def check_distinct_folders(folders: "Sequence[str | Path]", what: str, why: str, predictions: bool = True) -> None:

@@ -235,3 +235,39 @@ def _transfer_of_linked_class_folder(tmp):
         "--out",
         str(tmp / "fs"),
     )
+
+
+@bad_input(
+    "ensemble",
+    "the data of an ensemble folder whose ensemble.json records --eval-data's data.path relative (as harness "
+    "ensemble wrote it before audit23 A23-11's fix), read from a working folder where that path names nothing "
+    "(before: 'data.path 'imf' does not exist', naming no file the user set)",
+    match=r"ens/eimv/ensemble\.json records its --eval-data's data\.path 'imf' relative to the folder the ensemble "
+    r"was built in, and from this folder \(.*third\) it names nothing: run from that folder, or build the ensemble "
+    r"again",
+)
+def _old_ensemble_relative_eval_data(tmp):
+    import json
+    import os
+
+    from bad_inputs_audit23_data import _two_imf_runs
+
+    from harness.runs import data_config
+
+    from bad_inputs_uncertainty import _cli
+
+    _two_imf_runs(tmp)
+    (tmp / "eimtv.yaml").write_text(
+        "data:\n  source: image_folder\n  path: imf\n  eval_split: test\n  heldout_split: val\n"
+        "  image_size: 16\n  eval_resize: 16\n"
+    )
+    _cli("ensemble", "-m", "runs/imf", "-m", "runs/imf1", "--from-checkpoints", "--eval-data", "eimtv.yaml",
+         "--out", "ens/eimv")  # fmt: skip
+    spec_file = tmp / "ens" / "eimv" / "ensemble.json"
+    spec = json.loads(spec_file.read_text())
+    spec["data_config"]["path"] = "imf"  # as written before the fix
+    spec_file.write_text(json.dumps(spec))
+    assert data_config(tmp / "ens" / "eimv").path == "imf"  # from the folder it was built in: read as before
+    (tmp / "third").mkdir()
+    os.chdir(tmp / "third")  # the test's monkeypatch puts the working folder back
+    data_config(tmp / "ens" / "eimv")
