@@ -22,8 +22,13 @@ def command_line(argv: "Optional[Sequence[str]]" = None) -> str:
     """A command as a shell could retype it (``harness ...`` for the console script): ``argv``, by default
     the one that is running (``sys.argv``)."""
     argv = list(sys.argv if argv is None else argv)
-    if argv and (Path(argv[0]).name == "harness" or Path(argv[0]).parts[-3:] == ("harness", "cli", "__main__.py")):
-        argv[0] = "harness"  # the console script, or python -m harness.cli
+    main = Path(argv[0]).parts[-3:] if argv else ()
+    if argv and (
+        Path(argv[0]).name == "harness"
+        or main[-2:] == ("harness", "__main__.py")
+        or main == ("harness", "cli", "__main__.py")
+    ):
+        argv[0] = "harness"  # the console script, or python -m harness (or harness.cli)
     return " ".join(shlex.quote(a) for a in argv)
 
 
