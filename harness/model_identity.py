@@ -6,6 +6,7 @@ scored on data of other classes, by ``harness import`` and ``harness ensemble --
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Optional, Sequence
@@ -76,8 +77,21 @@ def check_distinct_predictions(preds: "Iterable[Predictions]", what: str, why: s
 def weights_digest(path: "str | Path") -> Optional[str]:
     """SHA-256 of a harness ``model.pt``'s weights (its ``state_dict``: every tensor's name, dtype, shape and bytes,
     in name order), leaving out what the file records beside them (an import's record, the config): two files of the
-    same weights have the same digest. Read memory-mapped, one tensor at a time. None for a file that is not a harness
-    checkpoint (:func:`harness.models.save_model`) or cannot be read (its readers name that)."""
+    same weights have the same digest. Read memory-mapped, one tensor at a time, once per file per process while the
+    file is unchanged (the same resolved path, inode, size and modification time: the checks of one command that
+    each compare it read it once). None for a file that is not a harness checkpoint
+    (:func:`harness.models.save_model`) or cannot be read (its readers name that)."""
+    try:
+        real = Path(path).expanduser().resolve()
+        st = real.stat()
+    except OSError:
+        return None
+    return _file_digest(str(real), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=64)
+def _file_digest(path: str, dev: int, inode: int, size: int, mtime_ns: int) -> Optional[str]:
+    """:func:`weights_digest` of the file as it is (the key: its identity now)."""
     import hashlib
 
     import torch
