@@ -23,7 +23,7 @@ from harness.io import RunLock, atomic_write_text, check_output_folder, check_wr
 from harness.rules import SEED, Rule
 from harness.tasks.fewshot import HELDOUT_PER_CLASS, L2_GRID, check_shots
 from harness.tasks.probe import POOL_SPLIT, TEST_SPLIT, evaluate_tasks, prepare_tasks
-from harness.tasks.taskset import expand_tasks, task_read_folders
+from harness.tasks.taskset import expand_tasks, task_read_folders, task_record
 from harness.tasks.trained_images import FEWSHOT_SCORED, check_scored_not_trained
 from harness.training.precision import check_device
 from harness.training.trackers import available
@@ -54,19 +54,24 @@ def _resolution(resolution: "Optional[int | Sequence[int]]") -> Optional[int]:
     return int(values[-1])
 
 
+#: the study's keys an earlier fewshot.json may not hold (written before they were recorded): compared when it does
+_RECORDED_SINCE = ("upstream_weights", "task_list", "resolution", "task_data")
+
+
 def _check_same_study(earlier: dict, now: dict, out: Path) -> None:
     """The results in ``out`` (``earlier``, its ``fewshot.json``) are of the same model, seed and shots as ``now``, so a
     rerun replaces them with the same study. The model is its record (:func:`harness.downstream.sweep.upstream_record`)
     and, for a harness ``model.pt``, the digest of its weights (``upstream_weights``,
     :func:`harness.model_identity.weights_digest`, as a sweep's ``sweep.json`` records it): a file replaced or trained
     again under the same path is another study (audit23 A23-21: its results replaced the earlier model's without
-    ``--overwrite``); results that recorded no digest (an earlier version) are compared by the rest.
+    ``--overwrite``); so are other tasks (custom task folders resolved), another resolution or task data (audit24
+    A24-06); results that recorded none of those (an earlier version) are compared by the rest.
 
     Raises:
         ValueError: naming what differs, both values (both digests) and the fixes (another ``--out``, or
             ``--overwrite``).
     """
-    differ = [k for k in now if earlier.get(k) != now[k] and (k != "upstream_weights" or earlier.get(k))]
+    differ = [k for k in now if earlier.get(k) != now[k] and (k not in _RECORDED_SINCE or k in earlier)]
     if differ:
         said = "; ".join(
             f"the weights of {now['source']}: digest {str(earlier.get(k))[:12]}... there, {str(now[k])[:12]}... now "
@@ -152,6 +157,9 @@ def fewshot(
     _check_out(out, overwrite, None)
     log_with = available(list(log_with), "--log-with", progress)
     study = {"source": upstream_record(source, weights, random_init), "seed": seed, "shots": shots}
+    data_dir = str(Path(settings.data_dir).expanduser().resolve()) if settings.data_dir else None
+    # the tasks, resolution and task data are the study's too (audit24 A24-06: others replaced results unasked)
+    study.update(task_list=task_record(chosen), resolution=size, task_data=[settings.data_format, data_dir])
     if isinstance(study["source"], str):  # a harness model.pt: its weights, so a changed file is another study
         from harness.model_identity import weights_digest
 
@@ -201,6 +209,7 @@ def _evaluate(model, prepared, size, settings, study, heldout, tasks, out, log_w
         },
         "seed": study["seed"],
         "shots": study["shots"],
+        **{k: study[k] for k in ("task_list", "resolution", "task_data")},
         "tasks": results,
         "mean": mean,
     }

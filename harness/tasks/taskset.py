@@ -4,6 +4,7 @@ from that source; and the checks of the data made before any run."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from dataclasses import dataclass
@@ -255,3 +256,16 @@ def task_read_folders(tasks: Sequence[Task], settings: TaskData) -> "dict[Path, 
         except (OSError, ValueError):  # no folder: the task check names it
             continue
     return read
+
+
+def task_record(tasks: Sequence[Task]) -> "list[str]":
+    """The tasks as a study records them: each name, a custom task as its task line with its folder resolved
+    (:func:`custom_spec`: the same spelling from another working folder names another folder)."""
+    out = []
+    for t in tasks:
+        if t.group == "custom":
+            folder = Path(t.tfds.removeprefix("folder:")).expanduser().resolve()
+            out.append(custom_spec(dataclasses.replace(t, tfds=f"folder:{folder}")))
+        else:
+            out.append(t.name)
+    return out
