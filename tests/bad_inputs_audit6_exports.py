@@ -138,7 +138,7 @@ for _what, _edit, _match in [
         "an unknown key harness.bogus (audit6 RT65: ignored)",
         _set("harness", "bogus", value=1),
         CONFIG + r"harness\.bogus is not a key of the harness section; it takes format, layout, folded_temperature, "
-        r"model, trained_on, metrics: " + UNCHANGED,
+        r"model, trained_on, metrics, measured: " + UNCHANGED,
     ),
     (
         "harness.folded_temprature, misspelt (audit6 RT67: ignored)",
