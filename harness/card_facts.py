@@ -65,10 +65,14 @@ def evaluation_options(head: Any) -> dict:
 
 
 def card_state(model: Any) -> dict:
-    """A model's ``card_weights``: :func:`weights_digests` and, as ``evaluation``, the head's
-    :func:`evaluation_options` now, recorded where its ``card_info`` is filled (``load_model``, ``from_pretrained``, a
+    """A model's ``card_weights``: :func:`weights_digests`, as ``evaluation`` the head's :func:`evaluation_options`
+    now and as ``preprocessing`` the input normalisation the model applies (its config's; audit24 A24-04), recorded where its ``card_info`` is filled (``load_model``, ``from_pretrained``, a
     save): what the card's metrics were measured with."""
-    return {**weights_digests(model), "evaluation": evaluation_options(model.head)}
+    return {
+        **weights_digests(model),
+        "evaluation": evaluation_options(model.head),
+        "preprocessing": dict(model.config.preprocessing),
+    }
 
 
 def _option_changes(recorded: Optional[dict], now: dict) -> "list[str]":
@@ -84,12 +88,14 @@ def stale_facts(info: dict, recorded: Optional[dict], now: dict, given: "tuple[s
     (:func:`card_state`'s form: ``backbone`` / ``head`` digests, ``evaluation``; None or missing parts: not recorded,
     kept), what still describes a model whose state is ``now``: where the backbone's or the head's weights differ,
     the metrics (of the whole model) go, with :data:`HEAD_FACTS` (class names, folded τ) where the head changed and
-    ``trained_on`` (the backbone's data) where the backbone did; where the head's evaluation options differ
+    ``trained_on`` (the backbone's data) where the backbone did; where the head's evaluation options or the input
+    preprocessing (audit24 A24-04) differ
     (``eval_mc_samples``, ``clip_eps``, ``eval_seed``: :func:`evaluation_options`), the metrics go (audit21 A21-11).
     ``given``: facts the caller states anew (kept, not named). ``why`` names what was dropped and why."""
     recorded = recorded or {}
     changed = [part for part in ("backbone", "head") if recorded.get(part) not in (None, now[part])]
     options = _option_changes(recorded.get("evaluation"), now["evaluation"])
+    options += [f"preprocessing.{c}" for c in _option_changes(recorded.get("preprocessing"), now.get("preprocessing"))]
     drop = {"metrics"} if changed or options else set()
     drop |= set(HEAD_FACTS) if "head" in changed else set()
     drop |= {"trained_on"} if "backbone" in changed else set()
@@ -99,7 +105,8 @@ def stale_facts(info: dict, recorded: Optional[dict], now: dict, given: "tuple[s
         why.append(f"the {' and '.join(changed)} weights differ from those they were measured with")
     if dropped and options:
         why.append(
-            f"the head's evaluation options differ from those its metrics were measured with ({', '.join(options)})"
+            f"the evaluation options differ from those its metrics were measured with (the head's or the input "
+            f"preprocessing: {', '.join(options)})"
         )
     said = f"{'; and '.join(why)}: its {', '.join(dropped)} are left out" if dropped else ""
     return {k: v for k, v in info.items() if k not in drop}, said
@@ -124,14 +131,16 @@ def card_for_weights(model: Any, given: "tuple[str, ...]" = ()) -> "tuple[dict, 
     return info, now, note
 
 
-def export_state_facts(body: "Mapping[str, Any]", head_tensors: "Mapping[str, Any]", head: Any) -> dict:
-    """What an export's ``config.json`` records as ``harness.measured`` (its card facts' weights and evaluation
-    options; audit23 A23-05/16): :func:`tensors_digest` of the backbone's and the head's tensors as the file holds them
-    (:func:`harness.hub.split_tensors`), and the head's :func:`evaluation_options`."""
+def export_state_facts(body: "Mapping[str, Any]", head_tensors: "Mapping[str, Any]", model: Any) -> dict:
+    """What an export's ``config.json`` records as ``harness.measured`` (its card facts' weights, evaluation options
+    and input normalisation; audit23 A23-05/16, audit24 A24-04): :func:`tensors_digest` of the backbone's and the
+    head's tensors as the file holds them (:func:`harness.hub.split_tensors`), the head's :func:`evaluation_options`
+    and the model config's ``preprocessing``."""
     return {
         "backbone": tensors_digest(body),
         "head": tensors_digest(head_tensors),
-        "evaluation": evaluation_options(head),
+        "evaluation": evaluation_options(model.head),
+        "preprocessing": dict(model.config.preprocessing),
     }
 
 

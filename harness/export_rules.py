@@ -302,12 +302,14 @@ def _check_measured(measured: Any, path: Path) -> None:
     if measured is None:
         return
     digest = re.compile(r"[0-9a-f]{64}")
-    ok = isinstance(measured, dict) and set(measured) == {"backbone", "head", "evaluation"}
+    keys = {"backbone", "head", "evaluation"}
+    ok = isinstance(measured, dict) and keys <= set(measured) <= keys | {"preprocessing"}
     ok = ok and all(isinstance(measured[k], str) and digest.fullmatch(measured[k]) for k in ("backbone", "head"))
-    if not (ok and isinstance(measured["evaluation"], dict)):
+    if not (ok and isinstance(measured["evaluation"], dict) and isinstance(measured.get("preprocessing", {}), dict)):
         raise ValueError(
             f"{path}: harness.measured = {quote(repr(measured), 80)} must be null or a mapping of backbone and head "
-            f"(each a SHA-256, 64 hex digits) and evaluation (a mapping of the head's options); {UNCHANGED}"
+            f"(each a SHA-256, 64 hex digits), evaluation (a mapping of the head's options) and preprocessing (a "
+            f"mapping, the input normalisation); {UNCHANGED}"
         )
 
 

@@ -299,7 +299,7 @@ def write_export(model: torch.nn.Module, folder: Path) -> None:
     state, layout, folded = export_state(model)
     model.card_info["layout"] = layout
     body, head = split_tensors(state, layout, classifier_names(model.backbone), str(folder))
-    measured = export_state_facts(body, head, model.head)  # what the card's facts describe (audit23 A23-05/16)
+    measured = export_state_facts(body, head, model)  # what the card's facts describe (audit23 A23-05/16)
     atomic_write_bytes(folder / WEIGHTS_FILE, save(state, metadata={"format": "pt"}))
     atomic_write_text(folder / CONFIG_FILE, json_dumps(export_config(model, layout, folded, measured), indent=2) + "\n")
 

@@ -308,7 +308,7 @@ class Classifier(
         model = _build_stored(spec, export.config_path)
         export_rules.check_num_features(export, model.num_features)
         body, head = hub.split_tensors(export.state, export.layout, classifier_names(model.backbone), export.source)
-        now = card_facts.export_state_facts(body, head, model.head)  # the file's tensors, as save_pretrained's
+        now = card_facts.export_state_facts(body, head, model)  # the file's tensors, as save_pretrained's
         fix = "give the folder save_pretrained wrote, unchanged"
         load_weights(model.backbone, body, source=export.source, fix=fix)
 

@@ -6,7 +6,7 @@ import json
 
 import click
 
-from bad_inputs import bad_input
+from bad_inputs import bad_input, handled
 
 
 # ------------------------------------------------------------------------------ A24-06: other tasks into fewshot's --out
@@ -35,3 +35,37 @@ def _fewshot_other_tasks(tmp):
         raise AssertionError("other tasks replaced the results without --overwrite")
     assert json.loads((tmp / "fsX" / "fewshot.json").read_text())["task_list"] == ["demo_digit"]
     fewshot("--tasks", "demo_digit", "--resolution", "16")
+
+
+# ------------------------------------------------------------------------------ A24-04: an export's preprocessing edited
+@handled(
+    "exports",
+    "Classifier.from_pretrained of an export whose config.json harness.model.preprocessing (mean/std) was edited, then "
+    "save_pretrained (audit24 A24-04: the card's metrics, measured with the harness's normalisation, were kept)",
+    r"^metrics left out with a warning naming preprocessing\.mean / \.std; kept for the unchanged export$",
+)
+def _edited_preprocessing(tmp):
+    import shutil
+    import warnings
+
+    from bad_inputs_audit21_cards import _het_run
+
+    from harness.models import Classifier
+    from harness.runs import export_run
+
+    export = export_run(_het_run(tmp), tmp / "export")
+    edited = tmp / "edited"
+    shutil.copytree(export, edited)
+    config = json.loads((edited / "config.json").read_text())
+    config["harness"]["model"]["preprocessing"] = {"mean": [0.0, 0.0, 0.0], "std": [0.05, 0.05, 0.05]}
+    (edited / "config.json").write_text(json.dumps(config))
+    for folder, stale in ((export, False), (edited, True)):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            model = Classifier.from_pretrained(folder)
+        said = " ".join(str(w.message) for w in caught)
+        assert ("metrics" in model.card_info) is not stale, (folder, model.card_info)
+        assert ("preprocessing.mean" in said and "preprocessing.std" in said) is stale, said
+    model.save_pretrained(tmp / "again")
+    assert json.loads((tmp / "again" / "config.json").read_text())["harness"]["metrics"] is None
+    return "metrics left out with a warning naming preprocessing.mean / .std; kept for the unchanged export"
