@@ -150,8 +150,8 @@ def _custom_task(root):
 @bad_input(
     "downstream",
     "harness fewshot --out and harness downstream --out inside the custom task folder they read (audit23 A23-06's "
-    "rule, a writer's folder inside the data it reads, on the transfer commands: before, their files landed among "
-    "the task's images)",
+    "rule, a writer's folder inside the data it reads, on the transfer commands; audit24 A24-01: before, their "
+    "files landed among the task's images)",
     error=click.ClickException,
     match=r"--out .*sw is inside task my's folder .*ct, which would then hold harness downstream's files",
 )
@@ -205,7 +205,7 @@ def _transfer_out_inside_task(tmp):
     "downstream",
     "harness fewshot --model of an image-folder run whose training split's class folder is a link to another folder, "
     "with a custom task in that folder whose test list names its images (audit23 A23-19's links, for the transfer "
-    "rule of A22-07: the training images were compared by the split folder's path only)",
+    "rule of A22-07; audit24 A24-02: the training images were compared by the split folder's path only)",
     error=click.ClickException,
     match=r"test\.txt line 1 names 'a/0\.png', an image the model --model .*model\.pt was trained on",
 )
