@@ -69,3 +69,35 @@ def _edited_preprocessing(tmp):
     model.save_pretrained(tmp / "again")
     assert json.loads((tmp / "again" / "config.json").read_text())["harness"]["metrics"] is None
     return "metrics left out with a warning naming preprocessing.mean / .std; kept for the unchanged export"
+
+
+# ------------------------------------------------------------------------------ A24-11: a digits model out of its run
+@bad_input(
+    "downstream",
+    "harness downstream --upstream of a copy of a digits run's model.pt (and of its export) trained on "
+    "data.train_split=val, on demo_digit (audit24 A24-11: the DEMO tasks' rule read only the run folder's data, so a "
+    "copied model.pt or an export, which record their training split, passed it)",
+    click.ClickException,
+    r"^task demo_digit: data\.train_split=val of digits is the digits val split its val200 split draws on: the images "
+    r"the model --upstream .*exp was trained on \(data\.train_split=val of digits, as it records\)",
+)
+def _demo_of_copied_digits_model(tmp):
+    import shutil
+
+    from bad_inputs_audit19_data import _tiny_run
+
+    from harness.runs import export_run
+
+    from bad_inputs_uncertainty import _cli
+
+    _tiny_run(tmp, ["data.train_split=val", "data.eval_split=test", "data.heldout_split=null"])
+    shutil.copy(tmp / "r" / "model.pt", tmp / "copy.pt")
+    export_run(tmp / "r", tmp / "exp")
+    sweep = ("--tasks", "demo_digit", "--preset", "demo", "--lrs", "0.01", "--steps", "5", "--seeds", "1")
+    try:
+        _cli("downstream", "--upstream", str(tmp / "copy.pt"), *sweep, "--log-with", "none", "--out", str(tmp / "s1"))
+    except click.ClickException as e:
+        assert "task demo_digit: data.train_split=val of digits" in str(e) and "as it records" in str(e), str(e)
+    else:
+        raise AssertionError("a copied model.pt of a digits val run was transferred to demo_digit")
+    _cli("downstream", "--upstream", str(tmp / "exp"), *sweep, "--log-with", "none", "--out", str(tmp / "s2"))

@@ -51,10 +51,32 @@ def training_folder(upstream: str) -> "Optional[TrainingImages]":
     from harness.importing import trained_data
 
     text = str(upstream)
+    text = text.removeprefix("local-dir:") if text.startswith("local-dir:") else text
     if text.startswith(_OTHER_SOURCES) or not Path(text).expanduser().exists():
         return None
-    data, whence = trained_data(text, None)
+    data, whence = trained_data(text, _recorded(Path(text).expanduser()))
     return data_folder(data, whence)
+
+
+def _recorded(model: Path) -> "Optional[dict]":
+    """The ``trained_on`` a model carries itself: a harness ``model.pt``'s (its ``extra``) or an export's
+    (``config.json``'s ``harness.trained_on``), read without building the model; None when it records none or
+    cannot be read (its loader names that). Digits are known by name, so this record is enough for the DEMO tasks'
+    rule (audit24 A24-11: a copied model.pt or an export of a digits run passed it)."""
+    from harness.io import read_json
+
+    try:
+        if model.is_dir():
+            config = read_json(model / "config.json")
+            got = (config.get("harness") or {}).get("trained_on") if isinstance(config, dict) else None
+        else:
+            import torch
+
+            payload = torch.load(model, map_location="cpu", weights_only=True, mmap=True)
+            got = (payload.get("extra") or {}).get("trained_on") if isinstance(payload, dict) else None
+    except Exception:  # noqa: BLE001 -- not a harness model file: its loader says what it is
+        return None
+    return got if isinstance(got, dict) else None
 
 
 def data_folder(data: "Optional[Mapping[str, Any]]", whence: str) -> "Optional[TrainingImages]":
