@@ -5,6 +5,7 @@ torn last line from a crash is ignored); the sweep's header ``<out>/sweep.json``
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from dataclasses import asdict
@@ -13,7 +14,8 @@ from typing import Any, Callable, Optional
 
 from harness.downstream.config import SweepSettings
 from harness.io import read_json
-from harness.tasks.taskset import find_task, load_split
+from harness.tasks.catalogue import SPLITS, Task
+from harness.tasks.taskset import TaskData, find_task, load_split
 
 
 def run_one(spec: dict, progress: Optional[Callable[[str], None]] = None) -> dict:
@@ -179,14 +181,65 @@ def changed_weights(old: dict, new: dict) -> Optional[str]:
     return f"its weights' digest is now {str(now)[:12]}..., the sweep's sweep.json records {str(before)[:12]}..."
 
 
+def task_data(tasks: "list[Task]", settings: TaskData) -> "dict[str, dict]":
+    """What each task's runs read, as a sweep's ``sweep.json`` records it (``task_data``; audit24 A24-03): by task
+    name, the task folder resolved (a custom task's ``FOLDER``, a folder-format task's folder under ``--data-dir``)
+    and the SHA-256 (hex) of each of its list files (:data:`harness.tasks.catalogue.SPLITS`: train800, val200,
+    train800val200, test) that exists. TFDS and DEMO tasks, and a folder that does not exist (the task check names
+    it), are left out."""
+    from harness.tasks.folder_format import task_folder
+
+    out = {}
+    for t in tasks:
+        try:
+            if t.group == "custom":
+                folder = Path(t.tfds.removeprefix("folder:")).expanduser().resolve()
+            elif t.group != "demo" and settings.data_format == "folder" and settings.data_dir:
+                folder = task_folder(t, Path(settings.data_dir).expanduser()).resolve()
+            else:
+                continue
+        except (OSError, ValueError):
+            continue
+        lists = {s: folder / f"{s}.txt" for s in SPLITS}
+        digests = {s: hashlib.sha256(f.read_bytes()).hexdigest() for s, f in lists.items() if f.is_file()}
+        out[t.name] = {"folder": str(folder), "lists": digests}
+    return out
+
+
+def changed_data(old: dict, new: dict) -> Optional[str]:
+    """How a task's data changed since the sweep's ``sweep.json`` (``old``) recorded it (:func:`task_data`, its
+    ``task_data``): the task's folder resolved is another (a relative ``FOLDER`` or ``--data-dir`` from another working
+    folder), or one of its list files has another digest (audit24 A24-03: a rerun after a list changed reused the
+    earlier lists' runs and reported them as the new ones). Compared only for the tasks and lists both record (a
+    ``sweep.json`` of an earlier version records none). A phrase naming the task, the file and both values, or None."""
+    before, now = old.get("task_data"), new.get("task_data") or {}
+    for name, rec in now.items():
+        was = before.get(name) if isinstance(before, dict) else None
+        if not isinstance(was, dict):
+            continue
+        if was.get("folder") != rec["folder"]:
+            return f"task {name}'s folder is now {rec['folder']}, the sweep's sweep.json records {was.get('folder')}"
+        for split, digest in rec["lists"].items():
+            earlier = (was.get("lists") or {}).get(split)
+            if earlier and earlier != digest:
+                return (
+                    f"task {name}'s {Path(rec['folder']) / f'{split}.txt'} changed since the sweep ran (its digest is "
+                    f"now {digest[:12]}..., the sweep's sweep.json records {str(earlier)[:12]}...)"
+                )
+    return None
+
+
 def check_resume(out: Path, header: dict, upstream: Any) -> Path:
-    """``out`` may take the sweep ``header`` (``{"upstream", "settings"}``, given here the weights digest of a harness
-    ``model.pt``, ``upstream_weights``): no ``sweep.json`` yet, or that of the same sweep, which then resumes. Returns
-    the ``sweep.json`` path.
+    """``out`` may take the sweep ``header`` (``{"upstream", "settings"}`` and, where given, ``task_data``:
+    :func:`task_data`; given here the weights digest of a harness ``model.pt``, ``upstream_weights``): no
+    ``sweep.json`` yet, or that of the same sweep, which then resumes; ``header["task_data"]`` then also keeps the
+    earlier record's tasks this run does not name (a later rerun with them is compared to it). Returns the
+    ``sweep.json`` path.
 
     Raises:
         ValueError: a ``sweep.json`` that is not a sweep's record; the sweep of the same model.pt before its weights
-            changed (:func:`changed_weights`; audit22 A22-01); the sweep of another model or settings.
+            changed (:func:`changed_weights`; audit22 A22-01); the sweep of a task's other folder or list files
+            (:func:`changed_data`; audit24 A24-03); the sweep of another model or settings.
     """
     if isinstance(header["upstream"], str):  # a harness model.pt: its weights, so a rerun after they change is new
         from harness.model_identity import weights_digest
@@ -199,16 +252,24 @@ def check_resume(out: Path, header: dict, upstream: Any) -> Path:
             f"{meta} is not a sweep's record (not a JSON object with its settings): a sweep writes it; write this "
             "one elsewhere (--out), or move that folder's files away"
         )
+    fix = "write this sweep elsewhere (--out; runs_root for harness run), or delete that folder to start it over"
     changed = changed_weights(stored, header) if meta.is_file() else None
     if changed:
         raise ValueError(
             f"{out} holds a sweep of another model in {upstream} ({changed}): the model.pt was replaced or trained "
-            "again since that sweep ran, and resuming it would report the old model's runs under the new one; write "
-            "this sweep elsewhere (--out; runs_root for harness run), or delete that folder to start it over"
+            f"again since that sweep ran, and resuming it would report the old model's runs under the new one; {fix}"
+        )
+    changed = changed_data(stored, header) if meta.is_file() else None
+    if changed:
+        raise ValueError(
+            f"{out} holds a sweep of other task data ({changed}): resuming it would report the runs of the data it "
+            f"read then as this data's; {fix}"
         )
     if meta.is_file() and not _same_sweep(stored, header):
         raise ValueError(
             f"{out} holds a sweep of another upstream checkpoint or settings; write this one "
             "elsewhere (--out; runs_root for harness run) or delete that folder to start it over"
         )
+    if "task_data" in header and isinstance(stored, dict) and isinstance(stored.get("task_data"), dict):
+        header["task_data"] = {**stored["task_data"], **header["task_data"]}
     return meta

@@ -38,10 +38,12 @@ from harness.downstream.records import (  # noqa: F401
     _key,
     _same_sweep,
     append_record,
+    changed_data,
     changed_weights,
     check_resume,
     read_records,
     run_one,
+    task_data,
 )
 from harness.downstream.table import table, uncertainty_table, write_table
 from harness.io import RunLock, atomic_write_text, path_under
@@ -149,7 +151,8 @@ def sweep(
     Raises:
         ValueError: no task, an unknown task, executor or tracker; a tracker not installed; a device this machine lacks; bad
             data; weights that do not fit the architecture, or none offline; an output folder of another sweep (or of
-            the same model.pt before its weights changed: :func:`changed_weights`); a run folder's model.pt that
+            the same model.pt before its weights changed: :func:`changed_weights`; or of a task's other folder or
+            list files: :func:`changed_data`); a run folder's model.pt that
             is not its run's (:func:`harness.checkpoint_files.check_run_model`); a
             ``slurm`` key the executor does not read (:func:`harness.training.slurm.check_slurm_keys`; ``slurm``'s
             ``visible_gpus`` is ``--gpus``, read by ``submitit-local``); ``slurm`` on a machine without ``sbatch`` or
@@ -182,7 +185,8 @@ def sweep(
     progress(f"[downstream] loading the model {upstream}")
     preprocessing, norms = _load_model(upstream, weights, random_init, settings)
     out = Path(out)
-    header = {"upstream": record, "settings": asdict(settings)}
+    # each task's folder and list digests: a rerun after they changed is another sweep (audit24 A24-03)
+    header = {"upstream": record, "settings": asdict(settings), "task_data": task_data(chosen, settings)}
     meta = check_resume(out, header, upstream)
     sizes = check_tasks(chosen, settings, lambda line: progress(f"[downstream] {line}"))
     _check_batch_norm(norms, settings, sizes, upstream)  # a training split of one example
