@@ -62,7 +62,7 @@ def check_ensemble_out(
     out = Path(out)
     ours = (out / "ensemble.json").is_file() or (out / ENSEMBLE_MARKER).is_file()
     if members is not None and (out / "ensemble.json").is_file():
-        _check_same_ensemble(out, [str(Path(m).resolve()) for m in members], settings or {})
+        _check_same_ensemble(out, [str(Path(m).resolve()) for m in members], settings or {}, overwrite)
     if not out.is_dir() or ours or _lock_only(out):
         return out
     if (out / "config.yaml").is_file() or (out / "model.pt").is_file():
@@ -89,8 +89,9 @@ def _lock_only(out: Path) -> bool:
     return all(p.name in LOCK_FILES for p in out.iterdir())
 
 
-def _check_same_ensemble(out: Path, members: "list[str]", settings: dict) -> None:
-    """The finished ensemble in ``out`` is of ``members`` (resolved paths, in any order) and ``settings``."""
+def _check_same_ensemble(out: Path, members: "list[str]", settings: dict, overwrite: bool = False) -> None:
+    """The finished ensemble in ``out`` is of ``members`` (resolved paths, in any order) and ``settings`` and, without
+    ``overwrite``, of the members' weights now (:func:`changed_member`)."""
     fix = f"choose another --out, or remove {out} yourself to build this ensemble there"
     try:
         spec = ensemble_spec(out)
@@ -104,6 +105,59 @@ def _check_same_ensemble(out: Path, members: "list[str]", settings: dict) -> Non
         raise ValueError(
             f"--out {out} holds another ensemble ({'; '.join(changed)}): building this one there would replace it "
             f"and leave its shift sets (shift/) beside the new one, even with --overwrite; {fix}"
+        )
+    changed = None if overwrite else changed_member(spec)
+    if changed:
+        raise ValueError(
+            f"--out {out} holds the ensemble of {changed}: the member was trained again or replaced since, so this is "
+            "another ensemble; give --overwrite to replace it (its shift sets are then left out until harness shift "
+            "averages them again), or choose another --out"
+        )
+
+
+def member_weights(members: "Sequence[str | Path]") -> "dict[str, Optional[str]]":
+    """``{member folder resolved: the weights digest of its model.pt}`` (:func:`harness.model_identity.weights_digest`;
+    None without a readable one), as ``ensemble.json`` records it (``member_weights``) and its shift sets' shift.json
+    copies it."""
+    from harness.model_identity import weights_digest
+
+    return {str(Path(m).resolve()): weights_digest(Path(m) / "model.pt") for m in members}
+
+
+def changed_member(spec: dict) -> Optional[str]:
+    """The first member of an ensemble (``spec``: its ``ensemble.json``) whose model.pt now holds other weights than
+    the ``member_weights`` it records (:func:`member_weights`): a phrase naming the member and both digests, or None
+    (an ensemble recorded before the digests were, and a member with no readable model.pt, are not compared)."""
+    recorded = spec.get("member_weights")
+    if not isinstance(recorded, dict):
+        return None
+    now = member_weights([m for m, digest in recorded.items() if digest])
+    for m, digest in now.items():
+        if digest and recorded.get(m) and digest != recorded[m]:
+            return (
+                f"member {m}'s earlier weights (its model.pt's weights digest is now {digest[:12]}..., ensemble.json "
+                f"records {str(recorded[m])[:12]}...)"
+            )
+    return None
+
+
+def check_members_unchanged(ens_dir: "str | Path", spec: Optional[dict] = None) -> None:
+    """An ensemble folder read back (``harness report``, the ensemble's shift sets) is of its members' models as they
+    are now: none was trained again or replaced since the ensemble was built (:func:`changed_member`; audit24 A24-05:
+    a report showed the ensemble of a member's earlier run beside that member's new one). ``spec``: its
+    ``ensemble.json``, read here when not given.
+
+    Raises:
+        ValueError: naming the ensemble, the member, both digests and the fix (build the ensemble again).
+    """
+    spec = spec if spec is not None else ensemble_spec(ens_dir) or {}
+    changed = changed_member(spec)
+    if changed:
+        members = " ".join(f"-m {m}" for m in spec.get("members") or [])
+        raise ValueError(
+            f"{ens_dir} was built from {changed}: its predictions are not those of the member's model now; build the "
+            f"ensemble again (harness ensemble {members} --out {ens_dir} --overwrite), or put the member's earlier "
+            "model.pt back"
         )
 
 
@@ -256,6 +310,7 @@ def _build(
         "schema": "harness.ensemble/1",
         "method": "+".join(methods),
         "members": [str(m.resolve()) for m in members],
+        "member_weights": member_weights(members),  # a member trained again is another ensemble (audit24 A24-05)
         "from_checkpoints": from_checkpoints,
         "data": data,
         **record,

@@ -98,11 +98,15 @@ def load_entry(path: "str | Path") -> Entry:
     """A run folder or an ensemble folder (``ensemble.json`` listing its members).
 
     Raises:
-        FileNotFoundError: neither kind of folder. ValueError: its metrics.json or ensemble.json is not a JSON object.
+        FileNotFoundError: neither kind of folder. ValueError: its metrics.json or ensemble.json is not a JSON object;
+            an ensemble of a member's earlier weights (:func:`harness.ensemble_folder.check_members_unchanged`).
     """
+    from harness.ensemble_folder import check_members_unchanged
+
     path = Path(path)
     spec = ensemble_spec(path) if (path / "ensemble.json").is_file() else None
     if spec is not None:
+        check_members_unchanged(path, spec)  # not an ensemble of a member's earlier run (audit24 A24-05)
         first = Path(spec["members"][0])
         head = run_head(first)
         return Entry(

@@ -11,7 +11,7 @@ from typing import Any, Callable, Optional, Sequence
 import numpy as np
 
 from harness.io import path_under, read_json
-from harness.runs import ensemble_members, run_summary
+from harness.runs import ensemble_members, ensemble_spec, run_summary
 from harness.shift.sets import ood_images, subset_rows, views
 from harness.shift.settings import SCHEMA, ShiftSettings, check_settings, check_shift_data
 from harness.shift.store import clear_sets, load_set, save_set
@@ -318,8 +318,6 @@ def _check_members_data(ens_dir: Path) -> None:
     Raises:
         ValueError: naming the ensemble, why and the fix.
     """
-    from harness.runs import ensemble_spec
-
     why = ((ensemble_spec(ens_dir) or {}).get("left_out") or {}).get("shift")
     if why:
         raise ValueError(
@@ -337,8 +335,10 @@ def average_ensemble(ens_dir: "str | Path", progress: Callable[[str], None] = la
     Raises:
         FileNotFoundError: not an ensemble folder, or a member without shift predictions.
         ValueError: members' sets that differ in examples, classes or subset settings; an ensemble evaluated on
-            other data than its members' (:func:`_check_members_data`).
+            other data than its members' (:func:`_check_members_data`); an ensemble built from a member's earlier
+            weights (:func:`harness.ensemble_folder.check_members_unchanged`, audit24 A24-05).
     """
+    from harness.ensemble_folder import check_members_unchanged
     from harness.io import atomic_write_text, json_dumps
     from harness.provenance import provenance
     from harness.uncertainty.ensembles import average
@@ -346,6 +346,7 @@ def average_ensemble(ens_dir: "str | Path", progress: Callable[[str], None] = la
 
     ens_dir = Path(ens_dir)
     _check_members_data(ens_dir)
+    check_members_unchanged(ens_dir)  # the members' models now are the ensemble's (audit24 A24-05)
     members = ensemble_members(ens_dir)
     specs = []
     for m in members:
@@ -381,6 +382,7 @@ def average_ensemble(ens_dir: "str | Path", progress: Callable[[str], None] = la
         "schema": SCHEMA,
         "kind": "ensemble",
         "members": [str(m) for m in members],
+        "member_weights": (ensemble_spec(ens_dir) or {}).get("member_weights"),  # load_sets compares it
         "key": {k: ref["key"][k] for k in ("split", "data", "rows", "seed", "view", "package")},
         "settings": ref["settings"],
         "examples": ref["examples"],
@@ -416,9 +418,11 @@ def predict_folders(
     ensemble folder (its members are predicted first when needed). Returns each folder's shift.json.
 
     Raises:
-        FileNotFoundError, ValueError: see :func:`predict_run` and :func:`average_ensemble`; settings
-            are checked before any work.
+        FileNotFoundError, ValueError: see :func:`predict_run` and :func:`average_ensemble` (an ensemble of a
+            member's earlier weights among them); settings are checked before any work.
     """
+    from harness.ensemble_folder import check_members_unchanged
+
     check_settings(settings)
     folders = [Path(f) for f in folders]
     runs, ensembles = [], []
@@ -439,6 +443,7 @@ def predict_folders(
         _check_run(r, settings, overwrite)
     for e in ensembles:
         _check_members_data(e)
+        check_members_unchanged(e)
         _check_shift_writable(e, "ensemble")
     results = {r: predict_run(r, settings, progress, device, overwrite) for r in runs}
     out = [results[r] for r in runs if any(r.resolve() == f.resolve() for f in folders)]

@@ -47,7 +47,9 @@ def load_set(folder: "str | Path") -> "tuple[Any, Optional[np.ndarray]]":
 def load_sets(folder: "str | Path") -> "Optional[tuple[dict, dict]]":
     """The ``shift.json`` of a run or ensemble folder and its sets ``{name: (predictions, mean
     entropy)}`` in the recorded order; None if the folder has no shift predictions, or an ensemble folder's
-    sets were averaged over other members than its ``ensemble.json`` lists (a rebuilt ensemble)."""
+    sets were averaged over other members than its ``ensemble.json`` lists (a rebuilt ensemble), or over other
+    weights of them (its ``member_weights``, where ``ensemble.json`` records them: an ensemble rebuilt with
+    ``--overwrite`` after a member was trained again, audit24 A24-05)."""
     from harness.runs import ensemble_spec
 
     spec = read_json(Path(folder) / "shift" / "shift.json")
@@ -55,6 +57,8 @@ def load_sets(folder: "str | Path") -> "Optional[tuple[dict, dict]]":
         return None
     ens = ensemble_spec(folder)
     if ens is not None and [str(m) for m in ens.get("members", [])] != [str(m) for m in spec.get("members", [])]:
+        return None
+    if ens is not None and ens.get("member_weights") and ens["member_weights"] != spec.get("member_weights"):
         return None
     names = [n for n in spec.get("order", spec["sets"]) if n in spec["sets"]]
     return spec, {n: load_set(Path(folder) / "shift" / n) for n in names}
