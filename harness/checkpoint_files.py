@@ -139,7 +139,8 @@ def check_run_model(run_dir: "str | os.PathLike", options: bool = True) -> None:
     Raises:
         ValueError: naming the file, the two digests (or the options that differ) and the fix: the run's own model.pt
             back, or the run made again (harness upstream with its config.yaml; for an imported run, harness import
-            of the model its config.yaml's ``imported.source`` names: audit23 A23-14).
+            of the model its config.yaml's ``imported`` names, :func:`imported_source`, its data
+            ``path=`` as its run.json records it: audit23 A23-14, audit24 A24-07).
     """
     import json
 
@@ -178,13 +179,39 @@ def _remake(run_dir: Path) -> str:
     import yaml
 
     try:
-        imported = (yaml.safe_load((run_dir / "config.yaml").read_text(encoding="utf-8")) or {}).get("imported")
+        cfg = yaml.safe_load((run_dir / "config.yaml").read_text(encoding="utf-8")) or {}
+        imported, data = cfg.get("imported"), cfg.get("data") or {}
     except (OSError, ValueError, AttributeError, yaml.YAMLError):  # not readable: the upstream run's fix
-        imported = None
+        imported, data = None, {}
     if not isinstance(imported, dict):
         return "train the run again (harness upstream with its config.yaml)"
     weights = f" --weights {imported['weights']}" if imported.get("weights") else ""
     return (
         f"import its model again into a new folder (an imported run, made by harness import: harness import --model "
-        f"{imported.get('source')}{weights} --data {run_dir / 'config.yaml'} --out NEW_FOLDER)"
+        f"{imported_source(imported)}{weights} --data {run_dir / 'config.yaml'}{_read_path(run_dir, data)} --out NEW_FOLDER)"
     )
+
+
+def _read_path(run_dir: Path, data: dict) -> str:
+    """`` path=FOLDER`` where a run's relative data.path (``data``, its config.yaml's data section) was read from
+    another folder than it names from here (its run.json's data_path, :func:`harness.data.splits.recorded_path`), for
+    a command a message gives; else ``""``."""
+    from harness.data.splits import recorded_path
+    from harness.io import read_json
+
+    meta = read_json(run_dir / "run.json")
+    given = data.get("path") if isinstance(data, dict) else None
+    read = recorded_path(data.get("source"), given, meta.get("data_path")) if given and isinstance(meta, dict) else None
+    return f" path={read}" if read and read != given else ""
+
+
+def imported_source(imported: Optional[dict]) -> Optional[str]:
+    """The model an imported run's ``imported`` record (its config.yaml's) names, as a path to read from any working
+    folder: ``source_absolute`` where it is recorded and still exists (audit24 A24-07); else ``source`` as typed (an
+    import recorded before, read from the working folder as then; None for no record)."""
+    if not isinstance(imported, dict):
+        return None
+    absolute, typed = imported.get("source_absolute"), imported.get("source")
+    if isinstance(absolute, str) and Path(absolute).exists():
+        return absolute
+    return str(typed) if typed else None

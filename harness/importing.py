@@ -32,7 +32,8 @@ def import_run(
     output layer for the data's classes), ``predictions.npz`` on ``data``'s evaluation split (and
     ``heldout_predictions.npz`` on its held-out split when it has one), ``config.yaml`` (``data``: the evaluation
     data; ``trained_on``: the data the model records it was trained on, a model.pt's or an export's, None when not
-    recorded; the model's own head options; the source, under ``imported``, which gives the run a method name of its
+    recorded; the model's own head options; the source, under ``imported`` (as typed, and ``source_absolute``:
+    :func:`source_absolute`, audit24 A24-07), which gives the run a method name of its
     own: :func:`harness.runs.run_method`), ``run.json`` (with ``data_path``: data.path as given and made absolute,
     :func:`harness.data.splits.absolute_path`, so :func:`harness.runs.data_config` reads a relative one as the import
     read it from any working folder, as an upstream run's: audit23 A23-17) and ``metrics.json`` (provenance, the
@@ -59,7 +60,6 @@ def import_run(
             prediction and its metrics are computed before the folder is made).
     """
     from harness.checkpoint_files import check_weights_file, measured_model
-    from harness.data.cache import file_digest
     from harness.data.splits import absolute_path, read_folders
     from harness.folder_paths import check_outside_outputs
     from harness.io import RunLock, check_writable
@@ -96,11 +96,7 @@ def import_run(
     held = predict_model(model, data, data.heldout_split, device, str(out), steps=steps) if data.heldout_split else None
     steps.step(f"writing {out}")
     metrics = {"metrics": preds.metrics(), "heldout_metrics": held.metrics() if held is not None else None}
-    record = {
-        "source": str(source),
-        "weights": str(Path(weights).resolve()) if weights else None,
-        "sha256": file_digest(weights) if weights else None,
-    }
+    record = _source_record(source, weights)
     config = _import_config(out, record, model, data, trained)
     out.mkdir(parents=True, exist_ok=True)
     with RunLock(out, what="another harness import is writing there; wait for it, or give --out a folder of its own"):
@@ -164,15 +160,22 @@ def trained_data(model: "str | Path", recorded: Optional[dict]) -> "tuple[Option
     recorded ``trained_on``, or the data of the run whose model.pt it imported where that file still holds the same
     weights (:func:`harness.model_identity.weights_digest`); anything else (a timm or torchvision name, an export) ``recorded`` (a model.pt's
     or an export's ``trained_on``; None when not recorded). ``whence`` is ``"as it records"`` or names the
-    config.yaml read (:func:`harness.model_identity.check_not_trained_on` takes both). Raises nothing: a folder that cannot be read is not known to be that data."""
+    config.yaml read (:func:`harness.model_identity.check_not_trained_on` takes both). A folder that cannot be read
+    is not known to be that data.
+
+    Raises:
+        MovedDataError: the run's recorded data folder is gone and its data.path names another one from here
+            (:func:`harness.moved_data.check_not_moved`, audit24 A24-09), rather than the run's data left unknown.
+    """
     return _trained_data(model, recorded, 0)
 
 
 def _trained_data(model: "str | Path", recorded: Optional[dict], depth: int) -> "tuple[Optional[dict], str]":
     from dataclasses import asdict
 
-    from harness.checkpoint_files import check_run_model, followed, run_folder
+    from harness.checkpoint_files import check_run_model, followed, imported_source, run_folder
     from harness.model_identity import weights_digest
+    from harness.moved_data import MovedDataError
     from harness.runs import data_config, run_config
 
     file = Path(str(model)).expanduser()
@@ -187,10 +190,36 @@ def _trained_data(model: "str | Path", recorded: Optional[dict], depth: int) -> 
                 check_run_model(folder, False)  # another model.pt in the run is not the run's data's (its weights)
             return asdict(data_config(folder)), f"as its run's {folder / 'config.yaml'} records"
         own = cfg.get("trained_on") or recorded
-        came = (cfg.get("imported") or {}).get("source")
-        if came and Path(str(came)).expanduser().is_file() and weights_digest(came) == weights_digest(file):
+        came = imported_source(cfg.get("imported"))
+        if came and Path(came).expanduser().is_file() and weights_digest(came) == weights_digest(file):
             up, whence = _trained_data(came, own, depth + 1)
             return (up, whence) if up is not own else (own, "as it records")
         return own, "as it records"
+    except MovedDataError:  # its data's recorded folder gone, another here: said, not skipped (audit24 A24-09)
+        raise
     except (OSError, ValueError):  # not a run this can read, or not the run's own model: not known to be its data
         return recorded, "as it records"
+
+
+def _source_record(source: "str | Path", weights: "Optional[str | Path]") -> dict:
+    """An import's ``imported`` record: ``source`` as typed, ``source_absolute`` (:func:`source_absolute`),
+    ``weights`` resolved and their ``sha256``."""
+    from harness.data.cache import file_digest
+
+    return {
+        "source": str(source),
+        "source_absolute": source_absolute(source),  # its run, from any working folder (audit24 A24-07)
+        "weights": str(Path(weights).resolve()) if weights else None,
+        "sha256": file_digest(weights) if weights else None,
+    }
+
+
+def source_absolute(source: "str | Path") -> Optional[str]:
+    """An import's ``--model`` as an absolute path (``~`` expanded, joined to the working folder, links kept, as
+    run.json's ``data_path``), recorded as ``imported.source_absolute`` beside the ``source`` typed, so the run it
+    imported is found from any working folder (audit24 A24-07); None for a name that is no local file or folder
+    (``timm:resnet18``, a hub name)."""
+    import os
+
+    local = Path(str(source)).expanduser()
+    return os.path.abspath(local) if local.exists() else None

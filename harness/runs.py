@@ -170,9 +170,16 @@ def data_config(run_dir: "str | Path", overrides: "tuple[str, ...]" = ()) -> Dat
     the ``--eval-data`` its ``ensemble.json`` records (``data_config``), else its first member's. A relative
     ``data.path`` is the folder the run read, as its ``run.json`` records it (``data_path``,
     :func:`harness.data.splits.recorded_path`), from any working folder (audit22 A22-02); a run that recorded none as
-    its config.yaml has it."""
+    its config.yaml has it.
+
+    Raises:
+        MovedDataError: the folder its run.json records is gone and data.path names another one from here
+            (:func:`harness.moved_data.check_not_moved`: a moved project, audit24 A24-09).
+        ValueError: an ensemble's --eval-data path recorded relative that names nothing from here.
+    """
     from harness.data.splits import recorded_path
     from harness.io import read_json
+    from harness.moved_data import check_not_moved
 
     spec = ensemble_spec(run_dir) if (Path(run_dir) / "ensemble.json").is_file() else None
     folder = spec["members"][0] if spec else run_dir
@@ -186,6 +193,7 @@ def data_config(run_dir: "str | Path", overrides: "tuple[str, ...]" = ()) -> Dat
         )
     meta = {} if (spec or {}).get("data_config") else read_json(Path(folder) / "run.json")  # None: none, damaged
     path = recorded_path(cfg.source, cfg.path, meta.get("data_path") if isinstance(meta, dict) else None)
+    check_not_moved(folder, cfg.path, path)  # its folder gone, data.path naming another here (audit24 A24-09)
     return cfg if path == cfg.path else replace(cfg, path=path)
 
 

@@ -197,11 +197,13 @@ def check_data_folder(run_dir: "str | Path", source: "str | None", path: "str | 
     Raises:
         ValueError: naming the run folder, ``data.path``, the folder it recorded, the one it names from here and the
             fixes (the working folder the run started in, or another ``output_dir`` for a new run: an absolute
-            ``data.path`` would be another config, :func:`harness.upstream.train.same_config`).
+            ``data.path`` would be another config, :func:`harness.upstream.train.same_config`); where the recorded
+            folder is gone (a moved project), :func:`harness.moved_data.check_not_moved`'s (audit24 A24-09).
     """
     import os
 
     from harness.data.splits import recorded_path
+    from harness.moved_data import check_not_moved
 
     meta = read_json(Path(run_dir) / "run.json")
     recorded = meta.get("data_path") if isinstance(meta, dict) else None
@@ -210,6 +212,7 @@ def check_data_folder(run_dir: "str | Path", source: "str | None", path: "str | 
     then, here = str(recorded["absolute"]), absolute_path(source, path)
     if here == then:
         return
+    check_not_moved(run_dir, path, then)  # the project moved: record its new place (audit24 A24-09)
     start = Path(then)
     for _ in Path(str(path)).parts:
         start = start.parent

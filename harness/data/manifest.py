@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import re
 from pathlib import Path
 from typing import Any, Iterator, TextIO
@@ -81,6 +82,38 @@ def manifest_rows(root: Path, split: str, single: bool = False) -> "Iterator[tup
                 f"{path} is not UTF-8 text ({e.reason}, byte {e.object[e.start : e.start + 1]!r}): a manifest must be "
                 "UTF-8; save it as UTF-8 (e.g. iconv -f UTF-16 -t UTF-8)"
             ) from None
+
+
+def image_folders(root: Path, split: str) -> "dict[str, str]":
+    """The resolved folders holding the images ``<root>/<split>.jsonl`` (or ``.csv``) lists, and each folder holding
+    two or more of those (the split folder of class folders, ``imf/train`` of ``imf/train/{a,b}``: a folder written
+    beside them would be read as a class) -> where the list names an image in it (``man/train.jsonl line 3``), for a
+    writer's ``inputs`` (:func:`harness.data.splits.read_folders`: an output folder inside one would lie among the
+    images; audit24 A24-08). The list is read line by line as :func:`manifest_rows` reads it, each image's folder
+    joined to ``root`` (an absolute image path as it is) and resolved once (links followed); no image is opened or
+    looked up. Empty where the list cannot be read, and what was read up to a line that is no entry (the readers
+    name it)."""
+    found: "dict[str, str]" = {}
+    seen: "set[str]" = set()
+    try:
+        file = manifest_file(root, split)
+        for n, image, _ in manifest_rows(root, split):
+            folder = image.rpartition("/")[0]  # the folder as listed: each one resolved once
+            if folder not in seen:
+                seen.add(folder)
+                real = os.path.realpath(os.path.join(root, folder))
+                found.setdefault(real, f"{file} line {n} names an image in it")
+    except (OSError, ValueError):
+        pass
+    above: "dict[str, list[str]]" = {}
+    for folder in list(found):
+        above.setdefault(os.path.dirname(folder), []).append(folder)
+    for parent, folders in above.items():
+        if len(folders) > 1 and parent != os.path.dirname(parent):  # never the file system's root
+            found.setdefault(
+                parent, found[folders[0]].replace("in it", f"in its folder {os.path.basename(folders[0])}")
+            )
+    return found
 
 
 def _refuse_count(path: Path, n: int, ids: "list[int]") -> None:

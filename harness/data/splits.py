@@ -264,7 +264,16 @@ def read_folders(
     names each (``the data's test split (data.path=imf)``), for a writer's ``inputs``
     (:func:`harness.folder_paths.check_outside_outputs`): an output folder inside one would become a class of it, or
     files of the pack (audit22 A22-11); with ``root``, ``data.path`` itself too (``harness data pack``: the folder
-    it packs, audit23 A23-06). Empty for other sources."""
+    it packs, audit23 A23-06); for a manifest, the folders holding the images its splits' lists name and the split
+    folders holding those (:func:`harness.data.manifest.image_folders`, a read of the lists: audit24 A24-08). Empty
+    for other sources."""
+    if source == "manifest" and _local_root(source, path) is not None:
+        from harness.data.manifest import image_folders
+
+        lists = (image_folders(_local_root(source, path), s).items() for s in dict.fromkeys(s for s in splits if s))
+        return {
+            Path(d): f"a folder of the images the data lists (data.path={path}: {at})" for f in lists for d, at in f
+        }
     if source not in ("image_folder", "shards"):
         return {}
     found = {}
