@@ -89,14 +89,31 @@ def image_folders(root: Path, split: str) -> "dict[str, str]":
     two or more of those (the split folder of class folders, ``imf/train`` of ``imf/train/{a,b}``: a folder written
     beside them would be read as a class) -> where the list names an image in it (``man/train.jsonl line 3``), for a
     writer's ``inputs`` (:func:`harness.data.splits.read_folders`: an output folder inside one would lie among the
-    images; audit24 A24-08). The list is read line by line as :func:`manifest_rows` reads it, each image's folder
+    images; audit24 A24-08). The list is read (once per version of the file) line by line as :func:`manifest_rows`
+    reads it, each image's folder
     joined to ``root`` (an absolute image path as it is) and resolved once (links followed); no image is opened or
     looked up. Empty where the list cannot be read, and what was read up to a line that is no entry (the readers
     name it)."""
+    try:
+        file = manifest_file(root, split)
+        stat = file.stat()
+    except (OSError, ValueError):
+        return {}
+    key = (str(file.resolve()), stat.st_mtime_ns, stat.st_size)  # an experiment checks each planned run's: read once
+    if key not in _FOLDERS:
+        _FOLDERS[key] = _image_folders(root, split, file)
+    return dict(_FOLDERS[key])
+
+
+#: :func:`image_folders` by (list file, modification time, size)
+_FOLDERS: "dict[tuple[str, int, int], dict[str, str]]" = {}
+
+
+def _image_folders(root: Path, split: str, file: Path) -> "dict[str, str]":
+    """:func:`image_folders` read from ``file``, the list of ``split`` under ``root``."""
     found: "dict[str, str]" = {}
     seen: "set[str]" = set()
     try:
-        file = manifest_file(root, split)
         for n, image, _ in manifest_rows(root, split):
             folder = image.rpartition("/")[0]  # the folder as listed: each one resolved once
             if folder not in seen:
