@@ -85,6 +85,18 @@ def _ensemble_inside_its_members_data(tmp):
 
 
 # ------------------------------------------------------------ A23-11: an ensemble's --eval-data path from elsewhere
+def _eval_data_ensemble(tmp) -> None:
+    """``ens/eimv``: the ensemble of ``runs/imf`` and ``runs/imf1`` (:func:`_two_imf_runs`) built with ``--eval-data
+    eimtv.yaml`` (the image folder at the relative path ``imf``, eval_split test, heldout_split val)."""
+    _two_imf_runs(tmp)
+    (tmp / "eimtv.yaml").write_text(
+        "data:\n  source: image_folder\n  path: imf\n  eval_split: test\n  heldout_split: val\n"
+        "  image_size: 16\n  eval_resize: 16\n"
+    )
+    _cli("ensemble", "-m", "runs/imf", "-m", "runs/imf1", "--from-checkpoints", "--eval-data", "eimtv.yaml",
+         "--out", "ens/eimv")  # fmt: skip
+
+
 @handled(
     "ensemble",
     "harness ensemble --from-checkpoints --eval-data (image folder path: imf, relative; test and val) then its data "
@@ -98,13 +110,7 @@ def _ensemble_eval_data_path_from_elsewhere(tmp):
 
     from harness.runs import data_config
 
-    _two_imf_runs(tmp)
-    (tmp / "eimtv.yaml").write_text(
-        "data:\n  source: image_folder\n  path: imf\n  eval_split: test\n  heldout_split: val\n"
-        "  image_size: 16\n  eval_resize: 16\n"
-    )
-    _cli("ensemble", "-m", "runs/imf", "-m", "runs/imf1", "--from-checkpoints", "--eval-data", "eimtv.yaml",
-         "--out", "ens/eimv")  # fmt: skip
+    _eval_data_ensemble(tmp)
     recorded = json.loads((tmp / "ens" / "eimv" / "ensemble.json").read_text())["data_config"]["path"]
     assert recorded == str((tmp / "imf").absolute()), recorded
     _image_folder(tmp / "other" / "imf")

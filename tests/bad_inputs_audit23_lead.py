@@ -250,19 +250,11 @@ def _old_ensemble_relative_eval_data(tmp):
     import json
     import os
 
-    from bad_inputs_audit23_data import _two_imf_runs
+    from bad_inputs_audit23_data import _eval_data_ensemble
 
     from harness.runs import data_config
 
-    from bad_inputs_uncertainty import _cli
-
-    _two_imf_runs(tmp)
-    (tmp / "eimtv.yaml").write_text(
-        "data:\n  source: image_folder\n  path: imf\n  eval_split: test\n  heldout_split: val\n"
-        "  image_size: 16\n  eval_resize: 16\n"
-    )
-    _cli("ensemble", "-m", "runs/imf", "-m", "runs/imf1", "--from-checkpoints", "--eval-data", "eimtv.yaml",
-         "--out", "ens/eimv")  # fmt: skip
+    _eval_data_ensemble(tmp)
     spec_file = tmp / "ens" / "eimv" / "ensemble.json"
     spec = json.loads(spec_file.read_text())
     spec["data_config"]["path"] = "imf"  # as written before the fix
