@@ -57,6 +57,23 @@ def check_not_moved(run_dir: "str | os.PathLike", path: Optional[str], read: Opt
     )
 
 
+def check_ensemble_path(spec_file: Path, path: Optional[str]) -> None:
+    """An ensemble's ``--eval-data`` ``data.path`` recorded relative (by harness ensemble before audit23 A23-11's fix)
+    names a folder from this working folder.
+
+    Raises:
+        ValueError: naming ``spec_file`` (its ``ensemble.json``), the path, this folder and the fixes.
+    """
+    given = Path(str(path)).expanduser() if path else None
+    if given is None or given.is_absolute() or given.exists():
+        return
+    raise ValueError(
+        f"{spec_file} records its --eval-data's data.path {path!r} relative to the folder the ensemble was built in, "
+        f"and from this folder ({Path.cwd()}) it names nothing: run from that folder, or build the ensemble again "
+        "(harness ensemble ... --eval-data FILE), which records the path absolute"
+    )
+
+
 def accept_moved(run_dir: "str | os.PathLike") -> str:
     """Record in a run's ``run.json`` that its data moved: ``data_path.absolute`` becomes the folder its relative
     ``data.path`` names from the working folder (:func:`moved`), the rest of the file kept; run it from the folder the

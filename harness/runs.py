@@ -179,27 +179,18 @@ def data_config(run_dir: "str | Path", overrides: "tuple[str, ...]" = ()) -> Dat
     """
     from harness.data.splits import recorded_path
     from harness.io import read_json
-    from harness.moved_data import check_not_moved
+    from harness.moved_data import check_ensemble_path, check_not_moved
 
     spec = ensemble_spec(run_dir) if (Path(run_dir) / "ensemble.json").is_file() else None
     folder = spec["members"][0] if spec else run_dir
     section = (spec or {}).get("data_config") or run_config(folder).get("data")
     cfg = load_config(DataConfig, None, list(overrides), base=section or {})
-    if (spec or {}).get("data_config") and _lost_relative(cfg.path):  # an ensemble built before A23-11's fix
-        raise ValueError(
-            f"{Path(run_dir) / 'ensemble.json'} records its --eval-data's data.path {cfg.path!r} relative to the folder "
-            f"the ensemble was built in, and from this folder ({Path.cwd()}) it names nothing: run from that folder, "
-            "or build the ensemble again (harness ensemble ... --eval-data FILE), which records the path absolute"
-        )
+    if (spec or {}).get("data_config"):  # a path recorded relative before A23-11's fix, naming nothing from here
+        check_ensemble_path(Path(run_dir) / "ensemble.json", cfg.path)
     meta = {} if (spec or {}).get("data_config") else read_json(Path(folder) / "run.json")  # None: none, damaged
     path = recorded_path(cfg.source, cfg.path, meta.get("data_path") if isinstance(meta, dict) else None)
     check_not_moved(folder, cfg.path, path)  # its folder gone, data.path naming another here (audit24 A24-09)
     return cfg if path == cfg.path else replace(cfg, path=path)
-
-
-def _lost_relative(path: "Optional[str]") -> bool:
-    """A relative ``data.path`` that names nothing from this working folder."""
-    return bool(path) and not Path(str(path)).expanduser().is_absolute() and not Path(str(path)).expanduser().exists()
 
 
 def check_distinct_folders(folders: "Sequence[str | Path]", what: str, why: str, predictions: bool = True) -> None:
@@ -309,7 +300,8 @@ def clean_heldout(preds: Predictions, run_dir: "str | Path") -> Optional[Predict
     (:func:`harness.run_streams.pack_clean_heldout`; a pack of the source's own labels: the predictions' targets).
 
     Raises:
-        ValueError: the held-out examples are not all in the clean split (another data set).
+        ValueError: the held-out examples are not all in the clean split (another data set); labels that differ from
+            those stored for a run whose data has no label noise (the data changed since: audit24 A24-12).
         FileNotFoundError: the data (or the held-out pack) is not where the run's config says.
     """
     data = data_config(run_dir)
@@ -322,6 +314,17 @@ def clean_heldout(preds: Predictions, run_dir: "str | Path") -> Optional[Predict
         raise ValueError(
             f"held-out predictions of {run_dir} index past the clean split ({len(clean)} examples): "
             "they were made on other data"
+        )
+    noise = (data.label_noise or {}).get("kind", "none")
+    noiseless = data.label_set == "clean" and noise == "none" and not data.multilabel
+    differ = int(np.sum(clean[preds.index] != np.asarray(preds.targets))) if noiseless else 0
+    if differ:  # no noise, so the stored labels are the clean ones: the folder changed (audit24 A24-12)
+        raise ValueError(
+            f"{differ} of {len(preds.index)} held-out labels of {run_dir} (its heldout_predictions.npz, as the run "
+            f"stored them) differ from those its held-out split ({data.heldout_split} of {data.source}"
+            f"{f' at {data.path}' if data.path else ''}) holds now, and the run's data has no label noise: the data "
+            "changed since the run was evaluated, and the difference is no label noise; restore the data, or "
+            "evaluate the run again on it (harness.upstream.reevaluate.reevaluate(RUN, force=True))"
         )
     return replace(preds, targets=clean[preds.index], source=f"{preds.source} (clean labels)")
 

@@ -101,3 +101,28 @@ def _demo_of_copied_digits_model(tmp):
     else:
         raise AssertionError("a copied model.pt of a digits val run was transferred to demo_digit")
     _cli("downstream", "--upstream", str(tmp / "exp"), *sweep, "--log-with", "none", "--out", str(tmp / "s2"))
+
+
+# ------------------------------------------------------------------------------ A24-12: held-out labels changed since
+@bad_input(
+    "report",
+    "harness report of an image-folder run trained with no label noise, after images of its held-out folder were "
+    "moved to another class folder (audit24 A24-12: the report called the changed labels the run's label noise, "
+    "'noisy labels (25.0% differ from clean)' in the audit)",
+    click.ClickException,
+    r"2 of 6 held-out labels of runs/imf \(its heldout_predictions\.npz, as the run stored them\) differ from those "
+    r"its held-out split \(val of image_folder at .*imf\) holds now, and the run's data has no label noise: the data "
+    r"changed since the run was evaluated",
+)
+def _heldout_labels_changed(tmp):
+    from bad_inputs_audit21_data import _IMF, _image_folder, _train
+
+    from bad_inputs_uncertainty import _cli
+
+    _image_folder(tmp / "imf")
+    _train("runs/imf", *_IMF)
+    _cli("report", "runs/imf", "--no-shift", "--name", "r1")  # the data as the run read it: reported
+    assert "clean labels" in (tmp / "results" / "r1" / "report.md").read_text()
+    for i in range(2):
+        (tmp / "imf" / "val" / "a" / f"{i}.png").rename(tmp / "imf" / "val" / "b" / f"1{i}.png")
+    _cli("report", "runs/imf", "--no-shift", "--name", "r2")

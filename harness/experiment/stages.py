@@ -410,7 +410,7 @@ def _evaluation_stage(
     for method, dirs in runs.items():
         for size in exp.ensemble_sizes:
             out = path_under(root, "ensembles", f"{method}_x{size}")
-            build_ensemble(dirs[:size], out)
+            build_ensemble(dirs[:size], out, overwrite=True)  # the experiment's own: rebuilt from its runs now
             ensembles.append(out)
             progress(f"[ensemble] {method} x{size}")
     stages["ensembles"] = time.perf_counter() - tic
