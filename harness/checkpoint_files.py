@@ -157,7 +157,7 @@ def check_run_model(run_dir: "str | os.PathLike", options: bool = True) -> None:
         raise ValueError(
             f"{run_dir / 'model.pt'} is not the model the run's metrics.json and predictions measured (its weights' "
             f"digest is {str(found['weights_sha256'])[:12]}..., metrics.json records {str(recorded)[:12]}...): put "
-            f"the run's own model.pt back, or {_remake(run_dir)}"
+            f"the run's own model.pt back, or {remake(run_dir)}"
         )
     if options and isinstance(measured, dict) and found["eval_options"] != measured:
         changed = ", ".join(
@@ -172,7 +172,7 @@ def check_run_model(run_dir: "str | os.PathLike", options: bool = True) -> None:
         )
 
 
-def _remake(run_dir: Path) -> str:
+def remake(run_dir: Path) -> str:
     """How a message says to make the run ``run_dir`` again: train it (harness upstream with its config.yaml), or, for
     an imported run (its config.yaml's ``imported``), import its model again into a new folder (audit23 A23-14: an
     imported run was told to train, which its config.yaml cannot)."""

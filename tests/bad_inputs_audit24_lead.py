@@ -126,3 +126,27 @@ def _heldout_labels_changed(tmp):
     for i in range(2):
         (tmp / "imf" / "val" / "a" / f"{i}.png").rename(tmp / "imf" / "val" / "b" / f"1{i}.png")
     _cli("report", "runs/imf", "--no-shift", "--name", "r2")
+
+
+# ------------------------------------------------------------------------------ A24-10: an import without predictions
+@bad_input(
+    "report",
+    "harness report of an imported run folder whose predictions.npz is missing (audit24 A24-10: 'neither a finished "
+    "run folder ... run harness upstream / harness ensemble first', naming neither the missing file nor a fix that "
+    "applies to an import)",
+    click.ClickException,
+    r"'imp' is a run folder without its predictions\.npz: import its model again into a new folder \(an imported "
+    r"run, made by harness import: harness import --model .*model\.pt --data imp/config\.yaml --out NEW_FOLDER\)",
+)
+def _import_without_predictions(tmp):
+    from bad_inputs_audit21_data import _train
+
+    from bad_inputs_uncertainty import _cli
+
+    _train("runs/base", "data.limit_train=64", "data.limit_eval=32")
+    (tmp / "e.yaml").write_text(
+        "data:\n  source: digits\n  eval_split: test\n  heldout_split: null\n  limit_eval: 20\n"
+    )
+    _cli("import", "--model", "runs/base/model.pt", "--data", "e.yaml", "--out", "imp")
+    (tmp / "imp" / "predictions.npz").unlink()
+    _cli("report", "imp", "--no-shift", "--name", "ri")
