@@ -150,3 +150,27 @@ def _import_without_predictions(tmp):
     _cli("import", "--model", "runs/base/model.pt", "--data", "e.yaml", "--out", "imp")
     (tmp / "imp" / "predictions.npz").unlink()
     _cli("report", "imp", "--no-shift", "--name", "ri")
+
+
+# ------------------------------------------------------------------------------ A24-13: a report of a retrained run
+@bad_input(
+    "report",
+    "harness report runs/bx --name rbx again after runs/bx was trained again (another seed) in the same folder "
+    "(audit24 A24-13: rc 0, the earlier model's report replaced without --overwrite, while another path was refused)",
+    click.ClickException,
+    r"results/rbx holds the report of the same folders' earlier weights \(digests .*runs/bx: \w{12}\.\.\. there, "
+    r"\w{12}\.\.\. now\), not of .*runs/bx: writing this report there would replace it; .*or give --overwrite",
+)
+def _report_of_retrained_run(tmp):
+    import shutil
+
+    from bad_inputs_audit21_data import _train
+
+    from bad_inputs_uncertainty import _cli
+
+    _train("runs/bx", "data.limit_train=64", "data.limit_eval=32", "seed=7")
+    _cli("report", "runs/bx", "--no-shift", "--name", "rbx")
+    _cli("report", "runs/bx", "--no-shift", "--name", "rbx")  # the same run again: a rerun, replaced
+    shutil.rmtree(tmp / "runs" / "bx")
+    _train("runs/bx", "data.limit_train=64", "data.limit_eval=32", "seed=8")
+    _cli("report", "runs/bx", "--no-shift", "--name", "rbx")

@@ -31,6 +31,7 @@ from harness.report.inputs import (  # noqa: F401 (report_folder, REPORT_*: impo
     REPORT_FILES,
     REPORT_LOCK,
     SCHEMA,
+    input_weights,
     read_report,
     remove_stale,
     report_folder,
@@ -129,7 +130,7 @@ def load_entry(path: "str | Path") -> Entry:
         from harness.checkpoint_files import remake
 
         again = (
-            f"write them again from its model.pt (python -c \"from harness.upstream.reevaluate import reevaluate; "
+            f'write them again from its model.pt (python -c "from harness.upstream.reevaluate import reevaluate; '
             f"reevaluate('{path}', force=True)\"), or {remake(path)}"
             if (path / "model.pt").is_file() and "imported" not in run_config(path)
             else remake(path)
@@ -305,6 +306,7 @@ def _report_json(
         "schema": SCHEMA,
         "name": name,
         "inputs": inputs,
+        "input_weights": input_weights(inputs),  # a report of the same folders' other weights is another report
         "provenance": prov,
         "summary": extra.get("summary"),
         "data": entries[0].data,

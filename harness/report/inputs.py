@@ -24,11 +24,7 @@ def resolved(paths: Sequence["str | Path"]) -> "list[str]":
 
 def read_report(out: Path) -> dict:
     """``out/report.json`` as a dict (an unreadable or non-object one: empty)."""
-    try:
-        spec = json.loads((out / "report.json").read_text(errors="replace"))
-    except (OSError, ValueError):
-        return {}
-    return spec if isinstance(spec, dict) else {}
+    return read_json_file(out / "report.json")
 
 
 def recorded_inputs(spec: dict) -> "list[str]":
@@ -39,6 +35,47 @@ def recorded_inputs(spec: dict) -> "list[str]":
         entries = spec.get("entries") if isinstance(spec.get("entries"), list) else []
         inputs = [e.get("source") for e in entries if isinstance(e, dict)]
     return resolved([p for p in inputs if isinstance(p, str) and p])
+
+
+def input_weights(inputs: Sequence[str]) -> "dict[str, Optional[str]]":
+    """What each input folder (:func:`resolved`) holds now, for ``report.json``'s ``input_weights``: a run's
+    ``model.pt`` weights digest (:func:`harness.model_identity.weights_digest`), an ensemble's members' digests as its
+    ``ensemble.json`` records them (``member_weights``, joined), else None (not recorded)."""
+    from harness.model_identity import weights_digest
+
+    out: "dict[str, Optional[str]]" = {}
+    for folder in map(Path, inputs):
+        members = read_json_file(folder / "ensemble.json").get("member_weights")
+        if (folder / "model.pt").is_file():
+            out[str(folder)] = weights_digest(folder / "model.pt")
+        elif isinstance(members, dict) and members:
+            out[str(folder)] = ",".join(str(members[k]) for k in sorted(members))
+        else:
+            out[str(folder)] = None
+    return out
+
+
+def read_json_file(path: Path) -> dict:
+    """``path`` as a JSON object (an unreadable or non-object one: empty)."""
+    try:
+        got = json.loads(path.read_text(errors="replace"))
+    except (OSError, ValueError):
+        return {}
+    return got if isinstance(got, dict) else {}
+
+
+def _changed_weights(out: Path, inputs: "list[str]") -> "list[str]":
+    """The inputs whose weights differ from those ``out``'s report recorded (``input_weights``; none recorded: none
+    compared), each as the message says it."""
+    recorded = read_report(out).get("input_weights")
+    if not isinstance(recorded, dict):
+        return []
+    now = input_weights(inputs)
+    return [
+        f"{p}: {str(recorded[p])[:12]}... there, {str(now[p])[:12]}... now"
+        for p in inputs
+        if recorded.get(p) and now.get(p) and recorded[p] != now[p]
+    ]
 
 
 def check_same_inputs(
@@ -55,7 +92,8 @@ def check_same_inputs(
     None: the caller has no ``--overwrite``, and the message does not offer it.
 
     Raises:
-        ValueError: a report of other inputs, naming the folder, the inputs it holds, the new ones and the fix.
+        ValueError: a report of other inputs, or of the same run folders' earlier weights (``input_weights``: audit24
+            A24-13), naming the folder, the inputs it holds, the new ones and the fix.
     """
     if overwrite or (inputs is None and inputs_under is None):
         return
@@ -67,8 +105,10 @@ def check_same_inputs(
         if not other and (new is None or all(Path(p).is_relative_to(root) for p in new)):
             return
         theirs = f"of {quote(', '.join(other or old), 300)} (outside {root})"
-    elif new == old:
+    elif new == old and not (changed := _changed_weights(out, new or [])):
         return
+    elif new == old:  # the same folders, trained again since (audit24 A24-13: a report replaced another model's)
+        theirs = f"of the same folders' earlier weights (digests {'; '.join(changed)})"
     else:
         theirs = f"of {quote(', '.join(old), 300) or 'inputs it does not record'}"
     mine = f"{root}" if inputs_under is not None else quote(", ".join(new or []), 300)
