@@ -120,7 +120,7 @@ def _reevaluate_from_elsewhere(tmp):
     ValueError,
     r"^.*runs/res holds a run of data\.path=imf = .*/imf \(its run\.json's data_path\), and from this working folder "
     r"\(.*other\) data\.path=imf is .*other/imf: the run would go on \(or be taken as finished\) on other data under "
-    r"its record: run this command from .*/test_\w+ \(its config\.yaml keeps data\.path=imf\), or give another "
+    r"its record: run this command from /\S+ \(its config\.yaml keeps data\.path=imf\), or give another "
     r"output_dir to train a new run on .*other/imf$",
 )
 def _resume_from_elsewhere(tmp):
