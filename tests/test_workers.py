@@ -139,8 +139,8 @@ def test_ctrl_c_stops_the_workers_at_once_without_their_tracebacks(tmp_path):
     assert not any(w.is_running() and w.status() != psutil.STATUS_ZOMBIE for w in started)
 
 
-def _mark(path):
-    Path(path).write_text(str(os.getpid()))
+def _mark(folder):
+    (Path(folder) / str(os.getpid())).write_text("warm")  # one file per process that ran the warm-up
 
 
 def _slow():
@@ -153,6 +153,7 @@ def test_warm_starts_each_process_ahead_of_the_jobs(tmp_path):
     from harness.workers import Workers
 
     lines = []
+    (tmp_path / "warm").mkdir()
     with Workers(2) as w:
         w.warm(_mark, (str(tmp_path / "warm"),))
         assert w.counts() == (0, 0)  # not a job
@@ -161,8 +162,9 @@ def test_warm_starts_each_process_ahead_of_the_jobs(tmp_path):
         w.wait(lines.append)
         assert w.counts() == (4, 4) and len(lines) == 4
         jobs = {w.results[("a", f"a{i}")] for i in range(4)}
-    warmed = int((tmp_path / "warm").read_text())
-    assert warmed in jobs and os.getpid() not in jobs
+    warmed = {int(p.name) for p in (tmp_path / "warm").iterdir()}
+    # every process that ran a job ran the warm-up (a loaded machine may give all four jobs to one of the two)
+    assert jobs <= warmed and os.getpid() not in jobs | warmed, (jobs, warmed)
 
 
 def _alive(proc) -> bool:
