@@ -103,9 +103,11 @@ def measured_model(path: "str | os.PathLike") -> dict:
     """What a run's ``metrics.json`` records of the ``model.pt`` its metrics measured: ``weights_sha256``
     (:func:`harness.model_identity.weights_digest`) and ``eval_options``, the head's evaluation options the file
     stores (:data:`harness.heads.checks.MEASURED_OPTIONS`, the head's defaults where its config leaves one out; ``{}``
-    for a head without noise, which reads none). Written by upstream and ``harness import``, compared by
-    :func:`check_run_model`."""
+    for a head without noise, which reads none) and ``preprocessing``, the input normalisation its model config
+    stores (``mean``, ``std``, ...; ``{}``: the harness's own, as :func:`harness.card_facts.card_state` records it;
+    audit25 A25-10). Written by upstream and ``harness import``, compared by :func:`check_run_model`."""
     import inspect
+    import json
 
     from harness.heads import HeteroscedasticHead
     from harness.heads.checks import MEASURED_OPTIONS
@@ -114,12 +116,13 @@ def measured_model(path: "str | os.PathLike") -> dict:
     try:
         payload = torch.load(Path(path), map_location="cpu", weights_only=True, mmap=True)
         head = dict(payload["config"].get("head") or {})
+        prep = json.loads(json.dumps(dict(payload["config"].get("preprocessing") or {})))  # as metrics.json reads
     except Exception:  # noqa: BLE001 -- not a harness checkpoint: its readers name what it is
-        head = {}
+        head, prep = {}, {}
     given = inspect.signature(HeteroscedasticHead.__init__).parameters
     options = {k: head.get(k, given[k].default) for k in ("covariance", *MEASURED_OPTIONS)}
     noisy = options.pop("covariance") != "none"
-    return {"weights_sha256": weights_digest(path), "eval_options": options if noisy else {}}
+    return {"weights_sha256": weights_digest(path), "eval_options": options if noisy else {}, "preprocessing": prep}
 
 
 def check_run_model(run_dir: "str | os.PathLike", options: bool = True) -> None:
@@ -128,8 +131,9 @@ def check_run_model(run_dir: "str | os.PathLike", options: bool = True) -> None:
     wrote them (audit20 A20-09: another model.pt copied into a run was exported, and shifted, with the run's metrics
     and training data), and, with ``options`` and where the run recorded them, the head's evaluation options it stores
     equal the run's ``eval_options`` (audit22 A22-12: a model.pt re-saved with ``eval_mc_samples = 1`` was exported
-    with the metrics of 100 samples): both as :func:`measured_model` reads them. A run that recorded none (written
-    before the record existed) passes.
+    with the metrics of 100 samples), and the input preprocessing it stores equals the run's ``preprocessing``
+    (audit25 A25-10: a model.pt re-saved with other mean / std was exported with the metrics of the old ones): all as
+    :func:`measured_model` reads them. A run that recorded none (written before the record existed) passes.
 
     Args:
         options: compare the head's evaluation options too: for readers of the head's predictions (export, shift,
@@ -147,7 +151,7 @@ def check_run_model(run_dir: "str | os.PathLike", options: bool = True) -> None:
     run_dir = Path(run_dir)
     try:
         record = json.loads((run_dir / "metrics.json").read_text(encoding="utf-8"))
-        recorded, measured = record.get("weights_sha256"), record.get("eval_options")
+        recorded, measured, prep = record.get("weights_sha256"), record.get("eval_options"), record.get("preprocessing")
     except (OSError, ValueError, AttributeError):  # no record to compare (its readers name a damaged metrics.json)
         return
     if not recorded:
@@ -169,6 +173,18 @@ def check_run_model(run_dir: "str | os.PathLike", options: bool = True) -> None:
             f"{run_dir / 'model.pt'} predicts with other evaluation options than the run's metrics.json measured "
             f"({changed}; audit22 A22-12): put the run's own model.pt back, or set the head's options back and save "
             "it again"
+        )
+    if options and isinstance(prep, dict) and found["preprocessing"] != prep:
+        changed = ", ".join(
+            f"{k} {prep.get(k)!r} -> {found['preprocessing'].get(k)!r}"
+            for k in sorted(set(prep) | set(found["preprocessing"]))
+            if prep.get(k) != found["preprocessing"].get(k)
+        )
+        raise ValueError(
+            f"{run_dir / 'model.pt'} normalises its input otherwise than the model the run's metrics.json and "
+            f"predictions measured (its config's preprocessing: {changed}; audit25 A25-10): its metrics do not hold "
+            f"for it; put the run's own model.pt back, or save it again with the preprocessing it was measured with "
+            f"(model.config.preprocessing = {prep!r}), or {remake(run_dir)}"
         )
 
 
