@@ -19,7 +19,9 @@ from harness.downstream.config import MAX_RESOLUTION, SweepSettings
 from harness.downstream.sweep import upstream_record
 from harness.downstream.table import _data_text, _model_text
 from harness.folder_paths import check_outside_outputs
+from harness.importing import trained_read_folders
 from harness.io import RunLock, atomic_write_text, check_output_folder, check_writable, json_dumps, read_json
+from harness.provenance import changed_since
 from harness.rules import SEED, Rule
 from harness.tasks.fewshot import HELDOUT_PER_CLASS, L2_GRID, check_shots
 from harness.tasks.probe import POOL_SPLIT, TEST_SPLIT, evaluate_tasks, prepare_tasks
@@ -71,14 +73,14 @@ def _check_same_study(earlier: dict, now: dict, out: Path) -> None:
         ValueError: naming what differs, both values (both digests) and the fixes (another ``--out``, or
             ``--overwrite``).
     """
-    differ = [k for k in now if earlier.get(k) != now[k] and (k not in _RECORDED_SINCE or k in earlier)]
+    differ = changed_since(earlier, now, always=[k for k in now if k not in _RECORDED_SINCE])
     if differ:
         said = "; ".join(
-            f"the weights of {now['source']}: digest {str(earlier.get(k))[:12]}... there, {str(now[k])[:12]}... now "
+            f"the weights of {now['source']}: digest {str(was)[:12]}... there, {str(value)[:12]}... now "
             "(the model.pt was replaced or trained again)"
             if k == "upstream_weights"
-            else f"{k}: {earlier.get(k)!r} there, {now[k]!r} now"
-            for k in differ
+            else f"{k}: {was!r} there, {value!r} now"
+            for k, was, value in differ
         )
         raise ValueError(
             f"{out} holds the few-shot results of another study ({said}): they would be replaced; give another --out, "
@@ -151,8 +153,9 @@ def fewshot(
     settings = settings or SweepSettings()
     check_device(settings.device)
     chosen = expand_tasks(tasks)  # task names before the model: a typo costs no load
-    # not inside a run, an export or another output folder, nor inside a task's folder
-    check_outside_outputs(out, "--out", "harness fewshot", task_read_folders(chosen, settings))
+    # not inside a run, an export or another output folder, nor inside a task's folder or the model's data (A25-01)
+    read = {**trained_read_folders(source, "--model"), **task_read_folders(chosen, settings)}
+    check_outside_outputs(out, "--out", "harness fewshot", read)
     out = check_writable(out, f"--out {out}", "--out DIR")
     _check_out(out, overwrite, None)
     log_with = available(list(log_with), "--log-with", progress)

@@ -14,6 +14,7 @@ from typing import Any, Callable, Optional
 
 from harness.downstream.config import SweepSettings
 from harness.io import read_json
+from harness.provenance import changed_since
 from harness.tasks.catalogue import SPLITS, Task
 from harness.tasks.taskset import TaskData, find_task, load_split
 
@@ -175,10 +176,9 @@ def changed_weights(old: dict, new: dict) -> Optional[str]:
     a rerun after the model.pt was retrained, or replaced, resumed the old sweep and reported its numbers under the new
     model). A phrase naming both digests, or None when they agree or ``old`` recorded none (a sweep of an earlier
     version, or of another source, whose ``upstream`` record carries its own sha256)."""
-    before, now = old.get("upstream_weights"), new.get("upstream_weights")
-    if not before or before == now:
-        return None
-    return f"its weights' digest is now {str(now)[:12]}..., the sweep's sweep.json records {str(before)[:12]}..."
+    for _, before, now in changed_since(old, {"upstream_weights": new.get("upstream_weights")}):
+        return f"its weights' digest is now {str(now)[:12]}..., the sweep's sweep.json records {str(before)[:12]}..."
+    return None
 
 
 def task_data(tasks: "list[Task]", settings: TaskData) -> "dict[str, dict]":
@@ -212,20 +212,16 @@ def changed_data(old: dict, new: dict) -> Optional[str]:
     folder), or one of its list files has another digest (audit24 A24-03: a rerun after a list changed reused the
     earlier lists' runs and reported them as the new ones). Compared only for the tasks and lists both record (a
     ``sweep.json`` of an earlier version records none). A phrase naming the task, the file and both values, or None."""
-    before, now = old.get("task_data"), new.get("task_data") or {}
-    for name, rec in now.items():
-        was = before.get(name) if isinstance(before, dict) else None
-        if not isinstance(was, dict):
-            continue
-        if was.get("folder") != rec["folder"]:
-            return f"task {name}'s folder is now {rec['folder']}, the sweep's sweep.json records {was.get('folder')}"
-        for split, digest in rec["lists"].items():
-            earlier = (was.get("lists") or {}).get(split)
-            if earlier and earlier != digest:
-                return (
-                    f"task {name}'s {Path(rec['folder']) / f'{split}.txt'} changed since the sweep ran (its digest is "
-                    f"now {digest[:12]}..., the sweep's sweep.json records {str(earlier)[:12]}...)"
-                )
+    before = old.get("task_data") if isinstance(old.get("task_data"), dict) else {}
+    for name, rec in (new.get("task_data") or {}).items():
+        was = before.get(name)
+        for _, folder_was, folder in changed_since(was, {"folder": rec["folder"]}):
+            return f"task {name}'s folder is now {folder}, the sweep's sweep.json records {folder_was}"
+        for split, earlier, digest in changed_since((was or {}).get("lists"), rec["lists"]):
+            return (
+                f"task {name}'s {Path(rec['folder']) / f'{split}.txt'} changed since the sweep ran (its digest is "
+                f"now {digest[:12]}..., the sweep's sweep.json records {str(earlier)[:12]}...)"
+            )
     return None
 
 

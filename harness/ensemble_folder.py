@@ -17,7 +17,7 @@ from harness.data.splits import absolute_path
 from harness.folder_paths import check_not_other_output
 from harness.io import LOCK_FILES, RunLock, atomic_write_text, check_writable, quote
 from harness.model_identity import check_distinct_weights
-from harness.provenance import provenance
+from harness.provenance import changed_since, provenance
 from harness.runs import (
     check_distinct_folders,
     check_distinct_predictions,
@@ -132,12 +132,11 @@ def changed_member(spec: dict) -> Optional[str]:
     if not isinstance(recorded, dict):
         return None
     now = member_weights([m for m, digest in recorded.items() if digest])
-    for m, digest in now.items():
-        if digest and recorded.get(m) and digest != recorded[m]:
-            return (
-                f"member {m}'s earlier weights (its model.pt's weights digest is now {digest[:12]}..., ensemble.json "
-                f"records {str(recorded[m])[:12]}...)"
-            )
+    for m, was, digest in changed_since(recorded, {m: d for m, d in now.items() if d}):
+        return (
+            f"member {m}'s earlier weights (its model.pt's weights digest is now {digest[:12]}..., ensemble.json "
+            f"records {str(was)[:12]}...)"
+        )
     return None
 
 

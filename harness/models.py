@@ -407,9 +407,10 @@ def save_model(model: Classifier, path: "str | os.PathLike", extra: Optional[dic
     return atomic_torch_save(payload, path)
 
 
-def read_checkpoint(path: "str | os.PathLike") -> dict:
+def read_checkpoint(path: "str | os.PathLike", mmap: bool = False) -> dict:
     """Load a checkpoint written by :func:`save_model` (tensors on CPU, no code execution), its stored config
-    checked by :func:`check_stored_config`.
+    checked by :func:`check_stored_config`. ``mmap``: map the tensors rather than read them (a reader of the record
+    alone, e.g. ``extra``, then reads little of a large file).
 
     Raises:
         FileNotFoundError: no file at ``path``.
@@ -419,7 +420,7 @@ def read_checkpoint(path: "str | os.PathLike") -> dict:
     if not path.is_file():
         raise FileNotFoundError(f"no checkpoint at {str(path)!r}; pass the model.pt written by a harness run")
     try:
-        payload = torch.load(path, map_location="cpu", weights_only=True)
+        payload = torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
     except Exception as e:  # not a torch file, or one holding arbitrary objects
         raise ValueError(
             f"{str(path)!r} cannot be read as a harness model checkpoint ({type(e).__name__}); pass the "

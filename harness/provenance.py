@@ -193,3 +193,13 @@ def _not_own(path: Path, title: str, key: str) -> str:
     text = path.read_text(encoding="utf-8", errors="replace")[:4000]
     own = text.startswith(f"# {title}") and _WRITTEN_BY.search(text)
     return "" if own else f"it does not begin with '# {title}' and a 'Written by' line"
+
+
+def changed_since(recorded: object, now: "dict[str, object]", always: "Sequence[str]" = ()) -> "list[tuple]":
+    """What differs between an earlier record and the same facts measured now: ``(key, recorded value, value now)``
+    for each key of ``now``, in its order, compared only where ``recorded`` (a record's dict; anything else: none)
+    holds it (a recorded None counts: a default is a value), so a record written before a fact was recorded is compared
+    by the rest; a key in ``always`` is compared whether or not the record holds it. The one rule of every "is this still what it recorded" check
+    (a sweep's ``sweep.json``, a few-shot study's ``fewshot.json``, an ``ensemble.json``, a ``report.json``)."""
+    was = recorded if isinstance(recorded, dict) else {}
+    return [(k, was.get(k), v) for k, v in now.items() if (k in always or k in was) and was.get(k) != v]

@@ -7,11 +7,11 @@ wrote that the new one does not (:func:`remove_stale`); the folder a report may 
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Optional, Sequence
 
-from harness.io import quote
+from harness.io import quote, read_json
+from harness.provenance import changed_since
 
 #: the schema of ``report.json`` (a folder whose ``report.json`` has it holds a report)
 SCHEMA = "harness.report/1"
@@ -56,11 +56,8 @@ def input_weights(inputs: Sequence[str]) -> "dict[str, Optional[str]]":
 
 
 def read_json_file(path: Path) -> dict:
-    """``path`` as a JSON object (an unreadable or non-object one: empty)."""
-    try:
-        got = json.loads(path.read_text(errors="replace"))
-    except (OSError, ValueError):
-        return {}
+    """``path`` as a JSON object (:func:`harness.io.read_json`; absent, unreadable or not an object: empty)."""
+    got = read_json(path)
     return got if isinstance(got, dict) else {}
 
 
@@ -70,12 +67,8 @@ def _changed_weights(out: Path, inputs: "list[str]") -> "list[str]":
     recorded = read_report(out).get("input_weights")
     if not isinstance(recorded, dict):
         return []
-    now = input_weights(inputs)
-    return [
-        f"{p}: {str(recorded[p])[:12]}... there, {str(now[p])[:12]}... now"
-        for p in inputs
-        if recorded.get(p) and now.get(p) and recorded[p] != now[p]
-    ]
+    now = {p: d for p, d in input_weights(inputs).items() if d}
+    return [f"{p}: {str(was)[:12]}... there, {str(d)[:12]}... now" for p, was, d in changed_since(recorded, now)]
 
 
 def check_same_inputs(

@@ -70,11 +70,11 @@ def _recorded(model: Path) -> "Optional[dict]":
             config = read_json(model / "config.json")
             got = (config.get("harness") or {}).get("trained_on") if isinstance(config, dict) else None
         else:
-            import torch
+            from harness.models import read_checkpoint
 
-            payload = torch.load(model, map_location="cpu", weights_only=True, mmap=True)
-            got = (payload.get("extra") or {}).get("trained_on") if isinstance(payload, dict) else None
-    except Exception:  # noqa: BLE001 -- not a harness model file: its loader says what it is
+            extra = read_checkpoint(model, mmap=True).get("extra")
+            got = extra.get("trained_on") if isinstance(extra, dict) else None
+    except (OSError, ValueError):  # not a harness model file: its loader says what it is
         return None
     return got if isinstance(got, dict) else None
 
