@@ -61,10 +61,14 @@ class ExportWriter:
     own: Optional[Path] = None
 
 
-def check_export_place(folder: "str | os.PathLike", by: Optional[ExportWriter] = None) -> None:
+def check_export_place(
+    folder: "str | os.PathLike", by: Optional[ExportWriter] = None, inputs: "Optional[dict[Path, str]]" = None
+) -> None:
     """An export's folder lies outside every run, shift, ensemble, export and other harness output folder
     (:func:`harness.folder_paths.check_outside_outputs`), but for ``by.own``: the rule of ``save_pretrained``, the one
-    writer of exports (``harness.runs.export_run`` goes through it), checked before its lock is taken (audit15 A15-05).
+    writer of exports (``harness.runs.export_run`` goes through it), checked before its lock is taken (audit15 A15-05);
+    nor inside ``inputs`` (resolved folders -> how the message names them: the data the exported model was trained
+    with, :func:`harness.importing.trained_read_folders`, audit25 A25-01).
 
     Raises:
         ValueError: naming ``by.option``, the folder, the output folder it is inside and the fix.
@@ -73,7 +77,7 @@ def check_export_place(folder: "str | os.PathLike", by: Optional[ExportWriter] =
 
     by = by or ExportWriter()
     if by.own is None or Path(folder).resolve() != Path(by.own):
-        check_outside_outputs(folder, by.option, by.writer)
+        check_outside_outputs(folder, by.option, by.writer, inputs)
 
 
 def prepare_folder(

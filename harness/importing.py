@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, Optional, Sequence
 
 from omegaconf import OmegaConf
 
@@ -54,7 +54,8 @@ def import_run(
             before predicting), an ``out`` holding files of the
             names an import writes (even with ``overwrite``, which the message then does not offer) or other files
             (without ``overwrite``), one inside another run, export or harness output folder,
-            or inside a split folder it reads (:func:`harness.folder_paths.check_outside_outputs`, audit22 A22-11), or one that cannot be written
+            or inside a split folder it reads (:func:`harness.folder_paths.check_outside_outputs`, audit22 A22-11) or
+            the model was trained with (:func:`trained_read_folders`, audit25 A25-01), or one that cannot be written
             (:func:`harness.io.check_writable`, before any work); a ``device`` this machine cannot run on
             (:func:`harness.training.precision.check_device`); predictions holding NaN (nothing is written: every
             prediction and its metrics are computed before the folder is made).
@@ -74,6 +75,7 @@ def import_run(
     check_device(device)
     check_weights_file(weights)  # a harness run's model.pt as --weights, before the data is read
     reads = read_folders(data.source, data.path, (data.eval_split, data.heldout_split))  # nor in them (A22-11)
+    reads = {**trained_read_folders(source, "--model"), **reads}  # nor in the model's own data (audit25 A25-01)
     out = check_outside_outputs(out, "--out", "harness import", reads)  # not inside another run or an export
     _check_out(out, overwrite)
     check_writable(out, f"--out {out}", "give --out a folder you can write")
@@ -223,3 +225,59 @@ def source_absolute(source: "str | Path") -> Optional[str]:
 
     local = Path(str(source)).expanduser()
     return os.path.abspath(local) if local.exists() else None
+
+
+def trained_read_folders(model: "str | Path", flag: str) -> "dict[Path, str]":
+    """The folders the data a harness ``model.pt`` (or its run folder) was trained on reads (its run's data section,
+    :func:`trained_data`, followed through an import to the run it imported: the training, evaluation and held-out
+    splits, :func:`harness.data.splits.read_folders`; a manifest's image folders; a pack's split folders and those of
+    the image folder or manifest its index records it was packed from) -> how a message names each, as
+    :func:`harness.folder_paths.check_outside_outputs`' ``inputs`` of a writer that takes the model (harness fewshot,
+    downstream, import, ensemble, report, :func:`harness.runs.export_run`): an output folder inside one would become a
+    class folder of the data the model was trained on (audit25 A25-01). Empty for a model known by name (timm,
+    torchvision, an export: no path recorded) or one whose run cannot be read (its loader names why).
+
+    Args:
+        model: the model as given (``runs/a/model.pt``, ``runs/a``, ``timm:resnet18``).
+        flag: how messages name it (``--model``, ``--upstream``; empty: by its path alone).
+
+    Raises:
+        MovedDataError: the run's data folder moved (:func:`trained_data`).
+    """
+    from harness.data.splits import pack_record, read_folders
+
+    text = str(model).removeprefix("local-dir:")
+    if ":" in text.split("/")[0] and not Path(text).expanduser().exists():  # timm:..., hf-hub:...: no run folder
+        return {}
+    data, whence = trained_data(text, None)
+    if not isinstance(data, dict):
+        return {}
+    source, path = data.get("source"), data.get("path")
+    splits = (data.get("train_split"), data.get("eval_split"), data.get("heldout_split"))
+    found = dict(read_folders(source, path, splits))
+    if source == "shards":  # a pack: the data it was packed from too
+        for split in dict.fromkeys(s for s in splits if s):
+            packed = pack_record(path, split)
+            if packed and packed[0].get("source") in ("image_folder", "manifest"):
+                more = read_folders(packed[0]["source"], packed[0].get("path"), (packed[1],))
+                found.update({k: f"{v}, packed into data.path={path}" for k, v in more.items() if k not in found})
+    said = f"the model {flag + ' ' if flag else ''}{model}"
+    return {where: f"{how} of the run {said} was trained in ({whence}):" for where, how in found.items()}
+
+
+def models_data(folders: "Sequence[str | Path]") -> "dict[Path, str]":
+    """:func:`trained_read_folders` of the models of run folders (an imported run's: the data its model was trained
+    with, which its own data section, the evaluation data, leaves out), for the ``inputs`` of harness ensemble's
+    ``--out`` and harness report's ``--out-root`` (audit25 A25-01). A folder without a model, or whose data moved (its
+    reader names that), adds none."""
+    from harness.moved_data import MovedDataError
+
+    found: "dict[Path, str]" = {}
+    for f in folders:
+        if not (Path(f) / "model.pt").is_file():
+            continue
+        try:
+            found = {**trained_read_folders(Path(f) / "model.pt", ""), **found}
+        except MovedDataError:  # the folder's own reader says where its data went
+            continue
+    return found

@@ -120,7 +120,8 @@ def _check_out_outside_members(out: Path, members: "list[Path]", name: str, eval
     """``harness ensemble --out`` is not inside a member, nor inside any run, sweep, export or other harness output
     folder (the one rule of every writer: :func:`harness.folder_paths.check_outside_outputs`), nor a member itself,
     nor inside (or) a split folder of the members' data or of ``eval_data``'s (the ``--eval-data`` file:
-    :func:`harness.ensemble_folder.data_folders`, audit23 A23-07); ``--out`` another run folder itself is refused by
+    :func:`harness.ensemble_folder.data_folders`, audit23 A23-07), or of the data an imported member's model was
+    trained with (:func:`harness.importing.models_data`, audit25 A25-01); ``--out`` another run folder itself is refused by
     :func:`harness.ensemble_folder.check_ensemble_out`. An ``eval_data`` file that cannot be read adds no folder here
     (its reading, later, names the problem).
 
@@ -130,6 +131,7 @@ def _check_out_outside_members(out: Path, members: "list[Path]", name: str, eval
     from harness.data.eval_keys import data_from_file
     from harness.ensemble_folder import data_folders
     from harness.folder_paths import check_outside_outputs
+    from harness.importing import models_data
 
     try:
         data = data_from_file(eval_data, flag="--eval-data") if eval_data else None
@@ -145,7 +147,7 @@ def _check_out_outside_members(out: Path, members: "list[Path]", name: str, eval
         out,
         "--out",
         "harness ensemble",
-        inputs={**data_folders(members, data), **{m.resolve(): "the member" for m in members}},
+        inputs={**models_data(members), **data_folders(members, data), **{m.resolve(): "the member" for m in members}},
         fix=f"give --out a folder outside every member and run folder (and their data), e.g. runs/ensembles/{name}",
     )
 
@@ -273,6 +275,7 @@ def report(paths, name, out_root, no_covariance, no_shift, top_pairs, screenshot
     reliability diagrams, covariance analysis; distribution shift where harness shift has run)."""
     from harness.ensemble_folder import data_folders
     from harness.folder_paths import check_outside_outputs
+    from harness.importing import models_data
     from harness.io import check_name
     from harness.report.browser import check_browser, png_size
     from harness.report.browser import screenshot as take_screenshot
@@ -285,7 +288,7 @@ def report(paths, name, out_root, no_covariance, no_shift, top_pairs, screenshot
             out_root / name,
             "--out-root",
             "harness report",
-            inputs={**data_folders(paths), **{p.resolve(): "the input folder" for p in paths}},  # A23-07
+            inputs={**models_data(paths), **data_folders(paths), **{p.resolve(): "the input folder" for p in paths}},
             shown=f"--out-root {out_root} (with --name {name}: the report folder {out_root / name})",
             fix="give --out-root a folder outside {folder}, e.g. results (the default)",
         )

@@ -29,7 +29,8 @@ SWEEP_FILES = (
 
 def _check_sweep_out(out: Path, overwrite: bool, read: "dict[Path, str]") -> None:
     """Refuse, before any work, an ``--out`` inside a run, export or other harness output folder, or inside a folder
-    the tasks read (``read``: :func:`harness.tasks.taskset.task_read_folders`;
+    the tasks read or the model was trained with (``read``: :func:`harness.tasks.taskset.task_read_folders`,
+    :func:`harness.importing.trained_read_folders`;
     :func:`harness.folder_paths.check_outside_outputs`), or holding files harness downstream did not write (no
     ``sweep.json``): with ``overwrite`` the sweep writes beside them, never over one.
 
@@ -258,6 +259,7 @@ def downstream(
     accelerate launch (--num_processes N) the processes split the runs."""
     from harness.downstream.config import PRESETS, SweepSettings
     from harness.downstream.sweep import sweep
+    from harness.importing import trained_read_folders
     from harness.tasks.taskset import expand_tasks, task_read_folders
     from harness.training.trackers import parse_log_with
 
@@ -306,7 +308,8 @@ def downstream(
             channels_last=channels_last,
             mixed_precision=mixed_precision,
         )
-        _check_sweep_out(out, overwrite, task_read_folders(expand_tasks(names), settings))
+        read = {**trained_read_folders(upstream_ckpt, "--upstream"), **task_read_folders(expand_tasks(names), settings)}
+        _check_sweep_out(out, overwrite, read)  # nor in the model's own data (audit25 A25-01)
         result = sweep(
             upstream_ckpt,
             names,
