@@ -111,6 +111,14 @@ def _image_folder_run(tmp: Path) -> Path:
     lists["train800val200"] = lists["train800"] + lists["val200"]
     for name, lines in lists.items():
         (imf / f"{name}.txt").write_text("\n".join(lines) + "\n")
+    _imf_upstream(tmp, tmp / "runs" / "imf")
+    return tmp / "runs" / "imf"
+
+
+def _imf_upstream(tmp: Path, out: Path, *more: str) -> None:
+    """``harness upstream`` (one tiny noiseless epoch) on ``tmp/imf`` as :func:`_image_folder_run` makes it (train on
+    imf/train, evaluate on imf/test, held out imf/val), into ``out``, with the overrides ``more``."""
+    imf = tmp / "imf"
     data = [f"data.path={imf}", "data.train_split=train", "data.eval_split=test", "data.heldout_split=val"]
     _cli(
         "upstream",
@@ -125,9 +133,9 @@ def _image_folder_run(tmp: Path) -> Path:
         "data.image_size=16",
         "data.eval_resize=16",
         "data.label_noise.kind=none",
-        f"output_dir={tmp / 'runs' / 'imf'}",
+        *more,
+        f"output_dir={out}",
     )
-    return tmp / "runs" / "imf"
 
 
 @bad_input(

@@ -10,6 +10,7 @@ import warnings
 
 import click
 from bad_inputs_audit21_cards import _het_run
+from bad_inputs_audit23_transfer import _fewshot
 
 from bad_inputs import bad_input, handled
 
@@ -110,22 +111,8 @@ def _demo_disjoint(tmp):
 def _demo_of_digits_test(tmp):
     from bad_inputs_audit19_data import _tiny_run
 
-    from bad_inputs_uncertainty import _cli
-
     _tiny_run(tmp, ["data.train_split=test", "data.eval_split=val", "data.heldout_split=null"])
-    _cli(
-        "fewshot",
-        "--model",
-        str(tmp / "r" / "model.pt"),
-        "--tasks",
-        "demo_digit",
-        "--shots",
-        "1",
-        "--log-with",
-        "none",
-        "--out",
-        str(tmp / "fs"),
-    )
+    _fewshot(str(tmp / "r" / "model.pt"), "demo_digit", str(tmp / "fs"))
 
 
 def _custom_task(root):
@@ -214,27 +201,13 @@ def _transfer_of_linked_class_folder(tmp):
 
     from bad_inputs_audit22_runs import _image_folder_run
 
-    from bad_inputs_uncertainty import _cli
-
     run, elsewhere = _image_folder_run(tmp), tmp / "elsewhere"
     elsewhere.mkdir()
     shutil.move(tmp / "imf" / "train" / "a", elsewhere / "a")
     os.symlink(elsewhere / "a", tmp / "imf" / "train" / "a")  # the run's class folder, now a link
     _custom_task(elsewhere)  # its train800 / val200 lists; its test list: the images of the linked class folder
     (elsewhere / "test.txt").write_text("".join(f"a/{i}.png 0\n" for i in range(6)))
-    _cli(
-        "fewshot",
-        "--model",
-        str(run / "model.pt"),
-        "--tasks",
-        f"my={elsewhere}:2",
-        "--shots",
-        "1",
-        "--log-with",
-        "none",
-        "--out",
-        str(tmp / "fs"),
-    )
+    _fewshot(str(run / "model.pt"), f"my={elsewhere}:2", str(tmp / "fs"))
 
 
 @bad_input(

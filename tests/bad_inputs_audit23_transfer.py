@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 from bad_inputs_audit9_config import CONFIGS
-from bad_inputs_audit22_runs import _image_folder_run, _trained
+from bad_inputs_audit22_runs import _image_folder_run, _imf_upstream, _trained
 
 from bad_inputs import bad_input, handled
 from bad_inputs_uncertainty import _cli
@@ -257,25 +257,13 @@ def _manifest_training_images(tmp):
 def _monitor_scoring_training_images(tmp):
     imf = tmp / "imf"
     _image_folder_run(tmp)  # imf and its task lists
-    data = [f"data.path={imf}", "data.train_split=train", "data.eval_split=test", "data.heldout_split=val"]
     try:
-        _cli(
-            "upstream",
-            "--no-progress",
-            "--config",
-            str(CONFIGS / "digits_hom.yaml"),
-            "data.source=image_folder",
-            *data,
-            "data.batch_size=4",
-            "train.epochs=1",
-            "train.log_with=[]",
-            "data.image_size=16",
-            "data.eval_resize=16",
-            "data.label_noise.kind=none",
+        _imf_upstream(
+            tmp,
+            tmp / "runs" / "imfm",
             "train.fewshot_every=1",
             f"train.fewshot_tasks=[mytask={imf}:2]",
             "train.fewshot_shots=[1]",
-            f"output_dir={tmp / 'runs' / 'imfm'}",
         )
     finally:
         assert (
