@@ -207,6 +207,20 @@ def sweep(
     return result
 
 
+def check_finished(upstream: str, tasks: Sequence[str], out: "str | Path", settings: SweepSettings) -> None:
+    """A finished sweep read without resuming it (``harness run --no-train`` reports a transfer study's sweeps as they
+    are) is the sweep :func:`sweep` would resume now: of ``upstream`` (a harness ``model.pt``) as it is now, of
+    ``settings``, and of each task's folder and list files as they are now (:func:`check_resume`'s rules; a
+    ``--no-train`` report read the sweeps without that check).
+
+    Raises:
+        ValueError: as :func:`check_resume`, naming the sweep folder, what changed and the fix.
+    """
+    header = {"upstream": upstream_record(upstream), "settings": asdict(settings)}
+    header["task_data"] = task_data(expand_tasks(tasks), settings)
+    check_resume(Path(out), header, upstream)
+
+
 def _load_model(upstream: Any, weights: Any, random_init: bool, settings: SweepSettings) -> "tuple[dict, list[str]]":
     """Load the model once, before any data is read: not a checkpoint, an unknown backbone, unfit weights and
     passes of one image for its BatchNorm layers (:func:`_check_batch_norm`) fail now. Returns what is kept in

@@ -220,6 +220,12 @@ def run_transfer(exp: Any, progress: Callable[[str], None] = print, train: bool 
                     )
                 workers.wait(progress)
         folders = {n: runs / "downstream" / n for n in models}
+        if not train:  # the sweeps read as they are: each still of its model and its tasks' data as they are now
+            from harness.downstream.sweep import check_finished
+
+            for name, run in models.items():
+                if (folders[name] / "vtab.json").is_file():
+                    check_finished(str(run / "model.pt"), specs, folders[name], settings)
         section, pending = finished_section(t, folders)
         if pending:
             progress(f"[transfer] pending (transfers not finished): {', '.join(pending)}")

@@ -103,3 +103,10 @@ def test_a_tiny_transfer_study_runs_end_to_end_from_the_committed_records(tmp_pa
     assert report["pending"] == ["het − hom"] and report["primary_endpoint"]["comparisons"] == []
     assert "**Partial report**" in (out / "report.md").read_text()
     assert [p.stat().st_mtime_ns for p in preds] == stamps
+    # --no-train after a task's list file changed: the finished sweeps read the earlier list, refused before the
+    # report (it read the sweeps as they were, without the sweep's own task-data check)
+    listed = sorted((tmp_path / "runs" / "tiny_transfer" / "tasks").glob("*/test.txt"))[0]
+    listed.write_text(listed.read_text() + "\n")
+    res = CliRunner().invoke(main, ["run", str(exp), "--no-train"])
+    assert res.exit_code == 1 and "holds a sweep of other task data" in res.output, res.output
+    assert f"{listed.parent.name}'s {listed} changed since the sweep ran" in res.output, res.output
