@@ -208,6 +208,25 @@ def remake(run_dir: Path) -> str:
     )
 
 
+def rewrite_predictions(run_dir: "str | os.PathLike") -> str:
+    """How a message says to write a run's predictions (``predictions.npz``, ``heldout_predictions.npz``) again: from
+    an upstream run's own ``model.pt``, without training (:func:`harness.upstream.reevaluate.reevaluate` with
+    ``force=True``), or else make the run again (:func:`remake`; an imported run: import its model again)."""
+    import yaml
+
+    run_dir = Path(run_dir)
+    try:
+        imported = "imported" in (yaml.safe_load((run_dir / "config.yaml").read_text(encoding="utf-8")) or {})
+    except (OSError, ValueError, TypeError, yaml.YAMLError):  # not readable: make the run again
+        imported = True
+    if imported or not (run_dir / "model.pt").is_file():
+        return remake(run_dir)
+    return (
+        'write its predictions again from its model.pt without training (python -c "from harness.upstream.reevaluate import '
+        f"reevaluate; reevaluate('{run_dir}', force=True)\"), or {remake(run_dir)}"
+    )
+
+
 def _read_path(run_dir: Path, data: dict) -> str:
     """`` path=FOLDER`` where a run's relative data.path (``data``, its config.yaml's data section) was read from
     another folder than it names from here (its run.json's data_path, :func:`harness.data.splits.recorded_path`), for

@@ -27,8 +27,16 @@ from harness.data.config import DataConfig
 from harness.data.dataset import ImageDataset
 from harness.data.sources import build_split
 from harness.heads.variants import VARIANTS
+from harness.heldout import (
+    HELDOUT_FILE,
+    check_heldout_file,
+    check_heldout_record,
+    check_stored_labels,
+    read_heldout_split,
+)
 from harness.io import read_json_object
 from harness.model_identity import check_classes_match, check_distinct_predictions, model_class_names
+from harness.moved_data import check_ensemble_path, check_members_here, check_not_moved
 from harness.records import RECORD_FILES, restore_record, save_record  # noqa: F401 (read with the run folders)
 from harness.run_streams import is_stream, pack_clean_heldout, read_split, split_batches
 from harness.training.predict import predict_logits
@@ -40,9 +48,16 @@ if TYPE_CHECKING:
 
 
 def load_heldout(run_dir: "str | Path") -> Optional[Predictions]:
-    """A run's (or ensemble's) ``heldout_predictions.npz`` if it saved one (``data.heldout_split``), else None."""
-    path = Path(run_dir) / "heldout_predictions.npz"
-    return Predictions.load(path) if path.is_file() else None
+    """A run's (or ensemble's) ``heldout_predictions.npz`` if it saved one (``data.heldout_split``), else None.
+
+    Raises:
+        FileNotFoundError: the file of a run that wrote one is missing (:func:`harness.heldout.check_heldout_file`).
+    """
+    path = Path(run_dir) / HELDOUT_FILE
+    if path.is_file():
+        return Predictions.load(path)
+    check_heldout_file(run_dir)  # only a run without a held-out split lacks it (audit25 A25-04)
+    return None
 
 
 def ensemble_spec(ens_dir: "str | Path") -> Optional[dict]:
@@ -59,14 +74,13 @@ def ensemble_members(ens_dir: "str | Path") -> "list[Path]":
     """The member run folders an ensemble folder's ``ensemble.json`` lists.
 
     Raises:
-        FileNotFoundError: not an ensemble folder (no readable ``ensemble.json`` listing members).
+        FileNotFoundError: not an ensemble folder (no ensemble.json listing members); MovedDataError: a member gone.
     """
     spec = ensemble_spec(ens_dir)
     if not spec or not spec.get("members"):
-        raise FileNotFoundError(
-            f"{str(ens_dir)!r} is not an ensemble folder (no ensemble.json listing members); "
-            "build it with harness ensemble"
-        )
+        why = "no ensemble.json listing members); build it with harness ensemble"
+        raise FileNotFoundError(f"{str(ens_dir)!r} is not an ensemble folder ({why}")
+    check_members_here(ens_dir, spec)  # a moved project's ensemble names where its members are (audit25 A25-02)
     return [Path(m) for m in spec["members"]]
 
 
@@ -174,19 +188,19 @@ def data_config(run_dir: "str | Path", overrides: "tuple[str, ...]" = ()) -> Dat
 
     Raises:
         MovedDataError: the folder its run.json records is gone and data.path names another one from here
-            (:func:`harness.moved_data.check_not_moved`: a moved project, audit24 A24-09).
+            (:func:`~harness.moved_data.check_not_moved`: a moved project, A24-09), or a member (check_members_here).
         ValueError: an ensemble's --eval-data path recorded relative that names nothing from here.
     """
     from harness.data.splits import recorded_path
     from harness.io import read_json
-    from harness.moved_data import check_ensemble_path, check_not_moved
 
     spec = ensemble_spec(run_dir) if (Path(run_dir) / "ensemble.json").is_file() else None
+    check_members_here(run_dir, spec)  # a moved project's ensemble names where its members are (audit25 A25-02)
     folder = spec["members"][0] if spec else run_dir
     section = (spec or {}).get("data_config") or run_config(folder).get("data")
     cfg = load_config(DataConfig, None, list(overrides), base=section or {})
     if (spec or {}).get("data_config"):  # a path recorded relative before A23-11's fix, naming nothing from here
-        check_ensemble_path(Path(run_dir) / "ensemble.json", cfg.path)
+        check_ensemble_path(Path(run_dir) / "ensemble.json", cfg.path, cfg.source)
     meta = {} if (spec or {}).get("data_config") else read_json(Path(folder) / "run.json")  # None: none, damaged
     path = recorded_path(cfg.source, cfg.path, meta.get("data_path") if isinstance(meta, dict) else None)
     check_not_moved(folder, cfg.path, path)  # its folder gone, data.path naming another here (audit24 A24-09)
@@ -300,39 +314,29 @@ def clean_heldout(preds: Predictions, run_dir: "str | Path") -> Optional[Predict
     (:func:`harness.run_streams.pack_clean_heldout`; a pack of the source's own labels: the predictions' targets).
 
     Raises:
-        ValueError: the held-out examples are not all in the clean split (another data set); labels that differ from
-            those stored for a run whose data has no label noise (the data changed since: audit24 A24-12).
-        FileNotFoundError: the data (or the held-out pack) is not where the run's config says.
+        ValueError: held-out examples not all in the clean split (other data); a split other than the run recorded
+            (:func:`harness.heldout.check_heldout_record`), or labels other than it stored (no label noise).
+        FileNotFoundError: the data (or pack) gone, naming the run (:func:`harness.heldout.read_heldout_split`).
     """
     data = data_config(run_dir)
     if data.heldout_split is None:
         return None
     if is_stream(data):
-        return pack_clean_heldout(preds, data)
-    clean = np.asarray(build_split(clean_data(data), data.heldout_split).labels)
-    if preds.index.max(initial=-1) >= len(clean):
-        raise ValueError(
-            f"held-out predictions of {run_dir} index past the clean split ({len(clean)} examples): "
-            "they were made on other data"
-        )
-    noise = (data.label_noise or {}).get("kind", "none")
-    noiseless = data.label_set == "clean" and noise == "none" and not data.multilabel
-    differ = int(np.sum(clean[preds.index] != np.asarray(preds.targets))) if noiseless else 0
-    if differ:  # no noise, so the stored labels are the clean ones: the folder changed (audit24 A24-12)
-        raise ValueError(
-            f"{differ} of {len(preds.index)} held-out labels of {run_dir} (its heldout_predictions.npz, as the run "
-            f"stored them) differ from those its held-out split ({data.heldout_split} of {data.source}"
-            f"{f' at {data.path}' if data.path else ''}) holds now, and the run's data has no label noise: the data "
-            "changed since the run was evaluated, and the difference is no label noise; restore the data, or "
-            "evaluate the run again on it (harness.upstream.reevaluate.reevaluate(RUN, force=True))"
-        )
+        return read_heldout_split(run_dir, data, lambda: pack_clean_heldout(preds, data))
+    split = read_heldout_split(run_dir, data, lambda: build_split(clean_data(data), data.heldout_split))
+    as_read = split if data.label_set == "clean" else build_split(data, data.heldout_split)  # the run's label set
+    clean = np.asarray(split.labels)
+    check_stored_labels(run_dir, data, preds, clean)  # its examples; noiseless, its stored labels (audit24 A24-12)
+    check_heldout_record(run_dir, data, as_read)  # the split it was evaluated on, whatever the noise (audit25 A25-03)
     return replace(preds, targets=clean[preds.index], source=f"{preds.source} (clean labels)")
 
 
 def heldout_description(run_dir: "str | Path") -> Optional[str]:
     """What the run's held-out split is (source, split, labels), or None without one."""
     data = data_config(run_dir)
-    return None if data.heldout_split is None else read_split(data, data.heldout_split).description
+    if data.heldout_split is None:
+        return None
+    return read_heldout_split(run_dir, data, lambda: read_split(data, data.heldout_split)).description
 
 
 def check_model_classes(model_pt: "str | Path", num_classes: int, what: str = "its predictions") -> None:

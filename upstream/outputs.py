@@ -16,6 +16,7 @@ import torch
 from harness.checkpoint_files import measured_model
 from harness.export_rules import trained_on
 from harness.heads.noise_record import eval_noise
+from harness.heldout import RECORD_KEY, heldout_record
 from harness.io import atomic_write_text, json_dumps
 from harness.models import save_model
 from harness.provenance import provenance
@@ -64,6 +65,7 @@ def write_outputs(t: Training) -> None:
             "label_noise": d.noise_info,
             "loss": d.loss_info,
             "eval_noise": eval_noise(final),  # the definition of the evaluation's MC noise (None: no noise)
+            RECORD_KEY: heldout_record(cfg.data.heldout_split, d.heldout),  # what it was evaluated on (audit25 A25-03)
             **measured,  # weights_sha256 and eval_options
             **provenance(),
         }

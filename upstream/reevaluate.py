@@ -115,6 +115,7 @@ def _reevaluate(run_dir: Path, cfg, precision: str) -> dict:
 
     from harness.checkpoint_files import measured_model
     from harness.heads.noise_record import eval_noise
+    from harness.heldout import RECORD_KEY, heldout_record
     from harness.io import atomic_write_text, json_dumps, read_json
     from harness.models import load_model
     from harness.provenance import provenance
@@ -143,6 +144,7 @@ def _reevaluate(run_dir: Path, cfg, precision: str) -> dict:
         "metrics": result,
         "heldout_metrics": heldout_result,
         "eval_noise": eval_noise(accelerator.unwrap_model(model)),
+        RECORD_KEY: heldout_record(cfg.data.heldout_split, data.heldout),  # the split evaluated now (audit25 A25-03)
         **measured_model(run_dir / "model.pt"),  # weights_sha256 and eval_options of what it measured (A23-01)
         "reevaluated": {"eval_noise_before": before.get("eval_noise"), **provenance()},
     }

@@ -233,14 +233,20 @@ def check_finished_predictions(run_dir: Path) -> None:
     other stage), on every rerun.
 
     Raises:
-        ValueError: a missing or unreadable file, naming the run folder, the file, what is wrong and the fixes
+        ValueError: a missing or unreadable file (a held-out one where the run wrote one:
+            :func:`harness.heldout.check_heldout_file`), naming the run folder, the file, what is wrong and the fixes
             (rewrite the predictions from the run's model.pt without training, or delete the folder to train again).
     """
+    from harness.heldout import HELDOUT_FILE, check_heldout_file
     from harness.uncertainty.predictions import Predictions
 
-    for name in ("predictions.npz", "heldout_predictions.npz"):
+    for name in ("predictions.npz", HELDOUT_FILE):
         file = run_dir / name
-        if name != "predictions.npz" and not file.exists():
+        if name == HELDOUT_FILE and not file.exists():
+            try:  # only a run without a held-out split lacks it (audit25 A25-04)
+                check_heldout_file(run_dir)
+            except FileNotFoundError as e:
+                raise ValueError(f"{run_dir} is a finished run (metrics.json, model.pt), but {e}") from None
             continue
         try:
             Predictions.load(file)

@@ -158,6 +158,20 @@ class ImageDataset(torch.utils.data.Dataset):
         array = getattr(self.load_image, "array", None)
         return None if array is None else array(cache_dir)[: len(self)]
 
+    def labels_sha256(self) -> str:
+        """SHA-256 of the labels in the split's order: the int64 bytes of the labels (label sets: their ids, then their
+        offsets). A pack records it (``labels_sha256``, :mod:`harness.data.pack`), a run its held-out split's
+        (:func:`harness.heldout.heldout_record`)."""
+        import hashlib
+
+        h = hashlib.sha256()
+        if self.multilabel:
+            h.update(np.ascontiguousarray(self.labels.ids, dtype=np.int64).tobytes())
+            h.update(np.ascontiguousarray(self.labels.offsets, dtype=np.int64).tobytes())
+        else:
+            h.update(np.ascontiguousarray(self.labels, dtype=np.int64).tobytes())
+        return h.hexdigest()
+
     def targets(self) -> np.ndarray:
         """All targets: ``[N]`` ints, or ``[N, K]`` multi-hot (multi-label)."""
         return self.labels.to_dense(self.num_classes) if self.multilabel else self.labels

@@ -12,7 +12,6 @@ The format, and reading it back, is :mod:`harness.data.shards`.
 
 from __future__ import annotations
 
-import hashlib
 import os
 from pathlib import Path
 from typing import Any, Callable, Optional
@@ -38,16 +37,6 @@ from harness.io import (
 
 #: image extensions kept as they are when the source holds encoded files (others are re-encoded as PNG)
 KEEP_ENCODED = {"jpg": "jpg", "jpeg": "jpg", "png": "png"}
-
-
-def _labels_digest(ds: ImageDataset) -> str:
-    h = hashlib.sha256()
-    if ds.multilabel:
-        h.update(np.ascontiguousarray(ds.labels.ids, dtype=np.int64).tobytes())
-        h.update(np.ascontiguousarray(ds.labels.offsets, dtype=np.int64).tobytes())
-    else:
-        h.update(np.ascontiguousarray(ds.labels, dtype=np.int64).tobytes())
-    return h.hexdigest()
 
 
 def _label_ids(ds: ImageDataset, i: int) -> np.ndarray:
@@ -224,7 +213,7 @@ def _plan_index(
         "num_classes": k,
         "class_names": list(ds.class_names),
         "multilabel": ds.multilabel,
-        "labels_sha256": _labels_digest(ds),
+        "labels_sha256": ds.labels_sha256(),
         "key_digits": digits,
         "label_noise": label_noise,
         "source": {"description": ds.description, **(source or {})},

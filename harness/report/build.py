@@ -127,15 +127,11 @@ def load_entry(path: "str | Path") -> Entry:
     if (path / "config.yaml").is_file() and (path / "predictions.npz").is_file():
         return _run_entry(path)
     if (path / "config.yaml").is_file():  # a run folder without its predictions: what is missing, and its fix
-        from harness.checkpoint_files import remake
+        from harness.checkpoint_files import rewrite_predictions
 
-        again = (
-            f'write them again from its model.pt (python -c "from harness.upstream.reevaluate import reevaluate; '
-            f"reevaluate('{path}', force=True)\"), or {remake(path)}"
-            if (path / "model.pt").is_file() and "imported" not in run_config(path)
-            else remake(path)
+        raise FileNotFoundError(
+            f"{str(path)!r} is a run folder without its predictions.npz: {rewrite_predictions(path)}"
         )
-        raise FileNotFoundError(f"{str(path)!r} is a run folder without its predictions.npz: {again}")
     raise FileNotFoundError(
         f"{str(path)!r} is neither a finished run folder (config.yaml + predictions.npz) nor an "
         "ensemble folder (ensemble.json); run harness upstream / harness ensemble first"
