@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
@@ -12,16 +11,12 @@ import numpy as np
 
 from harness.io import path_under, read_json
 from harness.runs import ensemble_members, ensemble_spec, run_summary
-from harness.shift.sets import ood_images, subset_rows, views
+from harness.shift.sets import changed_ood, ood_images, spec_key, subset_rows, views, with_ood_sources
 from harness.shift.settings import SCHEMA, ShiftSettings, check_settings, check_shift_data
 from harness.shift.store import clear_sets, load_set, save_set
 
 #: the lock of ``<run>/shift`` while :func:`predict_run` writes its sets (:class:`harness.io.RunLock`)
 SHIFT_LOCK = ".lock"
-
-
-def _spec_key(spec: dict) -> str:
-    return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def _predict(
@@ -141,7 +136,7 @@ def _check_run(run_dir: Path, settings: ShiftSettings, overwrite: bool = False) 
     data = data_config(run_dir)
     if not overwrite:
         _check_same_subset(out, settings, data.eval_split)
-    sets, base = check_settings(settings, data, run_dir), None
+    sets, base = with_ood_sources(check_settings(settings, data, run_dir), data), None  # OOD: by images (A25-06)
     if settings.examples:
         split = settings.split or data.eval_split
         base = build_split(data, split)
@@ -268,7 +263,11 @@ def predict_run(
             spec = None
 
         done = dict(spec.get("sets", {})) if spec else {}
-        todo = [(n, s) for n, s in sets if done.get(n) != _spec_key(s) or not (out / n / "predictions.npz").is_file()]
+        todo = [(n, s) for n, s in sets if done.get(n) != spec_key(s) or not (out / n / "predictions.npz").is_file()]
+        for n, s in (t for t in todo if t[1]["kind"] == "ood" and t[0] in done):  # other images than stored (A25-06)
+            progress(
+                f"[shift] {run_dir.name}: {changed_ood(n, (spec.get('ood_images') or {}).get(n), s.get('images'))}"
+            )
         record = {
             "schema": SCHEMA,
             "kind": "run",
@@ -277,6 +276,7 @@ def predict_run(
             "examples": int(len(rows)),
             "eval_data": base.description,
             "class_names": list(base.class_names),
+            "ood_images": {n: s["images"] for n, s in sets if "images" in s},  # what each OOD set read (A25-06)
             **provenance(),
         }
 
@@ -304,7 +304,7 @@ def predict_run(
                 logits, np.asarray(y), np.asarray(index), list(base.class_names), "softmax", str(out / name)
             )
             save_set(path_under(out, name), preds, ent)
-            done[name] = _spec_key(s)
+            done[name] = spec_key(s)
             write_spec()
             progress(f"[shift] {run_dir.name}: {name} ({n} of {len(todo)})")
         del model

@@ -3,11 +3,21 @@
 from __future__ import annotations
 
 import zlib
-from typing import Any, Dict
+from typing import Any, Dict, Optional
 
 import numpy as np
 
 from harness.shift.settings import BUILT_IN_OOD, ood_data
+
+
+def spec_key(spec: dict) -> str:
+    """A set's key in its folder's ``shift.json`` (``sets``): the SHA-256 (16 hex digits) of its spec (kind, corruption
+    and severity, or an OOD set's name, data keys and :func:`ood_source`); a set stored under another is predicted
+    again."""
+    import hashlib
+    import json
+
+    return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def subset_rows(n: int, examples: int, seed: int) -> np.ndarray:
@@ -106,3 +116,56 @@ def ood_images(name: str, keys: "Dict[str, str]", run_data: Any, n: int, seed: i
         raise ValueError(f"OOD set {name!r} ({base.description}) has no images: point it at a split with images")
     rows = subset_rows(len(base), n, seed)
     return views(base, cfg, rows), rows
+
+
+def ood_source(keys: "Dict[str, str]", run_data: Any) -> Optional[dict]:
+    """What the images of an OOD set of data ``keys`` are now, for the key its stored set is kept under (audit25
+    A25-06: a set was reused by the text of its spec, ``path=oodf``, read from another working folder or after the
+    folder's images were replaced): ``{"at": the split's folder or list file, resolved (links followed), "files": the
+    SHA-256 of every file under it (a manifest: of the list and each image it lists) by relative path, size and
+    modification time}`` (no image is read); None for a source read by name (tfds, digits, cifar10n), whose spec
+    names its images. A split that cannot be listed gives ``files`` None (its reader names why when it is read)."""
+    import hashlib
+    import os
+
+    from harness.data.splits import images_of, split_location, split_regions
+
+    cfg, split = ood_data(keys, run_data)
+    at = split_location(cfg.source, cfg.path, split)
+    if at is None:
+        return None
+    listed = split_regions(images_of(cfg.source, cfg.name, cfg.path, split)) if cfg.source == "manifest" else None
+    files = [at, *sorted(listed or ())] if cfg.source == "manifest" else []
+    for root, dirs, names in os.walk(at, followlinks=True) if cfg.source != "manifest" else ():
+        dirs.sort()
+        files += [os.path.join(root, n) for n in sorted(names)]
+    digest = hashlib.sha256()
+    try:
+        for f in files:
+            st = os.stat(f)
+            digest.update(f"{os.path.relpath(f, at)}|{st.st_size}|{st.st_mtime_ns};".encode())
+    except OSError:
+        return {"at": at, "files": None}
+    return {"at": at, "files": digest.hexdigest()}
+
+
+def with_ood_sources(sets: "list[tuple[str, dict]]", run_data: Any) -> "list[tuple[str, dict]]":
+    """``sets`` (:func:`harness.shift.settings.check_settings`'s) with each OOD set of a data source given the
+    :func:`ood_source` of its images as ``images``: part of the set's spec, so a stored set of other images (another
+    folder named by the same text, or its images replaced since) is predicted again, never reused."""
+    return [
+        (n, {**s, "images": ood_source(s["data"], run_data)}) if s["kind"] == "ood" and s.get("data") else (n, s)
+        for n, s in sets
+    ]
+
+
+def changed_ood(name: str, before: Optional[dict], now: Optional[dict]) -> str:
+    """Why the stored OOD set ``name`` is predicted again: its :func:`ood_source` ``before`` (as the run's shift.json
+    records it: ``ood_images``) against ``now``, a phrase for the progress line."""
+    if not before or not now:
+        return f"{name}: its images are not known to be those its stored set was predicted on: predicting it again"
+    if before.get("at") != now.get("at"):
+        return (
+            f"{name}: its spec now names {now.get('at')}, its stored set was of {before.get('at')}: predicting it again"
+        )
+    return f"{name}: the files of {now.get('at')} changed since its stored set was predicted: predicting it again"
