@@ -135,7 +135,7 @@ def _output_among_manifest_images(tmp):
     r"^runs/p1 was trained on data\.path=imf = .*/proj/imf \(as its runs/p1/run\.json records it: data_path\), which "
     r"no longer exists; from this working folder \(.*/proj3\) data\.path=imf is .*/proj3/imf, which the harness does "
     r"not read in its place on its own \(it may be other data\): if the project folder moved with its data, record "
-    r"the new place \(python -m harness\.moved_data runs/p1, which rewrites runs/p1/run\.json's data_path to "
+    r"the new place \(harness moved-data runs/p1, which rewrites runs/p1/run\.json's data_path to "
     r".*/proj3/imf\) and run again; else put the data back at .*/proj/imf$",
 )
 def _moved_project(tmp):
@@ -154,7 +154,7 @@ def _moved_project(tmp):
     os.chdir(tmp)
     shutil.move(str(tmp / "proj"), str(tmp / "proj3"))
     os.chdir(tmp / "proj3")
-    with pytest.raises(click.ClickException, match=r"runs/p1 was trained on data\.path=imf = .*/proj/imf .*moved_data"):
+    with pytest.raises(click.ClickException, match=r"runs/p1 was trained on data\.path=imf = .*/proj/imf .*moved-data"):
         _cli("upstream", *config, *data, "data.label_noise.kind=none", "output_dir=runs/p1")  # resumed or skipped
     shutil.copytree("runs/p1", "runs/p1c", ignore=shutil.ignore_patterns(".lock"))
     assert main(["runs/p1c"]) == 0  # the fix as given: the new place recorded

@@ -5,9 +5,11 @@ not handle, an OOD set stored under its spec's text, and a run's model.pt re-sav
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 from typing import Any
 
+import click
 from bad_inputs_audit22_runs import _image_folder_run
 
 from bad_inputs import bad_input, handled
@@ -94,3 +96,96 @@ def _ood_set_of_other_images(tmp):
     assert not np.allclose(other, replaced), "the stored set of another folder's images was reused"
     lines = [line.split(": ", 1)[1] for line in (said + said2).splitlines() if "predicting it again" in line]
     return "; ".join(lines)
+
+
+# ------------------------------------------------------------------------------ A25-02/05/07: a moved project
+_EV = "data: {source: image_folder, path: imf, eval_split: test, heldout_split: val, image_size: 16, eval_resize: 16}\n"
+
+
+def _moved_project(tmp: Path) -> None:
+    """``tmp/proj``: image folders ``imf``, runs ``runs/p0`` and ``runs/p1`` trained on ``data.path=imf`` (relative),
+    their ensemble ``ens`` and an import ``imp`` of ``runs/p0/model.pt`` evaluated on ``imf``, made from ``proj``; then
+    ``proj`` renamed ``proj3``, the working folder."""
+    import shutil
+
+    from bad_inputs_audit9_config import CONFIGS
+    from bad_inputs_audit24_paths import _TINY, _manifest_of_images
+
+    _manifest_of_images(tmp)
+    (tmp / "proj").mkdir()
+    shutil.move(str(tmp / "imf"), str(tmp / "proj" / "imf"))
+    os.chdir(tmp / "proj")
+    config = ("--no-progress", "--config", str(CONFIGS / "digits_hom.yaml"), "data.source=image_folder")
+    data = ("data.path=imf", "data.train_split=train", "data.eval_split=test", "data.heldout_split=val", *_TINY)
+    for seed in (0, 1):
+        _cli("upstream", *config, *data, "data.label_noise.kind=none", f"seed={seed}", f"output_dir=runs/p{seed}")
+    _cli("ensemble", "-m", "runs/p0", "runs/p1", "--out", "ens")
+    (tmp / "proj" / "ev.yaml").write_text(_EV)
+    _cli("import", "--model", "runs/p0/model.pt", "--data", "ev.yaml", "--out", "imp")
+    os.chdir(tmp)
+    shutil.move(str(tmp / "proj"), str(tmp / "proj3"))
+    os.chdir(tmp / "proj3")
+
+
+@bad_input(
+    "report",
+    "harness report imp of an import (harness import --model runs/p0/model.pt --data ev.yaml, data.path=imf) after "
+    "the project folder proj was renamed proj3 (audit25 A25-05: 'imp was trained on data.path=imf', of an import's "
+    "evaluation data; python -m harness.moved_data named as the fix, no harness command, and the model it imported "
+    "left recorded at the old place)",
+    click.ClickException,
+    r"^imp \(an import: harness import's folder\) was evaluated on data\.path=imf = .*/proj/imf \(as its imp/run\.json "
+    r"records it: data_path\), which no longer exists; .* record the new place \(harness moved-data imp, which "
+    r"rewrites imp/run\.json's data_path to .*/proj3/imf\) and run again; else put the data back at .*/proj/imf$",
+)
+def _moved_import(tmp):
+    import yaml
+
+    _moved_project(tmp)
+    shutil.copytree("imp", "imp2")
+    _cli("moved-data", "imp2")  # the fix as given
+    imported = yaml.safe_load(Path("imp2/config.yaml").read_text())["imported"]
+    assert imported["source_absolute"] == str(tmp / "proj3" / "runs" / "p0" / "model.pt"), imported
+    _cli("report", "imp2", "--no-shift", "--name", "r2")
+    _cli("report", "imp", "--no-shift", "--name", "r1")
+
+
+@bad_input(
+    "report",
+    "harness moved-data (and python -m harness.moved_data) given a folder it does not handle: an ensemble file, a "
+    "missing folder, an export, a downstream sweep, a folder of no harness command, a run whose data did not move, "
+    "and a run of digits (no data.path) (audit25 A25-07: an errno ('No such file or directory: .../config.yaml'), or "
+    "'... None is None')",
+    click.ClickException,
+    r"^runs/dg: its data did not move \(its config\.yaml names no data\.path \(data\.source=digits\): no folder of the "
+    r"project\): nothing to record; run harness moved-data from the moved project's folder \(the one its data\.path "
+    r"is relative to\), for a run whose data folder moved with it$",
+)
+def _moved_data_of_other_folders(tmp):
+    import pytest
+
+    from harness.moved_data import main
+
+    run = _image_folder_run(tmp)
+    (tmp / "ex").mkdir()
+    for f in ("config.json", "model.safetensors"):
+        (tmp / "ex" / f).write_text("{}")
+    (tmp / "sw").mkdir()
+    (tmp / "sw" / "sweep.json").write_text("{}")
+    (tmp / "mine").mkdir()
+    refusals = {
+        str(run / "run.json"): r"run\.json is a file: harness moved-data takes a moved project's run, import or",
+        "nowhere": r"^nowhere does not exist: harness moved-data takes",
+        "ex": r"^ex is an export \(save_pretrained's folder\), which records no data folder .*: nothing to record",
+        "sw": r"^sw is a downstream sweep .*: run the sweep again from the moved project into a new folder",
+        "mine": r"^mine is no harness run, import or ensemble folder \(no config\.yaml beside run\.json or model\.pt",
+        str(run): r"its data did not move \(its data\.path .*/imf is absolute, read where it is from any folder\)",
+    }
+    for folder, said in refusals.items():
+        with pytest.raises(click.ClickException, match=said):
+            _cli("moved-data", folder)
+        assert main([folder]) == 1
+    (tmp / "runs" / "dg").mkdir()
+    (tmp / "runs" / "dg" / "config.yaml").write_text("data: {source: digits}\n")
+    (tmp / "runs" / "dg" / "run.json").write_text("{}")
+    _cli("moved-data", "runs/dg")

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from harness.cli.group import RESUMES, _Main
-from harness.cli.options import user_path
+from harness.cli.options import LocalPath, user_path
 from harness.cli.preparation import data
 from harness.cli.runs import ensemble, import_cmd, report, shift
 from harness.cli.tools import bench
@@ -123,3 +123,19 @@ def env(as_json: bool) -> None:
 
     info = environment()
     click.echo(json.dumps(info, indent=1) if as_json else describe(info))
+
+
+@main.command("moved-data")
+@click.argument("folders", nargs=-1, required=True, type=LocalPath())
+def moved_data(folders: "tuple[str, ...]") -> None:
+    """Record the new place of a moved project's run, import or ensemble folders (runs and data moved or renamed
+    together): a run's or an import's data.path as it names the data from here (its run.json), an ensemble's members
+    found by their weights (its ensemble.json). Run it from the moved project's folder, the one its data.paths are
+    relative to; any other folder is refused, naming what to do instead."""
+    from harness.moved_data import accept_moved
+
+    for folder in folders:
+        try:
+            click.echo(f"{folder}: {accept_moved(folder)}")
+        except (ValueError, OSError) as e:
+            raise click.ClickException(str(e)) from e
