@@ -120,3 +120,44 @@ def _heldout_folder_gone(tmp):
     _noisy_imf_run(tmp)
     shutil.rmtree(tmp / "imf" / "val")
     _cli(*_REPORT, "r1", "runs/imf")
+
+
+# ------------------------------------------------------------------------------ A25-12: a resumed monitor's other tasks
+@bad_input(
+    "upstream",
+    "harness upstream resuming a run whose few-shot monitor reads the custom task mytask=ptc:2 after ptc/test.txt was "
+    "re-cut, and from another working folder whose ptc holds other lists (audit25 A25-12: rc 0, fewshot.jsonl joined "
+    "the two task folders' accuracies as one curve)",
+    ValueError,
+    r"^.*runs/mon holds a run whose few-shot monitor \(train\.fewshot_tasks\) read other task data: task mytask's "
+    r"folder is now .*other/ptc, its .*runs/mon/run\.json \(fewshot_task_data\) records .*/ptc; .*resume it from the "
+    r"working folder it started in with the task data as it was, or give another output_dir",
+)
+def _monitor_of_other_tasks(tmp):
+    import os
+
+    import pytest
+    from bad_inputs_audit23_lead import _custom_task
+    from bad_inputs_audit23_runs import _train
+
+    _custom_task(tmp / "ptc")
+    run = tmp / "runs" / "mon"
+    settings = [
+        "train.epochs=2", "train.checkpoint_every=1", "train.fewshot_every=1", "train.fewshot_tasks=[mytask=ptc:2]",
+        "train.fewshot_shots=[1]", "data.image_size=16", "data.eval_resize=16",
+    ]  # fmt: skip
+    _train(run, settings, stop_after_steps=2)
+    recorded = json.loads((run / "run.json").read_text())["fewshot_task_data"]["mytask"]
+    assert recorded["folder"] == str((tmp / "ptc").resolve()) and len(recorded["lists"]) == 4, recorded
+    lines = (tmp / "ptc" / "test.txt").read_text().splitlines()
+    (tmp / "ptc" / "test.txt").write_text("\n".join(lines[:3]) + "\n")  # the test list re-cut
+    with pytest.raises(ValueError, match=r"task mytask's .*ptc/test\.txt changed since the run started"):
+        _train(run, settings)
+    (tmp / "ptc" / "test.txt").write_text("\n".join(lines) + "\n")  # as it was
+    shutil.copytree(tmp / "ptc", tmp / "other" / "ptc")
+    (tmp / "other" / "ptc" / "test.txt").write_text("\n".join(lines[:4]) + "\n")
+    os.chdir(tmp / "other")  # the same spelling, ptc, names other/ptc from here
+    try:
+        _train(run, settings)
+    finally:
+        os.chdir(tmp)

@@ -45,8 +45,9 @@ def _set_rng_state(state: dict) -> None:
 
 def write_run_files(t: Training, config_yaml: str) -> None:
     """A new run's ``config.yaml`` and ``run.json`` (command, machine, versions, data, label noise, loss,
-    processes, precision, and ``data_path``: data.path as given and made absolute,
-    :func:`harness.data.splits.absolute_path`, which :func:`harness.importing.run_data` reads); main process only."""
+    processes, precision, ``data_path``: data.path as given and made absolute,
+    :func:`harness.data.splits.absolute_path`, which :func:`harness.importing.run_data` reads, and the few-shot
+    monitor's task data, :func:`monitor_task_data`); main process only."""
     if not t.main:
         return
     d = t.data
@@ -66,6 +67,7 @@ def write_run_files(t: Training, config_yaml: str) -> None:
         "mixed_precision": t.accelerator.mixed_precision,
         # the folder data.path named from where the run started (a relative one read from elsewhere: audit22 A22-02)
         "data_path": {"path": t.cfg.data.path, "absolute": absolute_path(t.cfg.data.source, t.cfg.data.path)},
+        MONITOR_KEY: monitor_task_data(to_dict(t.cfg).get("train") or {}),  # a resume reads the same (audit25 A25-12)
     }
     atomic_write_text(t.run_dir / "run.json", json_dumps(meta, indent=1))
 
@@ -224,3 +226,48 @@ def check_data_folder(run_dir: "str | Path", source: "str | None", path: "str | 
         f"data under its record: run this command {where} (its config.yaml keeps data.path={path}), or give another "
         f"output_dir to train a new run on {here}"
     )
+
+
+#: the key of ``run.json`` that records the few-shot monitor's task data (:func:`monitor_task_data`)
+MONITOR_KEY = "fewshot_task_data"
+
+
+def monitor_task_data(train: dict) -> "dict | None":
+    """The task data the few-shot monitor of a run whose ``train`` section (a dict) this is reads: each task folder
+    resolved and its list files' digests (:func:`harness.tasks.taskset.task_data` of ``train.fewshot_tasks``, with the
+    monitor's own :class:`~harness.tasks.taskset.TaskData`); None when the monitor is off. A task the config names
+    that cannot be read records nothing (the monitor's check names it)."""
+    if not (train.get("fewshot_every") or train.get("fewshot_every_steps")) or not train.get("fewshot_tasks"):
+        return None
+    from harness.tasks.taskset import TaskData, expand_tasks, task_data
+
+    try:
+        return task_data(expand_tasks([str(n) for n in train["fewshot_tasks"]]), TaskData())
+    except (ValueError, OSError):
+        return None
+
+
+def check_monitor_data(run_dir: "str | Path", train: dict) -> None:
+    """A run resumed reads the few-shot monitor's tasks from the data its ``run.json`` records
+    (:func:`monitor_task_data`, written by :func:`write_run_files`): the same task folders, resolved, and list files
+    (audit25 A25-12: a resume from another working folder, or after a task's list changed, monitored other data, and
+    the run's few-shot curve read as one). A run that recorded none passes.
+
+    Raises:
+        ValueError: naming the run, the task, the folder or list file, both values and the fixes.
+    """
+    from harness.tasks.taskset import changed_task_data
+
+    meta = read_json(Path(run_dir) / "run.json")
+    recorded = meta.get(MONITOR_KEY) if isinstance(meta, dict) else None
+    now = monitor_task_data(train)
+    if not isinstance(recorded, dict) or now is None:
+        return
+    what = changed_task_data(recorded, now, f"its {Path(run_dir) / 'run.json'} ({MONITOR_KEY})", "the run started")
+    if what:
+        raise ValueError(
+            f"{run_dir} holds a run whose few-shot monitor (train.fewshot_tasks) read other task data: {what}; "
+            "resumed, its fewshot.jsonl would join two data sets' accuracies as one curve: resume it from the working "
+            "folder it started in with the task data as it was, or give another output_dir to train a new run on "
+            "this data"
+        )

@@ -41,7 +41,14 @@ from harness.model_identity import MONITORING, NOT_IDENTITY, READING
 from harness.training.loop import held_precision, in_fresh_process, make_accelerator
 from harness.training.trackers import FOLDERS as TRACKER_FOLDERS
 from harness.training.trackers import available, build, flat_params, keep_rng
-from harness.upstream.checkpoint import STATE_FORMAT, check_data_folder, record_resumed, resume, write_run_files
+from harness.upstream.checkpoint import (
+    STATE_FORMAT,
+    check_data_folder,
+    check_monitor_data,
+    record_resumed,
+    resume,
+    write_run_files,
+)
 from harness.upstream.config import UpstreamConfig, validate
 from harness.upstream.epochs import Preempted, train_epochs
 from harness.upstream.evaluation import LOWER_IS_BETTER, TrainingDiverged, fewshot_tasks, predict_loader
@@ -184,8 +191,9 @@ def check_output(run_dir: Path, overwrite: bool = False) -> None:
 def _check_existing(run_dir: Path, config_yaml: str) -> str:
     """``"new"``, ``"resume"`` or ``"done"``; refuses a folder that holds another config's run, a run started on other
     data than ``data.path`` names from this working folder (:func:`harness.upstream.checkpoint.check_data_folder`,
-    audit23 A23-03), and a finished run whose predictions cannot be read or whose ``model.pt`` is not the model they
-    measured (:func:`check_finished_run`)."""
+    audit23 A23-03), a finished run whose predictions cannot be read or whose ``model.pt`` is not the model they
+    measured (:func:`check_finished_run`), and a resume whose few-shot monitor would read other task data
+    (:func:`harness.upstream.checkpoint.check_monitor_data`)."""
     saved = run_dir / "config.yaml"
     if not saved.is_file():
         return "new"
@@ -208,7 +216,10 @@ def _check_existing(run_dir: Path, config_yaml: str) -> str:
     if (run_dir / "metrics.json").is_file() and (run_dir / "model.pt").is_file():
         check_finished_run(run_dir)  # a finished run is skipped: what follows reads its predictions and model.pt
         return "done"
-    return "resume" if (run_dir / "checkpoints" / "last.pt").is_file() else "new"
+    if not (run_dir / "checkpoints" / "last.pt").is_file():
+        return "new"
+    check_monitor_data(run_dir, (yaml.safe_load(config_yaml) or {}).get("train") or {})  # audit25 A25-12
+    return "resume"
 
 
 def check_finished_run(run_dir: Path) -> None:

@@ -269,3 +269,52 @@ def task_record(tasks: Sequence[Task]) -> "list[str]":
         else:
             out.append(t.name)
     return out
+
+
+def task_data(tasks: Sequence[Task], settings: TaskData) -> "dict[str, dict]":
+    """What each task reads, as a study records it (a sweep's ``sweep.json`` and a few-shot study's ``fewshot.json``
+    ``task_data``, an upstream run's few-shot monitor in ``run.json``; audit24 A24-03, audit25 A25-08 / A25-12): by
+    task name, the task folder resolved (a custom task's ``FOLDER``, a folder-format task's folder under
+    ``--data-dir``) and the SHA-256 (hex) of each of its list files (:data:`harness.tasks.catalogue.SPLITS`: train800,
+    val200, train800val200, test) that exists. TFDS and DEMO tasks, and a folder that does not exist (the task check
+    names it), are left out."""
+    import hashlib
+
+    from harness.tasks.folder_format import task_folder
+
+    out = {}
+    for t in tasks:
+        try:
+            if t.group == "custom":
+                folder = Path(t.tfds.removeprefix("folder:")).expanduser().resolve()
+            elif t.group != "demo" and settings.data_format == "folder" and settings.data_dir:
+                folder = task_folder(t, Path(settings.data_dir).expanduser()).resolve()
+            else:
+                continue
+        except (OSError, ValueError):
+            continue
+        lists = {s: folder / f"{s}.txt" for s in SPLITS}
+        digests = {s: hashlib.sha256(f.read_bytes()).hexdigest() for s, f in lists.items() if f.is_file()}
+        out[t.name] = {"folder": str(folder), "lists": digests}
+    return out
+
+
+def changed_task_data(recorded: object, now: "dict[str, dict]", record: str, since: str) -> Optional[str]:
+    """How the tasks' data ``now`` (:func:`task_data`) differs from an earlier record of it (``recorded``; ``record``
+    names where it is kept, ``the sweep's sweep.json``; ``since`` when it was read, ``the sweep ran``): a task's folder
+    resolved is another (a relative ``FOLDER`` or ``--data-dir`` from another working folder), or one of its list files
+    has another digest. Compared only for the tasks and lists both record (:func:`harness.provenance.changed_since`: a
+    record of an earlier version records none). A phrase naming the task, the file and both values, or None."""
+    from harness.provenance import changed_since
+
+    before = recorded if isinstance(recorded, dict) else {}
+    for name, rec in now.items():
+        was = before.get(name)
+        for _, folder_was, folder in changed_since(was, {"folder": rec["folder"]}):
+            return f"task {name}'s folder is now {folder}, {record} records {folder_was}"
+        for split, earlier, digest in changed_since((was or {}).get("lists"), rec["lists"]):
+            return (
+                f"task {name}'s {Path(rec['folder']) / f'{split}.txt'} changed since {since} (its digest is "
+                f"now {digest[:12]}..., {record} records {str(earlier)[:12]}...)"
+            )
+    return None
