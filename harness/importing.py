@@ -63,6 +63,7 @@ def import_run(
     from harness.checkpoint_files import check_weights_file, measured_model
     from harness.data.splits import absolute_path, read_folders
     from harness.folder_paths import check_outside_outputs
+    from harness.heldout import RECORD_KEY, heldout_record
     from harness.io import RunLock, check_writable
     from harness.model_identity import check_classes_match, check_not_trained_on, model_class_names
     from harness.models import save_model
@@ -95,9 +96,15 @@ def import_run(
     preds = predict_model(model, data, device=device, source=str(out), base=base, steps=steps)
     if data.heldout_split:
         steps.step(f"predicting {data.heldout_split} (the held-out split)")
-    held = predict_model(model, data, data.heldout_split, device, str(out), steps=steps) if data.heldout_split else None
+    held_base = read_split(data, data.heldout_split) if data.heldout_split else None
+    held = (
+        None
+        if held_base is None
+        else predict_model(model, data, device=device, source=str(out), base=held_base, steps=steps)
+    )
     steps.step(f"writing {out}")
     metrics = {"metrics": preds.metrics(), "heldout_metrics": held.metrics() if held is not None else None}
+    metrics[RECORD_KEY] = heldout_record(data.heldout_split, held_base)  # what it was evaluated on (audit25 A25-03)
     record = _source_record(source, weights)
     config = _import_config(out, record, model, data, trained)
     out.mkdir(parents=True, exist_ok=True)
