@@ -67,8 +67,8 @@ def check_export_place(
     """An export's folder lies outside every run, shift, ensemble, export and other harness output folder
     (:func:`harness.folder_paths.check_outside_outputs`), but for ``by.own``: the rule of ``save_pretrained``, the one
     writer of exports (``harness.runs.export_run`` goes through it), checked before its lock is taken (audit15 A15-05);
-    nor inside ``inputs`` (resolved folders -> how the message names them: the data the exported model was trained
-    with, :func:`harness.importing.trained_read_folders`, audit25 A25-01).
+    nor inside ``inputs`` (resolved folders -> how the message names them: the split folders of the exported run's
+    data, :func:`harness.data.read_folders.data_read_folders`, audit25 A25-01).
 
     Raises:
         ValueError: naming ``by.option``, the folder, the output folder it is inside and the fix.

@@ -54,17 +54,16 @@ def import_run(
             before predicting), an ``out`` holding files of the
             names an import writes (even with ``overwrite``, which the message then does not offer) or other files
             (without ``overwrite``), one inside another run, export or harness output folder,
-            or inside a split folder it reads (:func:`harness.folder_paths.check_outside_outputs`, audit22 A22-11) or
-            the model was trained with (:func:`trained_read_folders`, audit25 A25-01), or one that cannot be written
+            or inside a split folder it reads or the model was trained with (:func:`_check_new_out`), or one that
+            cannot be written
             (:func:`harness.io.check_writable`, before any work); a ``device`` this machine cannot run on
             (:func:`harness.training.precision.check_device`); predictions holding NaN (nothing is written: every
             prediction and its metrics are computed before the folder is made).
     """
     from harness.checkpoint_files import check_weights_file, measured_model
-    from harness.data.splits import absolute_path, read_folders
-    from harness.folder_paths import check_outside_outputs
+    from harness.data.splits import absolute_path
     from harness.heldout import RECORD_KEY, heldout_record
-    from harness.io import RunLock, check_writable
+    from harness.io import RunLock
     from harness.model_identity import check_classes_match, check_not_trained_on, model_class_names
     from harness.models import save_model
     from harness.progress import Steps
@@ -75,11 +74,7 @@ def import_run(
 
     check_device(device)
     check_weights_file(weights)  # a harness run's model.pt as --weights, before the data is read
-    reads = read_folders(data.source, data.path, (data.eval_split, data.heldout_split))  # nor in them (A22-11)
-    reads = {**trained_read_folders(source, "--model"), **reads}  # nor in the model's own data (audit25 A25-01)
-    out = check_outside_outputs(out, "--out", "harness import", reads)  # not inside another run or an export
-    _check_out(out, overwrite)
-    check_writable(out, f"--out {out}", "give --out a folder you can write")
+    out = _check_new_out(Path(out), source, data, overwrite)
     steps = Steps(progress, "import", 4 + bool(data.heldout_split))
     steps.step(f"reading the evaluation split ({data.eval_split})")
     base = read_split(data, data.eval_split)  # a pack's index for shards, streamed by predict_model
@@ -122,6 +117,25 @@ def import_run(
         summary = {**provenance(), "name": out.name, **metrics, "eval_data": base.description, "imported": record}
         atomic_write_text(out / "metrics.json", json.dumps({**summary, **measured}, indent=1))
     return out
+
+
+def _check_new_out(out: Path, source: "str | Path", data: DataConfig, overwrite: bool) -> Path:
+    """``out`` lies outside every other harness output folder, the split folders ``data`` reads (audit22 A22-11) and
+    those of the data the model ``source`` was trained with (:func:`trained_read_folders`, audit25 A25-01)
+    (:func:`harness.folder_paths.check_outside_outputs`), passes :func:`_check_out` and can be written.
+
+    Raises:
+        ValueError: naming --out, the folder it is inside or what it holds, and the fix.
+    """
+    from harness.data.splits import read_folders
+    from harness.folder_paths import check_outside_outputs
+    from harness.io import check_writable
+
+    reads = read_folders(data.source, data.path, (data.eval_split, data.heldout_split))  # nor in them (A22-11)
+    reads = {**trained_read_folders(source, "--model"), **reads}  # nor in the model's own data (audit25 A25-01)
+    out = check_outside_outputs(out, "--out", "harness import", reads)  # not inside another run or an export
+    _check_out(out, overwrite)
+    return check_writable(out, f"--out {out}", "give --out a folder you can write")
 
 
 def _check_out(out: Path, overwrite: bool) -> None:
@@ -240,7 +254,7 @@ def trained_read_folders(model: "str | Path", flag: str) -> "dict[Path, str]":
     splits, :func:`harness.data.splits.read_folders`; a manifest's image folders; a pack's split folders and those of
     the image folder or manifest its index records it was packed from) -> how a message names each, as
     :func:`harness.folder_paths.check_outside_outputs`' ``inputs`` of a writer that takes the model (harness fewshot,
-    downstream, import, ensemble, report, :func:`harness.runs.export_run`): an output folder inside one would become a
+    downstream, import, ensemble and report): an output folder inside one would become a
     class folder of the data the model was trained on (audit25 A25-01). Empty for a model known by name (timm,
     torchvision, an export: no path recorded) or one whose run cannot be read (its loader names why).
 

@@ -418,23 +418,23 @@ def export_run(run_dir: "str | Path", out: "str | Path", overwrite: bool = False
     :data:`RUN_EXPORT`) or lies outside every other harness output folder (``check_outside_outputs``).
 
     Raises:
-        FileNotFoundError: not a run folder. ValueError: ``out`` inside another run's (or harness output's) folder,
-            or inside a split folder of the data the model was trained with (audit25 A25-01), checked before any
-            work; an unknown keyword argument, or a hub option without ``push_to_hub=True``
-            (:func:`harness.hub_options.check_save_options`); a metrics.json or run.json that is not a JSON object;
-            a model.pt of other weights than its metrics measured (:func:`harness.checkpoint_files.check_run_model`);
-            an export of another model in ``out`` without ``overwrite`` (:func:`harness.hub.prepare_folder`);
-            another process writing ``out``; see :meth:`harness.models.Classifier.save_pretrained`.
+        FileNotFoundError: not a run folder. ValueError: ``out`` inside another run's (or harness output's) folder or a
+            split folder of the run's data (audit25 A25-01), checked before any work; an unknown keyword argument, or a
+            hub option without ``push_to_hub=True`` (:func:`harness.hub_options.check_save_options`); a metrics.json or
+            run.json that is not a JSON object; a model.pt of other weights than its metrics measured
+            (:func:`harness.checkpoint_files.check_run_model`); an export of another model in ``out`` without
+            ``overwrite`` (:func:`harness.hub.prepare_folder`); another process writing ``out``; see
+            :meth:`harness.models.Classifier.save_pretrained`.
     """
     from harness import hub, hub_options
+    from harness.data.read_folders import data_read_folders
     from harness.export_rules import imported_card, run_card_metrics, trained_on
-    from harness.importing import trained_read_folders
     from harness.models import load_model
 
     hub_options.check_save_options(kwargs, "export_run")
     run_dir, out = Path(run_dir), Path(out)
     by = hub.ExportWriter("out", "harness.runs.export_run", own=run_dir.resolve() / RUN_EXPORT)  # save_pretrained's
-    hub.check_export_place(out, by, trained_read_folders(run_dir, ""))  # nor in its data (audit25 A25-01)
+    hub.check_export_place(out, by, data_read_folders(lambda: data_config(run_dir)))  # nor in its data (A25-01)
     model = load_model(run_dir / "model.pt")  # a FileNotFoundError names a folder without model.pt
     check_run_model(run_dir)  # the weights its metrics.json measured (audit20 A20-09)
     cfg = OmegaConf.to_container(OmegaConf.load(run_dir / "config.yaml"), resolve=True)

@@ -202,8 +202,9 @@ def _prospective_date_unread(tmp):
     "with an example inside the data folder)",
     ValueError,
     r"^runs_root=imf/val/xr \(experiment ci's folder imf/val/xr/ci\) is inside the data's val split \(data\.path=imf\) "
-    r"imf/val, which would then hold harness run's files beside its own .*: give runs_root a folder outside the data "
-    r"\(data\.path=imf\) in ci\.yaml, or as runs_root=PATH on the command line, e\.g\. runs_root=runs$",
+    r"imf/val, which would then hold harness run's files beside its own .*: give runs_root a folder outside imf/val "
+    r"and every other folder of the data \(data\.path=imf\) in ci\.yaml, or as runs_root=PATH on the command line, "
+    r"e\.g\. runs_root=runs$",
 )
 def _runs_root_inside_data(tmp):
     from harness.experiment import load_experiment
@@ -215,7 +216,7 @@ def _runs_root_inside_data(tmp):
         f"{', '.join(_IMF)}]\nmethods: {{hom: {{covariance: none}}}}\nseeds: [0]\nensemble_sizes: []\n"
         "records: false\nworkers: 1\ndownstream: {tasks: []}\n"
     )
-    with pytest.raises(ValueError, match=r"^results_root=imf/test/res .*give results_root a folder outside the data"):
+    with pytest.raises(ValueError, match=r"^results_root=imf/test/res .*give results_root a folder outside imf/test"):
         validate_experiment(load_experiment("ci.yaml", ("runs_root=xr", "results_root=imf/test/res")))
     try:
         validate_experiment(load_experiment("ci.yaml", ("runs_root=imf/val/xr", "results_root=xres")))

@@ -27,19 +27,21 @@ SWEEP_FILES = (
 )
 
 
-def _check_sweep_out(out: Path, overwrite: bool, read: "dict[Path, str]") -> None:
+def _check_sweep_out(out: Path, overwrite: bool, read: "dict[Path, str]", upstream: "str | None" = None) -> None:
     """Refuse, before any work, an ``--out`` inside a run, export or other harness output folder, or inside a folder
-    the tasks read or the model was trained with (``read``: :func:`harness.tasks.taskset.task_read_folders`,
-    :func:`harness.importing.trained_read_folders`;
-    :func:`harness.folder_paths.check_outside_outputs`), or holding files harness downstream did not write (no
-    ``sweep.json``): with ``overwrite`` the sweep writes beside them, never over one.
+    the tasks read (``read``: :func:`harness.tasks.taskset.task_read_folders`) or the model ``upstream`` was trained
+    with (:func:`harness.importing.trained_read_folders`; :func:`harness.folder_paths.check_outside_outputs`), or
+    holding files harness downstream did not write (no ``sweep.json``): with ``overwrite`` the sweep writes beside
+    them, never over one.
 
     Raises:
         ValueError: naming the folder or the files and the fix (harness.io.check_output_folder).
     """
     from harness.folder_paths import check_outside_outputs
+    from harness.importing import trained_read_folders
     from harness.io import LOCK_FILES, check_output_folder
 
+    read = {**trained_read_folders(upstream, "--upstream"), **read} if upstream else read  # its data (A25-01)
     check_outside_outputs(out, "--out", "harness downstream", read)  # not inside a run, export, sweep or task
     ours = (out / "sweep.json").is_file() or (
         out.is_dir()
@@ -259,7 +261,6 @@ def downstream(
     accelerate launch (--num_processes N) the processes split the runs."""
     from harness.downstream.config import PRESETS, SweepSettings
     from harness.downstream.sweep import sweep
-    from harness.importing import trained_read_folders
     from harness.tasks.taskset import expand_tasks, task_read_folders
     from harness.training.trackers import parse_log_with
 
@@ -308,8 +309,7 @@ def downstream(
             channels_last=channels_last,
             mixed_precision=mixed_precision,
         )
-        read = {**trained_read_folders(upstream_ckpt, "--upstream"), **task_read_folders(expand_tasks(names), settings)}
-        _check_sweep_out(out, overwrite, read)  # nor in the model's own data (audit25 A25-01)
+        _check_sweep_out(out, overwrite, task_read_folders(expand_tasks(names), settings), upstream_ckpt)
         result = sweep(
             upstream_ckpt,
             names,

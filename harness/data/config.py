@@ -291,7 +291,7 @@ def split_refusal(key: str, a: str, other: str, b: str, how: str, reads: str = "
             f"test accuracy): give a split of its own, sharing no image with data.{other} (digits: test; "
             "cifar10n: test; tfds: another split, or slices whose percent ranges do not overlap, e.g. train[:90%] "
             "and train[90%:]; an image folder, manifest or pack: another folder, file or pack naming none of its images, "
-            "neither linked nor listed again)"
+            "neither linked (symbolic or hard links) nor listed again)"
         )
     role = "evaluation" if other == "eval_split" else "training"
     return ValueError(

@@ -122,6 +122,14 @@ def _image_folders(root: Path, split: str, file: Path) -> "dict[str, str]":
                 found.setdefault(real, f"{file} line {n} names an image in it")
     except (OSError, ValueError):
         pass
+    return with_shared_parents(found)
+
+
+def with_shared_parents(found: "dict[str, str]") -> "dict[str, str]":
+    """``found`` (resolved image folders -> ``"... names an image in it"``) with each folder holding two or more of
+    them (the split folder of class folders: a folder written beside them would be read as a class), named after
+    the first: the rule of :func:`image_folders`, which a task list's images outside its folder share
+    (:func:`harness.tasks.taskset.task_read_folders`, audit25 A25-14)."""
     above: "dict[str, list[str]]" = {}
     for folder in list(found):
         above.setdefault(os.path.dirname(folder), []).append(folder)

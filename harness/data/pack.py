@@ -156,11 +156,13 @@ def pack(
                     f"{out_dir} holds a pack of other data or settings (differs in {', '.join(changed)}): "
                     "choose another folder, or delete that one to pack again"
                 )
+        check_same_images(out_dir, old, shards, ds, order, starts)  # an image replaced since (audit25 A25-11)
         recorded = {sh.get("name"): sh.get("bytes") for sh in (old or {}).get("shards", []) if isinstance(sh, dict)}
         missing = [j for j, name in enumerate(names) if not _whole(out_dir / name, recorded.get(name))]
         if old is not None and old.get("complete") and not missing:
             return old
-        atomic_write_text(path, json_dumps({**plan, "complete": False}, indent=1) + "\n")
+        # the shards' image files recorded from the start: a resumed pack compares those it wrote (A25-11)
+        atomic_write_text(path, json_dumps({**plan, "complete": False, "shards": shards}, indent=1) + "\n")
         todo = set(missing)
         done = sum(shards[j]["examples"] for j in range(len(names)) if j not in todo)
         with tqdm(total=n, initial=done, unit="img", desc=f"pack {prefix}", disable=not progress) as bar:
@@ -180,6 +182,66 @@ def pack(
             sh["bytes"] = (out_dir / sh["name"]).stat().st_size
         atomic_write_text(path, json_dumps(index, indent=1) + "\n")
     return index
+
+
+def files_digest(ds: ImageDataset, rows: np.ndarray) -> Optional[str]:
+    """SHA-256 of what the image files of examples ``rows`` are now: each one's path, size and modification time
+    (nanoseconds), read with one ``stat`` each (no image read); None for a source not read from files (digits, TFDS)
+    or a file that cannot be read (the pack names it when it reads it)."""
+    import hashlib
+
+    from harness.data.dataset import FileImages
+
+    if not isinstance(ds.load_image, FileImages):
+        return None
+    h = hashlib.sha256()
+    try:
+        for i in rows:
+            p = ds.load_image.path(int(i))
+            st = os.stat(p)
+            h.update(f"{p}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    except OSError:
+        return None
+    return h.hexdigest()
+
+
+def check_same_images(
+    out_dir: Path, old: Optional[dict], shards: "list[dict]", ds: ImageDataset, order: np.ndarray, starts: "list[int]"
+) -> None:
+    """Refuse a rerun of a pack (finished or resumed) whose written shard holds an image file that changed since
+    (:func:`files_digest` of its examples other than the index records: replaced, rewritten, resized), which the
+    pack would otherwise keep as if current (audit25 A25-11). A pack whose index records no such digest (an older
+    pack, a source not read from files) is not compared.
+
+    Raises:
+        ValueError: naming the pack folder, the shard, the image (the first of the shard's files modified after the
+            shard was written, where one is) and the fixes.
+    """
+    if old is None:
+        return
+    before = {sh.get("name"): sh.get("files_sha256") for sh in old.get("shards") or [] if isinstance(sh, dict)}
+    for j, sh in enumerate(shards):
+        was, tar = before.get(sh["name"]), out_dir / sh["name"]
+        if not was or was == sh.get("files_sha256") or not tar.is_file():
+            continue
+        rows = order[starts[j] : starts[j] + sh["examples"]]
+        after = tar.stat().st_mtime_ns
+        newer = [ds.load_image.path(int(i)) for i in rows if _mtime(ds.load_image.path(int(i))) > after]
+        which = f"the image {newer[0]} (changed after the shard was written)" if newer else "one of its image files"
+        raise ValueError(
+            f"{out_dir} holds a pack whose shard {sh['name']} was written from images that changed since: {which} "
+            f"is no longer what the shard holds ({ds.description}; its path, size or modification time differs from "
+            f"what {out_dir / INDEX_NAME} records), so the pack would be kept as if it held the data now: pack into a "
+            f"new OUT folder, or delete {out_dir} to pack the data again (or restore the image)"
+        )
+
+
+def _mtime(path: str) -> int:
+    """``path``'s modification time in nanoseconds, or -1 when it cannot be read."""
+    try:
+        return os.stat(path).st_mtime_ns
+    except OSError:
+        return -1
 
 
 def _whole(shard: Path, size: Any) -> bool:
@@ -221,12 +283,14 @@ def _plan_index(
     shards = []
     for name, lo in zip(names, starts):
         rows = order[lo : lo + int(shard_size)]
+        files = files_digest(ds, rows)
         shards.append(
             {
                 "name": name,
                 "examples": int(len(rows)),
                 "labels": int(sizes[rows].sum()),
                 "labels_sha256": labels_digest([_label_ids(ds, int(i)).tolist() for i in rows]),
+                **({"files_sha256": files} if files else {}),
             }
         )
     index = {

@@ -363,8 +363,9 @@ _LISTED = ("image_folder", "manifest")
 
 def _shared(a: tuple, b: tuple) -> Optional[str]:
     """``"shares images with"`` when an image read by one of two located splits (:func:`images_of`, ``"at"``) is
-    read by the other (a region of one, :func:`split_regions`, is a region of the other or lies inside one), else None
-    (either unreadable: the reader names it)."""
+    read by the other (a region of one, :func:`split_regions`, is a region of the other or lies inside one, or a file
+    of one is a file of the other by another name: :func:`harness.data.file_identity.shared_file`), else None (either
+    unreadable: the reader names it)."""
     ra, rb = split_regions(a), split_regions(b)
     if not ra or not rb:
         return None
@@ -380,7 +381,9 @@ def _shared(a: tuple, b: tuple) -> Optional[str]:
                 x = up
         return False
 
-    return "shares images with" if meets(ra, rb) or meets(rb, ra) else None
+    from harness.data.file_identity import shared_file  # one file by two names: a hard link (audit25 A25-09)
+
+    return "shares images with" if meets(ra, rb) or meets(rb, ra) or shared_file(ra, rb) else None
 
 
 def split_regions(item: tuple) -> "Optional[frozenset[str]]":

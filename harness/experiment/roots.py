@@ -130,6 +130,8 @@ def check_roots_outside_data(exp: Any, cfg: Any) -> None:
         return
     file = getattr(exp, "source_file", None)
     where = f" in {file}" if file else " in the experiment file"
+    # a manifest's images may lie anywhere: the folder met is named, not data.path (audit25)
+    data = f"the images data.path={d.path} lists" if d.source == "manifest" else f"the data (data.path={d.path})"
     for key in ("runs_root", "results_root"):
         value = getattr(exp, key)
         check_outside_outputs(
@@ -138,6 +140,6 @@ def check_roots_outside_data(exp: Any, cfg: Any) -> None:
             "harness run",
             inputs,
             shown=f"{key}={value} (experiment {exp.name}'s folder {path_under(value, exp.name)})",
-            fix=f"give {key} a folder outside the data (data.path={d.path}){where}, or as {key}=PATH on the command "
-            f"line, e.g. {key}={getattr(type(exp), key, key)}",
+            fix=f"give {key} a folder outside {{folder}} and every other folder of {data}{where}, or as {key}=PATH "
+            f"on the command line, e.g. {key}={getattr(type(exp), key, key)}",
         )

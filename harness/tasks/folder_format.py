@@ -206,16 +206,20 @@ def check_disjoint(splits: "dict[str, ImageDataset]") -> None:
     one image two labels (:func:`_check_labels_agree`), or whose train800val200 is not train800 and val200 together
     (:func:`_check_union`). ``splits``: the task's splits read by :func:`folder_split`, by name (others, and splits
     not read from lists, are skipped). An image is its listed file, resolved (``os.path.realpath``: ``./a.png``,
-    ``b/../a.png`` and a symbolic link to it are ``a.png``); only paths are compared, no file is read.
+    ``b/../a.png`` and a symbolic link to it are ``a.png``), and a hard link to it too (the same ``st_dev`` and
+    ``st_ino``: :class:`harness.data.file_identity.SameFiles`, audit25 A25-09); no image is read.
 
     Raises:
         ValueError: naming both list files, the first shared image with its line in each, how many images are
             shared, the rule and the fix.
     """
+    from harness.data.file_identity import SameFiles
+
     read = {}  # split -> (its list, the resolved path of each line, {resolved path: position of its first line})
+    canon = SameFiles()  # a hard link is the image it links (audit25 A25-09)
     for name, ds in splits.items():
         if isinstance(ds.load_image, ListedImages):
-            resolved = [os.path.realpath(p) for p in ds.load_image.paths]
+            resolved = [canon(os.path.realpath(p)) for p in ds.load_image.paths]
             read[name] = (ds.load_image, resolved, {p: i for i, p in reversed(list(enumerate(resolved)))})
             _check_once(*read[name])
     _check_labels_agree(read, splits)

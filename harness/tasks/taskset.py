@@ -242,7 +242,9 @@ def check_tasks(
 def task_read_folders(tasks: Sequence[Task], settings: TaskData) -> "dict[Path, str]":
     """The folders the tasks' images are read from, resolved -> how a message names them: a custom task's
     ``FOLDER`` and a folder-format task's folder under ``--data-dir`` (one that does not exist yet is left out: the
-    task check names it). TFDS and DEMO tasks read none here. An output folder inside one of them is refused
+    task check names it); with ``settings.allow_outside_paths``, the folders outside it holding the images its lists
+    name (:func:`_outside_folders`: the option lets a list read images elsewhere, never an output be written among
+    them, audit25 A25-14). TFDS and DEMO tasks read none here. An output folder inside one of them is refused
     (:func:`harness.folder_paths.check_outside_outputs`' ``inputs``): its files would land among the task's images."""
     from harness.tasks.folder_format import task_folder
 
@@ -250,12 +252,43 @@ def task_read_folders(tasks: Sequence[Task], settings: TaskData) -> "dict[Path, 
     for t in tasks:
         try:
             if t.group == "custom":
-                read[Path(t.tfds.removeprefix("folder:")).expanduser().resolve()] = f"task {t.name}'s folder"
+                folder, said = Path(t.tfds.removeprefix("folder:")).expanduser().resolve(), f"task {t.name}'s folder"
             elif t.group != "demo" and settings.data_format == "folder" and settings.data_dir:
-                read[task_folder(t, settings.data_dir).resolve()] = f"task {t.name}'s folder (--data-dir)"
+                folder, said = task_folder(t, settings.data_dir).resolve(), f"task {t.name}'s folder (--data-dir)"
+            else:
+                continue
         except (OSError, ValueError):  # no folder: the task check names it
             continue
+        read[folder] = said
+        if settings.allow_outside_paths:  # the images it reads outside it too (audit25 A25-14)
+            read.update({Path(f): how for f, how in _outside_folders(folder, t.name).items() if Path(f) not in read})
     return read
+
+
+def _outside_folders(folder: Path, name: str) -> "dict[str, str]":
+    """The resolved folders outside the task ``folder`` holding images its lists name (``--allow-outside-paths``:
+    ``../imf/val/a/0.png``, an absolute path, a link out), and each folder holding two or more of those
+    (:func:`harness.data.manifest.with_shared_parents`) -> how a message names it (task ``name``'s list and line).
+    Lists that cannot be read add none (the task check names them); no image is opened."""
+    from harness.data.folders import inside
+    from harness.data.manifest import with_shared_parents
+    from harness.tasks.folder_format import read_list
+
+    found: "dict[str, str]" = {}
+    for split in SPLITS:
+        listing = folder / f"{split}.txt"
+        try:
+            paths, _, lines = read_list(listing, True) if listing.is_file() else ([], None, [])
+        except (OSError, ValueError):
+            continue
+        for p, n in zip(paths, lines):
+            real = os.path.dirname(os.path.realpath(p))
+            if real not in found and not inside(real, str(folder)):
+                found[real] = (
+                    f"a folder of the images task {name} reads with --allow-outside-paths ({listing} line {n} names an "
+                    "image in it)"
+                )
+    return with_shared_parents(found)
 
 
 def task_record(tasks: Sequence[Task]) -> "list[str]":

@@ -1,8 +1,8 @@
 """VTAB-1k sweeps: selection, final runs, the table, resumption after a kill, submitit, bad input."""
 
 import json
-import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -241,7 +241,7 @@ def _custom_folder(root, sizes=(("train800", 40), ("val200", 10), ("train800val2
             own = [("train800", i) if i < n_train else ("val200", i - n_train) for i in range(n)]
         for name, i in own:
             if not (root / "img" / f"{name}_{i}.png").exists():
-                os.link(root / "img" / f"{name}_{i % 3}.png", root / "img" / f"{name}_{i}.png")
+                shutil.copyfile(root / "img" / f"{name}_{i % 3}.png", root / "img" / f"{name}_{i}.png")
         (root / f"{split}.txt").write_text("".join(f"img/{name}_{i}.png {i % k}\n" for name, i in own))
     return root
 
@@ -318,14 +318,14 @@ def test_every_split_is_checked_before_the_first_run(upstream, tmp_path):
     (root / "dtd" / "images").mkdir(parents=True)
     Image.new("RGB", (20, 20)).save(root / "dtd" / "images" / "a.png")
     (root / "dtd" / "images" / "b.png").write_bytes(b"\x89PNG\r\n\x1a\n broken")
-    # each line an image of its own (a hard link to a.png: a list names each image once); train800val200 is train800
-    # and val200 together, and the test split's images are its own (images/test_<i>.png)
+    # each line an image of its own (a copy of a.png: a list names each image once, and a hard link is that image);
+    # train800val200 is train800 and val200 together, and the test split's images are its own (images/test_<i>.png)
     lines = {s: [f"images/{s}_{i}.png {i % 47}" for i in range(n)] for s, n in (("train800", 800), ("val200", 200))}
     lines["train800val200"] = lines["train800"] + lines["val200"]
     lines["test"] = [f"images/test_{i}.png {i % 47}" for i in range(1880)]
     for split in ("train800", "val200", "test"):
         for line in lines[split]:
-            os.link(root / "dtd" / "images" / "a.png", root / "dtd" / line.split()[0])
+            shutil.copyfile(root / "dtd" / "images" / "a.png", root / "dtd" / line.split()[0])
     for split, listed in lines.items():
         (root / "dtd" / f"{split}.txt").write_text("".join(f"{line}\n" for line in listed))
     settings = SweepSettings(**{**asdict(TINY), "data_format": "folder", "data_dir": str(root)})
