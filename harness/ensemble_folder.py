@@ -92,12 +92,16 @@ def _lock_only(out: Path) -> bool:
 def _check_same_ensemble(out: Path, members: "list[str]", settings: dict, overwrite: bool = False) -> None:
     """The finished ensemble in ``out`` is of ``members`` (resolved paths, in any order) and ``settings`` and, without
     ``overwrite``, of the members' weights now (:func:`changed_member`)."""
+    from harness.moved_data import check_members_here
+
     fix = f"choose another --out, or remove {out} yourself to build this ensemble there"
     try:
         spec = ensemble_spec(out)
     except ValueError as e:
         raise ValueError(f"--out {out} holds an ensemble.json that cannot be read ({e}); {fix}") from None
     old = [str(m) for m in spec.get("members") or []]
+    if sorted(old) != sorted(members):  # the same ensemble of a moved project: harness moved-data (audit25 A25-02)
+        check_members_here(out, spec)
     changed = [f"{k} {spec.get(k)!r} (now {v!r})" for k, v in settings.items() if k in spec and spec.get(k) != v]
     if sorted(old) != sorted(members):
         changed.insert(0, f"members {quote(', '.join(old), 300)} (now {quote(', '.join(members), 300)})")
@@ -147,9 +151,13 @@ def check_members_unchanged(ens_dir: "str | Path", spec: Optional[dict] = None) 
     ``ensemble.json``, read here when not given.
 
     Raises:
-        ValueError: naming the ensemble, the member, both digests and the fix (build the ensemble again).
+        ValueError: naming the ensemble, the member, both digests and the fix (build the ensemble again); a member
+            folder gone (a moved project: :func:`harness.moved_data.check_members_here`, audit25 A25-02).
     """
+    from harness.moved_data import check_members_here
+
     spec = spec if spec is not None else ensemble_spec(ens_dir) or {}
+    check_members_here(ens_dir, spec)  # where a moved project's members are, not "not a run folder"
     changed = changed_member(spec)
     if changed:
         members = " ".join(f"-m {m}" for m in spec.get("members") or [])

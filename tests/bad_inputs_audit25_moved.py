@@ -4,6 +4,7 @@ not handle, an OOD set stored under its spec's text, and a run's model.pt re-sav
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from pathlib import Path
@@ -125,6 +126,31 @@ def _moved_project(tmp: Path) -> None:
     os.chdir(tmp)
     shutil.move(str(tmp / "proj"), str(tmp / "proj3"))
     os.chdir(tmp / "proj3")
+
+
+@bad_input(
+    "report",
+    "harness report ens and harness shift -m ens of an ensemble of runs/p0 and runs/p1 after the project folder proj "
+    "(runs, ensemble and data) was renamed proj3 (audit25 A25-02: ''/.../proj/runs/p0' is not a run folder (no "
+    "config.yaml); pass the folder that harness upstream wrote', a folder the user never gave)",
+    click.ClickException,
+    r"^ens's member .*/proj/runs/p0 \(as its ens/ensemble\.json records it: members\) no longer exists; "
+    r".*/proj3/runs/p0 holds its model \(the weights ens/ensemble\.json records for it\): if the project folder moved "
+    r"with its runs, record their new places \(harness moved-data ens, which rewrites ens/ensemble\.json's members\) "
+    r"and run again; else put the member back at .*/proj/runs/p0$",
+)
+def _moved_ensemble(tmp):
+    import pytest
+
+    _moved_project(tmp)
+    with pytest.raises(click.ClickException, match=r"^ens's member .*/proj/runs/p0 .* \(harness moved-data ens, "):
+        _cli("shift", "-m", "ens", "--corruptions", "none", "--ood", "gaussian")
+    shutil.copytree("ens", "ens2")
+    _cli("moved-data", "ens2", "runs/p0", "runs/p1")  # the fix as given
+    spec = json.loads(Path("ens2/ensemble.json").read_text())
+    assert spec["members"] == [str(tmp / "proj3" / "runs" / p) for p in ("p0", "p1")], spec["members"]
+    _cli("report", "ens2", "--no-shift", "--name", "r2")
+    _cli("report", "ens", "--no-shift", "--name", "r1")
 
 
 @bad_input(
