@@ -125,7 +125,7 @@ def measured_model(path: "str | os.PathLike") -> dict:
     return {"weights_sha256": weights_digest(path), "eval_options": options if noisy else {}, "preprocessing": prep}
 
 
-def check_run_model(run_dir: "str | os.PathLike", options: bool = True) -> None:
+def check_run_model(run_dir: "str | os.PathLike", options: bool = True, predictions: bool = False) -> None:
     """A run folder's ``model.pt`` is the model its ``metrics.json`` and predictions measured: the digest of its
     weights (:func:`harness.model_identity.weights_digest`) equals the ``weights_sha256`` the run recorded when it
     wrote them (audit20 A20-09: another model.pt copied into a run was exported, and shifted, with the run's metrics
@@ -139,16 +139,21 @@ def check_run_model(run_dir: "str | os.PathLike", options: bool = True) -> None:
         options: compare the head's evaluation options too: for readers of the head's predictions (export, shift,
             ensemble, the covariance analysis); False for readers of the weights alone (harness fewshot and
             downstream, which drop the head, and the run's training data: audit23 A23-20).
+        predictions: check the run's predictions against its metrics.json first (:func:`check_run_predictions`):
+            for readers of both the model and the recorded metrics (export_run's card, the covariance analysis).
 
     Raises:
         ValueError: naming the file, the two digests (or the options that differ) and the fix: the run's own model.pt
             back, or the run made again (harness upstream with its config.yaml; for an imported run, harness import
             of the model its config.yaml's ``imported`` names, :func:`imported_source`, its data
-            ``path=`` as its run.json records it: audit23 A23-14, audit24 A24-07).
+            ``path=`` as its run.json records it: audit23 A23-14, audit24 A24-07); with ``predictions``, predictions
+            that are not those metrics.json measured (:func:`check_run_predictions`).
     """
     import json
 
     run_dir = Path(run_dir)
+    if predictions:
+        check_run_predictions(run_dir)
     try:
         record = json.loads((run_dir / "metrics.json").read_text(encoding="utf-8"))
         recorded, measured, prep = record.get("weights_sha256"), record.get("eval_options"), record.get("preprocessing")
@@ -186,6 +191,43 @@ def check_run_model(run_dir: "str | os.PathLike", options: bool = True) -> None:
             f"for it; put the run's own model.pt back, or save it again with the preprocessing it was measured with "
             f"(model.config.preprocessing = {prep!r}), or {remake(run_dir)}"
         )
+
+
+def check_run_predictions(run_dir: "str | os.PathLike", heldout: bool = True) -> None:
+    """A run folder's ``predictions.npz`` (and, with ``heldout``, ``heldout_predictions.npz``) are the predictions its
+    ``metrics.json`` measured: the metrics recomputed from each equal those it records (``metrics``,
+    ``heldout_metrics``; :func:`harness.records.metrics_mismatch`, the rule a record is restored by). Audit26
+    A26-05: another run's predictions.npz copied (or hard-linked) into a run was reported and ensembled under its
+    name; A26-12: a hand-edited metrics.json was exported on the model card. A folder without metrics.json, or whose
+    metrics.json records no metrics, passes (its readers name what is missing).
+
+    Raises:
+        ValueError: naming the run's two files, the metric and both values, and the fix: the run's own files back,
+            or its predictions and metrics written again from its model.pt (:func:`rewrite_predictions`).
+    """
+    import json
+
+    from harness.records import metrics_mismatch
+
+    run_dir = Path(run_dir)
+    try:
+        record = json.loads((run_dir / "metrics.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):  # no record to compare (its readers name a damaged metrics.json)
+        return
+    if not isinstance(record, dict):
+        return
+    files = (("predictions.npz", "metrics"), ("heldout_predictions.npz", "heldout_metrics"))
+    for name, key in files if heldout else files[:1]:
+        try:
+            differ = metrics_mismatch(run_dir, name, key, record)
+        except ValueError as e:
+            raise ValueError(f"{run_dir / name}: {e}; {rewrite_predictions(run_dir)}") from None
+        if differ:
+            raise ValueError(
+                f"{run_dir / name} is not what the run's metrics.json measured: {differ} (audit26 A26-05/A26-12: "
+                f"one of the two was replaced by another run's or edited by hand): put the run's own "
+                f"{name} and metrics.json back, or {rewrite_predictions(run_dir)}"
+            )
 
 
 def remake(run_dir: Path) -> str:

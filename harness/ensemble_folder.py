@@ -12,7 +12,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Optional, Sequence
 
-from harness.checkpoint_files import check_run_model
+from harness.checkpoint_files import check_run_model, check_run_predictions
 from harness.data.splits import absolute_path
 from harness.folder_paths import check_not_other_output
 from harness.io import LOCK_FILES, RunLock, atomic_write_text, check_writable, quote
@@ -244,7 +244,8 @@ def build_ensemble(
             metrics.json that is not a JSON object; ``eval_data`` without ``from_checkpoints`` or beside
             ``repredict``, or whose evaluation or held-out split a member was trained on (:func:`eval_predictors`);
             with ``from_checkpoints``, a member whose ``model.pt`` is not the model its run measured
-            (:func:`harness.checkpoint_files.check_run_model`).
+            (:func:`harness.checkpoint_files.check_run_model`); without, a member whose saved predictions are not those
+            its metrics.json measured (:func:`harness.checkpoint_files.check_run_predictions`).
         FileNotFoundError: a member is not a finished run folder.
     """
     members = [Path(m) for m in members]
@@ -254,8 +255,11 @@ def build_ensemble(
         raise ValueError("from_checkpoints=True needs repredict(run_dir) -> Predictions")
     check_distinct_folders(members, "member", _ONCE, predictions=from_checkpoints)  # saved ones: checked once read
     check_distinct_weights(members, "member", _ONCE)
-    for m in members if from_checkpoints else ():  # the member's own model, not another copied in (audit21 A21-16)
-        check_run_model(m)
+    for m in members:  # the member's own model (audit21 A21-16), or its own saved predictions (audit26 A26-05)
+        if from_checkpoints:
+            check_run_model(m)
+        else:
+            check_run_predictions(m)
     if eval_data is None:  # each member scored at its own view; --eval-data scores every one at its own
         check_same_view(members)
     out = Path(out)

@@ -131,17 +131,25 @@ def _refuse(record: Path, what: str) -> ValueError:
     )
 
 
-def _check_metrics(record: Path, predictions: str, key: str, metrics: dict) -> None:
-    """The metrics recomputed from ``record/predictions`` equal ``metrics[key]`` (those present and finite)."""
+def metrics_mismatch(folder: Path, predictions: str, key: str, metrics: dict) -> Optional[str]:
+    """What differs between the metrics recomputed from ``folder/predictions`` and those ``metrics[key]`` records
+    (those present and finite, to :data:`METRICS_RTOL`): the one rule for "a result file is the one its metrics.json
+    measured" (a record before it is restored, :func:`verify_record`; a run folder's predictions before they are
+    reported, ensembled or exported, :func:`harness.checkpoint_files.check_run_predictions`). None: they agree, or
+    there is nothing to compare (no file, no recorded metrics).
+
+    Raises:
+        ValueError: the file cannot be read (its message names the file: damaged).
+    """
     from harness.uncertainty.predictions import Predictions
 
     stored = metrics.get(key)
-    if not (record / predictions).is_file() or not isinstance(stored, dict):
-        return
+    if not (folder / predictions).is_file() or not isinstance(stored, dict):
+        return None
     try:
-        recomputed = Predictions.load(record / predictions).metrics()
+        recomputed = Predictions.load(folder / predictions).metrics()
     except (ValueError, OSError) as e:
-        raise _refuse(record, f"{predictions} cannot be read ({type(e).__name__}): it is damaged") from None
+        raise ValueError(f"{predictions} cannot be read ({type(e).__name__}): it is damaged") from None
     for name, value in stored.items():
         if (
             isinstance(value, (int, float))
@@ -149,11 +157,21 @@ def _check_metrics(record: Path, predictions: str, key: str, metrics: dict) -> N
             and name in recomputed
             and not math.isclose(recomputed[name], value, rel_tol=METRICS_RTOL, abs_tol=1e-12)
         ):
-            raise _refuse(
-                record,
-                f"{name} recomputed from its {predictions} is {recomputed[name]:.6g} but its "
-                f"metrics.json says {value:.6g}: the predictions were changed or damaged",
+            return (
+                f"{name} recomputed from its {predictions} is {recomputed[name]:.6g} but its metrics.json "
+                f"({key}) says {value:.6g}"
             )
+    return None
+
+
+def _check_metrics(record: Path, predictions: str, key: str, metrics: dict) -> None:
+    """The metrics recomputed from ``record/predictions`` equal ``metrics[key]`` (:func:`metrics_mismatch`)."""
+    try:
+        differ = metrics_mismatch(record, predictions, key, metrics)
+    except ValueError as e:
+        raise _refuse(record, str(e)) from None
+    if differ:
+        raise _refuse(record, f"{differ}: the predictions were changed or damaged")
 
 
 def verify_record(record: "str | Path") -> bool:

@@ -380,7 +380,7 @@ def covariance_analysis(
     het_run = Path(het_run)
     het_preds = Predictions.load(het_run)
     check_model_classes(het_run / "model.pt", len(het_preds.class_names), f"{het_run / 'predictions.npz'}")
-    check_run_model(het_run)  # the weights its predictions measured (audit22 A22-10: sigma.py read it unchecked)
+    check_run_model(het_run, predictions=True)  # the weights its predictions measured (audit22 A22-10, A26-05)
     model = load_model(het_run / "model.pt")
     with_hom = hom_preds is not None
     result = analyse(
@@ -436,7 +436,7 @@ def export_run(run_dir: "str | Path", out: "str | Path", overwrite: bool = False
     by = hub.ExportWriter("out", "harness.runs.export_run", own=run_dir.resolve() / RUN_EXPORT)  # save_pretrained's
     hub.check_export_place(out, by, data_read_folders(lambda: data_config(run_dir)))  # nor in its data (A25-01)
     model = load_model(run_dir / "model.pt")  # a FileNotFoundError names a folder without model.pt
-    check_run_model(run_dir)  # the weights its metrics.json measured (audit20 A20-09)
+    check_run_model(run_dir, predictions=True)  # the weights and predictions its metrics.json measured (A20-09, A26-12)
     cfg = OmegaConf.to_container(OmegaConf.load(run_dir / "config.yaml"), resolve=True)
     meta = read_json_object(run_dir / "run.json") or {}
     read = {"limit_train": meta.get("num_train"), "limit_eval": meta.get("num_eval")}  # what each limit cut

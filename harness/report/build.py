@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
-from harness.checkpoint_files import check_run_model
+from harness.checkpoint_files import check_run_model, check_run_predictions
 from harness.io import atomic_write_bytes, atomic_write_text, json_dumps
 from harness.progress import Steps
 from harness.provenance import provenance
@@ -77,6 +77,7 @@ class Entry:
 
 
 def _run_entry(run_dir: Path) -> Entry:
+    check_run_predictions(run_dir)  # the predictions its metrics.json measured, not another run's (audit26 A26-05)
     cfg = run_config(run_dir)
     head = run_head(run_dir)
     meta = run_summary(run_dir)
@@ -100,7 +101,8 @@ def load_entry(path: "str | Path") -> Entry:
 
     Raises:
         FileNotFoundError: neither kind of folder. ValueError: its metrics.json or ensemble.json is not a JSON object;
-            an ensemble of a member's earlier weights (:func:`harness.ensemble_folder.check_members_unchanged`).
+            an ensemble of a member's earlier weights (:func:`harness.ensemble_folder.check_members_unchanged`); a run's
+            predictions that are not those its metrics.json measured (:func:`harness.checkpoint_files.check_run_predictions`).
     """
     from harness.ensemble_folder import check_members_unchanged
 

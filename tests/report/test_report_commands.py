@@ -114,7 +114,10 @@ def test_report_refuses_runs_on_different_data(digits_runs, tmp_path):
     other = tmp_path / "other"
     shutil.copytree(dirs[("hom", 0)], other)
     p = Predictions.load(other)
-    Predictions(p.logits[:100], p.targets[:100], p.index[:100], p.class_names, p.link).save(other / "predictions.npz")
+    cut = Predictions(p.logits[:100], p.targets[:100], p.index[:100], p.class_names, p.link)
+    cut.save(other / "predictions.npz")
+    record = json.loads((other / "metrics.json").read_text())  # a run on other data: its metrics measured them
+    (other / "metrics.json").write_text(json.dumps({**record, "metrics": cut.metrics()}))
     res = CliRunner().invoke(main, ["report", str(dirs[("hom", 0)]), str(other), "--out-root", str(tmp_path)])
     assert res.exit_code != 0 and "other data" in res.output
     res = CliRunner().invoke(

@@ -1,0 +1,70 @@
+"""Bad inputs found by the twenty-sixth reliability audit in result files replaced or edited by hand (``audit26 <case
+id>``): a run's predictions.npz of another run, a hand-edited metrics.json exported on the model card, a hand-edited
+accuracy in a sweep's runs.jsonl, an ensemble.json whose member list was edited, and a data pack's shard replaced by
+another split's. Each file is checked against the record written with it before it is used."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+import click
+from bad_inputs_audit24_records import _digits_run
+
+from bad_inputs import bad_input
+from bad_inputs_uncertainty import _cli
+
+_REPORT = ("report", "--no-shift", "--no-covariance", "--name")
+
+
+def _two_runs(tmp, *names: str) -> None:
+    """The small digits runs ``runs/<name>`` of seeds 1, 2, ... (one each)."""
+    for seed, name in enumerate(names, 1):
+        _digits_run(tmp, tmp / "runs" / name, seed)
+
+
+# ------------------------------------------------------------------------------ A26-05: another run's predictions
+@bad_input(
+    "uncertainty",
+    "harness report (and harness ensemble) of a run folder whose predictions.npz was replaced by a hard link to another "
+    "run's (audit26 A26-05: rc 0, the other run's result reported under this run's name, disagreeing with its own "
+    "metrics.json)",
+    click.ClickException,
+    r"^runs/s2/predictions\.npz is not what the run's metrics\.json measured: \w+ recomputed from its predictions\.npz "
+    r"is [\d.e-]+ but its metrics\.json \(metrics\) says [\d.e-]+ .*put the run's own predictions\.npz and metrics\.json "
+    r"back, or write its predictions again from its model\.pt without training .*reevaluate\('runs/s2', force=True\)",
+)
+def _replaced_predictions(tmp):
+    import pytest
+
+    _two_runs(tmp, "s1", "s2", "s3")
+    _cli(*_REPORT, "r0", "runs/s2")  # its own predictions: reported
+    (tmp / "runs" / "s2" / "predictions.npz").unlink()
+    os.link(tmp / "runs" / "s1" / "predictions.npz", tmp / "runs" / "s2" / "predictions.npz")
+    with pytest.raises(click.ClickException, match=r"runs/s2/predictions\.npz is not what the run's metrics"):
+        _cli("ensemble", "-m", "runs/s2", "-m", "runs/s3", "--out", "ens/e")
+    assert not (tmp / "ens" / "e").exists()
+    _cli(*_REPORT, "r1", "runs/s2")
+
+
+# ------------------------------------------------------------------------------ A26-12: a hand-edited metrics.json
+@bad_input(
+    "export",
+    "harness.runs.export_run of a run folder whose metrics.json's top1 and nll were edited by hand (audit26 A26-12: rc 0, "
+    "the edited accuracy published in the card's model-index, unchecked against the run's predictions)",
+    ValueError,
+    r"^runs/s1/predictions\.npz is not what the run's metrics\.json measured: top1 recomputed from its predictions\.npz "
+    r"is [\d.e-]+ but its metrics\.json \(metrics\) says 0\.99 .*put the run's own predictions\.npz and metrics\.json back",
+)
+def _edited_metrics_exported(tmp):
+    from harness.runs import export_run
+
+    _two_runs(tmp, "s1")
+    export_run("runs/s1", "exp0")  # as the run wrote it: exported
+    path = tmp / "runs" / "s1" / "metrics.json"
+    record = json.loads(path.read_text())
+    record["metrics"].update(top1=0.99, nll=0.01)
+    path.write_text(json.dumps(record, indent=1))
+    shutil.rmtree(tmp / "exp0")
+    export_run("runs/s1", "exp1")
