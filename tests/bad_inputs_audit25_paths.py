@@ -233,3 +233,23 @@ def _runs_root_among_manifest_images(tmp):
         "downstream: {tasks: []}\n"
     )
     validate_experiment(load_experiment("cm.yaml", ("runs_root=imf/val/xr", "results_root=xres")))
+
+
+@bad_input(
+    "fewshot",
+    "harness fewshot --model runs/imf/model.pt --tasks t=task:2, task/test.txt listing img/0.png, a hard link (in the "
+    "task folder) of imf/train/a/0.png, an image the model was trained on (audit25 A25-09: rc 0, the transfer rule "
+    "compared the list's images with the training split's by path, so the model was scored on its own training image)",
+    click.ClickException,
+    r"^task/test\.txt line 1 names 'img/0\.png', an image the model --model runs/imf/model\.pt was trained on "
+    r"\(data\.train_split=train of image_folder at .*imf/train",
+)
+def _hard_linked_training_image(tmp):
+    _image_folder_run(tmp)
+    _own_task(tmp)
+    (tmp / "task" / "img").mkdir()
+    os.link(tmp / "imf/train/a/0.png", tmp / "task/img/0.png")
+    test = (tmp / "task/test.txt").read_text()
+    (tmp / "task/test.txt").write_text("img/0.png 0\n" + test.split("\n", 1)[1])
+    _cli("fewshot", "--model", "runs/imf/model.pt", "--tasks", "t=task:2", "--shots", "1", "--log-with", "none",
+         "--allow-outside-paths", "--out", "fs")  # fmt: skip

@@ -198,13 +198,24 @@ def _scored_entries(tasks: "Sequence[Task]", settings: TaskData, scored: "Sequen
 
 def _first_trained(trained: TrainingImages, entries: "list[tuple]") -> "Optional[tuple[tuple, Optional[int]]]":
     """The first of ``entries`` (:func:`_scored_entries`) that is a training image, with its manifest line (None for
-    an image folder), or None."""
+    an image folder), or None. A listed image with another name (a hard link) is compared by its file too (the same
+    ``st_dev`` and ``st_ino``: :mod:`harness.data.file_identity`, audit25 A25-09)."""
+    from harness.data.file_identity import file_id, linked_files
+
+    mine = {k: e[0] for k, e in linked_files(e[0] for e in entries if os.path.isfile(e[0])).items()}
     if trained.rows is None:  # the folder and every link target under it (class folders linked from elsewhere)
         from harness.data.splits import split_regions
 
         regions = split_regions(("image_folder", None, ("at", trained.where))) or {trained.where}
         roots = tuple(r.rstrip(os.sep) + os.sep for r in regions)
-        return next(((e, None) for e in entries if e[0] in regions or e[0].startswith(roots)), None)
+        hit = next(((e, None) for e in entries if e[0] in regions or e[0].startswith(roots)), None)
+        if hit is not None or not mine:  # the training images' files are read only where a listed one has two names
+            return hit
+        try:
+            theirs = linked_files(regions)
+        except OSError:  # not readable now: its reader names it
+            return None
+        return next(((e, None) for e in entries if file_id(e[0]) in theirs), None)
     from harness.data.folders import resolver
     from harness.data.manifest import manifest_rows
 
@@ -218,6 +229,8 @@ def _first_trained(trained: TrainingImages, entries: "list[tuple]") -> "Optional
             real = resolve(image)
             if real in wanted and real not in found:
                 found[real] = m
+            elif mine and (same := mine.get(file_id(real))) and same not in found:  # a hard link of a listed image
+                found[same] = m
     except (OSError, ValueError):  # not readable now: not known to be those images (its reader names what is wrong)
         return None
     return next(((e, found[e[0]]) for e in entries if e[0] in found), None)
