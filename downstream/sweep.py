@@ -48,6 +48,7 @@ from harness.downstream.records import (  # noqa: F401
 from harness.downstream.table import table, uncertainty_table, write_table
 from harness.io import RunLock, atomic_write_text, path_under
 from harness.progress import duration
+from harness.records import check_recorded_predictions
 from harness.tasks.catalogue import Task
 from harness.tasks.taskset import check_tasks, custom_spec, expand_tasks
 from harness.tasks.trained_images import SWEEP_SCORED, check_scored_not_trained
@@ -308,6 +309,10 @@ class _Runner:
     def run(self, specs: "list[dict]", what: str) -> None:
         from harness.downstream.processes import new_records
 
+        for s in specs:  # a record reused is what its saved predictions measured (audit26 A26-15)
+            if s["key"] in self.done and s.get("predictions"):
+                fix = f"delete that line of {self.store} to fine-tune the run again, or restore the file"
+                check_recorded_predictions(s["predictions"], self.done[s["key"]], f"{self.store}'s {s['key']}", fix)
         todo = [s for s in specs if s["key"] not in self.done]
         if not todo:
             return

@@ -219,7 +219,7 @@ def check_run_predictions(run_dir: "str | os.PathLike", heldout: bool = True) ->
     files = (("predictions.npz", "metrics"), ("heldout_predictions.npz", "heldout_metrics"))
     for name, key in files if heldout else files[:1]:
         try:
-            differ = metrics_mismatch(run_dir, name, key, record)
+            differ = metrics_mismatch(run_dir / name, record.get(key), f"its metrics.json ({key})")
         except ValueError as e:
             raise ValueError(f"{run_dir / name}: {e}; {rewrite_predictions(run_dir)}") from None
         if differ:

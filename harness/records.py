@@ -131,25 +131,25 @@ def _refuse(record: Path, what: str) -> ValueError:
     )
 
 
-def metrics_mismatch(folder: Path, predictions: str, key: str, metrics: dict) -> Optional[str]:
-    """What differs between the metrics recomputed from ``folder/predictions`` and those ``metrics[key]`` records
-    (those present and finite, to :data:`METRICS_RTOL`): the one rule for "a result file is the one its metrics.json
-    measured" (a record before it is restored, :func:`verify_record`; a run folder's predictions before they are
-    reported, ensembled or exported, :func:`harness.checkpoint_files.check_run_predictions`). None: they agree, or
-    there is nothing to compare (no file, no recorded metrics).
+def metrics_mismatch(file: Path, stored: object, where: str) -> Optional[str]:
+    """What differs between the metrics recomputed from the predictions ``file`` and those ``stored`` records
+    (``{metric: value}``; those present and finite, to :data:`METRICS_RTOL`; ``where`` names the record in the
+    answer): the one rule for "a result file is the one its record measured" (a record before it is restored,
+    :func:`verify_record`; a run folder's predictions before they are reported, ensembled or exported,
+    :func:`harness.checkpoint_files.check_run_predictions`; a sweep's recorded fine-tune before it is reused,
+    :func:`check_recorded_predictions`). None: they agree, or there is nothing to compare (no file, no metrics).
 
     Raises:
-        ValueError: the file cannot be read (its message names the file: damaged).
+        ValueError: the file cannot be read (the message says it is damaged).
     """
     from harness.uncertainty.predictions import Predictions
 
-    stored = metrics.get(key)
-    if not (folder / predictions).is_file() or not isinstance(stored, dict):
+    if not Path(file).is_file() or not isinstance(stored, dict):
         return None
     try:
-        recomputed = Predictions.load(folder / predictions).metrics()
+        recomputed = Predictions.load(file).metrics()
     except (ValueError, OSError) as e:
-        raise ValueError(f"{predictions} cannot be read ({type(e).__name__}): it is damaged") from None
+        raise ValueError(f"{Path(file).name} cannot be read ({type(e).__name__}): it is damaged") from None
     for name, value in stored.items():
         if (
             isinstance(value, (int, float))
@@ -157,17 +157,31 @@ def metrics_mismatch(folder: Path, predictions: str, key: str, metrics: dict) ->
             and name in recomputed
             and not math.isclose(recomputed[name], value, rel_tol=METRICS_RTOL, abs_tol=1e-12)
         ):
-            return (
-                f"{name} recomputed from its {predictions} is {recomputed[name]:.6g} but its metrics.json "
-                f"({key}) says {value:.6g}"
-            )
+            return f"{name} recomputed from {Path(file).name} is {recomputed[name]:.6g} but {where} says {value:.6g}"
     return None
+
+
+def check_recorded_predictions(file: "str | Path", record: dict, where: str, fix: str) -> None:
+    """A sweep's fine-tune record (a ``runs.jsonl`` line: ``accuracy``, ``nll``) measured the predictions ``file`` it
+    saved (:func:`metrics_mismatch`; audit26 A26-15: a hand-edited accuracy became vtab.md's headline number while
+    the table of its predictions said otherwise). A record without them, or no file, passes.
+
+    Raises:
+        ValueError: naming ``where``, the file, the metric, both values and ``fix``.
+    """
+    stored = {"top1": record.get("accuracy"), "nll": record.get("nll")}
+    try:
+        differ = metrics_mismatch(Path(file), stored, "the record")
+    except ValueError as e:
+        raise ValueError(f"{file}: {e}; {fix}") from None
+    if differ:
+        raise ValueError(f"{where} is not what its predictions {file} measured: {differ}; {fix}")
 
 
 def _check_metrics(record: Path, predictions: str, key: str, metrics: dict) -> None:
     """The metrics recomputed from ``record/predictions`` equal ``metrics[key]`` (:func:`metrics_mismatch`)."""
     try:
-        differ = metrics_mismatch(record, predictions, key, metrics)
+        differ = metrics_mismatch(record / predictions, metrics.get(key), f"its metrics.json ({key})")
     except ValueError as e:
         raise _refuse(record, str(e)) from None
     if differ:

@@ -31,7 +31,7 @@ def _two_runs(tmp, *names: str) -> None:
     "run's (audit26 A26-05: rc 0, the other run's result reported under this run's name, disagreeing with its own "
     "metrics.json)",
     click.ClickException,
-    r"^runs/s2/predictions\.npz is not what the run's metrics\.json measured: \w+ recomputed from its predictions\.npz "
+    r"^runs/s2/predictions\.npz is not what the run's metrics\.json measured: \w+ recomputed from predictions\.npz "
     r"is [\d.e-]+ but its metrics\.json \(metrics\) says [\d.e-]+ .*put the run's own predictions\.npz and metrics\.json "
     r"back, or write its predictions again from its model\.pt without training .*reevaluate\('runs/s2', force=True\)",
 )
@@ -54,7 +54,7 @@ def _replaced_predictions(tmp):
     "harness.runs.export_run of a run folder whose metrics.json's top1 and nll were edited by hand (audit26 A26-12: rc 0, "
     "the edited accuracy published in the card's model-index, unchecked against the run's predictions)",
     ValueError,
-    r"^runs/s1/predictions\.npz is not what the run's metrics\.json measured: top1 recomputed from its predictions\.npz "
+    r"^runs/s1/predictions\.npz is not what the run's metrics\.json measured: top1 recomputed from predictions\.npz "
     r"is [\d.e-]+ but its metrics\.json \(metrics\) says 0\.99 .*put the run's own predictions\.npz and metrics\.json back",
 )
 def _edited_metrics_exported(tmp):
@@ -68,3 +68,31 @@ def _edited_metrics_exported(tmp):
     path.write_text(json.dumps(record, indent=1))
     shutil.rmtree(tmp / "exp0")
     export_run("runs/s1", "exp1")
+
+
+# ------------------------------------------------------------------------------ A26-15: a hand-edited runs.jsonl
+@bad_input(
+    "downstream",
+    "harness downstream rerun into its --out after a final run's accuracy in runs.jsonl was edited by hand (audit26 "
+    "A26-15: rc 0, the edited accuracy became vtab.md's headline number while its table of the saved predictions said "
+    "otherwise)",
+    click.ClickException,
+    r"^.*sw/runs\.jsonl's mytask\|final\|lr=0\.01\|steps=5\|seed=0 is not what its predictions .*sw/predictions/"
+    r"mytask_seed0\.npz measured: top1 recomputed from mytask_seed0\.npz is [\d.e-]+ but the record says 0\.99; delete "
+    r"that line of .*sw/runs\.jsonl to fine-tune the run again, or restore the file",
+)
+def _edited_sweep_record(tmp):
+    from bad_inputs_audit23_lead import _custom_task
+    from bad_inputs_audit24_records import _SWEEP
+
+    _custom_task(tmp / "ptc")
+    sweep = ("downstream", "--upstream", "timm:resnet10t", "--random-init", "--tasks", "mytask=ptc:2", *_SWEEP)
+    _cli(*sweep, "--out", str(tmp / "sw"))
+    _cli(*sweep, "--out", str(tmp / "sw"))  # resumed as it was written: nothing to run, reported again
+    store = tmp / "sw" / "runs.jsonl"
+    records = [json.loads(line) for line in store.read_text().splitlines()]
+    for rec in records:
+        if rec["phase"] == "final":
+            rec["accuracy"] = 0.99
+    store.write_text("".join(json.dumps(r) + "\n" for r in records))
+    _cli(*sweep, "--out", str(tmp / "sw"))
