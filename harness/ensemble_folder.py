@@ -144,6 +144,32 @@ def changed_member(spec: dict) -> Optional[str]:
     return None
 
 
+def check_member_list(ens_dir: "str | Path", spec: dict) -> None:
+    """An ensemble's ``ensemble.json`` lists the members whose weights it recorded when it was built (its
+    ``member_weights``, keyed by member: audit26 A26-13, a members list edited by hand had shift predict other models
+    than the ensemble's own predictions, and the digest check, keyed by the recorded members, never saw them). An
+    ensemble recorded before the digests were passes (nothing to compare).
+
+    Raises:
+        ValueError: naming ensemble.json, the members listed and not recorded (and recorded and not listed), and the
+            fix: the list back as harness ensemble wrote it, or another ensemble of those members in another folder.
+    """
+    recorded = spec.get("member_weights")
+    if not isinstance(recorded, dict):
+        return
+    listed = [str(m) for m in spec.get("members") or []]
+    added, dropped = [m for m in listed if m not in recorded], [m for m in recorded if m not in listed]
+    if added or dropped:
+        members = " ".join(f"-m {m}" for m in listed)
+        raise ValueError(
+            f"{Path(ens_dir) / 'ensemble.json'} lists members its predictions were not built from: "
+            f"{', '.join(added) or 'none'} listed but not recorded in its member_weights, {', '.join(dropped) or 'none'} "
+            "recorded and no longer listed (its members list was edited since harness ensemble wrote it): put the "
+            f"list back as it was ({', '.join(recorded)}), or build the ensemble of the members now listed in another "
+            f"folder (harness ensemble {members} --out NEW_FOLDER)"
+        )
+
+
 def check_members_unchanged(ens_dir: "str | Path", spec: Optional[dict] = None) -> None:
     """An ensemble folder read back (``harness report``, the ensemble's shift sets) is of its members' models as they
     are now: none was trained again or replaced since the ensemble was built (:func:`changed_member`; audit24 A24-05:
@@ -152,12 +178,14 @@ def check_members_unchanged(ens_dir: "str | Path", spec: Optional[dict] = None) 
 
     Raises:
         ValueError: naming the ensemble, the member, both digests and the fix (build the ensemble again); a member
-            folder gone (a moved project: :func:`harness.moved_data.check_members_here`, audit25 A25-02).
+            folder gone (a moved project: :func:`harness.moved_data.check_members_here`, audit25 A25-02); a members
+            list edited since (:func:`check_member_list`).
     """
     from harness.moved_data import check_members_here
 
     spec = spec if spec is not None else ensemble_spec(ens_dir) or {}
     check_members_here(ens_dir, spec)  # where a moved project's members are, not "not a run folder"
+    check_member_list(ens_dir, spec)
     changed = changed_member(spec)
     if changed:
         members = " ".join(f"-m {m}" for m in spec.get("members") or [])

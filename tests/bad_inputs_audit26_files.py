@@ -96,3 +96,30 @@ def _edited_sweep_record(tmp):
             rec["accuracy"] = 0.99
     store.write_text("".join(json.dumps(r) + "\n" for r in records))
     _cli(*sweep, "--out", str(tmp / "sw"))
+
+
+# ------------------------------------------------------------------------------ A26-13: an ensemble's members edited
+@bad_input(
+    "shift",
+    "harness shift (and harness report) of an ensemble folder whose ensemble.json members list was edited to name "
+    "another run (audit26 A26-13: rc 0, shift averaged the other run's predictions under the ensemble's name; the "
+    "weights-digest check, keyed by the recorded members, never saw the new one)",
+    click.ClickException,
+    r"^ens/xe/ensemble\.json lists members its predictions were not built from: .*runs/s3 listed but not recorded in "
+    r"its member_weights, .*runs/s2 recorded and no longer listed .*put the list back as it was \(.*runs/s1, "
+    r".*runs/s2\), or build the ensemble of the members now listed in another folder \(harness ensemble -m .*runs/s1 "
+    r"-m .*runs/s3 --out NEW_FOLDER\)",
+)
+def _edited_ensemble_members(tmp):
+    import pytest
+
+    _two_runs(tmp, "s1", "s2", "s3")
+    _cli("ensemble", "-m", "runs/s1", "-m", "runs/s2", "--out", "ens/xe")
+    _cli(*_REPORT, "r0", "ens/xe")  # as it was built: reported
+    path = tmp / "ens" / "xe" / "ensemble.json"
+    spec = json.loads(path.read_text())
+    spec["members"][1] = str((tmp / "runs" / "s3").resolve())
+    path.write_text(json.dumps(spec, indent=1))
+    with pytest.raises(click.ClickException, match=r"ens/xe/ensemble\.json lists members its predictions were not"):
+        _cli(*_REPORT, "r1", "ens/xe")
+    _cli("shift", "-m", "ens/xe", "--corruptions", "none", "--ood", "gaussian", "--seed", "0")
