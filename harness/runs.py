@@ -13,6 +13,7 @@ functions that re-predict, so reading predictions stays light.
 
 from __future__ import annotations
 
+import copy
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Optional, Sequence
@@ -38,6 +39,7 @@ from harness.io import read_json_object
 from harness.model_identity import check_classes_match, check_distinct_predictions, model_class_names
 from harness.moved_data import check_ensemble_path, check_members_here, check_not_moved
 from harness.records import RECORD_FILES, restore_record, save_record  # noqa: F401 (read with the run folders)
+from harness.run_record import check_recorded_config
 from harness.run_streams import is_stream, pack_clean_heldout, read_split, split_batches
 from harness.training.predict import predict_logits
 from harness.uncertainty.predictions import Predictions
@@ -85,27 +87,25 @@ def ensemble_members(ens_dir: "str | Path") -> "list[Path]":
 
 
 def run_config(run_dir: "str | Path") -> dict:
-    """The resolved ``config.yaml`` of a run as a dict.
+    """The resolved ``config.yaml`` of a run as a dict: the settings its ``run.json`` recorded (audit26 A26-01).
 
     Raises:
-        FileNotFoundError: the folder has no config.yaml (not a run folder).
+        FileNotFoundError: no config.yaml (not a run folder). ValueError: edited since (:mod:`harness.run_record`).
     """
-    import copy
-
     path = Path(run_dir) / "config.yaml"
     if not path.is_file():
         raise FileNotFoundError(
             f"{str(run_dir)!r} is not a run folder (no config.yaml); pass the folder that harness upstream wrote"
         )
-    stat = path.stat()  # a report reads each run's config many times: parsed once per version of the file
-    key = (str(path.resolve()), stat.st_mtime_ns, stat.st_size)
+    stat, meta = path.stat(), path.with_name("run.json")  # a report reads a config often: parsed once per version
+    key = (str(path.resolve()), stat.st_mtime_ns, stat.st_size, meta.stat().st_mtime_ns if meta.is_file() else 0)
     if key not in _CONFIGS:
-        _CONFIGS[key] = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
+        _CONFIGS[key] = check_recorded_config(run_dir, OmegaConf.to_container(OmegaConf.load(path), resolve=True))
     return copy.deepcopy(_CONFIGS[key])
 
 
-#: parsed run configs by (path, modification time, size): :func:`run_config`'s cache
-_CONFIGS: "dict[tuple[str, int, int], dict]" = {}
+#: parsed run configs by (path, modification time, size, run.json's time): :func:`run_config`'s cache
+_CONFIGS: "dict[tuple[str, int, int, int], dict]" = {}
 
 
 def run_head(run_dir: "str | Path") -> dict:
@@ -437,7 +437,7 @@ def export_run(run_dir: "str | Path", out: "str | Path", overwrite: bool = False
     hub.check_export_place(out, by, data_read_folders(lambda: data_config(run_dir)))  # nor in its data (A25-01)
     model = load_model(run_dir / "model.pt")  # a FileNotFoundError names a folder without model.pt
     check_run_model(run_dir, predictions=True)  # the weights and predictions its metrics.json measured (A20-09, A26-12)
-    cfg = OmegaConf.to_container(OmegaConf.load(run_dir / "config.yaml"), resolve=True)
+    cfg = run_config(run_dir)  # the settings it recorded (audit26 A26-01: a hand-edited config.yaml was published)
     meta = read_json_object(run_dir / "run.json") or {}
     read = {"limit_train": meta.get("num_train"), "limit_eval": meta.get("num_eval")}  # what each limit cut
     seen, keep = trained_on(cfg.get("data") or {}, read), True

@@ -94,8 +94,8 @@ def record_resumed(t: Training, config_yaml: str) -> None:
     meta = read_json(t.run_dir / "run.json") or {}
     meta["config"] = to_dict(t.cfg)
     meta["resumed"] = [*meta.get("resumed", []), {"step": t.p.step, "changed": changed}]
+    atomic_write_text(t.run_dir / "run.json", json_dumps(meta, indent=1))  # first: one cut short here is redone
     atomic_write_text(saved_file, config_yaml)
-    atomic_write_text(t.run_dir / "run.json", json_dumps(meta, indent=1))
     print(f"{t.run_dir}: resumed with {', '.join(f'{k}={v[1]!r} (was {v[0]!r})' for k, v in changed.items())}")
 
 

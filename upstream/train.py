@@ -192,8 +192,9 @@ def _check_existing(run_dir: Path, config_yaml: str) -> str:
     """``"new"``, ``"resume"`` or ``"done"``; refuses a folder that holds another config's run, a run started on other
     data than ``data.path`` names from this working folder (:func:`harness.upstream.checkpoint.check_data_folder`,
     audit23 A23-03), a finished run whose predictions cannot be read or whose ``model.pt`` is not the model they
-    measured (:func:`check_finished_run`), and a resume whose few-shot monitor would read other task data
-    (:func:`harness.upstream.checkpoint.check_monitor_data`)."""
+    measured (:func:`check_finished_run`), a resume whose few-shot monitor would read other task data
+    (:func:`harness.upstream.checkpoint.check_monitor_data`), and a config.yaml whose settings were edited since its
+    ``run.json`` recorded them (:mod:`harness.run_record`, audit26 A26-01)."""
     saved = run_dir / "config.yaml"
     if not saved.is_file():
         return "new"
@@ -211,6 +212,12 @@ def _check_existing(run_dir: Path, config_yaml: str) -> str:
         )
     import yaml
 
+    from harness.io import read_json
+    from harness.runs import run_config
+
+    recorded = (read_json(run_dir / "run.json") or {}).get("config")  # config.yaml edited since (audit26 A26-01)
+    if isinstance(recorded, dict) and not same_config(saved.read_text(), to_yaml(recorded)):
+        run_config(run_dir)  # refuses, naming each setting that differs from run.json's
     data = (yaml.safe_load(config_yaml) or {}).get("data") or {}
     check_data_folder(run_dir, data.get("source"), data.get("path"))  # resumed or done on the data it started on
     if (run_dir / "metrics.json").is_file() and (run_dir / "model.pt").is_file():

@@ -65,7 +65,9 @@ def read_image_folder(root: Path, split: str, allow_outside_root: bool = False) 
     folder = ImageFolder(str(root / split))
     paths = [p for p, _ in folder.samples]
     if not allow_outside_root:
-        real_root, resolve = os.path.realpath(root), resolver(root)
+        # ImageFolder's paths name root already (audit26 A26-04: joined to a relative root again, ../imgs read as
+        # a link out and a link out of imgs passed): each resolved as it is, against root resolved once
+        real_root, resolve = os.path.realpath(root), resolver("")
         for path in paths:
             if not inside(resolve(path), real_root):
                 link, real = leaving_link(str(root), path, real_root)
