@@ -40,6 +40,44 @@ def _read_sweep(folder: Path) -> dict:
     return vtab
 
 
+def _check_same_task_data(folders: "list[Path]", tasks: "list[str]") -> None:
+    """Every sweep of ``folders`` fine-tuned and scored each task of ``tasks`` on the same data, as its ``sweep.json``
+    records it (``task_data``, :func:`harness.tasks.taskset.task_data`: the task folder resolved, a custom task's
+    line, each list file's digest), compared by :func:`harness.provenance.changed_since` where both record it (audit26
+    A26-08: sweeps of one task name and list text over other folders were averaged example by example, though their
+    images differ).
+
+    Raises:
+        ValueError: naming the task, both sweeps, what differs with both values, and the fix.
+    """
+    from harness.io import read_json
+    from harness.provenance import changed_since
+
+    def recorded(folder: Path) -> dict:
+        data = (read_json(folder / "sweep.json") or {}).get("task_data")
+        return data if isinstance(data, dict) else {}
+
+    first, *rest = [recorded(f) for f in folders]
+    for f, data in zip(folders[1:], rest):
+        for task in tasks:
+            was, now = first.get(task), data.get(task)
+            if not (isinstance(was, dict) and isinstance(now, dict)):
+                continue
+            differ = changed_since(was, {k: now[k] for k in ("folder", "spec") if k in now})
+            differ += [
+                (f"{split}.txt's digest", str(a)[:12] + "...", str(b)[:12] + "...")
+                for split, a, b in changed_since(was.get("lists"), now.get("lists") or {})
+            ]
+            if differ:
+                key, a, b = differ[0]
+                raise ValueError(
+                    f"task {task}: sweeps {folders[0]} and {f} fine-tuned and scored it on other data ({key}: {a} in "
+                    f"{folders[0] / 'sweep.json'}, {b} in {f / 'sweep.json'}): an ensemble averages the members' test "
+                    "predictions example by example, so they must score the same images; transfer every upstream "
+                    "model to the same task folder and lists (harness downstream --tasks with one FOLDER)"
+                )
+
+
 def upstream_ensemble(folders: Sequence["str | Path"]) -> dict:
     """The ensemble across the upstream models of the finished sweeps ``folders`` (one upstream model each).
 
@@ -51,7 +89,9 @@ def upstream_ensemble(folders: Sequence["str | Path"]) -> dict:
 
     Raises:
         ValueError: fewer than 2 folders, a folder given twice, a folder that is not a finished sweep, sweeps
-            with different recipes or tasks, or test predictions of different images or classes.
+            with different recipes or tasks, sweeps whose ``sweep.json`` records other data for a task (another
+            folder, task line or list file: :func:`_check_same_task_data`), or test predictions of different images
+            or classes.
     """
     from harness.uncertainty.ensembles import average
     from harness.uncertainty.predictions import Predictions
@@ -71,6 +111,7 @@ def upstream_ensemble(folders: Sequence["str | Path"]) -> dict:
                 f"{f} and {folders[0]} differ in recipe or tasks: an ensemble across upstream models "
                 "compares transfers made the same way; rerun them with the same settings and tasks"
             )
+    _check_same_task_data(folders, list(sweeps[0]["tasks"]))
     out: dict = {
         "members": [{"folder": str(f), "upstream": s["upstream"]} for f, s in zip(folders, sweeps)],
         "recipe": sweeps[0]["recipe"],

@@ -74,18 +74,27 @@ def _check_same_study(earlier: dict, now: dict, out: Path) -> None:
             ``--overwrite``).
     """
     differ = changed_since(earlier, now, always=[k for k in now if k not in _RECORDED_SINCE])
-    if differ:
-        said = "; ".join(
-            f"the weights of {now['source']}: digest {str(was)[:12]}... there, {str(value)[:12]}... now "
-            "(the model.pt was replaced or trained again)"
-            if k == "upstream_weights"
-            else f"{k}: {was!r} there, {value!r} now"
-            for k, was, value in differ
-        )
-        raise ValueError(
-            f"{out} holds the few-shot results of another study ({said}): they would be replaced; give another --out, "
-            "or --overwrite to replace them"
-        )
+    if not differ:
+        return
+    other = any(k == "source" for k, _, _ in differ)  # another model: its weights are not this file's (A26-02)
+    digest = {"there": earlier.get("upstream_weights"), "now": now.get("upstream_weights")}
+    said = "; ".join(
+        f"the model: {was!r} there"
+        + (f" (weights digest {str(digest['there'])[:12]}...)" if digest["there"] else "")
+        + f", {value!r} now"
+        + (f" ({str(digest['now'])[:12]}...)" if digest["now"] else "")
+        if k == "source"
+        else f"the weights of {now['source']}: digest {str(was)[:12]}... there, {str(value)[:12]}... now "
+        "(the model.pt was replaced or trained again)"
+        if k == "upstream_weights"
+        else f"{k}: {was!r} there, {value!r} now"
+        for k, was, value in differ
+        if not (other and k == "upstream_weights")
+    )
+    raise ValueError(
+        f"{out} holds the few-shot results of another {'model' if other else 'study'} ({said}): they would be "
+        "replaced; give another --out, or --overwrite to replace them"
+    )
 
 
 def fewshot(

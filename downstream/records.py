@@ -5,7 +5,6 @@ torn last line from a crash is ignored); the sweep's header ``<out>/sweep.json``
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from dataclasses import asdict
@@ -15,8 +14,9 @@ from typing import Any, Callable, Optional
 from harness.downstream.config import SweepSettings
 from harness.io import read_json
 from harness.provenance import changed_since
-from harness.tasks.catalogue import SPLITS, Task
-from harness.tasks.taskset import TaskData, find_task, load_split
+from harness.tasks.catalogue import Task
+from harness.tasks.taskset import TaskData, changed_task_data, find_task, load_split
+from harness.tasks.taskset import task_data as taskset_task_data
 
 
 def run_one(spec: dict, progress: Optional[Callable[[str], None]] = None) -> dict:
@@ -154,20 +154,26 @@ def _execute(specs: "list[dict]", executor: str, folder: Path, slurm: dict) -> "
     return [j.result() for j in jobs]
 
 
-def _same_sweep(old: dict, new: dict) -> bool:
-    """Whether a ``sweep.json`` header describes the sweep ``new`` (settings compared after filling
-    fields added since with their defaults; the preset name is a label, and the device and memory
-    format say how runs execute, so a resumed sweep may change them)."""
-    free = {
-        "preset": new["settings"]["preset"],
-        "device": new["settings"]["device"],
-        "channels_last": new["settings"]["channels_last"],
-    }
+def _sweep_changes(old: dict, new: dict) -> "list[tuple]":
+    """How a ``sweep.json`` header (``old``) differs from the sweep ``new``: ``(key, value there, value now)`` for
+    the upstream model's record and each setting that differs (:func:`harness.provenance.changed_since`; settings
+    compared after filling fields added since with their defaults; the preset name is a label, and the device and
+    memory format say how runs execute, so a resumed sweep may change them; audit26 A26-07: the refusal names them).
+    Settings that no longer read give ``("settings", old, new)``."""
+    free = {k: new["settings"][k] for k in ("preset", "device", "channels_last")}
     try:
         settings = asdict(SweepSettings(**{**old["settings"], **free}))
     except (KeyError, TypeError, ValueError):
-        return False
-    return old.get("upstream") == new["upstream"] and settings == new["settings"] and not changed_weights(old, new)
+        return [("settings", old.get("settings"), new["settings"])]
+    return changed_since(
+        {"upstream": old.get("upstream"), **settings}, {"upstream": new["upstream"], **new["settings"]}
+    )
+
+
+def _same_sweep(old: dict, new: dict) -> bool:
+    """Whether a ``sweep.json`` header describes the sweep ``new`` (:func:`_sweep_changes` finds nothing, and the
+    weights are the same: :func:`changed_weights`)."""
+    return not _sweep_changes(old, new) and not changed_weights(old, new)
 
 
 def changed_weights(old: dict, new: dict) -> Optional[str]:
@@ -182,47 +188,20 @@ def changed_weights(old: dict, new: dict) -> Optional[str]:
 
 
 def task_data(tasks: "list[Task]", settings: TaskData) -> "dict[str, dict]":
-    """What each task's runs read, as a sweep's ``sweep.json`` records it (``task_data``; audit24 A24-03): by task
-    name, the task folder resolved (a custom task's ``FOLDER``, a folder-format task's folder under ``--data-dir``)
-    and the SHA-256 (hex) of each of its list files (:data:`harness.tasks.catalogue.SPLITS`: train800, val200,
-    train800val200, test) that exists. TFDS and DEMO tasks, and a folder that does not exist (the task check names
-    it), are left out."""
-    from harness.tasks.folder_format import task_folder
-
-    out = {}
-    for t in tasks:
-        try:
-            if t.group == "custom":
-                folder = Path(t.tfds.removeprefix("folder:")).expanduser().resolve()
-            elif t.group != "demo" and settings.data_format == "folder" and settings.data_dir:
-                folder = task_folder(t, Path(settings.data_dir).expanduser()).resolve()
-            else:
-                continue
-        except (OSError, ValueError):
-            continue
-        lists = {s: folder / f"{s}.txt" for s in SPLITS}
-        digests = {s: hashlib.sha256(f.read_bytes()).hexdigest() for s, f in lists.items() if f.is_file()}
-        out[t.name] = {"folder": str(folder), "lists": digests}
-    return out
+    """What each task's runs read, as a sweep's ``sweep.json`` records it (``task_data``; audit24 A24-03):
+    :func:`harness.tasks.taskset.task_data` (each task's folder resolved, its list files' digests and a custom task's
+    line, K and flags included: audit26 A26-06)."""
+    return taskset_task_data(tasks, settings)
 
 
 def changed_data(old: dict, new: dict) -> Optional[str]:
     """How a task's data changed since the sweep's ``sweep.json`` (``old``) recorded it (:func:`task_data`, its
-    ``task_data``): the task's folder resolved is another (a relative ``FOLDER`` or ``--data-dir`` from another working
-    folder), or one of its list files has another digest (audit24 A24-03: a rerun after a list changed reused the
-    earlier lists' runs and reported them as the new ones). Compared only for the tasks and lists both record (a
-    ``sweep.json`` of an earlier version records none). A phrase naming the task, the file and both values, or None."""
-    before = old.get("task_data") if isinstance(old.get("task_data"), dict) else {}
-    for name, rec in (new.get("task_data") or {}).items():
-        was = before.get(name)
-        for _, folder_was, folder in changed_since(was, {"folder": rec["folder"]}):
-            return f"task {name}'s folder is now {folder}, the sweep's sweep.json records {folder_was}"
-        for split, earlier, digest in changed_since((was or {}).get("lists"), rec["lists"]):
-            return (
-                f"task {name}'s {Path(rec['folder']) / f'{split}.txt'} changed since the sweep ran (its digest is "
-                f"now {digest[:12]}..., the sweep's sweep.json records {str(earlier)[:12]}...)"
-            )
-    return None
+    ``task_data``): :func:`harness.tasks.taskset.changed_task_data` (another folder resolved, another custom task line,
+    or a list file's other digest; audit24 A24-03, audit26 A26-06). A phrase naming the task, what changed and both
+    values, or None."""
+    return changed_task_data(
+        old.get("task_data"), new.get("task_data") or {}, "the sweep's sweep.json", "the sweep ran"
+    )
 
 
 def check_resume(out: Path, header: dict, upstream: Any) -> Path:
@@ -249,7 +228,9 @@ def check_resume(out: Path, header: dict, upstream: Any) -> Path:
             "one elsewhere (--out), or move that folder's files away"
         )
     fix = "write this sweep elsewhere (--out; runs_root for harness run), or delete that folder to start it over"
-    changed = changed_weights(stored, header) if meta.is_file() else None
+    # the same model.pt's weights changed; another model's sweep is named below (audit26 A26-02's rule)
+    same_source = meta.is_file() and stored.get("upstream") == header["upstream"]
+    changed = changed_weights(stored, header) if same_source else None
     if changed:
         raise ValueError(
             f"{out} holds a sweep of another model in {upstream} ({changed}): the model.pt was replaced or trained "
@@ -261,10 +242,12 @@ def check_resume(out: Path, header: dict, upstream: Any) -> Path:
             f"{out} holds a sweep of other task data ({changed}): resuming it would report the runs of the data it "
             f"read then as this data's; {fix}"
         )
-    if meta.is_file() and not _same_sweep(stored, header):
+    differ = _sweep_changes(stored, header) if meta.is_file() else []
+    if differ:
+        said = "; ".join(f"{k}: {was!r} there, {now!r} now" for k, was, now in differ)
         raise ValueError(
-            f"{out} holds a sweep of another upstream checkpoint or settings; write this one "
-            "elsewhere (--out; runs_root for harness run) or delete that folder to start it over"
+            f"{out} holds a sweep of another upstream checkpoint or settings ({said}; recorded in {meta}): resuming it "
+            f"would report its runs as this sweep's; {fix}"
         )
     if "task_data" in header and isinstance(stored, dict) and isinstance(stored.get("task_data"), dict):
         header["task_data"] = {**stored["task_data"], **header["task_data"]}

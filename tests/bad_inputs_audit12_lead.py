@@ -61,8 +61,8 @@ def _shift_json_name_out(tmp):
     "harness fewshot --out F where F holds the few-shot results of another model (audit12 A12-14: replaced without "
     "a word, the first model's results gone)",
     click.ClickException,
-    r"holds the few-shot results of another study \(source: '/elsewhere/model\.pt' there, '.*run/model\.pt' now\): "
-    r"they would be replaced; give another --out, or --overwrite",
+    r"holds the few-shot results of another model \(the model: '/elsewhere/model\.pt' there, '.*run/model\.pt' now"
+    r"( \(\w{12}\.\.\.\))?\): they would be replaced; give another --out, or --overwrite",
 )
 def _fewshot_other_model(tmp):
     import json

@@ -234,9 +234,37 @@ def check_tasks(
                 read[split] = load_split(t, split, settings)
                 check_split(read[split])
         check_disjoint(read)  # folder lists: the held-out images apart from those trained on
+        check_classes_seen(t, read)
         if read:
             sizes[t.name] = {split: len(ds) for split, ds in read.items()}
     return sizes
+
+
+def check_classes_seen(task: Task, read: "dict[str, object]") -> None:
+    """A custom task's K (``NAME=FOLDER:K``) is the largest label its lists hold, plus one (audit26 A26-18 / A26-19):
+    a larger K adds classes above every label, which no split has an example of (a typo in K), and a K-way head
+    fine-tuned and scored on them gives other NLL, ECE, Brier and temperature than the task's own classes (the
+    accuracy hardly moves). A class missing below the largest label is the data's (a subset of a labelled set), not
+    refused here; a K too small is refused by the label check (:func:`harness.tasks.readers.check_labels`). ``read``:
+    the task's splits read from its lists (:func:`check_tasks`), each with ``labels``. The rule of the sweep, of
+    ``harness fewshot`` and of the upstream few-shot monitor (all read :func:`check_tasks`).
+
+    Raises:
+        ValueError: naming the task line, K, the labels the lists hold, the classes none has and the fix.
+    """
+    labels = [int(ds.labels.max()) for ds in read.values() if len(getattr(ds, "labels", ()))]
+    if task.group != "custom" or not labels or max(labels) + 1 >= task.num_classes:
+        return
+    top, k = max(labels), task.num_classes
+    unseen = f"class {top + 1} has" if top + 2 == k else f"classes {top + 1} to {k - 1} have"
+    line = custom_spec(task)
+    fixed = custom_spec(dataclasses.replace(task, num_classes=top + 1))
+    raise ValueError(
+        f"custom task {line!r} says K={k} classes, but the labels of its lists ({', '.join(f'{s}.txt' for s in read)}) "
+        f"run only up to {top}: {unseen} no example in any split, and a {k}-way head (or probe) would be fit and "
+        f"scored with them (other NLL, ECE, Brier and temperature than the task's {top + 1} classes); K is the largest "
+        f"label + 1: give {fixed}"
+    )
 
 
 def task_read_folders(tasks: Sequence[Task], settings: TaskData) -> "dict[Path, str]":
@@ -309,8 +337,9 @@ def task_data(tasks: Sequence[Task], settings: TaskData) -> "dict[str, dict]":
     ``task_data``, an upstream run's few-shot monitor in ``run.json``; audit24 A24-03, audit25 A25-08 / A25-12): by
     task name, the task folder resolved (a custom task's ``FOLDER``, a folder-format task's folder under
     ``--data-dir``) and the SHA-256 (hex) of each of its list files (:data:`harness.tasks.catalogue.SPLITS`: train800,
-    val200, train800val200, test) that exists. TFDS and DEMO tasks, and a folder that does not exist (the task check
-    names it), are left out."""
+    val200, train800val200, test) that exists; a custom task also its task line, folder resolved (``spec``,
+    :func:`task_record`: its K and ``no-flip`` / ``no-crop`` are how its runs train and score, audit26 A26-06). TFDS
+    and DEMO tasks, and a folder that does not exist (the task check names it), are left out."""
     import hashlib
 
     from harness.tasks.folder_format import task_folder
@@ -329,14 +358,17 @@ def task_data(tasks: Sequence[Task], settings: TaskData) -> "dict[str, dict]":
         lists = {s: folder / f"{s}.txt" for s in SPLITS}
         digests = {s: hashlib.sha256(f.read_bytes()).hexdigest() for s, f in lists.items() if f.is_file()}
         out[t.name] = {"folder": str(folder), "lists": digests}
+        if t.group == "custom":
+            out[t.name]["spec"] = task_record([t])[0]
     return out
 
 
 def changed_task_data(recorded: object, now: "dict[str, dict]", record: str, since: str) -> Optional[str]:
     """How the tasks' data ``now`` (:func:`task_data`) differs from an earlier record of it (``recorded``; ``record``
     names where it is kept, ``the sweep's sweep.json``; ``since`` when it was read, ``the sweep ran``): a task's folder
-    resolved is another (a relative ``FOLDER`` or ``--data-dir`` from another working folder), or one of its list files
-    has another digest. Compared only for the tasks and lists both record (:func:`harness.provenance.changed_since`: a
+    resolved is another (a relative ``FOLDER`` or ``--data-dir`` from another working folder), a custom task's line
+    another (``spec``: its K, ``no-flip`` or ``no-crop``; audit26 A26-06), or one of its list files has another
+    digest. Compared only for the tasks and lists both record (:func:`harness.provenance.changed_since`: a
     record of an earlier version records none). A phrase naming the task, the file and both values, or None."""
     from harness.provenance import changed_since
 
@@ -345,6 +377,11 @@ def changed_task_data(recorded: object, now: "dict[str, dict]", record: str, sin
         was = before.get(name)
         for _, folder_was, folder in changed_since(was, {"folder": rec["folder"]}):
             return f"task {name}'s folder is now {folder}, {record} records {folder_was}"
+        for _, spec_was, spec in changed_since(was, {"spec": rec.get("spec")}):
+            return (
+                f"task {name}'s line is now {spec}, {record} records {spec_was} (its K and no-flip / no-crop are how "
+                "its runs train and score)"
+            )
         for split, earlier, digest in changed_since((was or {}).get("lists"), rec["lists"]):
             return (
                 f"task {name}'s {Path(rec['folder']) / f'{split}.txt'} changed since {since} (its digest is "
