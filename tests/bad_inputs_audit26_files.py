@@ -123,3 +123,56 @@ def _edited_ensemble_members(tmp):
     with pytest.raises(click.ClickException, match=r"ens/xe/ensemble\.json lists members its predictions were not"):
         _cli(*_REPORT, "r1", "ens/xe")
     _cli("shift", "-m", "ens/xe", "--corruptions", "none", "--ood", "gaussian", "--seed", "0")
+
+
+# ------------------------------------------------------------------------------ A26-03: a shard replaced
+def _two_class_images(root) -> None:
+    """``root/{train,val,test}/{cat,dog}/*.png``: 12 / 6 / 6 random 20x20 images a class (a dog's left half white),
+    so that the val and test splits pack into shards of one size and the same labels."""
+    import numpy as np
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    for split, n in (("train", 12), ("val", 6), ("test", 6)):
+        for c in ("cat", "dog"):
+            (root / split / c).mkdir(parents=True, exist_ok=True)
+            for i in range(n):
+                a = (rng.random((20, 20, 3)) * 255).astype("uint8")
+                if c == "dog":
+                    a[:, :10] = 255
+                Image.fromarray(a).save(root / split / c / f"{i}.png")
+
+
+@bad_input(
+    "upstream",
+    "harness upstream on a data pack whose test-000000.tar was replaced by val-000000.tar (another split's shard of "
+    "the same byte size and labels) (audit26 A26-03: rc 0, 5 of the 12 'test' examples were val images; the damage "
+    "check compared the size and a label digest only)",
+    click.ClickException,
+    r"^shard packs/test/test-000000\.tar is not the shard its index packed \(the SHA-256 of its bytes is \w{12}\.\.\., "
+    r"the sha256 its index records \w{12}\.\.\.\): it was replaced since packing .*run the same harness data pack "
+    r"command again, which writes it anew",
+    before=False,
+)
+def _replaced_shard(tmp):
+    from bad_inputs_audit9_config import CONFIGS
+
+    _two_class_images(tmp / "imgs")
+    pack = ("data", "pack", "image_folder", "packs", "path=imgs", "--shard-size", "5", "--split")
+    for split in ("train", "val", "test"):
+        _cli(*pack, split)
+    shards = tmp / "packs" / "test"
+    index = json.loads((shards / "index.json").read_text())
+    assert all(len(s["sha256"]) == 64 for s in index["shards"]), index
+    original = (shards / "test-000000.tar").read_bytes()
+    shutil.copy(tmp / "packs" / "val" / "val-000000.tar", shards / "test-000000.tar")
+    assert (shards / "test-000000.tar").stat().st_size == len(original)  # the size check cannot tell
+    _cli(*pack, "test")  # the same pack command again: the replaced shard written anew
+    assert (shards / "test-000000.tar").read_bytes() == original
+    shutil.copy(tmp / "packs" / "val" / "val-000000.tar", shards / "test-000000.tar")
+    _cli(
+        "upstream", "--no-progress", "--config", str(CONFIGS / "digits_hom.yaml"), "train.epochs=1",
+        "train.log_with=[]", "model.backbone=test_resnet", "data.source=shards", "data.path=packs",
+        "data.label_noise=null", "data.heldout_split=null", "data.image_size=16", "data.eval_resize=16",
+        "data.batch_size=4", "output_dir=runs/sh",
+    )  # fmt: skip

@@ -18,6 +18,7 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
+from harness.data.cache import file_digest
 from harness.data.config import (
     DataConfig,
 )
@@ -157,7 +158,7 @@ def pack(
                     "choose another folder, or delete that one to pack again"
                 )
         check_same_images(out_dir, old, shards, ds, order, starts)  # an image replaced since (audit25 A25-11)
-        recorded = {sh.get("name"): sh.get("bytes") for sh in (old or {}).get("shards", []) if isinstance(sh, dict)}
+        recorded = {sh.get("name"): sh for sh in (old or {}).get("shards", []) if isinstance(sh, dict)}
         missing = [j for j, name in enumerate(names) if not _whole(out_dir / name, recorded.get(name))]
         if old is not None and old.get("complete") and not missing:
             return old
@@ -177,9 +178,11 @@ def pack(
                             bar.update(1)
 
                 atomic_write_stream(out_dir / names[j], write)
-        # each shard's size, by which a reader knows one cut short (harness.data.shard_index)
+        # each shard's size and content digest, by which a reader knows one cut short or replaced by another shard of
+        # the same size and labels (harness.data.shard_index; audit26 A26-03)
         for sh in index["shards"]:
             sh["bytes"] = (out_dir / sh["name"]).stat().st_size
+            sh["sha256"] = file_digest(out_dir / sh["name"])
         atomic_write_text(path, json_dumps(index, indent=1) + "\n")
     return index
 
@@ -244,9 +247,14 @@ def _mtime(path: str) -> int:
         return -1
 
 
-def _whole(shard: Path, size: Any) -> bool:
-    """``shard`` exists and, where the index recorded its size, has it (a shard cut short is written again)."""
-    return shard.is_file() and (not isinstance(size, int) or shard.stat().st_size == size)
+def _whole(shard: Path, entry: Any) -> bool:
+    """``shard`` exists and, where its index entry (``entry``) recorded its size and content digest, has them (a shard
+    cut short, or replaced by another of the same size: audit26 A26-03, is written again)."""
+    entry = entry if isinstance(entry, dict) else {}
+    size, digest = entry.get("bytes"), entry.get("sha256")
+    if not shard.is_file() or (isinstance(size, int) and shard.stat().st_size != size):
+        return False
+    return not isinstance(digest, str) or file_digest(shard) == digest
 
 
 def _plan_index(

@@ -233,17 +233,37 @@ def _label_set(sample: dict) -> Optional["list[int]"]:
     return None
 
 
-def read_shards(src: Any, expected: "dict[str, tuple[Optional[int], Optional[str]]]") -> Any:
+class _Hashing:
+    """A binary stream read through, its bytes hashed (SHA-256) as they are read: a shard's content digest without a
+    second read of it."""
+
+    def __init__(self, stream: IO[bytes]) -> None:
+        self.stream, self.hash = stream, hashlib.sha256()
+
+    def read(self, size: int = -1) -> bytes:
+        block = self.stream.read(size)
+        self.hash.update(block)
+        return block
+
+    def digest(self) -> str:
+        """The SHA-256 of the whole stream: what is left of it read (tar's end blocks, its padding) first."""
+        while self.read(1 << 20):
+            pass
+        return self.hash.hexdigest()
+
+
+def read_shards(src: Any, expected: "dict[str, tuple[Optional[int], ...]]") -> Any:
     """A webdataset stage: for every ``{"url": ...}`` of ``src``, the shard's examples (its tar members grouped by
     key with webdataset's ``tar_file_expander`` and ``group_by_keys``, undecoded), the shard opened by
     :func:`open_location`. A shard read to its end is compared with its index entry ``expected[url]`` =
-    ``(examples, labels_sha256)`` (either may be None: not checked; the digest is recorded by packs written since
-    it was added).
+    ``(examples, labels_sha256[, sha256])`` (any may be None: not checked; the digests are recorded by packs written
+    since each was added; ``sha256``, of the shard's bytes, since audit26 A26-03: a shard replaced by another split's
+    of the same size and labels was read as this one).
 
     Raises:
         ValueError: a member name with ``/`` or ``..``; a shard that cannot be read as a tar file; a shard read to
-            its end holding another number of examples or other labels than its index entry says (each names the
-            shard).
+            its end holding another number of examples, other labels or other bytes than its index entry says (each
+            names the shard).
     """
     import tarfile
     import zlib
@@ -255,9 +275,11 @@ def read_shards(src: Any, expected: "dict[str, tuple[Optional[int], Optional[str
 
     for item in src:
         url = item["url"]
-        n, labels = 0, []
+        n, labels, content = 0, [], None
+        count, digest, *more = expected.get(url, (None, None))
         try:
-            with open_location(url) as stream:
+            with open_location(url) as opened:
+                stream = _Hashing(opened) if more and more[0] else opened
                 for sample in group_by_keys(tar_file_expander([{"url": url, "stream": stream}])):
                     key = str(sample.get("__key__", ""))
                     if "/" in key or ".." in key:
@@ -269,12 +291,12 @@ def read_shards(src: Any, expected: "dict[str, tuple[Optional[int], Optional[str
                     n += 1
                     labels.append(_label_set(sample))
                     yield sample
+                content = stream.digest() if isinstance(stream, _Hashing) else None
         except (tarfile.TarError, OSError, EOFError, zlib.error) as e:
             raise ValueError(
                 f"shard {url} cannot be read as a tar file ({type(e).__name__}): it is damaged or is "
                 "not a shard; pack the data again with harness data pack"
             ) from None
-        count, digest = expected.get(url, (None, None))
         if count is not None and n != count:
             raise ValueError(
                 f"shard {url} holds {n} examples where its index says {count}: the shard or its index "
@@ -284,4 +306,11 @@ def read_shards(src: Any, expected: "dict[str, tuple[Optional[int], Optional[str
             raise ValueError(
                 f"the labels of shard {url} do not match the labels_sha256 its index records: the shard "
                 "or its index was changed after packing; pack the data again with harness data pack"
+            )
+        if content is not None and content != more[0]:
+            raise ValueError(
+                f"shard {url} is not the shard its index packed (the SHA-256 of its bytes is {content[:12]}..., the "
+                f"sha256 its index records {str(more[0])[:12]}...): it was replaced since packing (by another shard of "
+                "the same size and labels, e.g. another split's; audit26 A26-03); run the same harness data pack "
+                "command again, which writes it anew"
             )

@@ -95,6 +95,8 @@ class ShardDataset(torch.utils.data.IterableDataset):
             that every shard held what the index says.
         digests: per shard, the ``labels_sha256`` its index records (None: not recorded); a shard read to its end
             is checked against its count and digest (:func:`harness.data.shard_index.read_shards`).
+        contents: per shard, the SHA-256 of its bytes its index records (``sha256``; None: not recorded, a pack
+            written before audit26 A26-03); a shard read to its end is checked against it too.
         transform: PIL image -> tensor ``[3, S, S]`` (:mod:`harness.data.transforms`); None yields the
             RGB ``PIL.Image``.
         seed: seeds the shard order, the shuffle buffer and the augmentation.
@@ -137,6 +139,7 @@ class ShardDataset(torch.utils.data.IterableDataset):
         class_names: Optional[Sequence[str]] = None,
         batch_multiple: int = 1,
         digests: Optional[Sequence[Optional[str]]] = None,
+        contents: Optional[Sequence[Optional[str]]] = None,
     ) -> None:
         self.urls = [check_location(str(u), "shard") for u in urls]
         if not self.urls:
@@ -167,7 +170,11 @@ class ShardDataset(torch.utils.data.IterableDataset):
         if digests is not None and len(digests) != len(self.urls):
             raise ValueError(f"{len(digests)} label digests for {len(self.urls)} shards: give one per shard (or None)")
         self.expected = {
-            u: (None if self.counts is None else self.counts[i], None if digests is None else digests[i])
+            u: (
+                None if self.counts is None else self.counts[i],
+                None if digests is None else digests[i],
+                None if contents is None or len(contents) != len(self.urls) else contents[i],
+            )
             for i, u in enumerate(self.urls)
         }
         self.transform, self.seed, self.shuffle, self.shuffle_buffer = (
@@ -370,6 +377,7 @@ def shard_loader(
         class_names=index["class_names"],
         batch_multiple=batch_multiple,
         digests=[s.get("labels_sha256") for s in index["shards"]],
+        contents=[s.get("sha256") for s in index["shards"]],  # a shard replaced by another (audit26 A26-03)
     )
     loader = ShardLoader(
         ds,
