@@ -231,4 +231,30 @@ def check_outside_outputs(
             "its own (an output folder holds only the files of the command that writes it): "
             + (fix or f"give {option} a folder outside it, e.g. {_shown(sibling)}").replace("{folder}", _shown(place))
         )
+    among = images_in(real)  # a class folder of an image folder that no input names (audit26 A26-16)
+    if among is not None:
+        place, image = among
+        raise ValueError(
+            f"{shown} is {'' if place == real else 'inside '}{_shown(place)}, a folder of images ({image.name} is one): "
+            f"an image folder reads every image under a class folder, so {writer}'s image files (its reliability "
+            f"plots) would join that data set, --overwrite or not; give {option} a folder outside that image folder "
+            "(a folder of its own holds no images, nor is a split or class folder of one)"
+        )
     return folder
+
+
+def images_in(real: Path) -> "tuple[Path, Path] | None":
+    """``(folder, image)``: the first of ``real`` and its parent (resolved paths) that directly holds an image file
+    (torchvision's ``IMG_EXTENSIONS``, what an image folder's class folder is read by, with its subfolders), and one
+    such file; None when neither does. Cost: at most two folder listings, each stopped at its first image."""
+    from torchvision.datasets.folder import IMG_EXTENSIONS
+
+    for place in (real, real.parent):
+        try:
+            with os.scandir(place) as entries:
+                image = next((e for e in entries if e.name.lower().endswith(IMG_EXTENSIONS) and e.is_file()), None)
+        except OSError:  # not there (yet), not a folder, not readable
+            continue
+        if image is not None:
+            return place, Path(image.path)
+    return None

@@ -83,3 +83,43 @@ def _image_folder_through_dotdot(tmp):
     shutil.copyfile(tmp / "imf" / "train" / "a" / "0.png", tmp / "outside.png")
     os.symlink(tmp / "outside.png", tmp / "imfL" / "train" / "a" / "zz.png")
     _upstream("runs/relL", "data.path=../imfL")
+
+
+# ------------------------------------------------------------------------------ A26-16: output among images
+@bad_input(
+    "report",
+    "harness report runs/imf --out-root imgsR/test --name b --overwrite (imgsR a copy of an image folder the run does "
+    "not read: the report folder is its class folder b), and harness downstream --out imgsR/train/a/sw --overwrite "
+    "(audit26 A26-16: rc 0, the reliability PNG written into the class folder, read as an image of the data set)",
+    click.ClickException,
+    r"^--out-root imgsR/test \(with --name b: the report folder imgsR/test/b\) is .*imgsR/test/b, a folder of images "
+    r"\(\d\.png is one\): an image folder reads every image under a class folder, so harness report's image files .* "
+    r"would join that data set, --overwrite or not; give --out-root a folder outside that image folder",
+)
+def _output_in_class_folder(tmp):
+    import pytest
+
+    _image_folder_run(tmp)
+    shutil.copytree(tmp / "imf", tmp / "imgsR")
+    (tmp / "task").mkdir()
+    for name in ("train800", "val200", "train800val200", "test"):
+        (tmp / "task" / f"{name}.txt").write_text(
+            "".join(f"../imf/val/{c}/{i}.png {k}\n" for k, c in enumerate("ab") for i in range(3))
+        )
+    sweep = ("--preset", "demo", "--lrs", "0.01", "--steps", "2", "--seeds", "1", "--log-with", "none")
+    with pytest.raises(click.ClickException, match=r"--out imgsR/train/a/sw is inside .*imgsR/train/a, a folder of "):
+        _cli(
+            "downstream",
+            "--upstream",
+            "runs/imf/model.pt",
+            "--tasks",
+            "mine=task:2",
+            *sweep,
+            "--out",
+            "imgsR/train/a/sw",
+            "--overwrite",
+        )
+    assert not (tmp / "imgsR" / "train" / "a" / "sw").exists()
+    _cli(
+        "report", "runs/imf", "--out-root", "imgsR/test", "--name", "b", "--no-shift", "--no-covariance", "--overwrite"
+    )
