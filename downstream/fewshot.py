@@ -25,7 +25,7 @@ from harness.provenance import changed_since
 from harness.rules import SEED, Rule
 from harness.tasks.fewshot import HELDOUT_PER_CLASS, L2_GRID, check_shots
 from harness.tasks.probe import POOL_SPLIT, TEST_SPLIT, evaluate_tasks, prepare_tasks
-from harness.tasks.taskset import expand_tasks, task_read_folders, task_record
+from harness.tasks.taskset import changed_task_data, expand_tasks, task_data, task_read_folders, task_record
 from harness.tasks.trained_images import FEWSHOT_SCORED, check_scored_not_trained
 from harness.training.precision import check_device
 from harness.training.trackers import available
@@ -57,7 +57,7 @@ def _resolution(resolution: "Optional[int | Sequence[int]]") -> Optional[int]:
 
 
 #: the study's keys an earlier fewshot.json may not hold (written before they were recorded): compared when it does
-_RECORDED_SINCE = ("upstream_weights", "task_list", "resolution", "task_data")
+_RECORDED_SINCE = ("upstream_weights", "task_list", "resolution", "task_data", "task_lists")
 
 
 def _check_same_study(earlier: dict, now: dict, out: Path) -> None:
@@ -73,6 +73,15 @@ def _check_same_study(earlier: dict, now: dict, out: Path) -> None:
         ValueError: naming what differs, both values (both digests) and the fixes (another ``--out``, or
             ``--overwrite``).
     """
+    lists = changed_task_data(
+        earlier.get("task_lists"), now.get("task_lists") or {}, "its fewshot.json", "the study ran"
+    )
+    if lists:  # a task's folder or list files changed: other data under the same names (audit25 A25-08)
+        raise ValueError(
+            f"{out} holds the few-shot results of other task data ({lists}): this study would replace them; give "
+            "it another --out, or --overwrite to replace them"
+        )
+    now = {k: v for k, v in now.items() if k != "task_lists"}  # compared above, by task and file
     differ = changed_since(earlier, now, always=[k for k in now if k not in _RECORDED_SINCE])
     if not differ:
         return
@@ -172,6 +181,7 @@ def fewshot(
     data_dir = str(Path(settings.data_dir).expanduser().resolve()) if settings.data_dir else None
     # the tasks, resolution and task data are the study's too (audit24 A24-06: others replaced results unasked)
     study.update(task_list=task_record(chosen), resolution=size, task_data=[settings.data_format, data_dir])
+    study["task_lists"] = task_data(chosen, settings)  # each task's folder and list digests, as a sweep's (A25-08)
     if isinstance(study["source"], str):  # a harness model.pt: its weights, so a changed file is another study
         from harness.model_identity import weights_digest
 
@@ -221,7 +231,7 @@ def _evaluate(model, prepared, size, settings, study, heldout, tasks, out, log_w
         },
         "seed": study["seed"],
         "shots": study["shots"],
-        **{k: study[k] for k in ("task_list", "resolution", "task_data")},
+        **{k: study[k] for k in ("task_list", "resolution", "task_data", "task_lists")},
         "tasks": results,
         "mean": mean,
     }

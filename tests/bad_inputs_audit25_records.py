@@ -161,3 +161,45 @@ def _monitor_of_other_tasks(tmp):
         _train(run, settings)
     finally:
         os.chdir(tmp)
+
+
+# ------------------------------------------------------------------------------ A25-08: fewshot on other task lists
+@bad_input(
+    "downstream",
+    "harness fewshot --tasks mytask=ptc:2 --out fs again after ptc/test.txt was re-cut, and from another working "
+    "folder whose ptc holds other lists (audit25 A25-08: rc 0, the earlier lists' results replaced without "
+    "--overwrite; fewshot.json recorded only the data format and --data-dir)",
+    click.ClickException,
+    r"^.*fs holds the few-shot results of other task data \(task mytask's folder is now .*other/ptc, its "
+    r"fewshot\.json records .*/ptc\): this study would replace them; give it another --out, or --overwrite",
+)
+def _fewshot_of_changed_lists(tmp):
+    import os
+
+    import pytest
+    from bad_inputs_audit23_lead import _custom_task
+
+    _custom_task(tmp / "ptc")
+
+    def fewshot(*more):
+        args = ("--model", "timm:resnet10t", "--random-init", "--shots", "1", "--log-with", "none")
+        _cli("fewshot", *args, "--tasks", "mytask=ptc:2", "--out", str(tmp / "fs"), *more)
+
+    fewshot()
+    recorded = json.loads((tmp / "fs" / "fewshot.json").read_text())["task_lists"]["mytask"]
+    assert recorded["folder"] == str((tmp / "ptc").resolve()) and len(recorded["lists"]) == 4, recorded
+    fewshot()  # the same study again: a rerun, replaced
+    lines = (tmp / "ptc" / "test.txt").read_text().splitlines()
+    (tmp / "ptc" / "test.txt").write_text("\n".join(lines[:3]) + "\n")  # the test list re-cut
+    with pytest.raises(click.ClickException, match=r"task mytask's .*ptc/test\.txt changed since the study ran"):
+        fewshot()
+    assert json.loads((tmp / "fs" / "fewshot.json").read_text())["task_lists"]["mytask"] == recorded  # kept
+    (tmp / "ptc" / "test.txt").write_text("\n".join(lines) + "\n")  # as it was: a rerun again
+    fewshot()
+    shutil.copytree(tmp / "ptc", tmp / "other" / "ptc")
+    (tmp / "other" / "ptc" / "test.txt").write_text("\n".join(lines[:4]) + "\n")
+    os.chdir(tmp / "other")  # the same spelling, ptc, names other/ptc from here
+    try:
+        fewshot()
+    finally:
+        os.chdir(tmp)
