@@ -150,13 +150,7 @@ def pack(
     path = out_dir / INDEX_NAME
     with RunLock(out_dir, what="wait for the other pack to finish, or pack into another folder"):
         old = read_index(path) if path.is_file() else None  # again, under the lock
-        if old is not None:
-            changed = sorted(key for key in plan if old.get(key) != plan[key])
-            if changed:
-                raise ValueError(
-                    f"{out_dir} holds a pack of other data or settings (differs in {', '.join(changed)}): "
-                    "choose another folder, or delete that one to pack again"
-                )
+        _check_same_plan(out_dir, old, plan)
         check_same_images(out_dir, old, shards, ds, order, starts)  # an image replaced since (audit25 A25-11)
         recorded = {sh.get("name"): sh for sh in (old or {}).get("shards", []) if isinstance(sh, dict)}
         missing = [j for j, name in enumerate(names) if not _whole(out_dir / name, recorded.get(name))]
@@ -185,6 +179,17 @@ def pack(
             sh["sha256"] = file_digest(out_dir / sh["name"])
         atomic_write_text(path, json_dumps(index, indent=1) + "\n")
     return index
+
+
+def _check_same_plan(out_dir: Path, old: Optional[dict], plan: dict) -> None:
+    """A pack already in ``out_dir`` (its index ``old``; None: none) is of the same data and settings as ``plan``.
+    Raises ValueError naming the keys that differ and the fix."""
+    changed = sorted(key for key in plan if old.get(key) != plan[key]) if old is not None else []
+    if changed:
+        raise ValueError(
+            f"{out_dir} holds a pack of other data or settings (differs in {', '.join(changed)}): "
+            "choose another folder, or delete that one to pack again"
+        )
 
 
 def files_digest(ds: ImageDataset, rows: np.ndarray) -> Optional[str]:
