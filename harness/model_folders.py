@@ -7,15 +7,16 @@ import os
 from pathlib import Path
 
 from harness.checkpoint_files import checkpoint_kind
-from harness.folder_paths import output_kind
+from harness.folder_kinds import folder_kind, wrong_kind
 from harness.io import read_json_object
 
 
 def check_model_folder(folder: Path, source: str) -> None:
     """A folder given as a model source is no harness output folder that holds no one model (audit19 A19-15): an
     ensemble folder (``ensemble.json``: its members' models), an unfinished run folder (``run.json`` or
-    ``checkpoints/`` beside ``config.yaml``, no ``model.pt`` yet) or another command's output folder
-    (:func:`harness.folder_paths.output_kind`). A folder with ``config.json`` (an export, a timm folder) or
+    ``checkpoints/`` beside ``config.yaml``, no ``model.pt`` yet) or another command's output folder (a sweep, an
+    ensemble of sweeps, a few-shot study, a report, shift sets, a data pack: :func:`harness.folder_kinds.wrong_kind`,
+    naming the model it was made from). A folder with ``config.json`` (an export, a timm folder) or
     ``model.pt`` (a finished run: :func:`harness.weights.read_config_json` names the file to give; it calls this check for a folder
     without config.json) passes.
 
@@ -24,6 +25,9 @@ def check_model_folder(folder: Path, source: str) -> None:
     """
     if not folder.is_dir() or (folder / "config.json").is_file() or (folder / "model.pt").is_file():
         return
+    kind = folder_kind(folder)
+    if kind is not None and kind.kind not in ("run", "import", "ensemble", "export"):  # a sweep, a study... (A26-10)
+        raise ValueError(wrong_kind(source, "model", kind))
     if (folder / "ensemble.json").is_file():
         try:
             members = (read_json_object(folder / "ensemble.json") or {}).get("members") or []
@@ -40,12 +44,6 @@ def check_model_folder(folder: Path, source: str) -> None:
             f"{str(source)!r} is an unfinished run (run.json and checkpoints, no model.pt): it has no final "
             f"model yet; rerun harness upstream --config {folder / 'config.yaml'} output_dir={folder}, which resumes "
             "from its last checkpoint, to write model.pt, then give that file"
-        )
-    kind = output_kind(folder)
-    if kind is not None:
-        raise ValueError(
-            f"{str(source)!r} is the output folder of a harness {kind.kind} (it holds {kind.holds}), which "
-            "holds no model: give a harness model.pt, or a folder written by save_pretrained"
         )
 
 

@@ -58,22 +58,37 @@ class PathText(click.ParamType):
 class RunFolder(LocalPath):
     """The type of a run or ensemble folder argument (``harness ensemble``, ``shift``, ``report``): an existing
     folder (:class:`LocalPath`), where a file or a model folder is named for what it is, with the fix
-    (:func:`harness.model_folders.not_a_run_folder`: a run's ``model.pt``, a model file, an export; audit21 A21-10).
+    (:func:`harness.model_folders.not_a_run_folder`: a run's ``model.pt``, a model file, an export; audit21 A21-10),
+    and a harness folder of a kind the command does not take (a downstream sweep, an ensemble of sweeps, a few-shot
+    study, a report...) too (:func:`harness.folder_kinds.check_kind`, audit26 A26-10/11).
+
+    Args:
+        accepted: the kinds of :data:`harness.folder_kinds.KINDS` the command takes (default: runs, imports and
+            ensembles of them).
+        expected: how the message names them (a key of :data:`harness.folder_kinds.EXPECTED`).
 
     Raises:
         click.BadParameter: naming the option, the path, what it is and what to give instead.
     """
 
-    def __init__(self) -> None:
+    def __init__(
+        self, accepted: "tuple[str, ...]" = ("run", "import", "ensemble"), expected: str = "run or ensemble"
+    ) -> None:
         from pathlib import Path
 
         super().__init__(exists=True, path_type=Path)
+        self.accepted, self.expected = accepted, expected
 
     def convert(self, value, param, ctx):  # noqa: ANN001, ANN201 (click's signature)
+        from harness.folder_kinds import check_kind
         from harness.model_folders import not_a_run_folder
 
         path = super().convert(value, param, ctx)
         problem = not_a_run_folder(path)
         if problem:
             self.fail(problem, param, ctx)
+        try:
+            check_kind(path, self.accepted, self.expected)
+        except ValueError as e:
+            self.fail(str(e), param, ctx)
         return path

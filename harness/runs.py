@@ -27,6 +27,7 @@ from harness.config import load_config
 from harness.data.config import DataConfig
 from harness.data.dataset import ImageDataset
 from harness.data.sources import build_split
+from harness.folder_kinds import check_kind, ensemble_json
 from harness.heads.variants import VARIANTS
 from harness.heldout import (
     HELDOUT_FILE,
@@ -66,10 +67,9 @@ def ensemble_spec(ens_dir: "str | Path") -> Optional[dict]:
     """An ensemble folder's ``ensemble.json`` (members, method, summary, ...), or None if it has none.
 
     Raises:
-        ValueError: an ``ensemble.json`` that is not valid JSON or not a JSON object, naming it and the fix.
+        ValueError: not valid JSON, not a JSON object, an ensemble of sweeps (:func:`harness.folder_kinds.ensemble_json`).
     """
-    fix = "rebuild the ensemble (harness ensemble), or restore the file"
-    return read_json_object(Path(ens_dir) / "ensemble.json", fix)
+    return ensemble_json(ens_dir)
 
 
 def ensemble_members(ens_dir: "str | Path") -> "list[Path]":
@@ -418,13 +418,13 @@ def export_run(run_dir: "str | Path", out: "str | Path", overwrite: bool = False
     :data:`RUN_EXPORT`) or lies outside every other harness output folder (``check_outside_outputs``).
 
     Raises:
-        FileNotFoundError: not a run folder. ValueError: ``out`` inside another run's (or harness output's) folder or a
-            split folder of the run's data (audit25 A25-01), checked before any work; an unknown keyword argument, or a
-            hub option without ``push_to_hub=True`` (:func:`harness.hub_options.check_save_options`); a metrics.json or
-            run.json that is not a JSON object; a model.pt of other weights than its metrics measured
+        FileNotFoundError: not a run folder. ValueError: a harness folder of another kind (an ensemble, a sweep:
+            :func:`harness.folder_kinds.check_kind`); ``out`` inside another run's (or harness output's) folder or a
+            split folder of the run's data (audit25 A25-01), checked before any work; an unknown keyword argument, or
+            a hub option without ``push_to_hub=True`` (:func:`harness.hub_options.check_save_options`); a metrics.json
+            or run.json that is not a JSON object; a model.pt of other weights than its metrics measured
             (:func:`harness.checkpoint_files.check_run_model`); an export of another model in ``out`` without
-            ``overwrite`` (:func:`harness.hub.prepare_folder`); another process writing ``out``; see
-            :meth:`harness.models.Classifier.save_pretrained`.
+            ``overwrite`` (:func:`harness.hub.prepare_folder`); another process writing ``out``; see save_pretrained.
     """
     from harness import hub, hub_options
     from harness.data.read_folders import data_read_folders
@@ -432,7 +432,7 @@ def export_run(run_dir: "str | Path", out: "str | Path", overwrite: bool = False
     from harness.models import load_model
 
     hub_options.check_save_options(kwargs, "export_run")
-    run_dir, out = Path(run_dir), Path(out)
+    run_dir, out = check_kind(run_dir, ("run", "import"), "run"), Path(out)  # an ensemble, a sweep: named (A26-20)
     by = hub.ExportWriter("out", "harness.runs.export_run", own=run_dir.resolve() / RUN_EXPORT)  # save_pretrained's
     hub.check_export_place(out, by, data_read_folders(lambda: data_config(run_dir)))  # nor in its data (A25-01)
     model = load_model(run_dir / "model.pt")  # a FileNotFoundError names a folder without model.pt

@@ -9,6 +9,9 @@ import click
 from harness.cli.options import LocalPath, _model_source, overwrite_option, seed_option
 from harness.path_options import RunFolder
 
+#: the folders harness ensemble takes: run folders (upstream runs, imports), or the folders of downstream sweeps
+_MEMBER_KINDS = ("run", "import", "downstream sweep")
+
 
 @click.command()
 @click.option(
@@ -17,10 +20,10 @@ from harness.path_options import RunFolder
     "members",
     multiple=True,
     required=True,
-    type=RunFolder(),
+    type=RunFolder(_MEMBER_KINDS, "run or sweep"),
     help="A member run folder; repeat, or give several after one --members.",
 )
-@click.argument("more", nargs=-1, type=RunFolder())
+@click.argument("more", nargs=-1, type=RunFolder(_MEMBER_KINDS, "run or sweep"))
 @click.option(
     "--out",
     type=LocalPath(file_okay=False, path_type=Path),

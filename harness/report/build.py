@@ -102,11 +102,13 @@ def load_entry(path: "str | Path") -> Entry:
     Raises:
         FileNotFoundError: neither kind of folder. ValueError: its metrics.json or ensemble.json is not a JSON object;
             an ensemble of a member's earlier weights (:func:`harness.ensemble_folder.check_members_unchanged`); a run's
-            predictions that are not those its metrics.json measured (:func:`harness.checkpoint_files.check_run_predictions`).
+            predictions that are not those its metrics.json measured (:func:`harness.checkpoint_files.check_run_predictions`);
+            a harness folder of another kind (a sweep, an ensemble of sweeps: :func:`harness.folder_kinds.check_kind`).
     """
     from harness.ensemble_folder import check_members_unchanged
+    from harness.folder_kinds import check_kind
 
-    path = Path(path)
+    path = check_kind(path, ("run", "import", "ensemble"), "run or ensemble")  # A26-10/11
     spec = ensemble_spec(path) if (path / "ensemble.json").is_file() else None
     if spec is not None:
         check_members_unchanged(path, spec)  # not an ensemble of a member's earlier run (audit24 A24-05)

@@ -9,6 +9,7 @@ from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
+from harness.folder_kinds import check_kind
 from harness.io import path_under, read_json
 from harness.runs import ensemble_members, ensemble_spec, run_summary
 from harness.shift.sets import changed_ood, ood_images, spec_key, subset_rows, views, with_ood_sources
@@ -237,9 +238,8 @@ def predict_run(
 
     Raises:
         FileNotFoundError: not a run folder, or no ``model.pt`` (an unfinished run).
-        ValueError: bad settings (:func:`check_settings`), a sigmoid (multi-label) model, OOD
-            data that cannot be read, or another ``harness shift`` writing this run's sets (``<run>/shift`` is locked
-            while they are written, :class:`harness.io.RunLock`).
+        ValueError: bad settings (:func:`check_settings`), a sigmoid (multi-label) model, OOD data that cannot be
+            read, or another ``harness shift`` writing this run's sets (:class:`harness.io.RunLock` on ``<run>/shift``).
     """
     from harness.data.sources import build_split
     from harness.io import RunLock, atomic_write_text, json_dumps
@@ -419,7 +419,7 @@ def predict_folders(
 
     Raises:
         FileNotFoundError, ValueError: see :func:`predict_run` and :func:`average_ensemble` (an ensemble of a
-            member's earlier weights among them); settings are checked before any work.
+            member's earlier weights among them), :func:`harness.folder_kinds.check_kind`; settings checked first.
     """
     from harness.ensemble_folder import check_members_unchanged
 
@@ -427,6 +427,7 @@ def predict_folders(
     folders = [Path(f) for f in folders]
     runs, ensembles = [], []
     for f in folders:
+        check_kind(f, ("run", "import", "ensemble"), "run or ensemble")  # a sweep, a report...: named (A26-10/11)
         if (f / "ensemble.json").is_file():
             ensembles.append(f)
             runs += [m for m in ensemble_members(f) if m.resolve() not in {r.resolve() for r in runs}]
@@ -435,9 +436,8 @@ def predict_folders(
                 runs.append(f)
         else:
             raise FileNotFoundError(
-                f"{str(f)!r} is neither a run folder (config.yaml, model.pt) nor an ensemble "
-                "folder (ensemble.json); pass folders written by harness upstream or harness "
-                "ensemble"
+                f"{str(f)!r} is neither a run folder (config.yaml, model.pt) nor an ensemble folder "
+                "(ensemble.json); pass folders written by harness upstream or harness ensemble"
             )
     for r in runs:  # every folder is checked before the first (slow) prediction
         _check_run(r, settings, overwrite)
