@@ -123,3 +123,41 @@ def _output_in_class_folder(tmp):
     _cli(
         "report", "runs/imf", "--out-root", "imgsR/test", "--name", "b", "--no-shift", "--no-covariance", "--overwrite"
     )
+
+
+# ------------------------------------------------------------------------------ A26-17: training data changed
+@bad_input(
+    "upstream",
+    "an interrupted image-folder run resumed after its training split's class folders a and b were swapped (every "
+    "label flipped, the same file names) (audit26 A26-17: resumed without a word, its last epochs trained on other "
+    "labels than its first ones)",
+    ValueError,
+    r"^.*runs/res was started on other training data than data\.train_split=train of image_folder at data\.path=imf "
+    r"holds now \(the images' bytes \(a sample of 34\): \w{12}\.\.\. then, \w{12}\.\.\. now; as its run\.json records "
+    r"it: train_split_identity\): .*restore the training data as it was when the run started, or start the run over "
+    r"in another output_dir$",
+)
+def _resume_on_swapped_classes(tmp):
+    import pytest
+    from bad_inputs_audit23_runs import _IMF, _image_folder, _train
+
+    _image_folder(tmp, 0)
+    run, settings = tmp / "runs" / "res", [*_IMF, "train.epochs=2", "train.checkpoint_every=1"]
+    _train(run, settings, stop_after_steps=2)
+    assert (run / "checkpoints" / "last.pt").is_file() and not (run / "model.pt").exists()
+    train = tmp / "imf" / "train"
+
+    def swap() -> None:
+        os.rename(train / "a", train / "t")
+        os.rename(train / "b", train / "a")
+        os.rename(train / "t", train / "b")
+
+    swap()
+    with pytest.raises(ValueError, match=r"was started on other training data") as refused:
+        _train(run, settings)
+    assert not (run / "model.pt").exists()
+    swap()  # restored: it resumes and finishes
+    _train(run, settings)
+    assert (run / "model.pt").is_file()
+    swap()
+    raise refused.value

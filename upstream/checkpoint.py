@@ -14,6 +14,8 @@ import torch
 
 from harness.checkpoint_files import STATE_PREFIX
 from harness.config import to_dict
+from harness.data.split_identity import RECORD_KEY as SPLIT_KEY
+from harness.data.split_identity import split_identity
 from harness.data.splits import absolute_path
 from harness.io import atomic_torch_save, atomic_write_text, json_dumps, read_json
 from harness.provenance import provenance
@@ -46,8 +48,9 @@ def _set_rng_state(state: dict) -> None:
 def write_run_files(t: Training, config_yaml: str) -> None:
     """A new run's ``config.yaml`` and ``run.json`` (command, machine, versions, data, label noise, loss,
     processes, precision, ``data_path``: data.path as given and made absolute,
-    :func:`harness.data.splits.absolute_path`, which :func:`harness.importing.run_data` reads, and the few-shot
-    monitor's task data, :func:`monitor_task_data`); main process only."""
+    :func:`harness.data.splits.absolute_path`, which :func:`harness.importing.run_data` reads, the few-shot
+    monitor's task data, :func:`monitor_task_data`, and what the training split holds,
+    :func:`harness.data.split_identity.split_identity`); main process only."""
     if not t.main:
         return
     d = t.data
@@ -68,6 +71,7 @@ def write_run_files(t: Training, config_yaml: str) -> None:
         # the folder data.path named from where the run started (a relative one read from elsewhere: audit22 A22-02)
         "data_path": {"path": t.cfg.data.path, "absolute": absolute_path(t.cfg.data.source, t.cfg.data.path)},
         MONITOR_KEY: monitor_task_data(to_dict(t.cfg).get("train") or {}),  # a resume reads the same (audit25 A25-12)
+        SPLIT_KEY: split_identity(d.train),  # what the training split holds: a resume compares (audit26 A26-17)
     }
     atomic_write_text(t.run_dir / "run.json", json_dumps(meta, indent=1))
 

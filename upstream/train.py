@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from harness.config import to_dict, to_yaml
+from harness.data.split_identity import check_split_identity
 from harness.io import RunLock
 from harness.model_identity import MONITORING, NOT_IDENTITY, READING
 from harness.training.loop import held_precision, in_fresh_process, make_accelerator
@@ -278,6 +279,12 @@ def check_finished_predictions(run_dir: Path) -> None:
             ) from e
 
 
+def _train_split(cfg: UpstreamConfig) -> str:
+    """``data.train_split=train of image_folder at data.path=imgs``: how a message names the training split."""
+    path = f" at data.path={cfg.data.path}" if cfg.data.path else ""
+    return f"data.train_split={cfg.data.train_split} of {cfg.data.source}{path}"
+
+
 def _cpu_only() -> bool:
     """Whether accelerate will train on the CPU: no accelerator device, or ``ACCELERATE_USE_CPU`` set (``accelerate
     launch --cpu``, ``harness upstream --executor``)."""
@@ -388,6 +395,7 @@ def _train(
         t = build_training(cfg, run_dir, data, accelerator, tasks)  # 3
         t.show_progress, t.stop_after_steps, t.stop_requested = progress, stop_after_steps, stop_requested
         if status == "resume":  # 4
+            check_split_identity(run_dir, data.train, _train_split(cfg))  # the data it started on (audit26 A26-17)
             resume(t)
             record_resumed(t, config_yaml)  # the settings it resumes with (a smaller eval batch...), if others
         else:
