@@ -169,7 +169,8 @@ def _export_ensemble(tmp):
 
 @bad_input(
     "export",
-    "harness.runs.export_run of a downstream sweep folder (audit26 A26-20: 'pass the model.pt written by a harness run')",
+    "harness.runs.export_run of a downstream sweep folder (audit26 A26-20: 'pass the model.pt written by a harness "
+    "run')",
     ValueError,
     r"'ds/a' is a downstream sweep \(written by harness downstream; .*\), not a run folder \(harness upstream or "
     r"harness import wrote it\): give the run folder it was made from: '.*runs/a'",
@@ -179,3 +180,21 @@ def _export_sweep(tmp):
 
     _runs(tmp)
     export_run("ds/a", "exp_ds")
+
+
+# ------------------------------------------------------------------------------ A26-09: --no-train, no grid run
+@bad_input(
+    "run",
+    "harness run digits runs_root=empty --no-train, with no τ-grid run finished (audit26 A26-09: a bare '[Errno 2] No "
+    "such file or directory: empty/digits/upstream/diag_t0.5_s0/metrics.json', an empty empty/digits/ left behind)",
+    click.ClickException,
+    r"harness run --no-train builds its report from finished runs only, and the grid a method's τ \(or tuned "
+    r"setting\) is chosen from has unfinished runs \(diag: diag_t0\.5_s0, .*; looked for in empty/digits/upstream\): "
+    r"run harness run digits without --no-train to train them, or give runs_root= the folder that holds this experiment's runs",
+)
+def _no_train_without_grid_runs(tmp):
+    (tmp / "empty").mkdir()
+    try:
+        _cli("run", "digits", "runs_root=empty", "--no-train")
+    finally:
+        assert not (tmp / "empty" / "digits").exists()  # checked before any folder is made

@@ -6,9 +6,25 @@ check claims before any work)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import Optional, Sequence
 
-from harness.experiment.plan import _metrics, _Plan
+from harness.experiment.plan import _finished, _metrics, _Plan
+
+
+def unfinished_grid_runs(
+    plans: "list[_Plan]", kept: "set[str]" = frozenset(), more: "Sequence[str]" = ()
+) -> "dict[str, list[str]]":
+    """The grid runs of ``plans`` (only those named in ``more``, where given) not finished (no ``metrics.json``) and not
+    among ``kept`` (folder names of runs a record restores), by method: what ``harness run --no-train`` cannot choose
+    from (:func:`_heldout` reads every grid run's metrics)."""
+    missing: "dict[str, list[str]]" = {}
+    for plan in plans:
+        for method, runs in plan.grid.items():
+            for f in (f for f in runs.values() if not more or f in more):
+                name = Path(plan.configs[f].output_dir).name
+                if not _finished(plan.configs[f]) and name not in kept:
+                    missing.setdefault(method, []).append(name)
+    return missing
 
 
 def _heldout(plan: _Plan, method: str) -> "tuple[dict[float, dict], str]":

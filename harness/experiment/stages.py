@@ -9,7 +9,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from harness.experiment.choice import _choose_temperatures, _extend_grids
+from harness.experiment.choice import _choose_temperatures, _extend_grids, unfinished_grid_runs
 from harness.experiment.clock import _Clock
 from harness.experiment.config import MAX_WORKERS, Experiment
 from harness.experiment.jobs import planned_jobs
@@ -107,6 +107,8 @@ def _locked(
 ) -> Path:
     """:func:`run_experiment` once its lock is held: the records restored, then every stage."""
     root = path_under(exp.runs_root, exp.name)
+    if not train:  # before any folder is made (audit26 A26-09)
+        _check_grids_finished(exp, plans)
     clock = _Clock(root / "sessions.json")  # its file checked before any work (audit19 A19-09)
     root.mkdir(parents=True, exist_ok=True)
     if exp.records:
@@ -358,6 +360,8 @@ def _extend_main_grids(
     more = _extend_grids(main, exp.temperature_grid, exp.grid_extensions)
     while more:  # the best τ lay on the grid's edge: try past it
         progress(f"[τ grid] extended: {', '.join(more)}")
+        if not train:  # an extension not trained: nothing to choose from (audit26 A26-09)
+            _check_grids_finished(exp, {"main": main}, more)
         workers.expect(len(more) if train else 0)
         queue([main.configs[f] for f in more])
         workers.wait(progress, tick, stages={"upstream"})
@@ -379,6 +383,23 @@ def _frontier_stage(
     queue(list(plans["frontier"].configs.values()))
     workers.wait(progress, lambda: sync_records(exp) if exp.records else None)
     clock.exclude(time.perf_counter() - tic)
+
+
+def _check_grids_finished(exp: Experiment, plans: "dict[str, _Plan]", more: "list[str]" = ()) -> None:
+    """Without training (``--no-train``) every grid run a method's τ is chosen from has finished or is in the records
+    (restored first); ``more``: only these extensions. Raises ValueError naming the runs, where sought, the fix."""
+    kept = set()
+    for folder in (path_under(exp.reference_root, exp.name, "records"), records_dir(exp)) if exp.records else ():
+        kept |= {r.name for r in folder.iterdir() if r.is_dir()} if folder.is_dir() else set()
+    missing = unfinished_grid_runs([plans["main"]] if more else list(plans.values()), kept, more)
+    if missing:
+        said = "; ".join(f"{m}: {', '.join(names)}" for m, names in missing.items())
+        raise ValueError(
+            f"harness run --no-train builds its report from finished runs only, and the grid a method's τ (or tuned "
+            f"setting) is chosen from has unfinished runs ({said}; looked for in "
+            f"{path_under(exp.runs_root, exp.name, 'upstream')}): run harness run {exp.name} without --no-train to "
+            f"train them, or give runs_root= the folder that holds this experiment's runs (now {exp.runs_root})"
+        )
 
 
 def _check_main_finished(runs: "dict[str, list[Path]]") -> None:
