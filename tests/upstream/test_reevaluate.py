@@ -81,7 +81,17 @@ def test_harness_run_names_stale_runs_and_reevaluates_them_with_their_records(tm
     run_experiment(exp(), progress=lambda s: None)
     run_dir, record = tmp_path / "runs/tiny/upstream/het_s0", tmp_path / "results/tiny/records/het_s0"
     truth = json.loads((run_dir / "metrics.json").read_text())
-    stale = {**truth, "eval_noise": None, "metrics": {**truth["metrics"], "nll": 9.9}}
+    # what an evaluation with another noise draw left: other predictions, and the metrics measured on them (a
+    # metrics.json that disagrees with its predictions.npz is refused as damaged, audit26 A26-05)
+    from dataclasses import replace
+
+    from harness.uncertainty.predictions import Predictions
+
+    drawn = Predictions.load(run_dir / "predictions.npz")
+    other = replace(drawn, logits=drawn.logits * 0.5)
+    other.save(run_dir / "predictions.npz")
+    stale = {**truth, "eval_noise": None, "metrics": {**truth["metrics"], **other.metrics()}}
+    assert stale["metrics"]["nll"] != truth["metrics"]["nll"]
     (run_dir / "metrics.json").write_text(json.dumps(stale))
     lines: list = []
     run_experiment(exp(), progress=lines.append, train=False)
