@@ -244,18 +244,19 @@ def check_outside_outputs(
 
 
 def images_in(real: Path) -> "tuple[Path, Path] | None":
-    """``(folder, image)``: the first of ``real`` and its parent (resolved paths) that directly holds an image file
-    (torchvision's ``IMG_EXTENSIONS``, what an image folder's class folder is read by, with its subfolders), and one
-    such file; None when neither does. The harness's own plots (``reliability_*.png``, which a report and a sweep
+    """``(real, image)`` when the folder ``real`` (resolved) directly holds an image file (torchvision's
+    ``IMG_EXTENSIONS``, what an image folder's class folder is read by), one such file; None when it does not (or does
+    not exist yet). Its parent is not looked at: a working folder holding a picture is no data set (a new folder
+    inside a class folder is not seen). The harness's own plots (``reliability_*.png``, which a report and a sweep
     write into their folder) are not counted: a rerun into that folder (a sweep's resume) is not refused for them.
-    Cost: at most two folder listings, each stopped at its first image."""
+    Cost: one folder listing, stopped at its first image."""
     from torchvision.datasets.folder import IMG_EXTENSIONS
 
     def is_image(e: os.DirEntry) -> bool:
         own = e.name.startswith("reliability_") and e.name.endswith(".png")
         return not own and e.name.lower().endswith(IMG_EXTENSIONS) and e.is_file()
 
-    for place in (real, real.parent):
+    for place in (real,):
         try:
             with os.scandir(place) as entries:
                 image = next((e for e in entries if is_image(e)), None)

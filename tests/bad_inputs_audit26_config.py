@@ -89,7 +89,7 @@ def _image_folder_through_dotdot(tmp):
 @bad_input(
     "report",
     "harness report runs/imf --out-root imgsR/test --name b --overwrite (imgsR a copy of an image folder the run does "
-    "not read: the report folder is its class folder b), and harness downstream --out imgsR/train/a/sw --overwrite "
+    "not read: the report folder is its class folder b), and harness downstream --out imgsR/train/a --overwrite "
     "(audit26 A26-16: rc 0, the reliability PNG written into the class folder, read as an image of the data set)",
     click.ClickException,
     r"^--out-root imgsR/test \(with --name b: the report folder imgsR/test/b\) is .*imgsR/test/b, a folder of images "
@@ -107,7 +107,7 @@ def _output_in_class_folder(tmp):
             "".join(f"../imf/val/{c}/{i}.png {k}\n" for k, c in enumerate("ab") for i in range(3))
         )
     sweep = ("--preset", "demo", "--lrs", "0.01", "--steps", "2", "--seeds", "1", "--log-with", "none")
-    with pytest.raises(click.ClickException, match=r"--out imgsR/train/a/sw is inside .*imgsR/train/a, a folder of "):
+    with pytest.raises(click.ClickException, match=r"--out imgsR/train/a is .*imgsR/train/a, a folder of "):
         _cli(
             "downstream",
             "--upstream",
@@ -116,10 +116,10 @@ def _output_in_class_folder(tmp):
             "mine=task:2",
             *sweep,
             "--out",
-            "imgsR/train/a/sw",
+            "imgsR/train/a",
             "--overwrite",
         )
-    assert not (tmp / "imgsR" / "train" / "a" / "sw").exists()
+    assert not (tmp / "imgsR" / "train" / "a" / "sweep.json").exists()
     _cli(
         "report", "runs/imf", "--out-root", "imgsR/test", "--name", "b", "--no-shift", "--no-covariance", "--overwrite"
     )
