@@ -231,7 +231,9 @@ def check_outside_outputs(
             "its own (an output folder holds only the files of the command that writes it): "
             + (fix or f"give {option} a folder outside it, e.g. {_shown(sibling)}").replace("{folder}", _shown(place))
         )
-    among = images_in(real)  # a class folder of an image folder that no input names (audit26 A26-16)
+    among = (
+        images_in(real) if output_kind(real) is None else None
+    )  # a harness folder's plots are its own  # a class folder of an image folder that no input names (audit26 A26-16)
     if among is not None:
         place, image = among
         raise ValueError(
