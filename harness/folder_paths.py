@@ -231,9 +231,8 @@ def check_outside_outputs(
             "its own (an output folder holds only the files of the command that writes it): "
             + (fix or f"give {option} a folder outside it, e.g. {_shown(sibling)}").replace("{folder}", _shown(place))
         )
-    among = (
-        images_in(real) if output_kind(real) is None else None
-    )  # a harness folder's plots are its own  # a class folder of an image folder that no input names (audit26 A26-16)
+    # a class folder of an image folder that no input names (audit26 A26-16); a harness folder's plots are its own
+    among = images_in(real) if output_kind(real) is None else None
     if among is not None:
         place, image = among
         raise ValueError(
@@ -258,12 +257,9 @@ def images_in(real: Path) -> "tuple[Path, Path] | None":
         own = e.name.startswith("reliability_") and e.name.endswith(".png")
         return not own and e.name.lower().endswith(IMG_EXTENSIONS) and e.is_file()
 
-    for place in (real,):
-        try:
-            with os.scandir(place) as entries:
-                image = next((e for e in entries if is_image(e)), None)
-        except OSError:  # not there (yet), not a folder, not readable
-            continue
-        if image is not None:
-            return place, Path(image.path)
-    return None
+    try:
+        with os.scandir(real) as entries:
+            image = next((e for e in entries if is_image(e)), None)
+    except OSError:  # not there (yet), not a folder, not readable
+        return None
+    return None if image is None else (real, Path(image.path))
