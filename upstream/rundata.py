@@ -14,6 +14,7 @@ import torch
 
 from harness.data.batched import make_loader
 from harness.data.config import STREAM_SOURCES
+from harness.data.copies import warn_copies
 from harness.data.dataset import LabelSets
 from harness.data.noise import inject_label_noise
 from harness.data.packed_split import shard_split
@@ -112,6 +113,10 @@ def read_run_data(cfg: UpstreamConfig, rank: int, world: int) -> RunData:
     eval_base = read_split(cfg.data, cfg.data.eval_split)
     heldout = read_heldout(cfg, read_split)  # a missing held-out split is named now, not after training
     _check_same_classes(train_base, eval_base, cfg.data.train_split, cfg.data.eval_split)
+    if not stream and rank == 0:  # evaluation images that are copies of training ones, named (audit26 A26-14)
+        evaluated = {f"data.eval_split={cfg.data.eval_split}": eval_base}
+        evaluated[f"data.heldout_split={cfg.data.heldout_split}"] = heldout if hasattr(heldout, "load_image") else None
+        warn_copies(train_base, evaluated, f"data.train_split={cfg.data.train_split}")
     clean_labels = None if stream else train_base.labels
     train_base, noise_info = _noisy_training(cfg, train_base)
     link = cfg.model.head.get("link", "softmax")
