@@ -5,10 +5,11 @@ a link of it was refused by the split rules, which compare files, not bytes).
 The rule (:func:`copies`, :func:`warn_copies`): two image files are one image when their bytes are equal. Copies are
 named in a warning, with their count and share of the split, not refused: real data sets hold a few exact duplicates
 across their splits (Barz & Denzler, "Do We Train on Test Data? Purging CIFAR of Near-Duplicates", J. Imaging 2020,
-found duplicates of training images among CIFAR-10's and CIFAR-100's test images), which a user may keep knowingly;
-a split that is mostly copies says so in the same words. Cost: one ``stat`` of every file of both splits (their
-sizes); only files of a size met in both splits are read, each once, for its SHA-256. Compressed images (PNG, JPEG)
-rarely share a size, so few are read; splits of uncompressed images of one size (BMP, PPM) are read whole, once."""
+found duplicates and near-duplicates of training images among CIFAR-10's and CIFAR-100's test images), which a user
+may keep knowingly; a split that is mostly copies says so in the same words. Cost: one ``stat`` of every file of both
+splits (their sizes); only files of a size met in both splits are read, each once, for its SHA-256. Compressed images
+(PNG, JPEG) rarely share a size, so few are read; splits of uncompressed images of one size (BMP, PPM) are read whole,
+once."""
 
 from __future__ import annotations
 
