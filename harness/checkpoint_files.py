@@ -125,6 +125,12 @@ def measured_model(path: "str | os.PathLike") -> dict:
     return {"weights_sha256": weights_digest(path), "eval_options": options if noisy else {}, "preprocessing": prep}
 
 
+def _differences(recorded: dict, now: dict) -> str:
+    """``"key recorded -> now, ..."`` for each key (sorted) whose value differs between the two settings."""
+    keys = sorted(set(recorded) | set(now))
+    return ", ".join(f"{k} {recorded.get(k)!r} -> {now.get(k)!r}" for k in keys if recorded.get(k) != now.get(k))
+
+
 def check_run_model(run_dir: "str | os.PathLike", options: bool = True, predictions: bool = False) -> None:
     """A run folder's ``model.pt`` is the model its ``metrics.json`` and predictions measured: the digest of its
     weights (:func:`harness.model_identity.weights_digest`) equals the ``weights_sha256`` the run recorded when it
@@ -169,22 +175,14 @@ def check_run_model(run_dir: "str | os.PathLike", options: bool = True, predicti
             f"the run's own model.pt back, or {remake(run_dir)}"
         )
     if options and isinstance(measured, dict) and found["eval_options"] != measured:
-        changed = ", ".join(
-            f"{k} {measured.get(k)!r} -> {found['eval_options'].get(k)!r}"
-            for k in sorted(set(measured) | set(found["eval_options"]))
-            if measured.get(k) != found["eval_options"].get(k)
-        )
+        changed = _differences(measured, found["eval_options"])
         raise ValueError(
             f"{run_dir / 'model.pt'} predicts with other evaluation options than the run's metrics.json measured "
             f"({changed}; audit22 A22-12): put the run's own model.pt back, or set the head's options back and save "
             "it again"
         )
     if options and isinstance(prep, dict) and found["preprocessing"] != prep:
-        changed = ", ".join(
-            f"{k} {prep.get(k)!r} -> {found['preprocessing'].get(k)!r}"
-            for k in sorted(set(prep) | set(found["preprocessing"]))
-            if prep.get(k) != found["preprocessing"].get(k)
-        )
+        changed = _differences(prep, found["preprocessing"])
         raise ValueError(
             f"{run_dir / 'model.pt'} normalises its input otherwise than the model the run's metrics.json and "
             f"predictions measured (its config's preprocessing: {changed}; audit25 A25-10): its metrics do not hold "
